@@ -1,0 +1,422 @@
+"""The program model: immutable records shared by every stage.
+
+Data flows one way: a front-end (OpenCL C + C host, ONNX, the Python builder) produces a
+:class:`Program`; the UAR reads it; planning and code generation produce new records.  Records are
+frozen dataclasses; a transformation returns a new record (``dataclasses.replace``), never mutates.
+
+Conventions (relied on by every stage):
+
+* **Kernel-level instances.**  A statement of a kernel runs at
+  ``S[g0, g1, g2, l0, l1, l2, k...]``: group ids and local ids for all three NDRange dimensions
+  (dimensions the launch does not use are pinned to 0 when it is instantiated), then the kernel's
+  own loop iterators, outermost first.  The isl tuple name of a statement's domain is its ``id``.
+* **Kernel-level parameters.**  Scalar kernel arguments keep their C names as isl parameters.
+  Launch geometry that is not known when the kernel is extracted appears as the parameters
+  ``_gs0.._gs2`` (global size) and ``_ls0.._ls2`` (local size); C reserves leading underscores, so
+  they never clash with user names.  With a known local size ``L`` the global id is ``g*L + l``
+  (affine); with an unknown one it is ``g*_ls + l``, which is not affine, so subscripts that use it
+  are over-approximated (see :mod:`polyfuse.frontend.opencl`).
+* **Host expressions** (sizes, scalar arguments, loop bounds) are sympy expressions over host
+  parameters (values read at run time, e.g. ``atoi(argv[1])``) and enclosing host-loop iterators.
+  :func:`host_expr_to_isl` turns an affine one into isl syntax.
+* **Launch-level instances** (the UAR's work-items) are ``L<id>[h..., g0.., l0..]`` with one ``h``
+  per enclosing host loop and one ``g``/``l`` per used NDRange dimension (``work_dim``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional, Union
+
+import islpy as isl
+import sympy
+
+#: Work-item functions of OpenCL C that the front-end models exactly.
+WORK_ITEM_FUNCTIONS = (
+    "get_global_id",
+    "get_local_id",
+    "get_group_id",
+    "get_local_size",
+    "get_num_groups",
+    "get_global_size",
+    "get_global_offset",
+    "get_work_dim",
+)
+
+#: isl names of the work-item dimensions, in order, at kernel level.
+GROUP_DIMS = ("g0", "g1", "g2")
+LOCAL_DIMS = ("l0", "l1", "l2")
+WORK_ITEM_DIMS = GROUP_DIMS + LOCAL_DIMS
+
+#: isl parameter names for launch geometry unknown at extraction time.
+GLOBAL_SIZE_PARAMS = ("_gs0", "_gs1", "_gs2")
+LOCAL_SIZE_PARAMS = ("_ls0", "_ls1", "_ls2")
+
+ADDRESS_SPACES = ("global", "constant", "local", "private")
+
+
+class PolyfuseError(Exception):
+    """An error in the user's input, reported as one line naming the place.
+
+    ``str(err)`` is ``file:line: message`` (or ``file: message`` / ``message`` when the place is
+    not known).  The CLI prints exactly that, and exits with status 1.
+    """
+
+    def __init__(self, message: str, file: Optional[str] = None, line: Optional[int] = None):
+        self.message = message
+        self.file = file
+        self.line = line
+        super().__init__(self.__str__())
+
+    def __str__(self) -> str:
+        if self.file and self.line:
+            return f"{self.file}:{self.line}: {self.message}"
+        if self.file:
+            return f"{self.file}: {self.message}"
+        return self.message
+
+
+class UnsupportedError(PolyfuseError):
+    """A construct polyfuse does not handle (and refuses rather than guessing)."""
+
+
+@dataclass(frozen=True)
+class SourceLoc:
+    file: str
+    line: int
+    column: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+# ----------------------------------------------------------------------------------------------
+# Kernels
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KernelParam:
+    """A kernel parameter.  For pointers ``type`` is the element type (``float``, ``float4``)."""
+
+    name: str
+    index: int
+    type: str
+    pointer: bool
+    address_space: str = "private"
+    const: bool = False
+
+    @property
+    def is_buffer(self) -> bool:
+        return self.pointer and self.address_space in ("global", "constant")
+
+
+@dataclass(frozen=True)
+class ArrayDecl:
+    """An array declared inside a kernel (``__local`` tile or private array)."""
+
+    name: str
+    type: str
+    shape: tuple[int, ...]
+    address_space: str
+    loc: Optional[SourceLoc] = None
+
+
+@dataclass(frozen=True)
+class Access:
+    """One memory access of a statement.
+
+    ``relation`` maps the statement's instances to array elements (``array[i]`` or, for
+    multi-dimensional local/private arrays, ``array[i, j]``); element indices are in units of the
+    array's element type.  ``exact`` is False for may-accesses (non-affine or data-dependent
+    subscripts, non-affine guards); ``reason`` says why.
+    """
+
+    array: str
+    address_space: str
+    direction: str  # "read" | "write"
+    relation: isl.Map
+    exact: bool = True
+    reason: Optional[str] = None
+    loc: Optional[SourceLoc] = None
+    dtype: str = "float"
+
+
+@dataclass(frozen=True)
+class Statement:
+    """A leaf statement (assignment, expression, declaration with initializer) of a kernel."""
+
+    id: str
+    domain: isl.Set
+    accesses: tuple[Access, ...]
+    code: str
+    loc: Optional[SourceLoc] = None
+    #: position in the kernel's syntax tree, for the original (textual) order
+    order: tuple[int, ...] = ()
+    #: False when the statement sits under a condition polyfuse cannot model exactly
+    exact_domain: bool = True
+    node: Any = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Barrier:
+    """A ``barrier(...)`` call: fences, where it runs, and whether all work-items reach it."""
+
+    id: str
+    domain: isl.Set
+    fences: frozenset[str]
+    loc: Optional[SourceLoc] = None
+    order: tuple[int, ...] = ()
+    #: True unless the barrier sits under control flow that depends on the work-item
+    uniform: bool = True
+
+
+@dataclass(frozen=True)
+class KernelContext:
+    """What was known when a kernel was extracted: the values it was specialized for."""
+
+    local_size: tuple[Optional[int], Optional[int], Optional[int]] = (None, None, None)
+    global_size: tuple[Optional[int], Optional[int], Optional[int]] = (None, None, None)
+    values: tuple[tuple[str, int], ...] = ()  # known scalar arguments, sorted by name
+
+    @property
+    def value_map(self) -> dict[str, int]:
+        return dict(self.values)
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A ``__kernel`` function with its polyhedral model.
+
+    ``statements`` and ``barriers`` are in textual order.  ``schedule`` maps every statement and
+    barrier instance to its position in one work-item's execution (loops interleaved with the
+    textual positions, 2d+1 style), so it also orders barriers against statements.
+    """
+
+    name: str
+    params: tuple[KernelParam, ...]
+    statements: tuple[Statement, ...]
+    barriers: tuple[Barrier, ...] = ()
+    arrays: tuple[ArrayDecl, ...] = ()
+    #: number of NDRange dimensions the kernel refers to (0 if it uses no work-item function)
+    work_dims: int = 1
+    #: names of the work-item functions the kernel calls
+    uses: frozenset[str] = frozenset()
+    context: KernelContext = KernelContext()
+    schedule: Optional[isl.UnionMap] = None
+    source: str = ""
+    loc: Optional[SourceLoc] = None
+    #: messages about over-approximations made while extracting the model
+    notes: tuple[str, ...] = ()
+    #: the pycparser ``FuncDef`` (OpenCL qualifiers kept as ``[[ocl::...]]`` attributes)
+    ast: Any = field(default=None, compare=False, repr=False)
+
+    def param(self, name_or_index: Union[str, int]) -> KernelParam:
+        for p in self.params:
+            if p.name == name_or_index or p.index == name_or_index:
+                return p
+        raise KeyError(name_or_index)
+
+    @property
+    def accesses(self) -> tuple[Access, ...]:
+        return tuple(a for s in self.statements for a in s.accesses)
+
+
+# ----------------------------------------------------------------------------------------------
+# Host program
+# ----------------------------------------------------------------------------------------------
+
+HostExpr = sympy.Expr
+
+
+@dataclass(frozen=True)
+class HostLoop:
+    """A counted host ``for`` loop: ``for (it = lower; it < upper; it += step)``."""
+
+    iterator: str
+    lower: HostExpr
+    upper: HostExpr  # exclusive
+    step: int = 1
+    loc: Optional[SourceLoc] = None
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """A device buffer, named by the host variable that holds it.
+
+    A sub-buffer (``clCreateSubBuffer``) or an alias has ``parent`` set and ``origin`` (bytes)
+    into it; :meth:`Program.root` resolves the chain.
+    """
+
+    name: str
+    size: Optional[HostExpr] = None  # bytes
+    parent: Optional[str] = None
+    origin: HostExpr = sympy.Integer(0)  # bytes into parent
+    flags: tuple[str, ...] = ()
+    dtype: Optional[str] = None  # element type when known (ONNX, builder)
+    loc: Optional[SourceLoc] = None
+
+
+@dataclass(frozen=True)
+class ArgBinding:
+    """What a kernel argument is bound to at a launch.
+
+    ``kind`` is ``buffer`` (``buffer`` names a :class:`Buffer`), ``scalar`` (``value`` is a host
+    expression, or None when not affine/known: then the kernel parameter stays symbolic) or
+    ``local`` (``clSetKernelArg(k, i, bytes, NULL)``: a ``__local`` buffer of ``local_bytes``).
+    """
+
+    index: int
+    kind: str
+    buffer: Optional[str] = None
+    value: Optional[HostExpr] = None
+    local_bytes: Optional[HostExpr] = None
+    loc: Optional[SourceLoc] = None
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One ``clEnqueueNDRangeKernel`` call site; its instances are indexed by ``loops``."""
+
+    id: int
+    kernel: str
+    work_dim: int
+    global_size: tuple[HostExpr, ...]
+    local_size: Optional[tuple[HostExpr, ...]]  # None: chosen by the implementation
+    args: tuple[ArgBinding, ...]
+    loops: tuple[HostLoop, ...] = ()
+    global_offset: Optional[tuple[HostExpr, ...]] = None
+    loc: Optional[SourceLoc] = None
+    #: the host variable holding the cl_kernel object
+    kernel_object: Optional[str] = None
+
+    def arg(self, index: int) -> ArgBinding:
+        for a in self.args:
+            if a.index == index:
+                return a
+        raise KeyError(index)
+
+
+@dataclass(frozen=True)
+class BufferRange:
+    """Bytes ``[offset, offset + size)`` of a buffer (size None: to the end)."""
+
+    buffer: str
+    offset: HostExpr = sympy.Integer(0)
+    size: Optional[HostExpr] = None
+
+
+@dataclass(frozen=True)
+class HostOp:
+    """A host statement with memory effects or synchronization.
+
+    ``kind``: ``write`` (clEnqueueWriteBuffer / fill / map-for-write: host → device), ``read``
+    (device → host), ``copy`` (device → device), ``unknown`` (a call polyfuse does not know that
+    receives buffers: read and written entirely), ``sync`` (clFinish, clWaitForEvents, blocking
+    calls: no memory effect, a virtual dependence).
+    """
+
+    id: int
+    kind: str
+    reads: tuple[BufferRange, ...] = ()
+    writes: tuple[BufferRange, ...] = ()
+    loops: tuple[HostLoop, ...] = ()
+    name: str = ""  # the C function called
+    loc: Optional[SourceLoc] = None
+
+
+Operation = Union[Launch, HostOp]
+
+
+@dataclass(frozen=True)
+class Program:
+    """A whole program: kernels, buffers, and host operations in host order.
+
+    ``ops`` interleaves :class:`Launch` and :class:`HostOp` in program order; ids are unique
+    across both.  ``params`` are the symbolic host values with ``context`` (an isl set string over
+    them, e.g. ``"[n] -> { : n >= 1 }"``) stating what is known about them.
+    """
+
+    kernels: Mapping[str, Kernel]
+    buffers: Mapping[str, Buffer]
+    ops: tuple[Operation, ...]
+    params: tuple[str, ...] = ()
+    context: str = "{ : }"
+    name: str = "program"
+    files: tuple[str, ...] = ()
+
+    @property
+    def launches(self) -> tuple[Launch, ...]:
+        return tuple(op for op in self.ops if isinstance(op, Launch))
+
+    @property
+    def host_ops(self) -> tuple[HostOp, ...]:
+        return tuple(op for op in self.ops if isinstance(op, HostOp))
+
+    def op(self, op_id: int) -> Operation:
+        for op in self.ops:
+            if op.id == op_id:
+                return op
+        raise KeyError(op_id)
+
+    def root(self, buffer: str) -> tuple[str, HostExpr]:
+        """The root buffer behind ``buffer`` and the byte offset into it."""
+        offset: HostExpr = sympy.Integer(0)
+        seen = set()
+        while True:
+            b = self.buffers[buffer]
+            if b.parent is None:
+                return b.name, sympy.simplify(offset)
+            if buffer in seen:
+                raise PolyfuseError(f"buffer {buffer!r} aliases itself", *_loc(b.loc))
+            seen.add(buffer)
+            offset = offset + b.origin
+            buffer = b.parent
+
+
+def _loc(loc: Optional[SourceLoc]) -> tuple[Optional[str], Optional[int]]:
+    return (loc.file, loc.line) if loc else (None, None)
+
+
+def host_expr_to_isl(expr: HostExpr) -> str:
+    """isl syntax of an affine (or floor-divided) host expression; raises ValueError otherwise."""
+    expr = sympy.sympify(expr)
+    poly_vars = sorted(expr.free_symbols, key=str)
+    if not poly_vars:
+        if not expr.is_integer:
+            raise ValueError(f"not an integer: {expr}")
+        return str(int(expr))
+    try:
+        poly = sympy.Poly(expr, *poly_vars)
+    except sympy.PolynomialError:
+        return _floor_expr_to_isl(expr)
+    if poly.total_degree() > 1:
+        raise ValueError(f"not affine: {expr}")
+    terms = []
+    for monom, coeff in poly.terms():
+        if not coeff.is_integer:
+            raise ValueError(f"non-integer coefficient in {expr}")
+        name = "*".join(str(v) for v, e in zip(poly_vars, monom) if e)
+        terms.append(f"{int(coeff)}*{name}" if name else str(int(coeff)))
+    return " + ".join(f"({t})" for t in terms) or "0"
+
+
+def _floor_expr_to_isl(expr: HostExpr) -> str:
+    if isinstance(expr, sympy.floor):
+        inner = expr.args[0]
+        num, den = sympy.fraction(sympy.together(inner))
+        if den.is_Integer and int(den) > 0:
+            return f"floor(({host_expr_to_isl(num)})/{int(den)})"
+    if isinstance(expr, sympy.Add):
+        return " + ".join(f"({host_expr_to_isl(a)})" for a in expr.args)
+    if isinstance(expr, sympy.Mul):
+        consts = [a for a in expr.args if a.is_Integer]
+        others = [a for a in expr.args if not a.is_Integer]
+        if len(others) == 1 and consts:
+            return f"{int(sympy.Mul(*consts))}*({host_expr_to_isl(others[0])})"
+    raise ValueError(f"not affine: {expr}")
+
+
+def param_context(program: Program) -> isl.Set:
+    """The program's parameter context as an isl set."""
+    return isl.Set(program.context)
