@@ -1,5 +1,226 @@
-"""The ``polyfuse`` command (stub, replaced below)."""
+"""The ``polyfuse`` command.
+
+Machine-readable output (``--json``) goes to stdout alone; progress, logs and warnings go to
+stderr.  Bad input is reported as one line ``file:line: message`` on stderr with exit status 1
+(2 for usage errors, as argparse does); ``--debug`` adds the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Optional, Sequence
+
+from polyfuse.program import PolyfuseError
+
+EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 
 
-def main(argv=None) -> int:
+def _parse_params(items: Sequence[str]) -> dict[str, int]:
+    params: dict[str, int] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.isidentifier():
+            raise _UsageError(f"--param expects NAME=VALUE, got {item!r}")
+        try:
+            params[name] = int(value, 0)
+        except ValueError:
+            raise _UsageError(f"--param {name}: {value!r} is not an integer") from None
+    return params
+
+
+class _UsageError(Exception):
+    pass
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, (list, tuple)):
+        return "(" + ", ".join(_fmt(v) for v in value) + ")"
+    return "-" if value is None else str(value)
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    cells = [[str(h) for h in headers]] + [[_fmt(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def format_uar_report(data: dict) -> str:
+    """The readable form of ``UAR.to_json()``: a launch table and an edge table."""
+    out = [f"{len(data['launches'])} launches, {len(data['edges'])} dependence edges", ""]
+    out.append(
+        _table(
+            ["id", "kernel", "global_size", "local_size", "host_loops"],
+            [
+                [
+                    launch["id"],
+                    launch["kernel"],
+                    launch["global_size"],
+                    launch["local_size"],
+                    ", ".join(_fmt_loop(h) for h in launch["host_loops"]) or "-",
+                ]
+                for launch in data["launches"]
+            ],
+        )
+    )
+    out.append("")
+    rows = []
+    for e in data["edges"]:
+        cond = "; ".join(f"{k} when {v}" for k, v in (e.get("conditions") or {}).items())
+        rows.append(
+            [
+                f"{e['src']}->{e['dst']}",
+                f"{e['src_kernel']}->{e['dst_kernel']}",
+                e["array"],
+                e["kind"],
+                e["width"] + (" (host)" if e.get("host") else ""),
+                "yes" if e.get("loop_carried") else "no",
+                cond or "-",
+            ]
+        )
+    out.append(
+        _table(["edge", "kernels", "array", "kind", "width", "loop-carried", "conditions"], rows)
+    )
+    witnesses = [e for e in data["edges"] if e.get("witness")]
+    if witnesses:
+        out.append("")
+        out.append("witnesses of global edges:")
+        for e in witnesses:
+            w = e["witness"]
+            text = w.get("text") if isinstance(w, dict) else str(w)
+            out.append(f"  {e['src']}->{e['dst']} {e['array']} {e['kind']}: {text}")
+    return "\n".join(out)
+
+
+def _fmt_loop(loop: object) -> str:
+    if isinstance(loop, dict):
+        return f"{loop.get('iterator')} in [{loop.get('lower')}, {loop.get('upper')})"
+    return str(loop)
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from polyfuse.frontend.host import load_opencl
+    from polyfuse.uar import build_uar
+
+    program = load_opencl(args.kernels, host=args.host, params=_parse_params(args.param))
+    _progress(args, f"analyzing {len(program.launches)} launches")
+    data = build_uar(program).to_json()
+    if args.json:
+        json.dump(data, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(format_uar_report(data))
     return 0
+
+
+def cmd_devices(args: argparse.Namespace) -> int:
+    import pyopencl as cl
+
+    rows = []
+    for pi, platform in enumerate(cl.get_platforms()):
+        for di, dev in enumerate(platform.get_devices()):
+            rows.append(
+                [
+                    f"{pi}:{di}",
+                    platform.name,
+                    dev.name.strip(),
+                    cl.device_type.to_string(dev.type),
+                    dev.max_compute_units,
+                    dev.max_work_group_size,
+                    f"{dev.local_mem_size // 1024} KiB",
+                    f"{dev.global_mem_size // 2**20} MiB",
+                ]
+            )
+    if args.json:
+        keys = ["id", "platform", "device", "type", "compute_units", "max_work_group_size",
+                "local_mem", "global_mem"]
+        json.dump([dict(zip(keys, r)) for r in rows], sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    elif not rows:
+        raise PolyfuseError("no OpenCL device found (install pocl-binary-distribution)")
+    else:
+        print(_table(["id", "platform", "device", "type", "CUs", "max WG", "local", "global"],
+                     rows))
+        ctx = os.environ.get("PYOPENCL_CTX")
+        print(f"\ndefault: {ctx if ctx else '0:0'} (set PYOPENCL_CTX or --device to choose)")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    example = EXAMPLES_DIR / "gemm_bias_relu_transpose"
+    if not example.is_dir():
+        raise PolyfuseError(f"bundled examples not found at {EXAMPLES_DIR}")
+    print(f"polyfuse demo: UAR of {example.name} (kernels.cl + host.c)\n", file=sys.stderr)
+    ns = argparse.Namespace(
+        kernels=str(example / "kernels.cl"), host=str(example / "host.c"), param=[],
+        json=False, quiet=args.quiet,
+    )
+    return cmd_analyze(ns)
+
+
+def _progress(args: argparse.Namespace, message: str) -> None:
+    if not getattr(args, "quiet", False):
+        print(f"polyfuse: {message}", file=sys.stderr)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="polyfuse",
+        description="Whole-program polyhedral analysis and kernel fusion of OpenCL programs.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    parser.add_argument("--device", help="OpenCL device as PLATFORM:DEVICE (or PYOPENCL_CTX)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("analyze", help="the UAR (dependences with widths) of an OpenCL program")
+    p.add_argument("kernels", help="OpenCL C file with the __kernel functions")
+    p.add_argument("--host", help="C host program (without it: each kernel launched once)")
+    p.add_argument("--json", action="store_true", help="JSON on stdout")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="fix a symbolic host value (e.g. one read from argv)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=cmd_analyze)
+
+    p = sub.add_parser("devices", help="list OpenCL devices")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_devices)
+
+    p = sub.add_parser("demo", help="run the bundled demonstration")
+    p.add_argument("-q", "--quiet", action="store_true")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.device:
+        os.environ["PYOPENCL_CTX"] = args.device
+    try:
+        return args.func(args)
+    except _UsageError as err:
+        parser.error(str(err))
+        return 2
+    except PolyfuseError as err:
+        if args.debug:
+            traceback.print_exc()
+        print(f"polyfuse: error: {err}", file=sys.stderr)
+        return 1
+    except FileNotFoundError as err:
+        if args.debug:
+            traceback.print_exc()
+        print(f"polyfuse: error: {err.filename}: no such file", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("polyfuse: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
