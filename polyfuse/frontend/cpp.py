@@ -1,0 +1,432 @@
+"""C preprocessing and parsing for polyfuse's front-ends (OpenCL C kernels and C host code).
+
+Sources go through ``gcc -E`` with polyfuse's own headers (``polyfuse/include``), so no OpenCL SDK
+is needed; line markers are kept so every error and every AST coordinate names the user's file
+and line.  pycparser knows nothing of OpenCL C, so after preprocessing the OpenCL qualifiers are
+rewritten, token by token and without changing the line structure, into C23 attributes that
+pycparser's ``c23`` dialect parses:
+
+* ``__global``/``global``, ``__local``, ``__constant``, ``__private``, ``__kernel`` are removed
+  where they stand and ``[[ocl::global]]`` (etc.) is inserted at the start of the enclosing
+  declaration; inside a cast (``(__global float4 *)p``) they are dropped;
+* ``__attribute__((reqd_work_group_size(X, Y, Z)))`` becomes
+  ``[[ocl::reqd_work_group_size(X, Y, Z)]]`` at the start of the declaration; other GNU
+  attributes are dropped;
+* ``__read_only``/``__write_only``/``read_only``/``write_only``/``__restrict`` and ``#pragma``
+  lines are dropped.
+
+:func:`address_space_of`, :func:`is_kernel` and :func:`reqd_work_group_size` read the attributes
+back; :class:`OpenCLGenerator` prints them as OpenCL qualifiers again.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Optional
+
+from pycparser import c_ast, c_generator, c_parser
+
+from polyfuse.program import PolyfuseError
+
+#: polyfuse's shipped headers (``opencl_c.h`` and the host-side ones)
+INCLUDE_DIR = Path(__file__).resolve().parent.parent / "include"
+
+#: OpenCL qualifier spellings → the attribute name polyfuse uses
+QUALIFIERS = {
+    "__global": "global",
+    "global": "global",
+    "__local": "local",
+    "local": "local",
+    "__constant": "constant",
+    "constant": "constant",
+    "__private": "private",
+    "private": "private",
+    "__kernel": "kernel",
+    "kernel": "kernel",
+}
+#: OpenCL spelling printed back for each attribute
+SPELLING = {
+    "global": "__global",
+    "local": "__local",
+    "constant": "__constant",
+    "private": "__private",
+    "kernel": "__kernel",
+}
+_DROPPED = {"__read_only", "__write_only", "read_only", "write_only", "__restrict",
+            "__restrict__", "__inline", "__inline__"}
+_KEEP_ATTRIBUTES = {"reqd_work_group_size"}
+_C_KEYWORDS = {
+    "if", "while", "switch", "return", "sizeof", "_Alignof", "alignof", "do", "else", "case",
+    "goto", "_Generic", "typeof", "__typeof__", "_Static_assert", "static_assert",
+}
+
+
+def preprocess(
+    source: str,
+    filename: str,
+    *,
+    include_dirs: Iterable[str] = (),
+    defines: Mapping[str, Optional[str]] = {},  # noqa: B006 - read only
+    opencl: bool,
+) -> str:
+    """Run the C preprocessor, keeping line markers so errors map back to ``filename``.
+
+    OpenCL sources get ``opencl_c.h`` force-included.  Raises :class:`PolyfuseError` naming the
+    file and line of a preprocessor error, or saying that gcc is missing.
+    """
+    gcc = shutil.which("gcc") or shutil.which("cpp")
+    if gcc is None:
+        raise PolyfuseError("the C preprocessor (gcc) was not found on PATH; install gcc", filename)
+    cmd = [gcc, "-E", "-x", "c", "-nostdinc", "-undef", "-std=c11"]
+    parent = Path(filename).parent
+    if str(parent) and parent.is_dir():
+        cmd += ["-iquote", str(parent)]
+    for d in include_dirs:
+        cmd += ["-I", str(d)]
+    cmd += ["-I", str(INCLUDE_DIR)]
+    if opencl:
+        cmd += ["-include", str(INCLUDE_DIR / "opencl_c.h")]
+    for name, value in defines.items():
+        cmd.append(f"-D{name}" if value is None else f"-D{name}={value}")
+    cmd.append("-")
+    text = f'# 1 "{filename}"\n{source}'
+    if not text.endswith("\n"):
+        text += "\n"
+    try:
+        proc = subprocess.run(cmd, input=text, capture_output=True, text=True, check=False)
+    except OSError as err:
+        raise PolyfuseError(f"cannot run the C preprocessor: {err}", filename) from None
+    if proc.returncode != 0:
+        raise _cpp_error(proc.stderr, filename)
+    return proc.stdout
+
+
+def _cpp_error(stderr: str, filename: str) -> PolyfuseError:
+    for line in stderr.splitlines():
+        m = re.match(r"^(.*?):(\d+):(?:\d+:)?\s*(?:fatal )?error:\s*(.*)$", line)
+        if m:
+            return PolyfuseError(f"preprocessor: {m.group(3)}", m.group(1), int(m.group(2)))
+    msg = stderr.strip().splitlines()[-1] if stderr.strip() else "preprocessing failed"
+    return PolyfuseError(f"preprocessor: {msg}", filename)
+
+
+# ----------------------------------------------------------------------------------------------
+# Token-level rewrite of OpenCL qualifiers
+# ----------------------------------------------------------------------------------------------
+
+_TOKEN = re.compile(
+    r"""(?P<ws>[ \t\r\f\v]+|\n)
+      |(?P<str>"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*')
+      |(?P<num>\.?\d(?:[eEpP][+-]|[\w.])*)
+      |(?P<id>[A-Za-z_]\w*)
+      |(?P<attr>\[\[|\]\])
+      |(?P<punct>.)""",
+    re.VERBOSE,
+)
+
+
+def _tokens(text: str) -> list[tuple[str, str, int, int]]:
+    """(kind, text, start, end) of the code tokens; line-marker and pragma lines are skipped."""
+    out = []
+    pos = 0
+    line_start = True
+    n = len(text)
+    while pos < n:
+        if line_start:
+            j = pos
+            while j < n and text[j] in " \t":
+                j += 1
+            if j < n and text[j] == "#":
+                end = text.find("\n", j)
+                end = n if end < 0 else end
+                kind = "pragma" if re.match(r"#\s*pragma\b", text[j:end]) else "marker"
+                out.append((kind, text[j:end], j, end))
+                pos = end
+                continue
+        m = _TOKEN.match(text, pos)
+        assert m is not None
+        kind = m.lastgroup or "punct"
+        if kind == "ws":
+            line_start = m.group() == "\n"
+        else:
+            line_start = False
+            out.append((kind, m.group(), m.start(), m.end()))
+        pos = m.end()
+    return out
+
+
+def _blank(s: str) -> str:
+    """Keep only the newlines of a removed span (line numbers stay right)."""
+    return "\n" * s.count("\n")
+
+
+def rewrite_opencl(text: str) -> str:
+    """Turn OpenCL qualifiers and attributes into C23 ``[[ocl::...]]`` attributes."""
+    toks = _tokens(text)
+    removals: dict[int, tuple[int, str]] = {}  # start -> (end, replacement)
+    inserts: dict[int, list[str]] = {}
+    # per parenthesis depth: (index of first token of the current declaration, is-cast context)
+    stack: list[list] = [[0, False]]
+    prev_code: Optional[tuple[str, str, int, int]] = None
+    i = 0
+    while i < len(toks):
+        kind, tok, start, end = toks[i]
+        if kind == "pragma":
+            removals[start] = (end, "")
+            i += 1
+            continue
+        if kind == "marker":
+            i += 1
+            continue
+        top = stack[-1]
+        if kind == "id" and tok in QUALIFIERS:
+            removals[start] = (end, "")
+            if not top[1]:
+                _insert_attr(inserts, toks, top[0], f"ocl::{QUALIFIERS[tok]}")
+        elif kind == "id" and tok in _DROPPED:
+            removals[start] = (end, "")
+        elif kind == "id" and tok in ("__attribute__", "__attribute"):
+            j, attrs = _gnu_attribute(toks, i)
+            span = text[start:toks[j - 1][3]]
+            removals[start] = (toks[j - 1][3], _blank(span))
+            keep = [a for a in attrs if a[0] in _KEEP_ATTRIBUTES]
+            if keep and not top[1]:
+                for name, args in keep:
+                    _insert_attr(inserts, toks, top[0], f"ocl::{name}({args})")
+            i = j
+            continue
+        elif tok == "(":
+            cast = not (prev_code is not None and prev_code[0] == "id"
+                        and prev_code[1] not in _C_KEYWORDS)
+            stack.append([i + 1, cast])
+        elif tok == ")":
+            if len(stack) > 1:
+                stack.pop()
+        elif tok in (",", ";", "{", "}"):
+            top[0] = i + 1
+            if tok in ("{", "}", ";"):
+                top[1] = False if len(stack) == 1 else top[1]
+        prev_code = toks[i]
+        i += 1
+    if not removals and not inserts:
+        return text
+    out = []
+    pos = 0
+    cuts = sorted(set(removals) | set(inserts))
+    for p in cuts:
+        out.append(text[pos:p])
+        pos = max(pos, p)
+        if p in inserts:
+            out.append(" ".join(f"[[{a}]]" for a in inserts[p]) + " ")
+        if p in removals:
+            end, repl = removals[p]
+            out.append(repl)
+            pos = end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _insert_attr(inserts: dict[int, list[str]], toks: list, index: int, attr: str) -> None:
+    """Insert ``attr`` before the first code token at or after ``index``."""
+    while index < len(toks) and toks[index][0] in ("marker", "pragma"):
+        index += 1
+    if index >= len(toks):
+        return
+    lst = inserts.setdefault(toks[index][2], [])
+    if attr not in lst:
+        lst.append(attr)
+
+
+def _gnu_attribute(toks: list, i: int) -> tuple[int, list[tuple[str, str]]]:
+    """Skip ``__attribute__((...))`` starting at token ``i``; return next index and attributes."""
+    j = i + 1
+    depth = 0
+    body: list[str] = []
+    while j < len(toks):
+        if toks[j][0] in ("marker", "pragma"):
+            j += 1
+            continue
+        tok = toks[j][1]
+        body.append(tok)
+        depth += tok == "("
+        depth -= tok == ")"
+        j += 1
+        if depth == 0:
+            break
+    inner = body[2:-2]  # inside the double parentheses
+    attrs: list[tuple[str, str]] = []
+    k = 0
+    while k < len(inner):
+        name = inner[k].strip("_")
+        k += 1
+        args: list[str] = []
+        if k < len(inner) and inner[k] == "(":
+            d = 0
+            while k < len(inner):
+                t = inner[k]
+                d += t == "("
+                d -= t == ")"
+                args.append(t)
+                k += 1
+                if d == 0:
+                    break
+        if name != ",":
+            attrs.append((name, "".join(args[1:-1])))
+    return j, attrs
+
+
+# ----------------------------------------------------------------------------------------------
+# Parsing
+# ----------------------------------------------------------------------------------------------
+
+_PARSE_ERROR = re.compile(r"^(?P<file>.*?):(?P<line>\d+)(?::(?P<col>\d+))?: (?P<msg>.*)$", re.S)
+
+
+def parse(
+    source: str,
+    filename: str,
+    *,
+    include_dirs: Iterable[str] = (),
+    defines: Mapping[str, Optional[str]] = {},  # noqa: B006 - read only
+    opencl: bool = True,
+) -> c_ast.FileAST:
+    """Preprocess, rewrite OpenCL qualifiers and parse ``source`` with pycparser (C23 dialect).
+
+    Syntax errors become :class:`PolyfuseError` with the user's file and line.
+    """
+    text = preprocess(source, filename, include_dirs=include_dirs, defines=defines, opencl=opencl)
+    if opencl:
+        text = rewrite_opencl(text)
+    return parse_preprocessed(text, filename)
+
+
+def parse_preprocessed(text: str, filename: str) -> c_ast.FileAST:
+    """Parse already preprocessed (and rewritten) text; errors as :class:`PolyfuseError`."""
+    parser = c_parser.CParser(dialect="c23")
+    try:
+        return parser.parse(text, filename)
+    except c_parser.ParseError as err:
+        m = _PARSE_ERROR.match(str(err))
+        if not m:
+            # no coordinate in the message: fall back on where the lexer stopped
+            file = getattr(parser.clex, "filename", None) or filename
+            line = getattr(parser.clex, "_lineno", None)
+            msg = str(err).split(": ", 1)[-1]
+            raise PolyfuseError(f"syntax error: {msg}", file, line) from None
+        msg = m.group("msg").strip()
+        bm = re.match(r"^before:\s*(.*)$", msg)
+        if bm:
+            msg = f"syntax error before '{bm.group(1)}'"
+        elif not msg.startswith("syntax"):
+            msg = f"syntax error: {msg}"
+        return _raise(msg, m.group("file"), int(m.group("line")))
+    except (AssertionError, ValueError, TypeError, IndexError) as err:
+        raise PolyfuseError(f"cannot parse: {err}", filename) from None
+
+
+def _raise(msg: str, file: str, line: int) -> c_ast.FileAST:
+    raise PolyfuseError(msg, file, line) from None
+
+
+# ----------------------------------------------------------------------------------------------
+# Reading the attributes back
+# ----------------------------------------------------------------------------------------------
+
+
+def _ocl_attrs(node: c_ast.Node) -> list[c_ast.Attribute]:
+    out = []
+    specs = list(getattr(node, "attributes", None) or [])
+    for spec in specs:
+        for a in getattr(spec, "attributes", None) or []:
+            if isinstance(a, c_ast.Attribute) and a.namespace == "ocl":
+                out.append(a)
+    return out
+
+
+def _type_attrs(decl: c_ast.Node) -> list[c_ast.Attribute]:
+    """Attributes on the declaration itself and on ``AttributedType`` wrappers inside its type."""
+    out = _ocl_attrs(decl)
+    t = getattr(decl, "type", None)
+    while t is not None:
+        if isinstance(t, c_ast.AttributedType):
+            out += _ocl_attrs(t)
+        t = getattr(t, "type", None)
+    return out
+
+
+def address_space_of(decl: c_ast.Node) -> Optional[str]:
+    """The OpenCL address space written on a declaration (``global``/``local``/...), or None."""
+    for a in _type_attrs(decl):
+        if a.name in ("global", "local", "constant", "private"):
+            return a.name
+    return None
+
+
+def is_kernel(funcdef: c_ast.Node) -> bool:
+    """True for a ``__kernel`` function definition (or declaration)."""
+    decl = funcdef.decl if isinstance(funcdef, c_ast.FuncDef) else funcdef
+    return any(a.name == "kernel" for a in _type_attrs(decl))
+
+
+def reqd_work_group_size(funcdef: c_ast.Node) -> Optional[tuple[int, ...]]:
+    """The ``reqd_work_group_size`` attribute of a kernel, or None."""
+    decl = funcdef.decl if isinstance(funcdef, c_ast.FuncDef) else funcdef
+    for a in _type_attrs(decl):
+        if a.name == "reqd_work_group_size" and a.arguments:
+            try:
+                return tuple(int(x, 0) for x in str(a.arguments).replace(" ", "").split(","))
+            except ValueError:
+                return None
+    return None
+
+
+def is_polyfuse_header(node: c_ast.Node) -> bool:
+    """True for declarations that come from polyfuse's own force-included headers."""
+    coord = getattr(node, "coord", None)
+    file = getattr(coord, "file", None)
+    if not file:
+        return False
+    try:
+        return Path(file).resolve().parent == INCLUDE_DIR
+    except OSError:
+        return False
+
+
+class OpenCLGenerator(c_generator.CGenerator):
+    """pycparser's C generator printing ``[[ocl::...]]`` attributes as OpenCL qualifiers.
+
+    A whole ``FileAST`` is printed without the declarations of polyfuse's own headers.
+    """
+
+    def visit_AttributeSpecifier(self, n: c_ast.AttributeSpecifier) -> str:
+        parts = []
+        other = []
+        for a in n.attributes or []:
+            if isinstance(a, c_ast.Attribute) and a.namespace == "ocl":
+                if a.name in SPELLING:
+                    parts.append(SPELLING[a.name])
+                else:
+                    parts.append(f"__attribute__(({a.name}({a.arguments or ''})))")
+            else:
+                other.append(self.visit(a))
+        if other:
+            parts.append("[[" + ", ".join(other) + "]]")
+        return " ".join(parts)
+
+    def visit_Cast(self, n: c_ast.Cast) -> str:
+        if isinstance(n.expr, c_ast.ExprList):  # vector literal (float4)(a, b, c, d)
+            return f"({self._generate_type(n.to_type, emit_declname=False)})({self.visit(n.expr)})"
+        return super().visit_Cast(n)
+
+    def visit_FileAST(self, n: c_ast.FileAST) -> str:
+        kept = c_ast.FileAST([e for e in n.ext if not is_polyfuse_header(e)], n.coord)
+        return super().visit_FileAST(kept)
+
+
+def generate(node: c_ast.Node) -> str:
+    """OpenCL C text of an AST node (a whole file, a function, a statement or an expression)."""
+    return OpenCLGenerator().visit(node)
