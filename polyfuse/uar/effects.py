@@ -1,0 +1,663 @@
+"""Instantiation of launches and host operations, and their global-memory effects (DESIGN §3).
+
+A launch ``L<id>`` runs the work-items ``L<id>[h..., g0.., l0..]`` (one ``h`` per enclosing host
+loop, named after its iterator, one ``g``/``l`` per used NDRange dimension); a host operation runs
+at ``H<id>[h...]``.  Effects are isl maps from those instances to the elements of *root* buffers
+(sub-buffers resolved), measured in a per-root unit of bytes (the gcd of the element sizes of every
+view of the buffer), so a ``float4`` view element ``i`` covers units ``4i..4i+3`` of a buffer also
+seen as ``float``.
+
+Kernel parameters are bound to the host expressions the launch passes: an affine one becomes a
+constraint (it may involve host-loop iterators), a host parameter stays an isl parameter shared by
+all launches.  A value isl cannot express becomes a fresh parameter when it is constant over the
+launch's instances (``L<id>_<param>`` for an unknown value, ``_x<k>`` for a non-affine host
+expression, see :attr:`Instantiation.fresh_params`), and is left existential otherwise; the latter
+over-approximates, so every access of that launch becomes a may-access (no kills).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Optional
+
+import islpy as isl
+import sympy
+
+from polyfuse.program import (
+    GLOBAL_SIZE_PARAMS,
+    LOCAL_SIZE_PARAMS,
+    HostLoop,
+    HostOp,
+    Kernel,
+    KernelContext,
+    Launch,
+    Program,
+    UnsupportedError,
+    host_expr_to_isl,
+)
+
+LEVELS = ("thread", "block", "kernel")
+
+_SCALAR_SIZES = {
+    "char": 1, "uchar": 1, "unsigned char": 1, "signed char": 1, "bool": 1,
+    "short": 2, "ushort": 2, "unsigned short": 2, "half": 2,
+    "int": 4, "uint": 4, "unsigned int": 4, "unsigned": 4, "float": 4,
+    "long": 8, "ulong": 8, "unsigned long": 8, "double": 8, "size_t": 8,
+}  # fmt: skip
+_VECTOR = re.compile(r"^([a-z ]+?)(2|3|4|8|16)$")
+_LOCAL_ID_USES = frozenset({"get_local_id", "get_group_id", "get_local_size", "get_num_groups"})
+
+
+def type_size(ctype: str) -> int:
+    """Size in bytes of an OpenCL scalar or vector type (3-vectors take the room of 4)."""
+    t = " ".join(ctype.replace("const", " ").replace("volatile", " ").split())
+    if t in _SCALAR_SIZES:
+        return _SCALAR_SIZES[t]
+    m = _VECTOR.match(t)
+    if m and m.group(1) in _SCALAR_SIZES:
+        n = int(m.group(2))
+        return _SCALAR_SIZES[m.group(1)] * (4 if n == 3 else n)
+    raise UnsupportedError(f"unknown element type {ctype!r}: cannot size buffer accesses")
+
+
+def _is_int(expr) -> bool:
+    return expr is not None and sympy.sympify(expr).is_Integer
+
+
+def _ident(name: str) -> str:
+    s = re.sub(r"\W", "_", name)
+    return s if s and not s[0].isdigit() else "b_" + s
+
+
+# ----------------------------------------------------------------------------------------------
+# Records
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class OpInstances:
+    """The instances of one host operation: isl tuple, host-loop dims, work-item dims, domain."""
+
+    op_id: int
+    name: str  # isl tuple name: L<id> or H<id>
+    kind: str  # launch | host | sync
+    loops: tuple[HostLoop, ...]
+    #: identity of each enclosing loop (two ops share a loop iff they share its id)
+    loop_ids: tuple[int, ...]
+    host_dims: tuple[str, ...]
+    work_dim: int
+    domain: isl.Set
+    #: False when the domain or a binding had to be over-approximated
+    exact: bool = True
+    local_size: tuple[int, ...] = ()
+
+    @property
+    def dims(self) -> tuple[str, ...]:
+        wd = range(self.work_dim)
+        return self.host_dims + tuple(f"g{d}" for d in wd) + tuple(f"l{d}" for d in wd)
+
+    @property
+    def n_group_dims(self) -> int:
+        """Dims that identify a work-group (h and g), a prefix of :attr:`dims`."""
+        return len(self.host_dims) + self.work_dim
+
+
+@dataclass(frozen=True, eq=False)
+class Effects:
+    """Global-memory effects of one operation, per root buffer, at thread level.
+
+    ``must_*`` hold exact accesses, ``may_*`` the over-approximated ones only; the accessors
+    :meth:`reads` / :meth:`writes` return their union at a chosen level.
+    """
+
+    instances: OpInstances
+    must_reads: Mapping[str, isl.Map] = field(default_factory=dict)
+    may_reads: Mapping[str, isl.Map] = field(default_factory=dict)
+    must_writes: Mapping[str, isl.Map] = field(default_factory=dict)
+    may_writes: Mapping[str, isl.Map] = field(default_factory=dict)
+
+    @property
+    def buffers(self) -> tuple[str, ...]:
+        names = set(self.must_reads) | set(self.may_reads)
+        names |= set(self.must_writes) | set(self.may_writes)
+        return tuple(sorted(names))
+
+    def access(
+        self, direction: str, buffer: str, level: str = "thread", must_only: bool = False
+    ) -> Optional[isl.Map]:
+        """The ``read``/``write`` relation on one root buffer at ``level`` (None if none)."""
+        tables = (self.must_reads, self.may_reads) if direction == "read" else (
+            self.must_writes, self.may_writes)
+        maps = [t[buffer] for t in (tables[:1] if must_only else tables) if buffer in t]
+        if not maps:
+            return None
+        rel = maps[0]
+        for m in maps[1:]:
+            rel = rel.union(m)
+        return self.project(rel, level)
+
+    def reads(self, level: str = "thread", must_only: bool = False) -> isl.UnionMap:
+        """All reads (``must_only``: exact ones) as a union map over root buffers."""
+        return self._union("read", level, must_only)
+
+    def writes(self, level: str = "thread", must_only: bool = False) -> isl.UnionMap:
+        """All writes (``must_only``: exact ones) as a union map over root buffers."""
+        return self._union("write", level, must_only)
+
+    def _union(self, direction: str, level: str, must_only: bool) -> isl.UnionMap:
+        result = isl.UnionMap("{ }")
+        for b in self.buffers:
+            rel = self.access(direction, b, level, must_only)
+            if rel is not None:
+                result = result.union(isl.UnionMap.from_map(rel))
+        return result
+
+    def project(self, rel: isl.Map, level: str) -> isl.Map:
+        """Project a thread-level relation to ``block`` (drop l) or ``kernel`` (drop g and l)."""
+        if level not in LEVELS:
+            raise ValueError(f"level must be one of {LEVELS}, not {level!r}")
+        inst = self.instances
+        if level == "thread" or inst.work_dim == 0:
+            return rel
+        nh, wd = len(inst.host_dims), inst.work_dim
+        start, n = (nh + wd, wd) if level == "block" else (nh, 2 * wd)
+        return rel.project_out(isl.dim_type.in_, start, n).set_tuple_name(
+            isl.dim_type.in_, inst.name)
+
+
+@dataclass(frozen=True, eq=False)
+class Instantiation:
+    """Every operation's instances and effects, plus what naming choices were made."""
+
+    program: Program
+    ops: Mapping[int, OpInstances]
+    effects: Mapping[int, Effects]
+    #: root buffer -> bytes per element unit
+    units: Mapping[str, int]
+    #: root buffer -> isl tuple name of its elements
+    buffer_tuples: Mapping[str, str]
+    #: fresh isl parameter -> what it stands for
+    fresh_params: Mapping[str, str]
+    #: isl parameters of the whole analysis
+    params: tuple[str, ...]
+    context: isl.Set
+    notes: tuple[str, ...] = ()
+
+
+# ----------------------------------------------------------------------------------------------
+# Host expressions
+# ----------------------------------------------------------------------------------------------
+
+
+class _Binder:
+    """Turns host expressions into isl text, inventing parameters for what isl cannot express."""
+
+    def __init__(self, program: Program):
+        self.params: list[str] = list(program.params)
+        self.fresh: dict[str, str] = {}
+        self._by_expr: dict[sympy.Expr, str] = {}
+
+    def _use(self, name: str) -> None:
+        if name not in self.params:
+            self.params.append(name)
+
+    def text(
+        self, expr, iterators: Mapping[str, str], unknown_name: str
+    ) -> Optional[str]:
+        """isl text of ``expr`` over iterator dims and parameters; None: leave it existential.
+
+        ``iterators`` maps host iterator names to the dim names that stand for them.
+        """
+        varies = bool(iterators)
+        if expr is None:
+            if varies:
+                return None
+            self.fresh.setdefault(unknown_name, "unknown host value")
+            self._use(unknown_name)
+            return unknown_name
+        expr = sympy.sympify(expr)
+        symbols = {str(s) for s in expr.free_symbols}
+        renames = {sympy.Symbol(k): sympy.Symbol(v) for k, v in iterators.items() if k != v}
+        try:
+            txt = host_expr_to_isl(expr.subs(renames) if renames else expr)
+        except ValueError:
+            if symbols & set(iterators):
+                return None
+            name = self._by_expr.get(expr)
+            if name is None:
+                name = f"_x{len(self._by_expr)}"
+                self._by_expr[expr] = name
+                self.fresh[name] = str(expr)
+            self._use(name)
+            return name
+        for s in sorted(symbols - set(iterators)):
+            self._use(s)
+        return txt
+
+    def header(self) -> str:
+        return "[" + ", ".join(self.params) + "]"
+
+
+# ----------------------------------------------------------------------------------------------
+# Loops and domains
+# ----------------------------------------------------------------------------------------------
+
+
+def loop_identities(ops: Iterable) -> dict[int, tuple[int, ...]]:
+    """Identify host loops by contiguity: consecutive ops with an equal loop share it."""
+    result: dict[int, tuple[int, ...]] = {}
+    prev_loops: tuple[HostLoop, ...] = ()
+    prev_ids: tuple[int, ...] = ()
+    counter = 0
+    for op in ops:
+        ids = []
+        same = True
+        for d, loop in enumerate(op.loops):
+            if same and d < len(prev_loops) and prev_loops[d] == loop:
+                ids.append(prev_ids[d])
+            else:
+                same = False
+                ids.append(counter)
+                counter += 1
+        result[op.id] = tuple(ids)
+        prev_loops, prev_ids = tuple(op.loops), tuple(ids)
+    return result
+
+
+def _host_dim_names(loops: tuple[HostLoop, ...]) -> tuple[str, ...]:
+    reserved = {f"{p}{d}" for p in "gl" for d in range(3)}
+    names: list[str] = []
+    for k, loop in enumerate(loops):
+        name = _ident(loop.iterator)
+        if name in reserved or name in names or name.startswith("_"):
+            name = f"h{k}"
+        names.append(name)
+    return tuple(names)
+
+
+def _loop_constraints(
+    loops: tuple[HostLoop, ...], dims: tuple[str, ...], binder: _Binder
+) -> tuple[list[str], bool]:
+    """Constraints of the host-loop domain on ``dims``; False if some bound was dropped."""
+    cons: list[str] = []
+    exact = True
+    for k, (loop, dim) in enumerate(zip(loops, dims)):
+        outer = {lp.iterator: d for lp, d in zip(loops[:k], dims[:k])}
+        lo = binder.text(loop.lower, outer, f"{dim}_lower")
+        hi = binder.text(loop.upper, outer, f"{dim}_upper")
+        step = loop.step or 1
+        if step > 0:
+            if lo is not None:
+                cons.append(f"{dim} >= {lo}")
+            if hi is not None:
+                cons.append(f"{dim} < {hi}")
+        else:
+            if lo is not None:
+                cons.append(f"{dim} <= {lo}")
+            if hi is not None:
+                cons.append(f"{dim} > {hi}")
+        if abs(step) != 1:
+            if lo is not None:
+                cons.append(f"exists (_q : {dim} - ({lo}) = {abs(step)}*_q)")
+            else:
+                exact = False
+        exact = exact and lo is not None and hi is not None
+    return cons, exact
+
+
+# ----------------------------------------------------------------------------------------------
+# Kernel-level effects
+# ----------------------------------------------------------------------------------------------
+
+
+def _kernel_effects(kernel: Kernel, work_dim: int) -> dict[tuple[str, str, bool], isl.Map]:
+    """``{K[g0,g1,g2,l0,l1,l2] -> V[i]}`` per (buffer param, direction, exact), loops projected.
+
+    NDRange dims >= ``work_dim`` are pinned to 0 (``get_global_id(d)`` is 0 there).
+    """
+    buffers = {p.name for p in kernel.params if p.is_buffer}
+    out: dict[tuple[str, str, bool], isl.Map] = {}
+    for stmt in kernel.statements:
+        for acc in stmt.accesses:
+            if acc.address_space not in ("global", "constant") or acc.array not in buffers:
+                continue
+            rel = acc.relation.intersect_domain(stmt.domain)
+            n_in = rel.dim(isl.dim_type.in_)
+            if n_in > 6:
+                rel = rel.project_out(isl.dim_type.in_, 6, n_in - 6)
+            for d in range(work_dim, 3):
+                rel = rel.fix_val(isl.dim_type.in_, d, 0).fix_val(isl.dim_type.in_, 3 + d, 0)
+            rel = rel.set_tuple_name(isl.dim_type.in_, "K").set_tuple_name(isl.dim_type.out, "V")
+            key = (acc.array, acc.direction, bool(acc.exact and stmt.exact_domain))
+            out[key] = out[key].union(rel) if key in out else rel
+    return {k: v.coalesce() for k, v in out.items()}
+
+
+def _specialize(kernel: Kernel, ctx: KernelContext) -> Kernel:
+    try:
+        from polyfuse.frontend.opencl import specialize
+    except ImportError:
+        return kernel
+    if kernel.ast is None or kernel.context == ctx:
+        return kernel
+    return specialize(kernel, ctx)
+
+
+# ----------------------------------------------------------------------------------------------
+# The instantiation
+# ----------------------------------------------------------------------------------------------
+
+
+class _Builder:
+    def __init__(self, program: Program):
+        self.program = program
+        self.binder = _Binder(program)
+        self.loop_ids = loop_identities(program.ops)
+        self.notes: list[str] = []
+        self._spec_cache: dict[tuple[str, KernelContext], Kernel] = {}
+        self._keff_cache: dict[tuple[int, int], dict] = {}
+        self.units = self._units()
+        self.tuples: dict[str, str] = {}
+        for root in sorted({self.program.root(b)[0] for b in program.buffers}):
+            name = _ident(root)
+            while name in self.tuples.values() or re.fullmatch(r"[LH]\d+|K|V", name):
+                name += "_"
+            self.tuples[root] = name
+
+    # -- buffers -------------------------------------------------------------------------------
+
+    def _units(self) -> dict[str, int]:
+        sizes: dict[str, list[int]] = {}
+        for launch in self.program.launches:
+            kernel = self.program.kernels.get(launch.kernel)
+            if kernel is None:
+                continue
+            for arg in launch.args:
+                if arg.kind != "buffer" or arg.buffer is None:
+                    continue
+                try:
+                    param = kernel.param(arg.index)
+                except KeyError:
+                    continue
+                if param.is_buffer:
+                    root = self.program.root(arg.buffer)[0]
+                    sizes.setdefault(root, []).append(type_size(param.type))
+        units = {}
+        for name, buf in self.program.buffers.items():
+            root = self.program.root(name)[0]
+            if buf.dtype:
+                sizes.setdefault(root, []).append(type_size(buf.dtype))
+        for name in self.program.buffers:
+            root = self.program.root(name)[0]
+            units[root] = math.gcd(*sizes[root]) if sizes.get(root) else 1
+        return units
+
+    def _extent(self, buffer: str, iterators: Mapping[str, str], tag: str) -> tuple:
+        """(origin, end) of ``buffer`` in bytes of its root, as isl text (end None: unknown)."""
+        root, origin = self.program.root(buffer)
+        o = self.binder.text(origin, iterators, f"{tag}_origin")
+        size = self.program.buffers[buffer].size
+        end = None
+        if size is not None:
+            end = self.binder.text(sympy.sympify(origin) + size, iterators, f"{tag}_end")
+        root_size = self.program.buffers[root].size
+        root_end = None if root_size is None else self.binder.text(root_size, {}, f"{tag}_rootsize")
+        return root, o, end, root_end
+
+    # -- operations ----------------------------------------------------------------------------
+
+    def op_instances(self, op, host_dims, cons, exact, work_dim, local_size) -> OpInstances:
+        name = f"L{op.id}" if isinstance(op, Launch) else f"H{op.id}"
+        kind = "launch" if isinstance(op, Launch) else ("sync" if op.kind == "sync" else "host")
+        dims = host_dims + tuple(f"g{d}" for d in range(work_dim))
+        dims += tuple(f"l{d}" for d in range(work_dim))
+        text = f"{self.binder.header()} -> {{ {name}[{', '.join(dims)}] : "
+        text += " and ".join(cons) if cons else ""
+        text += " }"
+        return OpInstances(
+            op_id=op.id, name=name, kind=kind, loops=tuple(op.loops),
+            loop_ids=self.loop_ids[op.id], host_dims=host_dims, work_dim=work_dim,
+            domain=isl.Set(text), exact=exact, local_size=local_size,
+        )
+
+    def launch(self, launch: Launch) -> Effects:
+        kernel0 = self.program.kernels.get(launch.kernel)
+        if kernel0 is None:
+            raise UnsupportedError(f"launch {launch.id}: unknown kernel {launch.kernel!r}",
+                                   *((launch.loc.file, launch.loc.line) if launch.loc else ()))
+        if launch.global_offset and any(not _is_int(o) or int(o) != 0
+                                        for o in launch.global_offset):
+            raise UnsupportedError(f"launch {launch.id} of {launch.kernel}: a non-zero global "
+                                   "offset is not supported")
+        wd = launch.work_dim
+        host_dims = _host_dim_names(tuple(launch.loops))
+        its = {lp.iterator: d for lp, d in zip(launch.loops, host_dims)}
+        cons, exact = _loop_constraints(tuple(launch.loops), host_dims, self.binder)
+        tag = f"L{launch.id}"
+
+        # launch geometry; an unspecified local size is 1 when the kernel cannot observe it
+        local: list[Optional[int]] = []
+        gs_text: list[Optional[str]] = []
+        ls_text: list[Optional[str]] = []
+        independent = not (kernel0.uses & _LOCAL_ID_USES) and not kernel0.barriers
+        for d in range(3):
+            if d >= wd:
+                gs_text.append("1")
+                ls_text.append("1")
+                local.append(1)
+                continue
+            g = launch.global_size[d]
+            gs_text.append(self.binder.text(g, its, f"{tag}__gs{d}"))
+            if launch.local_size is None:
+                if independent:
+                    lval: Optional[int] = 1
+                    ls_text.append("1")
+                else:
+                    lval = None
+                    ls_text.append(self.binder.text(None, {}, f"{tag}__ls{d}"))
+                    self.notes.append(f"launch {launch.id}: local size chosen by the "
+                                      "implementation; work-groups over-approximated")
+            else:
+                lx = launch.local_size[d]
+                lval = int(lx) if _is_int(lx) else None
+                ls_text.append(self.binder.text(lx, its, f"{tag}__ls{d}"))
+            local.append(lval)
+            cons.append(f"g{d} >= 0 and l{d} >= 0")
+            if ls_text[d] is not None:
+                cons.append(f"l{d} < {ls_text[d]}")
+            if lval is not None and gs_text[d] is not None:
+                cons.append(f"{lval}*g{d} + l{d} < {gs_text[d]}")
+            else:
+                exact = False
+
+        values = []
+        for arg in launch.args:
+            if arg.kind == "scalar" and _is_int(arg.value):
+                try:
+                    values.append((kernel0.param(arg.index).name, int(arg.value)))
+                except KeyError:
+                    pass
+        ctx = KernelContext(
+            local_size=tuple(local[d] if d < wd else None for d in range(3)),
+            global_size=tuple(int(launch.global_size[d]) if d < wd and _is_int(
+                launch.global_size[d]) else None for d in range(3)),
+            values=tuple(sorted(values)),
+        )
+        kernel = self._spec_cache.get((kernel0.name, ctx))
+        if kernel is None:
+            kernel = _specialize(kernel0, ctx)
+            self._spec_cache[(kernel0.name, ctx)] = kernel
+        keff = self._keff_cache.get((id(kernel), wd))
+        if keff is None:
+            keff = _kernel_effects(kernel, wd)
+            self._keff_cache[(id(kernel), wd)] = keff
+
+        # bindings of kernel parameters, shared by all accesses
+        bindings: dict[str, Optional[str]] = {}
+        for d in range(3):
+            bindings[GLOBAL_SIZE_PARAMS[d]] = gs_text[d]
+            bindings[LOCAL_SIZE_PARAMS[d]] = ls_text[d]
+        for p in kernel0.params:
+            if p.is_buffer or p.pointer:
+                continue
+            try:
+                arg = launch.arg(p.index)
+            except KeyError:
+                arg = None
+            value = arg.value if arg is not None and arg.kind == "scalar" else None
+            text = self.binder.text(value, its, f"{tag}_{p.name}")
+            if text is None and not its:
+                text = self.binder.text(None, {}, f"{tag}_{p.name}")
+            bindings[p.name] = text
+
+        inst_pre = (host_dims, cons, wd, tuple(x or 0 for x in local[:wd]))
+        per_kind: dict[tuple[str, str, bool], isl.Map] = {}
+        approx = not exact
+        domain = self.op_instances(launch, host_dims, cons, exact, wd, inst_pre[3]).domain
+        for (pname, direction, acc_exact), rel in sorted(keff.items()):
+            arg = launch.arg(kernel0.param(pname).index)
+            if arg.kind != "buffer" or arg.buffer is None:
+                raise UnsupportedError(f"launch {launch.id}: kernel argument {pname!r} of "
+                                       f"{kernel0.name} is not bound to a buffer")
+            root, origin, end, root_end = self._extent(arg.buffer, its, f"{tag}_{pname}")
+            unit = self.units[root]
+            esize = type_size(kernel0.param(pname).type)
+            btuple = self.tuples[root]
+            cmap = (f"[__origin] -> {{ V[i] -> {btuple}[e] : __origin + {esize}*i <= {unit}*e "
+                    f"<= __origin + {esize}*i + {esize - 1} and e >= 0 }}")
+            bound = dict(bindings, __origin=origin)
+            rel = rel.apply_range(isl.Map(cmap))
+            names = [rel.get_dim_name(isl.dim_type.param, j)
+                     for j in range(rel.dim(isl.dim_type.param))]
+            rel = rel.move_dims(isl.dim_type.in_, 0, isl.dim_type.param, 0, len(names))
+            rel = rel.set_tuple_name(isl.dim_type.in_, "K")
+            kdims = [f"_k{j}" for j in range(len(names))]
+            bcons = []
+            lost = False
+            for kd, pn in zip(kdims, names):
+                txt = bound.get(pn)
+                if pn not in bound:
+                    txt = self.binder.text(None, {}, f"{tag}_{_ident(pn)}")
+                if txt is None:
+                    lost = True
+                else:
+                    bcons.append(f"{kd} = {txt}")
+            wi = [f"g{d}" if d < wd else "0" for d in range(3)]
+            wi += [f"l{d}" if d < wd else "0" for d in range(3)]
+            wdims = [f"_w{j}" for j in range(6)]
+            bcons += [f"{w} = {v}" for w, v in zip(wdims, wi)]
+            dims = host_dims + tuple(f"g{d}" for d in range(wd)) + tuple(f"l{d}" for d in range(wd))
+            btext = (f"{self.binder.header()} -> {{ {f'L{launch.id}'}[{', '.join(dims)}] -> "
+                     f"K[{', '.join(kdims + wdims)}] : {' and '.join(bcons)} }}")
+            res = isl.Map(btext).apply_range(rel).intersect_domain(domain)
+            rng = []
+            if end is not None:
+                rng.append(f"{unit}*e + {unit} <= {end}")
+            if root_end is not None:
+                rng.append(f"{unit}*e + {unit} <= {root_end}")
+            if rng:
+                res = res.intersect_range(isl.Set(
+                    f"{self.binder.header()} -> {{ {btuple}[e] : {' and '.join(rng)} }}"))
+            must = acc_exact and not lost and not approx
+            key = (root, direction, must)
+            per_kind[key] = per_kind[key].union(res) if key in per_kind else res
+        inst = self.op_instances(launch, host_dims, cons, exact, wd, inst_pre[3])
+        return self._effects(inst, per_kind)
+
+    def host_op(self, op: HostOp) -> Effects:
+        host_dims = _host_dim_names(tuple(op.loops))
+        its = {lp.iterator: d for lp, d in zip(op.loops, host_dims)}
+        cons, exact = _loop_constraints(tuple(op.loops), host_dims, self.binder)
+        inst = self.op_instances(op, host_dims, cons, exact, 0, ())
+        per_kind: dict[tuple[str, str, bool], isl.Map] = {}
+        if op.kind == "sync":
+            return self._effects(inst, per_kind)
+        tag = f"H{op.id}"
+        sides = [("read", r, True) for r in op.reads]
+        sides += [("write", r, op.kind != "unknown") for r in op.writes]
+        for k, (direction, rng, is_exact) in enumerate(sides):
+            root, origin, end, root_end = self._extent(rng.buffer, its, f"{tag}_{k}")
+            unit = self.units[root]
+            start = self.binder.text(sympy.sympify(self.program.root(rng.buffer)[1]) + rng.offset,
+                                     its, f"{tag}_{k}_offset")
+            stop = end
+            if rng.size is not None:
+                stop = self.binder.text(sympy.sympify(self.program.root(rng.buffer)[1])
+                                        + rng.offset + rng.size, its, f"{tag}_{k}_stop")
+            btuple = self.tuples[root]
+            head = f"{self.binder.header()} -> {{ {inst.name}[{', '.join(host_dims)}] -> "
+            head += f"{btuple}[e] : e >= 0"
+            bounds = [] if root_end is None else [f"{unit}*e + {unit} <= {root_end}"]
+            loose = list(bounds)
+            tight = list(bounds)
+            ok = is_exact and exact
+            if start is not None:
+                loose.append(f"{unit}*e + {unit} > {start}")
+                tight.append(f"{unit}*e >= {start}")
+            else:
+                ok = False
+            if stop is not None:
+                loose.append(f"{unit}*e < {stop}")
+                tight.append(f"{unit}*e + {unit} <= {stop}")
+            else:
+                ok = ok and rng.size is None  # to the end of an unsized buffer
+            dom = cons
+            full = " and ".join([""] + loose + dom)
+            loose_map = isl.Map(head + full + " }")
+            if ok:
+                tight_map = isl.Map(head + " and ".join([""] + tight + dom) + " }")
+                parts = [(True, tight_map), (False, loose_map.subtract(tight_map))]
+            else:
+                parts = [(False, loose_map)]
+            for must, rel in parts:
+                if rel.is_empty():
+                    continue
+                key = (root, direction, must)
+                per_kind[key] = per_kind[key].union(rel) if key in per_kind else rel
+        return self._effects(inst, per_kind)
+
+    @staticmethod
+    def _effects(inst: OpInstances, per_kind) -> Effects:
+        tables: dict[tuple[str, bool], dict[str, isl.Map]] = {
+            (d, m): {} for d in ("read", "write") for m in (True, False)}
+        for (root, direction, must), rel in per_kind.items():
+            tables[(direction, must)][root] = rel.coalesce()
+        return Effects(
+            instances=inst,
+            must_reads=tables[("read", True)], may_reads=tables[("read", False)],
+            must_writes=tables[("write", True)], may_writes=tables[("write", False)],
+        )
+
+
+def instantiate(program: Program) -> Instantiation:
+    """Instances and global-memory effects of every operation of ``program``."""
+    b = _Builder(program)
+    effects: dict[int, Effects] = {}
+    for op in program.ops:
+        effects[op.id] = b.launch(op) if isinstance(op, Launch) else b.host_op(op)
+    params = tuple(b.binder.params)
+    space = isl.Set(f"{b.binder.header()} -> {{ : }}").get_space()
+    context = isl.Set(program.context).align_params(space)
+    # align everything on one parameter space so later unions stay cheap
+    aligned = {}
+    for op_id, eff in effects.items():
+        def al(table: Mapping[str, isl.Map]) -> dict[str, isl.Map]:
+            return {k: v.align_params(space) for k, v in table.items()}
+        inst = eff.instances
+        inst = OpInstances(**{**inst.__dict__, "domain": inst.domain.align_params(space)})
+        aligned[op_id] = Effects(inst, al(eff.must_reads), al(eff.may_reads),
+                                 al(eff.must_writes), al(eff.may_writes))
+    return Instantiation(
+        program=program,
+        ops={k: v.instances for k, v in aligned.items()},
+        effects=aligned,
+        units=dict(b.units),
+        buffer_tuples=dict(b.tuples),
+        fresh_params=dict(b.binder.fresh),
+        params=params,
+        context=context,
+        notes=tuple(dict.fromkeys(b.notes)),
+    )
