@@ -230,6 +230,7 @@ class _Extractor:
         self.uses, self.used_dims = self._scan_uses()
         self.work_dims = max(self.used_dims, default=-1) + 1
         self.has_barrier = self._calls(funcdef.body, _BARRIERS)
+        self.tainted = self._taint()
         rq = cpp.reqd_work_group_size(funcdef)
         local = list(context.local_size)
         if rq and all(v is None for v in local):
@@ -309,6 +310,46 @@ class _Extractor:
                     raise self.error(f"{f}({d}): work-item dimension out of range 0..2", n)
                 dims.setdefault(d, set()).add(f)
         return frozenset(uses), dims
+
+    def _taint(self) -> set[str]:
+        """Variables whose value may differ between work-items of a group (flow-insensitive)."""
+        assigns: list[tuple[str, Any]] = []
+        for body in self._bodies():
+            for n in _walk(body):
+                if isinstance(n, c_ast.Decl) and n.init is not None and n.name:
+                    assigns.append((n.name, n.init))
+                elif isinstance(n, c_ast.Assignment) and isinstance(n.lvalue, c_ast.ID):
+                    assigns.append((n.lvalue.name, n.rvalue))
+        tainted: set[str] = set()
+        changed = True
+        while changed:
+            changed = False
+            for name, expr in assigns:
+                if name not in tainted and self._divergent_expr(expr, tainted):
+                    tainted.add(name)
+                    changed = True
+        return tainted
+
+    def _divergent_expr(self, expr: Any, tainted: Optional[set[str]] = None) -> bool:
+        """May ``expr`` differ between the work-items of one group?"""
+        tainted = self.tainted if tainted is None else tainted
+        for n in _walk(expr):
+            if isinstance(n, c_ast.ID) and n.name in tainted:
+                return True
+            if isinstance(n, (c_ast.ArrayRef, c_ast.StructRef)) or (
+                    isinstance(n, c_ast.UnaryOp) and n.op == "*"):
+                return True
+            if isinstance(n, c_ast.FuncCall) and isinstance(n.name, c_ast.ID):
+                f = n.name.name
+                if f in ("get_local_id", "get_global_id") or f.startswith(("atomic_", "atom_")):
+                    return True
+                if f in self.helpers and self._calls_divergent(self.helpers[f]):
+                    return True
+        return False
+
+    def _calls_divergent(self, fd: c_ast.FuncDef) -> bool:
+        return any(isinstance(n, c_ast.FuncCall) and isinstance(n.name, c_ast.ID)
+                   and n.name.name in ("get_local_id", "get_global_id") for n in _walk(fd.body))
 
     def _calls(self, node: Any, names: set[str]) -> bool:
         return any(
@@ -994,7 +1035,7 @@ class _Extractor:
             inner = st.copy()
             inner.exact = False
             inner.reason = st.reason or f"under switch at line {node.coord.line}"
-            inner.divergent = True
+            inner.divergent = st.divergent or self._divergent_expr(node.cond)
             self._invalidate(inner, _modified(node.stmt))
             self.block(node.stmt, inner)
             self._invalidate(st, _modified(node.stmt))
@@ -1150,13 +1191,16 @@ class _Extractor:
         self.nstmt += 1
         dom, exact, reason = self._domain(st)
         dom = self._name(dom, sid, st)
-        accs = []
+        accs: list[Access] = []
         for r in out:
             rel = r.relation.intersect_domain(self._unname(dom))
             rel = rel.set_tuple_name(isl.dim_type.in_, sid)
             rel = _name_dims(rel, dom)
             ex = r.exact and exact
             why = r.reason if not r.exact else (None if ex else reason)
+            if any(a.array == r.array.name and a.direction == r.direction and a.exact == ex
+                   and a.relation.is_equal(rel) for a in accs):
+                continue
             accs.append(Access(r.array.name, r.array.space, r.direction, rel, ex, why,
                                _coord_loc(r.node, self.filename) or _coord_loc(
                                    stmt_node, self.filename), r.array.dtype))
@@ -1202,7 +1246,8 @@ class _Extractor:
         f.dom = st.dom.subtract(c) if c_exact else st.dom
         for b in (t, f):
             if not c_exact:
-                b.exact, b.reason, b.divergent = False, st.reason or why, True
+                b.exact, b.reason = False, st.reason or why
+                b.divergent = st.divergent or self._divergent_expr(node.cond)
         self.block(node.iftrue, t)
         self.block(node.iffalse, f)
         for name, var in list(st.env.items()):
@@ -1247,12 +1292,15 @@ class _Extractor:
         it, lb_node, step = _loop_shape(node)
         body_mod = _modified(node.stmt)
         escapes = _escapes(node.stmt)
-        if node.init is not None:
-            self.block(node.init, st)
         if it is None or step is None or it in body_mod:
+            if node.init is not None:
+                self.block(node.init, st)
             why = f"for loop at line {node.coord.line} is not a counted loop with constant step"
             self._generic_loop(node, st, why, node.cond, node.next)
             return
+        self._emit_control(lb_node, st)
+        if isinstance(node.init, c_ast.DeclList):
+            st.env[it] = _Var("int", why=f"{it} is a loop iterator")
         name = self._loop_name(it, st)
         self._invalidate(st, body_mod)
         inner = self._enter(st, name)
@@ -1271,7 +1319,10 @@ class _Extractor:
                     iv.sub(lb).mod_val(isl.Val(abs(step))).eq_set(self._const(inner, 0)))
         except _NonAffine as e:
             problems.append(f"lower bound {cpp.generate(lb_node)}: {e.reason}")
-        self._emit_control(node.cond, inner)
+        cst = inner.copy()
+        cst.exact, cst.reason = False, st.reason or "reads of a loop condition (evaluated once " \
+            "more than the body runs; over-approximated)"
+        self._emit_control(node.cond, cst)
         if node.cond is not None:
             cnode = _ne_to_bound(node.cond, it, step)
             try:
@@ -1287,8 +1338,8 @@ class _Extractor:
         if problems:
             inner.exact = False
             inner.reason = st.reason or problems[0]
-            if any("reads memory" in p or "data-dependent" in p for p in problems):
-                inner.divergent = True
+            inner.divergent = st.divergent or self._divergent_expr(node.cond) or \
+                self._divergent_expr(lb_node) or bool(escapes)
         self.block(node.stmt, inner)
         self._leave()
         self._invalidate(st, body_mod | {it})
@@ -1320,7 +1371,7 @@ class _Extractor:
         inner.dom = inner.dom.intersect(self._dim(inner, 6 + st.depth).ge_set(
             self._const(inner, 0)))
         inner.exact, inner.reason = False, st.reason or why
-        inner.divergent = True
+        inner.divergent = st.divergent or self._divergent_expr(cond) or "break" in _escapes(body)
         self._emit_control(cond, inner)
         self.block(body, inner)
         if nxt is not None:
@@ -1344,7 +1395,7 @@ class _Extractor:
         bid = f"B{self.nbar}"
         self.nbar += 1
         dom, exact, _ = self._domain(st)
-        uniform = exact and not st.divergent and self._uniform(dom)
+        uniform = not st.divergent and not self.maybe_returned and self._uniform(dom)
         if not uniform:
             self.note(f"barrier at line {node.coord.line} may not be reached by all work-items "
                       "of a group")
