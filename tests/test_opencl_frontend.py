@@ -1,0 +1,483 @@
+"""OpenCL C front-end: parsing, address spaces, domains and access relations.
+
+Quasi-affine relations are checked against brute-force enumeration with C semantics on small
+concrete sizes.
+"""
+
+from __future__ import annotations
+
+import islpy as isl
+import pytest
+
+from polyfuse.frontend import cpp
+from polyfuse.frontend.opencl import parse_kernels, specialize
+from polyfuse.program import Kernel, KernelContext, PolyfuseError, UnsupportedError
+
+# ----------------------------------------------------------------------------------------------
+# helpers
+# ----------------------------------------------------------------------------------------------
+
+
+def at(obj, **params: int):
+    """``obj`` with its parameters fixed (those not given: 0) and then removed."""
+    for i in range(obj.dim(isl.dim_type.param)):
+        name = obj.get_dim_name(isl.dim_type.param, i)
+        obj = obj.fix_val(isl.dim_type.param, i, isl.Val(params.get(name, 0)))
+    return obj.project_out(isl.dim_type.param, 0, obj.dim(isl.dim_type.param))
+
+
+def points(obj: isl.Set | isl.Map, **params: int) -> set[tuple[int, ...]]:
+    """All integer points of a bounded set/map once ``params`` are fixed (map: domain+range)."""
+    s = at(obj, **params)
+    s = s.wrap().flatten() if isinstance(obj, isl.Map) else s
+    out: set[tuple[int, ...]] = set()
+    n = s.dim(isl.dim_type.set)
+
+    def add(p: isl.Point) -> None:
+        out.add(tuple(p.get_coordinate_val(isl.dim_type.set, i).to_python() for i in range(n)))
+
+    s.foreach_point(add)
+    return out
+
+
+def c_div(a: int, b: int) -> int:
+    return int(a / b)
+
+
+def c_mod(a: int, b: int) -> int:
+    return a - b * c_div(a, b)
+
+
+def access(k: Kernel, array: str, direction: str, stmt: int | None = None):
+    found = [a for s in k.statements for a in s.accesses
+             if a.array == array and a.direction == direction
+             and (stmt is None or s.id == f"S{stmt}")]
+    assert found, f"no {direction} of {array} in {k.name}"
+    return found
+
+
+def one(k: Kernel, array: str, direction: str):
+    found = access(k, array, direction)
+    assert len(found) == 1, found
+    return found[0]
+
+
+# ----------------------------------------------------------------------------------------------
+# parsing
+# ----------------------------------------------------------------------------------------------
+
+VADD = r"""
+__kernel void vadd(__global const float *a, const __global float *b, __global float *restrict c)
+{
+    int i = get_global_id(0);
+    c[i] = a[i] + b[i];
+}
+"""
+
+
+def test_address_spaces_and_const():
+    k = parse_kernels(VADD, "vadd.cl")["vadd"]
+    a, b, c = k.params
+    assert (a.name, a.type, a.pointer, a.address_space, a.const) == ("a", "float", True,
+                                                                     "global", True)
+    assert (b.address_space, b.const) == ("global", True)
+    assert (c.address_space, c.const) == ("global", False)
+    assert all(p.is_buffer for p in k.params)
+    assert k.loc.file == "vadd.cl" and k.loc.line == 2
+
+
+def test_parse_qualifier_forms_and_attributes():
+    src = r"""
+    kernel __attribute__((reqd_work_group_size(8, 4, 1)))
+    void f(global float4 *v, __local int *scratch, __constant float *w, uint n) {
+        __local float t[4][8];
+        __global float4 *p = (__global float4 *)v;
+        t[get_local_id(1)][get_local_id(0)] = w[0];
+    }
+    """
+    ast = cpp.parse(src, "q.cl")
+    (fd,) = [e for e in ast.ext if type(e).__name__ == "FuncDef"]
+    assert cpp.is_kernel(fd)
+    assert cpp.reqd_work_group_size(fd) == (8, 4, 1)
+    spaces = [cpp.address_space_of(p) for p in fd.decl.type.args.params]
+    assert spaces == ["global", "local", "constant", None]
+    k = parse_kernels(src, "q.cl")["f"]
+    assert k.context.local_size == (8, 4, 1)
+    assert k.param("v").type == "float4"
+    assert k.param("n").type == "uint" and not k.param("n").pointer
+    assert k.arrays[0].shape == (4, 8) and k.arrays[0].address_space == "local"
+    rel = one(k, "t", "write").relation
+    assert one(k, "t", "write").exact
+    assert rel.range().get_tuple_name() == "t" and rel.dim(isl.dim_type.out) == 2
+
+
+def test_round_trip_regenerate_reparse():
+    src = VADD + r"""
+    #define TS 4
+    __kernel void tile(__global float *x, __local float *tmp) {
+        __local float t[TS][TS];
+        int l = get_local_id(0);
+        t[l][0] = x[get_group_id(0) * TS + l];
+        barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+        float4 v = (float4)(1.0f, 2.0f, 3.0f, 4.0f);
+        x[get_group_id(0) * TS + l] = t[TS - 1 - l][0] + v.x;
+    }
+    """
+    ks = parse_kernels(src, "rt.cl")
+    regenerated = "\n".join(k.source for k in ks.values())
+    assert "__kernel" in regenerated and "__global" in regenerated and "__local" in regenerated
+    assert "(float4)(1.0f, 2.0f, 3.0f, 4.0f)" in regenerated
+    again = parse_kernels(regenerated, "rt2.cl")
+    assert list(again) == list(ks)
+    for name in ks:
+        k1, k2 = ks[name], again[name]
+        assert k1.params == k2.params
+        assert [s.code for s in k1.statements] == [s.code for s in k2.statements]
+        for s1, s2 in zip(k1.statements, k2.statements):
+            assert s1.domain.is_equal(s2.domain)
+            for a1, a2 in zip(s1.accesses, s2.accesses):
+                assert (a1.array, a1.direction, a1.exact) == (a2.array, a2.direction, a2.exact)
+                assert a1.relation.is_equal(a2.relation)
+        assert [b.fences for b in k1.barriers] == [b.fences for b in k2.barriers]
+
+
+def test_syntax_error_names_file_and_line():
+    src = "__kernel void f(__global float *a)\n{\n    a[0] = 1\n    a[1] = 2;\n}\n"
+    with pytest.raises(PolyfuseError) as err:
+        parse_kernels(src, "bad.cl")
+    assert err.value.file == "bad.cl" and err.value.line == 4
+    assert str(err.value).startswith("bad.cl:4:")
+
+
+def test_preprocessor_error_names_file_and_line():
+    with pytest.raises(PolyfuseError) as err:
+        parse_kernels("\n#include \"missing.h\"\n", "inc.cl")
+    assert (err.value.file, err.value.line) == ("inc.cl", 2)
+
+
+def test_unsupported_constructs_are_errors():
+    src = "__kernel void f(__global float *a) {\n  goto out;\n  out: a[0] = 1;\n}\n"
+    with pytest.raises(UnsupportedError) as err:
+        parse_kernels(src, "g.cl")
+    assert err.value.file == "g.cl" and err.value.line == 2
+    with pytest.raises(PolyfuseError) as err:
+        parse_kernels("__kernel void f(__global float *a) {\n a[get_global_id(3)] = 0; }", "d.cl")
+    assert err.value.line == 2
+
+
+# ----------------------------------------------------------------------------------------------
+# relations
+# ----------------------------------------------------------------------------------------------
+
+
+def test_elementwise_relations_and_unit_groups():
+    k = parse_kernels(VADD, "vadd.cl")["vadd"]
+    assert k.work_dims == 1 and k.uses == frozenset({"get_global_id"})
+    assert any("unit work-groups" in n for n in k.notes)
+    s = k.statements[-1]
+    assert s.id == "S1" and s.exact_domain
+    assert s.domain.get_tuple_name() == "S1"
+    expected = isl.Map("[_gs0] -> { S1[g0, g1, g2, l0, l1, l2] -> {arr}[g0] : 0 <= g0 < _gs0 "
+                       "and g1 = 0 and g2 = 0 and l0 = 0 and l1 = 0 and l2 = 0 }".replace(
+                           "{arr}", "ARR"))
+    for arr, d in (("a", "read"), ("b", "read"), ("c", "write")):
+        acc = one(k, arr, d)
+        assert acc.exact and acc.address_space == "global" and acc.dtype == "float"
+        assert acc.relation.is_equal(expected.set_tuple_name(isl.dim_type.out, arr))
+
+
+def test_modulo_with_define_has_c_semantics():
+    src = r"""
+    #define N 8
+    __kernel void rot(__global const float *b, __global float *a) {
+        int i = get_global_id(0);
+        a[i] = b[(i + 1) % N] + b[(i - 11) % N];
+    }
+    """
+    k = parse_kernels(src, "rot.cl", context=KernelContext(global_size=(20, None, None)))["rot"]
+    reads = access(k, "b", "read")
+    assert all(r.exact for r in reads)
+    got = set()
+    for r in reads:
+        got |= {(p[0], p[-1]) for p in points(r.relation)}
+    want = {(i, c_mod(i + 1, 8)) for i in range(20)} | {(i, c_mod(i - 11, 8)) for i in range(20)}
+    assert got == want
+    assert any(o < 0 for _, o in want)  # C's % of a negative number is negative
+
+
+def test_division_truncates_toward_zero():
+    src = r"""
+    __kernel void halve(__global const float *a, __global float *b, int n) {
+        int i = get_global_id(0) - 3;
+        b[get_global_id(0)] = a[i / 2] + a[i % 2 + 100] + a[(i / -2) + 200];
+    }
+    """
+    k = parse_kernels(src, "h.cl", context=KernelContext(global_size=(9, None, None)))["halve"]
+    got = set()
+    for r in access(k, "a", "read"):
+        assert r.exact
+        got |= {(p[0], p[-1]) for p in points(r.relation)}
+    want = set()
+    for g in range(9):
+        i = g - 3
+        want |= {(g, c_div(i, 2)), (g, c_mod(i, 2) + 100), (g, c_div(i, -2) + 200)}
+    assert got == want
+
+
+def test_gemm_2d_with_known_n():
+    src = r"""
+    __kernel void gemm(__global const float *A, __global const float *B, __global float *C,
+                       int N) {
+        int row = get_global_id(1);
+        int col = get_global_id(0);
+        float acc = 0.0f;
+        for (int k = 0; k < N; k++)
+            acc += A[row * N + k] * B[k * N + col];
+        C[row * N + col] = acc;
+    }
+    """
+    generic = parse_kernels(src, "gemm.cl")["gemm"]
+    assert not one(generic, "C", "write").exact  # row * N: symbolic product
+    k = specialize(generic, KernelContext(values=(("N", 3),), global_size=(3, 3, None)))
+    assert k.work_dims == 2
+    w = one(k, "C", "write")
+    assert w.exact
+    assert {(p[0], p[1], p[-1]) for p in points(w.relation)} == {
+        (c, r, r * 3 + c) for r in range(3) for c in range(3)}
+    ra = one(k, "A", "read")
+    assert ra.exact
+    assert {(p[1], p[6], p[-1]) for p in points(ra.relation)} == {
+        (r, kk, r * 3 + kk) for r in range(3) for kk in range(3)}
+    s = [st for st in k.statements if "acc +=" in st.code][0]
+    assert s.domain.get_dim_name(isl.dim_type.set, 6) == "k"
+    sched = k.schedule.extract_map(s.domain.get_space().map_from_domain_and_range(
+        isl.Space.set_alloc(s.domain.get_ctx(), 0, 3)))
+    assert not sched.is_empty()
+
+
+TILED = r"""
+#define TS 4
+__kernel void tiled(__global const float *A, __global const float *B, __global float *C, int K)
+{
+    __local float As[TS][TS];
+    __local float Bs[TS][TS];
+    int lr = get_local_id(1), lc = get_local_id(0);
+    int row = get_group_id(1) * TS + lr, col = get_group_id(0) * TS + lc;
+    float acc = 0.0f;
+    for (int t = 0; t < K / TS; t++) {
+        As[lr][lc] = A[row * K + t * TS + lc];
+        Bs[lr][lc] = B[(t * TS + lr) * K + col];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int k = 0; k < TS; k++)
+            acc += As[lr][k] * Bs[k][lc];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    C[row * K + col] = acc;
+}
+"""
+
+
+def test_tiled_gemm_local_memory_and_barriers():
+    k = parse_kernels(TILED, "tiled.cl")["tiled"]
+    assert {a.name: (a.shape, a.address_space) for a in k.arrays} == {
+        "As": ((4, 4), "local"), "Bs": ((4, 4), "local")}
+    ks = specialize(k, KernelContext(local_size=(4, 4, None), values=(("K", 8),)))
+    assert len(ks.barriers) == 2
+    assert all(b.uniform and b.fences == frozenset({"local"}) for b in ks.barriers)
+    assert all(b.domain.get_dim_name(isl.dim_type.set, 6) == "t" for b in ks.barriers)
+    w = one(ks, "As", "write")
+    assert w.exact and w.address_space == "local"
+    pts = points(w.relation, _gs0=8, _gs1=8)
+    # S[g0,g1,g2,l0,l1,l2,t] -> As[l1, l0]
+    assert pts and all(p[-2:] == (p[4], p[3]) for p in pts)
+    assert {p[6] for p in pts} == {0, 1}
+    r = [a for a in ks.accesses if a.array == "Bs" and a.direction == "read"][0]
+    assert r.exact
+    assert all(p[-2:] == (p[7], p[3]) for p in points(r.relation, _gs0=8, _gs1=8))
+    # the schedule orders barrier 0 between the tile loads and the k loop
+    stmts = {s.code.split("=")[0].strip(): s for s in ks.statements}
+    b0, b1 = ks.barriers
+    assert stmts["Bs[lr][lc]"].order < b0.order < stmts["acc +"].order < b1.order
+    a_read = one(ks, "A", "read")
+    assert a_read.exact
+    for p in points(a_read.relation, _gs0=8, _gs1=8):
+        g0, g1, _, l0, l1, _, t, o = p
+        assert o == (g1 * 4 + l1) * 8 + t * 4 + l0
+
+
+def test_early_return_guard():
+    src = r"""
+    __kernel void guarded(__global float *a, int n) {
+        int i = get_global_id(0);
+        if (i >= n) return;
+        a[i] = 2.0f * a[i];
+    }
+    """
+    k = parse_kernels(src, "g.cl", context=KernelContext(global_size=(10, None, None)))["guarded"]
+    w = one(k, "a", "write")
+    assert w.exact
+    assert {p[0] for p in points(w.relation, n=6)} == set(range(6))
+    assert {p[0] for p in points(w.relation, n=20)} == set(range(10))
+
+
+def test_data_dependent_subscript_is_whole_array_may_access():
+    src = r"""
+    __kernel void gather(__global const float *a, __global const int *idx, __global float *b) {
+        int i = get_global_id(0);
+        b[i] = a[idx[i]];
+    }
+    """
+    k = parse_kernels(src, "gather.cl")["gather"]
+    ra = one(k, "a", "read")
+    assert not ra.exact and "idx[i]" in ra.reason and "data-dependent" in ra.reason
+    assert at(ra.relation.range(), _gs0=4).is_equal(isl.Set("{ a[o] : o >= 0 }"))
+    assert one(k, "idx", "read").exact and one(k, "b", "write").exact
+
+
+def test_triangular_loop():
+    src = r"""
+    __kernel void prefix(__global const float *a, __global float *s) {
+        int i = get_global_id(0);
+        float acc = 0.0f;
+        for (int k = 0; k <= i; k++)
+            acc += a[k];
+        s[i] = acc;
+    }
+    """
+    k = parse_kernels(src, "tri.cl", context=KernelContext(global_size=(5, None, None)))["prefix"]
+    r = one(k, "a", "read")
+    assert r.exact
+    assert {(p[0], p[6], p[-1]) for p in points(r.relation)} == {
+        (i, kk, kk) for i in range(5) for kk in range(i + 1)}
+
+
+def test_strided_and_decreasing_loops():
+    src = r"""
+    __kernel void strides(__global float *a, int n) {
+        for (int k = 1; k < n; k += 3) a[k] = 0;
+        for (int j = n - 1; j >= 0; j--) a[j + 100] = 0;
+    }
+    """
+    k = parse_kernels(src, "s.cl")["strides"]
+    assert k.work_dims == 0
+    w1, w2 = access(k, "a", "write")
+    assert {p[-1] for p in points(w1.relation, n=11)} == {1, 4, 7, 10}
+    assert {p[-1] for p in points(w2.relation, n=4)} == {100, 101, 102, 103}
+
+
+def test_ternary_subscript_and_min():
+    src = r"""
+    __kernel void clampit(__global const float *a, __global float *b, int n) {
+        int i = get_global_id(0);
+        b[i] = a[i < n ? i : n - 1] + a[min(i + 1, n - 1) + 50];
+    }
+    """
+    k = parse_kernels(src, "t.cl", context=KernelContext(global_size=(8, None, None)))["clampit"]
+    got = set()
+    for r in access(k, "a", "read"):
+        assert r.exact
+        got |= {(p[0], p[-1]) for p in points(r.relation, n=5)}
+    want = {(i, i if i < 5 else 4) for i in range(8)} | {(i, min(i + 1, 4) + 50)
+                                                         for i in range(8)}
+    assert got == want
+
+
+def test_unknown_local_size_and_specialize():
+    src = r"""
+    __kernel void scale(__global float *x) {
+        int l = get_local_id(0);
+        x[get_global_id(0)] = 2.0f * l;
+    }
+    """
+    k = parse_kernels(src, "sc.cl")["scale"]
+    w = one(k, "x", "write")
+    assert not w.exact and "unknown local size" in w.reason
+    k16 = specialize(k, KernelContext(local_size=(16, None, None)))
+    w = one(k16, "x", "write")
+    assert w.exact
+    for p in points(w.relation, _gs0=32):
+        assert p[-1] == 16 * p[0] + p[3]
+    assert k16.context.local_size[0] == 16
+    assert "_gs0" in k16.statements[0].domain.get_space().get_var_dict()
+    with pytest.raises(PolyfuseError):
+        specialize(k, KernelContext(local_size=(16, None, None), global_size=(40, None, None)))
+
+
+def test_reduction_barrier_uniformity():
+    src = r"""
+    __kernel void red(__global const float *in, __global float *out) {
+        __local float tmp[8];
+        int l = get_local_id(0);
+        tmp[l] = in[get_global_id(0)];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int s = 4; s > 0; s >>= 1) {
+            if (l < s) tmp[l] += tmp[l + s];
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        if (l == 0) { out[get_group_id(0)] = tmp[0]; barrier(CLK_GLOBAL_MEM_FENCE); }
+    }
+    """
+    k = parse_kernels(src, "red.cl", context=KernelContext(local_size=(8, None, None)))["red"]
+    b0, b1, b2 = k.barriers
+    assert b0.uniform and b1.uniform and not b2.uniform
+    assert b2.fences == frozenset({"global"})
+    w = one(k, "out", "write")
+    assert w.exact
+    assert {(p[0], p[3], p[-1]) for p in points(w.relation, _gs0=24)} == {(g, 0, g)
+                                                                           for g in range(3)}
+
+
+def test_vload_vstore_helpers_pointer_offsets_and_unknown_calls():
+    src = r"""
+    float sq(float x) { return x * x; }
+    void opaque(__global float *p, int n) { for (int j = 0; j < n; j++) p[j] = 0; }
+    __kernel void v(__global const float *a, __global float *b, __global int *cnt, int n) {
+        int i = get_global_id(0);
+        float4 x = vload4(i, a);
+        vstore4(x, i + 1, b);
+        __global const float *p = a + 2 * n;
+        b[i] = sq(p[i]);
+        atomic_add(&cnt[i % 4], 1);
+        opaque(b, n);
+    }
+    """
+    k = parse_kernels(src, "v.cl", context=KernelContext(global_size=(3, None, None)))["v"]
+    reads = access(k, "a", "read")
+    vl = {(p[0], p[-1]) for p in points(reads[0].relation, n=10)}
+    assert vl == {(i, 4 * i + e) for i in range(3) for e in range(4)}
+    assert {(p[0], p[-1]) for p in points(reads[1].relation, n=10)} == {(i, 20 + i)
+                                                                        for i in range(3)}
+    vs = access(k, "b", "write")[0]
+    assert {(p[0], p[-1]) for p in points(vs.relation)} == {(i, 4 * i + 4 + e)
+                                                            for i in range(3) for e in range(4)}
+    atom = access(k, "cnt", "write")[0]
+    assert not atom.exact
+    assert any("opaque" in n for n in k.notes)
+    op = [a for a in access(k, "b", "write") if not a.exact][0]
+    assert "opaque" in op.reason
+    assert at(op.relation.range(), n=2).is_equal(isl.Set("{ b[o] : o >= 0 }"))
+
+
+def test_non_affine_condition_makes_may_accesses():
+    src = r"""
+    __kernel void cond(__global const float *a, __global float *b) {
+        int i = get_global_id(0);
+        if (a[i] > 0.0f)
+            b[i] = 1.0f;
+        while (b[i] < 0.0f) { b[i] += 1.0f; }
+    }
+    """
+    k = parse_kernels(src, "c.cl")["cond"]
+    writes = access(k, "b", "write")
+    assert writes and all(not w.exact for w in writes)
+    assert any(not s.exact_domain for s in k.statements)
+    assert one(k, "a", "read").exact  # the condition's own read happens for every work-item
+
+
+def test_parse_kernels_from_path(tmp_path):
+    path = tmp_path / "k.cl"
+    path.write_text(VADD)
+    ks = parse_kernels(str(path))
+    assert list(ks) == ["vadd"]
+    assert ks["vadd"].statements[-1].loc.file == str(path)
+    assert ks["vadd"].statements[-1].loc.line == 5
