@@ -1674,6 +1674,12 @@ def extract_kernel(funcdef: c_ast.FuncDef, *, context: KernelContext = _NO_CONTE
     except RecursionError:
         raise UnsupportedError(f"kernel {funcdef.decl.name}: expressions nested too deeply",
                                filename) from None
+    except (AttributeError, TypeError, KeyError, IndexError, ValueError, AssertionError) as err:
+        # a construct the walker does not expect: refuse with the kernel's place, not a traceback
+        loc = _coord_loc(funcdef.decl, filename)
+        raise UnsupportedError(f"kernel {funcdef.decl.name}: construct not supported by the "
+                               f"polyhedral model ({type(err).__name__}: {err})",
+                               loc.file if loc else filename, loc.line if loc else None) from err
 
 
 def specialize(kernel: Kernel, context: KernelContext) -> Kernel:
