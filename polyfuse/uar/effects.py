@@ -48,7 +48,6 @@ _SCALAR_SIZES = {
     "long": 8, "ulong": 8, "unsigned long": 8, "double": 8, "size_t": 8,
 }  # fmt: skip
 _VECTOR = re.compile(r"^([a-z ]+?)(2|3|4|8|16)$")
-_LOCAL_ID_USES = frozenset({"get_local_id", "get_group_id", "get_local_size", "get_num_groups"})
 
 
 def type_size(ctype: str) -> int:
@@ -336,6 +335,18 @@ def _kernel_effects(kernel: Kernel, work_dim: int) -> dict[tuple[str, str, bool]
     return {k: v.coalesce() for k, v in out.items()}
 
 
+def _unit_groups(kernel: Kernel, d: int) -> bool:
+    """True when the kernel model pins local id ``d`` to 0 (unit work-groups)."""
+    domains = [s.domain for s in kernel.statements] + [b.domain for b in kernel.barriers]
+    for dom in domains:
+        n = dom.dim(isl.dim_type.set)
+        names = ", ".join(f"_d{i}" for i in range(n))
+        pin = isl.Set(f"{{ {dom.get_tuple_name()}[{names}] : _d{3 + d} = 0 }}")
+        if not dom.is_subset(pin.align_params(dom.get_space())):
+            return False
+    return True
+
+
 def _specialize(kernel: Kernel, ctx: KernelContext) -> Kernel:
     try:
         from polyfuse.frontend.opencl import specialize
@@ -438,41 +449,12 @@ class _Builder:
         cons, exact = _loop_constraints(tuple(launch.loops), host_dims, self.binder)
         tag = f"L{launch.id}"
 
-        # launch geometry; an unspecified local size is 1 when the kernel cannot observe it
-        local: list[Optional[int]] = []
-        gs_text: list[Optional[str]] = []
-        ls_text: list[Optional[str]] = []
-        independent = not (kernel0.uses & _LOCAL_ID_USES) and not kernel0.barriers
-        for d in range(3):
-            if d >= wd:
-                gs_text.append("1")
-                ls_text.append("1")
-                local.append(1)
-                continue
-            g = launch.global_size[d]
-            gs_text.append(self.binder.text(g, its, f"{tag}__gs{d}"))
-            if launch.local_size is None:
-                if independent:
-                    lval: Optional[int] = 1
-                    ls_text.append("1")
-                else:
-                    lval = None
-                    ls_text.append(self.binder.text(None, {}, f"{tag}__ls{d}"))
-                    self.notes.append(f"launch {launch.id}: local size chosen by the "
-                                      "implementation; work-groups over-approximated")
-            else:
-                lx = launch.local_size[d]
-                lval = int(lx) if _is_int(lx) else None
-                ls_text.append(self.binder.text(lx, its, f"{tag}__ls{d}"))
-            local.append(lval)
-            cons.append(f"g{d} >= 0 and l{d} >= 0")
-            if ls_text[d] is not None:
-                cons.append(f"l{d} < {ls_text[d]}")
-            if lval is not None and gs_text[d] is not None:
-                cons.append(f"{lval}*g{d} + l{d} < {gs_text[d]}")
-            else:
-                exact = False
+        # specialize the kernel with what the host fixes (cached per kernel and context)
+        def const(x) -> Optional[int]:
+            return int(x) if _is_int(x) else None
 
+        launch_local = [const(launch.local_size[d]) if launch.local_size and d < wd else None
+                        for d in range(3)]
         values = []
         for arg in launch.args:
             if arg.kind == "scalar" and _is_int(arg.value):
@@ -481,9 +463,9 @@ class _Builder:
                 except KeyError:
                     pass
         ctx = KernelContext(
-            local_size=tuple(local[d] if d < wd else None for d in range(3)),
-            global_size=tuple(int(launch.global_size[d]) if d < wd and _is_int(
-                launch.global_size[d]) else None for d in range(3)),
+            local_size=tuple(launch_local),
+            global_size=tuple(const(launch.global_size[d]) if d < wd else None
+                              for d in range(3)),
             values=tuple(sorted(values)),
         )
         kernel = self._spec_cache.get((kernel0.name, ctx))
@@ -495,28 +477,63 @@ class _Builder:
             keff = _kernel_effects(kernel, wd)
             self._keff_cache[(id(kernel), wd)] = keff
 
-        # bindings of kernel parameters, shared by all accesses
+        # launch geometry: the host's local size, else the kernel's required one, else unit
+        # groups when the kernel model does (it cannot observe grouping), else symbolic
+        local: list[Optional[int]] = []
+        gs_text: list[Optional[str]] = []
+        ls_text: list[Optional[str]] = []
+        for d in range(3):
+            if d >= wd:
+                gs_text.append("1")
+                ls_text.append("1")
+                continue
+            gs_text.append(self.binder.text(launch.global_size[d], its, f"{tag}__gs{d}"))
+            lval = launch_local[d]
+            if lval is None and kernel.context.local_size[d] is not None:
+                lval = int(kernel.context.local_size[d])
+            if lval is None and _unit_groups(kernel, d):
+                lval = 1
+            if lval is not None:
+                ls_text.append(str(lval))
+            else:
+                lx = launch.local_size[d] if launch.local_size else None
+                ls_text.append(self.binder.text(lx, its, f"{tag}__ls{d}"))
+                self.notes.append(f"launch {launch.id}: local size in dimension {d} unknown; "
+                                  "work-groups over-approximated")
+            local.append(lval)
+            cons.append(f"g{d} >= 0 and l{d} >= 0")
+            if ls_text[d] is not None:
+                cons.append(f"l{d} < {ls_text[d]}")
+            if lval is not None and gs_text[d] is not None:
+                cons.append(f"{lval}*g{d} + l{d} < {gs_text[d]}")
+            else:
+                exact = False
+
+        # host values of kernel parameters; turned into isl text only when a relation uses them
+        values_of: dict[str, object] = {}
+        for p in kernel0.params:
+            if not p.pointer:
+                try:
+                    arg = launch.arg(p.index)
+                except KeyError:
+                    arg = None
+                values_of[p.name] = arg.value if arg is not None and arg.kind == "scalar" else None
         bindings: dict[str, Optional[str]] = {}
         for d in range(3):
             bindings[GLOBAL_SIZE_PARAMS[d]] = gs_text[d]
             bindings[LOCAL_SIZE_PARAMS[d]] = ls_text[d]
-        for p in kernel0.params:
-            if p.is_buffer or p.pointer:
-                continue
-            try:
-                arg = launch.arg(p.index)
-            except KeyError:
-                arg = None
-            value = arg.value if arg is not None and arg.kind == "scalar" else None
-            text = self.binder.text(value, its, f"{tag}_{p.name}")
-            if text is None and not its:
-                text = self.binder.text(None, {}, f"{tag}_{p.name}")
-            bindings[p.name] = text
 
-        inst_pre = (host_dims, cons, wd, tuple(x or 0 for x in local[:wd]))
+        def bind(name: str) -> Optional[str]:
+            if name not in bindings:
+                bindings[name] = self.binder.text(values_of.get(name), its,
+                                                  f"{tag}_{_ident(name)}")
+            return bindings[name]
+
         per_kind: dict[tuple[str, str, bool], isl.Map] = {}
         approx = not exact
-        domain = self.op_instances(launch, host_dims, cons, exact, wd, inst_pre[3]).domain
+        inst = self.op_instances(launch, host_dims, cons, exact, wd,
+                                 tuple(x or 0 for x in local))
+        domain = inst.domain
         for (pname, direction, acc_exact), rel in sorted(keff.items()):
             arg = launch.arg(kernel0.param(pname).index)
             if arg.kind != "buffer" or arg.buffer is None:
@@ -528,7 +545,6 @@ class _Builder:
             btuple = self.tuples[root]
             cmap = (f"[__origin] -> {{ V[i] -> {btuple}[e] : __origin + {esize}*i <= {unit}*e "
                     f"<= __origin + {esize}*i + {esize - 1} and e >= 0 }}")
-            bound = dict(bindings, __origin=origin)
             rel = rel.apply_range(isl.Map(cmap))
             names = [rel.get_dim_name(isl.dim_type.param, j)
                      for j in range(rel.dim(isl.dim_type.param))]
@@ -538,9 +554,7 @@ class _Builder:
             bcons = []
             lost = False
             for kd, pn in zip(kdims, names):
-                txt = bound.get(pn)
-                if pn not in bound:
-                    txt = self.binder.text(None, {}, f"{tag}_{_ident(pn)}")
+                txt = origin if pn == "__origin" else bind(pn)
                 if txt is None:
                     lost = True
                 else:
@@ -564,7 +578,6 @@ class _Builder:
             must = acc_exact and not lost and not approx
             key = (root, direction, must)
             per_kind[key] = per_kind[key].union(res) if key in per_kind else res
-        inst = self.op_instances(launch, host_dims, cons, exact, wd, inst_pre[3])
         return self._effects(inst, per_kind)
 
     def host_op(self, op: HostOp) -> Effects:
