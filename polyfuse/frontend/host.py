@@ -406,17 +406,10 @@ def load_opencl(
 
     Without ``host`` every kernel is launched once (see :func:`polyfuse.builder.default_program`).
     """
-    import inspect
-
     from polyfuse.frontend import opencl
 
-    kwargs: dict[str, Any] = {}
-    sig = inspect.signature(opencl.parse_kernels).parameters
-    if "include_dirs" in sig:
-        kwargs["include_dirs"] = tuple(include_dirs)
-    if "defines" in sig:
-        kwargs["defines"] = dict(defines)
-    kernels = opencl.parse_kernels(source_or_path, **kwargs)
+    kernels = opencl.parse_kernels(os.fspath(source_or_path), include_dirs=tuple(include_dirs),
+                                   defines=dict(defines))
     kfile = _display_name(source_or_path, "<kernels>")
     if host is None:
         from polyfuse.builder import default_program
