@@ -1,0 +1,90 @@
+"""OpenCL kernels implementing ONNX operators, specialized per node.
+
+The ONNX front-end maps each node to one launch of a kernel generated here.  A generator receives
+static shapes and attributes and emits OpenCL C 1.2 source with every size baked in, so each
+subscript is a quasi-affine function of the work-item ids and loop iterators and polyfuse's
+polyhedral analysis of the launch is exact (the one exception is Gather's data-dependent read).
+
+Conventions:
+
+* float32 tensors, contiguous row-major (the caller converts other dtypes).  Gather's indices
+  are an ``int32`` buffer (the caller casts int64 indices); Where's condition is a ``bool``
+  (one byte per element) buffer.  :attr:`OpKernel.input_dtypes` states each buffer's dtype.
+* ``input_shapes[i]`` may be ``None`` for an omitted optional input.  Inputs that ONNX passes as
+  tensors but that must be static here (Reshape's shape, Slice's starts/ends/axes/steps,
+  Reduce*'s and (Un)Squeeze's axes, Split's split) are given through ``attrs`` under their ONNX
+  names; their positions in :attr:`OpKernel.inputs` are ``""``.
+* Every kernel parameter is a buffer; all sizes are constants of the source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Optional
+
+from polyfuse.oplib import elementwise, linalg, movement, reduce
+from polyfuse.oplib._common import Node, OpKernel
+from polyfuse.program import UnsupportedError
+
+__all__ = ["OpKernel", "op_kernel", "SUPPORTED_OPS"]
+
+_GENERATORS: dict[str, Callable[[Node], OpKernel]] = {
+    **{op: elementwise.unary for op in elementwise.UNARY},
+    "Gelu": elementwise.unary,
+    **{op: elementwise.binary for op in elementwise.BINARY},
+    **{op: elementwise.binary for op in elementwise.VARIADIC},
+    "Where": elementwise.where,
+    "MatMul": linalg.matmul,
+    "Gemm": linalg.gemm,
+    "Conv": linalg.conv,
+    "Softmax": reduce.softmax,
+    "LayerNormalization": reduce.layer_norm,
+    "ReduceMean": reduce.reduce,
+    "ReduceSum": reduce.reduce,
+    "Transpose": movement.transpose,
+    "Concat": movement.concat,
+    "Split": movement.split,
+    "Slice": movement.slice_,
+    "Gather": movement.gather,
+    "Expand": movement.expand,
+    **{op: movement.copy for op in movement.COPY_OPS},
+}
+
+#: ONNX operator types :func:`op_kernel` implements.
+SUPPORTED_OPS: frozenset[str] = frozenset(_GENERATORS)
+
+
+def op_kernel(
+    op_type: str,
+    attrs: Mapping[str, Any],
+    input_shapes: Sequence[Optional[Sequence[int]]],
+    output_shapes: Sequence[Optional[Sequence[int]]],
+    *,
+    name: str,
+    max_work_group_size: int = 256,
+    local_mem_size: int = 32768,
+) -> OpKernel:
+    """The kernel for one ONNX node (opset 13-20 semantics), specialized to its shapes.
+
+    ``name`` is the kernel function name (unique per node).  Work-group sizes and ``__local``
+    tiles are chosen to fit ``max_work_group_size`` and ``local_mem_size`` (bytes).  Raises
+    :class:`~polyfuse.program.UnsupportedError` naming the op and attribute for anything outside
+    the library, and :class:`~polyfuse.program.PolyfuseError` for inconsistent shapes.
+    """
+    generator = _GENERATORS.get(op_type)
+    if generator is None:
+        raise UnsupportedError(f"{op_type} (kernel '{name}'): operator is not supported")
+    if max_work_group_size < 1 or local_mem_size < 4:
+        raise UnsupportedError(f"{op_type} (kernel '{name}'): device limits are too small")
+    node = Node(
+        op_type=op_type,
+        attrs=dict(attrs or {}),
+        input_shapes=tuple(None if s is None else tuple(int(d) for d in s) for s in input_shapes),
+        output_shapes=tuple(
+            None if s is None else tuple(int(d) for d in s) for s in output_shapes
+        ),
+        name=name,
+        max_work_group_size=int(max_work_group_size),
+        local_mem_size=int(local_mem_size),
+    )
+    return generator(node)

@@ -1,0 +1,343 @@
+"""Shared machinery of the operator library: the node record, errors, index math, rendering.
+
+Every generated kernel is specialized for one node: sizes are ``#define`` constants (``#undef``-ed
+at the end of the source, so sources of several nodes can be concatenated) and every subscript is
+a quasi-affine function of work-item ids and loop iterators.  That is what lets polyfuse's
+polyhedral front-end model the accesses exactly.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from polyfuse.program import PolyfuseError, UnsupportedError
+
+Shape = tuple[int, ...]
+
+#: Work-items per work-group of the 1-D element-wise kernels (clamped to the device limit).
+ELEMENTWISE_LOCAL_SIZE = 64
+#: Upper bound on the lanes of a work-group reduction (one work-group per reduced row).
+REDUCTION_MAX_LANES = 128
+#: Largest index an ``int`` subscript may reach.
+INT_MAX = 2**31 - 1
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+@dataclass(frozen=True)
+class OpKernel:
+    """One node's kernel: source, launch geometry and how its parameters bind to tensors.
+
+    ``inputs``/``outputs`` have one entry per node input/output position (ONNX order); an entry is
+    the kernel parameter bound to that tensor, or ``""`` when the position is not a kernel buffer
+    (an omitted optional input, or a value the caller passed statically through ``attrs`` such as
+    Reshape's shape or Slice's starts).  ``input_dtypes`` gives the numpy dtype name of each input
+    buffer (``"float32"``, ``"int32"`` for Gather indices, ``"bool"`` for Where's condition).
+    The kernel's parameters are the bound inputs in input order, then the bound outputs.
+    """
+
+    name: str
+    source: str
+    global_size: tuple[int, ...]
+    local_size: Optional[tuple[int, ...]]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    input_dtypes: tuple[str, ...] = ()
+
+    def input_dtype(self, i: int) -> str:
+        """The numpy dtype name of input position ``i`` (float32 unless stated otherwise)."""
+        return self.input_dtypes[i] if i < len(self.input_dtypes) else "float32"
+
+
+@dataclass(frozen=True)
+class Node:
+    """What a generator needs to know about one ONNX node (static shapes and attributes)."""
+
+    op_type: str
+    attrs: Mapping[str, Any]
+    input_shapes: tuple[Optional[Shape], ...]
+    output_shapes: tuple[Optional[Shape], ...]
+    name: str
+    max_work_group_size: int
+    local_mem_size: int
+
+    def where(self) -> str:
+        return f"{self.op_type} (kernel '{self.name}')"
+
+    def unsupported(self, message: str) -> UnsupportedError:
+        """An error for a feature outside the library, naming op and attribute."""
+        return UnsupportedError(f"{self.where()}: {message}")
+
+    def invalid(self, message: str) -> PolyfuseError:
+        """An error for inconsistent input (shapes that do not match the attributes)."""
+        return PolyfuseError(f"{self.where()}: {message}")
+
+    def attr(self, key: str, default: Any = None) -> Any:
+        value = self.attrs.get(key, default)
+        return value.decode() if isinstance(value, bytes) else value
+
+    def int_attr(self, key: str, default: int) -> int:
+        value = self.attr(key, default)
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise self.invalid(f"attribute '{key}' must be an integer, got {value!r}") from None
+
+    def ints_attr(self, key: str, default: Optional[Sequence[int]] = None) -> Optional[list[int]]:
+        value = self.attr(key, default)
+        if value is None:
+            return None
+        try:
+            return [int(v) for v in value]
+        except (TypeError, ValueError):
+            raise self.invalid(f"attribute '{key}' must be a list of integers") from None
+
+    def has_input(self, i: int) -> bool:
+        return i < len(self.input_shapes) and self.input_shapes[i] is not None
+
+    def input(self, i: int) -> Shape:
+        if not self.has_input(i):
+            raise self.invalid(f"input {i} is required but missing")
+        return self.input_shapes[i]  # type: ignore[return-value]
+
+    def output(self, i: int) -> Shape:
+        if i >= len(self.output_shapes) or self.output_shapes[i] is None:
+            raise self.invalid(f"output {i} is required but missing")
+        return self.output_shapes[i]  # type: ignore[return-value]
+
+    def has_output(self, i: int) -> bool:
+        return i < len(self.output_shapes) and self.output_shapes[i] is not None
+
+    def check_attrs(self, allowed: Sequence[str]) -> None:
+        """Refuse attributes the generator does not know rather than ignoring their meaning."""
+        for key in self.attrs:
+            if key not in allowed:
+                raise self.unsupported(f"attribute '{key}' is not supported")
+
+    def check_output(self, i: int, expected: Sequence[int]) -> None:
+        got = self.output(i)
+        if tuple(got) != tuple(expected):
+            raise self.invalid(f"output {i} has shape {tuple(got)}, expected {tuple(expected)}")
+
+    def axis(self, axis: int, rank: int, what: str = "axis") -> int:
+        """Normalize a possibly negative axis, refusing out-of-range ones."""
+        if not -rank <= axis < max(rank, 1):
+            raise self.invalid(f"attribute '{what}'={axis} is out of range for rank {rank}")
+        return axis + rank if axis < 0 else axis
+
+
+def prod(shape: Sequence[int]) -> int:
+    return math.prod(shape)
+
+
+def strides_of(shape: Sequence[int]) -> tuple[int, ...]:
+    """Row-major element strides of a contiguous tensor."""
+    strides = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        strides[d] = strides[d + 1] * shape[d + 1]
+    return tuple(strides)
+
+
+def broadcast_shape(node: Node, shapes: Sequence[Sequence[int]]) -> Shape:
+    """The numpy broadcast of ``shapes`` (multidirectional broadcasting)."""
+    rank = max((len(s) for s in shapes), default=0)
+    out = []
+    for d in range(rank):
+        dims = {s[d - rank + len(s)] for s in shapes if d - rank + len(s) >= 0}
+        dims.discard(1)
+        if len(dims) > 1:
+            raise node.invalid(f"shapes {[tuple(s) for s in shapes]} do not broadcast")
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
+def broadcast_strides(node: Node, in_shape: Sequence[int], out_shape: Sequence[int]) -> Shape:
+    """Strides of ``in_shape`` seen through ``out_shape`` (0 along broadcast dimensions)."""
+    pad = len(out_shape) - len(in_shape)
+    if pad < 0:
+        raise node.invalid(f"shape {tuple(in_shape)} does not broadcast to {tuple(out_shape)}")
+    own = strides_of(in_shape)
+    result = []
+    for d, n in enumerate(out_shape):
+        k = d - pad
+        if k < 0 or in_shape[k] == 1:
+            result.append(0)
+        elif in_shape[k] == n:
+            result.append(own[k])
+        else:
+            raise node.invalid(
+                f"shape {tuple(in_shape)} does not broadcast to {tuple(out_shape)}"
+            )
+    return tuple(result)
+
+
+def index_expr(var: str, shape: Sequence[int], strides: Sequence[int], offset: int = 0) -> str:
+    """C expression mapping a row-major flat index ``var`` over ``shape`` to ``Σ coord·stride``.
+
+    ``var`` must lie in ``[0, prod(shape))``.  Coordinates are ``(var / inner) % size`` (the
+    outermost needs no ``%``); size-1 dimensions and zero strides drop out and adjacent dimensions
+    that are contiguous in the target are merged, so an identity map is just ``var``.  The result
+    is quasi-affine in ``var``.
+    """
+    if not _IDENT.match(var):
+        var = f"({var})"
+    merged: list[list[int]] = []
+    for n, s in zip(shape, strides):
+        if n == 1:
+            continue
+        if merged and merged[-1][1] == s * n:
+            merged[-1] = [merged[-1][0] * n, s]
+        else:
+            merged.append([n, s])
+    terms: list[str] = []
+    inner = 1
+    for i in range(len(merged) - 1, -1, -1):
+        n, s = merged[i]
+        if s != 0:
+            coord = var if inner == 1 else f"{var} / {inner}"
+            if i > 0:
+                coord = f"({coord}) % {n}" if inner != 1 else f"{coord} % {n}"
+            if s == 1:
+                terms.append(f"({coord})" if " " in coord else coord)
+            else:
+                terms.append(f"({coord}) * {s}" if " " in coord else f"{coord} * {s}")
+        inner *= n
+    return add_offset(" + ".join(reversed(terms)), offset)
+
+
+def add_offset(expr: str, offset: int) -> str:
+    """``expr + offset`` with trivial parts left out."""
+    if not expr:
+        return str(offset)
+    if offset > 0:
+        return f"{expr} + {offset}"
+    if offset < 0:
+        return f"{expr} - {-offset}"
+    return expr
+
+
+def flt(value: float) -> str:
+    """A float32 literal for OpenCL C."""
+    import numpy as np
+
+    text = repr(float(np.float32(value)))
+    if not math.isfinite(float(text)):
+        return "INFINITY" if text == "inf" else "-INFINITY" if text == "-inf" else "NAN"
+    return text + "f"
+
+
+def elementwise_local_size(node: Node) -> int:
+    return max(1, min(ELEMENTWISE_LOCAL_SIZE, node.max_work_group_size))
+
+
+def round_up(n: int, m: int) -> int:
+    return (n + m - 1) // m * m
+
+
+def pow2_floor(n: int) -> int:
+    return 1 << (max(n, 1).bit_length() - 1)
+
+
+def pow2_ceil(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
+
+@dataclass(frozen=True)
+class Param:
+    """A kernel buffer parameter: C name, element type, constness and the tensor shape."""
+
+    name: str
+    shape: Shape
+    ctype: str = "float"
+    const: bool = True
+
+
+def render(
+    node: Node,
+    defines: Mapping[str, int | str],
+    params: Sequence[Param],
+    body: str,
+    comment: str,
+) -> str:
+    """The complete OpenCL C source of a node: defines, one ``__kernel``, undefs."""
+    if not _IDENT.match(node.name):
+        raise node.invalid(f"kernel name {node.name!r} is not a C identifier")
+    clashes = {node.name, *(p.name for p in params)} & set(defines)
+    if clashes:
+        raise node.invalid(f"kernel/parameter name clashes with a size macro: {sorted(clashes)}")
+    for p in params:
+        total = prod(p.shape)
+        if total == 0:
+            raise node.unsupported(f"zero-sized tensor '{p.name}' {p.shape} is not supported")
+        if total > INT_MAX:
+            raise node.unsupported(f"tensor '{p.name}' has more than 2^31-1 elements")
+    lines = [f"/* polyfuse oplib: {comment} */"]
+    lines += [f"#define {k} {v}" for k, v in defines.items()]
+    plist = ",\n    ".join(
+        f"{'const ' if p.const else ''}__global {p.ctype} *{p.name}" for p in params
+    )
+    lines.append(f"__kernel void {node.name}(\n    {plist})\n{{")
+    lines += ["    " + ln if ln else "" for ln in body.strip("\n").split("\n")]
+    lines.append("}")
+    lines += [f"#undef {k}" for k in defines]
+    return "\n".join(lines) + "\n"
+
+
+def make_kernel(
+    node: Node,
+    source: str,
+    global_size: tuple[int, ...],
+    local_size: Optional[tuple[int, ...]],
+    inputs: Sequence[str],
+    outputs: Sequence[str],
+    dtypes: Optional[Mapping[str, str]] = None,
+) -> OpKernel:
+    """Assemble the record, padding the bindings to the node's input/output positions."""
+    n_in = max(len(node.input_shapes), len(inputs))
+    n_out = max(len(node.output_shapes), len(outputs))
+    ins = tuple(inputs) + ("",) * (n_in - len(inputs))
+    outs = tuple(outputs) + ("",) * (n_out - len(outputs))
+    dtypes = dtypes or {}
+    return OpKernel(
+        name=node.name,
+        source=source,
+        global_size=tuple(global_size),
+        local_size=None if local_size is None else tuple(local_size),
+        inputs=ins,
+        outputs=outs,
+        input_dtypes=tuple(dtypes.get(p, "float32") if p else "float32" for p in ins),
+    )
+
+
+def elementwise_kernel(
+    node: Node,
+    total: int,
+    params: Sequence[Param],
+    defines: Mapping[str, int | str],
+    stmts: str,
+    inputs: Sequence[str],
+    outputs: Sequence[str],
+    comment: str,
+    dtypes: Optional[Mapping[str, str]] = None,
+) -> OpKernel:
+    """A 1-D kernel with one work-item per element ``gid < TOTAL`` running ``stmts``.
+
+    The NDRange is rounded up to the work-group size (OpenCL 1.2 needs uniform groups), so the
+    body is guarded rather than ended by an early ``return``.
+    """
+    local = elementwise_local_size(node)
+    body = "const int gid = get_global_id(0);\nif (gid < TOTAL) {\n"
+    body += "\n".join("    " + ln if ln else "" for ln in stmts.strip("\n").split("\n"))
+    body += "\n}"
+    source = render(node, {"TOTAL": total, **defines}, params, body, comment)
+    return make_kernel(
+        node, source, (round_up(total, local),), (local,), inputs, outputs, dtypes
+    )
+
+
+def shape_str(shape: Sequence[int]) -> str:
+    return "x".join(str(d) for d in shape) if len(shape) else "scalar"

@@ -1,0 +1,287 @@
+"""MatMul and Gemm (tiled, ``__local`` tiles, two barriers per tile step) and direct Conv.
+
+Tiled product: work-item ``(col, row)`` = ``(get_global_id(0), get_global_id(1))`` computes one
+output element; batched MatMul adds ``get_global_id(2)`` over the flattened output batch.  The
+NDRange is rounded up to tile multiples; loads outside the matrices store 0 into the tile (guarded
+statements, not guarded barriers), so every work-item reaches both barriers of each tile step.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from polyfuse.oplib._common import (
+    Node,
+    OpKernel,
+    Param,
+    broadcast_shape,
+    broadcast_strides,
+    elementwise_kernel,
+    flt,
+    index_expr,
+    make_kernel,
+    prod,
+    render,
+    round_up,
+    shape_str,
+)
+
+#: Preferred tile edge of the tiled matrix product.
+TILE = 16
+
+
+def tile_size(node: Node) -> int:
+    """Largest tile edge <= TILE whose work-group and two float tiles fit the device."""
+    t = TILE
+    while t > 1 and (t * t > node.max_work_group_size or 2 * t * t * 4 > node.local_mem_size):
+        t //= 2
+    return t
+
+
+def _tiled_product(
+    node: Node,
+    m: int,
+    n: int,
+    k: int,
+    a_load: str,
+    b_load: str,
+    store: str,
+    params: list[Param],
+    inputs: list[str],
+    batch: int,
+    comment: str,
+) -> OpKernel:
+    """Emit the tiled kernel; ``a_load``/``b_load`` index A at (``row``, ``ka``) and B at
+    (``kb``, ``col``), ``store`` writes ``acc`` at (``row``, ``col``)."""
+    t = tile_size(node)
+    defines = {"M": m, "N": n, "K": k, "TS": t, "KTILES": (k + t - 1) // t}
+    batch_decl = "const int batch = get_global_id(2);\n" if batch > 1 else ""
+    body = f"""
+__local float a_tile[TS][TS];
+__local float b_tile[TS][TS];
+const int col = get_global_id(0);
+const int row = get_global_id(1);
+{batch_decl}const int lc = get_local_id(0);
+const int lr = get_local_id(1);
+float acc = 0.0f;
+for (int t = 0; t < KTILES; t++) {{
+    const int ka = t * TS + lc;
+    const int kb = t * TS + lr;
+    if (row < M && ka < K) {{
+        a_tile[lr][lc] = {a_load};
+    }} else {{
+        a_tile[lr][lc] = 0.0f;
+    }}
+    if (kb < K && col < N) {{
+        b_tile[lr][lc] = {b_load};
+    }} else {{
+        b_tile[lr][lc] = 0.0f;
+    }}
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int kk = 0; kk < TS; kk++) {{
+        acc += a_tile[lr][kk] * b_tile[kk][lc];
+    }}
+    barrier(CLK_LOCAL_MEM_FENCE);
+}}
+if (row < M && col < N) {{
+    {store};
+}}
+"""
+    source = render(node, defines, params, body, comment)
+    gsize: tuple[int, ...] = (round_up(n, t), round_up(m, t))
+    lsize: tuple[int, ...] = (t, t)
+    if batch > 1:
+        gsize, lsize = gsize + (batch,), lsize + (1,)
+    return make_kernel(node, source, gsize, lsize, inputs, ["y"])
+
+
+def matmul(node: Node) -> OpKernel:
+    """numpy.matmul semantics: 1-D operands promoted, batch dimensions broadcast."""
+    node.check_attrs([])
+    sa, sb = node.input(0), node.input(1)
+    if not sa or not sb:
+        raise node.invalid("MatMul operands must have rank >= 1")
+    a2 = (1,) + sa if len(sa) == 1 else sa
+    b2 = sb + (1,) if len(sb) == 1 else sb
+    m, k = a2[-2:]
+    k2, n = b2[-2:]
+    if k != k2:
+        raise node.invalid(f"inner dimensions differ: {sa} @ {sb}")
+    batch_shape = broadcast_shape(node, [a2[:-2], b2[:-2]])
+    out = batch_shape + ((m,) if len(sa) > 1 else ()) + ((n,) if len(sb) > 1 else ())
+    node.check_output(0, out)
+    batch = prod(batch_shape)
+    a_batch = broadcast_strides(node, a2[:-2], batch_shape)
+    b_batch = broadcast_strides(node, b2[:-2], batch_shape)
+    a_off = index_expr("batch", batch_shape, [s * m * k for s in a_batch]) if batch > 1 else ""
+    b_off = index_expr("batch", batch_shape, [s * k * n for s in b_batch]) if batch > 1 else ""
+    y_off = "batch * M * N + " if batch > 1 else ""
+    a_pre = f"{a_off} + " if a_off and a_off != "0" else ""
+    b_pre = f"{b_off} + " if b_off and b_off != "0" else ""
+    params = [Param("a", sa), Param("b", sb), Param("y", out, const=False)]
+    return _tiled_product(
+        node, m, n, k,
+        a_load=f"a[{a_pre}row * K + ka]",
+        b_load=f"b[{b_pre}kb * N + col]",
+        store=f"y[{y_off}row * N + col] = acc",
+        params=params,
+        inputs=["a", "b"],
+        batch=batch,
+        comment=f"MatMul {shape_str(sa)} @ {shape_str(sb)} -> {shape_str(out)}",
+    )
+
+
+def gemm(node: Node) -> OpKernel:
+    """Y = alpha * op(A) @ op(B) + beta * C, C unidirectionally broadcast to (M, N)."""
+    node.check_attrs(["alpha", "beta", "transA", "transB"])
+    alpha = float(node.attr("alpha", 1.0))
+    beta = float(node.attr("beta", 1.0))
+    ta, tb = node.int_attr("transA", 0), node.int_attr("transB", 0)
+    sa, sb = node.input(0), node.input(1)
+    if len(sa) != 2 or len(sb) != 2:
+        raise node.invalid(f"A and B must be 2-D, got {sa} and {sb}")
+    m, k = (sa[1], sa[0]) if ta else sa
+    k2, n = (sb[1], sb[0]) if tb else sb
+    if k != k2:
+        raise node.invalid(f"inner dimensions differ: {sa} (transA={ta}) @ {sb} (transB={tb})")
+    node.check_output(0, (m, n))
+    has_c = node.has_input(2) and beta != 0.0
+    params = [Param("a", sa), Param("b", sb)]
+    inputs = ["a", "b"]
+    value = "acc" if alpha == 1.0 else f"{flt(alpha)} * acc"
+    if node.has_input(2):
+        sc = node.input(2)
+        params.append(Param("c", sc))
+        inputs.append("c")
+        if has_c:
+            cs = broadcast_strides(node, sc, (m, n))
+            terms = [
+                v if st == 1 else f"{v} * {st}" for v, st in zip(("row", "col"), cs) if st
+            ]
+            c_index = " + ".join(terms) or "0"
+            c_val = f"c[{c_index}]" if beta == 1.0 else f"{flt(beta)} * c[{c_index}]"
+            value = f"{value} + {c_val}"
+    params.append(Param("y", (m, n), const=False))
+    return _tiled_product(
+        node, m, n, k,
+        a_load="a[ka * M + row]" if ta else "a[row * K + ka]",
+        b_load="b[col * K + kb]" if tb else "b[kb * N + col]",
+        store=f"y[row * N + col] = {value}",
+        params=params,
+        inputs=inputs,
+        batch=1,
+        comment=f"Gemm {shape_str(sa)} x {shape_str(sb)} transA={ta} transB={tb}",
+    )
+
+
+def _conv_pads(
+    node: Node, size: list[int], kernel: list[int], strides: list[int], dil: list[int]
+) -> list[int]:
+    """Begin/end pads [b0, b1, e0, e1] from ``pads`` or ``auto_pad`` (ONNX rules)."""
+    auto = str(node.attr("auto_pad", "NOTSET"))
+    nd = len(size)
+    if auto == "NOTSET":
+        pads = node.ints_attr("pads", [0] * (2 * nd)) or [0] * (2 * nd)
+        if len(pads) != 2 * nd:
+            raise node.invalid(f"attribute 'pads' must have {2 * nd} values, got {pads}")
+        return pads
+    if auto == "VALID":
+        return [0] * (2 * nd)
+    if auto not in ("SAME_UPPER", "SAME_LOWER"):
+        raise node.unsupported(f"attribute 'auto_pad'={auto!r} is not supported")
+    begin, end = [], []
+    for i in range(nd):
+        out = -(-size[i] // strides[i])
+        total = max(0, (out - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 - size[i])
+        small = total // 2
+        begin.append(small if auto == "SAME_UPPER" else total - small)
+        end.append(total - begin[-1])
+    return begin + end
+
+
+def conv(node: Node) -> OpKernel:
+    """Direct 1-D/2-D NCHW convolution: one work-item per output element.
+
+    Loops over the group's input channels and the kernel window have constant bounds; padding is
+    a guard on the (affine) input position, never a clamped subscript.
+    """
+    node.check_attrs(["auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"])
+    sx, sw = node.input(0), node.input(1)
+    if len(sx) not in (3, 4) or len(sw) != len(sx):
+        raise node.unsupported(
+            f"only 1-D and 2-D convolution (rank-3/4 input) is supported, got X {sx}, W {sw}"
+        )
+    nd = len(sx) - 2
+    group = node.int_attr("group", 1)
+    strides = node.ints_attr("strides", [1] * nd) or [1] * nd
+    dil = node.ints_attr("dilations", [1] * nd) or [1] * nd
+    if len(strides) != nd or len(dil) != nd or min(strides + dil) < 1:
+        raise node.invalid(f"bad 'strides' {strides} or 'dilations' {dil}")
+    kshape = node.ints_attr("kernel_shape")
+    if kshape is not None and tuple(kshape) != tuple(sw[2:]):
+        raise node.invalid(f"attribute 'kernel_shape' {kshape} differs from W's shape {sw}")
+    batch, cin = sx[0], sx[1]
+    cout, cpg = sw[0], sw[1]
+    if group < 1 or cin % group or cout % group or cin // group != cpg:
+        raise node.invalid(f"group={group} does not match X {sx} and W {sw}")
+    pads = _conv_pads(node, list(sx[2:]), list(sw[2:]), strides, dil)
+    if nd == 1:  # a 1-D convolution is a 2-D one with a unit height
+        sx4, sw4 = (*sx[:2], 1, sx[2]), (*sw[:2], 1, sw[2])
+        strides, dil, pads = [1, strides[0]], [1, dil[0]], [0, pads[0], 0, pads[1]]
+    else:
+        sx4, sw4 = sx, sw
+    h, w = sx4[2:]
+    kh, kw = sw4[2:]
+    oh = (h + pads[0] + pads[2] - (kh - 1) * dil[0] - 1) // strides[0] + 1
+    ow = (w + pads[1] + pads[3] - (kw - 1) * dil[1] - 1) // strides[1] + 1
+    if oh < 1 or ow < 1:
+        raise node.invalid("the convolution window does not fit the padded input")
+    out = (batch, cout, oh, ow) if nd == 2 else (batch, cout, ow)
+    node.check_output(0, out)
+    bias: Optional[tuple[int, ...]] = node.input(2) if node.has_input(2) else None
+    if bias is not None and bias != (cout,):
+        raise node.invalid(f"bias B has shape {bias}, expected ({cout},)")
+    defines = {
+        "C": cin, "H": h, "W": w, "M": cout, "OH": oh, "OW": ow, "CPG": cpg, "MPG": cout // group,
+        "KH": kh, "KW": kw, "SH": strides[0], "SW": strides[1], "DH": dil[0], "DW": dil[1],
+        "PH": pads[0], "PW": pads[1],
+    }
+    ow_e = "gid % OW"
+    oh_e = "(gid / OW) % OH" if oh > 1 else "0"
+    m_e = "(gid / (OW * OH)) % M"
+    n_e = "gid / (OW * OH * M)" if batch > 1 else "0"
+    x_index = "((n * C + g * CPG + c) * H + ih) * W + iw"
+    stmts = f"""
+const int ow = {ow_e};
+const int oh = {oh_e};
+const int m = {m_e};
+const int n = {n_e};
+const int g = m / MPG;
+float acc = {'bias[m]' if bias is not None else '0.0f'};
+for (int c = 0; c < CPG; c++) {{
+    for (int kh = 0; kh < KH; kh++) {{
+        for (int kw = 0; kw < KW; kw++) {{
+            const int ih = oh * SH - PH + kh * DH;
+            const int iw = ow * SW - PW + kw * DW;
+            if (ih >= 0 && ih < H && iw >= 0 && iw < W) {{
+                acc += x[{x_index}] * w[((m * CPG + c) * KH + kh) * KW + kw];
+            }}
+        }}
+    }}
+}}
+y[gid] = acc;
+"""
+    params = [Param("x", sx), Param("w", sw)]
+    inputs = ["x", "w"]
+    if bias is not None:
+        params.append(Param("bias", bias))
+        inputs.append("bias")
+    params.append(Param("y", out, const=False))
+    comment = (
+        f"Conv X {shape_str(sx)} W {shape_str(sw)} group={group} strides={strides} "
+        f"dilations={dil} pads={pads} -> {shape_str(out)}"
+    )
+    return elementwise_kernel(
+        node, prod(out), params, defines, stmts, inputs, ["y"], comment
+    )
+

@@ -1,0 +1,235 @@
+"""Row reductions: Softmax, LayerNormalization, ReduceMean and ReduceSum.
+
+One work-group per reduced row (``get_group_id(0)`` = row), ``LANES`` work-items striding over the
+row in a counted loop of ``CHUNKS`` steps with a guarded load, then a tree reduction in ``__local``
+memory.  The tree is unrolled at generation time (``if (lane < s)`` for each constant ``s``, each
+followed by a barrier outside the condition), so it stays affine and barriers stay uniform.
+"""
+
+from __future__ import annotations
+
+from polyfuse.oplib._common import (
+    REDUCTION_MAX_LANES,
+    Node,
+    OpKernel,
+    Param,
+    broadcast_strides,
+    flt,
+    index_expr,
+    make_kernel,
+    pow2_ceil,
+    pow2_floor,
+    prod,
+    render,
+    shape_str,
+    strides_of,
+)
+from polyfuse.oplib.movement import copy_kernel
+
+
+def lanes_for(node: Node, row_length: int) -> int:
+    """Work-group size for rows of ``row_length``: a power of two fitting the device."""
+    cap = min(REDUCTION_MAX_LANES, node.max_work_group_size, node.local_mem_size // 4)
+    return max(1, min(pow2_floor(cap), pow2_ceil(max(row_length, 1))))
+
+
+def _tree(lanes: int, combine: str) -> str:
+    """Unrolled tree reduction of ``red[0..lanes)`` into ``red[0]`` (``combine`` of a, b)."""
+    lines = ["red[lane] = part;", "barrier(CLK_LOCAL_MEM_FENCE);"]
+    s = lanes // 2
+    while s >= 1:
+        expr = combine.format(a="red[lane]", b=f"red[lane + {s}]")
+        lines += [f"if (lane < {s}) {{", f"    red[lane] = {expr};", "}"]
+        lines.append("barrier(CLK_LOCAL_MEM_FENCE);")
+        s //= 2
+    return "\n".join(lines)
+
+
+def _row_loop(init: str, update: str, declare: bool = True) -> str:
+    """A private partial over this lane's elements ``j = k * LANES + lane`` of the row."""
+    return (
+        f"{'float ' if declare else ''}part = {init};\n"
+        "for (int k = 0; k < CHUNKS; k++) {\n"
+        "    const int j = k * LANES + lane;\n"
+        "    if (j < ROWLEN) {\n"
+        f"        {update}\n"
+        "    }\n"
+        "}"
+    )
+
+
+def _reduction_kernel(
+    node: Node,
+    rows: int,
+    row_length: int,
+    defines: dict[str, int | str],
+    params: list[Param],
+    body: str,
+    inputs: list[str],
+    outputs: list[str],
+    comment: str,
+) -> OpKernel:
+    lanes = lanes_for(node, row_length)
+    defines = {
+        "ROWLEN": row_length,
+        "LANES": lanes,
+        "CHUNKS": (row_length + lanes - 1) // lanes,
+        **defines,
+    }
+    head = (
+        "__local float red[LANES];\n"
+        "const int row = get_group_id(0);\n"
+        "const int lane = get_local_id(0);\n"
+    )
+    source = render(node, defines, params, head + body, comment)
+    return make_kernel(node, source, (rows * lanes,), (lanes,), inputs, outputs)
+
+
+def softmax(node: Node) -> OpKernel:
+    """Softmax along one axis (opset 13 semantics), stable: exp(x - max) / sum."""
+    node.check_attrs(["axis"])
+    shape = node.input(0)
+    node.check_output(0, shape)
+    rank = len(shape)
+    if rank == 0:
+        raise node.invalid("input must have rank >= 1")
+    axis = node.axis(node.int_attr("axis", -1), rank)
+    length, inner = shape[axis], prod(shape[axis + 1 :])
+    rows = prod(shape) // length
+    if inner > 1:
+        elem = index_expr("row", (rows // inner, inner), (length * inner, 1)) + " + j * INNER"
+    else:
+        elem = "row * ROWLEN + j" if rows > 1 else "j"
+    body = "\n".join(
+        [
+            _row_loop("-INFINITY", f"part = fmax(part, x[{elem}]);"),
+            _tree(lanes_for(node, length), "fmax({a}, {b})"),
+            "const float row_max = red[0];",
+            "barrier(CLK_LOCAL_MEM_FENCE);",
+            _row_loop("0.0f", f"part += exp(x[{elem}] - row_max);", declare=False),
+            _tree(lanes_for(node, length), "{a} + {b}"),
+            "const float row_sum = red[0];",
+            "for (int k = 0; k < CHUNKS; k++) {",
+            "    const int j = k * LANES + lane;",
+            "    if (j < ROWLEN) {",
+            f"        y[{elem}] = exp(x[{elem}] - row_max) / row_sum;",
+            "    }",
+            "}",
+        ]
+    )
+    params = [Param("x", shape), Param("y", shape, const=False)]
+    comment = f"Softmax {shape_str(shape)} axis={axis}"
+    return _reduction_kernel(
+        node, rows, length, {"INNER": inner}, params, body, ["x"], ["y"], comment
+    )
+
+
+def layer_norm(node: Node) -> OpKernel:
+    """LayerNormalization over ``shape[axis:]`` with scale, optional bias and the optional
+    Mean / InvStdDev outputs (shape ``shape[:axis] + [1] * (rank - axis)``)."""
+    node.check_attrs(["axis", "epsilon", "stash_type"])
+    if node.int_attr("stash_type", 1) != 1:
+        raise node.unsupported("attribute 'stash_type' other than 1 (float32) is not supported")
+    shape = node.input(0)
+    rank = len(shape)
+    if rank == 0:
+        raise node.invalid("input must have rank >= 1")
+    axis = node.axis(node.int_attr("axis", -1), rank)
+    eps = float(node.attr("epsilon", 1e-5))
+    norm_shape = shape[axis:]
+    length, rows = prod(norm_shape), prod(shape[:axis])
+    node.check_output(0, shape)
+    stat_shape = shape[:axis] + (1,) * (rank - axis)
+    for i in (1, 2):
+        if node.has_output(i):
+            node.check_output(i, stat_shape)
+    scale_shape = node.input(1)
+    s_index = index_expr("j", norm_shape, broadcast_strides(node, scale_shape, norm_shape))
+    params = [Param("x", shape), Param("scale", scale_shape)]
+    inputs = ["x", "scale"]
+    value = f"(x[elem] - mean) * inv_std * scale[{s_index}]"
+    if node.has_input(2):
+        bias_shape = node.input(2)
+        b_index = index_expr("j", norm_shape, broadcast_strides(node, bias_shape, norm_shape))
+        params.append(Param("bias", bias_shape))
+        inputs.append("bias")
+        value += f" + bias[{b_index}]"
+    outputs = ["y"]
+    params.append(Param("y", shape, const=False))
+    stats = []
+    for i, (pname, expr) in enumerate((("mean_out", "mean"), ("inv_std_out", "inv_std")), 1):
+        if node.has_output(i):
+            params.append(Param(pname, stat_shape, const=False))
+            outputs.append(pname)
+            stats.append(f"    {pname}[row] = {expr};")
+        else:
+            outputs.append("")
+    while outputs and not outputs[-1]:
+        outputs.pop()
+    elem = "row * ROWLEN + j" if rows > 1 else "j"
+    lanes = lanes_for(node, length)
+    body = "\n".join(
+        [
+            _row_loop("0.0f", f"part += x[{elem}];"),
+            _tree(lanes, "{a} + {b}"),
+            "const float mean = red[0] / ROWLEN;",
+            "barrier(CLK_LOCAL_MEM_FENCE);",
+            _row_loop(
+                "0.0f", f"const float d = x[{elem}] - mean;\n        part += d * d;", False
+            ),
+            _tree(lanes, "{a} + {b}"),
+            f"const float inv_std = rsqrt(red[0] / ROWLEN + {flt(eps)});",
+            *(["if (lane == 0) {", *stats, "}"] if stats else []),
+            "for (int k = 0; k < CHUNKS; k++) {",
+            "    const int j = k * LANES + lane;",
+            "    if (j < ROWLEN) {",
+            f"        y[{elem}] = {value.replace('elem', elem)};",
+            "    }",
+            "}",
+        ]
+    )
+    comment = f"LayerNormalization {shape_str(shape)} axis={axis} epsilon={eps}"
+    return _reduction_kernel(node, rows, length, {}, params, body, inputs, outputs, comment)
+
+
+def reduce(node: Node) -> OpKernel:
+    """ReduceMean / ReduceSum over ``axes`` (attribute, or the axes input passed as attribute),
+    with ``keepdims`` and ``noop_with_empty_axes``."""
+    node.check_attrs(["axes", "keepdims", "noop_with_empty_axes"])
+    shape = node.input(0)
+    rank = len(shape)
+    axes = node.ints_attr("axes") or []
+    keepdims = node.int_attr("keepdims", 1)
+    noop = node.int_attr("noop_with_empty_axes", 0)
+    if not axes:
+        if noop:
+            node.check_output(0, shape)
+            return copy_kernel(node, shape)
+        axes = list(range(rank))
+    red = sorted({node.axis(a, rank, "axes") for a in axes})
+    if len(red) != len(axes):
+        raise node.invalid(f"attribute 'axes' {axes} repeats an axis")
+    kept = [d for d in range(rank) if d not in red]
+    out = tuple(1 if d in red else shape[d] for d in range(rank)) if keepdims else tuple(
+        shape[d] for d in kept
+    )
+    node.check_output(0, out)
+    st = strides_of(shape)
+    kept_shape, red_shape = [shape[d] for d in kept], [shape[d] for d in red]
+    rows, length = prod(kept_shape), prod(red_shape)
+    base = index_expr("row", kept_shape, [st[d] for d in kept])
+    offset = index_expr("j", red_shape, [st[d] for d in red])
+    elem = offset if base == "0" else f"{base} + {offset}"
+    finish = "red[0] / ROWLEN" if node.op_type == "ReduceMean" else "red[0]"
+    body = "\n".join(
+        [
+            _row_loop("0.0f", f"part += x[{elem}];"),
+            _tree(lanes_for(node, length), "{a} + {b}"),
+            "if (lane == 0) {",
+            f"    y[row] = {finish};",
+            "}",
+        ]
+    )
+    params = [Param("x", shape), Param("y", out, const=False)]
+    comment = f"{node.op_type} {shape_str(shape)} axes={red} keepdims={keepdims}"
+    return _reduction_kernel(node, rows, length, {}, params, body, ["x"], ["y"], comment)
