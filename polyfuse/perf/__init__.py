@@ -1,0 +1,1 @@
+"""Performance modelling: micro-benchmarks (:mod:`.microbench`), roofline (:mod:`.roofline`)."""

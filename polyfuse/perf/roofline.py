@@ -1,0 +1,370 @@
+"""The empirical roofline (seed 003): measured bandwidth per memory level and peak FLOP/s.
+
+Bandwidth ceilings come from the read-only bandwidth-vs-working-set curve of
+:mod:`polyfuse.perf.microbench`: its plateaus are the memory levels (L1, L2, ..., LLC, DRAM by size
+band; DRAM is the one with the largest working sets).  The compute ceiling is the best FLOP/s of
+the Horner benchmark.  Kernels are placed on the plot by their arithmetic intensity and measured
+FLOP/s, so one sees which ceiling bounds each.
+
+Command line (wired in :mod:`polyfuse.cli`)::
+
+    polyfuse roofline --out results/roofline            # default device (PYOPENCL_CTX or 0:0)
+    polyfuse roofline --device 0:0 --out results/rl --quick
+
+writes ``roofline.json`` and ``roofline.png`` into ``--out``; Python: ``run_roofline(out_dir)``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import numpy as np
+import pyopencl as cl
+
+from polyfuse.perf import microbench as mb
+from polyfuse.runtime.device import (
+    DeviceLimits,
+    DeviceSpec,
+    check_device,
+    device_key,
+    get_context,
+)
+
+SCHEMA = "polyfuse.roofline/1"
+
+#: Keys of ``roofline.json`` (documented contract for scripts that read it).
+JSON_KEYS = (
+    "schema", "device", "device_key", "measured_at", "quick", "elapsed_seconds", "levels",
+    "level_source", "dram_reached", "dram_bandwidth_gbs", "peak_gflops", "ridge_points",
+    "launch_overhead_us", "bandwidth", "flops",
+)
+
+
+@dataclass
+class BandwidthLevel:
+    """A plateau of the bandwidth curve: a memory level and the working sets it serves."""
+
+    name: str
+    min_working_set_bytes: int
+    max_working_set_bytes: int
+    bandwidth_gbs: float
+    spread: float
+    points: int
+
+
+def _name_levels(n: int) -> list[str]:
+    """L1, L2, ..., LLC for the caches (by size band), DRAM for the largest working sets."""
+    if n <= 0:
+        return []
+    caches = n - 1
+    if caches == 0:
+        names: list[str] = []
+    elif caches == 1:
+        names = ["L1"]
+    else:
+        names = [f"L{i + 1}" for i in range(caches - 1)] + ["LLC"]
+    return names + ["DRAM"]
+
+
+def detect_levels(sizes: Sequence[int], gbs: Sequence[float], *,
+                  tolerance: float = 0.3) -> list[BandwidthLevel]:
+    """Plateaus of a bandwidth-vs-working-set curve, smallest working sets first.
+
+    Consecutive points within ``tolerance`` (relative) of the running plateau's median join it;
+    a larger change starts a new plateau.  Then: leading points slower than a later plateau are a
+    ramp (too little work to fill the device), not a level, and are dropped; a plateau faster
+    than the one before it is noise and is merged into it; a lone point between two real plateaus
+    is a transition and is dropped.  Each level's bandwidth is the median of its points.
+    """
+    if len(sizes) != len(gbs) or not sizes:
+        raise ValueError("need equally many (>0) sizes and bandwidths")
+    order = np.argsort(sizes)
+    xs = [int(sizes[i]) for i in order]
+    ys = [float(gbs[i]) for i in order]
+    band = np.log1p(tolerance)
+    segs: list[list[int]] = [[0]]
+    for i in range(1, len(xs)):
+        ref = np.median(np.log([ys[j] for j in segs[-1]]))
+        if abs(np.log(ys[i]) - ref) <= band:
+            segs[-1].append(i)
+        else:
+            segs.append([i])
+
+    def med(seg: list[int]) -> float:
+        return float(np.median([ys[j] for j in seg]))
+
+    while len(segs) > 1 and med(segs[0]) * (1 + tolerance) < max(med(s) for s in segs[1:]):
+        segs.pop(0)
+    merged = True
+    while merged:
+        merged = False
+        for i in range(1, len(segs)):
+            if med(segs[i]) > med(segs[i - 1]):
+                segs[i - 1] = segs[i - 1] + segs.pop(i)
+                merged = True
+                break
+    if len(segs) > 2:
+        keep = [segs[0]]
+        for i in range(1, len(segs) - 1):
+            lone = len(segs[i]) == 1 and len(segs[i - 1]) > 1 and len(segs[i + 1]) > 1
+            if not lone:
+                keep.append(segs[i])
+        keep.append(segs[-1])
+        segs = keep
+    levels = []
+    for name, seg in zip(_name_levels(len(segs)), segs):
+        vals = [ys[j] for j in seg]
+        m = float(np.median(vals))
+        levels.append(BandwidthLevel(name, xs[seg[0]], xs[seg[-1]], m,
+                                     (max(vals) - min(vals)) / m if m > 0 else 0.0, len(seg)))
+    return levels
+
+
+@dataclass
+class Roofline:
+    """Measured ceilings of one device, with the curves they were derived from."""
+
+    device: dict[str, Any]
+    device_key: str
+    measured_at: str
+    quick: bool
+    levels: list[BandwidthLevel]
+    peak_gflops: float
+    launch_overhead_us: dict[str, float]
+    bandwidth: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    flops: list[dict[str, Any]] = field(default_factory=list)
+    level_source: str = "read"
+    dram_reached: bool = False
+    elapsed_seconds: float = 0.0
+
+    @property
+    def dram_gbs(self) -> float:
+        """Bandwidth of the level with the largest working sets."""
+        return self.levels[-1].bandwidth_gbs
+
+    def level(self, name: str) -> BandwidthLevel:
+        for lv in self.levels:
+            if lv.name == name:
+                return lv
+        raise KeyError(f"no bandwidth level {name!r} (have {[lv.name for lv in self.levels]})")
+
+    def ridge_points(self) -> dict[str, float]:
+        """Arithmetic intensity (FLOP/byte) where each bandwidth ceiling meets the compute one."""
+        return {lv.name: self.peak_gflops / lv.bandwidth_gbs for lv in self.levels
+                if lv.bandwidth_gbs > 0}
+
+    def attainable_gflops(self, intensity: float, level: str = "DRAM") -> float:
+        """Roofline bound ``min(peak, bandwidth * intensity)`` at one level."""
+        return min(self.peak_gflops, self.level(level).bandwidth_gbs * intensity)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "device": self.device,
+            "device_key": self.device_key,
+            "measured_at": self.measured_at,
+            "quick": self.quick,
+            "elapsed_seconds": self.elapsed_seconds,
+            "levels": [asdict(lv) for lv in self.levels],
+            "level_source": self.level_source,
+            "dram_reached": self.dram_reached,
+            "dram_bandwidth_gbs": self.dram_gbs,
+            "peak_gflops": self.peak_gflops,
+            "ridge_points": self.ridge_points(),
+            "launch_overhead_us": self.launch_overhead_us,
+            "bandwidth": self.bandwidth,
+            "flops": self.flops,
+        }
+
+    def to_json(self, indent: int = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Roofline:
+        """Inverse of :meth:`to_dict` (derived keys are recomputed, not read)."""
+        return cls(
+            device=d["device"], device_key=d["device_key"], measured_at=d["measured_at"],
+            quick=d["quick"], levels=[BandwidthLevel(**lv) for lv in d["levels"]],
+            peak_gflops=d["peak_gflops"], launch_overhead_us=d["launch_overhead_us"],
+            bandwidth=d.get("bandwidth", {}), flops=d.get("flops", []),
+            level_source=d.get("level_source", "read"), dram_reached=d.get("dram_reached", False),
+            elapsed_seconds=d.get("elapsed_seconds", 0.0),
+        )
+
+    @classmethod
+    def load(cls, path: Union[str, Path]) -> Roofline:
+        """Read a ``roofline.json`` (a file, or a directory holding one)."""
+        p = Path(path)
+        if p.is_dir():
+            p = p / "roofline.json"
+        return cls.from_dict(json.loads(p.read_text()))
+
+    def save(self, out_dir: Union[str, Path]) -> Path:
+        """Write ``out_dir/roofline.json`` (creating the directory) and return its path."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / "roofline.json"
+        path.write_text(self.to_json() + "\n")
+        return path
+
+    def summary(self) -> str:
+        """A few human-readable lines (for the CLI's stderr / a report)."""
+        name = self.device.get("name", "?")
+        lines = [f"roofline of {name} ({self.measured_at}{', quick' if self.quick else ''})"]
+        for lv in self.levels:
+            band = f"{_human(lv.min_working_set_bytes)} .. {_human(lv.max_working_set_bytes)}"
+            lines.append(f"  {lv.name:5s} {lv.bandwidth_gbs:9.2f} GB/s   working sets {band}")
+        lines.append(f"  peak  {self.peak_gflops:9.2f} GFLOP/s (float32 mad)")
+        lo = self.launch_overhead_us
+        lines.append(f"  launch {lo['wall']:.1f} us wall, {lo['profiled']:.1f} us profiled, "
+                     f"{lo['pipelined']:.1f} us pipelined")
+        return "\n".join(lines)
+
+
+def _human(n: int) -> str:
+    for unit, size in (("MiB", mb.MiB), ("KiB", mb.KiB)):
+        if n >= size:
+            return f"{n / size:g} {unit}"
+    return f"{n} B"
+
+
+def _curve(res: mb.BandwidthResult) -> list[dict[str, Any]]:
+    return [{"working_set_bytes": p.working_set_bytes, "gbs": p.gbs, "gbs_best": p.gbs_best,
+             "spread": p.spread, "reps": p.reps} for p in res.points]
+
+
+def measure_roofline(
+    device: DeviceSpec = None,
+    *,
+    quick: bool = False,
+    max_bytes: Optional[int] = None,
+    queue: Optional[cl.CommandQueue] = None,
+    progress: mb.Progress = None,
+) -> Roofline:
+    """Measure the roofline of a device: bandwidth curves (read, copy, rmw), levels detected on the
+    read-only curve, peak FLOP/s of the Horner benchmark and empty-launch overhead.
+
+    ``max_bytes`` caps the largest working set (default 256 MiB, 64 MiB when ``quick``; always
+    capped by device memory).  ``queue`` reuses an existing (profiling) queue instead of opening
+    ``device``.  Takes ~1 min in full mode on a 2-core PoCL CPU, a few seconds with ``quick``.
+    """
+    t0 = time.perf_counter()
+    if queue is None:
+        ctx, queue = get_context(device)
+    else:
+        ctx = queue.context
+    check_device(ctx, queue)
+    lim = DeviceLimits.from_device(queue.device)
+    when = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    mb._say(progress, f"roofline: measuring {lim.name} ({lim.platform})")
+    sweep = mb.bandwidth_sweep(queue, kinds=("read", "copy", "rmw"), quick=quick,
+                               max_bytes=max_bytes, progress=progress)
+    fl = mb.flops(queue, quick=quick, progress=progress)
+    launch = mb.launch_overhead(queue, quick=quick, progress=progress)
+    sizes, gbs = sweep["read"].curve()
+    levels = detect_levels(sizes, gbs)
+    cache = lim.global_mem_cache_size
+    return Roofline(
+        device=lim.to_dict(),
+        device_key=device_key(lim),
+        measured_at=when,
+        quick=quick,
+        levels=levels,
+        peak_gflops=fl.peak_gflops,
+        launch_overhead_us={"wall": launch.wall.median * 1e6,
+                            "profiled": launch.profiled.median * 1e6,
+                            "pipelined": launch.pipelined_seconds * 1e6},
+        bandwidth={k: _curve(r) for k, r in sweep.items()},
+        flops=[{"degree": p.degree, "flops_per_element": p.flops_per_element,
+                "arithmetic_intensity": p.arithmetic_intensity, "gflops": p.gflops,
+                "spread": p.spread} for p in fl.points],
+        level_source="read",
+        dram_reached=bool(cache > 0 and max(sizes) > cache),
+        elapsed_seconds=time.perf_counter() - t0,
+    )
+
+
+KernelPoint = tuple[str, float, float]
+
+
+def plot_roofline(roofline: Roofline, kernels: Sequence[KernelPoint] = (),
+                  path: Union[str, Path] = "roofline.png") -> Path:
+    """Log-log roofline: one ceiling per bandwidth level, the compute ceiling, the measured
+    Horner points, and ``kernels`` as labelled points ``(name, FLOP/byte, FLOP/s)``.
+
+    Uses the Agg canvas directly (no global matplotlib backend switch, works headless).
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    peak = roofline.peak_gflops
+    ridges = list(roofline.ridge_points().values()) or [1.0]
+    k_ai = [float(k[1]) for k in kernels if k[1] > 0]
+    lo = min([1 / 16, min(ridges) / 8] + [x / 2 for x in k_ai])
+    hi = max([64.0, max(ridges) * 8] + [x * 2 for x in k_ai])
+    ai = np.logspace(np.log10(lo), np.log10(hi), 256)
+    fig = Figure(figsize=(8, 5.5))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    colors = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown"]
+    for i, lv in enumerate(roofline.levels):
+        ax.plot(ai, np.minimum(peak, lv.bandwidth_gbs * ai), color=colors[i % len(colors)],
+                label=f"{lv.name}: {lv.bandwidth_gbs:.1f} GB/s")
+    ax.axhline(peak, color="black", linestyle="--", linewidth=1,
+               label=f"compute: {peak:.1f} GFLOP/s")
+    if roofline.flops:
+        ax.plot([p["arithmetic_intensity"] for p in roofline.flops],
+                [p["gflops"] for p in roofline.flops], "x", color="gray",
+                label="measured (Horner, in cache)")
+    for name, x, fps in kernels:
+        if x > 0 and fps > 0:
+            ax.plot([x], [fps / 1e9], "o", color="crimson")
+            ax.annotate(name, (x, fps / 1e9), textcoords="offset points", xytext=(5, 5),
+                        fontsize=8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("GFLOP/s")
+    ax.set_title(f"{roofline.device.get('name', '?')} — {roofline.measured_at}", fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120)
+    return out
+
+
+def run_roofline(out_dir: Union[str, Path], device: DeviceSpec = None, quick: bool = False, *,
+                 max_bytes: Optional[int] = None, progress: mb.Progress = None) -> dict[str, Any]:
+    """Measure, write ``out_dir/roofline.json`` and ``out_dir/roofline.png``; what the CLI calls.
+
+    Example (``polyfuse roofline --device 0:0 --out results/rl``)::
+
+        >>> from polyfuse.perf.roofline import run_roofline
+        >>> info = run_roofline("results/rl", device="0:0", quick=True)   # doctest: +SKIP
+        >>> info["json"], info["png"], info["levels"]["DRAM"]             # doctest: +SKIP
+        ('results/rl/roofline.json', 'results/rl/roofline.png', 12.3)
+
+    Returns paths, the level bandwidths (GB/s), peak GFLOP/s, launch overhead (µs) and a
+    human-readable ``summary``; progress goes to ``progress`` / logging, never stdout.
+    """
+    roof = measure_roofline(device, quick=quick, max_bytes=max_bytes, progress=progress)
+    json_path = roof.save(out_dir)
+    png_path = plot_roofline(roof, [], Path(out_dir) / "roofline.png")
+    return {
+        "json": str(json_path),
+        "png": str(png_path),
+        "device": roof.device.get("name"),
+        "device_key": roof.device_key,
+        "levels": {lv.name: lv.bandwidth_gbs for lv in roof.levels},
+        "peak_gflops": roof.peak_gflops,
+        "launch_overhead_us": roof.launch_overhead_us,
+        "summary": roof.summary(),
+    }

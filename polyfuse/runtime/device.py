@@ -1,0 +1,352 @@
+"""OpenCL device selection, device limits and profiled kernel timing.
+
+Everything that runs kernels (verification, autotuning, micro-benchmarks) goes through this module
+so that device choice (``--device PLATFORM:DEVICE`` or ``PYOPENCL_CTX``), limits and timing are
+done one way.  Limits are always *queried* from the device, never assumed: PoCL on a CPU and a GPU
+differ by orders of magnitude in work-group size and local memory.
+
+Timing uses OpenCL profiling events (``event.profile.end - event.profile.start``), i.e. device
+execution time without host overhead; a benchmark is repeated and summarized by its median, with
+the spread (IQR / median) saying how much to trust it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Optional, Union
+
+import numpy as np
+import pyopencl as cl
+
+from polyfuse.program import PolyfuseError
+
+DeviceSpec = Union[str, "cl.Device", None]
+
+
+# --------------------------------------------------------------------------- selection
+
+
+def list_devices() -> list[tuple[str, cl.Platform, cl.Device]]:
+    """All devices as ``("P:D", platform, device)``; empty when no OpenCL platform is installed."""
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error:  # no ICD at all: clGetPlatformIDs fails with PLATFORM_NOT_FOUND_KHR
+        return []
+    out = []
+    for pi, platform in enumerate(platforms):
+        try:
+            devices = platform.get_devices()
+        except cl.Error:
+            continue
+        for di, dev in enumerate(devices):
+            out.append((f"{pi}:{di}", platform, dev))
+    return out
+
+
+def _match(items: Sequence[Any], token: str, what: str, spec: str) -> list[int]:
+    """Indices selected by one spec token: an index, or a case-insensitive name substring."""
+    token = token.strip()
+    if token == "":
+        return list(range(len(items)))
+    if token.isdigit():
+        idx = int(token)
+        if idx >= len(items):
+            raise PolyfuseError(
+                f"invalid OpenCL device '{spec}': {what} index {idx} out of range "
+                f"(there are {len(items)}; see 'polyfuse devices')"
+            )
+        return [idx]
+    hits = [i for i, it in enumerate(items) if token.lower() in it.name.lower()]
+    if not hits:
+        raise PolyfuseError(
+            f"invalid OpenCL device '{spec}': no {what} name contains '{token}' "
+            "(see 'polyfuse devices')"
+        )
+    return hits
+
+
+def get_device(device: DeviceSpec = None) -> cl.Device:
+    """The device named by ``device`` (a ``cl.Device``, or ``"P:D"``), else ``PYOPENCL_CTX``.
+
+    A spec is ``PLATFORM[:DEVICE]`` where each part is an index or a case-insensitive substring of
+    the name, as in pyopencl's ``PYOPENCL_CTX``.  Without either, the first device of the first
+    platform that has one.  Raises :class:`PolyfuseError` when there is no device or the spec does
+    not name one.
+    """
+    if isinstance(device, cl.Device):
+        return device
+    spec = device if device is not None else os.environ.get("PYOPENCL_CTX", "")
+    spec = spec.strip()
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error:
+        platforms = []
+    if not platforms:
+        raise PolyfuseError("no OpenCL platform found (install pocl-binary-distribution)")
+    if not spec:
+        for platform in platforms:
+            try:
+                devs = platform.get_devices()
+            except cl.Error:
+                continue
+            if devs:
+                return devs[0]
+        raise PolyfuseError("no OpenCL device found (install pocl-binary-distribution)")
+    parts = spec.split(":")
+    if len(parts) > 2:
+        raise PolyfuseError(f"invalid OpenCL device '{spec}': expected PLATFORM:DEVICE")
+    for pi in _match(platforms, parts[0], "platform", spec):
+        try:
+            devs = platforms[pi].get_devices()
+        except cl.Error:
+            devs = []
+        if not devs:
+            continue
+        dev_token = parts[1] if len(parts) == 2 else ""
+        try:
+            hits = _match(devs, dev_token, "device", spec)
+        except PolyfuseError:
+            if len(parts) == 2 and dev_token.isdigit():
+                raise
+            continue
+        return devs[hits[0]]
+    raise PolyfuseError(
+        f"invalid OpenCL device '{spec}': no matching device (see 'polyfuse devices')")
+
+
+def get_context(device: DeviceSpec = None) -> tuple[cl.Context, cl.CommandQueue]:
+    """A context on one device and an in-order queue with profiling on (for :func:`time_kernel`)."""
+    dev = get_device(device)
+    try:
+        ctx = cl.Context([dev])
+        queue = cl.CommandQueue(ctx, dev, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    except cl.Error as err:
+        raise PolyfuseError(f"cannot open OpenCL device '{dev.name.strip()}': {err}") from None
+    return ctx, queue
+
+
+# --------------------------------------------------------------------------- limits
+
+
+def _query(dev: cl.Device, *names: str) -> Any:
+    """First device attribute among ``names`` the driver answers (vendor extensions vary)."""
+    for name in names:
+        try:
+            value = getattr(dev, name)
+        except (AttributeError, cl.Error, cl.LogicError, cl.RuntimeError):
+            continue
+        if value is not None:
+            return value
+    return None
+
+
+@dataclass(frozen=True)
+class DeviceLimits:
+    """What a device allows and what it is, queried from the driver (never hard-coded)."""
+
+    name: str
+    platform: str
+    vendor: str
+    device_type: str
+    driver_version: str
+    opencl_version: str
+    compute_units: int
+    max_clock_mhz: int
+    max_work_group_size: int
+    max_work_item_sizes: tuple[int, ...]
+    local_mem_size: int
+    global_mem_size: int
+    max_mem_alloc_size: int
+    global_mem_cache_size: int
+    global_mem_cacheline_size: int
+    native_vector_width_float: int
+    preferred_work_group_size_multiple: Optional[int]
+    sub_group_size: Optional[int]
+
+    @classmethod
+    def from_device(cls, dev: cl.Device) -> DeviceLimits:
+        """Query every field from ``dev``; optional ones are ``None`` when not queryable."""
+        sub_group = _query(dev, "sub_group_sizes_intel", "warp_size_nv", "wavefront_width_amd")
+        if isinstance(sub_group, (list, tuple)):
+            sub_group = max(sub_group) if sub_group else None
+        pref = _query(dev, "preferred_work_group_size_multiple")
+        return cls(
+            name=dev.name.strip(),
+            platform=dev.platform.name.strip(),
+            vendor=dev.vendor.strip(),
+            device_type=cl.device_type.to_string(dev.type),
+            driver_version=dev.driver_version.strip(),
+            opencl_version=dev.version.strip(),
+            compute_units=int(dev.max_compute_units),
+            max_clock_mhz=int(dev.max_clock_frequency),
+            max_work_group_size=int(dev.max_work_group_size),
+            max_work_item_sizes=tuple(int(s) for s in dev.max_work_item_sizes),
+            local_mem_size=int(dev.local_mem_size),
+            global_mem_size=int(dev.global_mem_size),
+            max_mem_alloc_size=int(dev.max_mem_alloc_size),
+            global_mem_cache_size=int(dev.global_mem_cache_size),
+            global_mem_cacheline_size=int(dev.global_mem_cacheline_size),
+            native_vector_width_float=int(dev.native_vector_width_float),
+            preferred_work_group_size_multiple=int(pref) if pref else None,
+            sub_group_size=int(sub_group) if sub_group else None,
+        )
+
+    @property
+    def is_cpu(self) -> bool:
+        """CPU devices want contiguous per-work-item chunks, GPUs want coalesced access."""
+        return "CPU" in self.device_type.upper()
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["max_work_item_sizes"] = list(self.max_work_item_sizes)
+        return d
+
+
+def device_limits(device: DeviceSpec = None) -> DeviceLimits:
+    """:class:`DeviceLimits` of the selected device."""
+    return DeviceLimits.from_device(get_device(device))
+
+
+def device_key(device: Union[cl.Device, DeviceLimits, str, None]) -> str:
+    """A stable, file-name-safe id of a device + driver, for caches of measurements and tunings.
+
+    Built from platform, device name, driver version, compute units and memory sizes, so a driver
+    upgrade or a different machine yields a different key, while re-runs yield the same one.
+    """
+    lim = device if isinstance(device, DeviceLimits) else device_limits(device)
+    ident = "|".join(
+        str(x)
+        for x in (lim.platform, lim.name, lim.vendor, lim.driver_version, lim.compute_units,
+                  lim.global_mem_size, lim.local_mem_size, lim.max_work_group_size)
+    )
+    digest = hashlib.sha1(ident.encode()).hexdigest()[:10]
+    slug = re.sub(r"[^a-z0-9]+", "-", f"{lim.platform} {lim.name}".lower()).strip("-")
+    return f"{slug[:48]}-{digest}"
+
+
+# --------------------------------------------------------------------------- building
+
+_PROGRAM_CACHE: dict[tuple[int, str, str], cl.Program] = {}
+
+
+def build_program(ctx: cl.Context, source: str, options: Sequence[str] = ()) -> cl.Program:
+    """Build (once per context, source and options) and explain failures in one line.
+
+    A build error becomes a :class:`PolyfuseError` with the compiler's first error line.  PoCL
+    built against an LLVM that does not know the host CPU fails every build with "unknown target
+    CPU 'generic'"; that case gets a hint, since it is an installation problem, not a kernel bug.
+    """
+    key = (id(ctx), source, " ".join(options))
+    prog = _PROGRAM_CACHE.get(key)
+    if prog is not None:
+        return prog
+    try:
+        prog = cl.Program(ctx, source).build(options=list(options))
+    except (cl.RuntimeError, cl.LogicError) as err:
+        text = str(err)
+        lines = [ln.strip() for ln in text.splitlines() if "error" in ln.lower()]
+        detail = next((ln for ln in lines if not ln.startswith("clBuildProgram")), text.strip())
+        if "unknown target CPU" in text:
+            raise PolyfuseError(
+                f"the OpenCL compiler cannot build kernels on this device ({detail}): PoCL's "
+                "LLVM does not recognise this host CPU; use a PoCL built with a newer LLVM or "
+                "select another device with --device / PYOPENCL_CTX"
+            ) from None
+        raise PolyfuseError(f"OpenCL build failed: {detail}") from None
+    _PROGRAM_CACHE[key] = prog
+    return prog
+
+
+def check_device(ctx: cl.Context, queue: cl.CommandQueue) -> None:
+    """Build and run a one-line kernel: fail early, with the reason, before a long benchmark."""
+    prog = build_program(ctx, "__kernel void polyfuse_probe(__global int *a) { a[0] = 42; }")
+    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4)
+    prog.polyfuse_probe(queue, (1,), (1,), buf)
+    out = np.zeros(1, np.int32)
+    cl.enqueue_copy(queue, out, buf)
+    if int(out[0]) != 42:
+        raise PolyfuseError("the OpenCL device ran a probe kernel but returned a wrong value")
+
+
+# --------------------------------------------------------------------------- timing
+
+
+@dataclass(frozen=True)
+class TimingResult:
+    """Summary of repeated measurements, in seconds.  ``spread`` is IQR / median (0 = stable)."""
+
+    median: float
+    min: float
+    max: float
+    spread: float
+    samples: tuple[float, ...]
+
+    @classmethod
+    def from_samples(cls, samples: Sequence[float]) -> TimingResult:
+        if len(samples) == 0:
+            raise ValueError("no timing samples")
+        arr = np.asarray(samples, dtype=np.float64)
+        med = float(np.median(arr))
+        q1, q3 = np.percentile(arr, [25, 75])
+        spread = float((q3 - q1) / med) if med > 0 else 0.0
+        return cls(med, float(arr.min()), float(arr.max()), spread,
+                   tuple(float(s) for s in arr))
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["samples"] = list(self.samples)
+        return d
+
+
+def _profiled_seconds(event: cl.Event) -> float:
+    return (event.profile.end - event.profile.start) * 1e-9
+
+
+def time_kernel(
+    queue: cl.CommandQueue,
+    kernel: cl.Kernel,
+    global_size: Sequence[int],
+    local_size: Optional[Sequence[int]],
+    args: Optional[Sequence[Any]] = None,
+    *,
+    repeat: int = 5,
+    warmup: int = 1,
+) -> TimingResult:
+    """Device time of ``kernel`` from profiling events: ``warmup`` unrecorded runs, then ``repeat``.
+
+    Each run is waited for separately, so samples are independent (no overlap between launches).
+    ``args`` are set on the kernel when given (otherwise the caller has set them).
+    """
+    if not queue.properties & cl.command_queue_properties.PROFILING_ENABLE:
+        raise PolyfuseError("time_kernel needs a queue with profiling enabled (use get_context)")
+    if repeat < 1:
+        raise ValueError("repeat must be >= 1")
+    if args is not None:
+        kernel.set_args(*args)
+    gs = tuple(int(g) for g in global_size)
+    ls = None if local_size is None else tuple(int(v) for v in local_size)
+    for _ in range(max(0, warmup)):
+        cl.enqueue_nd_range_kernel(queue, kernel, gs, ls).wait()
+    samples = []
+    for _ in range(repeat):
+        evt = cl.enqueue_nd_range_kernel(queue, kernel, gs, ls)
+        evt.wait()
+        samples.append(_profiled_seconds(evt))
+    return TimingResult.from_samples(samples)
+
+
+def time_host(fn: Callable[[], Any], *, repeat: int = 5, warmup: int = 1) -> TimingResult:
+    """Host wall-clock time of ``fn()`` (which must block until done), for launch overheads."""
+    for _ in range(max(0, warmup)):
+        fn()
+    samples = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return TimingResult.from_samples(samples)
