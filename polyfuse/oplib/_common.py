@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
+import numpy as np
+
 from polyfuse.program import PolyfuseError, UnsupportedError
 
 Shape = tuple[int, ...]
@@ -222,8 +224,6 @@ def add_offset(expr: str, offset: int) -> str:
 
 def flt(value: float) -> str:
     """A float32 literal for OpenCL C."""
-    import numpy as np
-
     text = repr(float(np.float32(value)))
     if not math.isfinite(float(text)):
         return "INFINITY" if text == "inf" else "-INFINITY" if text == "-inf" else "NAN"
