@@ -1,0 +1,197 @@
+"""Rich display of the UAR: well-formed XML, colours by width, every node and edge drawn.
+
+Written against a hand-made networkx graph wrapped in a stub with ``to_networkx()`` (the display
+depends on that view only), plus one smoke test on a real example when the pipeline is there.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+from polyfuse.uar.display import (
+    HOST_COLOR,
+    VIRTUAL_COLOR,
+    WIDTH_COLORS,
+    edge_to_html,
+    show,
+    uar_to_html,
+    uar_to_svg,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+SVG = "{http://www.w3.org/2000/svg}"
+NASTY = 'k<&>"\'x'  # a kernel name that must be escaped
+
+
+class StubUAR:
+    """The part of the UAR interface the display uses."""
+
+    def __init__(self, graph: nx.MultiDiGraph):
+        self.graph = graph
+
+    def to_networkx(self) -> nx.MultiDiGraph:
+        return self.graph
+
+
+def _edge(width, kind="RAW", array="a", host=False, virtual=False, loop_carried=False,
+          conditions=None, witness=None):
+    return dict(width=width, kind=kind, array=array, host=host, virtual=virtual,
+                loop_carried=loop_carried, conditions=conditions or {}, witness=witness,
+                relation="{ L1[g0, l0] -> L2[g0, l0] }")
+
+
+def stub() -> StubUAR:
+    g = nx.MultiDiGraph(name="stub")
+    g.add_node(0, kind="host", kernel=None, label="H0: clEnqueueWriteBuffer", host_loops=[])
+    g.add_node(1, kind="launch", kernel="produce", label="L1: produce", host_loops=[])
+    g.add_node(2, kind="launch", kernel="stencil", label="L2: stencil",
+               host_loops=[{"iterator": "t", "lower": 0, "upper": 8, "step": 1}])
+    g.add_node(3, kind="launch", kernel=NASTY, label="L3", host_loops=[])
+    g.add_node(4, kind="sync", kernel=None, label="H4: clFinish", host_loops=[])
+    g.add_node(5, kind="host", kernel=None, label="H5: clEnqueueReadBuffer", host_loops=[])
+    g.add_edge(0, 1, key="RAW:x", **_edge("global", array="x", host=True))
+    g.add_edge(1, 2, key="RAW:b", **_edge(
+        "global", array="b", conditions={"thread": "[m] -> { : m = 0 }"},
+        witness={"text": "L1[g0=0, l0=63] -> L2[g0=1, l0=0]"}))
+    g.add_edge(1, 2, key="WAR:c", **_edge("block", kind="WAR", array="c"))
+    g.add_edge(2, 3, key="RAW:<d>", **_edge("thread", array="<d>"))
+    g.add_edge(2, 2, key="WAW:e", **_edge("thread", kind="WAW", array="e", loop_carried=True))
+    g.add_edge(3, 2, key="RAW:f", **_edge("global", array="f", loop_carried=True,
+                                           witness={"text": "t=0 -> t=1"}))
+    g.add_edge(3, 4, key="virtual:sync", kind="virtual", width=None, virtual=True, host=True,
+               array=None, loop_carried=False, conditions={}, witness=None, relation=None)
+    g.add_edge(3, 5, key="RAW:out", **_edge("global", array="out", host=True))
+    return StubUAR(g)
+
+
+def _edges(root: ET.Element) -> list[ET.Element]:
+    return [g for g in root.iter(f"{SVG}g") if "pf-edge" in g.get("class", "").split()]
+
+
+def _nodes(root: ET.Element) -> list[ET.Element]:
+    return [g for g in root.iter(f"{SVG}g") if "pf-node" in g.get("class", "").split()]
+
+
+def test_svg_is_valid_xml_with_every_node_and_edge():
+    u = stub()
+    root = ET.fromstring(uar_to_svg(u))
+    assert root.tag == f"{SVG}svg"
+    assert {n.get("data-node") for n in _nodes(root)} == {str(n) for n in u.graph.nodes}
+    drawn = sorted((e.get("data-src"), e.get("data-dst"), e.get("data-key")) for e in _edges(root))
+    expected = sorted((str(a), str(b), str(k)) for a, b, k in u.graph.edges(keys=True))
+    assert drawn == expected
+
+
+def test_edge_colors_follow_width():
+    root = ET.fromstring(uar_to_svg(stub()))
+    colors = {}
+    for e in _edges(root):
+        path = e.find(f"{SVG}path")
+        colors[e.get("data-key")] = (path.get("stroke"), path.get("stroke-dasharray"))
+    assert colors["RAW:b"][0] == WIDTH_COLORS["global"]
+    assert colors["WAR:c"][0] == WIDTH_COLORS["block"]
+    assert colors["RAW:<d>"][0] == WIDTH_COLORS["thread"]
+    assert colors["WAW:e"][0] == WIDTH_COLORS["thread"]
+    assert colors["RAW:x"][0] == HOST_COLOR and colors["RAW:out"][0] == HOST_COLOR
+    assert colors["virtual:sync"] == (VIRTUAL_COLOR, "5,4")
+    assert all(dash is None for key, (_, dash) in colors.items() if key != "virtual:sync")
+    assert len(set(WIDTH_COLORS.values()) | {HOST_COLOR, VIRTUAL_COLOR}) == 5
+
+
+def test_tooltips_legend_and_labels():
+    svg = uar_to_svg(stub())
+    root = ET.fromstring(svg)
+    by_key = {e.get("data-key"): e for e in _edges(root)}
+    tip = by_key["RAW:b"].find(f"{SVG}title").text
+    assert "array: b" in tip and "kind: RAW" in tip and "width: global" in tip
+    assert "thread when [m] -> { : m = 0 }" in tip and "L1[g0=0, l0=63]" in tip
+    assert "loop-carried" in by_key["RAW:f"].find(f"{SVG}title").text
+    legend = [g for g in root.iter(f"{SVG}g") if g.get("class") == "pf-legend"]
+    assert legend
+    legend_text = {t.text for t in legend[0].iter(f"{SVG}text")}
+    assert {"thread", "block", "global", "host", "virtual"} <= legend_text
+    texts = {t.text for t in root.iter(f"{SVG}text")}
+    assert "#2 stencil [t]" in texts  # launch label with its host-loop iterator
+    assert f"#3 {NASTY}" in texts  # escaped in the source, intact once parsed
+    assert NASTY not in svg
+
+
+def test_node_shapes_by_kind():
+    root = ET.fromstring(uar_to_svg(stub()))
+    rect = {n.get("data-node"): n.find(f"{SVG}rect") for n in _nodes(root)}
+    assert float(rect["4"].get("height")) < float(rect["1"].get("height"))  # sync is a bar
+    assert float(rect["0"].get("rx")) > float(rect["1"].get("rx"))  # host ops are rounded
+
+
+def test_launches_only_hides_host_ops():
+    root = ET.fromstring(uar_to_svg(stub(), launches_only=True))
+    assert {n.get("data-node") for n in _nodes(root)} == {"1", "2", "3"}
+    assert all(e.get("data-src") in {"1", "2", "3"} for e in _edges(root))
+
+
+def test_html_table_and_rich_wrapper():
+    u = stub()
+    page = uar_to_html(u)
+    root = ET.fromstring(page)
+    rows = [tr for tr in root.iter("tr") if tr.get("class") == "pf-edge-row"]
+    data_edges = [e for e in u.graph.edges(data=True) if not e[2].get("virtual")]
+    assert len(rows) == len(data_edges)
+    cells = ["".join(td.itertext()) for tr in rows for td in tr.findall("td")]
+    assert "<d>" in cells and "global" in cells and "block" in cells
+    assert any("thread when" in c for c in cells)
+    ET.fromstring(show(u)._repr_html_())
+    ET.fromstring(show(u, table=False)._repr_html_())
+
+
+def test_graph_with_cycles_and_parallel_edges_lays_out():
+    g = nx.MultiDiGraph()
+    for i in range(4):
+        g.add_node(i, kind="launch", kernel=f"k{i}")
+    g.add_edge(0, 1, key="a", **_edge("thread"))
+    g.add_edge(1, 0, key="b", **_edge("global", loop_carried=True))
+    g.add_edge(1, 1, key="c", **_edge("thread", loop_carried=True))
+    g.add_edge(1, 1, key="d", **_edge("block", loop_carried=True))
+    root = ET.fromstring(uar_to_svg(StubUAR(g)))
+    assert len(_edges(root)) == 4
+    assert len(_nodes(root)) == 4  # isolated nodes are drawn too
+
+
+def test_edge_to_html_from_dict_and_object():
+    attrs = dict(src=1, dst=2, src_kernel="produce", dst_kernel=NASTY, **_edge(
+        "global", conditions={"block": "[n] -> { : n mod 64 = 0 }"},
+        witness={"text": "L1[g0=0] -> L2[g0=1]"}))
+    page = edge_to_html(attrs)
+    root = ET.fromstring(page)
+    text = "".join(root.itertext())
+    assert NASTY in text and "{ L1[g0, l0] -> L2[g0, l0] }" in text
+    assert "n mod 64 = 0" in text and "L1[g0=0] -> L2[g0=1]" in text
+
+    class Obj:
+        pass
+
+    obj = Obj()
+    for k, v in attrs.items():
+        setattr(obj, k, v)
+    assert "".join(ET.fromstring(edge_to_html(obj)).itertext()) == text
+    plain = edge_to_html(dict(src=1, dst=2, src_kernel="a", dst_kernel="b", **_edge("thread")))
+    assert "for every parameter value" in "".join(ET.fromstring(plain).itertext())
+
+
+def test_real_example_displays():
+    uar_mod = pytest.importorskip("polyfuse.uar")
+    host = pytest.importorskip("polyfuse.frontend.host")
+    if not hasattr(uar_mod, "build_uar") or not hasattr(host, "load_opencl"):
+        pytest.skip("UAR pipeline not available yet")
+    ex = ROOT / "examples" / "gemm_bias_relu_transpose"
+    u = uar_mod.build_uar(host.load_opencl(str(ex / "kernels.cl"), host=str(ex / "host.c")))
+    root = ET.fromstring(uar_to_html(u))
+    g = u.to_networkx()
+    svg_root = root.find(f"{SVG}svg")
+    assert len(_edges(svg_root)) == g.number_of_edges()
+    assert len(_nodes(svg_root)) == g.number_of_nodes()
+    for e in u.edges:
+        ET.fromstring(edge_to_html(e))
