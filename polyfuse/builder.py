@@ -78,6 +78,7 @@ class ProgramBuilder:
         self.buffers: dict[str, Buffer] = {}
         self.ops: list[Operation] = []
         self._params: dict[str, sympy.Symbol] = {}
+        self._fixed: dict[str, sympy.Integer] = {}
         self._constraints: list[str] = []
         self._loops: list[HostLoop] = []
 
@@ -90,7 +91,8 @@ class ProgramBuilder:
             raise PolyfuseError(f"parameter name {name!r} must be a C identifier without a "
                                 "leading underscore")
         if value is not None:
-            return sympy.Integer(int(value))
+            self._fixed[name] = sympy.Integer(int(value))
+            return self._fixed[name]
         sym = self._params.setdefault(name, sympy.Symbol(name))
         if min is not None:
             self._constraints.append(f"{name} >= {int(min)}")
@@ -108,7 +110,7 @@ class ProgramBuilder:
         if isinstance(v, int):
             return sympy.Integer(v)
         if isinstance(v, str):
-            names = {**self._params, **{lp.iterator: sympy.Symbol(lp.iterator)
+            names = {**self._params, **self._fixed, **{lp.iterator: sympy.Symbol(lp.iterator)
                                         for lp in self._loops}}
             try:
                 v = sympy.sympify(v, locals=names)
