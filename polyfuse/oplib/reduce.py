@@ -147,7 +147,8 @@ def layer_norm(node: Node) -> OpKernel:
     s_index = index_expr("j", norm_shape, broadcast_strides(node, scale_shape, norm_shape))
     params = [Param("x", shape), Param("scale", scale_shape)]
     inputs = ["x", "scale"]
-    value = f"(x[elem] - mean) * inv_std * scale[{s_index}]"
+    elem = "row * ROWLEN + j" if rows > 1 else "j"
+    value = f"(x[{elem}] - mean) * inv_std * scale[{s_index}]"
     if node.has_input(2):
         bias_shape = node.input(2)
         b_index = index_expr("j", norm_shape, broadcast_strides(node, bias_shape, norm_shape))
@@ -166,7 +167,6 @@ def layer_norm(node: Node) -> OpKernel:
             outputs.append("")
     while outputs and not outputs[-1]:
         outputs.pop()
-    elem = "row * ROWLEN + j" if rows > 1 else "j"
     lanes = lanes_for(node, length)
     body = "\n".join(
         [
@@ -183,7 +183,7 @@ def layer_norm(node: Node) -> OpKernel:
             "for (int k = 0; k < CHUNKS; k++) {",
             "    const int j = k * LANES + lane;",
             "    if (j < ROWLEN) {",
-            f"        y[{elem}] = {value.replace('elem', elem)};",
+            f"        y[{elem}] = {value};",
             "    }",
             "}",
         ]
