@@ -674,3 +674,60 @@ def test_error_buffer_passed_without_address():
     clSetKernelArg(k, 0, sizeof(cl_mem), a);
     """, "clSetKernelArg(k, 0")
     assert "&a" in err.message
+
+
+def test_context_from_checks_goto_switch_and_concrete_while():
+    prog, _ = _parse(r"""
+    int n = atoi(argv[1]);
+    if (n % 64 != 0) { fprintf(stderr, "n must be a multiple of 64\n"); goto cleanup; }
+    assert(n <= 4096);
+    cl_mem a = clCreateBuffer(ctx, CL_MEM_READ_WRITE, n * sizeof(float), NULL, &err);
+    if (err != CL_SUCCESS) goto cleanup;
+    cl_kernel k = clCreateKernel(program, "scale", &err);
+    float alpha = 2;
+    int arg = 0;
+    clSetKernelArg(k, arg++, sizeof(cl_mem), &a);
+    clSetKernelArg(k, arg++, sizeof(float), &alpha);
+    clSetKernelArg(k, arg++, sizeof(int), &n);
+    int mode = 1;
+    switch (mode) {
+      case 0: break;
+      case 1: { size_t g = n; clEnqueueNDRangeKernel(queue, k, 1, NULL, &g, NULL, 0, NULL, NULL); }
+              break;
+      default: exit(1);
+    }
+    int i = 0;
+    while (i < 2) {
+        size_t g = n / 2;
+        CHECK(clEnqueueNDRangeKernel(queue, k, 1, NULL, &g, NULL, 0, NULL, NULL));
+        i++;
+    }
+    for (int r = 0; r < 4; r++) {
+        size_t g = 64 + r;
+        if (r % 2 == 0) clEnqueueNDRangeKernel(queue, k, 1, NULL, &g, NULL, 0, NULL, NULL);
+    }
+cleanup:
+    clReleaseMemObject(a);
+    """)
+    ctx = param_context(prog)
+    assert ctx.is_equal(type(ctx)("[n] -> { : n mod 64 = 0 and n <= 4096 }"))
+    assert [la.global_size for la in prog.launches] == \
+        [(n,), (sympy.floor(n / 2),), (sympy.floor(n / 2),), (64,), (66,)]
+    assert prog.launches[0].arg(1).value == 2.0
+
+
+def test_error_break_under_data_dependent_condition():
+    err = _error(r"""
+    cl_mem a = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 4096, NULL, &err);
+    cl_kernel k = clCreateKernel(program, "scale", &err);
+    float alpha = 1.0f;
+    clSetKernelArg(k, 0, sizeof(cl_mem), &a);
+    clSetKernelArg(k, 1, sizeof(float), &alpha);
+    clSetKernelArg(k, 2, sizeof(int), &alpha);
+    for (int it = 0; it < 100; it++) {
+        size_t g = 1024;
+        clEnqueueNDRangeKernel(queue, k, 1, NULL, &g, NULL, 0, NULL, NULL);
+        if (converged(a)) break;
+    }
+    """, "if (converged(a)) break;", cls=UnsupportedError)
+    assert "left early" in err.message

@@ -37,10 +37,11 @@ are inlined.  The interpreter tracks what the polyhedral model needs and nothing
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -535,7 +536,7 @@ class _Interpreter:
             context = f"[{', '.join(params)}] -> {{ : {body} }}" if body else \
                 f"[{', '.join(params)}] -> {{ : }}"
             try:
-                isl.Set(context)
+                context = str(isl.Set(context))
             except isl.Error:
                 context = f"[{', '.join(params)}] -> {{ : }}"
         name = Path(self.filename).stem if not self.filename.startswith("<") else "program"
@@ -1244,23 +1245,37 @@ class _Interpreter:
             self._write(_Ref(sid), _Num(final) if final is not None else _UNK)
 
     def _unroll(self, node: c_ast.For, sid: int, values: list) -> None:
-        for v in values:
-            self._write(_Ref(sid), _Num(sympy.Integer(v)))
-            try:
-                self._exec(node.stmt)
-            except _Continue:
-                pass
-            except _Break:
-                return
-        if values:
-            self._write(_Ref(sid), _Num(sympy.Integer(values[-1]) + 1))
+        with self._no_early_exit():
+            for v in values:
+                self._write(_Ref(sid), _Num(sympy.Integer(v)))
+                try:
+                    self._exec(node.stmt)
+                except _Continue:
+                    pass
+                except _Break:
+                    return
+            if values:
+                self._write(_Ref(sid), _Num(sympy.Integer(values[-1]) + 1))
+
+    @contextlib.contextmanager
+    def _no_early_exit(self) -> Iterator[None]:
+        """Refuse a loop with operations that a data-dependent break/continue may cut short."""
+        saved, n_ops = self.state.uncertain_break, len(self.state.ops)
+        self.state.uncertain_break = None
+        yield
+        flag = self.state.uncertain_break
+        if flag is not None and len(self.state.ops) > n_ops:
+            raise self._error("launches in a host loop that may be left early (break or "
+                              "continue under a data-dependent condition)", flag,
+                              UnsupportedError)
+        self.state.uncertain_break = saved
 
     def _generic_loop(self, node: c_ast.Node, cond: Optional[c_ast.Node], body: c_ast.Node,
                       nxt: Optional[c_ast.Node], do_first: bool) -> None:
         """A loop that is not counted: iterate it while its condition is known, else summarize."""
         base = self.state.clone()
         scopes = [dict(s) for s in self.frames[-1].scopes]
-        try:
+        with self._no_early_exit():
             for i in range(MAX_UNROLL + 1):
                 if i or not do_first:
                     c = self._eval(cond) if cond is not None else _ONE
@@ -1277,10 +1292,6 @@ class _Interpreter:
                     return
                 if nxt is not None:
                     self._eval(nxt)
-        except _NeedUnroll:
-            raise
-        except (PolyfuseError, _Return, _Exit, _Goto):
-            raise
         # the condition is not known: the body must not contain operations
         self.state = base
         self.frames[-1].scopes = scopes
