@@ -342,6 +342,36 @@ def subscripts(draw: Any, ext: Mapping[str, int], work_dim: int,
     return add(Ex("mul", (width, row)), col)
 
 
+@st.composite
+def injective_subscripts(draw: Any, ext: Mapping[str, int], work_dim: int,
+                         ls: tuple[int, ...]) -> Ex:
+    """A subscript taking a different value in every work-item of a launch (no write races)."""
+    kind = draw(st.sampled_from(["scale", "rev", "tile"] if work_dim == 1 else ["rowmajor"]))
+    if kind == "scale":
+        c = draw(st.integers(1, 2))
+        e = T("gx") if c == 1 else Ex("mul", (c, T("gx")))
+    elif kind == "rev":
+        e = Ex("rev", (ext["gx"], T("gx")))
+    elif kind == "tile":
+        L = ls[0]
+        inner = Ex("mod", (add(T("lx"), C(draw(st.integers(0, 3)))), L)) if L > 1 else C(0)
+        e = add(Ex("mul", (L, T("bx"))) if L > 1 else T("bx"), inner)
+    else:
+        transpose = draw(st.booleans())
+        row, col = (T("gx"), T("gy")) if transpose else (T("gy"), T("gx"))
+        shift = draw(st.integers(0, 2))
+        if shift:
+            col = add(col, C(shift))
+        width = ext["gy" if transpose else "gx"] + shift + draw(st.integers(0, 2))
+        e = add(Ex("mul", (width, row)), col)
+    shift = draw(st.integers(0, 2))
+    if shift:
+        e = add(e, C(shift))
+    if "t" in ext and draw(st.booleans()):
+        e = add(e, T("t"))
+    return e
+
+
 def _max_index(e: Ex, ext: Mapping[str, int], gs: tuple, ls: tuple, work_dim: int) -> int:
     """The largest value ``e`` takes over the launch's work-items (and k, t)."""
     best = 0
@@ -369,8 +399,14 @@ def kernel_chains(
     gathers: bool = False,
     host_loops: bool = True,
     host_ops: bool = True,
+    race_free: bool = False,
 ) -> GenProgram:
-    """A random chain of launches over a pool of buffers (see the module doc)."""
+    """A random chain of launches over a pool of buffers (see the module doc).
+
+    ``race_free``: no two work-items of a launch touch an element one of them writes (injective
+    write subscripts, no reads of the launch's own output but through ``+=``), i.e. programs
+    whose result OpenCL defines.
+    """
     n_launches = draw(st.integers(2, max_launches))
     pool = [f"b{i}" for i in range(draw(st.integers(2, n_launches + 1)))]
     trips = draw(st.sampled_from([0, 0, 2])) if host_loops else 0
@@ -391,13 +427,17 @@ def kernel_chains(
         uses_t = in_loop and draw(st.booleans())
         ext = _extents(wd, gs, ls, loop, trips if uses_t else 0)
         no_k = {n: v for n, v in ext.items() if n != "k"}
-        w_idx = draw(subscripts(no_k, wd, ls))
+        if race_free:
+            w_idx = draw(injective_subscripts(no_k, wd, ls))
+        else:
+            w_idx = draw(subscripts(no_k, wd, ls))
         out_buf = draw(st.sampled_from(pool))
         n_reads = draw(st.integers(1, 2))
         reads: list[GenAccess] = []
         bindings = [("out", out_buf)]
         for r in range(n_reads):
-            rb = draw(st.sampled_from(pool))
+            rb = draw(st.sampled_from([b for b in pool if b != out_buf] if race_free
+                                      else pool))
             r_idx = draw(subscripts(ext, wd, ls))
             gather = None
             if gathers and draw(st.integers(0, 3)) == 0:
