@@ -26,8 +26,11 @@ are inlined.  The interpreter tracks what the polyhedral model needs and nothing
   becomes a :class:`HostLoop` whose iterator is a sympy symbol.  When its iterations differ in a
   way that changes the operations (ping-pong buffer swaps, setting an argument after the launch,
   creating buffers in the loop) it is unrolled if the trip count is a constant (at most
-  :data:`MAX_UNROLL`), otherwise it is refused.  Other loops are iterated concretely when their
-  condition is known, else they must not contain operations.
+  :data:`MAX_UNROLL`), otherwise it is refused.  Other loops (``while``, ``do``, descending or
+  non-affine ``for``) are iterated concretely while their condition is known (at most
+  :data:`MAX_UNROLL` times); otherwise they must not contain operations, and the variables they
+  assign become unknown.  A loop with operations that a ``break``/``continue`` under an open
+  condition may leave early is refused.
 * **Synchronization**: ``clFinish``, ``clWaitForEvents`` and every *blocking* read, write or map
   give a separate ``sync`` :class:`HostOp` right after the operation (ids stay in program order).
   ``clFlush`` and queue barriers/markers are ignored (in-order queue).
@@ -1190,7 +1193,8 @@ class _Interpreter:
                 s2 = s1.clone()
                 for k in variant_slots:
                     slot = s2.slots[k]
-                    s2.slots[k] = dataclasses.replace(slot, value=_havoc(slot.value))
+                    s2.slots[k] = dataclasses.replace(
+                        slot, value=_havoc_diff(s0.slots[k].value, slot.value))
                 for o in variant_k:
                     ks = s2.kobjs[o]
                     s2.kobjs[o] = dataclasses.replace(ks, bindings=tuple(
@@ -1210,7 +1214,8 @@ class _Interpreter:
                 for k in variant_slots:
                     if k in self.state.slots:
                         slot = self.state.slots[k]
-                        self.state.slots[k] = dataclasses.replace(slot, value=_havoc(slot.value))
+                        self.state.slots[k] = dataclasses.replace(
+                            slot, value=_havoc_diff(s0.slots[k].value, slot.value))
             self.state.uncertain_break = s0.uncertain_break
         finally:
             self.loops.pop()
@@ -1312,7 +1317,8 @@ class _Interpreter:
                               "bounds)", node, UnsupportedError)
         for k, slot in s0.slots.items():
             if k in self.state.slots and self.state.slots[k].value != slot.value:
-                self.state.slots[k] = dataclasses.replace(slot, value=_havoc(slot.value))
+                self.state.slots[k] = dataclasses.replace(
+                    slot, value=_havoc_diff(slot.value, self.state.slots[k].value))
         self.state.uncertain_break = s0.uncertain_break
 
     # -- expressions --------------------------------------------------------------------------
@@ -2203,6 +2209,20 @@ def _havoc(v: Any) -> Any:
     if isinstance(v, (_Unknown, _Runtime, _Cond)):
         return _UNK
     return _Poison("changes from one host loop iteration to the next")
+
+
+def _havoc_diff(old: Any, new: Any) -> Any:
+    """Forget what differs between ``old`` and ``new`` (element-wise in arrays and structs)."""
+    if old == new:
+        return new
+    if isinstance(old, _Arr) and isinstance(new, _Arr) and old.default == new.default:
+        keys = {k for k, _ in old.elems} | {k for k, _ in new.elems}
+        elems = tuple((k, _havoc_diff(old.get(k), new.get(k))) for k in sorted(keys))
+        return _Arr(new.length, elems, new.default)
+    if isinstance(old, _Rec) and isinstance(new, _Rec):
+        keys = [k for k, _ in new.fields]
+        return _Rec(tuple((k, _havoc_diff(old.get(k), new.get(k))) for k in keys))
+    return _havoc(new)
 
 
 def _join_unknown(old: Any, new: Any) -> Any:
