@@ -38,7 +38,7 @@ import pyopencl as cl
 from polyfuse.runtime.device import (
     DeviceLimits,
     TimingResult,
-    build_program,
+    build_kernel,
     get_context,
     time_host,
     time_kernel,
@@ -318,8 +318,7 @@ def bandwidth(
     sizes = sorted({int(s) for s in sizes if s // arrays >= unit * unroll})
     if not sizes:
         raise ValueError("no working-set size is large enough for one unrolled iteration")
-    prog = build_program(env.ctx, stream_source(kind, vec, unroll, layout))
-    kernel = getattr(prog, f"bw_{kind}")
+    kernel = build_kernel(env.ctx, stream_source(kind, vec, unroll, layout), f"bw_{kind}")
     per_array = max(sizes) // arrays
     mf = cl.mem_flags
     a = cl.Buffer(env.ctx, mf.READ_WRITE, per_array)
@@ -374,8 +373,7 @@ def execute_stream(kind: str, queue: cl.CommandQueue, data: np.ndarray, *, reps:
     layout = layout or _default_layout(lim)
     data = np.ascontiguousarray(data, dtype=np.float32)
     geo = stream_geometry(lim, data.size // vec, unroll, layout)
-    prog = build_program(queue.context, stream_source(kind, vec, unroll, layout))
-    kernel = getattr(prog, f"bw_{kind}")
+    kernel = build_kernel(queue.context, stream_source(kind, vec, unroll, layout), f"bw_{kind}")
     mf = cl.mem_flags
     a = cl.Buffer(queue.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=data)
     upi, r = np.int32(geo.units_per_item), np.int32(reps)
@@ -513,7 +511,7 @@ def flops(
     res = FlopsResult(ws, vec, accumulators, layout)
     elements = n_units * vec
     for d in degrees:
-        kernel = build_program(env.ctx, flops_source(d, vec, accumulators, layout)).poly
+        kernel = build_kernel(env.ctx, flops_source(d, vec, accumulators, layout), "poly")
         reps, timing = _timed(
             env.queue, kernel, (geo.items,), (geo.local,),
             lambda r: [a, np.int32(geo.units_per_item), np.int32(r)],
@@ -536,7 +534,8 @@ def execute_poly(queue: cl.CommandQueue, x: np.ndarray, degree: int, *, reps: in
     layout = layout or _default_layout(lim)
     x = np.ascontiguousarray(x, dtype=np.float32)
     geo = stream_geometry(lim, x.size // vec, accumulators, layout)
-    kernel = build_program(queue.context, flops_source(degree, vec, accumulators, layout)).poly
+    kernel = build_kernel(queue.context, flops_source(degree, vec, accumulators, layout),
+                          "poly")
     buf = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=x)
     kernel(queue, (geo.items,), (geo.local,), buf, np.int32(geo.units_per_item), np.int32(reps))
     out = np.empty_like(x)
@@ -609,7 +608,7 @@ def local_memory(queue: Optional[cl.CommandQueue] = None, *, quick: bool = False
     groups = lim.compute_units * (4 if lim.is_cpu else 8)
     repeat = repeat or (3 if quick else 7)
     target = target_seconds or (0.002 if quick else 0.01)
-    kernel = build_program(env.ctx, local_memory_source(ls, n, unroll)).lmem_read
+    kernel = build_kernel(env.ctx, local_memory_source(ls, n, unroll), "lmem_read")
     mf = cl.mem_flags
     host = np.random.default_rng(1).random(n, dtype=np.float32)
     src = cl.Buffer(env.ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=host)
@@ -679,7 +678,7 @@ def barrier_cost(queue: Optional[cl.CommandQueue] = None, *, quick: bool = False
     groups = lim.compute_units * 4
     repeat = repeat or (3 if quick else 7)
     target = target_seconds or (0.002 if quick else 0.01)
-    kernels = {k: build_program(env.ctx, barrier_source(k, ls)).barriers for k in counts}
+    kernels = {k: build_kernel(env.ctx, barrier_source(k, ls), "barriers") for k in counts}
     out = cl.Buffer(env.ctx, cl.mem_flags.WRITE_ONLY, groups * ls * 4)
     gsz, lsz = (groups * ls,), (ls,)
     kmax = kernels[counts[-1]]
@@ -716,7 +715,7 @@ def launch_overhead(queue: Optional[cl.CommandQueue] = None, *, quick: bool = Fa
     """Overhead of launching a kernel that does nothing (one work-item)."""
     env = _env(queue)
     n = launches or (20 if quick else 200)
-    kernel = build_program(env.ctx, EMPTY_SOURCE).empty
+    kernel = build_kernel(env.ctx, EMPTY_SOURCE, "empty")
     buf = cl.Buffer(env.ctx, cl.mem_flags.READ_WRITE, 64)
     kernel.set_args(buf)
     q = env.queue
@@ -811,7 +810,7 @@ def strided_access(queue: Optional[cl.CommandQueue] = None, *, quick: bool = Fal
     useful_target = 2 * MiB if quick else 16 * MiB
     repeat = repeat or (3 if quick else 7)
     cases = list(cases or default_stride_cases(quick))
-    kernel = build_program(env.ctx, STRIDED_SOURCE).strided
+    kernel = build_kernel(env.ctx, STRIDED_SOURCE, "strided")
     out = cl.Buffer(env.ctx, cl.mem_flags.WRITE_ONLY, groups * ls * 4)
     plans = []
     for case in cases:

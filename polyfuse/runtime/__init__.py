@@ -3,6 +3,7 @@
 from polyfuse.runtime.device import (  # noqa: F401
     DeviceLimits,
     TimingResult,
+    build_kernel,
     build_program,
     check_device,
     device_key,

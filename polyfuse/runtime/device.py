@@ -231,7 +231,8 @@ def device_key(device: Union[cl.Device, DeviceLimits, str, None]) -> str:
 
 # --------------------------------------------------------------------------- building
 
-_PROGRAM_CACHE: dict[tuple[int, str, str], cl.Program] = {}
+#: (id(context), source, options) -> (context, program); holding the context keeps its id unique.
+_PROGRAM_CACHE: dict[tuple[int, str, str], tuple[cl.Context, cl.Program]] = {}
 
 
 def build_program(ctx: cl.Context, source: str, options: Sequence[str] = ()) -> cl.Program:
@@ -242,9 +243,9 @@ def build_program(ctx: cl.Context, source: str, options: Sequence[str] = ()) -> 
     CPU 'generic'"; that case gets a hint, since it is an installation problem, not a kernel bug.
     """
     key = (id(ctx), source, " ".join(options))
-    prog = _PROGRAM_CACHE.get(key)
-    if prog is not None:
-        return prog
+    hit = _PROGRAM_CACHE.get(key)
+    if hit is not None:
+        return hit[1]
     try:
         prog = cl.Program(ctx, source).build(options=list(options))
     except (cl.RuntimeError, cl.LogicError) as err:
@@ -258,15 +259,30 @@ def build_program(ctx: cl.Context, source: str, options: Sequence[str] = ()) -> 
                 "select another device with --device / PYOPENCL_CTX"
             ) from None
         raise PolyfuseError(f"OpenCL build failed: {detail}") from None
-    _PROGRAM_CACHE[key] = prog
+    _PROGRAM_CACHE[key] = (ctx, prog)
     return prog
+
+
+_KERNEL_CACHE: dict[tuple[int, str], cl.Kernel] = {}
+
+
+def build_kernel(ctx: cl.Context, source: str, name: str,
+                 options: Sequence[str] = ()) -> cl.Kernel:
+    """One reusable ``cl.Kernel`` per program and name (``prog.name`` makes a new one each time)."""
+    prog = build_program(ctx, source, options)
+    key = (id(prog), name)
+    kernel = _KERNEL_CACHE.get(key)
+    if kernel is None:
+        kernel = _KERNEL_CACHE[key] = cl.Kernel(prog, name)
+    return kernel
 
 
 def check_device(ctx: cl.Context, queue: cl.CommandQueue) -> None:
     """Build and run a one-line kernel: fail early, with the reason, before a long benchmark."""
-    prog = build_program(ctx, "__kernel void polyfuse_probe(__global int *a) { a[0] = 42; }")
+    kernel = build_kernel(ctx, "__kernel void polyfuse_probe(__global int *a) { a[0] = 42; }",
+                          "polyfuse_probe")
     buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4)
-    prog.polyfuse_probe(queue, (1,), (1,), buf)
+    kernel(queue, (1,), (1,), buf)
     out = np.zeros(1, np.int32)
     cl.enqueue_copy(queue, out, buf)
     if int(out[0]) != 42:
