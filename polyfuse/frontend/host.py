@@ -300,7 +300,9 @@ class _Continue(_Signal):
 
 
 class _Goto(_Signal):
-    pass
+    def __init__(self, label: str):
+        super().__init__(label)
+        self.label = label
 
 
 class _NeedUnroll(_Signal):
@@ -488,9 +490,12 @@ class _Interpreter:
             return self._run()
         except PolyfuseError:
             raise
+        except _Goto as sig:
+            raise self._error(f"goto {sig.label}: only forward jumps within a block and "
+                              "error-handling jumps are supported", cls=UnsupportedError) from None
         except _Signal as sig:
-            raise self._error(
-                f"control flow polyfuse cannot follow ({type(sig).__name__})") from None
+            raise self._error(f"control flow polyfuse cannot follow ({type(sig).__name__})",
+                              cls=UnsupportedError) from None
         except RecursionError:
             raise self._error("host program nests too deeply for polyfuse") from None
         except Exception as err:  # never a raw traceback for bad input
@@ -791,9 +796,19 @@ class _Interpreter:
 
     def _s_Compound(self, node: c_ast.Compound) -> None:
         self.frames[-1].scopes.append({})
+        items = node.block_items or []
         try:
-            for item in node.block_items or ():
-                self._exec(item)
+            i = 0
+            while i < len(items):
+                try:
+                    self._exec(items[i])
+                    i += 1
+                except _Goto as g:  # a forward jump to a label of this block
+                    later = [j for j in range(i + 1, len(items))
+                             if isinstance(items[j], c_ast.Label) and items[j].name == g.label]
+                    if not later:
+                        raise
+                    i = later[0]
         finally:
             self.frames[-1].scopes.pop()
 
@@ -821,7 +836,7 @@ class _Interpreter:
         self._exec(node.stmt)
 
     def _s_Goto(self, node: c_ast.Goto) -> None:
-        raise _Goto()
+        raise _Goto(node.name)
 
     def _s_Break(self, node: c_ast.Node) -> None:
         raise _Break()
