@@ -21,6 +21,13 @@ from polyfuse.testing.kernelgen import GenProgram, kernel_chains
 opencl = pytest.importorskip("polyfuse.frontend.opencl")
 uar_mod = pytest.importorskip("polyfuse.uar")
 
+try:
+    import polyfuse.builder  # noqa: F401
+
+    HAVE_BUILDER = True
+except ImportError:  # pragma: no cover - the builder not there yet
+    HAVE_BUILDER = False
+
 ORDER = {"thread": 0, "block": 1, "global": 2}
 
 
@@ -47,7 +54,7 @@ def _fixed(rel: isl.Map, context: isl.Set) -> isl.Map:
 
 def _compare(gp: GenProgram) -> None:
     kernels = opencl.parse_kernels(gp.source)
-    program = gp.to_program(kernels)
+    program = gp.build(kernels) if HAVE_BUILDER else gp.to_program(kernels)
     uar = uar_mod.build_uar(program)
     brute = edge_index(brute_force_dependences(program, sources=gp.source))
     ctx = uar.context
@@ -82,19 +89,19 @@ def _compare(gp: GenProgram) -> None:
         assert ue.loop_carried == be.loop_carried, f"{key}: loop_carried differs{info}"
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(kernel_chains(max_launches=3, dims=(1,), race_free=True))
 def test_uar_matches_bruteforce_1d(gp: GenProgram) -> None:
     _compare(gp)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 @given(kernel_chains(max_launches=2, dims=(1, 2), race_free=True))
 def test_uar_matches_bruteforce_2d(gp: GenProgram) -> None:
     _compare(gp)
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
 @given(kernel_chains(max_launches=2, dims=(1,), gathers=True, race_free=True))
 def test_uar_sound_on_data_dependent_subscripts(gp: GenProgram) -> None:
     _compare(gp)

@@ -247,6 +247,47 @@ class GenProgram:
                               name="clEnqueueReadBuffer"))
         return Program(kernels=dict(kernels), buffers=bufs, ops=tuple(ops), name="generated")
 
+    def build(self, kernels: Optional[Mapping[str, Kernel]] = None) -> Program:
+        """The :class:`Program` made with :class:`polyfuse.builder.ProgramBuilder`.
+
+        ``kernels`` default to the OpenCL front-end's parse of :attr:`source`.
+        """
+        from polyfuse.builder import ProgramBuilder
+
+        if kernels is None:
+            from polyfuse.frontend.opencl import parse_kernels
+
+            kernels = parse_kernels(self.source)
+        b = ProgramBuilder(kernels, name="generated")
+        for name, size, dtype in self.buffers:
+            b.buffer(name, 4 * size, dtype=dtype)
+        if self.host_write:
+            b.write(self.buffers[0][0])
+
+        def launch(gl: GenLaunch, t: Any = None) -> None:
+            args: dict[str, Any] = dict(gl.buffers)
+            if self.kernel(gl.kernel).uses_t:
+                args["t"] = t
+            b.launch(gl.kernel, list(gl.global_size), list(gl.local_size), args)
+
+        i = 0
+        while i < len(self.launches):
+            if self.launches[i].in_loop:
+                j = i
+                while j < len(self.launches) and self.launches[j].in_loop:
+                    j += 1
+                with b.loop("t", 0, self.loop_trips) as t:
+                    for gl in self.launches[i:j]:
+                        launch(gl, t)
+                i = j
+            else:
+                launch(self.launches[i])
+                i += 1
+        if self.host_read:
+            last = self.launches[-1]
+            b.read(dict(last.buffers)[self.kernel(last.kernel).write.buffer_param])
+        return b.build()
+
     def host_description(self) -> dict:
         """A plain description (for a builder API): buffers, launches with args, host loop."""
         return {
