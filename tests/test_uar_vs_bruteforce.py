@@ -115,3 +115,80 @@ def test_uar_sound_on_data_dependent_subscripts(gp: GenProgram) -> None:
 @given(kernel_chains(max_launches=2, dims=(1,)))
 def test_uar_sound_with_racy_writes(gp: GenProgram) -> None:
     _compare(gp)
+
+
+HAND_KERNELS = """
+#define TS 2
+__kernel void gemm(__global const float *A, __global const float *B, __global float *C,
+                   int N, int K) {
+  __local float As[TS][TS];
+  __local float Bs[TS][TS];
+  int row = get_local_id(1), col = get_local_id(0);
+  int grow = get_global_id(1), gcol = get_global_id(0);
+  float acc = 0.0f;
+  for (int t = 0; t < K / TS; t++) {
+    As[row][col] = A[grow * K + t * TS + col];
+    Bs[row][col] = B[(t * TS + row) * N + gcol];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int k = 0; k < TS; ++k)
+      acc += As[row][k] * Bs[k][col];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  C[grow * N + gcol] = acc;
+}
+__kernel void bias(__global float *D, __global const float *C, __global const float *b, int N) {
+  int i = get_global_id(0);
+  D[i] = C[i] + b[i % N];
+}
+__kernel void reduce(__global const float *in, __global float *out, __local float *s) {
+  int l = get_local_id(0);
+  s[l] = in[get_global_id(0)];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int st = get_local_size(0) / 2; st > 0; st >>= 1) {
+    if (l < st)
+      s[l] += s[l + st];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (l == 0)
+    out[get_group_id(0)] = s[0];
+}
+__kernel void final(__global const float *p, __global float *r) {
+  int l = get_local_id(0);
+  if (l == 0) {
+    float acc = 0.0f;
+    for (int k = 0; k < 4; k++) acc += p[k];
+    r[0] = acc;
+  }
+}
+"""
+
+
+def test_uar_matches_bruteforce_on_gemm_bias_reduce() -> None:
+    """Barriers, ``__local`` tiles and a two-level reduction, by hand."""
+    builder = pytest.importorskip("polyfuse.builder")
+    kernels = opencl.parse_kernels(HAND_KERNELS)
+    b = builder.ProgramBuilder(kernels, name="hand")
+    for name, n in (("A", 16), ("B", 16), ("C", 16), ("bb", 4), ("D", 16), ("P", 4),
+                    ("R", 1)):
+        b.buffer(name, 4 * n)
+    b.write("A")
+    b.write("B")
+    b.launch("gemm", (4, 4), (2, 2), {"A": "A", "B": "B", "C": "C", "N": 4, "K": 4})
+    b.launch("bias", (16,), (4,), {"D": "D", "C": "C", "b": "bb", "N": 4})
+    b.launch("reduce", (16,), (4,), {"in": "D", "out": "P", "s": builder.local(16)})
+    b.launch("final", (4,), (4,), {"p": "P", "r": "R"})
+    b.read("R")
+    program = b.build()
+    brute = edge_index(brute_force_dependences(program, sources=HAND_KERNELS))
+    uar = uar_mod.build_uar(program)
+    ids = {op.kernel: op.id for op in program.launches}
+    widths = {(e.src, e.dst, e.array, e.kind): e.width for e in uar.edges}
+    gemm, bias, red, fin = ids["gemm"], ids["bias"], ids["reduce"], ids["final"]
+    assert brute[(gemm, bias, "C", "RAW")].width == "thread"  # 2-D GEMM → 1-D element-wise
+    assert brute[(bias, red, "D", "RAW")].width == "thread"
+    assert brute[(red, fin, "P", "RAW")].width == "global"
+    for key, be in brute.items():
+        assert key in widths, key
+        if not be.host:
+            assert widths[key] == be.width, (key, widths[key], be.width)
+    assert {k for k, e in brute.items()} == set(widths)
