@@ -9,6 +9,7 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
+	bash .ci/ensure-opencl $(BIN)/python
 	touch $@
 
 demo: $(VENV)/.installed
