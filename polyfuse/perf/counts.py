@@ -1,0 +1,982 @@
+"""Exact symbolic kernel feature counts (seed 004, DESIGN §3 "Performance model").
+
+Every count is a barvinok count (``Set.card()`` through islpy) of an isl set derived from the
+kernel model of :mod:`polyfuse.frontend.opencl`, so it is exact for every value of the kernel's
+parameters and launch geometry (``_gs<d>``/``_ls<d>``), and is shown as a sympy expression.
+
+Conventions:
+
+* **Totals over one launch at a granularity** (as loopy's ``get_op_map``): a count is the number
+  of (unit, statement instance) pairs in which at least one work-item of the unit executes the
+  instance, where the unit is a ``work-item``, a ``sub-group`` or a ``work-group``.  Work-items of
+  a sub-group are consecutive in the linearized local id ``l0 + L0*l1 + L0*L1*l2`` (chunks of the
+  sub-group size).  So a ``work-item`` count is the launch total; :meth:`KernelCounts.per_work_item`
+  divides by the number of work-items.  Default granularities (``granularity=None``) follow seed
+  004: float ops and ``__local`` accesses per sub-group; a global access per sub-group when it is
+  uniform across a sub-group (local-id strides 0 in every dimension a sub-group spans), per
+  work-item otherwise; barriers per work-item; launches per launch.
+* **Ops** (see :mod:`polyfuse.perf.features`): float ops only, by op and numpy dtype; ``a*b+c``
+  is one ``fma`` (not also a ``mul`` and an ``add``).
+* **Memory**: one record per (space, array, dtype, direction, strides, exactness).  At work-item
+  granularity a count is element accesses; at sub-group/work-group granularity it is how many
+  times a unit executes the access (an instance counts once however many lanes take part).
+  Strides are the coefficient of ``l_d``/``g_d`` in the flattened element index (row-major for multi-dimensional
+  ``__local`` arrays), in elements; ``None`` when the index is not affine in that id (may-access,
+  or a quasi-affine index whose floor/mod involves it).  When the model uses unit work-groups
+  (local size unknown and unobserved), the local stride is the global-id coefficient and the group
+  stride that times ``_ls<d>``.  The AFR is element accesses (work-item level) / distinct elements
+  touched (``relation.range().card()``); ``None`` for may-accesses.  A may-access (``exact=False``)
+  is counted over its guarded instances (the relation's domain) and flagged with its reason.
+* **Sync**: ``barrier_local``/``barrier_global`` (a barrier fencing both counts in both),
+  ``kernel_launch`` (1 per launch).  :attr:`KernelCounts.geometry` holds work-items, work-groups and
+  sub-groups.
+* **sympy**: a ``PwQPolynomial`` becomes a ``Piecewise`` over its pieces' parameter sets (0
+  elsewhere, as in isl) or a plain polynomial when one piece covers every parameter value; isl's
+  ``floor(e/d)`` becomes ``sympy.floor``.  Values are computed by isl (``eval``), not by sympy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from typing import Any, Optional, Union
+
+import islpy as isl
+import sympy
+
+from polyfuse.perf import features
+from polyfuse.program import (
+    GLOBAL_SIZE_PARAMS,
+    LOCAL_SIZE_PARAMS,
+    Access,
+    Kernel,
+    KernelContext,
+    Launch,
+    PolyfuseError,
+    Program,
+)
+
+__all__ = [
+    "Count", "OpRecord", "MemRecord", "SyncRecord", "KernelCounts", "count_kernel",
+    "count_program", "count_report", "format_count_table", "pwqp_to_sympy", "GRANULARITIES",
+    "default_subgroup_size",
+]
+
+GRANULARITIES = ("work-item", "sub-group", "work-group")
+_FALLBACK_SUBGROUP = 32
+Number = Union[int, Fraction, float]
+
+
+def _require_barvinok() -> None:
+    """Counting needs barvinok; plain islpy lacks ``Set.card``: say how to fix it."""
+    if not hasattr(isl.Set, "card") or not hasattr(isl.PwQPolynomial, "eval_with_dict"):
+        raise PolyfuseError(
+            "counting needs islpy built with barvinok (isl.Set.card is missing): "
+            "pip uninstall islpy && pip install islpy-barvinok")
+
+
+# ----------------------------------------------------------------------------------------------
+# isl → sympy
+# ----------------------------------------------------------------------------------------------
+
+
+def _sym(name: str) -> sympy.Symbol:
+    return sympy.Symbol(name, integer=True)
+
+
+def _val(v: isl.Val) -> sympy.Rational:
+    if v.is_nan() or v.is_infty() or v.is_neginfty():
+        raise PolyfuseError(f"count is not finite ({v}): an unbounded set was counted")
+    return sympy.Rational(str(v))
+
+
+def _aff_to_sympy(aff: isl.Aff) -> sympy.Expr:
+    e: sympy.Expr = _val(aff.get_constant_val())
+    for dt in (isl.dim_type.param, isl.dim_type.in_):
+        for i in range(aff.dim(dt)):
+            c = aff.get_coefficient_val(dt, i)
+            if not c.is_zero():
+                e += _val(c) * _sym(aff.get_dim_name(dt, i) or f"_x{i}")
+    for i in range(aff.dim(isl.dim_type.div)):
+        c = aff.get_coefficient_val(isl.dim_type.div, i)
+        if not c.is_zero():
+            e += _val(c) * sympy.floor(_aff_to_sympy(aff.get_div(i)))
+    return e
+
+
+def _set_to_sympy(s: isl.Set) -> Any:
+    """A parameter set as a sympy boolean (disjunction of conjunctions of constraints)."""
+    s = s.coalesce().compute_divs()
+    ors = []
+    for bs in s.get_basic_sets():
+        ands = []
+        for con in bs.get_constraints():
+            e = _aff_to_sympy(con.get_aff())
+            ands.append(sympy.Eq(e, 0) if con.is_equality() else e >= 0)
+        ors.append(sympy.And(*ands))
+    return sympy.Or(*ors)
+
+
+def _qp_to_sympy(qp: isl.QPolynomial) -> sympy.Expr:
+    space = qp.get_space()
+    out: sympy.Expr = sympy.Integer(0)
+    for term in qp.get_terms():
+        e: sympy.Expr = _val(term.get_coefficient_val())
+        for i in range(term.dim(isl.dim_type.param)):
+            k = term.get_exp(isl.dim_type.param, i)
+            if k:
+                e *= _sym(space.get_dim_name(isl.dim_type.param, i)) ** k
+        for i in range(term.dim(isl.dim_type.div)):
+            k = term.get_exp(isl.dim_type.div, i)
+            if k:
+                e *= sympy.floor(_aff_to_sympy(term.get_div(i))) ** k
+        out += e
+    return out
+
+
+def pwqp_to_sympy(pw: isl.PwQPolynomial, context: Optional[isl.Set] = None) -> sympy.Expr:
+    """A ``PwQPolynomial`` over parameters as sympy (Piecewise, or a polynomial if one piece).
+
+    ``context`` (a parameter set assumed to hold, e.g. sizes >= 1) only simplifies the display.
+    """
+    if context is not None:
+        pw = pw.gist_params(context.align_params(pw.get_space().params()))
+    pw = pw.coalesce()
+    pieces: list[tuple[sympy.Expr, isl.Set]] = []
+    for dom, qp in pw.get_pieces():
+        e = sympy.expand(_qp_to_sympy(qp))
+        for i, (pe, pd) in enumerate(pieces):
+            if sympy.simplify(pe - e) == 0:
+                pieces[i] = (pe, pd.union(dom))
+                break
+        else:
+            pieces.append((e, dom))
+    if not pieces:
+        return sympy.Integer(0)
+    if len(pieces) == 1:
+        e, dom = pieces[0]
+        universe = isl.Set.universe(dom.get_space())
+        if context is not None:
+            universe = universe.intersect_params(context.align_params(dom.get_space()))
+            dom = dom.intersect_params(context.align_params(dom.get_space()))
+        if universe.is_subset(dom):
+            return e
+    args = [(e, _set_to_sympy(d)) for e, d in pieces if e != 0]
+    if not args:
+        return sympy.Integer(0)
+    return sympy.Piecewise(*args, (0, True))
+
+
+# ----------------------------------------------------------------------------------------------
+# Records
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Count:
+    """A count: sympy ``expr``, the isl ``qp`` it came from (if any), ``value`` once evaluated."""
+
+    expr: sympy.Expr
+    qp: Optional[isl.PwQPolynomial] = field(default=None, compare=False, repr=False)
+    value: Optional[Number] = None
+
+    @staticmethod
+    def of(qp: isl.PwQPolynomial, context: Optional[isl.Set] = None) -> Count:
+        return Count(pwqp_to_sympy(qp, context), qp)
+
+    def evaluate(self, values: Mapping[str, int]) -> Count:
+        """This count with ``value`` filled when ``values`` fixes every parameter it uses."""
+        v: Optional[Number] = None
+        if self.qp is not None:
+            qp = self.qp.drop_unused_params()
+            names = qp.get_space().get_var_names(isl.dim_type.param)
+            if all(n in values for n in names):
+                v = _num(qp.eval_with_dict({n: int(values[n]) for n in names}))
+        else:
+            e = self.expr.subs({s: values[s.name] for s in self.expr.free_symbols
+                                if s.name in values})
+            if e.is_number:
+                v = _num(e)
+        return replace(self, value=v)
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"count": str(self.expr)}
+        if self.value is not None:
+            d["value"] = _json_num(self.value)
+        return d
+
+
+def _num(v: Any) -> Number:
+    if isinstance(v, isl.Val):
+        v = sympy.Rational(str(v))
+    r = sympy.Rational(v) if not isinstance(v, (int, Fraction)) else v
+    if isinstance(r, sympy.Rational):
+        return int(r) if r.q == 1 else Fraction(int(r.p), int(r.q))
+    return r
+
+
+def _json_num(v: Number) -> Union[int, float]:
+    return v if isinstance(v, int) else float(v)
+
+
+@dataclass(frozen=True)
+class OpRecord:
+    """Float operations of one kind and dtype, totalled over the launch at ``granularity``."""
+
+    op: str
+    dtype: str
+    granularity: str
+    count: Count
+    exact: bool = True
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        d = {"dtype": self.dtype, "op": self.op, "granularity": self.granularity,
+             **self.count.to_json(), "exact": self.exact}
+        if self.notes:
+            d["notes"] = list(self.notes)
+        return d
+
+
+Stride = Union[int, sympy.Expr, None]
+
+
+@dataclass(frozen=True)
+class MemRecord:
+    """Memory accesses of one class (seed 004's ``f_mem_access_...`` features)."""
+
+    space: str  # global | constant | local
+    array: str
+    dtype: str
+    direction: str  # load | store
+    lid_strides: tuple[Stride, ...]
+    gid_strides: tuple[Stride, ...]
+    granularity: str
+    count: Count
+    #: element accesses at work-item granularity (the AFR numerator)
+    accesses: Count
+    footprint: Optional[Count]
+    exact: bool = True
+    reason: Optional[str] = None
+
+    @property
+    def afr(self) -> Optional[sympy.Expr]:
+        if self.footprint is None:
+            return None
+        if self.footprint.expr == 0:
+            return None
+        afr = sympy.piecewise_fold(self.accesses.expr / self.footprint.expr)
+        if isinstance(afr, sympy.Piecewise):  # no footprint where nothing is accessed: AFR 0
+            afr = sympy.Piecewise(*[(sympy.S.Zero if e is sympy.nan else e, c)
+                                    for e, c in afr.args])
+        return sympy.simplify(afr)
+
+    @property
+    def afr_value(self) -> Optional[Number]:
+        if self.footprint is None or self.footprint.value in (None, 0) \
+                or self.accesses.value is None:
+            return None
+        return Fraction(self.accesses.value) / Fraction(self.footprint.value)
+
+    def evaluate(self, values: Mapping[str, int]) -> MemRecord:
+        return replace(self, count=self.count.evaluate(values),
+                       accesses=self.accesses.evaluate(values),
+                       footprint=self.footprint.evaluate(values) if self.footprint else None)
+
+    def to_json(self) -> dict[str, Any]:
+        afr = self.afr
+        d: dict[str, Any] = {
+            "space": self.space, "array": self.array, "dtype": self.dtype,
+            "direction": self.direction,
+            "lid_strides": {str(i): _json_stride(s) for i, s in enumerate(self.lid_strides)},
+            "gid_strides": {str(i): _json_stride(s) for i, s in enumerate(self.gid_strides)},
+            "afr": None if afr is None else str(afr),
+            "granularity": self.granularity, **self.count.to_json(),
+            "footprint": None if self.footprint is None else str(self.footprint.expr),
+            "exact": self.exact,
+        }
+        if self.afr_value is not None:
+            d["afr_value"] = float(self.afr_value)
+        if self.reason:
+            d["reason"] = self.reason
+        return d
+
+
+def _json_stride(s: Stride) -> Union[int, str, None]:
+    if s is None:
+        return None
+    if isinstance(s, int) or (isinstance(s, sympy.Expr) and s.is_Integer):
+        return int(s)
+    return str(s)
+
+
+@dataclass(frozen=True)
+class SyncRecord:
+    """``barrier_local``, ``barrier_global`` or ``kernel_launch``."""
+
+    kind: str
+    granularity: str
+    count: Count
+    exact: bool = True
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        d = {"kind": self.kind, "granularity": self.granularity, **self.count.to_json(),
+             "exact": self.exact}
+        if self.notes:
+            d["notes"] = list(self.notes)
+        return d
+
+
+@dataclass(frozen=True)
+class KernelCounts:
+    """All counts of one kernel (or one launch): ``ops``, ``mem``, ``sync`` and ``geometry``."""
+
+    kernel: str
+    subgroup_size: int
+    ops: tuple[OpRecord, ...]
+    mem: tuple[MemRecord, ...]
+    sync: tuple[SyncRecord, ...]
+    #: ``work_items``, ``work_groups``, ``sub_groups`` of the launch
+    geometry: Mapping[str, Count]
+    params: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    values: Mapping[str, int] = field(default_factory=dict)
+
+    def evaluate(self, values: Mapping[str, int]) -> KernelCounts:
+        """The same counts with every ``value`` filled that ``values`` determines."""
+        vals = {**self.values, **{k: int(v) for k, v in values.items()}}
+        return replace(
+            self,
+            ops=tuple(replace(r, count=r.count.evaluate(vals)) for r in self.ops),
+            mem=tuple(r.evaluate(vals) for r in self.mem),
+            sync=tuple(replace(r, count=r.count.evaluate(vals)) for r in self.sync),
+            geometry={k: c.evaluate(vals) for k, c in self.geometry.items()},
+            values=vals,
+        )
+
+    def per_work_item(self) -> KernelCounts:
+        """Counts divided by the number of work-items (work-item-granularity averages)."""
+        wi = self.geometry["work_items"]
+
+        def div(c: Count) -> Count:
+            v = None
+            if c.value is not None and wi.value:
+                v = _num(Fraction(c.value) / Fraction(wi.value))
+            return Count(sympy.simplify(c.expr / wi.expr), None, v)
+
+        return replace(
+            self,
+            ops=tuple(replace(r, count=div(r.count)) for r in self.ops),
+            mem=tuple(replace(r, count=div(r.count)) for r in self.mem),
+            sync=tuple(replace(r, count=div(r.count)) if r.kind != "kernel_launch" else r
+                       for r in self.sync),
+        )
+
+    def op(self, op: str, dtype: str = "float32") -> Optional[OpRecord]:
+        for r in self.ops:
+            if r.op == op and r.dtype == dtype:
+                return r
+        return None
+
+    def sync_count(self, kind: str) -> Optional[SyncRecord]:
+        for r in self.sync:
+            if r.kind == kind:
+                return r
+        return None
+
+    def to_json(self, values: Optional[Mapping[str, int]] = None) -> dict[str, Any]:
+        kc = self.evaluate(values) if values else self
+        sync: dict[str, Any] = {}
+        for r in kc.sync:
+            sync[r.kind] = {k: v for k, v in r.to_json().items() if k != "kind"}
+        return {
+            "kernel": kc.kernel,
+            "subgroup_size": kc.subgroup_size,
+            "params": list(kc.params),
+            "values": dict(kc.values),
+            "ops": [r.to_json() for r in kc.ops],
+            "mem": [r.to_json() for r in kc.mem],
+            "sync": sync,
+            "geometry": {k: c.to_json() for k, c in kc.geometry.items()},
+            "notes": list(kc.notes),
+        }
+
+
+# ----------------------------------------------------------------------------------------------
+# Geometry and granularity
+# ----------------------------------------------------------------------------------------------
+
+
+_SUBGROUP_CACHE: list[int] = []
+
+
+def default_subgroup_size() -> int:
+    """The sub-group size the default OpenCL device reports (32 when none can be queried)."""
+    if not _SUBGROUP_CACHE:
+        size = None
+        try:
+            from polyfuse.runtime.device import device_limits
+
+            lim = device_limits()
+            size = lim.sub_group_size or lim.preferred_work_group_size_multiple
+        except Exception:  # noqa: BLE001 - no device / no pyopencl: use the common warp size
+            size = None
+        _SUBGROUP_CACHE.append(int(size) if size else _FALLBACK_SUBGROUP)
+    return _SUBGROUP_CACHE[0]
+
+
+@dataclass
+class _Geometry:
+    """What the kernel model says about the NDRange, per dimension."""
+
+    active: list[bool]
+    unit: list[bool]
+    L: list[Any]  # int, or sympy symbol (unknown)
+    G: list[Any]
+    params: list[str]
+    sg: int
+    flags: dict[str, list[str]]
+
+    @staticmethod
+    def of(kernel: Kernel, sg: int) -> _Geometry:
+        params: list[str] = []
+        for dom in [s.domain for s in kernel.statements] + [b.domain for b in kernel.barriers]:
+            for n in dom.get_space().get_var_names(isl.dim_type.param):
+                if n not in params:
+                    params.append(n)
+        ctx = kernel.context
+        active, unit, L, G = [], [], [], []
+        for d in range(3):
+            act = d < kernel.work_dims or ctx.global_size[d] is not None
+            active.append(act)
+            G.append(ctx.global_size[d] if ctx.global_size[d] is not None
+                     else _sym(GLOBAL_SIZE_PARAMS[d]) if act else 1)
+            if not act:
+                L.append(1)
+                unit.append(False)
+            elif ctx.local_size[d] is not None:
+                L.append(int(ctx.local_size[d]))
+                unit.append(False)
+            else:
+                L.append(_sym(LOCAL_SIZE_PARAMS[d]))
+                unit.append(LOCAL_SIZE_PARAMS[d] not in params)
+        geo = _Geometry(active, unit, L, G, params, sg, {g: [] for g in GRANULARITIES})
+        geo._flags()
+        return geo
+
+    def _flags(self) -> None:
+        if any(self.unit):
+            self.flags["work-group"].append(
+                "local size unknown and unobserved by the kernel: the model uses unit "
+                "work-groups, so work-group counts equal work-item counts")
+        if not self._linear_known() and not (self.L[0] if isinstance(self.L[0], int) else 0) \
+                % self.sg == 0:
+            self.flags["sub-group"].append(
+                f"local size unknown: sub-groups assumed to be {self.sg} consecutive work-items "
+                "along dimension 0 (local size 0 a multiple of the sub-group size)")
+
+    def _linear_known(self) -> bool:
+        return not any(self.unit) and all(isinstance(x, int) for x in self.L)
+
+    def n_ids(self) -> int:
+        return sum(self.active)
+
+    def key(self, gran: str, ndims: int) -> Optional[list[str]]:
+        """Key expressions (over ``i0..``) identifying the unit executing an instance."""
+        g = ["i0", "i1", "i2"]
+        ll = ["i3", "i4", "i5"]
+        loops = [f"i{k}" for k in range(6, ndims)]
+        if gran == "work-item":
+            return None
+        if gran == "work-group":
+            return g + loops
+        sg = self.sg
+        if self._linear_known():
+            L = self.L
+            lin = f"{ll[0]} + {L[0]}*{ll[1]} + {L[0] * L[1]}*{ll[2]}"
+            return g + [f"floor(({lin})/{sg})"] + loops
+        g0 = f"floor({g[0]}/{sg})" if self.unit[0] else g[0]
+        return [g0, g[1], g[2], f"floor({ll[0]}/{sg})", ll[1], ll[2]] + loops
+
+    def varies_in_subgroup(self) -> list[int]:
+        """Dimensions whose local id may change inside one sub-group."""
+        dims = [0]
+        if isinstance(self.L[0], int) and self.L[0] < self.sg and self.active[1]:
+            dims.append(1)
+            if isinstance(self.L[1], int) and self.L[0] * self.L[1] < self.sg and self.active[2]:
+                dims.append(2)
+        return dims
+
+    def counts(self) -> dict[str, Count]:
+        wi = sympy.Integer(1)
+        groups = sympy.Integer(1)
+        lsz = sympy.Integer(1)
+        for d in range(3):
+            if self.active[d]:
+                wi *= self.G[d]
+                groups *= sympy.Integer(self.G[d]) / self.L[d] if isinstance(self.G[d], int) \
+                    else self.G[d] / self.L[d]
+                lsz *= self.L[d]
+        return {"work_items": Count(sympy.sympify(wi)),
+                "work_groups": Count(sympy.sympify(groups)),
+                "sub_groups": Count(sympy.sympify(groups * sympy.ceiling(lsz / self.sg)))}
+
+
+def _gran_map(s_space: isl.Space, key: list[str]) -> isl.Map:
+    n = s_space.dim(isl.dim_type.set)
+    name = s_space.get_tuple_name(isl.dim_type.set)
+    dims = ", ".join(f"i{k}" for k in range(n))
+    tup = f"{name}[{dims}]" if name else f"[{dims}]"
+    m = isl.Map(f"{{ {tup} -> [{', '.join(key)}] }}")
+    return m.align_params(s_space)
+
+
+class _Counter:
+    """Cached barvinok counts of sets and relations at each granularity."""
+
+    def __init__(self, geo: _Geometry):
+        self.geo = geo
+
+    def instances(self, dom: isl.Set, gran: str) -> isl.PwQPolynomial:
+        key = self.geo.key(gran, dom.dim(isl.dim_type.set))
+        if key is None:
+            return dom.card()
+        return dom.apply(_gran_map(dom.get_space(), key)).card()
+
+    def elements(self, rel: isl.Map) -> isl.PwQPolynomial:
+        """Element accesses of an exact relation: (instance, element) pairs (vloads: several)."""
+        return rel.wrap().card()
+
+
+def _sum(qps: Iterable[isl.PwQPolynomial]) -> Optional[isl.PwQPolynomial]:
+    out = None
+    for q in qps:
+        out = q if out is None else out.add(q)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Strides
+# ----------------------------------------------------------------------------------------------
+
+
+def _flat_index(acc: Access, kernel: Kernel) -> Optional[isl.PwAff]:
+    rel = acc.relation
+    if not rel.is_single_valued():
+        return None
+    n_out = rel.dim(isl.dim_type.out)
+    shape: tuple[int, ...] = ()
+    for a in kernel.arrays:
+        if a.name == acc.array:
+            shape = a.shape
+    if n_out > 1 and len(shape) != n_out:
+        return None
+    pma = isl.PwMultiAff.from_map(rel)
+    flat = None
+    for k in range(n_out):
+        mult = math.prod(shape[k + 1:]) if n_out > 1 else 1
+        pa = pma.get_pw_aff(k).scale_val(isl.Val(mult))
+        flat = pa if flat is None else flat.add(pa)
+    return flat
+
+
+def _stride(flat: isl.PwAff, pos: int) -> Optional[int]:
+    strides = set()
+    for _, aff in flat.get_pieces():
+        for i in range(aff.dim(isl.dim_type.div)):
+            if not aff.get_coefficient_val(isl.dim_type.div, i).is_zero() and \
+                    aff.get_div(i).involves_dims(isl.dim_type.in_, pos, 1):
+                return None
+        c = _val(aff.get_coefficient_val(isl.dim_type.in_, pos))
+        if c.q != 1:
+            return None
+        strides.add(int(c))
+    return strides.pop() if len(strides) == 1 else None
+
+
+def _strides(acc: Access, kernel: Kernel, geo: _Geometry
+             ) -> tuple[tuple[Stride, ...], tuple[Stride, ...]]:
+    dims = [d for d in range(3) if geo.active[d]]
+    if not acc.exact:
+        return tuple(None for _ in dims), tuple(None for _ in dims)
+    flat = _flat_index(acc, kernel)
+    lid: list[Stride] = []
+    gid: list[Stride] = []
+    for d in dims:
+        if flat is None:
+            lid.append(None)
+            gid.append(None)
+            continue
+        sg, sl = _stride(flat, d), _stride(flat, 3 + d)
+        if geo.unit[d]:
+            lid.append(sg)
+            gid.append(None if sg is None else (sg * geo.L[d] if sg else 0))
+        else:
+            lid.append(sl)
+            gid.append(sg)
+    return tuple(lid), tuple(gid)
+
+
+# ----------------------------------------------------------------------------------------------
+# Counting a kernel
+# ----------------------------------------------------------------------------------------------
+
+
+def _size_context(geo: _Geometry) -> Optional[isl.Set]:
+    """What the model assumes of launch sizes (>= 1, multiples of a known local size)."""
+    cons = []
+    for d in range(3):
+        for name, known in ((GLOBAL_SIZE_PARAMS[d], geo.L[d]), (LOCAL_SIZE_PARAMS[d], None)):
+            if name in geo.params:
+                cons.append(f"{name} >= 1")
+                if isinstance(known, int) and known > 1:
+                    cons.append(f"{name} mod {known} = 0")
+    if not cons:
+        return None
+    return isl.Set(f"[{', '.join(geo.params)}] -> {{ : {' and '.join(cons)} }}")
+
+
+def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
+                 granularity: Optional[str] = None) -> KernelCounts:
+    """Exact symbolic counts of one kernel launch (totals over all its work-items).
+
+    ``granularity`` None uses seed 004's defaults per feature (see the module docstring);
+    ``"work-item"``, ``"sub-group"`` or ``"work-group"`` applies one to every op, memory and
+    barrier record.  ``subgroup_size`` defaults to what the OpenCL device reports.
+    """
+    _require_barvinok()
+    if granularity is not None and granularity not in GRANULARITIES:
+        raise PolyfuseError(f"unknown granularity {granularity!r} (one of "
+                            f"{', '.join(GRANULARITIES)})")
+    sg = int(subgroup_size) if subgroup_size else default_subgroup_size()
+    if sg < 1:
+        raise PolyfuseError(f"sub-group size must be positive, got {sg}")
+    geo = _Geometry.of(kernel, sg)
+    counter = _Counter(geo)
+    ctx = _size_context(geo)
+    notes: list[str] = list(kernel.notes)
+
+    def gflags(gran: str) -> tuple[str, ...]:
+        return tuple(geo.flags.get(gran, ()))
+
+    # -- ops
+    env = None
+    if kernel.ast is not None:
+        env = features.TypeEnv(kernel.ast, features.helper_defs(kernel.ast))
+    op_gran = granularity or "sub-group"
+    op_parts: dict[tuple[str, str], list[isl.PwQPolynomial]] = {}
+    op_exact: dict[tuple[str, str], bool] = {}
+    op_notes: dict[tuple[str, str], list[str]] = {}
+    for st in kernel.statements:
+        if env is None or st.node is None:
+            continue
+        sops = features.statement_ops(st.node, env)
+        if not sops.ops:
+            continue
+        card = counter.instances(st.domain, op_gran)
+        for key, n in sops.ops.items():
+            op_parts.setdefault(key, []).append(card.scale_val(isl.Val(n)))
+            ex = sops.exact and st.exact_domain
+            op_exact[key] = op_exact.get(key, True) and ex
+            lst = op_notes.setdefault(key, [])
+            for msg in sops.notes + ([] if st.exact_domain else
+                                     [f"{st.id} ({st.loc}): domain over-approximated"]):
+                if msg not in lst:
+                    lst.append(msg)
+    if env is not None and kernel.ast is not None:
+        notes += features.uncounted_conditions(kernel.ast, [s.node for s in kernel.statements],
+                                               env)
+    ops = []
+    for key in sorted(op_parts):
+        qp = _sum(op_parts[key])
+        assert qp is not None
+        ops.append(OpRecord(key[0], key[1], op_gran, Count.of(qp, ctx), op_exact[key],
+                            tuple(op_notes[key]) + gflags(op_gran)))
+
+    # -- memory
+    mem_groups: dict[tuple, dict[str, Any]] = {}
+    for st in kernel.statements:
+        for acc in st.accesses:
+            if acc.address_space == "private":
+                continue
+            lid, gid = _strides(acc, kernel, geo)
+            space = acc.address_space
+            if granularity is not None:
+                gran = granularity
+            elif space == "local":
+                gran = "sub-group"
+            else:
+                uniform = all(d < len(lid) and lid[d] == 0 for d in geo.varies_in_subgroup())
+                gran = "sub-group" if uniform else "work-item"
+            direction = "load" if acc.direction == "read" else "store"
+            key = (space, acc.array, features.numpy_dtype(acc.dtype), direction, lid, gid,
+                   acc.exact, gran)
+            grp = mem_groups.setdefault(key, {"count": [], "wi": [], "ranges": None,
+                                              "reason": acc.reason})
+            dom = acc.relation.domain()
+            if acc.exact:
+                wi = counter.elements(acc.relation)
+                rng = acc.relation.range()
+                grp["ranges"] = rng if grp["ranges"] is None else grp["ranges"].union(rng)
+            else:
+                wi = counter.instances(dom, "work-item")
+            grp["wi"].append(wi)
+            grp["count"].append(wi if gran == "work-item" else counter.instances(dom, gran))
+    mem = []
+    for key, grp in mem_groups.items():
+        space, array, dtype, direction, lid, gid, exact, gran = key
+        footprint = None
+        if exact and grp["ranges"] is not None and grp["ranges"].is_bounded():
+            footprint = Count.of(grp["ranges"].card(), ctx)
+        mem.append(MemRecord(space, array, dtype, direction, lid, gid, gran,
+                             Count.of(_sum(grp["count"]), ctx), Count.of(_sum(grp["wi"]), ctx),
+                             footprint, exact, None if exact else grp["reason"]))
+    mem.sort(key=lambda r: ({"global": 0, "constant": 1, "local": 2}.get(r.space, 3), r.array,
+                            r.direction, str(r.lid_strides)))
+
+    # -- synchronization
+    sync_gran = granularity or "work-item"
+    bar: dict[str, list[isl.PwQPolynomial]] = {"barrier_local": [], "barrier_global": []}
+    bar_exact = {"barrier_local": True, "barrier_global": True}
+    bar_notes: dict[str, list[str]] = {"barrier_local": [], "barrier_global": []}
+    for b in kernel.barriers:
+        card = counter.instances(b.domain, sync_gran)
+        for fence, kind in (("local", "barrier_local"), ("global", "barrier_global")):
+            if fence in b.fences:
+                bar[kind].append(card)
+                if not b.uniform:
+                    bar_exact[kind] = False
+                    bar_notes[kind].append(f"{b.id} ({b.loc}) may not be reached by every "
+                                           "work-item of a group")
+    sync = []
+    for kind, parts in bar.items():
+        qp = _sum(parts)
+        c = Count.of(qp, ctx) if qp is not None else Count(sympy.Integer(0))
+        sync.append(SyncRecord(kind, sync_gran, c, bar_exact[kind],
+                               tuple(bar_notes[kind]) + (gflags(sync_gran) if parts else ())))
+    sync.append(SyncRecord("kernel_launch", "launch", Count(sympy.Integer(1))))
+
+    kc = KernelCounts(kernel.name, sg, tuple(ops), tuple(mem), tuple(sync), geo.counts(),
+                      tuple(geo.params), tuple(notes), dict(kernel.context.values))
+    return kc.evaluate({})
+
+
+# ----------------------------------------------------------------------------------------------
+# Programs
+# ----------------------------------------------------------------------------------------------
+
+
+def _launch_context(kernel: Kernel, launch: Launch) -> tuple[KernelContext, dict[str, Any]]:
+    """The launch's known sizes and scalar arguments, and host expressions of the others."""
+    def const(x: Any) -> Optional[int]:
+        x = sympy.sympify(x) if x is not None else None
+        return int(x) if x is not None and x.is_Integer else None
+
+    wd = launch.work_dim
+    local = tuple(const(launch.local_size[d]) if launch.local_size and d < wd else None
+                  for d in range(3))
+    glob = tuple(const(launch.global_size[d]) if d < wd else None for d in range(3))
+    values = []
+    symbolic: dict[str, Any] = {}
+    for p in kernel.params:
+        if p.pointer:
+            continue
+        try:
+            arg = launch.arg(p.index)
+        except KeyError:
+            continue
+        if arg.kind != "scalar" or arg.value is None:
+            continue
+        v = const(arg.value)
+        if v is not None:
+            values.append((p.name, v))
+        else:
+            symbolic[p.name] = sympy.sympify(arg.value)
+    for d in range(wd):
+        if glob[d] is None:
+            symbolic[GLOBAL_SIZE_PARAMS[d]] = sympy.sympify(launch.global_size[d])
+        if local[d] is None and launch.local_size:
+            symbolic[LOCAL_SIZE_PARAMS[d]] = sympy.sympify(launch.local_size[d])
+    return KernelContext(local, glob, tuple(sorted(values))), symbolic
+
+
+def _bind(c: Count, subs: Mapping[sympy.Symbol, Any], loops: tuple,
+          values: Mapping[str, int]) -> Count:
+    """A kernel count in host terms, summed over the launch's host loops, then evaluated."""
+    e = c.expr.subs(subs) if subs else c.expr
+    if not loops and not subs:
+        return c.evaluate(values)
+    for lp in reversed(loops):
+        it = sympy.Symbol(lp.iterator)
+        lo = sympy.sympify(lp.lower).subs(_host_subs(values))
+        hi = sympy.sympify(lp.upper).subs(_host_subs(values))
+        if e.has(it) or any(s.name == lp.iterator for s in e.free_symbols):
+            itv = [s for s in e.free_symbols if s.name == lp.iterator]
+            if lo.is_Integer and hi.is_Integer and (int(hi) - int(lo)) <= 4096:
+                e = sympy.Add(*[e.subs({s: k for s in itv})
+                                for k in range(int(lo), int(hi), lp.step)])
+            else:
+                k = sympy.Symbol("_k", integer=True)
+                e = sympy.summation(e.subs({s: lo + lp.step * k for s in itv}),
+                                    (k, 0, sympy.ceiling((hi - lo) / lp.step) - 1))
+        else:
+            e = e * sympy.Max(0, sympy.ceiling((hi - lo) / lp.step))
+    return Count(sympy.simplify(e)).evaluate(values)
+
+
+def _host_subs(values: Mapping[str, int]) -> dict[sympy.Symbol, int]:
+    return {sympy.Symbol(k): v for k, v in values.items()}
+
+
+def count_program(program: Program, *, subgroup_size: Optional[int] = None,
+                  granularity: Optional[str] = None,
+                  values: Optional[Mapping[str, int]] = None) -> dict[int, KernelCounts]:
+    """Counts per launch id, each kernel specialized with its launch's known sizes and scalars.
+
+    A launch inside host loops is totalled over every instance (``kernel_launch`` counts them);
+    counts stay symbolic in host values that are unknown (``values`` may fix them).
+    """
+    from polyfuse.uar.effects import _specialize
+
+    values = dict(values or {})
+    out: dict[int, KernelCounts] = {}
+    cache: dict[tuple[str, KernelContext], KernelCounts] = {}
+    for launch in program.launches:
+        kernel0 = program.kernels.get(launch.kernel)
+        if kernel0 is None:
+            raise PolyfuseError(f"launch {launch.id}: unknown kernel {launch.kernel!r}")
+        ctx, symbolic = _launch_context(kernel0, launch)
+        kc = cache.get((kernel0.name, ctx))
+        if kc is None:
+            kernel = _specialize(kernel0, ctx)
+            kc = count_kernel(kernel, subgroup_size=subgroup_size, granularity=granularity)
+            cache[(kernel0.name, ctx)] = kc
+        subs = {_sym(k): v for k, v in symbolic.items()}
+        loops = tuple(launch.loops)
+
+        def bind(c: Count, subs: dict = subs, loops: tuple = loops) -> Count:
+            if not subs and not loops:
+                return c.evaluate(values)
+            return _bind(c, subs, loops, values)
+
+        inst = Count(sympy.Integer(1))
+        kc = replace(
+            kc,
+            ops=tuple(replace(r, count=bind(r.count)) for r in kc.ops),
+            mem=tuple(replace(r, count=bind(r.count), accesses=bind(r.accesses),
+                              footprint=None if r.footprint is None else
+                              _bind(r.footprint, subs, (), values)) for r in kc.mem),
+            sync=tuple(replace(r, count=bind(r.count if r.kind != "kernel_launch" else inst))
+                       for r in kc.sync),
+            geometry={k: _bind(c, subs, (), values) for k, c in kc.geometry.items()},
+            values={**kc.values, **values},
+            notes=kc.notes + ((f"launch {launch.id}: totals over every instance of its host "
+                               "loops",) if loops else ()),
+        )
+        out[launch.id] = kc
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# CLI helpers
+# ----------------------------------------------------------------------------------------------
+
+
+def count_report(kernels_path: str, host: Optional[str] = None, kernel: Optional[str] = None,
+                 params: Optional[Mapping[str, int]] = None, *,
+                 subgroup_size: Optional[int] = None,
+                 granularity: Optional[str] = None) -> dict[str, Any]:
+    """The JSON of ``polyfuse count``: per kernel, or per launch when a host program is given.
+
+    ``params`` fix symbolic values: kernel parameters (``n``, ``_gs0``) without a host, host
+    values (read from ``argv``) with one.
+    """
+    _require_barvinok()
+    params = dict(params or {})
+    if host is None:
+        from polyfuse.frontend.opencl import parse_kernels
+
+        kernels = parse_kernels(kernels_path)
+        if kernel is not None and kernel not in kernels:
+            raise PolyfuseError(f"no kernel {kernel!r} (kernels: {', '.join(kernels)})",
+                                kernels_path)
+        out = []
+        for name, k in kernels.items():
+            if kernel is not None and name != kernel:
+                continue
+            kc = count_kernel(k, subgroup_size=subgroup_size, granularity=granularity)
+            out.append(kc.to_json(params))
+        return {"file": kernels_path, "kernels": out}
+    from polyfuse.frontend.host import load_opencl
+
+    program = load_opencl(kernels_path, host=host, params=params)
+    if kernel is not None and kernel not in program.kernels:
+        raise PolyfuseError(f"no kernel {kernel!r} (kernels: {', '.join(program.kernels)})",
+                            kernels_path)
+    counts = count_program(program, subgroup_size=subgroup_size, granularity=granularity,
+                           values=params)
+    launches = []
+    for launch in program.launches:
+        if kernel is not None and launch.kernel != kernel:
+            continue
+        d = counts[launch.id].to_json()
+        launches.append({"id": launch.id, **d})
+    return {"file": kernels_path, "host": host, "launches": launches}
+
+
+def _cell(d: Mapping[str, Any]) -> str:
+    if "value" in d:
+        v = d["value"]
+        return f"{v:.4g}" if isinstance(v, float) else str(v)
+    return str(d.get("count"))
+
+
+def format_count_table(report: Mapping[str, Any]) -> str:
+    """A plain-text table of :func:`count_report`'s result (one block per kernel or launch)."""
+    lines: list[str] = []
+    entries = report.get("launches")
+    if entries is None:
+        entries = report.get("kernels", [])
+    for e in entries:
+        title = f"launch {e['id']}: {e['kernel']}" if "id" in e else f"kernel {e['kernel']}"
+        geo = e.get("geometry", {})
+        lines.append(title + "  (" + ", ".join(f"{k.replace('_', ' ')} {_cell(v)}"
+                                              for k, v in geo.items())
+                     + f", sub-group size {e.get('subgroup_size')})")
+        rows: list[tuple[str, ...]] = [("feature", "granularity", "count", "value")]
+        for r in e["ops"]:
+            rows.append((f"op {r['op']} {r['dtype']}", r["granularity"], r["count"],
+                         _val_text(r)))
+        for r in e["mem"]:
+            ls = ",".join(f"{k}:{_stride_text(v)}" for k, v in r["lid_strides"].items())
+            gs = ",".join(f"{k}:{_stride_text(v)}" for k, v in r["gid_strides"].items())
+            afr = r.get("afr_value", r.get("afr"))
+            afr_s = f"{afr:.3g}" if isinstance(afr, float) else str(afr)
+            feat = (f"{r['space']} {r['direction']} {r['array']} {r['dtype']} "
+                    f"lid{{{ls}}} gid{{{gs}}} afr {afr_s}")
+            if not r["exact"]:
+                feat += " (may)"
+            rows.append((feat, r["granularity"], r["count"], _val_text(r)))
+        for kind, r in e["sync"].items():
+            rows.append((kind, r["granularity"], r["count"], _val_text(r)))
+        widths = [min(max(len(row[i]) for row in rows), 70) for i in range(4)]
+        for row in rows:
+            lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        for n in e.get("notes", []):
+            lines.append(f"  note: {n}")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _val_text(r: Mapping[str, Any]) -> str:
+    if "value" not in r:
+        return "-"
+    v = r["value"]
+    return f"{v:.6g}" if isinstance(v, float) else str(v)
+
+
+def _stride_text(v: Any) -> str:
+    return "?" if v is None else str(v)
