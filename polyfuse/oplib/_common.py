@@ -40,6 +40,8 @@ class OpKernel:
     Reshape's shape or Slice's starts).  ``input_dtypes`` gives the numpy dtype name of each input
     buffer (``"float32"``, ``"int32"`` for Gather indices, ``"bool"`` for Where's condition).
     The kernel's parameters are the bound inputs in input order, then the bound outputs.
+    This library always sets ``local_size`` (element-wise kernels too): with a known local size
+    ``get_global_id`` is affine in the group and local ids, which keeps the analysis exact.
     """
 
     name: str
