@@ -79,8 +79,10 @@ def detect_levels(sizes: Sequence[int], gbs: Sequence[float], *,
     Consecutive points within ``tolerance`` (relative) of the running plateau's median join it;
     a larger change starts a new plateau.  Then: leading points slower than a later plateau are a
     ramp (too little work to fill the device), not a level, and are dropped; a plateau faster
-    than the one before it is noise and is merged into it; a lone point between two real plateaus
-    is a transition and is dropped.  Each level's bandwidth is the median of its points.
+    than the one before it is noise and is merged into it; a lone point between the first and
+    the last plateau is a transition (caches fill gradually) and is dropped, unless the curve is
+    too coarse to have plateaus (``quick`` sweeps).  The largest working sets are always kept: they
+    are the DRAM level.  Each level's bandwidth is the median of its points.
     """
     if len(sizes) != len(gbs) or not sizes:
         raise ValueError("need equally many (>0) sizes and bandwidths")
@@ -109,14 +111,8 @@ def detect_levels(sizes: Sequence[int], gbs: Sequence[float], *,
                 segs[i - 1] = segs[i - 1] + segs.pop(i)
                 merged = True
                 break
-    if len(segs) > 2:
-        keep = [segs[0]]
-        for i in range(1, len(segs) - 1):
-            lone = len(segs[i]) == 1 and len(segs[i - 1]) > 1 and len(segs[i + 1]) > 1
-            if not lone:
-                keep.append(segs[i])
-        keep.append(segs[-1])
-        segs = keep
+    if len(segs) > 2 and any(len(s) > 1 for s in segs):
+        segs = [segs[0], *[s for s in segs[1:-1] if len(s) > 1], segs[-1]]
     levels = []
     for name, seg in zip(_name_levels(len(segs)), segs):
         vals = [ys[j] for j in seg]
