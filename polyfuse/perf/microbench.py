@@ -407,27 +407,38 @@ def poly_coefficients(degree: int) -> np.ndarray:
     return ((1.0 - 0.01 * (k % 3)) / (degree + 1)).astype(np.float32)
 
 
-def horner_reference(x: np.ndarray, degree: int, reps: int = 1) -> np.ndarray:
-    """numpy float32 evaluation of what the ``poly`` kernel computes (``reps`` iterations)."""
+def horner_reference(x: np.ndarray, degree: int, reps: int = 1, fused: bool = True) -> np.ndarray:
+    """numpy evaluation of what the ``poly`` kernel computes (``reps`` iterations).
+
+    ``fused``: each step rounded once, like ``fma`` (float32 products are exact in float64);
+    otherwise rounded after the multiply and after the add, like an unfused ``mad``.
+    """
     c = poly_coefficients(degree)
     x = np.asarray(x, dtype=np.float32)
     for _ in range(reps):
         y = np.full_like(x, c[degree])
         for k in range(degree - 1, -1, -1):
-            y = (y * x + c[k]).astype(np.float32)
+            if fused:
+                y = (y.astype(np.float64) * x + np.float64(c[k])).astype(np.float32)
+            else:
+                y = (y * x + c[k]).astype(np.float32)
         x = y
     return x
 
 
 def flops_source(degree: int, vector_width: int = 4, accumulators: int = 8,
-                 layout: str = "blocked") -> str:
-    """Kernel ``poly``: each element becomes ``p(element)`` by Horner, ``degree`` mads per element.
+                 layout: str = "blocked", op: str = "fma") -> str:
+    """Kernel ``poly``: each element becomes ``p(element)`` by Horner, ``degree`` ``op`` each.
 
     ``accumulators`` independent vectors are evaluated interleaved so the mads are not latency
     bound; each repetition loads the element and stores ``p`` of it (working set stays in cache).
+    ``op`` is ``fma`` (one fused instruction where the device has FMA) or ``mad`` (which PoCL
+    compiles to a separate multiply and add).
     """
     if degree < 1:
         raise ValueError("degree must be >= 1")
+    if op not in ("fma", "mad"):
+        raise ValueError("op must be 'fma' or 'mad'")
     t = _vtype(vector_width)
     c = poly_coefficients(degree)
     u = range(accumulators)
@@ -439,7 +450,7 @@ def flops_source(degree: int, vector_width: int = 4, accumulators: int = 8,
     lines += [f"            {t} y{k} = ({t})({_fmt(c[degree])});" for k in u]
     for d in range(degree - 1, -1, -1):
         lit = f"({t})({_fmt(c[d])})"
-        lines += [f"            y{k} = mad(y{k}, x{k}, {lit});" for k in u]
+        lines += [f"            y{k} = {op}(y{k}, x{k}, {lit});" for k in u]
     lines += [f"            a[{_index(layout, f'j + {k}')}] = y{k};" for k in u]
     lines += ["        }", "    }", "}", ""]
     return "\n".join(lines)
@@ -450,6 +461,7 @@ class FlopsPoint(_Result):
     """One polynomial degree: ``flops_per_element = 2*degree``; intensity per loaded+stored byte."""
 
     degree: int
+    op: str
     flops_per_element: int
     arithmetic_intensity: float
     reps: int
@@ -469,6 +481,11 @@ class FlopsResult(_Result):
     layout: str
     points: list[FlopsPoint] = field(default_factory=list)
     peak_gflops: float = 0.0
+
+
+def _mad_op(lim: DeviceLimits) -> str:
+    """``fma`` where the device executes it in hardware, else ``mad`` (never a slow soft fma)."""
+    return "fma" if lim.fp32_fma else "mad"
 
 
 def _flops_geometry(lim: DeviceLimits, vec: int, acc: int, layout: str,
@@ -511,14 +528,15 @@ def flops(
     res = FlopsResult(ws, vec, accumulators, layout)
     elements = n_units * vec
     for d in degrees:
-        kernel = build_kernel(env.ctx, flops_source(d, vec, accumulators, layout), "poly")
+        kernel = build_kernel(env.ctx, flops_source(d, vec, accumulators, layout, _mad_op(lim)),
+                              "poly")
         reps, timing = _timed(
             env.queue, kernel, (geo.items,), (geo.local,),
             lambda r: [a, np.int32(geo.units_per_item), np.int32(r)],
             max(1, (1 << 22) // (elements * d)), target, repeat)
         total = 2.0 * d * elements * reps
-        p = FlopsPoint(d, 2 * d, 2 * d / 8.0, reps, timing, total / timing.median / 1e9,
-                       total / timing.min / 1e9, timing.spread)
+        p = FlopsPoint(d, _mad_op(lim), 2 * d, 2 * d / 8.0, reps, timing,
+                       total / timing.median / 1e9, total / timing.min / 1e9, timing.spread)
         res.points.append(p)
         _say(progress, f"flops degree {d:4d} ({2 * d} flop/elem): {p.gflops:8.2f} GFLOP/s")
     res.peak_gflops = max(p.gflops for p in res.points)
@@ -528,14 +546,17 @@ def flops(
 def execute_poly(queue: cl.CommandQueue, x: np.ndarray, degree: int, *, reps: int = 1,
                  vector_width: Optional[int] = None, accumulators: int = 8,
                  layout: Optional[str] = None) -> np.ndarray:
-    """Run the ``poly`` kernel on ``x`` (float32, power-of-two length) and return the result."""
+    """Run the ``poly`` kernel on ``x`` (float32, power-of-two length) and return the result.
+
+    It uses ``fma`` when ``DeviceLimits.fp32_fma`` (compare with ``horner_reference(fused=True)``).
+    """
     lim = DeviceLimits.from_device(queue.device)
     vec = vector_width or default_vector_width(lim)
     layout = layout or _default_layout(lim)
     x = np.ascontiguousarray(x, dtype=np.float32)
     geo = stream_geometry(lim, x.size // vec, accumulators, layout)
-    kernel = build_kernel(queue.context, flops_source(degree, vec, accumulators, layout),
-                          "poly")
+    kernel = build_kernel(
+        queue.context, flops_source(degree, vec, accumulators, layout, _mad_op(lim)), "poly")
     buf = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=x)
     kernel(queue, (geo.items,), (geo.local,), buf, np.int32(geo.units_per_item), np.int32(reps))
     out = np.empty_like(x)

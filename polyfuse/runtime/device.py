@@ -167,6 +167,7 @@ class DeviceLimits:
     native_vector_width_float: int
     preferred_work_group_size_multiple: Optional[int]
     sub_group_size: Optional[int]
+    fp32_fma: bool = False
 
     @classmethod
     def from_device(cls, dev: cl.Device) -> DeviceLimits:
@@ -194,6 +195,7 @@ class DeviceLimits:
             native_vector_width_float=int(dev.native_vector_width_float),
             preferred_work_group_size_multiple=int(pref) if pref else None,
             sub_group_size=int(sub_group) if sub_group else None,
+            fp32_fma=bool(dev.single_fp_config & cl.device_fp_config.FMA),
         )
 
     @property
