@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import islpy as isl
 import numpy as np
 import pytest
 import sympy
@@ -407,3 +411,62 @@ def test_brute_force_mixed_views_and_host_copy() -> None:
     assert edges[(0, 1, "v", "RAW")].host
     assert edges[(1, 3, "w", "RAW")].host
     assert edges[(2, 3, "o", "WAW")].width == "thread"
+
+
+# ----------------------------------------------------------------------------------------------
+# The example programs: expected.json widths, checked by execution
+# ----------------------------------------------------------------------------------------------
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+#: values for the parameters an example leaves symbolic (None in expected.json)
+SYMBOLIC_VALUES = {"runtime_offset": [{"m": 0, "n": 96}, {"m": 3, "n": 64}, {"m": -2, "n": 64},
+                                      {"m": 3, "n": 96}, {"m": 100, "n": 96}]}
+
+
+def _examples() -> list[str]:
+    if not EXAMPLES.is_dir():
+        return []
+    return sorted(p.name for p in EXAMPLES.iterdir() if (p / "expected.json").is_file())
+
+
+def _expected_label(edge: dict, values: dict) -> str:
+    """The label expected.json gives at ``values``: the finest condition holding, else width."""
+    for label in ("thread", "block"):
+        cond = edge.get("conditions", {}).get(label)
+        if not cond:
+            continue
+        s = isl.Set(cond)
+        point = s.get_space().params()
+        for name, v in values.items():
+            idx = point.find_dim_by_name(isl.dim_type.param, name)
+            if idx >= 0:
+                s = s.fix_val(isl.dim_type.param, idx, isl.Val(v))
+        if not s.is_empty():
+            return label
+    return edge["width"]
+
+
+@pytest.mark.parametrize("example", _examples())
+def test_example_widths_by_execution(example: str) -> None:
+    host = pytest.importorskip("polyfuse.frontend.host")
+    expected = json.loads((EXAMPLES / example / "expected.json").read_text())
+    fixed = {k: v for k, v in (expected.get("params") or {}).items() if v is not None}
+    symbolic = [k for k, v in (expected.get("params") or {}).items() if v is None]
+    for values in (SYMBOLIC_VALUES.get(example, [{}]) if symbolic else [{}]):
+        params = {**fixed, **values}
+        prog = host.load_opencl(str(EXAMPLES / example / "kernels.cl"),
+                                host=str(EXAMPLES / example / "host.c"), params=params)
+        edges = brute_force_dependences(prog, params=params)
+        pos = {launch.id: i for i, launch in enumerate(prog.launches)}
+        got = {(pos[e.src], pos[e.dst], e.array, e.kind): e for e in edges if not e.host}
+        want = {(x["src_launch"], x["dst_launch"], x["array"], x["kind"]): x
+                for x in expected["edges"]}
+        for key, x in want.items():
+            label = _expected_label(x, params)
+            if key not in got:
+                # an edge that exists only for other parameter values
+                assert symbolic, f"{example}: no concrete dependence {key}"
+                continue
+            assert got[key].width == label, (example, params, key, got[key].width, label)
+            assert got[key].loop_carried == x["loop_carried"], (example, key)
+        assert set(got) <= set(want), (example, params, set(got) - set(want))

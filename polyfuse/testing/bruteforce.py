@@ -283,10 +283,16 @@ class _Kernels:
         err: Optional[Exception] = None
         if src is None and kernel is not None and kernel.ast is not None:
             try:
-                ck = compile_kernel(kernel.ast)
+                ck = compile_kernel(kernel.ast, file_ast=_helpers_file(kernel.ast))
             except InterpError as e:  # helper functions or typedefs missing: try the source
                 err = e
         if ck is None:
+            if src is None and kernel is not None and kernel.loc is not None:
+                try:
+                    with open(kernel.loc.file, encoding="utf-8") as fh:
+                        src = fh.read()
+                except OSError:
+                    src = None
             if src is None and kernel is not None and kernel.source:
                 src = kernel.source
             if src is None:
@@ -298,6 +304,18 @@ class _Kernels:
             ck = compile_kernel(self.files[src], name)
         self.cache[name] = ck
         return ck
+
+
+def _helpers_file(fd: c_ast.FuncDef) -> Optional[c_ast.FileAST]:
+    """The other functions of the kernel's file, as the OpenCL front-end recorded them."""
+    try:
+        from polyfuse.frontend import opencl
+    except ImportError:  # pragma: no cover - front-end not available
+        return None
+    helpers = getattr(opencl, "_HELPERS", {}).get(fd)
+    if not helpers:
+        return None
+    return c_ast.FileAST([f for f in helpers.values() if f is not fd] + [fd])
 
 
 def _param_elem(t: Any) -> Any:
@@ -456,14 +474,21 @@ def _run_launch(program: Program, launch: Launch, h: tuple, env: dict, kernels: 
     except InterpError as err:
         raise InterpError(f"{tag} at h={h}: {err}") from None
     acc: dict[tuple[int, ...], set[tuple[str, int, str]]] = defaultdict(set)
-    for a in run.accesses:
-        root, base, esize = where[a.buffer]
-        unit = units[root]
-        first = (base + a.index * esize) // unit
-        wi = h + a.wi[0] + a.wi[1]
+    spans = {p: (root, base, esize, units[root], max(1, esize // units[root]))
+             for p, (root, base, esize) in where.items()}
+    wis: dict[tuple, tuple[int, ...]] = {}
+    for wi0, pname, index, mode in run.raw_accesses:
+        root, base, esize, unit, n = spans[pname]
+        wi = wis.get(wi0)
+        if wi is None:
+            wi = wis[wi0] = h + wi0[0] + wi0[1]
         s = acc[wi]
-        for u in range(first, first + max(1, esize // unit)):
-            s.add((root, u, a.mode))
+        first = (base + index * esize) // unit
+        if n == 1:
+            s.add((root, first, mode))
+        else:
+            for u in range(first, first + n):
+                s.add((root, u, mode))
     return InstanceTrace(launch.id, h, launch.kernel, wd, gs, ls, run, dict(acc))
 
 

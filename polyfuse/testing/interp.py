@@ -8,9 +8,10 @@ polyhedral front-end: it *executes* the kernel (data-dependent subscripts use th
 Semantics follow C/OpenCL C: integer division and modulo truncate toward zero, integer results
 wrap to the width of their type (two's complement, unsigned modulo 2^n), the usual arithmetic
 conversions decide int/unsigned/float, ``size_t`` (what the work-item functions return) is an
-unsigned 64-bit type.  Floating-point values are Python floats (double precision); stores into
-``float`` buffers round to float32.  Work-items of a work-group run in lock-step phases between
-barriers: each work-item is a Python generator that yields at ``barrier``.
+unsigned 64-bit type.  Floating-point arithmetic is done in double precision (Python floats),
+also for ``float``; stores into ``float`` buffers round to float32 and float literals are rounded.
+Work-items of a work-group run in lock-step phases between barriers: each work-item is a
+Python generator that yields at ``barrier``.
 
 The AST is compiled once into Python closures (variables resolved to slots, types resolved
 statically), then executed for every work-item.
@@ -58,23 +59,32 @@ class LocalArg:
 class KernelRun:
     """The result of running a kernel over an NDRange.
 
-    ``accesses`` are the global (and ``__constant`` buffer) accesses in execution order;
-    ``local_accesses`` the ``__local`` ones (``buffer`` is the array or parameter name), filled
-    only when requested.  Buffers passed as numpy arrays are updated in place.
+    :attr:`accesses` are the global (and ``__constant`` buffer) accesses in execution order;
+    :attr:`local_accesses` the ``__local`` ones (``buffer`` is the array or parameter name),
+    recorded only when requested.  ``raw_*`` hold the same as plain tuples (cheaper).  Buffers
+    passed as numpy arrays are updated in place.
     """
 
-    accesses: list[MemAccess]
-    local_accesses: list[MemAccess]
+    raw_accesses: list[tuple]
+    raw_local_accesses: list[tuple]
     global_size: tuple[int, ...]
     local_size: tuple[int, ...]
     barriers: int = 0  # barrier phases executed, summed over work-groups
 
+    @property
+    def accesses(self) -> list[MemAccess]:
+        return [MemAccess._make(t) for t in self.raw_accesses]
+
+    @property
+    def local_accesses(self) -> list[MemAccess]:
+        return [MemAccess._make(t) for t in self.raw_local_accesses]
+
     def counts(self) -> dict[tuple, dict[tuple[str, str], int]]:
         """Per work-item: ``{(buffer, mode): number of accesses}`` (for performance models)."""
         out: dict[tuple, dict[tuple[str, str], int]] = {}
-        for a in self.accesses:
-            d = out.setdefault(a.wi, {})
-            d[(a.buffer, a.mode)] = d.get((a.buffer, a.mode), 0) + 1
+        for wi, buf, _i, mode in self.raw_accesses:
+            d = out.setdefault(wi, {})
+            d[(buf, mode)] = d.get((buf, mode), 0) + 1
         return out
 
 
@@ -193,8 +203,6 @@ def _converter(t: Any) -> Callable[[Any], Any]:
     """The C conversion of a value to type ``t`` (assignment, cast, argument passing)."""
     if isinstance(t, Scalar):
         if t.is_float:
-            if t.bits == 32:
-                return _to_f32
             return float
         if t is BOOL:
             return lambda v: 1 if v else 0
@@ -310,8 +318,8 @@ class _Ctx:
         self.wdim = 1
         self.steps = 0
         self.max_steps = 10**8
-        self.trace: list[MemAccess] = []
-        self.ltrace: list[MemAccess] = []
+        self.trace: list[tuple] = []
+        self.ltrace: list[tuple] = []
         self.record_local = False
 
 
@@ -360,13 +368,13 @@ class LocalMem(Mem):
     def load(self, i: int) -> Any:
         v = Mem.load(self, i)
         if self.ctx.record_local:
-            self.ctx.ltrace.append(MemAccess(self.ctx.wi, self.name, i, "R"))
+            self.ctx.ltrace.append((self.ctx.wi, self.name, i, "R"))
         return v
 
     def store(self, i: int, v: Any) -> None:
         Mem.store(self, i, v)
         if self.ctx.record_local:
-            self.ctx.ltrace.append(MemAccess(self.ctx.wi, self.name, i, "W"))
+            self.ctx.ltrace.append((self.ctx.wi, self.name, i, "W"))
 
 
 class GlobalMem(Mem):
@@ -381,13 +389,13 @@ class GlobalMem(Mem):
     def load(self, i: int) -> Any:
         if not (0 <= i < self.size):
             self._check(i, "read of")
-        self.ctx.trace.append(MemAccess(self.ctx.wi, self.name, i, "R"))
+        self.ctx.trace.append((self.ctx.wi, self.name, i, "R"))
         return self.data.item(i)
 
     def store(self, i: int, v: Any) -> None:
         if not (0 <= i < self.size):
             self._check(i, "write to")
-        self.ctx.trace.append(MemAccess(self.ctx.wi, self.name, i, "W"))
+        self.ctx.trace.append((self.ctx.wi, self.name, i, "W"))
         self.data[i] = v
 
 
@@ -404,14 +412,14 @@ class GlobalVecMem(GlobalMem):
     def load(self, i: int) -> Any:
         if not (0 <= i < self.size):
             self._check(i, "read of")
-        self.ctx.trace.append(MemAccess(self.ctx.wi, self.name, i, "R"))
+        self.ctx.trace.append((self.ctx.wi, self.name, i, "R"))
         n = self.n
         return tuple(self.data[i * n:(i + 1) * n].tolist())
 
     def store(self, i: int, v: Any) -> None:
         if not (0 <= i < self.size):
             self._check(i, "write to")
-        self.ctx.trace.append(MemAccess(self.ctx.wi, self.name, i, "W"))
+        self.ctx.trace.append((self.ctx.wi, self.name, i, "W"))
         n = self.n
         self.data[i * n:i * n + len(v)] = v
 
@@ -1141,6 +1149,19 @@ class _Compiler:
                 return Ptr(p.mem, p.off + idx(env) * stride)
 
             return row, lv.type
+        if lv.slot is None and lv.member is None and isinstance(node.name, c_ast.ID) and (
+            isinstance(lv.type, (Scalar, VecT))
+        ):
+            # the hot path: a[i] with a a pointer/array variable, loaded without an address tuple
+            base, bt = self.expr(node.name)
+            idx, it = self.expr(node.subscript)
+            if isinstance(bt, (PtrT, ArrT)) and isinstance(it, Scalar):
+
+                def load_direct(env: list) -> Any:
+                    p = base(env)
+                    return p.mem.load(p.off + idx(env))
+
+                return load_direct, lv.type
         return self._lv_get(lv), lv.type
 
     def e_StructRef(self, node: c_ast.StructRef) -> tuple[Fn, Any]:
@@ -1255,6 +1276,24 @@ class _Compiler:
             return ptr_assign, lv.type
         opfn, _rtype = self._binop(op, lv.type, rt, node)
         conv = _converter(lv.type)
+        t = lv.type
+        if (lv.slot is not None and lv.member is None and op in ("+", "-", "*")
+                and isinstance(t, Scalar) and isinstance(rt, Scalar)
+                and (t.is_float or (t.signed and not rt.is_float))
+                and arith_type(t, rt) == (t if t.is_float else _promote(t))):
+            # hot path: acc += x on a private float/int variable
+            slot = lv.slot
+            half = 1 << (t.bits - 1)
+            body = f"env[slot] {op} rfn(env)"
+            if t.is_float:
+                code = f"def run(env):\n    r = env[slot] = float({body})\n    return r\n"
+            else:
+                code = (f"def run(env):\n    r = {body}\n"
+                        "    if not -half <= r < half:\n        r = conv(r)\n"
+                        "    env[slot] = r\n    return r\n")
+            scope: dict[str, Any] = {"slot": slot, "rfn": rfn, "half": half, "conv": conv}
+            exec(code, scope)  # noqa: S102 - generated from a fixed table of operators
+            return scope["run"], lv.type
 
         def compound(env: list) -> Any:
             a = addr(env) if addr is not None else None
@@ -1284,6 +1323,23 @@ class _Compiler:
 
                 return incp, lv.type
             conv = _converter(lv.type)
+            t = lv.type
+            if lv.slot is not None and lv.member is None and isinstance(t, Scalar) and (
+                t.signed and not t.is_float and t.bits >= 32
+            ):
+                slot = lv.slot
+                top = (1 << (t.bits - 1)) - 1
+                bottom = -top - 1
+
+                def inc_var(env: list) -> Any:
+                    old = env[slot]
+                    new = old + delta
+                    if new > top or new < bottom:
+                        new = conv(new)
+                    env[slot] = new
+                    return old if post else new
+
+                return inc_var, lv.type
 
             def inc(env: list) -> Any:
                 a = addr(env) if addr is not None else None
@@ -1382,8 +1438,6 @@ class _Compiler:
             f = _FLOAT_OPS[op]
             if comparison:
                 return f, INT
-            if rt.bits == 32:
-                return (lambda a, b: _to_f32(f(a, b))), rt
             return f, rt
         conv = _converter(rt)
         f = _INT_OPS[op]
@@ -1408,6 +1462,9 @@ class _Compiler:
         if pa or pb:
             return self._ptr_binop(op, fa, ta, fb, tb, node)
         f, rt = self._binop(op, ta, tb, node)
+        fast = _fast_binop(op, ta, tb, rt, fa, fb, node)
+        if fast is not None:
+            return fast, rt
         return (lambda env: f(fa(env), fb(env))), rt
 
     def _ptr_binop(self, op: str, fa: Fn, ta: Any, fb: Fn, tb: Any,
@@ -1570,6 +1627,41 @@ class _Compiler:
             return callee[0]
 
         return call, frame.ret_type
+
+
+def _fast_binop(op: str, ta: Any, tb: Any, rt: Any, fa: Fn, fb: Fn,
+                node: c_ast.BinaryOp) -> Optional[Fn]:
+    """One closure for the common cases (float, or signed int without overflow; a constant
+    right operand), avoiding the generic call chain; None when the generic path is needed."""
+    if not (isinstance(ta, Scalar) and isinstance(tb, Scalar) and isinstance(rt, Scalar)):
+        return None
+    comparison = op in ("<", ">", "<=", ">=", "==", "!=")
+    if comparison:
+        common = arith_type(ta, tb)
+        if not common.is_float and not common.signed:
+            return None
+    elif op not in ("+", "-", "*") or not (rt.is_float or rt.signed):
+        return None
+    if not rt.is_float and not comparison:
+        half = 1 << (rt.bits - 1)
+        wrap = _converter(rt)
+    else:
+        half, wrap = 0, float
+    const = isinstance(node.right, c_ast.Constant) and node.right.type in ("int", "float",
+                                                                           "double")
+    k = fb([None]) if const else None
+    rhs = "k" if const else "fb(env)"
+    body = f"fa(env) {op} {rhs}"
+    if comparison:
+        body = f"1 if {body} else 0"
+    if comparison or rt.is_float:
+        code = f"def run(env):\n    return {body}\n"
+    else:
+        code = (f"def run(env):\n    r = {body}\n"
+                f"    return r if -half <= r < half else wrap(r)\n")
+    scope: dict[str, Any] = {"fa": fa, "fb": fb, "k": k, "half": half, "wrap": wrap}
+    exec(code, scope)  # noqa: S102 - generated from a fixed table of operators
+    return scope["run"]
 
 
 _EXPR_NODES = {"Assignment", "UnaryOp", "BinaryOp", "TernaryOp", "Cast", "ExprList", "ID",
