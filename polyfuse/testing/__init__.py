@@ -2,9 +2,23 @@
 
 The UAR computes dependences symbolically with isl; these modules compute them independently, by
 *executing* the parsed kernels on small concrete sizes, so the two can be compared (DESIGN §5).
+:mod:`polyfuse.testing.kernelgen` (hypothesis strategies) needs the ``test`` extra and is not
+imported here.
 """
 
+from polyfuse.testing.bruteforce import (  # noqa: F401
+    ConcreteEdge,
+    InstanceTrace,
+    Simulation,
+    brute_force_dependences,
+    concrete_width,
+    dependences,
+    edge_index,
+    kernels_from_source,
+    simulate,
+)
 from polyfuse.testing.interp import (  # noqa: F401
+    CompiledKernel,
     InterpError,
     KernelRun,
     LocalArg,
