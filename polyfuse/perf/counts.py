@@ -20,13 +20,17 @@ Conventions:
 * **Memory**: one record per (space, array, dtype, direction, strides, exactness).  At work-item
   granularity a count is element accesses; at sub-group/work-group granularity it is how many
   times a unit executes the access (an instance counts once however many lanes take part).
-  Strides are the coefficient of ``l_d``/``g_d`` in the flattened element index (row-major for multi-dimensional
-  ``__local`` arrays), in elements; ``None`` when the index is not affine in that id (may-access,
-  or a quasi-affine index whose floor/mod involves it).  When the model uses unit work-groups
-  (local size unknown and unobserved), the local stride is the global-id coefficient and the group
-  stride that times ``_ls<d>``.  The AFR is element accesses (work-item level) / distinct elements
-  touched (``relation.range().card()``); ``None`` for may-accesses.  A may-access (``exact=False``)
-  is counted over its guarded instances (the relation's domain) and flagged with its reason.
+  Strides are the coefficient of ``l_d``/``g_d`` in the flattened element index (row-major for
+  multi-dimensional ``__local`` arrays), in elements; ``None`` when the index is not affine in
+  that id (may-access, or a quasi-affine index whose floor/mod involves it).  When the model uses
+  unit work-groups (local size unknown and unobserved), the local stride is the global-id
+  coefficient and the group stride that times ``_ls<d>``.  The AFR is element accesses
+  (work-item level) / distinct elements touched (``relation.range().card()``), 0 where nothing
+  is accessed, ``None`` for may-accesses.  A may-access (``exact=False``) is counted over its
+  guarded instances (the relation's domain) and flagged with its reason.
+* **Sub-groups** are keyed by statement instance, i.e. by the values of the loop iterators: a
+  loop whose iterator differs between lanes (``for (j = lid; ...)``) gives each lane its own
+  instances at sub-group/work-group granularity.
 * **Sync**: ``barrier_local``/``barrier_global`` (a barrier fencing both counts in both),
   ``kernel_launch`` (1 per launch).  :attr:`KernelCounts.geometry` holds work-items, work-groups and
   sub-groups.
@@ -141,9 +145,16 @@ def pwqp_to_sympy(pw: isl.PwQPolynomial, context: Optional[isl.Set] = None) -> s
 
     ``context`` (a parameter set assumed to hold, e.g. sizes >= 1) only simplifies the display.
     """
-    if context is not None:
-        pw = pw.gist_params(context.align_params(pw.get_space().params()))
     pw = pw.coalesce()
+    if context is not None:
+        plain = _pwqp_to_sympy(pw, None)
+        gisted = pw.gist_params(context.align_params(pw.get_space().params())).coalesce()
+        nicer = _pwqp_to_sympy(gisted, context)
+        return nicer if len(str(nicer)) <= len(str(plain)) else plain
+    return _pwqp_to_sympy(pw, None)
+
+
+def _pwqp_to_sympy(pw: isl.PwQPolynomial, context: Optional[isl.Set]) -> sympy.Expr:
     pieces: list[tuple[sympy.Expr, isl.Set]] = []
     for dom, qp in pw.get_pieces():
         e = sympy.expand(_qp_to_sympy(qp))
