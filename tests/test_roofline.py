@@ -32,6 +32,9 @@ def test_detect_levels_drops_lone_transition_points_but_not_coarse_sweeps() -> N
     levels = rl.detect_levels(sizes, gbs)  # measured on PoCL, 2 cores
     assert [lv.name for lv in levels] == ["L1", "LLC", "DRAM"]
     assert levels[-1].bandwidth_gbs == 45 and levels[0].min_working_set_bytes == 32 * KiB
+    spiky = list(gbs)
+    spiky[5] = 1079  # a timing spike seen under contention must not become a level
+    assert [lv.name for lv in rl.detect_levels(sizes, spiky)] == ["L1", "LLC", "DRAM"]
     coarse = rl.detect_levels([16 * KiB, 256 * KiB, 4 * MiB, 64 * MiB], [100, 60, 30, 10])
     assert [lv.name for lv in coarse] == ["L1", "L2", "LLC", "DRAM"]
 

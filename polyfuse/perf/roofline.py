@@ -76,6 +76,8 @@ def detect_levels(sizes: Sequence[int], gbs: Sequence[float], *,
                   tolerance: float = 0.3) -> list[BandwidthLevel]:
     """Plateaus of a bandwidth-vs-working-set curve, smallest working sets first.
 
+    A point faster than both neighbours by more than ``tolerance`` is a timing spike (the curve
+    only falls with size, apart from the ramp) and is removed first.
     Consecutive points within ``tolerance`` (relative) of the running plateau's median join it;
     a larger change starts a new plateau.  Then: leading points slower than a later plateau are a
     ramp (too little work to fill the device), not a level, and are dropped; a plateau faster
@@ -89,6 +91,14 @@ def detect_levels(sizes: Sequence[int], gbs: Sequence[float], *,
     order = np.argsort(sizes)
     xs = [int(sizes[i]) for i in order]
     ys = [float(gbs[i]) for i in order]
+    spike = True
+    while spike and len(xs) > 2:  # a lone point faster than both neighbours is noise
+        spike = False
+        for i in range(1, len(xs) - 1):
+            if ys[i] > (1 + tolerance) * max(ys[i - 1], ys[i + 1]):
+                del xs[i], ys[i]
+                spike = True
+                break
     band = np.log1p(tolerance)
     segs: list[list[int]] = [[0]]
     for i in range(1, len(xs)):
@@ -279,7 +289,8 @@ def measure_roofline(
         bandwidth={k: _curve(r) for k, r in sweep.items()},
         flops=[{"degree": p.degree, "flops_per_element": p.flops_per_element,
                 "arithmetic_intensity": p.arithmetic_intensity, "gflops": p.gflops,
-                "spread": p.spread} for p in fl.points],
+                "gflops_best": p.gflops_best, "op": p.op, "spread": p.spread}
+               for p in fl.points],
         level_source="read",
         dram_reached=bool(cache > 0 and max(sizes) > cache),
         elapsed_seconds=time.perf_counter() - t0,
