@@ -1,12 +1,44 @@
-"""polyfuse: whole-program polyhedral analysis and kernel fusion of OpenCL programs."""
+"""polyfuse: whole-program polyhedral analysis and kernel fusion of OpenCL programs.
 
-from polyfuse.program import (  # noqa: F401
-    Kernel,
-    Launch,
+>>> import polyfuse
+>>> program = polyfuse.load_opencl("examples/stencil3/kernels.cl",
+...                                host="examples/stencil3/host.c")   # doctest: +SKIP
+>>> uar = polyfuse.build_uar(program)                                  # doctest: +SKIP
+>>> sorted({e.width for e in uar.edges})                               # doctest: +SKIP
+['global', ...]
+"""
+
+from polyfuse.builder import ProgramBuilder, default_program
+from polyfuse.frontend.host import load_opencl, parse_host
+from polyfuse.frontend.opencl import parse_kernels, specialize
+from polyfuse.program import (
     HostOp,
-    Program,
+    Kernel,
+    KernelContext,
+    Launch,
     PolyfuseError,
+    Program,
     UnsupportedError,
 )
+from polyfuse.uar import UAR, Edge, build_uar
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "UAR",
+    "Edge",
+    "HostOp",
+    "Kernel",
+    "KernelContext",
+    "Launch",
+    "PolyfuseError",
+    "Program",
+    "ProgramBuilder",
+    "UnsupportedError",
+    "build_uar",
+    "default_program",
+    "load_opencl",
+    "parse_host",
+    "parse_kernels",
+    "specialize",
+]

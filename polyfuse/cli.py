@@ -12,8 +12,9 @@ import json
 import os
 import sys
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 from polyfuse.program import PolyfuseError
 

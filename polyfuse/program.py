@@ -25,8 +25,9 @@ Conventions (relied on by every stage):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Optional, Union
 
 import islpy as isl
 import sympy

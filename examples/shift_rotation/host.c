@@ -1,4 +1,4 @@
-/* shift_rotation host: produce -> rotate -> shift -> reverse_in_group over N floats. */
+/* shift_rotation host: produce -> rotate_by_one -> shift -> reverse_in_group over N floats. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <CL/cl.h>
@@ -62,7 +62,7 @@ int main(void)
     }
     cl_kernel produce = clCreateKernel(program, "produce", &err);
     CHECK(err, "clCreateKernel produce");
-    cl_kernel rotate = clCreateKernel(program, "rotate", &err);
+    cl_kernel rotate_k = clCreateKernel(program, "rotate_by_one", &err);
     CHECK(err, "clCreateKernel rotate");
     cl_kernel shift = clCreateKernel(program, "shift", &err);
     CHECK(err, "clCreateKernel shift");
@@ -91,11 +91,11 @@ int main(void)
     err = clEnqueueNDRangeKernel(queue, produce, 1, NULL, global, local, 0, NULL, NULL);
     CHECK(err, "clEnqueueNDRangeKernel produce");
 
-    err = clSetKernelArg(rotate, 0, sizeof(cl_mem), &a);
-    err |= clSetKernelArg(rotate, 1, sizeof(cl_mem), &b);
-    err |= clSetKernelArg(rotate, 2, sizeof(int), &n);
+    err = clSetKernelArg(rotate_k, 0, sizeof(cl_mem), &a);
+    err |= clSetKernelArg(rotate_k, 1, sizeof(cl_mem), &b);
+    err |= clSetKernelArg(rotate_k, 2, sizeof(int), &n);
     CHECK(err, "clSetKernelArg rotate");
-    err = clEnqueueNDRangeKernel(queue, rotate, 1, NULL, global, local, 0, NULL, NULL);
+    err = clEnqueueNDRangeKernel(queue, rotate_k, 1, NULL, global, local, 0, NULL, NULL);
     CHECK(err, "clEnqueueNDRangeKernel rotate");
 
     err = clSetKernelArg(shift, 0, sizeof(cl_mem), &b);
@@ -131,7 +131,7 @@ int main(void)
     clReleaseMemObject(c);
     clReleaseMemObject(d);
     clReleaseKernel(produce);
-    clReleaseKernel(rotate);
+    clReleaseKernel(rotate_k);
     clReleaseKernel(shift);
     clReleaseKernel(reverse);
     clReleaseProgram(program);

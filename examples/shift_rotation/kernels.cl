@@ -1,6 +1,6 @@
 /* shift_rotation: re-indexings that keep a one-to-one work-item mapping.
  *   produce : a[i] = 2 x[i] + 1
- *   rotate  : b[i] = a[(i + 1) % n]                 (rotation by one)
+ *   rotate_by_one: b[i] = a[(i + 1) % n]                 (rotation by one)
  *   shift   : c[i] = b[i + 1], 0 at the last element (shift by one)
  *   reverse : d[i] = c[g*64 + (63 - l)]              (permutation inside each work-group)
  */
@@ -13,7 +13,7 @@ __kernel void produce(__global const float* x, __global float* a, const int n)
         a[i] = 2.0f * x[i] + 1.0f;
 }
 
-__kernel void rotate(__global const float* a, __global float* b, const int n)
+__kernel void rotate_by_one(__global const float* a, __global float* b, const int n)
 {
     int i = get_global_id(0);
     if (i < n)

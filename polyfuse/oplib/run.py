@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
-import platform
 from collections.abc import Sequence
 from typing import Optional
 
@@ -16,7 +14,6 @@ from polyfuse.program import PolyfuseError
 _CONTEXT: Optional[cl.Context] = None
 _QUEUES: dict[int, cl.CommandQueue] = {}
 _PROGRAMS: dict[tuple[int, str], cl.Program] = {}
-_PATCHED_DEVICES: dict[int, ctypes.Array] = {}
 
 
 class KernelBuildError(PolyfuseError):
@@ -31,67 +28,11 @@ def default_context() -> cl.Context:
     return _CONTEXT
 
 
-def _readable_regions() -> list[tuple[int, int]]:
-    regions = []
-    with open("/proc/self/maps") as maps:
-        for line in maps:
-            addr, perms = line.split()[:2]
-            if perms.startswith("r"):
-                lo, hi = (int(x, 16) for x in addr.split("-"))
-                regions.append((lo, hi))
-    return regions
-
-
-def pocl_generic_cpu_workaround(device: cl.Device) -> bool:
-    """Let PoCL 3.0 (LLVM 14) compile on x86-64 CPUs newer than its LLVM (e.g. Zen 5).
-
-    There LLVM names the host CPU ``generic``, PoCL passes ``-target-cpu generic`` to clang and
-    every build fails with "unknown target CPU 'generic'"; PoCL 3.0 has no setting to override
-    it.  The device record holds the name as a ``char *``; this points it at ``x86-64-v3`` (or
-    ``x86-64`` without AVX2/FMA).  It acts only on such a device, where builds cannot succeed
-    otherwise, touches only readable memory, and changes nothing unless exactly one field of
-    the record points at the string ``generic``.  Returns True when the device was patched.
-    """
-    version = device.version
-    if (
-        "PoCL" not in version
-        or not version.rstrip().endswith("-generic")
-        or platform.machine() != "x86_64"
-    ):
-        return False
-    base = device.int_ptr
-    if base in _PATCHED_DEVICES:
-        return True
-    regions = _readable_regions()
-
-    def readable(addr: int, n: int) -> bool:
-        return any(lo <= addr and addr + n <= hi for lo, hi in regions)
-
-    hits = []
-    for off in range(0, 4096, 8):
-        if not readable(base + off, 8):
-            break
-        word = ctypes.c_uint64.from_address(base + off).value
-        if readable(word, 8) and ctypes.string_at(word, 8) == b"generic\0":
-            hits.append(off)
-    if len(hits) != 1:
-        return False
-    with open("/proc/cpuinfo") as info:
-        flags = info.read()
-    name = b"x86-64-v3" if " avx2" in flags and " fma" in flags else b"x86-64"
-    buf = ctypes.create_string_buffer(name)
-    _PATCHED_DEVICES[base] = buf
-    ctypes.c_uint64.from_address(base + hits[0]).value = ctypes.addressof(buf)
-    return True
-
-
 def build(opk: OpKernel, ctx: cl.Context) -> cl.Program:
     """Build ``opk.source`` with ``-cl-std=CL1.2`` (cached per context and source)."""
     key = (ctx.int_ptr, opk.source)
     if key in _PROGRAMS:
         return _PROGRAMS[key]
-    for dev in ctx.devices:
-        pocl_generic_cpu_workaround(dev)
     program = cl.Program(ctx, opk.source)
     try:
         program.build(options=["-cl-std=CL1.2"])
