@@ -226,7 +226,8 @@ class Roofline:
         for lv in self.levels:
             band = f"{_human(lv.min_working_set_bytes)} .. {_human(lv.max_working_set_bytes)}"
             lines.append(f"  {lv.name:5s} {lv.bandwidth_gbs:9.2f} GB/s   working sets {band}")
-        lines.append(f"  peak  {self.peak_gflops:9.2f} GFLOP/s (float32 mad)")
+        op = self.flops[0].get("op", "mad") if self.flops else "mad"
+        lines.append(f"  peak  {self.peak_gflops:9.2f} GFLOP/s (float32 {op}, Horner in cache)")
         lo = self.launch_overhead_us
         lines.append(f"  launch {lo['wall']:.1f} us wall, {lo['profiled']:.1f} us profiled, "
                      f"{lo['pipelined']:.1f} us pipelined")
