@@ -192,3 +192,33 @@ def test_uar_matches_bruteforce_on_gemm_bias_reduce() -> None:
         if not be.host:
             assert widths[key] == be.width, (key, widths[key], be.width)
     assert {k for k, e in brute.items()} == set(widths)
+
+
+def _by_position(program: Any, edges: list) -> dict:
+    pos = {op.id: i for i, op in enumerate(o for o in program.ops
+                                           if not (getattr(o, "kind", None) == "sync"))}
+    return {(pos[e.src], pos[e.dst], e.array, e.kind): e for e in edges}
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+@given(gp=kernel_chains(max_launches=3, dims=(1, 2), race_free=True))
+def test_host_frontend_program_matches_generated(gp: GenProgram, tmp_path_factory: Any) -> None:
+    """The C host front-end, fed a generated host program, gives the same concrete dependences
+    as the program built directly; and the UAR agrees with brute force on it."""
+    host = pytest.importorskip("polyfuse.frontend.host")
+    d = tmp_path_factory.mktemp("gen")
+    (d / "kernels.cl").write_text(gp.source)
+    (d / "host.c").write_text(gp.host_source())
+    parsed = host.load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"))
+    direct = gp.to_program(opencl.parse_kernels(gp.source))
+    a = _by_position(parsed, brute_force_dependences(parsed, sources=gp.source))
+    b = _by_position(direct, brute_force_dependences(direct, sources=gp.source))
+    assert set(a) == set(b), gp.host_source()
+    for key in a:
+        assert a[key].pairs == b[key].pairs and a[key].width == b[key].width, key
+    uar = uar_mod.build_uar(parsed)
+    u = _by_position(parsed, list(uar.edges))
+    assert set(u) == set(a), (set(u) ^ set(a), gp.host_source())
+    for key, e in a.items():
+        if not e.host:
+            assert u[key].width == e.width, (key, u[key].width, e.width)

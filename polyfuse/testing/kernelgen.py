@@ -288,6 +288,64 @@ class GenProgram:
             b.read(dict(last.buffers)[self.kernel(last.kernel).write.buffer_param])
         return b.build()
 
+    def host_source(self) -> str:
+        """A C host program (OpenCL API) running the same operations, for the host front-end.
+
+        Boilerplate is left out (the front-end skips it anyway); transfers are non-blocking so
+        the op sequence matches :meth:`build` and :meth:`to_program`.
+        """
+        lines = ["#include <CL/cl.h>", "", "int main(void)", "{",
+                 "    cl_int err;", "    cl_context context;", "    cl_command_queue queue;",
+                 "    cl_program program;", "    float host[4096];"]
+        for k in self.kernels:
+            lines.append(f'    cl_kernel {k.name} = clCreateKernel(program, "{k.name}", &err);')
+        for name, size, _dt in self.buffers:
+            lines.append(f"    cl_mem {name} = clCreateBuffer(context, CL_MEM_READ_WRITE, "
+                         f"{4 * size}, NULL, &err);")
+        if self.host_write:
+            name, size, _ = self.buffers[0]
+            lines.append(f"    clEnqueueWriteBuffer(queue, {name}, CL_FALSE, 0, {4 * size}, "
+                         "host, 0, NULL, NULL);")
+
+        def launch(gl: GenLaunch, indent: str) -> None:
+            gk = self.kernel(gl.kernel)
+            bound = dict(gl.buffers)
+            wd = len(gl.global_size)
+            lines.append(f"{indent}{{")
+            lines.append(f"{indent}    size_t global[{wd}] = {{"
+                         f"{', '.join(map(str, gl.global_size))}}};")
+            lines.append(f"{indent}    size_t local[{wd}] = {{"
+                         f"{', '.join(map(str, gl.local_size))}}};")
+            for i, (pname, _decl) in enumerate(gk.params):
+                if pname == "t":
+                    lines.append(f"{indent}    clSetKernelArg({gk.name}, {i}, sizeof(int), &t);")
+                else:
+                    lines.append(f"{indent}    clSetKernelArg({gk.name}, {i}, sizeof(cl_mem), "
+                                 f"&{bound[pname]});")
+            lines.append(f"{indent}    clEnqueueNDRangeKernel(queue, {gk.name}, {wd}, NULL, "
+                         "global, local, 0, NULL, NULL);")
+            lines.append(f"{indent}}}")
+
+        i = 0
+        while i < len(self.launches):
+            if self.launches[i].in_loop:
+                lines.append(f"    for (int t = 0; t < {self.loop_trips}; t++) {{")
+                while i < len(self.launches) and self.launches[i].in_loop:
+                    launch(self.launches[i], "        ")
+                    i += 1
+                lines.append("    }")
+            else:
+                launch(self.launches[i], "    ")
+                i += 1
+        if self.host_read:
+            last = self.launches[-1]
+            out = dict(last.buffers)[self.kernel(last.kernel).write.buffer_param]
+            size = next(s for n, s, _ in self.buffers if n == out)
+            lines.append(f"    clEnqueueReadBuffer(queue, {out}, CL_FALSE, 0, {4 * size}, host, "
+                         "0, NULL, NULL);")
+        lines += ["    return 0;", "}", ""]
+        return "\n".join(lines)
+
     def host_description(self) -> dict:
         """A plain description (for a builder API): buffers, launches with args, host loop."""
         return {
