@@ -10,6 +10,7 @@ import pyopencl as cl
 
 from polyfuse.oplib._common import OpKernel
 from polyfuse.program import PolyfuseError
+from polyfuse.runtime.device import get_device
 
 _CONTEXT: Optional[cl.Context] = None
 _QUEUES: dict[int, cl.CommandQueue] = {}
@@ -21,10 +22,10 @@ class KernelBuildError(PolyfuseError):
 
 
 def default_context() -> cl.Context:
-    """One shared context (``PYOPENCL_CTX`` honoured), so repeated runs reuse built programs."""
+    """One shared context on polyfuse's default device, so repeated runs reuse built programs."""
     global _CONTEXT
     if _CONTEXT is None:
-        _CONTEXT = cl.create_some_context(interactive=False)
+        _CONTEXT = cl.Context([get_device()])
     return _CONTEXT
 
 

@@ -74,9 +74,10 @@ def get_device(device: DeviceSpec = None) -> cl.Device:
     """The device named by ``device`` (a ``cl.Device``, or ``"P:D"``), else ``PYOPENCL_CTX``.
 
     A spec is ``PLATFORM[:DEVICE]`` where each part is an index or a case-insensitive substring of
-    the name, as in pyopencl's ``PYOPENCL_CTX``.  Without either, the first device of the first
-    platform that has one.  Raises :class:`PolyfuseError` when there is no device or the spec does
-    not name one.
+    the name, as in pyopencl's ``PYOPENCL_CTX``.  Without either, the first device that builds
+    and runs a probe kernel (a driver can list a device whose compiler rejects the host CPU, as
+    pip's PoCL 3.0 does on CPUs newer than its LLVM).  Raises :class:`PolyfuseError` when there
+    is no device or the spec does not name one.
     """
     if isinstance(device, cl.Device):
         return device
@@ -89,14 +90,7 @@ def get_device(device: DeviceSpec = None) -> cl.Device:
     if not platforms:
         raise PolyfuseError("no OpenCL platform found (install pocl-binary-distribution)")
     if not spec:
-        for platform in platforms:
-            try:
-                devs = platform.get_devices()
-            except cl.Error:
-                continue
-            if devs:
-                return devs[0]
-        raise PolyfuseError("no OpenCL device found (install pocl-binary-distribution)")
+        return _first_working_device(platforms)
     parts = spec.split(":")
     if len(parts) > 2:
         raise PolyfuseError(f"invalid OpenCL device '{spec}': expected PLATFORM:DEVICE")
@@ -277,6 +271,34 @@ def build_kernel(ctx: cl.Context, source: str, name: str,
     if kernel is None:
         kernel = _KERNEL_CACHE[key] = cl.Kernel(prog, name)
     return kernel
+
+
+_WORKING_DEVICE: list[cl.Device] = []
+
+
+def _first_working_device(platforms: list) -> cl.Device:
+    if _WORKING_DEVICE:
+        return _WORKING_DEVICE[0]
+    candidates = []
+    for platform in platforms:
+        try:
+            candidates += platform.get_devices()
+        except cl.Error:
+            continue
+    if not candidates:
+        raise PolyfuseError("no OpenCL device found (install pocl-binary-distribution)")
+    reasons = []
+    for dev in candidates:
+        try:
+            ctx = cl.Context([dev])
+            check_device(ctx, cl.CommandQueue(ctx))
+        except (cl.Error, PolyfuseError) as err:
+            reasons.append(f"{dev.name.strip()}: {str(err).splitlines()[0]}")
+            continue
+        _WORKING_DEVICE.append(dev)
+        return dev
+    raise PolyfuseError("no OpenCL device can build a kernel (" + "; ".join(reasons)
+                        + "); run .ci/ensure-opencl or install pocl-opencl-icd")
 
 
 def check_device(ctx: cl.Context, queue: cl.CommandQueue) -> None:
