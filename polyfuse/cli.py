@@ -165,6 +165,22 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return cmd_analyze(ns)
 
 
+def cmd_roofline(args: argparse.Namespace) -> int:
+    from polyfuse.perf.roofline import run_roofline
+
+    progress = None if args.quiet else (lambda msg: print(f"polyfuse: {msg}", file=sys.stderr))
+    info = run_roofline(args.out, device=args.device, quick=args.quick,
+                        max_bytes=args.max_mib * 2**20 if args.max_mib else None,
+                        progress=progress)
+    if args.json:
+        json.dump(info, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(info["summary"])
+        print(f"wrote {info['json']} and {info['png']}")
+    return 0
+
+
 def _progress(args: argparse.Namespace, message: str) -> None:
     if not getattr(args, "quiet", False):
         print(f"polyfuse: {message}", file=sys.stderr)
@@ -191,6 +207,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("devices", help="list OpenCL devices")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_devices)
+
+    p = sub.add_parser("roofline", help="measure the empirical roofline of the OpenCL device")
+    p.add_argument("--out", required=True, help="directory for roofline.json and roofline.png")
+    p.add_argument("--quick", action="store_true", help="fewer, smaller measurements")
+    p.add_argument("--max-mib", type=int, help="largest working set to measure, in MiB")
+    p.add_argument("--json", action="store_true", help="summary as JSON on stdout")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=cmd_roofline)
 
     p = sub.add_parser("demo", help="run the bundled demonstration")
     p.add_argument("-q", "--quiet", action="store_true")
