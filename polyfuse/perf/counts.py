@@ -159,7 +159,7 @@ def _pwqp_to_sympy(pw: isl.PwQPolynomial, context: Optional[isl.Set]) -> sympy.E
     for dom, qp in pw.get_pieces():
         e = sympy.expand(_qp_to_sympy(qp))
         for i, (pe, pd) in enumerate(pieces):
-            if sympy.simplify(pe - e) == 0:
+            if pe == e:  # both expanded: structural equality suffices
                 pieces[i] = (pe, pd.union(dom))
                 break
         else:
@@ -282,7 +282,7 @@ class MemRecord:
         if isinstance(afr, sympy.Piecewise):  # no footprint where nothing is accessed: AFR 0
             afr = sympy.Piecewise(*[(sympy.S.Zero if e is sympy.nan else e, c)
                                     for e, c in afr.args])
-        return sympy.simplify(afr)
+        return afr
 
     @property
     def afr_value(self) -> Optional[Number]:
@@ -376,7 +376,7 @@ class KernelCounts:
             v = None
             if c.value is not None and wi.value:
                 v = _num(Fraction(c.value) / Fraction(wi.value))
-            return Count(sympy.simplify(c.expr / wi.expr), None, v)
+            return Count(sympy.piecewise_fold(c.expr / wi.expr), None, v)
 
         return replace(
             self,
