@@ -74,9 +74,11 @@ def instrument(kernel: Kernel) -> str:
 
     for i, s in enumerate(kernel.statements):
         node = memo[id(s.node)]
-        if isinstance(node, c_ast.Decl):
+        if isinstance(node, c_ast.Decl) and not isinstance(parents[id(node)][0], c_ast.Compound):
+            assert node.init is not None and not isinstance(node.init, c_ast.InitList)
+            node.init = c_ast.ExprList([mark(i), node.init])  # for (int s = (mark, init); ...)
+        elif isinstance(node, c_ast.Decl):
             parent, name = parents[id(node)]
-            assert isinstance(parent, c_ast.Compound), "declaration outside a block"
             items = parent.block_items
             items.insert([id(x) for x in items].index(id(node)), mark(i))
         elif isinstance(node, c_ast.Return):
@@ -165,15 +167,17 @@ def check_against(kc: pc.KernelCounts, kernel: Kernel, oracle: Oracle,
     want_ops = {k: v for k, v in oracle.ops(kernel).items() if v}
     if exact_domains:
         assert {k: v for k, v in got_ops.items() if v} == want_ops, kernel.name
-    else:
+    else:  # over-approximated: never below the truth (None: unbounded), and flagged
         for k, v in want_ops.items():
-            assert got_ops.get(k, 0) >= v
+            assert k in got_ops and (got_ops[k] is None or got_ops[k] >= v), (k, got_ops)
+        assert any(not r.exact for r in ev.ops + ev.mem + ev.sync)
     got_mem: Counter = Counter()
     recs = defaultdict(list)
     for r in ev.mem:
         assert r.granularity == "work-item"
-        assert r.count.value is not None, (r, values)
-        got_mem[(r.array, r.direction)] += r.count.value
+        assert r.count.value is not None or not r.exact, (r, values)
+        got_mem[(r.array, r.direction)] += r.count.value if r.count.value is not None \
+            else 10**18
         recs[(r.array, r.direction)].append(r)
     for key in set(got_mem) | set(oracle.accesses):
         if exact_domains:
@@ -186,8 +190,12 @@ def check_against(kc: pc.KernelCounts, kernel: Kernel, oracle: Oracle,
             if oracle.elements[key]:
                 assert rs[0].afr_value == pytest.approx(
                     oracle.accesses[key] / len(oracle.elements[key]))
-    bars = sum(r.count.value for r in ev.sync if r.kind.startswith("barrier"))
-    assert bars == oracle.barriers, kernel.name
+    bar = [r for r in ev.sync if r.kind.startswith("barrier")]
+    if all(r.exact for r in bar):
+        assert sum(r.count.value for r in bar) == oracle.barriers, kernel.name
+    else:
+        vals = [r.count.value for r in bar]
+        assert None in vals or sum(vals) >= oracle.barriers
     launch = ev.sync_count("kernel_launch")
     assert launch is not None and launch.count.value == 1
 
@@ -396,7 +404,7 @@ def _units(oracle: Oracle, L: int, sg: int) -> dict[str, Counter]:
     return n
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(nests())
 def test_generated_nests_all_granularities(p: dict[str, Any]) -> None:
     L, sg = p["L"], p["sg"]
@@ -420,7 +428,7 @@ def test_generated_nests_all_granularities(p: dict[str, Any]) -> None:
         # defaults: ops per sub-group; w[...] does not depend on lid → uniform → sub-group
         ev = auto.evaluate(values)
         assert all(r.granularity == "sub-group" for r in ev.ops)
-        w = [r for r in ev.mem if r.array == "w"]
+        w = [r for r in ev.mem if r.array == "w" and r.count.value]
         assert all(r.lid_strides == (0,) and r.granularity == "sub-group" for r in w)
         out = [r for r in ev.mem if r.array == "out"]
         assert [(r.lid_strides, r.gid_strides, r.granularity) for r in out] == \
@@ -525,13 +533,19 @@ def test_op_conventions() -> None:
     ops = _ops_of(src)
     f32, f64 = "float32", "float64"
     # a*b + (2*a*b): fma + mul(2*a) + mul(*b)... see features docstring
-    assert ops[("fma", f32)] == 3 + 1  # a*b+.., ..-.. (2a*b), mad, (float)(2i)*1.5f + mad
+    # line 1: a*b + (2*a)*b fuses one product (fma), the other two products stay mul;
+    # b*3.0f is a mul; "- a/b", "+ sig", "+ ?:" and sig's "1 + exp" are adds
+    # line 3: mad(...) is an fma, "(float)(i*2) * 1.5f + mad" fuses into another
+    assert ops[("fma", f32)] == 3
+    assert ops[("mul", f32)] == 3
+    assert ops[("add", f32)] == 4
     assert ops[("div", f32)] == 2  # a/b and 1/(1+exp) in sig
     assert ops[("func:exp", f32)] == 1 and ops[("neg", f32)] == 1
     assert ops[("cmp", f32)] == 1
+    # y*2.0 + 1/3 is an fma (1.0/3.0 is folded), + fmax(...) an add
     assert ops[("fma", f64)] == 1 and ops[("add", f64)] == 1
     assert ops[("func:fmax", f64)] == 1
-    assert ("div", f64) not in ops  # 1.0/3.0 is folded
+    assert ("div", f64) not in ops and ("mul", f64) not in ops
 
 
 def test_fma_pairs_each_product_once() -> None:

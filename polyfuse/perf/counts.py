@@ -157,7 +157,12 @@ def pwqp_to_sympy(pw: isl.PwQPolynomial, context: Optional[isl.Set] = None) -> s
 def _pwqp_to_sympy(pw: isl.PwQPolynomial, context: Optional[isl.Set]) -> sympy.Expr:
     pieces: list[tuple[sympy.Expr, isl.Set]] = []
     for dom, qp in pw.get_pieces():
-        e = sympy.expand(_qp_to_sympy(qp))
+        if qp.is_nan():
+            e = sympy.nan
+        elif qp.is_infty() or qp.is_neginfty():
+            e = sympy.oo if qp.is_infty() else -sympy.oo
+        else:
+            e = sympy.expand(_qp_to_sympy(qp))
         for i, (pe, pd) in enumerate(pieces):
             if pe == e:  # both expanded: structural equality suffices
                 pieces[i] = (pe, pd.union(dom))
@@ -187,15 +192,34 @@ def _pwqp_to_sympy(pw: isl.PwQPolynomial, context: Optional[isl.Set]) -> sympy.E
 
 @dataclass(frozen=True)
 class Count:
-    """A count: sympy ``expr``, the isl ``qp`` it came from (if any), ``value`` once evaluated."""
+    """A count: isl ``qp`` (exact, evaluated by isl), its sympy ``expr``, and ``value``.
 
-    expr: sympy.Expr
+    The sympy form is built on first use (converting large piecewise counts is the slow part).
+    """
+
+    raw: Optional[sympy.Expr] = None
     qp: Optional[isl.PwQPolynomial] = field(default=None, compare=False, repr=False)
     value: Optional[Number] = None
+    context: Optional[isl.Set] = field(default=None, compare=False, repr=False)
 
     @staticmethod
     def of(qp: isl.PwQPolynomial, context: Optional[isl.Set] = None) -> Count:
-        return Count(pwqp_to_sympy(qp, context), qp)
+        return Count(None, qp, None, context)
+
+    @property
+    def expr(self) -> sympy.Expr:
+        if self.raw is None:
+            assert self.qp is not None
+            object.__setattr__(self, "raw", pwqp_to_sympy(self.qp, self.context))
+        return self.raw  # type: ignore[return-value]
+
+    @property
+    def unbounded(self) -> bool:
+        """True when the model cannot bound the count (a loop it does not model exactly)."""
+        if self.qp is not None:
+            return any(q.is_infty() or q.is_nan() or q.is_neginfty()
+                       for _, q in self.qp.get_pieces())
+        return bool(self.expr.has(sympy.oo) or self.expr.has(sympy.nan))
 
     def evaluate(self, values: Mapping[str, int]) -> Count:
         """This count with ``value`` filled when ``values`` fixes every parameter it uses."""
@@ -203,17 +227,19 @@ class Count:
         if self.qp is not None:
             qp = self.qp.drop_unused_params()
             names = qp.get_space().get_var_names(isl.dim_type.param)
-            if all(n in values for n in names):
+            if all(n in values for n in names) and not self.unbounded:
                 v = _num(qp.eval_with_dict({n: int(values[n]) for n in names}))
         else:
             e = self.expr.subs({s: values[s.name] for s in self.expr.free_symbols
                                 if s.name in values})
-            if e.is_number:
+            if e.is_number and e.is_finite:
                 v = _num(e)
         return replace(self, value=v)
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"count": str(self.expr)}
+        if self.unbounded:
+            d["unbounded"] = True
         if self.value is not None:
             d["value"] = _json_num(self.value)
         return d
@@ -704,7 +730,8 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
     for key in sorted(op_parts):
         qp = _sum(op_parts[key])
         assert qp is not None
-        ops.append(OpRecord(key[0], key[1], op_gran, Count.of(qp, ctx), op_exact[key],
+        c = Count.of(qp, ctx)
+        ops.append(OpRecord(key[0], key[1], op_gran, c, op_exact[key] and not c.unbounded,
                             tuple(op_notes[key]) + gflags(op_gran)))
 
     # -- memory
@@ -742,9 +769,13 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
         footprint = None
         if exact and grp["ranges"] is not None and grp["ranges"].is_bounded():
             footprint = Count.of(grp["ranges"].card(), ctx)
-        mem.append(MemRecord(space, array, dtype, direction, lid, gid, gran,
-                             Count.of(_sum(grp["count"]), ctx), Count.of(_sum(grp["wi"]), ctx),
-                             footprint, exact, None if exact else grp["reason"]))
+        c = Count.of(_sum(grp["count"]), ctx)
+        reason = None if exact else grp["reason"]
+        if c.unbounded:
+            reason = reason or "unbounded: an enclosing loop is not modelled exactly"
+        mem.append(MemRecord(space, array, dtype, direction, lid, gid, gran, c,
+                             Count.of(_sum(grp["wi"]), ctx), footprint,
+                             exact and not c.unbounded, reason))
     mem.sort(key=lambda r: ({"global": 0, "constant": 1, "local": 2}.get(r.space, 3), r.array,
                             r.direction, str(r.lid_strides)))
 
@@ -766,7 +797,7 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
     for kind, parts in bar.items():
         qp = _sum(parts)
         c = Count.of(qp, ctx) if qp is not None else Count(sympy.Integer(0))
-        sync.append(SyncRecord(kind, sync_gran, c, bar_exact[kind],
+        sync.append(SyncRecord(kind, sync_gran, c, bar_exact[kind] and not c.unbounded,
                                tuple(bar_notes[kind]) + (gflags(sync_gran) if parts else ())))
     sync.append(SyncRecord("kernel_launch", "launch", Count(sympy.Integer(1))))
 
@@ -835,7 +866,7 @@ def _bind(c: Count, subs: Mapping[sympy.Symbol, Any], loops: tuple,
                                     (k, 0, sympy.ceiling((hi - lo) / lp.step) - 1))
         else:
             e = e * sympy.Max(0, sympy.ceiling((hi - lo) / lp.step))
-    return Count(sympy.simplify(e)).evaluate(values)
+    return Count(e).evaluate(values)
 
 
 def _host_subs(values: Mapping[str, int]) -> dict[sympy.Symbol, int]:
