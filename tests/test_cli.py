@@ -1,0 +1,172 @@
+"""The ``polyfuse`` command: JSON contract, readable output, and bad input as one clear line."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted(p for p in (ROOT / "examples").iterdir() if (p / "host.c").exists())
+
+EDGE_KEYS = {"src", "dst", "src_kernel", "dst_kernel", "array", "kind", "width", "conditions",
+             "loop_carried", "relation", "host"}
+LAUNCH_KEYS = {"id", "kernel", "global_size", "local_size", "host_loops"}
+
+
+def run_cli(*args, cwd=ROOT):
+    return subprocess.run(
+        [sys.executable, "-m", "polyfuse.cli", *map(str, args)],
+        cwd=cwd, capture_output=True, text=True, timeout=300,
+    )
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+def test_analyze_json_contract(example):
+    r = run_cli("analyze", example / "kernels.cl", "--host", example / "host.c", "--json",
+                "--param", "n=1024", "--param", "m=3") if example.name == "runtime_offset" else \
+        run_cli("analyze", example / "kernels.cl", "--host", example / "host.c", "--json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)  # stdout holds the JSON alone
+    assert data["launches"], "every example launches kernels"
+    for launch in data["launches"]:
+        assert LAUNCH_KEYS <= set(launch)
+    ids = {launch["id"] for launch in data["launches"]}
+    for edge in data["edges"]:
+        assert EDGE_KEYS <= set(edge)
+        assert edge["kind"] in ("RAW", "WAR", "WAW")
+        assert edge["width"] in ("thread", "block", "global")
+        if edge["width"] == "global":
+            assert edge.get("witness"), edge
+        if not edge["host"]:
+            assert edge["src"] in ids and edge["dst"] in ids
+
+
+def test_analyze_table_is_readable():
+    ex = ROOT / "examples" / "stencil3"
+    r = run_cli("analyze", ex / "kernels.cl", "--host", ex / "host.c")
+    assert r.returncode == 0, r.stderr
+    assert "width" in r.stdout and "global" in r.stdout
+
+
+def test_runtime_parameter_conditions():
+    ex = ROOT / "examples" / "runtime_offset"
+    r = run_cli("analyze", ex / "kernels.cl", "--host", ex / "host.c", "--json")
+    assert r.returncode == 0, r.stderr
+    edges = [e for e in json.loads(r.stdout)["edges"] if not e["host"] and e["kind"] == "RAW"]
+    assert any(e["width"] == "global" and "thread" in e["conditions"] for e in edges), edges
+    fixed = run_cli("analyze", ex / "kernels.cl", "--host", ex / "host.c", "--json",
+                    "--param", "m=0")
+    assert fixed.returncode == 0, fixed.stderr
+    edges = [e for e in json.loads(fixed.stdout)["edges"] if not e["host"] and e["kind"] == "RAW"]
+    assert edges and all(e["width"] == "thread" for e in edges)
+
+
+def _bad(tmp_path, kernels: str, host: str):
+    k = tmp_path / "k.cl"
+    h = tmp_path / "host.c"
+    k.write_text(kernels)
+    h.write_text(host)
+    return run_cli("analyze", k, "--host", h)
+
+
+KERNEL = """__kernel void scale(__global float *a, __global float *b, int n) {
+  int i = get_global_id(0);
+  if (i < n) b[i] = 2.0f * a[i];
+}
+"""
+
+HOST = """#include <CL/cl.h>
+#include <stdlib.h>
+#define N 256
+int main(int argc, char **argv) {
+  cl_int err;
+  cl_platform_id platform; cl_device_id device;
+  clGetPlatformIDs(1, &platform, NULL);
+  clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 1, &device, NULL);
+  cl_context ctx = clCreateContext(NULL, 1, &device, NULL, NULL, &err);
+  cl_command_queue q = clCreateCommandQueue(ctx, device, 0, &err);
+  cl_program prog = clCreateProgramWithSource(ctx, 1, NULL, NULL, &err);
+  clBuildProgram(prog, 1, &device, NULL, NULL, NULL);
+  cl_mem a = clCreateBuffer(ctx, CL_MEM_READ_WRITE, N * sizeof(float), NULL, &err);
+  cl_mem b = clCreateBuffer(ctx, CL_MEM_READ_WRITE, N * sizeof(float), NULL, &err);
+  int n = N;
+  cl_kernel k = clCreateKernel(prog, "KERNEL_NAME", &err);
+  SET_ARGS
+  size_t global[1] = {N};
+  size_t local[1] = {64};
+  clEnqueueNDRangeKernel(q, k, 1, NULL, global, local, 0, NULL, NULL);
+  clFinish(q);
+  return 0;
+}
+"""
+ALL_ARGS = """clSetKernelArg(k, 0, sizeof(cl_mem), &a);
+  clSetKernelArg(k, 1, sizeof(cl_mem), &b);
+  clSetKernelArg(k, 2, sizeof(int), &n);"""
+
+
+def _host(name="scale", args=ALL_ARGS):
+    return HOST.replace("KERNEL_NAME", name).replace("SET_ARGS", args)
+
+
+def _assert_one_line_error(r, *needles):
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, r.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def test_good_program_runs(tmp_path):
+    r = _bad(tmp_path, KERNEL, _host())
+    assert r.returncode == 0, r.stderr
+
+
+def test_kernel_syntax_error_names_file_and_line(tmp_path):
+    r = _bad(tmp_path, KERNEL.replace("b[i] = 2.0f * a[i];", "b[i] = 2.0f * ;"), _host())
+    _assert_one_line_error(r, "k.cl:3")
+
+
+def test_host_syntax_error_names_file_and_line(tmp_path):
+    r = _bad(tmp_path, KERNEL, _host().replace("int n = N;", "int n = ;"))
+    _assert_one_line_error(r, "host.c:15")
+
+
+def test_unknown_kernel_name(tmp_path):
+    r = _bad(tmp_path, KERNEL, _host(name="scal"))
+    _assert_one_line_error(r, "host.c:16", "scal")
+
+
+def test_wrong_argument_index(tmp_path):
+    r = _bad(tmp_path, KERNEL, _host(args=ALL_ARGS + "\n  clSetKernelArg(k, 3, sizeof(int), &n);"))
+    _assert_one_line_error(r, "host.c:20")
+
+
+def test_launch_with_unset_arguments(tmp_path):
+    args = "clSetKernelArg(k, 0, sizeof(cl_mem), &a);"
+    r = _bad(tmp_path, KERNEL, _host(args=args))
+    _assert_one_line_error(r, "host.c:20", "scale")
+
+
+def test_unsupported_kernel_construct(tmp_path):
+    kernel = KERNEL.replace("if (i < n) b[i] = 2.0f * a[i];", "lbl: b[i] = a[i]; goto lbl;")
+    r = _bad(tmp_path, kernel, _host())
+    _assert_one_line_error(r, "k.cl:3")
+
+
+def test_missing_file():
+    r = run_cli("analyze", "does/not/exist.cl")
+    _assert_one_line_error(r, "exist.cl")
+
+
+def test_usage_error_exit_status():
+    r = run_cli("analyze", "x.cl", "--param", "oops")
+    assert r.returncode == 2
+
+
+def test_devices_lists_pocl():
+    r = run_cli("devices", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout), "at least one OpenCL device (PoCL) is available"
