@@ -878,7 +878,8 @@ def count_program(program: Program, *, subgroup_size: Optional[int] = None,
                   values: Optional[Mapping[str, int]] = None) -> dict[int, KernelCounts]:
     """Counts per launch id, each kernel specialized with its launch's known sizes and scalars.
 
-    A launch inside host loops is totalled over every instance (``kernel_launch`` counts them);
+    A launch inside host loops is totalled over every instance (``kernel_launch`` counts them;
+    footprints are summed per instance too, so the AFR is that of one instance on average);
     counts stay symbolic in host values that are unknown (``values`` may fix them).
     """
     from polyfuse.uar.effects import _specialize
@@ -910,7 +911,7 @@ def count_program(program: Program, *, subgroup_size: Optional[int] = None,
             ops=tuple(replace(r, count=bind(r.count)) for r in kc.ops),
             mem=tuple(replace(r, count=bind(r.count), accesses=bind(r.accesses),
                               footprint=None if r.footprint is None else
-                              _bind(r.footprint, subs, (), values)) for r in kc.mem),
+                              bind(r.footprint)) for r in kc.mem),
             sync=tuple(replace(r, count=bind(r.count if r.kind != "kernel_launch" else inst))
                        for r in kc.sync),
             geometry={k: _bind(c, subs, (), values) for k, c in kc.geometry.items()},
