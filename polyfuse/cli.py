@@ -165,6 +165,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return cmd_analyze(ns)
 
 
+def cmd_count(args: argparse.Namespace) -> int:
+    from polyfuse.perf.counts import count_report, format_count_table
+
+    _progress(args, "counting with barvinok")
+    report = count_report(args.kernels, host=args.host, kernel=args.kernel,
+                          params=_parse_params(args.param), subgroup_size=args.subgroup_size,
+                          granularity=args.granularity)
+    if args.json:
+        json.dump(report, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(format_count_table(report))
+    return 0
+
+
 def cmd_roofline(args: argparse.Namespace) -> int:
     from polyfuse.perf.roofline import run_roofline
 
@@ -207,6 +222,19 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("devices", help="list OpenCL devices")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_devices)
+
+    p = sub.add_parser("count", help="exact symbolic counts of ops, memory accesses, barriers")
+    p.add_argument("kernels", help="OpenCL C file")
+    p.add_argument("--host", help="C host program: counts per launch at the host's sizes")
+    p.add_argument("--kernel", help="only this kernel")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="fix a symbolic value (kernel scalar or host value)")
+    p.add_argument("--subgroup-size", type=int, help="sub-group size (default: the device's)")
+    p.add_argument("--granularity", choices=["work-item", "sub-group", "work-group"],
+                   help="one granularity for every count (default: per seed 004)")
+    p.add_argument("--json", action="store_true", help="JSON on stdout")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=cmd_count)
 
     p = sub.add_parser("roofline", help="measure the empirical roofline of the OpenCL device")
     p.add_argument("--out", required=True, help="directory for roofline.json and roofline.png")
