@@ -535,3 +535,63 @@ def test_long_chain_is_fast():
     elapsed = time.perf_counter() - t0
     assert len(uar.edges) == n - 1 and all(e.width == "thread" for e in uar.edges)
     assert elapsed < 20
+
+
+# ----------------------------------------------------------------------------------------------
+# End to end: bundled examples through the OpenCL and host front-ends, against the oracle
+# ----------------------------------------------------------------------------------------------
+
+EXAMPLES = __import__("pathlib").Path(__file__).resolve().parent.parent / "examples"
+
+
+def _at(s, values):
+    """``s`` (set or map) with its parameters fixed to ``values``."""
+    cons = " and ".join(f"{k} = {v}" for k, v in values.items()) or "0 = 0"
+    fixed = isl.Set(f"[{', '.join(values)}] -> {{ : {cons} }}").align_params(s.get_space())
+    return s.intersect_params(fixed)
+
+
+def _pairs(rel):
+    n_in = rel.dim(isl.dim_type.in_)
+    n = n_in + rel.dim(isl.dim_type.out)
+    out = set()
+
+    def add(p):
+        v = tuple(int(p.get_coordinate_val(isl.dim_type.set, i).to_python()) for i in range(n))
+        out.add((v[:n_in], v[n_in:]))
+
+    rel.wrap().foreach_point(add)
+    return out
+
+
+def _label_at(edge, values):
+    if edge.host:
+        return "global"
+    return next(lbl for lbl, region in edge.regions.items()
+                if not _at(region, values).is_empty())
+
+
+@pytest.mark.parametrize("name,values", [
+    ("gemm_bias_relu_transpose", {}), ("group_neighbor", {}), ("reduction", {}),
+    ("shift_rotation", {}), ("stencil3", {}), ("elementwise_chain", {"n": 200}),
+    ("runtime_offset", {"n": 200, "m": 3}), ("runtime_offset", {"n": 200, "m": 0}),
+    ("runtime_offset", {"n": 64, "m": 5}), ("runtime_offset", {"n": 130, "m": -70}),
+])
+def test_examples_against_bruteforce(name, values):
+    bf = pytest.importorskip("polyfuse.testing.bruteforce")
+    host = pytest.importorskip("polyfuse.frontend.host")
+    d = EXAMPLES / name
+    if not d.exists():
+        pytest.skip(f"example {name} not present")
+    p = host.load_opencl(str(d / "kernels.cl"), str(d / "host.c"))
+    uar = build_uar(p)
+    concrete = bf.edge_index(bf.brute_force_dependences(
+        p, params=values, sources=(d / "kernels.cl").read_text()))
+    ours = {(e.src, e.dst, e.array, e.kind): e for e in uar.edges
+            if not _at(e.relation, values).is_empty()}
+    assert set(ours) == set(concrete)
+    for key, e in ours.items():
+        c = concrete[key]
+        assert _pairs(_at(e.relation, values)) == set(c.pairs), key
+        assert e.loop_carried == c.loop_carried, key
+        assert _label_at(e, values) == (c.width if not e.host else "global"), key
