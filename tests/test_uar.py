@@ -8,7 +8,9 @@ isl models), and several are checked against the brute-force oracle of
 from __future__ import annotations
 
 import json
+import os
 import time
+from pathlib import Path
 
 import islpy as isl
 import pytest
@@ -541,7 +543,7 @@ def test_long_chain_is_fast():
 # End to end: bundled examples through the OpenCL and host front-ends, against the oracle
 # ----------------------------------------------------------------------------------------------
 
-EXAMPLES = __import__("pathlib").Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 def _at(s, values):
@@ -595,3 +597,40 @@ def test_examples_against_bruteforce(name, values):
         assert _pairs(_at(e.relation, values)) == set(c.pairs), key
         assert e.loop_carried == c.loop_carried, key
         assert _label_at(e, values) == (c.width if not e.host else "global"), key
+
+
+# ----------------------------------------------------------------------------------------------
+# Property: random kernel chains against the oracle
+# ----------------------------------------------------------------------------------------------
+
+hypothesis = pytest.importorskip("hypothesis")
+kernelgen = pytest.importorskip("polyfuse.testing.kernelgen")
+
+_COARSER = {"thread": 0, "block": 1, "global": 2}
+
+
+@hypothesis.settings(max_examples=int(os.environ.get("UAR_EXAMPLES", "40")), deadline=None,
+                     suppress_health_check=list(hypothesis.HealthCheck))
+@hypothesis.given(kernelgen.kernel_chains(gathers=True))
+def test_random_chains_against_bruteforce(gp):
+    bf = pytest.importorskip("polyfuse.testing.bruteforce")
+    p = gp.to_program(parse_kernels(gp.source))
+    uar = build_uar(p)
+    concrete = bf.edge_index(bf.brute_force_dependences(p, sources=gp.source))
+    ours = {(e.src, e.dst, e.array, e.kind): e for e in uar.edges}
+    if gp.exact:
+        assert set(ours) == set(concrete)
+    else:  # may-accesses: a sound over-approximation (kills may be lost)
+        assert set(concrete) <= set(ours) or all(k[3] != "RAW" for k in set(concrete) - set(ours))
+    for key, c in concrete.items():
+        if key not in ours:
+            continue
+        e = ours[key]
+        pairs = _pairs(e.relation)
+        if gp.exact:
+            assert pairs == set(c.pairs), key
+            assert e.loop_carried == c.loop_carried, key
+            assert e.width == (c.width if not e.host else "global"), key
+        else:
+            assert pairs >= set(c.pairs), key
+            assert _COARSER[e.width] >= _COARSER[c.width], key

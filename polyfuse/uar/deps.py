@@ -21,7 +21,7 @@ from typing import Optional
 
 import islpy as isl
 
-from polyfuse.uar.effects import Instantiation
+from polyfuse.uar.effects import Instantiation, OpInstances
 
 KINDS = ("RAW", "WAR", "WAW")
 
@@ -75,8 +75,26 @@ def _union(maps) -> isl.UnionMap:
     return result
 
 
+def _tagged(rel: Optional[isl.Map], ksched: isl.Map) -> tuple[isl.UnionMap, isl.UnionMap]:
+    """A kernel-level access ``Op[h] -> b[e]`` as instances ``[Op[h] -> b[e]]`` (access, time)."""
+    if rel is None or rel.is_empty():
+        return isl.UnionMap("{ }"), isl.UnionMap("{ }")
+    return (isl.UnionMap.from_map(rel.range_map()),
+            isl.UnionMap.from_map(rel.domain_map().apply_range(ksched)))
+
+
+def _to_instance(oi: OpInstances) -> isl.Map:
+    """``Op[h, g, l] -> Op[h]``: a work-item to its launch instance."""
+    return isl.Map(f"{{ {oi.name}[{', '.join(oi.dims)}] -> {oi.name}[{', '.join(oi.host_dims)}] }}")
+
+
 def dependences(inst: Instantiation, schedule: dict[int, isl.Map]) -> list[Dependence]:
-    """All RAW, WAR and WAW dependences, one relation per (kind, buffer, src op, dst op)."""
+    """All RAW, WAR and WAW dependences, one relation per (kind, buffer, src op, dst op).
+
+    Sources are computed per (operation instance, element) — instances ``[Op[h] -> b[e]]`` —
+    so that isl's "last source" is the last *instance* that wrote an element; every work-item
+    of it that touched the element is then a source (writes racing inside a launch all count).
+    """
     by_name = {oi.name: op_id for op_id, oi in inst.ops.items()}
     users: dict[str, list[int]] = defaultdict(list)
     for op in inst.program.ops:
@@ -85,34 +103,50 @@ def dependences(inst: Instantiation, schedule: dict[int, isl.Map]) -> list[Depen
     out: list[Dependence] = []
     for buffer in sorted(users):
         ids = users[buffer]
-        effs = [inst.effects[i] for i in ids]
-        reads = _union(e.access("read", buffer) for e in effs)
-        must_w = _union(e.must_writes.get(buffer) for e in effs)
-        may_w = _union(e.may_writes.get(buffer) for e in effs)
-        if must_w.is_empty() and may_w.is_empty():
+        effs = {i: inst.effects[i] for i in ids}
+        if all(not e.must_writes.get(buffer) and not e.may_writes.get(buffer)
+               for e in effs.values()):
             continue
-        writes = must_w.union(may_w)
+        reads = _union(e.access("read", buffer) for e in effs.values())
+        writes = _union(e.access("write", buffer) for e in effs.values())
+        kills = _union(e.must_writes.get(buffer) for e in effs.values())
         sched = _union(schedule[i] for i in ids)
+        tags = {k: (isl.UnionMap("{ }"), isl.UnionMap("{ }")) for k in ("must", "may", "read")}
+        for i, e in effs.items():
+            oi = inst.ops[i]
+            ksched = schedule[i].project_out(
+                isl.dim_type.in_, len(oi.host_dims), 2 * oi.work_dim).set_tuple_name(
+                isl.dim_type.in_, oi.name)
+            must = e.access("write", buffer, "kernel", must_only=True)
+            every = e.access("write", buffer, "kernel")
+            may = every if must is None or every is None else every.subtract(must)
+            for key, rel in (("must", must), ("may", may),
+                             ("read", e.access("read", buffer, "kernel"))):
+                acc, tim = _tagged(rel, ksched)
+                tags[key] = (tags[key][0].union(acc), tags[key][1].union(tim))
+        tsched = sched
+        for acc_tim in tags.values():
+            tsched = tsched.union(acc_tim[1])
         flows = {
-            "RAW": isl.UnionAccessInfo.from_sink(reads).set_must_source(must_w)
-            .set_may_source(may_w),
-            "WAR": isl.UnionAccessInfo.from_sink(writes).set_may_source(reads).set_kill(must_w),
-            "WAW": isl.UnionAccessInfo.from_sink(writes).set_must_source(must_w)
-            .set_may_source(may_w),
+            "RAW": isl.UnionAccessInfo.from_sink(reads).set_must_source(tags["must"][0])
+            .set_may_source(tags["may"][0]),
+            "WAR": isl.UnionAccessInfo.from_sink(writes).set_may_source(tags["read"][0])
+            .set_kill(kills),
+            "WAW": isl.UnionAccessInfo.from_sink(writes).set_must_source(tags["must"][0])
+            .set_may_source(tags["may"][0]),
         }
         for kind in KINDS:
-            if kind == "RAW" and reads.is_empty() or kind == "WAR" and reads.is_empty():
+            if kind in ("RAW", "WAR") and reads.is_empty():
                 continue
-            dep = flows[kind].set_schedule_map(sched).compute_flow().get_may_dependence()
-            found = []
+            dep = flows[kind].set_schedule_map(tsched).compute_flow().get_may_dependence()
             maps: list[isl.Map] = []
             dep.foreach_map(maps.append)
             for m in maps:
-                m = m.coalesce()
-                if m.is_empty():
-                    continue
-                src = by_name[m.get_tuple_name(isl.dim_type.in_)]
+                src = by_name[m.domain().unwrap().get_tuple_name(isl.dim_type.in_)]
                 dst = by_name[m.get_tuple_name(isl.dim_type.out)]
-                found.append(Dependence(kind, buffer, src, dst, m))
-            out.extend(found)
+                oi = inst.ops[src]
+                access = effs[src].access("read" if kind == "WAR" else "write", buffer)
+                rel = _to_instance(oi).range_product(access).apply_range(m).coalesce()
+                if not rel.is_empty():
+                    out.append(Dependence(kind, buffer, src, dst, rel))
     return out
