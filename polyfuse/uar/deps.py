@@ -75,6 +75,12 @@ def _union(maps) -> isl.UnionMap:
     return result
 
 
+def _then(sched: isl.Map, step: int) -> isl.Map:
+    """``sched`` with one more time dimension fixed to ``step`` (orders roles in an instance)."""
+    n = sched.dim(isl.dim_type.out)
+    return sched.add_dims(isl.dim_type.out, 1).fix_val(isl.dim_type.out, n, step)
+
+
 def _tagged(rel: Optional[isl.Map], ksched: isl.Map) -> tuple[isl.UnionMap, isl.UnionMap]:
     """A kernel-level access ``Op[h] -> b[e]`` as instances ``[Op[h] -> b[e]]`` (access, time)."""
     if rel is None or rel.is_empty():
@@ -110,7 +116,10 @@ def dependences(inst: Instantiation, schedule: dict[int, isl.Map]) -> list[Depen
         reads = _union(e.access("read", buffer) for e in effs.values())
         writes = _union(e.access("write", buffer) for e in effs.values())
         kills = _union(e.must_writes.get(buffer) for e in effs.values())
-        sched = _union(schedule[i] for i in ids)
+        # sinks and kills at step 0 of their instance, tagged reads at step 1: an instance's
+        # own write does not kill its reads (they still precede the next write), while its
+        # reads are never sources for its own writes (same instance, not earlier)
+        sched = _union(_then(schedule[i], 0) for i in ids)
         tags = {k: (isl.UnionMap("{ }"), isl.UnionMap("{ }")) for k in ("must", "may", "read")}
         for i, e in effs.items():
             oi = inst.ops[i]
@@ -122,7 +131,7 @@ def dependences(inst: Instantiation, schedule: dict[int, isl.Map]) -> list[Depen
             may = every if must is None or every is None else every.subtract(must)
             for key, rel in (("must", must), ("may", may),
                              ("read", e.access("read", buffer, "kernel"))):
-                acc, tim = _tagged(rel, ksched)
+                acc, tim = _tagged(rel, _then(ksched, 1 if key == "read" else 0))
                 tags[key] = (tags[key][0].union(acc), tags[key][1].union(tim))
         tsched = sched
         for acc_tim in tags.values():

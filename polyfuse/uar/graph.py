@@ -191,8 +191,9 @@ class UAR:
         """Statements and barriers of a launch's kernel, with work-group-local dependences.
 
         Data edges (``kind`` RAW/WAR/WAW, ``array``, ``address_space``, ``scope`` = ``thread``
-        when only the same work-item is involved, else ``block``) relate statements whose
-        instances in one work-group touch the same element; virtual edges run statement →
+        when only the same work-item is involved, else ``block``; ``deps`` lists every such
+        dependence between the pair, the edge's own attributes are the first) relate statements
+        whose instances in one work-group touch the same element; virtual edges run statement →
         next barrier → statements up to the following barrier.
         """
         if launch_id not in self._kernel_graphs:
@@ -360,8 +361,12 @@ def _data_edges(g: nx.DiGraph, s, t) -> None:
                 continue
             same_item = _same_dims_map(s.domain, t.domain, 6).align_params(rel.get_space())
             scope = "thread" if rel.is_subset(same_item) else "block"
+            dep = {"kind": kind, "array": a.array, "address_space": a.address_space,
+                   "scope": scope, "relation": str(rel)}
             prev = g.get_edge_data(s.id, t.id)
-            if prev and prev.get("kind") != "virtual" and prev.get("scope") == "block":
-                scope = "block"
-            g.add_edge(s.id, t.id, kind=kind, array=a.array, address_space=a.address_space,
-                       scope=scope, relation=str(rel))
+            if prev and prev.get("kind") != "virtual":
+                prev["deps"].append(dep)
+                if scope == "block":
+                    prev["scope"] = "block"
+            else:
+                g.add_edge(s.id, t.id, **dep, deps=[dep])
