@@ -174,6 +174,7 @@ def test_symbolic_offset_condition():
     assert set(e.conditions) == {"thread"}
     assert isl.Set(e.conditions["thread"]).is_equal(
         isl.Set("[m] -> { : m = 0 }").intersect(isl.Set(ctx)))
+    assert e.conditions["thread"] == "[m] -> { : m = 0 }"
     assert e.witness["params"]["m"] != 0
     _check_global_witness(e)
 
@@ -281,6 +282,17 @@ def test_partial_overwrite_does_not_kill():
     uar = build_uar(program(src, ops, buffers("a", "b", "c")))
     raw = {(e.src, e.dst) for e in uar.edges if e.kind == "RAW"}
     assert raw == {(1, 3), (2, 3)}
+
+
+def test_bad_bindings_are_clear_errors():
+    from polyfuse.program import PolyfuseError
+
+    with pytest.raises(PolyfuseError, match="not bound to a buffer"):
+        build_uar(program(COPY, [launch(1, "copy", N, 64, "a")], buffers("a")))
+    with pytest.raises(PolyfuseError, match="unknown buffer"):
+        build_uar(program(COPY, [launch(1, "copy", N, 64, "a", "zz")], buffers("a")))
+    with pytest.raises(PolyfuseError, match="unknown kernel"):
+        build_uar(program(COPY, [launch(1, "nope", N, 64, "a")], buffers("a")))
 
 
 def test_in_place_kernel_has_no_self_edge():

@@ -34,6 +34,7 @@ from polyfuse.program import (
     Kernel,
     KernelContext,
     Launch,
+    PolyfuseError,
     Program,
     UnsupportedError,
     host_expr_to_isl,
@@ -60,6 +61,10 @@ def type_size(ctype: str) -> int:
         n = int(m.group(2))
         return _SCALAR_SIZES[m.group(1)] * (4 if n == 3 else n)
     raise UnsupportedError(f"unknown element type {ctype!r}: cannot size buffer accesses")
+
+
+def _where(op) -> tuple:
+    return (op.loc.file, op.loc.line) if op.loc else ()
 
 
 def _is_int(expr) -> bool:
@@ -370,6 +375,13 @@ class _Builder:
         self.notes: list[str] = []
         self._spec_cache: dict[tuple[str, KernelContext], Kernel] = {}
         self._keff_cache: dict[tuple[int, int], dict] = {}
+        for op in program.ops:
+            names = [a.buffer for a in op.args if a.kind == "buffer"] if isinstance(
+                op, Launch) else [r.buffer for r in op.reads + op.writes]
+            for name in names:
+                if name not in program.buffers:
+                    raise PolyfuseError(f"operation {op.id}: unknown buffer {name!r}",
+                                        *_where(op))
         self.units = self._units()
         self.tuples: dict[str, str] = {}
         for root in sorted({self.program.root(b)[0] for b in program.buffers}):
@@ -438,11 +450,11 @@ class _Builder:
         kernel0 = self.program.kernels.get(launch.kernel)
         if kernel0 is None:
             raise UnsupportedError(f"launch {launch.id}: unknown kernel {launch.kernel!r}",
-                                   *((launch.loc.file, launch.loc.line) if launch.loc else ()))
+                                   *_where(launch))
         if launch.global_offset and any(not _is_int(o) or int(o) != 0
                                         for o in launch.global_offset):
             raise UnsupportedError(f"launch {launch.id} of {launch.kernel}: a non-zero global "
-                                   "offset is not supported")
+                                   "offset is not supported", *_where(launch))
         wd = launch.work_dim
         host_dims = _host_dim_names(tuple(launch.loops))
         its = {lp.iterator: d for lp, d in zip(launch.loops, host_dims)}
@@ -535,10 +547,14 @@ class _Builder:
                                  tuple(x or 0 for x in local))
         domain = inst.domain
         for (pname, direction, acc_exact), rel in sorted(keff.items()):
-            arg = launch.arg(kernel0.param(pname).index)
-            if arg.kind != "buffer" or arg.buffer is None:
+            try:
+                arg = launch.arg(kernel0.param(pname).index)
+            except KeyError:
+                arg = None
+            if arg is None or arg.kind != "buffer" or arg.buffer is None:
                 raise UnsupportedError(f"launch {launch.id}: kernel argument {pname!r} of "
-                                       f"{kernel0.name} is not bound to a buffer")
+                                       f"{kernel0.name} is not bound to a buffer",
+                                       *_where(launch))
             root, origin, end, root_end = self._extent(arg.buffer, its, f"{tag}_{pname}")
             unit = self.units[root]
             esize = type_size(kernel0.param(pname).type)

@@ -14,6 +14,7 @@ except for the witness, which is one point of the violation set as isl gives it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -65,6 +66,11 @@ def tidy(s: isl.Set) -> isl.Set:
         if not s.involves_dims(isl.dim_type.param, i, 1):
             s = s.project_out(isl.dim_type.param, i, 1)
     return s
+
+
+def set_str(s: isl.Set) -> str:
+    """isl's text of a set, with the blank isl leaves before a bare ``:`` collapsed."""
+    return re.sub(r"\{\s+:", "{ :", str(s))
 
 
 def _dim_names(rel: isl.Map, t: isl.dim_type) -> list[str]:
@@ -177,7 +183,7 @@ def classify(rel: isl.Map, context: isl.Set, src_groups: int, dst_groups: int) -
     conditions = {}
     for label in WIDTHS[: WIDTHS.index(width)]:
         if not regions[label].is_empty():
-            conditions[label] = str(tidy(regions[label]))
+            conditions[label] = set_str(tidy(regions[label]))
     witness = None
     if width == "global":
         witness = _violation_witness(rel, src_groups, dst_groups, regions["global"])
