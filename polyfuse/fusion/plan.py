@@ -1,0 +1,81 @@
+"""Fusion plans: which launches run together, and how each is re-indexed (immutable records).
+
+A :class:`FusionPlan` partitions the program's launches into :class:`FusedGroup` s.  Each member
+of a group is a :class:`Fragment`: one original launch placed into the fused kernel by a
+*re-indexing*, an isl map from fused work-items to the original launch's work-items::
+
+    { F[h..., g0.., l0..] -> L<id>[h..., g0.., l0..] }
+
+(single-valued and injective; its domain is the set of fused work-items that run the fragment).
+Code generation substitutes the fragment's work-item functions by the map's expressions and
+guards the fragment by the domain; a ``barrier_before`` fragment is preceded by a work-group
+barrier (a block-level edge to an earlier fragment).  The plan is serialisable as the
+``plan.json`` of DESIGN §4.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+ORCHESTRATIONS = ("single", "vertical", "horizontal", "hybrid")
+
+
+@dataclass(frozen=True)
+class Fragment:
+    """One original launch inside a fused kernel."""
+
+    launch: int
+    kernel: str
+    #: isl map string, fused work-item -> original work-item (see module docstring)
+    reindex: str
+    #: a work-group barrier separates this fragment from the previous one (block-level edge)
+    barrier_before: bool = False
+
+
+@dataclass(frozen=True)
+class FusedGroup:
+    """Launches that run as one kernel launch (per host-loop instance)."""
+
+    id: int
+    members: tuple[int, ...]  # launch ids, in execution order
+    orchestration: str  # one of ORCHESTRATIONS
+    fragments: tuple[Fragment, ...]
+    #: launch step assigned by global fusion (groups run in step order)
+    step: int = 0
+    #: fused NDRange (global and local size); None until code generation fixes it
+    global_size: Optional[tuple[int, ...]] = None
+    local_size: Optional[tuple[int, ...]] = None
+    #: name of the generated kernel (set by code generation)
+    kernel: Optional[str] = None
+    #: why members were (not) merged: one line per decision, for report.md
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class BlockedFusion:
+    """An edge that prevented two launches from fusing, with its width and witness."""
+
+    src: int
+    dst: int
+    array: str
+    kind: str
+    width: str
+    reason: str
+    witness: Optional[dict[str, Any]] = None
+
+
+@dataclass(frozen=True)
+class FusionPlan:
+    """The plan for a whole program (see module docstring)."""
+
+    program: Any  # polyfuse.program.Program
+    uar: Any  # polyfuse.uar.UAR
+    groups: tuple[FusedGroup, ...]
+    launches_before: int
+    launches_after: int
+    blocked: tuple[BlockedFusion, ...] = ()
+    #: post-fusion optimizations that fired, e.g. {"barriers_removed": 2}
+    optimizations: dict[str, Any] = field(default_factory=dict)
+    #: set by verification: {"ok", "reference", "max_abs_err", "max_rel_err", ...}
+    verified: Optional[dict[str, Any]] = None
