@@ -6,12 +6,17 @@ concrete sizes.
 
 from __future__ import annotations
 
+from collections import Counter
+from pathlib import Path
+
 import islpy as isl
+import numpy as np
 import pytest
 
 from polyfuse.frontend import cpp
 from polyfuse.frontend.opencl import parse_kernels, specialize
 from polyfuse.program import Kernel, KernelContext, PolyfuseError, UnsupportedError
+from polyfuse.testing.interp import LocalArg, run_kernel
 
 # ----------------------------------------------------------------------------------------------
 # helpers
@@ -481,3 +486,205 @@ def test_parse_kernels_from_path(tmp_path):
     assert list(ks) == ["vadd"]
     assert ks["vadd"].statements[-1].loc.file == str(path)
     assert ks["vadd"].statements[-1].loc.line == 5
+
+
+# ----------------------------------------------------------------------------------------------
+# loops whose value sequence folds to constants (geometric loops): enumerated exactly
+# ----------------------------------------------------------------------------------------------
+
+REDUCTION_CL = Path(__file__).resolve().parents[1] / "examples" / "reduction" / "kernels.cl"
+
+
+def _stmt_points(k: Kernel, **params: int):
+    """Per statement instance (sid, instance): its schedule vector and accessed elements."""
+    sched = {}
+    k.schedule.foreach_map(lambda m: sched.__setitem__(m.get_tuple_name(isl.dim_type.in_), m))
+    out: dict[tuple, tuple[tuple, Counter]] = {}
+    for s in k.statements:
+        n = s.domain.dim(isl.dim_type.set)
+        times = {p[:n]: p[n:] for p in points(sched[s.id], **params)}
+        for inst in points(s.domain, **params):
+            out[(s.id, inst)] = (times[inst], Counter())
+        for a in s.accesses:
+            mode = "R" if a.direction == "read" else "W"
+            for p in points(a.relation, **params):
+                out[(s.id, p[:-1])][1][(a.array, p[-1], mode)] += 1
+    return out
+
+
+def _check_against_interp(k: Kernel, src: str, gsz: int, lsz: int, args: dict,
+                          **params: int) -> None:
+    """Every access of the model equals the interpreter's, per work-item and in order."""
+    run = run_kernel(src, (gsz,), (lsz,), args, name=k.name, record_local=True)
+    inst = _stmt_points(k, _gs0=gsz, **params)
+    local = {a.name for a in k.arrays if a.address_space == "local"} | {
+        p.name for p in k.params if p.pointer and p.address_space == "local"}
+    for acc in k.accesses:
+        assert acc.exact, (acc.array, acc.reason)
+    for g in range(gsz // lsz):
+        for ll in range(lsz):
+            wi = ((g,), (ll,))
+            mine = sorted((t, sid, p) for (sid, p), (t, _) in inst.items()
+                          if p[0] == g and p[3] == ll)
+            for recorded, is_local in ((run.accesses, False), (run.local_accesses, True)):
+                got = [(a.buffer, a.index, a.mode) for a in recorded if a.wi == wi]
+                pos = 0
+                for _, sid, p in mine:
+                    want = Counter({key: c for key, c in inst[(sid, p)][1].items()
+                                    if (key[0] in local) == is_local})
+                    n = sum(want.values())
+                    assert Counter(got[pos:pos + n]) == want, (k.name, wi, sid, p)
+                    pos += n
+                assert pos == len(got), (k.name, wi, got[pos:])
+
+
+def _reduction_args(name: str, gsz: int, n: int) -> dict:
+    if name == "reduce_partial":
+        return {"x": np.arange(n, dtype=np.float32), "partial": np.zeros(gsz // 64, np.float32),
+                "scratch": LocalArg(64 * 4), "n": n}
+    return {"partial": np.arange(n, dtype=np.float32), "result": np.zeros(1, np.float32),
+            "nparts": n}
+
+
+@pytest.mark.parametrize("name", ["reduce_partial", "reduce_final"])
+def test_reduction_example_is_exact_and_matches_interpreter(name):
+    k0 = parse_kernels(str(REDUCTION_CL))[name]
+    k = specialize(k0, KernelContext(local_size=(64, None, None)))
+    assert all(a.exact for a in k.accesses) and all(s.exact_domain for s in k.statements)
+    assert all(b.uniform for b in k.barriers) and len(k.barriers) == 2
+    loop = [s for s in k.statements if "scratch[lid + s]" in s.code][0]
+    assert loop.domain.get_dim_name(isl.dim_type.set, 6) == "s"
+    assert {p[6] for p in points(loop.domain, _gs0=64, n=64, nparts=64)} == {32, 16, 8, 4, 2, 1}
+    # the guard `lid < s` restricts the statement, not the barrier
+    assert {(p[3], p[6]) for p in points(loop.domain, _gs0=64, n=64, nparts=64)} == {
+        (ll, s) for s in (32, 16, 8, 4, 2, 1) for ll in range(s)}
+    b1 = k.barriers[1]
+    assert {(p[3], p[6]) for p in points(b1.domain, _gs0=64, n=64, nparts=64)} == {
+        (ll, s) for s in (32, 16, 8, 4, 2, 1) for ll in range(64)}
+    src = REDUCTION_CL.read_text()
+    for gsz, n in ((128, 100), (192, 192)) if name == "reduce_partial" else ((64, 150),):
+        scal = {"n": n} if name == "reduce_partial" else {"nparts": n}
+        _check_against_interp(k, src, gsz, 64, _reduction_args(name, gsz, n), **scal)
+
+
+def test_reduction_schedule_orders_iterations_decreasing():
+    k = specialize(parse_kernels(str(REDUCTION_CL))["reduce_partial"],
+                   KernelContext(local_size=(64, None, None)))
+    loop = [s for s in k.statements if "scratch[lid + s]" in s.code][0]
+    bar = k.barriers[1]
+
+    sched = {}
+    k.schedule.foreach_map(lambda m: sched.__setitem__(m.get_tuple_name(isl.dim_type.in_), m))
+
+    def time(entry, s):
+        """Schedule vector of work-item 0's instance of ``entry`` at loop value ``s``."""
+        pts = points(sched[entry.id], _gs0=64, n=64)
+        n = entry.domain.dim(isl.dim_type.set)
+        return [p[n:] for p in pts if p[3] == 0 and (n == 6 or p[6] == s)][0]
+
+    assert time(loop, 32) < time(bar, 32) < time(loop, 16) < time(bar, 16) < time(loop, 1)
+    assert time(bar, 1) < time([s for s in k.statements if "partial" in s.code][0], 0)
+
+
+LOOP_HEADERS = [
+    ("for (int s = 32; s > 0; s >>= 1)", [32, 16, 8, 4, 2, 1]),
+    ("for (int s = 32; s > 0; s /= 2)", [32, 16, 8, 4, 2, 1]),
+    ("for (int s = 32; s > 0; s = s / 2)", [32, 16, 8, 4, 2, 1]),
+    ("for (int s = 32; s >= 1; s >>= 1)", [32, 16, 8, 4, 2, 1]),
+    ("for (int s = 32; s != 0; s >>= 1)", [32, 16, 8, 4, 2, 1]),
+    ("for (int s = 1; s < 64; s <<= 1)", [1, 2, 4, 8, 16, 32]),
+    ("for (int s = 1; s < 64; s *= 2)", [1, 2, 4, 8, 16, 32]),
+    ("for (uint s = 1; s <= N; s = 2 * s)", [1, 2, 4, 8, 16, 32]),
+    ("for (int s = get_local_size(0) / 2; s > 0; s >>= 1)", [32, 16, 8, 4, 2, 1]),
+    ("for (int s = N / 3; s > 1; s = s / 3 + 1)", [10, 4, 2]),
+    ("for (int s = 0; s * s < 40; s++)", [0, 1, 2, 3, 4, 5, 6]),  # non-affine condition
+    ("for (int s = 1; s > -100 && s < 100; s *= -2)", [1, -2, 4, -8, 16, -32, 64]),
+]
+
+
+@pytest.mark.parametrize("header,values", LOOP_HEADERS, ids=[h for h, _ in LOOP_HEADERS])
+def test_enumerated_loops_match_interpreter(header, values):
+    src = r"""
+    #define N 32
+    __kernel void geo(__global float *a, __local float *t) {
+        int l = get_local_id(0);
+        t[l] = a[get_global_id(0)];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        HEADER {
+            if (l < 8) a[get_global_id(0) + s + 100] += t[(l + s) & 63];
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+    }
+    """.replace("HEADER", header)
+    k = parse_kernels(src, "geo.cl", context=KernelContext(local_size=(64, None, None)))["geo"]
+    body = [s for s in k.statements if "+ 100" in s.code][0]
+    assert body.exact_domain and all(a.exact for a in body.accesses)
+    assert all(b.uniform for b in k.barriers)
+    got = {p[6] for p in points(k.barriers[1].domain, _gs0=64)}
+    assert got == set(values)
+    # the schedule orders the iterations as they run
+    sched = {}
+    k.schedule.foreach_map(lambda m: sched.__setitem__(m.get_tuple_name(isl.dim_type.in_), m))
+    order = sorted((p[7:], p[6]) for p in points(sched["B1"], _gs0=64) if p[3] == 0)
+    assert [s for _, s in order] == values
+    a = np.zeros(64 + 300, np.float32)
+    _check_against_interp(k, src, 64, 64, {"a": a, "t": LocalArg(64 * 4)})
+
+
+@pytest.mark.parametrize("header,why", [
+    ("for (uint s = 1; s != 0; s <<= 1)", "wraps around in C"),  # > 64 values over integers
+    ("for (int s = 1; s < 1000; s = 1 + s * 1)", "more than 64 values"),
+    ("for (int s = get_local_size(0) / 2; s > 0; s >>= 1)", "unknown local size"),
+    ("for (int s = n; s > 0; s >>= 1)", "symbolic init"),
+    ("for (int s = l + 1; s > 0; s >>= 1)", "depends on the work-item"),
+])
+def test_non_enumerable_loops_stay_over_approximated(header, why):
+    src = r"""
+    __kernel void geo(__global float *a, int n) {
+        int l = get_local_id(0);
+        HEADER {
+            a[s] = 0.0f;
+        }
+    }
+    """.replace("HEADER", header)
+    k = parse_kernels(src, "geo.cl")["geo"]
+    w = one(k, "a", "write")
+    assert not w.exact, why
+    assert k.statements[-1].domain.get_dim_name(isl.dim_type.set, 6).startswith("_w")
+
+
+def test_enumerated_loop_iterator_types_and_divergent_barrier():
+    src = r"""
+    __kernel void f(__global float *a) {
+        int l = get_local_id(0);
+        for (float x = 1.0f; x > 0; x /= 2) a[l] += x;
+        for (int s = l; s > 0; s >>= 1) { a[s] = 1.0f; barrier(CLK_LOCAL_MEM_FENCE); }
+        int s;
+        for (s = 16; s > 0; s >>= 2) a[s] = 2.0f;
+    }
+    """
+    k = parse_kernels(src, "f.cl", context=KernelContext(local_size=(8, None, None)))["f"]
+    first = [s for s in k.statements if "+= x" in s.code][0]
+    assert not first.exact_domain  # a float iterator is never enumerated (0.5 > 0)
+    assert not k.barriers[0].uniform  # trip count differs per work-item
+    last = [s for s in k.statements if "2.0f" in s.code][0]
+    assert last.exact_domain and all(a.exact for a in last.accesses)
+    assert {p[-1] for p in points(last.accesses[0].relation, _gs0=8)} == {16, 4, 1}
+
+
+def test_enumerated_loop_nested_in_affine_loop():
+    src = r"""
+    __kernel void f(__global float *a, int n) {
+        for (int i = 0; i < n; i++)
+            for (int s = 8; s > 0; s >>= 1)
+                a[10 * i + s] = 0.0f;
+    }
+    """
+    k = parse_kernels(src, "f.cl")["f"]
+    w = one(k, "a", "write")
+    assert w.exact
+    assert {p[-1] for p in points(w.relation, n=2)} == {1, 2, 4, 8, 11, 12, 14, 18}
+    sched = {}
+    k.schedule.foreach_map(lambda m: sched.__setitem__(m.get_tuple_name(isl.dim_type.in_), m))
+    order = sorted((p[8:], p[6], p[7]) for p in points(sched["S0"], n=2))
+    assert [(i, s) for _, i, s in order] == [(i, s) for i in range(2) for s in (8, 4, 2, 1)]

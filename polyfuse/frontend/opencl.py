@@ -7,6 +7,12 @@ Conventions (see also :mod:`polyfuse.program`):
   C names (uniquified with a ``_<n>`` suffix when a name is reused in the same nest or clashes with
   a work-item dimension or a parameter).  ``while``/``do`` loops and ``for`` loops whose iterator
   cannot be identified get an iteration counter ``_w<n>`` (``>= 0``).  Barriers are ``B<n>``.
+* Counted ``for`` loops with an affine step bound their dimension by the (affine) init and
+  condition.  A ``for`` loop whose value sequence folds to constants (init, condition and update
+  constant once the iterator is: ``for (s = 32; s > 0; s >>= 1)``, ``s *= 2``, ``s = s / 2``,
+  known local sizes and scalar values substituted) is *enumerated*: its dimension is the
+  iterator's value, restricted to the visited values (``s = 32 or s = 16 or ...``, at most 64
+  values; more, or anything that does not fold, falls back to a ``_w<n>`` counter).
 * Work-item constraints per dimension ``d`` used by the kernel: ``0 <= l_d < L_d`` and
   ``0 <= L_d*g_d + l_d < G_d`` (``G_d mod L_d = 0`` when ``L_d`` is known and ``G_d`` is not).
   Dimensions the kernel does not use are pinned to 0 unless the context gives their global size.
@@ -15,7 +21,9 @@ Conventions (see also :mod:`polyfuse.program`):
   modelled with unit groups: ``L_d = 1``, ``l_d = 0``, ``g_d`` = global id (noted in ``notes``).
 * ``Kernel.schedule`` maps ``S<n>[g, l, k]`` to ``[q0, k1, q1, ..., kd, qd, 0...]`` (2d+1 textual
   schedule of one work-item, padded with zeros to the deepest nest).  The g/l dimensions do not
-  appear in the range: the schedule orders the instances of one work-item only.
+  appear in the range: the schedule orders the instances of one work-item only.  The coordinate
+  of an enumerated loop is its dimension when the values increase, its negation when they
+  decrease (``s = 32, 16, ...`` is scheduled at ``-s``), and the iteration index otherwise.
 * A may-access (``exact=False``) maps each instance to every element it may touch: the whole
   array (``a[o] : o >= 0``, or the declared extent of a local/private array) for non-affine
   subscripts and unknown calls, or the affine relation under a domain that is over-approximated
@@ -31,7 +39,7 @@ import os
 import re
 import weakref
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 import islpy as isl
@@ -76,6 +84,9 @@ _FENCES = {1: "local", 2: "global", 4: "image"}
 _BARRIERS = {"barrier", "work_group_barrier"}
 _FENCE_ONLY = {"mem_fence", "read_mem_fence", "write_mem_fence"}
 _GROUPING_FUNCS = {"get_local_id", "get_group_id", "get_local_size", "get_num_groups"}
+#: most values a loop whose trip sequence folds to constants is enumerated with (more: the
+#: loop is over-approximated like a ``while`` loop)
+_MAX_ENUMERATED = 64
 
 _NO_CONTEXT = KernelContext()
 
@@ -164,10 +175,13 @@ class _State:
     exact: bool = True
     reason: Optional[str] = None
     divergent: bool = False  # under control flow that depends on memory
+    #: per enclosing loop, its schedule coordinate (isl expression over the loop dims) and an
+    #: extra isl constraint defining it ("" if none); see :meth:`_Extractor._enumerated`
+    sched: list[tuple[str, str]] = field(default_factory=list)
 
     def copy(self) -> _State:
         return _State(list(self.loops), self.dom, dict(self.env), self.exact, self.reason,
-                      self.divergent)
+                      self.divergent, list(self.sched))
 
     @property
     def depth(self) -> int:
@@ -194,6 +208,7 @@ class _Entry:
     order: tuple[int, ...]
     loops: tuple[str, ...]
     record: Any = None
+    sched: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -1211,7 +1226,8 @@ class _Extractor:
             code = code + ";"
         stmt = Statement(sid, dom, tuple(accs), code, _coord_loc(stmt_node, self.filename),
                          self._next_order(), exact, stmt_node)
-        self.entries.append(_Entry("stmt", sid, dom, stmt.order, tuple(st.loops), stmt))
+        self.entries.append(_Entry("stmt", sid, dom, stmt.order, tuple(st.loops), stmt,
+                                   tuple(st.sched)))
 
     def _name(self, dom: isl.Set, sid: str, st: _State) -> isl.Set:
         dom = dom.set_tuple_name(sid)
@@ -1275,6 +1291,7 @@ class _Extractor:
     def _enter(self, st: _State, name: str) -> _State:
         inner = st.copy()
         inner.loops.append(name)
+        inner.sched.append((name, ""))
         inner.dom = st.dom.add_dims(isl.dim_type.set, 1).set_dim_name(
             isl.dim_type.set, 6 + st.depth, name)
         self.depth_max = max(self.depth_max, inner.depth)
@@ -1292,7 +1309,10 @@ class _Extractor:
         it, lb_node, step = _loop_shape(node)
         body_mod = _modified(node.stmt)
         escapes = _escapes(node.stmt)
-        if it is None or step is None or it in body_mod:
+        seq = None
+        if it is not None and step is None and it not in body_mod:
+            seq = self._sequence(node, it, lb_node, st, body_mod)
+        if it is None or (step is None and seq is None) or it in body_mod:
             if node.init is not None:
                 self.block(node.init, st)
             why = f"for loop at line {node.coord.line} is not a counted loop with constant step"
@@ -1308,22 +1328,26 @@ class _Extractor:
         iv = self._dim(inner, pos)
         inner.env[it] = _Var("int", dim=pos)
         problems = []
-        try:
-            lb = self.aff(lb_node, st).add_dims(isl.dim_type.in_, 1)
-            if step > 0:
-                inner.dom = inner.dom.intersect(iv.ge_set(lb))
-            else:
-                inner.dom = inner.dom.intersect(iv.le_set(lb))
-            if abs(step) > 1:
-                inner.dom = inner.dom.intersect(
-                    iv.sub(lb).mod_val(isl.Val(abs(step))).eq_set(self._const(inner, 0)))
-        except _NonAffine as e:
-            problems.append(f"lower bound {cpp.generate(lb_node)}: {e.reason}")
+        if seq is not None:
+            self._enumerated(inner, pos, seq)
+        else:
+            assert step is not None
+            try:
+                lb = self.aff(lb_node, st).add_dims(isl.dim_type.in_, 1)
+                if step > 0:
+                    inner.dom = inner.dom.intersect(iv.ge_set(lb))
+                else:
+                    inner.dom = inner.dom.intersect(iv.le_set(lb))
+                if abs(step) > 1:
+                    inner.dom = inner.dom.intersect(
+                        iv.sub(lb).mod_val(isl.Val(abs(step))).eq_set(self._const(inner, 0)))
+            except _NonAffine as e:
+                problems.append(f"lower bound {cpp.generate(lb_node)}: {e.reason}")
         cst = inner.copy()
         cst.exact, cst.reason = False, st.reason or "reads of a loop condition (evaluated once " \
             "more than the body runs; over-approximated)"
         self._emit_control(node.cond, cst)
-        if node.cond is not None:
+        if seq is None and step is not None and node.cond is not None:
             cnode = _ne_to_bound(node.cond, it, step)
             try:
                 cset = self.cond(cnode, inner)
@@ -1333,6 +1357,13 @@ class _Extractor:
                     inner.dom = inner.dom.intersect(cset)
             except _NonAffine as e:
                 problems.append(f"condition {cpp.generate(node.cond)}: {e.reason}")
+            if problems:
+                # a constant-step loop whose bounds are not affine (``i * i < 64``): still exact
+                # when its value sequence folds to constants
+                seq = self._sequence(node, it, lb_node, st, body_mod)
+                if seq is not None:
+                    self._enumerated(inner, pos, seq)
+                    problems = []
         if escapes:
             problems.append(f"the loop at line {node.coord.line} contains {escapes}")
         if problems:
@@ -1346,6 +1377,73 @@ class _Extractor:
         if escapes and "return" in escapes:
             self.maybe_returned = self.maybe_returned or \
                 f"after a loop at line {node.coord.line} that may return"
+
+    def _sequence(self, node: c_ast.For, it: str, lb_node: Any, st: _State,
+                  body_mod: set[str]) -> Optional[list[int]]:
+        """The values ``it`` takes in a loop whose trip sequence folds to constants, or None.
+
+        Init, condition and update are evaluated with the iterator bound to each successive
+        constant (other variables as known before the loop; those the body modifies unknown).
+        The condition must hold on every instance of the enclosing domain or on none (so the
+        sequence is the same for every work-item); more than :data:`_MAX_ENUMERATED` values, a
+        value that does not fold, or a non-integer iterator give None.
+        """
+        if node.cond is None or node.next is None or not self._int_iterator(node, it, st):
+            return None
+        upd = _update_expr(node.next, it)
+        if upd is None:
+            return None
+        probe = st.copy()
+        self._invalidate(probe, body_mod)
+        try:
+            v = self._cst(self.aff(lb_node, probe))
+            seq: list[int] = []
+            while v is not None and abs(v) < 2 ** 62:
+                probe.env[it] = _Var("int", value=(self._const(probe, v), probe.depth))
+                c = self.cond(node.cond, probe)
+                if probe.dom.intersect(c).is_empty():
+                    return seq
+                if not probe.dom.is_subset(c) or len(seq) >= _MAX_ENUMERATED:
+                    return None
+                seq.append(v)
+                v = self._cst(self.aff(upd, probe))
+        except _NonAffine:
+            return None
+        return None
+
+    def _int_iterator(self, node: c_ast.For, it: str, st: _State) -> bool:
+        init = node.init
+        decl = init.decls[0] if isinstance(init, c_ast.DeclList) else init
+        if isinstance(decl, c_ast.Decl):
+            return isinstance(decl.type, c_ast.TypeDecl) and _is_int_type(type_name(decl.type))
+        var = st.env.get(it)
+        if var is not None:
+            return var.kind == "int"
+        return any(p.name == it and not p.pointer and _is_int_type(p.type)
+                   for p in self.params_decl)
+
+    def _enumerated(self, inner: _State, pos: int, seq: list[int]) -> None:
+        """Restrict the loop dimension at ``pos`` to the values ``seq`` (in execution order).
+
+        The dimension is the iterator's value itself.  Its schedule coordinate is the dimension
+        for an increasing sequence and its negation for a decreasing one (``s = 32, 16, ..., 1``
+        runs at ``-32 < -16 < ... < -1``); any other order uses the iteration index, defined by
+        a disjunction ``(s = v0 and _t = 0) or (s = v1 and _t = 1) ...``.
+        """
+        iv = self._dim(inner, pos)
+        vals = isl.Set.empty(inner.dom.get_space())
+        for v in seq:
+            vals = vals.union(iv.eq_set(self._const(inner, v)))
+        inner.dom = inner.dom.intersect(vals.coalesce())
+        name = inner.loops[-1]
+        if all(a < b for a, b in zip(seq, seq[1:])):
+            inner.sched[-1] = (name, "")
+        elif all(a > b for a, b in zip(seq, seq[1:])):
+            inner.sched[-1] = (f"-{name}", "")
+        else:
+            t = f"_t{len(inner.loops) - 1}"
+            inner.sched[-1] = (t, " or ".join(f"({name} = {v} and {t} = {i})"
+                                              for i, v in enumerate(seq)))
 
     def _monotone(self, cset: isl.Set, st: _State, pos: int, step: int) -> bool:
         """True if, once the loop condition fails, it stays false for later iterations."""
@@ -1401,7 +1499,8 @@ class _Extractor:
                       "of a group")
         dom = self._name(dom, bid, st)
         b = Barrier(bid, dom, fences, _coord_loc(node, self.filename), self._next_order(), uniform)
-        self.entries.append(_Entry("barrier", bid, dom, b.order, tuple(st.loops), b))
+        self.entries.append(_Entry("barrier", bid, dom, b.order, tuple(st.loops), b,
+                                   tuple(st.sched)))
 
     def _uniform(self, dom: isl.Set) -> bool:
         """All work-items of a group reach each instance (same g and loop values)."""
@@ -1421,13 +1520,18 @@ class _Extractor:
         params = ", ".join(self.param_names)
         for e in self.entries:
             vals: list[str] = []
+            cons: list[str] = []
             for i, q in enumerate(e.order):
                 vals.append(str(q))
                 if i < len(e.loops):
-                    vals.append(e.loops[i])
+                    coord, con = e.sched[i] if i < len(e.sched) else (e.loops[i], "")
+                    vals.append(coord)
+                    if con:
+                        cons.append(f"({con})")
             vals += ["0"] * (width - len(vals))
             dims = ", ".join(list(WORK_ITEM_DIMS) + list(e.loops))
-            m = isl.Map(f"[{params}] -> {{ {e.sid}[{dims}] -> [{', '.join(vals)}] }}")
+            where = f" : {' and '.join(cons)}" if cons else ""
+            m = isl.Map(f"[{params}] -> {{ {e.sid}[{dims}] -> [{', '.join(vals)}]{where} }}")
             m = isl.UnionMap.from_map(m.intersect_domain(e.dom))
             sched = m if sched is None else sched.union(m)
         if sched is None:
@@ -1629,6 +1733,23 @@ def _loop_shape(node: c_ast.For) -> tuple[Optional[str], Any, Optional[int]]:
     if step == 0:
         step = None
     return it, lb, step
+
+
+def _update_expr(nxt: Any, it: str) -> Optional[Any]:
+    """The expression of the iterator's next value in a loop's update, or None.
+
+    ``it++``/``it--``, ``it op= e`` and ``it = e`` (``e`` in terms of ``it``).
+    """
+    one = c_ast.Constant("int", "1")
+    if isinstance(nxt, c_ast.UnaryOp) and isinstance(nxt.expr, c_ast.ID) and nxt.expr.name == it \
+            and nxt.op in ("++", "p++", "--", "p--"):
+        return c_ast.BinaryOp("+" if "+" in nxt.op else "-", nxt.expr, one, nxt.coord)
+    if isinstance(nxt, c_ast.Assignment) and isinstance(nxt.lvalue, c_ast.ID) \
+            and nxt.lvalue.name == it:
+        if nxt.op == "=":
+            return nxt.rvalue
+        return c_ast.BinaryOp(nxt.op[:-1], nxt.lvalue, nxt.rvalue, nxt.coord)
+    return None
 
 
 def _ne_to_bound(cond: Any, it: str, step: int) -> Any:
