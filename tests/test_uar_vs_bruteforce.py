@@ -107,13 +107,10 @@ def test_uar_sound_on_data_dependent_subscripts(gp: GenProgram) -> None:
     _compare(gp)
 
 
-@pytest.mark.xfail(reason="known UAR issue: when several work-items of one launch write the same "
-                   "element (a race), isl's dataflow keeps only the lexicographically last one "
-                   "as the source, so RAW/WAW/WAR pairs are lost and widths come out too fine",
-                   strict=False)
 @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
 @given(kernel_chains(max_launches=2, dims=(1,)))
 def test_uar_sound_with_racy_writes(gp: GenProgram) -> None:
+    """Several work-items of one launch writing one element: every racing writer is a source."""
     _compare(gp)
 
 
