@@ -646,3 +646,28 @@ def test_random_chains_against_bruteforce(gp):
         else:
             assert pairs >= set(c.pairs), key
             assert _COARSER[e.width] >= _COARSER[c.width], key
+
+
+def test_builder_program_end_to_end():
+    builder = pytest.importorskip("polyfuse.builder")
+    b = builder.ProgramBuilder(COPY, name="pingpong")
+    n = b.param("n", min=64)
+    b.assume("n % 64 = 0")
+    b.buffer("A", 4 * n)
+    b.buffer("B", 4 * n)
+    w = b.write("A")
+    with b.loop("t", 0, 10):
+        l1 = b.launch("copy", (n,), (64,), {"src": "A", "dst": "B"})
+        l2 = b.launch("copy", (n,), (64,), {"src": "B", "dst": "A"})
+    r = b.read("A", blocking=True)
+    uar = build_uar(b.build())
+    keys = {(e.src, e.dst, e.kind): e for e in uar.edges}
+    assert keys[(w, l1, "RAW")].host and not keys[(w, l1, "RAW")].loop_carried
+    assert keys[(l1, l2, "RAW")].width == "thread"
+    back = keys[(l2, l1, "RAW")]
+    assert back.width == "thread" and back.loop_carried and not back.conditions
+    assert keys[(l2, r, "RAW")].host
+    assert (l1, l2, "WAR") in keys and (l2, l1, "WAR") in keys
+    syncs = [op.id for op in uar.program.ops if isinstance(op, HostOp) and op.kind == "sync"]
+    assert syncs and all(any(v.dst == s for v in uar.virtual_edges) for s in syncs)
+    json.dumps(uar.to_json())
