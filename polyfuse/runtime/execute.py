@@ -1,0 +1,785 @@
+"""Run a whole :class:`~polyfuse.program.Program` on an OpenCL device, and time it.
+
+Fusion is checked by running the unfused and the fused program (two ``Program`` records over the
+same buffers) on the same random inputs and comparing the final buffers
+(:mod:`polyfuse.runtime.verify`), so execution must follow the program model exactly and be
+reproducible:
+
+* **Source.** :func:`program_source` regenerates OpenCL C from every kernel's syntax tree (so
+  kernels made from strings, e.g. fused ones, work as well as parsed files), with the helper
+  functions they call and, when the kernel's file is readable, its file-scope declarations
+  (typedefs, structs, ``__constant`` tables).  It is built with ``-cl-std=CL1.2``.
+* **Initial contents.** Every root buffer is allocated and filled with seeded random data of its
+  element type: ``Buffer.dtype``, else the element type of the first kernel parameter bound to it
+  (``float`` → float32, ``int`` → int32, ``uint`` → uint32, ``double`` → float64, ``char`` → int8,
+  vectors by their element: ``float4`` → float32), else float32.  Floats are uniform in [-1, 1)
+  (so sign-dependent code such as ReLU is exercised); integers are uniform in [0, m) with m the
+  smallest element count of any root buffer (at most 1024), so integer buffers used as indices
+  stay in bounds of every buffer.  Each buffer's data depends only on the seed, its name, size
+  and dtype, so two programs sharing buffer names get the same inputs.  ``inputs`` overrides a
+  buffer's initial contents (converted to its element type; shorter arrays fill a prefix).
+* **Host operations** run in order with host loops unrolled.  The host side keeps a *mirror* per
+  root buffer holding the same initial contents: ``write`` uploads the mirror's range (what the
+  host program would upload is unknown to polyfuse; the mirror is the stand-in), ``read``
+  downloads into it, ``copy`` copies device to device, ``sync`` finishes the queue and
+  ``unknown`` raises :class:`~polyfuse.program.UnsupportedError` (polyfuse cannot execute code it
+  does not know).
+* **Sub-buffers** are real OpenCL sub-buffers of the root (``clCreateSubBuffer``); their origin
+  must be a multiple of the device's ``MEM_BASE_ADDR_ALIGN``, otherwise a clear error is raised.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+import time
+import zlib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional, Union
+
+import numpy as np
+import pyopencl as cl
+import sympy
+from pycparser import c_ast
+
+from polyfuse.program import (
+    ArgBinding,
+    BufferRange,
+    HostLoop,
+    HostOp,
+    Kernel,
+    KernelParam,
+    Launch,
+    Operation,
+    PolyfuseError,
+    Program,
+    SourceLoc,
+    UnsupportedError,
+)
+from polyfuse.runtime.device import DeviceSpec, build_program, get_context
+
+#: options every program is built with
+BUILD_OPTIONS = ("-cl-std=CL1.2",)
+#: upper bound of random integer initial values (see module doc)
+MAX_RANDOM_INT = 1024
+
+_C_TYPES: dict[str, Any] = {
+    "char": np.int8, "schar": np.int8, "signed char": np.int8, "uchar": np.uint8,
+    "unsigned char": np.uint8, "bool": np.uint8, "_Bool": np.uint8,
+    "short": np.int16, "ushort": np.uint16, "unsigned short": np.uint16,
+    "int": np.int32, "signed": np.int32, "signed int": np.int32, "uint": np.uint32,
+    "unsigned": np.uint32, "unsigned int": np.uint32,
+    "long": np.int64, "long int": np.int64, "long long": np.int64, "ulong": np.uint64,
+    "unsigned long": np.uint64, "unsigned long long": np.uint64,
+    "size_t": np.uint64, "ptrdiff_t": np.int64, "intptr_t": np.int64, "uintptr_t": np.uint64,
+    "half": np.float16, "float": np.float32, "double": np.float64,
+    "cl_char": np.int8, "cl_uchar": np.uint8, "cl_short": np.int16, "cl_ushort": np.uint16,
+    "cl_int": np.int32, "cl_uint": np.uint32, "cl_long": np.int64, "cl_ulong": np.uint64,
+    "cl_float": np.float32, "cl_double": np.float64,
+}
+
+
+def c_dtype(name: str) -> Optional[np.dtype]:
+    """numpy dtype of a C/OpenCL scalar or vector element type name (``float4`` → float32)."""
+    t = " ".join(name.replace("const", " ").replace("volatile", " ").split())
+    if t in _C_TYPES:
+        return np.dtype(_C_TYPES[t])
+    m = re.fullmatch(r"([a-z_]+?)(2|3|4|8|16)", t)
+    if m and m.group(1) in _C_TYPES:
+        return np.dtype(_C_TYPES[m.group(1)])
+    try:
+        dt = np.dtype(t)  # numpy spellings (ONNX front-end): float32, int64, ...
+    except TypeError:
+        return None
+    return dt if dt.kind in "biuf" else None
+
+
+# ----------------------------------------------------------------------------------------------
+# Source
+# ----------------------------------------------------------------------------------------------
+
+_FILE_DECLS: dict[tuple[str, float], list[c_ast.Node]] = {}
+
+
+def _file_scope_decls(path: str) -> list[c_ast.Node]:
+    """Typedefs, structs and constant tables of a kernel file (what helpers cannot carry)."""
+    from polyfuse.frontend import cpp
+
+    try:
+        key = (os.path.abspath(path), os.path.getmtime(path))
+    except OSError:
+        return []
+    hit = _FILE_DECLS.get(key)
+    if hit is not None:
+        return hit
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+        ast = cpp.parse(text, path, opencl=True)
+    except (OSError, PolyfuseError):
+        ast = None
+    decls = [] if ast is None else [
+        e for e in ast.ext
+        if not isinstance(e, c_ast.FuncDef) and not cpp.is_polyfuse_header(e)
+        and not (isinstance(e, c_ast.Decl) and isinstance(e.type, c_ast.FuncDecl))
+    ]
+    _FILE_DECLS[key] = decls
+    return decls
+
+
+@dataclass(frozen=True)
+class _Source:
+    text: str
+    #: (first line, last line, kernel or helper name) of each function in ``text``
+    spans: tuple[tuple[int, int, str], ...]
+
+
+def _assemble(program: Program) -> _Source:
+    from polyfuse.frontend import cpp, opencl
+
+    decls: list[str] = []
+    seen_decls: set[str] = set()
+    helpers: dict[str, tuple[str, str]] = {}  # name → (text, kernel it came with)
+    kernel_texts: list[tuple[str, str]] = []
+    for kernel in program.kernels.values():
+        if kernel.ast is None:
+            if "kernel" not in kernel.source:
+                raise PolyfuseError(f"kernel {kernel.name} has neither a syntax tree nor source "
+                                    f"text to run", *_where(kernel.loc))
+            kernel_texts.append((kernel.name, kernel.source.strip() + "\n"))
+            continue
+        if kernel.loc is not None and os.path.isfile(kernel.loc.file):
+            for d in _file_scope_decls(kernel.loc.file):
+                text = cpp.generate(d).rstrip().rstrip(";") + ";\n"
+                if text not in seen_decls:
+                    seen_decls.add(text)
+                    decls.append(text)
+        for name, fd in opencl._HELPERS.get(kernel.ast, {}).items():
+            if fd is kernel.ast or cpp.is_kernel(fd):
+                continue
+            text = cpp.generate(fd)
+            old = helpers.get(name)
+            if old is not None and old[0] != text:
+                raise PolyfuseError(f"helper function {name} differs between the files of "
+                                    f"kernels {old[1]} and {kernel.name}; cannot build them "
+                                    f"into one program", *_where(kernel.loc))
+            helpers.setdefault(name, (text, kernel.name))
+        kernel_texts.append((kernel.name, cpp.generate(kernel.ast)))
+    parts: list[tuple[str, str]] = [("", "".join(decls))]
+    if helpers:
+        protos = []
+        for name in helpers:
+            for kernel in program.kernels.values():
+                fd = opencl._HELPERS.get(kernel.ast, {}).get(name) if kernel.ast else None
+                if fd is not None:
+                    protos.append(cpp.generate(fd.decl) + ";\n")
+                    break
+        parts.append(("", "".join(protos)))
+        parts += [(name, text) for name, (text, _k) in helpers.items()]
+    parts += kernel_texts
+    out: list[str] = []
+    spans = []
+    line = 1
+    for name, text in parts:
+        if not text:
+            continue
+        if not text.endswith("\n"):
+            text += "\n"
+        n = text.count("\n")
+        if name:
+            spans.append((line, line + n - 1, name))
+        out.append(text)
+        line += n
+        if name:
+            out.append("\n")
+            line += 1
+    return _Source("".join(out), tuple(spans))
+
+
+def program_source(program: Program) -> str:
+    """Complete OpenCL C source of every kernel of ``program`` (with its helpers), buildable as is."""
+    return _assemble(program).text
+
+
+def _where(loc: Optional[SourceLoc]) -> tuple[Optional[str], Optional[int]]:
+    return (loc.file, loc.line) if loc else (None, None)
+
+
+def build(program: Program, ctx: cl.Context) -> cl.Program:
+    """Build :func:`program_source` (cached); a failure names the program, kernel and log."""
+    src = _assemble(program)
+    try:
+        return build_program(ctx, src.text, BUILD_OPTIONS)
+    except PolyfuseError as short:
+        log = str(short)
+        prog = cl.Program(ctx, src.text)
+        try:
+            prog.build(options=list(BUILD_OPTIONS))
+        except cl.Error as err:
+            logs = []
+            for dev in ctx.devices:
+                try:
+                    logs.append(prog.get_build_info(dev, cl.program_build_info.LOG))
+                except cl.Error:
+                    pass
+            log = "\n".join(s.strip() for s in logs if s and s.strip()) or str(err)
+        culprits = []
+        for m in re.finditer(r"^[^:\n]*:(\d+):\d+: error", log, re.M):
+            ln = int(m.group(1))
+            culprits += [n for a, b, n in src.spans if a <= ln <= b and n not in culprits]
+        where = f" in {', '.join(culprits)}" if culprits else ""
+        raise PolyfuseError(f"building program {program.name!r} failed{where}:\n{log}") from None
+
+
+# ----------------------------------------------------------------------------------------------
+# Host expressions and loops
+# ----------------------------------------------------------------------------------------------
+
+
+def _eval(expr: Any, env: Mapping[str, Any], what: str) -> Union[int, float]:
+    """Value of a host expression under ``env`` (params and loop iterators)."""
+    if isinstance(expr, (int, float, np.integer, np.floating)):
+        return expr.item() if isinstance(expr, np.generic) else expr
+    e = sympy.sympify(expr)
+    missing = sorted(str(s) for s in e.free_symbols if str(s) not in env)
+    if missing:
+        names = ", ".join(missing)
+        flags = " ".join(f"--param {n}=VALUE" for n in missing)
+        raise PolyfuseError(f"{what} = {e} depends on {names}, which has no value: pass {flags} "
+                            f"(params={{'{missing[0]}': ...}} in Python)")
+    v = sympy.sympify(e.xreplace({s: env[str(s)] for s in e.free_symbols}))
+    if v.is_Integer:
+        return int(v)
+    if v.is_number:
+        f = float(v)
+        return int(f) if v.is_rational and f.is_integer() else f
+    raise PolyfuseError(f"cannot evaluate {what} = {expr}")
+
+
+def _eval_int(expr: Any, env: Mapping[str, Any], what: str) -> int:
+    v = _eval(expr, env, what)
+    if isinstance(v, float):
+        if not v.is_integer():
+            raise PolyfuseError(f"{what} = {v} is not an integer")
+        v = int(v)
+    return int(v)
+
+
+def _loop_ids(ops: Sequence[Operation]) -> dict[int, tuple[int, ...]]:
+    """Identity of each op's loops: consecutive ops with an equal loop share it."""
+    out: dict[int, tuple[int, ...]] = {}
+    prev: tuple[HostLoop, ...] = ()
+    prev_ids: tuple[int, ...] = ()
+    fresh = 0
+    for op in ops:
+        ids: list[int] = []
+        for d, lp in enumerate(op.loops):
+            if len(ids) == d and d < len(prev) and prev[d] == lp and ids == list(prev_ids[:d]):
+                ids.append(prev_ids[d])
+            else:
+                ids.append(fresh)
+                fresh += 1
+        out[op.id] = tuple(ids)
+        prev, prev_ids = tuple(op.loops), tuple(ids)
+    return out
+
+
+def host_order(program: Program, params: Mapping[str, Any]
+               ) -> Iterator[tuple[Operation, tuple[int, ...], dict[str, Any]]]:
+    """``(op, iteration, env)`` for every op instance in host order, host loops unrolled."""
+    ids = _loop_ids(program.ops)
+    ops = list(program.ops)
+
+    def walk(lo: int, hi: int, depth: int, env: dict[str, Any], h: tuple[int, ...]
+             ) -> Iterator[tuple[Operation, tuple[int, ...], dict[str, Any]]]:
+        i = lo
+        while i < hi:
+            op = ops[i]
+            if len(op.loops) == depth:
+                yield op, h, env
+                i += 1
+                continue
+            lid = ids[op.id][depth]
+            j = i
+            while j < hi and len(ops[j].loops) > depth and ids[ops[j].id][depth] == lid:
+                j += 1
+            lp = op.loops[depth]
+            lower = _eval_int(lp.lower, env, f"lower bound of host loop {lp.iterator}")
+            upper = _eval_int(lp.upper, env, f"upper bound of host loop {lp.iterator}")
+            step = lp.step or 1
+            if step <= 0:
+                raise UnsupportedError(f"host loop {lp.iterator} has step {step}",
+                                       *_where(lp.loc))
+            for v in range(lower, upper, step):
+                yield from walk(i, j, depth + 1, {**env, lp.iterator: v}, h + (v,))
+            i = j
+
+    yield from walk(0, len(ops), 0, dict(params), ())
+
+
+# ----------------------------------------------------------------------------------------------
+# Buffers
+# ----------------------------------------------------------------------------------------------
+
+
+def buffer_dtypes(program: Program) -> dict[str, np.dtype]:
+    """Element dtype of every root buffer (see module doc for the inference)."""
+    views: dict[str, list[np.dtype]] = {}
+    for name, buf in program.buffers.items():
+        root = program.root(name)[0]
+        dt = c_dtype(buf.dtype) if buf.dtype else None
+        if dt is not None:
+            lst = views.setdefault(root, [])
+            lst.insert(0, dt) if root == name else lst.append(dt)
+    for launch in program.launches:
+        kernel = program.kernels.get(launch.kernel)
+        if kernel is None:
+            continue
+        for b in launch.args:
+            if b.kind != "buffer" or b.buffer is None or b.buffer not in program.buffers:
+                continue
+            try:
+                p = kernel.param(b.index)
+            except KeyError:
+                continue
+            dt = c_dtype(p.type)
+            if dt is not None:
+                views.setdefault(program.root(b.buffer)[0], []).append(dt)
+    roots = {program.root(n)[0] for n in program.buffers}
+    return {r: (views[r][0] if views.get(r) else np.dtype(np.float32)) for r in sorted(roots)}
+
+
+def random_contents(name: str, nbytes: int, dtype: np.dtype, seed: int, int_bound: int
+                    ) -> np.ndarray:
+    """Seeded random bytes of a buffer: depends only on seed, name, size and dtype."""
+    rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
+    n = nbytes // dtype.itemsize
+    if dtype.kind == "f":
+        vals = (rng.random(n) * 2.0 - 1.0).astype(dtype)
+    else:
+        bound = int_bound
+        if dtype.kind in "iu":
+            bound = min(bound, int(np.iinfo(dtype).max) + 1)
+        vals = rng.integers(0, max(1, bound), size=n).astype(dtype)
+    raw = np.zeros(nbytes, dtype=np.uint8)
+    raw[: n * dtype.itemsize] = vals.view(np.uint8)
+    return raw
+
+
+def _as_bytes(data: Any, dtype: np.dtype) -> np.ndarray:
+    arr = np.asarray(data)
+    if arr.dtype != dtype:
+        arr = arr.astype(dtype)
+    return np.frombuffer(np.ascontiguousarray(arr).tobytes(), dtype=np.uint8)
+
+
+def _view(raw: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    n = len(raw) // dtype.itemsize
+    return raw[: n * dtype.itemsize].view(dtype)
+
+
+# ----------------------------------------------------------------------------------------------
+# Results
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RunResult:
+    """What one execution produced.
+
+    ``buffers``: final device contents of every root buffer (its element dtype);
+    ``initial``: the contents it started from (pass them as ``inputs`` to reproduce the run);
+    ``reads``: ``(op id, host-loop iteration, data)`` for every host read, in order;
+    ``kernel_times``: ``(launch id, seconds)`` per executed launch when profiling;
+    ``launches``: number of kernel launches executed (host loops unrolled).
+    """
+
+    buffers: dict[str, np.ndarray]
+    reads: list[tuple[int, tuple[int, ...], np.ndarray]] = field(default_factory=list)
+    kernel_times: list[tuple[int, float]] = field(default_factory=list)
+    launches: int = 0
+    initial: dict[str, np.ndarray] = field(default_factory=dict)
+    wall_time: float = 0.0
+    program: str = "program"
+
+    @property
+    def kernel_time(self) -> float:
+        """Total profiled kernel time in seconds (0 without profiling)."""
+        return float(sum(t for _, t in self.kernel_times))
+
+
+# ----------------------------------------------------------------------------------------------
+# Execution
+# ----------------------------------------------------------------------------------------------
+
+
+class _Executor:
+    """A program set up on a device: built kernels, allocated buffers, host mirrors.
+
+    :meth:`reset` restores the initial contents; :meth:`execute` runs the ops once.  Timing
+    reuses one executor across repeats so that only execution is measured.
+    """
+
+    def __init__(self, program: Program, params: Mapping[str, int],
+                 inputs: Optional[Mapping[str, np.ndarray]], seed: int,
+                 ctx: cl.Context, queue: cl.CommandQueue):
+        self.program = program
+        self.params = {k: int(v) for k, v in (params or {}).items()}
+        self.ctx = ctx
+        self.queue = queue
+        self.device = queue.device
+        inputs = dict(inputs or {})
+        unknown = sorted(set(inputs) - set(program.buffers))
+        if unknown:
+            raise PolyfuseError(f"inputs name unknown buffers: {', '.join(unknown)} (program "
+                                f"{program.name!r} has {', '.join(sorted(program.buffers))})")
+        for name in inputs:
+            if program.root(name)[0] != name:
+                raise PolyfuseError(f"input {name!r} is a sub-buffer; give the contents of its "
+                                    f"root buffer {program.root(name)[0]!r} instead")
+        self.dtypes = buffer_dtypes(program)
+        self.roots = list(self.dtypes)
+        sizes: dict[str, int] = {}
+        for root in self.roots:
+            buf = program.buffers[root]
+            if buf.size is None:
+                if root in inputs:
+                    sizes[root] = int(np.asarray(inputs[root]).size) * self.dtypes[root].itemsize
+                    continue
+                raise PolyfuseError(f"the size of buffer {root!r} is unknown; give its contents "
+                                    "in inputs", *_where(buf.loc))
+            try:
+                sizes[root] = _eval_int(buf.size, self.params, f"size of buffer {root!r}")
+            except PolyfuseError as err:
+                raise PolyfuseError(err.message, *_where(buf.loc)) from None
+            if sizes[root] <= 0:
+                raise PolyfuseError(f"buffer {root!r} has size {sizes[root]} bytes",
+                                    *_where(buf.loc))
+        counts = [sizes[r] // self.dtypes[r].itemsize for r in self.roots]
+        int_bound = min([c for c in counts if c > 0] + [MAX_RANDOM_INT])
+        self.sizes = sizes
+        self.initial: dict[str, np.ndarray] = {}
+        for root in self.roots:
+            dt = self.dtypes[root]
+            raw = random_contents(root, sizes[root], dt, seed, int_bound)
+            if root in inputs:
+                data = _as_bytes(inputs[root], dt)
+                if len(data) > len(raw):
+                    raise PolyfuseError(f"input for buffer {root!r} has {len(data)} bytes, the "
+                                        f"buffer {len(raw)}")
+                raw[: len(data)] = data
+            self.initial[root] = raw
+        self.mirror = {r: raw.copy() for r, raw in self.initial.items()}
+        mf = cl.mem_flags
+        self.cl_buffers = {r: cl.Buffer(ctx, mf.READ_WRITE, sizes[r]) for r in self.roots}
+        self._subs: dict[tuple[str, int, int], cl.Buffer] = {}
+        self.cl_program = build(program, ctx) if program.launches else None
+        self.cl_kernels: dict[str, cl.Kernel] = {}
+        self.align = max(1, int(self.device.mem_base_addr_align) // 8)
+        self.size_t = np.uint64 if int(self.device.address_bits) == 64 else np.uint32
+
+    # ------------------------------------------------------------------ buffers
+    def reset(self) -> None:
+        """Upload the initial contents to every root buffer and the host mirrors."""
+        for root in self.roots:
+            self.mirror[root][:] = self.initial[root]
+            cl.enqueue_copy(self.queue, self.cl_buffers[root], self.mirror[root],
+                            is_blocking=True)
+
+    def _extent(self, name: str, env: Mapping[str, Any]) -> tuple[str, int, int]:
+        """(root, byte origin, byte size) of a (sub-)buffer."""
+        root, origin = self.program.root(name)
+        start = _eval_int(origin, env, f"origin of buffer {name!r}")
+        size = self.program.buffers[name].size
+        total = self.sizes[root]
+        if name == root:
+            return root, 0, total
+        n = total - start if size is None else _eval_int(size, env, f"size of buffer {name!r}")
+        if start < 0 or n < 0 or start + n > total:
+            raise PolyfuseError(f"sub-buffer {name!r} = bytes [{start}, {start + n}) of "
+                                f"{root!r} lies outside its {total} bytes",
+                                *_where(self.program.buffers[name].loc))
+        return root, start, n
+
+    def cl_buffer(self, name: str, env: Mapping[str, Any]) -> cl.Buffer:
+        """The OpenCL buffer a kernel argument bound to ``name`` receives."""
+        root, start, n = self._extent(name, env)
+        if start == 0 and n == self.sizes[root]:
+            return self.cl_buffers[root]
+        key = (root, start, n)
+        sub = self._subs.get(key)
+        if sub is None:
+            if start % self.align:
+                raise PolyfuseError(
+                    f"sub-buffer {name!r} starts at byte {start} of {root!r}, not a multiple of "
+                    f"the device's MEM_BASE_ADDR_ALIGN ({self.align} bytes): OpenCL cannot "
+                    "create it on this device", *_where(self.program.buffers[name].loc))
+            if n == 0:
+                raise PolyfuseError(f"sub-buffer {name!r} is empty",
+                                    *_where(self.program.buffers[name].loc))
+            sub = self._subs[key] = self.cl_buffers[root].get_sub_region(start, n)
+        return sub
+
+    def _range(self, rg: BufferRange, env: Mapping[str, Any], what: str) -> tuple[str, int, int]:
+        root, start, n = self._extent(rg.buffer, env)
+        off = _eval_int(rg.offset, env, f"{what} offset")
+        size = n - off if rg.size is None else _eval_int(rg.size, env, f"{what} size")
+        if off < 0 or size < 0 or off + size > n:
+            raise PolyfuseError(f"{what}: bytes [{off}, {off + size}) outside buffer "
+                                f"{rg.buffer!r} ({n} bytes)")
+        return root, start + off, size
+
+    # ------------------------------------------------------------------ ops
+    def execute(self, profile: bool = False) -> RunResult:
+        """Run every op in host order; return final contents, reads and kernel times."""
+        reads: list[tuple[int, tuple[int, ...], np.ndarray]] = []
+        events: list[tuple[int, cl.Event]] = []
+        launches = 0
+        t0 = time.perf_counter()
+        for op, h, env in host_order(self.program, self.params):
+            if isinstance(op, Launch):
+                evt = self._launch(op, env)
+                launches += 1
+                if profile:
+                    events.append((op.id, evt))
+            else:
+                self._host_op(op, h, env, reads)
+        self.queue.finish()
+        wall = time.perf_counter() - t0
+        times = [(lid, (e.profile.end - e.profile.start) * 1e-9) for lid, e in events]
+        final = {}
+        for root in self.roots:
+            raw = np.empty(self.sizes[root], dtype=np.uint8)
+            cl.enqueue_copy(self.queue, raw, self.cl_buffers[root], is_blocking=True)
+            final[root] = _view(raw, self.dtypes[root])
+        initial = {r: _view(raw.copy(), self.dtypes[r]) for r, raw in self.initial.items()}
+        return RunResult(final, reads, times, launches, initial, wall, self.program.name)
+
+    def _host_op(self, op: HostOp, h: tuple[int, ...], env: Mapping[str, Any],
+                 reads: list[tuple[int, tuple[int, ...], np.ndarray]]) -> None:
+        what = f"{op.name or op.kind} (op {op.id})"
+        try:
+            if op.kind == "sync":
+                self.queue.finish()
+            elif op.kind == "write":
+                for rg in op.writes:
+                    root, start, n = self._range(rg, env, what)
+                    if n:
+                        cl.enqueue_copy(self.queue, self.cl_buffers[root],
+                                        self.mirror[root][start:start + n], dst_offset=start,
+                                        is_blocking=True)
+            elif op.kind == "read":
+                for rg in op.reads:
+                    root, start, n = self._range(rg, env, what)
+                    dst = self.mirror[root][start:start + n]
+                    if n:
+                        cl.enqueue_copy(self.queue, dst, self.cl_buffers[root],
+                                        src_offset=start, is_blocking=True)
+                    reads.append((op.id, h, _view(dst.copy(), self.dtypes[root])))
+            elif op.kind == "copy":
+                if len(op.reads) != 1 or len(op.writes) != 1:
+                    raise UnsupportedError(f"{what}: a copy needs one source and one destination")
+                sroot, s0, sn = self._range(op.reads[0], env, what)
+                droot, d0, dn = self._range(op.writes[0], env, what)
+                n = min(sn, dn)
+                if n:
+                    cl.enqueue_copy(self.queue, self.cl_buffers[droot], self.cl_buffers[sroot],
+                                    byte_count=n, src_offset=s0, dst_offset=d0)
+            elif op.kind == "unknown":
+                bufs = sorted({r.buffer for r in op.reads + op.writes})
+                raise UnsupportedError(
+                    f"cannot execute the call {op.name or '?'}(...) on buffer(s) "
+                    f"{', '.join(bufs) or '-'}: polyfuse does not know what it does")
+            else:
+                raise UnsupportedError(f"{what}: unknown host operation kind {op.kind!r}")
+        except PolyfuseError as err:
+            if err.file is None and op.loc is not None:
+                raise type(err)(err.message, op.loc.file, op.loc.line) from None
+            raise
+
+    def _kernel(self, name: str) -> cl.Kernel:
+        k = self.cl_kernels.get(name)
+        if k is None:
+            k = self.cl_kernels[name] = cl.Kernel(self.cl_program, name)
+        return k
+
+    def _launch(self, launch: Launch, env: Mapping[str, Any]) -> cl.Event:
+        kernel = self.program.kernels.get(launch.kernel)
+        if kernel is None:
+            raise PolyfuseError(f"launch {launch.id} runs kernel {launch.kernel!r}, which the "
+                                "program does not define", *_where(launch.loc))
+        tag = f"launch {launch.id} ({launch.kernel})"
+        try:
+            args = [self._arg(kernel, p, launch, env, tag) for p in kernel.params]
+            wd = launch.work_dim
+            gs = tuple(_eval_int(x, env, f"{tag} global size") for x in launch.global_size[:wd])
+            ls = None if launch.local_size is None else tuple(
+                _eval_int(x, env, f"{tag} local size") for x in launch.local_size[:wd])
+            off = None if launch.global_offset is None else tuple(
+                _eval_int(x, env, f"{tag} global offset") for x in launch.global_offset[:wd])
+        except PolyfuseError as err:
+            if err.file is None and launch.loc is not None:
+                raise type(err)(err.message, launch.loc.file, launch.loc.line) from None
+            raise
+        k = self._kernel(launch.kernel)
+        k.set_args(*args)
+        try:
+            return cl.enqueue_nd_range_kernel(self.queue, k, gs, ls, global_work_offset=off)
+        except cl.Error as err:
+            raise PolyfuseError(f"{tag}: enqueue failed with global size {gs}, local size "
+                                f"{ls}: {err}", *_where(launch.loc)) from None
+
+    def _arg(self, kernel: Kernel, p: KernelParam, launch: Launch, env: Mapping[str, Any],
+             tag: str) -> Any:
+        try:
+            b: Optional[ArgBinding] = launch.arg(p.index)
+        except KeyError:
+            b = None
+        if p.pointer and p.address_space == "local":
+            if b is None or b.kind != "local" or b.local_bytes is None:
+                raise PolyfuseError(f"{tag}: __local argument {p.name} has no size")
+            return cl.LocalMemory(max(1, _eval_int(b.local_bytes, env, f"{tag} {p.name} bytes")))
+        if p.pointer:
+            if b is None or b.kind != "buffer" or b.buffer is None:
+                raise PolyfuseError(f"{tag}: buffer argument {p.name} is not bound to a buffer")
+            if b.buffer not in self.program.buffers:
+                raise PolyfuseError(f"{tag}: argument {p.name} names unknown buffer {b.buffer!r}")
+            return self.cl_buffer(b.buffer, env)
+        dt = c_dtype(p.type)
+        if p.type == "size_t":
+            dt = np.dtype(self.size_t)
+        if dt is None or re.search(r"\d$", p.type):
+            raise UnsupportedError(f"{tag}: scalar argument {p.name} of type {p.type} is not "
+                                   "supported")
+        if b is not None and b.kind == "scalar" and b.value is not None:
+            value = _eval(b.value, env, f"{tag} argument {p.name}")
+        elif p.name in env:
+            value = env[p.name]
+        else:
+            raise PolyfuseError(f"{tag}: the value of scalar argument {p.name} is unknown: pass "
+                                f"--param {p.name}=VALUE (params={{'{p.name}': ...}} in Python)")
+        return np.array(value).astype(dt)[()]
+
+
+def _context(device: DeviceSpec, ctx: Optional[cl.Context], queue: Optional[cl.CommandQueue]
+             ) -> tuple[cl.Context, cl.CommandQueue]:
+    if queue is not None:
+        return queue.context, queue
+    if ctx is not None:
+        dev = ctx.devices[0]
+        return ctx, cl.CommandQueue(ctx, dev,
+                                    properties=cl.command_queue_properties.PROFILING_ENABLE)
+    return get_context(device)
+
+
+def run_program(
+    program: Program,
+    *,
+    params: Optional[Mapping[str, int]] = None,
+    inputs: Optional[Mapping[str, np.ndarray]] = None,
+    seed: int = 0,
+    device: DeviceSpec = None,
+    ctx: Optional[cl.Context] = None,
+    queue: Optional[cl.CommandQueue] = None,
+    profile: bool = False,
+) -> RunResult:
+    """Execute ``program`` once on an OpenCL device from seeded random contents (module doc)."""
+    ctx, queue = _context(device, ctx, queue)
+    if profile and not queue.properties & cl.command_queue_properties.PROFILING_ENABLE:
+        raise PolyfuseError("profiling needs a queue with PROFILING_ENABLE (use get_context)")
+    ex = _Executor(program, params or {}, inputs, seed, ctx, queue)
+    ex.reset()
+    return ex.execute(profile=profile)
+
+
+# ----------------------------------------------------------------------------------------------
+# Timing
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProgramTiming:
+    """Medians over repeats, in seconds: total kernel time (profiling events) and wall time.
+
+    ``per_launch`` gives, per launch id, the median over repeats of the summed time of its
+    instances (a launch inside a host loop runs several times per execution).
+    """
+
+    program: str
+    kernel_time: float
+    wall_time: float
+    launches: int
+    per_launch: dict[int, float]
+    kernel_samples: tuple[float, ...]
+    wall_samples: tuple[float, ...]
+
+    @property
+    def spread(self) -> float:
+        """IQR / median of the kernel-time samples (0 = stable)."""
+        q1, q3 = np.percentile(self.kernel_samples, [25, 75])
+        return float((q3 - q1) / self.kernel_time) if self.kernel_time > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"program": self.program, "kernel_time": self.kernel_time,
+                "wall_time": self.wall_time, "launches": self.launches,
+                "per_launch": {str(k): v for k, v in self.per_launch.items()},
+                "kernel_samples": list(self.kernel_samples),
+                "wall_samples": list(self.wall_samples), "spread": self.spread}
+
+
+def time_program(
+    program: Program,
+    *,
+    params: Optional[Mapping[str, int]] = None,
+    repeat: int = 5,
+    warmup: int = 1,
+    seed: int = 0,
+    device: DeviceSpec = None,
+    ctx: Optional[cl.Context] = None,
+    queue: Optional[cl.CommandQueue] = None,
+) -> ProgramTiming:
+    """Time whole executions: the buffers are reset to the same contents before each one."""
+    if repeat < 1:
+        raise ValueError("repeat must be >= 1")
+    ctx, queue = _context(device, ctx, queue)
+    if not queue.properties & cl.command_queue_properties.PROFILING_ENABLE:
+        raise PolyfuseError("time_program needs a queue with profiling enabled (get_context)")
+    ex = _Executor(program, params or {}, None, seed, ctx, queue)
+    for _ in range(max(0, warmup)):
+        ex.reset()
+        ex.execute(profile=False)
+    kernel: list[float] = []
+    wall: list[float] = []
+    per: dict[int, list[float]] = {op.id: [] for op in program.launches}
+    launches = 0
+    for _ in range(repeat):
+        ex.reset()
+        res = ex.execute(profile=True)
+        launches = res.launches
+        kernel.append(res.kernel_time)
+        wall.append(res.wall_time)
+        sums: dict[int, float] = dict.fromkeys(per, 0.0)
+        for lid, t in res.kernel_times:
+            sums[lid] += t
+        for lid, t in sums.items():
+            per[lid].append(t)
+    return ProgramTiming(program.name, statistics.median(kernel), statistics.median(wall),
+                         launches, {lid: statistics.median(v) for lid, v in per.items()},
+                         tuple(kernel), tuple(wall))
+
+
+__all__ = [
+    "BUILD_OPTIONS",
+    "ProgramTiming",
+    "RunResult",
+    "buffer_dtypes",
+    "build",
+    "c_dtype",
+    "host_order",
+    "program_source",
+    "random_contents",
+    "run_program",
+    "time_program",
+]
