@@ -77,7 +77,7 @@ def format_uar_report(data: dict) -> str:
         rows.append(
             [
                 f"{e['src']}->{e['dst']}",
-                f"{e['src_kernel']}->{e['dst_kernel']}",
+                f"{e['src_kernel'] or 'host'}->{e['dst_kernel'] or 'host'}",
                 e["array"],
                 e["kind"],
                 e["width"] + (" (host)" if e.get("host") else ""),
@@ -273,6 +273,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except KeyboardInterrupt:
         print("polyfuse: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader of stdout went away (e.g. `polyfuse analyze --json | head`): not an error.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":
