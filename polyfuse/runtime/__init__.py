@@ -1,4 +1,5 @@
-"""Running kernels: device selection and limits, profiled timing (see :mod:`.device`)."""
+"""Running kernels and programs: devices, limits, timing (:mod:`.device`); whole-program
+execution (:mod:`.execute`) and verification of one run against another (:mod:`.verify`)."""
 
 from polyfuse.runtime.device import (  # noqa: F401
     DeviceLimits,
@@ -13,4 +14,17 @@ from polyfuse.runtime.device import (  # noqa: F401
     list_devices,
     time_host,
     time_kernel,
+)
+from polyfuse.runtime.execute import (  # noqa: F401
+    ProgramTiming,
+    RunResult,
+    program_source,
+    run_program,
+    time_program,
+)
+from polyfuse.runtime.verify import (  # noqa: F401
+    BufferCheck,
+    Verification,
+    compare_runs,
+    verify_programs,
 )

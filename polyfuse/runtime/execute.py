@@ -199,7 +199,7 @@ def _assemble(program: Program) -> _Source:
 
 
 def program_source(program: Program) -> str:
-    """Complete OpenCL C source of every kernel of ``program`` (with its helpers), buildable as is."""
+    """Complete OpenCL C source of every kernel of ``program`` and its helpers, buildable as is."""
     return _assemble(program).text
 
 
@@ -226,7 +226,10 @@ def build(program: Program, ctx: cl.Context) -> cl.Program:
                     pass
             log = "\n".join(s.strip() for s in logs if s and s.strip()) or str(err)
         culprits = []
-        for m in re.finditer(r"^[^:\n]*:(\d+):\d+: error", log, re.M):
+        for text in log.splitlines():
+            m = re.search(r"\S+?:(\d+):\d+:", text)
+            if not m or "error" not in text:
+                continue
             ln = int(m.group(1))
             culprits += [n for a, b, n in src.spans if a <= ln <= b and n not in culprits]
         where = f" in {', '.join(culprits)}" if culprits else ""
