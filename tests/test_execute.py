@@ -367,3 +367,24 @@ def test_time_program(cq: tuple) -> None:
     assert timing.kernel_time > 0 and timing.wall_time >= timing.kernel_time * 0.5
     assert len(timing.kernel_samples) == 3
     assert timing.to_dict()["per_launch"].keys() == {"8", "9"}
+
+
+def test_double_buffers_and_scalars(cq: tuple) -> None:
+    kernels = parse_kernels("__kernel void dbl(__global double *x, const double a)\n"
+                            "{ x[get_global_id(0)] *= a; }\n")
+    b = ProgramBuilder(kernels, name="d")
+    b.buffer("x", 8 * 16, dtype=None)
+    b.launch("dbl", (16,), None, {"x": "x", "a": 2.5})
+    program = b.build()
+    assert "cl_khr_fp64" in program_source(program)
+    res = _run(program, cq)
+    assert res.buffers["x"].dtype == np.float64
+    np.testing.assert_array_equal(res.buffers["x"], res.initial["x"] * 2.5)
+
+
+def test_overlapping_copy_is_a_clear_error(cq: tuple) -> None:
+    b = ProgramBuilder(parse_kernels(STEP), name="cp")
+    b.buffer("x", 4 * 64)
+    b.copy("x", "x", 4 * 32, src_offset=0, dst_offset=4 * 16)
+    with pytest.raises(PolyfuseError, match="clEnqueueCopyBuffer"):
+        _run(b.build(), cq)

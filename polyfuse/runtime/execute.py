@@ -182,6 +182,10 @@ def _assemble(program: Program) -> _Source:
     out: list[str] = []
     spans = []
     line = 1
+    if any(re.search(r"\bdouble\d*\b", text) for _, text in parts):
+        # fp64 is an extension in OpenCL C 1.2 (the front-end drops #pragma lines)
+        out.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n")
+        line += 1
     for name, text in parts:
         if not text:
             continue
@@ -601,6 +605,8 @@ class _Executor:
             if err.file is None and op.loc is not None:
                 raise type(err)(err.message, op.loc.file, op.loc.line) from None
             raise
+        except cl.Error as err:
+            raise PolyfuseError(f"{what} failed on the device: {err}", *_where(op.loc)) from None
 
     def _kernel(self, name: str) -> cl.Kernel:
         k = self.cl_kernels.get(name)
