@@ -189,7 +189,7 @@ __kernel void add(__global const float* a, __global const float* y, __global flo
 
 def test_verify_catches_a_wrong_program(cq: tuple) -> None:
     program = _example("elementwise_chain")
-    same = verify_programs(program, program, params={"n": 1000}, seed=7)
+    same = verify_programs(program, program, params={"n": 1000}, seed=7, ctx=cq[0], queue=cq[1])
     assert same.ok and same.max_abs_err == 0.0 and same.reference == "unfused"
     wrong_kernels = {**program.kernels, "add": parse_kernels(WRONG_ADD)["add"]}
     wrong = dataclasses.replace(program, kernels=wrong_kernels)

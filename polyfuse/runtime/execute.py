@@ -176,7 +176,7 @@ def _assemble(program: Program) -> _Source:
                 if fd is not None:
                     protos.append(cpp.generate(fd.decl) + ";\n")
                     break
-        parts.append(("", "".join(protos)))
+        parts.append(("", "".join(protos) + "\n"))
         parts += [(name, text) for name, (text, _k) in helpers.items()]
     parts += kernel_texts
     out: list[str] = []

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 import numpy as np
+import pyopencl as cl
 
 from polyfuse.program import PolyfuseError, Program
 from polyfuse.runtime.device import DeviceSpec, get_context
@@ -180,6 +181,8 @@ def verify_programs(
     rtol: float = 1e-4,
     atol: float = 1e-5,
     label: str = "unfused",
+    ctx: Optional[cl.Context] = None,
+    queue: Optional[cl.CommandQueue] = None,
 ) -> Verification:
     """Run both programs from the same initial contents and compare their final buffers.
 
@@ -187,7 +190,8 @@ def verify_programs(
     buffer it shares by name (and the same seed for the others), so a fused program that drops
     or adds intermediates still sees the same inputs.
     """
-    ctx, queue = get_context(device)
+    if queue is None:
+        ctx, queue = (ctx, None) if ctx is not None else get_context(device)
     ref = run_program(reference_program, params=params, seed=seed, ctx=ctx, queue=queue)
     shared = {n: a for n, a in ref.initial.items()
               if n in candidate_program.buffers
