@@ -1,0 +1,418 @@
+"""Post-fusion optimizations on a fused kernel, driven by its own polyhedral model.
+
+Each pass prints the fused kernel, re-extracts it with
+:func:`polyfuse.frontend.opencl.parse_kernels` (local size and known global size as context, so
+work-item expressions are affine), and maps the
+model's statements back onto the kernel being built by walking the printed and the re-parsed
+syntax trees in parallel (printing and re-parsing keep the tree shape; if they ever do not, the
+pass does nothing, which is always safe).
+
+* **Private intermediates** (DESIGN §3, seed 001 §5.2).  A buffer written by exactly one statement
+  of the fused kernel, at most once per work-item, with distinct work-items writing distinct
+  elements, and read by later statements that (for every instance, for all parameter values) read
+  exactly the element the same work-item wrote, is forwarded through a private variable: the
+  load becomes the variable.  The global store is dropped only when nothing else reads the
+  buffer: no other load in the kernel, no other launch, no host operation.
+* **Redundant-barrier removal** (seed 001 Algorithm 1).  A barrier is needed only if some
+  dependence between two different work-items of one work-group (same ``__local`` array element,
+  or same global buffer element, at least one write) has its source before and its sink after
+  the barrier in execution order, and no other kept barrier with the right fence lies between
+  them.  Barriers are examined one at a time against the barriers still kept, so removing one
+  never leaves a dependence unordered.  Barriers that may not be reached uniformly are kept.
+* Code motion so that independent components share barriers is not done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import islpy as isl
+from pycparser import c_ast
+
+from polyfuse.frontend import opencl
+from polyfuse.program import HostOp, Kernel, KernelContext, Launch, PolyfuseError, Program
+
+
+@dataclass
+class OptResult:
+    """What fired on one group: counts for ``plan.optimizations``, details, dropped buffers."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    details: dict[str, list[str]] = field(default_factory=dict)
+    dropped: list[str] = field(default_factory=list)
+
+    def add(self, key: str, n: int, detail: Optional[str] = None) -> None:
+        self.counts[key] = self.counts.get(key, 0) + n
+        if detail:
+            self.details.setdefault(key, []).append(detail)
+
+
+def _model(gc: Any, helpers_text: str) -> Optional[tuple[Kernel, dict[int, Any]]]:
+    """The fused kernel's model and a map from re-parsed nodes to the nodes being built."""
+    from polyfuse.codegen.fuse import _kernel_text, walk
+
+    kb = gc.kb
+    text = helpers_text + _kernel_text(gc)
+    ls = tuple(gc.local_size) + (None,) * (3 - len(gc.local_size))
+    gs = tuple(int(x) if getattr(x, "is_Integer", False) else None for x in gc.global_size)
+    gs = gs + (None,) * (3 - len(gs))
+    try:
+        kernels = opencl.parse_kernels(text, f"<fused {kb.name}>",
+                                       context=KernelContext(local_size=ls, global_size=gs))
+    except PolyfuseError as err:
+        kb.notes.append(f"post-fusion optimizations skipped: {err}")
+        return None
+    k = kernels[kb.name]
+    mine = list(walk(gc.func.body))
+    theirs = list(walk(k.ast.body))
+    if len(mine) != len(theirs) or any(type(a) is not type(b) for a, b in zip(mine, theirs)):
+        kb.notes.append("post-fusion optimizations skipped: re-parsed kernel differs in shape")
+        return None
+    return k, {id(t): m for t, m in zip(theirs, mine)}
+
+
+def _parents(root: Any) -> dict[int, Any]:
+    from polyfuse.codegen.fuse import walk
+
+    out: dict[int, Any] = {}
+    for n in walk(root):
+        for _, c in n.children():
+            out[id(c)] = n
+    return out
+
+
+def _wi_proj(dom: isl.Set) -> isl.Map:
+    """Statement instances → their work-item ``[g0, g1, g2, l0, l1, l2]``."""
+    n = dom.dim(isl.dim_type.set)
+    ident = isl.Map.identity(dom.get_space().map_from_set()).intersect_domain(dom)
+    return ident.project_out(isl.dim_type.out, 6, n - 6).reset_tuple_id(isl.dim_type.out)
+
+
+def _read_elsewhere(program: Program, root: str, group_launches: set[int]) -> bool:
+    """Whether anything outside the group may read ``root`` (other launches, host ops)."""
+    for op in program.ops:
+        if isinstance(op, Launch):
+            if op.id in group_launches:
+                continue
+            for a in op.args:
+                if a.kind == "buffer" and a.buffer and program.root(a.buffer)[0] == root:
+                    return True
+        elif isinstance(op, HostOp):
+            if op.kind in ("unknown",) and (op.reads or op.writes):
+                for r in op.reads + op.writes:
+                    if program.root(r.buffer)[0] == root:
+                        return True
+            for r in op.reads:
+                if program.root(r.buffer)[0] == root:
+                    return True
+    buf = program.buffers.get(root)
+    if buf is not None and any("HOST_PTR" in f and "COPY" not in f for f in buf.flags):
+        return True  # the host sees the memory directly
+    return False
+
+
+def privatize(gc: Any, program: Program, group_launches: set[int], helpers_text: str,
+              res: OptResult) -> None:
+    """Forward same-work-item intermediates through private variables (module docstring)."""
+    got = _model(gc, helpers_text)
+    if got is None:
+        return
+    k, corr = got
+    kb = gc.kb
+    bp = kb.buffer_params
+    writers: dict[str, list[tuple[Any, Any]]] = {}
+    readers: dict[str, list[tuple[Any, Any]]] = {}
+    for s in k.statements:
+        for a in s.accesses:
+            if a.address_space not in ("global", "constant"):
+                continue
+            if a.array not in bp:
+                return  # an access polyfuse cannot attribute to a buffer: do nothing
+            root = bp[a.array][0]
+            (writers if a.direction == "write" else readers).setdefault(root, []).append((s, a))
+    parents = _parents(gc.func.body)
+    counter = 0
+    for root, ws in writers.items():
+        if len({id(s) for s, _ in ws}) != 1 or len(ws) != 1:
+            continue
+        s_w, a_w = ws[0]
+        views = {(bp[a.array][1], bp[a.array][2]) for _, a in ws + readers.get(root, [])}
+        if len(views) != 1 or not a_w.exact or not s_w.exact_domain:
+            continue
+        node_w = corr.get(id(s_w.node))
+        if not (isinstance(node_w, c_ast.Assignment) and isinstance(node_w.lvalue, c_ast.ArrayRef)
+                and isinstance(node_w.lvalue.name, c_ast.ID)
+                and node_w.lvalue.name.name in bp):
+            continue
+        if s_w.domain.dim(isl.dim_type.set) != 6:
+            continue  # inside a loop: more than one value per work-item
+        proj_w = _wi_proj(s_w.domain)
+        w_wi = proj_w.reverse().apply_range(a_w.relation.set_tuple_name(isl.dim_type.out, root))
+        if not (w_wi.is_single_valued() and w_wi.is_injective()):
+            continue
+        ok_reads = []
+        all_ok = True
+        for s_r, a_r in readers.get(root, []):
+            ok = (a_r.exact and s_r.order > s_w.order and s_r is not s_w
+                  and corr.get(id(s_r.node)) is not None)
+            if ok:
+                via = _wi_proj(s_r.domain).apply_range(w_wi)
+                rel_r = a_r.relation.set_tuple_name(isl.dim_type.out, root)
+                ok = rel_r.is_subset(via.align_params(rel_r.get_space()))
+            if ok:
+                ok_reads.append((s_r, a_r))
+            else:
+                all_ok = False
+        if not ok_reads:
+            continue
+        # rewrite: declare the private value, capture it at the store, replace the loads
+        counter += 1
+        var = f"pf_v{counter}"
+        ctype = bp[node_w.lvalue.name.name][2]
+        decl = c_ast.Decl(var, [], [], [], [], c_ast.TypeDecl(var, [], None,
+                                                               c_ast.IdentifierType([ctype])),
+                          None, None)
+        replaced = 0
+        params_b = {p for p, v in bp.items() if v[0] == root}
+        done: set[int] = set()
+        for s_r, _a in ok_reads:
+            node_r = corr[id(s_r.node)]
+            if id(node_r) in done:
+                continue
+            done.add(id(node_r))
+            replaced += _replace_loads(node_r, params_b, var)
+        if not replaced:
+            continue
+        gc.func.body.block_items.insert(len(kb.local_decls) + counter - 1, decl)
+        remaining = _remaining_refs(gc.func.body, params_b, node_w)
+        dead = (all_ok and not remaining and node_w.op == "="
+                and not _read_elsewhere(program, root, group_launches))
+        parent = parents.get(id(node_w))
+        new: c_ast.Node
+        if dead:
+            new = c_ast.Assignment("=", c_ast.ID(var), node_w.rvalue)
+            res.add("stores_eliminated", 1, f"group {kb.group.id}: {root}")
+            res.dropped.append(root)
+        else:
+            new = c_ast.Assignment("=", c_ast.ID(var), node_w)
+        _replace_child(parent, node_w, new)
+        res.add("loads_privatized", replaced,
+                f"group {kb.group.id}: {root} ({replaced} load(s) -> {var})")
+
+
+def _replace_loads(node: Any, params: set[str], var: str) -> int:
+    from polyfuse.codegen.fuse import transform
+
+    count = 0
+
+    def fn(n: Any) -> Any:
+        nonlocal count
+        if isinstance(n, c_ast.ArrayRef) and isinstance(n.name, c_ast.ID) and \
+                n.name.name in params:
+            count += 1
+            return c_ast.ID(var)
+        return n
+
+    # never replace an assignment's target or an address-of operand
+    for n in _walk_all(node):
+        if isinstance(n, c_ast.Assignment) and isinstance(n.lvalue, c_ast.ArrayRef) and \
+                isinstance(n.lvalue.name, c_ast.ID) and n.lvalue.name.name in params:
+            return 0
+        if isinstance(n, c_ast.UnaryOp) and n.op == "&":
+            return 0
+    transform(node, fn)
+    return count
+
+
+def _walk_all(node: Any) -> list[Any]:
+    from polyfuse.codegen.fuse import walk
+
+    return list(walk(node))
+
+
+def _remaining_refs(body: Any, params: set[str], store: Any) -> bool:
+    """Any reference to ``params`` left outside the store's own target."""
+    skip = {id(n) for n in _walk_all(store.lvalue)}
+    for n in _walk_all(body):
+        if isinstance(n, c_ast.ID) and n.name in params and id(n) not in skip:
+            return True
+    return False
+
+
+def _replace_child(parent: Any, old: Any, new: Any) -> None:
+    from polyfuse.codegen.fuse import _children_slots
+
+    for name in _children_slots(parent):
+        val = getattr(parent, name)
+        if val is old:
+            setattr(parent, name, new)
+            return
+        if isinstance(val, list):
+            for i, v in enumerate(val):
+                if v is old:
+                    val[i] = new
+                    return
+    raise AssertionError("node not found under its parent")
+
+
+# ----------------------------------------------------------------------------------------------
+# Barriers
+# ----------------------------------------------------------------------------------------------
+
+
+def _lex_lt(xs: list[str], ys: list[str]) -> str:
+    terms = []
+    for i in range(len(xs)):
+        eq = [f"{xs[j]} = {ys[j]}" for j in range(i)]
+        terms.append("(" + " and ".join(eq + [f"{xs[i]} < {ys[i]}"]) + ")")
+    return " or ".join(terms) or "false"
+
+
+def _sched_map(k: Kernel, sid: str) -> Optional[isl.Map]:
+    found: list[isl.Map] = []
+    if k.schedule is None:
+        return None
+    k.schedule.foreach_map(lambda m: found.append(m) if m.get_tuple_name(
+        isl.dim_type.in_) == sid else None)
+    return found[0] if found else None
+
+
+def remove_barriers(gc: Any, helpers_text: str, res: OptResult) -> None:
+    """Seed 001 Algorithm 1 on the fused kernel's model (module docstring)."""
+    from polyfuse.codegen.fuse import walk
+
+    got = _model(gc, helpers_text)
+    if got is None:
+        return
+    k, corr = got
+    kb = gc.kb
+    if not k.barriers or k.schedule is None:
+        return
+    bp = kb.buffer_params
+    n_t = None
+    acc: dict[tuple[str, str], list[isl.Map]] = {}
+    roots_views: dict[str, set] = {}
+    for s in k.statements:
+        for a in s.accesses:
+            if a.address_space in ("global", "constant"):
+                if a.array not in bp:
+                    return
+                roots_views.setdefault(bp[a.array][0], set()).add(bp[a.array][1:])
+    for s in k.statements:
+        sched = _sched_map(k, s.id)
+        if sched is None:
+            return
+        n_t = sched.dim(isl.dim_type.out)
+        comb = _wi_proj(s.domain).flat_range_product(sched.reset_tuple_id(isl.dim_type.out))
+        for a in s.accesses:
+            if a.address_space == "private":
+                continue
+            kind = "local" if a.address_space == "local" else "global"
+            rel = a.relation
+            key = f"loc_{a.array}" if kind == "local" else bp[a.array][0]
+            if kind == "global" and len(roots_views[key]) > 1:
+                rel = rel.project_out(isl.dim_type.out, 0, rel.dim(isl.dim_type.out))
+            rel = rel.set_tuple_name(isl.dim_type.out, key)
+            t = comb.reverse().apply_range(rel.align_params(comb.get_space()))
+            t = t.reset_tuple_id(isl.dim_type.in_)
+            acc.setdefault((kind, "W" if a.direction == "write" else "R"), []).append(t)
+    if n_t is None:
+        return
+    a_dims = ["g0", "g1", "g2", "l0", "l1", "l2"] + [f"t{i}" for i in range(n_t)]
+    b_dims = ["g0", "g1", "g2", "m0", "m1", "m2"] + [f"u{i}" for i in range(n_t)]
+    tb = [f"b{i}" for i in range(n_t)]
+    same_group = isl.Map(
+        f"{{ [{', '.join(a_dims)}] -> [{', '.join(b_dims)}] : "
+        f"(l0 != m0 or l1 != m1 or l2 != m2) }}")
+
+    def union(maps: list[isl.Map]) -> Optional[isl.UnionMap]:
+        if not maps:
+            return None
+        u = isl.UnionMap.from_map(maps[0])
+        for m in maps[1:]:
+            u = u.union(isl.UnionMap.from_map(m))
+        return u
+
+    pairs: dict[str, Optional[isl.Map]] = {}
+    for kind in ("local", "global"):
+        w = union(acc.get((kind, "W"), []))
+        r = union(acc.get((kind, "R"), []))
+        if w is None:
+            pairs[kind] = None
+            continue
+        p = w.apply_range(w.reverse())
+        if r is not None:
+            p = p.union(w.apply_range(r.reverse())).union(r.apply_range(w.reverse()))
+        if p.is_empty():
+            pairs[kind] = None
+            continue
+        m = isl.Map.from_union_map(p.coalesce())
+        pairs[kind] = m.intersect(same_group.align_params(m.get_space()))
+
+    lex_u = isl.Map(f"{{ [{', '.join(a_dims)}] -> [g0, g1, g2, {', '.join(tb)}] : "
+                    f"{_lex_lt(a_dims[6:], tb)} }}")
+    lex_v = isl.Map(f"{{ [g0, g1, g2, {', '.join(tb)}] -> [{', '.join(b_dims)}] : "
+                    f"{_lex_lt(tb, b_dims[6:])} }}")
+    crossing: dict[str, Optional[isl.Map]] = {}
+    for b in k.barriers:
+        sched = _sched_map(k, b.id)
+        if sched is None or not b.uniform:
+            crossing[b.id] = None
+            continue
+        bt = _wi_proj(b.domain).flat_range_product(sched.reset_tuple_id(isl.dim_type.out))
+        bt = bt.range().project_out(isl.dim_type.set, 3, 3)
+        u = lex_u.align_params(bt.get_space()).intersect_range(
+            bt.align_params(lex_u.get_space()).reset_tuple_id())
+        crossing[b.id] = u.apply_range(lex_v.align_params(u.get_space()))
+    kept = {b.id for b in k.barriers}
+    parents = _parents(gc.func.body)
+    by_loc = {}
+    for n in walk(k.ast.body):
+        if isinstance(n, c_ast.FuncCall) and isinstance(n.name, c_ast.ID) and \
+                n.name.name in ("barrier", "work_group_barrier") and n.coord is not None:
+            by_loc[(n.coord.line, n.coord.column)] = n
+    removed = 0
+    for b in k.barriers:
+        x = crossing[b.id]
+        if x is None or b.loc is None:
+            continue
+        needed = False
+        for kind in ("local", "global"):
+            p = pairs[kind]
+            if p is None or kind not in b.fences:
+                continue
+            live = p.intersect(x.align_params(p.get_space()))
+            for other in k.barriers:
+                if other.id == b.id or other.id not in kept or kind not in other.fences:
+                    continue
+                xo = crossing[other.id]
+                if xo is None:
+                    continue
+                live = live.subtract(xo.align_params(live.get_space()))
+            if not live.is_empty():
+                needed = True
+                break
+        if needed:
+            continue
+        parsed = by_loc.get((b.loc.line, b.loc.column))
+        mine = corr.get(id(parsed)) if parsed is not None else None
+        parent = parents.get(id(mine)) if mine is not None else None
+        if not isinstance(parent, c_ast.Compound):
+            continue
+        parent.block_items = [s for s in parent.block_items if s is not mine]
+        kept.discard(b.id)
+        removed += 1
+    if removed:
+        res.add("barriers_removed", removed, f"group {kb.group.id}: {removed} barrier(s)")
+
+
+def optimize_group(gc: Any, program: Program, in_groups: Mapping[int, int],
+                   helpers_text: str = "") -> OptResult:
+    """Run the post-fusion optimizations on one group's kernel (in place on ``gc``)."""
+    res = OptResult()
+    members = {f.launch for f in gc.kb.group.fragments}
+    privatize(gc, program, members, helpers_text, res)
+    remove_barriers(gc, helpers_text, res)
+    return res
