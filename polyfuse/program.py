@@ -25,7 +25,7 @@ Conventions (relied on by every stage):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
@@ -421,3 +421,99 @@ def _floor_expr_to_isl(expr: HostExpr) -> str:
 def param_context(program: Program) -> isl.Set:
     """The program's parameter context as an isl set."""
     return isl.Set(program.context)
+
+
+# ----------------------------------------------------------------------------------------------
+# Host order: which ops share a loop, and every op instance with its iterator values
+# ----------------------------------------------------------------------------------------------
+
+
+def host_loop_ids(ops: Iterable[Operation]) -> dict[int, tuple[int, ...]]:
+    """Identity of each op's enclosing loops (outermost first).
+
+    Ops record their loops by value, so two ops are in the *same* loop exactly when they are
+    consecutive in host order with equal loops at that depth and all outer ones (the host
+    front-end and the builder emit a loop's body contiguously).  Every stage that walks host
+    order (UAR, runtime, oracle) uses this one rule.
+    """
+    result: dict[int, tuple[int, ...]] = {}
+    prev_loops: tuple[HostLoop, ...] = ()
+    prev_ids: tuple[int, ...] = ()
+    counter = 0
+    for op in ops:
+        ids: list[int] = []
+        same = True
+        for d, loop in enumerate(op.loops):
+            if same and d < len(prev_loops) and prev_loops[d] == loop:
+                ids.append(prev_ids[d])
+            else:
+                same = False
+                ids.append(counter)
+                counter += 1
+        result[op.id] = tuple(ids)
+        prev_loops, prev_ids = tuple(op.loops), tuple(ids)
+    return result
+
+
+def eval_host_expr(expr: Any, env: Mapping[str, Any], what: str) -> Union[int, float]:
+    """Value of a host expression under ``env`` (host parameters and loop iterators)."""
+    if isinstance(expr, (int, float)):
+        return expr
+    if hasattr(expr, "item") and not isinstance(expr, sympy.Basic):  # numpy scalar
+        return expr.item()
+    e = sympy.sympify(expr)
+    missing = sorted(str(s) for s in e.free_symbols if str(s) not in env)
+    if missing:
+        names = ", ".join(missing)
+        flags = " ".join(f"--param {n}=VALUE" for n in missing)
+        raise PolyfuseError(f"{what} = {e} depends on {names}, which has no value: pass {flags} "
+                            f"(params={{'{missing[0]}': ...}} in Python)")
+    v = sympy.sympify(e.xreplace({s: env[str(s)] for s in e.free_symbols}))
+    if v.is_Integer:
+        return int(v)
+    if v.is_number:
+        f = float(v)
+        return int(f) if v.is_rational and f.is_integer() else f
+    raise PolyfuseError(f"cannot evaluate {what} = {expr}")
+
+
+def eval_host_int(expr: Any, env: Mapping[str, Any], what: str) -> int:
+    """:func:`eval_host_expr` for values that must be integers (sizes, bounds)."""
+    v = eval_host_expr(expr, env, what)
+    if isinstance(v, float):
+        if not v.is_integer():
+            raise PolyfuseError(f"{what} = {v} is not an integer")
+        v = int(v)
+    return int(v)
+
+
+def host_instances(program: Program, params: Mapping[str, Any]
+                   ) -> Iterator[tuple[Operation, tuple[int, ...], dict[str, Any]]]:
+    """``(op, iteration, env)`` for every op instance in host order, host loops unrolled."""
+    ids = host_loop_ids(program.ops)
+    ops = list(program.ops)
+
+    def walk(lo: int, hi: int, depth: int, env: dict[str, Any], h: tuple[int, ...]
+             ) -> Iterator[tuple[Operation, tuple[int, ...], dict[str, Any]]]:
+        i = lo
+        while i < hi:
+            op = ops[i]
+            if len(op.loops) == depth:
+                yield op, h, env
+                i += 1
+                continue
+            lid = ids[op.id][depth]
+            j = i
+            while j < hi and len(ops[j].loops) > depth and ids[ops[j].id][depth] == lid:
+                j += 1
+            lp = op.loops[depth]
+            lower = eval_host_int(lp.lower, env, f"lower bound of host loop {lp.iterator}")
+            upper = eval_host_int(lp.upper, env, f"upper bound of host loop {lp.iterator}")
+            step = lp.step or 1
+            if step <= 0:
+                raise UnsupportedError(f"host loop {lp.iterator} has step {step}", *_loc(lp.loc))
+            for v in range(lower, upper, step):
+                yield from walk(i, j, depth + 1, {**env, lp.iterator: v}, h + (v,))
+            i = j
+
+    yield from walk(0, len(ops), 0, dict(params), ())

@@ -35,28 +35,28 @@ import re
 import statistics
 import time
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any, Optional
 
 import numpy as np
 import pyopencl as cl
-import sympy
 from pycparser import c_ast
 
 from polyfuse.program import (
     ArgBinding,
     BufferRange,
-    HostLoop,
     HostOp,
     Kernel,
     KernelParam,
     Launch,
-    Operation,
     PolyfuseError,
     Program,
     SourceLoc,
     UnsupportedError,
+    eval_host_expr,
+    eval_host_int,
+    host_instances,
 )
 from polyfuse.runtime.device import DeviceSpec, build_program, get_context
 
@@ -245,87 +245,6 @@ def build(program: Program, ctx: cl.Context) -> cl.Program:
 # ----------------------------------------------------------------------------------------------
 
 
-def _eval(expr: Any, env: Mapping[str, Any], what: str) -> Union[int, float]:
-    """Value of a host expression under ``env`` (params and loop iterators)."""
-    if isinstance(expr, (int, float, np.integer, np.floating)):
-        return expr.item() if isinstance(expr, np.generic) else expr
-    e = sympy.sympify(expr)
-    missing = sorted(str(s) for s in e.free_symbols if str(s) not in env)
-    if missing:
-        names = ", ".join(missing)
-        flags = " ".join(f"--param {n}=VALUE" for n in missing)
-        raise PolyfuseError(f"{what} = {e} depends on {names}, which has no value: pass {flags} "
-                            f"(params={{'{missing[0]}': ...}} in Python)")
-    v = sympy.sympify(e.xreplace({s: env[str(s)] for s in e.free_symbols}))
-    if v.is_Integer:
-        return int(v)
-    if v.is_number:
-        f = float(v)
-        return int(f) if v.is_rational and f.is_integer() else f
-    raise PolyfuseError(f"cannot evaluate {what} = {expr}")
-
-
-def _eval_int(expr: Any, env: Mapping[str, Any], what: str) -> int:
-    v = _eval(expr, env, what)
-    if isinstance(v, float):
-        if not v.is_integer():
-            raise PolyfuseError(f"{what} = {v} is not an integer")
-        v = int(v)
-    return int(v)
-
-
-def _loop_ids(ops: Sequence[Operation]) -> dict[int, tuple[int, ...]]:
-    """Identity of each op's loops: consecutive ops with an equal loop share it."""
-    out: dict[int, tuple[int, ...]] = {}
-    prev: tuple[HostLoop, ...] = ()
-    prev_ids: tuple[int, ...] = ()
-    fresh = 0
-    for op in ops:
-        ids: list[int] = []
-        for d, lp in enumerate(op.loops):
-            if len(ids) == d and d < len(prev) and prev[d] == lp and ids == list(prev_ids[:d]):
-                ids.append(prev_ids[d])
-            else:
-                ids.append(fresh)
-                fresh += 1
-        out[op.id] = tuple(ids)
-        prev, prev_ids = tuple(op.loops), tuple(ids)
-    return out
-
-
-def host_order(program: Program, params: Mapping[str, Any]
-               ) -> Iterator[tuple[Operation, tuple[int, ...], dict[str, Any]]]:
-    """``(op, iteration, env)`` for every op instance in host order, host loops unrolled."""
-    ids = _loop_ids(program.ops)
-    ops = list(program.ops)
-
-    def walk(lo: int, hi: int, depth: int, env: dict[str, Any], h: tuple[int, ...]
-             ) -> Iterator[tuple[Operation, tuple[int, ...], dict[str, Any]]]:
-        i = lo
-        while i < hi:
-            op = ops[i]
-            if len(op.loops) == depth:
-                yield op, h, env
-                i += 1
-                continue
-            lid = ids[op.id][depth]
-            j = i
-            while j < hi and len(ops[j].loops) > depth and ids[ops[j].id][depth] == lid:
-                j += 1
-            lp = op.loops[depth]
-            lower = _eval_int(lp.lower, env, f"lower bound of host loop {lp.iterator}")
-            upper = _eval_int(lp.upper, env, f"upper bound of host loop {lp.iterator}")
-            step = lp.step or 1
-            if step <= 0:
-                raise UnsupportedError(f"host loop {lp.iterator} has step {step}",
-                                       *_where(lp.loc))
-            for v in range(lower, upper, step):
-                yield from walk(i, j, depth + 1, {**env, lp.iterator: v}, h + (v,))
-            i = j
-
-    yield from walk(0, len(ops), 0, dict(params), ())
-
-
 # ----------------------------------------------------------------------------------------------
 # Buffers
 # ----------------------------------------------------------------------------------------------
@@ -458,7 +377,7 @@ class _Executor:
                 raise PolyfuseError(f"the size of buffer {root!r} is unknown; give its contents "
                                     "in inputs", *_where(buf.loc))
             try:
-                sizes[root] = _eval_int(buf.size, self.params, f"size of buffer {root!r}")
+                sizes[root] = eval_host_int(buf.size, self.params, f"size of buffer {root!r}")
             except PolyfuseError as err:
                 raise PolyfuseError(err.message, *_where(buf.loc)) from None
             if sizes[root] <= 0:
@@ -498,12 +417,12 @@ class _Executor:
     def _extent(self, name: str, env: Mapping[str, Any]) -> tuple[str, int, int]:
         """(root, byte origin, byte size) of a (sub-)buffer."""
         root, origin = self.program.root(name)
-        start = _eval_int(origin, env, f"origin of buffer {name!r}")
+        start = eval_host_int(origin, env, f"origin of buffer {name!r}")
         size = self.program.buffers[name].size
         total = self.sizes[root]
         if name == root:
             return root, 0, total
-        n = total - start if size is None else _eval_int(size, env, f"size of buffer {name!r}")
+        n = total - start if size is None else eval_host_int(size, env, f"size of buffer {name!r}")
         if start < 0 or n < 0 or start + n > total:
             raise PolyfuseError(f"sub-buffer {name!r} = bytes [{start}, {start + n}) of "
                                 f"{root!r} lies outside its {total} bytes",
@@ -531,8 +450,8 @@ class _Executor:
 
     def _range(self, rg: BufferRange, env: Mapping[str, Any], what: str) -> tuple[str, int, int]:
         root, start, n = self._extent(rg.buffer, env)
-        off = _eval_int(rg.offset, env, f"{what} offset")
-        size = n - off if rg.size is None else _eval_int(rg.size, env, f"{what} size")
+        off = eval_host_int(rg.offset, env, f"{what} offset")
+        size = n - off if rg.size is None else eval_host_int(rg.size, env, f"{what} size")
         if off < 0 or size < 0 or off + size > n:
             raise PolyfuseError(f"{what}: bytes [{off}, {off + size}) outside buffer "
                                 f"{rg.buffer!r} ({n} bytes)")
@@ -545,7 +464,7 @@ class _Executor:
         events: list[tuple[int, cl.Event]] = []
         launches = 0
         t0 = time.perf_counter()
-        for op, h, env in host_order(self.program, self.params):
+        for op, h, env in host_instances(self.program, self.params):
             if isinstance(op, Launch):
                 evt = self._launch(op, env)
                 launches += 1
@@ -623,11 +542,11 @@ class _Executor:
         try:
             args = [self._arg(kernel, p, launch, env, tag) for p in kernel.params]
             wd = launch.work_dim
-            gs = tuple(_eval_int(x, env, f"{tag} global size") for x in launch.global_size[:wd])
+            gs = tuple(eval_host_int(x, env, f"{tag} global size") for x in launch.global_size[:wd])
             ls = None if launch.local_size is None else tuple(
-                _eval_int(x, env, f"{tag} local size") for x in launch.local_size[:wd])
+                eval_host_int(x, env, f"{tag} local size") for x in launch.local_size[:wd])
             off = None if launch.global_offset is None else tuple(
-                _eval_int(x, env, f"{tag} global offset") for x in launch.global_offset[:wd])
+                eval_host_int(x, env, f"{tag} global offset") for x in launch.global_offset[:wd])
         except PolyfuseError as err:
             if err.file is None and launch.loc is not None:
                 raise type(err)(err.message, launch.loc.file, launch.loc.line) from None
@@ -649,7 +568,8 @@ class _Executor:
         if p.pointer and p.address_space == "local":
             if b is None or b.kind != "local" or b.local_bytes is None:
                 raise PolyfuseError(f"{tag}: __local argument {p.name} has no size")
-            return cl.LocalMemory(max(1, _eval_int(b.local_bytes, env, f"{tag} {p.name} bytes")))
+            nbytes = eval_host_int(b.local_bytes, env, f"{tag} {p.name} bytes")
+            return cl.LocalMemory(max(1, nbytes))
         if p.pointer:
             if b is None or b.kind != "buffer" or b.buffer is None:
                 raise PolyfuseError(f"{tag}: buffer argument {p.name} is not bound to a buffer")
@@ -663,7 +583,7 @@ class _Executor:
             raise UnsupportedError(f"{tag}: scalar argument {p.name} of type {p.type} is not "
                                    "supported")
         if b is not None and b.kind == "scalar" and b.value is not None:
-            value = _eval(b.value, env, f"{tag} argument {p.name}")
+            value = eval_host_expr(b.value, env, f"{tag} argument {p.name}")
         elif p.name in env:
             value = env[p.name]
         else:
@@ -786,7 +706,7 @@ __all__ = [
     "buffer_dtypes",
     "build",
     "c_dtype",
-    "host_order",
+    "host_instances",
     "program_source",
     "random_contents",
     "run_program",

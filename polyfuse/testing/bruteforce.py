@@ -29,22 +29,24 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
 import numpy as np
-import sympy
 from pycparser import c_ast
 
 from polyfuse.program import (
-    HostLoop,
     HostOp,
     Kernel,
     KernelParam,
     Launch,
     PolyfuseError,
     Program,
+    eval_host_expr,
+    eval_host_int,
+    host_instances,
+    host_loop_ids,
 )
 from polyfuse.testing.interp import (
     CompiledKernel,
@@ -184,83 +186,6 @@ def concrete_width(
 # ----------------------------------------------------------------------------------------------
 
 
-def _eval(expr: Any, env: Mapping[str, Any], what: str) -> Any:
-    """A host expression's value under ``env`` (host parameters and loop iterators)."""
-    if isinstance(expr, (int, float)):
-        return expr
-    e = sympy.sympify(expr)
-    subs = {}
-    for s in e.free_symbols:
-        if str(s) not in env:
-            raise PolyfuseError(f"brute force: no value for {s} in {what}; pass it in params")
-        subs[s] = env[str(s)]
-    v = e.xreplace(subs)
-    v = sympy.sympify(v)
-    if v.is_Integer:
-        return int(v)
-    if v.is_number:
-        f = float(v)
-        return int(f) if f.is_integer() and v.is_rational else f
-    raise PolyfuseError(f"brute force: cannot evaluate {what} = {expr}")
-
-
-def _eval_int(expr: Any, env: Mapping[str, Any], what: str) -> int:
-    v = _eval(expr, env, what)
-    if isinstance(v, float):
-        if not v.is_integer():
-            raise PolyfuseError(f"brute force: {what} = {v} is not an integer")
-        v = int(v)
-    return int(v)
-
-
-def loop_ids(ops: Sequence[Union[Launch, HostOp]]) -> dict[int, tuple[int, ...]]:
-    """Identity of each op's enclosing loops: consecutive ops with an equal loop share it."""
-    out: dict[int, tuple[int, ...]] = {}
-    prev: tuple[HostLoop, ...] = ()
-    prev_ids: tuple[int, ...] = ()
-    fresh = 0
-    for op in ops:
-        ids: list[int] = []
-        for d, lp in enumerate(op.loops):
-            if len(ids) == d and d < len(prev) and prev[d] == lp and ids == list(prev_ids[:d]):
-                ids.append(prev_ids[d])
-            else:
-                ids.append(fresh)
-                fresh += 1
-        out[op.id] = tuple(ids)
-        prev, prev_ids = tuple(op.loops), tuple(ids)
-    return out
-
-
-def _host_order(program: Program, params: Mapping[str, Any]) -> Iterator[tuple[Any, tuple, dict]]:
-    """``(op, h, env)`` for every op instance in host order (loops unrolled)."""
-    ids = loop_ids(program.ops)
-    ops = list(program.ops)
-
-    def walk(lo: int, hi: int, depth: int, env: dict, h: tuple) -> Iterator[tuple[Any, tuple,
-                                                                                   dict]]:
-        i = lo
-        while i < hi:
-            op = ops[i]
-            if len(op.loops) == depth:
-                yield op, h, env
-                i += 1
-                continue
-            lid = ids[op.id][depth]
-            j = i
-            while j < hi and len(ops[j].loops) > depth and ids[ops[j].id][depth] == lid:
-                j += 1
-            lp = op.loops[depth]
-            lower = _eval_int(lp.lower, env, f"lower bound of loop {lp.iterator}")
-            upper = _eval_int(lp.upper, env, f"upper bound of loop {lp.iterator}")
-            step = lp.step or 1
-            for v in range(lower, upper, step):
-                yield from walk(i, j, depth + 1, {**env, lp.iterator: v}, h + (v,))
-            i = j
-
-    yield from walk(0, len(ops), 0, dict(params), ())
-
-
 class _Kernels:
     """Compiled kernels, from the model's ASTs or from caller-supplied sources."""
 
@@ -383,7 +308,7 @@ def simulate(
         data = None if inputs is None else inputs.get(root)
         if buf.size is None and data is None:
             raise PolyfuseError(f"brute force: buffer {root!r} has no size; pass inputs")
-        nbytes = _eval_int(buf.size, params, f"size of {root}") if buf.size is not None else (
+        nbytes = eval_host_int(buf.size, params, f"size of {root}") if buf.size is not None else (
             np.asarray(data).nbytes)
         storage[root] = np.zeros(nbytes, dtype=np.uint8)
     counts = [len(storage[r]) // dtypes[r].itemsize for r in roots]
@@ -406,7 +331,7 @@ def simulate(
         raw[: n * dt.itemsize] = vals.view(np.uint8)
 
     instances: list[InstanceTrace] = []
-    for op, h, env in _host_order(program, params):
+    for op, h, env in host_instances(program, params):
         if isinstance(op, Launch):
             instances.append(_run_launch(program, op, h, env, kernels, storage, units,
                                          default_local_size, record_local))
@@ -427,14 +352,15 @@ def _run_launch(program: Program, launch: Launch, h: tuple, env: dict, kernels: 
     ck = kernels.get(launch.kernel)
     wd = launch.work_dim
     tag = f"launch {launch.id} ({launch.kernel})"
-    gs = tuple(_eval_int(x, env, f"{tag} global size") for x in launch.global_size[:wd])
+    gs = tuple(eval_host_int(x, env, f"{tag} global size") for x in launch.global_size[:wd])
     if launch.local_size is not None:
-        ls = tuple(_eval_int(x, env, f"{tag} local size") for x in launch.local_size[:wd])
+        ls = tuple(eval_host_int(x, env, f"{tag} local size") for x in launch.local_size[:wd])
     else:
         ls = tuple(default_local if g % default_local == 0 else 1 for g in gs)
     off = None
     if launch.global_offset is not None:
-        off = tuple(_eval_int(x, env, f"{tag} global offset") for x in launch.global_offset[:wd])
+        off = tuple(eval_host_int(x, env, f"{tag} global offset")
+                    for x in launch.global_offset[:wd])
     args: dict[str, Any] = {}
     where: dict[str, tuple[str, int, int]] = {}  # param → (root, byte offset, element size)
     for idx, (pname, pt) in enumerate(ck.params):
@@ -450,9 +376,9 @@ def _run_launch(program: Program, launch: Launch, h: tuple, env: dict, kernels: 
             if b.buffer is None:
                 raise PolyfuseError(f"brute force: {tag}: argument {pname} has no buffer")
             root, origin = program.root(b.buffer)
-            start = _eval_int(origin, env, f"origin of {b.buffer}")
+            start = eval_host_int(origin, env, f"origin of {b.buffer}")
             size = program.buffers[b.buffer].size
-            stop = None if size is None else start + _eval_int(size, env, f"size of {b.buffer}")
+            stop = None if size is None else start + eval_host_int(size, env, f"size of {b.buffer}")
             elem = _param_elem(pt)
             dt = numpy_dtype(elem)
             args[pname] = _byte_view(storage[root], start, stop, dt)
@@ -460,7 +386,7 @@ def _run_launch(program: Program, launch: Launch, h: tuple, env: dict, kernels: 
         elif b.kind == "local":
             if b.local_bytes is None:
                 raise PolyfuseError(f"brute force: {tag}: __local argument {pname} has no size")
-            args[pname] = LocalArg(_eval_int(b.local_bytes, env, f"{tag} local bytes"))
+            args[pname] = LocalArg(eval_host_int(b.local_bytes, env, f"{tag} local bytes"))
         else:
             if b.value is None:
                 if pname in env:
@@ -468,7 +394,7 @@ def _run_launch(program: Program, launch: Launch, h: tuple, env: dict, kernels: 
                     continue
                 raise PolyfuseError(f"brute force: {tag}: scalar {pname} unknown; pass it in "
                                     "params")
-            args[pname] = _eval(b.value, env, f"{tag} argument {pname}")
+            args[pname] = eval_host_expr(b.value, env, f"{tag} argument {pname}")
     try:
         run = ck.run(gs, ls, args, off, record_local=record_local)
     except InterpError as err:
@@ -499,13 +425,13 @@ def _run_host_op(program: Program, op: HostOp, h: tuple, env: dict,
     for mode, ranges in (("R", op.reads), ("W", op.writes)):
         for rg in ranges:
             root, origin = program.root(rg.buffer)
-            base = _eval_int(origin, env, f"origin of {rg.buffer}")
-            start = base + _eval_int(rg.offset, env, f"host op {op.id} offset")
+            base = eval_host_int(origin, env, f"origin of {rg.buffer}")
+            start = base + eval_host_int(rg.offset, env, f"host op {op.id} offset")
             if rg.size is not None:
-                stop = start + _eval_int(rg.size, env, f"host op {op.id} size")
+                stop = start + eval_host_int(rg.size, env, f"host op {op.id} size")
             else:
                 bsize = program.buffers[rg.buffer].size
-                stop = (base + _eval_int(bsize, env, f"size of {rg.buffer}")
+                stop = (base + eval_host_int(bsize, env, f"size of {rg.buffer}")
                         if bsize is not None else len(storage[root]))
             unit = units[root]
             for u in range(start // unit, -(-stop // unit)):
@@ -525,7 +451,7 @@ def _run_host_op(program: Program, op: HostOp, h: tuple, env: dict,
 
 def dependences(sim: Simulation, program: Program, *, kill: bool = True) -> list[ConcreteEdge]:
     """Concrete RAW/WAR/WAW edges between op instances of a simulation (see module doc)."""
-    lids = loop_ids(program.ops)
+    lids = host_loop_ids(program.ops)
     # per cell: last write (instance index, writers) and reads since then
     last_write: dict[tuple[str, int], tuple[int, list]] = {}
     reads_since: dict[tuple[str, int], list[tuple[int, list]]] = defaultdict(list)
@@ -663,6 +589,5 @@ __all__ = [
     "edge_index",
     "is_partial_bijection",
     "kernels_from_source",
-    "loop_ids",
     "simulate",
 ]

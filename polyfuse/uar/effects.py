@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -38,6 +38,7 @@ from polyfuse.program import (
     Program,
     UnsupportedError,
     host_expr_to_isl,
+    host_loop_ids,
 )
 
 LEVELS = ("thread", "block", "kernel")
@@ -250,27 +251,6 @@ class _Binder:
 # ----------------------------------------------------------------------------------------------
 
 
-def loop_identities(ops: Iterable) -> dict[int, tuple[int, ...]]:
-    """Identify host loops by contiguity: consecutive ops with an equal loop share it."""
-    result: dict[int, tuple[int, ...]] = {}
-    prev_loops: tuple[HostLoop, ...] = ()
-    prev_ids: tuple[int, ...] = ()
-    counter = 0
-    for op in ops:
-        ids = []
-        same = True
-        for d, loop in enumerate(op.loops):
-            if same and d < len(prev_loops) and prev_loops[d] == loop:
-                ids.append(prev_ids[d])
-            else:
-                same = False
-                ids.append(counter)
-                counter += 1
-        result[op.id] = tuple(ids)
-        prev_loops, prev_ids = tuple(op.loops), tuple(ids)
-    return result
-
-
 def _host_dim_names(loops: tuple[HostLoop, ...]) -> tuple[str, ...]:
     reserved = {f"{p}{d}" for p in "gl" for d in range(3)}
     names: list[str] = []
@@ -371,7 +351,7 @@ class _Builder:
     def __init__(self, program: Program):
         self.program = program
         self.binder = _Binder(program)
-        self.loop_ids = loop_identities(program.ops)
+        self.loop_ids = host_loop_ids(program.ops)
         self.notes: list[str] = []
         self._spec_cache: dict[tuple[str, KernelContext], Kernel] = {}
         self._keff_cache: dict[tuple[int, int], dict] = {}
