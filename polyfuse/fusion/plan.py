@@ -50,6 +50,8 @@ class FusedGroup:
     kernel: Optional[str] = None
     #: why members were (not) merged: one line per decision, for report.md
     notes: tuple[str, ...] = ()
+    #: the isl schedule of the group's instances (host-loop iterations -> time), as text
+    schedule: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -79,3 +81,5 @@ class FusionPlan:
     optimizations: dict[str, Any] = field(default_factory=dict)
     #: set by verification: {"ok", "reference", "max_abs_err", "max_rel_err", ...}
     verified: Optional[dict[str, Any]] = None
+    #: the isl schedule tree computed by global fusion (groups G<id>, host ops H<id>), as text
+    schedule: Optional[str] = None

@@ -1,0 +1,439 @@
+"""Global fusion (principles P2, P3) with the isl scheduler, and :func:`plan_fusion`.
+
+After local fusion (:mod:`.local`) every group is one isl statement ``G<k>[h...]`` whose domain is
+its host-loop iterations; host operations with memory effects are statements ``H<id>[h...]``
+(synchronizations carry no data and are left out).  Validity constraints are all dependences
+between different statements — the global edges that cut local fusion, any thread/block edge that
+could not be fused, host edges — projected onto host-loop dims, plus the loop-carried part of the
+dependences inside a group (so the host loop stays ordered); proximity is the same relation.
+``isl.ScheduleConstraints.on_domain(...).set_validity(...).set_proximity(...).compute_schedule()``
+gives the schedule tree.
+
+**Launch steps.**  A group's step is read from the tree below the host-loop bands: a ``sequence``
+node places its children one after another, a ``set`` node (independent children) places them at
+the same step.  Without host loops this is a scalar per group; with host loops it is the position
+inside one iteration, and the band(s) above (possibly a wavefront) are reported as the group's
+``schedule``.
+
+**Keeping a global dependence out of one launch.**  Two groups run in one launch only when P3
+fuses them, and P3 only considers groups at the *same* step.  After scheduling we check every
+validity constraint between two statements of the same loop body that has a same-iteration
+part: its source's step must be strictly smaller than its destination's.  isl's sequence/set
+nodes guarantee this, but it is checked, not assumed: :func:`separate_steps` moves a destination
+to a later step whenever a constraint is not strictly satisfied, propagating in topological
+order.  The result is verified again by :func:`polyfuse.fusion.local.check_plan`.  Instances of
+different host-loop iterations are never fused into one launch (a group runs once per
+iteration), so a shift of a statement by isl along a host loop never puts two iterations in one
+kernel; the plan keeps the host's loop order and reports isl's schedule only.
+
+**P3.**  Groups at the same step, in the same loop body, whose members' kernels are identical
+code in the same order (:mod:`.similarity`), with no dependence of any kind between them and a
+legal common position, are fused: ``vertical`` (identical fused grids; each work-item runs the
+fragments in sequence; re-indexings unchanged) or ``horizontal`` (grids concatenated along
+dimension 0 of the group grid; the later group's re-indexings shift ``g0``).  ``auto`` tries
+vertical first (SIRIUS measured it best for QKV), then horizontal.  Every fused group is checked
+with isl (:func:`polyfuse.fusion.reindex.frame_problems`).
+
+Orchestration labels: ``single`` (one fragment), ``vertical`` (every fused work-item runs its
+fragments in sequence: P1 chains, vertical P3), ``horizontal`` (P3 of single launches side by
+side), ``hybrid`` (P3 of P1 chains side by side: chains vertical, copies horizontal).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Optional
+
+import islpy as isl
+import networkx as nx
+import sympy
+
+from polyfuse.fusion.local import (
+    LocalGroup,
+    edge_key,
+    local_fusion,
+    placement_problem,
+)
+from polyfuse.fusion.plan import BlockedFusion, Fragment, FusedGroup, FusionPlan
+from polyfuse.fusion.reindex import (
+    FUSED,
+    Frame,
+    _ctx,
+    edge_in_iteration,
+    frame_problems,
+    normalize,
+    reindex_text,
+)
+from polyfuse.fusion.similarity import kernel_signature
+from polyfuse.program import HostOp, Launch
+from polyfuse.uar.graph import UAR
+
+ORCHESTRATION_CHOICES = ("auto", "vertical", "horizontal")
+
+
+@dataclass
+class Unit:
+    """A statement of the global schedule: a group of launches or a host operation."""
+
+    name: str
+    members: tuple[int, ...]
+    group: Optional[LocalGroup] = None
+    orchestration: str = "single"
+    notes: list[str] = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------------------------
+# isl scheduling
+# ----------------------------------------------------------------------------------------------
+
+
+def _host_projection(uar: UAR, op_id: int, name: str) -> isl.Map:
+    """``L<id>[h, g, l] -> <name>[h]``."""
+    inst = uar.instances(op_id)
+    dims = ", ".join(inst.dims)
+    host = ", ".join(inst.host_dims)
+    return isl.Map(f"{{ {inst.name}[{dims}] -> {name}[{host}] }}").align_params(
+        inst.domain.get_space())
+
+
+def _units_constraints(uar: UAR, units: Sequence[Unit]) -> tuple[isl.UnionSet, isl.UnionMap]:
+    unit_of = {m: u for u in units for m in u.members}
+    proj = {m: _host_projection(uar, m, u.name) for u in units for m in u.members}
+    domain = isl.UnionSet("{ }")
+    for u in units:
+        m = u.members[0]
+        dom = _ctx(uar, uar.instances(m).domain).apply(proj[m])
+        domain = domain.union(isl.UnionSet.from_set(dom))
+    validity = isl.UnionMap("{ }")
+    for e in uar.edges:
+        if e.src not in unit_of or e.dst not in unit_of:
+            continue
+        rel = proj[e.src].reverse().apply_range(e.relation.align_params(
+            proj[e.src].get_space())).apply_range(proj[e.dst])
+        rel = _ctx(uar, rel)
+        if unit_of[e.src] is unit_of[e.dst]:
+            rel = rel.subtract(rel.domain().identity())  # loop-carried part only
+        if not rel.is_empty():
+            validity = validity.union(isl.UnionMap.from_map(rel.coalesce()))
+    return domain, validity
+
+
+def _names(us: isl.UnionSet) -> set[str]:
+    out: set[str] = set()
+    us.foreach_set(lambda s: out.add(s.get_tuple_name()))
+    return out
+
+
+def schedule_steps(schedule: isl.Schedule, names: set[str]) -> dict[str, int]:
+    """Each statement's step read from the schedule tree (see module docstring)."""
+    steps: dict[str, int] = {}
+    T = isl.schedule_node_type
+
+    def walk(node: isl.ScheduleNode, base: int, active: set[str]) -> int:
+        t = node.get_type()
+        if t == T.filter:
+            active = active & _names(node.filter_get_filter())
+        if t == T.leaf:
+            for n in active:
+                steps.setdefault(n, base)
+            return 1 if active else 0
+        if t == T.sequence:
+            span = 0
+            for i in range(node.n_children()):
+                span += walk(node.get_child(i), base + span, active)
+            return span
+        if t == T.set:
+            return max((walk(node.get_child(i), base, active)
+                        for i in range(node.n_children())), default=0)
+        span = 0
+        for i in range(node.n_children()):
+            span = max(span, walk(node.get_child(i), base, active))
+        return span
+
+    walk(schedule.get_root(), 0, set(names))
+    for n in names:
+        steps.setdefault(n, 0)
+    return steps
+
+
+def separate_steps(steps: dict[str, int], constraints: Sequence[tuple[str, str]]) -> dict[str, int]:
+    """Steps where every constraint ``(a, b)`` has ``steps[a] < steps[b]`` (moved only later).
+
+    This is how a dependence between two statements is kept out of one launch whatever the
+    scheduler did: equal (or reversed) steps are separated by pushing the destination to the
+    step after its source, in topological order.  Raises ValueError on a cyclic constraint set.
+    """
+    g = nx.DiGraph()
+    g.add_nodes_from(steps)
+    g.add_edges_from((a, b) for a, b in constraints if a != b)
+    if not nx.is_directed_acyclic_graph(g):
+        raise ValueError("cyclic validity constraints between launch groups")
+    out = dict(steps)
+    for n in nx.topological_sort(g):
+        for p in g.predecessors(n):
+            if out[p] >= out[n]:
+                out[n] = out[p] + 1
+    return out
+
+
+def _step_constraints(uar: UAR, units: Sequence[Unit]) -> list[tuple[str, str]]:
+    """Pairs of statements of one loop body joined by a dependence with a same-iteration part."""
+    unit_of = {m: u for u in units for m in u.members}
+    out: set[tuple[str, str]] = set()
+    for e in uar.edges:
+        a, b = unit_of.get(e.src), unit_of.get(e.dst)
+        if a is None or b is None or a is b:
+            continue
+        if uar.instances(e.src).loop_ids != uar.instances(e.dst).loop_ids:
+            continue
+        if not edge_in_iteration(uar, e).is_empty():
+            out.add((a.name, b.name))
+    return sorted(out)
+
+
+def global_schedule(uar: UAR, units: Sequence[Unit]) -> tuple[isl.Schedule, dict[str, int]]:
+    """The isl schedule of all statements and each statement's (separated) launch step."""
+    domain, validity = _units_constraints(uar, units)
+    sc = isl.ScheduleConstraints.on_domain(domain).set_validity(validity).set_proximity(validity)
+    schedule = sc.compute_schedule()
+    steps = schedule_steps(schedule, {u.name for u in units})
+    steps = separate_steps(steps, _step_constraints(uar, units))
+    return schedule, steps
+
+
+# ----------------------------------------------------------------------------------------------
+# P3
+# ----------------------------------------------------------------------------------------------
+
+
+def _signature(uar: UAR, u: Unit) -> tuple[str, ...]:
+    return tuple(kernel_signature(uar.program.kernels[_launch(uar, m).kernel])
+                 for m in u.members)
+
+
+def _launch(uar: UAR, lid: int) -> Launch:
+    op = uar.program.op(lid)
+    assert isinstance(op, Launch)
+    return op
+
+
+def _connected(uar: UAR, a: Unit, b: Unit) -> bool:
+    sa, sb = set(a.members), set(b.members)
+    return any((e.src in sa and e.dst in sb) or (e.src in sb and e.dst in sa) for e in uar.edges)
+
+
+def _vertical(uar: UAR, fa: Frame, fb: Frame) -> tuple[Optional[Frame], str]:
+    if (fa.work_dim, fa.local_size, len(fa.host_dims)) != (fb.work_dim, fb.local_size,
+                                                           len(fb.host_dims)):
+        return None, "different work-group shapes"
+    assert fa.grid is not None and fb.grid is not None
+    if not fa.grid.is_equal(fb.grid.align_params(fa.grid.get_space())):
+        return None, "different fused grids"
+    maps = {**fa.maps, **fb.maps}
+    frame = replace(fa, maps=maps, barriers=fa.barriers | fb.barriers, anchor=fa.anchor)
+    return frame, ""
+
+
+def _horizontal(uar: UAR, fa: Frame, fb: Frame) -> tuple[Optional[Frame], str]:
+    if (fa.work_dim, fa.local_size, len(fa.host_dims)) != (fb.work_dim, fb.local_size,
+                                                           len(fb.host_dims)):
+        return None, "different work-group shapes"
+    if fa.work_dim == 0 or not isinstance(fa.groups[0], int):
+        return None, "symbolic number of work-groups in dimension 0"
+    if fa.groups[1:] != fb.groups[1:]:
+        return None, "different grids beyond dimension 0"
+    off = fa.groups[0]
+    nh = len(fa.host_dims)
+    src = list(fa.dims)
+    dst = list(src)
+    dst[nh] = f"g0 - {off}"
+    shift = isl.Map(f"{{ {FUSED}[{', '.join(src)}] -> {FUSED}[{', '.join(dst)}] }}")
+    maps = dict(fa.maps)
+    for k, r in fb.maps.items():
+        maps[k] = _ctx(uar, shift.align_params(r.get_space()).apply_range(r)).coalesce()
+    frame = normalize(uar, replace(fa, maps=maps, grid=None, anchor=None,
+                                   barriers=fa.barriers | fb.barriers))
+    if frame is None:
+        return None, "concatenated grid is not a box of whole work-groups"
+    return frame, ""
+
+
+def p3_fusion(uar: UAR, units: list[Unit], steps: dict[str, int], orchestration: str,
+              graph: nx.DiGraph) -> list[Unit]:
+    """Fuse same-step groups with identical code and no edge between them (P3)."""
+    modes = {"auto": ["vertical", "horizontal"], "vertical": ["vertical"],
+             "horizontal": ["horizontal"]}[orchestration]
+    pos = {op.id: k for k, op in enumerate(uar.program.ops)}
+    groups = [u for u in units if u.group is not None]
+    groups.sort(key=lambda u: pos[u.members[0]])
+    alive = list(groups)
+    changed = True
+    while changed:
+        changed = False
+        for i, a in enumerate(alive):
+            for b in alive[i + 1:]:
+                if steps[a.name] != steps[b.name]:
+                    continue
+                ia, ib = uar.instances(a.members[0]), uar.instances(b.members[0])
+                if ia.loop_ids != ib.loop_ids or _signature(uar, a) != _signature(uar, b):
+                    continue
+                if _connected(uar, a, b):
+                    continue
+                unit_of = {m: id(u) for u in alive for m in u.members}
+                if placement_problem(uar, graph, a.members + b.members, unit_of):
+                    continue
+                assert a.group is not None and b.group is not None
+                for mode in modes:
+                    fn = _vertical if mode == "vertical" else _horizontal
+                    frame, why = fn(uar, a.group.frame, b.group.frame)
+                    if frame is None:
+                        continue
+                    order = sorted(frame.maps, key=lambda m: pos[m])
+                    frame = replace(frame, maps={m: frame.maps[m] for m in order})
+                    problems, need = frame_problems(uar, frame)
+                    if problems:
+                        continue
+                    frame = replace(frame, barriers=need)
+                    multi = len(a.members) > 1 or len(b.members) > 1 or \
+                        a.orchestration == "hybrid" or b.orchestration == "hybrid"
+                    if mode == "vertical":
+                        orch = "hybrid" if "horizontal" in (a.orchestration, b.orchestration) \
+                            or "hybrid" in (a.orchestration, b.orchestration) else "vertical"
+                    else:
+                        orch = "hybrid" if multi else "horizontal"
+                    notes = a.group.notes + b.group.notes + [
+                        f"P3: {', '.join(f'L{m}' for m in b.members)} fused with "
+                        f"{', '.join(f'L{m}' for m in a.members)} ({mode}): same step "
+                        f"{steps[a.name]}, identical code, no dependence between them"]
+                    merged = LocalGroup(frame, notes, a.group.how | b.group.how | {"P3"})
+                    a.group, a.members, a.orchestration = merged, tuple(order), orch
+                    alive.remove(b)
+                    changed = True
+                    break
+                if changed:
+                    break
+            if changed:
+                break
+    hosts = [u for u in units if u.group is None]
+    return alive + hosts
+
+
+# ----------------------------------------------------------------------------------------------
+# Counts
+# ----------------------------------------------------------------------------------------------
+
+
+def _trip_count(uar: UAR, op_id: int) -> sympy.Expr:
+    """Executions of an operation: its host-loop iterations (barvinok), 1 without loops."""
+    inst = uar.instances(op_id)
+    dom = _ctx(uar, inst.domain)
+    n = len(inst.host_dims)
+    host = dom.project_out(isl.dim_type.set, n, dom.dim(isl.dim_type.set) - n)
+    if n == 0:
+        return sympy.Integer(0 if host.is_empty() else 1)
+    from polyfuse.perf.counts import pwqp_to_sympy
+
+    return sympy.sympify(pwqp_to_sympy(host.card(), uar.context))
+
+
+def _count_value(expr: sympy.Expr) -> Any:
+    expr = sympy.simplify(expr)
+    return int(expr) if expr.is_Integer else str(expr)
+
+
+# ----------------------------------------------------------------------------------------------
+# The plan
+# ----------------------------------------------------------------------------------------------
+
+
+def _global_size(uar: UAR, frame: Frame) -> tuple[Any, ...]:
+    out: list[Any] = []
+    info = {li.id: li for li in uar.launches}
+    for d in range(frame.work_dim):
+        cnt = frame.groups[d] if d < len(frame.groups) else None
+        ls = frame.local_size[d]
+        if isinstance(cnt, int):
+            out.append(cnt * ls)
+        elif frame.anchor is not None:
+            out.append(info[frame.anchor].global_size[d])
+        else:
+            out.append(f"{ls}*({cnt})")
+    return tuple(out)
+
+
+def _kernel_name(uar: UAR, members: Sequence[int]) -> str:
+    names: list[str] = []
+    for m in members:
+        k = _launch(uar, m).kernel
+        if k not in names:
+            names.append(k)
+    if len(members) == 1:
+        return names[0]
+    return "fused_" + "_".join(names)
+
+
+def plan_fusion(uar: UAR, *, orchestration: str = "auto", anchor: str = "auto") -> FusionPlan:
+    """The fusion plan of a program's UAR: local fusion (P1), then isl global fusion (P2, P3).
+
+    ``orchestration``: how P3 fuses independent groups (``auto``: vertical, else horizontal);
+    ``anchor``: how re-indexing is anchored in local fusion (``auto``, ``producer``,
+    ``consumer``).  Every group of the result passes :func:`polyfuse.fusion.check_plan`.
+    """
+    if orchestration not in ORCHESTRATION_CHOICES:
+        raise ValueError(f"orchestration must be one of {ORCHESTRATION_CHOICES}, "
+                         f"not {orchestration!r}")
+    local = local_fusion(uar, anchor)
+    units: list[Unit] = []
+    for k, g in enumerate(local.groups):
+        units.append(Unit(f"G{k}", g.frame.members, g,
+                          "single" if len(g.frame.members) == 1 else "vertical"))
+    for op in uar.program.ops:
+        if isinstance(op, HostOp) and op.kind != "sync":
+            units.append(Unit(f"H{op.id}", (op.id,)))
+    schedule, steps = global_schedule(uar, units)
+    units = p3_fusion(uar, units, steps, orchestration, local.graph)
+    sched_map = schedule.get_map()
+    pos = {op.id: k for k, op in enumerate(uar.program.ops)}
+    groups = [u for u in units if u.group is not None]
+    groups.sort(key=lambda u: (steps[u.name], pos[u.members[0]]))
+    fused: list[FusedGroup] = []
+    for gid, u in enumerate(groups):
+        assert u.group is not None
+        frame = u.group.frame
+        frags = tuple(Fragment(launch=m, kernel=_launch(uar, m).kernel,
+                               reindex=reindex_text(_named(frame, frame.maps[m])),
+                               barrier_before=m in frame.barriers)
+                      for m in u.members)
+        gsched = sched_map.intersect_domain(isl.UnionSet(
+            f"{{ {u.name}[{', '.join(frame.host_dims)}] }}")) if frame.host_dims else None
+        fused.append(FusedGroup(
+            id=gid, members=tuple(u.members),
+            orchestration="single" if len(u.members) == 1 else u.orchestration,
+            fragments=frags, step=steps[u.name], global_size=_global_size(uar, frame),
+            local_size=tuple(frame.local_size), kernel=_kernel_name(uar, u.members),
+            notes=tuple(u.group.notes), schedule=None if gsched is None else str(gsched)))
+    before = sum((_trip_count(uar, op.id) for op in uar.program.launches), sympy.Integer(0))
+    after = sum((_trip_count(uar, g.members[0]) for g in fused), sympy.Integer(0))
+    group_of = {m: g.id for g in fused for m in g.members}
+    blocked: list[BlockedFusion] = []
+    for e in uar.edges:
+        if e.host or group_of.get(e.src) == group_of.get(e.dst):
+            continue
+        reason = local.reasons.get(edge_key(e))
+        if reason is None:
+            reason = ("global dependence (P2)" if e.width == "global"
+                      else "endpoints placed in different groups")
+        blocked.append(BlockedFusion(src=e.src, dst=e.dst, array=e.array, kind=e.kind,
+                                     width=e.width, reason=reason, witness=e.witness))
+    return FusionPlan(program=uar.program, uar=uar, groups=tuple(fused),
+                      launches_before=_count_value(before), launches_after=_count_value(after),
+                      blocked=tuple(blocked), schedule=str(schedule))
+
+
+def _named(frame: Frame, rel: isl.Map) -> isl.Map:
+    """The re-indexing with the fused grid's dim names (readable plans)."""
+    for i, name in enumerate(frame.dims):
+        if i < rel.dim(isl.dim_type.in_):
+            rel = rel.set_dim_name(isl.dim_type.in_, i, name)
+    return rel

@@ -1,0 +1,327 @@
+"""Local fusion (principle P1) and the legality certificate of a plan (:func:`check_plan`).
+
+Breadth-first over the launches in host order (a topological order of the UAR), each launch
+``Y`` is merged with the groups of its predecessors when
+
+* the same host loops enclose all of them (a group is launched once per loop iteration, so the
+  loop-carried part of any edge between members is satisfied by the host loop order);
+* every edge between the parts (its same-iteration part) is ``thread`` or ``block`` for every
+  parameter value (a ``global`` edge is P2: never fused);
+* the merge keeps the operation graph acyclic after contraction (networkx) and the group can run
+  at the host position of its last member: no member feeds a non-member operation placed before
+  that position;
+* one consistent re-indexing serves every edge in the group (:mod:`.reindex`; each candidate is
+  checked against *all* edges of the merged group, which is the group's re-derived effects
+  talking to the new member: ``R_X ; D`` over all members ``X`` is exactly the fused
+  work-items' accesses related to ``Y``).
+
+With several predecessor groups the launch is first tried with all of them (a common consumer
+such as QKV's ``combine`` joins three independent producers), then with each one alone (latest
+first).  Re-indexing is anchored on the producer (the new launch re-indexed into the existing
+fused grid) and/or on the consumer (the existing fragments re-indexed into the new launch's
+grid), as ``anchor`` says; ``auto`` tries the producer first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Optional
+
+import islpy as isl
+import networkx as nx
+
+from polyfuse.fusion.plan import FusionPlan
+from polyfuse.fusion.reindex import (
+    FUSED,
+    Frame,
+    edge_in_iteration,
+    frame_problems,
+    identity_frame,
+    iteration_width,
+    merge_frames,
+    normalize,
+)
+from polyfuse.program import HostOp, Launch
+from polyfuse.uar.graph import UAR, Edge
+
+ANCHORS = ("auto", "producer", "consumer")
+
+
+@dataclass
+class LocalGroup:
+    """A group under construction: its frame and why it looks like it does."""
+
+    frame: Frame
+    notes: list[str] = field(default_factory=list)
+    #: "P1" when some member joined through a dependence
+    how: set[str] = field(default_factory=set)
+
+
+@dataclass
+class LocalResult:
+    groups: list[LocalGroup]
+    #: (src, dst, array, kind) -> why the edge was not fused inside one group
+    reasons: dict[tuple[int, int, str, str], str]
+    #: operation graph: same-iteration data dependences between non-sync operations
+    graph: nx.DiGraph
+
+
+def edge_key(e: Edge) -> tuple[int, int, str, str]:
+    return (e.src, e.dst, e.array, e.kind)
+
+
+def dependence_graph(uar: UAR) -> nx.DiGraph:
+    """Operations (host syncs left out: they carry no data) and same-iteration dependences.
+
+    Synchronizations only wait; every data ordering they protect is a data edge of its own
+    (host reads/writes are operations here), so they do not constrain fusion.
+    """
+    g = nx.DiGraph()
+    for op in uar.program.ops:
+        if isinstance(op, HostOp) and op.kind == "sync":
+            continue
+        g.add_node(op.id)
+    for e in uar.edges:
+        if e.src == e.dst or e.src not in g or e.dst not in g:
+            continue
+        if not edge_in_iteration(uar, e).is_empty():
+            g.add_edge(e.src, e.dst)
+    return g
+
+
+def placement_problem(uar: UAR, graph: nx.DiGraph, members: Sequence[int],
+                      unit_of: dict[int, int]) -> Optional[str]:
+    """Why ``members`` cannot run together at the position of their last member (None: can).
+
+    Checked twice: contraction of the candidate group in the graph of current units stays
+    acyclic (networkx), and no member feeds a non-member operation that lies before the last
+    member in host order (it would run before its producer once the member moves down).
+    """
+    pos = {op.id: k for k, op in enumerate(uar.program.ops)}
+    last = max(pos[m] for m in members)
+    ms = set(members)
+    for m in members:
+        for w in graph.successors(m):
+            if w not in ms and pos[m] < pos[w] < last:
+                return (f"L{m} feeds operation {w}, which runs before L{max(ms, key=pos.get)}"
+                        " (moving the group there would reorder them)")
+    label = {n: ("new" if n in ms else unit_of.get(n, ("op", n))) for n in graph}
+    q = nx.DiGraph()
+    q.add_nodes_from(set(label.values()))
+    for a, b in graph.edges:
+        if label[a] != label[b]:
+            q.add_edge(label[a], label[b])
+    if not nx.is_directed_acyclic_graph(q):
+        cyc = nx.find_cycle(q)
+        return f"merging would create a cycle through an unfused node ({cyc})"
+    return None
+
+
+def local_fusion(uar: UAR, anchor: str = "auto") -> LocalResult:
+    """P1: merge launches joined only by thread/block edges (see module docstring)."""
+    if anchor not in ANCHORS:
+        raise ValueError(f"anchor must be one of {ANCHORS}, not {anchor!r}")
+    graph = dependence_graph(uar)
+    pos = {op.id: k for k, op in enumerate(uar.program.ops)}
+    groups: list[Optional[LocalGroup]] = []
+    unit_of: dict[int, int] = {}
+    reasons: dict[tuple[int, int, str, str], str] = {}
+    for op in uar.program.launches:
+        y = op.id
+        preds: list[int] = []
+        for e in uar.edges:
+            if e.host or e.dst != y or e.src == y or e.src not in unit_of:
+                continue
+            if edge_in_iteration(uar, e).is_empty():
+                continue
+            if unit_of[e.src] not in preds:
+                preds.append(unit_of[e.src])
+        preds.sort(key=lambda g: max(pos[m] for m in groups[g].frame.members))  # type: ignore
+        attempts: list[list[int]] = []
+        if len(preds) > 1:
+            attempts.append(preds)
+        attempts += [[p] for p in reversed(preds)]
+        merged = False
+        for attempt in attempts:
+            lg, why, blame = _try_merge(uar, graph, groups, unit_of, attempt, y, anchor)
+            for k, reason in blame.items():
+                reasons.setdefault(k, reason)
+            if lg is None:
+                continue
+            keep = attempt[0]
+            for g in attempt:
+                groups[g] = None
+            groups[keep] = lg
+            for m in lg.frame.members:
+                unit_of[m] = keep
+            merged = True
+            break
+        if not merged:
+            frame = identity_frame(uar, y)
+            groups.append(LocalGroup(frame, [f"L{y} ({op.kernel}): starts a group"]))
+            unit_of[y] = len(groups) - 1
+    return LocalResult([g for g in groups if g is not None], reasons, graph)
+
+
+def _kernel(uar: UAR, lid: int) -> str:
+    op = uar.program.op(lid)
+    return op.kernel if isinstance(op, Launch) else str(lid)
+
+
+def _try_merge(uar: UAR, graph: nx.DiGraph, groups: list[Optional[LocalGroup]],
+               unit_of: dict[int, int], attempt: list[int], y: int, anchor: str
+               ) -> tuple[Optional[LocalGroup], str, dict]:
+    parts = [groups[g] for g in attempt]
+    assert all(p is not None for p in parts)
+    frames = [p.frame for p in parts if p is not None]
+    members = [m for f in frames for m in f.members] + [y]
+    unit = {m: i for i, f in enumerate(frames) for m in f.members}
+    unit[y] = len(frames)
+    blame: dict[tuple[int, int, str, str], str] = {}
+    cross = [e for e in uar.edges if not e.host and e.src in unit and e.dst in unit
+             and unit[e.src] != unit[e.dst]]
+    loops = {uar.instances(m).loop_ids for m in members}
+    if len(loops) > 1:
+        why = "different host loops enclose the launches (only one loop body is fused)"
+        for e in cross:
+            blame[edge_key(e)] = why
+        return None, why, blame
+    details: list[str] = []
+    for e in cross:
+        if edge_in_iteration(uar, e).is_empty():
+            continue
+        w, witness = iteration_width(uar, e)
+        if w == "global":
+            text = witness.get("text") if witness else ""
+            blame[edge_key(e)] = f"global dependence (P2): {text}".rstrip(": ")
+            return None, blame[edge_key(e)], blame
+        details.append(f"{e.kind} L{e.src}->L{e.dst} on {e.array} ({w})")
+    why = placement_problem(uar, graph, members, unit_of)
+    if why is not None:
+        for e in cross:
+            blame[edge_key(e)] = why
+        return None, why, blame
+    yframe = identity_frame(uar, y)
+    modes = ["producer", "consumer"] if anchor == "auto" else [anchor]
+    last_why = ""
+    for mode in modes:
+        if mode == "producer":
+            seq = [frames[0], yframe] + frames[1:]
+        else:
+            seq = [yframe] + frames
+        frame: Optional[Frame] = seq[0]
+        for nxt in seq[1:]:
+            assert frame is not None
+            between = [e for e in cross if (e.src in frame.maps and e.dst in nxt.maps)
+                       or (e.src in nxt.maps and e.dst in frame.maps)]
+            frame, last_why = merge_frames(uar, frame, nxt, between)
+            if frame is None:
+                break
+        if frame is None:
+            continue
+        notes = [n for p in parts if p is not None for n in p.notes]
+        how = set().union(*(p.how for p in parts if p is not None)) | {"P1"}
+        bar = " (barrier before it)" if y in frame.barriers else ""
+        names = ", ".join(f"L{m}" for m in members[:-1])
+        notes.append(f"L{y} ({_kernel(uar, y)}) fused with {names} by P1, anchored on the "
+                     f"{mode}{bar}: " + "; ".join(details))
+        if len(frames) > 1:
+            notes.append(f"L{y} is a common consumer: its producers' groups are fused too "
+                         "(each re-indexed onto the consumer's work-items)")
+        return LocalGroup(frame, notes, how), "", blame
+    why = f"no consistent re-indexing: {last_why}"
+    for e in cross:
+        blame[edge_key(e)] = why
+    return None, why, blame
+
+
+# ----------------------------------------------------------------------------------------------
+# The certificate
+# ----------------------------------------------------------------------------------------------
+
+
+def _frame_of_group(uar: UAR, group) -> Frame:
+    maps: dict[int, isl.Map] = {}
+    for f in group.fragments:
+        maps[f.launch] = isl.Map(f.reindex)
+    first = uar.instances(group.members[0])
+    wd = max((uar.instances(m).work_dim for m in group.members), default=1)
+    any_map = next(iter(maps.values()))
+    wd = (any_map.dim(isl.dim_type.in_) - len(first.host_dims)) // 2
+    local = tuple(group.local_size or ())
+    frame = Frame(host_dims=first.host_dims, work_dim=wd, local_size=local, maps=maps,
+                  barriers=frozenset(f.launch for f in group.fragments if f.barrier_before))
+    return frame
+
+
+def check_plan(plan: FusionPlan) -> list[str]:
+    """Problems of a plan (empty list: every group is legal).  The legality certificate.
+
+    Checked with isl for every group: each fragment's re-indexing is a bijection from its domain
+    onto the launch's whole work-item set; the domains lie in the declared NDRange
+    (``global_size``/``local_size``) and form a box of whole work-groups; structured fragments
+    keep their work-groups; every edge between members pairs the same fused work-item, or the
+    same fused work-group with a ``barrier_before`` between the fragments.  Across groups: every
+    launch is in exactly one group, members of a group share their host loops, and every edge
+    between two groups with a same-iteration part runs from a lower step to a higher one.
+    """
+    uar = plan.uar
+    problems: list[str] = []
+    seen: dict[int, int] = {}
+    for g in plan.groups:
+        for m in g.members:
+            if m in seen:
+                problems.append(f"L{m} is in groups {seen[m]} and {g.id}")
+            seen[m] = g.id
+        if [f.launch for f in g.fragments] != list(g.members):
+            problems.append(f"group {g.id}: fragments do not match members")
+            continue
+        if len({uar.instances(m).loop_ids for m in g.members}) > 1:
+            problems.append(f"group {g.id}: members in different host loops")
+            continue
+        try:
+            frame = _frame_of_group(uar, g)
+        except isl.Error as err:
+            problems.append(f"group {g.id}: unreadable re-indexing ({err})")
+            continue
+        if not g.local_size or not g.global_size:
+            problems.append(f"group {g.id}: NDRange missing")
+            continue
+        norm = normalize(uar, frame)
+        if norm is None:
+            problems.append(f"group {g.id}: fragments do not form a box of whole work-groups "
+                            "starting at 0")
+            continue
+        for d, (gs, ls) in enumerate(zip(g.global_size, g.local_size)):
+            cnt = norm.groups[d]
+            if isinstance(gs, int) and isinstance(cnt, int) and gs != cnt * ls:
+                problems.append(f"group {g.id}: global size {gs} in dim {d} but fragments "
+                                f"span {cnt} groups of {ls}")
+        frame = Frame(host_dims=frame.host_dims, work_dim=frame.work_dim,
+                      local_size=frame.local_size, maps=frame.maps, grid=norm.grid)
+        probs, _ = frame_problems(uar, frame,
+                                  barriers=frozenset(f.launch for f in g.fragments
+                                                     if f.barrier_before))
+        problems += [f"group {g.id}: {p}" for p in probs]
+    for op in uar.program.launches:
+        if op.id not in seen:
+            problems.append(f"L{op.id} is in no group")
+    step = {m: g.step for g in plan.groups for m in g.members}
+    for e in uar.edges:
+        if e.host or seen.get(e.src) == seen.get(e.dst):
+            continue
+        if e.src not in seen or e.dst not in seen:
+            continue
+        if edge_in_iteration(uar, e).is_empty():
+            continue
+        same_body = uar.instances(e.src).loop_ids == uar.instances(e.dst).loop_ids
+        if same_body and step[e.src] >= step[e.dst]:
+            problems.append(f"{e.kind} L{e.src}->L{e.dst} on {e.array} ({e.width}) between "
+                            f"groups {seen[e.src]} and {seen[e.dst]} is not separated by "
+                            f"steps ({step[e.src]} >= {step[e.dst]})")
+    return problems
+
+
+__all__ = ["ANCHORS", "FUSED", "LocalGroup", "LocalResult", "check_plan", "dependence_graph",
+           "local_fusion", "placement_problem"]

@@ -1,0 +1,488 @@
+"""Re-indexing: placing launches into one fused grid so that every dependence stays inside it.
+
+A *frame* is a fused grid ``F[h..., g0.., l0..]`` (host-loop iterators, group ids, local ids)
+with one re-indexing map per member launch, ``R_X : F -> L<X>[h..., g.., l..]``.  The frame is
+legal (:func:`frame_problems`) when
+
+* each ``R_X`` is single-valued and injective and its range is exactly the launch's work-item set
+  (every original work-item runs exactly once);
+* for every dependence ``D`` between members (same host-loop iteration; the loop-carried part is
+  satisfied by the host loop order because a group is launched once per iteration),
+  ``R_X ; D ; R_Y^-1`` is inside the identity of ``F`` (``thread``: the pair runs in one fused
+  work-item, ``X``'s fragment first) or inside "same fused work-group" (``block``: the later
+  fragment gets ``barrier_before``);
+* a *structured* fragment (its kernel has barriers, ``__local`` memory, or reads local ids or
+  sizes) keeps its work-groups: ``R_X`` leaves local ids unchanged, maps fused groups one-to-one
+  onto its groups, and its local size is the fused local size;
+* the union of the fragments' domains is a box of whole work-groups (translated so that group
+  ids start at 0); fragments are guarded by their domains.
+
+Candidates come from the dependences themselves (:func:`merge_frames`): for frames ``A`` (kept)
+and ``B`` joined by an edge ``X -> Y`` the relation ``T = R_Y ; D^-1 ; R_X^-1 : F_A -> F_B`` (or
+its mirror) must be a partial bijection; candidates are ``T`` itself, then each affine piece of
+``T`` as a ``PwMultiAff`` extended to all of ``F_A`` (so a fragment that is only partly reached by
+the dependence still lands whole), then, for block edges, the group-level piece with local ids
+unchanged.  Every candidate is *checked* with isl (:func:`frame_problems`); nothing is assumed.
+
+Written here rather than taken from isl: the box test (isl has no "is a box" predicate; we compare
+the set with the product of its one-dimensional projections) and the candidate generation (isl
+gives the pieces, choosing among them is ours).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Optional
+
+import islpy as isl
+
+from polyfuse.program import Kernel, Launch
+from polyfuse.uar.graph import UAR, Edge
+from polyfuse.uar.width import classify
+
+FUSED = "F"
+
+#: work-item functions whose use ties a kernel to its work-group shape
+_LOCAL_FUNCTIONS = frozenset({"get_local_id", "get_local_size"})
+
+
+# ----------------------------------------------------------------------------------------------
+# Small isl helpers
+# ----------------------------------------------------------------------------------------------
+
+
+def _ctx(uar: UAR, obj: Any) -> Any:
+    """``obj`` restricted to the program's parameter context (aligned)."""
+    ctx = uar.context.align_params(obj.get_space())
+    return obj.align_params(ctx.get_space()).intersect_params(ctx)
+
+
+def same_iteration(rel: isl.Map, n: int) -> isl.Map:
+    """The part of a dependence whose first ``n`` (shared host-loop) dims are equal."""
+    if n == 0:
+        return rel
+    n_in, n_out = rel.dim(isl.dim_type.in_), rel.dim(isl.dim_type.out)
+    sn, dn = rel.get_tuple_name(isl.dim_type.in_), rel.get_tuple_name(isl.dim_type.out)
+    a = [f"a{i}" for i in range(n_in)]
+    b = [f"b{i}" for i in range(n_out)]
+    eq = " and ".join(f"a{i} = b{i}" for i in range(n))
+    m = isl.Map(f"{{ {sn}[{', '.join(a)}] -> {dn}[{', '.join(b)}] : {eq} }}")
+    return rel.intersect(m.align_params(rel.get_space()))
+
+
+def shared_loops(uar: UAR, a: int, b: int) -> int:
+    """Number of host loops enclosing both operations."""
+    la, lb = uar.instances(a).loop_ids, uar.instances(b).loop_ids
+    n = 0
+    for x, y in zip(la, lb):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def edge_in_iteration(uar: UAR, e: Edge) -> isl.Map:
+    """The same-iteration part of an edge (all of it when no host loop is shared)."""
+    return same_iteration(e.relation, shared_loops(uar, e.src, e.dst))
+
+
+def iteration_width(uar: UAR, e: Edge) -> tuple[str, Optional[dict]]:
+    """Width (and witness) of the same-iteration part of a launch-to-launch edge."""
+    n = shared_loops(uar, e.src, e.dst)
+    if n == 0 or not e.loop_carried:
+        return e.width, e.witness
+    rel = same_iteration(e.relation, n)
+    if rel.is_empty():
+        return "thread", None
+    res = classify(rel, uar.context, uar.instances(e.src).n_group_dims,
+                   uar.instances(e.dst).n_group_dims)
+    return res.width, res.witness
+
+
+def is_bijective(m: isl.Map) -> bool:
+    """Single-valued and injective for every parameter value (isl decides, no sampling)."""
+    return bool(m.is_single_valued() and m.is_injective())
+
+
+def structured(kernel: Kernel) -> bool:
+    """True when the kernel's work-items talk through the work-group: keep its groups whole."""
+    if kernel.barriers:
+        return True
+    if any(a.address_space == "local" for a in kernel.arrays):
+        return True
+    if any(p.pointer and p.address_space == "local" for p in kernel.params):
+        return True
+    return bool(kernel.uses & _LOCAL_FUNCTIONS)
+
+
+# ----------------------------------------------------------------------------------------------
+# Frames
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class Frame:
+    """A fused grid with its fragments (see module docstring)."""
+
+    host_dims: tuple[str, ...]
+    work_dim: int
+    local_size: tuple[int, ...]
+    #: launch id -> isl map F -> L<id>, members in host order
+    maps: dict[int, isl.Map]
+    #: fragments preceded by a work-group barrier
+    barriers: frozenset[int] = frozenset()
+    #: the fused work-item set (box of whole work-groups)
+    grid: Optional[isl.Set] = None
+    #: group counts per NDRange dim (int, or isl text when parametric)
+    groups: tuple[Any, ...] = ()
+    #: the launch whose grid is the fused grid (None once the grid was extended or moved)
+    anchor: Optional[int] = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def members(self) -> tuple[int, ...]:
+        return tuple(self.maps)
+
+    @property
+    def dims(self) -> tuple[str, ...]:
+        wd = range(self.work_dim)
+        return self.host_dims + tuple(f"g{d}" for d in wd) + tuple(f"l{d}" for d in wd)
+
+
+def _kernel_of(uar: UAR, lid: int) -> Kernel:
+    op = uar.program.op(lid)
+    assert isinstance(op, Launch)
+    return uar.program.kernels[op.kernel]
+
+
+def identity_frame(uar: UAR, lid: int) -> Frame:
+    """The frame of one launch: its own grid, identity re-indexing."""
+    inst = uar.instances(lid)
+    rel = _ctx(uar, inst.domain.identity()).set_tuple_name(isl.dim_type.in_, FUSED)
+    frame = Frame(host_dims=inst.host_dims, work_dim=inst.work_dim,
+                  local_size=tuple(inst.local_size), maps={lid: rel}, anchor=lid)
+    done = normalize(uar, frame)
+    return done if done is not None else replace(frame, grid=rel.domain())
+
+
+def _order(uar: UAR, ids: Iterable[int]) -> list[int]:
+    pos = {op.id: k for k, op in enumerate(uar.program.ops)}
+    return sorted(ids, key=lambda i: pos[i])
+
+
+def _interval(s: isl.Set) -> bool:
+    """A one-dimensional set is an interval (convex, no holes)."""
+    hull = isl.Set.from_basic_set(s.polyhedral_hull())
+    return bool(s.is_equal(hull))
+
+
+def _lift(s: isl.Set, total: int, pos: int, name: str) -> isl.Set:
+    """A set on dims ``[pos, pos + dim(s))`` of a ``total``-dim tuple ``name``."""
+    n = s.dim(isl.dim_type.set)
+    s = s.insert_dims(isl.dim_type.set, 0, pos).add_dims(isl.dim_type.set, total - pos - n)
+    return s.set_tuple_name(name)
+
+
+def _const(pa: isl.PwAff) -> Optional[int]:
+    if pa.n_piece() != 1 or not pa.is_cst():
+        return None
+    (_, aff), = pa.get_pieces()
+    v = aff.get_constant_val()
+    return int(v.to_python()) if v.is_int() else None
+
+
+def normalize(uar: UAR, frame: Frame) -> Optional[Frame]:
+    """Check the fused grid is a box of whole work-groups and translate it to start at 0.
+
+    Returns None when the union of the fragments' domains is not such a box (then the merge is
+    refused).  The grid is the box times the full local range; idle work-items are fine, idle
+    holes are not accepted (we only accept a union whose group set *equals* its box).
+    """
+    nh, wd = len(frame.host_dims), frame.work_dim
+    union: Optional[isl.Set] = None
+    for rel in frame.maps.values():
+        dom = rel.domain()
+        union = dom if union is None else union.union(dom)
+    assert union is not None
+    union = _ctx(uar, union).coalesce()
+    if any(x <= 0 for x in frame.local_size):
+        return None
+    lcons = " and ".join(f"0 <= l{d} < {frame.local_size[d]}" for d in range(wd)) or "0 = 0"
+    names = ", ".join(frame.dims)
+    lbox = isl.Set(f"{{ {FUSED}[{names}] : {lcons} }}").align_params(union.get_space())
+    if not union.is_subset(lbox):
+        return None
+    groups = union.project_out(isl.dim_type.set, nh + wd, wd).set_tuple_name(FUSED)
+    box = _lift(groups.project_out(isl.dim_type.set, nh, wd), nh + wd, 0, FUSED)
+    shifts: list[int] = []
+    counts: list[Any] = []
+    for d in range(wd):
+        one = groups.project_out(isl.dim_type.set, nh + d + 1, wd - d - 1)
+        one = one.project_out(isl.dim_type.set, 0, nh + d)
+        if not _interval(one):
+            return None
+        lo = _const(one.dim_min(0))
+        if lo is None:
+            return None
+        shifts.append(lo)
+        box = box.intersect(_lift(one, nh + wd, nh + d, FUSED))
+        hi = one.dim_max(0)
+        hic = _const(hi)
+        counts.append(hic - lo + 1 if hic is not None else str(hi.add_constant_val(
+            isl.Val.int_from_si(hi.get_ctx(), 1 - lo)).coalesce()))
+    if not groups.is_equal(box.align_params(groups.get_space())):
+        return None
+    maps = dict(frame.maps)
+    anchor = frame.anchor
+    if any(shifts):
+        src = ", ".join(frame.dims)
+        dst = list(frame.dims)
+        for d, s in enumerate(shifts):
+            dst[nh + d] = f"g{d} + ({s})"
+        shift = isl.Map(f"{{ {FUSED}[{src}] -> {FUSED}[{', '.join(dst)}] }}")
+        maps = {k: shift.align_params(v.get_space()).apply_range(v) for k, v in maps.items()}
+        anchor = None
+    gcons = " and ".join(f"0 <= g{d}" for d in range(wd)) or "0 = 0"
+    grid = box.insert_dims(isl.dim_type.set, nh + wd, wd).set_tuple_name(FUSED)
+    if any(shifts):
+        src = ", ".join(frame.dims)
+        dst = list(frame.dims)
+        for d, s in enumerate(shifts):
+            dst[nh + d] = f"g{d} - ({s})"
+        grid = grid.apply(isl.Map(f"{{ {FUSED}[{src}] -> {FUSED}[{', '.join(dst)}] }}")
+                          .align_params(grid.get_space())).set_tuple_name(FUSED)
+    grid = grid.intersect(isl.Set(f"{{ {FUSED}[{names}] : {gcons} and {lcons} }}")
+                          .align_params(grid.get_space())).coalesce()
+    return replace(frame, maps=maps, grid=grid, groups=tuple(counts), anchor=anchor)
+
+
+# ----------------------------------------------------------------------------------------------
+# Legality
+# ----------------------------------------------------------------------------------------------
+
+
+def _same_group_map(frame: Frame, space_of: isl.Map) -> tuple[isl.Map, isl.Map]:
+    """(identity, same-work-group) relations on the fused grid."""
+    a = list(frame.dims)
+    b = [f"{x}_" for x in a]
+    ng = len(frame.host_dims) + frame.work_dim
+    ident = isl.Map(f"{{ {FUSED}[{', '.join(a)}] -> {FUSED}[{', '.join(a)}] }}")
+    same = " and ".join(f"{x} = {y}" for x, y in zip(a[:ng], b[:ng])) or "0 = 0"
+    group = isl.Map(f"{{ {FUSED}[{', '.join(a)}] -> {FUSED}[{', '.join(b)}] : {same} }}")
+    return ident.align_params(space_of.get_space()), group.align_params(space_of.get_space())
+
+
+def edge_pairs(uar: UAR, frame: Frame, e: Edge) -> isl.Map:
+    """``R_src ; D ; R_dst^-1``: fused work-items related by the edge (same iteration)."""
+    rs, rd = frame.maps[e.src], frame.maps[e.dst]
+    d = edge_in_iteration(uar, e)
+    return _ctx(uar, rs.apply_range(d.align_params(rs.get_space())).apply_range(rd.reverse()))
+
+
+def internal_edges(uar: UAR, members: Iterable[int]) -> list[Edge]:
+    """Launch-to-launch edges with both ends among ``members``."""
+    ms = set(members)
+    return [e for e in uar.edges if not e.host and e.src in ms and e.dst in ms]
+
+
+def frame_problems(uar: UAR, frame: Frame, edges: Optional[Sequence[Edge]] = None,
+                   barriers: Optional[frozenset[int]] = None) -> tuple[list[str], frozenset[int]]:
+    """Problems of a frame (empty: legal) and the fragments that need ``barrier_before``.
+
+    ``barriers`` given: check those barriers suffice instead of deriving them.
+    """
+    problems: list[str] = []
+    need: set[int] = set()
+    grid = frame.grid
+    order = list(frame.maps)
+    wd = frame.work_dim
+    nh = len(frame.host_dims)
+    for lid, rel in frame.maps.items():
+        inst = uar.instances(lid)
+        rel = _ctx(uar, rel)
+        if not rel.is_single_valued():
+            problems.append(f"L{lid}: re-indexing is not single-valued")
+            continue
+        if not rel.is_injective():
+            problems.append(f"L{lid}: re-indexing is not injective (work-items would merge)")
+            continue
+        if not rel.range().is_equal(_ctx(uar, inst.domain)):
+            problems.append(f"L{lid}: re-indexing does not cover the launch's work-items "
+                            "exactly once")
+            continue
+        if grid is not None and not rel.domain().is_subset(grid.align_params(rel.get_space())):
+            problems.append(f"L{lid}: fragment lies outside the fused grid")
+        if structured(_kernel_of(uar, lid)):
+            problems += _structure_problems(lid, rel, frame, inst.work_dim,
+                                            tuple(inst.local_size), nh, wd)
+    if problems:
+        return problems, frozenset()
+    for e in internal_edges(uar, frame.maps):
+        pairs = edge_pairs(uar, frame, e)
+        if pairs.is_empty():
+            continue
+        ident, group = _same_group_map(frame, pairs)
+        where = f"{e.kind} L{e.src}->L{e.dst} on {e.array}"
+        if order.index(e.src) > order.index(e.dst):
+            problems.append(f"{where}: source fragment runs after its destination")
+            continue
+        if pairs.is_subset(ident):
+            continue
+        if pairs.is_subset(group):
+            between = order[order.index(e.src) + 1: order.index(e.dst) + 1]
+            if barriers is None:
+                need.add(e.dst)
+            elif not barriers & set(between):
+                problems.append(f"{where}: block-level pair without a barrier between the "
+                                "fragments")
+            continue
+        problems.append(f"{where}: a dependence pair crosses fused work-groups")
+    return problems, frozenset(need) if barriers is None else barriers
+
+
+def _structure_problems(lid: int, rel: isl.Map, frame: Frame, own_wd: int,
+                        own_local: tuple[int, ...], nh: int, wd: int) -> list[str]:
+    """A structured fragment keeps its work-groups whole, local ids unchanged."""
+    if own_wd != wd or own_local != tuple(frame.local_size):
+        return [f"L{lid}: uses work-group memory/barriers/local ids but its local size "
+                f"{own_local} differs from the fused {tuple(frame.local_size)}"]
+    a = list(frame.dims)
+    b = [f"{x}_" for x in a]
+    keep = " and ".join(f"{a[nh + wd + d]} = {b[nh + wd + d]}" for d in range(wd)) or "0 = 0"
+    inst_name = rel.get_tuple_name(isl.dim_type.out)
+    same_l = isl.Map(f"{{ {FUSED}[{', '.join(a)}] -> {inst_name}[{', '.join(b)}] : {keep} }}")
+    if not rel.is_subset(same_l.align_params(rel.get_space())):
+        return [f"L{lid}: its work-groups would be scattered (local ids change)"]
+    g = rel.project_out(isl.dim_type.in_, nh + wd, wd).project_out(isl.dim_type.out, nh + wd, wd)
+    if not is_bijective(g):
+        return [f"L{lid}: its work-groups would be scattered across fused groups"]
+    return []
+
+
+# ----------------------------------------------------------------------------------------------
+# Merging frames
+# ----------------------------------------------------------------------------------------------
+
+
+def _pieces(m: isl.Map) -> list[isl.MultiAff]:
+    """Distinct affine pieces of a single-valued map (as isl gives them)."""
+    out: list[isl.MultiAff] = []
+    try:
+        pma = isl.PwMultiAff.from_map(m)
+    except isl.Error:
+        return out
+
+    def take(_s: isl.Set, ma: isl.MultiAff) -> None:
+        if not any(ma.plain_is_equal(o) for o in out):
+            out.append(ma)
+
+    pma.foreach_piece(take)
+    return out
+
+
+def _group_lift(tg: isl.MultiAff, keep: Frame, other: Frame) -> Optional[isl.Map]:
+    """``F_A[hg, l] -> F_B[tg(hg), l]``: a group-level map with local ids unchanged."""
+    if keep.work_dim != other.work_dim or keep.local_size != other.local_size:
+        return None
+    m = isl.Map.from_multi_aff(tg)
+    wd = keep.work_dim
+    n_in, n_out = m.dim(isl.dim_type.in_), m.dim(isl.dim_type.out)
+    m = m.add_dims(isl.dim_type.in_, wd).add_dims(isl.dim_type.out, wd)
+    for d in range(wd):
+        m = m.equate(isl.dim_type.in_, n_in + d, isl.dim_type.out, n_out + d)
+    return m.set_tuple_name(isl.dim_type.in_, FUSED).set_tuple_name(isl.dim_type.out, FUSED)
+
+
+def _candidates(uar: UAR, keep: Frame, other: Frame, edges: Sequence[Edge]) -> list[isl.Map]:
+    """Maps ``F_keep -> F_other`` derived from the edges joining the two frames."""
+    rels: list[isl.Map] = []
+    for e in edges:
+        d = edge_in_iteration(uar, e)
+        if e.src in keep.maps and e.dst in other.maps:
+            rs, rd = keep.maps[e.src], other.maps[e.dst]
+            t = rs.apply_range(d.align_params(rs.get_space())).apply_range(rd.reverse())
+        elif e.src in other.maps and e.dst in keep.maps:
+            rs, rd = other.maps[e.src], keep.maps[e.dst]
+            t = rd.apply_range(d.reverse().align_params(rd.get_space())).apply_range(
+                rs.reverse())
+        else:
+            continue
+        t = _ctx(uar, t).coalesce()
+        if not t.is_empty():
+            rels.append(t)
+    if len(rels) > 1:
+        union = rels[0]
+        for r in rels[1:]:
+            union = union.union(r)
+        rels.insert(0, union.coalesce())
+    out: list[isl.Map] = []
+    nh = len(keep.host_dims)
+    for t in rels:
+        if is_bijective(t):
+            out.append(t)
+            for ma in _pieces(t):
+                ext = isl.Map.from_multi_aff(ma)
+                if keep.grid is not None:
+                    # the extension inside the kept grid first: a periodic (rotating)
+                    # piece is injective there but not on all of Z^n
+                    out.append(ext.intersect_domain(keep.grid.align_params(ext.get_space())))
+                out.append(ext)
+        g = t.project_out(isl.dim_type.in_, nh + keep.work_dim, keep.work_dim)
+        g = g.project_out(isl.dim_type.out, nh + other.work_dim, other.work_dim)
+        if is_bijective(g):
+            for ma in _pieces(g):
+                lifted = _group_lift(ma, keep, other)
+                if lifted is not None:
+                    out.append(lifted)
+    seen: set[str] = set()
+    uniq = []
+    for c in out:
+        c = c.set_tuple_name(isl.dim_type.in_, FUSED).set_tuple_name(isl.dim_type.out, FUSED)
+        key = str(c)
+        if key not in seen:
+            seen.add(key)
+            uniq.append(c)
+    return uniq
+
+
+def merge_frames(uar: UAR, keep: Frame, other: Frame,
+                 edges: Sequence[Edge]) -> tuple[Optional[Frame], str]:
+    """Re-index ``other`` into ``keep``'s grid so that every edge holds; (frame, why-not).
+
+    The kept frame's grid, local size and fragments stay; ``other``'s fragments are composed
+    with the first candidate map that passes :func:`frame_problems`.
+    """
+    if len(keep.host_dims) != len(other.host_dims):
+        return None, "different host loops"
+    if any(x <= 0 for x in keep.local_size + other.local_size):
+        return None, "local size unknown (chosen by the implementation)"
+    cands = _candidates(uar, keep, other, edges)
+    if not cands:
+        return None, "no dependence gives a one-to-one map between the grids"
+    why = "no candidate re-indexing"
+    order = _order(uar, list(keep.maps) + list(other.maps))
+    for c in cands:
+        maps: dict[int, isl.Map] = {}
+        for lid in order:
+            if lid in keep.maps:
+                maps[lid] = keep.maps[lid]
+            else:
+                r = other.maps[lid]
+                maps[lid] = _ctx(uar, c.align_params(r.get_space()).apply_range(r)).coalesce()
+        frame = replace(keep, maps=maps, barriers=frozenset(), grid=None)
+        norm = normalize(uar, frame)
+        if norm is None:
+            why = "the fused grid would not be a box of whole work-groups"
+            continue
+        problems, need = frame_problems(uar, norm)
+        if problems:
+            why = problems[0]
+            continue
+        return replace(norm, barriers=need), ""
+    return None, why
+
+
+def reindex_text(rel: isl.Map) -> str:
+    """The isl text of a re-indexing (params kept, simplified)."""
+    return str(rel.coalesce())

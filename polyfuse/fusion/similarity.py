@@ -1,0 +1,56 @@
+"""Structural identity of kernels (principle P3: independent launches fuse only when identical).
+
+Two kernels are "identical code" when their pycparser ASTs (``Kernel.ast``) agree node for node
+once parameter and local names are replaced by their order of first appearance, the function's
+own name is dropped and integer constants are replaced by a placeholder.  Floating-point
+constants, operators, types and the control structure must match.  Written here (pycparser has
+no structural hash): a pre-order walk over ``Node.children()`` with ``attr_names``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from polyfuse.program import Kernel
+
+_NAME_ATTRS = {"name", "declname"}
+
+
+def _walk(node: Any, names: dict[str, str], out: list[str]) -> None:
+    cls = type(node).__name__
+    parts = [cls]
+    for attr in getattr(node, "attr_names", ()):
+        val = getattr(node, attr, None)
+        if attr in _NAME_ATTRS and isinstance(val, str):
+            # the kernel's own name is the first name met: v0 in every kernel
+            val = names.setdefault(val, f"v{len(names)}")
+        elif cls == "Constant" and attr == "value":
+            ctype = getattr(node, "type", "")
+            if ctype in ("int", "unsigned int", "long int", "unsigned long int", "char"):
+                val = "<int>"
+        elif isinstance(val, (list, tuple)):
+            val = ",".join(str(v) for v in val)
+        parts.append(f"{attr}={val}")
+    out.append("(" + " ".join(parts))
+    for _, child in node.children():
+        _walk(child, names, out)
+    out.append(")")
+
+
+def kernel_signature(kernel: Kernel) -> str:
+    """A hash of the kernel's structure modulo names and integer constants.
+
+    Falls back to the kernel's name (never equal to another kernel's) when it has no AST.
+    """
+    if kernel.ast is None:
+        return f"name:{kernel.name}"
+    out: list[str] = []
+    names: dict[str, str] = {}
+    _walk(kernel.ast, names, out)
+    return hashlib.sha256("".join(out).encode()).hexdigest()[:16]
+
+
+def same_code(a: Kernel, b: Kernel) -> bool:
+    """True when the two kernels are identical modulo names and integer constants."""
+    return kernel_signature(a) == kernel_signature(b)
