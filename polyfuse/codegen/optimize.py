@@ -51,7 +51,7 @@ class OptResult:
 
 def _model(gc: Any, helpers_text: str) -> Optional[tuple[Kernel, dict[int, Any]]]:
     """The fused kernel's model and a map from re-parsed nodes to the nodes being built."""
-    from polyfuse.codegen.fuse import _kernel_text, walk
+    from polyfuse.codegen.fuse import _kernel_text
 
     kb = gc.kb
     text = helpers_text + _kernel_text(gc)
@@ -65,12 +65,26 @@ def _model(gc: Any, helpers_text: str) -> Optional[tuple[Kernel, dict[int, Any]]
         kb.notes.append(f"post-fusion optimizations skipped: {err}")
         return None
     k = kernels[kb.name]
-    mine = list(walk(gc.func.body))
-    theirs = list(walk(k.ast.body))
+    mine = _shape_walk(gc.func.body)
+    theirs = _shape_walk(k.ast.body)
     if len(mine) != len(theirs) or any(type(a) is not type(b) for a, b in zip(mine, theirs)):
         kb.notes.append("post-fusion optimizations skipped: re-parsed kernel differs in shape")
         return None
     return k, {id(t): m for t, m in zip(theirs, mine)}
+
+
+def _shape_walk(node: Any) -> list[Any]:
+    """Pre-order nodes, not entering barrier calls (their fence macros print differently)."""
+    out: list[Any] = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        out.append(n)
+        if isinstance(n, c_ast.FuncCall) and isinstance(n.name, c_ast.ID) and \
+                n.name.name in ("barrier", "work_group_barrier"):
+            continue
+        stack.extend(reversed([c for _, c in n.children()]))
+    return out
 
 
 def _parents(root: Any) -> dict[int, Any]:
@@ -165,6 +179,10 @@ def privatize(gc: Any, program: Program, group_launches: set[int], helpers_text:
                 ok_reads.append((s_r, a_r))
             else:
                 all_ok = False
+        # a statement's loads are replaced together, so every read of B in it must qualify
+        ok_ids = {(id(s), id(a)) for s, a in ok_reads}
+        bad_stmts = {id(s) for s, a in readers.get(root, []) if (id(s), id(a)) not in ok_ids}
+        ok_reads = [(s, a) for s, a in ok_reads if id(s) not in bad_stmts]
         if not ok_reads:
             continue
         # rewrite: declare the private value, capture it at the store, replace the loads

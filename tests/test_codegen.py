@@ -1,0 +1,220 @@
+"""Code generation: fused kernels build on the device and compute what the unfused program does.
+
+Plans are written by hand (re-indexing maps as the planner would produce them), so the tests pin
+code generation down independently of planning.  Every fused program is run against its unfused
+original on the same random inputs (``verify_programs``); buffers whose intermediate stores were
+eliminated are not compared (nothing reads them any more).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import polyfuse
+from polyfuse.codegen import CodegenError, FusedProgram, generate
+from polyfuse.fusion.plan import Fragment, FusedGroup, FusionPlan
+from polyfuse.runtime.verify import verify_programs
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+G1 = "0 <= g0 < {ng} and 0 <= l0 < 64"
+G2 = "0 <= g0 < 4 and 0 <= g1 < 4 and 0 <= l0 < 16 and 0 <= l1 < 16"
+
+
+def load(example: str) -> polyfuse.Program:
+    d = EXAMPLES / example
+    return polyfuse.load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"))
+
+
+def make_plan(program: polyfuse.Program, groups: list[tuple[str, list[tuple]]]) -> FusionPlan:
+    """groups: (orchestration, [(launch id, reindex, barrier_before?), ...])."""
+    out = []
+    for gid, (orch, frags) in enumerate(groups):
+        fr = tuple(Fragment(f[0], program.op(f[0]).kernel, f[1], bool(f[2]) if len(f) > 2
+                            else False) for f in frags)
+        out.append(FusedGroup(gid, tuple(f[0] for f in frags), orch, fr))
+    n = len(program.launches)
+    return FusionPlan(program, None, tuple(out), n, len(out))
+
+
+def check(program: polyfuse.Program, fused: FusedProgram, params: Any = None) -> None:
+    v = verify_programs(program, fused.program, params=params, buffers=fused.compared_buffers)
+    assert v.ok, v.summary() + "\n" + fused.source
+
+
+def identity(lid: int, dims: str = "g0, l0", cond: str = G1.format(ng=16)) -> str:
+    return f"{{ F[{dims}] -> L{lid}[{dims}] : {cond} }}"
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def test_elementwise_chain_vertical_private_intermediates() -> None:
+    p = load("elementwise_chain")
+    dom = "[n] -> {{ F[g0, l0] -> L{i}[g0, l0] : g0 >= 0 and 64g0 < n and 0 <= l0 < 64 }}"
+    plan = make_plan(p, [("vertical", [(i, dom.format(i=i)) for i in (3, 4, 5, 6)])])
+    fused = generate(plan)
+    assert fused.group_kernels == {0: "fused_g0"}
+    assert "/* fragment 2: launch #4 add (host.c:" in fused.source
+    assert "2.0f" in fused.source  # alpha constant-propagated
+    opt = fused.plan.optimizations
+    assert opt["constants_propagated"] == 1
+    assert opt["loads_privatized"] == 3 and opt["stores_eliminated"] == 3
+    assert set(fused.dropped_buffers) == {"a", "b", "c"}
+    assert "f2_a[i]" not in fused.source  # the load of the intermediate is gone
+    g = fused.plan.groups[0]
+    assert g.kernel == "fused_g0" and g.local_size == (64,)
+    launches = fused.program.launches
+    assert len(launches) == 1 and launches[0].kernel == "fused_g0"
+    # the fused program is itself analysable and runs: 1000 is not a multiple of 64
+    assert "fused_g0" in fused.program.kernels
+    check(p, fused, {"n": 1000})
+
+
+def test_gemm_bias_relu_transpose_reindexed() -> None:
+    p = load("gemm_bias_relu_transpose")
+    bias = f"{{ F[g0, g1, l0, l1] -> L5[16g1 + l1, 16g0 + l0] : {G2} }}"
+    plan = make_plan(p, [("vertical", [(4, identity(4, "g0, g1, l0, l1", G2)), (5, bias),
+                                       (6, identity(6, "g0, g1, l0, l1", G2))])])
+    fused = generate(plan)
+    src = fused.source
+    # 2-D -> 1-D re-indexing: bias_relu's global id from the GEMM's 2-D work-item
+    assert "get_group_id(1)" in src and "__local float f1_As[16][16]" in src
+    assert fused.plan.groups[0].global_size == (64, 64)
+    opt = fused.plan.optimizations
+    assert opt.get("stores_eliminated", 0) >= 1  # D (bias_relu -> transpose) stays private
+    assert opt.get("barriers_removed", 0) == 0  # the GEMM's barriers order real dependences
+    assert src.count("barrier(") == 2
+    check(p, fused)
+
+
+def test_qkv_vertical() -> None:
+    p = load("qkv")
+    comb = f"{{ F[g0, g1, l0, l1] -> L10[16g1 + l1, 16g0 + l0] : {G2} }}"
+    frags = [(i, identity(i, "g0, g1, l0, l1", G2)) for i in (7, 8, 9)] + [(10, comb)]
+    fused = generate(make_plan(p, [("vertical", frags)]))
+    assert fused.plan.optimizations["stores_eliminated"] == 3  # Q, K, V never reach memory
+    check(p, fused)
+
+
+def test_qkv_horizontal() -> None:
+    p = load("qkv")
+    frags = []
+    for k, i in enumerate((7, 8, 9)):
+        lo = 4 * k
+        frags.append((i, f"{{ F[g0, g1, l0, l1] -> L{i}[g0 - {lo}, g1, l0, l1] : "
+                         f"{lo} <= g0 < {lo + 4} and 0 <= g1 < 4 and 0 <= l0 < 16 and "
+                         "0 <= l1 < 16 }"))
+    plan = make_plan(p, [("horizontal", frags), ("single", [(10, identity(10, cond=G1.format(
+        ng=64)))])])
+    fused = generate(plan)
+    assert fused.plan.groups[0].global_size == (192, 64)
+    assert "else" in fused.source and "get_group_id(0)) <= 3" in fused.source
+    assert fused.plan.optimizations.get("stores_eliminated", 0) == 0
+    assert [lc.kernel for lc in fused.program.launches] == ["fused_g0", "fused_g1"]
+    check(p, fused)
+
+
+def test_shift_offset_and_guard() -> None:
+    """shift's work-item j runs where rotate wrote b[j + 1]: an offset, a 17th group, guards."""
+    p = load("shift_rotation")
+    rot = "{ F[g0, l0] -> L2[g0, l0] : 0 <= g0 < 16 and 0 <= l0 < 64 }"
+    shift = ("{ F[g0, l0] -> L3[g, l] : 64g + l = 64g0 + l0 - 1 and 0 <= l < 64 and "
+             "1 <= 64g0 + l0 <= 1024 and 0 <= l0 < 64 }")
+    plan = make_plan(p, [("single", [(1, identity(1))]), ("vertical", [(2, rot), (3, shift)]),
+                         ("single", [(4, identity(4))])])
+    fused = generate(plan)
+    assert fused.plan.groups[1].global_size == (17 * 64,)
+    assert "if (" in fused.source
+    assert "b" in fused.dropped_buffers  # the shifted read is the same work-item's value
+    check(p, fused)
+
+
+BLOCK_EDGE = """
+__kernel void produce(__global const float* x, __global float* t)
+{
+    int i = get_global_id(0);
+    t[i] = x[i] * 3.0f;
+}
+__kernel void neighbour(__global const float* t, __global float* y)
+{
+    int g = get_group_id(0);
+    int l = get_local_id(0);
+    y[g * 64 + l] = t[g * 64 + l] + t[g * 64 + (l + 1) % 64];
+}
+"""
+
+
+def block_program(tmp_path: Path) -> polyfuse.Program:
+    from polyfuse.builder import ProgramBuilder
+
+    cl = tmp_path / "block.cl"
+    cl.write_text(BLOCK_EDGE)
+    b = ProgramBuilder(str(cl), name="block")
+    for name in ("x", "t", "y"):
+        b.buffer(name, 4 * 512)
+    b.write("x")
+    b.launch("produce", (512,), (64,), {"x": "x", "t": "t"})
+    b.launch("neighbour", (512,), (64,), {"t": "t", "y": "y"})
+    b.read("y", blocking=True)
+    return b.build()
+
+
+def test_block_edge_barrier_kept(tmp_path: Path) -> None:
+    p = block_program(tmp_path)
+    ids = [lc.id for lc in p.launches]
+    cond = G1.format(ng=8)
+    plan = make_plan(p, [("vertical", [(ids[0], identity(ids[0], cond=cond)),
+                                       (ids[1], identity(ids[1], cond=cond), True)])])
+    fused = generate(plan)
+    assert "barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE)" in fused.source
+    assert fused.plan.optimizations.get("barriers_removed", 0) == 0
+    check(p, fused)
+
+
+def test_redundant_barrier_removed() -> None:
+    """A barrier the plan puts on a thread-level edge orders nothing between work-items."""
+    p = load("elementwise_chain")
+    dom = "[n] -> {{ F[g0, l0] -> L{i}[g0, l0] : g0 >= 0 and 64g0 < n and 0 <= l0 < 64 }}"
+    plan = make_plan(p, [("vertical", [(3, dom.format(i=3)), (4, dom.format(i=4), True)]),
+                         ("vertical", [(5, dom.format(i=5)), (6, dom.format(i=6))])])
+    fused = generate(plan)
+    assert fused.plan.optimizations["barriers_removed"] == 1
+    assert "barrier(" not in fused.source
+    check(p, fused, {"n": 200})
+
+
+def test_wrong_reindex_is_caught() -> None:
+    """A mislabelled edge (bias_relu placed as if it were transposed) must fail verification."""
+    p = load("gemm_bias_relu_transpose")
+    wrong = f"{{ F[g0, g1, l0, l1] -> L5[16g0 + l0, 16g1 + l1] : {G2} }}"
+    plan = make_plan(p, [("vertical", [(4, identity(4, "g0, g1, l0, l1", G2)), (5, wrong),
+                                       (6, identity(6, "g0, g1, l0, l1", G2))])])
+    fused = generate(plan)
+    v = verify_programs(p, fused.program, buffers=fused.compared_buffers)
+    assert not v.ok
+
+
+def test_bad_plans_refused() -> None:
+    p = load("elementwise_chain")
+    dom = "[n] -> { F[g0, l0] -> L3[g0, 0] : g0 >= 0 and 64g0 < n and 0 <= l0 < 64 }"
+    rest = [("single", [(i, f"[n] -> {{ F[g0, l0] -> L{i}[g0, l0] : g0 >= 0 and 64g0 < n and "
+                            "0 <= l0 < 64 }")]) for i in (4, 5, 6)]
+    with pytest.raises(CodegenError, match="plan group 0.*not injective"):
+        generate(make_plan(p, [("single", [(3, dom)])] + rest))
+    with pytest.raises(CodegenError, match="leaves launches"):
+        generate(make_plan(p, rest))
+
+
+def test_barrier_fragment_needs_whole_groups() -> None:
+    p = load("gemm_bias_relu_transpose")
+    partial = ("{ F[g0, g1, l0, l1] -> L4[g0, g1, l0, l1] : 0 <= g0 < 4 and 0 <= g1 < 4 and "
+               "0 <= l0 < 16 and 0 <= l1 < 16 and l0 + l1 > 0 }")
+    plan = make_plan(p, [("single", [(4, partial)]),
+                         ("single", [(5, identity(5, cond=G1.format(ng=64)))]),
+                         ("single", [(6, identity(6, "g0, g1, l0, l1", G2))])])
+    with pytest.raises(CodegenError, match="plan group 0.*barrier"):
+        generate(plan)
