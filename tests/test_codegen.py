@@ -218,3 +218,39 @@ def test_barrier_fragment_needs_whole_groups() -> None:
                          ("single", [(6, identity(6, "g0, g1, l0, l1", G2))])])
     with pytest.raises(CodegenError, match="plan group 0.*barrier"):
         generate(plan)
+
+
+EARLY_RETURN = """
+__kernel void first(__global const float* x, __global float* t, const int n)
+{
+    int i = get_global_id(0);
+    if (i >= n)
+        return;
+    t[i] = x[i] + 1.0f;
+}
+__kernel void second(__global const float* t, __global float* y, const int n)
+{
+    int i = get_global_id(0);
+    if (i >= n) return;
+    y[i] = 2.0f * t[i];
+}
+"""
+
+
+def test_early_return_rewritten(tmp_path: Path) -> None:
+    from polyfuse.builder import ProgramBuilder
+
+    cl = tmp_path / "ret.cl"
+    cl.write_text(EARLY_RETURN)
+    b = ProgramBuilder(str(cl), name="ret")
+    for name in ("x", "t", "y"):
+        b.buffer(name, 4 * 256)
+    b.launch("first", (256,), (64,), {"x": "x", "t": "t", "n": 200})
+    b.launch("second", (256,), (64,), {"t": "t", "y": "y", "n": 200})
+    b.read("y", blocking=True)
+    p = b.build()
+    ids = [lc.id for lc in p.launches]
+    cond = G1.format(ng=4)
+    fused = generate(make_plan(p, [("vertical", [(i, identity(i, cond=cond)) for i in ids])]))
+    assert "return;" not in fused.source and "if (!(i >= " in fused.source
+    check(p, fused)
