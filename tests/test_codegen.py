@@ -254,3 +254,15 @@ def test_early_return_rewritten(tmp_path: Path) -> None:
     fused = generate(make_plan(p, [("vertical", [(i, identity(i, cond=cond)) for i in ids])]))
     assert "return;" not in fused.source and "if (!(i >= " in fused.source
     check(p, fused)
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.iterdir()
+                                           if (p / "host.c").exists()))
+def test_planned_examples_verify(example: str) -> None:
+    """Real plans (plan_fusion) of every bundled example: fused program == unfused program."""
+    from polyfuse.fusion import plan_fusion
+
+    p = load(example)
+    fused = generate(plan_fusion(polyfuse.build_uar(p)))
+    assert all(g.kernel for g in fused.plan.groups)
+    check(p, fused, {n: 300 for n in p.params})
