@@ -81,6 +81,8 @@ class Unit:
     group: Optional[LocalGroup] = None
     orchestration: str = "single"
     notes: list[str] = field(default_factory=list)
+    #: structural signature of one copy (kept when P3 fuses identical copies)
+    sig: tuple[str, ...] = ()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -276,7 +278,7 @@ def p3_fusion(uar: UAR, units: list[Unit], steps: dict[str, int], orchestration:
                 if steps[a.name] != steps[b.name]:
                     continue
                 ia, ib = uar.instances(a.members[0]), uar.instances(b.members[0])
-                if ia.loop_ids != ib.loop_ids or _signature(uar, a) != _signature(uar, b):
+                if ia.loop_ids != ib.loop_ids or a.sig != b.sig:
                     continue
                 if _connected(uar, a, b):
                     continue
@@ -386,8 +388,10 @@ def plan_fusion(uar: UAR, *, orchestration: str = "auto", anchor: str = "auto") 
     local = local_fusion(uar, anchor)
     units: list[Unit] = []
     for k, g in enumerate(local.groups):
-        units.append(Unit(f"G{k}", g.frame.members, g,
-                          "single" if len(g.frame.members) == 1 else "vertical"))
+        u = Unit(f"G{k}", g.frame.members, g,
+                 "single" if len(g.frame.members) == 1 else "vertical")
+        u.sig = _signature(uar, u)
+        units.append(u)
     for op in uar.program.ops:
         if isinstance(op, HostOp) and op.kind != "sync":
             units.append(Unit(f"H{op.id}", (op.id,)))

@@ -119,9 +119,25 @@ def placement_problem(uar: UAR, graph: nx.DiGraph, members: Sequence[int],
 
 
 def local_fusion(uar: UAR, anchor: str = "auto") -> LocalResult:
-    """P1: merge launches joined only by thread/block edges (see module docstring)."""
+    """P1: merge launches joined only by thread/block edges (see module docstring).
+
+    ``auto`` runs the breadth-first pass twice — preferring the producer anchor at each merge
+    (consumer as fallback), then preferring the consumer — and keeps the result with fewer
+    groups (the producer-first one on a tie).  Re-anchoring one merge at a time is not enough:
+    a group built producer-first may have re-indexings whose composition with a later consumer
+    splits into pieces that cannot be extended, while the consumer-first build of the same
+    chain composes simple pieces (a shift, then a pair exchange inside a group).
+    """
     if anchor not in ANCHORS:
         raise ValueError(f"anchor must be one of {ANCHORS}, not {anchor!r}")
+    if anchor == "auto":
+        first = _local_pass(uar, ("producer", "consumer"))
+        second = _local_pass(uar, ("consumer", "producer"))
+        return second if len(second.groups) < len(first.groups) else first
+    return _local_pass(uar, (anchor,))
+
+
+def _local_pass(uar: UAR, modes: Sequence[str]) -> LocalResult:
     graph = dependence_graph(uar)
     pos = {op.id: k for k, op in enumerate(uar.program.ops)}
     groups: list[Optional[LocalGroup]] = []
@@ -144,7 +160,7 @@ def local_fusion(uar: UAR, anchor: str = "auto") -> LocalResult:
         attempts += [[p] for p in reversed(preds)]
         merged = False
         for attempt in attempts:
-            lg, why, blame = _try_merge(uar, graph, groups, unit_of, attempt, y, anchor)
+            lg, why, blame = _try_merge(uar, graph, groups, unit_of, attempt, y, modes)
             for k, reason in blame.items():
                 reasons.setdefault(k, reason)
             if lg is None:
@@ -170,7 +186,7 @@ def _kernel(uar: UAR, lid: int) -> str:
 
 
 def _try_merge(uar: UAR, graph: nx.DiGraph, groups: list[Optional[LocalGroup]],
-               unit_of: dict[int, int], attempt: list[int], y: int, anchor: str
+               unit_of: dict[int, int], attempt: list[int], y: int, modes: Sequence[str]
                ) -> tuple[Optional[LocalGroup], str, dict]:
     parts = [groups[g] for g in attempt]
     assert all(p is not None for p in parts)
@@ -203,19 +219,14 @@ def _try_merge(uar: UAR, graph: nx.DiGraph, groups: list[Optional[LocalGroup]],
             blame[edge_key(e)] = why
         return None, why, blame
     yframe = identity_frame(uar, y)
-    modes = ["producer", "consumer"] if anchor == "auto" else [anchor]
     last_why = ""
+    frame: Optional[Frame] = None
     for mode in modes:
-        if mode == "producer":
-            seq = [frames[0], yframe] + frames[1:]
-        else:
-            seq = [yframe] + frames
-        frame: Optional[Frame] = seq[0]
+        seq = [frames[0], yframe] + frames[1:] if mode == "producer" else [yframe] + frames
+        frame = seq[0]
         for nxt in seq[1:]:
             assert frame is not None
-            between = [e for e in cross if (e.src in frame.maps and e.dst in nxt.maps)
-                       or (e.src in nxt.maps and e.dst in frame.maps)]
-            frame, last_why = merge_frames(uar, frame, nxt, between)
+            frame, last_why = merge_frames(uar, frame, nxt, _between(uar, frame, nxt))
             if frame is None:
                 break
         if frame is None:
@@ -234,6 +245,11 @@ def _try_merge(uar: UAR, graph: nx.DiGraph, groups: list[Optional[LocalGroup]],
     for e in cross:
         blame[edge_key(e)] = why
     return None, why, blame
+
+
+def _between(uar: UAR, a: Frame, b: Frame) -> list[Edge]:
+    return [e for e in uar.edges if not e.host and (
+        (e.src in a.maps and e.dst in b.maps) or (e.src in b.maps and e.dst in a.maps))]
 
 
 # ----------------------------------------------------------------------------------------------

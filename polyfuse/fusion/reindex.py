@@ -222,12 +222,15 @@ def normalize(uar: UAR, frame: Frame) -> Optional[Frame]:
         one = one.project_out(isl.dim_type.set, 0, nh + d)
         if not _interval(one):
             return None
-        lo = _const(one.dim_min(0))
+        try:
+            lo = _const(one.dim_min(0))
+            hi = one.dim_max(0)
+        except isl.Error:  # unbounded: a candidate that is not injective on Z^n
+            return None
         if lo is None:
             return None
         shifts.append(lo)
         box = box.intersect(_lift(one, nh + wd, nh + d, FUSED))
-        hi = one.dim_max(0)
         hic = _const(hi)
         counts.append(hic - lo + 1 if hic is not None else str(hi.add_constant_val(
             isl.Val.int_from_si(hi.get_ctx(), 1 - lo)).coalesce()))
@@ -394,6 +397,13 @@ def _group_lift(tg: isl.MultiAff, keep: Frame, other: Frame) -> Optional[isl.Map
     return m.set_tuple_name(isl.dim_type.in_, FUSED).set_tuple_name(isl.dim_type.out, FUSED)
 
 
+def _local_box(frame: Frame) -> isl.Set:
+    """``{ F[h, g, l] : 0 <= l < L }``: where fused work-items may be."""
+    wd = frame.work_dim
+    cons = " and ".join(f"0 <= l{d} < {frame.local_size[d]}" for d in range(wd)) or "0 = 0"
+    return isl.Set(f"{{ {FUSED}[{', '.join(frame.dims)}] : {cons} }}")
+
+
 def _candidates(uar: UAR, keep: Frame, other: Frame, edges: Sequence[Edge]) -> list[isl.Map]:
     """Maps ``F_keep -> F_other`` derived from the edges joining the two frames."""
     rels: list[isl.Map] = []
@@ -427,7 +437,8 @@ def _candidates(uar: UAR, keep: Frame, other: Frame, edges: Sequence[Edge]) -> l
                     # the extension inside the kept grid first: a periodic (rotating)
                     # piece is injective there but not on all of Z^n
                     out.append(ext.intersect_domain(keep.grid.align_params(ext.get_space())))
-                out.append(ext)
+                # fused work-items have local ids inside the fused local size
+                out.append(ext.intersect_domain(_local_box(keep).align_params(ext.get_space())))
         g = t.project_out(isl.dim_type.in_, nh + keep.work_dim, keep.work_dim)
         g = g.project_out(isl.dim_type.out, nh + other.work_dim, other.work_dim)
         if is_bijective(g):
