@@ -9,8 +9,10 @@
 """
 
 from polyfuse.builder import ProgramBuilder, default_program
+from polyfuse.codegen import FusedProgram, generate
 from polyfuse.frontend.host import load_opencl, parse_host
 from polyfuse.frontend.opencl import parse_kernels, specialize
+from polyfuse.fusion import FusionPlan, check_plan, plan_fusion, plan_to_json
 from polyfuse.program import (
     HostOp,
     Kernel,
@@ -27,6 +29,8 @@ __version__ = "0.1.0"
 __all__ = [
     "UAR",
     "Edge",
+    "FusedProgram",
+    "FusionPlan",
     "HostOp",
     "Kernel",
     "KernelContext",
@@ -36,9 +40,13 @@ __all__ = [
     "ProgramBuilder",
     "UnsupportedError",
     "build_uar",
+    "check_plan",
     "default_program",
+    "generate",
     "load_opencl",
     "parse_host",
     "parse_kernels",
+    "plan_fusion",
+    "plan_to_json",
     "specialize",
 ]

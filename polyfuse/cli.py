@@ -165,6 +165,31 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return cmd_analyze(ns)
 
 
+def cmd_fuse(args: argparse.Namespace) -> int:
+    from polyfuse.pipeline import fuse_program, summary_row, write_outputs
+
+    onnx_models = [m for m in args.inputs if m.endswith(".onnx")]
+    if onnx_models:
+        raise PolyfuseError(f"{onnx_models[0]}: ONNX import is not available in this version")
+    if len(args.inputs) != 1:
+        raise _UsageError("fuse takes one KERNELS.cl (with --host HOST.c)")
+    from polyfuse.frontend.host import load_opencl
+
+    params = _parse_params(args.param)
+    program = load_opencl(args.inputs[0], host=args.host, params=params)
+    result = fuse_program(program, params=params, orchestration=args.orchestration,
+                          verify=args.verify, tune=args.tune,
+                          progress=None if args.quiet else (lambda m: _progress(args, m)))
+    paths = write_outputs(result, args.out)
+    print(_table(["program", "launches before", "launches after", "max abs err", "verified"],
+                 [summary_row(Path(args.inputs[0]).parent.name or program.name, result)]))
+    _progress(args, f"wrote {paths['plan']}, {paths['source']}, {paths['report']}")
+    if not result.ok:
+        raise PolyfuseError(f"{args.inputs[0]}: the fused program does not match the original "
+                            f"(see {paths['report']})")
+    return 0
+
+
 def cmd_count(args: argparse.Namespace) -> int:
     from polyfuse.perf.counts import count_report, format_count_table
 
@@ -222,6 +247,23 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("devices", help="list OpenCL devices")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_devices)
+
+    p = sub.add_parser("fuse", help="fuse kernel launches; write plan.json, fused.cl, report.md")
+    p.add_argument("inputs", nargs="+", metavar="KERNELS.cl",
+                   help="OpenCL C file with the kernels (with --host)")
+    p.add_argument("--host", help="C host program launching the kernels")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--verify", action="store_true",
+                   help="run fused and unfused on random inputs and compare")
+    p.add_argument("--tune", action="store_true",
+                   help="time the orchestration variants and keep the fastest")
+    p.add_argument("--orchestration", default="auto",
+                   choices=["auto", "vertical", "horizontal"],
+                   help="how independent fragments are combined (default: auto)")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="fix a symbolic host value (e.g. one read from argv)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=cmd_fuse)
 
     p = sub.add_parser("count", help="exact symbolic counts of ops, memory accesses, barriers")
     p.add_argument("kernels", help="OpenCL C file")

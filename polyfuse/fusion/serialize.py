@@ -13,6 +13,19 @@ from typing import Any
 from polyfuse.fusion.plan import BlockedFusion, FusedGroup, FusionPlan
 
 
+def _size_json(size: Any) -> Any:
+    """Sizes stay JSON numbers when known; symbolic ones (sympy) become their string."""
+    if size is None:
+        return None
+    out = []
+    for v in size:
+        try:
+            out.append(int(v))
+        except (TypeError, ValueError):
+            out.append(str(v))
+    return out
+
+
 def _group_json(g: FusedGroup) -> dict[str, Any]:
     out: dict[str, Any] = {
         "id": g.id,
@@ -22,8 +35,8 @@ def _group_json(g: FusedGroup) -> dict[str, Any]:
         "step": g.step,
         "fragments": [{"launch": f.launch, "kernel": f.kernel, "reindex": f.reindex,
                        "barrier_before": f.barrier_before} for f in g.fragments],
-        "global_size": None if g.global_size is None else list(g.global_size),
-        "local_size": None if g.local_size is None else list(g.local_size),
+        "global_size": _size_json(g.global_size),
+        "local_size": _size_json(g.local_size),
         "notes": list(g.notes),
     }
     if g.schedule is not None:

@@ -1,0 +1,62 @@
+"""Regenerate the checked-in fusion plans of the bundled examples.
+
+    python schedules/regenerate.py          # rewrite schedules/<example>.plan.json
+    python schedules/regenerate.py --check  # exit 1 and list the examples whose plan changed
+
+``tests/test_schedules.py`` runs the check, so a change in planning shows up as a failing test
+and, once regenerated, as a readable diff of these files.  Plans are computed without a device
+(code generation fills sizes and kernel names but compiles nothing), so they are the same on
+every machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEDULES = ROOT / "schedules"
+EXAMPLES = ROOT / "examples"
+
+
+def example_dirs() -> list[Path]:
+    return sorted(p for p in EXAMPLES.iterdir() if (p / "kernels.cl").exists()
+                  and (p / "host.c").exists())
+
+
+def plan_text(example: Path) -> str:
+    """The plan.json text polyfuse computes for one bundled example."""
+    import polyfuse
+    from polyfuse.fusion import plan_to_text
+    from polyfuse.pipeline import fuse_program
+
+    program = polyfuse.load_opencl(str(example / "kernels.cl"), host=str(example / "host.c"))
+    result = fuse_program(program, build=False, device=False)
+    text = plan_to_text(result.plan)
+    return text.replace(str(ROOT) + "/", "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="compare instead of writing")
+    args = parser.parse_args(argv)
+    changed = []
+    for example in example_dirs():
+        path = SCHEDULES / f"{example.name}.plan.json"
+        text = plan_text(example)
+        if args.check:
+            if not path.exists() or path.read_text() != text:
+                changed.append(example.name)
+        else:
+            path.write_text(text)
+            print(f"wrote {path.relative_to(ROOT)}")
+    if changed:
+        print("plans changed: " + ", ".join(changed)
+              + " (run `python schedules/regenerate.py` and review the diff)", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
