@@ -1,0 +1,487 @@
+"""Autotuning of orchestration variants (DESIGN §3 "Orchestration": chosen by measurement).
+
+:func:`autotune` plans a program once per orchestration variant, generates each distinct plan,
+**verifies** it against the unfused program (a variant that computes something else is reported
+and never chosen: a fast wrong answer is not an answer), times the survivors with
+:func:`~polyfuse.runtime.execute.time_program` on one context and queue (so every variant meets
+the same device state and compiler cache), and returns the fastest as a :class:`TuneResult`.
+
+Results are cached as JSON per device (:func:`~polyfuse.runtime.device.device_key`) and program
+(:func:`program_hash`: kernel sources, host-op structure, parameter values) under ``cache_dir``
+(default ``$POLYFUSE_CACHE`` or ``~/.cache/polyfuse/tune``).  A cache hit skips all timing; the
+chosen variant is still re-planned, regenerated and verified, because the cache stores a
+decision, not code — and if the planner now produces a different plan for that variant, or the
+regenerated code fails verification, the entry is stale and the program is tuned again.
+
+Progress messages go to the ``progress`` callback (e.g. :func:`stderr_progress`), never stdout,
+so ``--json`` output of callers stays clean.
+
+>>> import polyfuse
+>>> from polyfuse.runtime.autotune import autotune, stderr_progress
+>>> p = polyfuse.load_opencl("examples/qkv/kernels.cl",
+...                           host="examples/qkv/host.c")     # doctest: +SKIP
+>>> res = autotune(p, progress=stderr_progress)               # doctest: +SKIP
+>>> res.variant, res.speedup, print(res.table_text())          # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import pyopencl as cl
+import sympy
+
+from polyfuse.codegen import FusedProgram, generate
+from polyfuse.fusion import plan_fusion
+from polyfuse.fusion.plan import FusionPlan
+from polyfuse.program import PolyfuseError, Program
+from polyfuse.runtime.device import DeviceSpec, device_key, get_context
+from polyfuse.runtime.execute import ProgramTiming, program_source, time_program
+from polyfuse.runtime.verify import verify_programs
+from polyfuse.uar import build_uar
+
+#: bump when the cache layout or the meaning of its fields changes (old entries are then misses)
+CACHE_FORMAT = 1
+
+Progress = Callable[[str], None]
+
+
+def stderr_progress(message: str) -> None:
+    """A ``progress`` callback that writes one line to stderr (stdout stays machine-readable)."""
+    print(f"[autotune] {message}", file=sys.stderr, flush=True)
+
+
+def default_cache_dir() -> Path:
+    """``$POLYFUSE_CACHE/tune`` when set, else ``~/.cache/polyfuse/tune``.
+
+    The variable names the polyfuse cache root (other caches may share it), hence the ``tune``
+    sub-directory in both cases.
+    """
+    root = os.environ.get("POLYFUSE_CACHE")
+    if root:
+        return Path(root).expanduser() / "tune"
+    return Path("~/.cache/polyfuse/tune").expanduser()
+
+
+# ----------------------------------------------------------------------------------------------
+# Records
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VariantResult:
+    """One row of the tuning table.
+
+    Times are medians in seconds (``None`` when the variant was not timed: it failed, or the
+    row is a duplicate whose numbers are copied from ``duplicate_of``).  ``error`` says why a
+    variant was discarded (planning, code generation or verification failure).
+    """
+
+    variant: str
+    launches: Optional[int] = None
+    kernel_time: Optional[float] = None
+    wall_time: Optional[float] = None
+    verified: bool = False
+    error: Optional[str] = None
+    #: the earlier variant whose plan is identical (this one was not generated or timed again)
+    duplicate_of: Optional[str] = None
+    #: max absolute / relative error of verification against the unfused program
+    max_abs_err: Optional[float] = None
+    max_rel_err: Optional[float] = None
+
+    @property
+    def ok(self) -> bool:
+        """A candidate for choice: verified, no error."""
+        return self.verified and self.error is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> VariantResult:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """What :func:`autotune` chose, and the measurements behind the choice."""
+
+    #: the chosen variant (an orchestration name passed to ``plan_fusion``)
+    variant: str
+    plan: FusionPlan
+    fused: FusedProgram
+    #: every requested variant, in request order (duplicates and failures included)
+    table: tuple[VariantResult, ...]
+    #: the unfused program's timing (variant ``"unfused"``, verified by definition)
+    unfused: VariantResult
+    #: True when the choice came from the cache (no timing was done)
+    cached: bool
+    device: str
+    program_hash: str
+    cache_path: Optional[Path] = None
+    #: which median decided: ``"kernel"`` (profiling events) or ``"wall"``
+    metric: str = "kernel"
+
+    @property
+    def chosen(self) -> VariantResult:
+        """The table row of the chosen variant."""
+        return next(r for r in self.table if r.variant == self.variant)
+
+    @property
+    def speedup(self) -> Optional[float]:
+        """Unfused / chosen median time for ``metric`` (None when either is unknown or zero)."""
+        key = "kernel_time" if self.metric == "kernel" else "wall_time"
+        before, after = getattr(self.unfused, key), getattr(self.chosen, key)
+        if not before or not after:
+            return None
+        return float(before) / float(after)
+
+    def table_text(self) -> str:
+        """The table as aligned plain text (times in microseconds)."""
+        head = f"{'variant':<12} {'launches':>8} {'kernel us':>10} {'wall us':>10} verified  error"
+        lines = [head]
+        for r in (self.unfused, *self.table):
+            mark = "*" if r.variant == self.variant else " "
+            note = r.error or (f"same plan as {r.duplicate_of}" if r.duplicate_of else "")
+            lines.append(f"{mark}{r.variant:<11} {_fmt(r.launches, 'd'):>8} "
+                         f"{_fmt_us(r.kernel_time):>10} {_fmt_us(r.wall_time):>10} "
+                         f"{'yes' if r.verified else 'no':<9} {note}")
+        return "\n".join(lines)
+
+
+class TuneError(PolyfuseError):
+    """No variant survived planning, generation and verification; ``table`` says why."""
+
+    def __init__(self, message: str, table: Sequence[VariantResult]):
+        super().__init__(message)
+        self.table = tuple(table)
+
+
+def _fmt(v: Optional[int], spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def _fmt_us(v: Optional[float]) -> str:
+    return "-" if v is None else f"{v * 1e6:.1f}"
+
+
+# ----------------------------------------------------------------------------------------------
+# Program and plan identity
+# ----------------------------------------------------------------------------------------------
+
+
+def _canon(obj: Any) -> Any:
+    """A JSON-able, deterministic image of a program record (source locations left out, so a
+    program moved to another directory keeps its hash)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {"@": type(obj).__name__,
+                **{f.name: _canon(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+                   if f.name not in ("loc", "ast")}}
+    if isinstance(obj, Mapping):
+        return {str(k): _canon(v) for k, v in sorted(obj.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(obj, (list, tuple)):
+        return [_canon(v) for v in obj]
+    if isinstance(obj, (frozenset, set)):
+        return sorted(str(v) for v in obj)
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    if isinstance(obj, sympy.Basic):
+        return sympy.srepr(obj)
+    return str(obj)
+
+
+def program_hash(program: Program, params: Optional[Mapping[str, int]] = None) -> str:
+    """SHA-256 (hex, 20 chars) of what determines a tuning: the OpenCL source that runs, the
+    host operations (launch geometry, argument bindings, copies, loops), buffers and the values
+    of the parameters.  The program's name and file paths are not part of it."""
+    try:
+        source = program_source(program)
+    except PolyfuseError:
+        source = "\n".join(k.source for _, k in sorted(program.kernels.items()))
+    ident = {
+        "source": source,
+        "ops": _canon(program.ops),
+        "buffers": _canon(program.buffers),
+        "params": list(program.params),
+        "context": program.context,
+        "values": {k: int(v) for k, v in sorted((params or {}).items())},
+    }
+    text = json.dumps(ident, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def plan_signature(plan: FusionPlan) -> str:
+    """Identity of a plan as far as code generation is concerned: groups, members, their
+    orchestration, re-indexing maps, barriers and steps.  Two variants with equal signatures
+    generate the same code, so only the first is generated and timed."""
+    groups = [
+        (g.members, g.orchestration, g.step, g.global_size, g.local_size,
+         tuple((f.launch, f.kernel, f.reindex, f.barrier_before) for f in g.fragments))
+        for g in plan.groups
+    ]
+    return hashlib.sha256(repr(_canon(groups)).encode()).hexdigest()[:20]
+
+
+# ----------------------------------------------------------------------------------------------
+# Cache
+# ----------------------------------------------------------------------------------------------
+
+
+def _cache_file(cache_dir: Path, dev: str, phash: str) -> Path:
+    return cache_dir / dev / f"{phash}.json"
+
+
+def _entry_key(variants: Sequence[str], metric: str) -> str:
+    return f"{','.join(variants)}|{metric}"
+
+
+def _load_entry(path: Path, key: str) -> Optional[dict[str, Any]]:
+    """The cached entry for ``key``, or None (missing, unreadable or of another format: a
+    cache must never turn into an error)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("format") != CACHE_FORMAT:
+        return None
+    entry = data.get("entries", {}).get(key)
+    return entry if isinstance(entry, dict) else None
+
+
+def _store_entry(path: Path, key: str, entry: dict[str, Any]) -> None:
+    """Write atomically (temp file + rename) so concurrent tuners never read half a file."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            data = json.loads(path.read_text())
+            if not isinstance(data, dict) or data.get("format") != CACHE_FORMAT:
+                raise ValueError
+        except (OSError, ValueError):
+            data = {"format": CACHE_FORMAT, "entries": {}}
+        data.setdefault("entries", {})[key] = entry
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+    except OSError as err:  # a read-only cache is not worth failing a tuning for
+        print(f"polyfuse: warning: cannot write tuning cache {path}: {err}", file=sys.stderr)
+
+
+# ----------------------------------------------------------------------------------------------
+# Tuning
+# ----------------------------------------------------------------------------------------------
+
+
+def _short(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0] if text else ''}"[:300]
+
+
+def _label(program: Program) -> str:
+    """A readable name for messages: a host program is named after its directory."""
+    if program.name in ("host", "program") and program.files:
+        return Path(program.files[-1]).resolve().parent.name or program.name
+    return program.name
+
+
+def _timing_row(variant: str, t: ProgramTiming, **extra: Any) -> VariantResult:
+    return VariantResult(variant=variant, launches=t.launches, kernel_time=t.kernel_time,
+                         wall_time=t.wall_time, **extra)
+
+
+def autotune(
+    program: Program,
+    *,
+    params: Optional[Mapping[str, int]] = None,
+    variants: Sequence[str] = ("vertical", "horizontal"),
+    repeat: int = 5,
+    device: DeviceSpec = None,
+    cache_dir: Optional[os.PathLike[str] | str] = None,
+    progress: Optional[Progress] = None,
+    metric: str = "kernel",
+    use_cache: bool = True,
+    ctx: Optional[cl.Context] = None,
+    queue: Optional[cl.CommandQueue] = None,
+) -> TuneResult:
+    """Choose the fastest verified orchestration variant of ``program`` (module docstring).
+
+    ``variants`` are ``orchestration`` values of :func:`polyfuse.fusion.plan_fusion`;
+    ``metric`` picks the median that decides (``"kernel"``: profiling-event kernel time, the
+    device's own measure; ``"wall"``: host wall time of a whole execution, which also counts
+    launch overhead); ``use_cache=False`` neither reads nor writes the cache; ``ctx``/``queue``
+    reuse an existing profiling queue (else one is opened on ``device``).  Raises
+    :class:`TuneError` when no variant verifies.
+    """
+    if not variants:
+        raise ValueError("autotune needs at least one variant")
+    if metric not in ("kernel", "wall"):
+        raise ValueError(f"metric must be 'kernel' or 'wall', not {metric!r}")
+    if repeat < 1:
+        raise ValueError("repeat must be >= 1")
+    variants = tuple(dict.fromkeys(variants))  # a variant named twice is tuned once
+    say: Progress = progress or (lambda _msg: None)
+    params = dict(params or {})
+    if queue is not None:
+        ctx = queue.context
+    elif ctx is None:
+        ctx, queue = get_context(device)
+    if queue is None:
+        queue = cl.CommandQueue(ctx, ctx.devices[0],
+                                properties=cl.command_queue_properties.PROFILING_ENABLE)
+    dev = ctx.devices[0]
+    dkey = device_key(dev)
+    phash = program_hash(program, params)
+    cdir = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    cpath = _cache_file(cdir, dkey, phash)
+    ekey = _entry_key(variants, metric)
+
+    name = _label(program)
+    t0 = time.perf_counter()
+    uar = build_uar(program)
+    say(f"{name}: UAR built ({len(program.launches)} launches, "
+        f"{time.perf_counter() - t0:.2f}s)")
+
+    def plan_of(variant: str) -> FusionPlan:
+        return plan_fusion(uar, orchestration=variant)
+
+    def verify(fused: FusedProgram) -> tuple[bool, Optional[str], Optional[float],
+                                             Optional[float]]:
+        v = verify_programs(program, fused.program, params=params,
+                            buffers=fused.compared_buffers, ctx=ctx, queue=queue)
+        return v.ok, (None if v.ok else f"verification failed: {v.summary()}"[:300]), \
+            v.max_abs_err, v.max_rel_err
+
+    # ---- cache hit: re-plan, regenerate and re-verify the chosen variant, time nothing
+    entry = _load_entry(cpath, ekey) if use_cache else None
+    if entry is not None:
+        try:
+            chosen = str(entry["variant"])
+            plan = plan_of(chosen)
+            if plan_signature(plan) != entry.get("plan_signature"):
+                raise LookupError("the planner now gives a different plan")
+            fused = generate(plan, device=dev)
+            ok, err, _a, _r = verify(fused)
+            if not ok:
+                raise LookupError(err)
+            table = tuple(VariantResult.from_dict(r) for r in entry["table"])
+            unfused = VariantResult.from_dict(entry["unfused"])
+            say(f"{name}: cache hit, {chosen} ({cpath})")
+            return TuneResult(chosen, fused.plan, fused, table, unfused, True, dkey, phash,
+                              cpath, metric)
+        except (LookupError, KeyError, TypeError, ValueError, PolyfuseError) as why:
+            say(f"{name}: stale cache entry ignored ({_short(why)})")
+
+    # ---- plan every variant, skipping duplicates
+    rows: dict[str, VariantResult] = {}
+    built: dict[str, FusedProgram] = {}
+    first_with: dict[str, str] = {}  # plan signature -> first variant with it
+    signatures: dict[str, str] = {}
+    for variant in variants:
+        try:
+            plan = plan_of(variant)
+        except Exception as err:  # any planner failure discards the variant
+            rows[variant] = VariantResult(variant, error=f"planning failed: {_short(err)}")
+            say(f"{name}: {variant}: planning failed: {_short(err)}")
+            continue
+        sig = plan_signature(plan)
+        signatures[variant] = sig
+        if sig in first_with:
+            rows[variant] = VariantResult(variant, duplicate_of=first_with[sig])
+            say(f"{name}: {variant}: same plan as {first_with[sig]}, skipped")
+            continue
+        first_with[sig] = variant
+        try:
+            fused = generate(plan, device=dev)
+        except Exception as err:  # a generation failure discards the variant
+            rows[variant] = VariantResult(variant, error=f"codegen failed: {_short(err)}")
+            say(f"{name}: {variant}: code generation failed: {_short(err)}")
+            continue
+        try:
+            ok, err_text, abs_err, rel_err = verify(fused)
+        except Exception as err:  # a crash in the fused code is a failure too
+            ok, err_text, abs_err, rel_err = False, f"run failed: {_short(err)}", None, None
+        if not ok:
+            rows[variant] = VariantResult(variant, error=err_text, max_abs_err=abs_err,
+                                          max_rel_err=rel_err)
+            say(f"{name}: {variant}: DISCARDED ({err_text})")
+            continue
+        built[variant] = fused
+        rows[variant] = VariantResult(variant, verified=True, max_abs_err=abs_err,
+                                      max_rel_err=rel_err)
+        say(f"{name}: {variant}: verified")
+
+    if not built:
+        table = tuple(rows[v] for v in variants)
+        raise TuneError(f"{name}: no orchestration variant verified: "
+                        + "; ".join(f"{r.variant}: {r.error}" for r in table if r.error),
+                        table)
+
+    # ---- time the unfused program and every verified variant on one queue
+    say(f"{name}: timing unfused ({repeat} repeats)")
+    t_unfused = time_program(program, params=params, repeat=repeat, ctx=ctx, queue=queue)
+    unfused = _timing_row("unfused", t_unfused, verified=True)
+    for variant, fused in built.items():
+        say(f"{name}: timing {variant} ({repeat} repeats)")
+        try:
+            t = time_program(fused.program, params=params, repeat=repeat, ctx=ctx, queue=queue)
+        except Exception as err:  # verified once but cannot be timed: discard
+            rows[variant] = dataclasses.replace(rows[variant],
+                                                error=f"timing failed: {_short(err)}")
+            continue
+        rows[variant] = dataclasses.replace(
+            rows[variant], launches=t.launches, kernel_time=t.kernel_time,
+            wall_time=t.wall_time)
+    for variant, row in list(rows.items()):  # duplicates report their original's numbers
+        if row.duplicate_of is not None:
+            src = rows[row.duplicate_of]
+            rows[variant] = dataclasses.replace(
+                src, variant=variant, duplicate_of=row.duplicate_of)
+
+    key = "kernel_time" if metric == "kernel" else "wall_time"
+    candidates = [rows[v] for v in built if rows[v].ok and getattr(rows[v], key) is not None]
+    table = tuple(rows[v] for v in variants)
+    if not candidates:
+        raise TuneError(f"{name}: no verified variant could be timed", table)
+    best = min(candidates, key=lambda r: getattr(r, key))
+    fused = built[best.variant]
+    say(f"{name}: chose {best.variant} "
+        f"({_fmt_us(getattr(best, key))} us {metric}, unfused {_fmt_us(getattr(unfused, key))} us)")
+
+    if use_cache:
+        _store_entry(cpath, ekey, {
+            "variant": best.variant,
+            "plan_signature": signatures[best.variant],
+            "table": [r.to_dict() for r in table],
+            "unfused": unfused.to_dict(),
+            "program": program.name,
+            "params": params,
+            "repeat": repeat,
+            "device": dkey,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        })
+    return TuneResult(best.variant, fused.plan, fused, table, unfused, False, dkey, phash,
+                      cpath if use_cache else None, metric)
+
+
+__all__ = [
+    "CACHE_FORMAT",
+    "TuneError",
+    "TuneResult",
+    "VariantResult",
+    "autotune",
+    "default_cache_dir",
+    "plan_signature",
+    "program_hash",
+    "stderr_progress",
+]
