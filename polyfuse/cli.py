@@ -154,15 +154,24 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    example = EXAMPLES_DIR / "gemm_bias_relu_transpose"
+    """Fuse the bundled QKV program (3 x linear + combine, as in SIRIUS' BERT sub-graph)."""
+    from polyfuse.frontend.host import load_opencl
+    from polyfuse.pipeline import fuse_program, summary_row, write_outputs
+
+    example = EXAMPLES_DIR / "qkv"
     if not example.is_dir():
         raise PolyfuseError(f"bundled examples not found at {EXAMPLES_DIR}")
-    print(f"polyfuse demo: UAR of {example.name} (kernels.cl + host.c)\n", file=sys.stderr)
-    ns = argparse.Namespace(
-        kernels=str(example / "kernels.cl"), host=str(example / "host.c"), param=[],
-        json=False, quiet=args.quiet,
-    )
-    return cmd_analyze(ns)
+    _progress(args, f"demo: fusing {example.name} (kernels.cl + host.c) and verifying it")
+    program = load_opencl(str(example / "kernels.cl"), host=str(example / "host.c"))
+    result = fuse_program(program, verify=True,
+                          progress=None if args.quiet else (lambda m: _progress(args, m)))
+    paths = write_outputs(result, args.out)
+    print(_table(["program", "launches before", "launches after", "max abs err", "verified"],
+                 [summary_row(example.name, result)]))
+    print()
+    print(paths["report"].read_text())
+    print(f"fused kernel: {paths['source']}")
+    return 0 if result.ok else 1
 
 
 def cmd_fuse(args: argparse.Namespace) -> int:
@@ -286,7 +295,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_roofline)
 
-    p = sub.add_parser("demo", help="run the bundled demonstration")
+    p = sub.add_parser("demo", help="fuse the bundled QKV program, verify it, print the report")
+    p.add_argument("--out", default="out/demo", help="output directory (default: out/demo)")
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(func=cmd_demo)
     return parser

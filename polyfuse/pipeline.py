@@ -102,7 +102,8 @@ def report_markdown(result: FuseResult) -> str:
     """A readable report: groups, what blocked fusion and why, optimizations, verification."""
     plan, program = result.plan, result.program
     kernel_of = {launch.id: launch.kernel for launch in program.launches}
-    out = [f"# polyfuse report: {program.name}", ""]
+    title = " + ".join(program.files) if program.files else program.name
+    out = [f"# polyfuse report: {title}", ""]
     out.append(f"Kernel launches executed: **{plan.launches_before} → {plan.launches_after}** "
                f"({len(program.launches)} launch sites in {len(plan.groups)} fused group(s)).")
     out.append("")
@@ -126,7 +127,7 @@ def report_markdown(result: FuseResult) -> str:
             witness = (b.witness or {}).get("text", "") if isinstance(b.witness, dict) else ""
             rows.append([f"#{b.src} {kernel_of.get(b.src, 'host')} → "
                          f"#{b.dst} {kernel_of.get(b.dst, 'host')}", b.array, b.kind, b.width,
-                         b.reason, witness or "-"])
+                         b.reason.split(": ", 1)[0], witness or "-"])
         out.append(_md_table(["edge", "array", "kind", "width", "why", "witness"], rows))
     else:
         out.append("None: every dependence between launches was fusable.")
