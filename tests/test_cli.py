@@ -170,3 +170,43 @@ def test_devices_lists_pocl():
     r = run_cli("devices", "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout), "at least one OpenCL device (PoCL) is available"
+
+
+@pytest.mark.parametrize("example,after", [("qkv", 1), ("gemm_bias_relu_transpose", 1),
+                                           ("stencil3", 2)])
+def test_fuse_writes_plan_source_report(tmp_path, example, after):
+    ex = ROOT / "examples" / example
+    r = run_cli("fuse", ex / "kernels.cl", "--host", ex / "host.c", "--out", tmp_path, "--verify")
+    assert r.returncode == 0, r.stderr
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert plan["launches_after"] == after
+    assert plan["verified"]["ok"] is True and plan["verified"]["reference"] == "unfused"
+    for group in plan["groups"]:
+        assert group["orchestration"] in ("single", "vertical", "horizontal", "hybrid")
+        assert group["members"] and group["kernel"]
+    assert "__kernel void" in (tmp_path / "fused.cl").read_text()
+    report = (tmp_path / "report.md").read_text()
+    assert "## Groups" in report and "passed" in report
+    if after > 1:
+        assert "global" in report.split("## Edges that blocked fusion")[1]
+    assert example in r.stdout  # the summary row names the program
+
+
+def test_fuse_runtime_parameter(tmp_path):
+    ex = ROOT / "examples" / "runtime_offset"
+    r = run_cli("fuse", ex / "kernels.cl", "--host", ex / "host.c", "--out", tmp_path,
+                "--param", "m=0", "--param", "n=1024", "--verify")
+    assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path / "plan.json").read_text())["launches_after"] == 1
+
+
+def test_fuse_bad_input_is_one_line(tmp_path):
+    r = run_cli("fuse", tmp_path / "missing.cl", "--host", tmp_path / "missing.c",
+                "--out", tmp_path / "o")
+    _assert_one_line_error(r, "missing")
+
+
+def test_demo_fuses_qkv(tmp_path):
+    r = run_cli("demo", "--out", tmp_path, "-q")
+    assert r.returncode == 0, r.stderr
+    assert "4 → 1" in r.stdout and "passed" in r.stdout
