@@ -8,8 +8,8 @@ profiling-event kernel time and of host wall time per whole execution, the launc
 and after fusion, and the speedup ratios (unfused / fused).  A fused program that fails
 verification is not timed: the speedup of a wrong answer is not reported.
 
-    python analysis/fusion_speedup.py [--repeat 60] [--tune] [--param n=4096] [--out DIR]
-                                      [--examples qkv lstm_cell ...] [--device SPEC]
+    python analysis/fusion_speedup.py [--repeat 60] [--tune [--metric wall]] [--out DIR]
+                                      [--param n=4096] [--examples qkv ...] [--device SPEC]
 
 Run-time values (``atoi(argv[k])``) take the host's own default (``argc > k ? atoi(argv[k]) :
 DEFAULT``, with ``#define`` constants resolved); a value with no default comes from
@@ -155,7 +155,7 @@ def time_pair(unfused: polyfuse.Program, fused: polyfuse.Program, params: Mappin
 
 
 def bench_example(d: Path, *, repeat: int, tune: bool, extra: Mapping[str, int], ctx: Any,
-                  queue: Any) -> Row:
+                  queue: Any, metric: str = "kernel") -> Row:
     """Plan, generate, verify and time one example; failures become the row's ``error``."""
     row = Row(d.name)
     try:
@@ -169,7 +169,7 @@ def bench_example(d: Path, *, repeat: int, tune: bool, extra: Mapping[str, int],
         fused: FusedProgram
         if tune:
             res = autotune(program, params=row.params, repeat=max(3, repeat // 3), ctx=ctx,
-                           queue=queue, progress=lambda m: log(f"  {m}"))
+                           queue=queue, progress=lambda m: log(f"  {m}"), metric=metric)
             fused, row.variant, row.tuned_from_cache = res.fused, res.variant, res.cached
         else:
             fused = generate(plan_fusion(polyfuse.build_uar(program)),
@@ -283,6 +283,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     help="timed executions per program (split into 5 alternating rounds)")
     ap.add_argument("--tune", action="store_true",
                     help="choose the orchestration variant with polyfuse.runtime.autotune")
+    ap.add_argument("--metric", choices=("kernel", "wall"), default="kernel",
+                    help="with --tune: the median that decides (kernel events or wall time)")
     ap.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                     help="fix a run-time value for every example that has it")
     ap.add_argument("--examples", nargs="*", help="only these example directories")
@@ -310,7 +312,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for d in dirs:
         t = time.perf_counter()
         rows.append(bench_example(d, repeat=args.repeat, tune=args.tune, extra=extra, ctx=ctx,
-                                  queue=queue))
+                                  queue=queue, metric=args.metric))
         log(f"{d.name}: {time.perf_counter() - t:.1f}s")
 
     args.out.mkdir(parents=True, exist_ok=True)
