@@ -443,3 +443,19 @@ def test_separate_steps_keeps_dependences_out_of_one_launch():
     assert separate_steps({"A": 0, "B": 3}, [("A", "B")]) == {"A": 0, "B": 3}
     with pytest.raises(ValueError):
         separate_steps({"A": 0, "B": 0}, [("A", "B"), ("B", "A")])
+
+
+def test_qkv_horizontal_variant_is_distinct_and_legal():
+    """Fully horizontal QKV (SIRIUS Fig. 4b): the three projections side by side in one launch,
+    the combine (which needs all three in one work-item) in a second; steps are ASAP levels."""
+    root = Path(__file__).resolve().parent.parent / "examples" / "qkv"
+    program = polyfuse.load_opencl(str(root / "kernels.cl"), host=str(root / "host.c"))
+    uar = polyfuse.build_uar(program)
+    vertical = polyfuse.plan_fusion(uar, orchestration="vertical")
+    horizontal = polyfuse.plan_fusion(uar, orchestration="horizontal")
+    assert vertical.launches_after == 1
+    assert horizontal.launches_after == 2
+    assert [(len(g.members), g.orchestration) for g in horizontal.groups] == \
+        [(3, "horizontal"), (1, "single")]
+    assert horizontal.groups[0].step < horizontal.groups[1].step
+    assert polyfuse.check_plan(horizontal) == []

@@ -179,6 +179,27 @@ def separate_steps(steps: dict[str, int], constraints: Sequence[tuple[str, str]]
     return out
 
 
+def asap_steps(steps: dict[str, int], constraints: Sequence[tuple[str, str]],
+               host_ops: set[str]) -> dict[str, int]:
+    """Launch steps as early as the constraints allow; host operations take no step.
+
+    isl's schedule of zero-dimensional statements is a sequence that interleaves independent
+    components with their host writes (QKV: write Wq, G0, write Wk, G1, ...), which would give
+    identical independent branches different steps and hide them from P3.  The isl order stays
+    the reported schedule; the step used for P3 is the ASAP level of each group in the same
+    constraint DAG (every dependence still goes from a lower step to a higher one, checked by
+    ``check_plan``), counting only kernel launches.
+    """
+    g = nx.DiGraph()
+    g.add_nodes_from(steps)
+    g.add_edges_from((a, b) for a, b in constraints if a != b)
+    level: dict[str, int] = {}
+    for n in nx.topological_sort(g):
+        level[n] = max((level[p] + (0 if p in host_ops else 1) for p in g.predecessors(n)),
+                       default=1)
+    return level
+
+
 def _step_constraints(uar: UAR, units: Sequence[Unit]) -> list[tuple[str, str]]:
     """Pairs of statements of one loop body joined by a dependence with a same-iteration part."""
     unit_of = {m: u for u in units for m in u.members}
@@ -199,9 +220,10 @@ def global_schedule(uar: UAR, units: Sequence[Unit]) -> tuple[isl.Schedule, dict
     domain, validity = _units_constraints(uar, units)
     sc = isl.ScheduleConstraints.on_domain(domain).set_validity(validity).set_proximity(validity)
     schedule = sc.compute_schedule()
+    constraints = _step_constraints(uar, units)
     steps = schedule_steps(schedule, {u.name for u in units})
-    steps = separate_steps(steps, _step_constraints(uar, units))
-    return schedule, steps
+    steps = separate_steps(steps, constraints)
+    return schedule, asap_steps(steps, constraints, {u.name for u in units if u.group is None})
 
 
 # ----------------------------------------------------------------------------------------------
@@ -297,8 +319,9 @@ def p3_fusion(uar: UAR, units: list[Unit], steps: dict[str, int], orchestration:
                     if problems:
                         continue
                     frame = replace(frame, barriers=need)
-                    multi = len(a.members) > 1 or len(b.members) > 1 or \
-                        a.orchestration == "hybrid" or b.orchestration == "hybrid"
+                    # hybrid = P1 chains (vertical inside) placed side by side
+                    multi = any(u.orchestration in ("vertical", "hybrid") and len(u.members) > 1
+                                for u in (a, b))
                     if mode == "vertical":
                         orch = "hybrid" if "horizontal" in (a.orchestration, b.orchestration) \
                             or "hybrid" in (a.orchestration, b.orchestration) else "vertical"
@@ -378,14 +401,16 @@ def _kernel_name(uar: UAR, members: Sequence[int]) -> str:
 def plan_fusion(uar: UAR, *, orchestration: str = "auto", anchor: str = "auto") -> FusionPlan:
     """The fusion plan of a program's UAR: local fusion (P1), then isl global fusion (P2, P3).
 
-    ``orchestration``: how P3 fuses independent groups (``auto``: vertical, else horizontal);
+    ``orchestration``: how P3 fuses independent groups (``auto``: vertical, else horizontal;
+    ``horizontal`` also keeps a common consumer out of its producers' groups, so that they
+    stay independent and run side by side);
     ``anchor``: how re-indexing is anchored in local fusion (``auto``, ``producer``,
     ``consumer``).  Every group of the result passes :func:`polyfuse.fusion.check_plan`.
     """
     if orchestration not in ORCHESTRATION_CHOICES:
         raise ValueError(f"orchestration must be one of {ORCHESTRATION_CHOICES}, "
                          f"not {orchestration!r}")
-    local = local_fusion(uar, anchor)
+    local = local_fusion(uar, anchor, join_producers=orchestration != "horizontal")
     units: list[Unit] = []
     for k, g in enumerate(local.groups):
         u = Unit(f"G{k}", g.frame.members, g,

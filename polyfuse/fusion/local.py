@@ -118,7 +118,8 @@ def placement_problem(uar: UAR, graph: nx.DiGraph, members: Sequence[int],
     return None
 
 
-def local_fusion(uar: UAR, anchor: str = "auto") -> LocalResult:
+def local_fusion(uar: UAR, anchor: str = "auto", *, join_producers: bool = True
+                 ) -> LocalResult:
     """P1: merge launches joined only by thread/block edges (see module docstring).
 
     ``auto`` runs the breadth-first pass twice — preferring the producer anchor at each merge
@@ -127,17 +128,21 @@ def local_fusion(uar: UAR, anchor: str = "auto") -> LocalResult:
     a group built producer-first may have re-indexings whose composition with a later consumer
     splits into pieces that cannot be extended, while the consumer-first build of the same
     chain composes simple pieces (a shift, then a pair exchange inside a group).
+
+    ``join_producers=False`` leaves a launch with several producer groups (a common consumer)
+    in a group of its own, so that independent producers stay separate for P3 to place side by
+    side: the fully horizontal orchestration (SIRIUS Fig. 4b: each work-group runs one branch).
     """
     if anchor not in ANCHORS:
         raise ValueError(f"anchor must be one of {ANCHORS}, not {anchor!r}")
     if anchor == "auto":
-        first = _local_pass(uar, ("producer", "consumer"))
-        second = _local_pass(uar, ("consumer", "producer"))
+        first = _local_pass(uar, ("producer", "consumer"), join_producers)
+        second = _local_pass(uar, ("consumer", "producer"), join_producers)
         return second if len(second.groups) < len(first.groups) else first
-    return _local_pass(uar, (anchor,))
+    return _local_pass(uar, (anchor,), join_producers)
 
 
-def _local_pass(uar: UAR, modes: Sequence[str]) -> LocalResult:
+def _local_pass(uar: UAR, modes: Sequence[str], join_producers: bool) -> LocalResult:
     graph = dependence_graph(uar)
     pos = {op.id: k for k, op in enumerate(uar.program.ops)}
     groups: list[Optional[LocalGroup]] = []
@@ -155,9 +160,10 @@ def _local_pass(uar: UAR, modes: Sequence[str]) -> LocalResult:
                 preds.append(unit_of[e.src])
         preds.sort(key=lambda g: max(pos[m] for m in groups[g].frame.members))  # type: ignore
         attempts: list[list[int]] = []
-        if len(preds) > 1:
+        if len(preds) > 1 and join_producers:
             attempts.append(preds)
-        attempts += [[p] for p in reversed(preds)]
+        if len(preds) == 1 or join_producers:
+            attempts += [[p] for p in reversed(preds)]
         merged = False
         for attempt in attempts:
             lg, why, blame = _try_merge(uar, graph, groups, unit_of, attempt, y, modes)
