@@ -153,9 +153,13 @@ def report_markdown(result: FuseResult) -> str:
             out.append(f"Tolerance: {v['tolerance_reason']}.")
     else:
         out.append("Not run (use `--verify`).")
-    if result.tuning is not None and hasattr(result.tuning, "table"):
+    if result.tuning is not None:
+        tuning = result.tuning
         out += ["", "## Autotuning", ""]
-        out.append(str(result.tuning.table))
+        source = "cached measurement" if tuning.cached else "measured now"
+        out.append(f"Chosen variant: **{tuning.variant}** ({source}, median {tuning.metric} "
+                   f"time over repeats; * marks the choice):")
+        out += ["", "```", tuning.table_text(), "```"]
     return "\n".join(out) + "\n"
 
 

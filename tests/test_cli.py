@@ -210,3 +210,14 @@ def test_demo_fuses_qkv(tmp_path):
     r = run_cli("demo", "--out", tmp_path, "-q")
     assert r.returncode == 0, r.stderr
     assert "4 → 1" in r.stdout and "passed" in r.stdout
+
+
+def test_fuse_tune_reports_variants(tmp_path, monkeypatch):
+    monkeypatch.setenv("POLYFUSE_CACHE", str(tmp_path / "cache"))
+    ex = ROOT / "examples" / "qkv"
+    r = run_cli("fuse", ex / "kernels.cl", "--host", ex / "host.c", "--out", tmp_path / "o",
+                "--tune", "-q")
+    assert r.returncode == 0, r.stderr
+    report = (tmp_path / "o" / "report.md").read_text()
+    tuning = report.split("## Autotuning")[1]
+    assert "vertical" in tuning and "horizontal" in tuning and "unfused" in tuning
