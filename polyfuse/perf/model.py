@@ -1,0 +1,813 @@
+"""Calibrated kernel-time model (seed 004, DESIGN §3 "Performance model").
+
+Stevens & Klöckner's recipe, made concrete for polyfuse:
+
+1. **Features.**  :func:`features_of` turns the exact barvinok counts of
+   :func:`polyfuse.perf.counts.count_kernel` (evaluated at concrete sizes) into one vector per
+   launch (:data:`FEATURES`):
+
+   * on-chip: float ops by class — ``flop_simple`` (add/sub/mul/neg/compare/min/max/abs),
+     ``flop_fma``, ``flop_div`` (div, sqrt, rsqrt), ``flop_special`` (exp, log, tanh, erf, pow,
+     trigonometry, ...), each counted per sub-group instruction as the counts give them;
+     ``local_access`` (``__local`` loads and stores per sub-group); ``work_items`` (the per
+     work-item cost of running the kernel body: index arithmetic, the loop PoCL wraps around a
+     work-group, scheduling of a SIMD lane on a GPU);
+   * memory: global (and ``__constant``) bytes split by stride class — ``gmem_unit_bytes``
+     (local-id stride ±1 along dimension 0: coalesced on a GPU, vectorizable on a CPU),
+     ``gmem_uniform_bytes`` (local-id stride 0 in every dimension a sub-group spans: one
+     broadcast load per sub-group) and ``gmem_strided_bytes`` (anything else, including
+     may-accesses and non-affine subscripts);
+   * overheads that do not overlap with the rest: ``launches``, ``group_barriers`` (barriers
+     executed per work-group, summed over work-groups, as seed 004's ``barrier × groups``) and
+     ``work_groups``.
+
+2. **Model.**  With ``c`` the fitted costs (seconds per unit of each feature)::
+
+       on_chip = Σ_{f ∈ on-chip} c_f·x_f          memory = Σ_{f ∈ memory} c_f·x_f
+       T = smax_p(on_chip, memory) + c_launch·launches + c_barrier·group_barriers
+           + c_group·work_groups
+       smax_p(a, b) = (a^p + b^p)^(1/p)
+
+   ``smax_p`` is the overlap term: ``p = 1`` is no overlap (on-chip work and memory traffic add
+   up), ``p → ∞`` is perfect overlap (the slower one hides the other); in between it is smooth,
+   as the paper's differentiable max.  ``p`` is *fitted*: :func:`fit_costs` is run for each
+   ``p`` of :data:`P_GRID` and the one with the smallest relative calibration error is kept.
+
+3. **Calibration.**  :func:`calibrate` runs the generated micro-benchmarks of
+   :func:`calibration_kernels` (listed in :data:`CALIBRATION_KERNELS`; none is an oplib kernel or
+   an example, so :mod:`analysis.model_accuracy` evaluates on kernels the fit never saw), counts
+   each one's features with ``count_kernel`` on the very source it runs, takes the median of
+   repeated profiled runs, and fits the costs by non-negative least squares on *relative*
+   errors (rows weighted by 1/measured time; kernel times span four orders of magnitude and a
+   plain least-squares fit would only care about the slowest).  Costs must be non-negative
+   (a negative cost per flop would make "more work" predict "faster"), and scipy is not a
+   dependency, so :func:`nnls` is a small Lawson–Hanson active-set solver over ``numpy.linalg``.
+   Since ``smax_p`` is homogeneous of degree 1, ``smax_p(a, b) = α·a + β·b`` with
+   ``α = (a/S)^(p-1)``, ``β = (b/S)^(p-1)``, ``S = smax_p(a, b)``; the fit alternates between
+   solving the (then linear) NNLS for fixed ``α, β`` and recomputing them — the usual
+   fixed-point / iteratively-reweighted scheme.
+
+4. **Use.**  :func:`predict` for a kernel + launch geometry, an oplib ``OpKernel``, a
+   ``KernelCounts`` or a whole ``Program`` (summed over launches, host loops included);
+   :func:`rank_variants` / :func:`prune_variants` let the autotuner drop variants predicted to be
+   far slower than the best before timing them.  Calibrations are cached per device as JSON
+   (:meth:`Calibration.save`, :meth:`Calibration.load`).
+
+The model is a throughput model: it knows nothing about caches (working sets are not a feature)
+and nothing about occupancy.  Kernels far outside the calibrated range of sizes are predicted
+with less confidence (see ``analysis/model_accuracy.py`` for what it achieves on this machine).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import numpy as np
+
+from polyfuse.perf.counts import KernelCounts, count_kernel, count_program
+from polyfuse.program import Kernel, KernelContext, PolyfuseError, Program
+
+Progress = Optional[Callable[[str], None]]
+
+SCHEMA = "polyfuse.model/1"
+
+#: Features whose costs overlap with each other through the on-chip side of ``smax_p``.
+ONCHIP_FEATURES = ("flop_simple", "flop_fma", "flop_div", "flop_special", "local_access",
+                   "work_items")
+#: Features on the memory side of ``smax_p``.
+MEMORY_FEATURES = ("gmem_unit_bytes", "gmem_strided_bytes", "gmem_uniform_bytes")
+#: Additive overheads (never hidden by other work).
+OVERHEAD_FEATURES = ("launches", "group_barriers", "work_groups")
+#: Every feature, in the order of :meth:`Features.vector` and of the fitted cost vector.
+FEATURES = ONCHIP_FEATURES + MEMORY_FEATURES + OVERHEAD_FEATURES
+
+#: Overlap exponents tried by :func:`calibrate` (1 = no overlap; large = ``max``).
+P_GRID = (1.0, 1.5, 2.0, 3.0, 4.0, 8.0)
+
+_SIMPLE_OPS = {"add", "sub", "mul", "neg", "cmp", "func:fmax", "func:fmin", "func:fabs",
+               "func:max", "func:min", "func:clamp", "func:copysign", "func:floor",
+               "func:ceil", "func:trunc", "func:round", "func:rint", "func:sign",
+               "func:step", "func:mix", "func:select"}
+_DIV_OPS = {"div", "func:sqrt", "func:rsqrt", "func:native_sqrt", "func:native_rsqrt",
+            "func:half_sqrt", "func:half_rsqrt", "func:native_divide", "func:half_divide",
+            "func:native_recip", "func:half_recip", "func:fmod", "func:remainder"}
+
+
+def op_class(op: str) -> str:
+    """The feature a float op of :mod:`polyfuse.perf.features` contributes to.
+
+    Classes group ops of similar throughput (one SIMD instruction; fused multiply-add; a
+    long-latency divide/square root; a library call of tens of instructions), so a handful of
+    micro-benchmarks calibrate all of them.
+    """
+    if op == "fma":
+        return "flop_fma"
+    if op in _SIMPLE_OPS:
+        return "flop_simple"
+    if op in _DIV_OPS:
+        return "flop_div"
+    return "flop_special"
+
+
+def dtype_bytes(dtype: str) -> int:
+    """Bytes of one element of a counts dtype (``float32`` → 4, ``float32x4`` → 16)."""
+    base, _, lanes = dtype.partition("x")
+    try:
+        size = np.dtype(base).itemsize
+    except TypeError:
+        size = 4
+    return size * (int(lanes) if lanes.isdigit() else 1)
+
+
+def stride_class(lid_strides: Sequence[Any], uniform_dims: Sequence[int] = (0,)) -> str:
+    """``unit``, ``uniform`` or ``strided`` for a global access's local-id strides.
+
+    ``uniform``: stride 0 in every dimension a sub-group spans (``uniform_dims``) — one load
+    serves the whole sub-group; ``unit``: stride ±1 along dimension 0 — neighbouring
+    work-items touch neighbouring elements; ``strided``: the rest, including unknown strides
+    (``None``: a may-access or a subscript that is not affine in the local id).
+    """
+    strides = list(lid_strides)
+    if not strides:
+        return "uniform"
+    if all(d < len(strides) and strides[d] is not None and int(strides[d]) == 0
+           for d in uniform_dims):
+        return "uniform"
+    s0 = strides[0]
+    if s0 is not None and abs(int(s0)) == 1:
+        return "unit"
+    return "strided"
+
+
+# ----------------------------------------------------------------------------------------------
+# Features
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Features:
+    """One launch's (or a sum of launches') feature values, keyed by :data:`FEATURES`."""
+
+    values: Mapping[str, float]
+
+    def vector(self) -> np.ndarray:
+        return np.array([float(self.values.get(f, 0.0)) for f in FEATURES])
+
+    def __add__(self, other: Features) -> Features:
+        return Features({f: float(self.values.get(f, 0.0)) + float(other.values.get(f, 0.0))
+                         for f in FEATURES})
+
+    def to_dict(self) -> dict[str, float]:
+        return {f: float(self.values.get(f, 0.0)) for f in FEATURES}
+
+
+def _value(c: Any, what: str, kernel: str) -> float:
+    v = c.value
+    if v is None:
+        free = sorted(s.name for s in c.expr.free_symbols)
+        raise PolyfuseError(f"kernel {kernel}: {what} is symbolic in {', '.join(free) or '?'}; "
+                            "pass concrete sizes (params / launch geometry) to predict")
+    return float(Fraction(v)) if not isinstance(v, float) else v
+
+
+def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None) -> Features:
+    """Feature values of one launch's counts, evaluated at ``values`` (sizes still symbolic).
+
+    Ops are taken at the granularity the counts carry (sub-group by default), global accesses in
+    bytes (element accesses × element size; uniform ones once per sub-group), ``__local``
+    accesses per sub-group.  ``group_barriers`` is the work-item barrier total divided by the
+    work-group size; ``work_groups``/``work_items`` are multiplied by the number of launches (a
+    launch inside host loops, as :func:`count_program` totals it).  Raises
+    :class:`PolyfuseError` when a count needed is still symbolic.
+    """
+    kc = counts.evaluate(values) if values else counts
+    name = kc.kernel
+    out = dict.fromkeys(FEATURES, 0.0)
+    for r in kc.ops:
+        out[op_class(r.op)] += _value(r.count, f"op {r.op}", name)
+    for m in kc.mem:
+        n = _value(m.count, f"{m.space} {m.direction} of {m.array}", name)
+        if m.space == "local":
+            out["local_access"] += n
+            continue
+        if m.space not in ("global", "constant"):
+            continue
+        cls = stride_class(m.lid_strides)
+        if m.granularity == "sub-group" and cls != "uniform":
+            cls = "strided"  # a non-uniform access counted per sub-group (forced granularity)
+        out[f"gmem_{cls}_bytes"] += n * dtype_bytes(m.dtype)
+    launches = 1.0
+    barriers = 0.0
+    for s in kc.sync:
+        if s.kind == "kernel_launch":
+            launches = _value(s.count, "kernel launches", name)
+        else:
+            barriers += _value(s.count, s.kind, name)
+    wi = _value(kc.geometry["work_items"], "work-items", name)
+    wg = _value(kc.geometry["work_groups"], "work-groups", name)
+    group_size = wi / wg if wg else 1.0
+    out["launches"] = launches
+    out["work_items"] = wi * launches
+    out["work_groups"] = wg * launches
+    # barrier counts are work-item totals (over every launch instance already)
+    out["group_barriers"] = barriers / group_size if group_size else barriers
+    return Features(out)
+
+
+# ----------------------------------------------------------------------------------------------
+# Fitting
+# ----------------------------------------------------------------------------------------------
+
+
+def nnls(a: np.ndarray, b: np.ndarray, *, max_iter: Optional[int] = None,
+         tol: Optional[float] = None) -> np.ndarray:
+    """``argmin ||a x - b||₂`` subject to ``x >= 0`` (Lawson & Hanson's active-set method).
+
+    Written here because scipy (``scipy.optimize.nnls``) is not a polyfuse dependency; the
+    problems are tiny (tens of rows, about a dozen columns), so an unconstrained
+    ``numpy.linalg.lstsq`` per active-set change is cheap.  Columns should be of comparable
+    scale (:func:`fit_costs` normalizes them).
+    """
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    m, n = a.shape
+    if tol is None:
+        tol = 10 * np.finfo(float).eps * max(m, n) * max(1.0, float(np.abs(a).sum(0).max()))
+    max_iter = max_iter or 3 * n + 30
+    passive = np.zeros(n, dtype=bool)
+    x = np.zeros(n)
+    w = a.T @ (b - a @ x)
+    it = 0
+    while (~passive).any() and np.max(np.where(passive, -np.inf, w)) > tol and it < max_iter:
+        it += 1
+        j = int(np.argmax(np.where(passive, -np.inf, w)))
+        passive[j] = True
+        while True:
+            z = np.zeros(n)
+            z[passive] = np.linalg.lstsq(a[:, passive], b, rcond=None)[0]
+            if np.all(z[passive] > tol):
+                x = z
+                break
+            bad = passive & (z <= tol)
+            denom = x[bad] - z[bad]
+            steps = np.where(denom > 0, x[bad] / np.where(denom > 0, denom, 1), 0.0)
+            alpha = float(np.min(steps)) if steps.size else 0.0
+            x = x + alpha * (z - x)
+            passive &= x > tol
+            x[~passive] = 0.0
+            if not passive.any():
+                break
+        w = a.T @ (b - a @ x)
+    return np.maximum(x, 0.0)
+
+
+_ON = np.array([f in ONCHIP_FEATURES for f in FEATURES])
+_MEM = np.array([f in MEMORY_FEATURES for f in FEATURES])
+
+
+def smooth_max(a: np.ndarray, b: np.ndarray, p: float) -> np.ndarray:
+    """``(a^p + b^p)^(1/p)`` for non-negative ``a, b`` (computed scaled, so no overflow)."""
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    m = np.maximum(a, b)
+    safe = np.where(m > 0, m, 1.0)
+    return np.where(m > 0, safe * ((a / safe) ** p + (b / safe) ** p) ** (1.0 / p), 0.0)
+
+
+def model_time(x: np.ndarray, costs: np.ndarray, p: float) -> np.ndarray:
+    """Predicted seconds of feature rows ``x`` (n×F or F) under ``costs`` and exponent ``p``."""
+    x = np.atleast_2d(np.asarray(x, dtype=float))
+    on = x[:, _ON] @ costs[_ON]
+    mem = x[:, _MEM] @ costs[_MEM]
+    rest = x[:, ~(_ON | _MEM)] @ costs[~(_ON | _MEM)]
+    return smooth_max(on, mem, p) + rest
+
+
+def fit_costs(x: np.ndarray, t: np.ndarray, p: float, *, iters: int = 60
+              ) -> tuple[np.ndarray, float]:
+    """Non-negative costs minimizing the relative error of ``model_time(x, c, p)`` against ``t``.
+
+    Rows are weighted by ``1/t`` (relative error), columns scaled to unit maximum for NNLS's
+    conditioning.  The smooth max is linearized as ``α·on + β·mem`` with weights recomputed from
+    the current costs until they settle (see the module docstring).  Returns the costs and the
+    root-mean-square relative error of the fit.
+    """
+    x = np.asarray(x, dtype=float)
+    t = np.asarray(t, dtype=float)
+    if x.ndim != 2 or x.shape[0] != t.size or x.shape[1] != len(FEATURES):
+        raise ValueError(f"x must be n×{len(FEATURES)} and t of length n")
+    if np.any(t <= 0):
+        raise ValueError("measured times must be positive")
+    scale = np.max(np.abs(x), axis=0)
+    scale = np.where(scale > 0, scale, 1.0)
+    w = 1.0 / t
+    alpha = np.ones(len(t))
+    beta = np.ones(len(t))
+    costs = np.zeros(x.shape[1])
+    for _ in range(iters):
+        a = x.copy()
+        a[:, _ON] *= alpha[:, None]
+        a[:, _MEM] *= beta[:, None]
+        sol = nnls((a / scale) * w[:, None], t * w)
+        new = sol / scale
+        on = x[:, _ON] @ new[_ON]
+        mem = x[:, _MEM] @ new[_MEM]
+        s = smooth_max(on, mem, p)
+        pos = s > 0
+        alpha = np.where(pos, (on / np.where(pos, s, 1)) ** (p - 1), 1.0)
+        beta = np.where(pos, (mem / np.where(pos, s, 1)) ** (p - 1), 1.0)
+        done = np.allclose(new, costs, rtol=1e-6, atol=0)
+        costs = new
+        if done or p == 1.0:
+            break
+    err = model_time(x, costs, p) / t - 1.0
+    return costs, float(np.sqrt(np.mean(err ** 2)))
+
+
+def fit_model(x: np.ndarray, t: np.ndarray, p_grid: Sequence[float] = P_GRID
+              ) -> tuple[np.ndarray, float, float]:
+    """:func:`fit_costs` for every ``p`` of ``p_grid``; the (costs, p, rms) with least error."""
+    best: Optional[tuple[np.ndarray, float, float]] = None
+    for p in p_grid:
+        costs, rms = fit_costs(x, t, float(p))
+        if best is None or rms < best[2] - 1e-12:
+            best = (costs, float(p), rms)
+    assert best is not None
+    return best
+
+
+# ----------------------------------------------------------------------------------------------
+# Calibration kernels
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Arg:
+    """A kernel argument of a calibration kernel: a buffer of ``nbytes`` or an int/float."""
+
+    kind: str  # buffer | int | float
+    value: Union[int, float]
+
+
+@dataclass(frozen=True)
+class CalibrationKernel:
+    """One generated micro-benchmark launch: source, kernel name, geometry and arguments."""
+
+    label: str
+    source: str
+    kernel: str
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...]
+    args: tuple[Arg, ...]
+    #: scalar arguments by parameter name (what the counts are specialized with)
+    values: tuple[tuple[str, int], ...] = ()
+
+
+def _chain_source(op: str, accumulators: int = 4) -> str:
+    """Kernel ``calib_<op>``: one element per work-item, ``iters`` rounds of a chained ``op``.
+
+    Every step keeps the values bounded whatever ``iters`` is (no overflow, no denormals), and
+    the result is stored, so the compiler can neither fold nor drop the chain:
+    ``fma``: ``y = fma(y, 0.5, 0.25)`` (→ 0.5); ``simple``: ``y = fmax(y*0.999, 0.1)`` (one mul
+    and one max); ``exp``: ``y = exp(-y)`` (one neg and one exp, stays in (0, 1]); ``div``:
+    ``y = 1/(y + 1)`` (one add and one div, stays in [0.5, 1]).  ``accumulators`` independent
+    chains keep the loop throughput-bound rather than latency-bound.
+    """
+    step = {"fma": "y{k} = fma(y{k}, 0.5f, 0.25f);",
+            "simple": "y{k} = fmax(y{k} * 0.999f, 0.1f);",
+            "exp": "y{k} = exp(-y{k});",
+            "div": "y{k} = 1.0f / (y{k} + 1.0f);"}[op]
+    u = range(accumulators)
+    init = "".join(f"    float y{k} = x[i] + {0.1 * (k + 1):.1f}f;\n" for k in u)
+    body = "".join("        " + step.format(k=k) + "\n" for k in u)
+    total = " + ".join(f"y{k}" for k in u)
+    return (f"__kernel void calib_{op}(__global const float *x, __global float *out, "
+            "const int iters)\n{\n    const int i = get_global_id(0);\n" + init +
+            "    for (int it = 0; it < iters; ++it) {\n" + body + "    }\n"
+            f"    out[i] = {total};\n}}\n")
+
+
+def _stream_source(n_in: int, n_out: int) -> str:
+    """Kernel ``calib_stream``: one element per work-item, ``n_in`` unit-stride loads summed into
+    ``n_out`` unit-stride stores — the access shape of oplib's element-wise kernels (a loop of
+    loads and stores per work-item would defeat PoCL's vectorization across work-items, and
+    then measures something no element-wise kernel does)."""
+    ins = ", ".join(f"__global const float *x{k}" for k in range(n_in))
+    outs = ", ".join(f"__global float *y{k}" for k in range(n_out))
+    total = " + ".join(f"x{k}[i]" for k in range(n_in))
+    body = "".join(f"    y{k}[i] = s{' + 1.0f' * min(k, 1)};\n" for k in range(n_out))
+    return (f"__kernel void calib_stream({ins}, {outs})\n{{\n"
+            "    const int i = get_global_id(0);\n"
+            f"    const float s = {total};\n" + body + "}\n")
+
+
+def calibration_kernels(quick: bool = False, *, local_size: int = 64) -> list[CalibrationKernel]:
+    """The calibration set: generated micro-benchmarks at several sizes.
+
+    Generated here: ``calib_stream`` (1-3 unit-stride input arrays, 1-2 outputs, 16 Ki to
+    2 Mi elements), ``calib_fma``, ``calib_simple``, ``calib_exp`` and ``calib_div`` (op chains,
+    see :func:`_chain_source`).  From :mod:`polyfuse.perf.microbench`: ``empty`` (launch and
+    per-group overhead at 1 to 1024 groups), ``lmem_read`` (``__local`` loads), ``barriers``
+    (0, 1, 4 barriers per iteration) and ``strided`` (lid strides 1, 4, 16 and 0 = uniform).
+    None of them is an oplib kernel or an example kernel (:data:`CALIBRATION_KERNELS`).
+    """
+    from polyfuse.perf import microbench as mb
+
+    ls = local_size
+    out: list[CalibrationKernel] = []
+
+    def add(label: str, source: str, kernel: str, items: int, args: list[Arg],
+            values: Mapping[str, int], local: Optional[int] = None) -> None:
+        lsz = local or ls
+        out.append(CalibrationKernel(label, source, kernel, (items,), (lsz,), tuple(args),
+                                     tuple(sorted(values.items()))))
+
+    buf = lambda n: Arg("buffer", int(n))  # noqa: E731
+    ival = lambda n: Arg("int", int(n))  # noqa: E731
+
+    empty = mb.EMPTY_SOURCE
+    for groups in ((1, 256) if quick else (1, 16, 256, 1024)):
+        add(f"empty g={groups}", empty, "empty", groups * ls, [buf(64)], {})
+    add("empty 1 item", empty, "empty", 1, [buf(64)], {}, local=1)
+
+    shapes = ((1, 1), (3, 1)) if quick else ((1, 1), (2, 1), (3, 1), (1, 2))
+    sizes = (1 << 15, 1 << 19) if quick else (1 << 14, 1 << 17, 1 << 19, 1 << 21)
+    for n_in, n_out in shapes:
+        src = _stream_source(n_in, n_out)
+        for n in sizes:
+            add(f"stream {n_in}->{n_out} n={n}", src, "calib_stream", n,
+                [buf(4 * n)] * (n_in + n_out), {})
+
+    items = 8192
+    for op in ("fma", "simple", "exp", "div"):
+        src = _chain_source(op)
+        for iters in ((16,) if quick else (4, 32)):
+            add(f"calib_{op} iters={iters}", src, f"calib_{op}", items,
+                [buf(4 * items), buf(4 * items), ival(iters)], {"iters": iters})
+
+    lsrc = mb.local_memory_source(ls, 1024)
+    groups = 16
+    for iters in ((64,) if quick else (16, 128)):
+        add(f"lmem_read iters={iters}", lsrc, "lmem_read", groups * ls,
+            [buf(4 * 1024), buf(4 * groups * ls), ival(iters)], {"iters": iters})
+
+    for k in ((0, 4) if quick else (0, 1, 4)):
+        bsrc = mb.barrier_source(k, ls)
+        for iters in ((32,) if quick else (8, 64)):
+            add(f"barriers k={k} iters={iters}", bsrc, "barriers", groups * ls,
+                [buf(4 * groups * ls), ival(iters)], {"iters": iters})
+
+    sgroups = 64
+    loads = 16 if quick else 32
+    for lstride in ((1, 16, 0) if quick else (1, 4, 16, 0)):
+        gstride = ls * lstride if lstride else 1
+        span = (sgroups - 1) * gstride + (ls - 1) * lstride + 1
+        add(f"strided l={lstride}", mb.STRIDED_SOURCE, "strided", sgroups * ls,
+            [buf(4 * span * loads), buf(4 * sgroups * ls), ival(lstride), ival(gstride),
+             ival(span), ival(loads)],
+            {"lstride": lstride, "gstride": gstride, "span": span, "loads": loads})
+    return out
+
+
+#: Kernel names of the calibration set (what the accuracy study must not evaluate on).
+CALIBRATION_KERNELS = ("empty", "calib_stream", "calib_fma", "calib_simple", "calib_exp",
+                       "calib_div", "lmem_read", "barriers", "strided")
+
+
+def _pad3(t: Sequence[int]) -> tuple[Optional[int], Optional[int], Optional[int]]:
+    v = [int(x) for x in t] + [None] * (3 - len(t))  # type: ignore[list-item]
+    return (v[0], v[1], v[2])
+
+
+def specialize_kernel(kernel: Kernel, global_size: Sequence[int],
+                      local_size: Optional[Sequence[int]] = None,
+                      values: Optional[Mapping[str, int]] = None) -> Kernel:
+    """``kernel`` re-extracted with its launch geometry and scalar arguments known.
+
+    Counting a specialized kernel gives plain numbers (and exact strides: with a known local
+    size ``get_global_id`` is affine in the group and local ids).
+    """
+    from polyfuse.frontend.opencl import specialize
+
+    scalars = {p.name for p in kernel.params if not p.pointer}
+    vals = tuple(sorted((k, int(v)) for k, v in (values or {}).items() if k in scalars))
+    ctx = KernelContext(_pad3(local_size) if local_size is not None else (None, None, None),
+                        _pad3(global_size), vals)
+    return specialize(kernel, ctx)
+
+
+def count_calibration_kernel(ck: CalibrationKernel, subgroup_size: Optional[int] = None
+                             ) -> KernelCounts:
+    """Counts of one calibration launch, from the same source it runs."""
+    from polyfuse.frontend.opencl import parse_kernels
+
+    kernel = parse_kernels(ck.source)[ck.kernel]
+    kernel = specialize_kernel(kernel, ck.global_size, ck.local_size, dict(ck.values))
+    return count_kernel(kernel, subgroup_size=subgroup_size)
+
+
+def _run_calibration_kernel(ck: CalibrationKernel, queue: Any, repeat: int) -> float:
+    """Median profiled seconds of one calibration launch (buffers filled with 0.25)."""
+    import pyopencl as cl
+
+    from polyfuse.runtime.device import build_kernel, time_kernel
+
+    ctx = queue.context
+    kernel = build_kernel(ctx, ck.source, ck.kernel)
+    args: list[Any] = []
+    for a in ck.args:
+        if a.kind == "buffer":
+            b = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, int(a.value))
+            cl.enqueue_fill_buffer(queue, b, np.float32(0.25), 0, int(a.value)).wait()
+            args.append(b)
+        elif a.kind == "int":
+            args.append(np.int32(a.value))
+        else:
+            args.append(np.float32(a.value))
+    res = time_kernel(queue, kernel, ck.global_size, ck.local_size, args, repeat=repeat,
+                      warmup=1)
+    return res.median
+
+
+# ----------------------------------------------------------------------------------------------
+# Calibration record
+# ----------------------------------------------------------------------------------------------
+
+
+def default_model_dir() -> Path:
+    """``$POLYFUSE_CACHE/model`` when set, else ``~/.cache/polyfuse/model``.
+
+    Same root convention as the autotuner's cache (``POLYFUSE_CACHE`` names the polyfuse cache
+    root shared by several caches).
+    """
+    root = os.environ.get("POLYFUSE_CACHE")
+    if root:
+        return Path(root).expanduser() / "model"
+    return Path("~/.cache/polyfuse/model").expanduser()
+
+
+@dataclass
+class Calibration:
+    """Fitted per-feature costs of one device (seconds per unit), the overlap exponent ``p``,
+    and the measurements they were fitted to."""
+
+    device_key: str
+    costs: dict[str, float]
+    p: float
+    subgroup_size: int
+    device: str = ""
+    quick: bool = False
+    created: str = ""
+    fit_rms_rel_error: float = 0.0
+    #: one record per calibration launch: label, kernel, features, measured and fitted seconds
+    samples: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def cost_vector(self) -> np.ndarray:
+        return np.array([float(self.costs.get(f, 0.0)) for f in FEATURES])
+
+    @property
+    def calibration_kernels(self) -> list[str]:
+        """Kernel names the costs were fitted on (exclude them when judging the model)."""
+        return sorted({s["kernel"] for s in self.samples})
+
+    def time(self, features: Features) -> float:
+        """Predicted seconds of one feature vector."""
+        return float(model_time(features.vector(), self.cost_vector, self.p)[0])
+
+    def breakdown(self, features: Features) -> dict[str, float]:
+        """The model's terms for ``features``: on-chip, memory, their smooth max, overheads."""
+        x = features.vector()
+        c = self.cost_vector
+        on = float(x[_ON] @ c[_ON])
+        mem = float(x[_MEM] @ c[_MEM])
+        ov = float(smooth_max(np.array(on), np.array(mem), self.p))
+        rest = {f: float(features.values.get(f, 0.0)) * self.costs.get(f, 0.0)
+                for f in OVERHEAD_FEATURES}
+        return {"on_chip": on, "memory": mem, "overlapped": ov, **rest,
+                "total": ov + sum(rest.values())}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "device_key": self.device_key, "device": self.device,
+                "created": self.created, "quick": self.quick, "p": self.p,
+                "subgroup_size": self.subgroup_size, "features": list(FEATURES),
+                "costs": {f: float(self.costs.get(f, 0.0)) for f in FEATURES},
+                "fit_rms_rel_error": self.fit_rms_rel_error, "samples": self.samples}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Calibration:
+        if d.get("schema") != SCHEMA:
+            raise PolyfuseError(f"not a polyfuse model calibration (schema {d.get('schema')!r})")
+        return cls(device_key=d["device_key"], costs={k: float(v) for k, v in d["costs"].items()},
+                   p=float(d["p"]), subgroup_size=int(d["subgroup_size"]),
+                   device=d.get("device", ""), quick=bool(d.get("quick", False)),
+                   created=d.get("created", ""),
+                   fit_rms_rel_error=float(d.get("fit_rms_rel_error", 0.0)),
+                   samples=list(d.get("samples", [])))
+
+    @staticmethod
+    def path_for(device_key: str, directory: Optional[Union[str, Path]] = None) -> Path:
+        """Where the calibration of ``device_key`` is cached."""
+        return Path(directory or default_model_dir()) / f"{device_key}.json"
+
+    def save(self, path: Optional[Union[str, Path]] = None) -> Path:
+        """Write the JSON (default: :meth:`path_for` this device) and return its path."""
+        out = Path(path) if path is not None else self.path_for(self.device_key)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        os.replace(tmp, out)  # atomic: a concurrent reader never sees half a file
+        return out
+
+    @classmethod
+    def load(cls, device: Any = None, *, path: Optional[Union[str, Path]] = None
+             ) -> Calibration:
+        """The cached calibration of ``device`` (default device) or of the file ``path``.
+
+        Raises :class:`FileNotFoundError` when there is none (:meth:`for_device` calibrates).
+        """
+        if path is None:
+            from polyfuse.runtime.device import device_key
+
+            path = cls.path_for(device_key(_device_of(device)))
+        return cls.from_dict(json.loads(Path(path).read_text()))
+
+    @classmethod
+    def for_device(cls, device: Any = None, *, quick: bool = False,
+                   progress: Progress = None) -> Calibration:
+        """The cached calibration of ``device``, calibrating (and caching) when there is none."""
+        try:
+            return cls.load(device)
+        except (FileNotFoundError, PolyfuseError, KeyError, ValueError):
+            cal = calibrate(device, quick=quick, progress=progress)
+            cal.save()
+            return cal
+
+
+def _device_of(device: Any) -> Any:
+    """A ``cl.Device`` for a spec, a context, a queue or a device (None: the default one)."""
+    import pyopencl as cl
+
+    if isinstance(device, cl.CommandQueue):
+        return device.device
+    if isinstance(device, cl.Context):
+        return device.devices[0]
+    from polyfuse.runtime.device import get_device
+
+    return get_device(device)
+
+
+def calibrate(device: Any = None, *, quick: bool = False, progress: Progress = None,
+              queue: Any = None, repeat: Optional[int] = None,
+              p_grid: Sequence[float] = P_GRID) -> Calibration:
+    """Measure the calibration set on ``device`` and fit the costs (module docstring).
+
+    ``quick`` uses fewer sizes and repeats (~10 s on a 2-core PoCL CPU; the full set ~30 s).
+    ``queue`` reuses a profiling queue.  The result is not saved (see :meth:`Calibration.save`).
+    """
+    from polyfuse.perf.counts import default_subgroup_size
+    from polyfuse.runtime.device import DeviceLimits, device_key, get_context
+
+    say = progress or (lambda _m: None)
+    if queue is None:
+        _, queue = get_context(_device_of(device) if device is not None else None)
+    lim = DeviceLimits.from_device(queue.device)
+    sg = lim.sub_group_size or lim.preferred_work_group_size_multiple or default_subgroup_size()
+    repeat = repeat or (5 if quick else 9)
+    t0 = time.perf_counter()
+    rows: list[np.ndarray] = []
+    times: list[float] = []
+    samples: list[dict[str, Any]] = []
+    for ck in calibration_kernels(quick, local_size=min(64, lim.max_work_group_size)):
+        feats = features_of(count_calibration_kernel(ck, sg))
+        t = _run_calibration_kernel(ck, queue, repeat)
+        if not t > 0:
+            continue
+        rows.append(feats.vector())
+        times.append(t)
+        samples.append({"label": ck.label, "kernel": ck.kernel, "features": feats.to_dict(),
+                        "measured": t})
+        say(f"calibrate: {ck.label:28s} {t * 1e6:10.1f} us")
+    x = np.array(rows)
+    tm = np.array(times)
+    costs, p, rms = fit_model(x, tm, p_grid)
+    fitted = model_time(x, costs, p)
+    for s, f in zip(samples, fitted):
+        s["fitted"] = float(f)
+    say(f"calibrate: p = {p:g}, rms relative error {rms:.1%} over {len(tm)} launches "
+        f"({time.perf_counter() - t0:.1f} s)")
+    return Calibration(
+        device_key=device_key(lim), costs=dict(zip(FEATURES, map(float, costs))), p=p,
+        subgroup_size=int(sg), device=lim.name, quick=quick,
+        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        fit_rms_rel_error=rms, samples=samples)
+
+
+# ----------------------------------------------------------------------------------------------
+# Prediction
+# ----------------------------------------------------------------------------------------------
+
+
+Target = Union[Kernel, Program, KernelCounts, Any]
+
+
+def _resolve(calibration: Optional[Calibration]) -> Calibration:
+    return calibration if calibration is not None else Calibration.for_device()
+
+
+def features_of_target(target: Target, params: Optional[Mapping[str, int]] = None, *,
+                       global_size: Optional[Sequence[int]] = None,
+                       local_size: Optional[Sequence[int]] = None,
+                       subgroup_size: Optional[int] = None) -> Features:
+    """Summed features of a Kernel (+ geometry), an oplib ``OpKernel``, counts or a Program."""
+    params = dict(params or {})
+    if isinstance(target, KernelCounts):
+        return features_of(target, params)
+    if isinstance(target, Program):
+        total = Features(dict.fromkeys(FEATURES, 0.0))
+        for kc in count_program(target, subgroup_size=subgroup_size, values=params).values():
+            total = total + features_of(kc, params)
+        return total
+    if isinstance(target, Kernel):
+        kernel = target
+        if global_size is not None:
+            kernel = specialize_kernel(kernel, global_size, local_size, params)
+        return features_of(count_kernel(kernel, subgroup_size=subgroup_size), params)
+    if hasattr(target, "source") and hasattr(target, "global_size") and hasattr(target, "name"):
+        from polyfuse.frontend.opencl import parse_kernels  # an oplib OpKernel
+
+        kernel = parse_kernels(target.source)[target.name]
+        kernel = specialize_kernel(kernel, global_size or target.global_size,
+                                   local_size or target.local_size, params)
+        return features_of(count_kernel(kernel, subgroup_size=subgroup_size), params)
+    raise TypeError(f"cannot predict the time of a {type(target).__name__}")
+
+
+def predict(target: Target, params: Optional[Mapping[str, int]] = None,
+            calibration: Optional[Calibration] = None, *,
+            global_size: Optional[Sequence[int]] = None,
+            local_size: Optional[Sequence[int]] = None) -> float:
+    """Predicted device seconds of ``target``.
+
+    ``target`` is a :class:`~polyfuse.program.Kernel` (with ``global_size``/``local_size`` and
+    scalar arguments in ``params``, or already specialized), an oplib ``OpKernel`` (its own
+    geometry), a :class:`~polyfuse.perf.counts.KernelCounts`, or a whole
+    :class:`~polyfuse.program.Program` (every launch, host loops included, summed; ``params``
+    fixes host values such as ``n``).  ``calibration`` defaults to the cached one of the default
+    device (calibrating once if there is none).  Counting uses the calibration's sub-group size
+    so features mean what they meant when the costs were fitted.
+    """
+    cal = _resolve(calibration)
+    feats = features_of_target(target, params, global_size=global_size, local_size=local_size,
+                               subgroup_size=cal.subgroup_size)
+    return cal.time(feats)
+
+
+def rank_variants(programs: Sequence[Target], calibration: Optional[Calibration] = None, *,
+                  params: Optional[Mapping[str, int]] = None) -> list[tuple[int, float]]:
+    """``(index, predicted seconds)`` of every program, fastest predicted first.
+
+    A program the model cannot predict (a count it cannot bound, an unknown size) gets ``inf``
+    and sorts last rather than being dropped: the autotuner should still time it.
+    """
+    cal = _resolve(calibration)
+    out: list[tuple[int, float]] = []
+    for i, prog in enumerate(programs):
+        try:
+            t = predict(prog, params, cal)
+        except (PolyfuseError, TypeError, ValueError, ZeroDivisionError):
+            t = math.inf
+        out.append((i, t))
+    return sorted(out, key=lambda it: (it[1], it[0]))
+
+
+def prune_variants(programs: Sequence[Target], calibration: Optional[Calibration] = None, *,
+                   params: Optional[Mapping[str, int]] = None, factor: float = 2.0
+                   ) -> list[int]:
+    """Indices (in input order) of the programs worth timing: predicted within ``factor`` of the
+    best prediction, plus every program the model could not predict."""
+    ranked = rank_variants(programs, calibration, params=params)
+    finite = [t for _, t in ranked if math.isfinite(t)]
+    if not finite:
+        return [i for i, _ in sorted(ranked)]
+    best = min(finite)
+    return sorted(i for i, t in ranked if not math.isfinite(t) or t <= factor * best)
+
+
+__all__ = [
+    "CALIBRATION_KERNELS", "FEATURES", "MEMORY_FEATURES", "ONCHIP_FEATURES",
+    "OVERHEAD_FEATURES", "P_GRID", "Calibration", "CalibrationKernel", "Features",
+    "calibrate", "calibration_kernels", "count_calibration_kernel", "default_model_dir",
+    "dtype_bytes", "features_of", "features_of_target", "fit_costs", "fit_model",
+    "model_time", "nnls", "op_class", "predict", "prune_variants", "rank_variants",
+    "smooth_max", "specialize_kernel", "stride_class",
+]
