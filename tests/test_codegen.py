@@ -266,3 +266,22 @@ def test_planned_examples_verify(example: str) -> None:
     fused = generate(plan_fusion(polyfuse.build_uar(p)))
     assert all(g.kernel for g in fused.plan.groups)
     check(p, fused, {n: 300 for n in p.params})
+
+
+def test_build_failure_names_source_line_and_plan_group(monkeypatch):
+    """A generated kernel that does not compile is reported at its line in fused.cl, with the
+    plan group that produced it (here a constant-propagated value is made undeclared)."""
+    from pycparser import c_ast
+
+    import polyfuse
+    from polyfuse.codegen import fuse as fuse_mod
+
+    root = Path(__file__).resolve().parent.parent / "examples" / "stencil3"
+    program = polyfuse.load_opencl(str(root / "kernels.cl"), host=str(root / "host.c"))
+    plan = polyfuse.plan_fusion(polyfuse.build_uar(program))
+    monkeypatch.setattr(fuse_mod, "literal", lambda value, ctype: c_ast.ID("pf_undeclared"))
+    with pytest.raises(polyfuse.PolyfuseError) as info:
+        polyfuse.generate(plan)
+    err = info.value
+    assert err.file == "fused.cl" and err.line and err.line > 1
+    assert "plan group" in str(err) and "pf_undeclared" in str(err)

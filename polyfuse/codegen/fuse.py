@@ -977,7 +977,8 @@ def _build_or_explain(source: str, lines: Mapping[int, tuple[int, int]],
             except cl.Error:
                 pass
         log = log.strip() or str(err)
-    m = re.search(r"^[^:\n]*:(\d+):\d+: error: (.*)$", log, re.M)
+    # clang prints "FILE:LINE:COL: error: MSG"; PoCL 3.x "error: FILE:LINE:COL: MSG"
+    m = re.search(r"^(?:error: )?[^\s:]*:(\d+):\d+: (?:error: )?(.*)$", log, re.M)
     if m:
         ln = int(m.group(1))
         grp = [gid for gid, (a, b) in lines.items() if a <= ln <= b]
