@@ -345,6 +345,9 @@ class Program:
     context: str = "{ : }"
     name: str = "program"
     files: tuple[str, ...] = ()
+    #: initial contents of root buffers by name (e.g. an ONNX model's weights): every run starts
+    #: from them unless told otherwise, so results use the real data, not random stand-ins
+    data: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def launches(self) -> tuple[Launch, ...]:

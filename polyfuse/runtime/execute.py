@@ -17,7 +17,8 @@ reproducible:
   smallest element count of any root buffer (at most 1024), so integer buffers used as indices
   stay in bounds of every buffer.  Each buffer's data depends only on the seed, its name, size
   and dtype, so two programs sharing buffer names get the same inputs.  ``inputs`` overrides a
-  buffer's initial contents (converted to its element type; shorter arrays fill a prefix).
+  buffer's initial contents (converted to its element type; shorter arrays fill a prefix);
+  ``Program.data`` (e.g. ONNX initializers) gives default contents that ``inputs`` may override.
 * **Host operations** run in order with host loops unrolled.  The host side keeps a *mirror* per
   root buffer holding the same initial contents: ``write`` uploads the mirror's range (what the
   host program would upload is unknown to polyfuse; the mirror is the stand-in), ``read``
@@ -356,7 +357,8 @@ class _Executor:
         self.ctx = ctx
         self.queue = queue
         self.device = queue.device
-        inputs = dict(inputs or {})
+        # the program's own data (ONNX initializers) is the default; explicit inputs win
+        inputs = {**dict(getattr(program, "data", None) or {}), **dict(inputs or {})}
         unknown = sorted(set(inputs) - set(program.buffers))
         if unknown:
             raise PolyfuseError(f"inputs name unknown buffers: {', '.join(unknown)} (program "

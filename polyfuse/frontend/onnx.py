@@ -1,0 +1,776 @@
+"""The ONNX front-end: a model graph becomes a :class:`~polyfuse.program.Program`.
+
+Why it looks the way it does:
+
+* **One launch per node, real kernels.**  Each node that computes on the device becomes one launch
+  of the :mod:`polyfuse.oplib` kernel specialized to its static shapes, so the polyhedral
+  analysis sees exactly what a hand-written OpenCL program would show it (tiled GEMMs with
+  ``__local`` tiles and barriers, work-group reductions, element-wise kernels) and fusion works
+  on the same terms as for C host programs.
+* **Shapes are static.**  polyfuse's analysis is exact only with every size known, so dynamic
+  dimensions must be given (``params`` by ``dim_param`` name) and shape sub-graphs (``Shape``,
+  ``Gather``, ``Concat``, ... on constants) are folded on the host with numpy instead of being
+  launched: PyTorch exports are full of them and they compute sizes, not data.
+* **Re-views are aliases, not copies.**  ``Reshape``, ``Flatten``, ``Squeeze``, ``Unsqueeze``,
+  ``Identity`` and a float-to-float ``Cast`` do not move data in a contiguous row-major layout,
+  so their output tensor names the input's buffer.  A copy kernel would put a launch (and a
+  dependence the planner must reason about) where the original computation has none; with
+  aliases, BERT's ``MatMul → Add → Reshape → Transpose`` is three launches on one buffer chain.
+* **Weights travel with the program.**  Initializers that a kernel reads become buffers whose
+  contents are in :attr:`Program.data`, which every run uses as its initial contents, so
+  verification and ``polyfuse run`` compute with the model's real weights; graph inputs are
+  buffers written by a host ``write`` op and graph outputs are read back by a blocking ``read``.
+* **Errors name the place.**  Every refusal is a :class:`~polyfuse.program.PolyfuseError` whose
+  ``file`` is the model path and whose one-line message names the node, operator, input or
+  attribute (oplib's :class:`~polyfuse.program.UnsupportedError` is re-raised with the node name).
+"""
+
+from __future__ import annotations
+
+import keyword
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import numpy as np
+
+from polyfuse.program import PolyfuseError, Program, UnsupportedError
+
+#: ONNX default-domain opsets this front-end reads (the oplib implements their semantics).
+MIN_OPSET, MAX_OPSET = 13, 20
+
+#: Operators that only re-view contiguous memory: their output aliases the input buffer.
+ALIAS_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Cast"})
+
+#: Inputs that the oplib takes as static attributes (by ONNX input position), not as buffers.
+STATIC_INPUTS: dict[str, dict[int, str]] = {
+    "Reshape": {1: "shape"},
+    "Slice": {1: "starts", 2: "ends", 3: "axes", 4: "steps"},
+    "ReduceMean": {1: "axes"},
+    "ReduceSum": {1: "axes"},
+    "Squeeze": {1: "axes"},
+    "Unsqueeze": {1: "axes"},
+    "Split": {1: "split"},
+    "Expand": {1: "shape"},
+}
+
+#: Kernel-buffer element types by the dtype names oplib's ``input_dtypes`` uses.
+_BUFFER_TYPES = {"float32": "float", "int32": "int", "bool": "uchar"}
+_NP_OF_BUFFER = {"float": np.dtype(np.float32), "int": np.dtype(np.int32),
+                 "uchar": np.dtype(np.bool_)}
+
+_C_RESERVED = {
+    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
+    "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register",
+    "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef",
+    "union", "unsigned", "void", "volatile", "while", "bool", "half", "kernel", "global",
+    "local", "constant", "private", "uchar", "uint", "ulong", "ushort", "host",
+}
+#: Name prefixes the code generator reserves for its own identifiers.
+_RESERVED_PREFIX = re.compile(r"^(pf_|f\d+_|F_[hgl]\d|_)")
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """A graph input or output: its ONNX name, the buffer that holds it, shape and dtype."""
+
+    name: str
+    buffer: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+
+@dataclass(frozen=True)
+class OnnxModel:
+    """What :func:`load_onnx_model` produced: the program and how graph I/O maps to buffers."""
+
+    path: str
+    program: Program
+    inputs: tuple[TensorInfo, ...]
+    outputs: tuple[TensorInfo, ...]
+    #: node name -> what happened to it ("launch <kernel>", "alias of <buffer>", "folded")
+    nodes: Mapping[str, str] = field(default_factory=dict)
+    #: number of nodes in the graph
+    op_count: int = 0
+
+
+def _import_onnx() -> Any:
+    try:
+        import onnx
+    except ImportError:  # pragma: no cover - onnx is a dependency
+        raise PolyfuseError("the ONNX front-end needs the 'onnx' package "
+                            "(pip install 'onnx>=1.14')") from None
+    return onnx
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[0] if lines else type(err).__name__
+
+
+def _identifier(text: str, fallback: str) -> str:
+    """A C identifier derived from an ONNX name (kept readable, never reserved)."""
+    name = re.sub(r"[^A-Za-z0-9_]+", "_", text).strip("_")
+    name = re.sub(r"__+", "_", name) or fallback
+    if name[0].isdigit() or name in _C_RESERVED or keyword.iskeyword(name) or \
+            _RESERVED_PREFIX.match(name):
+        name = f"t_{name}"
+    return name
+
+
+# ----------------------------------------------------------------------------------------------
+# Reading and checking the file
+# ----------------------------------------------------------------------------------------------
+
+
+def _read_model(path: str) -> Any:
+    """Load, check external data, opset and structure; return the ``ModelProto``."""
+    onnx = _import_onnx()
+    from google.protobuf.message import DecodeError
+
+    if not os.path.isfile(path):
+        raise PolyfuseError("no such ONNX file", path)
+    try:
+        model = onnx.load(path, load_external_data=False)
+    except (DecodeError, ValueError, RuntimeError, OSError) as err:
+        raise PolyfuseError(f"malformed ONNX file: {_first_line(err)}", path) from None
+    if not model.HasField("graph"):
+        raise PolyfuseError("malformed ONNX file: no graph in the model", path)
+    base = os.path.dirname(os.path.abspath(path))
+    from onnx.external_data_helper import uses_external_data
+
+    for tensor in _all_tensors(model):
+        if uses_external_data(tensor):
+            info = {e.key: e.value for e in tensor.external_data}
+            loc = info.get("location", "")
+            full = os.path.normpath(os.path.join(base, loc))
+            if not loc or not os.path.isfile(full):
+                raise PolyfuseError(f"initializer '{tensor.name}': external data file "
+                                    f"'{loc}' not found (looked in {base})", path)
+    try:
+        onnx.load_external_data_for_model(model, base)
+    except (OSError, ValueError, RuntimeError) as err:
+        raise PolyfuseError(f"cannot read external data: {_first_line(err)}", path) from None
+    opset = None
+    for imp in model.opset_import:
+        if imp.domain in ("", "ai.onnx"):
+            opset = int(imp.version)
+    if opset is None:
+        raise PolyfuseError("malformed ONNX file: no default-domain opset import", path)
+    if not MIN_OPSET <= opset <= MAX_OPSET:
+        raise UnsupportedError(f"opset {opset} is not supported (polyfuse reads opsets "
+                               f"{MIN_OPSET}-{MAX_OPSET}; convert with "
+                               "onnx.version_converter)", path)
+    try:
+        onnx.checker.check_model(model)
+    except (onnx.checker.ValidationError, ValueError) as err:
+        raise PolyfuseError(f"invalid ONNX model: {_first_line(err)}", path) from None
+    return model
+
+
+def _all_tensors(model: Any) -> list[Any]:
+    out = list(model.graph.initializer)
+    for node in model.graph.node:
+        for attr in node.attribute:
+            if attr.HasField("t"):
+                out.append(attr.t)
+    return out
+
+
+def _fix_inputs(model: Any, params: Mapping[str, int], path: str) -> None:
+    """Replace dynamic input dimensions by the values in ``params``, or fail naming them."""
+    inits = {t.name for t in model.graph.initializer}
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        if not vi.type.HasField("tensor_type"):
+            raise UnsupportedError(f"input '{vi.name}' is not a tensor", path)
+        tt = vi.type.tensor_type
+        if not tt.HasField("shape"):
+            raise PolyfuseError(f"input '{vi.name}' has no shape: polyfuse needs static shapes",
+                                path)
+        for d, dim in enumerate(tt.shape.dim):
+            if dim.HasField("dim_value") and dim.dim_value > 0:
+                continue
+            if dim.HasField("dim_param") and dim.dim_param in params:
+                value = int(params[dim.dim_param])
+                if value < 1:
+                    raise PolyfuseError(f"params['{dim.dim_param}'] = {value} must be >= 1", path)
+                dim.ClearField("dim_param")
+                dim.dim_value = value
+                continue
+            if dim.HasField("dim_param") and dim.dim_param:
+                raise PolyfuseError(
+                    f"input '{vi.name}' dimension {d} ('{dim.dim_param}') is dynamic: give its "
+                    f"value with params={{'{dim.dim_param}': N}} (--param "
+                    f"{dim.dim_param}=N)", path)
+            raise PolyfuseError(f"input '{vi.name}' dimension {d} is unknown: polyfuse needs "
+                                "static shapes (export with fixed sizes)", path)
+
+
+def _infer_shapes(model: Any, path: str) -> Any:
+    """ONNX shape inference, strict unless the graph uses operators of other domains."""
+    onnx = _import_onnx()
+    other_domains = any(n.domain not in ("", "ai.onnx") for n in model.graph.node)
+    try:
+        return onnx.shape_inference.infer_shapes(model, check_type=True,
+                                                 strict_mode=not other_domains, data_prop=True)
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError,
+            RuntimeError) as err:
+        raise PolyfuseError(f"shape inference failed: {_first_line(err)}", path) from None
+
+
+# ----------------------------------------------------------------------------------------------
+# Host evaluation of constant sub-graphs
+# ----------------------------------------------------------------------------------------------
+
+
+def _np_dtype(onnx_type: int) -> Optional[np.dtype]:
+    from onnx import helper
+
+    try:
+        return np.dtype(helper.tensor_dtype_to_np_dtype(onnx_type))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _attrs(node: Any, where: str, path: str) -> dict[str, Any]:
+    """Node attributes as Python values (tensors as numpy arrays); graphs are refused."""
+    from onnx import AttributeProto, helper, numpy_helper
+
+    out: dict[str, Any] = {}
+    for attr in node.attribute:
+        if attr.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS):
+            raise UnsupportedError(f"{where}: attribute '{attr.name}' is a sub-graph "
+                                   "(control flow is not supported)", path)
+        if attr.type == AttributeProto.TENSOR:
+            out[attr.name] = numpy_helper.to_array(attr.t)
+            continue
+        if attr.ref_attr_name:
+            raise UnsupportedError(f"{where}: attribute '{attr.name}' refers to a function "
+                                   "attribute", path)
+        value = helper.get_attribute_value(attr)
+        if isinstance(value, bytes):
+            value = value.decode()
+        elif isinstance(value, list) and value and isinstance(value[0], bytes):
+            value = [v.decode() for v in value]
+        out[attr.name] = value
+    return out
+
+
+def _axes(values: Any, rank: int) -> list[int]:
+    return sorted(int(a) + rank if int(a) < 0 else int(a) for a in np.ravel(values))
+
+
+def _reshape_target(shape: Sequence[int], target: Sequence[int], allowzero: int) -> tuple:
+    """ONNX Reshape's output shape (0 copies the input dimension unless allowzero, -1 infers)."""
+    out = [int(shape[i]) if (int(t) == 0 and not allowzero) else int(t)
+           for i, t in enumerate(target)]
+    if out.count(-1) == 1:
+        known = int(np.prod([d for d in out if d != -1]))
+        out[out.index(-1)] = int(np.prod(shape)) // max(known, 1)
+    return tuple(out)
+
+
+def _slice(x: np.ndarray, starts: Any, ends: Any, axes: Any, steps: Any) -> np.ndarray:
+    """numpy slicing with ONNX's clamping (an end before the start of a reversed axis is None)."""
+    starts, ends = np.ravel(starts), np.ravel(ends)
+    axes = np.ravel(axes) if axes is not None else np.arange(len(starts))
+    steps = np.ravel(steps) if steps is not None else np.ones(len(starts), np.int64)
+    index = [slice(None)] * x.ndim
+    for s, e, a, k in zip(starts, ends, axes, steps):
+        a = int(a) + x.ndim if int(a) < 0 else int(a)
+        end: Optional[int] = int(e)
+        if int(k) < 0 and int(e) < -x.shape[a]:
+            end = None
+        index[a] = slice(int(s), end, int(k))
+    return x[tuple(index)]
+
+
+def _flatten(x: np.ndarray, axis: int) -> np.ndarray:
+    axis = axis + x.ndim if axis < 0 else axis
+    return x.reshape(int(np.prod(x.shape[:axis], dtype=np.int64)), -1)
+
+
+def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if np.issubdtype(a.dtype, np.integer):
+        return np.trunc(np.true_divide(a, b)).astype(a.dtype)
+    return np.divide(a, b).astype(a.dtype)
+
+
+FoldFn = Callable[[list[Optional[np.ndarray]], dict[str, Any], list[tuple]], list[np.ndarray]]
+
+
+def _fold_constant(ins: list, at: dict, shapes: list) -> list[np.ndarray]:
+    if "value" in at:
+        return [np.asarray(at["value"])]
+    for key, dt in (("value_float", np.float32), ("value_floats", np.float32),
+                    ("value_int", np.int64), ("value_ints", np.int64)):
+        if key in at:
+            return [np.asarray(at[key], dtype=dt)]
+    raise KeyError(f"attribute '{sorted(at)[0]}'" if at else "attribute 'value'")
+
+
+def _fold_shape(ins: list, at: dict, shapes: list) -> list[np.ndarray]:
+    shape = np.asarray(shapes[0], dtype=np.int64)
+    rank = len(shape)
+    start = int(at.get("start", 0))
+    end = at.get("end")
+    start = start + rank if start < 0 else start
+    stop = rank if end is None else (int(end) + rank if int(end) < 0 else int(end))
+    return [shape[max(0, min(start, rank)):max(0, min(stop, rank))]]
+
+
+def _fold_cast(ins: list, at: dict, shapes: list) -> list[np.ndarray]:
+    dt = _np_dtype(int(at["to"]))
+    if dt is None:
+        raise KeyError("attribute 'to'")
+    return [ins[0].astype(dt)]
+
+
+def _fold_constant_of_shape(ins: list, at: dict, shapes: list) -> list[np.ndarray]:
+    value = np.asarray(at.get("value", np.zeros(1, np.float32)))
+    return [np.full(tuple(int(d) for d in ins[0]), value.ravel()[0], dtype=value.dtype)]
+
+
+def _fold_squeeze(ins: list, at: dict, shapes: list) -> list[np.ndarray]:
+    axes = ins[1] if len(ins) > 1 and ins[1] is not None else at.get("axes")
+    if axes is None:
+        return [np.squeeze(ins[0])]
+    return [np.squeeze(ins[0], axis=tuple(_axes(axes, ins[0].ndim)))]
+
+
+def _fold_unsqueeze(ins: list, at: dict, shapes: list) -> list[np.ndarray]:
+    axes = ins[1] if len(ins) > 1 and ins[1] is not None else at.get("axes")
+    rank = ins[0].ndim + len(np.ravel(axes))
+    out = ins[0]
+    for a in _axes(axes, rank):
+        out = np.expand_dims(out, a)
+    return [out]
+
+
+def _fold_split(ins: list, at: dict, shapes: list) -> list[np.ndarray]:
+    x = ins[0]
+    axis = int(at.get("axis", 0))
+    split = ins[1] if len(ins) > 1 and ins[1] is not None else at.get("split")
+    if split is None:
+        n = int(at.get("num_outputs", len(shapes) - 1))
+        return list(np.array_split(x, n, axis=axis))
+    return list(np.split(x, np.cumsum(np.ravel(split))[:-1], axis=axis))
+
+
+_FOLDERS: dict[str, FoldFn] = {
+    "Constant": _fold_constant,
+    "ConstantOfShape": _fold_constant_of_shape,
+    "Shape": _fold_shape,
+    "Size": lambda ins, at, sh: [np.asarray(int(np.prod(sh[0])), np.int64)],
+    "Identity": lambda ins, at, sh: [ins[0]],
+    "Cast": _fold_cast,
+    "Gather": lambda ins, at, sh: [np.take(ins[0], ins[1].astype(np.int64),
+                                           axis=int(at.get("axis", 0)))],
+    "Slice": lambda ins, at, sh: [_slice(ins[0], ins[1], ins[2], *(ins[3:5] + [None] * 2)[:2])],
+    "Concat": lambda ins, at, sh: [np.concatenate([np.atleast_1d(a) if a.ndim == 0 else a
+                                                   for a in ins if a is not None],
+                                                  axis=int(at["axis"]))],
+    "Squeeze": _fold_squeeze,
+    "Unsqueeze": _fold_unsqueeze,
+    "Reshape": lambda ins, at, sh: [ins[0].reshape(_reshape_target(
+        ins[0].shape, ins[1], int(at.get("allowzero", 0))))],
+    "Flatten": lambda ins, at, sh: [_flatten(ins[0], int(at.get("axis", 1)))],
+    "Transpose": lambda ins, at, sh: [np.transpose(ins[0], at.get("perm"))],
+    "Expand": lambda ins, at, sh: [ins[0] * np.ones(tuple(int(d) for d in ins[1]),
+                                                    dtype=ins[0].dtype)],
+    "Range": lambda ins, at, sh: [np.arange(ins[0], ins[1], ins[2]).astype(ins[0].dtype)],
+    "Add": lambda ins, at, sh: [(ins[0] + ins[1]).astype(ins[0].dtype)],
+    "Sub": lambda ins, at, sh: [(ins[0] - ins[1]).astype(ins[0].dtype)],
+    "Mul": lambda ins, at, sh: [(ins[0] * ins[1]).astype(ins[0].dtype)],
+    "Div": lambda ins, at, sh: [_div(ins[0], ins[1])],
+    "Neg": lambda ins, at, sh: [-ins[0]],
+    "Equal": lambda ins, at, sh: [np.equal(ins[0], ins[1])],
+    "Where": lambda ins, at, sh: [np.where(ins[0], ins[1], ins[2])],
+    "Split": _fold_split,
+}
+
+#: Ops folded when only their input's *shape* is needed (its value may live on the device).
+_SHAPE_ONLY = frozenset({"Shape", "Size"})
+
+
+# ----------------------------------------------------------------------------------------------
+# The translation
+# ----------------------------------------------------------------------------------------------
+
+
+class _Translator:
+    """Walks the (topologically sorted) nodes once, building buffers, host ops and launches."""
+
+    def __init__(self, model: Any, path: str, max_wg: int, local_mem: int):
+        from polyfuse.oplib import op_kernel
+
+        self.op_kernel = op_kernel
+        self.model = model
+        self.path = path
+        self.max_wg = max_wg
+        self.local_mem = local_mem
+        self.graph = model.graph
+        self.consts: dict[str, np.ndarray] = {}
+        self.shapes: dict[str, tuple[int, ...]] = {}
+        self.types: dict[str, int] = {}
+        self.tensor_buffer: dict[str, str] = {}  # tensor name -> buffer
+        self.buffers: dict[str, tuple[int, str]] = {}  # buffer -> (bytes, element type)
+        self.data: dict[str, np.ndarray] = {}
+        self.ops: list[tuple] = []  # ("write"|"read", buffer) or ("launch", OpKernel, args)
+        self.kernels: dict[str, Any] = {}  # kernel name -> OpKernel
+        self.names: set[str] = set()
+        self.nodes: dict[str, str] = {}
+        self._collect_value_info()
+
+    def error(self, message: str, cls: type = PolyfuseError) -> PolyfuseError:
+        return cls(message, self.path)
+
+    # -- shapes and types ------------------------------------------------------------------
+    def _collect_value_info(self) -> None:
+        from onnx import numpy_helper
+
+        g = self.graph
+        for vi in list(g.input) + list(g.value_info) + list(g.output):
+            tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+            if tt is None:
+                continue
+            if tt.elem_type:
+                self.types[vi.name] = tt.elem_type
+            if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
+                self.shapes[vi.name] = tuple(int(d.dim_value) for d in tt.shape.dim)
+        for init in g.initializer:
+            try:
+                self.consts[init.name] = numpy_helper.to_array(init)
+            except (ValueError, TypeError) as err:
+                raise self.error(f"initializer '{init.name}' cannot be read: "
+                                 f"{_first_line(err)}") from None
+            self.shapes[init.name] = tuple(self.consts[init.name].shape)
+            self.types[init.name] = init.data_type
+
+    def shape(self, tensor: str, where: str) -> tuple[int, ...]:
+        if tensor in self.consts:
+            return tuple(self.consts[tensor].shape)
+        if tensor in self.shapes:
+            return self.shapes[tensor]
+        raise self.error(f"{where}: tensor '{tensor}' has an unknown shape after shape "
+                         "inference (polyfuse needs static shapes)")
+
+    def np_type(self, tensor: str) -> Optional[np.dtype]:
+        if tensor in self.consts:
+            return self.consts[tensor].dtype
+        t = self.types.get(tensor)
+        return _np_dtype(t) if t else None
+
+    # -- buffers ---------------------------------------------------------------------------
+    def new_name(self, text: str, fallback: str) -> str:
+        base = _identifier(text, fallback)
+        name, i = base, 1
+        while name in self.names:
+            i += 1
+            name = f"{base}_{i}"
+        self.names.add(name)
+        return name
+
+    def new_buffer(self, tensor: str, shape: Sequence[int], ctype: str) -> str:
+        name = self.new_name(tensor, "t")
+        itemsize = _NP_OF_BUFFER[ctype].itemsize if ctype != "uchar" else 1
+        nbytes = int(np.prod(shape, dtype=np.int64)) * itemsize
+        if nbytes <= 0:
+            raise self.error(f"tensor '{tensor}' has shape {tuple(shape)} with no elements "
+                             "(empty tensors are not supported)", UnsupportedError)
+        self.buffers[name] = (nbytes, ctype)
+        self.tensor_buffer[tensor] = name
+        return name
+
+    def const_buffer(self, tensor: str, ctype: str, where: str) -> str:
+        """The buffer holding a host constant that a kernel reads (made once per tensor)."""
+        if tensor in self.tensor_buffer:
+            buf = self.tensor_buffer[tensor]
+            if self.buffers[buf][1] != ctype:
+                raise self.error(f"{where}: constant '{tensor}' is used as {ctype} and as "
+                                 f"{self.buffers[buf][1]}", UnsupportedError)
+            return buf
+        value = self.consts[tensor]
+        value = self.convert(value, ctype, f"{where}: constant '{tensor}'")
+        buf = self.new_buffer(tensor, value.shape, ctype)
+        self.data[buf] = np.ascontiguousarray(value).reshape(-1)
+        return buf
+
+    def convert(self, value: np.ndarray, ctype: str, what: str) -> np.ndarray:
+        if ctype == "float":
+            if value.dtype != np.float32:
+                raise self.error(f"{what} is {value.dtype}; only float32 tensors are supported "
+                                 "here", UnsupportedError)
+            return value
+        if ctype == "int":
+            if value.dtype not in (np.int32, np.int64):
+                raise self.error(f"{what} is {value.dtype}; indices must be int32 or int64",
+                                 UnsupportedError)
+            if value.size and (value.max() > np.iinfo(np.int32).max
+                               or value.min() < np.iinfo(np.int32).min):
+                raise self.error(f"{what} does not fit in int32", UnsupportedError)
+            return value.astype(np.int32)
+        if value.dtype != np.bool_:
+            raise self.error(f"{what} is {value.dtype}; a Where condition must be bool",
+                             UnsupportedError)
+        return value.astype(np.uint8)
+
+    # -- graph inputs and outputs ----------------------------------------------------------
+    def graph_inputs(self) -> list[TensorInfo]:
+        infos = []
+        inits = {t.name for t in self.graph.initializer}
+        for vi in self.graph.input:
+            if vi.name in inits:
+                continue
+            shape = self.shape(vi.name, f"input '{vi.name}'")
+            dt = self.np_type(vi.name)
+            if dt == np.float32:
+                ctype = "float"
+            elif dt in (np.int64, np.int32):
+                ctype = "int"
+            elif dt == np.bool_:
+                ctype = "uchar"
+            else:
+                raise self.error(f"input '{vi.name}' has element type {dt}; polyfuse supports "
+                                 "float32 tensors (int32/int64 only as Gather indices, bool "
+                                 "only as a Where condition)", UnsupportedError)
+            buf = self.new_buffer(vi.name, shape, ctype)
+            self.ops.append(("write", buf))
+            infos.append(TensorInfo(vi.name, buf, shape, np.dtype(dt)))
+        return infos
+
+    def graph_outputs(self) -> list[TensorInfo]:
+        infos = []
+        for vi in self.graph.output:
+            name = vi.name
+            if name in self.tensor_buffer:
+                buf = self.tensor_buffer[name]
+            elif name in self.consts:
+                value = self.consts[name]
+                ctype = {np.dtype(np.float32): "float", np.dtype(np.int32): "int",
+                         np.dtype(np.int64): "int", np.dtype(np.bool_): "uchar"}.get(
+                             value.dtype)
+                if ctype is None:
+                    raise self.error(f"output '{name}' is a constant of type {value.dtype}, "
+                                     "which polyfuse cannot hold in a buffer", UnsupportedError)
+                buf = self.const_buffer(name, ctype, f"output '{name}'")
+            else:
+                raise self.error(f"output '{name}' is not produced by any node")
+            self.ops.append(("read", buf))
+            shape = self.shape(name, f"output '{name}'")
+            dt = self.np_type(name) or np.dtype(np.float32)
+            infos.append(TensorInfo(name, buf, tuple(shape), np.dtype(dt)))
+        return infos
+
+    # -- nodes -----------------------------------------------------------------------------
+    def node(self, index: int, node: Any) -> None:
+        op = node.op_type
+        label = node.name or f"{op}_{index}"
+        where = f"node '{label}' ({op})"
+        if node.domain not in ("", "ai.onnx"):
+            raise self.error(f"{where}: operator domain '{node.domain}' is not supported",
+                             UnsupportedError)
+        attrs = _attrs(node, where, self.path)
+        ins = list(node.input)
+        present = [t for t in ins if t]
+        if op in _FOLDERS and self.foldable(op, present):
+            self.fold(node, op, attrs, where)
+            self.nodes[label] = "folded on the host"
+            return
+        if op in ALIAS_OPS and self.alias(node, op, attrs, where):
+            self.nodes[label] = f"alias of {self.tensor_buffer[node.output[0]]}"
+            return
+        self.launch(index, node, op, label, attrs, where)
+
+    def foldable(self, op: str, present: list[str]) -> bool:
+        if op in _SHAPE_ONLY:
+            return True
+        return all(t in self.consts for t in present)
+
+    def fold(self, node: Any, op: str, attrs: dict[str, Any], where: str) -> None:
+        ins = [self.consts.get(t) if t else None for t in node.input]
+        shapes = [self.shape(t, where) if t else () for t in node.input]
+        shapes += [()] * len(node.output)
+        try:
+            outs = _FOLDERS[op](ins, attrs, shapes)
+        except KeyError as err:
+            raise self.error(f"{where}: {err.args[0] if err.args else 'attribute'} is missing "
+                             "or not supported", UnsupportedError) from None
+        except (ValueError, TypeError, IndexError, np.AxisError) as err:
+            raise self.error(f"{where}: cannot evaluate on the host: {_first_line(err)}"
+                             ) from None
+        for name, value in zip(node.output, outs):
+            if name:
+                value = np.asarray(value)
+                self.consts[name] = value
+                self.shapes[name] = tuple(value.shape)
+
+    def alias(self, node: Any, op: str, attrs: dict[str, Any], where: str) -> bool:
+        """Make the output name the input's buffer when ``op`` only re-views memory."""
+        src = node.input[0] if node.input else ""
+        if not src or src not in self.tensor_buffer or len(node.output) != 1:
+            return False
+        out = node.output[0]
+        in_shape = self.shape(src, where)
+        if op == "Cast":
+            if self.np_type(src) != np.float32 or _np_dtype(int(attrs.get("to", 0))) != \
+                    np.float32:
+                raise self.error(f"{where}: attribute 'to'={attrs.get('to')}: only casts from "
+                                 "float32 to float32 are supported on device tensors",
+                                 UnsupportedError)
+        for pos, tensor in enumerate(node.input[1:], 1):
+            if tensor and tensor not in self.consts:
+                raise self.error(f"{where}: input {pos} '{tensor}' must be a constant (it is "
+                                 "computed on the device)", UnsupportedError)
+        out_shape = self.shapes.get(out)
+        if out_shape is None:
+            if op == "Reshape":
+                out_shape = _reshape_target(in_shape, self.consts[node.input[1]],
+                                            int(attrs.get("allowzero", 0)))
+            else:
+                raise self.error(f"{where}: output '{out}' has an unknown shape after shape "
+                                 "inference")
+        if int(np.prod(out_shape)) != int(np.prod(in_shape)):
+            raise self.error(f"{where}: output shape {tuple(out_shape)} does not hold the "
+                             f"{int(np.prod(in_shape))} elements of input {tuple(in_shape)}")
+        self.tensor_buffer[out] = self.tensor_buffer[src]
+        self.shapes[out] = tuple(out_shape)
+        self.types[out] = self.types.get(src, 1)
+        return True
+
+    def launch(self, index: int, node: Any, op: str, label: str, attrs: dict[str, Any],
+               where: str) -> None:
+        static = STATIC_INPUTS.get(op, {})
+        kattrs = dict(attrs)
+        in_shapes: list[Optional[tuple[int, ...]]] = []
+        for pos, tensor in enumerate(node.input):
+            if not tensor:
+                in_shapes.append(None)
+                continue
+            if pos in static:
+                if tensor not in self.consts:
+                    raise self.error(f"{where}: input {pos} ('{static[pos]}') must be a "
+                                     "constant; it is computed on the device",
+                                     UnsupportedError)
+                kattrs[static[pos]] = [int(v) for v in np.ravel(self.consts[tensor])]
+            in_shapes.append(self.shape(tensor, where))
+        out_shapes: list[Optional[tuple[int, ...]]] = []
+        for tensor in node.output:
+            if not tensor:
+                out_shapes.append(None)
+                continue
+            dt = self.np_type(tensor)
+            if dt is not None and dt != np.float32:
+                raise self.error(f"{where}: output '{tensor}' is {dt}; only float32 tensors are "
+                                 "computed on the device", UnsupportedError)
+            out_shapes.append(self.shape(tensor, where))
+        kname = self.new_name(f"{label}" if node.name else f"{op}_{index}", f"{op}_{index}")
+        try:
+            opk = self.op_kernel(op, kattrs, in_shapes, out_shapes, name=kname,
+                                 max_work_group_size=self.max_wg,
+                                 local_mem_size=self.local_mem)
+        except PolyfuseError as err:
+            msg = re.sub(r"^\w+ \(kernel '[^']*'\): ", "", err.message)
+            raise type(err)(f"{where}: {msg}", self.path) from None
+        args: dict[str, str] = {}
+        for pos, pname in enumerate(opk.inputs):
+            if not pname:
+                continue
+            tensor = node.input[pos]
+            ctype = _BUFFER_TYPES.get(opk.input_dtype(pos), "float")
+            if tensor in self.tensor_buffer:
+                buf = self.tensor_buffer[tensor]
+                have = self.buffers[buf][1]
+                if have != ctype:
+                    dt = self.np_type(tensor)
+                    raise self.error(
+                        f"{where}: input {pos} '{tensor}' is {dt}; only float32 tensors are "
+                        "supported (int32/int64 only as Gather indices, bool only as a Where "
+                        "condition)", UnsupportedError)
+            elif tensor in self.consts:
+                buf = self.const_buffer(tensor, ctype, f"{where}: input {pos}")
+            else:
+                raise self.error(f"{where}: input '{tensor}' is not produced by an earlier node")
+            args[pname] = buf
+        for pos, pname in enumerate(opk.outputs):
+            if pname:
+                tensor = node.output[pos]
+                args[pname] = self.new_buffer(tensor, out_shapes[pos] or (), "float")
+        self.kernels[kname] = opk
+        self.ops.append(("launch", opk, args))
+        self.nodes[label] = f"launch {kname}"
+
+    # -- result ----------------------------------------------------------------------------
+    def program(self, name: str) -> Program:
+        from polyfuse.builder import ProgramBuilder
+        from polyfuse.frontend.opencl import parse_kernels
+        from polyfuse.program import KernelContext
+
+        kernels = {}
+        for kname, opk in self.kernels.items():
+            ls = tuple(opk.local_size or ())
+            ctx = KernelContext(local_size=tuple(ls) + (None,) * (3 - len(ls)),
+                                global_size=tuple(opk.global_size)
+                                + (None,) * (3 - len(opk.global_size)))
+            try:
+                parsed = parse_kernels(opk.source, f"<{name}:{kname}>", context=ctx)
+            except PolyfuseError as err:
+                raise self.error(f"kernel '{kname}': {err.message}") from None
+            kernels[kname] = parsed[kname]
+        b = ProgramBuilder(kernels, name=name, files=(self.path,))
+        for buf, (nbytes, ctype) in self.buffers.items():
+            b.buffer(buf, nbytes, dtype=ctype)
+        for item in self.ops:
+            if item[0] == "write":
+                b.write(item[1])
+            elif item[0] == "read":
+                b.read(item[1], blocking=True)
+            else:
+                _, opk, args = item
+                b.launch(opk.name, opk.global_size, opk.local_size, args)
+        return replace(b.build(), data=dict(self.data))
+
+
+def load_onnx_model(path: Union[str, os.PathLike], *, params: Optional[Mapping[str, int]] = None,
+                    device: Any = None, max_work_group_size: Optional[int] = None,
+                    local_mem_size: Optional[int] = None) -> OnnxModel:
+    """Read an ONNX file into an :class:`OnnxModel` (see the module docstring for the rules).
+
+    Kernels are tiled for ``device``'s limits (or the explicit ``max_work_group_size`` /
+    ``local_mem_size``), so one model can be specialized for different devices.
+    """
+    path = os.fspath(path)
+    model = _read_model(path)
+    _fix_inputs(model, dict(params or {}), path)
+    model = _infer_shapes(model, path)
+    if max_work_group_size is None or local_mem_size is None:
+        from polyfuse.runtime.device import device_limits
+
+        lim = device_limits(device)
+        max_work_group_size = max_work_group_size or lim.max_work_group_size
+        local_mem_size = local_mem_size or lim.local_mem_size
+    tr = _Translator(model, path, int(max_work_group_size), int(local_mem_size))
+    inputs = tr.graph_inputs()
+    for i, node in enumerate(model.graph.node):
+        tr.node(i, node)
+    outputs = tr.graph_outputs()
+    name = _identifier(Path(path).stem, "model")
+    program = tr.program(name)
+    return OnnxModel(path=path, program=program, inputs=tuple(inputs), outputs=tuple(outputs),
+                     nodes=dict(tr.nodes), op_count=len(model.graph.node))
+
+
+def load_onnx(path: Union[str, os.PathLike], *, params: Optional[Mapping[str, int]] = None,
+              device: Any = None) -> Program:
+    """The :class:`Program` of an ONNX model: one launch per computing node, weights in
+    ``Program.data``, graph inputs written and outputs read by host ops."""
+    return load_onnx_model(path, params=params, device=device).program
+
+
+__all__ = ["ALIAS_OPS", "OnnxModel", "TensorInfo", "load_onnx", "load_onnx_model"]
