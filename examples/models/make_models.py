@@ -1,6 +1,6 @@
 """Generate the bundled example ONNX models (deterministic: fixed seeds, onnx.helper only).
 
-    python examples/models/make_models.py            # writes *.onnx next to this script
+    python examples/models/make_models.py [OUT_DIR]   # writes *.onnx next to this script
 
 Every model is small (a 2-core CPU runs each in well under a second) but has the structure of the
 real thing, so the front-end, the fusion planner and the verification against onnxruntime are
@@ -72,13 +72,13 @@ class Graph:
             **attrs: object) -> str:
         return self.node(op, inputs, [out] if out else 1, name=name, **attrs)[0]
 
-    def save(self, opset: int) -> Path:
+    def save(self, opset: int, out_dir: Path) -> Path:
         graph = helper.make_graph(self.nodes, self.name, self.inputs, self.outputs, self.inits)
         model = helper.make_model(graph, producer_name="polyfuse-examples",
                                   opset_imports=[helper.make_opsetid("", opset)])
         model.ir_version = IR_VERSION
         onnx.checker.check_model(model, full_check=True)
-        path = HERE / f"{self.name}.onnx"
+        path = out_dir / f"{self.name}.onnx"
         onnx.save(model, str(path))
         return path
 
@@ -99,7 +99,7 @@ def qkv_branches(g: Graph, x: str, seq: int, hidden: int, heads: int,
     return outs
 
 
-def bert_qkv() -> Path:
+def bert_qkv(out_dir: Path = HERE) -> Path:
     """BERT's QKV sub-graph: 3 × (MatMul + Add + Reshape + Transpose) = 12 ops."""
     seq, hidden, heads = 32, 64, 4
     g = Graph("bert_qkv", seed=1)
@@ -107,7 +107,7 @@ def bert_qkv() -> Path:
     shape = g.const("heads_shape", np.array([1, seq, heads, hidden // heads], np.int64))
     for name in qkv_branches(g, x, seq, hidden, heads, shape, names=("Q", "K", "V")):
         g.output(name, [1, heads, seq, hidden // heads])
-    return g.save(opset=17)
+    return g.save(opset=17, out_dir=out_dir)
 
 
 def _gelu_erf(g: Graph, x: str, prefix: str) -> str:
@@ -122,7 +122,7 @@ def _gelu_erf(g: Graph, x: str, prefix: str) -> str:
     return g.one("Mul", [m, half], name=f"{prefix}_mulhalf")
 
 
-def bert_encoder() -> Path:
+def bert_encoder(out_dir: Path = HERE) -> Path:
     """One small encoder layer as PyTorch exports it (shape sub-graph included)."""
     seq, hidden, heads, ffn = 16, 32, 2, 64
     dh = hidden // heads
@@ -164,10 +164,10 @@ def bert_encoder() -> Path:
                                  g.weight("ln2_b", (hidden,), 0.1)], name="ln2", out="Y",
           axis=-1, epsilon=1e-5)
     g.output("Y", [1, seq, hidden])
-    return g.save(opset=17)
+    return g.save(opset=17, out_dir=out_dir)
 
 
-def lstm_unrolled() -> Path:
+def lstm_unrolled(out_dir: Path = HERE) -> Path:
     """An LSTM cell unrolled over 3 time steps (opset 13: Split/Squeeze take tensor inputs)."""
     steps, batch, inp, hid = 3, 4, 16, 16
     g = Graph("lstm_unrolled", seed=3)
@@ -201,10 +201,10 @@ def lstm_unrolled() -> Path:
         h = g.one("Mul", [o_, tc], name=f"t{t}_h", out="H" if last else "")
     g.output("H", [batch, hid])
     g.output("C", [batch, hid])
-    return g.save(opset=13)
+    return g.save(opset=13, out_dir=out_dir)
 
 
-def resnext_block() -> Path:
+def resnext_block(out_dir: Path = HERE) -> Path:
     """ResNeXt bottleneck: 1×1 conv, grouped 3×3 conv (groups=4), 1×1 conv, residual, Relu."""
     ch, size = 16, 8
     g = Graph("resnext_block", seed=4)
@@ -220,10 +220,10 @@ def resnext_block() -> Path:
     s = g.one("Add", [c3, x], name="residual")
     g.one("Relu", [s], name="relu_out", out="Y")
     g.output("Y", [1, ch, size, size])
-    return g.save(opset=13)
+    return g.save(opset=13, out_dir=out_dir)
 
 
-def mlp_gelu_ln() -> Path:
+def mlp_gelu_ln(out_dir: Path = HERE) -> Path:
     """MatMul, Add, Gelu (the opset-20 operator), LayerNormalization, MatMul."""
     rows, dim, hid = 8, 32, 64
     g = Graph("mlp_gelu_ln", seed=5)
@@ -235,17 +235,19 @@ def mlp_gelu_ln() -> Path:
                                       g.weight("ln_b", (hid,), 0.1)], name="ln", axis=-1)
     g.one("MatMul", [ln, g.weight("W2", (hid, dim))], name="fc2", out="Y")
     g.output("Y", [rows, dim])
-    return g.save(opset=20)
+    return g.save(opset=20, out_dir=out_dir)
 
 
 MODELS = (bert_qkv, bert_encoder, lstm_unrolled, resnext_block, mlp_gelu_ln)
 
 
 def main(argv: Sequence[str] = ()) -> int:
+    out_dir = Path(argv[0]) if argv else HERE
+    out_dir.mkdir(parents=True, exist_ok=True)
     for make in MODELS:
-        path = make()
+        path = make(out_dir)
         model = onnx.load(str(path))
-        print(f"{path.relative_to(HERE.parent.parent)}: {len(model.graph.node)} ops")
+        print(f"{path}: {len(model.graph.node)} ops")
     return 0
 
 

@@ -670,7 +670,8 @@ class _Translator:
                 raise self.error(f"{where}: output '{tensor}' is {dt}; only float32 tensors are "
                                  "computed on the device", UnsupportedError)
             out_shapes.append(self.shape(tensor, where))
-        kname = self.new_name(f"{label}" if node.name else f"{op}_{index}", f"{op}_{index}")
+        # the node index keeps names off OpenCL built-ins ("select", "exp") and oplib macros
+        kname = self.new_name(f"{_identifier(node.name or op, op)}_{index}", f"{op}_{index}")
         try:
             opk = self.op_kernel(op, kattrs, in_shapes, out_shapes, name=kname,
                                  max_work_group_size=self.max_wg,
