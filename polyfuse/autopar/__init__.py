@@ -283,7 +283,8 @@ def _program(filename: str, codes: list[tuple[S.Region, CG.RegionCode]],
         for a in code.device_arrays:
             ops.append(HostOp(op_id(), "write", writes=(BufferRange(a),), name="pf_write"))
 
-        def walk(nodes: list[P.PlanNode], loops: tuple[HostLoop, ...], n0: int = 0) -> None:
+        def walk(nodes: list[P.PlanNode], loops: tuple[HostLoop, ...],
+                 r: S.Region = r) -> None:
             for n, node in enumerate(nodes):
                 if isinstance(node, P.KernelPlan):
                     launch(by_name[node.name], loops)
@@ -293,7 +294,7 @@ def _program(filename: str, codes: list[tuple[S.Region, CG.RegionCode]],
                     ub = _upper(cond, it)
                     walk(node.body, loops + (HostLoop(it, _sym(cpp.generate(lb)), ub,
                                                       node.loop.step,
-                                                      SourceLoc(filename, node.loop.line)),))
+                                                      SourceLoc(filename, node.loop.line)),), r)
                 else:
                     name = f"pf_r{r.index}_host{n}"
                     if name not in by_name:

@@ -25,7 +25,6 @@ import islpy as isl
 from pycparser import c_ast, c_generator
 
 from polyfuse.autopar.parallelize import (
-    HostCode,
     HostLoopPlan,
     KernelPlan,
     PlanNode,
@@ -420,7 +419,10 @@ static const char *pf_kernel_names[{nk}] = {{{kn}}};
 static const char pf_source[] =
 {_c_string(cl_source)};
 static void pf_check(cl_int err, const char *what) {{
-  if (err != CL_SUCCESS) {{ fprintf(stderr, "polyfuse: %s failed (%d)\\n", what, (int)err); exit(1); }}
+  if (err != CL_SUCCESS) {{
+    fprintf(stderr, "polyfuse: %s failed (%d)\\n", what, (int)err);
+    exit(1);
+  }}
 }}
 static long pf_min(long a, long b) {{ return a < b ? a : b; }}
 static long pf_max(long a, long b) {{ return a > b ? a : b; }}

@@ -436,8 +436,8 @@ class _Builder:
             return
         if isinstance(node, c_ast.If):
             st = self.state(loops, dom, env)
-            c = self.condition(node.cond, st)
             self.check_pure_condition(node.cond, env, st)
+            c = self.condition(node.cond, st)
             self.inner(node.iftrue, loops, dom.intersect(c), env, position + [0])
             if node.iffalse is not None:
                 self.inner(node.iffalse, loops, dom.intersect(c.complement()), env,
@@ -776,10 +776,12 @@ def _auto(fd: c_ast.FuncDef, block: c_ast.Compound, symbols: dict[str, Symbol],
             k = max(k + 1, j)
             continue
         if _has_loop(x):
-            notes.append({"function": fd.decl.name, "line": err.line or _line(x),
-                          "construct": err.reason,
-                          "message": f"loop nest at line {_line(x)} is not a static control "
-                                     f"part: {err}"})
+            if not any(n["line"] == (err.line or _line(x)) and n["construct"] == err.reason
+                       for n in notes):
+                notes.append({"function": fd.decl.name, "line": err.line or _line(x),
+                              "construct": err.reason,
+                              "message": f"loop nest at line {_line(x)} is not a static "
+                                         f"control part: {err}"})
             for sub in _sub_blocks(x):
                 _auto(fd, sub, symbols, regions, notes)
         k += 1
