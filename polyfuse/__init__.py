@@ -11,6 +11,7 @@
 from polyfuse.builder import ProgramBuilder, default_program
 from polyfuse.codegen import FusedProgram, generate
 from polyfuse.frontend.host import load_opencl, parse_host
+from polyfuse.frontend.onnx import load_onnx
 from polyfuse.frontend.opencl import parse_kernels, specialize
 from polyfuse.fusion import FusionPlan, check_plan, plan_fusion, plan_to_json
 from polyfuse.program import (
@@ -43,6 +44,7 @@ __all__ = [
     "check_plan",
     "default_program",
     "generate",
+    "load_onnx",
     "load_opencl",
     "parse_host",
     "parse_kernels",

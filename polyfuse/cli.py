@@ -154,23 +154,28 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Fuse the bundled QKV program (3 x linear + combine, as in SIRIUS' BERT sub-graph)."""
-    from polyfuse.frontend.host import load_opencl
-    from polyfuse.pipeline import fuse_program, summary_row, write_outputs
+    """Fuse the bundled BERT QKV graph (SIRIUS' motivating example), verify, print the plan."""
+    from polyfuse.onnx_run import fuse_onnx
+    from polyfuse.pipeline import write_outputs
 
-    example = EXAMPLES_DIR / "qkv"
-    if not example.is_dir():
-        raise PolyfuseError(f"bundled examples not found at {EXAMPLES_DIR}")
-    _progress(args, f"demo: fusing {example.name} (kernels.cl + host.c) and verifying it")
-    program = load_opencl(str(example / "kernels.cl"), host=str(example / "host.c"))
-    result = fuse_program(program, verify=True,
-                          progress=None if args.quiet else (lambda m: _progress(args, m)))
+    model = EXAMPLES_DIR / "models" / "bert_qkv.onnx"
+    if not model.is_file():
+        raise PolyfuseError(f"bundled model not found: {model}")
+    _progress(args, f"demo: fusing {model.name} (BERT QKV: 3 x (MatMul + Add + Reshape + "
+                    "Transpose)) and verifying it against onnxruntime and the unfused program")
+    result = fuse_onnx(str(model), verify=True,
+                       progress=None if args.quiet else (lambda m: _progress(args, m)))
     paths = write_outputs(result, args.out)
-    print(_table(["program", "launches before", "launches after", "max abs err", "verified"],
-                 [summary_row(example.name, result)]))
+    plan = result.plan
+    v = plan.verified or {}
+    print(_table(["model", "ONNX ops", "launches before", "launches after", "max abs err",
+                  "verified against"],
+                 [[model.stem, 12, plan.launches_before, plan.launches_after,
+                   f"{v.get('max_abs_err', 0):.2e}",
+                   f"{v.get('reference', '-')}: {'ok' if v.get('ok') else 'MISMATCH'}"]]))
     print()
     print(paths["report"].read_text())
-    print(f"fused kernel: {paths['source']}")
+    print(f"plan: {paths['plan']}\nfused kernel: {paths['source']}")
     return 0 if result.ok else 1
 
 
@@ -179,7 +184,9 @@ def cmd_fuse(args: argparse.Namespace) -> int:
 
     onnx_models = [m for m in args.inputs if m.endswith(".onnx")]
     if onnx_models:
-        raise PolyfuseError(f"{onnx_models[0]}: ONNX import is not available in this version")
+        if len(onnx_models) != len(args.inputs) or args.host:
+            raise _UsageError("fuse takes either ONNX models or one KERNELS.cl with --host")
+        return _fuse_onnx_batch(args, onnx_models)
     if len(args.inputs) != 1:
         raise _UsageError("fuse takes one KERNELS.cl (with --host HOST.c)")
     from polyfuse.frontend.host import load_opencl
@@ -196,6 +203,50 @@ def cmd_fuse(args: argparse.Namespace) -> int:
     if not result.ok:
         raise PolyfuseError(f"{args.inputs[0]}: the fused program does not match the original "
                             f"(see {paths['report']})")
+    return 0
+
+
+def _fuse_onnx_batch(args: argparse.Namespace, models: list[str]) -> int:
+    from polyfuse.batch import SUMMARY_HEADERS, fuse_models
+
+    missing = [m for m in models if not Path(m).is_file()]
+    for m in missing:
+        print(f"polyfuse: error: {m}: no such file", file=sys.stderr)
+    present = [m for m in models if m not in missing]
+    summaries = fuse_models(present, args.out, jobs=max(1, args.jobs), verify=args.verify,
+                            tune=args.tune, params=_parse_params(args.param),
+                            timing=not args.no_timing)
+    print(_table(SUMMARY_HEADERS, [s.row() for s in summaries]
+                 + [[Path(m).stem, "-", "-", "-", "-", "-", "-", "-", "FAILED: no such file"]
+                    for m in missing]))
+    failed = [s for s in summaries if not s.ok]
+    for s in failed:
+        reason = s.error or "the fused model does not match its reference"
+        print(f"polyfuse: error: {s.model}: {reason}", file=sys.stderr)
+    return 1 if failed or missing else 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from polyfuse.onnx_run import run_onnx
+
+    if not args.model.endswith(".onnx"):
+        raise _UsageError("run takes an ONNX model (MODEL.onnx)")
+    if not Path(args.model).is_file():
+        raise PolyfuseError(f"{args.model}: no such file")
+    try:
+        with np.load(args.inputs) as npz:
+            inputs = {k: npz[k] for k in npz.files}
+    except FileNotFoundError:
+        raise PolyfuseError(f"{args.inputs}: no such file") from None
+    except (OSError, ValueError) as err:
+        raise PolyfuseError(f"{args.inputs}: not a readable .npz file ({err})") from None
+    _progress(args, f"running {'unfused' if args.unfused else 'fused'} {args.model}")
+    outputs = run_onnx(args.model, inputs, fused=not args.unfused,
+                       params=_parse_params(args.param))
+    np.savez(args.save, **outputs)
+    _progress(args, f"wrote {', '.join(outputs)} to {args.save}")
     return 0
 
 
@@ -258,14 +309,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_devices)
 
     p = sub.add_parser("fuse", help="fuse kernel launches; write plan.json, fused.cl, report.md")
-    p.add_argument("inputs", nargs="+", metavar="KERNELS.cl",
-                   help="OpenCL C file with the kernels (with --host)")
+    p.add_argument("inputs", nargs="+", metavar="INPUT",
+                   help="ONNX models (MODEL.onnx ...), or one OpenCL C file with --host")
     p.add_argument("--host", help="C host program launching the kernels")
-    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--out", required=True,
+                   help="output directory (ONNX: one subdirectory per model)")
     p.add_argument("--verify", action="store_true",
                    help="run fused and unfused on random inputs and compare")
     p.add_argument("--tune", action="store_true",
                    help="time the orchestration variants and keep the fastest")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="ONNX batches: fuse this many models in parallel processes")
+    p.add_argument("--no-timing", action="store_true",
+                   help="ONNX batches: skip timing unfused vs fused")
     p.add_argument("--orchestration", default="auto",
                    choices=["auto", "vertical", "horizontal"],
                    help="how independent fragments are combined (default: auto)")
@@ -273,6 +329,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fix a symbolic host value (e.g. one read from argv)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_fuse)
+
+    p = sub.add_parser("run", help="run an ONNX model (fused or not) on the OpenCL device")
+    p.add_argument("model", metavar="MODEL.onnx")
+    p.add_argument("--inputs", required=True, metavar="IN.npz", help="graph inputs by name")
+    p.add_argument("--save", required=True, metavar="OUT.npz", help="graph outputs by name")
+    p.add_argument("--unfused", action="store_true", help="one launch per node, no fusion")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="value of a dynamic dimension")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("count", help="exact symbolic counts of ops, memory accesses, barriers")
     p.add_argument("kernels", help="OpenCL C file")
@@ -295,7 +361,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_roofline)
 
-    p = sub.add_parser("demo", help="fuse the bundled QKV program, verify it, print the report")
+    p = sub.add_parser("demo", help="fuse the bundled BERT QKV graph, verify, print the report")
     p.add_argument("--out", default="out/demo", help="output directory (default: out/demo)")
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(func=cmd_demo)

@@ -86,14 +86,15 @@ def _run(model: OnnxModel, program: Program, inputs: Mapping[str, Any], device: 
     return _outputs(model, res.buffers)
 
 
-def _fused(path: str, params: Optional[Mapping[str, int]], device: Any
-           ) -> tuple[OnnxModel, FuseResult]:
+def _fused(path: str, params: Optional[Mapping[str, int]], device: Any, tune: bool = False,
+           progress: Any = None) -> tuple[OnnxModel, FuseResult]:
     """Load and fuse once per file version, parameters and device (fusion takes seconds)."""
-    key = _key(path, params, device)
+    key = _key(path, params, device) + (tune,)
     hit = _FUSED_CACHE.get(key)
     if hit is None:
         model = load_onnx_model(path, params=params, device=device)
-        result = fuse_program(model.program, verify=False, device=device)
+        result = fuse_program(model.program, verify=False, device=device, tune=tune,
+                              progress=progress)
         hit = _FUSED_CACHE[key] = (model, result)
     return hit
 
@@ -166,12 +167,13 @@ def _compare(outputs: Mapping[str, np.ndarray], ref: Mapping[str, np.ndarray], l
 
 
 def fuse_onnx(path: PathLike, *, verify: bool = False, params: Optional[Mapping[str, int]] = None,
-              device: Any = None, seed: int = 0) -> FuseResult:
+              device: Any = None, seed: int = 0, tune: bool = False,
+              progress: Any = None) -> FuseResult:
     """Load, plan, generate and (``verify``) check the fused program twice: its graph outputs
     against onnxruntime on seeded random inputs, and every compared buffer against the unfused
     program.  ``plan.verified`` holds both (``references``) and their combined verdict."""
     path = os.fspath(path)
-    model, result = _fused(path, params, device)
+    model, result = _fused(path, params, device, tune, progress)
     if not verify:
         return result
     from polyfuse.runtime import verify_programs

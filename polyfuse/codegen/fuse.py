@@ -950,7 +950,8 @@ def generate(plan: FusionPlan, *, device: Any = None, build: bool = True,
                                   kernel=gc.kb.name, notes=tuple(g.notes) + tuple(gc.kb.notes)))
     fused_prog = Program(kernels=kernels, buffers=dict(program.buffers), ops=tuple(ops),
                          params=program.params, context=program.context,
-                         name=f"{program.name}_fused", files=program.files)
+                         name=f"{program.name}_fused", files=program.files,
+                         data=program.data)
     new_plan = replace(plan, groups=tuple(new_groups), optimizations=stats)
     return FusedProgram(source=source, program=fused_prog, plan=new_plan,
                         group_kernels={gc.kb.group.id: gc.kb.name for gc in codes},
