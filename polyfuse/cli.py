@@ -250,6 +250,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_parallelize(args: argparse.Namespace) -> int:
+    from polyfuse.autopar import parallelize_file, summary_text
+
+    defines: dict[str, Optional[str]] = {}
+    for d in args.define:
+        name, sep, value = d.partition("=")
+        if not name.isidentifier():
+            raise _UsageError(f"-D expects NAME[=VALUE], got {d!r}")
+        defines[name] = value if sep else None
+    _progress(args, f"parallelizing {args.file}")
+    result = parallelize_file(args.file, include_dirs=args.include, defines=defines,
+                              function=args.function, out_dir=args.out, report=True)
+    if args.report:
+        print(summary_text(result))
+    _progress(args, f"wrote host C, kernels and report.json to {args.out}")
+    return 0
+
+
 def cmd_count(args: argparse.Namespace) -> int:
     from polyfuse.perf.counts import count_report, format_count_table
 
@@ -339,6 +357,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="value of a dynamic dimension")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("parallelize",
+                       help="C loop nests -> host C + OpenCL kernels (PPCG-style)")
+    p.add_argument("file", metavar="FILE.c")
+    p.add_argument("-I", dest="include", action="append", default=[], metavar="DIR",
+                   help="include directory for the preprocessor")
+    p.add_argument("-D", dest="define", action="append", default=[], metavar="NAME[=V]",
+                   help="preprocessor definition")
+    p.add_argument("--function", help="only this function")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--report", action="store_true",
+                   help="print the per-loop report (parallel / sequential / reduction)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=cmd_parallelize)
 
     p = sub.add_parser("count", help="exact symbolic counts of ops, memory accesses, barriers")
     p.add_argument("kernels", help="OpenCL C file")

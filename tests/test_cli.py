@@ -221,3 +221,17 @@ def test_fuse_tune_reports_variants(tmp_path, monkeypatch):
     report = (tmp_path / "o" / "report.md").read_text()
     tuning = report.split("## Autotuning")[1]
     assert "vertical" in tuning and "horizontal" in tuning and "unfused" in tuning
+
+
+def test_parallelize_writes_host_kernels_report(tmp_path):
+    src = ROOT / "tests" / "autopar_kernels" / "gemm.c"
+    r = run_cli("parallelize", src, "--out", tmp_path, "--report")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "gemm_host.c").exists() and (tmp_path / "gemm_kernels.cl").exists()
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report and "dim0" in r.stdout
+
+
+def test_parallelize_missing_file(tmp_path):
+    r = run_cli("parallelize", tmp_path / "nope.c", "--out", tmp_path / "o", "-q")
+    _assert_one_line_error(r, "nope.c")
