@@ -1,6 +1,6 @@
 """Regenerate the checked-in fusion plans of the bundled examples.
 
-    python schedules/regenerate.py          # rewrite schedules/<example>.plan.json
+    python schedules/regenerate.py          # rewrite schedules/<name>.plan.json
     python schedules/regenerate.py --check  # exit 1 and list the examples whose plan changed
 
 ``tests/test_schedules.py`` runs the check, so a change in planning shows up as a failing test
@@ -18,20 +18,36 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SCHEDULES = ROOT / "schedules"
 EXAMPLES = ROOT / "examples"
+MODELS = EXAMPLES / "models"
+#: the device limits ONNX operator kernels are tiled for when plans are checked in, so the plans
+#: do not depend on the machine that regenerates them
+REFERENCE_LIMITS = {"max_work_group_size": 256, "local_mem_size": 32768}
 
 
 def example_dirs() -> list[Path]:
-    return sorted(p for p in EXAMPLES.iterdir() if (p / "kernels.cl").exists()
-                  and (p / "host.c").exists())
+    """Bundled OpenCL programs (kernels.cl + host.c) and ONNX models."""
+    programs = [p for p in EXAMPLES.iterdir() if (p / "kernels.cl").exists()
+                and (p / "host.c").exists()]
+    return sorted(programs) + sorted(MODELS.glob("*.onnx"))
+
+
+def plan_name(example: Path) -> str:
+    return example.stem if example.suffix == ".onnx" else example.name
 
 
 def plan_text(example: Path) -> str:
-    """The plan.json text polyfuse computes for one bundled example."""
+    """The plan.json text polyfuse computes for one bundled program or model."""
     import polyfuse
     from polyfuse.fusion import plan_to_text
     from polyfuse.pipeline import fuse_program
 
-    program = polyfuse.load_opencl(str(example / "kernels.cl"), host=str(example / "host.c"))
+    if example.suffix == ".onnx":
+        from polyfuse.frontend.onnx import load_onnx_model
+
+        program = load_onnx_model(str(example), **REFERENCE_LIMITS).program
+    else:
+        program = polyfuse.load_opencl(str(example / "kernels.cl"),
+                                       host=str(example / "host.c"))
     result = fuse_program(program, build=False, device=False)
     text = plan_to_text(result.plan)
     return text.replace(str(ROOT) + "/", "")
@@ -43,11 +59,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     changed = []
     for example in example_dirs():
-        path = SCHEDULES / f"{example.name}.plan.json"
+        path = SCHEDULES / f"{plan_name(example)}.plan.json"
         text = plan_text(example)
         if args.check:
             if not path.exists() or path.read_text() != text:
-                changed.append(example.name)
+                changed.append(plan_name(example))
         else:
             path.write_text(text)
             print(f"wrote {path.relative_to(ROOT)}")

@@ -24,7 +24,6 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-import islpy as isl
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -193,16 +192,11 @@ def test_the_property_is_not_vacuous(cl_env) -> None:
     assert [g.members for g in plan.groups] == [tuple(op.id for op in plan.program.launches)]
 
 
-@pytest.mark.xfail(raises=isl.Error, strict=True,
-                   reason="isl_map_coalesce fails in polyfuse.uar.deps.dependences ('total "
-                   "dimensionality changed unexpectedly'); found by fusable_chains")
 def test_two_d_chain_in_host_loop_builds_a_uar(cl_env) -> None:
     """Found by the property: a 2-D chain in a host loop whose WAR dependence (L1 reads ``a``,
-    L0 rewrites it at ``+ t`` in the next iteration) makes isl's coalesce fail inside
-    ``build_uar``.  The same map coalesces once printed and re-parsed, so it is an isl
-    simplification bug on the in-memory map; the pipeline should survive it (e.g. keep the
-    map uncoalesced).  Strict xfail: it turns red when fixed, so this test becomes a plain
-    regression test."""
+    L0 rewrites it at ``+ t`` in the next iteration) made isl's coalesce fail inside
+    ``build_uar`` (an isl simplification bug on the in-memory map; the same map printed and
+    re-parsed coalesces fine).  ``polyfuse.islutil.coalesce`` keeps the map uncoalesced then."""
     wr = Term("gx")
     k0 = GenKernel("k0", 2, GenAccess("out", add(add(Ex("mul", (5, Term("gy"))), wr),
                                                   add(C(3), Term("t")))), (), uses_t=True)

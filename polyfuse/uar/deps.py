@@ -21,6 +21,7 @@ from typing import Optional
 
 import islpy as isl
 
+from polyfuse.islutil import coalesce
 from polyfuse.uar.effects import Instantiation, OpInstances
 
 KINDS = ("RAW", "WAR", "WAW")
@@ -155,7 +156,7 @@ def dependences(inst: Instantiation, schedule: dict[int, isl.Map]) -> list[Depen
                 dst = by_name[m.get_tuple_name(isl.dim_type.out)]
                 oi = inst.ops[src]
                 access = effs[src].access("read" if kind == "WAR" else "write", buffer)
-                rel = _to_instance(oi).range_product(access).apply_range(m).coalesce()
+                rel = coalesce(_to_instance(oi).range_product(access).apply_range(m))
                 if not rel.is_empty():
                     out.append(Dependence(kind, buffer, src, dst, rel))
     return out

@@ -26,6 +26,7 @@ from typing import Optional
 import islpy as isl
 import sympy
 
+from polyfuse.islutil import coalesce
 from polyfuse.program import (
     GLOBAL_SIZE_PARAMS,
     LOCAL_SIZE_PARAMS,
@@ -317,7 +318,7 @@ def _kernel_effects(kernel: Kernel, work_dim: int) -> dict[tuple[str, str, bool]
             rel = rel.set_tuple_name(isl.dim_type.in_, "K").set_tuple_name(isl.dim_type.out, "V")
             key = (acc.array, acc.direction, bool(acc.exact and stmt.exact_domain))
             out[key] = out[key].union(rel) if key in out else rel
-    return {k: v.coalesce() for k, v in out.items()}
+    return {k: coalesce(v) for k, v in out.items()}
 
 
 def _unit_groups(kernel: Kernel, d: int) -> bool:
@@ -633,7 +634,7 @@ class _Builder:
         tables: dict[tuple[str, bool], dict[str, isl.Map]] = {
             (d, m): {} for d in ("read", "write") for m in (True, False)}
         for (root, direction, must), rel in per_kind.items():
-            tables[(direction, must)][root] = rel.coalesce()
+            tables[(direction, must)][root] = coalesce(rel)
         return Effects(
             instances=inst,
             must_reads=tables[("read", True)], may_reads=tables[("read", False)],

@@ -20,6 +20,8 @@ from typing import Optional
 
 import islpy as isl
 
+from polyfuse.islutil import coalesce
+
 WIDTHS = ("thread", "block", "global")
 
 
@@ -45,7 +47,7 @@ def bijective_params(rel: isl.Map, context: isl.Set) -> isl.Set:
     rel = rel.align_params(context.get_space())
     not_sv = rel.reverse().apply_range(rel).subtract(rel.range().identity()).params()
     not_inj = rel.apply_range(rel.reverse()).subtract(rel.domain().identity()).params()
-    return context.subtract(not_sv.union(not_inj)).coalesce()
+    return coalesce(context.subtract(not_sv.union(not_inj)))
 
 
 def group_relation(rel: isl.Map, src_groups: int, dst_groups: int) -> isl.Map:
@@ -61,7 +63,7 @@ def group_relation(rel: isl.Map, src_groups: int, dst_groups: int) -> isl.Map:
 
 def tidy(s: isl.Set) -> isl.Set:
     """Drop parameters the set does not involve, for readable condition strings."""
-    s = s.coalesce()
+    s = coalesce(s)
     for i in reversed(range(s.dim(isl.dim_type.param))):
         if not s.involves_dims(isl.dim_type.param, i, 1):
             s = s.project_out(isl.dim_type.param, i, 1)
@@ -168,11 +170,11 @@ def classify(rel: isl.Map, context: isl.Set, src_groups: int, dst_groups: int) -
     context = _aligned(context, rel)
     thread = bijective_params(rel, context)
     grel = group_relation(rel, src_groups, dst_groups)
-    block_or_finer = thread.union(bijective_params(grel, context)).coalesce()
+    block_or_finer = coalesce(thread.union(bijective_params(grel, context)))
     regions = {
         "thread": thread,
-        "block": block_or_finer.subtract(thread).coalesce(),
-        "global": context.subtract(block_or_finer).coalesce(),
+        "block": coalesce(block_or_finer.subtract(thread)),
+        "global": coalesce(context.subtract(block_or_finer)),
     }
     if not regions["global"].is_empty():
         width = "global"
