@@ -444,6 +444,17 @@ def _chain_source(op: str, steps: Optional[int] = None, accumulators: int = 4) -
             f"    out[i] = {total};\n}}\n")
 
 
+def _loop_source() -> str:
+    """Kernel ``calib_loop``: each work-item walks a column of ``x`` (``k`` rows of ``G``
+    floats, unit stride across work-items) with one ``fma`` per element against a uniform
+    coefficient ``c[k]`` — loads and arithmetic inside a per-work-item loop."""
+    return ("__kernel void calib_loop(__global const float *x, __global const float *c, "
+            "__global float *y, const int rows)\n{\n    const int i = get_global_id(0);\n"
+            "    const int g = get_global_size(0);\n    float acc = 0.0f;\n"
+            "    for (int k = 0; k < rows; ++k)\n        acc = fma(x[k * g + i], c[k], acc);\n"
+            "    y[i] = acc;\n}\n")
+
+
 def _reuse_source(table: int) -> str:
     """Kernel ``calib_reuse``: ``y[i] = x[i] + t[i % table]`` — a small table re-read by every
     work-group (access-to-footprint ratio n/table), next to a streaming load and store."""
@@ -499,7 +510,8 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
     Generated here: ``calib_stream`` (1-3 unit-stride input arrays, 1-2 outputs, 16 Ki to
     2 Mi elements, two group sizes), ``calib_fma``, ``calib_simple``, ``calib_exp``,
     ``calib_div`` (straight-line op chains) and ``calib_fma_loop`` (an op chain in a loop), see
-    :func:`_chain_source`; ``calib_reuse`` (a re-read table, :func:`_reuse_source`);
+    :func:`_chain_source`; ``calib_loop`` (loads and fma in a per-work-item loop,
+    :func:`_loop_source`); ``calib_reuse`` (a re-read table, :func:`_reuse_source`);
     ``calib_barrier`` / ``calib_nobarrier`` (:func:`_barrier_source`).  From
     :mod:`polyfuse.perf.microbench`: ``empty`` (launch and per-group overhead at 1 to 16 Ki
     groups of two sizes), ``lmem_read`` (``__local`` loads) and ``strided`` (loads in a loop at
@@ -548,6 +560,11 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
         add(f"calib_fma_loop iters={iters}", _chain_source("fma"), "calib_fma_loop", items,
             [buf(4 * items), buf(4 * items), ival(iters)], {"iters": iters})
 
+    lp = _loop_source()
+    for rows, n in (((32, 1 << 14),) if quick else ((8, 1 << 15), (64, 1 << 14), (256, 4096))):
+        add(f"calib_loop rows={rows} n={n}", lp, "calib_loop", n,
+            [buf(4 * rows * n), buf(4 * rows), buf(4 * n), ival(rows)], {"rows": rows})
+
     for table, n in (((256, 1 << 18),) if quick else ((256, 1 << 16), (4096, 1 << 19))):
         add(f"calib_reuse t={table} n={n}", _reuse_source(table), "calib_reuse", n,
             [buf(4 * n), buf(4 * table), buf(4 * n)], {})
@@ -580,8 +597,8 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
 
 #: Kernel names of the calibration set (what the accuracy study must not evaluate on).
 CALIBRATION_KERNELS = ("empty", "calib_stream", "calib_fma", "calib_fma_loop", "calib_simple",
-                       "calib_exp", "calib_div", "calib_reuse", "lmem_read", "calib_barrier",
-                       "calib_nobarrier", "strided")
+                       "calib_exp", "calib_div", "calib_loop", "calib_reuse", "lmem_read",
+                       "calib_barrier", "calib_nobarrier", "strided")
 
 
 def _pad3(t: Sequence[int]) -> tuple[Optional[int], Optional[int], Optional[int]]:
