@@ -206,10 +206,12 @@ def test_fuse_bad_input_is_one_line(tmp_path):
     _assert_one_line_error(r, "missing")
 
 
-def test_demo_fuses_qkv(tmp_path):
+def test_demo_fuses_bert_qkv_into_one_launch(tmp_path):
     r = run_cli("demo", "--out", tmp_path, "-q")
     assert r.returncode == 0, r.stderr
-    assert "4 → 1" in r.stdout and "passed" in r.stdout
+    assert "9 → 1" in r.stdout and "onnxruntime + unfused: ok" in r.stdout
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert plan["launches_after"] == 1 and plan["verified"]["ok"] is True
 
 
 def test_fuse_tune_reports_variants(tmp_path, monkeypatch):
