@@ -180,3 +180,30 @@ def test_progress_goes_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:
     at.stderr_progress("hello")
     out, err = capsys.readouterr()
     assert out == "" and "hello" in err
+
+
+def test_model_prunes_variants_predicted_far_slower(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """QKV has two distinct verified variants; a model ranking horizontal 10x slower prunes it
+    before timing, and the table says so."""
+    import polyfuse.perf.model as pm
+
+    monkeypatch.setattr(pm.Calibration, "for_device", classmethod(lambda cls, *a, **k: None))
+    monkeypatch.setattr(pm, "rank_variants",
+                        lambda programs, cal, params=None: [(0, 1e-3), (1, 1e-2)])
+    result = at.autotune(load("qkv"), params=PARAMS["qkv"], cache_dir=tmp_path, repeat=1)
+    rows = {r.variant: r for r in result.table}
+    assert result.variant == "vertical"
+    assert rows["horizontal"].error and "pruned" in rows["horizontal"].error
+    assert rows["horizontal"].kernel_time is None
+
+
+def test_unavailable_model_prunes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import polyfuse.perf.model as pm
+
+    def broken(cls, *a, **k):
+        raise polyfuse.PolyfuseError("no calibration")
+
+    monkeypatch.setattr(pm.Calibration, "for_device", classmethod(broken))
+    result = at.autotune(load("qkv"), params=PARAMS["qkv"], cache_dir=tmp_path, repeat=1)
+    assert all(r.kernel_time is not None for r in result.table)

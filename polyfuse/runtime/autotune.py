@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import sys
 import tempfile
@@ -300,6 +301,34 @@ def _timing_row(variant: str, t: ProgramTiming, **extra: Any) -> VariantResult:
                          wall_time=t.wall_time, **extra)
 
 
+def _prune_by_model(built: dict[str, FusedProgram], rows: dict[str, VariantResult],
+                    params: Mapping[str, int], dev: cl.Device, factor: float, say: Progress,
+                    name: str) -> None:
+    """Drop (from ``built``) variants the performance model predicts to be far slower."""
+    from polyfuse.perf.model import Calibration, rank_variants
+
+    names = list(built)
+    try:
+        calibration = Calibration.for_device(dev, quick=True)
+        ranked = dict(rank_variants([built[v].program for v in names], calibration,
+                                    params=params))
+    except Exception as err:  # no model: time everything
+        say(f"{name}: performance model unavailable ({_short(err)}); timing every variant")
+        return
+    finite = [t for t in ranked.values() if math.isfinite(t)]
+    if not finite:
+        return
+    best = min(finite)
+    for i, variant in enumerate(names):
+        predicted = ranked[i]
+        if math.isfinite(predicted) and predicted > factor * best:
+            rows[variant] = dataclasses.replace(
+                rows[variant], error=f"pruned: model predicts {predicted / best:.1f}x the best")
+            del built[variant]
+            say(f"{name}: {variant}: pruned by the performance model "
+                f"({predicted / best:.1f}x the best prediction)")
+
+
 def autotune(
     program: Program,
     *,
@@ -313,6 +342,7 @@ def autotune(
     use_cache: bool = True,
     ctx: Optional[cl.Context] = None,
     queue: Optional[cl.CommandQueue] = None,
+    prune_factor: Optional[float] = 3.0,
 ) -> TuneResult:
     """Choose the fastest verified orchestration variant of ``program`` (module docstring).
 
@@ -320,7 +350,11 @@ def autotune(
     ``metric`` picks the median that decides (``"kernel"``: profiling-event kernel time, the
     device's own measure; ``"wall"``: host wall time of a whole execution, which also counts
     launch overhead); ``use_cache=False`` neither reads nor writes the cache; ``ctx``/``queue``
-    reuse an existing profiling queue (else one is opened on ``device``).  Raises
+    reuse an existing profiling queue (else one is opened on ``device``).  With
+    ``prune_factor``, verified variants that the calibrated performance model
+    (:mod:`polyfuse.perf.model`) predicts to be more than that many times slower than the best
+    prediction are not timed; the factor is wide because the model is coarse on CPUs (see
+    ``analysis/model_accuracy.py``), and a model that cannot predict prunes nothing.  Raises
     :class:`TuneError` when no variant verifies.
     """
     if not variants:
@@ -426,6 +460,9 @@ def autotune(
         raise TuneError(f"{name}: no orchestration variant verified: "
                         + "; ".join(f"{r.variant}: {r.error}" for r in table if r.error),
                         table)
+
+    if prune_factor is not None and len(built) > 1:
+        _prune_by_model(built, rows, params, dev, prune_factor, say, name)
 
     # ---- time the unfused program and every verified variant on one queue
     say(f"{name}: timing unfused ({repeat} repeats)")
