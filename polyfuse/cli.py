@@ -283,13 +283,37 @@ def cmd_count(args: argparse.Namespace) -> int:
     return 0
 
 
+def _roofline_points(args: argparse.Namespace) -> list:
+    """Launches of the given program (and of its fused version with --fused) as points."""
+    from polyfuse.perf.roofline import kernel_points
+
+    params = _parse_params(args.param)
+    if args.model:
+        from polyfuse.frontend.onnx import load_onnx
+
+        program = load_onnx(args.model, params=params)
+    else:
+        from polyfuse.frontend.host import load_opencl
+
+        program = load_opencl(args.program, host=args.host, params=params)
+    _progress(args, f"placing the {len(program.launches)} launches of {program.name}")
+    points = kernel_points(program, params=params)
+    if args.fused:
+        from polyfuse.pipeline import fuse_program
+
+        fused = fuse_program(program, params=params).fused.program
+        points += kernel_points(fused, params=params, label="fused:")
+    return points
+
+
 def cmd_roofline(args: argparse.Namespace) -> int:
     from polyfuse.perf.roofline import run_roofline
 
     progress = None if args.quiet else (lambda msg: print(f"polyfuse: {msg}", file=sys.stderr))
+    points = _roofline_points(args) if (args.program or args.model) else []
     info = run_roofline(args.out, device=args.device, quick=args.quick,
                         max_bytes=args.max_mib * 2**20 if args.max_mib else None,
-                        progress=progress)
+                        progress=progress, kernels=points)
     if args.json:
         json.dump(info, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -389,6 +413,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="directory for roofline.json and roofline.png")
     p.add_argument("--quick", action="store_true", help="fewer, smaller measurements")
     p.add_argument("--max-mib", type=int, help="largest working set to measure, in MiB")
+    p.add_argument("--program", metavar="KERNELS.cl",
+                   help="place this program's kernels on the roofline (with --host)")
+    p.add_argument("--host", help="C host program of --program")
+    p.add_argument("--model", metavar="MODEL.onnx", help="place an ONNX model's kernels")
+    p.add_argument("--fused", action="store_true", help="also place the fused kernels")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="fix a symbolic host value")
     p.add_argument("--json", action="store_true", help="summary as JSON on stdout")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_roofline)

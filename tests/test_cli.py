@@ -237,3 +237,15 @@ def test_parallelize_writes_host_kernels_report(tmp_path):
 def test_parallelize_missing_file(tmp_path):
     r = run_cli("parallelize", tmp_path / "nope.c", "--out", tmp_path / "o", "-q")
     _assert_one_line_error(r, "nope.c")
+
+
+def test_roofline_places_program_kernels(tmp_path):
+    ex = ROOT / "examples" / "gemm_bias_relu_transpose"
+    r = run_cli("roofline", "--out", tmp_path, "--quick", "--max-mib", "16", "-q",
+                "--program", ex / "kernels.cl", "--host", ex / "host.c", "--fused")
+    assert r.returncode == 0, r.stderr
+    data = json.loads((tmp_path / "roofline.json").read_text())
+    names = [k["name"] for k in data["kernels"]]
+    assert any(n.startswith("gemm#") for n in names) and any(n.startswith("fused:") for n in names)
+    assert all(k["arithmetic_intensity"] > 0 and k["flops_per_s"] > 0 for k in data["kernels"])
+    assert (tmp_path / "roofline.png").stat().st_size > 0

@@ -349,8 +349,44 @@ def plot_roofline(roofline: Roofline, kernels: Sequence[KernelPoint] = (),
     return out
 
 
+def _dtype_bytes(dtype: str) -> int:
+    base, _, lanes = dtype.partition("x")
+    size = np.dtype(base).itemsize if base not in ("", "unknown") else 4
+    return size * (int(lanes) if lanes.isdigit() else 1)
+
+
+def kernel_points(program: Any, *, params: Optional[dict[str, int]] = None, label: str = "",
+                  queue: Optional[cl.CommandQueue] = None, repeat: int = 3
+                  ) -> list[KernelPoint]:
+    """Each launch of ``program`` as a roofline point ``(name, FLOP/byte, FLOP/s)``.
+
+    Arithmetic intensity comes from the exact counts (:mod:`polyfuse.perf.counts`: flops with
+    an fma counted as 2, global bytes loaded and stored, at work-item granularity, summed over
+    host-loop instances); performance from the launch's median profiled time
+    (:func:`polyfuse.runtime.time_program`).  Launches with no flops or bytes are skipped.
+    """
+    from polyfuse.perf.counts import count_program
+    from polyfuse.runtime.execute import time_program
+
+    counts = count_program(program, granularity="work-item", values=params)
+    timing = time_program(program, params=params, repeat=repeat, queue=queue)
+    points: list[KernelPoint] = []
+    for launch in program.launches:
+        kc = counts[launch.id]
+        flops = sum(float(r.count.value or 0) * (2 if r.op == "fma" else 1) for r in kc.ops
+                    if r.op in ("add", "mul", "fma", "div", "neg") or r.op.startswith("func:"))
+        nbytes = sum(float(m.count.value or 0) * _dtype_bytes(m.dtype) for m in kc.mem
+                     if m.space in ("global", "constant"))
+        seconds = timing.per_launch.get(launch.id, 0.0)
+        if flops > 0 and nbytes > 0 and seconds > 0:
+            points.append((f"{label}{launch.kernel}#{launch.id}", flops / nbytes,
+                           flops / seconds))
+    return points
+
+
 def run_roofline(out_dir: Union[str, Path], device: DeviceSpec = None, quick: bool = False, *,
-                 max_bytes: Optional[int] = None, progress: mb.Progress = None) -> dict[str, Any]:
+                 max_bytes: Optional[int] = None, progress: mb.Progress = None,
+                 kernels: Sequence[KernelPoint] = ()) -> dict[str, Any]:
     """Measure, write ``out_dir/roofline.json`` and ``out_dir/roofline.png``; what the CLI calls.
 
     Example (``polyfuse roofline --device 0:0 --out results/rl``)::
@@ -365,7 +401,12 @@ def run_roofline(out_dir: Union[str, Path], device: DeviceSpec = None, quick: bo
     """
     roof = measure_roofline(device, quick=quick, max_bytes=max_bytes, progress=progress)
     json_path = roof.save(out_dir)
-    png_path = plot_roofline(roof, [], Path(out_dir) / "roofline.png")
+    placed = [{"name": n, "arithmetic_intensity": ai, "flops_per_s": f} for n, ai, f in kernels]
+    if placed:
+        data = json.loads(Path(json_path).read_text())
+        data["kernels"] = placed
+        Path(json_path).write_text(json.dumps(data, indent=2) + "\n")
+    png_path = plot_roofline(roof, list(kernels), Path(out_dir) / "roofline.png")
     return {
         "json": str(json_path),
         "png": str(png_path),
@@ -375,4 +416,5 @@ def run_roofline(out_dir: Union[str, Path], device: DeviceSpec = None, quick: bo
         "peak_gflops": roof.peak_gflops,
         "launch_overhead_us": roof.launch_overhead_us,
         "summary": roof.summary(),
+        "kernels": placed,
     }
