@@ -285,3 +285,204 @@ def test_build_failure_names_source_line_and_plan_group(monkeypatch):
     err = info.value
     assert err.file == "fused.cl" and err.line and err.line > 1
     assert "plan group" in str(err) and "pf_undeclared" in str(err)
+
+
+# ----------------------------------------------------------------------------------------------
+# Code motion: independent, skeleton-identical fragments share barriers (seed 001 §5.2)
+# ----------------------------------------------------------------------------------------------
+
+TILED = """
+#define TILE 16
+__kernel void tiled(__global const float* A, __global const float* B, __global float* C,
+                    const int M, const int N, const int K)
+{
+    __local float As[TILE][TILE];
+    __local float Bs[TILE][TILE];
+    int col = get_global_id(0);
+    int row = get_global_id(1);
+    int lx = get_local_id(0);
+    int ly = get_local_id(1);
+    float acc = 0.0f;
+    for (int t = 0; t < K / TILE; t++) {
+        As[ly][lx] = A[row * K + t * TILE + lx];
+        Bs[ly][lx] = B[(t * TILE + ly) * N + col];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int k = 0; k < TILE; k++)
+            acc += As[ly][k] * Bs[k][lx];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (row < M && col < N)
+        C[row * N + col] = acc;
+}
+__kernel void tiled_acc(__global const float* A, __global const float* B, __global float* C,
+                        const int M, const int N, const int K)
+{
+    __local float As[TILE][TILE];
+    __local float Bs[TILE][TILE];
+    int col = get_global_id(0);
+    int row = get_global_id(1);
+    int lx = get_local_id(0);
+    int ly = get_local_id(1);
+    float acc = 0.0f;
+    for (int t = 0; t < K / TILE; t++) {
+        As[ly][lx] = A[row * K + t * TILE + lx];
+        Bs[ly][lx] = B[(t * TILE + ly) * N + col];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int k = 0; k < TILE; k++)
+            acc += As[ly][k] * Bs[k][lx];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (row < M && col < N)
+        C[row * N + col] += acc;
+}
+__kernel void combine(__global const float* q, __global const float* k, __global const float* v,
+                      __global float* out, const int n)
+{
+    int i = get_global_id(0);
+    if (i < n)
+        out[i] = q[i] * k[i] + v[i];
+}
+"""
+
+
+def tiled_program(tmp_path: Path, launches: list[tuple[str, str, str, str, int]],
+                  combine: bool = False) -> polyfuse.Program:
+    """launches: (kernel, A, B, C, K) with M = N = 64; buffers sized for K <= 64."""
+    from polyfuse.builder import ProgramBuilder
+
+    cl = tmp_path / "tiled.cl"
+    cl.write_text(TILED)
+    b = ProgramBuilder(str(cl), name="tiled")
+    names = sorted({x for lc in launches for x in lc[1:4]} | ({"out"} if combine else set()))
+    for name in names:
+        b.buffer(name, 4 * 64 * 64)
+        b.write(name)
+    for kernel, a, w, c, k in launches:
+        b.launch(kernel, (64, 64), (16, 16), {"A": a, "B": w, "C": c, "M": 64, "N": 64, "K": k})
+    if combine:
+        q, k_, v = (lc[3] for lc in launches)
+        b.launch("combine", (4096,), (64,), {"q": q, "k": k_, "v": v, "out": "out", "n": 4096})
+        b.read("out", blocking=True)  # Q, K, V are intermediates
+        return b.build()
+    for name in names:
+        b.read(name, blocking=True)
+    return b.build()
+
+
+def barriers_in(source: str) -> int:
+    import re
+
+    return len(re.findall(r"\bbarrier\(", source))
+
+
+def test_code_motion_qkv_tiled_shares_barriers(tmp_path: Path) -> None:
+    """BERT QKV shape: three independent tiled projections (P3) and a combine, fused vertically:
+    one tile loop with 2 barriers instead of three loops with 2 each; verifies."""
+    p = tiled_program(tmp_path, [("tiled", "X", "Wq", "Q", 64), ("tiled", "X", "Wk", "K", 64),
+                                 ("tiled", "X", "Wv", "V", 64)], combine=True)
+    ids = [lc.id for lc in p.launches]
+    comb = f"{{ F[g0, g1, l0, l1] -> L{ids[3]}[16g1 + l1, 16g0 + l0] : {G2} }}"
+    frags = [(i, identity(i, "g0, g1, l0, l1", G2)) for i in ids[:3]] + [(ids[3], comb)]
+    plan = make_plan(p, [("vertical", frags)])
+    plain = generate(plan, optimize=False)
+    assert barriers_in(plain.source) == 6
+    fused = generate(plan)
+    assert barriers_in(fused.source) == 2
+    opt = fused.plan.optimizations
+    assert opt["barriers_shared"] == 4
+    assert opt["details"]["barriers_shared"] == [
+        f"group 0: fragments 1, 2, 3 (#{ids[0]} tiled, #{ids[1]} tiled, #{ids[2]} tiled) "
+        "share 2 barriers (6 -> 2)"]
+    src = fused.source
+    assert src.count("for (int t = 0;") == 1  # one shared tile loop
+    assert "f1_acc" in src and "f2_acc" in src and "f3_acc" in src  # privates coexist
+    assert opt["stores_eliminated"] == 3  # Q, K, V still private after the motion
+    check(p, fused)
+    check(p, plain)
+
+
+def test_code_motion_with_uar_edges(tmp_path: Path) -> None:
+    """With the real UAR in the plan: still merged (no edge between the projections)."""
+    from dataclasses import replace
+
+    p = tiled_program(tmp_path, [("tiled", "X", "Wq", "Q", 64), ("tiled", "X", "Wk", "K", 64)])
+    ids = [lc.id for lc in p.launches]
+    plan = make_plan(p, [("vertical", [(i, identity(i, "g0, g1, l0, l1", G2)) for i in ids])])
+    fused = generate(replace(plan, uar=polyfuse.build_uar(p)))
+    assert barriers_in(fused.source) == 2 and fused.plan.optimizations["barriers_shared"] == 2
+    check(p, fused)
+
+
+def test_code_motion_refuses_dependent_fragments(tmp_path: Path) -> None:
+    """The second fragment accumulates into the first one's output (a thread-level RAW/WAW):
+    not independent, so the fragments keep their own loops and barriers."""
+    from dataclasses import replace
+
+    p = tiled_program(tmp_path, [("tiled", "X", "Wq", "Q", 64),
+                                 ("tiled_acc", "X", "Wk", "Q", 64)])
+    ids = [lc.id for lc in p.launches]
+    plan = make_plan(p, [("vertical", [(i, identity(i, "g0, g1, l0, l1", G2)) for i in ids])])
+    for pl in (plan, replace(plan, uar=polyfuse.build_uar(p))):
+        fused = generate(pl)
+        assert barriers_in(fused.source) == 4
+        assert "barriers_shared" not in fused.plan.optimizations
+        check(p, fused)
+
+
+def test_code_motion_refuses_different_structure(tmp_path: Path) -> None:
+    """Different tile-loop bounds (K = 64 and K = 32 after constant propagation): not merged."""
+    p = tiled_program(tmp_path, [("tiled", "X", "Wq", "Q", 64), ("tiled", "X", "Wk", "K", 32)])
+    ids = [lc.id for lc in p.launches]
+    plan = make_plan(p, [("vertical", [(i, identity(i, "g0, g1, l0, l1", G2)) for i in ids])])
+    fused = generate(plan)
+    assert barriers_in(fused.source) == 4
+    assert "barriers_shared" not in fused.plan.optimizations
+    check(p, fused)
+
+
+@pytest.mark.parametrize("middle_out,merged", [("O", True), ("K", False)])
+def test_code_motion_crosses_only_independent_fragments(tmp_path: Path, middle_out: str,
+                                                        merged: bool) -> None:
+    """Q projection, an element-wise fragment, K projection: K moves up across the middle
+    fragment to share Q's barriers only when the middle one does not touch K (here it writes
+    O, or K: a WAW that pins the order)."""
+    from polyfuse.builder import ProgramBuilder
+
+    cl = tmp_path / "tiled.cl"
+    cl.write_text(TILED)
+    b = ProgramBuilder(str(cl), name="cross")
+    for name in ("X", "Wq", "Wk", "Q", "K", "O"):
+        b.buffer(name, 4 * 64 * 64)
+        b.write(name)
+    b.launch("tiled", (64, 64), (16, 16), {"A": "X", "B": "Wq", "C": "Q", "M": 64, "N": 64,
+                                           "K": 64})
+    b.launch("combine", (4096,), (64,), {"q": "X", "k": "Wq", "v": "Wk", "out": middle_out,
+                                         "n": 4096})
+    b.launch("tiled", (64, 64), (16, 16), {"A": "X", "B": "Wk", "C": "K", "M": 64, "N": 64,
+                                           "K": 64})
+    for name in ("Q", "K", "O"):
+        b.read(name, blocking=True)
+    p = b.build()
+    ids = [lc.id for lc in p.launches]
+    comb = f"{{ F[g0, g1, l0, l1] -> L{ids[1]}[16g1 + l1, 16g0 + l0] : {G2} }}"
+    frags = [(ids[0], identity(ids[0], "g0, g1, l0, l1", G2)), (ids[1], comb),
+             (ids[2], identity(ids[2], "g0, g1, l0, l1", G2))]
+    fused = generate(make_plan(p, [("vertical", frags)]))
+    assert barriers_in(fused.source) == (2 if merged else 4)
+    assert fused.plan.optimizations.get("barriers_shared", 0) == (2 if merged else 0)
+    if merged:
+        # the merged body comes first, the crossed fragment after it
+        assert fused.source.index("fragments 1, 3:") < fused.source.index("fragment 2:")
+    check(p, fused)
+
+
+def test_code_motion_bert_qkv_onnx() -> None:
+    """The BERT QKV model: its three tiled MatMuls share one tile loop (6 -> 2 barriers) and the
+    fused program matches onnxruntime and the unfused program."""
+    from polyfuse.onnx_run import fuse_onnx
+
+    r = fuse_onnx(EXAMPLES / "models" / "bert_qkv.onnx", verify=True)
+    assert barriers_in(r.fused.source) == 2
+    assert r.plan.optimizations["barriers_shared"] == 4
+    assert r.plan.verified["ok"], r.plan.verified
+    assert r.plan.verified["references"]["onnxruntime"]["ok"]

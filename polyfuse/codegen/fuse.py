@@ -24,6 +24,8 @@ copy of the original kernel's body, placed by its re-indexing map:
   group.  ``barrier_before`` puts a work-group barrier at kernel top level (reached by all).
 * **Orchestration.**  ``vertical``/``single``/``hybrid`` run the fragments in sequence in each
   work-item; ``horizontal`` branches on the group id (``if (...) {..} else if (...) {..}``).
+  With optimizations on, independent fragments with the same barrier skeleton are merged into
+  one body that shares their barriers (code motion, :mod:`polyfuse.codegen.motion`).
 
 The fused NDRange is the bounding box of the re-indexing domains, in whole work-groups, and is
 checked against the device's limits.  Post-fusion optimizations are in
@@ -315,6 +317,8 @@ class _KernelBuilder:
     notes: list[str] = field(default_factory=list)
     #: fused param name -> (root buffer, byte offset, element type) for buffer params
     buffer_params: dict[str, tuple[str, Any, str]] = field(default_factory=dict)
+    #: code motion that fired: (detail, barrier statements saved)
+    motion: list[tuple[str, int]] = field(default_factory=list)
 
     @property
     def where(self) -> str:
@@ -713,7 +717,7 @@ class _GroupCode:
 
 
 def _assemble_group(plan: FusionPlan, group: FusedGroup, inst: Any, limits: Any,
-                    name: str) -> _GroupCode:
+                    name: str, code_motion: bool = False) -> _GroupCode:
     program: Program = plan.program
     where = f"plan group {group.id}"
     if not group.fragments:
@@ -805,7 +809,31 @@ def _assemble_group(plan: FusionPlan, group: FusedGroup, inst: Any, limits: Any,
         if isinstance(stmt, c_ast.If):
             kb.comments[id(stmt)] = "horizontal: " + "; ".join(n for _, _, n in chain)
     else:
-        for k, f, dom, items, has_bar in frags:
+        from polyfuse.codegen import motion
+
+        seq: list[Any] = [motion.FragCode(k, f, dom, items, has_bar)
+                          for k, f, dom, items, has_bar in frags]
+        if code_motion and len(seq) > 1:
+            seq, why = motion.share_barriers(seq, program, plan.uar,
+                                             frozenset(kb.symbolic.values()))
+            kb.notes.extend(why)
+        for entry in seq:
+            if isinstance(entry, motion.Merged):
+                ms = entry.members
+                k, f, dom, items, has_bar = ms[0].k, ms[0].frag, ms[0].dom, entry.items, True
+                text = ", ".join(str(m.k) for m in ms)
+                launches = ", ".join(
+                    f"#{m.frag.launch} {program.op(m.frag.launch).kernel}" for m in ms)
+                shared = (f"share {entry.barriers} barriers "
+                          f"({entry.barriers + entry.saved} -> {entry.barriers})")
+                label = f"fragments {text}: {launches}; code motion: {shared}"
+                kb.motion.append((f"group {group.id}: fragments {text} ({launches}) {shared}",
+                                  entry.saved))
+                kb.notes.append(f"code motion: fragments {text} {shared}")
+            else:
+                k, f, dom, items, has_bar = (entry.k, entry.frag, entry.dom, entry.items,
+                                             entry.has_barrier)
+                label = comment(k, f)
             if f.barrier_before and k > 1:
                 bar = _barrier_stmt()
                 kb.comments[id(bar)] = f"block edge into fragment {k}"
@@ -821,7 +849,7 @@ def _assemble_group(plan: FusionPlan, group: FusedGroup, inst: Any, limits: Any,
                         "re-indexing domain does not cover whole work-groups: its guard would "
                         "put a barrier under work-item-dependent control flow")
             stmt = block if guard is None else c_ast.If(guard, block, None)
-            kb.comments[id(stmt)] = comment(k, f)
+            kb.comments[id(stmt)] = label
             body.append(stmt)
 
     # kernel scope: hoisted __local arrays first
@@ -888,7 +916,7 @@ def generate(plan: FusionPlan, *, device: Any = None, build: bool = True,
     codes: list[_GroupCode] = []
     for g in plan.groups:
         name = f"fused_g{g.id}"
-        codes.append(_assemble_group(plan, g, inst, limits, name))
+        codes.append(_assemble_group(plan, g, inst, limits, name, code_motion=optimize))
 
     # post-fusion optimizations (each on the fused kernel's own model)
     stats: dict[str, Any] = {}
@@ -901,6 +929,10 @@ def generate(plan: FusionPlan, *, device: Any = None, build: bool = True,
             for key, v in res.details.items():
                 stats.setdefault("details", {}).setdefault(key, []).extend(v)
             dropped += res.dropped
+        for gc in codes:
+            for detail, saved in gc.kb.motion:
+                stats["barriers_shared"] = stats.get("barriers_shared", 0) + saved
+                stats.setdefault("details", {}).setdefault("barriers_shared", []).append(detail)
     consts = {k: v for gc in codes for k, v in gc.kb.constants.items()}
     stats["constants_propagated"] = len(consts)
     if consts:

@@ -19,7 +19,10 @@ pass does nothing, which is always safe).
   the barrier in execution order, and no other kept barrier with the right fence lies between
   them.  Barriers are examined one at a time against the barriers still kept, so removing one
   never leaves a dependence unordered.  Barriers that may not be reached uniformly are kept.
-* Code motion so that independent components share barriers is not done.
+* **Code motion** so that independent fragments share barriers (seed 001 §5.2) is done while the
+  fused kernel is assembled, on the fragments themselves (:mod:`polyfuse.codegen.motion`), so
+  both passes above see the merged body; it is recorded as ``barriers_shared`` (barrier
+  statements no longer emitted) with one detail per merged set of fragments.
 """
 
 from __future__ import annotations
