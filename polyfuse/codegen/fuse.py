@@ -118,15 +118,7 @@ def transform(node: Any, fn: Callable[[Any], Any]) -> Any:
     return fn(node)
 
 
-def walk(node: Any) -> Iterator[Any]:
-    """Every node below ``node`` (pre-order, children in ``children()`` order)."""
-    if node is None:
-        return
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(reversed([c for _, c in n.children()]))
+walk = cpp.walk
 
 
 def _rename(node: Any, mapping: Mapping[str, str]) -> None:
@@ -182,12 +174,7 @@ def _neg(cond: c_ast.Node) -> c_ast.Node:
     return c_ast.UnaryOp("!", cond)
 
 
-def _items(stmt: Any) -> list[Any]:
-    if stmt is None:
-        return []
-    if isinstance(stmt, c_ast.Compound):
-        return list(stmt.block_items or [])
-    return [stmt]
+_items = cpp.block_items
 
 
 def eliminate_returns(items: list[Any], where: str) -> list[Any]:
@@ -995,7 +982,7 @@ def _build_or_explain(source: str, lines: Mapping[int, tuple[int, int]],
     """Build ``source``; a failure names the line in ``source`` and the plan group."""
     import pyopencl as cl
 
-    from polyfuse.runtime.device import get_context
+    from polyfuse.runtime.device import build_log, get_context
 
     ctx, _queue = get_context(device if device is not False else None)
     prog = cl.Program(ctx, source)
@@ -1003,13 +990,7 @@ def _build_or_explain(source: str, lines: Mapping[int, tuple[int, int]],
         prog.build(options=["-cl-std=CL1.2"])
         return
     except cl.Error as err:
-        log = ""
-        for dev in ctx.devices:
-            try:
-                log += prog.get_build_info(dev, cl.program_build_info.LOG) or ""
-            except cl.Error:
-                pass
-        log = log.strip() or str(err)
+        log = build_log(prog, ctx, err)
     # clang prints "FILE:LINE:COL: error: MSG"; PoCL 3.x "error: FILE:LINE:COL: MSG"
     m = re.search(r"^(?:error: )?[^\s:]*:(\d+):\d+: (?:error: )?(.*)$", log, re.M)
     if m:

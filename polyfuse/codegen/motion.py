@@ -43,6 +43,7 @@ from typing import Any
 import islpy as isl
 from pycparser import c_ast
 
+from polyfuse.frontend.cpp import block_items as _items
 from polyfuse.program import WORK_ITEM_FUNCTIONS, Launch, Program
 
 _BARRIERS = ("barrier", "work_group_barrier")
@@ -93,12 +94,6 @@ def _has_barrier(node: Any) -> bool:
     return node is not None and any(_is_barrier_call(n) for n in _walk(node))
 
 
-def _items(stmt: Any) -> list[Any]:
-    if stmt is None:
-        return []
-    if isinstance(stmt, c_ast.Compound):
-        return list(stmt.block_items or [])
-    return [stmt]
 
 
 def _text(node: Any) -> str:

@@ -24,9 +24,9 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from pycparser import c_ast, c_generator, c_parser
 
@@ -430,3 +430,23 @@ class OpenCLGenerator(c_generator.CGenerator):
 def generate(node: c_ast.Node) -> str:
     """OpenCL C text of an AST node (a whole file, a function, a statement or an expression)."""
     return OpenCLGenerator().visit(node)
+
+
+def walk(node: Any) -> Iterator[Any]:
+    """Every pycparser node below ``node`` (pre-order, children in ``children()`` order)."""
+    if node is None:
+        return
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(c for _, c in reversed(n.children()))
+
+
+def block_items(stmt: Any) -> list[Any]:
+    """The statements of a compound statement, or ``[stmt]`` for a single one."""
+    if stmt is None:
+        return []
+    if isinstance(stmt, c_ast.Compound):
+        return list(stmt.block_items or [])
+    return [stmt]

@@ -1559,14 +1559,7 @@ class _Extractor:
 # ----------------------------------------------------------------------------------------------
 
 
-def _walk(node: Any) -> Iterable[Any]:
-    if node is None:
-        return
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(c for _, c in reversed(n.children()))
+_walk = cpp.walk
 
 
 def _is_function_pointer(t: Any) -> bool:

@@ -10,7 +10,7 @@ import pyopencl as cl
 
 from polyfuse.oplib._common import OpKernel
 from polyfuse.program import PolyfuseError
-from polyfuse.runtime.device import get_device
+from polyfuse.runtime.device import build_log, get_device
 
 _CONTEXT: Optional[cl.Context] = None
 _QUEUES: dict[int, cl.CommandQueue] = {}
@@ -38,13 +38,7 @@ def build(opk: OpKernel, ctx: cl.Context) -> cl.Program:
     try:
         program.build(options=["-cl-std=CL1.2"])
     except cl.Error as err:
-        logs = []
-        for dev in ctx.devices:
-            try:
-                logs.append(program.get_build_info(dev, cl.program_build_info.LOG))
-            except cl.Error:
-                pass
-        log = "\n".join(s.strip() for s in logs if s and s.strip()) or str(err)
+        log = build_log(program, ctx, err)
         raise KernelBuildError(f"building kernel '{opk.name}' failed:\n{log}") from None
     _PROGRAMS[key] = program
     return program

@@ -231,6 +231,17 @@ def device_key(device: Union[cl.Device, DeviceLimits, str, None]) -> str:
 _PROGRAM_CACHE: dict[tuple[int, str, str], tuple[cl.Context, cl.Program]] = {}
 
 
+def build_log(program: cl.Program, ctx: cl.Context, err: Exception) -> str:
+    """The compiler's log of a failed build on every device of ``ctx`` (else the error text)."""
+    logs = []
+    for dev in ctx.devices:
+        try:
+            logs.append(program.get_build_info(dev, cl.program_build_info.LOG))
+        except cl.Error:
+            pass
+    return "\n".join(s.strip() for s in logs if s and s.strip()) or str(err)
+
+
 def build_program(ctx: cl.Context, source: str, options: Sequence[str] = ()) -> cl.Program:
     """Build (once per context, source and options) and explain failures in one line.
 

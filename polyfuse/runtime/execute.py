@@ -59,7 +59,7 @@ from polyfuse.program import (
     eval_host_int,
     host_instances,
 )
-from polyfuse.runtime.device import DeviceSpec, build_program, get_context
+from polyfuse.runtime.device import DeviceSpec, build_log, build_program, get_context
 
 #: options every program is built with
 BUILD_OPTIONS = ("-cl-std=CL1.2",)
@@ -223,13 +223,7 @@ def build(program: Program, ctx: cl.Context) -> cl.Program:
         try:
             prog.build(options=list(BUILD_OPTIONS))
         except cl.Error as err:
-            logs = []
-            for dev in ctx.devices:
-                try:
-                    logs.append(prog.get_build_info(dev, cl.program_build_info.LOG))
-                except cl.Error:
-                    pass
-            log = "\n".join(s.strip() for s in logs if s and s.strip()) or str(err)
+            log = build_log(prog, ctx, err)
         culprits = []
         for text in log.splitlines():
             m = re.search(r"\S+?:(\d+):\d+:", text)
