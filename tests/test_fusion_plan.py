@@ -459,3 +459,52 @@ def test_qkv_horizontal_variant_is_distinct_and_legal():
         [(3, "horizontal"), (1, "single")]
     assert horizontal.groups[0].step < horizontal.groups[1].step
     assert polyfuse.check_plan(horizontal) == []
+
+
+WAVE_SRC = """
+__kernel void cell(__global float *h, const int below, const int prev, const int out) {
+  int i = get_global_id(0);
+  float s = 0.0f;
+  for (int k = 0; k < 64; k++) s += h[below + k] + h[prev + k];
+  h[out + i] = tanh(s);
+}"""
+
+
+def _stacked_rnn(below, prev, layers=3, steps=4, width=64):
+    """Launches over host loops (l, t) reading h at offsets below(l, t) and prev(l, t)."""
+    b = polyfuse.ProgramBuilder(WAVE_SRC, name="stacked_rnn")
+    b.buffer("h", 4 * width * (layers + 2) * (steps + 2))
+    b.write("h")
+    with b.loop("l", 1, layers + 1) as layer:
+        with b.loop("t", 1, steps + 1) as t:
+            row = lambda a, c: (a * (steps + 2) + c) * width  # noqa: E731
+            b.launch("cell", global_size=(width,), local_size=(64,),
+                     args={"h": "h", "below": row(*below(layer, t)),
+                           "prev": row(*prev(layer, t)), "out": row(layer, t)})
+    b.read("h", blocking=True)
+    return polyfuse.plan_fusion(polyfuse.build_uar(b.build()))
+
+
+def test_layer_time_recurrence_is_scheduled_along_its_wavefront():
+    """h[l][t] needs h[l-1][t] and h[l][t-1]: neither host loop is parallel, the anti-diagonals
+    l + t are (SIRIUS §7.5); isl proves every dependence crosses to a later wavefront step."""
+    plan = _stacked_rnn(lambda y, t: (y - 1, t), lambda y, t: (y, t - 1))
+    (group,) = plan.groups
+    assert isl.Map(group.schedule).is_equal(isl.Map("{ G0[l, t] -> [l + t, t] }"))
+    assert any("wavefront" in n and "6 steps" in n for n in group.notes), group.notes
+    assert plan.launches_before == plan.launches_after == 12
+
+
+def test_no_wavefront_when_the_outer_loop_is_parallel():
+    """Layers independent (only t carries): the layer loop is parallel, no skew is needed."""
+    plan = _stacked_rnn(lambda y, t: (0, t), lambda y, t: (y, t - 1))
+    (group,) = plan.groups
+    assert not any("wavefront" in n for n in group.notes)
+
+
+def test_no_wavefront_when_a_dependence_stays_on_an_anti_diagonal():
+    """h[l][t] needs h[l-1][t+1]: distance (1, -1) keeps l + t constant, so the anti-diagonal
+    launches are not independent and no wavefront is claimed."""
+    plan = _stacked_rnn(lambda y, t: (y - 1, t + 1), lambda y, t: (y, t - 1))
+    (group,) = plan.groups
+    assert not any("wavefront" in n for n in group.notes)

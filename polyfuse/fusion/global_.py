@@ -226,6 +226,62 @@ def global_schedule(uar: UAR, units: Sequence[Unit]) -> tuple[isl.Schedule, dict
     return schedule, asap_steps(steps, constraints, {u.name for u in units if u.group is None})
 
 
+def wavefront_schedules(uar: UAR, units: Sequence[Unit]) -> dict[str, tuple[isl.Map, str]]:
+    """Wavefront schedules of groups in a nest of two or more host loops (SIRIUS §7.5).
+
+    A recurrence such as a stacked RNN over (layer, time) carries dependences along both host
+    loops, so neither loop alone is parallel; its launches on one anti-diagonal are independent.
+    For each such group the wavefront ``G[i0..in] -> [i0 + ... + in, i1, ..., in]`` is kept
+    when isl proves that every loop-carried dependence of the group strictly increases the
+    wavefront coordinate (so the order is legal and the launches of one wavefront step are
+    mutually independent).  Only a group alone in its loop nest is considered (otherwise a chain
+    of dependences through another statement of the nest could join two launches of one
+    anti-diagonal).  Returned per group name with a one-line note; the plan reports it,
+    launches still run per host-loop iteration (fusing one wavefront into one launch would need
+    host-code generation that polyfuse does not do).
+    """
+    domain, validity = _units_constraints(uar, units)
+    out: dict[str, tuple[isl.Map, str]] = {}
+    outer = {u.name: uar.instances(u.members[0]).loop_ids[:1] for u in units}
+    for u in units:
+        if u.group is None or len(u.group.frame.host_dims) < 2:
+            continue
+        if any(v is not u and outer[v.name] and outer[v.name] == outer[u.name] for v in units):
+            # another statement in the same loop nest could chain two launches of one
+            # anti-diagonal through itself; only a group alone in its nest is claimed
+            continue
+        dims = list(u.group.frame.host_dims)
+        space = f"{u.name}[{', '.join(dims)}]"
+        dom = isl.UnionSet.from_set(_ctx(uar, isl.Set(f"{{ {space} }}")))
+        self_deps = validity.intersect_domain(dom).intersect_range(dom)
+        if self_deps.is_empty():
+            continue
+        carried_outer = self_deps.intersect(isl.UnionMap(
+            f"{{ {space} -> {u.name}[{', '.join(d + '_' for d in dims)}] : "
+            f"{dims[0]}_ > {dims[0]} }}"))
+        if carried_outer.is_empty():
+            continue  # the outer loop is parallel already: no wavefront needed
+        front = " + ".join(dims)
+        wave = isl.Map(f"{{ {space} -> [{front}, {', '.join(dims[1:])}] }}")
+        wave_u = isl.UnionMap.from_map(wave)
+        steps = self_deps.apply_domain(wave_u).apply_range(wave_u)
+        first = isl.UnionMap(f"{{ [w, {', '.join(d + 'a' for d in dims[1:])}] -> "
+                             f"[w2, {', '.join(d + 'b' for d in dims[1:])}] : w2 <= w }}")
+        if not steps.intersect(first).is_empty():
+            continue  # some dependence stays within a wavefront step (or goes backwards)
+        n_fronts = _ctx(uar, uar.instances(u.members[0]).domain).apply(
+            _host_projection(uar, u.members[0], u.name)).apply(wave).project_out(
+            isl.dim_type.set, 1, len(dims) - 1)
+        count = str(n_fronts.card()).strip() if hasattr(n_fronts, "card") else ""
+        if count.startswith("{") and count.endswith("}") and ":" not in count:
+            count = count[1:-1].strip()  # a constant: "{ 6 }" -> "6"
+        how = f" in {count} steps" if count else ""
+        out[u.name] = (wave, f"wavefront schedule {front}{how}: every loop-carried "
+                       "dependence crosses to a later step, so the launches of one step are "
+                       "independent (run per iteration; not fused into one launch)")
+    return out
+
+
 # ----------------------------------------------------------------------------------------------
 # P3
 # ----------------------------------------------------------------------------------------------
@@ -421,6 +477,7 @@ def plan_fusion(uar: UAR, *, orchestration: str = "auto", anchor: str = "auto") 
         if isinstance(op, HostOp) and op.kind != "sync":
             units.append(Unit(f"H{op.id}", (op.id,)))
     schedule, steps = global_schedule(uar, units)
+    waves = wavefront_schedules(uar, units)
     units = p3_fusion(uar, units, steps, orchestration, local.graph)
     sched_map = schedule.get_map()
     pos = {op.id: k for k, op in enumerate(uar.program.ops)}
@@ -436,12 +493,16 @@ def plan_fusion(uar: UAR, *, orchestration: str = "auto", anchor: str = "auto") 
                       for m in u.members)
         gsched = sched_map.intersect_domain(isl.UnionSet(
             f"{{ {u.name}[{', '.join(frame.host_dims)}] }}")) if frame.host_dims else None
+        notes = tuple(u.group.notes)
+        if u.name in waves:
+            gsched, note = waves[u.name]
+            notes += (note,)
         fused.append(FusedGroup(
             id=gid, members=tuple(u.members),
             orchestration="single" if len(u.members) == 1 else u.orchestration,
             fragments=frags, step=steps[u.name], global_size=_global_size(uar, frame),
             local_size=tuple(frame.local_size), kernel=_kernel_name(uar, u.members),
-            notes=tuple(u.group.notes), schedule=None if gsched is None else str(gsched)))
+            notes=notes, schedule=None if gsched is None else str(gsched)))
     before = sum((_trip_count(uar, op.id) for op in uar.program.launches), sympy.Integer(0))
     after = sum((_trip_count(uar, g.members[0]) for g in fused), sympy.Integer(0))
     group_of = {m: g.id for g in fused for m in g.members}
