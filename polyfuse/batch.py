@@ -92,6 +92,11 @@ def fuse_model(path: str, out_root: str, *, verify: bool = False, tune: bool = F
         return ModelSummary(model=stem, error=f"internal error: {type(err).__name__}: {err}")
 
 
+def _bar(done: int, total: int, width: int = 20) -> str:
+    filled = round(width * done / total) if total else width
+    return "[" + "#" * filled + "-" * (width - filled) + f"] {done}/{total} models"
+
+
 def _fuse_model_job(args: tuple) -> dict:
     path, out_root, kwargs = args
     return asdict(fuse_model(path, out_root, **kwargs))
@@ -102,8 +107,11 @@ def fuse_models(paths: Sequence[str], out_root: str, *, jobs: int = 1,
     """Fuse every model (in ``jobs`` processes); summaries in the order of ``paths``."""
     n = len(paths)
     if jobs <= 1 or n <= 1:
-        return [fuse_model(p, out_root, index=f"[{k + 1}/{n}] ", **kwargs)
-                for k, p in enumerate(paths)]
+        out = []
+        for k, p in enumerate(paths):
+            out.append(fuse_model(p, out_root, index=f"[{k + 1}/{n}] ", **kwargs))
+            print(f"polyfuse: {_bar(k + 1, n)}", file=sys.stderr, flush=True)
+        return out
     results: dict[int, ModelSummary] = {}
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
@@ -113,5 +121,5 @@ def fuse_models(paths: Sequence[str], out_root: str, *, jobs: int = 1,
         for done, fut in enumerate(as_completed(futures), 1):
             k = futures[fut]
             results[k] = ModelSummary(**fut.result())
-            print(f"polyfuse: {done}/{n} models finished", file=sys.stderr, flush=True)
+            print(f"polyfuse: {_bar(done, n)}", file=sys.stderr, flush=True)
     return [results[k] for k in range(n)]
