@@ -363,6 +363,36 @@ def _fold_split(ins: list, at: dict, shapes: list) -> list[np.ndarray]:
     return list(np.split(x, np.cumsum(np.ravel(split))[:-1], axis=axis))
 
 
+def _fold_trilu(ins: list, at: dict, shapes: list) -> list[np.ndarray]:
+    k = int(np.ravel(ins[1])[0]) if len(ins) > 1 and ins[1] is not None else 0
+    fn = np.triu if int(at.get("upper", 1)) else np.tril
+    return [fn(ins[0], k)]
+
+
+def _fold_reduce(fn: Callable) -> FoldFn:
+    """A Reduce* folder: axes from the input (opset 18) or the attribute, keepdims, noop."""
+    def fold(ins: list, at: dict, shapes: list) -> list[np.ndarray]:
+        axes = ins[1] if len(ins) > 1 and ins[1] is not None else at.get("axes")
+        keep = bool(int(at.get("keepdims", 1)))
+        if axes is None or np.size(axes) == 0:
+            if int(at.get("noop_with_empty_axes", 0)):
+                return [ins[0]]
+            axes = list(range(ins[0].ndim))
+        red = tuple(_axes(axes, ins[0].ndim))
+        return [np.asarray(fn(ins[0], axis=red, keepdims=keep)).astype(ins[0].dtype)]
+    return fold
+
+
+def _same_type(fn: Callable) -> FoldFn:
+    """An element-wise numpy function whose result keeps the first input's dtype."""
+    return lambda ins, at, sh: [np.asarray(fn(*[a for a in ins if a is not None])
+                                           ).astype(ins[0].dtype)]
+
+
+def _boolean(fn: Callable) -> FoldFn:
+    return lambda ins, at, sh: [np.asarray(fn(*ins), dtype=np.bool_)]
+
+
 _FOLDERS: dict[str, FoldFn] = {
     "Constant": _fold_constant,
     "ConstantOfShape": _fold_constant_of_shape,
@@ -393,6 +423,28 @@ _FOLDERS: dict[str, FoldFn] = {
     "Equal": lambda ins, at, sh: [np.equal(ins[0], ins[1])],
     "Where": lambda ins, at, sh: [np.where(ins[0], ins[1], ins[2])],
     "Split": _fold_split,
+    "Trilu": _fold_trilu,
+    "Tile": lambda ins, at, sh: [np.tile(ins[0], tuple(int(r) for r in np.ravel(ins[1])))],
+    "Less": _boolean(np.less),
+    "LessOrEqual": _boolean(np.less_equal),
+    "Greater": _boolean(np.greater),
+    "GreaterOrEqual": _boolean(np.greater_equal),
+    "Not": _boolean(np.logical_not),
+    "And": _boolean(np.logical_and),
+    "Or": _boolean(np.logical_or),
+    "Xor": _boolean(np.logical_xor),
+    "Max": _same_type(lambda *a: np.maximum.reduce(np.broadcast_arrays(*a))),
+    "Min": _same_type(lambda *a: np.minimum.reduce(np.broadcast_arrays(*a))),
+    "Abs": _same_type(np.abs),
+    "Sqrt": _same_type(np.sqrt),
+    "Pow": _same_type(np.power),
+    "Mod": lambda ins, at, sh: [(np.fmod(ins[0], ins[1]) if int(at.get("fmod", 0))
+                                 else np.mod(ins[0], ins[1])).astype(ins[0].dtype)],
+    "ReduceSum": _fold_reduce(np.sum),
+    "ReduceMean": _fold_reduce(np.mean),
+    "ReduceMax": _fold_reduce(np.max),
+    "ReduceMin": _fold_reduce(np.min),
+    "ReduceProd": _fold_reduce(np.prod),
 }
 
 #: Ops folded when only their input's *shape* is needed (its value may live on the device).
@@ -416,6 +468,8 @@ class _Translator:
         self.max_wg = max_wg
         self.local_mem = local_mem
         self.graph = model.graph
+        self.opset = max((int(i.version) for i in model.opset_import
+                          if i.domain in ("", "ai.onnx")), default=MAX_OPSET)
         self.consts: dict[str, np.ndarray] = {}
         self.shapes: dict[str, tuple[int, ...]] = {}
         self.types: dict[str, int] = {}
@@ -460,6 +514,53 @@ class _Translator:
             return self.shapes[tensor]
         raise self.error(f"{where}: tensor '{tensor}' has an unknown shape after shape "
                          "inference (polyfuse needs static shapes)")
+
+    def infer_node(self, node: Any) -> None:
+        """Output shapes and types of ``node`` that the whole-graph inference left unknown.
+
+        ONNX's data propagation stops at operators it does not evaluate (a ``Div`` in the size
+        arithmetic TorchScript emits for ``chunk``, say), leaving every shape downstream unknown.
+        Here the size sub-graphs are already folded, so the node is inferred again on its own
+        with the host constants as input data; its outputs' shapes then feed the next node.
+        """
+        from onnx import defs, helper, numpy_helper, shape_inference
+
+        if all(not t or t in self.shapes for t in node.output):
+            return
+        try:
+            schema = defs.get_schema(node.op_type, self.opset, node.domain or "")
+        except Exception:  # onnx raises SchemaError, not exported under a stable name
+            return
+        types: dict[str, Any] = {}
+        data: dict[str, Any] = {}
+        for tensor in node.input:
+            if not tensor:
+                continue
+            dt = self.types.get(tensor)
+            if tensor in self.consts:
+                value = self.consts[tensor]
+                if value.size <= 1024:
+                    data[tensor] = numpy_helper.from_array(value, tensor)
+                shape: Optional[tuple] = tuple(value.shape)
+                dt = helper.np_dtype_to_tensor_dtype(value.dtype)
+            else:
+                shape = self.shapes.get(tensor)
+            if not dt:
+                return
+            types[tensor] = helper.make_tensor_type_proto(dt, shape)
+        try:
+            out = shape_inference.infer_node_outputs(
+                schema, node, types, input_data=data,
+                opset_imports=[helper.make_opsetid("", self.opset)])
+        except Exception:  # an inference failure leaves the shape unknown (reported later)
+            return
+        for name, tp in out.items():
+            tt = tp.tensor_type
+            if tt.elem_type and name not in self.types:
+                self.types[name] = tt.elem_type
+            if name not in self.shapes and tt.HasField("shape") and \
+                    all(d.HasField("dim_value") for d in tt.shape.dim):
+                self.shapes[name] = tuple(int(d.dim_value) for d in tt.shape.dim)
 
     def np_type(self, tensor: str) -> Optional[np.dtype]:
         if tensor in self.consts:
@@ -583,6 +684,7 @@ class _Translator:
             self.fold(node, op, attrs, where)
             self.nodes[label] = "folded on the host"
             return
+        self.infer_node(node)
         if op in ALIAS_OPS and self.alias(node, op, attrs, where):
             self.nodes[label] = f"alias of {self.tensor_buffer[node.output[0]]}"
             return

@@ -34,6 +34,7 @@ _GENERATORS: dict[str, Callable[[Node], OpKernel]] = {
     **{op: elementwise.binary for op in elementwise.BINARY},
     **{op: elementwise.binary for op in elementwise.VARIADIC},
     "Where": elementwise.where,
+    "BatchNormalization": elementwise.batch_norm,
     "MatMul": linalg.matmul,
     "Gemm": linalg.gemm,
     "Conv": linalg.conv,

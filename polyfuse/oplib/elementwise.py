@@ -15,6 +15,7 @@ from polyfuse.oplib._common import (
     broadcast_shape,
     broadcast_strides,
     elementwise_kernel,
+    flt,
     index_expr,
     prod,
     shape_str,
@@ -125,3 +126,40 @@ def where(node: Node) -> OpKernel:
         node, prod(out), params, {}, stmts, ["cond", "x", "y"], ["out"], comment,
         {"cond": "bool"},
     )
+
+
+def batch_norm(node: Node) -> OpKernel:
+    """BatchNormalization in inference mode (``training_mode`` 0): per channel (axis 1)
+    ``(x - mean) * rsqrt(var + epsilon) * scale + bias`` with the running statistics.
+
+    ``momentum`` only matters in training; the running-statistics outputs of training mode are
+    refused rather than left unwritten.
+    """
+    node.check_attrs(["epsilon", "momentum", "training_mode", "spatial"])
+    if node.int_attr("training_mode", 0) != 0:
+        raise node.unsupported("attribute 'training_mode'=1 is not supported (inference only)")
+    if node.int_attr("spatial", 1) != 1:
+        raise node.unsupported("attribute 'spatial'=0 is not supported")
+    if any(node.has_output(i) for i in range(1, len(node.output_shapes))):
+        raise node.unsupported("outputs running_mean/running_var (training mode) are not "
+                               "supported")
+    shape = node.input(0)
+    if len(shape) < 2:
+        raise node.invalid(f"input X must have rank >= 2, got {shape}")
+    channels = shape[1]
+    for i, what in enumerate(("scale", "B", "input_mean", "input_var"), 1):
+        if node.input(i) != (channels,):
+            raise node.invalid(f"input {i} ({what}) has shape {node.input(i)}, expected "
+                               f"({channels},)")
+    node.check_output(0, shape)
+    eps = float(node.attr("epsilon", 1e-5))
+    c = index_expr("gid", shape, (0, 1) + (0,) * (len(shape) - 2))
+    stmts = (
+        f"const int c = {c};\n"
+        f"y[gid] = (x[gid] - mean[c]) * rsqrt(var[c] + {flt(eps)}) * scale[c] + bias[c];"
+    )
+    names = ["x", "scale", "bias", "mean", "var"]
+    params = [Param("x", shape)] + [Param(n, (channels,)) for n in names[1:]]
+    params.append(Param("y", shape, const=False))
+    comment = f"BatchNormalization {shape_str(shape)} epsilon={eps}"
+    return elementwise_kernel(node, prod(shape), params, {}, stmts, names, ["y"], comment)
