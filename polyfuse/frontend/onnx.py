@@ -43,7 +43,8 @@ from polyfuse.program import PolyfuseError, Program, UnsupportedError
 MIN_OPSET, MAX_OPSET = 13, 20
 
 #: Operators that only re-view contiguous memory: their output aliases the input buffer.
-ALIAS_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Cast"})
+ALIAS_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Cast",
+                       "CastLike"})
 
 #: Inputs that the oplib takes as static attributes (by ONNX input position), not as buffers.
 STATIC_INPUTS: dict[str, dict[int, str]] = {
@@ -400,6 +401,7 @@ _FOLDERS: dict[str, FoldFn] = {
     "Size": lambda ins, at, sh: [np.asarray(int(np.prod(sh[0])), np.int64)],
     "Identity": lambda ins, at, sh: [ins[0]],
     "Cast": _fold_cast,
+    "CastLike": _fold_cast,  # fold() sets 'to' from the type of input 1
     "Gather": lambda ins, at, sh: [np.take(ins[0], ins[1].astype(np.int64),
                                            axis=int(at.get("axis", 0)))],
     "Slice": lambda ins, at, sh: [_slice(ins[0], ins[1], ins[2], *(ins[3:5] + [None] * 2)[:2])],
@@ -450,6 +452,12 @@ _FOLDERS: dict[str, FoldFn] = {
 #: Ops folded when only their input's *shape* is needed (its value may live on the device).
 _SHAPE_ONLY = frozenset({"Shape", "Size"})
 
+#: Sequence operators handled when the sequence is a split of one tensor.
+_SEQUENCE_OPS = frozenset({"SplitToSequence", "SequenceAt"})
+
+#: Ops folded when only the inputs at these positions are constants (the others give a type).
+_VALUE_INPUTS = {"CastLike": (0,)}
+
 
 # ----------------------------------------------------------------------------------------------
 # The translation
@@ -480,6 +488,8 @@ class _Translator:
         self.kernels: dict[str, Any] = {}  # kernel name -> OpKernel
         self.names: set[str] = set()
         self.nodes: dict[str, str] = {}
+        #: sequence name -> its tensors as (source tensor, axis, start, end, keep the axis)
+        self.sequences: dict[str, list[tuple[str, int, int, int, bool]]] = {}
         self._collect_value_info()
 
     def error(self, message: str, cls: type = PolyfuseError) -> PolyfuseError:
@@ -679,8 +689,10 @@ class _Translator:
                              UnsupportedError)
         attrs = _attrs(node, where, self.path)
         ins = list(node.input)
-        present = [t for t in ins if t]
-        if op in _FOLDERS and self.foldable(op, present):
+        if op in _SEQUENCE_OPS:
+            self.nodes[label] = self.sequence_op(index, node, op, label, attrs, where)
+            return
+        if op in _FOLDERS and self.foldable(op, ins):
             self.fold(node, op, attrs, where)
             self.nodes[label] = "folded on the host"
             return
@@ -690,13 +702,92 @@ class _Translator:
             return
         self.launch(index, node, op, label, attrs, where)
 
-    def foldable(self, op: str, present: list[str]) -> bool:
+    def sequence_op(self, index: int, node: Any, op: str, label: str, attrs: dict[str, Any],
+                    where: str) -> str:
+        """``SplitToSequence`` then ``SequenceAt`` with constant positions (what the dynamo
+        exporter emits for ``chunk``/``split`` without its optimizer): the sequence is a list of
+        slices of one tensor, and each ``SequenceAt`` becomes a Split-like Slice of its own."""
+        from onnx import helper
+
+        if op == "SplitToSequence":
+            src = node.input[0]
+            shape = self.shape(src, where)
+            axis = int(attrs.get("axis", 0))
+            axis = axis + len(shape) if axis < 0 else axis
+            if not 0 <= axis < len(shape):
+                raise self.error(f"{where}: attribute 'axis'={attrs.get('axis')} is out of "
+                                 f"range for {shape}")
+            split_in = node.input[1] if len(node.input) > 1 else ""
+            if split_in and split_in not in self.consts:
+                raise self.error(f"{where}: input 1 ('split') must be a constant; it is "
+                                 "computed on the device", UnsupportedError)
+            keep = True
+            if not split_in:
+                sizes = [1] * shape[axis]
+                keep = bool(int(attrs.get("keepdims", 1)))
+            else:
+                split = np.ravel(self.consts[split_in]).astype(int)
+                if self.consts[split_in].ndim == 0:
+                    n = -(-shape[axis] // int(split[0]))
+                    sizes = [int(split[0])] * (n - 1) + [shape[axis] - int(split[0]) * (n - 1)]
+                else:
+                    sizes = [int(v) for v in split]
+            if sum(sizes) != shape[axis] or min(sizes) < 1:
+                raise self.error(f"{where}: split sizes {sizes} do not cover axis {axis} of "
+                                 f"{shape}")
+            starts = np.cumsum([0] + sizes)
+            self.sequences[node.output[0]] = [(src, axis, int(a), int(b), keep)
+                                              for a, b in zip(starts[:-1], starts[1:])]
+            return f"sequence of {len(sizes)} slices of {src}"
+        if op != "SequenceAt":
+            raise self.error(f"{where}: sequence operator is not supported", UnsupportedError)
+        seq, pos = node.input[0], node.input[1]
+        if seq not in self.sequences:
+            raise self.error(f"{where}: input 0 '{seq}' is not a sequence made by "
+                             "SplitToSequence", UnsupportedError)
+        if pos not in self.consts:
+            raise self.error(f"{where}: input 1 ('position') must be a constant",
+                             UnsupportedError)
+        pieces = self.sequences[seq]
+        i = int(np.ravel(self.consts[pos])[0])
+        if not -len(pieces) <= i < len(pieces):
+            raise self.error(f"{where}: position {i} is out of range for a sequence of "
+                             f"{len(pieces)}")
+        src, axis, start, end, keep = pieces[i]
+        out = node.output[0]
+        shape = list(self.shape(src, where))
+        shape[axis] = end - start
+        if src in self.consts:
+            value = np.take(self.consts[src], np.arange(start, end), axis=axis)
+            self.consts[out] = value if keep else np.squeeze(value, axis)
+            self.shapes[out] = tuple(self.consts[out].shape)
+            return "folded on the host"
+        names = [f"{out}::{k}" for k in ("starts", "ends", "axes")]
+        for name, v in zip(names, (start, end, axis)):
+            self.consts[name] = np.array([v], np.int64)
+        sliced = helper.make_node("Slice", [src, *names], [out], name=node.name)
+        self.shapes[out] = tuple(shape)
+        self.types[out] = self.types.get(src, 1)
+        self.launch(index, sliced, "Slice", label, {}, where)
+        if not keep:  # the same elements without the unit axis: a re-view
+            self.shapes[out] = tuple(shape[:axis] + shape[axis + 1:])
+        return self.nodes[label]
+
+    def foldable(self, op: str, ins: list[str]) -> bool:
         if op in _SHAPE_ONLY:
             return True
-        return all(t in self.consts for t in present)
+        if op in _VALUE_INPUTS:
+            return all(ins[i] in self.consts for i in _VALUE_INPUTS[op] if i < len(ins))
+        return all(t in self.consts for t in ins if t)
 
     def fold(self, node: Any, op: str, attrs: dict[str, Any], where: str) -> None:
         ins = [self.consts.get(t) if t else None for t in node.input]
+        if op == "CastLike":
+            attrs = dict(attrs, to=self.types.get(node.input[1], 0))
+            if node.input[1] in self.consts:
+                from onnx import helper
+
+                attrs["to"] = helper.np_dtype_to_tensor_dtype(self.consts[node.input[1]].dtype)
         shapes = [self.shape(t, where) if t else () for t in node.input]
         shapes += [()] * len(node.output)
         try:
@@ -726,7 +817,12 @@ class _Translator:
                 raise self.error(f"{where}: attribute 'to'={attrs.get('to')}: only casts from "
                                  "float32 to float32 are supported on device tensors",
                                  UnsupportedError)
-        for pos, tensor in enumerate(node.input[1:], 1):
+        if op == "CastLike":
+            if self.np_type(src) != np.float32 or self.np_type(node.input[1]) != np.float32:
+                raise self.error(f"{where}: only casts from float32 to float32 are supported "
+                                 f"on device tensors (input is {self.np_type(src)}, target "
+                                 f"{self.np_type(node.input[1])})", UnsupportedError)
+        for pos, tensor in enumerate(node.input[1:] if op != "CastLike" else (), 1):
             if tensor and tensor not in self.consts:
                 raise self.error(f"{where}: input {pos} '{tensor}' must be a constant (it is "
                                  "computed on the device)", UnsupportedError)
