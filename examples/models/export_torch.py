@@ -116,8 +116,8 @@ def models() -> dict[str, tuple[nn.Module, torch.Tensor]]:
     """name -> (module in eval mode with seeded weights, example input)."""
     out = {}
     specs = {
-        "attention": (SelfAttention, (2, 8, 32)),
-        "causal_attention": (lambda: SelfAttention(causal=True), (2, 8, 32)),
+        "attention": (SelfAttention, (1, 8, 32)),
+        "causal_attention": (lambda: SelfAttention(causal=True), (1, 8, 32)),
         "mlp": (MLP, (2, 8, 32)),
         "conv": (ConvBlock, (1, 8, 8, 8)),
         "lstm": (HandLSTM, (3, 4, 8)),
