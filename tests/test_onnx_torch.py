@@ -184,6 +184,22 @@ def test_split_to_sequence_and_sequence_at(tmp_path: Path) -> None:
     assert nodes["at0"].startswith("launch") and nodes["split"].startswith("sequence")
 
 
+def test_opset_23_is_read(tmp_path: Path) -> None:
+    """What ``torch.onnx.export(..., dynamo=True, opset_version=23)`` writes: opsets 21-23 only
+    widen type constraints, so the float32 graph means what it meant at opset 20."""
+    graph = helper.make_graph([
+        helper.make_node("Reshape", ["X", "shape"], ["R"], name="reshape"),
+        helper.make_node("Transpose", ["R"], ["T"], name="transpose", perm=[1, 0]),
+        helper.make_node("Cast", ["T"], ["Y"], name="cast", to=TensorProto.FLOAT),
+    ], "op23", [_vi("X", [2, 3, 4])], [_vi("Y", [4, 6])],
+        [numpy_helper.from_array(np.array([6, 4], np.int64), "shape")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+    model.ir_version = 11
+    path = tmp_path / "op23.onnx"
+    onnx.save(model, str(path))
+    _check_unfused(path)
+
+
 def test_batch_normalization_kernel() -> None:
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)

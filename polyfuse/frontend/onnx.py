@@ -40,7 +40,10 @@ import numpy as np
 from polyfuse.program import PolyfuseError, Program, UnsupportedError
 
 #: ONNX default-domain opsets this front-end reads (the oplib implements their semantics).
-MIN_OPSET, MAX_OPSET = 13, 20
+#: Opsets 21-23 only widen type constraints (int4/uint4, bfloat16 Conv, float4 Cast) of the
+#: operators read here, so their float32 semantics are those of opset 20; PyTorch's dynamo
+#: exporter writes opset 20 by default and 21-23 on request.
+MIN_OPSET, MAX_OPSET = 13, 23
 
 #: Operators that only re-view contiguous memory: their output aliases the input buffer.
 ALIAS_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Cast",

@@ -65,7 +65,7 @@ def op_kernel(
     max_work_group_size: int = 256,
     local_mem_size: int = 32768,
 ) -> OpKernel:
-    """The kernel for one ONNX node (opset 13-20 semantics), specialized to its shapes.
+    """The kernel for one ONNX node (opset 13-23 semantics), specialized to its shapes.
 
     ``name`` is the kernel function name (unique per node).  Work-group sizes and ``__local``
     tiles are chosen to fit ``max_work_group_size`` and ``local_mem_size`` (bytes).  Raises
