@@ -283,6 +283,8 @@ def _oplib_case(op: str) -> Optional[tuple[dict, list, list]]:
         return {}, [s, (1, 5)], [s]
     table: dict[str, tuple[dict, list, list]] = {
         "Where": ({}, [s, s, s], [s]),
+        "BatchNormalization": ({"epsilon": 1e-5}, [(2, 3, 4), (3,), (3,), (3,), (3,)],
+                               [(2, 3, 4)]),
         "MatMul": ({}, [(3, 4), (4, 5)], [(3, 5)]),
         "Gemm": ({"transB": 1}, [(3, 4), (5, 4), (5,)], [(3, 5)]),
         "Conv": ({"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, [(1, 2, 5, 5), (3, 2, 3, 3)],

@@ -24,6 +24,7 @@ from typing import Optional
 import islpy as isl
 
 from polyfuse.autopar.scop import Loop, Region, Stmt
+from polyfuse.islutil import coalesce
 
 
 @dataclass
@@ -67,7 +68,7 @@ def compute(region: Region) -> list[Dep]:
                     m = s.apply_range(t.reverse())
                     m = m.intersect(_before(before, m))
                     if not m.is_empty():
-                        out.append(Dep(kind, name, m.coalesce()))
+                        out.append(Dep(kind, name, coalesce(m)))
     return out
 
 

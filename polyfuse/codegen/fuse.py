@@ -48,6 +48,7 @@ from pycparser import c_ast
 from polyfuse.codegen import exprs
 from polyfuse.frontend import cpp, opencl
 from polyfuse.fusion.plan import Fragment, FusedGroup, FusionPlan
+from polyfuse.islutil import coalesce
 from polyfuse.program import (
     WORK_ITEM_FUNCTIONS,
     ArgBinding,
@@ -660,7 +661,7 @@ def _fused_box(kb: _KernelBuilder, doms: list[isl.Set], inst: Any
             isl.dim_type.set, n_h, 2 * wd)
         for i, nm in enumerate(names):
             hpart = hpart.set_dim_name(isl.dim_type.set, i, nm)
-        hpart = hpart.set_tuple_name("F").coalesce()
+        hpart = coalesce(hpart.set_tuple_name("F"))
         box = box.align_params(hpart.get_space()).intersect(
             hpart.align_params(box.get_space()))
     return box, ls, ngroups

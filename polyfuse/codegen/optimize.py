@@ -35,6 +35,7 @@ import islpy as isl
 from pycparser import c_ast
 
 from polyfuse.frontend import opencl
+from polyfuse.islutil import coalesce
 from polyfuse.program import HostOp, Kernel, KernelContext, Launch, PolyfuseError, Program
 
 
@@ -369,7 +370,7 @@ def remove_barriers(gc: Any, helpers_text: str, res: OptResult) -> None:
         if p.is_empty():
             pairs[kind] = None
             continue
-        m = isl.Map.from_union_map(p.coalesce())
+        m = isl.Map.from_union_map(coalesce(p))
         pairs[kind] = m.intersect(same_group.align_params(m.get_space()))
 
     lex_u = isl.Map(f"{{ [{', '.join(a_dims)}] -> [g0, g1, g2, {', '.join(tb)}] : "

@@ -46,6 +46,7 @@ import islpy as isl
 from pycparser import c_ast
 
 from polyfuse.frontend import cpp
+from polyfuse.islutil import coalesce
 from polyfuse.program import (
     GLOBAL_SIZE_PARAMS,
     LOCAL_SIZE_PARAMS,
@@ -1434,7 +1435,7 @@ class _Extractor:
         vals = isl.Set.empty(inner.dom.get_space())
         for v in seq:
             vals = vals.union(iv.eq_set(self._const(inner, v)))
-        inner.dom = inner.dom.intersect(vals.coalesce())
+        inner.dom = inner.dom.intersect(coalesce(vals))
         name = inner.loops[-1]
         if all(a < b for a, b in zip(seq, seq[1:])):
             inner.sched[-1] = (name, "")

@@ -66,6 +66,7 @@ from polyfuse.fusion.reindex import (
     reindex_text,
 )
 from polyfuse.fusion.similarity import kernel_signature
+from polyfuse.islutil import coalesce
 from polyfuse.program import HostOp, Launch
 from polyfuse.uar.graph import UAR
 
@@ -117,7 +118,7 @@ def _units_constraints(uar: UAR, units: Sequence[Unit]) -> tuple[isl.UnionSet, i
         if unit_of[e.src] is unit_of[e.dst]:
             rel = rel.subtract(rel.domain().identity())  # loop-carried part only
         if not rel.is_empty():
-            validity = validity.union(isl.UnionMap.from_map(rel.coalesce()))
+            validity = validity.union(isl.UnionMap.from_map(coalesce(rel)))
     return domain, validity
 
 
@@ -331,7 +332,7 @@ def _horizontal(uar: UAR, fa: Frame, fb: Frame) -> tuple[Optional[Frame], str]:
     shift = isl.Map(f"{{ {FUSED}[{', '.join(src)}] -> {FUSED}[{', '.join(dst)}] }}")
     maps = dict(fa.maps)
     for k, r in fb.maps.items():
-        maps[k] = _ctx(uar, shift.align_params(r.get_space()).apply_range(r)).coalesce()
+        maps[k] = coalesce(_ctx(uar, shift.align_params(r.get_space()).apply_range(r)))
     frame = normalize(uar, replace(fa, maps=maps, grid=None, anchor=None,
                                    barriers=fa.barriers | fb.barriers))
     if frame is None:

@@ -37,6 +37,7 @@ from typing import Any, Optional
 
 import islpy as isl
 
+from polyfuse.islutil import coalesce
 from polyfuse.program import Kernel, Launch
 from polyfuse.uar.graph import UAR, Edge
 from polyfuse.uar.width import classify
@@ -205,7 +206,7 @@ def normalize(uar: UAR, frame: Frame) -> Optional[Frame]:
         dom = rel.domain()
         union = dom if union is None else union.union(dom)
     assert union is not None
-    union = _ctx(uar, union).coalesce()
+    union = coalesce(_ctx(uar, union))
     if any(x <= 0 for x in frame.local_size):
         return None
     lcons = " and ".join(f"0 <= l{d} < {frame.local_size[d]}" for d in range(wd)) or "0 = 0"
@@ -232,8 +233,8 @@ def normalize(uar: UAR, frame: Frame) -> Optional[Frame]:
         shifts.append(lo)
         box = box.intersect(_lift(one, nh + wd, nh + d, FUSED))
         hic = _const(hi)
-        counts.append(hic - lo + 1 if hic is not None else str(hi.add_constant_val(
-            isl.Val.int_from_si(hi.get_ctx(), 1 - lo)).coalesce()))
+        counts.append(hic - lo + 1 if hic is not None else str(coalesce(hi.add_constant_val(
+            isl.Val.int_from_si(hi.get_ctx(), 1 - lo)))))
     if not groups.is_equal(box.align_params(groups.get_space())):
         return None
     maps = dict(frame.maps)
@@ -255,8 +256,8 @@ def normalize(uar: UAR, frame: Frame) -> Optional[Frame]:
             dst[nh + d] = f"g{d} - ({s})"
         grid = grid.apply(isl.Map(f"{{ {FUSED}[{src}] -> {FUSED}[{', '.join(dst)}] }}")
                           .align_params(grid.get_space())).set_tuple_name(FUSED)
-    grid = grid.intersect(isl.Set(f"{{ {FUSED}[{names}] : {gcons} and {lcons} }}")
-                          .align_params(grid.get_space())).coalesce()
+    grid = coalesce(grid.intersect(isl.Set(f"{{ {FUSED}[{names}] : {gcons} and {lcons} }}")
+                          .align_params(grid.get_space())))
     return replace(frame, maps=maps, grid=grid, groups=tuple(counts), anchor=anchor)
 
 
@@ -418,14 +419,14 @@ def _candidates(uar: UAR, keep: Frame, other: Frame, edges: Sequence[Edge]) -> l
                 rs.reverse())
         else:
             continue
-        t = _ctx(uar, t).coalesce()
+        t = coalesce(_ctx(uar, t))
         if not t.is_empty():
             rels.append(t)
     if len(rels) > 1:
         union = rels[0]
         for r in rels[1:]:
             union = union.union(r)
-        rels.insert(0, union.coalesce())
+        rels.insert(0, coalesce(union))
     out: list[isl.Map] = []
     nh = len(keep.host_dims)
     for t in rels:
@@ -480,7 +481,7 @@ def merge_frames(uar: UAR, keep: Frame, other: Frame,
                 maps[lid] = keep.maps[lid]
             else:
                 r = other.maps[lid]
-                maps[lid] = _ctx(uar, c.align_params(r.get_space()).apply_range(r)).coalesce()
+                maps[lid] = coalesce(_ctx(uar, c.align_params(r.get_space()).apply_range(r)))
         frame = replace(keep, maps=maps, barriers=frozenset(), grid=None)
         norm = normalize(uar, frame)
         if norm is None:
@@ -496,4 +497,4 @@ def merge_frames(uar: UAR, keep: Frame, other: Frame,
 
 def reindex_text(rel: isl.Map) -> str:
     """The isl text of a re-indexing (params kept, simplified)."""
-    return str(rel.coalesce())
+    return str(coalesce(rel))

@@ -50,6 +50,7 @@ from typing import Any, Optional, Union
 import islpy as isl
 import sympy
 
+from polyfuse.islutil import coalesce
 from polyfuse.perf import features
 from polyfuse.program import (
     GLOBAL_SIZE_PARAMS,
@@ -112,7 +113,7 @@ def _aff_to_sympy(aff: isl.Aff) -> sympy.Expr:
 
 def _set_to_sympy(s: isl.Set) -> Any:
     """A parameter set as a sympy boolean (disjunction of conjunctions of constraints)."""
-    s = s.coalesce().compute_divs()
+    s = coalesce(s).compute_divs()
     ors = []
     for bs in s.get_basic_sets():
         ands = []
@@ -145,10 +146,10 @@ def pwqp_to_sympy(pw: isl.PwQPolynomial, context: Optional[isl.Set] = None) -> s
 
     ``context`` (a parameter set assumed to hold, e.g. sizes >= 1) only simplifies the display.
     """
-    pw = pw.coalesce()
+    pw = coalesce(pw)
     if context is not None:
         plain = _pwqp_to_sympy(pw, None)
-        gisted = pw.gist_params(context.align_params(pw.get_space().params())).coalesce()
+        gisted = coalesce(pw.gist_params(context.align_params(pw.get_space().params())))
         nicer = _pwqp_to_sympy(gisted, context)
         return nicer if len(str(nicer)) <= len(str(plain)) else plain
     return _pwqp_to_sympy(pw, None)
