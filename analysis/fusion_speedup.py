@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
 import re
-import statistics
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -36,8 +34,9 @@ from typing import Any, Optional
 import polyfuse
 from polyfuse.codegen import FusedProgram, generate
 from polyfuse.fusion import plan_fusion
-from polyfuse.runtime import get_context, time_program, verify_programs
+from polyfuse.runtime import get_context, verify_programs
 from polyfuse.runtime.autotune import TuneError, autotune
+from polyfuse.runtime.execute import time_interleaved
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -133,27 +132,6 @@ class Row:
         }
 
 
-def time_pair(unfused: polyfuse.Program, fused: polyfuse.Program, params: Mapping[str, int],
-              repeat: int, ctx: Any, queue: Any, rounds: int = 5
-              ) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
-    """(kernel median, wall median, kernel IQR/median) of each program, alternating rounds."""
-    per = max(1, math.ceil(repeat / rounds))
-    samples: dict[str, tuple[list[float], list[float]]] = {"u": ([], []), "f": ([], [])}
-    for r in range(rounds):
-        for key, prog in (("u", unfused), ("f", fused)):
-            t = time_program(prog, params=params, repeat=per, warmup=1 if r == 0 else 0,
-                             ctx=ctx, queue=queue)
-            samples[key][0].extend(t.kernel_samples)
-            samples[key][1].extend(t.wall_samples)
-
-    def summary(kern: list[float], wall: list[float]) -> tuple[float, float, float]:
-        med = statistics.median(kern)
-        q = statistics.quantiles(kern, n=4) if len(kern) >= 2 else [med, med, med]
-        return med, statistics.median(wall), (q[2] - q[0]) / med if med > 0 else 0.0
-
-    return summary(*samples["u"]), summary(*samples["f"])
-
-
 def bench_example(d: Path, *, repeat: int, tune: bool, extra: Mapping[str, int], ctx: Any,
                   queue: Any, metric: str = "kernel") -> Row:
     """Plan, generate, verify and time one example; failures become the row's ``error``."""
@@ -184,10 +162,11 @@ def bench_example(d: Path, *, repeat: int, tune: bool, extra: Mapping[str, int],
         if not v.ok:
             row.error = f"verification failed: {v.summary()}"
             return row
-        (uk, uw, _), (fk, fw, spread) = time_pair(program, fused.program, row.params, repeat,
-                                                  ctx, queue)
-        row.unfused_kernel, row.unfused_wall = uk, uw
-        row.fused_kernel, row.fused_wall, row.kernel_spread = fk, fw, spread
+        t = time_interleaved({"unfused": program, "fused": fused.program}, params=row.params,
+                             repeat=repeat, ctx=ctx, queue=queue)
+        row.unfused_kernel, row.unfused_wall = t["unfused"].kernel_time, t["unfused"].wall_time
+        row.fused_kernel, row.fused_wall = t["fused"].kernel_time, t["fused"].wall_time
+        row.kernel_spread = t["fused"].spread
     except TuneError as err:
         row.verified = False
         row.error = str(err)

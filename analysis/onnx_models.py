@@ -27,8 +27,6 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
-import math
-import statistics
 import sys
 import time
 from collections.abc import Sequence
@@ -39,7 +37,8 @@ from typing import Any, Optional
 from polyfuse.frontend.onnx import load_onnx_model
 from polyfuse.onnx_run import _feeds, fuse_onnx, random_inputs
 from polyfuse.program import PolyfuseError
-from polyfuse.runtime import get_context, time_program
+from polyfuse.runtime import get_context
+from polyfuse.runtime.execute import time_interleaved
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "examples" / "models"
@@ -154,27 +153,13 @@ def bench_model(path: Path, *, repeat: int, ctx: Any, queue: Any, device: Any) -
             fused_prog, data={k: v for k, v in data.items() if k in fused_prog.buffers})
         sess = ort_session(path)
 
-        per = max(1, math.ceil(repeat / ROUNDS))
-        samples: dict[str, list[list[float]]] = {k: [[], []] for k in ("u", "f", "o")}
-        for r in range(ROUNDS):
-            for key, prog in (("u", unfused), ("f", fused)):
-                tp = time_program(prog, repeat=per, warmup=1 if r == 0 else 0, ctx=ctx,
-                                  queue=queue)
-                samples[key][0].extend(tp.kernel_samples)
-                samples[key][1].extend(tp.wall_samples)
-            if sess is not None:
-                if r == 0:
-                    sess.run(None, inputs)  # warm-up
-                for _ in range(per):
-                    t = time.perf_counter()
-                    sess.run(None, inputs)
-                    samples["o"][1].append(time.perf_counter() - t)
-        row.unfused_kernel = statistics.median(samples["u"][0])
-        row.unfused_wall = statistics.median(samples["u"][1])
-        row.fused_kernel = statistics.median(samples["f"][0])
-        row.fused_wall = statistics.median(samples["f"][1])
-        if samples["o"][1]:
-            row.ort_wall = statistics.median(samples["o"][1])
+        extra = {"onnxruntime": lambda: sess.run(None, inputs)} if sess is not None else {}
+        t = time_interleaved({"unfused": unfused, "fused": fused}, repeat=repeat,
+                             rounds=ROUNDS, ctx=ctx, queue=queue, extra=extra)
+        row.unfused_kernel, row.unfused_wall = t["unfused"].kernel_time, t["unfused"].wall_time
+        row.fused_kernel, row.fused_wall = t["fused"].kernel_time, t["fused"].wall_time
+        if sess is not None:
+            row.ort_wall = t["onnxruntime"].wall_time
     except PolyfuseError as err:
         row.error = str(err)
     return row

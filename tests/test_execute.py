@@ -388,3 +388,18 @@ def test_overlapping_copy_is_a_clear_error(cq: tuple) -> None:
     b.copy("x", "x", 4 * 32, src_offset=0, dst_offset=4 * 16)
     with pytest.raises(PolyfuseError, match="clEnqueueCopyBuffer"):
         _run(b.build(), cq)
+
+
+def test_time_interleaved_alternates_programs_and_callables():
+    from polyfuse.runtime.execute import time_interleaved
+
+    ex = EXAMPLES / "elementwise_chain"
+    program = load_opencl(str(ex / "kernels.cl"), host=str(ex / "host.c"), params={"n": 1000})
+    calls = []
+    t = time_interleaved({"a": program, "b": program}, repeat=6, rounds=3,
+                         extra={"py": lambda: calls.append(1)})
+    assert set(t) == {"a", "b", "py"}
+    assert len(t["a"].kernel_samples) == len(t["b"].wall_samples) == 6
+    assert t["py"].kernel_time is None and len(t["py"].wall_samples) == 6
+    assert len(calls) == 6 + 1  # one warm-up call, then two per round
+    assert t["a"].kernel_time > 0 and t["a"].spread >= 0

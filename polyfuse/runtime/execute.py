@@ -36,7 +36,7 @@ import re
 import statistics
 import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -695,7 +695,71 @@ def time_program(
                          tuple(kernel), tuple(wall))
 
 
+@dataclass(frozen=True)
+class InterleavedTiming:
+    """Samples of one program (or callable) from :func:`time_interleaved`, in seconds."""
+
+    kernel_samples: tuple[float, ...]
+    wall_samples: tuple[float, ...]
+
+    @property
+    def kernel_time(self) -> Optional[float]:
+        return float(np.median(self.kernel_samples)) if self.kernel_samples else None
+
+    @property
+    def wall_time(self) -> Optional[float]:
+        return float(np.median(self.wall_samples)) if self.wall_samples else None
+
+    @property
+    def spread(self) -> float:
+        """IQR / median of the kernel-time samples (0 = stable)."""
+        med = self.kernel_time
+        if not med:
+            return 0.0
+        q1, q3 = np.percentile(self.kernel_samples, [25, 75])
+        return float((q3 - q1) / med)
+
+
+def time_interleaved(
+    programs: Mapping[str, Program],
+    *,
+    params: Optional[Mapping[str, int]] = None,
+    repeat: int = 20,
+    rounds: int = 5,
+    ctx: Optional[cl.Context] = None,
+    queue: Optional[cl.CommandQueue] = None,
+    device: DeviceSpec = None,
+    extra: Optional[Mapping[str, Callable[[], Any]]] = None,
+) -> dict[str, InterleavedTiming]:
+    """Time several programs (and ``extra`` callables, wall time only) in alternating rounds.
+
+    On a shared machine the load drifts over a benchmark; timing A fully and then B would put
+    the drift into the ratio.  Each of ``rounds`` rounds runs every program ``repeat / rounds``
+    times (one warm-up in the first round), so all see the same conditions.
+    """
+    ctx, queue = _context(device, ctx, queue)
+    per = max(1, -(-repeat // rounds))
+    kern: dict[str, list[float]] = {k: [] for k in [*programs, *(extra or {})]}
+    wall: dict[str, list[float]] = {k: [] for k in kern}
+    for r in range(rounds):
+        for name, prog in programs.items():
+            t = time_program(prog, params=params, repeat=per, warmup=1 if r == 0 else 0,
+                             ctx=ctx, queue=queue)
+            kern[name].extend(t.kernel_samples)
+            wall[name].extend(t.wall_samples)
+        for name, fn in (extra or {}).items():
+            if r == 0:
+                fn()
+            for _ in range(per):
+                t0 = time.perf_counter()
+                fn()
+                wall[name].append(time.perf_counter() - t0)
+    return {k: InterleavedTiming(tuple(kern[k]), tuple(wall[k])) for k in kern}
+
+
 __all__ = [
+    "InterleavedTiming",
+    "time_interleaved",
     "BUILD_OPTIONS",
     "ProgramTiming",
     "RunResult",
