@@ -393,9 +393,16 @@ def parse_host(
     (``--param n=1024``).  Raises :class:`PolyfuseError` naming file and line for bad input.
     """
     source, filename = read_source(source_or_path, filename, default="<host>")
-    from polyfuse.frontend import cpp
+    from polyfuse.frontend import clang_host
 
-    ast = cpp.parse(source, filename, include_dirs=include_dirs, defines=defines, opencl=False)
+    if clang_host.available():
+        ast = clang_host.parse_units([(filename, source)], include_dirs=include_dirs,
+                                     defines=defines)
+    else:
+        from polyfuse.frontend import cpp
+
+        ast = cpp.parse(source, filename, include_dirs=include_dirs, defines=defines,
+                        opencl=False)
     interp = _Interpreter(ast, kernels, filename, dict(params))
     return interp.run()
 
@@ -482,6 +489,7 @@ class _Interpreter:
         self.name_hint: Optional[str] = None
         self.node: Optional[c_ast.Node] = None
         self.type_cache: dict[int, _CType] = {}
+        self.open_structs: set[str] = set()
 
     # -- driver -------------------------------------------------------------------------------
 
@@ -711,19 +719,15 @@ class _Interpreter:
             decls = node.decls
             if decls is None and node.name in self.structs:
                 decls = self.structs[node.name].decls
-            if decls is None:
+            if decls is None or node.name in self.open_structs:
+                # opaque, or a self-referential struct seen again through a pointer field
                 return _CType("struct", 8, name=node.name or "")
-            fields = []
-            size = 0
-            align = 1
-            for d in decls:
-                t = self._ctype(d.type)
-                a = min(_align(t), 8)
-                align = max(align, a)
-                size = (size + a - 1) // a * a + t.size
-                fields.append((d.name, t))
-            size = (size + align - 1) // align * align
-            return _CType("struct", size, name=node.name or "", fields=tuple(fields))
+            if node.name:
+                self.open_structs.add(node.name)
+            try:
+                return self._struct_type(node.name or "", decls)
+            finally:
+                self.open_structs.discard(node.name)
         if isinstance(node, c_ast.Union):
             fields = tuple((d.name, self._ctype(d.type)) for d in node.decls or ())
             return _CType("struct", max((t.size for _, t in fields), default=0),
@@ -737,6 +741,19 @@ class _Interpreter:
         if inner is not None and inner is not node:
             return self._ctype(inner)
         return _INT
+
+    def _struct_type(self, name: str, decls: list) -> _CType:
+        fields = []
+        size = 0
+        align = 1
+        for d in decls:
+            t = self._ctype(d.type)
+            a = min(_align(t), 8)
+            align = max(align, a)
+            size = (size + a - 1) // a * a + t.size
+            fields.append((d.name, t))
+        size = (size + align - 1) // align * align
+        return _CType("struct", size, name=name, fields=tuple(fields))
 
     def _default(self, ctype: _CType, zero: bool) -> Any:
         if ctype.kind == "array":

@@ -1,0 +1,797 @@
+"""Host programs in C and C++ through clang's own front-end (the ``libclang`` package).
+
+Real host programs include system headers (``sys/resource.h``, ``iostream``, ``CL/cl_ext.h``),
+use GNU extensions and C++; pycparser parses none of that.  clang parses each translation unit
+with the system's own headers (the include path of the installed ``cc``/``c++``), the user's
+``-I``/``-D`` and the real OpenCL headers when they are installed (polyfuse's stub headers
+otherwise), and reports errors with file and line: a host that a compiler rejects (an undeclared
+variable, a missing header) is refused, never modelled as an empty program.
+
+The abstract interpreter of :mod:`polyfuse.frontend.host` walks pycparser's ``c_ast``; rather than
+keeping two interpreters, the functions and globals of the user's files are translated from
+clang's cursors into the same ``c_ast`` nodes, with what only clang knows resolved on the way:
+macros are expanded, ``sizeof`` and enumerators are evaluated to constants, typedefs are replaced
+by their canonical types, and the C++ a host uses is lowered to C: references become pointers,
+``new``/``delete`` become ``malloc``/``free``, methods of the user's classes become functions,
+library objects (``std::vector``, streams) become values polyfuse does not track.  Declarations
+from system headers are not translated; calls into them are library calls for the interpreter.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import shutil
+import subprocess
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Optional
+
+from pycparser import c_ast
+from pycparser.c_parser import Coord
+
+from polyfuse.program import PolyfuseError
+
+try:  # the package is a dependency; its absence is reported when a host is parsed
+    from clang import cindex
+except ImportError:  # pragma: no cover - depends on the installation
+    cindex = None  # type: ignore[assignment]
+
+_INCLUDE = Path(__file__).resolve().parent.parent / "include"
+#: extensions parsed as C++
+CXX_SUFFIXES = (".cpp", ".cc", ".cxx", ".c++", ".C", ".hpp", ".hh", ".hxx")
+#: diagnostics gcc only warns about, which clang makes errors by default
+_GCC_LENIENT = (
+    "-Wno-error=implicit-function-declaration", "-Wno-error=implicit-int",
+    "-Wno-error=int-conversion", "-Wno-error=incompatible-pointer-types",
+    "-Wno-error=incompatible-function-pointer-types", "-Wno-error=return-type",
+    "-Wno-implicit-function-declaration", "-Wno-deprecated-declarations",
+    "-ferror-limit=0", "-fno-spell-checking",
+)
+
+
+def available() -> bool:
+    """Whether libclang can be loaded (the host front-end then uses it)."""
+    return _index() is not None
+
+
+@functools.lru_cache(maxsize=1)
+def _index() -> Any:
+    if cindex is None:
+        return None
+    try:
+        index = cindex.Index.create()
+        _bind_extras()
+        return index
+    except Exception:  # noqa: BLE001 - any load failure means "not available"
+        return None
+
+
+@functools.lru_cache(maxsize=2)
+def system_include_dirs(cxx: bool) -> tuple[str, ...]:
+    """The installed compiler's ``#include <...>`` search path (gcc's, or clang's)."""
+    lang = "c++" if cxx else "c"
+    for cc in (("c++", "g++", "clang++") if cxx else ("cc", "gcc", "clang")):
+        exe = shutil.which(cc)
+        if exe is None:
+            continue
+        try:
+            out = subprocess.run([exe, "-E", "-v", "-x", lang, os.devnull], capture_output=True,
+                                 text=True, timeout=30, errors="replace").stderr
+        except (OSError, subprocess.SubprocessError):
+            continue
+        dirs, on = [], False
+        for line in out.splitlines():
+            if line.startswith("#include <...>"):
+                on = True
+            elif line.startswith("End of search list"):
+                break
+            elif on and line.startswith(" "):
+                dirs.append(os.path.normpath(line.strip()))
+        if dirs:
+            return tuple(dirs)
+    return tuple(d for d in ("/usr/local/include", "/usr/include/x86_64-linux-gnu",
+                             "/usr/include") if os.path.isdir(d))
+
+
+def compile_args(path: str, *, include_dirs: Iterable[str] = (),
+                 defines: Mapping[str, Optional[str]] = {},  # noqa: B006 - read only
+                 ) -> list[str]:
+    """clang arguments that parse ``path`` as its own compiler would (C or C++)."""
+    cxx = path.endswith(CXX_SUFFIXES)
+    args = ["-x", "c++", "-std=gnu++17"] if cxx else ["-x", "c", "-std=gnu11"]
+    args += ["-nostdinc", "-nostdinc++"] if cxx else ["-nostdinc"]
+    args += ["-DCL_TARGET_OPENCL_VERSION=300", "-DCL_USE_DEPRECATED_OPENCL_1_2_APIS",
+             "-DCL_HPP_TARGET_OPENCL_VERSION=300", "-DCL_HPP_MINIMUM_OPENCL_VERSION=120"]
+    for d in include_dirs:
+        args += ["-I", os.fspath(d)]
+    for name, value in defines.items():
+        args.append(f"-D{name}" if value is None else f"-D{name}={value}")
+    args += ["-isystem", str(_INCLUDE / "clang")]
+    for d in system_include_dirs(cxx):
+        args += ["-isystem", d]
+    args += ["-idirafter", str(_INCLUDE)]  # polyfuse's CL stubs when no OpenCL SDK is installed
+    args += list(_GCC_LENIENT)
+    return args
+
+
+def parse_units(paths_and_texts: Sequence[tuple[str, str]], *,
+                include_dirs: Iterable[str] = (),
+                defines: Mapping[str, Optional[str]] = {},  # noqa: B006 - read only
+                ) -> c_ast.FileAST:
+    """One ``c_ast.FileAST`` holding the user-level functions and globals of every unit.
+
+    Each element is (file name, text).  Raises :class:`PolyfuseError` with file:line for a
+    unit clang rejects.
+    """
+    index = _index()
+    if index is None:
+        raise PolyfuseError("the host front-end needs libclang (pip install libclang)",
+                            paths_and_texts[0][0] if paths_and_texts else "<host>")
+    merged = _Translator()
+    for name, text in paths_and_texts:
+        path = name if not name.startswith("<") else "host.c"
+        base_dir = os.path.dirname(os.path.abspath(path))
+        args = compile_args(path, include_dirs=[base_dir, *include_dirs], defines=defines)
+        try:
+            tu = index.parse(path, args=args, unsaved_files=[(path, text)])
+        except cindex.TranslationUnitLoadError as err:
+            raise PolyfuseError(f"clang cannot parse the host program: {err}", name) from None
+        _check_diagnostics(tu, name, path)
+        merged.unit(tu, path, name)
+    return merged.file_ast()
+
+
+def _check_diagnostics(tu: Any, name: str, path: str) -> None:
+    for d in tu.diagnostics:
+        if d.severity < cindex.Diagnostic.Error:
+            continue
+        loc = d.location
+        file = loc.file.name if loc.file is not None else path
+        in_user = loc.file is None or not _is_system(file)
+        if d.severity >= cindex.Diagnostic.Fatal or in_user:
+            shown = name if file == path else file
+            hint = ""
+            if "file not found" in d.spelling:
+                hint = " (pass its directory with -I DIR)"
+            what = "syntax error: " if d.category_name == "Parse Issue" else ""
+            raise PolyfuseError(f"{what}{d.spelling}{hint}", shown, loc.line or None)
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_system(file: str) -> bool:
+    f = os.path.abspath(file)
+    roots = set(system_include_dirs(False)) | set(system_include_dirs(True)) | {str(_INCLUDE)}
+    return any(f.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+# ----------------------------------------------------------------------------------------------
+# libclang entry points the Python bindings do not wrap
+# ----------------------------------------------------------------------------------------------
+
+_EVAL_INT, _EVAL_FLOAT, _EVAL_STR = 1, 2, 4
+_lib: Any = None
+
+
+def _bind_extras() -> None:
+    global _lib
+    lib = cindex.conf.lib
+    cur = cindex.Cursor
+    lib.clang_Cursor_Evaluate.argtypes = [cur]
+    lib.clang_Cursor_Evaluate.restype = ctypes.c_void_p
+    lib.clang_EvalResult_getKind.argtypes = [ctypes.c_void_p]
+    lib.clang_EvalResult_getKind.restype = ctypes.c_int
+    lib.clang_EvalResult_getAsLongLong.argtypes = [ctypes.c_void_p]
+    lib.clang_EvalResult_getAsLongLong.restype = ctypes.c_longlong
+    lib.clang_EvalResult_isUnsignedInt.argtypes = [ctypes.c_void_p]
+    lib.clang_EvalResult_isUnsignedInt.restype = ctypes.c_uint
+    lib.clang_EvalResult_getAsUnsigned.argtypes = [ctypes.c_void_p]
+    lib.clang_EvalResult_getAsUnsigned.restype = ctypes.c_ulonglong
+    lib.clang_EvalResult_getAsDouble.argtypes = [ctypes.c_void_p]
+    lib.clang_EvalResult_getAsDouble.restype = ctypes.c_double
+    lib.clang_EvalResult_getAsStr.argtypes = [ctypes.c_void_p]
+    lib.clang_EvalResult_getAsStr.restype = ctypes.c_char_p
+    lib.clang_EvalResult_dispose.argtypes = [ctypes.c_void_p]
+    lib.clang_getCursorBinaryOperatorKind.argtypes = [cur]
+    lib.clang_getCursorBinaryOperatorKind.restype = ctypes.c_int
+    lib.clang_getCursorUnaryOperatorKind.argtypes = [cur]
+    lib.clang_getCursorUnaryOperatorKind.restype = ctypes.c_int
+    lib.clang_Cursor_getVarDeclInitializer.argtypes = [cur]
+    lib.clang_Cursor_getVarDeclInitializer.restype = cur
+    lib.clang_Cursor_getVarDeclInitializer.errcheck = cindex.Cursor.from_result
+    _lib = lib
+
+
+def _evaluate(c: Any) -> Optional[tuple[int, Any]]:
+    """(kind, value) of a constant expression, or None."""
+    res = _lib.clang_Cursor_Evaluate(c)
+    if not res:
+        return None
+    try:
+        kind = _lib.clang_EvalResult_getKind(res)
+        if kind == _EVAL_INT:
+            if _lib.clang_EvalResult_isUnsignedInt(res):
+                return kind, int(_lib.clang_EvalResult_getAsUnsigned(res))
+            return kind, int(_lib.clang_EvalResult_getAsLongLong(res))
+        if kind == _EVAL_FLOAT:
+            return kind, float(_lib.clang_EvalResult_getAsDouble(res))
+        if kind == _EVAL_STR:
+            raw = _lib.clang_EvalResult_getAsStr(res)
+            return kind, raw.decode("utf-8", "replace") if raw is not None else ""
+        return None
+    finally:
+        _lib.clang_EvalResult_dispose(res)
+
+
+#: CXBinaryOperatorKind → C spelling
+_BINOPS = {1: ".*", 2: "->*", 3: "*", 4: "/", 5: "%", 6: "+", 7: "-", 8: "<<", 9: ">>",
+           10: "<=>", 11: "<", 12: ">", 13: "<=", 14: ">=", 15: "==", 16: "!=", 17: "&",
+           18: "^", 19: "|", 20: "&&", 21: "||", 22: "=", 23: "*=", 24: "/=", 25: "%=",
+           26: "+=", 27: "-=", 28: "<<=", 29: ">>=", 30: "&=", 31: "^=", 32: "|=", 33: ","}
+#: CXUnaryOperatorKind → pycparser's spelling
+_UNOPS = {1: "p++", 2: "p--", 3: "++", 4: "--", 5: "&", 6: "*", 7: "+", 8: "-", 9: "~",
+          10: "!", 13: ""}
+
+
+# ----------------------------------------------------------------------------------------------
+# clang cursors → pycparser c_ast
+# ----------------------------------------------------------------------------------------------
+
+
+def _c_string(s: str) -> str:
+    out = ['"']
+    for ch in s:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ord(ch) < 32:
+            out.append(f"\\{ord(ch):03o}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+class _Unsupported(Exception):
+    """A construct the translation does not lower (reported with file:line)."""
+
+
+class _Translator:
+    def __init__(self) -> None:
+        self.records: dict[str, c_ast.Node] = {}  # struct name -> Decl of its definition
+        self.record_names: dict[str, str] = {}  # clang USR/hash -> struct name
+        self.funcs: dict[str, c_ast.FuncDef] = {}
+        self.globals: dict[str, c_ast.Decl] = {}
+        self.methods: dict[str, str] = {}  # USR -> lowered function name
+        self.path = ""
+        self.shown = ""
+
+    # -- units --------------------------------------------------------------------------------
+
+    def unit(self, tu: Any, path: str, shown: str) -> None:
+        self.path, self.shown = path, shown
+        self._walk_decls(tu.cursor)
+
+    def _walk_decls(self, parent: Any) -> None:
+        K = cindex.CursorKind
+        for c in parent.get_children():
+            if c.location.file is None or _is_system(c.location.file.name):
+                continue
+            k = c.kind
+            if k in (K.NAMESPACE, K.LINKAGE_SPEC, K.UNEXPOSED_DECL):
+                self._walk_decls(c)
+            elif k in (K.STRUCT_DECL, K.CLASS_DECL, K.CLASS_TEMPLATE):
+                self._walk_decls(c)  # methods defined inside the class
+            elif k in (K.FUNCTION_DECL, K.CXX_METHOD, K.CONSTRUCTOR, K.DESTRUCTOR,
+                       K.FUNCTION_TEMPLATE):
+                if c.is_definition():
+                    fd = self._funcdef(c)
+                    if fd is not None:
+                        self.funcs[fd.decl.name] = fd
+            elif k == K.VAR_DECL and c.semantic_parent.kind in (K.TRANSLATION_UNIT,
+                                                                K.NAMESPACE,
+                                                                K.LINKAGE_SPEC):
+                name = c.spelling
+                if c.storage_class == cindex.StorageClass.EXTERN and name in self.globals:
+                    continue
+                if name in self.globals and not c.is_definition():
+                    continue
+                self.globals[name] = self._var_decl(c)
+
+    def file_ast(self) -> c_ast.FileAST:
+        ext: list[c_ast.Node] = list(self.records.values())
+        ext += list(self.globals.values())
+        ext += list(self.funcs.values())
+        return c_ast.FileAST(ext)
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _coord(self, c: Any) -> Optional[Coord]:
+        loc = c.location
+        if loc.file is None:
+            return None
+        f = loc.file.name
+        return Coord(self.shown if f == self.path else f, loc.line, loc.column)
+
+    def _func_name(self, c: Any) -> str:
+        K = cindex.CursorKind
+        if c.kind in (K.CXX_METHOD, K.CONSTRUCTOR, K.DESTRUCTOR):
+            parent = c.semantic_parent.spelling if c.semantic_parent is not None else ""
+            name = c.spelling.replace("~", "dtor_")
+            return f"{parent}__{name}" if parent else name
+        return c.spelling
+
+    # -- types --------------------------------------------------------------------------------
+
+    def _type(self, t: Any, declname: Optional[str]) -> c_ast.Node:
+        TK = cindex.TypeKind
+        t = t.get_canonical()
+        k = t.kind
+        if k == TK.POINTER or k in (TK.LVALUEREFERENCE, TK.RVALUEREFERENCE):
+            inner = t.get_pointee()
+            return c_ast.PtrDecl([], self._type(inner, declname))
+        if k == TK.CONSTANTARRAY:
+            return c_ast.ArrayDecl(self._type(t.element_type, declname),
+                                   c_ast.Constant("int", str(t.element_count)), [])
+        if k in (TK.INCOMPLETEARRAY, TK.VARIABLEARRAY, TK.DEPENDENTSIZEDARRAY):
+            return c_ast.ArrayDecl(self._type(t.element_type, declname), None, [])
+        if k in (TK.FUNCTIONPROTO, TK.FUNCTIONNOPROTO):
+            return c_ast.FuncDecl(None, self._type(t.get_result(), declname))
+        if k == TK.RECORD:
+            name = self._record(t.get_declaration())
+            return c_ast.TypeDecl(declname, [], None, c_ast.Struct(name, None))
+        return c_ast.TypeDecl(declname, [], None, c_ast.IdentifierType(self._base_names(t)))
+
+    @staticmethod
+    def _base_names(t: Any) -> list[str]:
+        TK = cindex.TypeKind
+        k = t.kind
+        if k == TK.FLOAT:
+            return ["float"]
+        if k == TK.DOUBLE:
+            return ["double"]
+        if k in (TK.LONGDOUBLE, TK.FLOAT128):
+            return ["long", "double"]
+        if k == TK.VOID:
+            return ["void"]
+        if k == TK.BOOL:
+            return ["_Bool"]
+        if k in (TK.CHAR_S, TK.CHAR_U, TK.SCHAR, TK.UCHAR):
+            return ["char"]
+        if k in (TK.SHORT, TK.USHORT):
+            return ["short"]
+        if k in (TK.LONG, TK.ULONG, TK.LONGLONG, TK.ULONGLONG):
+            return ["long"]
+        if k == TK.HALF:
+            return ["short"]
+        if k == TK.VECTOR:
+            return ["long"]
+        return ["int"]
+
+    def _record(self, decl: Any) -> str:
+        """The struct name of a record declaration, its definition registered once."""
+        key = decl.get_usr() or decl.hash
+        key = str(key)
+        if key in self.record_names:
+            return self.record_names[key]
+        base = decl.spelling if decl.spelling and " " not in decl.spelling else "anon"
+        base = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in base)
+        name = base
+        n = 1
+        while name in self.records:
+            name = f"{base}_{n}"
+            n += 1
+        self.record_names[key] = name
+        self.records[name] = c_ast.Decl(None, [], [], [], [], c_ast.Struct(name, None), None,
+                                        None)
+        definition = decl.get_definition()
+        dfile = definition.location.file.name if definition is not None and \
+            definition.location.file is not None else None
+        if dfile is None or (_is_system(dfile) and "/CL/" not in dfile):
+            return name  # library records (FILE, std::vector) stay opaque; OpenCL's are read
+        fields = []
+        for f in definition.get_children():
+            if f.kind == cindex.CursorKind.FIELD_DECL:
+                fields.append(c_ast.Decl(f.spelling, [], [], [], [],
+                                         self._type(f.type, f.spelling), None, None))
+        self.records[name] = c_ast.Decl(None, [], [], [], [], c_ast.Struct(name, fields), None,
+                                        None)
+        return name
+
+    # -- declarations -------------------------------------------------------------------------
+
+    def _funcdef(self, c: Any) -> Optional[c_ast.FuncDef]:
+        K = cindex.CursorKind
+        body = None
+        for ch in c.get_children():
+            if ch.kind == K.COMPOUND_STMT:
+                body = ch
+        if body is None:
+            return None
+        name = self._func_name(c)
+        params = []
+        if c.kind in (K.CXX_METHOD, K.CONSTRUCTOR, K.DESTRUCTOR) and not c.is_static_method():
+            rec = self._record(c.semantic_parent)
+            params.append(c_ast.Decl("this", [], [], [], [], c_ast.PtrDecl(
+                [], c_ast.TypeDecl("this", [], None, c_ast.Struct(rec, None))), None, None))
+        for p in c.get_arguments():
+            pname = p.spelling or f"_arg{len(params)}"
+            params.append(c_ast.Decl(pname, [], [], [], [], self._type(p.type, pname), None,
+                                     None, coord=self._coord(p)))
+        ret = self._type(c.result_type, name) if c.kind not in (K.CONSTRUCTOR, K.DESTRUCTOR) \
+            else c_ast.TypeDecl(name, [], None, c_ast.IdentifierType(["void"]))
+        fdecl = c_ast.FuncDecl(c_ast.ParamList(params), ret)
+        decl = c_ast.Decl(name, [], [], [], [], fdecl, None, None, coord=self._coord(c))
+        try:
+            stmt = self._stmt(body)
+        except _Unsupported as err:
+            raise PolyfuseError(f"unsupported host construct: {err.args[0]}",
+                                *self._where(err.args[1])) from None
+        return c_ast.FuncDef(decl, None, stmt, coord=self._coord(c))
+
+    def _where(self, c: Any) -> tuple[str, Optional[int]]:
+        co = self._coord(c)
+        return (co.file, co.line) if co is not None else (self.shown, None)
+
+    def _var_decl(self, c: Any) -> c_ast.Decl:
+        storage = []
+        if c.storage_class == cindex.StorageClass.STATIC:
+            storage.append("static")
+        if c.storage_class == cindex.StorageClass.EXTERN:
+            storage.append("extern")
+        init = None
+        ic = _lib.clang_Cursor_getVarDeclInitializer(c)
+        if ic is not None and not ic.kind.is_invalid():
+            init = self._init(ic, c.type)
+        return c_ast.Decl(c.spelling, [], [], storage, [], self._type(c.type, c.spelling), init,
+                          None, coord=self._coord(c))
+
+    def _init(self, ic: Any, vtype: Any) -> Optional[c_ast.Node]:
+        K = cindex.CursorKind
+        TK = cindex.TypeKind
+        ic = self._strip(ic)
+        if ic.kind == K.CALL_EXPR and vtype.get_canonical().kind == TK.RECORD:
+            # a C++ constructor call: an object polyfuse does not track beyond its arguments
+            args = [self._expr(a) for a in ic.get_arguments()]
+            return c_ast.FuncCall(c_ast.ID(f"{ic.spelling}__ctor"), c_ast.ExprList(args),
+                                  coord=self._coord(ic))
+        node = self._expr(ic)
+        if vtype.kind in (TK.LVALUEREFERENCE, TK.RVALUEREFERENCE):
+            node = c_ast.UnaryOp("&", node)
+        return node
+
+    # -- statements ---------------------------------------------------------------------------
+
+    def _stmt(self, c: Any) -> c_ast.Node:
+        K = cindex.CursorKind
+        k = c.kind
+        co = self._coord(c)
+        kids = list(c.get_children())
+        if k == K.COMPOUND_STMT:
+            items: list[c_ast.Node] = []
+            for ch in kids:
+                s = self._stmt(ch)
+                if isinstance(s, c_ast.DeclList):
+                    items.extend(s.decls)
+                else:
+                    items.append(s)
+            return c_ast.Compound(items, coord=co)
+        if k == K.DECL_STMT:
+            decls = []
+            for ch in kids:
+                if ch.kind == K.VAR_DECL:
+                    decls.append(self._var_decl(ch))
+                elif ch.kind in (K.STRUCT_DECL, K.UNION_DECL, K.ENUM_DECL, K.TYPEDEF_DECL,
+                                 K.CLASS_DECL, K.TYPE_ALIAS_DECL):
+                    continue
+            if len(decls) == 1:
+                return decls[0]
+            if not decls:
+                return c_ast.EmptyStatement(coord=co)
+            return c_ast.DeclList(decls, coord=co)
+        if k == K.IF_STMT:
+            cond = self._cond(kids[0])
+            then = self._stmt(kids[1])
+            other = self._stmt(kids[2]) if len(kids) > 2 else None
+            return c_ast.If(cond, then, other, coord=co)
+        if k == K.FOR_STMT:
+            return self._for(c, kids)
+        if k == K.WHILE_STMT:
+            return c_ast.While(self._cond(kids[0]), self._stmt(kids[1]), coord=co)
+        if k == K.DO_STMT:
+            return c_ast.DoWhile(self._expr(kids[1]), self._stmt(kids[0]), coord=co)
+        if k == K.SWITCH_STMT:
+            return self._switch(c, kids)
+        if k in (K.CASE_STMT, K.DEFAULT_STMT):
+            return self._case_flat(c)[0]
+        if k == K.RETURN_STMT:
+            return c_ast.Return(self._expr(kids[0]) if kids else None, coord=co)
+        if k == K.BREAK_STMT:
+            return c_ast.Break(coord=co)
+        if k == K.CONTINUE_STMT:
+            return c_ast.Continue(coord=co)
+        if k == K.GOTO_STMT:
+            label = next((ch.spelling for ch in kids if ch.kind == K.LABEL_REF), "")
+            return c_ast.Goto(label, coord=co)
+        if k == K.LABEL_STMT:
+            return c_ast.Label(c.spelling, self._stmt(kids[0]) if kids else
+                               c_ast.EmptyStatement(), coord=co)
+        if k == K.NULL_STMT:
+            return c_ast.EmptyStatement(coord=co)
+        if k in (K.ASM_STMT, K.MS_ASM_STMT):
+            return c_ast.EmptyStatement(coord=co)
+        if k == K.CXX_TRY_STMT:
+            return self._stmt(kids[0])
+        if k == K.CXX_FOR_RANGE_STMT:
+            # host-only iteration over a container: its body runs an unknown number of times
+            body = self._stmt(kids[-1])
+            return c_ast.While(c_ast.FuncCall(c_ast.ID("__polyfuse_more"), c_ast.ExprList([])),
+                               body, coord=co)
+        return self._expr(c)
+
+    def _cond(self, c: Any) -> c_ast.Node:
+        K = cindex.CursorKind
+        if c.kind == K.VAR_DECL:  # `if (T x = e)`
+            raise _Unsupported("a declaration as a condition", c)
+        return self._expr(c)
+
+    def _for(self, c: Any, kids: list) -> c_ast.Node:
+        """Which of init/cond/inc are present is told by the ``;`` tokens of the header."""
+        semis: list[int] = []
+        rparen = None
+        depth = 0
+        started = False
+        for tok in c.get_tokens():
+            s = tok.spelling
+            if s == "(":
+                depth += 1
+                started = True
+                continue
+            if not started:
+                continue
+            if s == ")":
+                depth -= 1
+                if depth == 0:
+                    rparen = tok.extent.start.offset
+                    break
+            elif s == ";" and depth == 1:
+                semis.append(tok.extent.start.offset)
+        parts: dict[str, Any] = {}
+        if len(semis) == 2 and rparen is not None:
+            for ch in kids:
+                off = ch.extent.start.offset
+                if off < semis[0]:
+                    parts["init"] = ch
+                elif off < semis[1]:
+                    parts["cond"] = ch
+                elif off < rparen:
+                    parts["next"] = ch
+                else:
+                    parts["body"] = ch
+        elif len(kids) == 4:
+            parts = dict(zip(("init", "cond", "next", "body"), kids))
+        else:
+            raise _Unsupported("a for loop whose header polyfuse cannot read (macro?)", c)
+        init = parts.get("init")
+        init_n = None
+        if init is not None:
+            init_n = self._stmt(init)
+            if isinstance(init_n, c_ast.Decl):
+                init_n = c_ast.DeclList([init_n], coord=init_n.coord)
+        cond = self._expr(parts["cond"]) if "cond" in parts else None
+        nxt = self._expr(parts["next"]) if "next" in parts else None
+        body = self._stmt(parts["body"]) if "body" in parts else c_ast.EmptyStatement()
+        return c_ast.For(init_n, cond, nxt, body, coord=self._coord(c))
+
+    def _switch(self, c: Any, kids: list) -> c_ast.Node:
+        K = cindex.CursorKind
+        cond = self._expr(kids[0])
+        body = kids[-1]
+        items: list[c_ast.Node] = []
+        stmts = list(body.get_children()) if body.kind == K.COMPOUND_STMT else [body]
+        for s in stmts:
+            if s.kind in (K.CASE_STMT, K.DEFAULT_STMT):
+                items.extend(self._case_flat(s))
+            elif items and isinstance(items[-1], (c_ast.Case, c_ast.Default)):
+                items[-1].stmts.append(self._stmt(s))
+            else:
+                items.append(self._stmt(s))
+        return c_ast.Switch(cond, c_ast.Compound(items), coord=self._coord(c))
+
+    def _case_flat(self, c: Any) -> list[c_ast.Node]:
+        """clang nests ``case 1: case 2: s``; pycparser lists the cases, statements after."""
+        K = cindex.CursorKind
+        out: list[c_ast.Node] = []
+        while c.kind in (K.CASE_STMT, K.DEFAULT_STMT):
+            kids = list(c.get_children())
+            if c.kind == K.CASE_STMT:
+                out.append(c_ast.Case(self._expr(kids[0]), [], coord=self._coord(c)))
+            else:
+                out.append(c_ast.Default([], coord=self._coord(c)))
+            c = kids[-1]
+        out[-1].stmts.append(self._stmt(c))
+        return out
+
+    # -- expressions --------------------------------------------------------------------------
+
+    @staticmethod
+    def _strip(c: Any) -> Any:
+        K = cindex.CursorKind
+        while c.kind in (K.UNEXPOSED_EXPR, K.PAREN_EXPR) or \
+                c.kind.name in ("CXX_FUNCTIONAL_CAST_EXPR",):
+            kids = list(c.get_children())
+            if len(kids) != 1:
+                break
+            c = kids[0]
+        return c
+
+    def _const(self, c: Any) -> Optional[c_ast.Node]:
+        ev = _evaluate(c)
+        if ev is None:
+            return None
+        kind, v = ev
+        co = self._coord(c)
+        if kind == _EVAL_INT:
+            big = c.type.get_canonical().get_size() == 8
+            return c_ast.Constant("int", f"{v}L" if big else str(v), coord=co)
+        if kind == _EVAL_FLOAT:
+            if c.type.get_canonical().kind == cindex.TypeKind.FLOAT:
+                return c_ast.Constant("float", repr(v) + "f", coord=co)
+            return c_ast.Constant("double", repr(v), coord=co)
+        return c_ast.Constant("string", _c_string(v), coord=co)
+
+    def _expr(self, c: Any) -> c_ast.Node:
+        K = cindex.CursorKind
+        TK = cindex.TypeKind
+        c = self._strip(c)
+        k = c.kind
+        co = self._coord(c)
+        kids = list(c.get_children())
+        if k == K.STRING_LITERAL:
+            text = c.spelling
+            return c_ast.Constant("string", text[text.index('"'):] if '"' in text else '""',
+                                  coord=co)
+        if k in (K.INTEGER_LITERAL, K.FLOATING_LITERAL, K.CHARACTER_LITERAL, K.CXX_UNARY_EXPR):
+            node = self._const(c)
+            if node is not None:
+                return node
+            if k == K.CXX_UNARY_EXPR:
+                return c_ast.FuncCall(c_ast.ID("__polyfuse_sizeof"), c_ast.ExprList([]),
+                                      coord=co)
+            raise _Unsupported(f"a literal clang cannot evaluate ({k.name})", c)
+        if k == K.CXX_BOOL_LITERAL_EXPR:
+            ev = _evaluate(c)
+            return c_ast.Constant("int", str(ev[1] if ev else 0), coord=co)
+        if k in (K.CXX_NULL_PTR_LITERAL_EXPR, K.GNU_NULL_EXPR):
+            return c_ast.Constant("int", "0", coord=co)
+        if k == K.DECL_REF_EXPR:
+            ref = c.referenced
+            if ref is not None and ref.kind == K.ENUM_CONSTANT_DECL:
+                return c_ast.Constant("int", str(ref.enum_value), coord=co)
+            node: c_ast.Node = c_ast.ID(c.spelling, coord=co)
+            if ref is not None and ref.kind in (K.VAR_DECL, K.PARM_DECL) and \
+                    ref.type.kind in (TK.LVALUEREFERENCE, TK.RVALUEREFERENCE):
+                node = c_ast.UnaryOp("*", node, coord=co)
+            return node
+        if k == K.MEMBER_REF_EXPR:
+            if not kids:  # implicit this->field inside a method
+                base: c_ast.Node = c_ast.ID("this", coord=co)
+                arrow = "->"
+            else:
+                b = kids[0]
+                base = self._expr(b)
+                bt = b.type.get_canonical().kind
+                arrow = "->" if bt == TK.POINTER else "."
+            return c_ast.StructRef(base, arrow, c_ast.ID(c.spelling), coord=co)
+        if k == K.ARRAY_SUBSCRIPT_EXPR:
+            return c_ast.ArrayRef(self._expr(kids[0]), self._expr(kids[1]), coord=co)
+        if k == K.CALL_EXPR:
+            return self._call(c, kids)
+        if k in (K.CSTYLE_CAST_EXPR, K.CXX_STATIC_CAST_EXPR, K.CXX_REINTERPRET_CAST_EXPR,
+                 K.CXX_CONST_CAST_EXPR, K.CXX_FUNCTIONAL_CAST_EXPR):
+            inner = [ch for ch in kids if ch.kind.is_expression()]
+            to = c_ast.Typename(None, [], None, self._type(c.type, None))
+            return c_ast.Cast(to, self._expr(inner[-1]), coord=co)
+        if k == K.UNARY_OPERATOR:
+            op = _UNOPS.get(_lib.clang_getCursorUnaryOperatorKind(c))
+            if op is None:
+                raise _Unsupported("an unary operator polyfuse does not model", c)
+            if op == "":
+                return self._expr(kids[0])
+            return c_ast.UnaryOp(op, self._expr(kids[0]), coord=co)
+        if k in (K.BINARY_OPERATOR, K.COMPOUND_ASSIGNMENT_OPERATOR):
+            op = _BINOPS.get(_lib.clang_getCursorBinaryOperatorKind(c))
+            left, right = self._expr(kids[0]), self._expr(kids[1])
+            if op is None or op in (".*", "->*", "<=>"):
+                raise _Unsupported("a binary operator polyfuse does not model", c)
+            if op.endswith("=") and op not in ("==", "!=", "<=", ">="):
+                return c_ast.Assignment(op, left, right, coord=co)
+            if op == ",":
+                return c_ast.ExprList([left, right], coord=co)
+            return c_ast.BinaryOp(op, left, right, coord=co)
+        if k == K.CONDITIONAL_OPERATOR:
+            return c_ast.TernaryOp(*(self._expr(x) for x in kids[-3:]), coord=co)
+        if k == K.INIT_LIST_EXPR:
+            return c_ast.InitList([self._init_item(x) for x in kids], coord=co)
+        if k == K.CXX_NEW_EXPR:
+            args = [self._expr(x) for x in kids if x.kind.is_expression()]
+            return c_ast.FuncCall(c_ast.ID("malloc"), c_ast.ExprList(args[:1]), coord=co)
+        if k == K.CXX_DELETE_EXPR:
+            return c_ast.FuncCall(c_ast.ID("free"), c_ast.ExprList(
+                [self._expr(x) for x in kids]), coord=co)
+        if k == K.CXX_THIS_EXPR:
+            return c_ast.ID("this", coord=co)
+        if k == K.COMPOUND_LITERAL_EXPR:
+            init = next((x for x in kids if x.kind == K.INIT_LIST_EXPR), None)
+            if init is None:
+                raise _Unsupported("a compound literal without initializer", c)
+            return c_ast.CompoundLiteral(c_ast.Typename(None, [], None, self._type(c.type, None)),
+                                         self._expr(init), coord=co)
+        if k == K.CXX_THROW_EXPR:
+            return c_ast.FuncCall(c_ast.ID("abort"), c_ast.ExprList([]), coord=co)
+        if k.name in ("STMT_EXPR", "LAMBDA_EXPR"):
+            raise _Unsupported(f"{k.name.lower()}", c)
+        if kids and k == K.UNEXPOSED_EXPR:
+            # a C++ expression libclang does not expose (temporaries, construct expressions):
+            # an opaque value computed from its operands
+            args = [self._expr(x) for x in kids if x.kind.is_expression()]
+            return c_ast.FuncCall(c_ast.ID("__polyfuse_opaque"), c_ast.ExprList(args), coord=co)
+        node = self._const(c) if k.is_expression() else None
+        if node is not None:
+            return node
+        if k.is_expression() or k == K.UNEXPOSED_EXPR:
+            return c_ast.FuncCall(c_ast.ID("__polyfuse_opaque"), c_ast.ExprList([]), coord=co)
+        raise _Unsupported(f"{k.name.lower()}", c)
+
+    def _init_item(self, c: Any) -> c_ast.Node:
+        """An initializer list element, with its designator (``.f =``, ``[i] =``) if any."""
+        K = cindex.CursorKind
+        kids = list(c.get_children())
+        if c.kind == K.UNEXPOSED_EXPR and len(kids) == 2:
+            first = next(iter(c.get_tokens()), None)
+            if first is not None and first.spelling == "." and kids[0].kind == K.MEMBER_REF:
+                return c_ast.NamedInitializer([c_ast.ID(kids[0].spelling)],
+                                              self._expr(kids[1]))
+            if first is not None and first.spelling == "[":
+                return c_ast.NamedInitializer([self._expr(kids[0])], self._expr(kids[1]))
+        return self._expr(c)
+
+    def _call(self, c: Any, kids: list) -> c_ast.Node:
+        K = cindex.CursorKind
+        co = self._coord(c)
+        ref = c.referenced
+        args = [self._expr(a) for a in c.get_arguments()]
+        if ref is not None and ref.kind in (K.FUNCTION_DECL, K.CXX_METHOD, K.CONSTRUCTOR):
+            for i, p in enumerate(list(ref.get_arguments())[:len(args)]):
+                if p.type.kind in (cindex.TypeKind.LVALUEREFERENCE,
+                                   cindex.TypeKind.RVALUEREFERENCE):
+                    args[i] = c_ast.UnaryOp("&", args[i])
+        if ref is not None and ref.kind in (K.CXX_METHOD, K.CONSTRUCTOR, K.DESTRUCTOR,
+                                            K.CONVERSION_FUNCTION):
+            obj = None
+            callee = self._strip(kids[0]) if kids else None
+            if callee is not None and callee.kind == K.MEMBER_REF_EXPR:
+                mk = list(callee.get_children())
+                if mk:
+                    b = mk[0]
+                    obj = self._expr(b)
+                    if b.type.get_canonical().kind != cindex.TypeKind.POINTER:
+                        obj = c_ast.UnaryOp("&", obj)
+                elif ref.kind == K.CXX_METHOD and not ref.is_static_method():
+                    obj = c_ast.ID("this")
+            name = self._func_name(ref)
+            if obj is not None:
+                args = [obj] + args
+            return c_ast.FuncCall(c_ast.ID(name), c_ast.ExprList(args), coord=co)
+        if ref is not None:
+            name = ref.spelling
+        elif kids and self._strip(kids[0]).kind == K.DECL_REF_EXPR:
+            name = self._strip(kids[0]).spelling
+        else:
+            return c_ast.FuncCall(self._expr(kids[0]) if kids else c_ast.ID("__polyfuse_opaque"),
+                                  c_ast.ExprList(args), coord=co)
+        return c_ast.FuncCall(c_ast.ID(name), c_ast.ExprList(args), coord=co)

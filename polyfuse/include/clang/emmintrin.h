@@ -1,0 +1,2 @@
+/* polyfuse stand-in: vector types only (see xmmintrin.h) */
+#include <xmmintrin.h>
