@@ -14,15 +14,15 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Union
 
-from polyfuse.program import PolyfuseError
+from polyfuse.program import PolyfuseError, Program
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 
 
-def _parse_params(items: Sequence[str]) -> dict[str, int]:
-    params: dict[str, int] = {}
+def _parse_params(items: Sequence[str]) -> dict[str, Union[int, float]]:
+    params: dict[str, Union[int, float]] = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not name.isidentifier():
@@ -30,8 +30,51 @@ def _parse_params(items: Sequence[str]) -> dict[str, int]:
         try:
             params[name] = int(value, 0)
         except ValueError:
-            raise _UsageError(f"--param {name}: {value!r} is not an integer") from None
+            try:
+                params[name] = float(value)
+            except ValueError:
+                raise _UsageError(f"--param {name}: {value!r} is not a number") from None
     return params
+
+
+def add_program_inputs(p: argparse.ArgumentParser) -> None:
+    """The flags that say what OpenCL program to load (analyze, fuse, count, ...)."""
+    p.add_argument("--host", action="append", default=[], metavar="HOST.c",
+                   help="host program (C or C++); repeat for each file of a multi-file host")
+    p.add_argument("-I", dest="include", action="append", default=[], metavar="DIR",
+                   help="include directory (host and kernels)")
+    p.add_argument("-D", dest="define", action="append", default=[], metavar="NAME[=VALUE]",
+                   help="preprocessor definition (host and kernels)")
+    p.add_argument("--args", dest="program_args", metavar='"ARGV..."',
+                   help="the program's own command line (argc/argv, getopt, atoi...)")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="fix a value the host reads at run time (integer or float)")
+    p.add_argument("--allow-empty", action="store_true",
+                   help="accept a host program that launches no kernel")
+
+
+def load_program_inputs(args: argparse.Namespace, kernels: Sequence[str]) -> Program:
+    """The :class:`Program` the flags of :func:`add_program_inputs` describe."""
+    import shlex
+
+    from polyfuse.frontend.host import load_opencl
+
+    if not kernels and not args.host:
+        raise _UsageError("give the kernel file(s) (KERNELS.cl) or the host program (--host)")
+    defines: dict[str, Optional[str]] = {}
+    for d in args.define:
+        name, sep, value = d.partition("=")
+        if not name.isidentifier():
+            raise _UsageError(f"-D expects NAME[=VALUE], got {d!r}")
+        defines[name] = value if sep else None
+    try:
+        argv = shlex.split(args.program_args) if args.program_args is not None else None
+    except ValueError as err:
+        raise _UsageError(f"--args: {err}") from None
+    return load_opencl(list(kernels) or None, host=list(args.host) or None,
+                       params=_parse_params(args.param), include_dirs=args.include,
+                       defines=defines, argv=argv, allow_empty=args.allow_empty,
+                       check_params=bool(args.host))
 
 
 class _UsageError(Exception):
@@ -106,10 +149,9 @@ def _fmt_loop(loop: object) -> str:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from polyfuse.frontend.host import load_opencl
     from polyfuse.uar import build_uar
 
-    program = load_opencl(args.kernels, host=args.host, params=_parse_params(args.param))
+    program = load_program_inputs(args, args.kernels)
     _progress(args, f"analyzing {len(program.launches)} launches")
     data = build_uar(program).to_json()
     if args.json:
@@ -187,21 +229,17 @@ def cmd_fuse(args: argparse.Namespace) -> int:
         if len(onnx_models) != len(args.inputs) or args.host:
             raise _UsageError("fuse takes either ONNX models or one KERNELS.cl with --host")
         return _fuse_onnx_batch(args, onnx_models)
-    if len(args.inputs) != 1:
-        raise _UsageError("fuse takes one KERNELS.cl (with --host HOST.c)")
-    from polyfuse.frontend.host import load_opencl
-
     params = _parse_params(args.param)
-    program = load_opencl(args.inputs[0], host=args.host, params=params)
+    program = load_program_inputs(args, args.inputs)
     result = fuse_program(program, params=params, orchestration=args.orchestration,
                           verify=args.verify, tune=args.tune,
                           progress=None if args.quiet else (lambda m: _progress(args, m)))
     paths = write_outputs(result, args.out)
     print(_table(["program", "launches before", "launches after", "max abs err", "verified"],
-                 [summary_row(Path(args.inputs[0]).parent.name or program.name, result)]))
+                 [summary_row(Path(program.files[0]).parent.name or program.name, result)]))
     _progress(args, f"wrote {paths['plan']}, {paths['source']}, {paths['report']}")
     if not result.ok:
-        raise PolyfuseError(f"{args.inputs[0]}: the fused program does not match the original "
+        raise PolyfuseError(f"{program.files[0]}: the fused program does not match the original "
                             f"(see {paths['report']})")
     return 0
 
@@ -272,7 +310,12 @@ def cmd_count(args: argparse.Namespace) -> int:
     from polyfuse.perf.counts import count_report, format_count_table
 
     _progress(args, "counting with barvinok")
-    report = count_report(args.kernels, host=args.host, kernel=args.kernel,
+    program = load_program_inputs(args, args.kernels) if args.host else None
+    if not args.host and len(args.kernels) != 1:
+        raise _UsageError("count takes one KERNELS.cl without --host")
+    report = count_report(args.kernels[0] if args.kernels else program.files[0],
+                          host=args.host[0] if args.host else None, kernel=args.kernel,
+                          program=program,
                           params=_parse_params(args.param), subgroup_size=args.subgroup_size,
                           granularity=args.granularity)
     if args.json:
@@ -338,11 +381,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("analyze", help="the UAR (dependences with widths) of an OpenCL program")
-    p.add_argument("kernels", help="OpenCL C file with the __kernel functions")
-    p.add_argument("--host", help="C host program (without it: each kernel launched once)")
+    p.add_argument("kernels", nargs="*", metavar="KERNELS.cl",
+                   help="OpenCL C file(s); optional when the host names its kernel files "
+                        "(without --host: each kernel launched once)")
+    add_program_inputs(p)
     p.add_argument("--json", action="store_true", help="JSON on stdout")
-    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
-                   help="fix a symbolic host value (e.g. one read from argv)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_analyze)
 
@@ -351,9 +394,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_devices)
 
     p = sub.add_parser("fuse", help="fuse kernel launches; write plan.json, fused.cl, report.md")
-    p.add_argument("inputs", nargs="+", metavar="INPUT",
-                   help="ONNX models (MODEL.onnx ...), or one OpenCL C file with --host")
-    p.add_argument("--host", help="C host program launching the kernels")
+    p.add_argument("inputs", nargs="*", metavar="INPUT",
+                   help="ONNX models (MODEL.onnx ...), or the OpenCL C file(s) with --host "
+                        "(optional when the host names its kernel files)")
+    add_program_inputs(p)
     p.add_argument("--out", required=True,
                    help="output directory (ONNX: one subdirectory per model)")
     p.add_argument("--verify", action="store_true",
@@ -367,8 +411,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--orchestration", default="auto",
                    choices=["auto", "vertical", "horizontal"],
                    help="how independent fragments are combined (default: auto)")
-    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
-                   help="fix a symbolic host value (e.g. one read from argv)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_fuse)
 
@@ -397,11 +439,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_parallelize)
 
     p = sub.add_parser("count", help="exact symbolic counts of ops, memory accesses, barriers")
-    p.add_argument("kernels", help="OpenCL C file")
-    p.add_argument("--host", help="C host program: counts per launch at the host's sizes")
+    p.add_argument("kernels", nargs="*", metavar="KERNELS.cl",
+                   help="OpenCL C file(s) (with --host: counts per launch at the host's sizes)")
+    add_program_inputs(p)
     p.add_argument("--kernel", help="only this kernel")
-    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
-                   help="fix a symbolic value (kernel scalar or host value)")
     p.add_argument("--subgroup-size", type=int, help="sub-group size (default: the device's)")
     p.add_argument("--granularity", choices=["work-item", "sub-group", "work-group"],
                    help="one granularity for every count (default: per seed 004)")

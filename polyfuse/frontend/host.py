@@ -44,7 +44,8 @@ import contextlib
 import dataclasses
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping
+import shlex
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -114,6 +115,13 @@ class _KObj:
 
 
 @dataclass(frozen=True)
+class _ProgObj:
+    """A ``cl_program`` created with ``clCreateProgramWithSource``."""
+
+    pid: int
+
+
+@dataclass(frozen=True)
 class _Handle:
     """A non-NULL handle polyfuse does not track (context, queue, FILE *, ...)."""
 
@@ -179,7 +187,7 @@ _UNKF = _Unknown(True)
 _RUNTIME = _Runtime()
 _ZERO = _Num(sympy.Integer(0))
 _ONE = _Num(sympy.Integer(1))
-_TRACKED = (_BufRef, _KObj, _Str, _Ref)
+_TRACKED = (_BufRef, _KObj, _ProgObj, _Str, _Ref)
 
 # ----------------------------------------------------------------------------------------------
 # C types (only what sizeof, division and declarations need)
@@ -329,8 +337,7 @@ _IGNORED = {
     "strlen", "strcpy", "strncpy", "strcat", "strncat", "strcmp", "strncmp", "strchr", "strrchr",
     "strstr", "strdup", "strtok", "strerror", "srand", "rand", "srand48", "drand48", "time",
     "clock", "clock_gettime", "gettimeofday", "difftime", "localtime", "sleep", "usleep",
-    "getenv", "system", "qsort", "atexit", "abs", "labs", "getopt", "access", "sysconf",
-    "posix_memalign",
+    "getenv", "system", "qsort", "atexit", "abs", "labs", "access", "sysconf",
     "clGetPlatformIDs", "clGetPlatformInfo", "clGetDeviceIDs", "clGetDeviceInfo",
     "clRetainDevice", "clReleaseDevice", "clCreateContext", "clCreateContextFromType",
     "clRetainContext", "clReleaseContext", "clGetContextInfo", "clCreateCommandQueue",
@@ -352,11 +359,12 @@ _MATH = {
     "fmaxf", "fmod", "fmodf", "erf", "erff", "atof", "strtod", "strtof",
 }
 _READ_INT = {"atoi", "atol", "atoll", "strtol", "strtoul", "strtoll", "strtoull"}
-_ALLOC = {"malloc", "calloc", "realloc", "aligned_alloc"}
+_ALLOC = {"malloc", "calloc", "realloc", "aligned_alloc", "memalign", "valloc", "_mm_malloc",
+          "pvalloc"}
 _HANDLE_RESULT = {
     "clCreateContext", "clCreateContextFromType", "clCreateCommandQueue",
     "clCreateCommandQueueWithProperties", "clCreateProgramWithSource",
-    "clCreateProgramWithBinary", "clCreateUserEvent", "fopen", "getenv", "strdup", "localtime",
+    "clCreateProgramWithBinary", "clCreateUserEvent", "getenv", "strdup", "localtime",
 }
 _MEM_FLAGS = {
     1 << 0: "CL_MEM_READ_WRITE",
@@ -378,60 +386,131 @@ _CL_MAP_READ, _CL_MAP_WRITE, _CL_MAP_WRITE_INVALIDATE = 1, 2, 4
 # ----------------------------------------------------------------------------------------------
 
 
+HostSource = Union[str, os.PathLike]
+
+
 def parse_host(
-    source_or_path: Union[str, os.PathLike],
+    source_or_path: Union[HostSource, Sequence[HostSource]],
     kernels: Mapping[str, Kernel],
     *,
     filename: Optional[str] = None,
-    params: Mapping[str, int] = {},  # noqa: B006 - read only
+    params: Mapping[str, Union[int, float]] = {},  # noqa: B006 - read only
     include_dirs: Iterable[str] = (),
     defines: Mapping[str, Optional[str]] = {},  # noqa: B006 - read only
+    argv: Optional[Sequence[str]] = None,
+    kernel_files: Optional[KernelFiles] = None,
+    check_params: bool = False,
 ) -> Program:
-    """Build the :class:`Program` a C host program runs with the given ``kernels``.
+    """Build the :class:`Program` a C or C++ host program runs.
 
+    ``source_or_path`` is one host (text or path) or several translation units of one program.
+    ``kernels`` are used when the host's own kernel source cannot be followed (and as-is when
+    the host reads the same file); kernel files the host opens are found from ``kernel_files``.
     ``params`` fixes values read at run time by the name of the variable they are stored in
-    (``--param n=1024``).  Raises :class:`PolyfuseError` naming file and line for bad input.
+    (``--param n=1024``); with ``check_params`` a name the host never reads is an error.
+    ``argv`` is the program's command line after its name (``--args``).  Raises
+    :class:`PolyfuseError` naming file and line for bad input.
     """
-    source, filename = read_source(source_or_path, filename, default="<host>")
+    hosts = [source_or_path] if isinstance(source_or_path, (str, os.PathLike)) \
+        else list(source_or_path)
+    if not hosts:
+        raise PolyfuseError("no host program given")
+    units = [read_source(h, filename if i == 0 else None, default="<host>")
+             for i, h in enumerate(hosts)]
+    main_file = units[0][1]
     from polyfuse.frontend import clang_host
 
     if clang_host.available():
-        ast = clang_host.parse_units([(filename, source)], include_dirs=include_dirs,
-                                     defines=defines)
+        ast = clang_host.parse_units([(name, text) for text, name in units],
+                                     include_dirs=include_dirs, defines=defines)
     else:
+        if len(units) > 1:
+            raise PolyfuseError("several host files need libclang (pip install libclang)",
+                                main_file)
         from polyfuse.frontend import cpp
 
-        ast = cpp.parse(source, filename, include_dirs=include_dirs, defines=defines,
+        ast = cpp.parse(units[0][0], main_file, include_dirs=include_dirs, defines=defines,
                         opencl=False)
-    interp = _Interpreter(ast, kernels, filename, dict(params))
-    return interp.run()
+    if kernel_files is None:
+        dirs = [os.path.dirname(os.path.abspath(n)) for _, n in units if not n.startswith("<")]
+        kernel_files = KernelFiles(search_dirs=tuple(dict.fromkeys(dirs + [os.getcwd()])),
+                                   include_dirs=tuple(include_dirs),
+                                   defines=tuple(defines.items()))
+    interp = _Interpreter(ast, kernels, main_file, dict(params), kernel_files, argv)
+    prog = interp.run()
+    if check_params:
+        known = set(prog.params) | interp.int_params | interp.applied | interp.float_names
+        unknown = [n for n in params if n not in known]
+        if unknown:
+            names = ", ".join(sorted(known)) or "none"
+            raise PolyfuseError(f"--param {unknown[0]}: the host program reads no value named "
+                                f"'{unknown[0]}' (known: {names})", main_file)
+    files = tuple(n for _, n in units)
+    return dataclasses.replace(prog, files=files)
 
 
 def load_opencl(
-    source_or_path: Union[str, os.PathLike],
-    host: Union[str, os.PathLike, None] = None,
+    source_or_path: Union[HostSource, Sequence[HostSource], None] = None,
+    host: Union[HostSource, Sequence[HostSource], None] = None,
     *,
-    params: Optional[Mapping[str, int]] = None,
+    params: Optional[Mapping[str, Union[int, float]]] = None,
     include_dirs: Iterable[str] = (),
     defines: Mapping[str, Optional[str]] = {},  # noqa: B006 - read only
+    argv: Optional[Sequence[str]] = None,
+    allow_empty: bool = False,
+    check_params: bool = False,
 ) -> Program:
     """Load an OpenCL program: kernels from ``source_or_path``, host code from ``host``.
 
-    Without ``host`` every kernel is launched once (see :func:`polyfuse.builder.default_program`).
+    ``source_or_path`` is one or several kernel files (or kernel source text); it may be None
+    when the host names its kernel files itself.  ``host`` is one or several C/C++ translation
+    units.  Without ``host`` every kernel is launched once (see
+    :func:`polyfuse.builder.default_program`).  A host with no kernel launch is an error unless
+    ``allow_empty``: an empty model is never returned silently.
     """
     from polyfuse.frontend import opencl
 
-    kernels = opencl.parse_kernels(os.fspath(source_or_path), include_dirs=tuple(include_dirs),
-                                   defines=dict(defines))
-    kfile = _display_name(source_or_path, "<kernels>")
+    include_dirs = tuple(os.fspath(d) for d in include_dirs)
+    sources = [] if source_or_path is None else (
+        [source_or_path] if isinstance(source_or_path, (str, os.PathLike))
+        else list(source_or_path))
+    kernels: dict[str, Kernel] = {}
+    kfiles: list[str] = []
+    for src in sources:
+        ks = opencl.parse_kernels(os.fspath(src), include_dirs=include_dirs,
+                                  defines=dict(defines))
+        for name, k in ks.items():
+            if name in kernels:
+                raise PolyfuseError(f"kernel '{name}' is defined in two of the kernel files; "
+                                    "polyfuse cannot tell which one the host means",
+                                    _display_name(src, "<kernels>"))
+            kernels[name] = k
+        shown = _display_name(src, "<kernels>")
+        kfiles.append(shown)
     if host is None:
+        if not sources:
+            raise PolyfuseError("no kernel file and no host program given")
         from polyfuse.builder import default_program
 
         prog = default_program(kernels, params=params or {})
-        return dataclasses.replace(prog, files=(kfile,))
-    prog = parse_host(host, kernels, params=params or {}, include_dirs=include_dirs,
-                      defines=defines)
-    return dataclasses.replace(prog, files=(kfile,) + prog.files)
+        return dataclasses.replace(prog, files=tuple(kfiles))
+    hosts = [host] if isinstance(host, (str, os.PathLike)) else list(host)
+    dirs = [os.path.dirname(os.path.abspath(os.fspath(h))) for h in hosts
+            if _display_name(h, "<") != "<"]
+    dirs += [os.getcwd()] + [os.path.dirname(os.path.abspath(f)) for f in kfiles
+                             if not f.startswith("<")]
+    kf = KernelFiles(files=tuple(f for f in kfiles if not f.startswith("<")),
+                     search_dirs=tuple(dict.fromkeys(dirs)), include_dirs=include_dirs,
+                     defines=tuple(defines.items()))
+    prog = parse_host(hosts, kernels, params=params or {}, include_dirs=include_dirs,
+                      defines=defines, argv=argv, kernel_files=kf, check_params=check_params)
+    if not prog.launches and not allow_empty:
+        raise PolyfuseError("the host program launches no kernel (is a launch on a path "
+                            "polyfuse takes as an error path?); pass --allow-empty to accept "
+                            "an empty model", prog.files[0] if prog.files else "<host>")
+    used = tuple(dict.fromkeys(kfiles + [k.loc.file for k in prog.kernels.values()
+                                         if k.loc is not None and k.loc.file not in kfiles]))
+    return dataclasses.replace(prog, files=used + prog.files)
 
 
 def read_source(
@@ -445,7 +524,7 @@ def read_source(
     ):
         path = Path(source_or_path)
         try:
-            text = path.read_text()
+            text = path.read_bytes().decode("utf-8", errors="replace")
         except OSError as err:
             raise PolyfuseError(f"cannot read {path}: {err.strerror or err}", str(path)) from None
         return text, filename or str(path)
@@ -465,11 +544,53 @@ def _display_name(source_or_path: Union[str, os.PathLike], default: str) -> str:
 # ----------------------------------------------------------------------------------------------
 
 
+@dataclass
+class _ProgInfo:
+    """What a ``cl_program`` is built from: source pieces, build options, its kernels."""
+
+    pieces: list  # ("text", str) | ("file", path) | ("unknown", why)
+    loc: Optional[SourceLoc]
+    options: str = ""
+    names: Optional[dict] = None  # kernel name in the program -> name in the Program record
+
+
+@dataclass(frozen=True)
+class KernelFiles:
+    """How the host front-end finds and parses kernel sources the host reads.
+
+    ``files`` are the kernel files given by the user (fallback when the host's own source
+    cannot be followed); ``search_dirs`` are tried, in order, for relative paths the host opens;
+    ``include_dirs``/``defines`` apply to every kernel parse, before the program's own build
+    options.
+    """
+
+    files: tuple[str, ...] = ()
+    search_dirs: tuple[str, ...] = ()
+    include_dirs: tuple[str, ...] = ()
+    defines: tuple[tuple[str, Optional[str]], ...] = ()
+
+
 class _Interpreter:
     def __init__(self, ast: c_ast.FileAST, kernels: Mapping[str, Kernel], filename: str,
-                 param_values: dict[str, int]):
+                 param_values: Mapping[str, Union[int, float]],
+                 kernel_files: KernelFiles = KernelFiles(),
+                 argv: Optional[Sequence[str]] = None):
         self.ast = ast
         self.kernels = kernels
+        self.kernel_files = kernel_files
+        self.argv = None if argv is None else [Path(filename).stem, *argv]
+        self.optind = 1
+        self.optarg: Any = _ZERO
+        self.programs: dict[int, _ProgInfo] = {}
+        self.out_kernels: dict[str, Kernel] = {}
+        self.file_texts: dict[int, str] = {}  # heap slot -> path of the file read into it
+        self.str_slots: dict[int, str] = {}  # char buffer slot -> text written by sprintf
+        self.opened: list[str] = []  # kernel files the host opened, in order
+        self.parse_cache: dict[tuple, dict[str, Kernel]] = {}
+        self.warnings: list[str] = []
+        self.applied: set[str] = set()  # --param names the host read
+        self.float_names: set[str] = set()  # floating values read at run time, by name
+        self.int_params: set[str] = set()  # parameters stored in integer variables
         self.filename = filename
         self.param_values = param_values
         self.state = _State()
@@ -525,8 +646,16 @@ class _Interpreter:
         main = self.funcs.get("main")
         if main is None:
             raise PolyfuseError("no main function in the host program", self.filename)
+        argc: Any = _RUNTIME
+        argv: Any = _Handle("argv")
+        if self.argv is not None:
+            n = len(self.argv)
+            arr = _Arr(n + 1, tuple((i, _Str(a)) for i, a in enumerate(self.argv)), _ZERO)
+            argv = _Ref(self._new_slot("argv", _CType("array", 8 * (n + 1), elem=_PTR_VOID,
+                                                      length=n + 1), arr))
+            argc = _Num(sympy.Integer(n))
         try:
-            self._call_function(main, [_RUNTIME, _Handle("argv")], main)
+            self._call_function(main, [argc, argv], main)
         except _Exit:
             pass
         return self._program()
@@ -556,7 +685,8 @@ class _Interpreter:
             except isl.Error:
                 context = f"[{', '.join(params)}] -> {{ : }}"
         name = Path(self.filename).stem if not self.filename.startswith("<") else "program"
-        return Program(kernels=dict(self.kernels), buffers=dict(self.state.buffers), ops=ops,
+        kernels = dict(self.out_kernels) if self.out_kernels else dict(self.kernels)
+        return Program(kernels=kernels, buffers=dict(self.state.buffers), ops=ops,
                        params=params, context=context, name=name, files=(self.filename,))
 
     def _collect_tags(self, node: Any) -> None:
@@ -655,9 +785,18 @@ class _Interpreter:
     def _coerce(self, value: Any, ctype: _CType, name: str, path: tuple = ()) -> Any:
         """Adapt a value stored into a variable of ``ctype``; run-time values become params."""
         if isinstance(value, _Runtime):
+            if ctype.kind == "float" and not self.loops:
+                pname = re.sub(r"\W", "_", _var_name(name, path))
+                self.float_names.add(pname)
+                if pname in self.param_values:
+                    self.applied.add(pname)
+                    return _Num(sympy.Float(float(self.param_values[pname])), True)
             if self.loops or ctype.kind == "float":
                 return _UNKF if ctype.kind == "float" else _UNK
-            return self._new_param(_var_name(name, path))
+            value = self._new_param(_var_name(name, path))
+            if ctype.kind == "int" and isinstance(value.e, sympy.Symbol):
+                self.int_params.add(str(value.e))
+            return value
         if isinstance(value, _Cond):
             return _UNK
         if isinstance(value, _Num):
@@ -674,7 +813,12 @@ class _Interpreter:
     def _new_param(self, name: str) -> _Num:
         name = re.sub(r"\W", "_", name) or "p"
         if name in self.param_values:
-            return _Num(sympy.Integer(int(self.param_values[name])))
+            self.applied.add(name)
+            value = self.param_values[name]
+            if isinstance(value, float) and not value.is_integer():
+                raise PolyfuseError(f"--param {name}={value}: '{name}' is an integer in the "
+                                    "host program", self.filename)
+            return _Num(sympy.Integer(int(value)))
         unique = name
         k = 1
         while unique in self.names_used:
@@ -1395,6 +1539,10 @@ class _Interpreter:
     def _e_ID(self, node: c_ast.ID) -> Any:
         sid = self._lookup(node.name)
         if sid is None:
+            if node.name == "optarg" and self.argv is not None:
+                return self.optarg
+            if node.name == "optind" and self.argv is not None:
+                return _Num(sympy.Integer(self.optind))
             if node.name in self.enums:
                 return _Num(sympy.Integer(self.enums[node.name]))
             if node.name in ("true", "false"):
@@ -1674,8 +1822,8 @@ class _Interpreter:
 
     def _binop(self, op: str, a: Any, b: Any, node: c_ast.Node) -> Any:
         if op in ("==", "!="):
-            handle_a = isinstance(a, (_BufRef, _KObj, _Handle, _Ref, _Str))
-            handle_b = isinstance(b, (_BufRef, _KObj, _Handle, _Ref, _Str))
+            handle_a = isinstance(a, (_BufRef, _KObj, _ProgObj, _Handle, _Ref, _Str))
+            handle_b = isinstance(b, (_BufRef, _KObj, _ProgObj, _Handle, _Ref, _Str))
             if handle_a or handle_b:
                 if handle_a and handle_b:
                     if a == b:
@@ -1821,6 +1969,8 @@ class _Interpreter:
         if bufs:
             ranges = tuple(BufferRange(b) for b in bufs)
             self._op(HostOp(id=0, kind="unknown", reads=ranges, writes=ranges, name=name), node)
+        # host variables it may write through pointers hold values known only at run time
+        self._query([a for a in args if isinstance(a, _Ref)])
         return _UNK
 
     def _buffers_in(self, v: Any, depth: int) -> list[str]:
@@ -1967,16 +2117,342 @@ class _Interpreter:
         if not isinstance(kname, _Str):
             raise self._error("clCreateKernel: the kernel name is not a string polyfuse can "
                               "follow", node, UnsupportedError)
-        if kname.s not in self.kernels:
-            avail = ", ".join(sorted(self.kernels)) or "none"
+        names = self._program_kernels(self._arg(args, 0), node)
+        if kname.s not in names:
+            avail = ", ".join(sorted(names)) or "none"
             raise self._error(f"clCreateKernel: no kernel named '{kname.s}' (available: "
                               f"{avail})", node)
         if self.loops:
             raise _NeedUnroll("a kernel object is created inside a host loop")
         oid = self.next_oid
         self.next_oid += 1
-        self.state.kobjs[oid] = _KState(var=self.name_hint or kname.s, kernel=kname.s)
+        self.state.kobjs[oid] = _KState(var=self.name_hint or kname.s, kernel=names[kname.s])
         return _KObj(oid)
+
+    # -- programs: where kernels come from ----------------------------------------------------
+
+    def _cl_clCreateProgramWithSource(self, node: c_ast.FuncCall, args: list) -> Any:
+        self._success(args)
+        count = self._arg(args, 1)
+        n = int(count.e) if isinstance(count, _Num) and count.e.is_Integer else 1
+        strings = self._arg(args, 2)
+        pieces: list = []
+        for i in range(max(n, 1)):
+            ref = self._index(strings, _Num(sympy.Integer(i))) if isinstance(strings, _Ref) \
+                else None
+            v = self._read(ref) if isinstance(ref, _Ref) else _UNK
+            pieces.append(self._source_piece(v))
+        pid = len(self.programs)
+        self.programs[pid] = _ProgInfo(pieces, self._loc(node))
+        return _ProgObj(pid)
+
+    def _cl_clCreateProgramWithBinary(self, node: c_ast.FuncCall, args: list) -> Any:
+        self._success(args)
+        pid = len(self.programs)
+        self.programs[pid] = _ProgInfo([("unknown", "built from a binary")], self._loc(node))
+        return _ProgObj(pid)
+
+    def _source_piece(self, v: Any) -> tuple[str, str]:
+        if isinstance(v, _Str):
+            return ("text", v.s)
+        if isinstance(v, _Ref) and v.slot in self.file_texts:
+            return ("file", self.file_texts[v.slot])
+        if isinstance(v, _Ref) and v.slot in self.str_slots:
+            return ("text", self.str_slots[v.slot])
+        if self.opened:  # a kernel file the host opened but read in a way polyfuse did not see
+            return ("file", self.opened[-1])
+        return ("unknown", "a source string polyfuse cannot follow")
+
+    def _cl_clBuildProgram(self, node: c_ast.FuncCall, args: list) -> Any:
+        prog = self._arg(args, 0)
+        opts = self._arg(args, 3)
+        if isinstance(prog, _ProgObj):
+            info = self.programs[prog.pid]
+            if isinstance(opts, _Str):
+                info.options = opts.s
+            elif isinstance(opts, _Ref) and opts.slot in self.str_slots:
+                info.options = self.str_slots[opts.slot]
+            elif not (isinstance(opts, _Num) and opts.e == 0):
+                raise self._error("clBuildProgram: build options polyfuse cannot determine "
+                                  "(they may define macros the kernels use)", node,
+                                  UnsupportedError)
+        return _ZERO
+
+    _cl_clCompileProgram = _cl_clBuildProgram
+
+    def _program_kernels(self, prog: Any, node: c_ast.Node) -> dict[str, str]:
+        """Kernel names of the program a kernel object is created from → names in the record."""
+        if not isinstance(prog, _ProgObj):
+            return self._adopt(self._cli_kernels(node), None)
+        info = self.programs[prog.pid]
+        if info.names is None:
+            info.names = self._adopt(self._parse_program(info, node), info)
+        return info.names
+
+    def _cli_kernels(self, node: c_ast.Node, defines: Mapping[str, Optional[str]] = {},  # noqa: B006
+                     include_dirs: Sequence[str] = ()) -> dict[str, Kernel]:
+        if not defines and not include_dirs:
+            if not self.kernels and not self.kernel_files.files:
+                raise self._error("cannot tell which kernel source the host builds; pass the "
+                                  ".cl file(s)", node)
+            return dict(self.kernels)
+        out: dict[str, Kernel] = {}
+        for f in self.kernel_files.files:
+            out.update(self._parse_kernel_text(None, f, defines, include_dirs))
+        if not self.kernel_files.files:
+            raise self._error("build options define macros, but the kernels were given "
+                              "without their source file; pass the .cl file", node,
+                              UnsupportedError)
+        return out
+
+    def _parse_program(self, info: _ProgInfo, node: c_ast.Node) -> dict[str, Kernel]:
+        defines, include_dirs = self._build_options(info.options, node)
+        pieces = [("unknown", f"kernel file '{p[1]}' not found (looked in "
+                   f"{', '.join(self.kernel_files.search_dirs) or 'the working directory'})")
+                  if p[0] == "file" and not os.path.isfile(p[1]) else p for p in info.pieces]
+        if all(p[0] == "text" for p in pieces) and \
+                not any(_KERNEL_RE.search(p[1]) for p in pieces):
+            pieces = [("unknown", "its source strings define no __kernel")]
+        known = [p for p in pieces if p[0] != "unknown"]
+        if len(known) < len(pieces):
+            why = next(p[1] for p in pieces if p[0] == "unknown")
+            if known:
+                raise self._error(f"clCreateProgramWithSource: {why}; polyfuse would model a "
+                                  "different program", node, UnsupportedError)
+            if not self.kernels and not self.kernel_files.files:
+                raise self._error(f"clCreateProgramWithSource: {why}; pass the kernel file(s) "
+                                  "on the command line", node)
+            return self._cli_kernels(node, defines, include_dirs)
+        files = [p[1] for p in info.pieces if p[0] == "file"]
+        if len(info.pieces) == 1 and files:
+            path = files[0]
+            for f in self.kernel_files.files:  # the file the user gave: already parsed
+                if not defines and not include_dirs and _same_file(f, path) and self.kernels:
+                    return dict(self.kernels)
+            return self._parse_kernel_text(None, path, defines, include_dirs)
+        text = []
+        for kind, value in info.pieces:
+            if kind == "file":
+                text.append(f'#line 1 "{value}"\n')
+                text.append(_read_text(value))
+            else:
+                where = info.loc.file if info.loc else self.filename
+                text.append(f'#line {info.loc.line if info.loc else 1} "{where}"\n')
+                text.append(value)
+            if text[-1] and not text[-1].endswith("\n"):
+                text.append("\n")
+        name = files[0] if files else (info.loc.file if info.loc else self.filename)
+        return self._parse_kernel_text("".join(text), name, defines, include_dirs)
+
+    def _parse_kernel_text(self, text: Optional[str], path: str,
+                           defines: Mapping[str, Optional[str]],
+                           include_dirs: Sequence[str]) -> dict[str, Kernel]:
+        from polyfuse.frontend import opencl
+
+        kf = self.kernel_files
+        dirs = tuple(include_dirs) + kf.include_dirs
+        if os.path.exists(path):
+            dirs += (os.path.dirname(os.path.abspath(path)),)
+        defs = dict(kf.defines)
+        defs.update(defines)
+        key = (text, path, dirs, tuple(sorted(defs.items(), key=str)))
+        if key not in self.parse_cache:
+            if text is None:
+                self.parse_cache[key] = opencl.parse_kernels(path, include_dirs=dirs,
+                                                             defines=defs)
+            else:
+                self.parse_cache[key] = opencl.parse_kernels(text, path, include_dirs=dirs,
+                                                             defines=defs)
+        return self.parse_cache[key]
+
+    def _build_options(self, options: str, node: c_ast.Node
+                       ) -> tuple[dict[str, Optional[str]], list[str]]:
+        """``-D``/``-I`` of a build option string (``-cl-*`` options do not change the model)."""
+        try:
+            words = shlex.split(options)
+        except ValueError:
+            raise self._error(f"clBuildProgram: cannot read the build options {options!r}",
+                              node) from None
+        defines: dict[str, Optional[str]] = {}
+        include_dirs: list[str] = []
+        i = 0
+        while i < len(words):
+            w = words[i]
+            if w in ("-D", "-I") and i + 1 < len(words):
+                w = w + words[i + 1]
+                i += 1
+            if w.startswith("-D"):
+                name, sep, value = w[2:].partition("=")
+                defines[name] = value if sep else None
+            elif w.startswith("-I"):
+                include_dirs.append(self._find_file(w[2:]) or w[2:])
+            i += 1
+        return defines, include_dirs
+
+    def _adopt(self, kernels: Mapping[str, Kernel], info: Optional[_ProgInfo]
+               ) -> dict[str, str]:
+        """Add a program's kernels to the record; a name already taken by a different kernel
+        (another program's) gets a suffix, so each program keeps its own kernels."""
+        names: dict[str, str] = {}
+        for name, k in kernels.items():
+            new = name
+            n = 1
+            while new in self.out_kernels and not _same_kernel(self.out_kernels[new], k):
+                new = f"{name}_{n}"
+                n += 1
+            if new != name:
+                k = _renamed_kernel(k, new)
+            self.out_kernels.setdefault(new, k)
+            names[name] = new
+        return names
+
+    def _find_file(self, path: str) -> Optional[str]:
+        """A path the host opens, found relative to the host's directory or the cwd."""
+        if os.path.isabs(path):
+            return path if os.path.exists(path) else None
+        for d in self.kernel_files.search_dirs:
+            cand = os.path.join(d, path)
+            if os.path.exists(cand):
+                return os.path.normpath(cand)
+        return None
+
+    # -- the C library a host uses ------------------------------------------------------------
+
+    def _cl_fopen(self, node: c_ast.FuncCall, args: list) -> Any:
+        path = self._arg(args, 0)
+        if isinstance(path, _Str):
+            found = self._find_file(path.s)
+            if found is not None:
+                if found.endswith((".cl", ".clh", ".ocl")) or _looks_like_opencl(found):
+                    self.opened.append(found)
+                return _Handle("file:" + found)
+            if path.s.endswith((".cl", ".ocl")):
+                self.opened.append(path.s)
+                return _Handle("file:" + path.s)
+        return _Handle("fopen")
+
+    def _cl_fread(self, node: c_ast.FuncCall, args: list) -> Any:
+        buf, f = self._arg(args, 0), self._arg(args, 3)
+        if isinstance(buf, _Ref) and isinstance(f, _Handle) and f.kind.startswith("file:") and \
+                f.kind[5:] in self.opened:
+            self.file_texts[buf.slot] = f.kind[5:]
+        elif isinstance(buf, _Ref):  # data read at run time (sizes read from input files)
+            self._query([buf])
+        return _UNK
+
+    def _cl_posix_memalign(self, node: c_ast.FuncCall, args: list) -> Any:
+        ptr = self._arg(args, 0)
+        if isinstance(ptr, _Ref):
+            sid = self._new_slot("heap", _CType("array", 0, elem=_UNK_TYPE), _Arr(None, (), _UNK))
+            self._write(ptr, _Ref(sid))
+        return _ZERO
+
+    def _cl_sprintf(self, node: c_ast.FuncCall, args: list) -> Any:
+        return self._format_into(self._arg(args, 0), args[1:])
+
+    def _cl_snprintf(self, node: c_ast.FuncCall, args: list) -> Any:
+        return self._format_into(self._arg(args, 0), args[2:])
+
+    def _format_into(self, buf: Any, args: list) -> Any:
+        if not isinstance(buf, _Ref):
+            return _UNK
+        text = _c_format(args)
+        if text is None:
+            self.str_slots.pop(buf.slot, None)
+            return _UNK
+        self.str_slots[buf.slot] = text
+        return _Num(sympy.Integer(len(text)))
+
+    def _cl_strcmp(self, node: c_ast.FuncCall, args: list) -> Any:
+        a, b = self._arg(args, 0), self._arg(args, 1)
+        if isinstance(a, _Str) and isinstance(b, _Str):
+            return _Num(sympy.Integer((a.s > b.s) - (a.s < b.s)))
+        return _UNK
+
+    def _cl_strncmp(self, node: c_ast.FuncCall, args: list) -> Any:
+        a, b, n = self._arg(args, 0), self._arg(args, 1), self._arg(args, 2)
+        if isinstance(a, _Str) and isinstance(b, _Str) and isinstance(n, _Num) and \
+                n.e.is_Integer:
+            k = int(n.e)
+            return _Num(sympy.Integer((a.s[:k] > b.s[:k]) - (a.s[:k] < b.s[:k])))
+        return _UNK
+
+    def _cl_strlen(self, node: c_ast.FuncCall, args: list) -> Any:
+        a = self._arg(args, 0)
+        return _Num(sympy.Integer(len(a.s))) if isinstance(a, _Str) else _UNK
+
+    def _read_number(self, name: str, args: list) -> Any:
+        a = self._arg(args, 0)
+        if isinstance(a, _Str):
+            v = _c_number(a.s, name, self._arg(args, 2))
+            if v is not None:
+                return v
+            return _UNKF if name in ("atof", "strtod", "strtof") else _UNK
+        if name in ("atof", "strtod", "strtof"):
+            return _UNKF
+        return _RUNTIME if not self.loops else _UNK
+
+    def _cl_atoi(self, node: c_ast.FuncCall, args: list) -> Any:
+        return self._read_number("atoi", args)
+
+    def _cl_atol(self, node: c_ast.FuncCall, args: list) -> Any:
+        return self._read_number("atol", args)
+
+    def _cl_atoll(self, node: c_ast.FuncCall, args: list) -> Any:
+        return self._read_number("atoll", args)
+
+    def _cl_strtol(self, node: c_ast.FuncCall, args: list) -> Any:
+        return self._read_number("strtol", args)
+
+    def _cl_strtoul(self, node: c_ast.FuncCall, args: list) -> Any:
+        return self._read_number("strtoul", args)
+
+    def _cl_strtoll(self, node: c_ast.FuncCall, args: list) -> Any:
+        return self._read_number("strtoll", args)
+
+    def _cl_strtoull(self, node: c_ast.FuncCall, args: list) -> Any:
+        return self._read_number("strtoull", args)
+
+    def _cl_atof(self, node: c_ast.FuncCall, args: list) -> Any:
+        return self._read_number("atof", args)
+
+    def _cl_strtod(self, node: c_ast.FuncCall, args: list) -> Any:
+        return self._read_number("strtod", args)
+
+    def _cl_strtof(self, node: c_ast.FuncCall, args: list) -> Any:
+        return self._read_number("strtof", args)
+
+    def _cl_getopt(self, node: c_ast.FuncCall, args: list) -> Any:
+        """POSIX ``getopt`` over the ``--args`` command line (unknown without it)."""
+        spec = self._arg(args, 2)
+        if self.argv is None or not isinstance(spec, _Str):
+            return _UNK
+        argv = self.argv
+        if self.optind >= len(argv) or not argv[self.optind].startswith("-") or \
+                argv[self.optind] == "-":
+            return _Num(sympy.Integer(-1))
+        word = argv[self.optind]
+        if word == "--":
+            self.optind += 1
+            return _Num(sympy.Integer(-1))
+        opt = word[1]
+        pos = spec.s.find(opt)
+        if pos < 0 or opt == ":":
+            self.optind += 1
+            return _Num(sympy.Integer(ord("?")))
+        if spec.s[pos + 1:pos + 2] == ":":
+            if len(word) > 2:
+                self.optarg = _Str(word[2:])
+                self.optind += 1
+            elif self.optind + 1 < len(argv):
+                self.optarg = _Str(argv[self.optind + 1])
+                self.optind += 2
+            else:
+                self.optind += 1
+                return _Num(sympy.Integer(ord("?")))
+        else:
+            self.optind += 1
+        return _Num(sympy.Integer(ord(opt)))
 
     def _kobj(self, v: Any, node: c_ast.Node) -> _KState:
         if isinstance(v, _KObj) and v.oid in self.state.kobjs:
@@ -1989,7 +2465,7 @@ class _Interpreter:
     def _cl_clSetKernelArg(self, node: c_ast.FuncCall, args: list) -> Any:
         kv = self._arg(args, 0)
         ks = self._kobj(kv, node)
-        kernel = self.kernels[ks.kernel]
+        kernel = self.out_kernels[ks.kernel]
         idx = self._concrete(self._arg(args, 1), "clSetKernelArg index", node)
         if idx < 0 or idx >= len(kernel.params):
             raise self._error(f"clSetKernelArg: argument index {idx} out of range for kernel "
@@ -2011,7 +2487,12 @@ class _Interpreter:
             if param.pointer and param.address_space == "local":
                 raise self._error(f"clSetKernelArg: {pdesc} is a __local pointer; its value "
                                   "must be NULL with a size", node)
+            nbytes = size.e if isinstance(size, _Num) and size.e.is_Integer else None
             if isinstance(value, _BufRef):
+                if nbytes is not None and nbytes != 8:
+                    raise self._error(f"clSetKernelArg: size {nbytes} for buffer "
+                                      f"'{value.name}' bound to {pdesc}; a cl_mem argument "
+                                      "takes sizeof(cl_mem)", node)
                 if not param.is_buffer:
                     raise self._error(f"clSetKernelArg: buffer '{value.name}' bound to {pdesc}, "
                                       "which is not a __global/__constant pointer", node)
@@ -2027,6 +2508,10 @@ class _Interpreter:
                                   "buffer (pass &buf with a cl_mem created by clCreateBuffer)",
                                   node)
             else:
+                want = _scalar_size(param.type)
+                if nbytes is not None and want is not None and nbytes != want:
+                    raise self._error(f"clSetKernelArg: size {nbytes} for {pdesc} of type "
+                                      f"{param.type} ({want} bytes)", node)
                 binding = ArgBinding(idx, "scalar", value=_scalar_value(value, param.type),
                                      loc=loc)
         elif isinstance(ptr, _BufRef):
@@ -2081,7 +2566,7 @@ class _Interpreter:
 
     def _launch(self, ks: _KState, dim: int, gsize: tuple, lsize: Optional[tuple],
                 offset: Optional[tuple], node: c_ast.Node) -> None:
-        kernel = self.kernels[ks.kernel]
+        kernel = self.out_kernels[ks.kernel]
         bound = ks.bound()
         missing = [p.index for p in kernel.params if p.index not in bound]
         if missing:
@@ -2222,7 +2707,7 @@ def _truth(v: Any) -> Optional[bool]:
         if v.e.is_number:
             return bool(v.e != 0)
         return None
-    if isinstance(v, (_BufRef, _KObj, _Handle, _Ref, _Str)):
+    if isinstance(v, (_BufRef, _KObj, _ProgObj, _Handle, _Ref, _Str)):
         return True
     return None
 
@@ -2290,6 +2775,126 @@ def _op_syms(op: Operation) -> set[str]:
             exprs += [r.offset, r.size]
     iters = {lp.iterator for lp in op.loops}
     return {str(s) for s in _syms(*exprs)} - iters
+
+
+_SCALAR_BYTES = {"char": 1, "uchar": 1, "bool": 1, "short": 2, "ushort": 2, "half": 2,
+                 "int": 4, "uint": 4, "float": 4, "long": 8, "ulong": 8, "double": 8,
+                 "size_t": 8, "unsigned int": 4, "unsigned char": 1, "unsigned short": 2,
+                 "unsigned long": 8, "signed char": 1}
+
+
+def _scalar_size(ctype: str) -> Optional[int]:
+    """Bytes of an OpenCL scalar or vector parameter type (None for types polyfuse does not
+    size, e.g. structs)."""
+    m = re.fullmatch(r"([a-z_ ]+?)(2|3|4|8|16)?", ctype.strip())
+    if m is None or m.group(1) not in _SCALAR_BYTES:
+        return None
+    n = int(m.group(2) or 1)
+    return _SCALAR_BYTES[m.group(1)] * (4 if n == 3 else n)
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.abspath(a) == os.path.abspath(b)
+
+
+def _same_kernel(a: Kernel, b: Kernel) -> bool:
+    return a is b or (a.source == b.source and a.loc == b.loc)
+
+
+def _renamed_kernel(k: Kernel, name: str) -> Kernel:
+    """The same kernel under another name (two programs may each define a kernel ``mmul``)."""
+    import copy
+
+    from polyfuse.frontend import cpp, opencl
+
+    if k.ast is None:
+        return dataclasses.replace(k, name=name)
+    ast = copy.deepcopy(k.ast)
+    ast.decl.name = name
+    t = ast.decl.type.type
+    while not isinstance(t, c_ast.TypeDecl) and getattr(t, "type", None) is not None:
+        t = t.type
+    if isinstance(t, c_ast.TypeDecl):
+        t.declname = name
+    helpers = opencl._HELPERS.get(k.ast)
+    if helpers is not None:
+        opencl._HELPERS[ast] = helpers
+    return dataclasses.replace(k, name=name, ast=ast, source=cpp.generate(ast))
+
+
+def _read_text(path: str) -> str:
+    try:
+        return Path(path).read_bytes().decode("utf-8", errors="replace")
+    except OSError as err:
+        raise PolyfuseError(f"cannot read kernel file: {err.strerror or err}", path) from None
+
+
+_KERNEL_RE = re.compile(r"\b(__kernel|kernel)\s+(__attribute__|void)\b")
+
+
+def _looks_like_opencl(path: str) -> bool:
+    try:
+        head = Path(path).read_bytes()[:65536]
+    except OSError:
+        return False
+    return _KERNEL_RE.search(head.decode("utf-8", errors="replace")) is not None
+
+
+def _c_number(text: str, func: str, base_v: Any) -> Optional[_Num]:
+    """What ``atoi``/``strtol``/``atof`` return for a known string (C's leading-prefix rules)."""
+    t = text.strip()
+    if func in ("atof", "strtod", "strtof"):
+        m = re.match(r"[+-]?(\d+\.?\d*([eE][+-]?\d+)?|\.\d+([eE][+-]?\d+)?)", t)
+        return _Num(sympy.Float(float(m.group(0))), True) if m else _Num(sympy.Float(0.0), True)
+    base = int(base_v.e) if func.startswith("strto") and isinstance(base_v, _Num) and \
+        base_v.e.is_Integer else 10
+    if base == 0:
+        m = re.match(r"[+-]?(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9]\d*)", t)
+        if not m:
+            return _Num(sympy.Integer(0))
+        return _Num(sympy.Integer(int(m.group(0), 0) if not re.fullmatch(
+            r"[+-]?0[0-7]+", m.group(0)) else int(m.group(0), 8)))
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"[:base]
+    m = re.match(r"[+-]?[" + digits + digits.upper() + "]+", t) if base != 10 else \
+        re.match(r"[+-]?\d+", t)
+    return _Num(sympy.Integer(int(m.group(0), base) if m else 0))
+
+
+def _c_format(args: list) -> Optional[str]:
+    """``sprintf`` of known values (build option strings such as ``"-DBS=%d"``), else None."""
+    if not args or not isinstance(args[0], _Str):
+        return None
+    vals = list(args[1:])
+    out = []
+    fmt = args[0].s.encode().decode("unicode_escape", errors="replace")
+    pos = 0
+    for m in re.finditer(r"%([-+ #0]*\d*(?:\.\d+)?)(hh|h|ll|l|z|j|t|L)?([diouxXfFeEgGcs%])",
+                         fmt):
+        out.append(fmt[pos:m.start()])
+        pos = m.end()
+        conv = m.group(3)
+        if conv == "%":
+            out.append("%")
+            continue
+        if not vals:
+            return None
+        v = vals.pop(0)
+        if conv == "s":
+            if not isinstance(v, _Str):
+                return None
+            out.append(("%" + m.group(1) + "s") % v.s)
+        elif isinstance(v, _Num) and v.e.is_number:
+            if conv in "diouxXc":
+                out.append(("%" + m.group(1) + conv.replace("u", "d")) % int(v.e))
+            else:
+                out.append(("%" + m.group(1) + conv) % float(v.e))
+        else:
+            return None
+    out.append(fmt[pos:])
+    return "".join(out)
 
 
 def _subs(e: Any, sym: sympy.Symbol, value: Any) -> Any:

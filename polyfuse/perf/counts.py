@@ -932,11 +932,12 @@ def count_program(program: Program, *, subgroup_size: Optional[int] = None,
 def count_report(kernels_path: str, host: Optional[str] = None, kernel: Optional[str] = None,
                  params: Optional[Mapping[str, int]] = None, *,
                  subgroup_size: Optional[int] = None,
-                 granularity: Optional[str] = None) -> dict[str, Any]:
+                 granularity: Optional[str] = None,
+                 program: Optional[Program] = None) -> dict[str, Any]:
     """The JSON of ``polyfuse count``: per kernel, or per launch when a host program is given.
 
     ``params`` fix symbolic values: kernel parameters (``n``, ``_gs0``) without a host, host
-    values (read from ``argv``) with one.
+    values (read from ``argv``) with one.  ``program`` is the already loaded host program.
     """
     _require_barvinok()
     params = dict(params or {})
@@ -956,7 +957,8 @@ def count_report(kernels_path: str, host: Optional[str] = None, kernel: Optional
         return {"file": kernels_path, "kernels": out}
     from polyfuse.frontend.host import load_opencl
 
-    program = load_opencl(kernels_path, host=host, params=params)
+    if program is None:
+        program = load_opencl(kernels_path, host=host, params=params)
     if kernel is not None and kernel not in program.kernels:
         raise PolyfuseError(f"no kernel {kernel!r} (kernels: {', '.join(program.kernels)})",
                             kernels_path)
