@@ -239,6 +239,11 @@ _UNOPS = {1: "p++", 2: "p--", 3: "++", 4: "--", 5: "&", 6: "*", 7: "+", 8: "-", 
 # ----------------------------------------------------------------------------------------------
 
 
+def _const_ref(t: Any) -> bool:
+    """A ``const T &``: read only, passed and used as a value."""
+    return t.get_pointee().is_const_qualified()
+
+
 def _c_string(s: str) -> str:
     out = ['"']
     for ch in s:
@@ -331,6 +336,8 @@ class _Translator:
         TK = cindex.TypeKind
         t = t.get_canonical()
         k = t.kind
+        if k in (TK.LVALUEREFERENCE, TK.RVALUEREFERENCE) and _const_ref(t):
+            return self._type(t.get_pointee(), declname)  # a const reference is a value
         if k == TK.POINTER or k in (TK.LVALUEREFERENCE, TK.RVALUEREFERENCE):
             inner = t.get_pointee()
             return c_ast.PtrDecl([], self._type(inner, declname))
@@ -428,10 +435,24 @@ class _Translator:
         decl = c_ast.Decl(name, [], [], [], [], fdecl, None, None, coord=self._coord(c))
         try:
             stmt = self._stmt(body)
+            if c.kind == K.CONSTRUCTOR:
+                stmt.block_items = self._member_inits(c) + (stmt.block_items or [])
         except _Unsupported as err:
             raise PolyfuseError(f"unsupported host construct: {err.args[0]}",
                                 *self._where(err.args[1])) from None
         return c_ast.FuncDef(decl, None, stmt, coord=self._coord(c))
+
+    def _member_inits(self, c: Any) -> list:
+        """``: rows(r), cols(c)`` as ``this->rows = r; this->cols = c;``."""
+        K = cindex.CursorKind
+        out = []
+        kids = list(c.get_children())
+        for i, ch in enumerate(kids[:-1]):
+            nxt = kids[i + 1]
+            if ch.kind == K.MEMBER_REF and nxt.kind.is_expression():
+                target = c_ast.StructRef(c_ast.ID("this"), "->", c_ast.ID(ch.spelling))
+                out.append(c_ast.Assignment("=", target, self._expr(nxt), coord=self._coord(ch)))
+        return out
 
     def _where(self, c: Any) -> tuple[str, Optional[int]]:
         co = self._coord(c)
@@ -450,11 +471,35 @@ class _Translator:
         return c_ast.Decl(c.spelling, [], [], storage, [], self._type(c.type, c.spelling), init,
                           None, coord=self._coord(c))
 
+    def _user_ctor_call(self, c: Any) -> Optional[list]:
+        """``T x(args);`` for a class of the user's: ``struct T x; T__T(&x, args);``."""
+        K = cindex.CursorKind
+        ic = _lib.clang_Cursor_getVarDeclInitializer(c)
+        if ic is None or ic.kind.is_invalid():
+            return None
+        ic = self._strip(ic)
+        ref = ic.referenced if ic.kind in (K.CALL_EXPR,) else None
+        if ref is None or ref.kind != K.CONSTRUCTOR or ref.location.file is None or \
+                _is_system(ref.location.file.name):
+            return None
+        decl = c_ast.Decl(c.spelling, [], [], [], [], self._type(c.type, c.spelling), None, None,
+                          coord=self._coord(c))
+        args = [self._expr(a) for a in ic.get_arguments()]
+        for i, p in enumerate(list(ref.get_arguments())[:len(args)]):
+            if p.type.kind in (cindex.TypeKind.LVALUEREFERENCE,
+                               cindex.TypeKind.RVALUEREFERENCE) and not _const_ref(p.type):
+                args[i] = c_ast.UnaryOp("&", args[i])
+        call = c_ast.FuncCall(c_ast.ID(self._func_name(ref)), c_ast.ExprList(
+            [c_ast.UnaryOp("&", c_ast.ID(c.spelling))] + args), coord=self._coord(c))
+        return [decl, call]
+
     def _init(self, ic: Any, vtype: Any) -> Optional[c_ast.Node]:
         K = cindex.CursorKind
         TK = cindex.TypeKind
         ic = self._strip(ic)
-        if ic.kind == K.CALL_EXPR and vtype.get_canonical().kind == TK.RECORD:
+        ref = ic.referenced if ic.kind == K.CALL_EXPR else None
+        if ref is not None and ref.kind == K.CONSTRUCTOR and \
+                vtype.get_canonical().kind == TK.RECORD:
             # a C++ constructor call: an object polyfuse does not track beyond its arguments
             args = [self._expr(a) for a in ic.get_arguments()]
             return c_ast.FuncCall(c_ast.ID(f"{ic.spelling}__ctor"), c_ast.ExprList(args),
@@ -484,6 +529,10 @@ class _Translator:
             decls = []
             for ch in kids:
                 if ch.kind == K.VAR_DECL:
+                    ctor = self._user_ctor_call(ch)
+                    if ctor is not None:
+                        decls.extend(ctor)
+                        continue
                     decls.append(self._var_decl(ch))
                 elif ch.kind in (K.STRUCT_DECL, K.UNION_DECL, K.ENUM_DECL, K.TYPEDEF_DECL,
                                  K.CLASS_DECL, K.TYPE_ALIAS_DECL):
@@ -674,7 +723,8 @@ class _Translator:
                 return c_ast.Constant("int", str(ref.enum_value), coord=co)
             node: c_ast.Node = c_ast.ID(c.spelling, coord=co)
             if ref is not None and ref.kind in (K.VAR_DECL, K.PARM_DECL) and \
-                    ref.type.kind in (TK.LVALUEREFERENCE, TK.RVALUEREFERENCE):
+                    ref.type.kind in (TK.LVALUEREFERENCE, TK.RVALUEREFERENCE) and \
+                    not (ref.kind == K.PARM_DECL and _const_ref(ref.type)):
                 node = c_ast.UnaryOp("*", node, coord=co)
             return node
         if k == K.MEMBER_REF_EXPR:
@@ -764,15 +814,25 @@ class _Translator:
         K = cindex.CursorKind
         co = self._coord(c)
         ref = c.referenced
-        args = [self._expr(a) for a in c.get_arguments()]
+        arg_cursors = list(c.get_arguments())
+        args = [self._expr(a) for a in arg_cursors]
+        operator_obj = None
+        if ref is not None and ref.kind == K.CXX_METHOD and not ref.is_static_method() and \
+                len(args) == len(list(ref.get_arguments())) + 1:
+            # an overloaded operator called as `a op b`: the object is the first operand
+            operator_obj = args.pop(0)
+            if arg_cursors[0].type.get_canonical().kind != cindex.TypeKind.POINTER and \
+                    not isinstance(operator_obj, c_ast.FuncCall):
+                operator_obj = c_ast.UnaryOp("&", operator_obj)
         if ref is not None and ref.kind in (K.FUNCTION_DECL, K.CXX_METHOD, K.CONSTRUCTOR):
             for i, p in enumerate(list(ref.get_arguments())[:len(args)]):
                 if p.type.kind in (cindex.TypeKind.LVALUEREFERENCE,
-                                   cindex.TypeKind.RVALUEREFERENCE):
+                                   cindex.TypeKind.RVALUEREFERENCE) and \
+                        not p.type.get_pointee().is_const_qualified():
                     args[i] = c_ast.UnaryOp("&", args[i])
         if ref is not None and ref.kind in (K.CXX_METHOD, K.CONSTRUCTOR, K.DESTRUCTOR,
                                             K.CONVERSION_FUNCTION):
-            obj = None
+            obj = operator_obj
             callee = self._strip(kids[0]) if kids else None
             if callee is not None and callee.kind == K.MEMBER_REF_EXPR:
                 mk = list(callee.get_children())

@@ -356,7 +356,8 @@ _MATH = {
     "sqrt", "sqrtf", "fabs", "fabsf", "exp", "expf", "log", "logf", "log2", "log2f", "log10",
     "log10f", "pow", "powf", "sin", "sinf", "cos", "cosf", "tan", "tanf", "tanh", "tanhf", "atan",
     "atan2", "floor", "floorf", "ceil", "ceilf", "round", "roundf", "fmin", "fminf", "fmax",
-    "fmaxf", "fmod", "fmodf", "erf", "erff", "atof", "strtod", "strtof",
+    "fmaxf", "fmod", "fmodf", "erf", "erff", "atof", "strtod", "strtof", "trunc", "truncf",
+    "exp2", "exp2f", "cbrt", "cbrtf", "hypot", "hypotf", "fabsl", "lround", "lroundf",
 }
 _READ_INT = {"atoi", "atol", "atoll", "strtol", "strtoul", "strtoll", "strtoull"}
 _ALLOC = {"malloc", "calloc", "realloc", "aligned_alloc", "memalign", "valloc", "_mm_malloc",
@@ -803,9 +804,7 @@ class _Interpreter:
             if ctype.kind == "float":
                 return _Num(value.e, True)
             if ctype.kind == "int" and value.flt:
-                if value.e.is_number:
-                    return _Num(sympy.Integer(int(value.e)))
-                return _UNK
+                return _float_to_int(value.e)
         if isinstance(value, _Unknown) and ctype.kind == "float":
             return _UNKF
         return value
@@ -1584,7 +1583,7 @@ class _Interpreter:
             if t.kind == "float":
                 return _Num(v.e, True)
             if t.kind == "int" and v.flt:
-                return _Num(sympy.Integer(int(v.e))) if v.e.is_number else _UNK
+                return _float_to_int(v.e)
         if isinstance(v, _Unknown) and t.kind in ("int", "float"):
             return _Unknown(t.kind == "float")
         return v
@@ -1935,7 +1934,7 @@ class _Interpreter:
                                  _Arr(None, (), _ZERO if zero else _UNK))
             return _Ref(sid)
         if name in _MATH:
-            return _UNKF
+            return _math(name, args)
         if name in _HANDLE_RESULT:
             self._success(args)
             return _Handle(name)
@@ -1962,6 +1961,10 @@ class _Interpreter:
                     self._write(a, _Handle("queried"))
 
     def _unknown_call(self, name: str, args: list, node: c_ast.Node) -> Any:
+        for a in args:  # a kernel file opened by a library call (std::ifstream, open)
+            if isinstance(a, _Str) and a.s.endswith((".cl", ".ocl", ".clh")):
+                found = self._find_file(a.s)
+                self.opened.append(found or a.s)
         bufs = []
         for a in args:
             bufs += self._buffers_in(a, 0)
@@ -2775,6 +2778,63 @@ def _op_syms(op: Operation) -> set[str]:
             exprs += [r.offset, r.size]
     iters = {lp.iterator for lp in op.loops}
     return {str(s) for s in _syms(*exprs)} - iters
+
+
+def _exact(e: Any) -> Any:
+    """A float host value with its float constants as rationals (``n * 0.03125`` → ``n/32``)."""
+    return sympy.nsimplify(e, rational=True) if e.atoms(sympy.Float) else e
+
+
+def _no_ceiling(e: Any) -> Any:
+    """``ceiling(x)`` as ``-floor(-x)``: isl reads floors."""
+    return e.replace(lambda x: isinstance(x, sympy.ceiling), lambda x: -sympy.floor(-x.args[0]))
+
+
+def _float_to_int(e: Any) -> Any:
+    """C's float → integer conversion (truncation; floor for the non-negative host sizes)."""
+    if e.is_number:
+        try:
+            return _Num(sympy.Integer(int(e)))
+        except (TypeError, ValueError):
+            return _UNK
+    r = _exact(e)
+    return _Num(_no_ceiling(sympy.floor(r)))
+
+
+_MATH_EXACT = {"ceil": sympy.ceiling, "floor": sympy.floor, "fabs": sympy.Abs,
+               "fmin": sympy.Min, "fmax": sympy.Max}
+
+
+def _math(name: str, args: list) -> Any:
+    """C math functions of known values; ``ceil``/``floor``/``fabs``/``fmin``/``fmax`` stay
+    exact on symbolic sizes (``ceil((float)n / 32)``)."""
+    base = name[:-1] if name.endswith(("f", "l")) and name[:-1] in _MATH else name
+    if not args or not all(isinstance(a, _Num) for a in args):
+        return _UNKF
+    vals = [_exact(a.e) for a in args]
+    if base in _MATH_EXACT:
+        try:
+            return _Num(_MATH_EXACT[base](*vals), True)
+        except (TypeError, ValueError):
+            return _UNKF
+    if not all(v.is_number for v in vals):
+        return _UNKF
+    import math
+
+    fns = {"sqrt": math.sqrt, "exp": math.exp, "log": math.log, "log2": math.log2,
+           "log10": math.log10, "pow": math.pow, "sin": math.sin, "cos": math.cos,
+           "tan": math.tan, "tanh": math.tanh, "atan": math.atan, "atan2": math.atan2,
+           "fmod": math.fmod, "erf": math.erf, "trunc": math.trunc, "exp2": lambda x: 2.0 ** x,
+           "cbrt": lambda x: math.copysign(abs(x) ** (1 / 3), x), "hypot": math.hypot,
+           "round": lambda x: math.floor(x + 0.5) if x >= 0 else -math.floor(-x + 0.5),
+           "lround": lambda x: math.floor(x + 0.5) if x >= 0 else -math.floor(-x + 0.5)}
+    fn = fns.get(base)
+    if fn is None:
+        return _UNKF
+    try:
+        return _Num(sympy.Float(float(fn(*(float(v) for v in vals)))), True)
+    except (ValueError, OverflowError, ZeroDivisionError, TypeError):
+        return _UNKF
 
 
 _SCALAR_BYTES = {"char": 1, "uchar": 1, "bool": 1, "short": 2, "ushort": 2, "half": 2,

@@ -113,10 +113,85 @@ def type_name(node: c_ast.Node) -> str:
     return f"{type(node).__name__.lower()} {node.name}"
 
 
+#: sizes of the struct element types kernels declare (``box_str``, ``struct box_str``), from
+#: their own declarations (see :func:`resolve_typedefs`)
+STRUCT_SIZES: dict[str, int] = {}
+
+
+def resolve_typedefs(ast: c_ast.FileAST) -> None:
+    """Replace the kernels' scalar typedefs by their types, in place (``typedef float
+    DATA_TYPE;`` makes every ``DATA_TYPE`` a ``float``), and size their struct types.
+
+    Element types are read by name; a typedef name would be an unknown type.  polyfuse's own
+    header (``opencl_c.h``) is left alone: its aliases are the OpenCL type names.
+    """
+    scalars: dict[str, list[str]] = {}
+    for ext in ast.ext:
+        if not isinstance(ext, (c_ast.Typedef, c_ast.Decl)) or cpp.is_polyfuse_header(ext):
+            continue
+        t = ext.type
+        inner = t.type if isinstance(t, c_ast.TypeDecl) else None
+        if isinstance(ext, c_ast.Typedef) and isinstance(inner, c_ast.IdentifierType):
+            names = list(inner.names)
+            if len(names) == 1 and names[0] in scalars:
+                names = scalars[names[0]]
+            if ext.name not in _SCALAR_SIZES and type_size(ext.name) is None:
+                scalars[ext.name] = names
+        struct = inner if isinstance(inner, (c_ast.Struct, c_ast.Union)) else \
+            (t if isinstance(t, (c_ast.Struct, c_ast.Union)) else None)
+        if struct is not None and struct.decls is not None:
+            size = _struct_size(struct, scalars)
+            if size is not None:
+                kind = "union" if isinstance(struct, c_ast.Union) else "struct"
+                if struct.name:
+                    STRUCT_SIZES[f"{kind} {struct.name}"] = size
+                if isinstance(ext, c_ast.Typedef):
+                    STRUCT_SIZES[ext.name] = size
+    if not scalars:
+        return
+    for node in cpp.walk(ast):
+        if isinstance(node, c_ast.IdentifierType) and len(node.names) == 1 and \
+                node.names[0] in scalars:
+            node.names = list(scalars[node.names[0]])
+
+
+def _struct_size(struct: Any, scalars: Mapping[str, list[str]]) -> Optional[int]:
+    """C layout size of a struct/union of scalars, vectors, arrays and sized structs."""
+    size = align = 0
+    sizes = []
+    for d in struct.decls:
+        t, count = d.type, 1
+        while isinstance(t, c_ast.ArrayDecl):
+            if not isinstance(t.dim, c_ast.Constant):
+                return None
+            count *= _int_literal(t.dim.value)
+            t = t.type
+        if isinstance(t, c_ast.PtrDecl):
+            fsize = 8
+        else:
+            name = type_name(t)
+            if name in scalars:
+                name = _TYPE_ALIASES.get(" ".join(scalars[name]), " ".join(scalars[name]))
+            fsize = type_size(name)
+            if fsize is None:
+                return None
+        falign = min(fsize, 16) if fsize & (fsize - 1) == 0 else 4
+        align = max(align, falign)
+        sizes.append(fsize * count)
+        if not isinstance(struct, c_ast.Union):
+            size = (size + falign - 1) // falign * falign + fsize * count
+    if isinstance(struct, c_ast.Union):
+        size = max(sizes, default=0)
+    align = max(align, 1)
+    return (size + align - 1) // align * align
+
+
 def type_size(name: str) -> Optional[int]:
-    """Size in bytes of an OpenCL scalar or vector type, or None."""
+    """Size in bytes of an OpenCL scalar or vector type (or a sized struct type), or None."""
     if name in _SCALAR_SIZES:
         return _SCALAR_SIZES[name]
+    if name in STRUCT_SIZES:
+        return STRUCT_SIZES[name]
     m = re.fullmatch(r"([a-z]+?)(2|3|4|8|16)", name)
     if m and m.group(1) in _SCALAR_SIZES:
         n = int(m.group(2))
@@ -1840,6 +1915,7 @@ def parse_kernels(
         else:
             filename = "<input>"
     ast = cpp.parse(source, filename, include_dirs=include_dirs, defines=defines, opencl=True)
+    resolve_typedefs(ast)
     funcs = [e for e in ast.ext if isinstance(e, c_ast.FuncDef)]
     helpers = {f.decl.name: f for f in funcs}
     kernels: dict[str, Kernel] = {}

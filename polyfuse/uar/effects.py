@@ -62,6 +62,10 @@ def type_size(ctype: str) -> int:
     if m and m.group(1) in _SCALAR_SIZES:
         n = int(m.group(2))
         return _SCALAR_SIZES[m.group(1)] * (4 if n == 3 else n)
+    from polyfuse.frontend.opencl import STRUCT_SIZES
+
+    if t in STRUCT_SIZES:
+        return STRUCT_SIZES[t]
     raise UnsupportedError(f"unknown element type {ctype!r}: cannot size buffer accesses")
 
 
