@@ -2157,7 +2157,7 @@ class _Interpreter:
 
     def _source_piece(self, v: Any) -> tuple[str, str]:
         if isinstance(v, _Str):
-            return ("text", v.s)
+            return ("text", _c_unescape(v.s))
         if isinstance(v, _Ref) and v.slot in self.file_texts:
             return ("file", self.file_texts[v.slot])
         if isinstance(v, _Ref) and v.slot in self.str_slots:
@@ -2591,6 +2591,19 @@ class _Interpreter:
         s = self._int(size, "size", node, required=False)
         if o is None:
             return BufferRange(buf)
+        bsize = self.state.buffers[buf].size if buf in self.state.buffers else None
+        for what, v in (("offset", o), ("end", None if s is None else o + s)):
+            if v is None:
+                continue
+            below = sympy.simplify(v) if what == "offset" else None
+            if below is not None and below.is_number and below < 0:
+                raise self._error(f"transfer on buffer '{buf}' starts at negative offset {v}",
+                                  node)
+            if what == "end" and bsize is not None:
+                over = sympy.simplify(v - bsize)
+                if over.is_number and over > 0:
+                    raise self._error(f"transfer on buffer '{buf}' reaches byte {v}, past the "
+                                      f"end of the buffer ({bsize} bytes)", node)
         return BufferRange(buf, o, s)
 
     def _blocking(self, v: Any) -> bool:
@@ -2901,6 +2914,14 @@ def _looks_like_opencl(path: str) -> bool:
     except OSError:
         return False
     return _KERNEL_RE.search(head.decode("utf-8", errors="replace")) is not None
+
+
+def _c_unescape(s: str) -> str:
+    """The characters of a C string literal's body (``\\n`` → newline)."""
+    try:
+        return s.encode("latin-1", errors="backslashreplace").decode("unicode_escape")
+    except UnicodeDecodeError:
+        return s
 
 
 def _c_number(text: str, func: str, base_v: Any) -> Optional[_Num]:

@@ -1,0 +1,306 @@
+"""Host programs as real applications ship them (issue 11): PolyBench- and Rodinia-style hosts,
+C++, several translation units and kernel files, build options, linked lists, program
+arguments; and the refusals that keep a model from being silently empty or wrong.
+
+Each program's UAR is checked against the brute-force oracle (``polyfuse.testing``) at the
+program's own (small) sizes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import islpy as isl
+import pytest
+
+from polyfuse.cli import main as cli_main
+from polyfuse.frontend.host import load_opencl
+from polyfuse.program import PolyfuseError, Program
+from polyfuse.testing.bruteforce import brute_force_dependences, edge_index
+from polyfuse.uar import build_uar
+
+pytest.importorskip("clang.cindex")
+
+PROGRAMS = Path(__file__).resolve().parent / "host_programs"
+ORDER = {"thread": 0, "block": 1, "global": 2}
+
+
+def _points(rel: isl.Map) -> set:
+    n_in = rel.dim(isl.dim_type.in_)
+    out: set = set()
+
+    def add(p: isl.Point) -> None:
+        vals = [p.get_coordinate_val(isl.dim_type.set, i).to_python()
+                for i in range(n_in + rel.dim(isl.dim_type.out))]
+        out.add((tuple(vals[:n_in]), tuple(vals[n_in:])))
+
+    rel.wrap().foreach_point(add)
+    return out
+
+
+def check_against_oracle(program: Program) -> dict:
+    """The UAR has exactly the concrete dependences brute force finds, with their widths."""
+    assert not program.params, program.params
+    uar = build_uar(program)
+    brute = edge_index(brute_force_dependences(program))
+    symbolic: dict[tuple, Any] = {}
+    for e in uar.edges:
+        pts = _points(e.relation) if e.relation.wrap().is_bounded() else None
+        if pts is not None and not pts:
+            continue
+        symbolic[(e.src, e.dst, e.array, e.kind)] = (e, pts)
+    assert set(symbolic) == set(brute), set(symbolic) ^ set(brute)
+    for key, be in brute.items():
+        ue, pts = symbolic[key]
+        if pts is not None:
+            assert pts == be.pairs, key
+        if not be.host:
+            assert ue.width == be.width, (key, ue.width, be.width)
+    return {k: v[0].width for k, v in symbolic.items()}
+
+
+def _edge(widths: dict, src_kernel: str, dst_kernel: str, program: Program, kind: str = "RAW"
+          ) -> str:
+    ids = {op.id: op.kernel for op in program.launches}
+    found = [w for (s, d, _, k), w in widths.items()
+             if ids.get(s) == src_kernel and ids.get(d) == dst_kernel and k == kind]
+    assert found, (src_kernel, dst_kernel, kind, widths)
+    return found[0]
+
+
+# ----------------------------------------------------------------------------------------------
+# Programs in the styles of the public suites
+# ----------------------------------------------------------------------------------------------
+
+
+def test_polybench_style_host() -> None:
+    """posix_memalign allocation wrapper, float ceil global sizes, ``typedef float DATA_TYPE``
+    kernels, the kernel file found from the host's fopen, a -D dataset switch."""
+    host = PROGRAMS / "polybench_2mm" / "2mm.c"
+    program = load_opencl(None, host=str(host), defines={"MINI_DATASET": None})
+    assert [op.kernel for op in program.launches] == ["mm2_kernel1", "mm2_kernel2"]
+    assert all(op.global_size == (8, 8) and op.local_size == (4, 2) for op in program.launches)
+    assert any(f.endswith("2mm.cl") for f in program.files)
+    params = program.kernels["mm2_kernel1"].params
+    assert params[0].type == "float" and params[6].type == "float"
+    widths = check_against_oracle(program)
+    assert _edge(widths, "mm2_kernel1", "mm2_kernel2", program) == "global"
+
+
+def test_polybench_style_host_standard_sizes_is_quick() -> None:
+    """2048 x 2048 initialisation loops are not executed element by element."""
+    host = PROGRAMS / "polybench_2mm" / "2mm.c"
+    program = load_opencl(None, host=str(host))
+    assert [op.global_size for op in program.launches] == [(2048, 2048)] * 2
+
+
+def test_rodinia_style_cpp_host() -> None:
+    """C++ (iostream, std::string, std::vector, classes, new/delete), a getopt/switch option
+    loop evaluated with --args, sizes read from a data file given with --param."""
+    host = PROGRAMS / "rodinia_cpp" / "main.cpp"
+    program = load_opencl(None, host=str(host), argv=["-i", "2", "-f", "grid.txt"],
+                          params={"rows": 8, "cols": 8}, check_params=True)
+    launches = program.launches
+    assert [op.kernel for op in launches] == ["stencil", "scale"]
+    assert launches[0].global_size == (8, 8) and launches[1].global_size == (64,)
+    assert [lp.upper for lp in launches[0].loops] == [2]
+    widths = check_against_oracle(program)
+    assert _edge(widths, "stencil", "scale", program) == "thread"
+
+
+def test_rodinia_style_sizes_from_file_are_named_parameters() -> None:
+    host = PROGRAMS / "rodinia_cpp" / "main.cpp"
+    program = load_opencl(None, host=str(host), argv=["-i", "1", "-f", "grid.txt"])
+    assert {"rows", "cols"} <= set(program.params)
+    with pytest.raises(PolyfuseError, match=r"--param row.*known: .*cols.*rows"):
+        load_opencl(None, host=str(host), argv=["-f", "grid.txt"], params={"row": 8},
+                    check_params=True)
+
+
+def test_two_translation_units_two_kernel_files_and_build_options() -> None:
+    """A host over two .c files; one program from two .cl files (count=2); -DSCALE from a
+    snprintf'd option string built from argv."""
+    d = PROGRAMS / "multifile"
+    program = load_opencl(None, host=[str(d / "main.c"), str(d / "ocl_util.c")],
+                          argv=["-n", "32", "--scale", "3.0f"])
+    assert [op.kernel for op in program.launches] == ["produce", "consume"]
+    assert program.launches[0].global_size == (32,)
+    produce = program.kernels["produce"]
+    assert "3.0f" in produce.source and "1.0f" not in produce.source
+    widths = check_against_oracle(program)
+    assert _edge(widths, "produce", "consume", program) == "global"
+
+
+def test_linked_list_host() -> None:
+    """Buffers kept in a self-referential struct list, launches while walking it."""
+    program = load_opencl(None, host=str(PROGRAMS / "linked_list" / "host.c"))
+    launches = program.launches
+    assert len(launches) == 2
+    # stage k+1 accumulates stage k: the first launch's output is the second one's input
+    assert launches[0].arg(0).buffer == launches[1].arg(1).buffer
+    assert len({launches[0].arg(1).buffer, launches[0].arg(0).buffer,
+                launches[1].arg(0).buffer}) == 3
+    widths = check_against_oracle(program)
+    assert _edge(widths, "step", "step", program) == "thread"
+
+
+# ----------------------------------------------------------------------------------------------
+# Build options and source strings (issue 9 item 1)
+# ----------------------------------------------------------------------------------------------
+
+SCALE_KERNEL = """
+#ifndef SCALE
+#define SCALE 1.0f
+#endif
+__kernel void scale(__global float *a, __global float *b) {
+    int i = get_global_id(0);
+    b[i] = SCALE * a[i];
+}
+"""
+
+SCALE_HOST = r"""
+#include <CL/cl.h>
+#include <stdio.h>
+#include <stdlib.h>
+static char *load(const char *path) {
+    FILE *f = fopen(path, "rb");
+    char *s = (char *)malloc(4096);
+    size_t n = fread(s, 1, 4095, f);
+    s[n] = 0;
+    fclose(f);
+    return s;
+}
+int main(void) {
+    cl_int err;
+    cl_context ctx = clCreateContext(NULL, 0, NULL, NULL, NULL, &err);
+    cl_command_queue q = clCreateCommandQueue(ctx, NULL, 0, &err);
+    SOURCES
+    cl_kernel k = clCreateKernel(prog, "scale", &err);
+    cl_mem a = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 64 * sizeof(float), NULL, &err);
+    cl_mem b = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 64 * sizeof(float), NULL, &err);
+    clSetKernelArg(k, 0, sizeof(cl_mem), &a);
+    clSetKernelArg(k, 1, sizeof(cl_mem), &b);
+    size_t g = 64;
+    clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, NULL);
+    clFinish(q);
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("sources", [
+    'const char *src = load("scale.cl");\n'
+    '    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);\n'
+    '    clBuildProgram(prog, 0, NULL, "-DSCALE=3.0f -cl-fast-relaxed-math", NULL, NULL);',
+    'const char *srcs[2] = {"#define SCALE 3.0f\\n", load("scale.cl")};\n'
+    '    cl_program prog = clCreateProgramWithSource(ctx, 2, srcs, NULL, &err);\n'
+    '    clBuildProgram(prog, 0, NULL, NULL, NULL, NULL);',
+])
+def test_build_options_and_define_strings_are_honoured(tmp_path: Path, sources: str) -> None:
+    (tmp_path / "scale.cl").write_text(SCALE_KERNEL)
+    (tmp_path / "host.c").write_text(SCALE_HOST.replace("SOURCES", sources))
+    # the kernel file given on the command line too: the host's build options still win
+    program = load_opencl(str(tmp_path / "scale.cl"), host=str(tmp_path / "host.c"))
+    code = " ".join(s.code for s in program.kernels["scale"].statements)
+    assert "3.0f" in code and "1.0f" not in code
+
+
+def test_same_kernel_name_in_two_programs_is_two_kernels(tmp_path: Path) -> None:
+    for name, body in (("a.cl", "c[i] = a[i] + 1.0f;"), ("b.cl", "c[i] = a[i] * 2.0f;")):
+        (tmp_path / name).write_text("__kernel void mmul(__global const float *a, "
+                                     "__global float *c) { int i = get_global_id(0); "
+                                     + body + " }\n")
+    host = SCALE_HOST.replace("SOURCES", """
+    const char *sa = load("a.cl"), *sb = load("b.cl");
+    cl_program pa = clCreateProgramWithSource(ctx, 1, &sa, NULL, &err);
+    cl_program pb = clCreateProgramWithSource(ctx, 1, &sb, NULL, &err);
+    cl_kernel ka = clCreateKernel(pa, "mmul", &err);
+    cl_kernel kb = clCreateKernel(pb, "mmul", &err);
+    cl_mem x = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 64 * sizeof(float), NULL, &err);
+    cl_mem y = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 64 * sizeof(float), NULL, &err);
+    size_t n = 64;
+    clSetKernelArg(ka, 0, sizeof(cl_mem), &x);
+    clSetKernelArg(ka, 1, sizeof(cl_mem), &y);
+    clEnqueueNDRangeKernel(q, ka, 1, NULL, &n, NULL, 0, NULL, NULL);
+    clSetKernelArg(kb, 0, sizeof(cl_mem), &y);
+    clSetKernelArg(kb, 1, sizeof(cl_mem), &x);
+    clEnqueueNDRangeKernel(q, kb, 1, NULL, &n, NULL, 0, NULL, NULL);
+    cl_program prog = pa;""")
+    (tmp_path / "host.c").write_text(host.replace('"scale"', '"mmul"'))
+    program = load_opencl(None, host=str(tmp_path / "host.c"))
+    kinds = [op.kernel for op in program.launches]
+    assert kinds[:2] == ["mmul", "mmul_1"]
+    assert "+ 1.0f" in program.kernels["mmul"].source
+    assert "* 2.0f" in program.kernels["mmul_1"].source
+    widths = check_against_oracle(program)
+    assert _edge(widths, "mmul", "mmul_1", program) == "thread"
+
+
+# ----------------------------------------------------------------------------------------------
+# Never a silent empty or wrong model
+# ----------------------------------------------------------------------------------------------
+
+
+def _run_cli(capsys: Any, *argv: str) -> tuple[int, str, str]:
+    code = cli_main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _write_host(tmp_path: Path, body: str, kernel: str = SCALE_KERNEL) -> tuple[str, str]:
+    (tmp_path / "scale.cl").write_text(kernel)
+    host = SCALE_HOST.replace("SOURCES", 'const char *src = load("scale.cl");\n'
+                              '    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, '
+                              'NULL, &err);').replace("    clSetKernelArg(k, 0", body +
+                                                      "\n    clSetKernelArg(k, 0")
+    (tmp_path / "host.c").write_text(host)
+    return str(tmp_path / "scale.cl"), str(tmp_path / "host.c")
+
+
+def test_no_launches_is_an_error_unless_allowed(tmp_path: Path, capsys: Any) -> None:
+    k, h = _write_host(tmp_path, "    if (err == CL_SUCCESS) return 0;")
+    code, _, err = _run_cli(capsys, "analyze", k, "--host", h)
+    assert code == 1 and "launches no kernel" in err and "host.c" in err
+    code, out, _ = _run_cli(capsys, "analyze", k, "--host", h, "--allow-empty")
+    assert code == 0 and "0 launches" in out
+
+
+def test_host_rejected_by_a_compiler_is_an_error(tmp_path: Path, capsys: Any) -> None:
+    k, h = _write_host(tmp_path, "    err2 = 0;")
+    code, _, err = _run_cli(capsys, "analyze", k, "--host", h)
+    assert code == 1 and "undeclared identifier 'err2'" in err
+    line = next(i for i, t in enumerate(Path(h).read_text().splitlines(), 1) if "err2" in t)
+    assert f"host.c:{line}" in err and "Traceback" not in err
+
+
+def test_buffer_argument_with_wrong_size_is_an_error(tmp_path: Path, capsys: Any) -> None:
+    k, h = _write_host(tmp_path, "    clSetKernelArg(k, 0, sizeof(int), &a);")
+    code, _, err = _run_cli(capsys, "analyze", k, "--host", h)
+    assert code == 1 and "size 4 for buffer 'a'" in err
+
+
+def test_out_of_bounds_transfer_is_rejected_by_analyze(tmp_path: Path, capsys: Any) -> None:
+    k, h = _write_host(tmp_path, "    float hb[128];\n"
+                       "    clEnqueueWriteBuffer(q, a, CL_TRUE, 0, 128 * sizeof(float), hb, 0, "
+                       "NULL, NULL);")
+    code, _, err = _run_cli(capsys, "analyze", k, "--host", h)
+    assert code == 1 and "past the end of the buffer" in err
+
+
+def test_missing_kernel_file_is_named(tmp_path: Path, capsys: Any) -> None:
+    _, h = _write_host(tmp_path, "")
+    (tmp_path / "scale.cl").unlink()
+    code, _, err = _run_cli(capsys, "analyze", "--host", h)
+    assert code == 1 and "scale.cl" in err and "not found" in err
+
+
+def test_non_utf8_host_and_param_errors(tmp_path: Path, capsys: Any) -> None:
+    k, h = _write_host(tmp_path, "    /* d\xe9j\xe0 vu */")
+    Path(h).write_bytes(Path(h).read_text().encode("cp1252"))
+    code, out, _ = _run_cli(capsys, "analyze", k, "--host", h)
+    assert code == 0 and "1 launches" in out
+    code, _, err = _run_cli(capsys, "analyze", k, "--host", h, "--param", "nope=3")
+    assert code == 1 and "nope" in err
+    with pytest.raises(SystemExit):
+        cli_main(["analyze", k, "--host", h, "--param", "n=abc"])
