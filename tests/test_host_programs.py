@@ -304,3 +304,28 @@ def test_non_utf8_host_and_param_errors(tmp_path: Path, capsys: Any) -> None:
     assert code == 1 and "nope" in err
     with pytest.raises(SystemExit):
         cli_main(["analyze", k, "--host", h, "--param", "n=abc"])
+
+
+def test_getopt_switch_loop_with_and_without_args(capsys: Any) -> None:
+    """A ``switch`` in a getopt loop: ``break`` ends a case, it does not make main return."""
+    d = PROGRAMS / "getopt_c"
+    program = load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"),
+                          argv=["-i", "3", "-n", "128"])
+    (launch,) = program.launches
+    assert launch.global_size == (128,) and [lp.upper for lp in launch.loops] == [3]
+    check_against_oracle(program)
+    code, _, err = _run_cli(capsys, "analyze", str(d / "kernels.cl"), "--host",
+                            str(d / "host.c"))
+    assert code == 1 and "--args" in err and "host.c:" in err
+
+
+def test_handson_style_device_search_and_work_group_query() -> None:
+    """A platform search loop left by ``break``, an embedded kernel string, and a
+    clGetKernelWorkGroupInfo result that becomes a named parameter settled by --param."""
+    host = str(PROGRAMS / "handson_vadd" / "vadd.c")
+    program = load_opencl(None, host=host)
+    (launch,) = program.launches
+    assert str(launch.local_size[0]) == "wg" and "wg" in program.params
+    fixed = load_opencl(None, host=host, params={"wg": 64}, check_params=True)
+    assert fixed.launches[0].local_size == (64,) and fixed.launches[0].global_size == (1024,)
+    check_against_oracle(fixed)

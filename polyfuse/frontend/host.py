@@ -1091,8 +1091,11 @@ class _Interpreter:
         else:
             self._branches(node, [node.iftrue, node.iffalse], _rel(cond))
 
-    def _branches(self, node: c_ast.Node, bodies: list, rel: Any) -> None:
-        """Explore bodies whose choice is not known; keep the non-error paths and merge them."""
+    def _branches(self, node: c_ast.Node, bodies: list, rel: Any, *,
+                  switch: bool = False) -> None:
+        """Explore bodies whose choice is not known; keep the non-error paths and merge them.
+
+        In a ``switch`` (``switch=True``) a ``break`` ends its case normally."""
         base = self.state
         results = []
         signals: list[_Signal] = []
@@ -1111,7 +1114,7 @@ class _Interpreter:
                 sig = s
             finally:
                 self.frames[-1].scopes = scopes
-            if sig is None:
+            if sig is None or (switch and isinstance(sig, _Break)):
                 results.append((k, self.state))
                 continue
             signals.append(sig)
@@ -1239,7 +1242,7 @@ class _Interpreter:
             bodies = [body_from(i) for i, _ in starts]
             if not any(isinstance(it, c_ast.Default) for _, it in starts):
                 bodies.append([])
-            self._branches(node, bodies, None)
+            self._branches(node, bodies, None, switch=True)
         except _Break:
             pass
 
@@ -1332,6 +1335,9 @@ class _Interpreter:
             self._symbolic_loop(node, sid, sym, hl)
         except _NeedUnroll as need:
             self.state = base
+            if trip is None and need.why == "the loop body always breaks" and \
+                    self._first_iteration_breaks(node, sid, lo):
+                return
             if trip is None or trip > MAX_UNROLL:
                 what = "its trip count is not a constant" if trip is None else \
                     f"its trip count {trip} exceeds {MAX_UNROLL}"
@@ -1395,6 +1401,22 @@ class _Interpreter:
         finally:
             self.loops.pop()
             self.loop_syms.discard(sym)
+
+    def _first_iteration_breaks(self, node: c_ast.For, sid: int, lo: Any) -> bool:
+        """A search loop with a run-time trip count that leaves in its first iteration
+        (``for (i = 0; i < nplatforms; i++) { ...; if (found) break; }``): run that iteration.
+        Only for loops without operations; otherwise the caller refuses the loop."""
+        base = self.state.clone()
+        self._write(_Ref(sid), _Num(lo))
+        try:
+            self._exec(node.stmt)
+        except _Break:
+            if len(self.state.ops) == len(base.ops) and self.state.buffers == base.buffers:
+                return True
+        except _Continue:
+            pass
+        self.state = base
+        return False
 
     def _body_once(self, body: c_ast.Node) -> None:
         try:
@@ -2038,8 +2060,10 @@ class _Interpreter:
             return None
         if isinstance(v, _Poison):
             raise self._error(f"{what} {v.reason}", node, UnsupportedError)
-        raise self._error(f"{what} is not an integer polyfuse can determine from the host code",
-                          node, UnsupportedError)
+        hint = "" if self.argv is not None else \
+            " (if it comes from the command line, give it with --args \"...\")"
+        raise self._error(f"{what} is not an integer polyfuse can determine from the host code"
+                          f"{hint}", node, UnsupportedError)
 
     def _concrete(self, v: Any, what: str, node: c_ast.Node) -> int:
         e = self._int(v, what, node)
