@@ -39,6 +39,8 @@ except ImportError:  # pragma: no cover - depends on the installation
     cindex = None  # type: ignore[assignment]
 
 _INCLUDE = Path(__file__).resolve().parent.parent / "include"
+#: headers of the Khronos C++ wrapper (its calls hide the C API from the model)
+_CXX_WRAPPERS = {"cl.hpp", "cl2.hpp", "opencl.hpp"}
 #: extensions parsed as C++
 CXX_SUFFIXES = (".cpp", ".cc", ".cxx", ".c++", ".C", ".hpp", ".hh", ".hxx")
 #: diagnostics gcc only warns about, which clang makes errors by default
@@ -493,11 +495,21 @@ class _Translator:
             [c_ast.UnaryOp("&", c_ast.ID(c.spelling))] + args), coord=self._coord(c))
         return [decl, call]
 
+    def _check_wrapper(self, ref: Any, c: Any) -> None:
+        if ref is not None and ref.location.file is not None and \
+                os.path.basename(ref.location.file.name) in _CXX_WRAPPERS:
+            raise PolyfuseError("the host uses the C++ OpenCL wrapper "
+                                f"({os.path.basename(ref.location.file.name)}: "
+                                f"{ref.semantic_parent.spelling}::{ref.spelling}), which "
+                                "polyfuse does not model; its launches would be missed",
+                                *self._where(c))
+
     def _init(self, ic: Any, vtype: Any) -> Optional[c_ast.Node]:
         K = cindex.CursorKind
         TK = cindex.TypeKind
         ic = self._strip(ic)
         ref = ic.referenced if ic.kind == K.CALL_EXPR else None
+        self._check_wrapper(ref, ic)
         if ref is not None and ref.kind == K.CONSTRUCTOR and \
                 vtype.get_canonical().kind == TK.RECORD:
             # a C++ constructor call: an object polyfuse does not track beyond its arguments
@@ -814,6 +826,7 @@ class _Translator:
         K = cindex.CursorKind
         co = self._coord(c)
         ref = c.referenced
+        self._check_wrapper(ref, c)
         arg_cursors = list(c.get_arguments())
         args = [self._expr(a) for a in arg_cursors]
         operator_obj = None

@@ -1927,7 +1927,19 @@ def parse_kernels(
                                     *_file_line(f, filename))
             kernels[f.decl.name] = extract_kernel(f, context=context, filename=filename,
                                                   helpers=helpers)
+            _check_element_types(kernels[f.decl.name], filename)
     return kernels
+
+
+def _check_element_types(kernel: Kernel, filename: str) -> None:
+    """Every global array a kernel accesses has an element type polyfuse can size."""
+    for a in kernel.accesses:
+        if a.address_space in ("global", "constant") and type_size(a.dtype) is None:
+            loc = a.loc or kernel.loc
+            raise UnsupportedError(
+                f"kernel {kernel.name}: unknown element type {a.dtype!r} of '{a.array}' "
+                "(not an OpenCL scalar or vector type, nor a struct declared in the kernel "
+                "source)", loc.file if loc else filename, loc.line if loc else None)
 
 
 def _file_line(node: Any, filename: str) -> tuple[str, Optional[int]]:
