@@ -141,7 +141,15 @@ def parse_units(paths_and_texts: Sequence[tuple[str, str]], *,
         except cindex.TranslationUnitLoadError as err:
             raise PolyfuseError(f"clang cannot parse the host program: {err}", name) from None
         _check_diagnostics(tu, name, path)
-        merged.unit(tu, path, name)
+        try:
+            merged.unit(tu, path, name)
+        except PolyfuseError:
+            raise
+        except RecursionError:
+            raise PolyfuseError("host code nests too deeply for polyfuse", name) from None
+        except Exception as err:  # never a traceback for a construct the lowering misses
+            raise PolyfuseError(f"cannot read host code ({type(err).__name__}: {err})",
+                                name) from None
     return merged.file_ast()
 
 

@@ -2367,6 +2367,26 @@ class _Interpreter:
             self._query([buf])
         return _UNK
 
+    def _cl_memcpy(self, node: c_ast.FuncCall, args: list) -> Any:
+        """Library calls that write through their first argument: what they write is known
+        only at run time (never "no effect": a size copied into a variable must not keep its
+        old value)."""
+        dst = self._arg(args, 0)
+        if isinstance(dst, _Ref):
+            self._query([dst])
+        return dst
+
+    _cl_memmove = _cl_strcpy = _cl_strncpy = _cl_strcat = _cl_strncat = _cl_fgets = _cl_memcpy
+
+    def _cl_memset(self, node: c_ast.FuncCall, args: list) -> Any:
+        dst, value = self._arg(args, 0), self._arg(args, 1)
+        if isinstance(dst, _Ref):
+            cur = self._read(dst)
+            if isinstance(cur, (_Unknown, _Num, _Runtime)):
+                zero = isinstance(value, _Num) and value.e == 0
+                self._write(dst, _ZERO if zero else _UNK)
+        return dst
+
     def _cl_posix_memalign(self, node: c_ast.FuncCall, args: list) -> Any:
         ptr = self._arg(args, 0)
         if isinstance(ptr, _Ref):
