@@ -329,3 +329,16 @@ def test_handson_style_device_search_and_work_group_query() -> None:
     fixed = load_opencl(None, host=host, params={"wg": 64}, check_params=True)
     assert fixed.launches[0].local_size == (64,) and fixed.launches[0].global_size == (1024,)
     check_against_oracle(fixed)
+
+
+def test_cpp_references_templates_and_std_string() -> None:
+    """Buffers created through reference parameters, a function template, std::stoi of argv,
+    new[]/delete[], a const-reference struct parameter."""
+    program = load_opencl(None, host=str(PROGRAMS / "cpp_refs" / "main.cpp"), argv=["64"])
+    (launch,) = program.launches
+    assert launch.global_size == (64,) and [lp.upper for lp in launch.loops] == [3]
+    assert launch.arg(0).buffer == "a" and launch.arg(1).buffer == "b"
+    widths = check_against_oracle(program)
+    assert _edge(widths, "add", "add", program) == "thread"
+    symbolic = load_opencl(None, host=str(PROGRAMS / "cpp_refs" / "main.cpp"))
+    assert len(symbolic.params) == 1 and symbolic.params[0].startswith("n")

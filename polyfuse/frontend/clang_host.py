@@ -435,7 +435,9 @@ class _Translator:
             rec = self._record(c.semantic_parent)
             params.append(c_ast.Decl("this", [], [], [], [], c_ast.PtrDecl(
                 [], c_ast.TypeDecl("this", [], None, c_ast.Struct(rec, None))), None, None))
-        for p in c.get_arguments():
+        plist = list(c.get_arguments()) if c.kind != K.FUNCTION_TEMPLATE else \
+            [ch for ch in c.get_children() if ch.kind == K.PARM_DECL]
+        for p in plist:
             pname = p.spelling or f"_arg{len(params)}"
             params.append(c_ast.Decl(pname, [], [], [], [], self._type(p.type, pname), None,
                                      None, coord=self._coord(p)))

@@ -1933,6 +1933,8 @@ class _Interpreter:
             return self._unknown_call("(function pointer)", args, node)
         if name in self.funcs and name != "main":
             return self._call_function(self.funcs[name], args, node)
+        if name in _STD_STRING:
+            return self._std_string(name, args)
         handler = getattr(self, "_cl_" + name, None)
         if handler is not None:
             self.name_hint = hint
@@ -2365,6 +2367,28 @@ class _Interpreter:
             self.file_texts[buf.slot] = f.kind[5:]
         elif isinstance(buf, _Ref):  # data read at run time (sizes read from input files)
             self._query([buf])
+        return _UNK
+
+    def _std_string(self, name: str, args: list) -> Any:
+        """``std::string`` as the C string it holds (the C++ front-end lowers its members to
+        these calls), and ``std::stoi``-style conversions."""
+        if name in ("stoi", "stol", "stoll", "stoul", "stoull"):
+            return self._read_number("atoi", args)
+        if name in ("stof", "stod", "stold"):
+            return self._read_number("atof", args)
+        first = self._arg(args, 0)
+        if name in ("basic_string__basic_string", "basic_string__ctor"):
+            return first if isinstance(first, _Str) else _UNK
+        target = self._read(first) if isinstance(first, _Ref) else first
+        if name in ("basic_string__c_str", "basic_string__data"):
+            return target if isinstance(target, _Str) else _UNK
+        if name == "basic_string__operator=":
+            value = self._arg(args, 1)
+            if isinstance(first, _Ref):
+                self._write(first, value if isinstance(value, _Str) else _UNK)
+            return first
+        if name in ("basic_string__size", "basic_string__length"):
+            return _Num(sympy.Integer(len(target.s))) if isinstance(target, _Str) else _UNK
         return _UNK
 
     def _cl_memcpy(self, node: c_ast.FuncCall, args: list) -> Any:
@@ -2894,6 +2918,12 @@ def _math(name: str, args: list) -> Any:
         return _UNKF
 
 
+_STD_STRING = {
+    "stoi", "stol", "stoll", "stoul", "stoull", "stof", "stod", "stold",
+    "basic_string__basic_string", "basic_string__ctor", "basic_string__c_str",
+    "basic_string__data", "basic_string__operator=", "basic_string__size",
+    "basic_string__length",
+}
 _SCALAR_BYTES = {"char": 1, "uchar": 1, "bool": 1, "short": 2, "ushort": 2, "half": 2,
                  "int": 4, "uint": 4, "float": 4, "long": 8, "ulong": 8, "double": 8,
                  "size_t": 8, "unsigned int": 4, "unsigned char": 1, "unsigned short": 2,
