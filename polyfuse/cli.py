@@ -229,8 +229,9 @@ def cmd_fuse(args: argparse.Namespace) -> int:
         if len(onnx_models) != len(args.inputs) or args.host:
             raise _UsageError("fuse takes either ONNX models or one KERNELS.cl with --host")
         return _fuse_onnx_batch(args, onnx_models)
-    params = _parse_params(args.param)
     program = load_program_inputs(args, args.inputs)
+    # float values are host values the front-end has substituted; sizes stay integers
+    params = {k: v for k, v in _parse_params(args.param).items() if isinstance(v, int)}
     result = fuse_program(program, params=params, orchestration=args.orchestration,
                           verify=args.verify, tune=args.tune,
                           progress=None if args.quiet else (lambda m: _progress(args, m)))
