@@ -1,13 +1,20 @@
-"""C host front-end: an abstract interpreter of an OpenCL host program written in C.
+"""Host front-end: an abstract interpreter of an OpenCL host program written in C or C++.
 
-The host program is preprocessed with polyfuse's own headers (``CL/cl.h`` and a fake libc, so no
-SDK is needed), parsed with pycparser, and interpreted from ``main``.  Functions of the same file
-are inlined.  The interpreter tracks what the polyhedral model needs and nothing else:
+The host's translation units are parsed by clang with the system's own headers
+(:mod:`polyfuse.frontend.clang_host`, which lowers them to pycparser's ``c_ast``; without libclang,
+C hosts are preprocessed with polyfuse's own headers and parsed by pycparser) and interpreted from
+``main``, with ``argc``/``argv`` from ``--args`` when given.  Functions of every unit are inlined.
+The interpreter tracks what the polyhedral model needs and nothing else:
 
 * **Integers** are sympy expressions.  Values read at run time (``atoi(argv[k])``, ``atol``,
   ``strtol``, ``scanf``) become host parameters named after the C variable they are stored in;
   ``params`` replaces them by concrete values.  Integer division of symbolic values is
   ``floor`` (host sizes are assumed non-negative).  Floats are kept only when constant.
+* **Programs**: ``clCreateProgramWithSource`` records its source strings (literals, or files the
+  host read with ``fopen``/``fread`` or opened through a library call), ``clBuildProgram`` its
+  ``-D``/``-I`` options; the kernels are parsed with them when a kernel is created, and each
+  program keeps its own kernels (a name already taken by another program's kernel gets a
+  suffix).  A source polyfuse cannot follow falls back to the kernel files the user gave.
 * **OpenCL objects**: ``clCreateBuffer`` / ``clCreateSubBuffer`` give a :class:`Buffer` named
   after the variable the handle is stored in (``bufs[1]`` → ``bufs_1``, ``s.a`` → ``s_a``; a
   second buffer stored in the same variable gets ``_1``...); ``clCreateKernel`` gives a kernel
@@ -35,7 +42,10 @@ are inlined.  The interpreter tracks what the polyhedral model needs and nothing
   give a separate ``sync`` :class:`HostOp` right after the operation (ids stay in program order).
   ``clFlush`` and queue barriers/markers are ignored (in-order queue).
 * **Unknown calls** (not in the file, not a known API) that receive a buffer handle give an
-  ``unknown`` HostOp reading and writing the whole buffer.
+  ``unknown`` HostOp reading and writing the whole buffer; host variables they receive by
+  pointer hold run-time values afterwards (parameters named after the variable).  Allocation
+  functions (``malloc``, ``calloc``, ``posix_memalign``, ``aligned_alloc``, ``new``) give fresh
+  host memory.
 """
 
 from __future__ import annotations
