@@ -2352,7 +2352,8 @@ class _Interpreter:
         for d in self.kernel_files.search_dirs:
             cand = os.path.join(d, path)
             if os.path.exists(cand):
-                return os.path.normpath(cand)
+                rel = os.path.relpath(cand)
+                return rel if not rel.startswith("..") else os.path.normpath(cand)
         return None
 
     # -- the C library a host uses ------------------------------------------------------------
