@@ -856,7 +856,7 @@ class _Translator:
         if ref is not None and ref.kind in (K.CXX_METHOD, K.CONSTRUCTOR, K.DESTRUCTOR,
                                             K.CONVERSION_FUNCTION):
             obj = operator_obj
-            callee = self._strip(kids[0]) if kids else None
+            callee = self._strip(kids[0]) if kids and obj is None else None
             if callee is not None and callee.kind == K.MEMBER_REF_EXPR:
                 mk = list(callee.get_children())
                 if mk:
