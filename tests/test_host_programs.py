@@ -306,7 +306,7 @@ def test_non_utf8_host_and_param_errors(tmp_path: Path, capsys: Any) -> None:
         cli_main(["analyze", k, "--host", h, "--param", "n=abc"])
 
 
-def test_getopt_switch_loop_with_and_without_args(capsys: Any) -> None:
+def test_getopt_switch_loop_with_and_without_args(capsys: Any, caplog: Any) -> None:
     """A ``switch`` in a getopt loop: ``break`` ends a case, it does not make main return."""
     d = PROGRAMS / "getopt_c"
     program = load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"),
@@ -317,6 +317,9 @@ def test_getopt_switch_loop_with_and_without_args(capsys: Any) -> None:
     code, _, err = _run_cli(capsys, "analyze", str(d / "kernels.cl"), "--host",
                             str(d / "host.c"))
     assert code == 1 and "--args" in err and "host.c:" in err
+    # the option loop's `default: return 1` is assumed not taken, and that is said
+    assert any("host.c:" in r.getMessage() and "not taken" in r.getMessage()
+               for r in caplog.records)
 
 
 def test_handson_style_device_search_and_work_group_query() -> None:

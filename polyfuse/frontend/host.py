@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import os
 import re
 import shlex
@@ -79,6 +80,8 @@ from polyfuse.program import (
     UnsupportedError,
     host_expr_to_isl,
 )
+
+_log = logging.getLogger("polyfuse.frontend.host")
 
 #: the largest trip count of a host loop that polyfuse unrolls when it cannot keep it symbolic
 MAX_UNROLL = 1024
@@ -728,6 +731,15 @@ class _Interpreter:
             return None
         return SourceLoc(coord.file or self.filename, coord.line, coord.column or 0)
 
+    def _warn(self, msg: str, node: Optional[c_ast.Node] = None) -> None:
+        """A warning on stderr naming file:line (once per place)."""
+        loc = self._loc(node)
+        where = f"{loc.file}:{loc.line}" if loc is not None else self.filename
+        text = f"{where}: {msg}"
+        if text not in self.warnings:
+            self.warnings.append(text)
+            _log.warning("polyfuse: warning: %s", text)
+
     def _error(self, msg: str, node: Optional[c_ast.Node] = None,
                cls: type = PolyfuseError) -> PolyfuseError:
         loc = self._loc(node)
@@ -1136,6 +1148,10 @@ class _Interpreter:
                 base.uncertain_break = node
             if rel is not None and len(bodies) == 2:
                 facts.append(sympy.Not(rel) if k == 0 else rel)
+            elif isinstance(sig, (_Exit, _Return)) and self.frames[-1].name == "main":
+                # main's own early exits (helpers' I/O error checks are routine)
+                self._warn("assuming the path that ends the program here is not taken: its "
+                           "condition depends on a value polyfuse does not know", node)
         self.state = base
         if not results:
             self._reraise(signals)
