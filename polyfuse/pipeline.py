@@ -44,6 +44,54 @@ class FuseResult:
         return self.verification is None or bool(self.verification.ok)
 
 
+def size_buffers(program: Program, params: Optional[dict[str, int]] = None,
+                 uar: Optional[UAR] = None) -> Program:
+    """``program`` with every root buffer of unknown size sized to what its operations touch.
+
+    Kernels given without a host program have buffers of unknown size; once ``params`` fix the
+    launch sizes and scalars, the extent each buffer needs is exact (the UAR's kernel-level
+    accesses), so random inputs can be generated for ``--verify``.  Raises a
+    :class:`PolyfuseError` naming the values still missing.
+    """
+    import islpy as isl
+
+    unsized = [n for n, b in program.buffers.items() if b.size is None and b.parent is None]
+    if not unsized:
+        return program
+    params = dict(params or {})
+    uar = uar or build_uar(program)
+    missing = [p for p in uar.params if p not in params]
+    if missing:
+        raise PolyfuseError(
+            f"the sizes of buffers {', '.join(unsized)} are unknown without a host program; "
+            f"give the values {', '.join(f'--param {m}=...' for m in missing)} (global sizes "
+            f"are <kernel>_gs<d>) or the host program with --host")
+    fix = isl.Set("[" + ", ".join(uar.params) + "] -> { : "
+                  + " and ".join(f"{k} = {params[k]}" for k in uar.params) + " }")
+    extent: dict[str, int] = {}
+    for op in program.ops:
+        eff = uar.effects(op.id)
+        for name in unsized:
+            for direction in ("read", "write"):
+                rel = eff.access(direction, name, "kernel")
+                if rel is None:
+                    continue
+                rng = rel.range().intersect_params(fix.align_params(rel.get_space().params()))
+                if rng.is_empty():
+                    continue
+                if not rng.is_bounded():
+                    raise PolyfuseError(f"buffer {name!r}: the accesses are not bounded at the "
+                                        "given values; give the host program with --host")
+                top = rng.lexmax().sample_point().get_coordinate_val(isl.dim_type.set, 0)
+                extent[name] = max(extent.get(name, 0), top.to_python() + 1)
+    units = uar.instantiation.units
+    buffers = dict(program.buffers)
+    for name in unsized:
+        buffers[name] = dataclasses.replace(
+            buffers[name], size=max(1, extent.get(name, 1)) * units.get(name, 1))
+    return dataclasses.replace(program, buffers=buffers)
+
+
 def fuse_program(program: Program, *, params: Optional[dict[str, int]] = None,
                  orchestration: str = "auto", verify: bool = False, tune: bool = False,
                  device: Any = None, build: bool = True, progress: Progress = None
