@@ -1,4 +1,4 @@
-"""Exact symbolic kernel feature counts (seed 004, DESIGN §3 "Performance model").
+"""Exact symbolic kernel feature counts (Stevens & Klöckner; docs/performance.md).
 
 Every count is a barvinok count (``Set.card()`` through islpy) of an isl set derived from the
 kernel model of :mod:`polyfuse.frontend.opencl`, so it is exact for every value of the kernel's
@@ -11,10 +11,10 @@ Conventions:
   instance, where the unit is a ``work-item``, a ``sub-group`` or a ``work-group``.  Work-items of
   a sub-group are consecutive in the linearized local id ``l0 + L0*l1 + L0*L1*l2`` (chunks of the
   sub-group size).  So a ``work-item`` count is the launch total; :meth:`KernelCounts.per_work_item`
-  divides by the number of work-items.  Default granularities (``granularity=None``) follow seed
-  004: float ops and ``__local`` accesses per sub-group; a global access per sub-group when it is
-  uniform across a sub-group (local-id strides 0 in every dimension a sub-group spans), per
-  work-item otherwise; barriers per work-item; launches per launch.
+  divides by the number of work-items.  Default granularities (``granularity=None``) follow
+  Stevens & Klöckner: float ops and ``__local`` accesses per sub-group; a global access per
+  sub-group when it is uniform across a sub-group (local-id strides 0 in every dimension a
+  sub-group spans), per work-item otherwise; barriers per work-item; launches per launch.
 * **Ops** (see :mod:`polyfuse.perf.features`): float ops only, by op and numpy dtype; ``a*b+c``
   is one ``fma`` (not also a ``mul`` and an ``add``).
 * **Memory**: one record per (space, array, dtype, direction, strides, exactness).  At work-item
@@ -340,7 +340,7 @@ Stride = Union[int, sympy.Expr, None]
 
 @dataclass(frozen=True)
 class MemRecord:
-    """Memory accesses of one class (seed 004's ``f_mem_access_...`` features)."""
+    """Memory accesses of one class (Stevens & Klöckner's ``f_mem_access_...`` features)."""
 
     space: str  # global | constant | local
     array: str
@@ -741,7 +741,7 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
                  granularity: Optional[str] = None) -> KernelCounts:
     """Exact symbolic counts of one kernel launch (totals over all its work-items).
 
-    ``granularity`` None uses seed 004's defaults per feature (see the module docstring);
+    ``granularity`` None uses the default granularities per feature (see the module docstring);
     ``"work-item"``, ``"sub-group"`` or ``"work-group"`` applies one to every op, memory and
     barrier record.  ``subgroup_size`` defaults to what the OpenCL device reports.
     """

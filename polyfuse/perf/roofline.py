@@ -1,4 +1,5 @@
-"""The empirical roofline (seed 003): measured bandwidth per memory level and peak FLOP/s.
+"""The empirical roofline (Roofline Model Toolkit): measured bandwidth per memory level and peak
+FLOP/s.
 
 Bandwidth ceilings come from the read-only bandwidth-vs-working-set curve of
 :mod:`polyfuse.perf.microbench`: its plateaus are the memory levels (L1, L2, ..., LLC, DRAM by size

@@ -60,7 +60,7 @@ class Edge:
         return str(self.relation)
 
     def to_json(self) -> dict:
-        """The DESIGN §4 ``edges`` object."""
+        """The docs/interfaces.md ``edges`` object."""
         return {
             "src": self.src, "dst": self.dst,
             "src_kernel": self.src_kernel, "dst_kernel": self.dst_kernel,
