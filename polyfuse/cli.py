@@ -52,28 +52,45 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     return "\n".join(lines)
 
 
-def format_uar_report(data: dict) -> str:
-    """The readable form of ``UAR.to_json()``: a launch table and an edge table."""
-    out = [f"{len(data['launches'])} launches, {len(data['edges'])} dependence edges", ""]
-    out.append(
-        _table(
-            ["id", "kernel", "global_size", "local_size", "host_loops"],
-            [
-                [
-                    launch["id"],
-                    launch["kernel"],
-                    launch["global_size"],
-                    launch["local_size"],
-                    ", ".join(_fmt_loop(h) for h in launch["host_loops"]) or "-",
-                ]
-                for launch in data["launches"]
-            ],
-        )
-    )
+def short_condition(text: str, limit: int = 100) -> str:
+    """An isl parameter set as its constraints only, simplified (redundant constraints and
+    divisions dropped), cut at ``limit`` characters (``--json`` has the full set)."""
+    import islpy as isl
+
+    from polyfuse.islutil import coalesce
+
+    try:
+        s = coalesce(isl.Set(text)).detect_equalities().remove_redundancies()
+        body = str(s)
+    except isl.Error:
+        body = text
+    if ":" in body and body.rstrip().endswith("}"):
+        body = body.split(":", 1)[1].rstrip().removesuffix("}").strip() or "always"
+    return body if len(body) <= limit else body[: limit - 3].rstrip() + "..."
+
+
+def format_uar_report(data: dict, host_ops: Sequence[tuple[int, str, str]] = (),
+                      sources: Optional[dict[int, str]] = None) -> str:
+    """The readable form of ``UAR.to_json()``: one table of the operations (launches, and the
+    host operations ``(id, what, where)`` given, so every id an edge names is listed) and one of
+    the edges."""
+    n_host = f" and {len(host_ops)} host operations" if host_ops else ""
+    out = [f"{len(data['launches'])} launches{n_host}, {len(data['edges'])} dependence edges",
+           ""]
+    rows: list[tuple[int, list[object]]] = [
+        (launch["id"], [launch["id"], f"launch {launch['kernel']}", launch["global_size"],
+                        launch["local_size"],
+                        ", ".join(_fmt_loop(h) for h in launch["host_loops"]) or "-",
+                        (sources or {}).get(launch["id"], "")])
+        for launch in data["launches"]]
+    rows += [(i, [i, what, "", "", "", where]) for i, what, where in host_ops]
+    out.append(_table(["id", "operation", "global_size", "local_size", "host_loops", "source"],
+                      [r for _, r in sorted(rows, key=lambda x: x[0])]))
     out.append("")
     rows = []
     for e in data["edges"]:
-        cond = "; ".join(f"{k} when {v}" for k, v in (e.get("conditions") or {}).items())
+        cond = "; ".join(f"{k} when {short_condition(v)}"
+                         for k, v in (e.get("conditions") or {}).items())
         rows.append(
             [
                 f"{e['src']}->{e['dst']}",
@@ -107,6 +124,7 @@ def _fmt_loop(loop: object) -> str:
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     from polyfuse.frontend.host import load_opencl
+    from polyfuse.program import HostOp
     from polyfuse.uar import build_uar
 
     program = load_opencl(args.kernels, host=args.host, params=_parse_params(args.param))
@@ -116,7 +134,11 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         json.dump(data, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print(format_uar_report(data))
+        sources = {op.id: f"{op.loc.file}:{op.loc.line}" if op.loc else "-"
+                   for op in program.ops}
+        host_ops = [(op.id, f"{op.kind}: {op.name or ''}".rstrip(": "), sources[op.id])
+                    for op in program.ops if isinstance(op, HostOp)]
+        print(format_uar_report(data, host_ops, sources))
     return 0
 
 
