@@ -306,6 +306,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     _progress(args, f"running {'unfused' if args.unfused else 'fused'} {args.model}")
     outputs = run_onnx(args.model, inputs, fused=not args.unfused,
                        params=_parse_params(args.param))
+    Path(args.save).parent.mkdir(parents=True, exist_ok=True)
     np.savez(args.save, **outputs)
     _progress(args, f"wrote {', '.join(outputs)} to {args.save}")
     return 0
@@ -337,6 +338,7 @@ def cmd_inputs(args: argparse.Namespace) -> int:
     if args.random:
         arrays = random_inputs(model, args.seed)
         if args.save:
+            Path(args.save).parent.mkdir(parents=True, exist_ok=True)
             np.savez(args.save, **arrays)
             _progress(args, f"wrote {len(arrays)} random input(s) (seed {args.seed}) to "
                             f"{args.save}; run it with `polyfuse run {args.model} --inputs "
