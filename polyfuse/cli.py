@@ -417,6 +417,11 @@ def cmd_roofline(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         print(info["summary"])
+        if points:
+            from polyfuse.perf.roofline import kernel_table
+
+            print("\nkernels (numbered as in the plot):")
+            print("\n".join(kernel_table(points)))
         print(f"wrote {info['json']} and {info['png']}")
     return 0
 
