@@ -19,6 +19,15 @@ SLOW = (
     "tests/test_cli.py::test_demo_fuses_bert_qkv_into_one_launch",
     "tests/test_cli.py::test_fuse_tune_reports_variants",
     "tests/test_cli.py::test_roofline_places_program_kernels",
+    "tests/test_cli.py::test_fuse_writes_plan_source_report",
+    "tests/test_onnx.py::test_model_matches_onnxruntime_fused_and_unfused",
+    "tests/test_oracle.py::test_example_widths_by_execution",
+    "tests/test_autotune.py::",
+    "tests/test_uar.py::test_random_chains_against_bruteforce",
+    "tests/test_codegen.py::test_code_motion_qkv_tiled_shares_barriers",
+    "tests/test_codegen.py::test_planned_examples_verify",
+    "tests/test_execute.py::test_examples_match_interpreter",
+    "tests/test_autopar.py::test_generated_program_matches_gcc",
 )
 
 
