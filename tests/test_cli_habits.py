@@ -134,3 +134,20 @@ def test_demo_report_has_summary_legend_and_no_repeated_fragment_lines(tmp_path:
     assert "anchored on the producer" in report.split("## Legend")[1].split("## Groups")[0]
     header, row = r.stdout.splitlines()[0], r.stdout.splitlines()[2]
     assert "ONNX ops" in header and row.split()[1] == "12"
+
+
+def test_analyze_lists_every_operation_and_short_conditions(capsys: pytest.CaptureFixture):
+    ex = ROOT / "examples" / "runtime_offset"
+    assert cli.main(["analyze", str(ex / "kernels.cl"), "--host", str(ex / "host.c"), "-q"]) == 0
+    out = capsys.readouterr().out
+    table = out.split("\n\n")[1].splitlines()[2:]
+    ids = [int(line.split()[0]) for line in table]
+    assert ids == list(range(len(ids)))  # host operations too: no gaps in the ids
+    edge_ids = {int(x) for pair in
+                (line.split()[0].split("->") for line in out.split("\n\n")[2].splitlines()[2:])
+                for x in pair}
+    assert edge_ids <= set(ids)
+    cond = [line for line in out.splitlines() if "thread when" in line][0]
+    assert "{" not in cond and "floor" not in cond
+    assert "thread when (m < 0 and n <= -m) or (m > 0 and n <= m) or m = 0" in cond
+    assert cli.short_condition("[n] -> { : n >= 1 and n >= 0 }") == "n > 0"
