@@ -1,27 +1,47 @@
-# Newcomer commands: `make demo` (set up + run the main job), `make test` (set up + run the tests).
+# Newcomer commands (see README.md):
+#   make demo       set up .venv (first time ~1-2 min), then fuse the bundled BERT QKV graph
+#   make test       the full test suite, as CI runs it (.ci/run)
+#   make test-fast  the suite without the tests marked slow (< 2 min; for edits)
+#   make analysis   the research scripts under analysis/
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# pytest-xdist workers: one per core (set JOBS=1 to run in one process)
+JOBS ?= auto
 
-.PHONY: demo test lint clean
+.PHONY: demo test test-fast lint analysis figures clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
-	bash .ci/ensure-opencl $(BIN)/python
-	touch $@
+	@echo "polyfuse setup [1/4]: creating $(VENV) with $(PYTHON)"
+	@$(PYTHON) -m venv $(VENV)
+	@echo "polyfuse setup [2/4]: upgrading pip"
+	@$(BIN)/python -m pip install --quiet --upgrade pip
+	@echo "polyfuse setup [3/4]: installing polyfuse and its dependencies from PyPI" \
+		"(islpy-barvinok, pyopencl, onnx, onnxruntime, ...; about a minute)"
+	@$(BIN)/python -m pip install --quiet -e '.[test]'
+	@echo "polyfuse setup [4/4]: checking that an OpenCL device can build a kernel"
+	@bash .ci/ensure-opencl $(BIN)/python
+	@touch $@
 
 demo: $(VENV)/.installed
 	$(BIN)/polyfuse demo
 
 # pytest exits 5 when it collected no test: that is a failure here, not a pass.
 test: $(VENV)/.installed
-	$(BIN)/python -m pytest -q; rc=$$?; \
+	$(BIN)/python -m pytest -n $(JOBS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
+test-fast: $(VENV)/.installed
+	$(BIN)/python -m pytest -n $(JOBS) -m "not slow"
+
 lint: $(VENV)/.installed
-	$(BIN)/ruff check polyfuse tests analysis
+	$(BIN)/ruff check polyfuse tests analysis docs
+
+analysis: $(VENV)/.installed
+	@for s in analysis/*.py; do echo "== $$s"; $(BIN)/python $$s || exit 1; done
+
+figures: $(VENV)/.installed
+	$(BIN)/python docs/make_figures.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

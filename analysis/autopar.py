@@ -8,7 +8,7 @@ program build (PoCL caches compiled kernels after the first run, which is exclud
 buffer copies and launches: it is what a user of the generated program waits for.  Also lists
 which loops were mapped onto the NDRange.
 
-    python analysis/autopar.py [--repeat 5] [--out DIR] [--size NAME=VALUE ...]
+    .venv/bin/python analysis/autopar.py [--repeat 5] [--out DIR] [--size NAME=VALUE ...]
 
 Writes ``DIR/autopar.csv`` and ``DIR/autopar.md`` (default DIR ``analysis/results``).
 """

@@ -8,7 +8,7 @@ profiling-event kernel time and of host wall time per whole execution, the launc
 and after fusion, and the speedup ratios (unfused / fused).  A fused program that fails
 verification is not timed: the speedup of a wrong answer is not reported.
 
-    python analysis/fusion_speedup.py [--repeat 60] [--tune [--metric wall]] [--out DIR]
+    .venv/bin/python analysis/fusion_speedup.py [--repeat 60] [--tune [--metric wall]] [--out DIR]
                                       [--param n=4096] [--examples qkv ...] [--device SPEC]
 
 Run-time values (``atoi(argv[k])``) take the host's own default (``argc > k ? atoi(argv[k]) :

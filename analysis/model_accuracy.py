@@ -17,7 +17,7 @@ Measured = median of profiled device time (``time_kernel`` / ``time_program``'s 
 predicted = ``predict``.  Relative error = predicted / measured - 1; the summary is the
 geometric mean of ``max(p/m, m/p)`` (1.0 = perfect; "geomean error" below is that minus 1).
 
-    python analysis/model_accuracy.py [--quick] [--recalibrate] [--out DIR]
+    .venv/bin/python analysis/model_accuracy.py [--quick] [--recalibrate] [--out DIR]
 
 Writes DIR/model_accuracy.csv and DIR/model_accuracy.png (default DIR: analysis/results), prints
 the tables and the paths.  The calibration is the cached one of the default device

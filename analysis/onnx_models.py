@@ -15,8 +15,8 @@ data) and seeded random graph inputs.  On PoCL's CPU device the OpenCL numbers a
 launch overhead and the work-group emulation dominate at these sizes, so they say how much the
 launch count matters here, not what a GPU would show.
 
-    python analysis/onnx_models.py [--repeat 60] [--models bert_qkv mlp_gelu_ln ...] [--out DIR]
-                                   [--device SPEC]
+    .venv/bin/python analysis/onnx_models.py [--repeat 60] [--models bert_qkv mlp_gelu_ln ...]
+                                             [--out DIR] [--device SPEC]
 
 Writes ``DIR/onnx_models.csv`` and ``DIR/onnx_models.png`` (default DIR: ``analysis/results``),
 prints the table and the paths; progress goes to stderr.  Exit status 1 if a model failed.

@@ -6,7 +6,7 @@ once built with the Python builder (UAR construction alone) and once written as 
 (host front-end + UAR, the `polyfuse analyze` path).  The log-log slope between the two largest
 sizes says how the cost grows (1 = linear).
 
-    python analysis/uar_scaling.py [--sizes 10 100 1000] [--symbolic] [--out DIR]
+    .venv/bin/python analysis/uar_scaling.py [--sizes 10 100 1000] [--symbolic] [--out DIR]
 
 Writes DIR/uar_scaling.csv and DIR/uar_scaling.png (default DIR: analysis/results) and prints
 the table and the path.

@@ -54,7 +54,7 @@ class ModelSummary:
 
 def fuse_model(path: str, out_root: str, *, verify: bool = False, tune: bool = False,
                timing: bool = True, params: Optional[dict[str, int]] = None,
-               repeat: int = 5, index: str = "") -> ModelSummary:
+               repeat: int = 5, index: str = "", quiet: bool = False) -> ModelSummary:
     """Fuse one model and write its outputs; errors become the summary's ``error``."""
     from polyfuse.frontend.onnx import load_onnx_model
     from polyfuse.onnx_run import fuse_onnx
@@ -63,7 +63,8 @@ def fuse_model(path: str, out_root: str, *, verify: bool = False, tune: bool = F
     stem = Path(path).name.removesuffix(".onnx")
 
     def say(stage: str) -> None:
-        print(f"polyfuse: {index}{stem}: {stage}", file=sys.stderr, flush=True)
+        if not quiet:
+            print(f"polyfuse: {index}{stem}: {stage}", file=sys.stderr, flush=True)
 
     try:
         say("loading")
@@ -106,11 +107,13 @@ def fuse_models(paths: Sequence[str], out_root: str, *, jobs: int = 1,
                 **kwargs: Any) -> list[ModelSummary]:
     """Fuse every model (in ``jobs`` processes); summaries in the order of ``paths``."""
     n = len(paths)
+    quiet = bool(kwargs.get("quiet"))
     if jobs <= 1 or n <= 1:
         out = []
         for k, p in enumerate(paths):
             out.append(fuse_model(p, out_root, index=f"[{k + 1}/{n}] ", **kwargs))
-            print(f"polyfuse: {_bar(k + 1, n)}", file=sys.stderr, flush=True)
+            if not quiet:
+                print(f"polyfuse: {_bar(k + 1, n)}", file=sys.stderr, flush=True)
         return out
     results: dict[int, ModelSummary] = {}
     ctx = multiprocessing.get_context("spawn")
@@ -121,5 +124,6 @@ def fuse_models(paths: Sequence[str], out_root: str, *, jobs: int = 1,
         for done, fut in enumerate(as_completed(futures), 1):
             k = futures[fut]
             results[k] = ModelSummary(**fut.result())
-            print(f"polyfuse: {_bar(done, n)}", file=sys.stderr, flush=True)
+            if not quiet:
+                print(f"polyfuse: {_bar(done, n)}", file=sys.stderr, flush=True)
     return [results[k] for k in range(n)]

@@ -95,28 +95,45 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     return "\n".join(lines)
 
 
-def format_uar_report(data: dict) -> str:
-    """The readable form of ``UAR.to_json()``: a launch table and an edge table."""
-    out = [f"{len(data['launches'])} launches, {len(data['edges'])} dependence edges", ""]
-    out.append(
-        _table(
-            ["id", "kernel", "global_size", "local_size", "host_loops"],
-            [
-                [
-                    launch["id"],
-                    launch["kernel"],
-                    launch["global_size"],
-                    launch["local_size"],
-                    ", ".join(_fmt_loop(h) for h in launch["host_loops"]) or "-",
-                ]
-                for launch in data["launches"]
-            ],
-        )
-    )
+def short_condition(text: str, limit: int = 100) -> str:
+    """An isl parameter set as its constraints only, simplified (redundant constraints and
+    divisions dropped), cut at ``limit`` characters (``--json`` has the full set)."""
+    import islpy as isl
+
+    from polyfuse.islutil import coalesce
+
+    try:
+        s = coalesce(isl.Set(text)).detect_equalities().remove_redundancies()
+        body = str(s)
+    except isl.Error:
+        body = text
+    if ":" in body and body.rstrip().endswith("}"):
+        body = body.split(":", 1)[1].rstrip().removesuffix("}").strip() or "always"
+    return body if len(body) <= limit else body[: limit - 3].rstrip() + "..."
+
+
+def format_uar_report(data: dict, host_ops: Sequence[tuple[int, str, str]] = (),
+                      sources: Optional[dict[int, str]] = None) -> str:
+    """The readable form of ``UAR.to_json()``: one table of the operations (launches, and the
+    host operations ``(id, what, where)`` given, so every id an edge names is listed) and one of
+    the edges."""
+    n_host = f" and {len(host_ops)} host operations" if host_ops else ""
+    out = [f"{len(data['launches'])} launches{n_host}, {len(data['edges'])} dependence edges",
+           ""]
+    rows: list[tuple[int, list[object]]] = [
+        (launch["id"], [launch["id"], f"launch {launch['kernel']}", launch["global_size"],
+                        launch["local_size"],
+                        ", ".join(_fmt_loop(h) for h in launch["host_loops"]) or "-",
+                        (sources or {}).get(launch["id"], "")])
+        for launch in data["launches"]]
+    rows += [(i, [i, what, "", "", "", where]) for i, what, where in host_ops]
+    out.append(_table(["id", "operation", "global_size", "local_size", "host_loops", "source"],
+                      [r for _, r in sorted(rows, key=lambda x: x[0])]))
     out.append("")
     rows = []
     for e in data["edges"]:
-        cond = "; ".join(f"{k} when {v}" for k, v in (e.get("conditions") or {}).items())
+        cond = "; ".join(f"{k} when {short_condition(v)}"
+                         for k, v in (e.get("conditions") or {}).items())
         rows.append(
             [
                 f"{e['src']}->{e['dst']}",
@@ -149,6 +166,7 @@ def _fmt_loop(loop: object) -> str:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
+    from polyfuse.program import HostOp
     from polyfuse.uar import build_uar
 
     program = load_program_inputs(args, args.kernels)
@@ -158,40 +176,66 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         json.dump(data, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print(format_uar_report(data))
+        sources = {op.id: f"{op.loc.file}:{op.loc.line}" if op.loc else "-"
+                   for op in program.ops}
+        host_ops = [(op.id, f"{op.kind}: {op.name or ''}".rstrip(": "), sources[op.id])
+                    for op in program.ops if isinstance(op, HostOp)]
+        print(format_uar_report(data, host_ops, sources))
     return 0
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
+    """Every OpenCL device, probed: one that cannot build and run a kernel says why."""
     import pyopencl as cl
 
+    from polyfuse.runtime.device import get_device, list_devices, probe_device
+
     rows = []
-    for pi, platform in enumerate(cl.get_platforms()):
-        for di, dev in enumerate(platform.get_devices()):
-            rows.append(
-                [
-                    f"{pi}:{di}",
-                    platform.name,
-                    dev.name.strip(),
-                    cl.device_type.to_string(dev.type),
-                    dev.max_compute_units,
-                    dev.max_work_group_size,
-                    f"{dev.local_mem_size // 1024} KiB",
-                    f"{dev.global_mem_size // 2**20} MiB",
-                ]
-            )
+    usable: dict[str, bool] = {}
+    for dev_id, platform, dev in list_devices():
+        why = probe_device(dev)
+        usable[dev_id] = why is None
+        rows.append(
+            [
+                dev_id,
+                platform.name,
+                dev.name.strip(),
+                cl.device_type.to_string(dev.type),
+                dev.max_compute_units,
+                dev.max_work_group_size,
+                f"{dev.local_mem_size // 1024} KiB",
+                f"{dev.global_mem_size // 2**20} MiB",
+                "yes" if why is None else f"no: {why}",
+            ]
+        )
+    default = None
+    if any(usable.values()):
+        try:
+            chosen = get_device()
+            default = next((i for i, _, d in list_devices() if d == chosen), None)
+        except PolyfuseError:
+            default = None
     if args.json:
         keys = ["id", "platform", "device", "type", "compute_units", "max_work_group_size",
                 "local_mem", "global_mem"]
-        json.dump([dict(zip(keys, r)) for r in rows], sys.stdout, indent=2)
+        out = []
+        for r in rows:
+            d = dict(zip(keys, r))
+            d["usable"] = usable[r[0]]
+            if not usable[r[0]]:
+                d["reason"] = r[-1].removeprefix("no: ")
+            d["default"] = r[0] == default
+            out.append(d)
+        json.dump(out, sys.stdout, indent=2)
         sys.stdout.write("\n")
     elif not rows:
         raise PolyfuseError("no OpenCL device found (install pocl-binary-distribution)")
     else:
-        print(_table(["id", "platform", "device", "type", "CUs", "max WG", "local", "global"],
-                     rows))
-        ctx = os.environ.get("PYOPENCL_CTX")
-        print(f"\ndefault: {ctx if ctx else '0:0'} (set PYOPENCL_CTX or --device to choose)")
+        print(_table(["id", "platform", "device", "type", "CUs", "max WG", "local", "global",
+                      "usable"], rows))
+        how = "PYOPENCL_CTX" if os.environ.get("PYOPENCL_CTX") else "the first usable device"
+        print(f"\ndefault: {default or 'none usable'} ({how}; --device or PYOPENCL_CTX "
+              "chooses another)")
     return 0
 
 
@@ -210,9 +254,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     paths = write_outputs(result, args.out)
     plan = result.plan
     v = plan.verified or {}
+    import onnx
+
+    op_count = len(onnx.load(str(model), load_external_data=False).graph.node)
     print(_table(["model", "ONNX ops", "launches before", "launches after", "max abs err",
                   "verified against"],
-                 [[model.stem, 12, plan.launches_before, plan.launches_after,
+                 [[model.stem, op_count, plan.launches_before, plan.launches_after,
                    f"{v.get('max_abs_err', 0):.2e}",
                    f"{v.get('reference', '-')}: {'ok' if v.get('ok') else 'MISMATCH'}"]]))
     print()
@@ -232,6 +279,10 @@ def cmd_fuse(args: argparse.Namespace) -> int:
     program = load_program_inputs(args, args.inputs)
     # float values are host values the front-end has substituted; sizes stay integers
     params = {k: v for k, v in _parse_params(args.param).items() if isinstance(v, int)}
+    if args.verify:
+        from polyfuse.pipeline import size_buffers
+
+        program = size_buffers(program, params)
     result = fuse_program(program, params=params, orchestration=args.orchestration,
                           verify=args.verify, tune=args.tune,
                           progress=None if args.quiet else (lambda m: _progress(args, m)))
@@ -254,10 +305,13 @@ def _fuse_onnx_batch(args: argparse.Namespace, models: list[str]) -> int:
     present = [m for m in models if m not in missing]
     summaries = fuse_models(present, args.out, jobs=max(1, args.jobs), verify=args.verify,
                             tune=args.tune, params=_parse_params(args.param),
-                            timing=not args.no_timing)
+                            timing=not args.no_timing, quiet=args.quiet)
     print(_table(SUMMARY_HEADERS, [s.row() for s in summaries]
                  + [[Path(m).stem, "-", "-", "-", "-", "-", "-", "-", "FAILED: no such file"]
                     for m in missing]))
+    if args.jobs > 1 and not args.no_timing and len(present) > 1:
+        _progress(args, f"times were measured with {args.jobs} models fusing at once: "
+                        "indicative only (--jobs 1, or analysis/onnx_models.py, to compare)")
     failed = [s for s in summaries if not s.ok]
     for s in failed:
         reason = s.error or "the fused model does not match its reference"
@@ -274,18 +328,62 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise _UsageError("run takes an ONNX model (MODEL.onnx)")
     if not Path(args.model).is_file():
         raise PolyfuseError(f"{args.model}: no such file")
-    try:
-        with np.load(args.inputs) as npz:
-            inputs = {k: npz[k] for k in npz.files}
-    except FileNotFoundError:
-        raise PolyfuseError(f"{args.inputs}: no such file") from None
-    except (OSError, ValueError) as err:
-        raise PolyfuseError(f"{args.inputs}: not a readable .npz file ({err})") from None
+    if args.random:
+        from polyfuse.frontend.onnx import load_onnx_model
+        from polyfuse.onnx_run import random_inputs
+
+        inputs = random_inputs(load_onnx_model(args.model, params=_parse_params(args.param)),
+                               args.seed)
+    else:
+        try:
+            with np.load(args.inputs) as npz:
+                inputs = {k: npz[k] for k in npz.files}
+        except FileNotFoundError:
+            raise PolyfuseError(f"{args.inputs}: no such file") from None
+        except (OSError, ValueError) as err:
+            raise PolyfuseError(f"{args.inputs}: not a readable .npz file ({err})") from None
     _progress(args, f"running {'unfused' if args.unfused else 'fused'} {args.model}")
     outputs = run_onnx(args.model, inputs, fused=not args.unfused,
                        params=_parse_params(args.param))
+    Path(args.save).parent.mkdir(parents=True, exist_ok=True)
     np.savez(args.save, **outputs)
     _progress(args, f"wrote {', '.join(outputs)} to {args.save}")
+    return 0
+
+
+def cmd_inputs(args: argparse.Namespace) -> int:
+    """The graph inputs (name, shape, dtype); with ``--random --save`` an ``.npz`` of them."""
+    import numpy as np
+
+    from polyfuse.frontend.onnx import load_onnx_model
+    from polyfuse.onnx_run import random_inputs
+
+    if not args.model.endswith(".onnx"):
+        raise _UsageError("inputs takes an ONNX model (MODEL.onnx)")
+    if args.save and not args.random:
+        raise _UsageError("--save writes generated inputs: give --random too")
+    if not Path(args.model).is_file():
+        raise PolyfuseError(f"{args.model}: no such file")
+    model = load_onnx_model(args.model, params=_parse_params(args.param))
+    rows = [[t.name, "x".join(str(d) for d in t.shape) or "scalar", str(t.dtype)]
+            for t in model.inputs]
+    if args.json:
+        json.dump([dict(zip(["name", "shape", "dtype"],
+                            [t.name, list(t.shape), str(t.dtype)])) for t in model.inputs],
+                  sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(_table(["input", "shape", "dtype"], rows))
+    if args.random:
+        arrays = random_inputs(model, args.seed)
+        if args.save:
+            Path(args.save).parent.mkdir(parents=True, exist_ok=True)
+            np.savez(args.save, **arrays)
+            _progress(args, f"wrote {len(arrays)} random input(s) (seed {args.seed}) to "
+                            f"{args.save}; run it with `polyfuse run {args.model} --inputs "
+                            f"{args.save} --save OUT.npz`")
+        else:
+            _progress(args, "generated random inputs; give --save IN.npz to keep them")
     return 0
 
 
@@ -363,6 +461,11 @@ def cmd_roofline(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         print(info["summary"])
+        if points:
+            from polyfuse.perf.roofline import kernel_table
+
+            print("\nkernels (numbered as in the plot):")
+            print("\n".join(kernel_table(points)))
         print(f"wrote {info['json']} and {info['png']}")
     return 0
 
@@ -372,29 +475,69 @@ def _progress(args: argparse.Namespace, message: str) -> None:
         print(f"polyfuse: {message}", file=sys.stderr)
 
 
+# -- global options ------------------------------------------------------------------------------
+# ``--device``, ``-q`` and ``--debug`` are accepted before or after the subcommand: the top-level
+# parser defines them with real defaults, every subparser again (through the parent parser below)
+# with SUPPRESS defaults, so a value given after the subcommand wins and one given before it is
+# not overwritten.  Add new subcommands with ``_subcommand`` so they get the same options.
+
+
+def _global_options(top: bool) -> argparse.ArgumentParser:
+    """The options every subcommand accepts, as a parent parser."""
+    p = argparse.ArgumentParser(add_help=False)
+    g = p.add_argument_group("global options (before or after the subcommand)")
+
+    def default(value: object) -> object:
+        return value if top else argparse.SUPPRESS
+
+    g.add_argument("--device", default=default(None), metavar="PLATFORM:DEVICE",
+                   help="OpenCL device, as listed by `polyfuse devices` (default: "
+                        "$PYOPENCL_CTX, else the first usable device)")
+    g.add_argument("-q", "--quiet", action="store_true", default=default(False),
+                   help="no progress on stderr")
+    g.add_argument("--debug", action="store_true", default=default(False),
+                   help="show the traceback with an error")
+    return p
+
+
+_SUB_OPTIONS = _global_options(top=False)
+
+
+def _subcommand(sub: argparse._SubParsersAction, name: str, summary: str,
+                **kwargs: object) -> argparse.ArgumentParser:
+    """A subparser with the global options and its one-line help as its description."""
+    return sub.add_parser(name, help=summary, description=kwargs.pop("description", summary),
+                          parents=[_SUB_OPTIONS], **kwargs)
+
+
+def _version() -> str:
+    from polyfuse import __version__
+
+    return f"polyfuse {__version__} ({Path(__file__).resolve().parent})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="polyfuse",
         description="Whole-program polyhedral analysis and kernel fusion of OpenCL programs.",
+        parents=[_global_options(top=True)],
     )
-    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
-    parser.add_argument("--device", help="OpenCL device as PLATFORM:DEVICE (or PYOPENCL_CTX)")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=_version())
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("analyze", help="the UAR (dependences with widths) of an OpenCL program")
+    p = _subcommand(sub, "analyze", "the UAR (dependences with widths) of an OpenCL program")
     p.add_argument("kernels", nargs="*", metavar="KERNELS.cl",
                    help="OpenCL C file(s); optional when the host names its kernel files "
                         "(without --host: each kernel launched once)")
     add_program_inputs(p)
     p.add_argument("--json", action="store_true", help="JSON on stdout")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_analyze)
 
-    p = sub.add_parser("devices", help="list OpenCL devices")
+    p = _subcommand(sub, "devices", "list OpenCL devices")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_devices)
 
-    p = sub.add_parser("fuse", help="fuse kernel launches; write plan.json, fused.cl, report.md")
+    p = _subcommand(sub, "fuse", "fuse kernel launches; write plan.json, fused.cl, report.md")
     p.add_argument("inputs", nargs="*", metavar="INPUT",
                    help="ONNX models (MODEL.onnx ...), or the OpenCL C file(s) with --host "
                         "(optional when the host names its kernel files)")
@@ -402,31 +545,49 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True,
                    help="output directory (ONNX: one subdirectory per model)")
     p.add_argument("--verify", action="store_true",
-                   help="run fused and unfused on random inputs and compare")
+                   help="run fused and unfused on the same random inputs and compare every "
+                        "buffer (ONNX: also against onnxruntime); without --host, give the "
+                        "sizes with --param and buffers are sized to what the kernels touch")
     p.add_argument("--tune", action="store_true",
                    help="time the orchestration variants and keep the fastest")
     p.add_argument("--jobs", type=int, default=1,
-                   help="ONNX batches: fuse this many models in parallel processes")
+                   help="ONNX batches: fuse this many models in parallel processes (their "
+                        "timings then share the cores: indicative only)")
     p.add_argument("--no-timing", action="store_true",
                    help="ONNX batches: skip timing unfused vs fused")
     p.add_argument("--orchestration", default="auto",
                    choices=["auto", "vertical", "horizontal"],
                    help="how independent fragments are combined (default: auto)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_fuse)
 
-    p = sub.add_parser("run", help="run an ONNX model (fused or not) on the OpenCL device")
+    p = _subcommand(sub, "run", "run an ONNX model (fused or not) on the OpenCL device",
+                    epilog="Make an IN.npz with `polyfuse inputs MODEL.onnx --random --save "
+                           "IN.npz` or numpy.savez(path, **{input_name: array}).")
     p.add_argument("model", metavar="MODEL.onnx")
-    p.add_argument("--inputs", required=True, metavar="IN.npz", help="graph inputs by name")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--inputs", metavar="IN.npz",
+                     help="graph inputs by name (see `polyfuse inputs`)")
+    src.add_argument("--random", action="store_true",
+                     help="seeded random inputs (as `polyfuse inputs --random`)")
+    p.add_argument("--seed", type=int, default=0, help="seed of --random (default: 0)")
     p.add_argument("--save", required=True, metavar="OUT.npz", help="graph outputs by name")
     p.add_argument("--unfused", action="store_true", help="one launch per node, no fusion")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="value of a dynamic dimension")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("parallelize",
-                       help="C loop nests -> host C + OpenCL kernels (PPCG-style)")
+    p = _subcommand(sub, "inputs", "list an ONNX model's inputs; write random ones to an .npz")
+    p.add_argument("model", metavar="MODEL.onnx")
+    p.add_argument("--random", action="store_true",
+                   help="generate seeded random inputs (floats in [-1, 1), small integers)")
+    p.add_argument("--seed", type=int, default=0, help="seed of --random (default: 0)")
+    p.add_argument("--save", metavar="IN.npz", help="write the --random inputs here")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="value of a dynamic dimension")
+    p.add_argument("--json", action="store_true", help="the input list as JSON on stdout")
+    p.set_defaults(func=cmd_inputs)
+
+    p = _subcommand(sub, "parallelize", "C loop nests -> host C + OpenCL kernels (PPCG-style)")
     p.add_argument("file", metavar="FILE.c")
     p.add_argument("-I", dest="include", action="append", default=[], metavar="DIR",
                    help="include directory for the preprocessor")
@@ -436,22 +597,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--report", action="store_true",
                    help="print the per-loop report (parallel / sequential / reduction)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_parallelize)
 
-    p = sub.add_parser("count", help="exact symbolic counts of ops, memory accesses, barriers")
+    from polyfuse.perf.counts import COLUMNS_HELP
+
+    p = _subcommand(sub, "count", "exact symbolic counts of ops, memory accesses, barriers",
+                    epilog=COLUMNS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("kernels", nargs="*", metavar="KERNELS.cl",
                    help="OpenCL C file(s) (with --host: counts per launch at the host's sizes)")
     add_program_inputs(p)
     p.add_argument("--kernel", help="only this kernel")
     p.add_argument("--subgroup-size", type=int, help="sub-group size (default: the device's)")
     p.add_argument("--granularity", choices=["work-item", "sub-group", "work-group"],
-                   help="one granularity for every count (default: per seed 004)")
+                   help="one granularity for every count (default: ops and __local accesses "
+                        "per sub-group, global accesses per work-item unless uniform across "
+                        "a sub-group, barriers per work-item)")
     p.add_argument("--json", action="store_true", help="JSON on stdout")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_count)
 
-    p = sub.add_parser("roofline", help="measure the empirical roofline of the OpenCL device")
+    p = _subcommand(sub, "roofline", "measure the empirical roofline of the OpenCL device")
     p.add_argument("--out", required=True, help="directory for roofline.json and roofline.png")
     p.add_argument("--quick", action="store_true", help="fewer, smaller measurements")
     p.add_argument("--max-mib", type=int, help="largest working set to measure, in MiB")
@@ -463,12 +627,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="fix a symbolic host value")
     p.add_argument("--json", action="store_true", help="summary as JSON on stdout")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_roofline)
 
-    p = sub.add_parser("demo", help="fuse the bundled BERT QKV graph, verify, print the report")
+    p = _subcommand(sub, "demo", "fuse the bundled BERT QKV graph, verify, print the report")
     p.add_argument("--out", default="out/demo", help="output directory (default: out/demo)")
-    p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(func=cmd_demo)
     return parser
 

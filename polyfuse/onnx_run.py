@@ -4,7 +4,8 @@ Why a module of its own: the front-end (:mod:`polyfuse.frontend.onnx`) only buil
 :class:`~polyfuse.program.Program`; running it means mapping ONNX input/output names onto buffers,
 starting from the model's weights (``Program.data``), and — for the fused program, which code
 generation builds as a new record without that data — passing the weights explicitly.  The
-verification of a fused ONNX model has two references (DESIGN §5): the unfused program (fusion
+verification of a fused ONNX model has two references (docs/architecture.md, "Correctness"): the
+unfused program (fusion
 changed nothing) and onnxruntime (the front-end and the operator kernels mean what ONNX means).
 
     >>> from polyfuse.onnx_run import run_onnx, onnxruntime_reference       # doctest: +SKIP
@@ -95,6 +96,7 @@ def _fused(path: str, params: Optional[Mapping[str, int]], device: Any, tune: bo
         model = load_onnx_model(path, params=params, device=device)
         result = fuse_program(model.program, verify=False, device=device, tune=tune,
                               progress=progress)
+        result = dataclasses.replace(result, source_nodes=dict(model.nodes))
         hit = _FUSED_CACHE[key] = (model, result)
     return hit
 

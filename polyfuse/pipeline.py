@@ -15,6 +15,7 @@ Used by ``polyfuse fuse``, by ``schedules/regenerate.py`` and by research script
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,10 +39,61 @@ class FuseResult:
     fused: FusedProgram
     verification: Optional[Any] = None  # polyfuse.runtime.verify.Verification
     tuning: Optional[Any] = None  # polyfuse.runtime.autotune.TuneResult
+    #: where the launches came from, for the report (ONNX: node -> "launch k" / "alias of b" /
+    #: "folded on the host")
+    source_nodes: Optional[dict[str, str]] = None
 
     @property
     def ok(self) -> bool:
         return self.verification is None or bool(self.verification.ok)
+
+
+def size_buffers(program: Program, params: Optional[dict[str, int]] = None,
+                 uar: Optional[UAR] = None) -> Program:
+    """``program`` with every root buffer of unknown size sized to what its operations touch.
+
+    Kernels given without a host program have buffers of unknown size; once ``params`` fix the
+    launch sizes and scalars, the extent each buffer needs is exact (the UAR's kernel-level
+    accesses), so random inputs can be generated for ``--verify``.  Raises a
+    :class:`PolyfuseError` naming the values still missing.
+    """
+    import islpy as isl
+
+    unsized = [n for n, b in program.buffers.items() if b.size is None and b.parent is None]
+    if not unsized:
+        return program
+    params = dict(params or {})
+    uar = uar or build_uar(program)
+    missing = [p for p in uar.params if p not in params]
+    if missing:
+        raise PolyfuseError(
+            f"the sizes of buffers {', '.join(unsized)} are unknown without a host program; "
+            f"give the values {', '.join(f'--param {m}=...' for m in missing)} (global sizes "
+            f"are <kernel>_gs<d>) or the host program with --host")
+    fix = isl.Set("[" + ", ".join(uar.params) + "] -> { : "
+                  + " and ".join(f"{k} = {params[k]}" for k in uar.params) + " }")
+    extent: dict[str, int] = {}
+    for op in program.ops:
+        eff = uar.effects(op.id)
+        for name in unsized:
+            for direction in ("read", "write"):
+                rel = eff.access(direction, name, "kernel")
+                if rel is None:
+                    continue
+                rng = rel.range().intersect_params(fix.align_params(rel.get_space().params()))
+                if rng.is_empty():
+                    continue
+                if not rng.is_bounded():
+                    raise PolyfuseError(f"buffer {name!r}: the accesses are not bounded at the "
+                                        "given values; give the host program with --host")
+                top = rng.lexmax().sample_point().get_coordinate_val(isl.dim_type.set, 0)
+                extent[name] = max(extent.get(name, 0), top.to_python() + 1)
+    units = uar.instantiation.units
+    buffers = dict(program.buffers)
+    for name in unsized:
+        buffers[name] = dataclasses.replace(
+            buffers[name], size=max(1, extent.get(name, 1)) * units.get(name, 1))
+    return dataclasses.replace(program, buffers=buffers)
 
 
 def fuse_program(program: Program, *, params: Optional[dict[str, int]] = None,
@@ -98,25 +150,81 @@ def _md_table(headers: list[str], rows: list[list[Any]]) -> str:
     return "\n".join(lines)
 
 
+#: The key of ``report.md``: every term its sections use.
+REPORT_LEGEND = """\
+## Legend
+
+- **launch #N / LN**: the N-th operation of the program, a kernel launch; a **group** is a set
+  of launches fused into one kernel, each member a **fragment** of it, in order.
+- **Widths** of a dependence: **thread** (each consumer work-item needs what one producer
+  work-item wrote: fusable without synchronization), **block** (one producer work-group:
+  fusable with a barrier), **global** (several producer work-groups: not fusable).
+- **P1**: launches joined only by thread/block dependences are merged, in order.
+  **P2**: a global dependence keeps launches apart.
+  **P3**: independent launches with identical code are merged too (see orchestration).
+- **anchored on the producer / consumer**: the fused kernel runs on that launch's grid; the
+  other fragment is re-indexed into it (so each consumer runs where its input was produced).
+- **orchestration**: how independent fragments share the fused kernel — **vertical** (one
+  work-item runs them in sequence), **horizontal** (different work-groups), **single** (one
+  fragment).
+- **step**: the launch step the isl scheduler gave the group (groups run in step order)."""
+
+
+def _onnx_summary(nodes: dict[str, str]) -> str:
+    launches = sum(1 for v in nodes.values() if v.startswith("launch"))
+    aliases = sum(1 for v in nodes.values() if v.startswith("alias"))
+    folded = sum(1 for v in nodes.values() if v.startswith("folded"))
+    parts = [f"{launches} kernel launch(es)"]
+    if aliases:
+        parts.append(f"{aliases} alias(es) (a Reshape, Squeeze, ... is a new view of the same "
+                     "buffer: no data moves, no launch)")
+    if folded:
+        parts.append(f"{folded} folded on the host (shape arithmetic on constants)")
+    others = len(nodes) - launches - aliases - folded
+    if others:
+        parts.append(f"{others} other")
+    return f"The model's {len(nodes)} ONNX ops became " + ", ".join(parts) + "."
+
+
+def _is_fragment_listing(note: str, group: Any, kernel_of: dict[int, str]) -> bool:
+    """``fragment k: launch #N name`` only restates the members column."""
+    m = re.fullmatch(r"fragment (\d+): launch #(\d+) (\S+)( \([^)]*\))?", note)
+    if not m:
+        return False
+    k, lid = int(m.group(1)), int(m.group(2))
+    members = list(group.members)
+    return 1 <= k <= len(members) and members[k - 1] == lid
+
+
 def report_markdown(result: FuseResult) -> str:
-    """A readable report: groups, what blocked fusion and why, optimizations, verification."""
+    """A readable report: a summary first, the legend, groups, what blocked fusion and why,
+    optimizations, verification."""
     plan, program = result.plan, result.program
     kernel_of = {launch.id: launch.kernel for launch in program.launches}
-    title = " + ".join(program.files) if program.files else program.name
-    out = [f"# polyfuse report: {title}", ""]
+    title = " + ".join(Path(f).name for f in program.files) if program.files else program.name
+    out = [f"# polyfuse report: {title}", "", "## Summary", ""]
     out.append(f"Kernel launches executed: **{plan.launches_before} → {plan.launches_after}** "
-               f"({len(program.launches)} launch sites in {len(plan.groups)} fused group(s)).")
-    out.append("")
-    out.append("## Groups")
-    out.append("")
+               f"({len(program.launches)} launch sites in {len(plan.groups)} fused "
+               f"group(s)).")
+    if result.source_nodes:
+        out.append(_onnx_summary(result.source_nodes))
+    blocked = len(plan.blocked)
+    out.append("Every dependence between launches was fusable." if not blocked else
+               f"{blocked} dependence(s) kept launches apart (see *Edges that blocked fusion*).")
+    if plan.verified:
+        v = plan.verified
+        out.append(f"Verified against {v.get('reference', 'unfused')}: "
+                   + ("passed." if v.get("ok") else "**FAILED**."))
+    out += ["", REPORT_LEGEND, "", "## Groups", ""]
     rows = []
     for g in plan.groups:
         members = ", ".join(f"#{m} {kernel_of.get(m, '?')}" for m in g.members)
         rows.append([g.id, members, g.orchestration, g.kernel or "-", g.step,
                      _fmt_size(g.global_size), _fmt_size(g.local_size)])
-    out.append(_md_table(["group", "members", "orchestration", "kernel", "step", "global",
-                          "local"], rows))
-    notes = [(g.id, n) for g in plan.groups for n in g.notes]
+    out.append(_md_table(["group", "members (fragments, in order)", "orchestration", "kernel",
+                          "step", "global", "local"], rows))
+    notes = [(g.id, n) for g in plan.groups for n in g.notes
+             if not _is_fragment_listing(n, g, kernel_of)]
     if notes:
         out += ["", "Planning decisions:", ""]
         out += [f"- group {gid}: {note}" for gid, note in notes]

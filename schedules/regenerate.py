@@ -1,7 +1,7 @@
 """Regenerate the checked-in fusion plans of the bundled examples.
 
-    python schedules/regenerate.py          # rewrite schedules/<name>.plan.json
-    python schedules/regenerate.py --check  # exit 1 and list the examples whose plan changed
+    .venv/bin/python schedules/regenerate.py          # rewrite schedules/<name>.plan.json
+    .venv/bin/python schedules/regenerate.py --check  # exit 1 and list the examples whose plan changed
 
 ``tests/test_schedules.py`` runs the check, so a change in planning shows up as a failing test
 and, once regenerated, as a readable diff of these files.  Plans are computed without a device
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"wrote {path.relative_to(ROOT)}")
     if changed:
         print("plans changed: " + ", ".join(changed)
-              + " (run `python schedules/regenerate.py` and review the diff)", file=sys.stderr)
+              + " (run `.venv/bin/python schedules/regenerate.py` and review the diff)", file=sys.stderr)
         return 1
     return 0
 

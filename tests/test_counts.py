@@ -571,7 +571,7 @@ def test_pwqp_to_sympy() -> None:
     one = pc.pwqp_to_sympy(isl.Set("[n] -> { [i] : 0 <= i < 4 }").card())
     assert one == 4
     fl = pc.pwqp_to_sympy(isl.Set("[n] -> { [i] : 0 <= 3i < n }").card())
-    assert fl.has(sympy.floor)
+    assert fl.has(sympy.ceiling)  # isl's floor((n + 2)/3), shown as ceiling(n/3)
 
 
 def test_missing_barvinok(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -664,3 +664,41 @@ def test_evaluate_partial_keeps_symbols() -> None:
     assert kc.op("fma").count.value is None
     js = kc.to_json({"K": 32, "M": 16, "N": 16, "_gs0": 16, "_gs1": 16})
     assert [r["value"] for r in js["ops"] if r["op"] == "fma"] == [16 * 16 * 32 // 32]
+
+
+def test_count_report_params_fix_local_size_exactly() -> None:
+    """``count`` without a host and every size by ``--param``: exact, as with the host (the
+    symbolic model with an unknown local size is an upper bound; evaluating it at the sizes used
+    to over-count the tiled GEMM's store of C by the local size, 256x)."""
+    path = str(ROOT / "examples" / "gemm_bias_relu_transpose" / "kernels.cl")
+    sizes = {"M": 32, "N": 48, "K": 32, "_gs0": 48, "_gs1": 32, "_ls0": 16, "_ls1": 16}
+    rep = pc.count_report(path, kernel="gemm", params=sizes, subgroup_size=8,
+                          granularity="work-item")
+    (entry,) = rep["kernels"]
+    got = {(r["array"], r["direction"]): r["value"] for r in entry["mem"]
+           if r["space"] == "global"}
+    assert all(r["exact"] for r in entry["mem"])
+    kernel = parse_kernels(path)["gemm"]
+    oracle = Oracle(kernel, (48, 32), (16, 16), {"M": 32, "N": 48, "K": 32})
+    want = {k: v for k, v in oracle.accesses.items() if k[0] in ("A", "B", "C")}
+    assert got == want
+    assert got[("C", "store")] == 32 * 48
+    barriers = entry["sync"]["barrier_local"]["value"]
+    assert barriers == oracle.barriers
+    # without the local size, the count is flagged as an upper bound, never below the truth
+    rep = pc.count_report(path, kernel="gemm", params={k: v for k, v in sizes.items()
+                                                       if not k.startswith("_ls")},
+                          subgroup_size=8, granularity="work-item")
+    store = [r for r in rep["kernels"][0]["mem"] if r["array"] == "C"][0]
+    assert not store["exact"] and "value" not in store or store["value"] >= 32 * 48
+    table = pc.format_count_table(rep)
+    assert "afr = access-to-footprint ratio" in table and "<= " in table
+
+
+def test_piecewise_pieces_that_agree_are_merged() -> None:
+    pw = isl.PwQPolynomial("[a, b] -> { (a * a) : a = b; (a * b) : a > b }")
+    assert str(pc.pwqp_to_sympy(pw)) == "Piecewise((a*b, a >= b), (0, True))"
+    n = sympy.Symbol("n", integer=True)
+    assert pc._floor((n + 7) / 8) == sympy.ceiling(n / 8)
+    assert pc._floor((n + 15) / 8) == sympy.ceiling(n / 8) + 1
+    assert pc._floor((2 * n + 3) / 4) == sympy.floor((2 * n + 3) / 4)

@@ -121,3 +121,15 @@ def test_quick_roofline_files_and_copy_bandwidth(queue: cl.CommandQueue, tmp_pat
     assert point["working_set_bytes"] == big
     plain = sorted([plain_before, _plain_copy_gbs(queue, big)])
     assert plain[0] / 2 <= point["gbs"] <= plain[1] * 2, (point, plain)
+
+
+def test_kernel_markers_are_numbered_and_data_movement_is_listed(tmp_path):
+    """Kernels at one spot share one label; a kernel without floating-point work is in the
+    table as not placed, not silently dropped."""
+    kernels = [("a#1", 2.0, 1e9), ("copy#2", 0.0, 0.0), ("b#3", 2.0, 1e9),
+               ("fused:f#3", 4.0, 2e9)]
+    table = rl.kernel_table(kernels)
+    assert [line.split()[0] for line in table] == ["1", "2", "3", "4"]
+    assert "not placed: no floating-point work" in table[1]
+    assert "GFLOP/s" in table[0] and "not placed" not in table[0]
+    assert rl.plot_roofline(_synthetic(), kernels, tmp_path / "r.png").stat().st_size > 0

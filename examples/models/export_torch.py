@@ -1,7 +1,7 @@
 """Export small PyTorch models with both ONNX exporters (a dev tool: polyfuse never needs torch).
 
     pip install torch==2.13.0 onnxscript     # onnxscript: the dynamo exporter needs it
-    python examples/models/export_torch.py [OUT_DIR] [--check]
+    .venv/bin/python examples/models/export_torch.py [OUT_DIR] [--check]
 
 Writes ``torch_<model>_<exporter>.onnx`` (exporter ``ts``: TorchScript, ``dynamo=False``;
 ``dynamo``: ``torch.export`` based, ``dynamo=True``) next to this script, or into OUT_DIR.  The

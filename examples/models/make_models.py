@@ -1,6 +1,6 @@
 """Generate the bundled example ONNX models (deterministic: fixed seeds, onnx.helper only).
 
-    python examples/models/make_models.py [OUT_DIR]   # writes *.onnx next to this script
+    .venv/bin/python examples/models/make_models.py [OUT_DIR]   # writes *.onnx next to this script
 
 Every model is small (a 2-core CPU runs each in well under a second) but has the structure of the
 real thing, so the front-end, the fusion planner and the verification against onnxruntime are

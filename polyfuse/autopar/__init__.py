@@ -1,4 +1,4 @@
-"""Auto-parallelization of plain C loop nests into OpenCL (DESIGN.md §3, seed 002: KernelGen/PPCG).
+"""Auto-parallelization of plain C loop nests into OpenCL (KernelGen-style; see docs/fusion.md).
 
 ``parallelize_file(path, out_dir=...)`` finds the static control parts of a C file
 (:mod:`~polyfuse.autopar.scop`), computes exact dependences (:mod:`~polyfuse.autopar.deps`),

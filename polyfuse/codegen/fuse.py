@@ -1,4 +1,4 @@
-"""Fused OpenCL kernels from a :class:`~polyfuse.fusion.plan.FusionPlan` (DESIGN §3 Orchestration).
+"""Fused OpenCL kernels from a :class:`~polyfuse.fusion.plan.FusionPlan` (docs/fusion.md).
 
 Each :class:`~polyfuse.fusion.plan.FusedGroup` becomes one ``__kernel``; each of its fragments is a
 copy of the original kernel's body, placed by its re-indexing map:

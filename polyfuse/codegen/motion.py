@@ -1,4 +1,4 @@
-"""Code motion so that independent fragments share barriers (DESIGN §3, seed 001 §5.2).
+"""Code motion so that independent fragments share barriers (SIRIUS; docs/fusion.md).
 
 After redundant-barrier removal the fused UAR splits into components with no dependence between
 them; code motion lets them share one set of barriers: ``(S1 → P0 → S2 → S3)`` and

@@ -7,19 +7,19 @@ model's statements back onto the kernel being built by walking the printed and t
 syntax trees in parallel (printing and re-parsing keep the tree shape; if they ever do not, the
 pass does nothing, which is always safe).
 
-* **Private intermediates** (DESIGN §3, seed 001 §5.2).  A buffer written by exactly one statement
+* **Private intermediates** (SIRIUS; docs/fusion.md).  A buffer written by exactly one statement
   of the fused kernel, at most once per work-item, with distinct work-items writing distinct
   elements, and read by later statements that (for every instance, for all parameter values) read
   exactly the element the same work-item wrote, is forwarded through a private variable: the
   load becomes the variable.  The global store is dropped only when nothing else reads the
   buffer: no other load in the kernel, no other launch, no host operation.
-* **Redundant-barrier removal** (seed 001 Algorithm 1).  A barrier is needed only if some
+* **Redundant-barrier removal** (SIRIUS, Algorithm 1).  A barrier is needed only if some
   dependence between two different work-items of one work-group (same ``__local`` array element,
   or same global buffer element, at least one write) has its source before and its sink after
   the barrier in execution order, and no other kept barrier with the right fence lies between
   them.  Barriers are examined one at a time against the barriers still kept, so removing one
   never leaves a dependence unordered.  Barriers that may not be reached uniformly are kept.
-* **Code motion** so that independent fragments share barriers (seed 001 §5.2) is done while the
+* **Code motion** so that independent fragments share barriers (as in SIRIUS) is done while the
   fused kernel is assembled, on the fragments themselves (:mod:`polyfuse.codegen.motion`), so
   both passes above see the merged body; it is recorded as ``barriers_shared`` (barrier
   statements no longer emitted) with one detail per merged set of fragments.
@@ -302,7 +302,7 @@ def _sched_map(k: Kernel, sid: str) -> Optional[isl.Map]:
 
 
 def remove_barriers(gc: Any, helpers_text: str, res: OptResult) -> None:
-    """Seed 001 Algorithm 1 on the fused kernel's model (module docstring)."""
+    """SIRIUS' Algorithm 1 on the fused kernel's model (module docstring)."""
     from polyfuse.codegen.fuse import walk
 
     got = _model(gc, helpers_text)

@@ -1056,8 +1056,9 @@ class _Extractor:
             st.exact = False
             st.reason = "local size unknown: the work-item domain is relaxed"
             self.note("local size unknown in a dimension whose grouping the kernel observes: "
-                      "the work-item domain is over-approximated; specialize() with the local "
-                      "size for an exact model")
+                      "the work-item domain is over-approximated (counts are upper bounds); give "
+                      "the local size (--param _ls0=..., --host, or specialize()) for an exact "
+                      "model")
         self.wi = wi
         self.depth_max = 0
         for p in self.params_decl:

@@ -1,4 +1,4 @@
-"""Fusion planning (DESIGN §3 "Planning"): local fusion (P1), global fusion with isl (P2, P3).
+"""Fusion planning (docs/fusion.md): local fusion (P1), global fusion with isl (P2, P3).
 
 ``plan_fusion(uar)`` returns a :class:`FusionPlan` whose groups place each launch into a fused
 grid by an isl re-indexing; ``check_plan(plan)`` is the legality certificate (every intra-group

@@ -10,7 +10,7 @@ of a group is a :class:`Fragment`: one original launch placed into the fused ker
 Code generation substitutes the fragment's work-item functions by the map's expressions and
 guards the fragment by the domain; a ``barrier_before`` fragment is preceded by a work-group
 barrier (a block-level edge to an earlier fragment).  The plan is serialisable as the
-``plan.json`` of DESIGN §4.
+``plan.json`` of docs/interfaces.md.
 """
 
 from __future__ import annotations

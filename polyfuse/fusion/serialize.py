@@ -1,4 +1,5 @@
-"""``plan.json`` (DESIGN §4): a deterministic, diff-friendly dictionary of a :class:`FusionPlan`.
+"""``plan.json`` (docs/interfaces.md): a deterministic, diff-friendly dictionary of a
+:class:`FusionPlan`.
 
 Groups keep their id order, fragments their execution order, edges the UAR's order (host order
 of source, then destination, array, kind) and blocked edges the same; :func:`plan_to_text`
@@ -50,7 +51,7 @@ def _blocked_json(b: BlockedFusion) -> dict[str, Any]:
 
 
 def plan_to_json(plan: FusionPlan) -> dict[str, Any]:
-    """The DESIGN §4 ``plan.json`` object of a plan."""
+    """The docs/interfaces.md ``plan.json`` object of a plan."""
     out: dict[str, Any] = {
         "launches_before": plan.launches_before,
         "launches_after": plan.launches_after,

@@ -1,4 +1,4 @@
-"""Exact symbolic kernel feature counts (seed 004, DESIGN §3 "Performance model").
+"""Exact symbolic kernel feature counts (Stevens & Klöckner; docs/performance.md).
 
 Every count is a barvinok count (``Set.card()`` through islpy) of an isl set derived from the
 kernel model of :mod:`polyfuse.frontend.opencl`, so it is exact for every value of the kernel's
@@ -11,10 +11,10 @@ Conventions:
   instance, where the unit is a ``work-item``, a ``sub-group`` or a ``work-group``.  Work-items of
   a sub-group are consecutive in the linearized local id ``l0 + L0*l1 + L0*L1*l2`` (chunks of the
   sub-group size).  So a ``work-item`` count is the launch total; :meth:`KernelCounts.per_work_item`
-  divides by the number of work-items.  Default granularities (``granularity=None``) follow seed
-  004: float ops and ``__local`` accesses per sub-group; a global access per sub-group when it is
-  uniform across a sub-group (local-id strides 0 in every dimension a sub-group spans), per
-  work-item otherwise; barriers per work-item; launches per launch.
+  divides by the number of work-items.  Default granularities (``granularity=None``) follow
+  Stevens & Klöckner: float ops and ``__local`` accesses per sub-group; a global access per
+  sub-group when it is uniform across a sub-group (local-id strides 0 in every dimension a
+  sub-group spans), per work-item otherwise; barriers per work-item; launches per launch.
 * **Ops** (see :mod:`polyfuse.perf.features`): float ops only, by op and numpy dtype; ``a*b+c``
   is one ``fma`` (not also a ``mul`` and an ``add``).
 * **Memory**: one record per (space, array, dtype, direction, strides, exactness).  At work-item
@@ -107,8 +107,33 @@ def _aff_to_sympy(aff: isl.Aff) -> sympy.Expr:
     for i in range(aff.dim(isl.dim_type.div)):
         c = aff.get_coefficient_val(isl.dim_type.div, i)
         if not c.is_zero():
-            e += _val(c) * sympy.floor(_aff_to_sympy(aff.get_div(i)))
+            e += _val(c) * _floor(_aff_to_sympy(aff.get_div(i)))
     return e
+
+
+def _floor(e: sympy.Expr) -> sympy.Expr:
+    """``floor(e)``, written ``ceiling(x/d)`` when ``e = (x + d - 1)/d`` with integer ``x``
+    (isl's form of a ceiling), which reads better."""
+    const, rest = e.as_coeff_Add()
+    d = math.lcm(*[int(t.as_coeff_Mul()[0].q) for t in sympy.Add.make_args(rest)])
+    if d > 1 and const.is_Rational and (const * d).is_Integer and (const * d) % d == d - 1:
+        return sympy.floor(const) + sympy.ceiling(rest)
+    return sympy.floor(e)
+
+
+def _relation(e: sympy.Expr, equality: bool) -> Any:
+    """``e >= 0`` (or ``e = 0``) as ``positive terms >= negative terms`` (``n >= 16``, not
+    ``n - 16 >= 0``)."""
+    lhs, rhs = sympy.Integer(0), sympy.Integer(0)
+    for t in sympy.Add.make_args(e):
+        if t.as_coeff_Mul()[0] < 0:
+            rhs -= t
+        else:
+            lhs += t
+    if lhs.is_number and not rhs.is_number:
+        lhs, rhs = -rhs, -lhs  # 16 - n >= 0 -> -n >= -16 -> read as n <= 16
+        return sympy.Eq(-lhs, -rhs) if equality else sympy.Le(-lhs, -rhs)
+    return sympy.Eq(lhs, rhs) if equality else sympy.Ge(lhs, rhs)
 
 
 def _set_to_sympy(s: isl.Set) -> Any:
@@ -119,7 +144,7 @@ def _set_to_sympy(s: isl.Set) -> Any:
         ands = []
         for con in bs.get_constraints():
             e = _aff_to_sympy(con.get_aff())
-            ands.append(sympy.Eq(e, 0) if con.is_equality() else e >= 0)
+            ands.append(_relation(e, con.is_equality()))
         ors.append(sympy.And(*ands))
     return sympy.Or(*ors)
 
@@ -136,7 +161,7 @@ def _qp_to_sympy(qp: isl.QPolynomial) -> sympy.Expr:
         for i in range(term.dim(isl.dim_type.div)):
             k = term.get_exp(isl.dim_type.div, i)
             if k:
-                e *= sympy.floor(_aff_to_sympy(term.get_div(i))) ** k
+                e *= _floor(_aff_to_sympy(term.get_div(i))) ** k
         out += e
     return out
 
@@ -155,9 +180,41 @@ def pwqp_to_sympy(pw: isl.PwQPolynomial, context: Optional[isl.Set] = None) -> s
     return _pwqp_to_sympy(pw, None)
 
 
+def _merge_pieces(pw: isl.PwQPolynomial, context: Optional[isl.Set]
+                  ) -> list[tuple[isl.Set, isl.QPolynomial]]:
+    """The pieces of ``pw``, a piece joined to another whose polynomial agrees with its own on
+    its domain (``a*a`` where ``a = b`` joins ``a*b`` where ``a > b``), so fewer cases show;
+    domains gisted by ``context``."""
+    def finite(q: isl.QPolynomial) -> bool:
+        return not (q.is_nan() or q.is_infty() or q.is_neginfty())
+
+    def agrees(dom: isl.Set, mine: isl.QPolynomial, other: isl.QPolynomial) -> bool:
+        return finite(mine) and finite(other) and isl.PwQPolynomial.alloc(dom, other).sub(
+            isl.PwQPolynomial.alloc(dom, mine)).is_zero()
+
+    groups = list(pw.get_pieces())
+    merged = True
+    while merged and len(groups) > 1:
+        merged = False
+        for i in range(len(groups)):
+            for j in range(len(groups)):
+                (di, qi), (dj, qj) = groups[i], groups[j]
+                if i != j and agrees(dj, qj, qi):  # qi serves j's domain too
+                    groups[i] = (coalesce(di.union(dj)), qi)
+                    del groups[j]
+                    merged = True
+                    break
+            if merged:
+                break
+    if context is not None:
+        groups = [(coalesce(d.gist_params(context.align_params(d.get_space().params()))), q)
+                  for d, q in groups]
+    return groups
+
+
 def _pwqp_to_sympy(pw: isl.PwQPolynomial, context: Optional[isl.Set]) -> sympy.Expr:
     pieces: list[tuple[sympy.Expr, isl.Set]] = []
-    for dom, qp in pw.get_pieces():
+    for dom, qp in _merge_pieces(pw, context):
         if qp.is_nan():
             e = sympy.nan
         elif qp.is_infty() or qp.is_neginfty():
@@ -283,7 +340,7 @@ Stride = Union[int, sympy.Expr, None]
 
 @dataclass(frozen=True)
 class MemRecord:
-    """Memory accesses of one class (seed 004's ``f_mem_access_...`` features)."""
+    """Memory accesses of one class (Stevens & Klöckner's ``f_mem_access_...`` features)."""
 
     space: str  # global | constant | local
     array: str
@@ -672,6 +729,9 @@ def _size_context(geo: _Geometry) -> Optional[isl.Set]:
                 cons.append(f"{name} >= 1")
                 if isinstance(known, int) and known > 1:
                     cons.append(f"{name} mod {known} = 0")
+        if GLOBAL_SIZE_PARAMS[d] in geo.params and LOCAL_SIZE_PARAMS[d] in geo.params:
+            # OpenCL: the global size is a multiple of the local size, so never smaller
+            cons.append(f"{LOCAL_SIZE_PARAMS[d]} <= {GLOBAL_SIZE_PARAMS[d]}")
     if not cons:
         return None
     return isl.Set(f"[{', '.join(geo.params)}] -> {{ : {' and '.join(cons)} }}")
@@ -681,7 +741,7 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
                  granularity: Optional[str] = None) -> KernelCounts:
     """Exact symbolic counts of one kernel launch (totals over all its work-items).
 
-    ``granularity`` None uses seed 004's defaults per feature (see the module docstring);
+    ``granularity`` None uses the default granularities per feature (see the module docstring);
     ``"work-item"``, ``"sub-group"`` or ``"work-group"`` applies one to every op, memory and
     barrier record.  ``subgroup_size`` defaults to what the OpenCL device reports.
     """
@@ -929,6 +989,30 @@ def count_program(program: Program, *, subgroup_size: Optional[int] = None,
 # ----------------------------------------------------------------------------------------------
 
 
+def _specialize_with(kernel: Kernel, params: Mapping[str, Any]) -> Kernel:
+    """``kernel`` re-extracted with the sizes and integer scalars that ``params`` fix.
+
+    Evaluating the symbolic count afterwards is not enough: with an unknown local size the
+    kernel's work-item domain is over-approximated (``g_d`` and ``l_d`` range independently, as
+    ``g_d*_ls_d + l_d`` is not affine), so the count at given sizes would be too large by the
+    local size; specializing first gives the exact domain.
+    """
+    local = tuple(params.get(LOCAL_SIZE_PARAMS[d]) for d in range(3))
+    glob = tuple(params.get(GLOBAL_SIZE_PARAMS[d]) for d in range(3))
+    scalars = {p.name: params[p.name] for p in kernel.params
+               if not p.pointer and p.name in params and isinstance(params[p.name], int)}
+    if not scalars and all(x is None for x in local + glob):
+        return kernel
+    for d in range(3):
+        if local[d] is not None and glob[d] is not None and glob[d] % local[d]:
+            raise PolyfuseError(f"kernel {kernel.name}: {GLOBAL_SIZE_PARAMS[d]}={glob[d]} is "
+                                f"not a multiple of {LOCAL_SIZE_PARAMS[d]}={local[d]}")
+    from polyfuse.uar.effects import _specialize
+
+    ctx = KernelContext(local, glob, tuple(sorted(scalars.items())))  # type: ignore[arg-type]
+    return _specialize(kernel, ctx)
+
+
 def count_report(kernels_path: str, host: Optional[str] = None, kernel: Optional[str] = None,
                  params: Optional[Mapping[str, int]] = None, *,
                  subgroup_size: Optional[int] = None,
@@ -952,6 +1036,7 @@ def count_report(kernels_path: str, host: Optional[str] = None, kernel: Optional
         for name, k in kernels.items():
             if kernel is not None and name != kernel:
                 continue
+            k = _specialize_with(k, params)
             kc = count_kernel(k, subgroup_size=subgroup_size, granularity=granularity)
             out.append(kc.to_json(params))
         return {"file": kernels_path, "kernels": out}
@@ -973,6 +1058,18 @@ def count_report(kernels_path: str, host: Optional[str] = None, kernel: Optional
     return {"file": kernels_path, "host": host, "launches": launches}
 
 
+#: The key printed above every ``polyfuse count`` table (and in its ``--help``).
+COLUMNS_HELP = """\
+columns: feature = op NAME DTYPE | SPACE load/store ARRAY DTYPE | barrier/launch;
+  lid{d:s} = stride s, in elements, between work-items whose local id differs by 1 in
+  dimension d (0: same element, ?: not affine); gid{d:s} = the same between work-groups;
+  afr = access-to-footprint ratio (accesses / distinct elements; 1: each read once);
+  (may) = over-approximated (data-dependent subscript or unknown local size: an upper bound);
+  per = the unit that counts once (work-item: every element access; sub-group/work-group:
+  once per unit however many lanes take part); count = the total over the launch (a formula
+  in the kernel's sizes where they are unknown: give them with --param or --host)"""
+
+
 def _cell(d: Mapping[str, Any]) -> str:
     if "value" in d:
         v = d["value"]
@@ -981,8 +1078,12 @@ def _cell(d: Mapping[str, Any]) -> str:
 
 
 def format_count_table(report: Mapping[str, Any]) -> str:
-    """A plain-text table of :func:`count_report`'s result (one block per kernel or launch)."""
-    lines: list[str] = []
+    """A plain-text table of :func:`count_report`'s result (one block per kernel or launch).
+
+    The count column shows the value where the sizes fix it, the formula otherwise (``--json``
+    has both).
+    """
+    lines: list[str] = [COLUMNS_HELP, ""]
     entries = report.get("launches")
     if entries is None:
         entries = report.get("kernels", [])
@@ -992,36 +1093,39 @@ def format_count_table(report: Mapping[str, Any]) -> str:
         lines.append(title + "  (" + ", ".join(f"{k.replace('_', ' ')} {_cell(v)}"
                                               for k, v in geo.items())
                      + f", sub-group size {e.get('subgroup_size')})")
-        rows: list[tuple[str, ...]] = [("feature", "granularity", "count", "value")]
+        rows: list[tuple[str, ...]] = [("feature", "per", "count")]
         for r in e["ops"]:
-            rows.append((f"op {r['op']} {r['dtype']}", r["granularity"], r["count"],
-                         _val_text(r)))
+            rows.append((f"op {r['op']} {r['dtype']}", r["granularity"], _count_text(r)))
         for r in e["mem"]:
             ls = ",".join(f"{k}:{_stride_text(v)}" for k, v in r["lid_strides"].items())
             gs = ",".join(f"{k}:{_stride_text(v)}" for k, v in r["gid_strides"].items())
             afr = r.get("afr_value", r.get("afr"))
-            afr_s = f"{afr:.3g}" if isinstance(afr, float) else str(afr)
+            afr_s = "?" if afr is None else f"{afr:.3g}" if isinstance(afr, float) else str(afr)
             feat = (f"{r['space']} {r['direction']} {r['array']} {r['dtype']} "
                     f"lid{{{ls}}} gid{{{gs}}} afr {afr_s}")
             if not r["exact"]:
                 feat += " (may)"
-            rows.append((feat, r["granularity"], r["count"], _val_text(r)))
+            rows.append((feat, r["granularity"], _count_text(r)))
         for kind, r in e["sync"].items():
-            rows.append((kind, r["granularity"], r["count"], _val_text(r)))
-        widths = [min(max(len(row[i]) for row in rows), 70) for i in range(4)]
+            rows.append((kind, r["granularity"], _count_text(r)))
+        widths = [max(len(row[i]) for row in rows) for i in range(2)]
         for row in rows:
-            lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+            lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths + [0]))
+                         .rstrip())
         for n in e.get("notes", []):
             lines.append(f"  note: {n}")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _val_text(r: Mapping[str, Any]) -> str:
+def _count_text(r: Mapping[str, Any]) -> str:
+    """The value when known (``<= v`` for an upper bound), else the formula."""
     if "value" not in r:
-        return "-"
-    v = r["value"]
-    return f"{v:.6g}" if isinstance(v, float) else str(v)
+        text = str(r["count"])
+    else:
+        v = r["value"]
+        text = f"{v:.6g}" if isinstance(v, float) else str(v)
+    return text if r.get("exact", True) else f"<= {text}"
 
 
 def _stride_text(v: Any) -> str:

@@ -6,7 +6,8 @@ instances (barvinok); this module only looks at one expression at a time.
 Conventions (kept identical everywhere the counts are used):
 
 * Only floating-point arithmetic is counted (``half``/``float``/``double`` scalars and vectors);
-  integer arithmetic is index computation (seed 004 does the same).  The dtype is the numpy name
+  integer arithmetic is index computation (Stevens & Klöckner do the same).  The dtype is the numpy
+  name
   of the element type (``float32``, ``float64``, ``float16``); a vector operation counts once per
   lane.
 * ``a*b + c``, ``a*b - c``, ``c - a*b`` and ``acc += a*b`` are one **fma** each: a product that

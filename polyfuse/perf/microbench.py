@@ -1,6 +1,7 @@
 """Generated OpenCL micro-benchmarks: what a device does per byte, flop, barrier and launch.
 
-They calibrate the performance model (seed 004 §7) and draw the empirical roofline (seed 003).
+They calibrate the performance model (Stevens & Klöckner) and draw the empirical roofline (Roofline
+Model Toolkit).
 Each kernel's source is generated as a string from its parameters, built through pyopencl, timed
 with profiling events (median of repeats, spread = IQR/median), and returned as a plain
 dataclass (``.to_dict()`` is JSON-ready).  Each benchmark takes ``quick=True`` to shrink sizes

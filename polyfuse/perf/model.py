@@ -1,4 +1,4 @@
-"""Calibrated kernel-time model (seed 004, DESIGN §3 "Performance model").
+"""Calibrated kernel-time model (Stevens & Klöckner; docs/performance.md).
 
 Stevens & Klöckner's recipe, made concrete for polyfuse:
 
@@ -21,14 +21,16 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
      ``gmem_uniform_bytes`` (local-id stride 0 in every dimension a sub-group spans: one
      broadcast load per sub-group) and ``gmem_strided_bytes`` (anything else, including
      may-accesses and non-affine subscripts).  Two refinements from the access-to-footprint
-     ratio (seed 004 classifies by AFR too): only the footprint (distinct elements) is charged
+     ratio (Stevens & Klöckner classify by AFR too): only the footprint (distinct elements) is
+     charged
      to its stride class, the accesses beyond it (AFR > 1: re-reads a cache can serve) go to
      ``gmem_reuse_bytes``; and unit-stride accesses that each work-item repeats (more than one
      element access per work-item: a loop walking the array) go to ``gmem_unit_loop_bytes`` —
      on a GPU they cost what ``gmem_unit_bytes`` costs, but a CPU OpenCL compiler (PoCL)
      vectorizes across work-items only loop-free code, and the fit should be free to see that;
    * overheads that do not overlap with the rest: ``launches``, ``group_barriers`` (barriers
-     executed per work-group, summed over work-groups, as seed 004's ``barrier × groups``) and
+     executed per work-group, summed over work-groups, as Stevens & Klöckner's ``barrier ×
+     groups``) and
      ``work_groups``.
 
 2. **Model.**  With ``c`` the fitted costs (seconds per unit of each feature)::

@@ -1,4 +1,5 @@
-"""The empirical roofline (seed 003): measured bandwidth per memory level and peak FLOP/s.
+"""The empirical roofline (Roofline Model Toolkit): measured bandwidth per memory level and peak
+FLOP/s.
 
 Bandwidth ceilings come from the read-only bandwidth-vs-working-set curve of
 :mod:`polyfuse.perf.microbench`: its plateaus are the memory levels (L1, L2, ..., LLC, DRAM by size
@@ -301,6 +302,17 @@ def measure_roofline(
 KernelPoint = tuple[str, float, float]
 
 
+def kernel_table(kernels: Sequence[KernelPoint]) -> list[str]:
+    """The key of the numbered kernel markers: one line per kernel, those without floating-point
+    work (pure data movement: no place on a FLOP/s axis) said so instead of dropped."""
+    lines = []
+    for i, (name, x, fps) in enumerate(kernels, 1):
+        where = (f"{x:8.3g} FLOP/byte  {fps / 1e9:8.3g} GFLOP/s" if x > 0 and fps > 0 else
+                 "not placed: no floating-point work (data movement only)")
+        lines.append(f"{i:3d}  {name:<28s} {where}")
+    return lines
+
+
 def plot_roofline(roofline: Roofline, kernels: Sequence[KernelPoint] = (),
                   path: Union[str, Path] = "roofline.png") -> Path:
     """Log-log roofline: one ceiling per bandwidth level, the compute ceiling, the measured
@@ -317,7 +329,9 @@ def plot_roofline(roofline: Roofline, kernels: Sequence[KernelPoint] = (),
     lo = min([1 / 16, min(ridges) / 8] + [x / 2 for x in k_ai])
     hi = max([64.0, max(ridges) * 8] + [x * 2 for x in k_ai])
     ai = np.logspace(np.log10(lo), np.log10(hi), 256)
-    fig = Figure(figsize=(8, 5.5))
+    table = kernel_table(kernels)
+    table_h = 0.16 * (len(table) + 1) if table else 0.0
+    fig = Figure(figsize=(10, 5.5 + table_h))
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
     colors = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown"]
@@ -330,19 +344,35 @@ def plot_roofline(roofline: Roofline, kernels: Sequence[KernelPoint] = (),
         ax.plot([p["arithmetic_intensity"] for p in roofline.flops],
                 [p["gflops"] for p in roofline.flops], "x", color="gray",
                 label="measured (Horner, in cache)")
-    for name, x, fps in kernels:
+    # numbered markers (the names are in the table under the plot): labels never pile up
+    labelled: set[str] = set()
+    spots: dict[tuple[int, int], list[int]] = {}  # points that would overlap share one label
+    for i, (name, x, fps) in enumerate(kernels, 1):
         if x > 0 and fps > 0:
-            ax.plot([x], [fps / 1e9], "o", color="crimson")
-            ax.annotate(name, (x, fps / 1e9), textcoords="offset points", xytext=(5, 5),
-                        fontsize=8)
+            fused = name.startswith("fused:")
+            kind = "fused kernels" if fused else "kernels"
+            ax.plot([x], [fps / 1e9], "D" if fused else "o",
+                    color="darkgreen" if fused else "crimson", markersize=6,
+                    label=None if kind in labelled else kind)
+            labelled.add(kind)
+            key = (round(np.log10(x) / 0.08), round(np.log10(fps / 1e9) / 0.08))
+            spots.setdefault(key, []).append(i)
+    for k, numbers in enumerate(spots.values()):
+        _, x, fps = kernels[numbers[0] - 1]
+        ax.annotate(",".join(map(str, numbers)), (x, fps / 1e9), textcoords="offset points",
+                    xytext=(5, 3 + 8 * (k % 2)), fontsize=8)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("GFLOP/s")
     ax.set_title(f"{roofline.device.get('name', '?')} — {roofline.measured_at}", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
+    # the legend outside the axes, so it never hides a point
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    if table:
+        fig.text(0.01, 0.01, "\n".join(["  #  kernel"] + table), family="monospace",
+                 fontsize=7, va="bottom")
+    fig.tight_layout(rect=(0, table_h / (5.5 + table_h), 1, 1))
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)
@@ -363,7 +393,8 @@ def kernel_points(program: Any, *, params: Optional[dict[str, int]] = None, labe
     Arithmetic intensity comes from the exact counts (:mod:`polyfuse.perf.counts`: flops with
     an fma counted as 2, global bytes loaded and stored, at work-item granularity, summed over
     host-loop instances); performance from the launch's median profiled time
-    (:func:`polyfuse.runtime.time_program`).  Launches with no flops or bytes are skipped.
+    (:func:`polyfuse.runtime.time_program`).  A launch without floating-point work is a point
+    ``(name, 0, 0)``: the plot lists it as not placed rather than dropping it silently.
     """
     from polyfuse.perf.counts import count_program
     from polyfuse.runtime.execute import time_program
@@ -378,9 +409,11 @@ def kernel_points(program: Any, *, params: Optional[dict[str, int]] = None, labe
         nbytes = sum(float(m.count.value or 0) * _dtype_bytes(m.dtype) for m in kc.mem
                      if m.space in ("global", "constant"))
         seconds = timing.per_launch.get(launch.id, 0.0)
+        name = f"{label}{launch.kernel}#{launch.id}"
         if flops > 0 and nbytes > 0 and seconds > 0:
-            points.append((f"{label}{launch.kernel}#{launch.id}", flops / nbytes,
-                           flops / seconds))
+            points.append((name, flops / nbytes, flops / seconds))
+        else:
+            points.append((name, 0.0, 0.0))
     return points
 
 

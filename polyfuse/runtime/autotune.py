@@ -1,4 +1,4 @@
-"""Autotuning of orchestration variants (DESIGN §3 "Orchestration": chosen by measurement).
+"""Autotuning of orchestration variants (docs/fusion.md: orchestration is chosen by measurement).
 
 :func:`autotune` plans a program once per orchestration variant, generates each distinct plan,
 **verifies** it against the unfused program (a variant that computes something else is reported

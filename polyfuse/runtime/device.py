@@ -312,6 +312,16 @@ def _first_working_device(platforms: list) -> cl.Device:
                         + "); run .ci/ensure-opencl or install pocl-opencl-icd")
 
 
+def probe_device(dev: cl.Device) -> Optional[str]:
+    """None when ``dev`` builds and runs a probe kernel, else why not (one line)."""
+    try:
+        ctx = cl.Context([dev])
+        check_device(ctx, cl.CommandQueue(ctx))
+    except (cl.Error, PolyfuseError) as err:
+        return str(err).splitlines()[0] if str(err).strip() else type(err).__name__
+    return None
+
+
 def check_device(ctx: cl.Context, queue: cl.CommandQueue) -> None:
     """Build and run a one-line kernel: fail early, with the reason, before a long benchmark."""
     kernel = build_kernel(ctx, "__kernel void polyfuse_probe(__global int *a) { a[0] = 42; }",

@@ -1,6 +1,7 @@
 """Check one execution against another: the fused program against the unfused one.
 
-Fusion must never change results (DESIGN §5), but it may legally change floating-point rounding:
+Fusion must never change results (docs/architecture.md, "Correctness"), but it may legally change
+floating-point rounding:
 a fused kernel can evaluate the same expression in another order, keep intermediates in registers
 instead of rounding them through memory, or let the compiler contract ``a*b + c`` into an fma.
 So floating-point buffers are compared with a tolerance (``|c - r| <= atol + rtol * |r|``, as

@@ -1,7 +1,8 @@
 """Test oracles: an OpenCL C interpreter and brute-force dependence enumeration.
 
 The UAR computes dependences symbolically with isl; these modules compute them independently, by
-*executing* the parsed kernels on small concrete sizes, so the two can be compared (DESIGN §5).
+*executing* the parsed kernels on small concrete sizes, so the two can be compared
+(docs/architecture.md, "Correctness").
 :mod:`polyfuse.testing.kernelgen` (hypothesis strategies) needs the ``test`` extra and is not
 imported here.
 """

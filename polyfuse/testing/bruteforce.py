@@ -1,9 +1,11 @@
 """Brute-force dependences of a :class:`~polyfuse.program.Program` on small concrete sizes.
 
-The oracle the UAR is tested against (DESIGN §5): host loops are unrolled, every launch instance
+The oracle the UAR is tested against (docs/architecture.md, "Correctness"): host loops are
+unrolled, every launch instance
 is *executed* by :mod:`polyfuse.testing.interp` on seeded random data, and every global-memory
 access is recorded per work-item.  Dependences are then computed between op instances in host
-order, element by element, and labelled with the width definitions of DESIGN §3 applied to the
+order, element by element, and labelled with the width definitions of docs/definitions.md applied
+to the
 concrete pair sets.
 
 Conventions shared with the UAR (:mod:`polyfuse.uar.effects`):
@@ -144,7 +146,7 @@ class Simulation:
 
 
 # ----------------------------------------------------------------------------------------------
-# Width on concrete pair sets (DESIGN §3)
+# Width on concrete pair sets (docs/definitions.md)
 # ----------------------------------------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""The unified abstract representation (UAR): effects, dependences, widths (DESIGN §3)."""
+"""The unified abstract representation (UAR): effects, dependences, widths (docs/definitions.md)."""
 
 from polyfuse.uar.deps import Dependence, dependences, host_schedule
 from polyfuse.uar.effects import LEVELS, Effects, Instantiation, OpInstances, instantiate

@@ -1,4 +1,5 @@
-"""Dependences between operation instances: exact dataflow over the host schedule (DESIGN §3).
+"""Dependences between operation instances: exact dataflow over the host schedule
+(docs/definitions.md).
 
 The host schedule gives every instance of an operation the time of its host statement: a 2d+1
 vector interleaving textual positions with host-loop iterators.  All work-items of one launch

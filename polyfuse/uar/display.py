@@ -58,6 +58,44 @@ def _graph(uar: Any, launches_only: bool = False) -> nx.MultiDiGraph:
     if launches_only:
         keep = [n for n, k in g.nodes(data="kind") if (k or "launch") == "launch"]
         g = nx.MultiDiGraph(g.subgraph(keep))
+    return _drop_implied_virtual(_merge_blocking_syncs(g))
+
+
+def _call_name(attrs: Mapping[str, Any]) -> str:
+    label = str(attrs.get("label") or "")
+    return label.split(":", 1)[1].strip() if ":" in label else label
+
+
+def _merge_blocking_syncs(g: nx.MultiDiGraph) -> nx.MultiDiGraph:
+    """A blocking transfer is one host call but two operations (the transfer, then a sync):
+    drawn as one node, marked blocking, with the sync's edges."""
+    order = list(g.nodes)
+    for prev, node in zip(order, order[1:]):
+        if prev not in g or node not in g:
+            continue
+        a, b = g.nodes[prev], g.nodes[node]
+        if b.get("kind") == "sync" and a.get("kind") == "host" and g.has_edge(prev, node) \
+                and _call_name(b) == _call_name(a) and _call_name(a).startswith("clEnqueue"):
+            g = nx.contracted_nodes(g, prev, node, self_loops=False, copy=False)
+            g.nodes[prev].pop("contraction", None)
+            g.nodes[prev]["blocking"] = True
+    return g
+
+
+def _drop_implied_virtual(g: nx.MultiDiGraph, limit: int = 4000) -> nx.MultiDiGraph:
+    """Without the virtual (ordering-only) edges that other edges already imply: a virtual edge
+    ``u -> v`` is not drawn when ``v`` is reachable from ``u`` another way (or ``u -> v`` is also
+    a data edge)."""
+    if g.number_of_edges() > limit:
+        return g
+    order = {n: i for i, n in enumerate(g.nodes)}
+    for u, v, key, attrs in list(g.edges(keys=True, data=True)):
+        if edge_category(attrs) != "virtual" or order[u] >= order[v]:
+            continue
+        g.remove_edge(u, v, key)
+        forward = nx.DiGraph((a, b) for a, b in g.edges() if order[a] < order[b])
+        if not (u in forward and v in forward and nx.has_path(forward, u, v)):
+            g.add_edge(u, v, key, **attrs)
     return g
 
 
@@ -154,6 +192,8 @@ def node_text(node: Any, attrs: Mapping[str, Any]) -> str:
     loops = _loops_text(attrs.get("host_loops"))
     if kind == "launch" or attrs.get("kernel"):
         return f"#{node} {attrs.get('kernel') or attrs.get('label') or ''}".rstrip() + loops
+    if attrs.get("blocking"):
+        loops += " (blocking)"
     name = attrs.get("op") or ""
     label = str(attrs.get("label") or "")
     if ":" in label:  # "H3: clEnqueueWriteBuffer" -> the call's name
@@ -242,10 +282,12 @@ def _edge_path(src: _Box, dst: _Box, k: int, n: int) -> tuple[str, tuple[float, 
         p2, p3 = (r + bulge, src.mid + 20 + 6 * k), (r, src.mid + 5)
     elif dst.layer > src.layer:  # downwards
         dy = (dst.y - src.bottom) / 2
-        p0 = (src.cx + spread * 0.5, src.bottom)
-        p3 = (dst.cx + spread * 0.5, dst.y)
-        p1 = (p0[0] + spread, p0[1] + dy)
-        p2 = (p3[0] + spread, p3[1] - dy)
+        # an edge skipping layers bends to the right of the nodes (and edges) between its ends
+        bend = 0.0 if dst.layer - src.layer == 1 else 0.6 * max(src.w, dst.w) + 12 * k
+        p0 = (src.cx + spread * 0.5 + bend / 3, src.bottom)
+        p3 = (dst.cx + spread * 0.5 + bend / 3, dst.y)
+        p1 = (p0[0] + spread + bend, p0[1] + dy)
+        p2 = (p3[0] + spread + bend, p3[1] - dy)
     else:  # same layer or a back edge: around the right side
         bulge = 46 + 16 * k + 0.25 * abs(src.mid - dst.mid)
         p0, p3 = (src.right, src.mid + spread * 0.2), (dst.right, dst.mid + spread * 0.2)
@@ -365,6 +407,7 @@ def uar_to_svg(uar: Any, launches_only: bool = False) -> str:
     ]
     # edges first so that nodes are drawn over their ends
     groups: dict[tuple[Any, Any], list[tuple[Any, dict]]] = {}
+    placed: list[tuple[float, float, float]] = []  # edge labels drawn: (x, y, width)
     for u, v, key, attrs in g.edges(keys=True, data=True):
         groups.setdefault((u, v), []).append((key, attrs))
     for (u, v), parallel in groups.items():
@@ -374,12 +417,17 @@ def uar_to_svg(uar: Any, launches_only: bool = False) -> str:
             color = edge_color(attrs)
             dash = ' stroke-dasharray="5,4"' if cat == "virtual" else ""
             marker = cat if cat in WIDTH_COLORS or cat in ("host", "virtual") else "unknown"
-            # only launch-to-launch edges get a label; host and virtual ones keep the tooltip
-            label = ("" if cat in ("virtual", "host")
+            # data edges (host ones too) are labelled; virtual ones keep the tooltip
+            label = ("" if cat == "virtual"
                      else f"{attrs.get('array') or ''} {attrs.get('kind')}")
             text = ""
             if label.strip():
-                text = (f'<text x="{_fmt(mx + 4)}" y="{_fmt(my - 3 + 11 * k)}" font-size="10" '
+                lx, ly, lw = mx + 4, my - 3 + 11 * k, 6.0 * len(label.strip())
+                while any(abs(ly - py) < 11 and lx < px + pw and px < lx + lw
+                          for px, py, pw in placed):
+                    ly += 11  # below the labels already drawn there
+                placed.append((lx, ly, lw))
+                text = (f'<text x="{_fmt(lx)}" y="{_fmt(ly)}" font-size="10" '
                         f'fill="{color}" style="{FONT}">{_esc(label.strip())}</text>')
             out.append(
                 f'<g class="pf-edge pf-{_esc(cat)}" data-src="{_esc(u)}" data-dst="{_esc(v)}" '

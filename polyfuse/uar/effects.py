@@ -1,4 +1,5 @@
-"""Instantiation of launches and host operations, and their global-memory effects (DESIGN §3).
+"""Instantiation of launches and host operations, and their global-memory effects
+(docs/definitions.md).
 
 A launch ``L<id>`` runs the work-items ``L<id>[h..., g0.., l0..]`` (one ``h`` per enclosing host
 loop, named after its iterator, one ``g``/``l`` per used NDRange dimension); a host operation runs

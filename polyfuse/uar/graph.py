@@ -60,7 +60,7 @@ class Edge:
         return str(self.relation)
 
     def to_json(self) -> dict:
-        """The DESIGN §4 ``edges`` object."""
+        """The docs/interfaces.md ``edges`` object."""
         return {
             "src": self.src, "dst": self.dst,
             "src_kernel": self.src_kernel, "dst_kernel": self.dst_kernel,
@@ -202,6 +202,20 @@ class UAR:
                 raise KeyError(f"operation {launch_id} is not a launch")
             self._kernel_graphs[launch_id] = _kernel_graph(self.program.kernels[op.kernel])
         return self._kernel_graphs[launch_id]
+
+    def __repr__(self) -> str:
+        """One line (the relations are in ``edges``; Jupyter shows the rich display)."""
+        kernels = {li.kernel for li in self.launches}
+        widths = {w: sum(1 for e in self.edges if e.width == w and not e.host)
+                  for w in ("thread", "block", "global")}
+        host = sum(1 for e in self.edges if e.host)
+        params = f", parameters {', '.join(self.params)}" if self.params else ""
+        return (f"<UAR {self.program.name!r}: {len(self.program.ops)} operations "
+                f"({len(self.launches)} launches of {len(kernels)} kernels), "
+                f"{len(self.edges)} dependence edges ("
+                + ", ".join(f"{n} {w}" for w, n in widths.items())
+                + f", {host} with a host operation), {len(self.virtual_edges)} virtual"
+                + f"{params}>")
 
     def _repr_html_(self) -> str:
         from polyfuse.uar.display import uar_to_html

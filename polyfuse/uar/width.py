@@ -1,4 +1,4 @@
-"""Dependence width (DESIGN §3), computed exactly as parameter sets.
+"""Dependence width (docs/definitions.md), computed exactly as parameter sets.
 
 For a relation ``D ⊆ S[h,g,l] × T[h',g',l']``:
 
