@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from polyfuse.frontend.opencl import parse_kernels
-from polyfuse.oplib import SUPPORTED_OPS, OpKernel, op_kernel
+from polyfuse.oplib import SUPPORTED_OPS, OpKernel, linalg, op_kernel
 from polyfuse.oplib.run import KernelBuildError, run_op
 from polyfuse.program import KernelContext, PolyfuseError, UnsupportedError
 
@@ -178,15 +178,28 @@ MATMUL_CASES = [
     ((33,), (2, 33, 9), {}),
     ((3, 17, 33), (33,), {}),
     ((17, 33), (33, 9), {"max_work_group_size": 32}),  # 4x4 tiles: 9 tile steps
+    ((2, 3, 8, 7), (7, 32), {}),  # B shared: batch folded into M = 48
+    ((1, 64), (64, 48), {}),  # matrix-vector (M = 1)
 ]
 
 
+@pytest.fixture(params=["tiled", "blocked"])
+def form(request):
+    """Both matrix-product kernels, each checked for values and exact analysability."""
+    token = linalg.product_form.set(request.param)
+    yield request.param
+    linalg.product_form.reset(token)
+
+
 @pytest.mark.parametrize("sa,sb,limits", MATMUL_CASES)
-def test_matmul(sa, sb, limits):
+def test_matmul(sa, sb, limits, form):
     a, b = rand(*sa), rand(*sb)
     opk = check("MatMul", {}, [a, b], [a.astype(np.float64) @ b], **limits)
     assert math.prod(opk.local_size) <= limits.get("max_work_group_size", 256)
-    assert opk.source.count("barrier(CLK_LOCAL_MEM_FENCE)") == 2
+    barriers = opk.source.count("barrier(CLK_LOCAL_MEM_FENCE)")
+    assert barriers == (2 if form == "tiled" else 0)
+    if form == "blocked" and len(sa) == 4 and len(sb) == 2:
+        assert "batch folded into M = 48" in opk.source and len(opk.global_size) == 2
 
 
 GEMM_CASES = [
@@ -198,7 +211,7 @@ GEMM_CASES = [
 
 
 @pytest.mark.parametrize("attrs,c_shape", GEMM_CASES)
-def test_gemm(attrs, c_shape):
+def test_gemm(attrs, c_shape, form):
     m, k, n = 17, 33, 9
     a = rand(k, m) if attrs.get("transA") else rand(m, k)
     b = rand(n, k) if attrs.get("transB") else rand(k, n)
