@@ -148,8 +148,17 @@ def cmd_devices(args: argparse.Namespace) -> int:
     else:
         print(_table(["id", "platform", "device", "type", "CUs", "max WG", "local", "global"],
                      rows))
+        from polyfuse.runtime.device import default_device_reason, get_device
+
         ctx = os.environ.get("PYOPENCL_CTX")
-        print(f"\ndefault: {ctx if ctx else '0:0'} (set PYOPENCL_CTX or --device to choose)")
+        if ctx:
+            print(f"\ndefault: {ctx} (from PYOPENCL_CTX; --device overrides it)")
+        else:
+            dev = get_device()
+            ids = [r[0] for r in rows if r[2] == dev.name.strip()
+                   and r[1] == dev.platform.name]
+            print(f"\ndefault: {ids[0] if ids else dev.name.strip()} ({dev.name.strip()}): "
+                  f"{default_device_reason()}; set PYOPENCL_CTX or --device to choose")
     return 0
 
 

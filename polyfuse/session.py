@@ -21,10 +21,13 @@ flat array of the buffer's element type.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Optional, Union
 
 import numpy as np
@@ -83,22 +86,35 @@ class InferenceSession:
 
     def __init__(self, path_or_program: Union[str, os.PathLike, Program, OnnxModel], *,
                  params: Optional[Mapping[str, int]] = None, fused: bool = True,
-                 device: DeviceSpec = None, tune: bool = False):
+                 device: DeviceSpec = None, tune: bool = False, _form: Optional[str] = None):
         from polyfuse.onnx_run import _fused
         from polyfuse.pipeline import fuse_program
 
         params = dict(params or {})
         model: Optional[OnnxModel] = None
+        #: how the matrix-product kernel form was chosen (ONNX models with MatMul/Gemm)
+        self.form_choice: Optional[dict[str, Any]] = None
         if isinstance(path_or_program, (str, os.PathLike)):
             path = os.fspath(path_or_program)
             if not os.path.isfile(path):
                 raise PolyfuseError(f"no such model file: {path}")
+            if _form is None:
+                chosen = _choose_form(path, params, fused, device, tune)
+                if isinstance(chosen, InferenceSession):
+                    self.__dict__.update(chosen.__dict__)
+                    return
+                _form = chosen
             from polyfuse.frontend.onnx import load_onnx_model
+            from polyfuse.oplib import linalg
 
             if fused:
-                model, result = _fused(path, params, device, tune)
+                model, result = _fused(path, params, device, tune, form=_form)
             else:
-                model, result = load_onnx_model(path, params=params, device=device), None
+                token = linalg.product_form.set(_form)
+                try:
+                    model, result = load_onnx_model(path, params=params, device=device), None
+                finally:
+                    linalg.product_form.reset(token)
             program = model.program
         else:
             if isinstance(path_or_program, OnnxModel):
@@ -131,6 +147,9 @@ class InferenceSession:
         missing = feed_roots - {s.root for s in self._steps if s.kind == "write"}
         self._direct = sorted(missing)  # inputs the program never writes: upload them directly
         self._by_output = {t.name: t for t in self._outputs}
+        self._model_info = model
+        if _form is not None and self.form_choice is None:
+            self.form_choice = {"form": _form, "cached": True}
         self.device = queue.device
 
     # ------------------------------------------------------------------ binding
@@ -245,6 +264,66 @@ class InferenceSession:
     def launches(self) -> int:
         """Kernel launches per run (host loops unrolled)."""
         return self._ex.launch_count
+
+
+def _form_cache_file(path: str, params: Mapping[str, int], fused: bool, tune: bool,
+                     device: DeviceSpec) -> Path:
+    from polyfuse.runtime.autotune import default_cache_dir
+    from polyfuse.runtime.device import device_key
+
+    with open(path, "rb") as fh:
+        digest = hashlib.sha1(fh.read())
+    digest.update(json.dumps([sorted(params.items()), fused, tune, _FORM_VERSION]).encode())
+    return default_cache_dir().parent / "forms" / device_key(device) / f"{digest.hexdigest()}.json"
+
+
+#: bump when the kernels of a form change enough to invalidate cached choices
+_FORM_VERSION = 1
+_FORMS = ("tiled", "blocked")
+
+
+def _choose_form(path: str, params: Mapping[str, int], fused: bool, device: DeviceSpec,
+                 tune: bool) -> Union[str, InferenceSession]:
+    """The matrix-product kernel form (:data:`polyfuse.oplib.linalg.product_form`) that runs
+    this model fastest on this device, by measurement, cached per device and model file.
+
+    Why measure: the blocked product is much faster per kernel, the tiled one fuses with
+    one-element-per-work-item consumers; which wins depends on the graph and the device.
+    Returns the cached form name, or the winning session itself when it had to be built.
+    """
+    cache = _form_cache_file(path, params, fused, tune, device)
+    try:
+        entry = json.loads(cache.read_text())
+        if entry.get("form") in _FORMS:
+            return str(entry["form"])
+    except (OSError, ValueError, AttributeError):
+        pass
+    cands = {f: InferenceSession(path, params=params, fused=fused, device=device, tune=tune,
+                                 _form=f) for f in _FORMS}
+    if len({c.source for c in cands.values()}) == 1:  # no MatMul/Gemm: nothing to choose
+        best, walls = _FORMS[0], {}
+    else:
+        from polyfuse.onnx_run import random_inputs
+
+        feeds = random_inputs(cands[_FORMS[0]]._model_info)
+        samples: dict[str, list[float]] = {f: [] for f in cands}
+        for c in cands.values():
+            c.run(None, feeds)  # warm-up
+        for _ in range(3):
+            for f, c in cands.items():
+                for _ in range(3):
+                    t0 = time.perf_counter()
+                    c.run(None, feeds)
+                    samples[f].append(time.perf_counter() - t0)
+        walls = {f: float(np.median(v)) for f, v in samples.items()}
+        best = min(walls, key=walls.__getitem__)
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps({"form": best, "wall_s": walls, "model": path}))
+    except OSError:
+        pass  # a read-only cache only costs the measurement next time
+    cands[best].form_choice = {"form": best, "wall_s": walls, "cached": False}
+    return cands[best]
 
 
 __all__ = ["InferenceSession", "NodeArg"]
