@@ -64,10 +64,7 @@ class _Tensor:
     #: the dtype users see (ONNX's) and the dtype the buffer holds (int64 is run as int32)
     dtype: np.dtype
     buffer_dtype: np.dtype
-
-    @property
-    def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * self.buffer_dtype.itemsize
+    nbytes: int
 
     def arg(self) -> NodeArg:
         return NodeArg(self.name, list(self.shape),
@@ -162,8 +159,9 @@ class InferenceSession:
                 raise PolyfuseError(f"graph tensor {name!r} has no buffer {buffer!r} in the "
                                     f"program {prog.name!r}")
             root, start, _n = ex._extent(buffer, ex.params)
-            return _Tensor(name, root, start, tuple(int(d) for d in shape), np.dtype(dtype),
-                           ex.dtypes[root])
+            shape = tuple(int(d) for d in shape)
+            nbytes = int(np.prod(shape, dtype=np.int64)) * ex.dtypes[root].itemsize
+            return _Tensor(name, root, start, shape, np.dtype(dtype), ex.dtypes[root], nbytes)
 
         if model is not None:
             return (tuple(tensor(t.name, t.buffer, t.shape, t.dtype) for t in model.inputs),
@@ -244,21 +242,23 @@ class InferenceSession:
         for name, view in self._mirror_views.items():
             np.copyto(view, feeds[name], casting="unsafe")
         pending = ex._pending
+        queue = ex.queue
+        copy = cl.enqueue_copy
         for root in self._direct:
-            pending.append(cl.enqueue_copy(ex.queue, ex.cl_buffers[root], ex.mirror[root],
-                                           is_blocking=False))
+            pending.append(copy(queue, ex.cl_buffers[root], ex.mirror[root], is_blocking=False))
         events = ex.enqueue(self._steps, profile=profile)
         outs = []
         for t in fetch:
             host = np.empty(t.shape, dtype=t.buffer_dtype)
             if t.nbytes:
-                pending.append(cl.enqueue_copy(ex.queue, host, ex.cl_buffers[t.root],
-                                               src_offset=t.start, is_blocking=False))
+                pending.append(copy(queue, host, ex.cl_buffers[t.root], src_offset=t.start,
+                                    is_blocking=False))
             outs.append(host)
         ex.finish()
-        kernel = sum((e.profile.end - e.profile.start) * 1e-9 for _, e in events)
-        return [o if o.dtype == t.dtype else o.astype(t.dtype)
-                for o, t in zip(outs, fetch)], kernel
+        kernel = sum((e.profile.end - e.profile.start) * 1e-9 for _, e in events) \
+            if profile else 0.0
+        return [o if o.dtype == t.dtype else o.astype(t.dtype) for o, t in zip(outs, fetch)], \
+            kernel
 
     @property
     def launches(self) -> int:
