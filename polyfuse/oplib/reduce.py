@@ -148,7 +148,8 @@ def layer_norm(node: Node) -> OpKernel:
     params = [Param("x", shape), Param("scale", scale_shape)]
     inputs = ["x", "scale"]
     elem = "row * ROWLEN + j" if rows > 1 else "j"
-    value = f"(x[{elem}] - mean) * inv_std * scale[{s_index}]"
+    first = "row * ROWLEN" if rows > 1 else "0"
+    value = f"((x[{elem}] - pivot) - shift) * inv_std * scale[{s_index}]"
     if node.has_input(2):
         bias_shape = node.input(2)
         b_index = index_expr("j", norm_shape, broadcast_strides(node, bias_shape, norm_shape))
@@ -170,12 +171,17 @@ def layer_norm(node: Node) -> OpKernel:
     lanes = lanes_for(node, length)
     body = "\n".join(
         [
-            _row_loop("0.0f", f"part += x[{elem}];"),
+            # shifted two-pass: sums of x - x[first] stay small where x is large but its
+            # spread is not (1e4 +- 1), so the mean and the variance keep their precision
+            f"const float pivot = x[{first}];",
+            _row_loop("0.0f", f"part += x[{elem}] - pivot;"),
             _tree(lanes, "{a} + {b}"),
-            "const float mean = red[0] / ROWLEN;",
+            "const float shift = red[0] / ROWLEN;",
+            "const float mean = pivot + shift;",
             "barrier(CLK_LOCAL_MEM_FENCE);",
             _row_loop(
-                "0.0f", f"const float d = x[{elem}] - mean;\n        part += d * d;", False
+                "0.0f", f"const float d = (x[{elem}] - pivot) - shift;\n        part += d * d;",
+                False,
             ),
             _tree(lanes, "{a} + {b}"),
             f"const float inv_std = rsqrt(red[0] / ROWLEN + {flt(eps)});",
