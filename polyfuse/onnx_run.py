@@ -88,19 +88,16 @@ def _run(model: OnnxModel, program: Program, inputs: Mapping[str, Any], device: 
 
 def _fused(path: str, params: Optional[Mapping[str, int]], device: Any, tune: bool = False,
            progress: Any = None, form: Optional[str] = None) -> tuple[OnnxModel, FuseResult]:
-    """Load and fuse once per file version, parameters, device and matrix-product kernel form
-    (:data:`polyfuse.oplib.linalg.product_form`; fusion takes seconds)."""
-    from polyfuse.oplib import linalg
+    """Load and fuse once per file version, parameters, device and kernel variant
+    (:func:`polyfuse.oplib.kernel_variant`; fusion takes seconds)."""
+    from polyfuse.oplib import kernel_variant
 
-    form = form or linalg.product_form.get()
+    form = form or "tiled"
     key = _key(path, params, device) + (tune, form)
     hit = _FUSED_CACHE.get(key)
     if hit is None:
-        token = linalg.product_form.set(form)
-        try:
+        with kernel_variant(form):
             model = load_onnx_model(path, params=params, device=device)
-        finally:
-            linalg.product_form.reset(token)
         result = fuse_program(model.program, verify=False, device=device, tune=tune,
                               progress=progress)
         hit = _FUSED_CACHE[key] = (model, result)

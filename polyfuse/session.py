@@ -102,16 +102,13 @@ class InferenceSession:
                     return
                 _form = chosen
             from polyfuse.frontend.onnx import load_onnx_model
-            from polyfuse.oplib import linalg
+            from polyfuse.oplib import kernel_variant
 
             if fused:
                 model, result = _fused(path, params, device, tune, form=_form)
             else:
-                token = linalg.product_form.set(_form)
-                try:
+                with kernel_variant(_form):
                     model, result = load_onnx_model(path, params=params, device=device), None
-                finally:
-                    linalg.product_form.reset(token)
             program = model.program
         else:
             if isinstance(path_or_program, OnnxModel):
@@ -278,17 +275,18 @@ def _form_cache_file(path: str, params: Mapping[str, int], fused: bool, tune: bo
 
 
 #: bump when the kernels of a form change enough to invalidate cached choices
-_FORM_VERSION = 1
+_FORM_VERSION = 2
 _FORMS = ("tiled", "blocked")
 
 
 def _choose_form(path: str, params: Mapping[str, int], fused: bool, device: DeviceSpec,
                  tune: bool) -> Union[str, InferenceSession]:
-    """The matrix-product kernel form (:data:`polyfuse.oplib.linalg.product_form`) that runs
-    this model fastest on this device, by measurement, cached per device and model file.
+    """The kernel variant (:func:`polyfuse.oplib.kernel_variant`) that runs this model fastest
+    on this device, by measurement, cached per device and model file.
 
-    Why measure: the blocked product is much faster per kernel, the tiled one fuses with
-    one-element-per-work-item consumers; which wins depends on the graph and the device.
+    Why measure: the blocked variant's kernels are much faster on CPU-like devices, the tiled
+    one fuses with one-element-per-work-item consumers; which wins depends on the graph and
+    the device.
     Returns the cached form name, or the winning session itself when it had to be built.
     """
     cache = _form_cache_file(path, params, fused, tune, device)

@@ -250,28 +250,37 @@ def conv_ref(x, w, b, pads, strides, dil, group):
     return y
 
 
-def test_conv_grouped_pads_strides_dilations_bias():
+def test_conv_grouped_pads_strides_dilations_bias(form):
     x, w, b = rand(1, 3, 9, 11), rand(6, 1, 3, 3), rand(6)
     attrs = {"group": 3, "pads": [1, 2, 0, 1], "strides": [2, 1], "dilations": [1, 2]}
     ref = conv_ref(x, w, b, [1, 2, 0, 1], [2, 1], [1, 2], 3)
     check("Conv", attrs, [x, w, b], [ref])
 
 
-def test_conv_depthwise_same_upper():
+def test_conv_depthwise_same_upper(form):
     x, w = rand(2, 4, 7, 6), rand(4, 1, 3, 3)
     attrs = {"group": 4, "auto_pad": "SAME_UPPER", "strides": [2, 2], "kernel_shape": [3, 3]}
     # out 4x3: total pad rows = (4-1)*2+3-7 = 2 -> 1/1; cols = (3-1)*2+3-6 = 1 -> 0/1
     check("Conv", attrs, [x, w, None], [conv_ref(x, w, None, [1, 0, 1, 1], [2, 2], [1, 1], 4)])
 
 
-def test_conv_dense_same_lower():
+def test_conv_dense_same_lower(form):
     x, w = rand(1, 3, 9, 11), rand(5, 3, 2, 3)
     # SAME_LOWER, stride 1: pad rows 1 -> 1/0, cols 2 -> 1/1
     ref = conv_ref(x, w, None, [1, 1, 0, 1], [1, 1], [1, 1], 1)
     check("Conv", {"auto_pad": b"SAME_LOWER"}, [x, w], [ref])
 
 
-def test_conv_1d():
+def test_conv_blocked_channels_and_columns(form):
+    """Blocks of 4 output channels x 8 columns per work-item in the blocked variant."""
+    x, w, b = rand(2, 4, 6, 8), rand(8, 2, 3, 3), rand(8)
+    ref = conv_ref(x, w, b, [1, 1, 1, 1], [1, 1], [1, 1], 2)
+    opk = check("Conv", {"group": 2, "pads": [1, 1, 1, 1]}, [x, w, b], [ref])
+    if form == "blocked":
+        assert "#define MB 4" in opk.source and "#define OB 8" in opk.source
+
+
+def test_conv_1d(form):
     x, w, b = rand(2, 3, 10), rand(4, 3, 3), rand(4)
     attrs = {"strides": [2], "pads": [1, 1], "dilations": [2]}
     ref = conv_ref(x[:, :, None], w[:, :, None], b, [0, 1, 0, 1], [1, 2], [1, 2], 1)[:, :, 0]

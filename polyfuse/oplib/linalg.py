@@ -365,12 +365,56 @@ def conv(node: Node) -> OpKernel:
         "KH": kh, "KW": kw, "SH": strides[0], "SW": strides[1], "DH": dil[0], "DW": dil[1],
         "PH": pads[0], "PW": pads[1],
     }
-    ow_e = "gid % OW"
-    oh_e = "(gid / OW) % OH" if oh > 1 else "0"
-    m_e = "(gid / (OW * OH)) % M"
-    n_e = "gid / (OW * OH * M)" if batch > 1 else "0"
     x_index = "((n * C + g * CPG + c) * H + ih) * W + iw"
-    stmts = f"""
+    if product_form.get() == "blocked":
+        # a block of MB output channels x OB output columns per work-item: each input value
+        # and weight loaded once feeds several independent accumulators
+        mb, ob = _largest_divisor(cout // group, 4), _largest_divisor(ow, 8)
+        defines.update({"MB": mb, "OB": ob, "MBLK": cout // mb, "OWB": ow // ob})
+        total = batch * (cout // mb) * oh * (ow // ob)
+        n_e = "gid / (OWB * OH * MBLK)" if batch > 1 else "0"
+        init = "bias[m0 + i]" if bias is not None else "0.0f"
+        stmts = f"""
+const int owb = gid % OWB;
+const int oh = {'(gid / OWB) % OH' if oh > 1 else '0'};
+const int m0 = ((gid / (OWB * OH)) % MBLK) * MB;
+const int n = {n_e};
+const int g = m0 / MPG;
+float acc[MB][OB];
+for (int i = 0; i < MB; i++) {{
+    for (int j = 0; j < OB; j++) {{
+        acc[i][j] = {init};
+    }}
+}}
+for (int c = 0; c < CPG; c++) {{
+    for (int kh = 0; kh < KH; kh++) {{
+        for (int kw = 0; kw < KW; kw++) {{
+            const int ih = oh * SH - PH + kh * DH;
+            for (int i = 0; i < MB; i++) {{
+                const float wv = w[(((m0 + i) * CPG + c) * KH + kh) * KW + kw];
+                for (int j = 0; j < OB; j++) {{
+                    const int iw = (owb * OB + j) * SW - PW + kw * DW;
+                    if (ih >= 0 && ih < H && iw >= 0 && iw < W) {{
+                        acc[i][j] += x[{x_index}] * wv;
+                    }}
+                }}
+            }}
+        }}
+    }}
+}}
+for (int i = 0; i < MB; i++) {{
+    for (int j = 0; j < OB; j++) {{
+        y[((n * M + m0 + i) * OH + oh) * OW + owb * OB + j] = acc[i][j];
+    }}
+}}
+"""
+    else:
+        total = prod(out)
+        ow_e = "gid % OW"
+        oh_e = "(gid / OW) % OH" if oh > 1 else "0"
+        m_e = "(gid / (OW * OH)) % M"
+        n_e = "gid / (OW * OH * M)" if batch > 1 else "0"
+        stmts = f"""
 const int ow = {ow_e};
 const int oh = {oh_e};
 const int m = {m_e};
@@ -401,6 +445,6 @@ y[gid] = acc;
         f"dilations={dil} pads={pads} -> {shape_str(out)}"
     )
     return elementwise_kernel(
-        node, prod(out), params, defines, stmts, inputs, ["y"], comment
+        node, total, params, defines, stmts, inputs, ["y"], comment
     )
 
