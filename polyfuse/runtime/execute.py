@@ -22,9 +22,13 @@ reproducible:
 * **Host operations** run in order with host loops unrolled.  The host side keeps a *mirror* per
   root buffer holding the same initial contents: ``write`` uploads the mirror's range (what the
   host program would upload is unknown to polyfuse; the mirror is the stand-in), ``read``
-  downloads into it, ``copy`` copies device to device, ``sync`` finishes the queue and
-  ``unknown`` raises :class:`~polyfuse.program.UnsupportedError` (polyfuse cannot execute code it
-  does not know).
+  downloads into it, ``copy`` copies device to device, ``sync`` needs nothing (one in-order
+  queue, finished once at the end) and ``unknown`` raises
+  :class:`~polyfuse.program.UnsupportedError` (polyfuse cannot execute code it does not know).
+* **Compiled once, run many times.**  :class:`CompiledProgram` evaluates every host expression
+  (sympy) once and binds every argument once; running it only enqueues (see its docstring).
+  :func:`run_program`, :func:`time_program`, :func:`time_interleaved`, verification, the
+  autotuner and :class:`polyfuse.InferenceSession` all run programs through it.
 * **Sub-buffers** are real OpenCL sub-buffers of the root (``clCreateSubBuffer``); their origin
   must be a multiple of the device's ``MEM_BASE_ADDR_ALIGN``, otherwise a clear error is raised.
 """
