@@ -23,6 +23,7 @@ from polyfuse.program import (
     Program,
     UnsupportedError,
 )
+from polyfuse.session import InferenceSession, NodeArg
 from polyfuse.uar import UAR, Edge, build_uar
 
 __version__ = "0.1.0"
@@ -33,9 +34,11 @@ __all__ = [
     "FusedProgram",
     "FusionPlan",
     "HostOp",
+    "InferenceSession",
     "Kernel",
     "KernelContext",
     "Launch",
+    "NodeArg",
     "PolyfuseError",
     "Program",
     "ProgramBuilder",

@@ -233,9 +233,15 @@ def cmd_devices(args: argparse.Namespace) -> int:
     else:
         print(_table(["id", "platform", "device", "type", "CUs", "max WG", "local", "global",
                       "usable"], rows))
-        how = "PYOPENCL_CTX" if os.environ.get("PYOPENCL_CTX") else "the first usable device"
-        print(f"\ndefault: {default or 'none usable'} ({how}; --device or PYOPENCL_CTX "
-              "chooses another)")
+        from polyfuse.runtime.device import default_device_reason
+
+        if os.environ.get("PYOPENCL_CTX"):
+            how = "from PYOPENCL_CTX; --device overrides it"
+        elif default:
+            how = f"{default_device_reason()}; --device or PYOPENCL_CTX chooses another"
+        else:
+            how = "no usable device"
+        print(f"\ndefault: {default or 'none usable'} ({how})")
     return 0
 
 

@@ -88,12 +88,17 @@ def _run(model: OnnxModel, program: Program, inputs: Mapping[str, Any], device: 
 
 
 def _fused(path: str, params: Optional[Mapping[str, int]], device: Any, tune: bool = False,
-           progress: Any = None) -> tuple[OnnxModel, FuseResult]:
-    """Load and fuse once per file version, parameters and device (fusion takes seconds)."""
-    key = _key(path, params, device) + (tune,)
+           progress: Any = None, form: Optional[str] = None) -> tuple[OnnxModel, FuseResult]:
+    """Load and fuse once per file version, parameters, device and kernel variant
+    (:func:`polyfuse.oplib.kernel_variant`; fusion takes seconds)."""
+    from polyfuse.oplib import kernel_variant
+
+    form = form or "tiled"
+    key = _key(path, params, device) + (tune, form)
     hit = _FUSED_CACHE.get(key)
     if hit is None:
-        model = load_onnx_model(path, params=params, device=device)
+        with kernel_variant(form):
+            model = load_onnx_model(path, params=params, device=device)
         result = fuse_program(model.program, verify=False, device=device, tune=tune,
                               progress=progress)
         result = dataclasses.replace(result, source_nodes=dict(model.nodes))

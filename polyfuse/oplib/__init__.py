@@ -19,14 +19,15 @@ Conventions:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, Optional
 
 from polyfuse.oplib import elementwise, linalg, movement, reduce
-from polyfuse.oplib._common import Node, OpKernel
+from polyfuse.oplib._common import REDUCTION_MAX_LANES, Node, OpKernel
 from polyfuse.program import UnsupportedError
 
-__all__ = ["OpKernel", "op_kernel", "SUPPORTED_OPS"]
+__all__ = ["KERNEL_VARIANTS", "OpKernel", "kernel_variant", "op_kernel", "SUPPORTED_OPS"]
 
 _GENERATORS: dict[str, Callable[[Node], OpKernel]] = {
     **{op: elementwise.unary for op in elementwise.UNARY},
@@ -50,6 +51,30 @@ _GENERATORS: dict[str, Callable[[Node], OpKernel]] = {
     "Expand": movement.expand,
     **{op: movement.copy for op in movement.COPY_OPS},
 }
+
+#: Kernel variants: ``tiled`` is what planning and the checked-in schedules use (one output per
+#: work-item, wide work-groups: fuses best); ``blocked`` fits CPU-like devices (register-blocked
+#: matrix products, few-lane row reductions).  :class:`polyfuse.InferenceSession` measures both.
+KERNEL_VARIANTS: dict[str, tuple[str, int]] = {
+    "tiled": ("tiled", REDUCTION_MAX_LANES),
+    "blocked": ("blocked", 8),
+}
+
+
+@contextmanager
+def kernel_variant(name: str) -> Iterator[None]:
+    """Generate kernels of variant ``name`` (see :data:`KERNEL_VARIANTS`) inside the block."""
+    if name not in KERNEL_VARIANTS:
+        raise ValueError(f"unknown kernel variant {name!r}; known: {sorted(KERNEL_VARIANTS)}")
+    product, lanes = KERNEL_VARIANTS[name]
+    t1 = linalg.product_form.set(product)
+    t2 = reduce.reduction_lanes.set(lanes)
+    try:
+        yield
+    finally:
+        reduce.reduction_lanes.reset(t2)
+        linalg.product_form.reset(t1)
+
 
 #: ONNX operator types :func:`op_kernel` implements.
 SUPPORTED_OPS: frozenset[str] = frozenset(_GENERATORS)

@@ -8,6 +8,8 @@ followed by a barrier outside the condition), so it stays affine and barriers st
 
 from __future__ import annotations
 
+from contextvars import ContextVar
+
 from polyfuse.oplib._common import (
     REDUCTION_MAX_LANES,
     Node,
@@ -26,10 +28,17 @@ from polyfuse.oplib._common import (
 )
 from polyfuse.oplib.movement import copy_kernel
 
+#: Upper bound on the lanes of a row reduction in the current kernel variant.  Devices that run a
+#: work-group as a loop (CPUs) pay per barrier and per tree level, so their variant uses few
+#: lanes, each summing a longer stretch of the row (see :func:`polyfuse.oplib.kernel_variant`).
+reduction_lanes: ContextVar[int] = ContextVar("polyfuse_reduction_lanes",
+                                              default=REDUCTION_MAX_LANES)
+
 
 def lanes_for(node: Node, row_length: int) -> int:
     """Work-group size for rows of ``row_length``: a power of two fitting the device."""
-    cap = min(REDUCTION_MAX_LANES, node.max_work_group_size, node.local_mem_size // 4)
+    cap = min(REDUCTION_MAX_LANES, reduction_lanes.get(), node.max_work_group_size,
+              node.local_mem_size // 4)
     return max(1, min(pow2_floor(cap), pow2_ceil(max(row_length, 1))))
 
 
@@ -106,13 +115,16 @@ def softmax(node: Node) -> OpKernel:
             _tree(lanes_for(node, length), "fmax({a}, {b})"),
             "const float row_max = red[0];",
             "barrier(CLK_LOCAL_MEM_FENCE);",
-            _row_loop("0.0f", f"part += exp(x[{elem}] - row_max);", declare=False),
+            # each lane keeps its exponentials in y (its own elements) and scales them once
+            # the sum is known: one exp per element
+            _row_loop("0.0f", f"const float e = exp(x[{elem}] - row_max);\n"
+                      f"        y[{elem}] = e;\n        part += e;", declare=False),
             _tree(lanes_for(node, length), "{a} + {b}"),
             "const float row_sum = red[0];",
             "for (int k = 0; k < CHUNKS; k++) {",
             "    const int j = k * LANES + lane;",
             "    if (j < ROWLEN) {",
-            f"        y[{elem}] = exp(x[{elem}] - row_max) / row_sum;",
+            f"        y[{elem}] = y[{elem}] / row_sum;",
             "    }",
             "}",
         ]
@@ -148,7 +160,8 @@ def layer_norm(node: Node) -> OpKernel:
     params = [Param("x", shape), Param("scale", scale_shape)]
     inputs = ["x", "scale"]
     elem = "row * ROWLEN + j" if rows > 1 else "j"
-    value = f"(x[{elem}] - mean) * inv_std * scale[{s_index}]"
+    first = "row * ROWLEN" if rows > 1 else "0"
+    value = f"((x[{elem}] - pivot) - shift) * inv_std * scale[{s_index}]"
     if node.has_input(2):
         bias_shape = node.input(2)
         b_index = index_expr("j", norm_shape, broadcast_strides(node, bias_shape, norm_shape))
@@ -170,12 +183,24 @@ def layer_norm(node: Node) -> OpKernel:
     lanes = lanes_for(node, length)
     body = "\n".join(
         [
-            _row_loop("0.0f", f"part += x[{elem}];"),
+            # shifted two-pass: sums of x - x[first] stay small where x is large but its
+            # spread is not (1e4 +- 1), so the mean and the variance keep their precision.
+            # Lane 0 reads the pivot (its own first element) and shares it: every lane
+            # still reads only its own elements, so dependence widths do not change.
+            "if (lane == 0) {",
+            f"    red[0] = x[{first}];",
+            "}",
+            "barrier(CLK_LOCAL_MEM_FENCE);",
+            "const float pivot = red[0];",
+            "barrier(CLK_LOCAL_MEM_FENCE);",
+            _row_loop("0.0f", f"part += x[{elem}] - pivot;"),
             _tree(lanes, "{a} + {b}"),
-            "const float mean = red[0] / ROWLEN;",
+            "const float shift = red[0] / ROWLEN;",
+            "const float mean = pivot + shift;",
             "barrier(CLK_LOCAL_MEM_FENCE);",
             _row_loop(
-                "0.0f", f"const float d = x[{elem}] - mean;\n        part += d * d;", False
+                "0.0f", f"const float d = (x[{elem}] - pivot) - shift;\n        part += d * d;",
+                False,
             ),
             _tree(lanes, "{a} + {b}"),
             f"const float inv_std = rsqrt(red[0] / ROWLEN + {flt(eps)});",

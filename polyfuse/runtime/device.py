@@ -285,9 +285,43 @@ def build_kernel(ctx: cl.Context, source: str, name: str,
 
 
 _WORKING_DEVICE: list[cl.Device] = []
+#: why the default device was chosen (for ``polyfuse devices``)
+_DEFAULT_REASON: list[str] = []
+
+# PoCL offers a single-threaded ``basic`` device beside the default ``pthread`` one only when
+# asked through POCL_DEVICES, read once when the ICD loads.  Expose both (the user's own
+# setting wins) so the default choice below can measure them.
+os.environ.setdefault("POCL_DEVICES", "pthread basic")
+
+
+def _probe_seconds(dev: cl.Device) -> float:
+    """Wall time of a small-model-like workload: 16 dependent launches of a 4096-element kernel
+    with one finish (what one inference of a small fused graph costs: launch overhead plus
+    short kernels).  Median of 5 after a warm-up."""
+    ctx = cl.Context([dev])
+    queue = cl.CommandQueue(ctx)
+    kernel = build_kernel(ctx, "__kernel void polyfuse_speed(__global float *a) {"
+                          " const int i = get_global_id(0); a[i] = a[i] * 0.5f + 1.0f; }",
+                          "polyfuse_speed")
+    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4 * 4096)
+    kernel.set_args(buf)
+
+    def once() -> None:
+        for _ in range(16):
+            cl.enqueue_nd_range_kernel(queue, kernel, (4096,), (64,))
+        queue.finish()
+
+    return time_host(once, repeat=5, warmup=2).median
+
+
+def _cache_path() -> str:
+    root = os.environ.get("POLYFUSE_CACHE") or os.path.expanduser("~/.cache/polyfuse")
+    return os.path.join(root, "default_device.json")
 
 
 def _first_working_device(platforms: list) -> cl.Device:
+    """The default device: among those that build and run a probe kernel, the fastest on
+    :func:`_probe_seconds` (measured once, cached on disk per set of devices)."""
     if _WORKING_DEVICE:
         return _WORKING_DEVICE[0]
     candidates = []
@@ -299,6 +333,7 @@ def _first_working_device(platforms: list) -> cl.Device:
     if not candidates:
         raise PolyfuseError("no OpenCL device found (install pocl-binary-distribution)")
     reasons = []
+    working = []
     for dev in candidates:
         try:
             ctx = cl.Context([dev])
@@ -306,10 +341,52 @@ def _first_working_device(platforms: list) -> cl.Device:
         except (cl.Error, PolyfuseError) as err:
             reasons.append(f"{dev.name.strip()}: {str(err).splitlines()[0]}")
             continue
-        _WORKING_DEVICE.append(dev)
-        return dev
-    raise PolyfuseError("no OpenCL device can build a kernel (" + "; ".join(reasons)
-                        + "); run .ci/ensure-opencl or install pocl-opencl-icd")
+        working.append(dev)
+    if not working:
+        raise PolyfuseError("no OpenCL device can build a kernel (" + "; ".join(reasons)
+                            + "); run .ci/ensure-opencl or install pocl-opencl-icd")
+    if len(working) == 1:
+        _WORKING_DEVICE.append(working[0])
+        _DEFAULT_REASON.append("the only device that builds and runs kernels")
+        return working[0]
+    import json
+
+    keys = [device_key(d) for d in working]
+    path = _cache_path()
+    try:
+        with open(path, encoding="utf-8") as fh:
+            cached = json.load(fh).get("|".join(sorted(keys)))
+    except (OSError, ValueError, AttributeError):
+        cached = None
+    if isinstance(cached, dict) and cached.get("key") in keys:
+        best = working[keys.index(cached["key"])]
+        times = cached.get("seconds", {})
+    else:
+        times = {k: _probe_seconds(d) for k, d in zip(keys, working)}
+        best = working[keys.index(min(times, key=times.__getitem__))]
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    table = json.load(fh)
+            except (OSError, ValueError):
+                table = {}
+            table["|".join(sorted(keys))] = {"key": device_key(best), "seconds": times}
+            with open(path, "w", encoding="utf-8") as fh:
+                json.dump(table, fh, indent=1)
+        except OSError:
+            pass  # an unwritable cache only costs the measurement next time
+    _WORKING_DEVICE.append(best)
+    detail = ", ".join(f"{d.name.strip()} {times.get(k, float('nan')) * 1e6:.0f} us"
+                       for k, d in zip(keys, working))
+    _DEFAULT_REASON.append(f"fastest on a 16-launch probe ({detail}; measured once, cached in "
+                           f"{path})")
+    return best
+
+
+def default_device_reason() -> str:
+    """Why :func:`get_device` picks its default (after it has been called once)."""
+    return _DEFAULT_REASON[0] if _DEFAULT_REASON else "not chosen yet"
 
 
 def probe_device(dev: cl.Device) -> Optional[str]:

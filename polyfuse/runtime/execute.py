@@ -22,21 +22,26 @@ reproducible:
 * **Host operations** run in order with host loops unrolled.  The host side keeps a *mirror* per
   root buffer holding the same initial contents: ``write`` uploads the mirror's range (what the
   host program would upload is unknown to polyfuse; the mirror is the stand-in), ``read``
-  downloads into it, ``copy`` copies device to device, ``sync`` finishes the queue and
-  ``unknown`` raises :class:`~polyfuse.program.UnsupportedError` (polyfuse cannot execute code it
-  does not know).
+  downloads into it, ``copy`` copies device to device, ``sync`` needs nothing (one in-order
+  queue, finished once at the end) and ``unknown`` raises
+  :class:`~polyfuse.program.UnsupportedError` (polyfuse cannot execute code it does not know).
+* **Compiled once, run many times.**  :class:`CompiledProgram` evaluates every host expression
+  (sympy) once and binds every argument once; running it only enqueues (see its docstring).
+  :func:`run_program`, :func:`time_program`, :func:`time_interleaved`, verification, the
+  autotuner and :class:`polyfuse.InferenceSession` all run programs through it.
 * **Sub-buffers** are real OpenCL sub-buffers of the root (``clCreateSubBuffer``); their origin
   must be a multiple of the device's ``MEM_BASE_ADDR_ALIGN``, otherwise a clear error is raised.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import statistics
 import time
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -336,15 +341,47 @@ class RunResult:
 # ----------------------------------------------------------------------------------------------
 
 
-class _Executor:
-    """A program set up on a device: built kernels, allocated buffers, host mirrors.
+# a launch step: (launch id, kernel object with its arguments set, global, local, offset)
+_LaunchStep = tuple[int, cl.Kernel, tuple[int, ...], Optional[tuple[int, ...]],
+                    Optional[tuple[int, ...]]]
 
-    :meth:`reset` restores the initial contents; :meth:`execute` runs the ops once.  Timing
-    reuses one executor across repeats so that only execution is measured.
+
+@dataclass(frozen=True)
+class _Step:
+    """One compiled host-order action; ``kind`` in launch/write/read/copy."""
+
+    kind: str
+    op_id: int
+    h: tuple[int, ...] = ()
+    launch: Optional[_LaunchStep] = None
+    root: str = ""
+    start: int = 0
+    nbytes: int = 0
+    #: copy: source root and byte offset
+    src_root: str = ""
+    src_start: int = 0
+    #: read: the host reads into the mirror at once because a later write uploads it again
+    blocking: bool = False
+
+
+class CompiledProgram:
+    """A program set up once on a device, ready to run many times with no symbolic work.
+
+    Construction does everything that does not depend on the buffers' contents: it evaluates
+    sizes, host loops, argument values, NDRanges and sub-buffer extents (sympy), builds the
+    program, allocates the buffers and creates one ``cl.Kernel`` per distinct (kernel,
+    arguments) pair with its arguments set.  :meth:`execute` then only enqueues: uploads of host
+    writes (non-blocking, from the host mirror), the launches, copies and reads, and finishes the
+    queue once.  Host ``sync`` operations need no action: the queue is in order and the host
+    reads nothing before the final finish, except a read whose range a later write uploads again,
+    which is done blocking at its place.
+
+    :meth:`reset` restores the initial contents; timing reuses one compiled program across
+    repeats so that only execution is measured.
     """
 
-    def __init__(self, program: Program, params: Mapping[str, int],
-                 inputs: Optional[Mapping[str, np.ndarray]], seed: int,
+    def __init__(self, program: Program, params: Optional[Mapping[str, int]] = None,
+                 inputs: Optional[Mapping[str, np.ndarray]] = None, seed: int = 0, *,
                  ctx: cl.Context, queue: cl.CommandQueue):
         self.program = program
         self.params = {k: int(v) for k, v in (params or {}).items()}
@@ -398,17 +435,136 @@ class _Executor:
         self.cl_buffers = {r: cl.Buffer(ctx, mf.READ_WRITE, sizes[r]) for r in self.roots}
         self._subs: dict[tuple[str, int, int], cl.Buffer] = {}
         self.cl_program = build(program, ctx) if program.launches else None
-        self.cl_kernels: dict[str, cl.Kernel] = {}
         self.align = max(1, int(self.device.mem_base_addr_align) // 8)
         self.size_t = np.uint64 if int(self.device.address_bits) == 64 else np.uint32
+        self._kernels: dict[tuple, cl.Kernel] = {}
+        self._pending: list[cl.Event] = []
+        self._locals: dict[int, cl.LocalMemory] = {}
+        self.steps: tuple[_Step, ...] = self._compile()
+        #: launches per execution (host loops unrolled)
+        self.launch_count = sum(1 for s in self.steps if s.kind == "launch")
+
+    # ------------------------------------------------------------------ compilation
+    def _compile(self) -> tuple[_Step, ...]:
+        steps: list[_Step] = []
+        for op, h, env in host_instances(self.program, self.params):
+            if isinstance(op, Launch):
+                steps.append(_Step("launch", op.id, h, launch=self._compile_launch(op, env)))
+            else:
+                steps += self._compile_host_op(op, h, env)
+        # a read must land in the mirror before a later write of the same root uploads it
+        written_after: set[str] = set()
+        out = []
+        for s in reversed(steps):
+            if s.kind == "read" and s.root in written_after:
+                s = dataclasses.replace(s, blocking=True)
+            if s.kind == "write":
+                written_after.add(s.root)
+            out.append(s)
+        return tuple(reversed(out))
+
+    def _compile_host_op(self, op: HostOp, h: tuple[int, ...], env: Mapping[str, Any]
+                         ) -> list[_Step]:
+        what = f"{op.name or op.kind} (op {op.id})"
+        try:
+            if op.kind == "sync":
+                return []
+            if op.kind in ("write", "read"):
+                out = []
+                for rg in (op.writes if op.kind == "write" else op.reads):
+                    root, start, n = self._range(rg, env, what)
+                    out.append(_Step(op.kind, op.id, h, root=root, start=start, nbytes=n))
+                return out
+            if op.kind == "copy":
+                if len(op.reads) != 1 or len(op.writes) != 1:
+                    raise UnsupportedError(f"{what}: a copy needs one source and one destination")
+                sroot, s0, sn = self._range(op.reads[0], env, what)
+                droot, d0, dn = self._range(op.writes[0], env, what)
+                n = min(sn, dn)
+                if sroot == droot and s0 < d0 + n and d0 < s0 + n:
+                    raise PolyfuseError(f"{what}: clEnqueueCopyBuffer source bytes [{s0}, "
+                                        f"{s0 + n}) and destination bytes [{d0}, {d0 + n}) of "
+                                        f"{sroot!r} overlap (CL_MEM_COPY_OVERLAP)")
+                return [_Step("copy", op.id, h, root=droot, start=d0, nbytes=n, src_root=sroot,
+                              src_start=s0)] if n else []
+            if op.kind == "unknown":
+                bufs = sorted({r.buffer for r in op.reads + op.writes})
+                raise UnsupportedError(
+                    f"cannot execute the call {op.name or '?'}(...) on buffer(s) "
+                    f"{', '.join(bufs) or '-'}: polyfuse does not know what it does")
+            raise UnsupportedError(f"{what}: unknown host operation kind {op.kind!r}")
+        except PolyfuseError as err:
+            if err.file is None and op.loc is not None:
+                raise type(err)(err.message, op.loc.file, op.loc.line) from None
+            raise
+
+    def _compile_launch(self, launch: Launch, env: Mapping[str, Any]) -> _LaunchStep:
+        kernel = self.program.kernels.get(launch.kernel)
+        if kernel is None:
+            raise PolyfuseError(f"launch {launch.id} runs kernel {launch.kernel!r}, which the "
+                                "program does not define", *_where(launch.loc))
+        tag = f"launch {launch.id} ({launch.kernel})"
+        try:
+            args = [self._arg(kernel, p, launch, env, tag) for p in kernel.params]
+            wd = launch.work_dim
+            gs = tuple(eval_host_int(x, env, f"{tag} global size") for x in launch.global_size[:wd])
+            ls = None if launch.local_size is None else tuple(
+                eval_host_int(x, env, f"{tag} local size") for x in launch.local_size[:wd])
+            off = None if launch.global_offset is None else tuple(
+                eval_host_int(x, env, f"{tag} global offset") for x in launch.global_offset[:wd])
+        except PolyfuseError as err:
+            if err.file is None and launch.loc is not None:
+                raise type(err)(err.message, launch.loc.file, launch.loc.line) from None
+            raise
+        key = (launch.kernel, *(_arg_key(a) for a in args))
+        k = self._kernels.get(key)
+        if k is None:
+            k = self._kernels[key] = cl.Kernel(self.cl_program, launch.kernel)
+            k.set_args(*args)
+        return launch.id, k, gs, ls, off
+
+    def _arg(self, kernel: Kernel, p: KernelParam, launch: Launch, env: Mapping[str, Any],
+             tag: str) -> Any:
+        try:
+            b: Optional[ArgBinding] = launch.arg(p.index)
+        except KeyError:
+            b = None
+        if p.pointer and p.address_space == "local":
+            if b is None or b.kind != "local" or b.local_bytes is None:
+                raise PolyfuseError(f"{tag}: __local argument {p.name} has no size")
+            nbytes = max(1, eval_host_int(b.local_bytes, env, f"{tag} {p.name} bytes"))
+            if nbytes not in self._locals:
+                self._locals[nbytes] = cl.LocalMemory(nbytes)
+            return self._locals[nbytes]
+        if p.pointer:
+            if b is None or b.kind != "buffer" or b.buffer is None:
+                raise PolyfuseError(f"{tag}: buffer argument {p.name} is not bound to a buffer")
+            if b.buffer not in self.program.buffers:
+                raise PolyfuseError(f"{tag}: argument {p.name} names unknown buffer {b.buffer!r}")
+            return self.cl_buffer(b.buffer, env)
+        dt = c_dtype(p.type)
+        if p.type == "size_t":
+            dt = np.dtype(self.size_t)
+        if dt is None or re.search(r"\d$", p.type):
+            raise UnsupportedError(f"{tag}: scalar argument {p.name} of type {p.type} is not "
+                                   "supported")
+        if b is not None and b.kind == "scalar" and b.value is not None:
+            value = eval_host_expr(b.value, env, f"{tag} argument {p.name}")
+        elif p.name in env:
+            value = env[p.name]
+        else:
+            raise PolyfuseError(f"{tag}: the value of scalar argument {p.name} is unknown: pass "
+                                f"--param {p.name}=VALUE (params={{'{p.name}': ...}} in Python)")
+        return np.array(value).astype(dt)[()]
 
     # ------------------------------------------------------------------ buffers
     def reset(self) -> None:
         """Upload the initial contents to every root buffer and the host mirrors."""
         for root in self.roots:
             self.mirror[root][:] = self.initial[root]
-            cl.enqueue_copy(self.queue, self.cl_buffers[root], self.mirror[root],
-                            is_blocking=True)
+            self._pending.append(cl.enqueue_copy(self.queue, self.cl_buffers[root],
+                                                 self.mirror[root], is_blocking=False))
+        self.finish()
 
     def _extent(self, name: str, env: Mapping[str, Any]) -> tuple[str, int, int]:
         """(root, byte origin, byte size) of a (sub-)buffer."""
@@ -453,139 +609,114 @@ class _Executor:
                                 f"{rg.buffer!r} ({n} bytes)")
         return root, start + off, size
 
-    # ------------------------------------------------------------------ ops
+    # ------------------------------------------------------------------ running
+    def enqueue(self, steps: Sequence[_Step], profile: bool = False,
+                reads: Optional[list[tuple[int, tuple[int, ...], np.ndarray]]] = None
+                ) -> list[tuple[int, cl.Event]]:
+        """Enqueue ``steps`` in order without waiting (except blocking reads); return the
+        launch events when ``profile``.  Non-blocking reads append ``(op, h, array)`` to
+        ``reads``; the arrays are valid after the queue is finished."""
+        queue = self.queue
+        events: list[tuple[int, cl.Event]] = []
+        nd_range = cl.enqueue_nd_range_kernel
+        for s in steps:
+            if s.kind == "launch":
+                lid, k, gs, ls, off = s.launch  # type: ignore[misc]
+                try:
+                    evt = nd_range(queue, k, gs, ls, global_work_offset=off)
+                except cl.Error as err:
+                    launch = self.program.op(lid)
+                    raise PolyfuseError(f"launch {lid} ({k.function_name}): enqueue failed with "
+                                        f"global size {gs}, local size {ls}: {err}",
+                                        *_where(launch.loc)) from None
+                if profile:
+                    events.append((lid, evt))
+            else:
+                try:
+                    evt = self._enqueue_host(s, reads)
+                except cl.Error as err:
+                    op = self.program.op(s.op_id)
+                    raise PolyfuseError(f"{op.name or op.kind} (op {op.id}) failed on the "
+                                        f"device: {err}", *_where(op.loc)) from None
+                if evt is not None:
+                    self._pending.append(evt)
+        return events
+
+    def finish(self) -> None:
+        """Wait for everything enqueued; host arrays of transfers may be released after."""
+        self.queue.finish()
+        self._pending.clear()
+
+    def _enqueue_host(self, s: _Step,
+                      reads: Optional[list[tuple[int, tuple[int, ...], np.ndarray]]]
+                      ) -> Optional[cl.Event]:
+        """Enqueue one host write, read or copy (see :meth:`enqueue`).
+
+        pyopencl's event of a non-blocking transfer waits for it when it is garbage-collected,
+        so the caller keeps it until :meth:`finish`."""
+        queue = self.queue
+        if s.kind == "write":
+            if s.nbytes:
+                return cl.enqueue_copy(queue, self.cl_buffers[s.root],
+                                       self.mirror[s.root][s.start:s.start + s.nbytes],
+                                       dst_offset=s.start, is_blocking=False)
+        elif s.kind == "read":
+            dst = (self.mirror[s.root][s.start:s.start + s.nbytes] if s.blocking
+                   else np.empty(s.nbytes, dtype=np.uint8))
+            evt = None
+            if s.nbytes:
+                evt = cl.enqueue_copy(queue, dst, self.cl_buffers[s.root], src_offset=s.start,
+                                      is_blocking=s.blocking)
+            if reads is not None:
+                reads.append((s.op_id, s.h, dst.copy() if s.blocking else dst))
+            return evt
+        elif s.nbytes:  # copy
+            return cl.enqueue_copy(queue, self.cl_buffers[s.root], self.cl_buffers[s.src_root],
+                                   byte_count=s.nbytes, src_offset=s.src_start,
+                                   dst_offset=s.start)
+        return None
+
     def execute(self, profile: bool = False) -> RunResult:
         """Run every op in host order; return final contents, reads and kernel times."""
-        reads: list[tuple[int, tuple[int, ...], np.ndarray]] = []
-        events: list[tuple[int, cl.Event]] = []
-        launches = 0
+        raw_reads: list[tuple[int, tuple[int, ...], np.ndarray]] = []
         t0 = time.perf_counter()
-        for op, h, env in host_instances(self.program, self.params):
-            if isinstance(op, Launch):
-                evt = self._launch(op, env)
-                launches += 1
-                if profile:
-                    events.append((op.id, evt))
-            else:
-                self._host_op(op, h, env, reads)
-        self.queue.finish()
+        events = self.enqueue(self.steps, profile, raw_reads)
+        self.finish()
         wall = time.perf_counter() - t0
         times = [(lid, (e.profile.end - e.profile.start) * 1e-9) for lid, e in events]
+        reads = []
+        for (op_id, h, raw), s in zip(raw_reads, (s for s in self.steps if s.kind == "read")):
+            if not s.blocking:
+                self.mirror[s.root][s.start:s.start + s.nbytes] = raw
+            reads.append((op_id, h, _view(raw, self.dtypes[s.root])))
         final = {}
         for root in self.roots:
             raw = np.empty(self.sizes[root], dtype=np.uint8)
-            cl.enqueue_copy(self.queue, raw, self.cl_buffers[root], is_blocking=True)
+            self._pending.append(cl.enqueue_copy(self.queue, raw, self.cl_buffers[root],
+                                                 is_blocking=False))
             final[root] = _view(raw, self.dtypes[root])
+        self.finish()
         initial = {r: _view(raw.copy(), self.dtypes[r]) for r, raw in self.initial.items()}
-        return RunResult(final, reads, times, launches, initial, wall, self.program.name)
+        return RunResult(final, reads, times, self.launch_count, initial, wall,
+                         self.program.name)
 
-    def _host_op(self, op: HostOp, h: tuple[int, ...], env: Mapping[str, Any],
-                 reads: list[tuple[int, tuple[int, ...], np.ndarray]]) -> None:
-        what = f"{op.name or op.kind} (op {op.id})"
-        try:
-            if op.kind == "sync":
-                self.queue.finish()
-            elif op.kind == "write":
-                for rg in op.writes:
-                    root, start, n = self._range(rg, env, what)
-                    if n:
-                        cl.enqueue_copy(self.queue, self.cl_buffers[root],
-                                        self.mirror[root][start:start + n], dst_offset=start,
-                                        is_blocking=True)
-            elif op.kind == "read":
-                for rg in op.reads:
-                    root, start, n = self._range(rg, env, what)
-                    dst = self.mirror[root][start:start + n]
-                    if n:
-                        cl.enqueue_copy(self.queue, dst, self.cl_buffers[root],
-                                        src_offset=start, is_blocking=True)
-                    reads.append((op.id, h, _view(dst.copy(), self.dtypes[root])))
-            elif op.kind == "copy":
-                if len(op.reads) != 1 or len(op.writes) != 1:
-                    raise UnsupportedError(f"{what}: a copy needs one source and one destination")
-                sroot, s0, sn = self._range(op.reads[0], env, what)
-                droot, d0, dn = self._range(op.writes[0], env, what)
-                n = min(sn, dn)
-                if n:
-                    cl.enqueue_copy(self.queue, self.cl_buffers[droot], self.cl_buffers[sroot],
-                                    byte_count=n, src_offset=s0, dst_offset=d0)
-            elif op.kind == "unknown":
-                bufs = sorted({r.buffer for r in op.reads + op.writes})
-                raise UnsupportedError(
-                    f"cannot execute the call {op.name or '?'}(...) on buffer(s) "
-                    f"{', '.join(bufs) or '-'}: polyfuse does not know what it does")
-            else:
-                raise UnsupportedError(f"{what}: unknown host operation kind {op.kind!r}")
-        except PolyfuseError as err:
-            if err.file is None and op.loc is not None:
-                raise type(err)(err.message, op.loc.file, op.loc.line) from None
-            raise
-        except cl.Error as err:
-            raise PolyfuseError(f"{what} failed on the device: {err}", *_where(op.loc)) from None
 
-    def _kernel(self, name: str) -> cl.Kernel:
-        k = self.cl_kernels.get(name)
-        if k is None:
-            k = self.cl_kernels[name] = cl.Kernel(self.cl_program, name)
-        return k
+def _arg_key(arg: Any) -> Any:
+    """What identifies an argument value for sharing kernel objects between launches."""
+    if isinstance(arg, np.generic):
+        return (arg.dtype.str, arg.tobytes())
+    return id(arg)
 
-    def _launch(self, launch: Launch, env: Mapping[str, Any]) -> cl.Event:
-        kernel = self.program.kernels.get(launch.kernel)
-        if kernel is None:
-            raise PolyfuseError(f"launch {launch.id} runs kernel {launch.kernel!r}, which the "
-                                "program does not define", *_where(launch.loc))
-        tag = f"launch {launch.id} ({launch.kernel})"
-        try:
-            args = [self._arg(kernel, p, launch, env, tag) for p in kernel.params]
-            wd = launch.work_dim
-            gs = tuple(eval_host_int(x, env, f"{tag} global size") for x in launch.global_size[:wd])
-            ls = None if launch.local_size is None else tuple(
-                eval_host_int(x, env, f"{tag} local size") for x in launch.local_size[:wd])
-            off = None if launch.global_offset is None else tuple(
-                eval_host_int(x, env, f"{tag} global offset") for x in launch.global_offset[:wd])
-        except PolyfuseError as err:
-            if err.file is None and launch.loc is not None:
-                raise type(err)(err.message, launch.loc.file, launch.loc.line) from None
-            raise
-        k = self._kernel(launch.kernel)
-        k.set_args(*args)
-        try:
-            return cl.enqueue_nd_range_kernel(self.queue, k, gs, ls, global_work_offset=off)
-        except cl.Error as err:
-            raise PolyfuseError(f"{tag}: enqueue failed with global size {gs}, local size "
-                                f"{ls}: {err}", *_where(launch.loc)) from None
 
-    def _arg(self, kernel: Kernel, p: KernelParam, launch: Launch, env: Mapping[str, Any],
-             tag: str) -> Any:
-        try:
-            b: Optional[ArgBinding] = launch.arg(p.index)
-        except KeyError:
-            b = None
-        if p.pointer and p.address_space == "local":
-            if b is None or b.kind != "local" or b.local_bytes is None:
-                raise PolyfuseError(f"{tag}: __local argument {p.name} has no size")
-            nbytes = eval_host_int(b.local_bytes, env, f"{tag} {p.name} bytes")
-            return cl.LocalMemory(max(1, nbytes))
-        if p.pointer:
-            if b is None or b.kind != "buffer" or b.buffer is None:
-                raise PolyfuseError(f"{tag}: buffer argument {p.name} is not bound to a buffer")
-            if b.buffer not in self.program.buffers:
-                raise PolyfuseError(f"{tag}: argument {p.name} names unknown buffer {b.buffer!r}")
-            return self.cl_buffer(b.buffer, env)
-        dt = c_dtype(p.type)
-        if p.type == "size_t":
-            dt = np.dtype(self.size_t)
-        if dt is None or re.search(r"\d$", p.type):
-            raise UnsupportedError(f"{tag}: scalar argument {p.name} of type {p.type} is not "
-                                   "supported")
-        if b is not None and b.kind == "scalar" and b.value is not None:
-            value = eval_host_expr(b.value, env, f"{tag} argument {p.name}")
-        elif p.name in env:
-            value = env[p.name]
-        else:
-            raise PolyfuseError(f"{tag}: the value of scalar argument {p.name} is unknown: pass "
-                                f"--param {p.name}=VALUE (params={{'{p.name}': ...}} in Python)")
-        return np.array(value).astype(dt)[()]
+def compile_program(program: Program, *, params: Optional[Mapping[str, int]] = None,
+                    inputs: Optional[Mapping[str, np.ndarray]] = None, seed: int = 0,
+                    device: DeviceSpec = None, ctx: Optional[cl.Context] = None,
+                    queue: Optional[cl.CommandQueue] = None) -> CompiledProgram:
+    """Set ``program`` up on a device once (:class:`CompiledProgram`), initial contents loaded."""
+    ctx, queue = _context(device, ctx, queue)
+    ex = CompiledProgram(program, params, inputs, seed, ctx=ctx, queue=queue)
+    ex.reset()
+    return ex
 
 
 def _context(device: DeviceSpec, ctx: Optional[cl.Context], queue: Optional[cl.CommandQueue]
@@ -614,9 +745,8 @@ def run_program(
     ctx, queue = _context(device, ctx, queue)
     if profile and not queue.properties & cl.command_queue_properties.PROFILING_ENABLE:
         raise PolyfuseError("profiling needs a queue with PROFILING_ENABLE (use get_context)")
-    ex = _Executor(program, params or {}, inputs, seed, ctx, queue)
-    ex.reset()
-    return ex.execute(profile=profile)
+    return compile_program(program, params=params, inputs=inputs, seed=seed, ctx=ctx,
+                           queue=queue).execute(profile=profile)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -671,27 +801,33 @@ def time_program(
     ctx, queue = _context(device, ctx, queue)
     if not queue.properties & cl.command_queue_properties.PROFILING_ENABLE:
         raise PolyfuseError("time_program needs a queue with profiling enabled (get_context)")
-    ex = _Executor(program, params or {}, None, seed, ctx, queue)
+    ex = CompiledProgram(program, params, None, seed, ctx=ctx, queue=queue)
+    return _time_compiled(ex, repeat, warmup)
+
+
+def _time_compiled(ex: CompiledProgram, repeat: int, warmup: int) -> ProgramTiming:
+    """Profiled executions of a compiled program, each from its initial contents."""
     for _ in range(max(0, warmup)):
         ex.reset()
-        ex.execute(profile=False)
+        ex.enqueue(ex.steps)
+        ex.finish()
     kernel: list[float] = []
     wall: list[float] = []
-    per: dict[int, list[float]] = {op.id: [] for op in program.launches}
-    launches = 0
+    per: dict[int, list[float]] = {op.id: [] for op in ex.program.launches}
     for _ in range(repeat):
         ex.reset()
-        res = ex.execute(profile=True)
-        launches = res.launches
-        kernel.append(res.kernel_time)
-        wall.append(res.wall_time)
+        t0 = time.perf_counter()
+        events = ex.enqueue(ex.steps, profile=True)
+        ex.finish()
+        wall.append(time.perf_counter() - t0)
         sums: dict[int, float] = dict.fromkeys(per, 0.0)
-        for lid, t in res.kernel_times:
-            sums[lid] += t
+        for lid, e in events:
+            sums[lid] += (e.profile.end - e.profile.start) * 1e-9
+        kernel.append(sum(sums.values()))
         for lid, t in sums.items():
             per[lid].append(t)
-    return ProgramTiming(program.name, statistics.median(kernel), statistics.median(wall),
-                         launches, {lid: statistics.median(v) for lid, v in per.items()},
+    return ProgramTiming(ex.program.name, statistics.median(kernel), statistics.median(wall),
+                         ex.launch_count, {lid: statistics.median(v) for lid, v in per.items()},
                          tuple(kernel), tuple(wall))
 
 
@@ -741,10 +877,13 @@ def time_interleaved(
     per = max(1, -(-repeat // rounds))
     kern: dict[str, list[float]] = {k: [] for k in [*programs, *(extra or {})]}
     wall: dict[str, list[float]] = {k: [] for k in kern}
+    if not queue.properties & cl.command_queue_properties.PROFILING_ENABLE:
+        raise PolyfuseError("time_interleaved needs a queue with profiling enabled (get_context)")
+    compiled = {name: CompiledProgram(prog, params, None, 0, ctx=ctx, queue=queue)
+                for name, prog in programs.items()}
     for r in range(rounds):
-        for name, prog in programs.items():
-            t = time_program(prog, params=params, repeat=per, warmup=1 if r == 0 else 0,
-                             ctx=ctx, queue=queue)
+        for name, ex in compiled.items():
+            t = _time_compiled(ex, per, 1 if r == 0 else 0)
             kern[name].extend(t.kernel_samples)
             wall[name].extend(t.wall_samples)
         for name, fn in (extra or {}).items():
@@ -758,6 +897,8 @@ def time_interleaved(
 
 
 __all__ = [
+    "CompiledProgram",
+    "compile_program",
     "InterleavedTiming",
     "time_interleaved",
     "BUILD_OPTIONS",

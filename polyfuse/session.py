@@ -1,0 +1,327 @@
+"""``polyfuse.InferenceSession``: run a fused model the way onnxruntime runs one.
+
+Why a session: fusion, code generation, building, buffer allocation, argument binding and the
+evaluation of every size and host expression take milliseconds to seconds, while one inference
+of a small graph takes microseconds.  The session does all of that once, at construction
+(:class:`~polyfuse.runtime.execute.CompiledProgram`); :meth:`InferenceSession.run` only checks
+and uploads the feeds, enqueues the compiled launches (their arguments already set), reads the
+outputs and finishes the queue once.  No sympy and no isl on that path.
+
+The calling convention is onnxruntime's, so a session can replace ``onnxruntime.InferenceSession``
+in user code::
+
+    >>> import polyfuse, numpy as np                                        # doctest: +SKIP
+    >>> sess = polyfuse.InferenceSession("examples/models/bert_qkv.onnx")    # doctest: +SKIP
+    >>> q, k, v = sess.run(None, {"X": np.zeros((1, 32, 64), np.float32)})  # doctest: +SKIP
+
+A :class:`~polyfuse.program.Program` (e.g. from :func:`polyfuse.load_opencl`) runs the same way:
+its inputs are the buffers the host program writes, its outputs the buffers it reads, each a
+flat array of the buffer's element type.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import numpy as np
+import pyopencl as cl
+
+from polyfuse.frontend.onnx import OnnxModel
+from polyfuse.fusion.plan import FusionPlan
+from polyfuse.program import PolyfuseError, Program
+from polyfuse.runtime.device import DeviceSpec, get_context
+from polyfuse.runtime.execute import CompiledProgram, program_source
+
+_ONNX_TYPES = {"float32": "float", "float64": "double", "float16": "float16", "int64": "int64",
+               "int32": "int32", "int16": "int16", "int8": "int8", "uint8": "uint8",
+               "uint32": "uint32", "uint64": "uint64", "bool": "bool"}
+
+
+@dataclass(frozen=True)
+class NodeArg:
+    """A graph input or output as onnxruntime describes it: name, shape, ``tensor(<type>)``."""
+
+    name: str
+    shape: list[int]
+    type: str
+
+
+@dataclass(frozen=True)
+class _Tensor:
+    """A graph input or output bound to bytes ``[start, start + nbytes)`` of a root buffer."""
+
+    name: str
+    root: str
+    start: int
+    shape: tuple[int, ...]
+    #: the dtype users see (ONNX's) and the dtype the buffer holds (int64 is run as int32)
+    dtype: np.dtype
+    buffer_dtype: np.dtype
+    nbytes: int
+
+    def arg(self) -> NodeArg:
+        return NodeArg(self.name, list(self.shape),
+                       f"tensor({_ONNX_TYPES.get(self.dtype.name, self.dtype.name)})")
+
+
+class InferenceSession:
+    """A model or program fused, built and bound once on one device, then run many times.
+
+    ``path_or_program``: an ONNX file, an :class:`~polyfuse.frontend.onnx.OnnxModel` or a
+    :class:`~polyfuse.program.Program`.  ``params`` fixes symbolic sizes; ``fused=False`` runs
+    the one-launch-per-node program (the baseline fusion is measured against); ``tune`` picks
+    the fused variant by measurement (:mod:`polyfuse.runtime.autotune`); ``device`` as
+    everywhere (``--device`` syntax, else ``PYOPENCL_CTX``, else the default device).
+    """
+
+    def __init__(self, path_or_program: Union[str, os.PathLike, Program, OnnxModel], *,
+                 params: Optional[Mapping[str, int]] = None, fused: bool = True,
+                 device: DeviceSpec = None, tune: bool = False, _form: Optional[str] = None):
+        from polyfuse.onnx_run import _fused
+        from polyfuse.pipeline import fuse_program
+
+        params = dict(params or {})
+        model: Optional[OnnxModel] = None
+        #: how the matrix-product kernel form was chosen (ONNX models with MatMul/Gemm)
+        self.form_choice: Optional[dict[str, Any]] = None
+        if isinstance(path_or_program, (str, os.PathLike)):
+            path = os.fspath(path_or_program)
+            if not os.path.isfile(path):
+                raise PolyfuseError(f"no such model file: {path}")
+            if _form is None:
+                chosen = _choose_form(path, params, fused, device, tune)
+                if isinstance(chosen, InferenceSession):
+                    self.__dict__.update(chosen.__dict__)
+                    return
+                _form = chosen
+            from polyfuse.frontend.onnx import load_onnx_model
+            from polyfuse.oplib import kernel_variant
+
+            if fused:
+                model, result = _fused(path, params, device, tune, form=_form)
+            else:
+                with kernel_variant(_form):
+                    model, result = load_onnx_model(path, params=params, device=device), None
+            program = model.program
+        else:
+            if isinstance(path_or_program, OnnxModel):
+                model = path_or_program
+                program = model.program
+            elif isinstance(path_or_program, Program):
+                program = path_or_program
+            else:
+                raise PolyfuseError("InferenceSession needs an ONNX file, an OnnxModel or a "
+                                    f"Program, got {type(path_or_program).__name__}")
+            result = fuse_program(program, params=params, device=device, tune=tune) \
+                if fused else None
+        #: the fusion plan the session runs (``None`` for an unfused session)
+        self.plan: Optional[FusionPlan] = result.plan if result is not None else None
+        self.program: Program = result.fused.program if result is not None else program
+        #: the OpenCL C source the session built
+        self.source: str = program_source(self.program)
+        ctx, queue = get_context(device)
+        self._ex = CompiledProgram(self.program, params, None, 0, ctx=ctx, queue=queue)
+        self._ex.reset()
+        self._inputs, self._outputs = self._bind(model)
+        feed_roots = {t.root for t in self._inputs}
+        out_roots = {t.root for t in self._outputs}
+        # outputs are fetched once at the end; graph inputs are written by the program's own
+        # write operations from the host mirror, which run() fills from the feeds
+        self._steps = tuple(s for s in self._ex.steps
+                            if not (s.kind == "read" and s.root in out_roots and not s.blocking))
+        self._mirror_views = {t.name: self._ex.mirror[t.root][t.start:t.start + t.nbytes]
+                              .view(t.buffer_dtype).reshape(t.shape) for t in self._inputs}
+        missing = feed_roots - {s.root for s in self._steps if s.kind == "write"}
+        self._direct = sorted(missing)  # inputs the program never writes: upload them directly
+        self._by_output = {t.name: t for t in self._outputs}
+        self._model_info = model
+        if _form is not None and self.form_choice is None:
+            self.form_choice = {"form": _form, "cached": True}
+        self.device = queue.device
+
+    # ------------------------------------------------------------------ binding
+    def _bind(self, model: Optional[OnnxModel]) -> tuple[tuple[_Tensor, ...], tuple[_Tensor, ...]]:
+        ex = self._ex
+        prog = self.program
+
+        def tensor(name: str, buffer: str, shape: Sequence[int], dtype: np.dtype) -> _Tensor:
+            if buffer not in prog.buffers:
+                raise PolyfuseError(f"graph tensor {name!r} has no buffer {buffer!r} in the "
+                                    f"program {prog.name!r}")
+            root, start, _n = ex._extent(buffer, ex.params)
+            shape = tuple(int(d) for d in shape)
+            nbytes = int(np.prod(shape, dtype=np.int64)) * ex.dtypes[root].itemsize
+            return _Tensor(name, root, start, shape, np.dtype(dtype), ex.dtypes[root], nbytes)
+
+        if model is not None:
+            return (tuple(tensor(t.name, t.buffer, t.shape, t.dtype) for t in model.inputs),
+                    tuple(tensor(t.name, t.buffer, t.shape, t.dtype) for t in model.outputs))
+        ins: dict[str, _Tensor] = {}
+        outs: dict[str, _Tensor] = {}
+        for s in ex.steps:
+            target = ins if s.kind == "write" else outs if s.kind == "read" else None
+            if target is None or s.root in target:
+                continue
+            n = ex.sizes[s.root] // ex.dtypes[s.root].itemsize
+            target[s.root] = tensor(s.root, s.root, (n,), ex.dtypes[s.root])
+        return tuple(ins.values()), tuple(outs.values())
+
+    # ------------------------------------------------------------------ onnxruntime API
+    def get_inputs(self) -> list[NodeArg]:
+        """The inputs ``run`` needs, in graph order."""
+        return [t.arg() for t in self._inputs]
+
+    def get_outputs(self) -> list[NodeArg]:
+        """The outputs ``run`` can return, in graph order."""
+        return [t.arg() for t in self._outputs]
+
+    def _check_feeds(self, feeds: Mapping[str, Any]) -> None:
+        known = {t.name for t in self._inputs}
+        extra = sorted(set(feeds) - known)
+        if extra:
+            raise PolyfuseError(f"unknown input(s) {', '.join(map(repr, extra))}; the inputs are "
+                                f"{', '.join(repr(t.name) for t in self._inputs) or 'none'}")
+        for t in self._inputs:
+            if t.name not in feeds:
+                raise PolyfuseError(f"input {t.name!r} is missing (expected shape "
+                                    f"{list(t.shape)}, {t.dtype.name})")
+            arr = feeds[t.name]
+            if not isinstance(arr, np.ndarray):
+                raise PolyfuseError(f"input {t.name!r} must be a numpy array of shape "
+                                    f"{list(t.shape)} and dtype {t.dtype.name}, got "
+                                    f"{type(arr).__name__}")
+            if arr.shape != t.shape:
+                raise PolyfuseError(f"input {t.name!r} has shape {list(arr.shape)}, expected "
+                                    f"{list(t.shape)}")
+            if arr.dtype != t.dtype:
+                raise PolyfuseError(f"input {t.name!r} has dtype {arr.dtype.name}, expected "
+                                    f"{t.dtype.name} (shape {list(t.shape)})")
+            if t.buffer_dtype != t.dtype and t.dtype.kind in "iu" and arr.size:
+                info = np.iinfo(t.buffer_dtype)
+                if arr.max() > info.max or arr.min() < info.min:
+                    raise PolyfuseError(f"input {t.name!r} has values outside "
+                                        f"{t.buffer_dtype.name}, which the kernels use")
+
+    def _fetch_names(self, output_names: Optional[Sequence[str]]) -> list[_Tensor]:
+        if output_names is None:
+            return list(self._outputs)
+        try:
+            return [self._by_output[n] for n in output_names]
+        except KeyError as err:
+            raise PolyfuseError(f"unknown output {err.args[0]!r}; the outputs are "
+                                f"{', '.join(repr(t.name) for t in self._outputs)}") from None
+
+    def run(self, output_names: Optional[Sequence[str]], feeds: Mapping[str, np.ndarray],
+            run_options: Any = None) -> list[np.ndarray]:
+        """Outputs ``output_names`` (all when ``None``) for ``feeds``, as onnxruntime's ``run``."""
+        return self._run(output_names, feeds, profile=False)[0]
+
+    def run_profiled(self, feeds: Mapping[str, np.ndarray]) -> tuple[list[np.ndarray], float,
+                                                                      float]:
+        """``(outputs, kernel seconds, wall seconds)`` of one run, kernel time from profiling
+        events: where one inference's time goes (device vs host)."""
+        t0 = time.perf_counter()
+        outs, kernel = self._run(None, feeds, profile=True)
+        return outs, kernel, time.perf_counter() - t0
+
+    def _run(self, output_names: Optional[Sequence[str]], feeds: Mapping[str, np.ndarray],
+             profile: bool) -> tuple[list[np.ndarray], float]:
+        fetch = self._fetch_names(output_names)
+        self._check_feeds(feeds)
+        ex = self._ex
+        for name, view in self._mirror_views.items():
+            np.copyto(view, feeds[name], casting="unsafe")
+        pending = ex._pending
+        queue = ex.queue
+        copy = cl.enqueue_copy
+        for root in self._direct:
+            pending.append(copy(queue, ex.cl_buffers[root], ex.mirror[root], is_blocking=False))
+        events = ex.enqueue(self._steps, profile=profile)
+        outs = []
+        for t in fetch:
+            host = np.empty(t.shape, dtype=t.buffer_dtype)
+            if t.nbytes:
+                pending.append(copy(queue, host, ex.cl_buffers[t.root], src_offset=t.start,
+                                    is_blocking=False))
+            outs.append(host)
+        ex.finish()
+        kernel = sum((e.profile.end - e.profile.start) * 1e-9 for _, e in events) \
+            if profile else 0.0
+        return [o if o.dtype == t.dtype else o.astype(t.dtype) for o, t in zip(outs, fetch)], \
+            kernel
+
+    @property
+    def launches(self) -> int:
+        """Kernel launches per run (host loops unrolled)."""
+        return self._ex.launch_count
+
+
+def _form_cache_file(path: str, params: Mapping[str, int], fused: bool, tune: bool,
+                     device: DeviceSpec) -> Path:
+    from polyfuse.runtime.autotune import default_cache_dir
+    from polyfuse.runtime.device import device_key
+
+    with open(path, "rb") as fh:
+        digest = hashlib.sha1(fh.read())
+    digest.update(json.dumps([sorted(params.items()), fused, tune, _FORM_VERSION]).encode())
+    return default_cache_dir().parent / "forms" / device_key(device) / f"{digest.hexdigest()}.json"
+
+
+#: bump when the kernels of a form change enough to invalidate cached choices
+_FORM_VERSION = 2
+_FORMS = ("tiled", "blocked")
+
+
+def _choose_form(path: str, params: Mapping[str, int], fused: bool, device: DeviceSpec,
+                 tune: bool) -> Union[str, InferenceSession]:
+    """The kernel variant (:func:`polyfuse.oplib.kernel_variant`) that runs this model fastest
+    on this device, by measurement, cached per device and model file.
+
+    Why measure: the blocked variant's kernels are much faster on CPU-like devices, the tiled
+    one fuses with one-element-per-work-item consumers; which wins depends on the graph and
+    the device.
+    Returns the cached form name, or the winning session itself when it had to be built.
+    """
+    cache = _form_cache_file(path, params, fused, tune, device)
+    try:
+        entry = json.loads(cache.read_text())
+        if entry.get("form") in _FORMS:
+            return str(entry["form"])
+    except (OSError, ValueError, AttributeError):
+        pass
+    cands = {f: InferenceSession(path, params=params, fused=fused, device=device, tune=tune,
+                                 _form=f) for f in _FORMS}
+    if len({c.source for c in cands.values()}) == 1:  # no MatMul/Gemm: nothing to choose
+        best, walls = _FORMS[0], {}
+    else:
+        from polyfuse.onnx_run import random_inputs
+
+        feeds = random_inputs(cands[_FORMS[0]]._model_info)
+        samples: dict[str, list[float]] = {f: [] for f in cands}
+        for c in cands.values():
+            c.run(None, feeds)  # warm-up
+        for _ in range(3):
+            for f, c in cands.items():
+                for _ in range(3):
+                    t0 = time.perf_counter()
+                    c.run(None, feeds)
+                    samples[f].append(time.perf_counter() - t0)
+        walls = {f: float(np.median(v)) for f, v in samples.items()}
+        best = min(walls, key=walls.__getitem__)
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps({"form": best, "wall_s": walls, "model": path}))
+    except OSError:
+        pass  # a read-only cache only costs the measurement next time
+    cands[best].form_choice = {"form": best, "wall_s": walls, "cached": False}
+    return cands[best]
+
+
+__all__ = ["InferenceSession", "NodeArg"]

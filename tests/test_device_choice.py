@@ -1,0 +1,44 @@
+"""The default device is chosen by measurement among the working ones, cached, and explained by
+``polyfuse devices``; ``PYOPENCL_CTX`` still wins."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _devices(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+    full = {k: v for k, v in os.environ.items() if k != "PYOPENCL_CTX"}
+    full.update({"POLYFUSE_CACHE": str(tmp_path), "PYTHONPATH": str(ROOT), **env})
+    return subprocess.run([sys.executable, "-m", "polyfuse.cli", "devices"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300, env=full)
+
+
+def test_default_device_is_measured_cached_and_explained(tmp_path):
+    r = _devices(tmp_path)
+    assert r.returncode == 0, r.stderr
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("default:"))
+    rows = [ln.split()[0] for ln in r.stdout.splitlines() if ln[:1].isdigit()]
+    assert line.split()[1] in rows  # names one of the listed ids
+    cache = tmp_path / "default_device.json"
+    if len(rows) > 1:
+        assert "fastest on a 16-launch probe" in line
+        entry = next(iter(json.loads(cache.read_text()).values()))
+        assert len(entry["seconds"]) == len(rows) and entry["key"] in entry["seconds"]
+        # the second run reuses the measurement: same choice
+        again = _devices(tmp_path)
+        assert next(ln for ln in again.stdout.splitlines()
+                    if ln.startswith("default:")).split()[1] == line.split()[1]
+    else:
+        assert "only device" in line
+
+
+def test_pyopencl_ctx_wins(tmp_path):
+    r = _devices(tmp_path, PYOPENCL_CTX="0:0")
+    assert r.returncode == 0, r.stderr
+    assert "default: 0:0 (from PYOPENCL_CTX" in r.stdout
