@@ -78,14 +78,40 @@ def fuse_program(program: Program, *, params: Optional[dict[str, int]] = None,
                       verification=verification, tuning=tuning)
 
 
-def write_outputs(result: FuseResult, out_dir: Union[str, Path]) -> dict[str, Path]:
-    """Write ``plan.json``, ``fused.cl`` and ``report.md`` into ``out_dir``."""
+def write_outputs(result: FuseResult, out_dir: Union[str, Path], *,
+                  host_include_dirs: tuple[str, ...] = (),
+                  host_defines: Optional[dict[str, Optional[str]]] = None) -> dict[str, Path]:
+    """Write ``plan.json``, ``fused.cl``, ``report.md`` and, for a program with a C/C++ host,
+    ``fused_host.c``/``.cpp`` (the host rewritten to launch the fused kernels) into ``out_dir``.
+
+    A host that cannot be rewritten is not an error of the fusion: ``report.md`` says why and
+    ``paths["host_error"]`` is set to the message.
+    """
+    from polyfuse.codegen.host_rewrite import HostRewriteError, host_file_of, rewrite_host
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"plan": out / "plan.json", "source": out / "fused.cl", "report": out / "report.md"}
     paths["plan"].write_text(plan_to_text(result.plan))
     paths["source"].write_text(result.fused.source)
-    paths["report"].write_text(report_markdown(result))
+    host_note = ""
+    host = host_file_of(result.program)
+    if host is not None:
+        try:
+            fh = rewrite_host(result.program, result.fused, host,
+                              include_dirs=host_include_dirs, defines=host_defines or {})
+        except HostRewriteError as err:
+            host_note = f"fused host not written: {err}"
+            paths["host_error"] = Path(host_note)
+        else:
+            paths["host"] = out / fh.name
+            paths["host"].write_text(fh.text)
+            host_note = (f"`{fh.name}`: the host program rewritten to launch the fused kernels "
+                         "(build it like the original, plus `-lOpenCL`).")
+    report = report_markdown(result)
+    if host_note:
+        report += f"\n## Fused host\n\n{host_note}\n"
+    paths["report"].write_text(report)
     return paths
 
 

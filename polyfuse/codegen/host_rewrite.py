@@ -1,0 +1,575 @@
+"""The user's host program rewritten to launch the fused kernels (``fused_host.c``).
+
+The rewrite works like clang's ``Rewriter``: the host is re-parsed with libclang, and only the
+tokens that must change are replaced, by their source ranges; comments, formatting and every
+statement polyfuse did not touch stay as written.  What changes:
+
+* a block of generated code (``pf_*``) is inserted after the host's ``#include`` lines: the fused
+  OpenCL source as a C string, built lazily on the queue's context and device with the
+  original build options, and one launch function per plan group;
+* every ``clSetKernelArg`` call is renamed ``pf_set_arg``: the same call, which also keeps a
+  copy of the argument (OpenCL cannot be asked for an argument's value later);
+* the ``clEnqueueNDRangeKernel`` call of a group's last member (the group's planned host
+  position) becomes ``pf_launch_g<N>`` with the same arguments: it takes the member's
+  arguments, sets the fused kernel's arguments from the copies taken at each member's own
+  launch, and enqueues the fused NDRange;
+* the calls of the other members become ``pf_defer_g<N>_<k>``: they take a copy of the member's
+  arguments at the moment the original would have launched (so a kernel object re-used with new
+  arguments between launches is handled exactly) and launch nothing (a marker keeps an event or
+  a wait list the original call had).
+
+Symbolic sizes and scalars of the fused kernel are host expressions over the program's
+parameters and host-loop iterators; their values are recovered from the copied arguments and
+NDRanges of the members (a parameter is a scalar argument or a global size of some member), and
+an iterator the copies do not give is passed by its C name at the launch.  Anything that cannot
+be expressed this way is refused with :class:`HostRewriteError`, never guessed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import sympy
+
+from polyfuse.program import Launch, PolyfuseError, Program, host_loop_ids
+
+#: environment variable: when set, the fused host prints how many fused launches it enqueued
+COUNT_ENV = "POLYFUSE_COUNT_LAUNCHES"
+_ARG_BYTES = 64
+_IDENT = re.compile(r"^[A-Za-z_]\w*$")
+
+
+class HostRewriteError(PolyfuseError):
+    """The host program cannot be rewritten to launch the fused kernels (names the place)."""
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One ``clEnqueueNDRangeKernel``/``clSetKernelArg`` call in the main host file."""
+
+    name: str
+    line: int
+    column: int
+    callee: tuple[int, int]  # byte offsets of the callee name
+    end: int  # byte offset of the closing parenthesis
+    in_macro: bool
+
+
+@dataclass(frozen=True)
+class FusedHost:
+    """The rewritten host: ``text`` to be saved as ``name`` next to ``fused.cl``."""
+
+    name: str
+    text: str
+    #: group id -> number of the call sites replaced (launch + deferred members)
+    groups: Mapping[int, int]
+
+
+# ----------------------------------------------------------------------------------------------
+# libclang: the calls and the place for the generated block
+# ----------------------------------------------------------------------------------------------
+
+
+def _parse_calls(path: str, text: str, include_dirs: Iterable[str],
+                 defines: Mapping[str, Optional[str]]) -> tuple[list[_Call], int]:
+    """The OpenCL calls of ``path`` with their byte ranges, and where to insert generated code."""
+    from polyfuse.frontend import clang_host
+
+    index = clang_host._index()
+    if index is None:
+        raise HostRewriteError("rewriting the host needs libclang (pip install libclang)", path)
+    from clang import cindex
+
+    base = os.path.dirname(os.path.abspath(path))
+    args = clang_host.compile_args(path, include_dirs=[base, *include_dirs], defines=defines)
+    tu = index.parse(path, args=args, unsaved_files=[(path, text)],
+                     options=cindex.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD)
+    main = os.path.abspath(path)
+    calls: list[_Call] = []
+    first_decl = len(text.encode())
+    for top in tu.cursor.get_children():
+        loc = top.location
+        if loc.file is None or os.path.abspath(loc.file.name) != main:
+            continue
+        if top.kind in (cindex.CursorKind.MACRO_DEFINITION, cindex.CursorKind.MACRO_INSTANTIATION,
+                        cindex.CursorKind.INCLUSION_DIRECTIVE):
+            continue
+        first_decl = min(first_decl, top.extent.start.offset)
+        for c in top.walk_preorder():
+            if c.kind != cindex.CursorKind.CALL_EXPR:
+                continue
+            if c.spelling not in ("clEnqueueNDRangeKernel", "clSetKernelArg"):
+                continue
+            callee = next(iter(c.get_children()), None)
+            ext = c.extent
+            in_macro = (ext.start.file is None or os.path.abspath(ext.start.file.name) != main
+                        or callee is None)
+            if callee is not None:
+                cs, ce = callee.extent.start.offset, callee.extent.end.offset
+                in_macro = in_macro or text.encode()[cs:ce].decode(errors="replace") != c.spelling
+            else:
+                cs = ce = 0
+            calls.append(_Call(c.spelling, c.location.line, c.location.column, (cs, ce),
+                               ext.end.offset, in_macro))
+    # after the last #include before the first declaration (the host's own headers first)
+    data = text.encode()
+    head = data[:first_decl]
+    pos = 0
+    for m in re.finditer(rb"^[ \t]*#[ \t]*include[^\n]*\n", head, re.M):
+        pos = m.end()
+    return calls, pos
+
+
+# ----------------------------------------------------------------------------------------------
+# C text of host expressions
+# ----------------------------------------------------------------------------------------------
+
+
+def _c_expr(e: Any, names: Mapping[str, str]) -> str:
+    """C (``long long`` arithmetic, exact floor division) for an integer host expression."""
+    e = sympy.sympify(e)
+    if e.is_Integer:
+        return f"{int(e)}LL"
+    if e.is_Symbol:
+        if str(e) not in names:
+            raise KeyError(str(e))
+        return names[str(e)]
+    if isinstance(e, sympy.floor):
+        num, den = sympy.fraction(sympy.together(e.args[0]))
+        if den.is_Integer and int(den) > 0:
+            return f"pf_floordiv({_c_expr(sympy.expand(num), names)}, {int(den)}LL)"
+    if isinstance(e, sympy.Add):
+        num, den = sympy.fraction(sympy.together(e))
+        if den != 1:
+            raise ValueError(f"not an integer expression: {e}")
+        return "(" + " + ".join(_c_expr(a, names) for a in e.args) + ")"
+    if isinstance(e, sympy.Mul):
+        if any(a.is_Rational and not a.is_Integer for a in e.args):
+            raise ValueError(f"not an integer expression: {e}")
+        return "(" + " * ".join(_c_expr(a, names) for a in e.args) + ")"
+    if isinstance(e, sympy.Pow) and e.exp.is_Integer and int(e.exp) > 0:
+        return "(" + " * ".join([_c_expr(e.base, names)] * int(e.exp)) + ")"
+    if isinstance(e, (sympy.Max, sympy.Min)):
+        op = ">" if isinstance(e, sympy.Max) else "<"
+        parts = [_c_expr(a, names) for a in e.args]
+        out = parts[0]
+        for p in parts[1:]:
+            out = f"(({out}) {op} ({p}) ? ({out}) : ({p}))"
+        return out
+    raise ValueError(f"cannot express {e} in C")
+
+
+def _c_value(e: Any, ctype: str, names: Mapping[str, str]) -> str:
+    e = sympy.sympify(e)
+    if e.is_Number and not e.is_Integer:
+        return repr(float(e))
+    return _c_expr(e, names)
+
+
+def _c_string(text: str) -> str:
+    out = []
+    for line in text.splitlines(keepends=True):
+        esc = line.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        out.append(f'    "{esc}"')
+    return "\n".join(out) or '    ""'
+
+
+# ----------------------------------------------------------------------------------------------
+# The rewrite
+# ----------------------------------------------------------------------------------------------
+
+
+_PRELUDE = r"""
+/* ---- polyfuse: fused kernels (generated by `polyfuse fuse`; their source is fused.cl) ---- */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <CL/cl.h>
+#if defined(__GNUC__) || defined(__clang__)
+#define PF_UNUSED __attribute__((unused))
+#else
+#define PF_UNUSED
+#endif
+
+static const char pf_source[] =
+@SOURCE@;
+static const char pf_options[] = @OPTIONS@;
+
+typedef struct {
+    cl_kernel kernel;
+    cl_uint index;
+    size_t size;
+    int null;
+    unsigned char value[@ARGB@];
+} pf_arg_t;
+typedef struct { pf_arg_t args[@MAXARGS@]; cl_uint dim; size_t gws[3]; } pf_snap_t;
+static pf_arg_t* pf_table;
+static size_t pf_table_len, pf_table_cap;
+static unsigned long pf_launches;
+
+PF_UNUSED static long long pf_floordiv(long long a, long long b)
+{
+    return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+static void pf_count_report(void)
+{
+    if (getenv("@COUNTENV@"))
+        fprintf(stderr, "polyfuse: %lu fused launches\n", pf_launches);
+}
+
+/* clSetKernelArg, keeping a copy of the value for the fused launches */
+static cl_int pf_set_arg(cl_kernel kernel, cl_uint index, size_t size, const void* value)
+{
+    size_t i;
+    cl_int err = clSetKernelArg(kernel, index, size, value);
+    if (err != CL_SUCCESS)
+        return err;
+    for (i = 0; i < pf_table_len; i++)
+        if (pf_table[i].kernel == kernel && pf_table[i].index == index)
+            break;
+    if ((value != NULL && size > @ARGB@) || index >= @MAXARGS@) {
+        /* not an argument of a fused member: forget any older copy */
+        if (i < pf_table_len)
+            pf_table[i].size = 0;
+        return CL_SUCCESS;
+    }
+    if (i == pf_table_len) {
+        if (pf_table_len == pf_table_cap) {
+            size_t cap = pf_table_cap ? 2 * pf_table_cap : 64;
+            pf_arg_t* t = (pf_arg_t*)realloc(pf_table, cap * sizeof(pf_arg_t));
+            if (t == NULL)
+                return CL_OUT_OF_HOST_MEMORY;
+            pf_table = t;
+            pf_table_cap = cap;
+        }
+        pf_table_len++;
+    }
+    pf_table[i].kernel = kernel;
+    pf_table[i].index = index;
+    pf_table[i].size = size;
+    pf_table[i].null = value == NULL;
+    if (value != NULL)
+        memcpy(pf_table[i].value, value, size);
+    return CL_SUCCESS;
+}
+
+/* the arguments and NDRange of a member launch, at the moment it would have run */
+static void pf_snap(pf_snap_t* s, cl_kernel kernel, cl_uint dim, const size_t* gws)
+{
+    size_t i;
+    memset(s, 0, sizeof(*s));
+    for (i = 0; i < pf_table_len; i++)
+        if (pf_table[i].kernel == kernel && pf_table[i].index < @MAXARGS@)
+            s->args[pf_table[i].index] = pf_table[i];
+    s->dim = dim;
+    for (i = 0; i < dim && i < 3; i++)
+        s->gws[i] = gws[i];
+}
+
+PF_UNUSED static cl_int pf_copy_arg(cl_kernel fused, cl_uint index, const pf_arg_t* a)
+{
+    if (a->size == 0)
+        return CL_INVALID_KERNEL_ARGS;
+    return clSetKernelArg(fused, index, a->size, a->null ? NULL : a->value);
+}
+
+/* a deferred member: nothing runs now, but its wait list and event are kept */
+PF_UNUSED static cl_int pf_defer(cl_command_queue queue, cl_uint nwait, const cl_event* wait,
+                                 cl_event* event)
+{
+    if (nwait == 0 && event == NULL)
+        return CL_SUCCESS;
+    return clEnqueueMarkerWithWaitList(queue, nwait, wait, event);
+}
+
+/* the fused program, built once per context from the embedded source */
+static cl_kernel pf_kernel(cl_command_queue queue, int which, const char* name, cl_int* err)
+{
+    static cl_context context;
+    static cl_program program;
+    static cl_kernel kernels[@NGROUPS@];
+    cl_context ctx;
+    cl_device_id device;
+    *err = clGetCommandQueueInfo(queue, CL_QUEUE_CONTEXT, sizeof(ctx), &ctx, NULL);
+    if (*err != CL_SUCCESS)
+        return NULL;
+    if (program == NULL || ctx != context) {
+        const char* src = pf_source;
+        *err = clGetCommandQueueInfo(queue, CL_QUEUE_DEVICE, sizeof(device), &device, NULL);
+        if (*err != CL_SUCCESS)
+            return NULL;
+        program = clCreateProgramWithSource(ctx, 1, &src, NULL, err);
+        if (*err != CL_SUCCESS)
+            return NULL;
+        *err = clBuildProgram(program, 1, &device, pf_options, NULL, NULL);
+        if (*err != CL_SUCCESS) {
+            size_t n = 0;
+            char* log;
+            clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, 0, NULL, &n);
+            log = (char*)malloc(n + 1);
+            if (log != NULL) {
+                clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, n, log, NULL);
+                log[n] = '\0';
+                fprintf(stderr, "polyfuse: the fused kernels do not build:\n%s\n", log);
+                free(log);
+            }
+            clReleaseProgram(program);
+            program = NULL;
+            return NULL;
+        }
+        if (context == NULL)
+            atexit(pf_count_report);
+        context = ctx;
+        memset(kernels, 0, sizeof(kernels));
+    }
+    if (kernels[which] == NULL)
+        kernels[which] = clCreateKernel(program, name, err);
+    else
+        *err = CL_SUCCESS;
+    return kernels[which];
+}
+"""
+
+
+@dataclass
+class _Values:
+    """Where the fused launch of one group takes each host value from (see the module doc)."""
+
+    sources: dict[str, tuple[str, str]]  # symbol -> (C type, C expression over the copies)
+    iterators: list[str]
+    where: str
+    shown: str
+    line: int
+    passed: list[str] = field(default_factory=list)  # iterators passed at the call
+    used: list[str] = field(default_factory=list)  # symbols taken from the copies
+
+    def name_of(self, sym: str) -> str:
+        if sym in self.sources:
+            if sym not in self.used:
+                self.used.append(sym)
+            return f"pf_v_{sym}"
+        if sym in self.iterators and _IDENT.match(sym):
+            if sym not in self.passed:
+                self.passed.append(sym)
+            return f"pf_it_{sym}"
+        raise HostRewriteError(f"{self.where}: the fused launch needs the host value {sym!r}, "
+                               "which no member's arguments or sizes hold", self.shown,
+                               self.line)
+
+    def c_of(self, e: Any, ctype: str = "long long") -> str:
+        e = sympy.sympify(e)
+        names = {str(s): self.name_of(str(s)) for s in sorted(e.free_symbols, key=str)}
+        try:
+            return _c_value(e, ctype, names)
+        except ValueError as err:
+            raise HostRewriteError(f"{self.where}: {err}", self.shown, self.line) from None
+
+
+def _params_of(fused_source_kernel: Any) -> list[Any]:
+    return sorted(fused_source_kernel.params, key=lambda p: p.index)
+
+
+def rewrite_host(program: Program, fused: Any, host_path: str, *,
+                 include_dirs: Iterable[str] = (),
+                 defines: Mapping[str, Optional[str]] = {},  # noqa: B006 - read only
+                 build_options: str = "") -> FusedHost:
+    """``fused_host.c`` for ``program`` and its fused program ``fused`` (a FusedProgram)."""
+    text = Path(host_path).read_text()
+    data = text.encode()
+    calls, insert_at = _parse_calls(host_path, text, include_dirs, defines)
+    shown = os.path.basename(host_path)
+    main = os.path.abspath(host_path)
+
+    def where(launch: Launch) -> str:
+        return f"launch #{launch.id} ({launch.kernel})"
+
+    enqueues = [c for c in calls if c.name == "clEnqueueNDRangeKernel"]
+    sites: dict[int, _Call] = {}  # launch id -> its call
+    for launch in program.launches:
+        if launch.loc is None or os.path.abspath(launch.loc.file) != main:
+            raise HostRewriteError(f"{where(launch)} is not a clEnqueueNDRangeKernel call of "
+                                   "this host file", shown)
+        on_line = [c for c in enqueues if c.line == launch.loc.line]
+        if len(on_line) > 1:
+            on_line = [c for c in on_line if c.column == launch.loc.column] or on_line
+        if len(on_line) != 1:
+            raise HostRewriteError(f"cannot find the clEnqueueNDRangeKernel call of "
+                                   f"{where(launch)}", shown, launch.loc.line)
+        if on_line[0].in_macro:
+            raise HostRewriteError(f"the clEnqueueNDRangeKernel call of {where(launch)} is "
+                                   "written inside a macro; it cannot be rewritten in place",
+                                   shown, launch.loc.line)
+        sites[launch.id] = on_line[0]
+    by_site: dict[tuple[int, int], list[int]] = {}
+    for lid, c in sites.items():
+        by_site.setdefault(c.callee, []).append(lid)
+    for lids in by_site.values():
+        if len(lids) > 1:
+            line = sites[lids[0]].line
+            raise HostRewriteError(f"one clEnqueueNDRangeKernel call runs launches {sorted(lids)} "
+                                   "(a function called several times); polyfuse cannot give "
+                                   "each its own fused launch", shown, line)
+    for c in calls:
+        if c.name == "clSetKernelArg" and c.in_macro:
+            raise HostRewriteError("a clSetKernelArg call is written inside a macro", shown,
+                                   c.line)
+
+    plan = fused.plan
+    fprog = fused.program
+    positions = {op.id: i for i, op in enumerate(program.ops)}
+    loop_ids = host_loop_ids(program.ops)
+    edits: list[tuple[int, int, str]] = []  # (start, end, replacement) in bytes
+    functions: list[str] = []
+    counts: dict[int, int] = {}
+    max_args = 1
+    for gi, g in enumerate(plan.groups):
+        frags = list(g.fragments)
+        members = [program.op(f.launch) for f in frags]
+        last = max(members, key=lambda m: positions[m.id])
+        kname = fused.group_kernels[g.id]
+        kernel = fprog.kernels[kname]
+        flaunch = next(op for op in fprog.launches if op.kernel == kname)
+        for m in members:
+            if m is not last and loop_ids[m.id] != loop_ids[last.id][:len(loop_ids[m.id])]:
+                raise HostRewriteError(f"plan group {g.id}: {where(m)} is not in the host loops "
+                                       f"of {where(last)}, where the fused launch goes", shown,
+                                       sites[m.id].line)
+            max_args = max(max_args, len(program.kernels[m.kernel].params))
+        # where each host symbol's value comes from
+        sources: dict[str, tuple[str, str]] = {}
+        for k, m in enumerate(members):
+            orig = program.kernels[m.kernel]
+            for a in m.args:
+                p = orig.params[a.index]
+                if a.kind != "scalar" or p.pointer:
+                    continue
+                val = sympy.sympify(a.value) if a.value is not None else sympy.Symbol(p.name)
+                if val.is_Symbol and str(val) not in sources:
+                    sources[str(val)] = (_env_type(p.type), f"pf_get_{_ctype_id(p.type)}"
+                                         f"(&s[{k}].args[{a.index}])")
+            for d, gsz in enumerate(m.global_size):
+                gsz = sympy.sympify(gsz)
+                if gsz.is_Symbol and str(gsz) not in sources:
+                    sources[str(gsz)] = ("long long", f"(long long)s[{k}].gws[{d}]")
+        vals = _Values(sources, [lp.iterator for lp in last.loops],
+                       f"plan group {g.id}", shown, sites[last.id].line)
+        c_of = vals.c_of
+        lines: list[str] = []
+        frag_launch = {k + 1: m for k, m in enumerate(members)}
+        for p in _params_of(kernel):
+            b = flaunch.arg(p.index)
+            mm = re.match(r"^f(\d+)_(.+)$", p.name)
+            if (p.pointer or b.kind in ("buffer", "local")) and mm:
+                k = int(mm.group(1))
+                orig = program.kernels[frag_launch[k].kernel]
+                oi = orig.param(mm.group(2)).index
+                lines.append(f"    if (err == CL_SUCCESS) err = pf_copy_arg(f, {p.index}, "
+                             f"&s[{k - 1}].args[{oi}]);")
+            elif b.kind == "scalar" and b.value is not None:
+                ctype = p.type
+                lines.append(f"    if (err == CL_SUCCESS) {{ {ctype} v = ({ctype})"
+                             f"({c_of(b.value, ctype)}); err = clSetKernelArg(f, {p.index}, "
+                             f"sizeof(v), &v); }}")
+            else:
+                raise HostRewriteError(f"plan group {g.id}: argument {p.index} ({p.name}) of "
+                                       f"{kname} has no value polyfuse can give on the host",
+                                       shown, sites[last.id].line)
+        wd = len(flaunch.global_size)
+        gs = ", ".join(f"(size_t)({c_of(x)})" for x in flaunch.global_size)
+        ls = ", ".join(f"(size_t)({c_of(x)})" for x in flaunch.local_size) \
+            if flaunch.local_size is not None else None
+        env = [f"    {sources[sym][0]} pf_v_{sym} = {sources[sym][1]};" for sym in vals.used]
+        passed = vals.passed
+        n = len(members)
+        it_params = "".join(f", long long pf_it_{it}" for it in passed)
+        sig = ("(cl_command_queue queue, cl_kernel kernel, cl_uint dim, const size_t* offset, "
+               "const size_t* gws, const size_t* lws, cl_uint nwait, const cl_event* wait, "
+               "cl_event* event")
+        body = [f"/* plan group {g.id}: "
+                + ", ".join(f"#{m.id} {m.kernel}" for m in members) + f" -> {kname} */",
+                f"static pf_snap_t pf_g{g.id}_snap[{n}];"]
+        for k, m in enumerate(members):
+            if m is last:
+                continue
+            body += [f"static cl_int pf_defer_g{g.id}_{k + 1}{sig})", "{",
+                     "    (void)offset;", "    (void)lws;",
+                     f"    pf_snap(&pf_g{g.id}_snap[{k}], kernel, dim, gws);",
+                     "    return pf_defer(queue, nwait, wait, event);", "}"]
+        k_last = members.index(last)
+        body += [f"static cl_int pf_launch_g{g.id}{sig}{it_params})", "{",
+                 f"    pf_snap_t* s = pf_g{g.id}_snap;", "    cl_int err;", "    cl_kernel f;",
+                 "    (void)offset;", "    (void)lws;", "    (void)s;",
+                 f"    pf_snap(&s[{k_last}], kernel, dim, gws);",
+                 *env,
+                 f"    f = pf_kernel(queue, {gi}, \"{kname}\", &err);",
+                 "    if (f == NULL)", "        return err;",
+                 *lines,
+                 "    if (err != CL_SUCCESS)", "        return err;",
+                 "    {", f"        size_t g[{wd}] = {{{gs}}};"]
+        if ls is not None:
+            body += [f"        size_t l[{wd}] = {{{ls}}};"]
+        body += ["        pf_launches++;",
+                 f"        return clEnqueueNDRangeKernel(queue, f, {wd}, NULL, g, "
+                 f"{'l' if ls is not None else 'NULL'}, nwait, wait, event);", "    }", "}"]
+        functions.append("\n".join(body))
+        for k, m in enumerate(members):
+            c = sites[m.id]
+            if m is last:
+                edits.append((c.callee[0], c.callee[1], f"pf_launch_g{g.id}"))
+                if passed:
+                    extra = "".join(f", (long long)({it})" for it in passed)
+                    edits.append((c.end - 1, c.end - 1, extra))
+            else:
+                edits.append((c.callee[0], c.callee[1], f"pf_defer_g{g.id}_{k + 1}"))
+        counts[g.id] = len(members)
+    for c in calls:
+        if c.name == "clSetKernelArg":
+            edits.append((c.callee[0], c.callee[1], "pf_set_arg"))
+
+    getters = []
+    used_getters = set(re.findall(r"pf_get_(\w+)\(", "\n".join(functions)))
+    for ctype in sorted({p.type for k in program.kernels.values() for p in k.params
+                         if not p.pointer and _ctype_id(p.type) in used_getters}):
+        rtype = _env_type(ctype)
+        getters.append(f"static {rtype} pf_get_{_ctype_id(ctype)}(const pf_arg_t* a)\n{{\n"
+                       f"    {ctype} v;\n    memset(&v, 0, sizeof(v));\n"
+                       f"    memcpy(&v, a->value, a->size < sizeof(v) ? a->size : sizeof(v));\n"
+                       f"    return ({rtype})v;\n}}")
+    prelude = (_PRELUDE.replace("@SOURCE@", _c_string(fused.source))
+               .replace("@OPTIONS@", '"' + build_options.replace('"', '\\"') + '"')
+               .replace("@ARGB@", str(_ARG_BYTES)).replace("@MAXARGS@", str(max_args))
+               .replace("@COUNTENV@", COUNT_ENV)
+               .replace("@NGROUPS@", str(max(1, len(plan.groups)))))
+    prelude += "\n" + "\n\n".join(getters + functions) + "\n/* ---- end of polyfuse ---- */\n\n"
+    edits.append((insert_at, insert_at, prelude))
+    out = data
+    for start, end, rep in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
+        out = out[:start] + rep.encode() + out[end:]
+    suffix = Path(host_path).suffix or ".c"
+    return FusedHost(name=f"fused_host{suffix}", text=out.decode(), groups=counts)
+
+
+def _env_type(ctype: str) -> str:
+    return "double" if ctype.strip() in ("float", "double", "half") else "long long"
+
+
+def _ctype_id(ctype: str) -> str:
+    return re.sub(r"\W+", "_", ctype.strip())
+
+
+def host_file_of(program: Program) -> Optional[str]:
+    """The host file holding the program's launches (None for a program without a host)."""
+    files = {launch.loc.file for launch in program.launches if launch.loc is not None}
+    hosts = [f for f in files if not f.endswith(".cl") and os.path.isfile(f)]
+    if len(hosts) == 1 and len(files) == 1:
+        return hosts[0]
+    return None
+
+
+__all__ = ["COUNT_ENV", "FusedHost", "HostRewriteError", "host_file_of", "rewrite_host"]
