@@ -189,6 +189,7 @@ _PRELUDE = r"""
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 #include <CL/cl.h>
 #if defined(__GNUC__) || defined(__clang__)
 #define PF_UNUSED __attribute__((unused))
@@ -462,6 +463,7 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
         c_of = vals.c_of
         lines: list[str] = []
         frag_launch = {k + 1: m for k, m in enumerate(members)}
+        checks = _specialization_checks(program, members)
         for p in _params_of(kernel):
             b = flaunch.arg(p.index)
             mm = re.match(r"^f(\d+)_(.+)$", p.name)
@@ -507,6 +509,7 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
                  "    (void)offset;", "    (void)lws;", "    (void)s;",
                  f"    pf_snap(&s[{k_last}], kernel, dim, gws);",
                  *env,
+                 *checks,
                  f"    f = pf_kernel(queue, {gi}, \"{kname}\", &err);",
                  "    if (f == NULL)", "        return err;",
                  *lines,
@@ -553,6 +556,42 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
         out = out[:start] + rep.encode() + out[end:]
     suffix = Path(host_path).suffix or ".c"
     return FusedHost(name=f"fused_host{suffix}", text=out.decode(), groups=counts)
+
+
+def _specialization_checks(program: Program, members: list[Launch]) -> list[str]:
+    """C that refuses to launch when the run's values differ from those the plan fixed.
+
+    The fused kernels are specialized (constants propagated, sizes fixed) for the values the
+    analysis saw (``--args``/``--param``); run with other arguments they would be wrong, so the
+    fused launch checks each fixed scalar argument and global size of every member first.
+    """
+    out = []
+    for k, m in enumerate(members):
+        conds = []
+        orig = program.kernels[m.kernel]
+        for a in m.args:
+            p = orig.params[a.index]
+            if a.kind != "scalar" or p.pointer or a.value is None:
+                continue
+            v = sympy.sympify(a.value)
+            if not v.is_Number:
+                continue
+            get = f"pf_get_{_ctype_id(p.type)}(&s[{k}].args[{a.index}])"
+            if _env_type(p.type) == "double":
+                conds.append(f"fabs({get} - {float(v)!r}) > 1e-6 * fabs({float(v)!r}) + 1e-30")
+            elif v.is_Integer:
+                conds.append(f"{get} != {int(v)}LL")
+        for d, gsz in enumerate(m.global_size):
+            gsz = sympy.sympify(gsz)
+            if gsz.is_Integer:
+                conds.append(f"s[{k}].gws[{d}] != (size_t){int(gsz)}")
+        if conds:
+            out += [f"    if ({' || '.join(conds)}) {{",
+                    f"        fprintf(stderr, \"polyfuse: launch #{m.id} ({m.kernel}) runs with "
+                    f"arguments or sizes other than those the fused kernels were generated "
+                    f"for (fuse again with this run's --args)\\n\");",
+                    "        return CL_INVALID_VALUE;", "    }"]
+    return out
 
 
 def _env_type(ctype: str) -> str:
