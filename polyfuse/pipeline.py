@@ -15,6 +15,7 @@ Used by ``polyfuse fuse``, by ``schedules/regenerate.py`` and by research script
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,7 +143,7 @@ def report_markdown(result: FuseResult) -> str:
                      _fmt_size(g.global_size), _fmt_size(g.local_size)])
     out.append(_md_table(["group", "members", "orchestration", "kernel", "step", "global",
                           "local"], rows))
-    notes = [(g.id, n) for g in plan.groups for n in g.notes]
+    notes = [(g.id, _explained(n, plan.starts)) for g in plan.groups for n in g.notes]
     if notes:
         out += ["", "Planning decisions:", ""]
         out += [f"- group {gid}: {note}" for gid, note in notes]
@@ -187,6 +188,14 @@ def report_markdown(result: FuseResult) -> str:
                    f"time over repeats; * marks the choice):")
         out += ["", "```", tuning.table_text(), "```"]
     return "\n".join(out) + "\n"
+
+
+def _explained(note: str, starts: dict[int, str]) -> str:
+    """A planning note with its reason (``starts a group`` -> ``starts a group: why``)."""
+    m = re.match(r"^L(\d+) \(.*\): starts a group$", note)
+    if m and int(m.group(1)) in starts:
+        return f"{note}: {starts[int(m.group(1))]}"
+    return note
 
 
 def _fmt_size(size: Any) -> str:

@@ -41,6 +41,7 @@ side), ``hybrid`` (P3 of P1 chains side by side: chains vertical, copies horizon
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
@@ -519,7 +520,22 @@ def plan_fusion(uar: UAR, *, orchestration: str = "auto", anchor: str = "auto") 
                                      width=e.width, reason=reason, witness=e.witness))
     return FusionPlan(program=uar.program, uar=uar, groups=tuple(fused),
                       launches_before=_count_value(before), launches_after=_count_value(after),
-                      blocked=tuple(blocked), schedule=str(schedule))
+                      blocked=tuple(blocked), schedule=str(schedule),
+                      starts=_start_reasons(uar, local, groups, steps, group_of))
+
+
+def _start_reasons(uar: UAR, local: Any, groups: list[Unit], steps: dict[str, int],
+                   group_of: dict[int, int]) -> dict[int, str]:
+    """Why each launch that starts a local group does (data for report.md)."""
+    from polyfuse.fusion.explain import start_reasons
+
+    starters = [int(m.group(1)) for g in local.groups for n in g.notes
+                if (m := re.match(r"^L(\d+) \(.*\): starts a group$", n))]
+    return start_reasons(uar, starters, local.reasons, edge_key, group_of,
+                         {gid: steps[u.name] for gid, u in enumerate(groups)},
+                         {gid: u.sig for gid, u in enumerate(groups)},
+                         {gid: uar.instances(u.members[0]).loop_ids
+                          for gid, u in enumerate(groups)})
 
 
 def _named(frame: Frame, rel: isl.Map) -> isl.Map:
