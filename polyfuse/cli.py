@@ -414,8 +414,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-timing", action="store_true",
                    help="ONNX batches: skip timing unfused vs fused")
     p.add_argument("--orchestration", default="auto",
-                   choices=["auto", "vertical", "horizontal"],
-                   help="how independent fragments are combined (default: auto)")
+                   choices=["auto", "vertical", "horizontal", "hetero"],
+                   help="how independent fragments are combined (default: auto; hetero: also "
+                        "fuse independent launches with different code side by side)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_fuse)
 

@@ -147,6 +147,11 @@ def report_markdown(result: FuseResult) -> str:
     if notes:
         out += ["", "Planning decisions:", ""]
         out += [f"- group {gid}: {note}" for gid, note in notes]
+    if plan.apart:
+        out += ["", "Independent launches left apart (no dependence path between them):", ""]
+        for a, b, why in plan.apart:
+            names = [", ".join(f"#{m} {kernel_of.get(m, '?')}" for m in ms) for ms in (a, b)]
+            out.append(f"- {names[0]} | {names[1]}: {why}")
     out += ["", "## Edges that blocked fusion", ""]
     if plan.blocked:
         rows = []

@@ -50,6 +50,7 @@ import islpy as isl
 import networkx as nx
 import sympy
 
+from polyfuse.fusion.hetero import apart_reasons, hetero_fusion
 from polyfuse.fusion.local import (
     LocalGroup,
     edge_key,
@@ -71,7 +72,7 @@ from polyfuse.islutil import coalesce
 from polyfuse.program import HostOp, Launch
 from polyfuse.uar.graph import UAR
 
-ORCHESTRATION_CHOICES = ("auto", "vertical", "horizontal")
+ORCHESTRATION_CHOICES = ("auto", "vertical", "horizontal", "hetero")
 
 
 @dataclass
@@ -480,7 +481,10 @@ def plan_fusion(uar: UAR, *, orchestration: str = "auto", anchor: str = "auto") 
             units.append(Unit(f"H{op.id}", (op.id,)))
     schedule, steps = global_schedule(uar, units)
     waves = wavefront_schedules(uar, units)
-    units = p3_fusion(uar, units, steps, orchestration, local.graph)
+    units = p3_fusion(uar, units, steps, "auto" if orchestration == "hetero" else orchestration,
+                      local.graph)
+    if orchestration == "hetero":
+        units = hetero_fusion(uar, units, steps)
     sched_map = schedule.get_map()
     pos = {op.id: k for k, op in enumerate(uar.program.ops)}
     groups = [u for u in units if u.group is not None]
@@ -521,7 +525,8 @@ def plan_fusion(uar: UAR, *, orchestration: str = "auto", anchor: str = "auto") 
     return FusionPlan(program=uar.program, uar=uar, groups=tuple(fused),
                       launches_before=_count_value(before), launches_after=_count_value(after),
                       blocked=tuple(blocked), schedule=str(schedule),
-                      starts=_start_reasons(uar, local, groups, steps, group_of))
+                      starts=_start_reasons(uar, local, groups, steps, group_of),
+                      apart=tuple(apart_reasons(uar, units, steps, orchestration == "hetero")))
 
 
 def _start_reasons(uar: UAR, local: Any, groups: list[Unit], steps: dict[str, int],

@@ -85,3 +85,5 @@ class FusionPlan:
     schedule: Optional[str] = None
     #: launch id -> why it starts a group in local fusion (polyfuse.fusion.explain)
     starts: dict[int, str] = field(default_factory=dict)
+    #: every pair of independent groups left apart: (members, members, why) (fusion.hetero)
+    apart: tuple[tuple[tuple[int, ...], tuple[int, ...], str], ...] = ()
