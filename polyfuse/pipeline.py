@@ -58,8 +58,10 @@ def fuse_program(program: Program, *, params: Optional[dict[str, int]] = None,
         from polyfuse.runtime.autotune import autotune
 
         say("autotuning orchestration variants")
-        tuning = autotune(program, params=params, device=device, progress=progress)
-        plan, fused = tuning.plan, tuning.fused
+        tuning = autotune(program, params=params, device=device, progress=progress,
+                          variants=TUNE_VARIANTS)
+        plan = _measured_apart(tuning.plan, tuning)
+        fused = dataclasses.replace(tuning.fused, plan=plan)
     else:
         say("planning fusion")
         plan = plan_fusion(uar, orchestration=orchestration)
@@ -77,6 +79,29 @@ def fuse_program(program: Program, *, params: Optional[dict[str, int]] = None,
         fused = dataclasses.replace(fused, plan=plan)
     return FuseResult(program=program, uar=uar, plan=plan, fused=fused,
                       verification=verification, tuning=tuning)
+
+
+#: orchestration variants ``fuse --tune`` times (heterogeneous horizontal fusion only wins
+#: when it is measured faster than leaving independent launches apart)
+TUNE_VARIANTS = ("vertical", "horizontal", "hetero")
+
+
+def _measured_apart(plan: FusionPlan, tuning: Any) -> FusionPlan:
+    """Independent groups left apart because the heterogeneous variant measured slower."""
+    rows = {r.variant: r for r in tuning.table}
+    het = rows.get("hetero")
+    if tuning.variant == "hetero" or het is None or het.duplicate_of is not None:
+        return plan
+    key = "kernel_time" if tuning.metric == "kernel" else "wall_time"
+    mine, theirs = getattr(tuning.chosen, key), getattr(het, key)
+    if het.ok and mine is not None and theirs is not None:
+        why = (f"slower when measured: fused side by side {theirs * 1e6:.1f} us, apart "
+               f"({tuning.variant}) {mine * 1e6:.1f} us ({tuning.metric} time, median)")
+    else:
+        why = f"the heterogeneous variant was discarded: {het.error}"
+    apart = tuple((a, b, why if r.startswith("not fused in this variant") else r)
+                  for a, b, r in plan.apart)
+    return dataclasses.replace(plan, apart=apart)
 
 
 def write_outputs(result: FuseResult, out_dir: Union[str, Path], *,

@@ -66,9 +66,14 @@ def start_reasons(uar: Any, starters: Sequence[int], local_reasons: Mapping[Any,
         g = group_of[y]
         joined = sorted(m for m, h in group_of.items() if h == g and m != y)
         if joined:
-            out[y] = ("independent (no dependence on an earlier launch in the same host-loop "
-                      "iteration), so it is the first of its group; "
-                      f"{', '.join(f'L{m}' for m in joined)} joined it")
+            head = "independent (no dependence on an earlier launch in the same host-loop " \
+                   "iteration), so P1 has nothing to merge it into; "
+            earlier = [m for m in joined if pos[m] < pos[y]]
+            if earlier:
+                out[y] = head + (f"placed with {', '.join(f'L{m}' for m in joined)} later (P3, "
+                                 "heterogeneous horizontal fusion or a common consumer)")
+            else:
+                out[y] = head + f"{', '.join(f'L{m}' for m in joined)} joined its group"
             continue
         others = sorted({h for m, h in group_of.items() if h != g})
         same_step = [h for h in others if steps[h] == steps[g]]
