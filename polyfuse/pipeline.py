@@ -134,6 +134,7 @@ def write_outputs(result: FuseResult, out_dir: Union[str, Path], *,
             paths["host"].write_text(fh.text)
             host_note = (f"`{fh.name}`: the host program rewritten to launch the fused kernels "
                          "(build it like the original, plus `-lOpenCL`).")
+            host_note += "".join(f"\n\n- {n}" for n in fh.notes)
     report = report_markdown(result)
     if host_note:
         report += f"\n## Fused host\n\n{host_note}\n"

@@ -61,6 +61,16 @@ class _Call:
 
 
 @dataclass(frozen=True)
+class _For:
+    """A ``for`` statement: its line, byte range and the offset of its body's ``{``."""
+
+    line: int
+    start: int
+    end: int
+    brace: Optional[int]
+
+
+@dataclass(frozen=True)
 class FusedHost:
     """The rewritten host: ``text`` to be saved as ``name`` next to ``fused.cl``."""
 
@@ -68,6 +78,8 @@ class FusedHost:
     text: str
     #: group id -> number of the call sites replaced (launch + deferred members)
     groups: Mapping[int, int]
+    #: what the rewrite did beyond replacing calls (wavefront launch fusion), for report.md
+    notes: tuple[str, ...] = ()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -76,7 +88,8 @@ class FusedHost:
 
 
 def _parse_calls(path: str, text: str, include_dirs: Iterable[str],
-                 defines: Mapping[str, Optional[str]]) -> tuple[list[_Call], int]:
+                 defines: Mapping[str, Optional[str]]
+                 ) -> tuple[list[_Call], list[_For], int]:
     """The OpenCL calls of ``path`` with their byte ranges, and where to insert generated code."""
     from polyfuse.frontend import clang_host
 
@@ -91,6 +104,7 @@ def _parse_calls(path: str, text: str, include_dirs: Iterable[str],
                      options=cindex.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD)
     main = os.path.abspath(path)
     calls: list[_Call] = []
+    fors: list[_For] = []
     first_decl = len(text.encode())
     for top in tu.cursor.get_children():
         loc = top.location
@@ -101,9 +115,22 @@ def _parse_calls(path: str, text: str, include_dirs: Iterable[str],
             continue
         first_decl = min(first_decl, top.extent.start.offset)
         for c in top.walk_preorder():
+            if c.kind == cindex.CursorKind.FOR_STMT:
+                kids = list(c.get_children())
+                body = kids[-1] if kids else None
+                brace = (body.extent.start.offset
+                         if body is not None and body.kind == cindex.CursorKind.COMPOUND_STMT
+                         else None)
+                fors.append(_For(c.location.line, c.extent.start.offset, c.extent.end.offset,
+                                 brace))
+                continue
             if c.kind != cindex.CursorKind.CALL_EXPR:
                 continue
             if c.spelling not in ("clEnqueueNDRangeKernel", "clSetKernelArg"):
+                if c.spelling:
+                    calls.append(_Call(c.spelling, c.location.line, c.location.column,
+                                       (c.extent.start.offset, c.extent.start.offset),
+                                       c.extent.end.offset, True))
                 continue
             callee = next(iter(c.get_children()), None)
             ext = c.extent
@@ -122,7 +149,7 @@ def _parse_calls(path: str, text: str, include_dirs: Iterable[str],
     pos = 0
     for m in re.finditer(rb"^[ \t]*#[ \t]*include[^\n]*\n", head, re.M):
         pos = m.end()
-    return calls, pos
+    return calls, fors, pos
 
 
 # ----------------------------------------------------------------------------------------------
@@ -383,7 +410,7 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
     """``fused_host.c`` for ``program`` and its fused program ``fused`` (a FusedProgram)."""
     text = Path(host_path).read_text()
     data = text.encode()
-    calls, insert_at = _parse_calls(host_path, text, include_dirs, defines)
+    calls, fors, insert_at = _parse_calls(host_path, text, include_dirs, defines)
     shown = os.path.basename(host_path)
     main = os.path.abspath(host_path)
 
@@ -416,6 +443,9 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
             raise HostRewriteError(f"one clEnqueueNDRangeKernel call runs launches {sorted(lids)} "
                                    "(a function called several times); polyfuse cannot give "
                                    "each its own fused launch", shown, line)
+    cl_calls = ("clEnqueueNDRangeKernel", "clSetKernelArg")
+    other_calls = [c for c in calls if c.name not in cl_calls]
+    calls = [c for c in calls if c.name in cl_calls]
     for c in calls:
         if c.name == "clSetKernelArg" and c.in_macro:
             raise HostRewriteError("a clSetKernelArg call is written inside a macro", shown,
@@ -426,6 +456,8 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
     positions = {op.id: i for i, op in enumerate(program.ops)}
     loop_ids = host_loop_ids(program.ops)
     edits: list[tuple[int, int, str]] = []  # (start, end, replacement) in bytes
+    waves: list[str] = []  # wavefront kernels (OpenCL source) appended to the fused source
+    notes: list[str] = []
     functions: list[str] = []
     counts: dict[int, int] = {}
     max_args = 1
@@ -471,12 +503,12 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
                 k = int(mm.group(1))
                 orig = program.kernels[frag_launch[k].kernel]
                 oi = orig.param(mm.group(2)).index
-                lines.append(f"    if (err == CL_SUCCESS) err = pf_copy_arg(f, {p.index}, "
+                lines.append(f"    if (err == CL_SUCCESS) err = pf_copy_arg(f, base + {p.index}, "
                              f"&s[{k - 1}].args[{oi}]);")
             elif b.kind == "scalar" and b.value is not None:
                 ctype = p.type
                 lines.append(f"    if (err == CL_SUCCESS) {{ {ctype} v = ({ctype})"
-                             f"({c_of(b.value, ctype)}); err = clSetKernelArg(f, {p.index}, "
+                             f"({c_of(b.value, ctype)}); err = clSetKernelArg(f, base + {p.index}, "
                              f"sizeof(v), &v); }}")
             else:
                 raise HostRewriteError(f"plan group {g.id}: argument {p.index} ({p.name}) of "
@@ -486,50 +518,83 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
         gs = ", ".join(f"(size_t)({c_of(x)})" for x in flaunch.global_size)
         ls = ", ".join(f"(size_t)({c_of(x)})" for x in flaunch.local_size) \
             if flaunch.local_size is not None else None
-        env = [f"    {sources[sym][0]} pf_v_{sym} = {sources[sym][1]};" for sym in vals.used]
+        env = [f"    {sources[sym][0]} pf_v_{sym} = {sources[sym][1]}; (void)pf_v_{sym};"
+               for sym in vals.used]
         passed = vals.passed
         n = len(members)
         it_params = "".join(f", long long pf_it_{it}" for it in passed)
+        it_args = "".join(f", pf_it_{it}" for it in passed)
         sig = ("(cl_command_queue queue, cl_kernel kernel, cl_uint dim, const size_t* offset, "
                "const size_t* gws, const size_t* lws, cl_uint nwait, const cl_event* wait, "
                "cl_event* event")
         body = [f"/* plan group {g.id}: "
                 + ", ".join(f"#{m.id} {m.kernel}" for m in members) + f" -> {kname} */",
-                f"static pf_snap_t pf_g{g.id}_snap[{n}];"]
-        for k, m in enumerate(members):
-            if m is last:
-                continue
-            body += [f"static cl_int pf_defer_g{g.id}_{k + 1}{sig})", "{",
-                     "    (void)offset;", "    (void)lws;",
-                     f"    pf_snap(&pf_g{g.id}_snap[{k}], kernel, dim, gws);",
-                     "    return pf_defer(queue, nwait, wait, event);", "}"]
+                f"static cl_int pf_setargs_g{g.id}(cl_kernel f, cl_uint base, pf_snap_t* s"
+                f"{it_params})", "{", "    cl_int err = CL_SUCCESS;", *env, *lines,
+                "    return err;", "}"]
         k_last = members.index(last)
-        body += [f"static cl_int pf_launch_g{g.id}{sig}{it_params})", "{",
-                 f"    pf_snap_t* s = pf_g{g.id}_snap;", "    cl_int err;", "    cl_kernel f;",
-                 "    (void)offset;", "    (void)lws;", "    (void)s;",
-                 f"    pf_snap(&s[{k_last}], kernel, dim, gws);",
-                 *env,
-                 *checks,
-                 f"    f = pf_kernel(queue, {gi}, \"{kname}\", &err);",
-                 "    if (f == NULL)", "        return err;",
-                 *lines,
-                 "    if (err != CL_SUCCESS)", "        return err;",
-                 "    {", f"        size_t g[{wd}] = {{{gs}}};"]
-        if ls is not None:
-            body += [f"        size_t l[{wd}] = {{{ls}}};"]
-        body += ["        pf_launches++;",
-                 f"        return clEnqueueNDRangeKernel(queue, f, {wd}, NULL, g, "
-                 f"{'l' if ls is not None else 'NULL'}, nwait, wait, event);", "    }", "}"]
+        try:
+            wave = _wave_plan(g, last, fors, other_calls, sites[last.id], flaunch, shown)
+        except HostRewriteError as err:
+            wave = None
+            notes.append(f"wavefront launch fusion not applied: {err}")
+        if wave is None:
+            body.append(f"static pf_snap_t pf_g{g.id}_snap[{n}];")
+            for k, m in enumerate(members):
+                if m is last:
+                    continue
+                body += [f"static cl_int pf_defer_g{g.id}_{k + 1}{sig})", "{",
+                         "    (void)offset;", "    (void)lws;",
+                         f"    pf_snap(&pf_g{g.id}_snap[{k}], kernel, dim, gws);",
+                         "    return pf_defer(queue, nwait, wait, event);", "}"]
+            body += [f"static cl_int pf_launch_g{g.id}{sig}{it_params})", "{",
+                     f"    pf_snap_t* s = pf_g{g.id}_snap;", "    cl_int err;", "    cl_kernel f;",
+                     "    (void)offset;", "    (void)lws;",
+                     f"    pf_snap(&s[{k_last}], kernel, dim, gws);",
+                     *env,
+                     *checks,
+                     f"    f = pf_kernel(queue, {gi}, \"{kname}\", &err);",
+                     "    if (f == NULL)", "        return err;",
+                     f"    err = pf_setargs_g{g.id}(f, 0, s{it_args});",
+                     "    if (err != CL_SUCCESS)", "        return err;",
+                     "    {", f"        size_t g[{wd}] = {{{gs}}};"]
+            if ls is not None:
+                body += [f"        size_t l[{wd}] = {{{ls}}};"]
+            body += ["        pf_launches++;",
+                     f"        return clEnqueueNDRangeKernel(queue, f, {wd}, NULL, g, "
+                     f"{'l' if ls is not None else 'NULL'}, nwait, wait, event);", "    }", "}"]
+            for k, m in enumerate(members):
+                c = sites[m.id]
+                if m is last:
+                    edits.append((c.callee[0], c.callee[1], f"pf_launch_g{g.id}"))
+                    if passed:
+                        extra = "".join(f", (long long)({it})" for it in passed)
+                        edits.append((c.end - 1, c.end - 1, extra))
+                else:
+                    edits.append((c.callee[0], c.callee[1], f"pf_defer_g{g.id}_{k + 1}"))
+        else:
+            wi = len(waves)
+            wname = f"pf_wave_g{g.id}"
+            waves.append(_wave_kernel(fprog.kernels[kname], wname, wave.slots,
+                                      wave.groups0, wave.local0, shown))
+            body += _wave_functions(g.id, wave, members, last, sig, checks, it_params,
+                                    it_args, len(kernel.params), len(plan.groups) + wi, wname,
+                                    wd, flaunch)
+            slot_arg = f", (long long)({wave.outer})"
+            for k, m in enumerate(members):
+                c = sites[m.id]
+                if m is last:
+                    edits.append((c.callee[0], c.callee[1], f"pf_wave_g{g.id}"))
+                    extra = "".join(f", (long long)({it})" for it in passed) + slot_arg
+                else:
+                    edits.append((c.callee[0], c.callee[1], f"pf_wdefer_g{g.id}_{k + 1}"))
+                    extra = slot_arg
+                edits.append((c.end - 1, c.end - 1, extra))
+            edits += wave.edits(g.id)
+            notes.append(f"plan group {g.id}: wavefront launch fusion: one launch of "
+                         f"{wave.slots} fragments per step {wave.outer} + {wave.inner} "
+                         f"(host loops rewritten at {shown}:{wave.line})")
         functions.append("\n".join(body))
-        for k, m in enumerate(members):
-            c = sites[m.id]
-            if m is last:
-                edits.append((c.callee[0], c.callee[1], f"pf_launch_g{g.id}"))
-                if passed:
-                    extra = "".join(f", (long long)({it})" for it in passed)
-                    edits.append((c.end - 1, c.end - 1, extra))
-            else:
-                edits.append((c.callee[0], c.callee[1], f"pf_defer_g{g.id}_{k + 1}"))
         counts[g.id] = len(members)
     for c in calls:
         if c.name == "clSetKernelArg":
@@ -544,18 +609,20 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
                        f"    {ctype} v;\n    memset(&v, 0, sizeof(v));\n"
                        f"    memcpy(&v, a->value, a->size < sizeof(v) ? a->size : sizeof(v));\n"
                        f"    return ({rtype})v;\n}}")
-    prelude = (_PRELUDE.replace("@SOURCE@", _c_string(fused.source))
+    source = fused.source + "".join(waves)
+    prelude = (_PRELUDE.replace("@SOURCE@", _c_string(source))
                .replace("@OPTIONS@", '"' + build_options.replace('"', '\\"') + '"')
                .replace("@ARGB@", str(_ARG_BYTES)).replace("@MAXARGS@", str(max_args))
                .replace("@COUNTENV@", COUNT_ENV)
-               .replace("@NGROUPS@", str(max(1, len(plan.groups)))))
+               .replace("@NGROUPS@", str(max(1, len(plan.groups) + len(waves)))))
     prelude += "\n" + "\n\n".join(getters + functions) + "\n/* ---- end of polyfuse ---- */\n\n"
     edits.append((insert_at, insert_at, prelude))
     out = data
     for start, end, rep in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
         out = out[:start] + rep.encode() + out[end:]
     suffix = Path(host_path).suffix or ".c"
-    return FusedHost(name=f"fused_host{suffix}", text=out.decode(), groups=counts)
+    return FusedHost(name=f"fused_host{suffix}", text=out.decode(), groups=counts,
+                     notes=tuple(notes))
 
 
 def _specialization_checks(program: Program, members: list[Launch]) -> list[str]:
@@ -591,6 +658,183 @@ def _specialization_checks(program: Program, members: list[Launch]) -> list[str]
                     f"arguments or sizes other than those the fused kernels were generated "
                     f"for (fuse again with this run's --args)\\n\");",
                     "        return CL_INVALID_VALUE;", "    }"]
+    return out
+
+
+_WAVE_CALLS_OK = ("clSetKernelArg", "clEnqueueNDRangeKernel", "fprintf", "exit", "abort")
+
+
+@dataclass(frozen=True)
+class _Wave:
+    """A group run along its wavefront: one launch of ``slots`` fragments per step."""
+
+    outer: str  # outer host-loop iterator (the fragment slot)
+    inner: str
+    lower0: int  # lower bound of the outer loop
+    first: int  # first wavefront step (sum of the lower bounds)
+    slots: int
+    groups0: int  # work-groups of one fragment in dimension 0
+    local0: int
+    line: int
+    start: int  # byte range of the outer for statement
+    end: int
+    brace: int  # offset of the inner loop body's "{"
+
+    def edits(self, gid: int) -> list[tuple[int, int, str]]:
+        head = ("{ /* polyfuse: the loop nest below runs once per wavefront step "
+                f"{self.outer} + {self.inner} */ long long pf_w; int pf_any = 1; "
+                f"for (pf_w = {self.first}; pf_any; pf_w++) {{ pf_any = 0; ")
+        tail = (f" if (pf_any && pf_wave_flush_g{gid}() != CL_SUCCESS) {{ fprintf(stderr, "
+                "\"polyfuse: wavefront launch failed\\n\"); exit(1); } } }")
+        skip = (f" if ((long long)({self.outer}) + (long long)({self.inner}) != pf_w) continue;"
+                " pf_any = 1;")
+        return [(self.start, self.start, head), (self.end, self.end, tail),
+                (self.brace + 1, self.brace + 1, skip)]
+
+
+def _wave_plan(g: Any, last: Launch, fors: list[_For], other_calls: list[_Call], site: _Call,
+               flaunch: Launch, shown: str) -> Optional[_Wave]:
+    """How group ``g`` runs along its wavefront in the host, or None (not a wavefront)."""
+    if not any(n.startswith("wavefront schedule") for n in g.notes):
+        return None
+    where = f"plan group {g.id} (wavefront)"
+    if len(last.loops) != 2:
+        raise HostRewriteError(f"{where}: only a nest of two host loops is rewritten", shown,
+                               site.line)
+    outer, inner = last.loops
+    try:
+        lo0, hi0 = int(outer.lower), int(outer.upper)
+        lo1 = int(inner.lower)
+        gs0 = int(flaunch.global_size[0])
+        ls0 = int(flaunch.local_size[0]) if flaunch.local_size is not None else 0
+    except (TypeError, ValueError):
+        raise HostRewriteError(f"{where}: the loop bounds and the fused NDRange must be known "
+                               "(pass --args)", shown, site.line) from None
+    if outer.step != 1 or inner.step != 1 or ls0 <= 0 or gs0 % ls0:
+        raise HostRewriteError(f"{where}: needs unit-step loops and a known local size", shown,
+                               site.line)
+    around = sorted((f for f in fors if f.start <= site.callee[0] < f.end), key=lambda f: f.start)
+    if len(around) < 2:
+        raise HostRewriteError(f"{where}: cannot find the two for statements of the nest", shown,
+                               site.line)
+    fo, fi = around[-2], around[-1]
+    if (outer.loc and outer.loc.line != fo.line) or (inner.loc and inner.loc.line != fi.line):
+        raise HostRewriteError(f"{where}: the host loops are not the for statements around the "
+                               "launch", shown, site.line)
+    if fi.brace is None:
+        raise HostRewriteError(f"{where}: the inner loop body must be a {{ }} block", shown,
+                               fi.line)
+    for c in other_calls:
+        if fo.start <= c.callee[0] < fo.end and c.name not in _WAVE_CALLS_OK:
+            raise HostRewriteError(f"{where}: the loop nest calls {c.name}(), whose order the "
+                                   "wavefront would change", shown, c.line)
+    return _Wave(outer.iterator, inner.iterator, lo0, lo0 + lo1, hi0 - lo0, gs0 // ls0, ls0,
+                 fo.line, fo.start, fo.end, fi.brace)
+
+
+_SIG = re.compile(r"__kernel\s+void\s+(\w+)\s*\((.*?)\)\s*\{", re.S)
+
+
+def _wave_kernel(kernel: Any, name: str, slots: int, groups0: int, local0: int,
+                 shown: str) -> str:
+    """OpenCL source of one wavefront step: ``slots`` copies of ``kernel`` side by side.
+
+    Copy ``j`` runs on work-groups ``[j * groups0, (j + 1) * groups0)`` of dimension 0 with its
+    own arguments (renamed ``s<j>_``) and its own active flag; work-item functions of
+    dimension 0 are shifted so each copy sees its original NDRange.
+    """
+    from polyfuse.frontend import cpp
+
+    text = cpp.OpenCLGenerator().visit(kernel.ast)
+    m = _SIG.search(text)
+    if m is None:
+        raise HostRewriteError(f"cannot read the signature of {kernel.name}", shown)
+    params = [p.strip() for p in m.group(2).split(",") if p.strip()]
+    names = [re.findall(r"\w+", p)[-1] for p in params]
+    body = text[m.end() - 1:].rstrip()
+    bad = re.search(r"get_(?:global_id|group_id|num_groups|global_size|global_offset)"
+                    r"\s*\(\s*(?!0\s*\))", body)
+    if bad or "get_global_offset" in body:
+        raise HostRewriteError(f"{kernel.name}: a work-item function of a computed dimension "
+                               "cannot be shifted for the wavefront launch", shown)
+    decls, branches = [], []
+    for j in range(slots):
+        b = body
+        for nm in names:
+            b = re.sub(rf"\b{nm}\b", f"s{j}_{nm}", b)
+        b = re.sub(r"get_group_id\s*\(\s*0\s*\)", f"(get_group_id(0) - {j * groups0})", b)
+        b = re.sub(r"get_global_id\s*\(\s*0\s*\)",
+                   f"(get_global_id(0) - {j * groups0 * local0})", b)
+        b = re.sub(r"get_num_groups\s*\(\s*0\s*\)", f"((size_t){groups0})", b)
+        b = re.sub(r"get_global_size\s*\(\s*0\s*\)", f"((size_t){groups0 * local0})", b)
+        decls += [re.sub(rf"\b{nm}\b", f"s{j}_{nm}", p) for p, nm in zip(params, names)]
+        branches.append(f"  {'else ' if j else ''}if (pf_slot == {j} && pf_active{j})\n"
+                        + "\n".join("  " + ln for ln in b.splitlines()))
+    decls += [f"const int pf_active{j}" for j in range(slots)]
+    sig = ",\n        ".join(decls)
+    return (f"\n/* wavefront step: {slots} copies of {kernel.name} side by side (polyfuse) */\n"
+            f"__kernel void {name}({sig})\n{{\n"
+            f"  const int pf_slot = (int)(get_group_id(0) / {groups0});\n"
+            + "\n".join(branches) + "\n}\n")
+
+
+def _wave_functions(gid: int, wave: _Wave, members: list[Launch], last: Launch, sig: str,
+                    checks: list[str], it_params: str, it_args: str, nparams: int,
+                    kindex: int, wname: str, wd: int, flaunch: Launch) -> list[str]:
+    """Host functions of a wavefront group: deferred members, the step's launch, the flush."""
+    n, S = len(members), wave.slots
+    its = [a.strip().split()[-1] for a in it_params.split(",") if a.strip()]
+    out = [f"static pf_snap_t pf_g{gid}_wsnap[{S}][{n}];",
+           f"static long long pf_g{gid}_wit[{S}][{max(1, len(its))}];",
+           f"static int pf_g{gid}_wact[{S}];",
+           f"static cl_command_queue pf_g{gid}_wq;",
+           f"static int pf_g{gid}_slot(long long it)",
+           "{", f"    long long j = it - {wave.lower0};",
+           f"    return j >= 0 && j < {S} ? (int)j : -1;", "}"]
+    for k, m in enumerate(members):
+        if m is last:
+            continue
+        out += [f"static cl_int pf_wdefer_g{gid}_{k + 1}{sig}, long long pf_slot_it)", "{",
+                f"    int j = pf_g{gid}_slot(pf_slot_it);",
+                "    (void)offset;", "    (void)lws;", "    (void)queue;",
+                "    if (j < 0 || nwait != 0 || event != NULL)", "        return CL_INVALID_VALUE;",
+                f"    pf_snap(&pf_g{gid}_wsnap[j][{k}], kernel, dim, gws);",
+                "    return CL_SUCCESS;", "}"]
+    k_last = members.index(last)
+    out += [f"static cl_int pf_wave_g{gid}{sig}{it_params}, long long pf_slot_it)", "{",
+            f"    int j = pf_g{gid}_slot(pf_slot_it);", "    pf_snap_t* s;",
+            "    (void)offset;", "    (void)lws;",
+            "    if (j < 0 || nwait != 0 || event != NULL)", "        return CL_INVALID_VALUE;",
+            f"    s = pf_g{gid}_wsnap[j];",
+            f"    pf_snap(&s[{k_last}], kernel, dim, gws);",
+            *checks,
+            *[f"    pf_g{gid}_wit[j][{i}] = {it};" for i, it in enumerate(its)],
+            f"    pf_g{gid}_wact[j] = 1;", f"    pf_g{gid}_wq = queue;",
+            "    return CL_SUCCESS;", "}"]
+    gsz = ", ".join([str(S * wave.groups0 * wave.local0)]
+                    + [str(int(x)) for x in flaunch.global_size[1:]])
+    lsz = ", ".join(str(int(x)) for x in flaunch.local_size)
+    call_its = "".join(f", pf_g{gid}_wit[from][{i}]" for i in range(len(its)))
+    out += [f"static cl_int pf_wave_flush_g{gid}(void)", "{",
+            "    cl_int err;", "    cl_kernel f;", "    int j, src = -1;",
+            f"    for (j = 0; j < {S}; j++)",
+            f"        if (pf_g{gid}_wact[j] && src < 0)", "            src = j;",
+            "    if (src < 0)", "        return CL_SUCCESS;",
+            f"    f = pf_kernel(pf_g{gid}_wq, {kindex}, \"{wname}\", &err);",
+            "    if (f == NULL)", "        return err;",
+            f"    for (j = 0; j < {S}; j++) {{",
+            f"        int a = pf_g{gid}_wact[j];",
+            "        int from = a ? j : src;",
+            f"        err = pf_setargs_g{gid}(f, (cl_uint)(j * {nparams}), pf_g{gid}_wsnap[from]"
+            + call_its + ");",
+            "        if (err == CL_SUCCESS)",
+            f"            err = clSetKernelArg(f, (cl_uint)({S * nparams} + j), sizeof(int), &a);",
+            "        if (err != CL_SUCCESS)", "            return err;",
+            f"        pf_g{gid}_wact[j] = 0;", "    }",
+            "    {", f"        size_t g[{wd}] = {{{gsz}}};", f"        size_t l[{wd}] = {{{lsz}}};",
+            "        pf_launches++;",
+            f"        return clEnqueueNDRangeKernel(pf_g{gid}_wq, f, {wd}, NULL, g, l, 0, NULL, "
+            "NULL);", "    }", "}"]
     return out
 
 
