@@ -122,7 +122,11 @@ def write_outputs(result: FuseResult, out_dir: Union[str, Path], *,
     paths["source"].write_text(result.fused.source)
     host_note = ""
     host = host_file_of(result.program)
-    if host is not None:
+    if host is None and any(op.loc is not None and not op.loc.file.endswith(".cl")
+                            for op in result.program.launches):
+        host_note = "fused host not written: the launches are in several host files"
+        paths["host_error"] = Path(host_note)
+    elif host is not None:
         try:
             fh = rewrite_host(result.program, result.fused, host,
                               include_dirs=host_include_dirs, defines=host_defines or {})
