@@ -437,8 +437,13 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
     by_site: dict[tuple[int, int], list[int]] = {}
     for lid, c in sites.items():
         by_site.setdefault(c.callee, []).append(lid)
+    size_of = {m: len(g.members) for g in fused.plan.groups for m in g.members}
+    untouched: set[int] = set()  # launches left as written (their call runs several launches)
     for lids in by_site.values():
         if len(lids) > 1:
+            if all(size_of.get(lid) == 1 for lid in lids):
+                untouched.update(lids)  # nothing fused: the original kernel still runs there
+                continue
             line = sites[lids[0]].line
             raise HostRewriteError(f"one clEnqueueNDRangeKernel call runs launches {sorted(lids)} "
                                    "(a function called several times); polyfuse cannot give "
@@ -446,10 +451,6 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
     cl_calls = ("clEnqueueNDRangeKernel", "clSetKernelArg")
     other_calls = [c for c in calls if c.name not in cl_calls]
     calls = [c for c in calls if c.name in cl_calls]
-    for c in calls:
-        if c.name == "clSetKernelArg" and c.in_macro:
-            raise HostRewriteError("a clSetKernelArg call is written inside a macro", shown,
-                                   c.line)
 
     plan = fused.plan
     fprog = fused.program
@@ -464,6 +465,10 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
     for gi, g in enumerate(plan.groups):
         frags = list(g.fragments)
         members = [program.op(f.launch) for f in frags]
+        if any(m.id in untouched for m in members):
+            notes.append(f"plan group {g.id} (launch #{members[0].id} {members[0].kernel}) left "
+                         "as written: its call runs several launches")
+            continue
         last = max(members, key=lambda m: positions[m.id])
         kname = fused.group_kernels[g.id]
         kernel = fprog.kernels[kname]
@@ -597,7 +602,7 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
         functions.append("\n".join(body))
         counts[g.id] = len(members)
     for c in calls:
-        if c.name == "clSetKernelArg":
+        if c.name == "clSetKernelArg" and not c.in_macro:
             edits.append((c.callee[0], c.callee[1], "pf_set_arg"))
 
     getters = []
@@ -615,7 +620,11 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
                .replace("@ARGB@", str(_ARG_BYTES)).replace("@MAXARGS@", str(max_args))
                .replace("@COUNTENV@", COUNT_ENV)
                .replace("@NGROUPS@", str(max(1, len(plan.groups) + len(waves)))))
-    prelude += "\n" + "\n\n".join(getters + functions) + "\n/* ---- end of polyfuse ---- */\n\n"
+    prelude += "\n" + "\n\n".join(getters + functions) + "\n"
+    if any(c.name == "clSetKernelArg" and c.in_macro for c in calls):
+        # calls written inside the host's own macros: renamed where the macro expands
+        prelude += "#define clSetKernelArg pf_set_arg\n"
+    prelude += "/* ---- end of polyfuse ---- */\n\n"
     edits.append((insert_at, insert_at, prelude))
     out = data
     for start, end, rep in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
