@@ -114,7 +114,7 @@ def test_fused_host_runs_like_the_original(case: str, tmp_path: Path, toolchain:
     fused_src = tmp_path / "fused_host.c"
     text = fused_src.read_text()
     for g in plan["groups"]:
-        assert f"pf_launch_g{g['id']}(" in text
+        assert f"pf_launch_g{g['id']}(" in text or f"pf_wave_g{g['id']}(" in text
     _gcc(directory / "host.c", tmp_path / "orig")
     _gcc(fused_src, tmp_path / "fused")
     runs = {}

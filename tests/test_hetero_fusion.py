@@ -129,13 +129,34 @@ def test_left_apart_with_reasons(cl_env: tuple[Any, Any]) -> None:
     assert [r for _, _, r in plan.apart] == [
         "not fused in this variant: heterogeneous horizontal fusion (orchestration 'hetero') "
         "is chosen only when measured faster (--tune times it against leaving them apart)"]
-    l1 = GenLaunch("k1", (8,), (8,), (("out", "o1"), ("in0", "b")))
-    gp2 = GenProgram(gp.kernels, (gp.launches[0], l1), gp.buffers)
+    k1 = GenKernel("k1", 2, GenAccess("out", Term("gx")), (GenAccess("in0", Term("lx")),))
+    l1 = GenLaunch("k1", (8, 1), (4, 1), (("out", "o1"), ("in0", "b")))
+    gp2 = GenProgram((gp.kernels[0], k1), (gp.launches[0], l1), gp.buffers)
     uar2 = polyfuse.build_uar(gp2.build())
     plan2 = plan_fusion(uar2, orchestration="hetero")
     assert len(plan2.groups) == 2
-    assert plan2.apart[0][2].startswith("incompatible work-group shape")
+    assert plan2.apart[0][2].startswith("incompatible dimensionality (1-D and 2-D NDRange)")
     fused = generate(plan2, device=cl_env[0].devices[0], build=False)
     text = report_markdown(FuseResult(gp2.build(), uar2, fused.plan, fused))
-    assert "Independent launches left apart" in text and "incompatible work-group" in text
+    assert "Independent launches left apart" in text and "incompatible dimensionality" in text
     assert "starts a group: independent" in text
+
+
+def test_different_local_sizes_are_padded(cl_env: tuple[Any, Any]) -> None:
+    """Local sizes 4 and 8: the fused work-group has 8 work-items, the first fragment's guard
+    keeps its own 4 (its local ids unchanged), and the result is exact."""
+    gp = _bicg_like()
+    l1 = GenLaunch("k1", (8,), (8,), (("out", "o1"), ("in0", "b")))
+    gp = GenProgram(gp.kernels, (gp.launches[0], l1), gp.buffers[:3] + (("b", 8, "float"),))
+    ctx, queue = cl_env
+    program = gp.build()
+    plan = plan_fusion(polyfuse.build_uar(program), orchestration="hetero")
+    assert [(g.members, g.global_size, g.local_size) for g in plan.groups] == \
+        [((0, 1), (40,), (8,))]
+    # the certificate (check_plan) still flags the padded fragment conservatively
+    assert all("differs from the fused (8,)" in p for p in check_plan(plan))
+    fused = generate(plan, device=ctx.devices[0], build=False)
+    assert "get_local_id(0)) <= 3" in fused.source
+    v = verify_programs(program, fused.program, buffers=fused.compared_buffers, ctx=ctx,
+                        queue=queue)
+    assert v.ok, v.summary()

@@ -11,8 +11,9 @@ Legality is exact: the two groups must be *independent* (no path between them in
 dependence graph, so no order between them is needed), at the same launch step of the global
 schedule and in the same host-loop body; the fused frame is checked by
 :func:`polyfuse.fusion.reindex.frame_problems` like every other merge.  Fragments must share
-the work-group shape (work dimension and local size); fragments with different local sizes are
-left apart (reason ``incompatible work-group shape``).
+the work dimension; different local sizes are padded to the largest, the padded work-items of a
+fragment's work-groups running none of its code (so a fragment with barriers is only placed
+beside one of its own local size: reason ``incompatible work-group shape``).
 
 It does not always pay (one launch saved against a larger, more divergent kernel), so it is an
 orchestration variant (``orchestration="hetero"``) that the autotuner times against leaving the
@@ -22,10 +23,12 @@ launches apart; the plan states, for every pair of independent groups left apart
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Optional
 
+import islpy as isl
 import networkx as nx
 
 from polyfuse.fusion.local import LocalGroup
@@ -59,15 +62,57 @@ def _why_apart(uar: Any, a: Any, b: Any, steps: dict[str, int]) -> Optional[str]
     if fa.work_dim != fb.work_dim or len(fa.host_dims) != len(fb.host_dims):
         return f"incompatible dimensionality ({fa.work_dim}-D and {fb.work_dim}-D NDRange)"
     if tuple(fa.local_size) != tuple(fb.local_size):
-        return (f"incompatible work-group shape (local sizes {tuple(fa.local_size)} and "
-                f"{tuple(fb.local_size)})")
+        pad = _padded_size(fa, fb)
+        for u, f in ((a, fa), (b, fb)):
+            if tuple(f.local_size) != pad and _has_barriers(uar, u):
+                return (f"incompatible work-group shape (local sizes {tuple(fa.local_size)} and "
+                        f"{tuple(fb.local_size)}; the smaller one has barriers, which padded "
+                        "work-items would not reach)")
     return None
+
+
+def _padded_size(fa: Any, fb: Any) -> tuple[int, ...]:
+    return tuple(max(x, y) for x, y in zip(fa.local_size, fb.local_size))
+
+
+def _has_barriers(uar: Any, u: Any) -> bool:
+    return any(uar.program.kernels[uar.program.op(m).kernel].barriers for m in u.members)
+
+
+def _padding_only(uar: Any, frame: Any, problem: str) -> bool:
+    """Whether ``problem`` only says a fragment's local size differs from the padded one, for a
+    fragment without barriers whose work-items keep their local ids (so each of its work-groups
+    is one fused work-group with the same local ids, and the padded work-items are idle)."""
+    m = re.match(r"^L(\d+): uses work-group memory/barriers/local ids but its local size", problem)
+    if m is None or int(m.group(1)) not in frame.maps:
+        return False
+    lid = int(m.group(1))
+    if uar.program.kernels[uar.program.op(lid).kernel].barriers:
+        return False
+    rel = frame.maps[lid]
+    nh, wd = len(frame.host_dims), frame.work_dim
+    n_out = rel.dim(isl.dim_type.out)
+    same = isl.Map.universe(rel.get_space())
+    for d in range(wd):
+        same = same.equate(isl.dim_type.in_, nh + wd + d, isl.dim_type.out, n_out - wd + d)
+    return rel.is_subset(same)
+
+
+def _side_by_side(uar: Any, a: Any, b: Any) -> tuple[Any, str]:
+    """The concatenated frame of ``a`` and ``b``; different local sizes are padded to the
+    largest (the fragments' domains keep their own local ranges, so the padded work-items of a
+    work-group run no fragment code)."""
+    from polyfuse.fusion.global_ import _horizontal
+
+    fa, fb = a.group.frame, b.group.frame
+    if tuple(fa.local_size) != tuple(fb.local_size):
+        pad = _padded_size(fa, fb)
+        fa, fb = replace(fa, local_size=pad), replace(fb, local_size=pad)
+    return _horizontal(uar, fa, fb)
 
 
 def hetero_fusion(uar: Any, units: list[Any], steps: dict[str, int]) -> list[Any]:
     """Fuse independent same-step groups with different code horizontally (module doc)."""
-    from polyfuse.fusion.global_ import _horizontal
-
     pos = {op.id: k for k, op in enumerate(uar.program.ops)}
     groups = sorted((u for u in units if u.group is not None), key=lambda u: pos[u.members[0]])
     hosts = [u for u in units if u.group is None]
@@ -79,13 +124,13 @@ def hetero_fusion(uar: Any, units: list[Any], steps: dict[str, int]) -> list[Any
             for b in groups[i + 1:]:
                 if _why_apart(uar, a, b, steps) or not independent(paths, a.name, b.name):
                     continue
-                frame, _ = _horizontal(uar, a.group.frame, b.group.frame)
+                frame, _ = _side_by_side(uar, a, b)
                 if frame is None:
                     continue
                 order = sorted(frame.maps, key=lambda m: pos[m])
                 frame = replace(frame, maps={m: frame.maps[m] for m in order})
                 problems, need = frame_problems(uar, frame)
-                if problems:
+                if [p for p in problems if not _padding_only(uar, frame, p)]:
                     continue
                 frame = replace(frame, barriers=need)
                 notes = a.group.notes + b.group.notes + [
@@ -119,7 +164,7 @@ def apart_reasons(uar: Any, units: Sequence[Any], steps: dict[str, int],
                 continue
             why = _why_apart(uar, a, b, steps)
             if why is None:
-                frame, fail = _horizontal_check(uar, a, b)
+                frame, fail = _side_by_side(uar, a, b)
                 if frame is None:
                     why = f"no concatenated grid ({fail})"
                 elif hetero_tried:
@@ -130,12 +175,6 @@ def apart_reasons(uar: Any, units: Sequence[Any], steps: dict[str, int],
                            "(--tune times it against leaving them apart)")
             out.append((tuple(a.members), tuple(b.members), why))
     return out
-
-
-def _horizontal_check(uar: Any, a: Any, b: Any) -> tuple[Any, str]:
-    from polyfuse.fusion.global_ import _horizontal
-
-    return _horizontal(uar, a.group.frame, b.group.frame)
 
 
 __all__ = ["apart_reasons", "dependence_paths", "hetero_fusion", "independent"]
