@@ -143,13 +143,32 @@ def _parse_calls(path: str, text: str, include_dirs: Iterable[str],
                 cs = ce = 0
             calls.append(_Call(c.spelling, c.location.line, c.location.column, (cs, ce),
                                ext.end.offset, in_macro))
-    # after the last #include before the first declaration (the host's own headers first)
-    data = text.encode()
-    head = data[:first_decl]
-    pos = 0
-    for m in re.finditer(rb"^[ \t]*#[ \t]*include[^\n]*\n", head, re.M):
-        pos = m.end()
-    return calls, fors, pos
+    return calls, fors, _insert_position(text.encode()[:first_decl])
+
+
+def _insert_position(head: bytes) -> int:
+    """After the last ``#include`` (or the ``#endif`` of a block with one) at conditional depth
+    0 before the first declaration: the host's own headers come first, and the generated code
+    never lands inside an ``#ifdef __APPLE__ ... #else ... #endif``."""
+    pos, depth, offset, has_include = 0, 0, 0, False
+    for line in head.splitlines(keepends=True):
+        offset += len(line)
+        m = re.match(rb"^[ \t]*#[ \t]*(\w+)", line)
+        if m is None:
+            continue
+        word = m.group(1)
+        if word in (b"if", b"ifdef", b"ifndef"):
+            depth += 1
+        elif word == b"endif":
+            depth = max(0, depth - 1)
+            if depth == 0 and has_include:
+                pos, has_include = offset, False
+        elif word == b"include":
+            if depth == 0:
+                pos = offset
+            else:
+                has_include = True
+    return pos
 
 
 # ----------------------------------------------------------------------------------------------
