@@ -157,18 +157,18 @@ def apart_reasons(uar: Any, units: Sequence[Any], steps: dict[str, int],
     """For every pair of independent groups left apart: (members, members, why)."""
     groups = [u for u in units if u.group is not None]
     paths = dependence_paths(uar, list(units))
+    reach = {n: nx.descendants(paths, n) for n in paths.nodes}
     out = []
     for i, a in enumerate(groups):
         for b in groups[i + 1:]:
-            if not independent(paths, a.name, b.name):
+            if b.name in reach[a.name] or a.name in reach[b.name]:
                 continue
             why = _why_apart(uar, a, b, steps)
             if why is None:
-                frame, fail = _side_by_side(uar, a, b)
-                if frame is None:
-                    why = f"no concatenated grid ({fail})"
-                elif hetero_tried:
-                    why = "the fused launch would break a dependence or barrier placement"
+                if hetero_tried:
+                    frame, fail = _side_by_side(uar, a, b)
+                    why = (f"no concatenated grid ({fail})" if frame is None else
+                           "the fused launch would break a dependence or barrier placement")
                 else:
                     why = ("not fused in this variant: heterogeneous horizontal fusion "
                            "(orchestration 'hetero') is chosen only when measured faster "
