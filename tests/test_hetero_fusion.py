@@ -160,3 +160,27 @@ def test_different_local_sizes_are_padded(cl_env: tuple[Any, Any]) -> None:
     v = verify_programs(program, fused.program, buffers=fused.compared_buffers, ctx=ctx,
                         queue=queue)
     assert v.ok, v.summary()
+
+
+def test_a_consumer_between_them_keeps_them_apart(cl_env: tuple[Any, Any]) -> None:
+    """k0 and k2 are independent and at the same step, but k1 (after k0, before k2 in host
+    order) reads k0's output across work-groups: fusing k0 into k2's launch would run k1 before
+    its producer.  Found by verifying the hetero variant of an exported PyTorch LSTM."""
+    gx = Term("gx")
+    k0 = GenKernel("k0", 1, GenAccess("out", gx), (GenAccess("in0", gx),))
+    k1 = GenKernel("k1", 1, GenAccess("out", gx), (GenAccess("in0", Term("k")),), loop=16)
+    k2 = GenKernel("k2", 1, GenAccess("out", gx), (GenAccess("in0", gx),), loop=2)
+    gp = GenProgram((k0, k1, k2), (
+        GenLaunch("k0", (16,), (4,), (("out", "o0"), ("in0", "a"))),
+        GenLaunch("k1", (16,), (4,), (("out", "o1"), ("in0", "o0"))),
+        GenLaunch("k2", (16,), (4,), (("out", "o2"), ("in0", "b")))),
+        tuple((n, 16, "float") for n in ("o0", "o1", "o2", "a", "b")))
+    ctx, queue = cl_env
+    program = gp.build()
+    plan = plan_fusion(polyfuse.build_uar(program), orchestration="hetero")
+    fused = generate(plan, device=ctx.devices[0], build=False)
+    v = verify_programs(program, fused.program, buffers=fused.compared_buffers, ctx=ctx,
+                        queue=queue)
+    assert v.ok, v.summary()
+    apart = {(a, b): why for a, b, why in plan.apart}
+    assert "would run at the later one's place" in apart[((0,), (2,))]

@@ -484,7 +484,7 @@ def plan_fusion(uar: UAR, *, orchestration: str = "auto", anchor: str = "auto") 
     units = p3_fusion(uar, units, steps, "auto" if orchestration == "hetero" else orchestration,
                       local.graph)
     if orchestration == "hetero":
-        units = hetero_fusion(uar, units, steps)
+        units = hetero_fusion(uar, units, steps, local.graph)
     sched_map = schedule.get_map()
     pos = {op.id: k for k, op in enumerate(uar.program.ops)}
     groups = [u for u in units if u.group is not None]
@@ -526,7 +526,8 @@ def plan_fusion(uar: UAR, *, orchestration: str = "auto", anchor: str = "auto") 
                       launches_before=_count_value(before), launches_after=_count_value(after),
                       blocked=tuple(blocked), schedule=str(schedule),
                       starts=_start_reasons(uar, local, groups, steps, group_of),
-                      apart=tuple(apart_reasons(uar, units, steps, orchestration == "hetero")))
+                      apart=tuple(apart_reasons(uar, units, steps, local.graph,
+                                                orchestration == "hetero")))
 
 
 def _start_reasons(uar: UAR, local: Any, groups: list[Unit], steps: dict[str, int],

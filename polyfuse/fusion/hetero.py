@@ -31,7 +31,7 @@ from typing import Any, Optional
 import islpy as isl
 import networkx as nx
 
-from polyfuse.fusion.local import LocalGroup
+from polyfuse.fusion.local import LocalGroup, placement_problem
 from polyfuse.fusion.reindex import frame_problems
 
 
@@ -111,7 +111,8 @@ def _side_by_side(uar: Any, a: Any, b: Any) -> tuple[Any, str]:
     return _horizontal(uar, fa, fb)
 
 
-def hetero_fusion(uar: Any, units: list[Any], steps: dict[str, int]) -> list[Any]:
+def hetero_fusion(uar: Any, units: list[Any], steps: dict[str, int], graph: nx.DiGraph
+                  ) -> list[Any]:
     """Fuse independent same-step groups with different code horizontally (module doc)."""
     pos = {op.id: k for k, op in enumerate(uar.program.ops)}
     groups = sorted((u for u in units if u.group is not None), key=lambda u: pos[u.members[0]])
@@ -123,6 +124,10 @@ def hetero_fusion(uar: Any, units: list[Any], steps: dict[str, int]) -> list[Any
         for i, a in enumerate(groups):
             for b in groups[i + 1:]:
                 if _why_apart(uar, a, b, steps) or not independent(paths, a.name, b.name):
+                    continue
+                # the fused launch runs at the last member's place in host order
+                unit_of = {m: id(u) for u in groups for m in u.members}
+                if placement_problem(uar, graph, a.members + b.members, unit_of):
                     continue
                 frame, _ = _side_by_side(uar, a, b)
                 if frame is None:
@@ -152,7 +157,7 @@ def hetero_fusion(uar: Any, units: list[Any], steps: dict[str, int]) -> list[Any
     return groups + hosts
 
 
-def apart_reasons(uar: Any, units: Sequence[Any], steps: dict[str, int],
+def apart_reasons(uar: Any, units: Sequence[Any], steps: dict[str, int], graph: nx.DiGraph,
                   hetero_tried: bool) -> list[tuple[tuple[int, ...], tuple[int, ...], str]]:
     """For every pair of independent groups left apart: (members, members, why)."""
     groups = [u for u in units if u.group is not None]
@@ -165,7 +170,11 @@ def apart_reasons(uar: Any, units: Sequence[Any], steps: dict[str, int],
                 continue
             why = _why_apart(uar, a, b, steps)
             if why is None:
-                if hetero_tried:
+                unit_of = {m: id(u) for u in groups for m in u.members}
+                place = placement_problem(uar, graph, a.members + b.members, unit_of)
+                if place:
+                    why = f"the fused launch would run at the later one's place: {place}"
+                elif hetero_tried:
                     frame, fail = _side_by_side(uar, a, b)
                     why = (f"no concatenated grid ({fail})" if frame is None else
                            "the fused launch would break a dependence or barrier placement")
