@@ -530,7 +530,7 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
                 lines.append(f"    if (err == CL_SUCCESS) err = pf_copy_arg(f, base + {p.index}, "
                              f"&s[{k - 1}].args[{oi}]);")
             elif b.kind == "scalar" and b.value is not None:
-                ctype = p.type
+                ctype = _host_type(p.type)
                 lines.append(f"    if (err == CL_SUCCESS) {{ {ctype} v = ({ctype})"
                              f"({c_of(b.value, ctype)}); err = clSetKernelArg(f, base + {p.index}, "
                              f"sizeof(v), &v); }}")
@@ -630,7 +630,7 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
                          if not p.pointer and _ctype_id(p.type) in used_getters}):
         rtype = _env_type(ctype)
         getters.append(f"static {rtype} pf_get_{_ctype_id(ctype)}(const pf_arg_t* a)\n{{\n"
-                       f"    {ctype} v;\n    memset(&v, 0, sizeof(v));\n"
+                       f"    {_host_type(ctype)} v;\n    memset(&v, 0, sizeof(v));\n"
                        f"    memcpy(&v, a->value, a->size < sizeof(v) ? a->size : sizeof(v));\n"
                        f"    return ({rtype})v;\n}}")
     source = fused.source + "".join(waves)
@@ -864,6 +864,21 @@ def _wave_functions(gid: int, wave: _Wave, members: list[Launch], last: Launch, 
             f"        return clEnqueueNDRangeKernel(pf_g{gid}_wq, f, {wd}, NULL, g, l, 0, NULL, "
             "NULL);", "    }", "}"]
     return out
+
+
+_HOST_TYPES = {"char": "cl_char", "uchar": "cl_uchar", "short": "cl_short", "ushort": "cl_ushort",
+               "int": "cl_int", "uint": "cl_uint", "long": "cl_long", "ulong": "cl_ulong",
+               "float": "cl_float", "double": "cl_double", "half": "cl_half",
+               "unsigned int": "cl_uint", "unsigned char": "cl_uchar",
+               "unsigned short": "cl_ushort", "unsigned long": "cl_ulong", "bool": "cl_int"}
+
+
+def _host_type(ctype: str) -> str:
+    """The host (``cl_*``) type of an OpenCL C scalar kernel parameter type."""
+    t = " ".join(ctype.replace("const", " ").split())
+    if t not in _HOST_TYPES:
+        raise HostRewriteError(f"kernel parameter type {ctype!r} has no host type polyfuse knows")
+    return _HOST_TYPES[t]
 
 
 def _env_type(ctype: str) -> str:
