@@ -615,9 +615,17 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
                     extra = slot_arg
                 edits.append((c.end - 1, c.end - 1, extra))
             edits += wave.edits(g.id)
+            counts_text = ""
+            try:
+                trips = int(last.loops[1].upper) - int(last.loops[1].lower)
+                counts_text = (f"; kernel launches {wave.slots} x {trips} x {len(members)} = "
+                               f"{wave.slots * trips * len(members)} -> {wave.slots} + {trips} "
+                               f"- 1 = {wave.slots + trips - 1}")
+            except (TypeError, ValueError):
+                pass
             notes.append(f"plan group {g.id}: wavefront launch fusion: one launch of "
                          f"{wave.slots} fragments per step {wave.outer} + {wave.inner} "
-                         f"(host loops rewritten at {shown}:{wave.line})")
+                         f"(host loops rewritten at {shown}:{wave.line}){counts_text}")
         functions.append("\n".join(body))
         counts[g.id] = len(members)
     for c in calls:
