@@ -26,7 +26,7 @@ from polyfuse.cli import main as cli_main
 from polyfuse.codegen.host_rewrite import COUNT_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
-IN_CI = bool(os.environ.get("CI"))
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 EXAMPLES = sorted(p for p in (ROOT / "examples").iterdir() if (p / "host.c").exists())
 PROGRAMS = Path(__file__).resolve().parent / "fused_host_programs"
 
