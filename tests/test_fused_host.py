@@ -41,6 +41,9 @@ CASES["mvt_symbolic"] = (PROGRAMS / "mvt", None, ["77"], True)
 CASES["bicg"] = (PROGRAMS / "bicg", "100 60 out.txt", ["100", "60"], True)
 CASES["bicg_hetero"] = (PROGRAMS / "bicg", "100 60 out.txt", ["100", "60"], True)
 CASES["lstm2"] = (PROGRAMS / "lstm2", "6 out.txt", ["6"], True)
+CASES["elementwise_cpp"] = (PROGRAMS / "elementwise_cpp", None, [], False)
+#: hosts that are not host.c
+HOSTS = {"elementwise_cpp": "host.cpp"}
 #: cases fused with another orchestration than the default
 ORCHESTRATION = {"bicg_hetero": "hetero"}
 #: fused launches the fused host enqueues when not the plan's launches_after: the 2-layer LSTM
@@ -88,7 +91,8 @@ def toolchain(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 def _gcc(src: Path, exe: Path) -> None:
-    p = subprocess.run(["gcc", "-std=c99", "-O2", "-DCL_TARGET_OPENCL_VERSION=120", str(src),
+    cc = ["g++", "-std=c++11"] if src.suffix == ".cpp" else ["gcc", "-std=c99"]
+    p = subprocess.run([*cc, "-O2", "-DCL_TARGET_OPENCL_VERSION=120", str(src),
                         "-o", str(exe), "-lOpenCL", "-lm"], capture_output=True, text=True,
                        check=False, timeout=120)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -97,7 +101,7 @@ def _gcc(src: Path, exe: Path) -> None:
 def _fuse(case: str, out: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     directory, args, _, _ = CASES[case]
     monkeypatch.chdir(directory)
-    argv = ["fuse", "kernels.cl", "--host", "host.c", "--out", str(out), "-q"]
+    argv = ["fuse", "kernels.cl", "--host", HOSTS.get(case, "host.c"), "--out", str(out), "-q"]
     if args is not None:
         argv += ["--args", args]
     if case in ORCHESTRATION:
@@ -111,11 +115,12 @@ def test_fused_host_runs_like_the_original(case: str, tmp_path: Path, toolchain:
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     directory, _, run_args, writes = CASES[case]
     plan = _fuse(case, tmp_path, monkeypatch)
-    fused_src = tmp_path / "fused_host.c"
+    host = HOSTS.get(case, "host.c")
+    fused_src = tmp_path / ("fused_host" + Path(host).suffix)
     text = fused_src.read_text()
     for g in plan["groups"]:
         assert f"pf_launch_g{g['id']}(" in text or f"pf_wave_g{g['id']}(" in text
-    _gcc(directory / "host.c", tmp_path / "orig")
+    _gcc(directory / host, tmp_path / "orig")
     _gcc(fused_src, tmp_path / "fused")
     runs = {}
     for which in ("orig", "fused"):
