@@ -529,6 +529,11 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
                 oi = orig.param(mm.group(2)).index
                 lines.append(f"    if (err == CL_SUCCESS) err = pf_copy_arg(f, base + {p.index}, "
                              f"&s[{k - 1}].args[{oi}]);")
+            elif b.kind == "scalar" and b.value is not None and \
+                    (same := _same_scalar(program, members, b.value, p.type)) is not None:
+                # a member's own argument with this value: copied as the member set it
+                lines.append(f"    if (err == CL_SUCCESS) err = pf_copy_arg(f, base + {p.index}, "
+                             f"&s[{same[0]}].args[{same[1]}]);")
             elif b.kind == "scalar" and b.value is not None:
                 ctype = _host_type(p.type)
                 lines.append(f"    if (err == CL_SUCCESS) {{ {ctype} v = ({ctype})"
@@ -659,6 +664,21 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
     suffix = Path(host_path).suffix or ".c"
     return FusedHost(name=f"fused_host{suffix}", text=out.decode(), groups=counts,
                      notes=tuple(notes))
+
+
+def _same_scalar(program: Program, members: list[Launch], value: Any, ptype: str
+                 ) -> Optional[tuple[int, int]]:
+    """(member index, argument index) of a member's scalar argument bound to ``value`` with the
+    same type, if any: the fused kernel's parameter then takes exactly the bytes it was set to."""
+    want = sympy.sympify(value)
+    for k, m in enumerate(members):
+        orig = program.kernels[m.kernel]
+        for a in m.args:
+            p = orig.params[a.index]
+            if a.kind == "scalar" and not p.pointer and a.value is not None and \
+                    p.type == ptype and sympy.expand(sympy.sympify(a.value) - want) == 0:
+                return k, a.index
+    return None
 
 
 def _specialization_checks(program: Program, members: list[Launch]) -> list[str]:
