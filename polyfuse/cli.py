@@ -292,10 +292,15 @@ def cmd_fuse(args: argparse.Namespace) -> int:
     result = fuse_program(program, params=params, orchestration=args.orchestration,
                           verify=args.verify, tune=args.tune,
                           progress=None if args.quiet else (lambda m: _progress(args, m)))
-    paths = write_outputs(result, args.out)
+    paths = write_outputs(result, args.out, host_include_dirs=tuple(args.include),
+                          host_defines={n: (v if sep else None) for n, sep, v in
+                                        (d.partition("=") for d in args.define)})
+    if "host_error" in paths:
+        _progress(args, f"note: {paths['host_error']}")
     print(_table(["program", "launches before", "launches after", "max abs err", "verified"],
                  [summary_row(Path(program.files[0]).parent.name or program.name, result)]))
-    _progress(args, f"wrote {paths['plan']}, {paths['source']}, {paths['report']}")
+    _progress(args, f"wrote {paths['plan']}, {paths['source']}, {paths['report']}"
+              + (f", {paths['host']}" if "host" in paths else ""))
     if not result.ok:
         raise PolyfuseError(f"{program.files[0]}: the fused program does not match the original "
                             f"(see {paths['report']})")
@@ -562,8 +567,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-timing", action="store_true",
                    help="ONNX batches: skip timing unfused vs fused")
     p.add_argument("--orchestration", default="auto",
-                   choices=["auto", "vertical", "horizontal"],
-                   help="how independent fragments are combined (default: auto)")
+                   choices=["auto", "vertical", "horizontal", "hetero"],
+                   help="how independent fragments are combined (default: auto; hetero: also "
+                        "fuse independent launches with different code side by side)")
     p.set_defaults(func=cmd_fuse)
 
     p = _subcommand(sub, "run", "run an ONNX model (fused or not) on the OpenCL device",

@@ -109,8 +109,10 @@ def fuse_program(program: Program, *, params: Optional[dict[str, int]] = None,
         from polyfuse.runtime.autotune import autotune
 
         say("autotuning orchestration variants")
-        tuning = autotune(program, params=params, device=device, progress=progress)
-        plan, fused = tuning.plan, tuning.fused
+        tuning = autotune(program, params=params, device=device, progress=progress,
+                          variants=TUNE_VARIANTS)
+        plan = _measured_apart(tuning.plan, tuning)
+        fused = dataclasses.replace(tuning.fused, plan=plan)
     else:
         say("planning fusion")
         plan = plan_fusion(uar, orchestration=orchestration)
@@ -130,14 +132,68 @@ def fuse_program(program: Program, *, params: Optional[dict[str, int]] = None,
                       verification=verification, tuning=tuning)
 
 
-def write_outputs(result: FuseResult, out_dir: Union[str, Path]) -> dict[str, Path]:
-    """Write ``plan.json``, ``fused.cl`` and ``report.md`` into ``out_dir``."""
+#: orchestration variants ``fuse --tune`` times (heterogeneous horizontal fusion only wins
+#: when it is measured faster than leaving independent launches apart)
+TUNE_VARIANTS = ("vertical", "horizontal", "hetero")
+
+
+def _measured_apart(plan: FusionPlan, tuning: Any) -> FusionPlan:
+    """Independent groups left apart because the heterogeneous variant measured slower."""
+    rows = {r.variant: r for r in tuning.table}
+    het = rows.get("hetero")
+    if tuning.variant == "hetero" or het is None or het.duplicate_of is not None:
+        return plan
+    key = "kernel_time" if tuning.metric == "kernel" else "wall_time"
+    mine, theirs = getattr(tuning.chosen, key), getattr(het, key)
+    if het.ok and mine is not None and theirs is not None:
+        why = (f"slower when measured: fused side by side {theirs * 1e6:.1f} us, apart "
+               f"({tuning.variant}) {mine * 1e6:.1f} us ({tuning.metric} time, median)")
+    else:
+        why = f"the heterogeneous variant was discarded: {het.error}"
+    apart = tuple((a, b, why if r.startswith("not fused in this variant") else r)
+                  for a, b, r in plan.apart)
+    return dataclasses.replace(plan, apart=apart)
+
+
+def write_outputs(result: FuseResult, out_dir: Union[str, Path], *,
+                  host_include_dirs: tuple[str, ...] = (),
+                  host_defines: Optional[dict[str, Optional[str]]] = None) -> dict[str, Path]:
+    """Write ``plan.json``, ``fused.cl``, ``report.md`` and, for a program with a C/C++ host,
+    ``fused_host.c``/``.cpp`` (the host rewritten to launch the fused kernels) into ``out_dir``.
+
+    A host that cannot be rewritten is not an error of the fusion: ``report.md`` says why and
+    ``paths["host_error"]`` is set to the message.
+    """
+    from polyfuse.codegen.host_rewrite import HostRewriteError, host_file_of, rewrite_host
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"plan": out / "plan.json", "source": out / "fused.cl", "report": out / "report.md"}
     paths["plan"].write_text(plan_to_text(result.plan))
     paths["source"].write_text(result.fused.source)
-    paths["report"].write_text(report_markdown(result))
+    host_note = ""
+    host = host_file_of(result.program)
+    if host is None and any(op.loc is not None and not op.loc.file.endswith(".cl")
+                            for op in result.program.launches):
+        host_note = "fused host not written: the launches are in several host files"
+        paths["host_error"] = Path(host_note)
+    elif host is not None:
+        try:
+            fh = rewrite_host(result.program, result.fused, host,
+                              include_dirs=host_include_dirs, defines=host_defines or {})
+        except HostRewriteError as err:
+            host_note = f"fused host not written: {err}"
+            paths["host_error"] = Path(host_note)
+        else:
+            paths["host"] = out / fh.name
+            paths["host"].write_text(fh.text)
+            host_note = (f"`{fh.name}`: the host program rewritten to launch the fused kernels "
+                         "(build it like the original, plus `-lOpenCL`).")
+            host_note += "".join(f"\n\n- {n}" for n in fh.notes)
+    report = report_markdown(result)
+    if host_note:
+        report += f"\n## Fused host\n\n{host_note}\n"
+    paths["report"].write_text(report)
     return paths
 
 
@@ -223,11 +279,16 @@ def report_markdown(result: FuseResult) -> str:
                      _fmt_size(g.global_size), _fmt_size(g.local_size)])
     out.append(_md_table(["group", "members (fragments, in order)", "orchestration", "kernel",
                           "step", "global", "local"], rows))
-    notes = [(g.id, n) for g in plan.groups for n in g.notes
+    notes = [(g.id, _explained(n, plan.starts)) for g in plan.groups for n in g.notes
              if not _is_fragment_listing(n, g, kernel_of)]
     if notes:
         out += ["", "Planning decisions:", ""]
         out += [f"- group {gid}: {note}" for gid, note in notes]
+    if plan.apart:
+        out += ["", "Independent launches left apart (no dependence path between them):", ""]
+        for a, b, why in plan.apart:
+            names = [", ".join(f"#{m} {kernel_of.get(m, '?')}" for m in ms) for ms in (a, b)]
+            out.append(f"- {names[0]} | {names[1]}: {why}")
     out += ["", "## Edges that blocked fusion", ""]
     if plan.blocked:
         rows = []
@@ -269,6 +330,14 @@ def report_markdown(result: FuseResult) -> str:
                    f"time over repeats; * marks the choice):")
         out += ["", "```", tuning.table_text(), "```"]
     return "\n".join(out) + "\n"
+
+
+def _explained(note: str, starts: dict[int, str]) -> str:
+    """A planning note with its reason (``starts a group`` -> ``starts a group: why``)."""
+    m = re.match(r"^L(\d+) \(.*\): starts a group$", note)
+    if m and int(m.group(1)) in starts:
+        return f"{note}: {starts[int(m.group(1))]}"
+    return note
 
 
 def _fmt_size(size: Any) -> str:

@@ -41,6 +41,7 @@ side), ``hybrid`` (P3 of P1 chains side by side: chains vertical, copies horizon
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
@@ -49,6 +50,7 @@ import islpy as isl
 import networkx as nx
 import sympy
 
+from polyfuse.fusion.hetero import apart_reasons, hetero_fusion
 from polyfuse.fusion.local import (
     LocalGroup,
     edge_key,
@@ -70,7 +72,7 @@ from polyfuse.islutil import coalesce
 from polyfuse.program import HostOp, Launch
 from polyfuse.uar.graph import UAR
 
-ORCHESTRATION_CHOICES = ("auto", "vertical", "horizontal")
+ORCHESTRATION_CHOICES = ("auto", "vertical", "horizontal", "hetero")
 
 
 @dataclass
@@ -237,9 +239,9 @@ def wavefront_schedules(uar: UAR, units: Sequence[Unit]) -> dict[str, tuple[isl.
     wavefront coordinate (so the order is legal and the launches of one wavefront step are
     mutually independent).  Only a group alone in its loop nest is considered (otherwise a chain
     of dependences through another statement of the nest could join two launches of one
-    anti-diagonal).  Returned per group name with a one-line note; the plan reports it,
-    launches still run per host-loop iteration (fusing one wavefront into one launch would need
-    host-code generation that polyfuse does not do).
+    anti-diagonal).  Returned per group name with a one-line note; the plan reports it.  The
+    fused program (``fused.cl``, the runtime) still runs the group per host-loop iteration;
+    ``fused_host.c`` launches each wavefront step once (:mod:`polyfuse.codegen.host_rewrite`).
     """
     domain, validity = _units_constraints(uar, units)
     out: dict[str, tuple[isl.Map, str]] = {}
@@ -279,7 +281,7 @@ def wavefront_schedules(uar: UAR, units: Sequence[Unit]) -> dict[str, tuple[isl.
         how = f" in {count} steps" if count else ""
         out[u.name] = (wave, f"wavefront schedule {front}{how}: every loop-carried "
                        "dependence crosses to a later step, so the launches of one step are "
-                       "independent (run per iteration; not fused into one launch)")
+                       "independent (one launch per step in fused_host.c)")
     return out
 
 
@@ -479,7 +481,10 @@ def plan_fusion(uar: UAR, *, orchestration: str = "auto", anchor: str = "auto") 
             units.append(Unit(f"H{op.id}", (op.id,)))
     schedule, steps = global_schedule(uar, units)
     waves = wavefront_schedules(uar, units)
-    units = p3_fusion(uar, units, steps, orchestration, local.graph)
+    units = p3_fusion(uar, units, steps, "auto" if orchestration == "hetero" else orchestration,
+                      local.graph)
+    if orchestration == "hetero":
+        units = hetero_fusion(uar, units, steps, local.graph)
     sched_map = schedule.get_map()
     pos = {op.id: k for k, op in enumerate(uar.program.ops)}
     groups = [u for u in units if u.group is not None]
@@ -519,7 +524,24 @@ def plan_fusion(uar: UAR, *, orchestration: str = "auto", anchor: str = "auto") 
                                      width=e.width, reason=reason, witness=e.witness))
     return FusionPlan(program=uar.program, uar=uar, groups=tuple(fused),
                       launches_before=_count_value(before), launches_after=_count_value(after),
-                      blocked=tuple(blocked), schedule=str(schedule))
+                      blocked=tuple(blocked), schedule=str(schedule),
+                      starts=_start_reasons(uar, local, groups, steps, group_of),
+                      apart=tuple(apart_reasons(uar, units, steps, local.graph,
+                                                orchestration == "hetero")))
+
+
+def _start_reasons(uar: UAR, local: Any, groups: list[Unit], steps: dict[str, int],
+                   group_of: dict[int, int]) -> dict[int, str]:
+    """Why each launch that starts a local group does (data for report.md)."""
+    from polyfuse.fusion.explain import start_reasons
+
+    starters = [int(m.group(1)) for g in local.groups for n in g.notes
+                if (m := re.match(r"^L(\d+) \(.*\): starts a group$", n))]
+    return start_reasons(uar, starters, local.reasons, edge_key, group_of,
+                         {gid: steps[u.name] for gid, u in enumerate(groups)},
+                         {gid: u.sig for gid, u in enumerate(groups)},
+                         {gid: uar.instances(u.members[0]).loop_ids
+                          for gid, u in enumerate(groups)})
 
 
 def _named(frame: Frame, rel: isl.Map) -> isl.Map:

@@ -83,3 +83,7 @@ class FusionPlan:
     verified: Optional[dict[str, Any]] = None
     #: the isl schedule tree computed by global fusion (groups G<id>, host ops H<id>), as text
     schedule: Optional[str] = None
+    #: launch id -> why it starts a group in local fusion (polyfuse.fusion.explain)
+    starts: dict[int, str] = field(default_factory=dict)
+    #: every pair of independent groups left apart: (members, members, why) (fusion.hetero)
+    apart: tuple[tuple[tuple[int, ...], tuple[int, ...], str], ...] = ()

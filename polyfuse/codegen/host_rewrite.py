@@ -1,0 +1,929 @@
+"""The user's host program rewritten to launch the fused kernels (``fused_host.c``).
+
+The rewrite works like clang's ``Rewriter``: the host is re-parsed with libclang, and only the
+tokens that must change are replaced, by their source ranges; comments, formatting and every
+statement polyfuse did not touch stay as written.  What changes:
+
+* a block of generated code (``pf_*``) is inserted after the host's ``#include`` lines: the fused
+  OpenCL source as a C string, built lazily on the queue's context and device with the
+  original build options, and one launch function per plan group;
+* every ``clSetKernelArg`` call is renamed ``pf_set_arg``: the same call, which also keeps a
+  copy of the argument (OpenCL cannot be asked for an argument's value later);
+* the ``clEnqueueNDRangeKernel`` call of a group's last member (the group's planned host
+  position) becomes ``pf_launch_g<N>`` with the same arguments: it takes the member's
+  arguments, sets the fused kernel's arguments from the copies taken at each member's own
+  launch, and enqueues the fused NDRange;
+* the calls of the other members become ``pf_defer_g<N>_<k>``: they take a copy of the member's
+  arguments at the moment the original would have launched (so a kernel object re-used with new
+  arguments between launches is handled exactly) and launch nothing (a marker keeps an event or
+  a wait list the original call had).
+
+Symbolic sizes and scalars of the fused kernel are host expressions over the program's
+parameters and host-loop iterators; their values are recovered from the copied arguments and
+NDRanges of the members (a parameter is a scalar argument or a global size of some member), and
+an iterator the copies do not give is passed by its C name at the launch.  Anything that cannot
+be expressed this way is refused with :class:`HostRewriteError`, never guessed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import sympy
+
+from polyfuse.program import Launch, PolyfuseError, Program, host_loop_ids
+
+#: environment variable: when set, the fused host prints how many fused launches it enqueued
+COUNT_ENV = "POLYFUSE_COUNT_LAUNCHES"
+_ARG_BYTES = 64
+_IDENT = re.compile(r"^[A-Za-z_]\w*$")
+
+
+class HostRewriteError(PolyfuseError):
+    """The host program cannot be rewritten to launch the fused kernels (names the place)."""
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One ``clEnqueueNDRangeKernel``/``clSetKernelArg`` call in the main host file."""
+
+    name: str
+    line: int
+    column: int
+    callee: tuple[int, int]  # byte offsets of the callee name
+    end: int  # byte offset of the closing parenthesis
+    in_macro: bool
+
+
+@dataclass(frozen=True)
+class _For:
+    """A ``for`` statement: its line, byte range and the offset of its body's ``{``."""
+
+    line: int
+    start: int
+    end: int
+    brace: Optional[int]
+
+
+@dataclass(frozen=True)
+class FusedHost:
+    """The rewritten host: ``text`` to be saved as ``name`` next to ``fused.cl``."""
+
+    name: str
+    text: str
+    #: group id -> number of the call sites replaced (launch + deferred members)
+    groups: Mapping[int, int]
+    #: what the rewrite did beyond replacing calls (wavefront launch fusion), for report.md
+    notes: tuple[str, ...] = ()
+
+
+# ----------------------------------------------------------------------------------------------
+# libclang: the calls and the place for the generated block
+# ----------------------------------------------------------------------------------------------
+
+
+def _parse_calls(path: str, text: str, include_dirs: Iterable[str],
+                 defines: Mapping[str, Optional[str]]
+                 ) -> tuple[list[_Call], list[_For], int]:
+    """The OpenCL calls of ``path`` with their byte ranges, and where to insert generated code."""
+    from polyfuse.frontend import clang_host
+
+    index = clang_host._index()
+    if index is None:
+        raise HostRewriteError("rewriting the host needs libclang (pip install libclang)", path)
+    from clang import cindex
+
+    base = os.path.dirname(os.path.abspath(path))
+    args = clang_host.compile_args(path, include_dirs=[base, *include_dirs], defines=defines)
+    tu = index.parse(path, args=args, unsaved_files=[(path, text)],
+                     options=cindex.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD)
+    main = os.path.abspath(path)
+    calls: list[_Call] = []
+    fors: list[_For] = []
+    first_decl = len(text.encode())
+    for top in tu.cursor.get_children():
+        loc = top.location
+        if loc.file is None or os.path.abspath(loc.file.name) != main:
+            continue
+        if top.kind in (cindex.CursorKind.MACRO_DEFINITION, cindex.CursorKind.MACRO_INSTANTIATION,
+                        cindex.CursorKind.INCLUSION_DIRECTIVE):
+            continue
+        first_decl = min(first_decl, top.extent.start.offset)
+        for c in top.walk_preorder():
+            if c.kind == cindex.CursorKind.FOR_STMT:
+                kids = list(c.get_children())
+                body = kids[-1] if kids else None
+                brace = (body.extent.start.offset
+                         if body is not None and body.kind == cindex.CursorKind.COMPOUND_STMT
+                         else None)
+                fors.append(_For(c.location.line, c.extent.start.offset, c.extent.end.offset,
+                                 brace))
+                continue
+            if c.kind != cindex.CursorKind.CALL_EXPR:
+                continue
+            if c.spelling not in ("clEnqueueNDRangeKernel", "clSetKernelArg"):
+                if c.spelling:
+                    calls.append(_Call(c.spelling, c.location.line, c.location.column,
+                                       (c.extent.start.offset, c.extent.start.offset),
+                                       c.extent.end.offset, True))
+                continue
+            callee = next(iter(c.get_children()), None)
+            ext = c.extent
+            in_macro = (ext.start.file is None or os.path.abspath(ext.start.file.name) != main
+                        or callee is None)
+            if callee is not None:
+                cs, ce = callee.extent.start.offset, callee.extent.end.offset
+                in_macro = in_macro or text.encode()[cs:ce].decode(errors="replace") != c.spelling
+            else:
+                cs = ce = 0
+            calls.append(_Call(c.spelling, c.location.line, c.location.column, (cs, ce),
+                               ext.end.offset, in_macro))
+    return calls, fors, _insert_position(text.encode()[:first_decl])
+
+
+def _insert_position(head: bytes) -> int:
+    """After the last ``#include`` (or the ``#endif`` of a block with one) at conditional depth
+    0 before the first declaration: the host's own headers come first, and the generated code
+    never lands inside an ``#ifdef __APPLE__ ... #else ... #endif``."""
+    pos, depth, offset, has_include = 0, 0, 0, False
+    for line in head.splitlines(keepends=True):
+        offset += len(line)
+        m = re.match(rb"^[ \t]*#[ \t]*(\w+)", line)
+        if m is None:
+            continue
+        word = m.group(1)
+        if word in (b"if", b"ifdef", b"ifndef"):
+            depth += 1
+        elif word == b"endif":
+            depth = max(0, depth - 1)
+            if depth == 0 and has_include:
+                pos, has_include = offset, False
+        elif word == b"include":
+            if depth == 0:
+                pos = offset
+            else:
+                has_include = True
+    return pos
+
+
+# ----------------------------------------------------------------------------------------------
+# C text of host expressions
+# ----------------------------------------------------------------------------------------------
+
+
+def _c_expr(e: Any, names: Mapping[str, str]) -> str:
+    """C (``long long`` arithmetic, exact floor division) for an integer host expression."""
+    e = sympy.sympify(e)
+    if e.is_Integer:
+        return f"{int(e)}LL"
+    if e.is_Symbol:
+        if str(e) not in names:
+            raise KeyError(str(e))
+        return names[str(e)]
+    if isinstance(e, sympy.floor):
+        num, den = sympy.fraction(sympy.together(e.args[0]))
+        if den.is_Integer and int(den) > 0:
+            return f"pf_floordiv({_c_expr(sympy.expand(num), names)}, {int(den)}LL)"
+    if isinstance(e, sympy.Add):
+        num, den = sympy.fraction(sympy.together(e))
+        if den != 1:
+            raise ValueError(f"not an integer expression: {e}")
+        return "(" + " + ".join(_c_expr(a, names) for a in e.args) + ")"
+    if isinstance(e, sympy.Mul):
+        if any(a.is_Rational and not a.is_Integer for a in e.args):
+            raise ValueError(f"not an integer expression: {e}")
+        return "(" + " * ".join(_c_expr(a, names) for a in e.args) + ")"
+    if isinstance(e, sympy.Pow) and e.exp.is_Integer and int(e.exp) > 0:
+        return "(" + " * ".join([_c_expr(e.base, names)] * int(e.exp)) + ")"
+    if isinstance(e, (sympy.Max, sympy.Min)):
+        op = ">" if isinstance(e, sympy.Max) else "<"
+        parts = [_c_expr(a, names) for a in e.args]
+        out = parts[0]
+        for p in parts[1:]:
+            out = f"(({out}) {op} ({p}) ? ({out}) : ({p}))"
+        return out
+    raise ValueError(f"cannot express {e} in C")
+
+
+def _c_value(e: Any, ctype: str, names: Mapping[str, str]) -> str:
+    e = sympy.sympify(e)
+    if e.is_Number and not e.is_Integer:
+        return repr(float(e))
+    return _c_expr(e, names)
+
+
+def _c_string(text: str) -> str:
+    out = []
+    for line in text.splitlines(keepends=True):
+        esc = line.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        out.append(f'    "{esc}"')
+    return "\n".join(out) or '    ""'
+
+
+# ----------------------------------------------------------------------------------------------
+# The rewrite
+# ----------------------------------------------------------------------------------------------
+
+
+_PRELUDE = r"""
+/* ---- polyfuse: fused kernels (generated by `polyfuse fuse`; their source is fused.cl) ---- */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+#include <CL/cl.h>
+#if defined(__GNUC__) || defined(__clang__)
+#define PF_UNUSED __attribute__((unused))
+#else
+#define PF_UNUSED
+#endif
+
+static const char pf_source[] =
+@SOURCE@;
+static const char pf_options[] = @OPTIONS@;
+
+typedef struct {
+    cl_kernel kernel;
+    cl_uint index;
+    size_t size;
+    int null;
+    unsigned char value[@ARGB@];
+} pf_arg_t;
+typedef struct { pf_arg_t args[@MAXARGS@]; cl_uint dim; size_t gws[3]; } pf_snap_t;
+static pf_arg_t* pf_table;
+static size_t pf_table_len, pf_table_cap;
+static unsigned long pf_launches;
+
+PF_UNUSED static long long pf_floordiv(long long a, long long b)
+{
+    return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+static void pf_count_report(void)
+{
+    if (getenv("@COUNTENV@"))
+        fprintf(stderr, "polyfuse: %lu fused launches\n", pf_launches);
+}
+
+/* clSetKernelArg, keeping a copy of the value for the fused launches */
+static cl_int pf_set_arg(cl_kernel kernel, cl_uint index, size_t size, const void* value)
+{
+    size_t i;
+    cl_int err = clSetKernelArg(kernel, index, size, value);
+    if (err != CL_SUCCESS)
+        return err;
+    for (i = 0; i < pf_table_len; i++)
+        if (pf_table[i].kernel == kernel && pf_table[i].index == index)
+            break;
+    if ((value != NULL && size > @ARGB@) || index >= @MAXARGS@) {
+        /* not an argument of a fused member: forget any older copy */
+        if (i < pf_table_len)
+            pf_table[i].size = 0;
+        return CL_SUCCESS;
+    }
+    if (i == pf_table_len) {
+        if (pf_table_len == pf_table_cap) {
+            size_t cap = pf_table_cap ? 2 * pf_table_cap : 64;
+            pf_arg_t* t = (pf_arg_t*)realloc(pf_table, cap * sizeof(pf_arg_t));
+            if (t == NULL)
+                return CL_OUT_OF_HOST_MEMORY;
+            pf_table = t;
+            pf_table_cap = cap;
+        }
+        pf_table_len++;
+    }
+    pf_table[i].kernel = kernel;
+    pf_table[i].index = index;
+    pf_table[i].size = size;
+    pf_table[i].null = value == NULL;
+    if (value != NULL)
+        memcpy(pf_table[i].value, value, size);
+    return CL_SUCCESS;
+}
+
+/* the arguments and NDRange of a member launch, at the moment it would have run */
+static void pf_snap(pf_snap_t* s, cl_kernel kernel, cl_uint dim, const size_t* gws)
+{
+    size_t i;
+    memset(s, 0, sizeof(*s));
+    for (i = 0; i < pf_table_len; i++)
+        if (pf_table[i].kernel == kernel && pf_table[i].index < @MAXARGS@)
+            s->args[pf_table[i].index] = pf_table[i];
+    s->dim = dim;
+    for (i = 0; i < dim && i < 3; i++)
+        s->gws[i] = gws[i];
+}
+
+PF_UNUSED static cl_int pf_copy_arg(cl_kernel fused, cl_uint index, const pf_arg_t* a)
+{
+    if (a->size == 0)
+        return CL_INVALID_KERNEL_ARGS;
+    return clSetKernelArg(fused, index, a->size, a->null ? NULL : a->value);
+}
+
+/* a deferred member: nothing runs now, but its wait list and event are kept */
+PF_UNUSED static cl_int pf_defer(cl_command_queue queue, cl_uint nwait, const cl_event* wait,
+                                 cl_event* event)
+{
+    if (nwait == 0 && event == NULL)
+        return CL_SUCCESS;
+    return clEnqueueMarkerWithWaitList(queue, nwait, wait, event);
+}
+
+/* the fused program, built once per context from the embedded source */
+static cl_kernel pf_kernel(cl_command_queue queue, int which, const char* name, cl_int* err)
+{
+    static cl_context context;
+    static cl_program program;
+    static cl_kernel kernels[@NGROUPS@];
+    cl_context ctx;
+    cl_device_id device;
+    *err = clGetCommandQueueInfo(queue, CL_QUEUE_CONTEXT, sizeof(ctx), &ctx, NULL);
+    if (*err != CL_SUCCESS)
+        return NULL;
+    if (program == NULL || ctx != context) {
+        const char* src = pf_source;
+        *err = clGetCommandQueueInfo(queue, CL_QUEUE_DEVICE, sizeof(device), &device, NULL);
+        if (*err != CL_SUCCESS)
+            return NULL;
+        program = clCreateProgramWithSource(ctx, 1, &src, NULL, err);
+        if (*err != CL_SUCCESS)
+            return NULL;
+        *err = clBuildProgram(program, 1, &device, pf_options, NULL, NULL);
+        if (*err != CL_SUCCESS) {
+            size_t n = 0;
+            char* log;
+            clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, 0, NULL, &n);
+            log = (char*)malloc(n + 1);
+            if (log != NULL) {
+                clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, n, log, NULL);
+                log[n] = '\0';
+                fprintf(stderr, "polyfuse: the fused kernels do not build:\n%s\n", log);
+                free(log);
+            }
+            clReleaseProgram(program);
+            program = NULL;
+            return NULL;
+        }
+        if (context == NULL)
+            atexit(pf_count_report);
+        context = ctx;
+        memset(kernels, 0, sizeof(kernels));
+    }
+    if (kernels[which] == NULL)
+        kernels[which] = clCreateKernel(program, name, err);
+    else
+        *err = CL_SUCCESS;
+    return kernels[which];
+}
+"""
+
+
+@dataclass
+class _Values:
+    """Where the fused launch of one group takes each host value from (see the module doc)."""
+
+    sources: dict[str, tuple[str, str]]  # symbol -> (C type, C expression over the copies)
+    iterators: list[str]
+    where: str
+    shown: str
+    line: int
+    passed: list[str] = field(default_factory=list)  # iterators passed at the call
+    used: list[str] = field(default_factory=list)  # symbols taken from the copies
+
+    def name_of(self, sym: str) -> str:
+        if sym in self.sources:
+            if sym not in self.used:
+                self.used.append(sym)
+            return f"pf_v_{sym}"
+        if sym in self.iterators and _IDENT.match(sym):
+            if sym not in self.passed:
+                self.passed.append(sym)
+            return f"pf_it_{sym}"
+        raise HostRewriteError(f"{self.where}: the fused launch needs the host value {sym!r}, "
+                               "which no member's arguments or sizes hold", self.shown,
+                               self.line)
+
+    def c_of(self, e: Any, ctype: str = "long long") -> str:
+        e = sympy.sympify(e)
+        names = {str(s): self.name_of(str(s)) for s in sorted(e.free_symbols, key=str)}
+        try:
+            return _c_value(e, ctype, names)
+        except ValueError as err:
+            raise HostRewriteError(f"{self.where}: {err}", self.shown, self.line) from None
+
+
+def _params_of(fused_source_kernel: Any) -> list[Any]:
+    return sorted(fused_source_kernel.params, key=lambda p: p.index)
+
+
+def rewrite_host(program: Program, fused: Any, host_path: str, *,
+                 include_dirs: Iterable[str] = (),
+                 defines: Mapping[str, Optional[str]] = {},  # noqa: B006 - read only
+                 build_options: str = "") -> FusedHost:
+    """``fused_host.c`` for ``program`` and its fused program ``fused`` (a FusedProgram)."""
+    text = Path(host_path).read_text()
+    data = text.encode()
+    calls, fors, insert_at = _parse_calls(host_path, text, include_dirs, defines)
+    shown = os.path.basename(host_path)
+    main = os.path.abspath(host_path)
+
+    def where(launch: Launch) -> str:
+        return f"launch #{launch.id} ({launch.kernel})"
+
+    enqueues = [c for c in calls if c.name == "clEnqueueNDRangeKernel"]
+    sites: dict[int, _Call] = {}  # launch id -> its call
+    for launch in program.launches:
+        if launch.loc is None or os.path.abspath(launch.loc.file) != main:
+            raise HostRewriteError(f"{where(launch)} is not a clEnqueueNDRangeKernel call of "
+                                   "this host file", shown)
+        on_line = [c for c in enqueues if c.line == launch.loc.line]
+        if len(on_line) > 1:
+            on_line = [c for c in on_line if c.column == launch.loc.column] or on_line
+        if len(on_line) != 1:
+            raise HostRewriteError(f"cannot find the clEnqueueNDRangeKernel call of "
+                                   f"{where(launch)}", shown, launch.loc.line)
+        if on_line[0].in_macro:
+            raise HostRewriteError(f"the clEnqueueNDRangeKernel call of {where(launch)} is "
+                                   "written inside a macro; it cannot be rewritten in place",
+                                   shown, launch.loc.line)
+        sites[launch.id] = on_line[0]
+    by_site: dict[tuple[int, int], list[int]] = {}
+    for lid, c in sites.items():
+        by_site.setdefault(c.callee, []).append(lid)
+    size_of = {m: len(g.members) for g in fused.plan.groups for m in g.members}
+    untouched: set[int] = set()  # launches left as written (their call runs several launches)
+    for lids in by_site.values():
+        if len(lids) > 1:
+            if all(size_of.get(lid) == 1 for lid in lids):
+                untouched.update(lids)  # nothing fused: the original kernel still runs there
+                continue
+            line = sites[lids[0]].line
+            raise HostRewriteError(f"one clEnqueueNDRangeKernel call runs launches {sorted(lids)} "
+                                   "(a function called several times); polyfuse cannot give "
+                                   "each its own fused launch", shown, line)
+    cl_calls = ("clEnqueueNDRangeKernel", "clSetKernelArg")
+    other_calls = [c for c in calls if c.name not in cl_calls]
+    calls = [c for c in calls if c.name in cl_calls]
+
+    plan = fused.plan
+    fprog = fused.program
+    positions = {op.id: i for i, op in enumerate(program.ops)}
+    loop_ids = host_loop_ids(program.ops)
+    edits: list[tuple[int, int, str]] = []  # (start, end, replacement) in bytes
+    waves: list[str] = []  # wavefront kernels (OpenCL source) appended to the fused source
+    notes: list[str] = []
+    functions: list[str] = []
+    counts: dict[int, int] = {}
+    max_args = 1
+    for gi, g in enumerate(plan.groups):
+        frags = list(g.fragments)
+        members = [program.op(f.launch) for f in frags]
+        if any(m.id in untouched for m in members):
+            notes.append(f"plan group {g.id} (launch #{members[0].id} {members[0].kernel}) left "
+                         "as written: its call runs several launches")
+            continue
+        last = max(members, key=lambda m: positions[m.id])
+        kname = fused.group_kernels[g.id]
+        kernel = fprog.kernels[kname]
+        flaunch = next(op for op in fprog.launches if op.kernel == kname)
+        for m in members:
+            if m is not last and loop_ids[m.id] != loop_ids[last.id][:len(loop_ids[m.id])]:
+                raise HostRewriteError(f"plan group {g.id}: {where(m)} is not in the host loops "
+                                       f"of {where(last)}, where the fused launch goes", shown,
+                                       sites[m.id].line)
+            max_args = max(max_args, len(program.kernels[m.kernel].params))
+        # where each host symbol's value comes from
+        sources: dict[str, tuple[str, str]] = {}
+        for k, m in enumerate(members):
+            orig = program.kernels[m.kernel]
+            for a in m.args:
+                p = orig.params[a.index]
+                if a.kind != "scalar" or p.pointer:
+                    continue
+                val = sympy.sympify(a.value) if a.value is not None else sympy.Symbol(p.name)
+                if val.is_Symbol and str(val) not in sources:
+                    sources[str(val)] = (_env_type(p.type), f"pf_get_{_ctype_id(p.type)}"
+                                         f"(&s[{k}].args[{a.index}])")
+            for d, gsz in enumerate(m.global_size):
+                gsz = sympy.sympify(gsz)
+                if gsz.is_Symbol and str(gsz) not in sources:
+                    sources[str(gsz)] = ("long long", f"(long long)s[{k}].gws[{d}]")
+        vals = _Values(sources, [lp.iterator for lp in last.loops],
+                       f"plan group {g.id}", shown, sites[last.id].line)
+        c_of = vals.c_of
+        lines: list[str] = []
+        frag_launch = {k + 1: m for k, m in enumerate(members)}
+        checks = _specialization_checks(program, members)
+        for p in _params_of(kernel):
+            b = flaunch.arg(p.index)
+            mm = re.match(r"^f(\d+)_(.+)$", p.name)
+            if (p.pointer or b.kind in ("buffer", "local")) and mm:
+                k = int(mm.group(1))
+                orig = program.kernels[frag_launch[k].kernel]
+                oi = orig.param(mm.group(2)).index
+                lines.append(f"    if (err == CL_SUCCESS) err = pf_copy_arg(f, base + {p.index}, "
+                             f"&s[{k - 1}].args[{oi}]);")
+            elif b.kind == "scalar" and b.value is not None and \
+                    (same := _same_scalar(program, members, b.value, p.type)) is not None:
+                # a member's own argument with this value: copied as the member set it
+                lines.append(f"    if (err == CL_SUCCESS) err = pf_copy_arg(f, base + {p.index}, "
+                             f"&s[{same[0]}].args[{same[1]}]);")
+            elif b.kind == "scalar" and b.value is not None:
+                ctype = _host_type(p.type)
+                lines.append(f"    if (err == CL_SUCCESS) {{ {ctype} v = ({ctype})"
+                             f"({c_of(b.value, ctype)}); err = clSetKernelArg(f, base + {p.index}, "
+                             f"sizeof(v), &v); }}")
+            else:
+                raise HostRewriteError(f"plan group {g.id}: argument {p.index} ({p.name}) of "
+                                       f"{kname} has no value polyfuse can give on the host",
+                                       shown, sites[last.id].line)
+        wd = len(flaunch.global_size)
+        gs = ", ".join(f"(size_t)({c_of(x)})" for x in flaunch.global_size)
+        ls = ", ".join(f"(size_t)({c_of(x)})" for x in flaunch.local_size) \
+            if flaunch.local_size is not None else None
+        env = [f"    {sources[sym][0]} pf_v_{sym} = {sources[sym][1]}; (void)pf_v_{sym};"
+               for sym in vals.used]
+        passed = vals.passed
+        n = len(members)
+        it_params = "".join(f", long long pf_it_{it}" for it in passed)
+        it_args = "".join(f", pf_it_{it}" for it in passed)
+        sig = ("(cl_command_queue queue, cl_kernel kernel, cl_uint dim, const size_t* offset, "
+               "const size_t* gws, const size_t* lws, cl_uint nwait, const cl_event* wait, "
+               "cl_event* event")
+        body = [f"/* plan group {g.id}: "
+                + ", ".join(f"#{m.id} {m.kernel}" for m in members) + f" -> {kname} */",
+                f"static cl_int pf_setargs_g{g.id}(cl_kernel f, cl_uint base, pf_snap_t* s"
+                f"{it_params})", "{", "    cl_int err = CL_SUCCESS;", *env, *lines,
+                "    return err;", "}"]
+        k_last = members.index(last)
+        try:
+            wave = _wave_plan(g, last, fors, other_calls, sites[last.id], flaunch, shown)
+        except HostRewriteError as err:
+            wave = None
+            notes.append(f"wavefront launch fusion not applied: {err}")
+        if wave is None:
+            body.append(f"static pf_snap_t pf_g{g.id}_snap[{n}];")
+            for k, m in enumerate(members):
+                if m is last:
+                    continue
+                body += [f"static cl_int pf_defer_g{g.id}_{k + 1}{sig})", "{",
+                         "    (void)offset;", "    (void)lws;",
+                         f"    pf_snap(&pf_g{g.id}_snap[{k}], kernel, dim, gws);",
+                         "    return pf_defer(queue, nwait, wait, event);", "}"]
+            body += [f"static cl_int pf_launch_g{g.id}{sig}{it_params})", "{",
+                     f"    pf_snap_t* s = pf_g{g.id}_snap;", "    cl_int err;", "    cl_kernel f;",
+                     "    (void)offset;", "    (void)lws;",
+                     f"    pf_snap(&s[{k_last}], kernel, dim, gws);",
+                     *env,
+                     *checks,
+                     f"    f = pf_kernel(queue, {gi}, \"{kname}\", &err);",
+                     "    if (f == NULL)", "        return err;",
+                     f"    err = pf_setargs_g{g.id}(f, 0, s{it_args});",
+                     "    if (err != CL_SUCCESS)", "        return err;",
+                     "    {", f"        size_t g[{wd}] = {{{gs}}};"]
+            if ls is not None:
+                body += [f"        size_t l[{wd}] = {{{ls}}};"]
+            body += ["        pf_launches++;",
+                     f"        return clEnqueueNDRangeKernel(queue, f, {wd}, NULL, g, "
+                     f"{'l' if ls is not None else 'NULL'}, nwait, wait, event);", "    }", "}"]
+            for k, m in enumerate(members):
+                c = sites[m.id]
+                if m is last:
+                    edits.append((c.callee[0], c.callee[1], f"pf_launch_g{g.id}"))
+                    if passed:
+                        extra = "".join(f", (long long)({it})" for it in passed)
+                        edits.append((c.end - 1, c.end - 1, extra))
+                else:
+                    edits.append((c.callee[0], c.callee[1], f"pf_defer_g{g.id}_{k + 1}"))
+        else:
+            wi = len(waves)
+            wname = f"pf_wave_g{g.id}"
+            waves.append(_wave_kernel(fprog.kernels[kname], wname, wave.slots,
+                                      wave.groups0, wave.local0, shown))
+            body += _wave_functions(g.id, wave, members, last, sig, checks, it_params,
+                                    it_args, len(kernel.params), len(plan.groups) + wi, wname,
+                                    wd, flaunch)
+            slot_arg = f", (long long)({wave.outer})"
+            for k, m in enumerate(members):
+                c = sites[m.id]
+                if m is last:
+                    edits.append((c.callee[0], c.callee[1], f"pf_wave_g{g.id}"))
+                    extra = "".join(f", (long long)({it})" for it in passed) + slot_arg
+                else:
+                    edits.append((c.callee[0], c.callee[1], f"pf_wdefer_g{g.id}_{k + 1}"))
+                    extra = slot_arg
+                edits.append((c.end - 1, c.end - 1, extra))
+            edits += wave.edits(g.id)
+            counts_text = ""
+            try:
+                trips = int(last.loops[1].upper) - int(last.loops[1].lower)
+                counts_text = (f"; kernel launches {wave.slots} x {trips} x {len(members)} = "
+                               f"{wave.slots * trips * len(members)} -> {wave.slots} + {trips} "
+                               f"- 1 = {wave.slots + trips - 1}")
+            except (TypeError, ValueError):
+                pass
+            notes.append(f"plan group {g.id}: wavefront launch fusion: one launch of "
+                         f"{wave.slots} fragments per step {wave.outer} + {wave.inner} "
+                         f"(host loops rewritten at {shown}:{wave.line}){counts_text}")
+        functions.append("\n".join(body))
+        counts[g.id] = len(members)
+    for c in calls:
+        if c.name == "clSetKernelArg" and not c.in_macro:
+            edits.append((c.callee[0], c.callee[1], "pf_set_arg"))
+
+    getters = []
+    used_getters = set(re.findall(r"pf_get_(\w+)\(", "\n".join(functions)))
+    for ctype in sorted({p.type for k in program.kernels.values() for p in k.params
+                         if not p.pointer and _ctype_id(p.type) in used_getters}):
+        rtype = _env_type(ctype)
+        getters.append(f"static {rtype} pf_get_{_ctype_id(ctype)}(const pf_arg_t* a)\n{{\n"
+                       f"    {_host_type(ctype)} v;\n    memset(&v, 0, sizeof(v));\n"
+                       f"    memcpy(&v, a->value, a->size < sizeof(v) ? a->size : sizeof(v));\n"
+                       f"    return ({rtype})v;\n}}")
+    source = fused.source + "".join(waves)
+    prelude = (_PRELUDE.replace("@SOURCE@", _c_string(source))
+               .replace("@OPTIONS@", '"' + build_options.replace('"', '\\"') + '"')
+               .replace("@ARGB@", str(_ARG_BYTES)).replace("@MAXARGS@", str(max_args))
+               .replace("@COUNTENV@", COUNT_ENV)
+               .replace("@NGROUPS@", str(max(1, len(plan.groups) + len(waves)))))
+    prelude += "\n" + "\n\n".join(getters + functions) + "\n"
+    if any(c.name == "clSetKernelArg" and c.in_macro for c in calls):
+        # calls written inside the host's own macros: renamed where the macro expands
+        prelude += "#define clSetKernelArg pf_set_arg\n"
+    prelude += "/* ---- end of polyfuse ---- */\n\n"
+    edits.append((insert_at, insert_at, prelude))
+    out = data
+    for start, end, rep in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
+        out = out[:start] + rep.encode() + out[end:]
+    suffix = Path(host_path).suffix or ".c"
+    return FusedHost(name=f"fused_host{suffix}", text=out.decode(), groups=counts,
+                     notes=tuple(notes))
+
+
+def _same_scalar(program: Program, members: list[Launch], value: Any, ptype: str
+                 ) -> Optional[tuple[int, int]]:
+    """(member index, argument index) of a member's scalar argument bound to ``value`` with the
+    same type, if any: the fused kernel's parameter then takes exactly the bytes it was set to."""
+    want = sympy.sympify(value)
+    for k, m in enumerate(members):
+        orig = program.kernels[m.kernel]
+        for a in m.args:
+            p = orig.params[a.index]
+            if a.kind == "scalar" and not p.pointer and a.value is not None and \
+                    p.type == ptype and sympy.expand(sympy.sympify(a.value) - want) == 0:
+                return k, a.index
+    return None
+
+
+def _specialization_checks(program: Program, members: list[Launch]) -> list[str]:
+    """C that refuses to launch when the run's values differ from those the plan fixed.
+
+    The fused kernels are specialized (constants propagated, sizes fixed) for the values the
+    analysis saw (``--args``/``--param``); run with other arguments they would be wrong, so the
+    fused launch checks each fixed scalar argument and global size of every member first.
+    """
+    out = []
+    for k, m in enumerate(members):
+        conds = []
+        orig = program.kernels[m.kernel]
+        for a in m.args:
+            p = orig.params[a.index]
+            if a.kind != "scalar" or p.pointer or a.value is None:
+                continue
+            v = sympy.sympify(a.value)
+            if not v.is_Number:
+                continue
+            get = f"pf_get_{_ctype_id(p.type)}(&s[{k}].args[{a.index}])"
+            if _env_type(p.type) == "double":
+                conds.append(f"fabs({get} - {float(v)!r}) > 1e-6 * fabs({float(v)!r}) + 1e-30")
+            elif v.is_Integer:
+                conds.append(f"{get} != {int(v)}LL")
+        for d, gsz in enumerate(m.global_size):
+            gsz = sympy.sympify(gsz)
+            if gsz.is_Integer:
+                conds.append(f"s[{k}].gws[{d}] != (size_t){int(gsz)}")
+        if conds:
+            out += [f"    if ({' || '.join(conds)}) {{",
+                    f"        fprintf(stderr, \"polyfuse: launch #{m.id} ({m.kernel}) runs with "
+                    f"arguments or sizes other than those the fused kernels were generated "
+                    f"for (fuse again with this run's --args)\\n\");",
+                    "        return CL_INVALID_VALUE;", "    }"]
+    return out
+
+
+_WAVE_CALLS_OK = ("clSetKernelArg", "clEnqueueNDRangeKernel", "fprintf", "exit", "abort")
+
+
+@dataclass(frozen=True)
+class _Wave:
+    """A group run along its wavefront: one launch of ``slots`` fragments per step."""
+
+    outer: str  # outer host-loop iterator (the fragment slot)
+    inner: str
+    lower0: int  # lower bound of the outer loop
+    first: int  # first wavefront step (sum of the lower bounds)
+    slots: int
+    groups0: int  # work-groups of one fragment in dimension 0
+    local0: int
+    line: int
+    start: int  # byte range of the outer for statement
+    end: int
+    brace: int  # offset of the inner loop body's "{"
+
+    def edits(self, gid: int) -> list[tuple[int, int, str]]:
+        head = ("{ /* polyfuse: the loop nest below runs once per wavefront step "
+                f"{self.outer} + {self.inner} */ long long pf_w; int pf_any = 1; "
+                f"for (pf_w = {self.first}; pf_any; pf_w++) {{ pf_any = 0; ")
+        tail = (f" if (pf_any && pf_wave_flush_g{gid}() != CL_SUCCESS) {{ fprintf(stderr, "
+                "\"polyfuse: wavefront launch failed\\n\"); exit(1); } } }")
+        skip = (f" if ((long long)({self.outer}) + (long long)({self.inner}) != pf_w) continue;"
+                " pf_any = 1;")
+        return [(self.start, self.start, head), (self.end, self.end, tail),
+                (self.brace + 1, self.brace + 1, skip)]
+
+
+def _wave_plan(g: Any, last: Launch, fors: list[_For], other_calls: list[_Call], site: _Call,
+               flaunch: Launch, shown: str) -> Optional[_Wave]:
+    """How group ``g`` runs along its wavefront in the host, or None (not a wavefront)."""
+    if not any(n.startswith("wavefront schedule") for n in g.notes):
+        return None
+    where = f"plan group {g.id} (wavefront)"
+    if len(last.loops) != 2:
+        raise HostRewriteError(f"{where}: only a nest of two host loops is rewritten", shown,
+                               site.line)
+    outer, inner = last.loops
+    try:
+        lo0, hi0 = int(outer.lower), int(outer.upper)
+        lo1 = int(inner.lower)
+        gs0 = int(flaunch.global_size[0])
+        ls0 = int(flaunch.local_size[0]) if flaunch.local_size is not None else 0
+    except (TypeError, ValueError):
+        raise HostRewriteError(f"{where}: the loop bounds and the fused NDRange must be known "
+                               "(pass --args)", shown, site.line) from None
+    if outer.step != 1 or inner.step != 1 or ls0 <= 0 or gs0 % ls0:
+        raise HostRewriteError(f"{where}: needs unit-step loops and a known local size", shown,
+                               site.line)
+    around = sorted((f for f in fors if f.start <= site.callee[0] < f.end), key=lambda f: f.start)
+    if len(around) < 2:
+        raise HostRewriteError(f"{where}: cannot find the two for statements of the nest", shown,
+                               site.line)
+    fo, fi = around[-2], around[-1]
+    if (outer.loc and outer.loc.line != fo.line) or (inner.loc and inner.loc.line != fi.line):
+        raise HostRewriteError(f"{where}: the host loops are not the for statements around the "
+                               "launch", shown, site.line)
+    if fi.brace is None:
+        raise HostRewriteError(f"{where}: the inner loop body must be a {{ }} block", shown,
+                               fi.line)
+    for c in other_calls:
+        if fo.start <= c.callee[0] < fo.end and c.name not in _WAVE_CALLS_OK:
+            raise HostRewriteError(f"{where}: the loop nest calls {c.name}(), whose order the "
+                                   "wavefront would change", shown, c.line)
+    return _Wave(outer.iterator, inner.iterator, lo0, lo0 + lo1, hi0 - lo0, gs0 // ls0, ls0,
+                 fo.line, fo.start, fo.end, fi.brace)
+
+
+_SIG = re.compile(r"__kernel\s+void\s+(\w+)\s*\((.*?)\)\s*\{", re.S)
+
+
+def _wave_kernel(kernel: Any, name: str, slots: int, groups0: int, local0: int,
+                 shown: str) -> str:
+    """OpenCL source of one wavefront step: ``slots`` copies of ``kernel`` side by side.
+
+    Copy ``j`` runs on work-groups ``[j * groups0, (j + 1) * groups0)`` of dimension 0 with its
+    own arguments (renamed ``s<j>_``) and its own active flag; work-item functions of
+    dimension 0 are shifted so each copy sees its original NDRange.
+    """
+    from polyfuse.frontend import cpp
+
+    text = cpp.OpenCLGenerator().visit(kernel.ast)
+    m = _SIG.search(text)
+    if m is None:
+        raise HostRewriteError(f"cannot read the signature of {kernel.name}", shown)
+    params = [p.strip() for p in m.group(2).split(",") if p.strip()]
+    names = [re.findall(r"\w+", p)[-1] for p in params]
+    body = text[m.end() - 1:].rstrip()
+    bad = re.search(r"get_(?:global_id|group_id|num_groups|global_size|global_offset)"
+                    r"\s*\(\s*(?!0\s*\))", body)
+    if bad or "get_global_offset" in body:
+        raise HostRewriteError(f"{kernel.name}: a work-item function of a computed dimension "
+                               "cannot be shifted for the wavefront launch", shown)
+    decls, branches = [], []
+    for j in range(slots):
+        b = body
+        for nm in names:
+            b = re.sub(rf"\b{nm}\b", f"s{j}_{nm}", b)
+        b = re.sub(r"get_group_id\s*\(\s*0\s*\)", f"(get_group_id(0) - {j * groups0})", b)
+        b = re.sub(r"get_global_id\s*\(\s*0\s*\)",
+                   f"(get_global_id(0) - {j * groups0 * local0})", b)
+        b = re.sub(r"get_num_groups\s*\(\s*0\s*\)", f"((size_t){groups0})", b)
+        b = re.sub(r"get_global_size\s*\(\s*0\s*\)", f"((size_t){groups0 * local0})", b)
+        decls += [re.sub(rf"\b{nm}\b", f"s{j}_{nm}", p) for p, nm in zip(params, names)]
+        branches.append(f"  {'else ' if j else ''}if (pf_slot == {j} && pf_active{j})\n"
+                        + "\n".join("  " + ln for ln in b.splitlines()))
+    decls += [f"const int pf_active{j}" for j in range(slots)]
+    sig = ",\n        ".join(decls)
+    return (f"\n/* wavefront step: {slots} copies of {kernel.name} side by side (polyfuse) */\n"
+            f"__kernel void {name}({sig})\n{{\n"
+            f"  const int pf_slot = (int)(get_group_id(0) / {groups0});\n"
+            + "\n".join(branches) + "\n}\n")
+
+
+def _wave_functions(gid: int, wave: _Wave, members: list[Launch], last: Launch, sig: str,
+                    checks: list[str], it_params: str, it_args: str, nparams: int,
+                    kindex: int, wname: str, wd: int, flaunch: Launch) -> list[str]:
+    """Host functions of a wavefront group: deferred members, the step's launch, the flush."""
+    n, S = len(members), wave.slots
+    its = [a.strip().split()[-1] for a in it_params.split(",") if a.strip()]
+    out = [f"static pf_snap_t pf_g{gid}_wsnap[{S}][{n}];",
+           f"static long long pf_g{gid}_wit[{S}][{max(1, len(its))}];",
+           f"static int pf_g{gid}_wact[{S}];",
+           f"static cl_command_queue pf_g{gid}_wq;",
+           f"static int pf_g{gid}_slot(long long it)",
+           "{", f"    long long j = it - {wave.lower0};",
+           f"    return j >= 0 && j < {S} ? (int)j : -1;", "}"]
+    for k, m in enumerate(members):
+        if m is last:
+            continue
+        out += [f"static cl_int pf_wdefer_g{gid}_{k + 1}{sig}, long long pf_slot_it)", "{",
+                f"    int j = pf_g{gid}_slot(pf_slot_it);",
+                "    (void)offset;", "    (void)lws;", "    (void)queue;",
+                "    if (j < 0 || nwait != 0 || event != NULL)", "        return CL_INVALID_VALUE;",
+                f"    pf_snap(&pf_g{gid}_wsnap[j][{k}], kernel, dim, gws);",
+                "    return CL_SUCCESS;", "}"]
+    k_last = members.index(last)
+    out += [f"static cl_int pf_wave_g{gid}{sig}{it_params}, long long pf_slot_it)", "{",
+            f"    int j = pf_g{gid}_slot(pf_slot_it);", "    pf_snap_t* s;",
+            "    (void)offset;", "    (void)lws;",
+            "    if (j < 0 || nwait != 0 || event != NULL)", "        return CL_INVALID_VALUE;",
+            f"    s = pf_g{gid}_wsnap[j];",
+            f"    pf_snap(&s[{k_last}], kernel, dim, gws);",
+            *checks,
+            *[f"    pf_g{gid}_wit[j][{i}] = {it};" for i, it in enumerate(its)],
+            f"    pf_g{gid}_wact[j] = 1;", f"    pf_g{gid}_wq = queue;",
+            "    return CL_SUCCESS;", "}"]
+    gsz = ", ".join([str(S * wave.groups0 * wave.local0)]
+                    + [str(int(x)) for x in flaunch.global_size[1:]])
+    lsz = ", ".join(str(int(x)) for x in flaunch.local_size)
+    call_its = "".join(f", pf_g{gid}_wit[from][{i}]" for i in range(len(its)))
+    out += [f"static cl_int pf_wave_flush_g{gid}(void)", "{",
+            "    cl_int err;", "    cl_kernel f;", "    int j, src = -1;",
+            f"    for (j = 0; j < {S}; j++)",
+            f"        if (pf_g{gid}_wact[j] && src < 0)", "            src = j;",
+            "    if (src < 0)", "        return CL_SUCCESS;",
+            f"    f = pf_kernel(pf_g{gid}_wq, {kindex}, \"{wname}\", &err);",
+            "    if (f == NULL)", "        return err;",
+            f"    for (j = 0; j < {S}; j++) {{",
+            f"        int a = pf_g{gid}_wact[j];",
+            "        int from = a ? j : src;",
+            f"        err = pf_setargs_g{gid}(f, (cl_uint)(j * {nparams}), pf_g{gid}_wsnap[from]"
+            + call_its + ");",
+            "        if (err == CL_SUCCESS)",
+            f"            err = clSetKernelArg(f, (cl_uint)({S * nparams} + j), sizeof(int), &a);",
+            "        if (err != CL_SUCCESS)", "            return err;",
+            f"        pf_g{gid}_wact[j] = 0;", "    }",
+            "    {", f"        size_t g[{wd}] = {{{gsz}}};", f"        size_t l[{wd}] = {{{lsz}}};",
+            "        pf_launches++;",
+            f"        return clEnqueueNDRangeKernel(pf_g{gid}_wq, f, {wd}, NULL, g, l, 0, NULL, "
+            "NULL);", "    }", "}"]
+    return out
+
+
+_HOST_TYPES = {"char": "cl_char", "uchar": "cl_uchar", "short": "cl_short", "ushort": "cl_ushort",
+               "int": "cl_int", "uint": "cl_uint", "long": "cl_long", "ulong": "cl_ulong",
+               "float": "cl_float", "double": "cl_double", "half": "cl_half",
+               "unsigned int": "cl_uint", "unsigned char": "cl_uchar",
+               "unsigned short": "cl_ushort", "unsigned long": "cl_ulong", "bool": "cl_int"}
+
+
+def _host_type(ctype: str) -> str:
+    """The host (``cl_*``) type of an OpenCL C scalar kernel parameter type."""
+    t = " ".join(ctype.replace("const", " ").split())
+    if t not in _HOST_TYPES:
+        raise HostRewriteError(f"kernel parameter type {ctype!r} has no host type polyfuse knows")
+    return _HOST_TYPES[t]
+
+
+def _env_type(ctype: str) -> str:
+    return "double" if ctype.strip() in ("float", "double", "half") else "long long"
+
+
+def _ctype_id(ctype: str) -> str:
+    return re.sub(r"\W+", "_", ctype.strip())
+
+
+def host_file_of(program: Program) -> Optional[str]:
+    """The host file holding the program's launches (None for a program without a host)."""
+    files = {launch.loc.file for launch in program.launches if launch.loc is not None}
+    hosts = [f for f in files if not f.endswith(".cl") and os.path.isfile(f)]
+    if len(hosts) == 1 and len(files) == 1:
+        return hosts[0]
+    return None
+
+
+__all__ = ["COUNT_ENV", "FusedHost", "HostRewriteError", "host_file_of", "rewrite_host"]
