@@ -841,6 +841,37 @@ def _file_decls(kernel: Kernel) -> str:
     return "".join(cpp.generate(d).rstrip().rstrip(";") + ";\n" for d in keep)
 
 
+def _barriers_group_uniform(kernel: Kernel) -> bool:
+    """Every barrier sits under control that is the same for all work-items of a group, by the
+    copy-varying analysis with every local id varying (a second, syntactic proof where the
+    polyhedral model over-approximates, e.g. a ``break`` under a uniform condition)."""
+    body = copy.deepcopy(kernel.ast.body)
+    items = list(body.block_items or [])
+    if any(isinstance(n, c_ast.Return) for n in cpp.walk(body)):
+        from polyfuse.codegen.fuse import eliminate_returns
+
+        try:
+            items = eliminate_returns(items, f"kernel {kernel.name}")
+        except UnsupportedError:
+            return False
+    body = c_ast.Compound(items)
+    calls = {(f, d) for f in ("get_local_id", "get_global_id") for d in range(3)}
+    local = {n.name for n in cpp.walk(body) if isinstance(n, c_ast.Decl) and n.name and
+             cpp.address_space_of(n) == "local"}
+    local |= {p.name for p in kernel.params if p.pointer and p.address_space == "local"}
+    an = _Analysis(body, calls, local, {}, False)
+
+    def visit(n: Any, under: bool) -> bool:
+        if n is None:
+            return True
+        if _is_barrier(n):
+            return not under
+        u = under or id(n) in an.varying_nodes
+        return all(visit(c, u) for _, c in n.children())
+
+    return visit(body, False)
+
+
 def coarsen_source(kernel: Kernel, geom: LaunchGeometry, factors: Factors,
                    local_elems: Mapping[str, int], name: str) -> tuple[str, list[tuple]]:
     """OpenCL C of the coarsened kernel(s) of one launch and the NDRanges that replace it.
@@ -852,7 +883,7 @@ def coarsen_source(kernel: Kernel, geom: LaunchGeometry, factors: Factors,
     if kernel.ast is None:
         raise CoarsenError(f"kernel {kernel.name} has no syntax tree to coarsen")
     bad = [b for b in kernel.barriers if not b.uniform]
-    if bad:
+    if bad and not _barriers_group_uniform(kernel):
         where = f" (line {bad[0].loc.line})" if bad[0].loc else ""
         raise CoarsenError(f"kernel {kernel.name}: a barrier may not be reached by all "
                            f"work-items of a group{where}; not coarsened")
