@@ -23,7 +23,7 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import pyopencl as cl
 
@@ -434,14 +434,17 @@ def tune_launch(program: Program, launch: Launch, *, params: Mapping[str, Any],
 
 def tune_coarsening(program: Program, *, params: Optional[Mapping[str, Any]] = None,
                     kernel: Optional[str] = None,
-                    factors: Optional[Sequence[Factors]] = None, tune: bool = True,
+                    factors: Union[None, Sequence[Factors],
+                                   Callable[[LaunchGeometry], Sequence[Factors]]] = None,
+                    tune: bool = True,
                     verify: bool = True, device: DeviceSpec = None,
                     cache_dir: Optional[Path] = None, use_cache: bool = True,
                     repeat: int = 10, rounds: int = 5, time_whole: bool = True,
                     progress: Optional[Callable[[str], None]] = None) -> CoarsenReport:
     """Coarsen every launch (of ``kernel`` when given) with factors chosen by measurement.
 
-    ``factors`` restricts the variants (each launch still keeps the original as a choice);
+    ``factors`` restricts the variants (a list, or a function of a launch's geometry); each
+    launch still keeps the original as a choice;
     with ``tune=False`` nothing is timed and a single requested variant is applied as is.
     """
     params = dict(params or {})
@@ -452,7 +455,13 @@ def tune_coarsening(program: Program, *, params: Optional[Mapping[str, Any]] = N
     for launch in program.launches:
         if kernel is not None and launch.kernel != kernel:
             continue
-        tunings.append(tune_launch(program, launch, params=params, candidates=factors,
+        cands = factors
+        if callable(factors):
+            try:
+                cands = factors(launch_geometry(launch, params))
+            except PolyfuseError:
+                cands = []
+        tunings.append(tune_launch(program, launch, params=params, candidates=cands,
                                    tune=tune, verify=verify, ctx=ctx, queue=queue,
                                    limits=limits, repeat=repeat, rounds=rounds, cache_dir=cdir,
                                    progress=progress))
