@@ -94,7 +94,7 @@ def _fused(path: str, params: Optional[Mapping[str, int]], device: Any, tune: bo
     if hit is None:
         model = load_onnx_model(path, params=params, device=device)
         result = fuse_program(model.program, verify=False, device=device, tune=tune,
-                              progress=progress)
+                              progress=progress, coarsen=False)
         hit = _FUSED_CACHE[key] = (model, result)
     return hit
 

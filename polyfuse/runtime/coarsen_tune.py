@@ -42,7 +42,8 @@ from polyfuse.runtime.device import DeviceLimits, DeviceSpec, device_key, get_co
 from polyfuse.runtime.execute import build, run_program, time_interleaved
 from polyfuse.runtime.verify import Verification, compare_runs, verify_programs
 
-__all__ = ["VariantRow", "LaunchTuning", "CoarsenReport", "candidate_factors", "tune_coarsening"]
+__all__ = ["VariantRow", "LaunchTuning", "CoarsenReport", "candidate_factors", "fused_candidates",
+           "tune_coarsening"]
 
 CACHE_FORMAT = 1
 #: most copies one coarsened work-item runs (code size grows with it)
@@ -233,6 +234,24 @@ def candidate_factors(geom: LaunchGeometry, *, max_copies: int = MAX_COPIES) -> 
     return out
 
 
+def fused_candidates(geom: LaunchGeometry) -> list[Factors]:
+    """The short list tried on fused kernels inside ``polyfuse fuse --tune``: thread 2, block 2
+    and 4, thread 2 with block 2 (each spread over the non-unit dimensions), block factors only
+    where they divide the group count, so no epilogue adds a launch."""
+    wd = geom.work_dim
+    out: list[Factors] = []
+    for tt, bt in ((2, 1), (1, 2), (1, 4), (2, 2)):
+        try:
+            t = spread_factors(tt, geom.local_size[:wd]) if tt > 1 else (1, 1, 1)
+            b = spread_factors(bt, geom.groups[:wd]) if bt > 1 else (1, 1, 1)
+        except PolyfuseError:
+            continue
+        if any(geom.groups[d] % b[d] for d in range(3)):
+            continue
+        out.append(Factors(t, b))
+    return out
+
+
 # ----------------------------------------------------------------------------------------------
 # Tuning
 # ----------------------------------------------------------------------------------------------
@@ -355,7 +374,7 @@ def tune_launch(program: Program, launch: Launch, *, params: Mapping[str, Any],
             continue
         try:
             priv, wgmax = _kernel_info(cp.program, ctx, dev)
-        except PolyfuseError as err:
+        except (PolyfuseError, cl.Error) as err:
             rows[f] = VariantRow(f, "failed", f"build failed: {str(err).splitlines()[0]}",
                                  geometry=geo)
             continue
@@ -373,9 +392,14 @@ def tune_launch(program: Program, launch: Launch, *, params: Mapping[str, Any],
         ok: Optional[bool] = None
         reason = ""
         if ref is not None:
-            cand = run_program(cp.program, params=params, ctx=ctx, queue=queue,
-                               inputs={n: a for n, a in ref.initial.items()
-                                       if n in cp.program.buffers})
+            try:
+                cand = run_program(cp.program, params=params, ctx=ctx, queue=queue,
+                                   inputs={n: a for n, a in ref.initial.items()
+                                           if n in cp.program.buffers})
+            except (PolyfuseError, cl.Error) as err:
+                rows[f] = VariantRow(f, "failed", f"run failed: {str(err).splitlines()[0]}",
+                                     geometry=geo)
+                continue
             v = compare_runs(ref, cand, label="original")
             ok = v.ok
             if not ok:
