@@ -18,7 +18,13 @@ from hypothesis import strategies as st
 
 import polyfuse
 from polyfuse.builder import ProgramBuilder, local
-from polyfuse.codegen.coarsen import CoarsenError, Factors, coarsen, spread_factors
+from polyfuse.codegen.coarsen import (
+    CoarsenError,
+    Factors,
+    coarsen,
+    launch_geometry,
+    spread_factors,
+)
 from polyfuse.runtime.verify import verify_programs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -281,8 +287,11 @@ def test_benchmark_programs_coarsen_and_verify(name):
     prog = polyfuse.load_opencl(EXAMPLES / name / "kernels.cl", host=EXAMPLES / name / "host.c")
     per = {}
     for la in prog.launches:
-        wd = la.work_dim
-        per[la.id] = Factors.of((2,) + (1,) * (wd - 1), (3,) + (1,) * (wd - 1))
+        geom = launch_geometry(la, {})
+        wd = geom.work_dim
+        # thread 2 and a block factor 3 (an epilogue unless it divides), capped by the groups
+        per[la.id] = Factors.of((2,) + (1,) * (wd - 1),
+                                (min(3, geom.groups[0]),) + (2 if wd > 1 else 1,) * (wd - 1))
     cp = coarsen(prog, per)
     assert {x.launch for x in cp.launches} == set(per)
     _verify(prog, cp)
