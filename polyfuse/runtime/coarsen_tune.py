@@ -7,7 +7,8 @@ run (``CL_KERNEL_WORK_GROUP_SIZE``), and on GPUs more private memory than the or
 (``CL_KERNEL_PRIVATE_MEM_SIZE``: new spills) — verify every survivor against the original on
 random inputs (every buffer), time the survivors interleaved with the original, and confirm the
 fastest in a second interleaved run against the original: the original (factor 1) stays unless
-the variant is faster there too, so the tuner never picks something slower.  The winner is cached
+the variant is faster there too (by :data:`MARGIN`), so the tuner does not pick something slower
+on noise.  The winner is cached
 per device and program hash (:func:`polyfuse.runtime.autotune.program_hash`).
 
 Each launch is tuned on its own: a one-launch program (the launch, with its host loops) from
@@ -46,6 +47,8 @@ __all__ = ["VariantRow", "LaunchTuning", "CoarsenReport", "candidate_factors", "
            "tune_coarsening"]
 
 CACHE_FORMAT = 1
+#: a variant replaces the original only when it is this much faster in the confirmation run
+MARGIN = 0.02
 #: most copies one coarsened work-item runs (code size grows with it)
 MAX_COPIES = 32
 
@@ -427,13 +430,13 @@ def tune_launch(program: Program, launch: Launch, *, params: Mapping[str, Any],
                                        repeat=repeat * 2, rounds=rounds * 2, ctx=ctx,
                                        queue=queue)
             t_orig, t_best = confirm["original"].kernel_time, confirm["best"].kernel_time
-            if t_best is not None and t_orig is not None and t_best < t_orig:
+            if t_best is not None and t_orig is not None and t_best < t_orig * (1 - MARGIN):
                 chosen, t_chosen = best, t_best
                 reason = "fastest variant, confirmed against the original in a second run"
             else:
                 t_chosen = t_orig
-                reason = (f"fastest variant {best.label(wd)} was not faster than the original "
-                          "when re-timed: kept the original")
+                reason = (f"fastest variant {best.label(wd)} was not {MARGIN:.0%} faster than the "
+                          "original when re-timed: kept the original")
         else:
             t_orig = t_chosen = rows[ident].time_s
             reason = "no variant beats the original"
