@@ -316,3 +316,50 @@ def test_cli_coarsen_writes_report(tmp_path):
     assert rep["verified"]["ok"] is True
     assert "__kernel void reduce__t2_b3_L1" in (out / "coarsened.cl").read_text()
     assert (out / "report.md").read_text().startswith("# Coarsening")
+
+
+# ----------------------------------------------------------------------------------------------
+# The tuner: statuses, pruning, the original as a choice, the cache
+# ----------------------------------------------------------------------------------------------
+
+
+def test_tuner_rows_pruning_illegal_and_cache(tmp_path):
+    import dataclasses
+
+    from polyfuse.runtime.coarsen_tune import tune_coarsening, tune_launch
+    from polyfuse.runtime.device import DeviceLimits, get_context
+
+    prog = _one_launch(GROUP_BRANCH, (128,), (16,), ["x", "y"])
+    cands = [Factors.of((2,), (1,)), Factors.of((1,), (2,)), Factors.of((1,), (8,))]
+    rep = tune_coarsening(prog, factors=cands, repeat=2, rounds=1, cache_dir=tmp_path)
+    lt = rep.launches[0]
+    status = {v.factors.label(1): v for v in lt.variants}
+    assert status["t1_b1"].status == "timed"  # the original is always a candidate
+    assert status["t2_b1"].status == "timed" and status["t2_b1"].verified is True
+    assert status["t1_b2"].status == "illegal" and "barrier" in status["t1_b2"].reason
+    assert lt.chosen in (Factors(), Factors.of((2,), (1,)))  # never an illegal variant
+    assert lt.original_time_s and lt.chosen_time_s
+    d = rep.to_dict()["launches"][0]
+    assert {"kernel", "variants", "chosen", "original_time_s", "speedup"} <= set(d)
+    again = tune_coarsening(prog, factors=cands, repeat=2, rounds=1, cache_dir=tmp_path)
+    assert again.launches[0].cached and again.launches[0].chosen == lt.chosen
+
+    ctx, queue = get_context()
+    tiny = dataclasses.replace(DeviceLimits.from_device(queue.device), local_mem_size=32)
+    small = tune_launch(prog, prog.launches[0], params={}, candidates=[Factors.of((2,), (1,))],
+                        tune=False, ctx=ctx, queue=queue, limits=tiny)
+    row = next(v for v in small.variants if not v.factors.identity)
+    assert row.status == "pruned" and "__local" in row.reason
+    assert small.chosen == Factors()
+
+
+def test_untuned_run_keeps_the_original():
+    from polyfuse.runtime.coarsen_tune import tune_coarsening
+
+    prog = _one_launch(GROUP_BRANCH, (128,), (16,), ["x", "y"])
+    rep = tune_coarsening(prog, tune=False, use_cache=False)
+    lt = rep.launches[0]
+    assert lt.chosen == Factors() and lt.original_time_s is None
+    assert all(v.status in ("timed", "illegal") for v in lt.variants)
+    assert any(v.status == "illegal" for v in lt.variants)  # every block factor here
+    assert rep.result.program.launches[0].kernel == "k"
