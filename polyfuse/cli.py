@@ -378,6 +378,15 @@ def cmd_coarsen(args: argparse.Namespace) -> int:
                           factors=factors_for if specs else None, tune=args.tune,
                           verify=args.verify or args.tune, use_cache=not args.no_cache,
                           progress=None if args.quiet else (lambda m: _progress(args, m)))
+    if specs and not args.tune:  # one requested variant: refusing it is an error
+        for lt in rep.launches:
+            bad = [v for v in lt.variants if not v.factors.identity and
+                   v.status in ("illegal", "failed", "pruned")]
+            if bad:
+                raise PolyfuseError(bad[0].reason if bad[0].status == "illegal" else
+                                    f"launch {lt.launch} ({lt.kernel}): variant "
+                                    f"{bad[0].factors.label(lt.work_dim)} {bad[0].status}: "
+                                    f"{bad[0].reason}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "coarsened.cl").write_text(program_source(rep.result.program))

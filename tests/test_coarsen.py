@@ -363,3 +363,14 @@ def test_untuned_run_keeps_the_original():
     assert all(v.status in ("timed", "illegal") for v in lt.variants)
     assert any(v.status == "illegal" for v in lt.variants)  # every block factor here
     assert rep.result.program.launches[0].kernel == "k"
+
+
+def test_cli_refused_variant_is_one_line_error(tmp_path):
+    d = EXAMPLES / "reduction"
+    r = subprocess.run([sys.executable, "-m", "polyfuse.cli", "coarsen", str(d / "kernels.cl"),
+                        "--host", str(d / "host.c"), "--out", str(tmp_path / "o"),
+                        "--factors", "t3", "-q"], capture_output=True, text=True,
+                       cwd=ROOT, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 1
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "thread factor 3 does not divide" in lines[0], r.stderr
