@@ -211,12 +211,10 @@ class _Analysis:
     """Taint of the kernel body: what varies between the copies of one coarsened work-item."""
 
     def __init__(self, body: c_ast.Compound, varying_calls: set[tuple[str, int]],
-                 local_names: set[str], helpers: Mapping[str, c_ast.FuncDef], block: bool):
+                 local_names: set[str]):
         self.body = body
         self.varying_calls = varying_calls
         self.local_names = local_names
-        self.helpers = helpers
-        self.block = block
         self.varying: set[str] = set()
         self.varying_nodes: set[int] = set()  # control statements whose own control varies
         self.decl_level: dict[str, int] = {}
@@ -485,9 +483,7 @@ class _Rewriter:
                                    f"launch (work_dim {wd})")
         self.is_block = any(b > 1 for b in factors.block)
         local_names = set(self.local_decls) | {p.name for p in self.local_params}
-        self.an = _Analysis(self.body, self.varying_calls,
-                            local_names if self.is_block else local_names, self.helpers,
-                            self.is_block)
+        self.an = _Analysis(self.body, self.varying_calls, local_names)
         self.copies = self._copies()
         self.local_elems: dict[str, int] = {}
 
@@ -859,7 +855,7 @@ def _barriers_group_uniform(kernel: Kernel) -> bool:
     local = {n.name for n in cpp.walk(body) if isinstance(n, c_ast.Decl) and n.name and
              cpp.address_space_of(n) == "local"}
     local |= {p.name for p in kernel.params if p.pointer and p.address_space == "local"}
-    an = _Analysis(body, calls, local, {}, False)
+    an = _Analysis(body, calls, local)
 
     def visit(n: Any, under: bool) -> bool:
         if n is None:
