@@ -216,6 +216,8 @@ def generated(draw):
     barrier = draw(st.booleans())
     loop = draw(st.sampled_from(["none", "uniform", "varying"]))
     group_branch = draw(st.booleans())
+    extra = draw(st.sampled_from(["none", "private_array", "varying_break", "uniform_break",
+                                  "while"]))
     early_return = draw(st.booleans()) and not barrier
     lsz = 1
     for x in ls:
@@ -238,6 +240,16 @@ def generated(draw):
         body.append("for (int k = 0; k < l % 3; k++) v -= x[(gid + 2 * k) % n];")
     if group_branch:
         body.append("if (g % 2 == 1) v *= 2.0f;")
+    if extra == "private_array":
+        body.append("float acc[3]; for (int q = 0; q < 3; q++) acc[q] = x[(gid + q) % n];")
+        body.append("v += acc[l % 3];")
+    elif extra == "varying_break":
+        body.append("for (int k = 0; k < 6; k++) { if (x[(gid + k) % n] > 0.5f) break; "
+                    "v += 0.125f; }")
+    elif extra == "uniform_break":
+        body.append("for (int k = 0; k < 6; k++) { if (k == 3) break; v += x[(gid + k) % n]; }")
+    elif extra == "while":
+        body.append("int w = 0; while (w < 4) { v = v * 0.5f + x[(gid + w) % n]; w++; }")
     if barrier:
         body.append("tile[l] = v;")
         body.append("barrier(CLK_LOCAL_MEM_FENCE);")
