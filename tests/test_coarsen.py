@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import polyfuse
@@ -264,8 +264,18 @@ def generated(draw):
     return src, ls, groups, t, b
 
 
+_TWO_EPILOGUES = (  # remainders in both dimensions: the epilogues run part of the groups
+    "__kernel void gen(__global const float* x, __global float* y, __global float* z)\n{\n"
+    "int l = get_local_id(1) * get_local_size(0) + get_local_id(0);\n"
+    "int g = get_group_id(1) * get_num_groups(0) + get_group_id(0);\n"
+    "int gid = get_global_id(1) * get_global_size(0) + get_global_id(0);\n"
+    "float v = x[gid] + (float)l * 0.25f;\ny[gid] = v;\n"
+    "if (l == 0) z[g] = v + (float)g;\n}\n")
+
+
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
 @given(generated())
+@example((_TWO_EPILOGUES, (4, 4), (4, 3), (1, 1), (3, 2)))
 def test_generated_kernels_verify(case):
     src, ls, groups, t, b = case
     gs = tuple(x * g for x, g in zip(ls, groups))
