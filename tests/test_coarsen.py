@@ -396,3 +396,16 @@ def test_cli_refused_variant_is_one_line_error(tmp_path):
     assert r.returncode == 1
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "thread factor 3 does not divide" in lines[0], r.stderr
+
+
+@pytest.mark.parametrize("name", BENCH)
+def test_benchmark_hosts_are_real_c(name):
+    import shutil
+
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    r = subprocess.run([cc, "-fsyntax-only", "-Wall", "-Werror", "-I",
+                        str(ROOT / "polyfuse" / "include"), str(EXAMPLES / name / "host.c")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
