@@ -10,6 +10,7 @@
 
 from polyfuse.builder import ProgramBuilder, default_program
 from polyfuse.codegen import FusedProgram, generate
+from polyfuse.codegen.coarsen import CoarsenedProgram, CoarsenError, Factors, coarsen
 from polyfuse.frontend.host import load_opencl, parse_host
 from polyfuse.frontend.onnx import load_onnx
 from polyfuse.frontend.opencl import parse_kernels, specialize
@@ -30,6 +31,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "UAR",
+    "CoarsenError",
+    "CoarsenedProgram",
+    "Factors",
+    "coarsen",
     "Edge",
     "FusedProgram",
     "FusionPlan",

@@ -70,6 +70,14 @@ def fuse_model(path: str, out_root: str, *, verify: bool = False, tune: bool = F
         say("loading")
         model = load_onnx_model(path, params=params)
         result = fuse_onnx(path, verify=verify, params=params, tune=tune, progress=say)
+        if tune:  # fuse first, then coarsen the fused operator kernels (coarsened.cl)
+            import dataclasses
+
+            from polyfuse.runtime.coarsen_tune import fused_candidates, tune_coarsening
+
+            say("coarsening the fused kernels")
+            result = dataclasses.replace(result, coarsening=tune_coarsening(
+                result.fused.program, params=params, factors=fused_candidates, time_whole=False))
         write_outputs(result, Path(out_root) / stem)
         plan = result.plan
         unfused_ms = fused_ms = None

@@ -481,6 +481,85 @@ def cmd_roofline(args: argparse.Namespace) -> int:
     return 0
 
 
+def _coarsen_specs(items: Sequence[str]) -> list:
+    """``--factors`` specs: ``t2``, ``b3``, ``t2x1,b1x4`` (per dimension), ``total=4`` (thread
+    factor spread over the non-unit dimensions) or ``btotal=4`` (block factor, likewise)."""
+    specs = []
+    for item in items:
+        thread: tuple = ()
+        block: tuple = ()
+        total = btotal = None
+        for part in item.replace("_", ",").split(","):
+            part = part.strip()
+            try:
+                if part.startswith("total="):
+                    total = int(part[6:])
+                elif part.startswith("btotal="):
+                    btotal = int(part[7:])
+                elif part[:1] in ("t", "b") and part[1:]:
+                    vals = tuple(int(x) for x in part[1:].split("x"))
+                    if part[0] == "t":
+                        thread = vals
+                    else:
+                        block = vals
+                else:
+                    raise ValueError
+            except ValueError:
+                raise _UsageError(f"--factors: cannot read {part!r} (e.g. t2, b3, t2x1,b1x4, "
+                                  "total=4)") from None
+        specs.append((thread, block, total, btotal))
+    return specs
+
+
+def cmd_coarsen(args: argparse.Namespace) -> int:
+    from polyfuse.codegen.coarsen import Factors, spread_factors
+    from polyfuse.runtime.coarsen_tune import tune_coarsening
+    from polyfuse.runtime.execute import program_source
+
+    params = {k: v for k, v in _parse_params(args.param).items() if isinstance(v, int)}
+    specs = _coarsen_specs(args.factors)
+    if len(specs) > 1 and not args.tune:
+        raise _UsageError("several --factors are alternatives: add --tune to choose by timing")
+    program = load_program_inputs(args, args.kernels)
+
+    def factors_for(geom):  # the specs resolved for one launch's geometry
+        out = []
+        wd = geom.work_dim
+        for thread, block, total, btotal in specs:
+            t = spread_factors(total, geom.local_size[:wd]) if total else thread
+            b = spread_factors(btotal, geom.groups[:wd]) if btotal else block
+            out.append(Factors.of(t, b))
+        return out
+
+    rep = tune_coarsening(program, params=params, kernel=args.kernel,
+                          factors=factors_for if specs else None, tune=args.tune,
+                          verify=args.verify or args.tune, use_cache=not args.no_cache,
+                          progress=None if args.quiet else (lambda m: _progress(args, m)))
+    if specs and not args.tune:  # one requested variant: refusing it is an error
+        for lt in rep.launches:
+            bad = [v for v in lt.variants if not v.factors.identity and
+                   v.status in ("illegal", "failed", "pruned")]
+            if bad:
+                raise PolyfuseError(bad[0].reason if bad[0].status == "illegal" else
+                                    f"launch {lt.launch} ({lt.kernel}): variant "
+                                    f"{bad[0].factors.label(lt.work_dim)} {bad[0].status}: "
+                                    f"{bad[0].reason}")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "coarsened.cl").write_text(program_source(rep.result.program))
+    (out / "report.json").write_text(json.dumps(rep.to_dict(), indent=2) + "\n")
+    (out / "report.md").write_text(rep.markdown())
+    rows = []
+    for lt in rep.launches:
+        wd = lt.work_dim
+        rows.append([lt.launch, lt.kernel, list(lt.chosen.thread[:wd]),
+                     list(lt.chosen.block[:wd]), len(lt.variants), lt.pruned,
+                     f"{lt.speedup:.2f}" if lt.speedup else None])
+    print(_table(["launch", "kernel", "thread", "block", "variants", "pruned", "speedup"], rows))
+    print(f"wrote {out / 'coarsened.cl'}, {out / 'report.json'}, {out / 'report.md'}")
+    return 0
+
+
 def _progress(args: argparse.Namespace, message: str) -> None:
     if not getattr(args, "quiet", False):
         print(f"polyfuse: {message}", file=sys.stderr)
@@ -571,6 +650,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how independent fragments are combined (default: auto; hetero: also "
                         "fuse independent launches with different code side by side)")
     p.set_defaults(func=cmd_fuse)
+
+    p = _subcommand(sub, "coarsen", "thread/block coarsening of the launches, chosen by "
+                    "timing; write coarsened.cl, report.json, report.md")
+    p.add_argument("kernels", nargs="*", metavar="KERNELS.cl",
+                   help="OpenCL C file(s); optional when the host names its kernel files")
+    add_program_inputs(p)
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--kernel", help="only the launches of this kernel")
+    p.add_argument("--factors", action="append", default=[], metavar="SPEC",
+                   help="a variant: t2, b3, t2x1,b1x4, total=4, btotal=2 (repeatable; "
+                        "default: the generated set)")
+    p.add_argument("--verify", action="store_true",
+                   help="check every variant against the original on random inputs")
+    p.add_argument("--tune", action="store_true",
+                   help="time the variants against the original and keep the fastest")
+    p.add_argument("--no-cache", action="store_true", help="do not use the tuning cache")
+    p.set_defaults(func=cmd_coarsen)
 
     p = _subcommand(sub, "run", "run an ONNX model (fused or not) on the OpenCL device",
                     epilog="Make an IN.npz with `polyfuse inputs MODEL.onnx --random --save "

@@ -100,7 +100,7 @@ def _fused(path: str, params: Optional[Mapping[str, int]], device: Any, tune: bo
         with kernel_variant(form):
             model = load_onnx_model(path, params=params, device=device)
         result = fuse_program(model.program, verify=False, device=device, tune=tune,
-                              progress=progress)
+                              progress=progress, coarsen=False)
         result = dataclasses.replace(result, source_nodes=dict(model.nodes))
         hit = _FUSED_CACHE[key] = (model, result)
     return hit

@@ -42,6 +42,9 @@ class FuseResult:
     #: where the launches came from, for the report (ONNX: node -> "launch k" / "alias of b" /
     #: "folded on the host")
     source_nodes: Optional[dict[str, str]] = None
+    #: thread/block coarsening of the fused kernels (``fuse --tune``), a
+    #: polyfuse.runtime.coarsen_tune.CoarsenReport; written as coarsened.cl + coarsening.json
+    coarsening: Optional[Any] = None
 
     @property
     def ok(self) -> bool:
@@ -98,9 +101,13 @@ def size_buffers(program: Program, params: Optional[dict[str, int]] = None,
 
 def fuse_program(program: Program, *, params: Optional[dict[str, int]] = None,
                  orchestration: str = "auto", verify: bool = False, tune: bool = False,
-                 device: Any = None, build: bool = True, progress: Progress = None
-                 ) -> FuseResult:
-    """Plan, generate and optionally verify (fused vs unfused on random inputs) or autotune."""
+                 device: Any = None, build: bool = True, progress: Progress = None,
+                 coarsen: Optional[bool] = None) -> FuseResult:
+    """Plan, generate and optionally verify (fused vs unfused on random inputs) or autotune.
+
+    With ``tune`` (or ``coarsen=True``) the fused kernels are then coarsened, factors chosen by
+    timing (:func:`polyfuse.runtime.coarsen_tune.tune_coarsening`): fuse first, then coarsen.
+    """
     say = progress or (lambda _msg: None)
     say("building the UAR")
     uar = build_uar(program)
@@ -119,6 +126,17 @@ def fuse_program(program: Program, *, params: Optional[dict[str, int]] = None,
         say(f"generating {len(plan.groups)} fused kernel(s)")
         fused = generate(plan, device=device if build else False, build=build)
         plan = fused.plan
+    coarsening = None
+    if coarsen if coarsen is not None else tune:
+        from polyfuse.runtime.coarsen_tune import fused_candidates, tune_coarsening
+
+        say("coarsening the fused kernels (factors chosen by timing)")
+        try:
+            coarsening = tune_coarsening(fused.program, params=params, device=device,
+                                         factors=fused_candidates, progress=progress,
+                                         time_whole=False)
+        except PolyfuseError as err:
+            say(f"coarsening not applied: {err}")
     verification = None
     if verify:
         from polyfuse.runtime import verify_programs
@@ -129,7 +147,7 @@ def fuse_program(program: Program, *, params: Optional[dict[str, int]] = None,
         plan = dataclasses.replace(plan, verified=verification.to_dict())
         fused = dataclasses.replace(fused, plan=plan)
     return FuseResult(program=program, uar=uar, plan=plan, fused=fused,
-                      verification=verification, tuning=tuning)
+                      verification=verification, tuning=tuning, coarsening=coarsening)
 
 
 #: orchestration variants ``fuse --tune`` times (heterogeneous horizontal fusion only wins
@@ -194,6 +212,15 @@ def write_outputs(result: FuseResult, out_dir: Union[str, Path], *,
     if host_note:
         report += f"\n## Fused host\n\n{host_note}\n"
     paths["report"].write_text(report)
+    if result.coarsening is not None:
+        import json
+
+        from polyfuse.runtime.execute import program_source
+
+        paths["coarsened"] = out / "coarsened.cl"
+        paths["coarsened"].write_text(program_source(result.coarsening.result.program))
+        paths["coarsening"] = out / "coarsening.json"
+        paths["coarsening"].write_text(json.dumps(result.coarsening.to_dict(), indent=2) + "\n")
     return paths
 
 
@@ -329,6 +356,16 @@ def report_markdown(result: FuseResult) -> str:
         out.append(f"Chosen variant: **{tuning.variant}** ({source}, median {tuning.metric} "
                    f"time over repeats; * marks the choice):")
         out += ["", "```", tuning.table_text(), "```"]
+    if result.coarsening is not None:
+        out += ["", "## Coarsening of the fused kernels", ""]
+        for lt in result.coarsening.launches:
+            wd = lt.work_dim
+            sp = f", {lt.speedup:.2f}x" if lt.speedup else ""
+            out.append(f"- launch {lt.launch} `{lt.kernel}`: thread {list(lt.chosen.thread[:wd])}, "
+                       f"block {list(lt.chosen.block[:wd])}{sp} ({lt.reason or 'original kept'})")
+        out.append("")
+        out.append("The coarsened program is in `coarsened.cl` (variants in `coarsening.json`); "
+                   "`fused.cl` stays the uncoarsened fused program.")
     return "\n".join(out) + "\n"
 
 
