@@ -37,7 +37,7 @@ from typing import Any, Optional
 
 import islpy as isl
 
-from polyfuse.islutil import coalesce
+from polyfuse.islutil import IslQuotaExceeded, bounded, coalesce
 from polyfuse.program import Kernel, Launch
 from polyfuse.uar.graph import UAR, Edge
 from polyfuse.uar.width import classify
@@ -469,30 +469,48 @@ def merge_frames(uar: UAR, keep: Frame, other: Frame,
         return None, "different host loops"
     if any(x <= 0 for x in keep.local_size + other.local_size):
         return None, "local size unknown (chosen by the implementation)"
-    cands = _candidates(uar, keep, other, edges)
+    try:
+        with bounded():
+            cands = _candidates(uar, keep, other, edges)
+    except IslQuotaExceeded:
+        return None, QUOTA_REASON
     if not cands:
         return None, "no dependence gives a one-to-one map between the grids"
     why = "no candidate re-indexing"
-    order = _order(uar, list(keep.maps) + list(other.maps))
     for c in cands:
-        maps: dict[int, isl.Map] = {}
-        for lid in order:
-            if lid in keep.maps:
-                maps[lid] = keep.maps[lid]
-            else:
-                r = other.maps[lid]
-                maps[lid] = coalesce(_ctx(uar, c.align_params(r.get_space()).apply_range(r)))
-        frame = replace(keep, maps=maps, barriers=frozenset(), grid=None)
-        norm = normalize(uar, frame)
-        if norm is None:
-            why = "the fused grid would not be a box of whole work-groups"
-            continue
-        problems, need = frame_problems(uar, norm)
-        if problems:
-            why = problems[0]
-            continue
-        return replace(norm, barriers=need), ""
+        try:
+            with bounded():
+                frame, problem = _try_candidate(uar, keep, other, c)
+        except IslQuotaExceeded:
+            frame, problem = None, QUOTA_REASON
+        if frame is not None:
+            return frame, ""
+        why = problem
     return None, why
+
+
+#: why a merge was refused without a proof that it is illegal
+QUOTA_REASON = ("re-indexing check exceeded isl's operation quota: not fused, to stay safe")
+
+
+def _try_candidate(uar: UAR, keep: Frame, other: Frame,
+                   c: isl.Map) -> tuple[Optional[Frame], str]:
+    """``other`` re-indexed by ``c`` into ``keep``'s grid, checked; (frame, why-not)."""
+    maps: dict[int, isl.Map] = {}
+    for lid in _order(uar, list(keep.maps) + list(other.maps)):
+        if lid in keep.maps:
+            maps[lid] = keep.maps[lid]
+        else:
+            r = other.maps[lid]
+            maps[lid] = coalesce(_ctx(uar, c.align_params(r.get_space()).apply_range(r)))
+    frame = replace(keep, maps=maps, barriers=frozenset(), grid=None)
+    norm = normalize(uar, frame)
+    if norm is None:
+        return None, "the fused grid would not be a box of whole work-groups"
+    problems, need = frame_problems(uar, norm)
+    if problems:
+        return None, problems[0]
+    return replace(norm, barriers=need), ""
 
 
 def reindex_text(rel: isl.Map) -> str:
