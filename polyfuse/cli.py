@@ -180,13 +180,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_fuse(args: argparse.Namespace) -> int:
-    from polyfuse.pipeline import fuse_program, summary_row, write_outputs
-
     onnx_models = [m for m in args.inputs if m.endswith(".onnx")]
     if onnx_models:
         if len(onnx_models) != len(args.inputs) or args.host:
             raise _UsageError("fuse takes either ONNX models or one KERNELS.cl with --host")
         return _fuse_onnx_batch(args, onnx_models)
+    from polyfuse.pipeline import fuse_program, summary_row, write_outputs
+
     if len(args.inputs) != 1:
         raise _UsageError("fuse takes one KERNELS.cl (with --host HOST.c)")
     from polyfuse.frontend.host import load_opencl
@@ -213,17 +213,35 @@ def _fuse_onnx_batch(args: argparse.Namespace, models: list[str]) -> int:
     for m in missing:
         print(f"polyfuse: error: {m}: no such file", file=sys.stderr)
     present = [m for m in models if m not in missing]
+    scheduler = args.scheduler or ("local" if args.dask else None)
     summaries = fuse_models(present, args.out, jobs=max(1, args.jobs), verify=args.verify,
                             tune=args.tune, params=_parse_params(args.param),
-                            timing=not args.no_timing)
+                            timing=not args.no_timing, cache=not args.no_cache,
+                            scheduler=scheduler, quiet=args.quiet)
     print(_table(SUMMARY_HEADERS, [s.row() for s in summaries]
                  + [[Path(m).stem, "-", "-", "-", "-", "-", "-", "-", "FAILED: no such file"]
                     for m in missing]))
+    if args.profile:
+        from polyfuse.batch import STAGES, profile_table
+
+        print("seconds per stage:", file=sys.stderr)
+        print(_table(["model", *STAGES, "total"], profile_table(summaries)), file=sys.stderr)
     failed = [s for s in summaries if not s.ok]
     for s in failed:
         reason = s.error or "the fused model does not match its reference"
         print(f"polyfuse: error: {s.model}: {reason}", file=sys.stderr)
     return 1 if failed or missing else 0
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    from polyfuse import cache
+
+    if args.action == "dir":
+        print(cache.cache_root())
+        return 0
+    root, n = cache.clear()
+    print(f"polyfuse: removed {n} cached file(s) from {root}", file=sys.stderr)
+    return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -364,6 +382,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ONNX batches: fuse this many models in parallel processes")
     p.add_argument("--no-timing", action="store_true",
                    help="ONNX batches: skip timing unfused vs fused")
+    p.add_argument("--no-cache", action="store_true",
+                   help="ONNX batches: neither read nor write the disk cache (polyfuse cache)")
+    p.add_argument("--profile", action="store_true",
+                   help="ONNX batches: print the seconds each stage took, per model")
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                   help="ONNX batches: one task per model on this Dask scheduler")
+    p.add_argument("--dask", action="store_true",
+                   help="ONNX batches: start a local Dask cluster of --jobs workers")
     p.add_argument("--orchestration", default="auto",
                    choices=["auto", "vertical", "horizontal"],
                    help="how independent fragments are combined (default: auto)")
@@ -423,6 +449,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="summary as JSON on stdout")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_roofline)
+
+    p = sub.add_parser("cache", help="the disk cache of fusion results")
+    p.add_argument("action", choices=["clear", "dir"],
+                   help="clear: remove every entry; dir: print the cache directory")
+    p.set_defaults(func=cmd_cache)
 
     p = sub.add_parser("demo", help="fuse the bundled BERT QKV graph, verify, print the report")
     p.add_argument("--out", default="out/demo", help="output directory (default: out/demo)")
