@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Optional, TypeVar
 
 import islpy as isl
 
@@ -57,7 +57,7 @@ def over_quota(err: isl.Error) -> bool:
 
 
 @contextmanager
-def bounded(max_operations: int = MAX_OPERATIONS) -> Iterator[None]:
+def bounded(max_operations: Optional[int] = None) -> Iterator[None]:
     """Run the body under isl's operation quota; raise :class:`IslQuotaExceeded` when hit.
 
     Nested uses keep the outermost quota (its count is not reset), so a bounded helper called
@@ -66,7 +66,7 @@ def bounded(max_operations: int = MAX_OPERATIONS) -> Iterator[None]:
     ctx = isl.DEFAULT_CONTEXT
     outer = ctx.get_max_operations()
     if not outer:
-        ctx.set_max_operations(max_operations)
+        ctx.set_max_operations(max_operations or MAX_OPERATIONS)
         ctx.reset_operations()
     try:
         yield
