@@ -1,5 +1,6 @@
 """Post-fusion optimizations on a fused kernel, driven by its own polyhedral model.
 
+Both passes run on groups of two or more launches (a launch left alone keeps its kernel's code).
 Each pass prints the fused kernel, re-extracts it with
 :func:`polyfuse.frontend.opencl.parse_kernels` (local size and known global size as context, so
 work-item expressions are affine), and maps the
@@ -456,6 +457,7 @@ def optimize_group(gc: Any, program: Program, in_groups: Mapping[int, int],
     """Run the post-fusion optimizations on one group's kernel (in place on ``gc``)."""
     res = OptResult()
     members = {f.launch for f in gc.kb.group.fragments}
-    privatize(gc, program, members, helpers_text, res)
-    remove_barriers(gc, helpers_text, res)
+    if len(members) > 1:  # a launch left alone keeps its kernel's code as its author wrote it
+        privatize(gc, program, members, helpers_text, res)
+        remove_barriers(gc, helpers_text, res)
     return res
