@@ -204,3 +204,14 @@ def test_periodic_stencil_is_analysed_in_bounded_time() -> None:
     raw = [e for e in uar.edges if not e.host and e.kind == "RAW"]
     assert len(raw) == 1 and all(e.width == "global" and e.witness for e in raw)
     assert plan.launches_after == 2
+
+
+def test_canonical_form_identifies_layers_up_to_launch_ids() -> None:
+    """Checks are shared between launches that differ only by their ids (repeated layers)."""
+    from polyfuse.fusion.reindex import canonical
+
+    a, _ = canonical("{ F[g0, l0] -> L3[g0, l0] }", "{ L3[g, l] -> L7[g, l] }")
+    b, names = canonical("{ F[g0, l0] -> L12[g0, l0] }", "{ L12[g, l] -> L16[g, l] }")
+    c, _ = canonical("{ F[g0, l0] -> L12[g0, l0] }", "{ L16[g, l] -> L12[g, l] }")
+    assert a == b and names == {"12": "#0", "16": "#1"}
+    assert c != a  # the direction of the edge is part of the form

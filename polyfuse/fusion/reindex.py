@@ -371,8 +371,16 @@ def frame_problems(uar: UAR, frame: Frame, edges: Optional[Sequence[Edge]] = Non
 
 
 #: canonical text of a check's inputs -> its result, shared by identical structure (the layers
-#: of a model repeat the same launches, kernels and re-indexings under other launch ids)
+#: of a model repeat the same launches, kernels and re-indexings under other launch ids);
+#: emptied when it holds :data:`_MAX_CHECKS` results, so a long batch does not grow it forever
 _CHECKS: dict[tuple, Any] = {}
+_MAX_CHECKS = 100_000
+
+
+def _remember(key: tuple, value: Any) -> None:
+    if len(_CHECKS) >= _MAX_CHECKS:
+        _CHECKS.clear()
+    _CHECKS[key] = value
 _LAUNCH_NAME = re.compile(r"\bL(\d+)\b")
 
 
@@ -404,7 +412,7 @@ def _member_problems_cached(uar: UAR, frame: Frame, lid: int, rel: isl.Map) -> l
                 found = _member_problems(uar, frame, lid, rel)
         except IslQuotaExceeded:
             found = [f"L{lid}: {QUOTA_REASON}"]
-        _CHECKS[key] = [p.replace(f"L{lid}:", "L{lid}:", 1) for p in found]
+        _remember(key, [p.replace(f"L{lid}:", "L{lid}:", 1) for p in found])
     return [p.replace("L{lid}:", f"L{lid}:", 1) for p in _CHECKS[key]]
 
 
@@ -416,9 +424,10 @@ def _edge_verdict_cached(uar: UAR, frame: Frame, e: Edge) -> str:
     if key not in _CHECKS:
         try:
             with bounded():
-                _CHECKS[key] = _edge_verdict(uar, frame, e)
+                verdict = _edge_verdict(uar, frame, e)
         except IslQuotaExceeded:
-            _CHECKS[key] = "quota"
+            verdict = "quota"
+        _remember(key, verdict)
     return _CHECKS[key]
 
 
