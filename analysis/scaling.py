@@ -128,9 +128,11 @@ def time_stages(path: Path, out_dir: Path) -> dict[str, float]:
     from polyfuse.codegen import generate
     from polyfuse.frontend.onnx import load_onnx_model
     from polyfuse.fusion import plan_fusion
+    from polyfuse.fusion.reindex import clear_memo
     from polyfuse.pipeline import FuseResult, write_outputs
     from polyfuse.uar import build_uar
 
+    clear_memo()  # each model cold, as in a fresh ``polyfuse fuse`` process
     row: dict[str, float] = {}
     t = _cpu()
     model = load_onnx_model(str(path))
