@@ -88,6 +88,8 @@ def test_relu_transpose_odd_sizes_fuse_and_verify(tmp_path: Path, rows: int) -> 
     assert time.process_time() - t < 90
     assert result.plan.verified["ok"], result.plan.verified
     assert result.plan.launches_after <= result.plan.launches_before == 2
+    if rows == 104:  # the re-indexing check exceeds its quota: not fused, and the plan says so
+        assert any("quota" in b.reason for b in result.plan.blocked)
 
 
 def _tree(root: Path) -> dict[str, bytes]:

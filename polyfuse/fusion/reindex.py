@@ -601,6 +601,7 @@ def merge_frames(uar: UAR, keep: Frame, other: Frame,
     if not cands:
         return None, "no dependence gives a one-to-one map between the grids"
     why = "no candidate re-indexing"
+    quota = ""
     for c in cands:
         try:
             with bounded():
@@ -610,7 +611,9 @@ def merge_frames(uar: UAR, keep: Frame, other: Frame,
         if frame is not None:
             return frame, ""
         why = problem
-    return None, why
+        quota = quota or (problem if QUOTA_REASON in problem else "")
+    # a candidate that was not decided matters more than why the others failed
+    return None, quota or why
 
 
 #: why a merge was refused without a proof that it is illegal
