@@ -8,24 +8,42 @@
 ['global', ...]
 """
 
-from polyfuse.builder import ProgramBuilder, default_program
-from polyfuse.codegen import FusedProgram, generate
-from polyfuse.codegen.coarsen import CoarsenedProgram, CoarsenError, Factors, coarsen
-from polyfuse.frontend.host import load_opencl, parse_host
-from polyfuse.frontend.onnx import load_onnx
-from polyfuse.frontend.opencl import parse_kernels, specialize
-from polyfuse.fusion import FusionPlan, check_plan, plan_fusion, plan_to_json
-from polyfuse.program import (
-    HostOp,
-    Kernel,
-    KernelContext,
-    Launch,
-    PolyfuseError,
-    Program,
-    UnsupportedError,
-)
-from polyfuse.session import InferenceSession, NodeArg
-from polyfuse.uar import UAR, Edge, build_uar
+from importlib import import_module
+from typing import Any
+
+#: public name -> module defining it.  Imported on first use (PEP 562), so that light commands
+#: (a cache hit of ``polyfuse fuse``, ``--version``) do not pay for isl, sympy and networkx.
+_EXPORTS = {
+    "ProgramBuilder": "polyfuse.builder", "default_program": "polyfuse.builder",
+    "FusedProgram": "polyfuse.codegen", "generate": "polyfuse.codegen",
+    "load_opencl": "polyfuse.frontend.host", "parse_host": "polyfuse.frontend.host",
+    "load_onnx": "polyfuse.frontend.onnx",
+    "parse_kernels": "polyfuse.frontend.opencl", "specialize": "polyfuse.frontend.opencl",
+    "FusionPlan": "polyfuse.fusion", "check_plan": "polyfuse.fusion",
+    "plan_fusion": "polyfuse.fusion", "plan_to_json": "polyfuse.fusion",
+    "HostOp": "polyfuse.program", "Kernel": "polyfuse.program",
+    "KernelContext": "polyfuse.program", "Launch": "polyfuse.program",
+    "PolyfuseError": "polyfuse.program", "Program": "polyfuse.program",
+    "UnsupportedError": "polyfuse.program",
+    "CoarsenedProgram": "polyfuse.codegen.coarsen", "CoarsenError": "polyfuse.codegen.coarsen",
+    "Factors": "polyfuse.codegen.coarsen", "coarsen": "polyfuse.codegen.coarsen",
+    "InferenceSession": "polyfuse.session", "NodeArg": "polyfuse.session",
+    "UAR": "polyfuse.uar", "Edge": "polyfuse.uar", "build_uar": "polyfuse.uar",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'polyfuse' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + list(_EXPORTS))
+
 
 __version__ = "0.1.0"
 

@@ -1,19 +1,34 @@
 """Batch fusion of ONNX models (``polyfuse fuse MODEL.onnx... --out DIR --jobs N``).
 
-Each model is handled on its own (in a worker process when ``jobs > 1``): load, plan, generate,
-optionally verify (onnxruntime and the unfused program) and time, then write
-``DIR/<stem>/{plan.json, fused.cl, report.md}``.  A model that fails does not stop the others;
-its summary row carries the one-line reason.  Worker processes are *spawned*, not forked, so no
-OpenCL context is ever shared across a fork.
+Each model is handled on its own: load, plan, generate, optionally verify (onnxruntime and the
+unfused program) and time, then write ``DIR/<stem>/{plan.json, fused.cl, report.md}``.  A model
+that fails does not stop the others; its summary row carries the one-line reason.
+
+Where the models run:
+
+* in this process (``jobs`` 1), one after the other;
+* in ``jobs`` worker processes, *spawned*, not forked, so no OpenCL context is ever shared
+  across a fork;
+* on a Dask cluster (``scheduler="tcp://HOST:PORT"``, or ``"local"`` for a
+  ``dask.distributed.LocalCluster`` on this machine): one task per model.  The workers write the
+  output files, so ``DIR`` must be on a file system they share with the client (on one machine it
+  is).
+
+All three return the same summaries in the order of the inputs, and write byte-identical files.
+Results are kept in the disk cache (:mod:`polyfuse.cache`) unless ``cache=False``.  Progress is a
+``tqdm`` bar on stderr: models done, and the current model's stage.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
@@ -22,10 +37,13 @@ from polyfuse.program import PolyfuseError
 SUMMARY_HEADERS = ["model", "nodes", "launches before", "launches after", "max abs err",
                    "verified", "unfused ms", "fused ms", "status"]
 
+#: pipeline stages in the order they run (the ``--profile`` table's rows)
+STAGES = ("cache", "load", "build_uar", "plan", "generate", "verify", "write", "timing")
+
 
 @dataclass(frozen=True)
 class ModelSummary:
-    """One row of the batch summary."""
+    """One row of the batch summary, with the seconds each stage took."""
 
     model: str
     nodes: Optional[int] = None
@@ -36,6 +54,8 @@ class ModelSummary:
     unfused_ms: Optional[float] = None
     fused_ms: Optional[float] = None
     error: Optional[str] = None
+    stages: dict[str, float] = field(default_factory=dict, compare=False)
+    cached: bool = field(default=False, compare=False)
 
     def row(self) -> list[str]:
         def fmt(v: Any, spec: str = "") -> str:
@@ -52,58 +72,121 @@ class ModelSummary:
         return self.error is None and self.verified is not False
 
 
+class _Stages:
+    """Seconds per stage, and the stage callback for progress."""
+
+    def __init__(self, say: Callable[[str], None]):
+        self.times: dict[str, float] = {}
+        self.say = say
+
+    @contextmanager
+    def __call__(self, stage: str) -> Iterator[None]:
+        self.say(stage)
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.times[stage] = self.times.get(stage, 0.0) + time.perf_counter() - t
+
+
+def _summary_fields(s: ModelSummary) -> dict:
+    return {k: v for k, v in asdict(s).items() if k not in ("stages", "cached")}
+
+
 def fuse_model(path: str, out_root: str, *, verify: bool = False, tune: bool = False,
                timing: bool = True, params: Optional[dict[str, int]] = None,
-               repeat: int = 5, index: str = "", quiet: bool = False) -> ModelSummary:
+               repeat: int = 5, cache: bool = True,
+               progress: Optional[Callable[[str], None]] = None) -> ModelSummary:
     """Fuse one model and write its outputs; errors become the summary's ``error``."""
-    from polyfuse.frontend.onnx import load_onnx_model
-    from polyfuse.onnx_run import fuse_onnx
-    from polyfuse.pipeline import write_outputs
+    from polyfuse import cache as disk
 
     stem = Path(path).name.removesuffix(".onnx")
-
-    def say(stage: str) -> None:
-        if not quiet:
-            print(f"polyfuse: {index}{stem}: {stage}", file=sys.stderr, flush=True)
-
+    out_dir = Path(out_root) / stem
+    stage = _Stages(progress or (lambda _s: None))
+    options = {"verify": verify, "tune": tune, "timing": timing, "repeat": repeat,
+               "params": sorted((params or {}).items())}
     try:
-        say("loading")
+        key = None
+        if cache:
+            with stage("cache"):
+                key = disk.key([path], options)
+                hit = disk.load(key, out_dir)
+            if hit is not None:
+                return ModelSummary(**hit, stages=stage.times, cached=True)
+        summary = _fuse_uncached(path, out_dir, stem, stage, verify=verify, tune=tune,
+                                 timing=timing, params=params, repeat=repeat)
+        if key is not None and summary.error is None:
+            disk.store(key, out_dir, _summary_fields(summary))
+        return summary
+    except PolyfuseError as err:
+        return ModelSummary(model=stem, error=str(err), stages=stage.times)
+    except Exception as err:  # a bug, not bad input: keep the batch going, say what it was
+        return ModelSummary(model=stem, error=f"internal error: {type(err).__name__}: {err}",
+                            stages=stage.times)
+
+
+def _fuse_uncached(path: str, out_dir: Path, stem: str, stage: _Stages, *, verify: bool,
+                   tune: bool, timing: bool, params: Optional[dict[str, int]],
+                   repeat: int) -> ModelSummary:
+    from polyfuse.onnx_run import fuse_onnx
+    from polyfuse.pipeline import fuse_program, write_outputs
+
+    current: list[Any] = [None]
+
+    def pipeline_stage(message: str) -> None:
+        """Map the pipeline's progress messages onto stage timers."""
+        name = _stage_of(message)
+        if current[0] is not None:
+            current[0].__exit__(None, None, None)
+        current[0] = stage(name)
+        current[0].__enter__()
+
+    with stage("load"):
+        from polyfuse.frontend.onnx import load_onnx_model
+
         model = load_onnx_model(path, params=params)
-        result = fuse_onnx(path, verify=verify, params=params, tune=tune, progress=say)
-        if tune:  # fuse first, then coarsen the fused operator kernels (coarsened.cl)
-            import dataclasses
+    try:
+        if verify:  # fuse_onnx checks against onnxruntime and the unfused program
+            result = fuse_onnx(path, verify=True, params=params, tune=tune,
+                               progress=pipeline_stage)
+        else:
+            result = fuse_program(model.program, tune=tune, progress=pipeline_stage)
+    finally:
+        if current[0] is not None:
+            current[0].__exit__(None, None, None)
+    if tune:  # fuse first, then coarsen the fused operator kernels (coarsened.cl)
+        from polyfuse.runtime.coarsen_tune import fused_candidates, tune_coarsening
 
-            from polyfuse.runtime.coarsen_tune import fused_candidates, tune_coarsening
-
-            say("coarsening the fused kernels")
+        with stage("coarsen"):
             result = dataclasses.replace(result, coarsening=tune_coarsening(
                 result.fused.program, params=params, factors=fused_candidates, time_whole=False))
-        write_outputs(result, Path(out_root) / stem)
-        plan = result.plan
-        unfused_ms = fused_ms = None
-        if timing:
-            from polyfuse.runtime import time_program
+    with stage("write"):
+        write_outputs(result, out_dir)
+    plan = result.plan
+    unfused_ms = fused_ms = None
+    if timing:
+        from polyfuse.runtime import time_program
 
-            say("timing unfused and fused")
+        with stage("timing"):
             unfused_ms = time_program(model.program, repeat=repeat).kernel_time * 1e3
             fused_ms = time_program(result.fused.program, repeat=repeat).kernel_time * 1e3
-        v = plan.verified
-        say("done")
-        return ModelSummary(model=stem, nodes=model.op_count,
-                            launches_before=int(plan.launches_before),
-                            launches_after=int(plan.launches_after),
-                            max_abs_err=None if v is None else float(v["max_abs_err"]),
-                            verified=None if v is None else bool(v["ok"]),
-                            unfused_ms=unfused_ms, fused_ms=fused_ms)
-    except PolyfuseError as err:
-        return ModelSummary(model=stem, error=str(err))
-    except Exception as err:  # a bug, not bad input: keep the batch going, say what it was
-        return ModelSummary(model=stem, error=f"internal error: {type(err).__name__}: {err}")
+    v = plan.verified
+    return ModelSummary(model=stem, nodes=model.op_count,
+                        launches_before=int(plan.launches_before),
+                        launches_after=int(plan.launches_after),
+                        max_abs_err=None if v is None else float(v["max_abs_err"]),
+                        verified=None if v is None else bool(v["ok"]),
+                        unfused_ms=unfused_ms, fused_ms=fused_ms, stages=stage.times)
 
 
-def _bar(done: int, total: int, width: int = 20) -> str:
-    filled = round(width * done / total) if total else width
-    return "[" + "#" * filled + "-" * (width - filled) + f"] {done}/{total} models"
+def _stage_of(message: str) -> str:
+    """The stage a pipeline progress message starts (:func:`polyfuse.pipeline.fuse_program`)."""
+    m = message.lower()
+    for word, name in (("uar", "build_uar"), ("planning", "plan"), ("autotun", "plan"),
+                       ("generat", "generate"), ("verif", "verify"), ("onnxruntime", "verify")):
+        if word in m:
+            return name
+    return "load"
 
 
 def _fuse_model_job(args: tuple) -> dict:
@@ -111,27 +194,92 @@ def _fuse_model_job(args: tuple) -> dict:
     return asdict(fuse_model(path, out_root, **kwargs))
 
 
+def _bar(total: int, quiet: bool) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="model", file=sys.stderr, disable=quiet, dynamic_ncols=True,
+                desc="polyfuse")
+
+
 def fuse_models(paths: Sequence[str], out_root: str, *, jobs: int = 1,
+                scheduler: Optional[str] = None, quiet: bool = False,
                 **kwargs: Any) -> list[ModelSummary]:
-    """Fuse every model (in ``jobs`` processes); summaries in the order of ``paths``."""
+    """Fuse every model (here, in ``jobs`` processes, or on a Dask ``scheduler``); summaries in
+    the order of ``paths``."""
     n = len(paths)
-    quiet = bool(kwargs.get("quiet"))
-    if jobs <= 1 or n <= 1:
-        out = []
-        for k, p in enumerate(paths):
-            out.append(fuse_model(p, out_root, index=f"[{k + 1}/{n}] ", **kwargs))
-            if not quiet:
-                print(f"polyfuse: {_bar(k + 1, n)}", file=sys.stderr, flush=True)
-        return out
-    results: dict[int, ModelSummary] = {}
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        futures = {pool.submit(_fuse_model_job,
-                               (p, out_root, {**kwargs, "index": f"[{k + 1}/{n}] "})): k
-                   for k, p in enumerate(paths)}
-        for done, fut in enumerate(as_completed(futures), 1):
-            k = futures[fut]
-            results[k] = ModelSummary(**fut.result())
-            if not quiet:
-                print(f"polyfuse: {_bar(done, n)}", file=sys.stderr, flush=True)
-    return [results[k] for k in range(n)]
+    with _bar(n, quiet) as bar:
+        if scheduler:
+            return _on_dask(paths, out_root, scheduler, jobs, bar, **kwargs)
+        if jobs <= 1 or n <= 1:
+            out = []
+            for p in paths:
+                stem = Path(p).name.removesuffix(".onnx")
+                out.append(fuse_model(p, out_root, progress=lambda s, stem=stem:
+                                      bar.set_postfix_str(f"{stem}: {s}"), **kwargs))
+                bar.update(1)
+            return out
+        results: dict[int, ModelSummary] = {}
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+            futures = {pool.submit(_fuse_model_job, (p, out_root, kwargs)): k
+                       for k, p in enumerate(paths)}
+            for fut in as_completed(futures):
+                k = futures[fut]
+                results[k] = ModelSummary(**fut.result())
+                bar.set_postfix_str(f"{results[k].model}: done")
+                bar.update(1)
+        return [results[k] for k in range(n)]
+
+
+def _on_dask(paths: Sequence[str], out_root: str, scheduler: str, jobs: int, bar: Any,
+             **kwargs: Any) -> list[ModelSummary]:
+    """One Dask task per model on ``scheduler`` (``local``: a LocalCluster of ``jobs`` workers)."""
+    try:
+        from dask.distributed import Client, LocalCluster
+        from dask.distributed import as_completed as dask_completed
+    except ImportError as err:
+        raise PolyfuseError("--scheduler/--dask need dask.distributed "
+                            "(pip install 'dask[distributed]')") from err
+    cluster = None
+    try:
+        if scheduler == "local":
+            cluster = LocalCluster(n_workers=max(1, jobs), threads_per_worker=1,
+                                   processes=True, dashboard_address=None)
+            client = Client(cluster)
+        else:
+            client = Client(scheduler, timeout="30s")
+    except OSError as err:
+        raise PolyfuseError(f"cannot reach the Dask scheduler {scheduler}: {err}") from err
+    try:
+        out_root = str(Path(out_root).resolve())
+        futures = [client.submit(_fuse_model_job, (str(Path(p).resolve()), out_root, kwargs),
+                                 key=f"polyfuse-{k}-{Path(p).name}", pure=False)
+                   for k, p in enumerate(paths)]
+        index = {f.key: k for k, f in enumerate(futures)}
+        results: dict[int, ModelSummary] = {}
+        for fut in dask_completed(futures):
+            k = index[fut.key]
+            try:
+                results[k] = ModelSummary(**fut.result())
+            except Exception as err:  # the worker died or the task could not run
+                stem = Path(paths[k]).name.removesuffix(".onnx")
+                results[k] = ModelSummary(model=stem, error=f"Dask task failed: "
+                                                            f"{type(err).__name__}: {err}")
+            bar.set_postfix_str(f"{results[k].model}: done")
+            bar.update(1)
+        return [results[k] for k in range(len(paths))]
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def profile_table(summaries: Sequence[ModelSummary]) -> list[list[str]]:
+    """Rows of the ``--profile`` table: seconds per stage and model, and the total."""
+    rows = []
+    for s in summaries:
+        total = sum(s.stages.values())
+        rows.append([s.model + (" (cached)" if s.cached else "")]
+                    + [f"{s.stages[k]:.2f}" if k in s.stages else "-" for k in STAGES]
+                    + [f"{total:.2f}"])
+    return rows

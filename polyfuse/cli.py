@@ -275,13 +275,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_fuse(args: argparse.Namespace) -> int:
-    from polyfuse.pipeline import fuse_program, summary_row, write_outputs
-
     onnx_models = [m for m in args.inputs if m.endswith(".onnx")]
     if onnx_models:
         if len(onnx_models) != len(args.inputs) or args.host:
             raise _UsageError("fuse takes either ONNX models or one KERNELS.cl with --host")
         return _fuse_onnx_batch(args, onnx_models)
+    from polyfuse.pipeline import fuse_program, summary_row, write_outputs
+
     program = load_program_inputs(args, args.inputs)
     # float values are host values the front-end has substituted; sizes stay integers
     params = {k: v for k, v in _parse_params(args.param).items() if isinstance(v, int)}
@@ -314,12 +314,19 @@ def _fuse_onnx_batch(args: argparse.Namespace, models: list[str]) -> int:
     for m in missing:
         print(f"polyfuse: error: {m}: no such file", file=sys.stderr)
     present = [m for m in models if m not in missing]
+    scheduler = args.scheduler or ("local" if args.dask else None)
     summaries = fuse_models(present, args.out, jobs=max(1, args.jobs), verify=args.verify,
                             tune=args.tune, params=_parse_params(args.param),
-                            timing=not args.no_timing, quiet=args.quiet)
+                            timing=not args.no_timing, cache=not args.no_cache,
+                            scheduler=scheduler, quiet=args.quiet)
     print(_table(SUMMARY_HEADERS, [s.row() for s in summaries]
                  + [[Path(m).stem, "-", "-", "-", "-", "-", "-", "-", "FAILED: no such file"]
                     for m in missing]))
+    if args.profile:
+        from polyfuse.batch import STAGES, profile_table
+
+        print("seconds per stage:", file=sys.stderr)
+        print(_table(["model", *STAGES, "total"], profile_table(summaries)), file=sys.stderr)
     if args.jobs > 1 and not args.no_timing and len(present) > 1:
         _progress(args, f"times were measured with {args.jobs} models fusing at once: "
                         "indicative only (--jobs 1, or analysis/onnx_models.py, to compare)")
@@ -328,6 +335,17 @@ def _fuse_onnx_batch(args: argparse.Namespace, models: list[str]) -> int:
         reason = s.error or "the fused model does not match its reference"
         print(f"polyfuse: error: {s.model}: {reason}", file=sys.stderr)
     return 1 if failed or missing else 0
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    from polyfuse import cache
+
+    if args.action == "dir":
+        print(cache.cache_root())
+        return 0
+    root, n = cache.clear()
+    print(f"polyfuse: removed {n} cached file(s) from {root}", file=sys.stderr)
+    return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -645,6 +663,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "timings then share the cores: indicative only)")
     p.add_argument("--no-timing", action="store_true",
                    help="ONNX batches: skip timing unfused vs fused")
+    p.add_argument("--no-cache", action="store_true",
+                   help="ONNX batches: neither read nor write the disk cache (polyfuse cache)")
+    p.add_argument("--profile", action="store_true",
+                   help="ONNX batches: print the seconds each stage took, per model")
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                   help="ONNX batches: one task per model on this Dask scheduler")
+    p.add_argument("--dask", action="store_true",
+                   help="ONNX batches: start a local Dask cluster of --jobs workers")
     p.add_argument("--orchestration", default="auto",
                    choices=["auto", "vertical", "horizontal", "hetero"],
                    help="how independent fragments are combined (default: auto; hetero: also "
@@ -736,6 +762,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fix a symbolic host value")
     p.add_argument("--json", action="store_true", help="summary as JSON on stdout")
     p.set_defaults(func=cmd_roofline)
+
+    p = _subcommand(sub, "cache", "the disk cache of fusion results")
+    p.add_argument("action", choices=["clear", "dir"],
+                   help="clear: remove every entry; dir: print the cache directory")
+    p.set_defaults(func=cmd_cache)
 
     p = _subcommand(sub, "demo", "fuse the bundled BERT QKV graph, verify, print the report")
     p.add_argument("--out", default="out/demo", help="output directory (default: out/demo)")

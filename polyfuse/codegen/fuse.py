@@ -307,6 +307,9 @@ class _KernelBuilder:
     buffer_params: dict[str, tuple[str, Any, str]] = field(default_factory=dict)
     #: code motion that fired: (detail, barrier statements saved)
     motion: list[tuple[str, int]] = field(default_factory=list)
+    #: ids of the barrier statements fusion put between fragments (``barrier_before``): the only
+    #: ones redundant-barrier removal examines
+    fusion_barriers: set[int] = field(default_factory=set)
 
     @property
     def where(self) -> str:
@@ -825,6 +828,7 @@ def _assemble_group(plan: FusionPlan, group: FusedGroup, inst: Any, limits: Any,
             if f.barrier_before and k > 1:
                 bar = _barrier_stmt()
                 kb.comments[id(bar)] = f"block edge into fragment {k}"
+                kb.fusion_barriers.add(id(bar))
                 body.append(bar)
             d_p = exprs.dims_to_params(dom.reset_tuple_id(), n_in, names)
             guard = exprs.set_to_c(d_p, box_p, kb.ids)

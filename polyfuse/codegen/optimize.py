@@ -1,5 +1,6 @@
 """Post-fusion optimizations on a fused kernel, driven by its own polyhedral model.
 
+Both passes run on groups of two or more launches (a launch left alone keeps its kernel's code).
 Each pass prints the fused kernel, re-extracts it with
 :func:`polyfuse.frontend.opencl.parse_kernels` (local size and known global size as context, so
 work-item expressions are affine), and maps the
@@ -35,7 +36,7 @@ import islpy as isl
 from pycparser import c_ast
 
 from polyfuse.frontend import opencl
-from polyfuse.islutil import coalesce
+from polyfuse.islutil import IslQuotaExceeded, bounded
 from polyfuse.program import HostOp, Kernel, KernelContext, Launch, PolyfuseError, Program
 
 
@@ -301,31 +302,40 @@ def _sched_map(k: Kernel, sid: str) -> Optional[isl.Map]:
     return found[0] if found else None
 
 
-def remove_barriers(gc: Any, helpers_text: str, res: OptResult) -> None:
-    """SIRIUS' Algorithm 1 on the fused kernel's model (module docstring)."""
+def _fusion_barriers(k: Kernel, corr: dict[int, Any], gc: Any) -> list[Any]:
+    """The model's barriers that fusion put between fragments (``barrier_before``)."""
     from polyfuse.codegen.fuse import walk
 
-    got = _model(gc, helpers_text)
-    if got is None:
-        return
-    k, corr = got
-    kb = gc.kb
-    if not k.barriers or k.schedule is None:
-        return
-    bp = kb.buffer_params
-    n_t = None
-    acc: dict[tuple[str, str], list[isl.Map]] = {}
+    by_loc = {}
+    for n in walk(k.ast.body):
+        if isinstance(n, c_ast.FuncCall) and isinstance(n.name, c_ast.ID) and \
+                n.name.name in ("barrier", "work_group_barrier") and n.coord is not None:
+            by_loc[(n.coord.line, n.coord.column)] = n
+    out = []
+    for b in k.barriers:
+        parsed = by_loc.get((b.loc.line, b.loc.column)) if b.loc is not None else None
+        mine = corr.get(id(parsed)) if parsed is not None else None
+        if mine is not None and id(mine) in gc.kb.fusion_barriers:
+            out.append((b, mine))
+    return out
+
+
+def _accesses(k: Kernel, bp: Mapping[str, Any]
+              ) -> Optional[tuple[dict[tuple[str, str], list[tuple[bool, isl.Map]]], int]]:
+    """Per (memory kind, array): (is write, ``[g, l, time] -> element``) of every access."""
     roots_views: dict[str, set] = {}
     for s in k.statements:
         for a in s.accesses:
             if a.address_space in ("global", "constant"):
                 if a.array not in bp:
-                    return
+                    return None
                 roots_views.setdefault(bp[a.array][0], set()).add(bp[a.array][1:])
+    acc: dict[tuple[str, str], list[tuple[bool, isl.Map]]] = {}
+    n_t = None
     for s in k.statements:
         sched = _sched_map(k, s.id)
         if sched is None:
-            return
+            return None
         n_t = sched.dim(isl.dim_type.out)
         comb = _wi_proj(s.domain).flat_range_product(sched.reset_tuple_id(isl.dim_type.out))
         for a in s.accesses:
@@ -338,96 +348,108 @@ def remove_barriers(gc: Any, helpers_text: str, res: OptResult) -> None:
                 rel = rel.project_out(isl.dim_type.out, 0, rel.dim(isl.dim_type.out))
             rel = rel.set_tuple_name(isl.dim_type.out, key)
             t = comb.reverse().apply_range(rel.align_params(comb.get_space()))
-            t = t.reset_tuple_id(isl.dim_type.in_)
-            acc.setdefault((kind, "W" if a.direction == "write" else "R"), []).append(t)
-    if n_t is None:
+            acc.setdefault((kind, key), []).append(
+                (a.direction == "write", t.reset_tuple_id(isl.dim_type.in_)))
+    return (acc, n_t) if n_t is not None else None
+
+
+def remove_barriers(gc: Any, helpers_text: str, res: OptResult) -> None:
+    """Seed 001 Algorithm 1 (module docstring), on the barriers fusion introduced.
+
+    The kernels' own barriers were placed by their authors (a library GEMM's tiles, a tree
+    reduction's levels) and are left alone.  Each fusion barrier is checked on its own, access
+    pair by access pair, and is kept at the first pair of work-items it orders; an isl quota
+    hit keeps it too.
+    """
+    if not gc.kb.fusion_barriers:
         return
+    got = _model(gc, helpers_text)
+    if got is None:
+        return
+    k, corr = got
+    if not k.barriers or k.schedule is None:
+        return
+    candidates = _fusion_barriers(k, corr, gc)
+    got_acc = _accesses(k, gc.kb.buffer_params) if candidates else None
+    if got_acc is None:
+        return
+    acc, n_t = got_acc
     a_dims = ["g0", "g1", "g2", "l0", "l1", "l2"] + [f"t{i}" for i in range(n_t)]
     b_dims = ["g0", "g1", "g2", "m0", "m1", "m2"] + [f"u{i}" for i in range(n_t)]
     tb = [f"b{i}" for i in range(n_t)]
-    same_group = isl.Map(
+    other_item = isl.Map(
         f"{{ [{', '.join(a_dims)}] -> [{', '.join(b_dims)}] : "
         f"(l0 != m0 or l1 != m1 or l2 != m2) }}")
-
-    def union(maps: list[isl.Map]) -> Optional[isl.UnionMap]:
-        if not maps:
-            return None
-        u = isl.UnionMap.from_map(maps[0])
-        for m in maps[1:]:
-            u = u.union(isl.UnionMap.from_map(m))
-        return u
-
-    pairs: dict[str, Optional[isl.Map]] = {}
-    for kind in ("local", "global"):
-        w = union(acc.get((kind, "W"), []))
-        r = union(acc.get((kind, "R"), []))
-        if w is None:
-            pairs[kind] = None
-            continue
-        p = w.apply_range(w.reverse())
-        if r is not None:
-            p = p.union(w.apply_range(r.reverse())).union(r.apply_range(w.reverse()))
-        if p.is_empty():
-            pairs[kind] = None
-            continue
-        m = isl.Map.from_union_map(coalesce(p))
-        pairs[kind] = m.intersect(same_group.align_params(m.get_space()))
-
     lex_u = isl.Map(f"{{ [{', '.join(a_dims)}] -> [g0, g1, g2, {', '.join(tb)}] : "
                     f"{_lex_lt(a_dims[6:], tb)} }}")
     lex_v = isl.Map(f"{{ [g0, g1, g2, {', '.join(tb)}] -> [{', '.join(b_dims)}] : "
                     f"{_lex_lt(tb, b_dims[6:])} }}")
-    crossing: dict[str, Optional[isl.Map]] = {}
-    for b in k.barriers:
+
+    def crossing(b: Any) -> Optional[isl.Map]:
         sched = _sched_map(k, b.id)
         if sched is None or not b.uniform:
-            crossing[b.id] = None
-            continue
+            return None
         bt = _wi_proj(b.domain).flat_range_product(sched.reset_tuple_id(isl.dim_type.out))
         bt = bt.range().project_out(isl.dim_type.set, 3, 3)
         u = lex_u.align_params(bt.get_space()).intersect_range(
             bt.align_params(lex_u.get_space()).reset_tuple_id())
-        crossing[b.id] = u.apply_range(lex_v.align_params(u.get_space()))
+        x = u.apply_range(lex_v.align_params(u.get_space()))
+        return x.intersect(other_item.align_params(x.get_space()))
+
     kept = {b.id for b in k.barriers}
     parents = _parents(gc.func.body)
-    by_loc = {}
-    for n in walk(k.ast.body):
-        if isinstance(n, c_ast.FuncCall) and isinstance(n.name, c_ast.ID) and \
-                n.name.name in ("barrier", "work_group_barrier") and n.coord is not None:
-            by_loc[(n.coord.line, n.coord.column)] = n
     removed = 0
-    for b in k.barriers:
-        x = crossing[b.id]
-        if x is None or b.loc is None:
-            continue
-        needed = False
-        for kind in ("local", "global"):
-            p = pairs[kind]
-            if p is None or kind not in b.fences:
-                continue
-            live = p.intersect(x.align_params(p.get_space()))
-            for other in k.barriers:
-                if other.id == b.id or other.id not in kept or kind not in other.fences:
-                    continue
-                xo = crossing[other.id]
-                if xo is None:
-                    continue
-                live = live.subtract(xo.align_params(live.get_space()))
-            if not live.is_empty():
-                needed = True
-                break
-        if needed:
-            continue
-        parsed = by_loc.get((b.loc.line, b.loc.column))
-        mine = corr.get(id(parsed)) if parsed is not None else None
-        parent = parents.get(id(mine)) if mine is not None else None
-        if not isinstance(parent, c_ast.Compound):
+    for b, mine in candidates:
+        try:
+            with bounded():
+                needed = _barrier_needed(k, b, kept, acc, crossing)
+        except IslQuotaExceeded:
+            needed = True
+        parent = parents.get(id(mine))
+        if needed or not isinstance(parent, c_ast.Compound):
             continue
         parent.block_items = [s for s in parent.block_items if s is not mine]
         kept.discard(b.id)
         removed += 1
     if removed:
-        res.add("barriers_removed", removed, f"group {kb.group.id}: {removed} barrier(s)")
+        res.add("barriers_removed", removed, f"group {gc.kb.group.id}: {removed} barrier(s)")
+
+
+def _barrier_needed(k: Kernel, b: Any, kept: set[str],
+                    acc: dict[tuple[str, str], list[tuple[bool, isl.Map]]],
+                    crossing: Any) -> bool:
+    """Whether two work-items of a group access one element across ``b`` (one writing) with
+    no other kept barrier of that fence between them; stops at the first such pair."""
+    x = crossing(b)
+    if x is None or b.loc is None:
+        return True
+    others: dict[str, list[isl.Map]] = {}
+    for (kind, _key), maps in acc.items():
+        if kind not in b.fences:
+            continue
+        for i, (w1, m1) in enumerate(maps):
+            for w2, m2 in maps[i:]:
+                if not (w1 or w2):
+                    continue
+                for src, dst in ((m1, m2), (m2, m1)):
+                    src_x = x.intersect_domain(src.domain().align_params(x.get_space()))
+                    if src_x.is_empty():
+                        continue
+                    live = src_x.intersect(src.apply_range(dst.reverse()).align_params(
+                        src_x.get_space()))
+                    if live.is_empty():
+                        continue
+                    if kind not in others:
+                        others[kind] = [c for o in k.barriers
+                                        if o.id != b.id and o.id in kept and kind in o.fences
+                                        for c in [crossing(o)] if c is not None]
+                    for xo in others[kind]:
+                        live = live.subtract(xo.align_params(live.get_space()))
+                        if live.is_empty():
+                            break
+                    if not live.is_empty():
+                        return True
+    return False
 
 
 def optimize_group(gc: Any, program: Program, in_groups: Mapping[int, int],
@@ -435,6 +457,7 @@ def optimize_group(gc: Any, program: Program, in_groups: Mapping[int, int],
     """Run the post-fusion optimizations on one group's kernel (in place on ``gc``)."""
     res = OptResult()
     members = {f.launch for f in gc.kb.group.fragments}
-    privatize(gc, program, members, helpers_text, res)
-    remove_barriers(gc, helpers_text, res)
+    if len(members) > 1:  # a launch left alone keeps its kernel's code as its author wrote it
+        privatize(gc, program, members, helpers_text, res)
+        remove_barriers(gc, helpers_text, res)
     return res

@@ -34,6 +34,7 @@ import networkx as nx
 from polyfuse.fusion.plan import FusionPlan
 from polyfuse.fusion.reindex import (
     FUSED,
+    QUOTA_REASON,
     Frame,
     edge_in_iteration,
     frame_problems,
@@ -232,7 +233,9 @@ def _try_merge(uar: UAR, graph: nx.DiGraph, groups: list[Optional[LocalGroup]],
         frame = seq[0]
         for nxt in seq[1:]:
             assert frame is not None
-            frame, last_why = merge_frames(uar, frame, nxt, _between(uar, frame, nxt))
+            frame, why = merge_frames(uar, frame, nxt, _between(uar, frame, nxt))
+            if QUOTA_REASON not in last_why:  # an undecided check is the reason to report
+                last_why = why
             if frame is None:
                 break
         if frame is None:

@@ -31,13 +31,15 @@ gives the pieces, choosing among them is ours).
 
 from __future__ import annotations
 
+import re
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 import islpy as isl
 
-from polyfuse.islutil import coalesce
+from polyfuse.islutil import IslQuotaExceeded, bounded, coalesce
 from polyfuse.program import Kernel, Launch
 from polyfuse.uar.graph import UAR, Edge
 from polyfuse.uar.width import classify
@@ -284,56 +286,75 @@ def edge_pairs(uar: UAR, frame: Frame, e: Edge) -> isl.Map:
     return _ctx(uar, rs.apply_range(d.align_params(rs.get_space())).apply_range(rd.reverse()))
 
 
+def _edge_index(uar: UAR) -> dict[int, list[tuple[int, Edge]]]:
+    """Launch id -> (position in ``uar.edges``, edge) of its launch-to-launch edges."""
+    index = _EDGE_INDEX.get(uar)
+    if index is None:
+        index = {}
+        for k, e in enumerate(uar.edges):
+            if e.host:
+                continue
+            index.setdefault(e.src, []).append((k, e))
+            if e.dst != e.src:
+                index.setdefault(e.dst, []).append((k, e))
+        _EDGE_INDEX[uar] = index
+    return index
+
+
+_EDGE_INDEX: weakref.WeakKeyDictionary[UAR, dict[int, list[tuple[int, Edge]]]] = \
+    weakref.WeakKeyDictionary()
+
+
+def edges_touching(uar: UAR, ids: Iterable[int], within: Iterable[int]) -> list[Edge]:
+    """Launch-to-launch edges with one end in ``ids`` and both ends in ``within`` (UAR order)."""
+    inside = set(within)
+    found: dict[int, Edge] = {}
+    index = _edge_index(uar)
+    for i in set(ids):
+        for k, e in index.get(i, ()):
+            if e.src in inside and e.dst in inside:
+                found[k] = e
+    return [found[k] for k in sorted(found)]
+
+
 def internal_edges(uar: UAR, members: Iterable[int]) -> list[Edge]:
     """Launch-to-launch edges with both ends among ``members``."""
-    ms = set(members)
-    return [e for e in uar.edges if not e.host and e.src in ms and e.dst in ms]
+    ms = list(members)
+    return edges_touching(uar, ms, ms)
 
 
 def frame_problems(uar: UAR, frame: Frame, edges: Optional[Sequence[Edge]] = None,
-                   barriers: Optional[frozenset[int]] = None) -> tuple[list[str], frozenset[int]]:
+                   barriers: Optional[frozenset[int]] = None,
+                   new: Optional[Iterable[int]] = None) -> tuple[list[str], frozenset[int]]:
     """Problems of a frame (empty: legal) and the fragments that need ``barrier_before``.
 
-    ``barriers`` given: check those barriers suffice instead of deriving them.
+    ``barriers`` given: check those barriers suffice instead of deriving them.  ``new`` given:
+    only those fragments and the edges touching them are checked (the rest of the frame was
+    checked when it was built and a translation of the grid keeps it legal); the derived
+    barriers then add to ``frame.barriers``.  Every check runs under isl's operation quota; a
+    check that hits it is a problem (:data:`QUOTA_REASON`), never a pass.
     """
     problems: list[str] = []
     need: set[int] = set()
-    grid = frame.grid
     order = list(frame.maps)
-    wd = frame.work_dim
-    nh = len(frame.host_dims)
+    checked = set(order) if new is None else set(new)
     for lid, rel in frame.maps.items():
-        inst = uar.instances(lid)
-        rel = _ctx(uar, rel)
-        if not rel.is_single_valued():
-            problems.append(f"L{lid}: re-indexing is not single-valued")
-            continue
-        if not rel.is_injective():
-            problems.append(f"L{lid}: re-indexing is not injective (work-items would merge)")
-            continue
-        if not rel.range().is_equal(_ctx(uar, inst.domain)):
-            problems.append(f"L{lid}: re-indexing does not cover the launch's work-items "
-                            "exactly once")
-            continue
-        if grid is not None and not rel.domain().is_subset(grid.align_params(rel.get_space())):
-            problems.append(f"L{lid}: fragment lies outside the fused grid")
-        if structured(_kernel_of(uar, lid)):
-            problems += _structure_problems(lid, rel, frame, inst.work_dim,
-                                            tuple(inst.local_size), nh, wd)
+        if lid in checked:
+            problems += _member_problems_cached(uar, frame, lid, rel)
     if problems:
         return problems, frozenset()
-    for e in internal_edges(uar, frame.maps):
-        pairs = edge_pairs(uar, frame, e)
-        if pairs.is_empty():
-            continue
-        ident, group = _same_group_map(frame, pairs)
+    for e in edges_touching(uar, checked, order):
         where = f"{e.kind} L{e.src}->L{e.dst} on {e.array}"
+        verdict = _edge_verdict_cached(uar, frame, e)
+        if verdict == "quota":
+            problems.append(f"{where}: {QUOTA_REASON}")
+            continue
+        if verdict in ("empty", "thread"):
+            continue
         if order.index(e.src) > order.index(e.dst):
             problems.append(f"{where}: source fragment runs after its destination")
             continue
-        if pairs.is_subset(ident):
-            continue
-        if pairs.is_subset(group):
+        if verdict == "block":
             between = order[order.index(e.src) + 1: order.index(e.dst) + 1]
             if barriers is None:
                 need.add(e.dst)
@@ -342,7 +363,110 @@ def frame_problems(uar: UAR, frame: Frame, edges: Optional[Sequence[Edge]] = Non
                                 "fragments")
             continue
         problems.append(f"{where}: a dependence pair crosses fused work-groups")
-    return problems, frozenset(need) if barriers is None else barriers
+    if barriers is not None:
+        return problems, barriers
+    if new is not None:
+        need |= set(frame.barriers)
+    return problems, frozenset(need)
+
+
+#: canonical text of a check's inputs -> its result, shared by identical structure (the layers
+#: of a model repeat the same launches, kernels and re-indexings under other launch ids);
+#: emptied when it holds :data:`_MAX_CHECKS` results, so a long batch does not grow it forever
+_CHECKS: dict[tuple, Any] = {}
+_MAX_CHECKS = 100_000
+
+
+def clear_memo() -> None:
+    """Forget every memoized check (benchmarks time cold runs with it)."""
+    _CHECKS.clear()
+
+
+def _remember(key: tuple, value: Any) -> None:
+    if len(_CHECKS) >= _MAX_CHECKS:
+        _CHECKS.clear()
+    _CHECKS[key] = value
+_LAUNCH_NAME = re.compile(r"\bL(\d+)\b")
+
+
+def canonical(*texts: str) -> tuple[tuple[str, ...], dict[str, str]]:
+    """``texts`` with launch tuples renamed ``L<k>`` by order of first appearance, and the
+    renaming (original id -> canonical id); equal results mean the same problem up to ids."""
+    names: dict[str, str] = {}
+
+    def rename(m: re.Match) -> str:
+        return "L" + names.setdefault(m.group(1), f"#{len(names)}")
+
+    return tuple(_LAUNCH_NAME.sub(rename, t) for t in texts), names
+
+
+def _frame_key(frame: Frame) -> str:
+    return f"{frame.dims}|{frame.local_size}"
+
+
+def _member_problems_cached(uar: UAR, frame: Frame, lid: int, rel: isl.Map) -> list[str]:
+    """:func:`_member_problems` under the quota, memoized on the canonical form."""
+    inst = uar.instances(lid)
+    grid = "" if frame.grid is None else str(frame.grid)
+    texts, names = canonical(str(rel), str(inst.domain), grid, str(uar.context))
+    key = ("member", texts, _frame_key(frame), structured(_kernel_of(uar, lid)),
+           inst.work_dim, tuple(inst.local_size))
+    if key not in _CHECKS:
+        try:
+            with bounded():
+                found = _member_problems(uar, frame, lid, rel)
+        except IslQuotaExceeded:
+            found = [f"L{lid}: {QUOTA_REASON}"]
+        _remember(key, [p.replace(f"L{lid}:", "L{lid}:", 1) for p in found])
+    return [p.replace("L{lid}:", f"L{lid}:", 1) for p in _CHECKS[key]]
+
+
+def _edge_verdict_cached(uar: UAR, frame: Frame, e: Edge) -> str:
+    """:func:`_edge_verdict` under the quota (``quota`` when hit), memoized."""
+    texts, _ = canonical(str(frame.maps[e.src]), str(frame.maps[e.dst]),
+                         str(edge_in_iteration(uar, e)), str(uar.context))
+    key = ("edge", texts, _frame_key(frame))
+    if key not in _CHECKS:
+        try:
+            with bounded():
+                verdict = _edge_verdict(uar, frame, e)
+        except IslQuotaExceeded:
+            verdict = "quota"
+        _remember(key, verdict)
+    return _CHECKS[key]
+
+
+def _member_problems(uar: UAR, frame: Frame, lid: int, rel: isl.Map) -> list[str]:
+    inst = uar.instances(lid)
+    rel = _ctx(uar, rel)
+    if not rel.is_single_valued():
+        return [f"L{lid}: re-indexing is not single-valued"]
+    if not rel.is_injective():
+        return [f"L{lid}: re-indexing is not injective (work-items would merge)"]
+    if not rel.range().is_equal(_ctx(uar, inst.domain)):
+        return [f"L{lid}: re-indexing does not cover the launch's work-items exactly once"]
+    problems = []
+    grid = frame.grid
+    if grid is not None and not rel.domain().is_subset(grid.align_params(rel.get_space())):
+        problems.append(f"L{lid}: fragment lies outside the fused grid")
+    if structured(_kernel_of(uar, lid)):
+        problems += _structure_problems(lid, rel, frame, inst.work_dim,
+                                        tuple(inst.local_size), len(frame.host_dims),
+                                        frame.work_dim)
+    return problems
+
+
+def _edge_verdict(uar: UAR, frame: Frame, e: Edge) -> str:
+    """``empty``, ``thread`` (same fused work-item), ``block`` (same group) or ``global``."""
+    pairs = edge_pairs(uar, frame, e)
+    if pairs.is_empty():
+        return "empty"
+    ident, group = _same_group_map(frame, pairs)
+    if pairs.is_subset(ident):
+        return "thread"
+    if pairs.is_subset(group):
+        return "block"
+    return "global"
 
 
 def _structure_problems(lid: int, rel: isl.Map, frame: Frame, own_wd: int,
@@ -469,30 +593,51 @@ def merge_frames(uar: UAR, keep: Frame, other: Frame,
         return None, "different host loops"
     if any(x <= 0 for x in keep.local_size + other.local_size):
         return None, "local size unknown (chosen by the implementation)"
-    cands = _candidates(uar, keep, other, edges)
+    try:
+        with bounded():
+            cands = _candidates(uar, keep, other, edges)
+    except IslQuotaExceeded:
+        return None, QUOTA_REASON
     if not cands:
         return None, "no dependence gives a one-to-one map between the grids"
     why = "no candidate re-indexing"
-    order = _order(uar, list(keep.maps) + list(other.maps))
+    quota = ""
     for c in cands:
-        maps: dict[int, isl.Map] = {}
-        for lid in order:
-            if lid in keep.maps:
-                maps[lid] = keep.maps[lid]
-            else:
-                r = other.maps[lid]
-                maps[lid] = coalesce(_ctx(uar, c.align_params(r.get_space()).apply_range(r)))
-        frame = replace(keep, maps=maps, barriers=frozenset(), grid=None)
-        norm = normalize(uar, frame)
-        if norm is None:
-            why = "the fused grid would not be a box of whole work-groups"
-            continue
-        problems, need = frame_problems(uar, norm)
-        if problems:
-            why = problems[0]
-            continue
-        return replace(norm, barriers=need), ""
-    return None, why
+        try:
+            with bounded():
+                frame, problem = _try_candidate(uar, keep, other, c)
+        except IslQuotaExceeded:
+            frame, problem = None, QUOTA_REASON
+        if frame is not None:
+            return frame, ""
+        why = problem
+        quota = quota or (problem if QUOTA_REASON in problem else "")
+    # a candidate that was not decided matters more than why the others failed
+    return None, quota or why
+
+
+#: why a merge was refused without a proof that it is illegal
+QUOTA_REASON = ("re-indexing check exceeded isl's operation quota: not fused, to stay safe")
+
+
+def _try_candidate(uar: UAR, keep: Frame, other: Frame,
+                   c: isl.Map) -> tuple[Optional[Frame], str]:
+    """``other`` re-indexed by ``c`` into ``keep``'s grid, checked; (frame, why-not)."""
+    maps: dict[int, isl.Map] = {}
+    for lid in _order(uar, list(keep.maps) + list(other.maps)):
+        if lid in keep.maps:
+            maps[lid] = keep.maps[lid]
+        else:
+            r = other.maps[lid]
+            maps[lid] = coalesce(_ctx(uar, c.align_params(r.get_space()).apply_range(r)))
+    frame = replace(keep, maps=maps, barriers=frozenset(), grid=None)
+    norm = normalize(uar, frame)
+    if norm is None:
+        return None, "the fused grid would not be a box of whole work-groups"
+    problems, need = frame_problems(uar, norm, new=other.maps)
+    if problems:
+        return None, problems[0]
+    return replace(norm, barriers=need), ""
 
 
 def reindex_text(rel: isl.Map) -> str:

@@ -20,7 +20,7 @@ from typing import Optional
 
 import islpy as isl
 
-from polyfuse.islutil import coalesce
+from polyfuse.islutil import IslQuotaExceeded, bounded, coalesce
 
 WIDTHS = ("thread", "block", "global")
 
@@ -42,12 +42,29 @@ def _aligned(context: isl.Set, rel: isl.Map) -> isl.Set:
 
 
 def bijective_params(rel: isl.Map, context: isl.Set) -> isl.Set:
-    """Parameter values of ``context`` where ``rel`` is single-valued and injective."""
+    """Parameter values of ``context`` where ``rel`` is single-valued and injective.
+
+    isl's yes/no tests come first: when they hold for every parameter value of the context (or
+    ``rel`` involves no parameter, so the answer is all or nothing) no parameter set is needed,
+    and they stay cheap where projecting the violation pairs onto the parameters explodes
+    (floor/mod subscripts with large constants).  Runs under isl's operation quota: raises
+    :class:`~polyfuse.islutil.IslQuotaExceeded` rather than running unboundedly.
+    """
     context = _aligned(context, rel)
-    rel = rel.align_params(context.get_space())
-    not_sv = rel.reverse().apply_range(rel).subtract(rel.range().identity()).params()
-    not_inj = rel.apply_range(rel.reverse()).subtract(rel.domain().identity()).params()
-    return coalesce(context.subtract(not_sv.union(not_inj)))
+    rel = rel.align_params(context.get_space()).intersect_params(context)
+    with bounded():
+        if rel.is_single_valued() and rel.is_injective():
+            return context
+        if not _involves_params(rel):
+            return context.subtract(context)
+        not_sv = rel.reverse().apply_range(rel).subtract(rel.range().identity()).params()
+        not_inj = rel.apply_range(rel.reverse()).subtract(rel.domain().identity()).params()
+        return coalesce(context.subtract(not_sv.union(not_inj)))
+
+
+def _involves_params(rel: isl.Map) -> bool:
+    return any(rel.involves_dims(isl.dim_type.param, i, 1)
+               for i in range(rel.dim(isl.dim_type.param)))
 
 
 def group_relation(rel: isl.Map, src_groups: int, dst_groups: int) -> isl.Map:
@@ -165,9 +182,35 @@ def _violation_witness(rel: isl.Map, src_groups: int, dst_groups: int,
     return pair_witness(rel, params)
 
 
+#: why an edge is labelled ``global`` without a proof that it is one
+QUOTA_REASON = ("width analysis exceeded isl's operation quota: labelled global (not fused) "
+                "to stay safe")
+
+
 def classify(rel: isl.Map, context: isl.Set, src_groups: int, dst_groups: int) -> WidthResult:
-    """Width of a work-item relation whose first ``*_groups`` dims identify a work-group."""
+    """Width of a work-item relation whose first ``*_groups`` dims identify a work-group.
+
+    When isl's operation quota is hit, the edge is ``global`` over the whole context (never
+    fused), and its witness says so (:data:`QUOTA_REASON`) instead of showing a violation.
+    """
     context = _aligned(context, rel)
+    try:
+        return _classify(rel, context, src_groups, dst_groups)
+    except IslQuotaExceeded:
+        return WidthResult(width="global", regions={"global": context},
+                           witness=_quota_witness(rel))
+
+
+def _quota_witness(rel: isl.Map) -> dict:
+    try:
+        with bounded():
+            witness = pair_witness(rel, reason=QUOTA_REASON)
+    except IslQuotaExceeded:
+        witness = None
+    return witness or {"params": {}, "reason": QUOTA_REASON, "text": QUOTA_REASON}
+
+
+def _classify(rel: isl.Map, context: isl.Set, src_groups: int, dst_groups: int) -> WidthResult:
     thread = bijective_params(rel, context)
     grel = group_relation(rel, src_groups, dst_groups)
     block_or_finer = coalesce(thread.union(bijective_params(grel, context)))
@@ -188,5 +231,6 @@ def classify(rel: isl.Map, context: isl.Set, src_groups: int, dst_groups: int) -
             conditions[label] = set_str(tidy(regions[label]))
     witness = None
     if width == "global":
-        witness = _violation_witness(rel, src_groups, dst_groups, regions["global"])
+        with bounded():
+            witness = _violation_witness(rel, src_groups, dst_groups, regions["global"])
     return WidthResult(width=width, regions=regions, conditions=conditions, witness=witness)
