@@ -459,6 +459,25 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except MemoryError:
+        if args.debug:
+            traceback.print_exc()
+        print("polyfuse: error: out of memory (the sizes are too large for this machine; fix "
+              "them with --param or use smaller inputs)", file=sys.stderr)
+        return 1
+    except RecursionError:
+        if args.debug:
+            traceback.print_exc()
+        print("polyfuse: error: the input nests too deeply for polyfuse's parser and analyses",
+              file=sys.stderr)
+        return 1
+    except Exception as err:  # a bug in polyfuse, not bad input: still one line, no traceback
+        if args.debug:
+            traceback.print_exc()
+        first = (str(err).strip().splitlines() or [""])[0]
+        print(f"polyfuse: internal error: {type(err).__name__}: {first} "
+              "(rerun with --debug for the traceback and report it)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -21,9 +21,11 @@ back; :class:`OpenCLGenerator` prints them as OpenCL qualifiers again.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Optional
@@ -65,6 +67,21 @@ _C_KEYWORDS = {
 }
 
 
+def read_source(path: str) -> str:
+    """The text of a source file, whatever its encoding: UTF-8 (with or without a BOM), else
+    Latin-1, which maps every byte to one character, so a stray byte in a comment never stops
+    polyfuse.  An unreadable file is a :class:`PolyfuseError` naming it."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as err:
+        raise PolyfuseError(f"cannot read: {err.strerror}", str(path)) from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
+
+
 def preprocess(
     source: str,
     filename: str,
@@ -97,7 +114,8 @@ def preprocess(
     if not text.endswith("\n"):
         text += "\n"
     try:
-        proc = subprocess.run(cmd, input=text, capture_output=True, text=True, check=False)
+        proc = subprocess.run(cmd, input=text, capture_output=True, check=False,
+                              encoding="utf-8", errors="replace")
     except OSError as err:
         raise PolyfuseError(f"cannot run the C preprocessor: {err}", filename) from None
     if proc.returncode != 0:
@@ -304,11 +322,54 @@ def parse(
     return parse_preprocessed(text, filename)
 
 
+#: Deepest nesting of the syntax tree polyfuse accepts.  pycparser and polyfuse's own analyses
+#: walk the tree recursively; deeper input (machine-generated expressions) is refused with its
+#: place instead of exhausting the Python stack somewhere later.
+MAX_NESTING = 100
+#: Python recursion limit while pycparser parses (its descent takes ~10 frames per nesting level)
+_PARSER_RECURSION_LIMIT = 20 * MAX_NESTING + 2000
+
+
+@contextlib.contextmanager
+def recursion_limit(limit: int) -> Iterator[None]:
+    """Raise (never lower) the interpreter's recursion limit for the duration of a block."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, limit))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
+
+
+def check_nesting(ast: c_ast.Node, filename: str, limit: int = MAX_NESTING) -> None:
+    """Refuse a tree nested deeper than ``limit`` (iteratively, naming the deepest place)."""
+    stack: list[tuple[Any, int, Any]] = [(ast, 0, None)]
+    while stack:
+        node, depth, coord = stack.pop()
+        coord = getattr(node, "coord", None) or coord
+        if depth > limit:
+            file = getattr(coord, "file", None) or filename
+            line = getattr(coord, "line", None)
+            raise PolyfuseError(f"expressions or statements nest more than {limit} levels "
+                                "deep; polyfuse does not analyse code nested this deeply",
+                                file, line)
+        stack.extend((c, depth + 1, coord) for _, c in node.children())
+
+
 def parse_preprocessed(text: str, filename: str) -> c_ast.FileAST:
     """Parse already preprocessed (and rewritten) text; errors as :class:`PolyfuseError`."""
     parser = c_parser.CParser(dialect="c23")
     try:
-        return parser.parse(text, filename)
+        with recursion_limit(_PARSER_RECURSION_LIMIT):
+            ast = parser.parse(text, filename)
+        check_nesting(ast, filename)
+        return ast
+    except RecursionError:
+        file = getattr(parser.clex, "filename", None) or filename
+        line = getattr(parser.clex, "_lineno", None)
+        raise PolyfuseError(f"expressions or statements nest more than {MAX_NESTING} levels "
+                            "deep; polyfuse does not analyse code nested this deeply",
+                            file, line) from None
     except c_parser.ParseError as err:
         m = _PARSE_ERROR.match(str(err))
         if not m:

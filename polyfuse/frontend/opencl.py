@@ -418,6 +418,12 @@ class _Extractor:
                               f"modelled with unit work-groups (l{d} = 0, g{d} = global id)")
             else:
                 self.L[d] = LOCAL_SIZE_PARAMS[d]
+            if isinstance(self.L[d], int) and self.L[d] <= 0:
+                raise self.error(f"local work size {self.L[d]} in dimension {d}: a work-group "
+                                 "needs at least one work-item", self.fd.decl)
+            if isinstance(self.G[d], int) and self.G[d] <= 0:
+                raise self.error(f"global work size {self.G[d]} in dimension {d}: a launch "
+                                 "needs at least one work-item", self.fd.decl)
             if isinstance(self.G[d], str):
                 geo_params.append(self.G[d])
             if isinstance(self.L[d], str):
@@ -1831,11 +1837,7 @@ def parse_kernels(
     if filename is None:
         if "\n" not in source_or_path and (source_or_path.endswith((".cl", ".h", ".c"))
                                            or os.path.isfile(source_or_path)):
-            try:
-                with open(source_or_path, encoding="utf-8") as fh:
-                    source = fh.read()
-            except OSError as err:
-                raise PolyfuseError(f"cannot read: {err.strerror}", source_or_path) from None
+            source = cpp.read_source(source_or_path)
             filename = source_or_path
         else:
             filename = "<input>"
