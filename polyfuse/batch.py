@@ -74,7 +74,9 @@ def fuse_model(path: str, out_root: str, *, verify: bool = False, tune: bool = F
         unfused_ms = fused_ms = None
         if timing:
             from polyfuse.runtime import time_program
+            from polyfuse.runtime.budget import check_run_budget
 
+            check_run_budget(model.program, params, runs=2, what="timing")
             say("timing unfused and fused")
             unfused_ms = time_program(model.program, repeat=repeat).kernel_time * 1e3
             fused_ms = time_program(result.fused.program, repeat=repeat).kernel_time * 1e3

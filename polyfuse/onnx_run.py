@@ -80,8 +80,10 @@ def _outputs(model: OnnxModel, buffers: Mapping[str, np.ndarray]) -> dict[str, n
 
 def _run(model: OnnxModel, program: Program, inputs: Mapping[str, Any], device: Any,
          seed: int = 0) -> dict[str, np.ndarray]:
+    from polyfuse.runtime.budget import check_run_budget
     from polyfuse.runtime.execute import run_program
 
+    check_run_budget(program, runs=2, what=f"running {os.path.basename(model.path)}")
     res = run_program(program, inputs=_feeds(model, inputs), device=device, seed=seed)
     return _outputs(model, res.buffers)
 

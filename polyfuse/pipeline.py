@@ -50,6 +50,10 @@ def fuse_program(program: Program, *, params: Optional[dict[str, int]] = None,
                  ) -> FuseResult:
     """Plan, generate and optionally verify (fused vs unfused on random inputs) or autotune."""
     say = progress or (lambda _msg: None)
+    if verify:
+        from polyfuse.runtime.budget import check_run_budget
+
+        check_run_budget(program, params, runs=2, what="verification")  # refuse before planning
     say("building the UAR")
     uar = build_uar(program)
     tuning = None
