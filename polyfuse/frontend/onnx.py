@@ -110,10 +110,13 @@ def _import_onnx() -> Any:
     return onnx
 
 
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return lines[0] if lines else type(err).__name__
+def _first_line(err: BaseException, limit: int = 400) -> str:
+    """The message of ``err`` on one line (lines joined: the checker puts node names on the
+    second line), cut at ``limit`` characters."""
+    text = " ".join(ln.strip() for ln in str(err).splitlines() if ln.strip())
+    if not text:
+        return type(err).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _identifier(text: str, fallback: str) -> str:
@@ -871,6 +874,8 @@ class _Translator:
                 raise self.error(f"{where}: output '{tensor}' is {dt}; only float32 tensors are "
                                  "computed on the device", UnsupportedError)
             out_shapes.append(self.shape(tensor, where))
+        if op == "Gather" and len(node.input) > 1 and node.input[1] in self.consts:
+            self.check_gather_indices(node, attrs, where)
         # the node index keeps names off OpenCL built-ins ("select", "exp") and oplib macros
         kname = self.new_name(f"{_identifier(node.name or op, op)}_{index}", f"{op}_{index}")
         try:
@@ -907,6 +912,23 @@ class _Translator:
         self.kernels[kname] = opk
         self.ops.append(("launch", opk, args))
         self.nodes[label] = f"launch {kname}"
+
+    def check_gather_indices(self, node: Any, attrs: dict[str, Any], where: str) -> None:
+        """Constant Gather indices must lie in ``[-size, size-1]`` (onnxruntime rejects the
+        model otherwise; the kernel would only clamp them)."""
+        data = self.shape(node.input[0], where)
+        if not data:
+            return
+        axis = int(attrs.get("axis", 0))
+        axis = axis + len(data) if axis < 0 else axis
+        if not 0 <= axis < len(data):
+            return  # the operator kernel reports the bad axis
+        size = data[axis]
+        idx = np.asarray(self.consts[node.input[1]]).astype(np.int64).ravel()
+        bad = idx[(idx < -size) | (idx >= size)]
+        if bad.size:
+            raise self.error(f"{where}: index {int(bad[0])} in '{node.input[1]}' is out of range "
+                             f"for axis {axis} of size {size} (valid: {-size}..{size - 1})")
 
     # -- result ----------------------------------------------------------------------------
     def program(self, name: str) -> Program:
