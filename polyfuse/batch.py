@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import multiprocessing
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -54,8 +54,12 @@ class ModelSummary:
 
 def fuse_model(path: str, out_root: str, *, verify: bool = False, tune: bool = False,
                timing: bool = True, params: Optional[dict[str, int]] = None,
-               repeat: int = 5, index: str = "") -> ModelSummary:
-    """Fuse one model and write its outputs; errors become the summary's ``error``."""
+               repeat: int = 5, index: str = "", progress: Optional[Callable[[str], None]] = None
+               ) -> ModelSummary:
+    """Fuse one model and write its outputs; errors become the summary's ``error``.
+
+    ``progress`` sees the name of every stage entered (the time budget names it on overrun).
+    """
     from polyfuse.frontend.onnx import load_onnx_model
     from polyfuse.onnx_run import fuse_onnx
     from polyfuse.pipeline import write_outputs
@@ -64,6 +68,8 @@ def fuse_model(path: str, out_root: str, *, verify: bool = False, tune: bool = F
 
     def say(stage: str) -> None:
         print(f"polyfuse: {index}{stem}: {stage}", file=sys.stderr, flush=True)
+        if progress is not None:
+            progress(stage)
 
     try:
         say("loading")
@@ -104,10 +110,42 @@ def _fuse_model_job(args: tuple) -> dict:
     return asdict(fuse_model(path, out_root, **kwargs))
 
 
+def _fuse_model_budgeted(path: str, out_root: str, timeout: Optional[float],
+                         stage_timeout: Optional[float], kwargs: dict) -> ModelSummary:
+    """:func:`fuse_model` in a worker process stopped when it overruns its time budget."""
+    from polyfuse.watchdog import call_with_budget
+
+    stem = Path(path).name.removesuffix(".onnx")
+    try:
+        return call_with_budget(fuse_model, (path, out_root), kwargs, timeout=timeout,
+                                stage_timeout=stage_timeout)
+    except PolyfuseError as err:
+        return ModelSummary(model=stem, error=str(err))
+
+
 def fuse_models(paths: Sequence[str], out_root: str, *, jobs: int = 1,
+                timeout: Optional[float] = None, stage_timeout: Optional[float] = None,
                 **kwargs: Any) -> list[ModelSummary]:
-    """Fuse every model (in ``jobs`` processes); summaries in the order of ``paths``."""
+    """Fuse every model (in ``jobs`` processes); summaries in the order of ``paths``.
+
+    With ``timeout`` (seconds per model) or ``stage_timeout`` (seconds per stage) every model
+    runs in its own worker process, killed when it overruns; its row names the stage.
+    """
     n = len(paths)
+    if timeout is not None or stage_timeout is not None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        def one(k: int) -> ModelSummary:
+            return _fuse_model_budgeted(paths[k], out_root, timeout, stage_timeout,
+                                        {**kwargs, "index": f"[{k + 1}/{n}] "})
+
+        out: list[Optional[ModelSummary]] = [None] * n
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            futures = {pool.submit(one, k): k for k in range(n)}
+            for done, fut in enumerate(as_completed(futures), 1):
+                out[futures[fut]] = fut.result()
+                print(f"polyfuse: {_bar(done, n)}", file=sys.stderr, flush=True)
+        return [s for s in out if s is not None]
     if jobs <= 1 or n <= 1:
         out = []
         for k, p in enumerate(paths):

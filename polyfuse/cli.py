@@ -12,7 +12,7 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Optional
 
@@ -180,8 +180,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_fuse(args: argparse.Namespace) -> int:
-    from polyfuse.pipeline import fuse_program, summary_row, write_outputs
-
     onnx_models = [m for m in args.inputs if m.endswith(".onnx")]
     if onnx_models:
         if len(onnx_models) != len(args.inputs) or args.host:
@@ -189,21 +187,43 @@ def cmd_fuse(args: argparse.Namespace) -> int:
         return _fuse_onnx_batch(args, onnx_models)
     if len(args.inputs) != 1:
         raise _UsageError("fuse takes one KERNELS.cl (with --host HOST.c)")
-    from polyfuse.frontend.host import load_opencl
-
     params = _parse_params(args.param)
-    program = load_opencl(args.inputs[0], host=args.host, params=params)
-    result = fuse_program(program, params=params, orchestration=args.orchestration,
-                          verify=args.verify, tune=args.tune,
-                          progress=None if args.quiet else (lambda m: _progress(args, m)))
-    paths = write_outputs(result, args.out)
+    job_args = (args.inputs[0], args.host, params, args.out, args.orchestration, args.verify,
+                args.tune)
+    if args.timeout is not None or args.stage_timeout is not None:
+        from polyfuse.watchdog import call_with_budget
+
+        row, ok, paths = call_with_budget(
+            _fuse_opencl_job, job_args, timeout=args.timeout, stage_timeout=args.stage_timeout,
+            label=args.inputs[0], on_stage=None if args.quiet else (lambda m: _progress(args, m)))
+    else:
+        row, ok, paths = _fuse_opencl_job(
+            *job_args, progress=None if args.quiet else (lambda m: _progress(args, m)))
     print(_table(["program", "launches before", "launches after", "max abs err", "verified"],
-                 [summary_row(Path(args.inputs[0]).parent.name or program.name, result)]))
+                 [row]))
     _progress(args, f"wrote {paths['plan']}, {paths['source']}, {paths['report']}")
-    if not result.ok:
+    if not ok:
         raise PolyfuseError(f"{args.inputs[0]}: the fused program does not match the original "
                             f"(see {paths['report']})")
     return 0
+
+
+def _fuse_opencl_job(kernels: str, host: Optional[str], params: dict[str, int], out: str,
+                     orchestration: str, verify: bool, tune: bool,
+                     progress: Optional[Callable[[str], None]] = None
+                     ) -> tuple[list[str], bool, dict[str, Path]]:
+    """Load, fuse and write one OpenCL program: (summary row, verified ok, written paths).
+    Module level so that a time-budgeted worker process can run it."""
+    from polyfuse.frontend.host import load_opencl
+    from polyfuse.pipeline import fuse_program, summary_row, write_outputs
+
+    if progress is not None:
+        progress("loading the program")
+    program = load_opencl(kernels, host=host, params=params)
+    result = fuse_program(program, params=params, orchestration=orchestration, verify=verify,
+                          tune=tune, progress=progress)
+    paths = write_outputs(result, out)
+    return summary_row(Path(kernels).parent.name or program.name, result), result.ok, paths
 
 
 def _fuse_onnx_batch(args: argparse.Namespace, models: list[str]) -> int:
@@ -215,7 +235,8 @@ def _fuse_onnx_batch(args: argparse.Namespace, models: list[str]) -> int:
     present = [m for m in models if m not in missing]
     summaries = fuse_models(present, args.out, jobs=max(1, args.jobs), verify=args.verify,
                             tune=args.tune, params=_parse_params(args.param),
-                            timing=not args.no_timing)
+                            timing=not args.no_timing, timeout=args.timeout,
+                            stage_timeout=args.stage_timeout)
     print(_table(SUMMARY_HEADERS, [s.row() for s in summaries]
                  + [[Path(m).stem, "-", "-", "-", "-", "-", "-", "-", "FAILED: no such file"]
                     for m in missing]))
@@ -364,6 +385,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ONNX batches: fuse this many models in parallel processes")
     p.add_argument("--no-timing", action="store_true",
                    help="ONNX batches: skip timing unfused vs fused")
+    p.add_argument("--timeout", type=float, metavar="SECONDS",
+                   help="time budget per model (or program): stop it and name the stage")
+    p.add_argument("--stage-timeout", type=float, metavar="SECONDS",
+                   help="time budget per pipeline stage (loading, planning, verifying, ...)")
     p.add_argument("--orchestration", default="auto",
                    choices=["auto", "vertical", "horizontal"],
                    help="how independent fragments are combined (default: auto)")

@@ -933,20 +933,22 @@ class _Translator:
     # -- result ----------------------------------------------------------------------------
     def program(self, name: str) -> Program:
         from polyfuse.builder import ProgramBuilder
-        from polyfuse.frontend.opencl import parse_kernels
+        from polyfuse.frontend.opencl import parse_kernel_batch
         from polyfuse.program import KernelContext
 
-        kernels = {}
+        items = []
         for kname, opk in self.kernels.items():
             ls = tuple(opk.local_size or ())
             ctx = KernelContext(local_size=tuple(ls) + (None,) * (3 - len(ls)),
                                 global_size=tuple(opk.global_size)
                                 + (None,) * (3 - len(opk.global_size)))
-            try:
-                parsed = parse_kernels(opk.source, f"<{name}:{kname}>", context=ctx)
-            except PolyfuseError as err:
-                raise self.error(f"kernel '{kname}': {err.message}") from None
-            kernels[kname] = parsed[kname]
+            items.append((opk.source, f"<{name}:{kname}>", ctx))
+        try:
+            # one preprocessor run and one parse for all operator kernels (not one per node)
+            parsed = parse_kernel_batch(items)
+        except PolyfuseError as err:
+            raise self.error(f"{err.file or ''}: {err.message}") from None
+        kernels = {k.name: k for k in parsed}
         b = ProgramBuilder(kernels, name=name, files=(self.path,))
         for buf, (nbytes, ctype) in self.buffers.items():
             b.buffer(buf, nbytes, dtype=ctype)

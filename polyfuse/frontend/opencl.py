@@ -38,7 +38,7 @@ import copy
 import os
 import re
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
@@ -1795,7 +1795,8 @@ def extract_kernel(funcdef: c_ast.FuncDef, *, context: KernelContext = _NO_CONTE
     except RecursionError:
         raise UnsupportedError(f"kernel {funcdef.decl.name}: expressions nested too deeply",
                                filename) from None
-    except (AttributeError, TypeError, KeyError, IndexError, ValueError, AssertionError) as err:
+    except (AttributeError, TypeError, KeyError, IndexError, ValueError, AssertionError,
+            ArithmeticError) as err:
         # a construct the walker does not expect: refuse with the kernel's place, not a traceback
         loc = _coord_loc(funcdef.decl, filename)
         raise UnsupportedError(f"kernel {funcdef.decl.name}: construct not supported by the "
@@ -1844,6 +1845,9 @@ def parse_kernels(
     ast = cpp.parse(source, filename, include_dirs=include_dirs, defines=defines, opencl=True)
     funcs = [e for e in ast.ext if isinstance(e, c_ast.FuncDef)]
     helpers = {f.decl.name: f for f in funcs}
+    file_names = _file_scope_names(ast)
+    for f in funcs:
+        _check_declared(f, file_names, filename)
     kernels: dict[str, Kernel] = {}
     for f in funcs:
         _HELPERS[f] = helpers
@@ -1854,6 +1858,74 @@ def parse_kernels(
             kernels[f.decl.name] = extract_kernel(f, context=context, filename=filename,
                                                   helpers=helpers)
     return kernels
+
+
+def parse_kernel_batch(items: Sequence[tuple[str, str, KernelContext]]) -> list[Kernel]:
+    """Kernels of many self-contained sources (``(source, filename, context)``, one kernel
+    each, e.g. the operator kernels of an ONNX model) with one preprocessor run and one parse.
+
+    Each source keeps its own file name in line markers, so errors still name it.  A source
+    must not leave macros defined for the next one (oplib's ``render`` undefines its own).
+    """
+    if not items:
+        return []
+    text = "".join(f'# 1 "{fn}"\n{src}' + ("" if src.endswith("\n") else "\n")
+                   for src, fn, _ in items)
+    ast = cpp.parse(text, items[0][1], opencl=True)
+    file_names = _file_scope_names(ast)
+    by_file: dict[str, list[c_ast.FuncDef]] = {}
+    for e in ast.ext:
+        if isinstance(e, c_ast.FuncDef):
+            loc = _coord_loc(e.decl, items[0][1])
+            by_file.setdefault(loc.file if loc else items[0][1], []).append(e)
+    out = []
+    for _, fn, ctx in items:
+        funcs = by_file.get(fn, [])
+        kernels = [f for f in funcs if cpp.is_kernel(f)]
+        if len(kernels) != 1:
+            raise PolyfuseError(f"expected one __kernel, found {len(kernels)}", fn)
+        helpers = {f.decl.name: f for f in funcs}
+        for f in funcs:
+            _check_declared(f, file_names, fn)
+            _HELPERS[f] = helpers
+        out.append(extract_kernel(kernels[0], context=ctx, filename=fn, helpers=helpers))
+    return out
+
+
+def _file_scope_names(ast: c_ast.FileAST) -> set[str]:
+    """Names declared at file scope: variables, functions, typedefs and enumerators."""
+    names: set[str] = set()
+    for node in ast.ext:
+        if isinstance(node, c_ast.FuncDef):
+            names.add(node.decl.name)
+        elif getattr(node, "name", None):
+            names.add(node.name)
+        names.update(n.name for n in _walk(node) if isinstance(n, c_ast.Enumerator))
+    return names
+
+
+def _check_declared(fd: c_ast.FuncDef, file_names: set[str], filename: str) -> None:
+    """Every identifier a function uses as a value must be declared (a parameter, a local, a
+    file-scope name); functions called by name may be OpenCL built-ins.  The OpenCL compiler
+    rejects such a kernel, so polyfuse refuses it here, at its own line, rather than when the
+    fused kernel fails to build."""
+    declared = set(file_names)
+    callees: set[int] = set()
+    fields: set[int] = set()
+    for n in _walk(fd):
+        if isinstance(n, (c_ast.Decl, c_ast.Enumerator)) and n.name:
+            declared.add(n.name)
+        elif isinstance(n, c_ast.FuncCall) and isinstance(n.name, c_ast.ID):
+            callees.add(id(n.name))
+        elif isinstance(n, c_ast.StructRef):
+            fields.add(id(n.field))
+        elif isinstance(n, c_ast.NamedInitializer):
+            fields.update(id(x) for x in n.name)
+    for n in _walk(fd.body):
+        if isinstance(n, c_ast.ID) and id(n) not in callees and id(n) not in fields \
+                and n.name not in declared:
+            raise PolyfuseError(f"function {fd.decl.name}: use of undeclared identifier "
+                                f"'{n.name}'", *_file_line(n, filename))
 
 
 def _file_line(node: Any, filename: str) -> tuple[str, Optional[int]]:
