@@ -24,7 +24,6 @@ from typing import Any, Optional
 
 from polyfuse.program import PolyfuseError
 
-
 #: the stage before the job reports its first one (starting the interpreter, importing)
 _STARTING = "starting the worker process"
 
