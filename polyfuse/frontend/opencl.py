@@ -1864,22 +1864,32 @@ def parse_kernel_batch(items: Sequence[tuple[str, str, KernelContext]]) -> list[
     """Kernels of many self-contained sources (``(source, filename, context)``, one kernel
     each, e.g. the operator kernels of an ONNX model) with one preprocessor run and one parse.
 
-    Each source keeps its own file name in line markers, so errors still name it.  A source
-    must not leave macros defined for the next one (oplib's ``render`` undefines its own).
+    Sources that differ only in the kernel's name (a chain of ``Relu`` nodes of one shape) are
+    parsed and modelled once and the record is renamed.  Each source keeps its own file name in
+    line markers, so errors still name it.  A source must not leave macros defined for the next
+    one (oplib's ``render`` undefines its own).
     """
-    if not items:
+    names = [_kernel_name(src, fn) for src, fn, _ in items]
+    keys = [(re.sub(rf"\b{re.escape(name)}\b", "@KERNEL@", src), ctx)
+            for (src, _, ctx), name in zip(items, names)]
+    first: dict[tuple, int] = {}
+    for i, key in enumerate(keys):
+        first.setdefault(key, i)
+    unique = sorted(set(first.values()))
+    if not unique:
         return []
-    text = "".join(f'# 1 "{fn}"\n{src}' + ("" if src.endswith("\n") else "\n")
-                   for src, fn, _ in items)
-    ast = cpp.parse(text, items[0][1], opencl=True)
+    text = "".join(f'# 1 "{items[i][1]}"\n{items[i][0]}'
+                   + ("" if items[i][0].endswith("\n") else "\n") for i in unique)
+    ast = cpp.parse(text, items[unique[0]][1], opencl=True)
     file_names = _file_scope_names(ast)
     by_file: dict[str, list[c_ast.FuncDef]] = {}
     for e in ast.ext:
         if isinstance(e, c_ast.FuncDef):
-            loc = _coord_loc(e.decl, items[0][1])
-            by_file.setdefault(loc.file if loc else items[0][1], []).append(e)
-    out = []
-    for _, fn, ctx in items:
+            loc = _coord_loc(e.decl, items[unique[0]][1])
+            by_file.setdefault(loc.file if loc else items[unique[0]][1], []).append(e)
+    models: dict[int, Kernel] = {}
+    for i in unique:
+        _, fn, ctx = items[i]
         funcs = by_file.get(fn, [])
         kernels = [f for f in funcs if cpp.is_kernel(f)]
         if len(kernels) != 1:
@@ -1888,8 +1898,37 @@ def parse_kernel_batch(items: Sequence[tuple[str, str, KernelContext]]) -> list[
         for f in funcs:
             _check_declared(f, file_names, fn)
             _HELPERS[f] = helpers
-        out.append(extract_kernel(kernels[0], context=ctx, filename=fn, helpers=helpers))
+        models[i] = extract_kernel(kernels[0], context=ctx, filename=fn, helpers=helpers)
+    out = []
+    for i, key in enumerate(keys):
+        model = models[first[key]]
+        out.append(model if i == first[key] else _renamed(model, names[i], items[i][1]))
     return out
+
+
+def _kernel_name(source: str, filename: str) -> str:
+    m = re.search(r"__kernel\s+void\s+([A-Za-z_]\w*)", source)
+    if not m:
+        raise PolyfuseError("expected one __kernel", filename)
+    return m.group(1)
+
+
+def _renamed(kernel: Kernel, name: str, filename: str) -> Kernel:
+    """The same kernel model under another name (the syntax tree's body is shared: every pass
+    copies before it changes a tree)."""
+    decl = copy.copy(kernel.ast.decl)  # copies along the path to the names, nothing else
+    decl.name = name
+    node = decl
+    while not isinstance(node, c_ast.TypeDecl) and getattr(node, "type", None) is not None:
+        node.type = copy.copy(node.type)
+        node = node.type
+    if isinstance(node, c_ast.TypeDecl):
+        node.declname = name
+    fd = c_ast.FuncDef(decl, kernel.ast.param_decls, kernel.ast.body, kernel.ast.coord)
+    _HELPERS[fd] = {name: fd}
+    loc = replace(kernel.loc, file=filename) if kernel.loc else None
+    source = re.sub(rf"\b{re.escape(kernel.name)}\b", name, kernel.source)
+    return replace(kernel, name=name, ast=fd, loc=loc, source=source)
 
 
 def _file_scope_names(ast: c_ast.FileAST) -> set[str]:
