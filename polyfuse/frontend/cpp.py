@@ -438,11 +438,49 @@ def reqd_work_group_size(funcdef: c_ast.Node) -> Optional[tuple[int, ...]]:
     decl = funcdef.decl if isinstance(funcdef, c_ast.FuncDef) else funcdef
     for a in _type_attrs(decl):
         if a.name == "reqd_work_group_size" and a.arguments:
+            coord = getattr(decl, "coord", None)
             try:
-                return tuple(int(x, 0) for x in str(a.arguments).replace(" ", "").split(","))
-            except ValueError:
-                return None
+                return tuple(_const_int_expr(x) for x in str(a.arguments).split(","))
+            except (ValueError, ZeroDivisionError) as err:
+                raise PolyfuseError(f"kernel {decl.name}: reqd_work_group_size({a.arguments}): "
+                                    f"{err}", getattr(coord, "file", None),
+                                    getattr(coord, "line", None)) from None
     return None
+
+
+def _const_int_expr(text: str) -> int:
+    """Value of an integer constant expression made of literals, ``+ - * / % << >>`` and
+    parentheses (C semantics: division truncates toward zero)."""
+    import ast as pyast
+
+    text = re.sub(r"(?<=\d)[uUlL]+\b", "", text.strip())
+
+    def ev(node: pyast.AST) -> int:
+        if isinstance(node, pyast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, pyast.UnaryOp) and isinstance(node.op, (pyast.USub, pyast.UAdd)):
+            v = ev(node.operand)
+            return -v if isinstance(node.op, pyast.USub) else v
+        if isinstance(node, pyast.BinOp):
+            a, b = ev(node.left), ev(node.right)
+            if isinstance(node.op, (pyast.Div, pyast.FloorDiv, pyast.Mod)):
+                if b == 0:
+                    raise ZeroDivisionError("division by zero")
+                q = abs(a) // abs(b) * (1 if (a >= 0) == (b > 0) else -1)
+                return q if not isinstance(node.op, pyast.Mod) else a - b * q
+            ops = {pyast.Add: a + b, pyast.Sub: a - b, pyast.Mult: a * b,
+                   pyast.LShift: a << b if b >= 0 else None,
+                   pyast.RShift: a >> b if b >= 0 else None}
+            v = ops.get(type(node.op))
+            if v is not None:
+                return v
+        raise ValueError(f"'{text}' is not an integer constant expression")
+
+    try:
+        tree = pyast.parse(text.replace("/", "//"), mode="eval")
+    except SyntaxError:
+        raise ValueError(f"'{text}' is not an integer constant expression") from None
+    return ev(tree.body)
 
 
 def is_polyfuse_header(node: c_ast.Node) -> bool:
