@@ -60,6 +60,11 @@ def _feeds(model: OnnxModel, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]
             if arr.size and (arr.max() > np.iinfo(np.int32).max
                              or arr.min() < np.iinfo(np.int32).min):
                 raise PolyfuseError(f"input '{t.name}' does not fit in int32", model.path)
+            size, where = model.index_bounds.get(t.name, (None, ""))
+            if size is not None and arr.size and (arr.max() >= size or arr.min() < -size):
+                bad = int(arr.max()) if arr.max() >= size else int(arr.min())
+                raise PolyfuseError(f"input '{t.name}': index {bad} is out of range for "
+                                    f"{where} (valid: {-size}..{size - 1})", model.path)
             arr = arr.astype(np.int32)
         elif t.dtype == np.bool_:
             arr = arr.astype(np.uint8)
@@ -137,8 +142,8 @@ def onnxruntime_reference(path: PathLike, inputs: Mapping[str, Any]) -> dict[str
 
 
 def random_inputs(model: OnnxModel, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded inputs: floats uniform in [-1, 1), indices in range of the smallest dimension,
-    booleans at random."""
+    """Seeded inputs: floats uniform in [-1, 1), Gather indices anywhere in their range
+    (negative ones too), other integers 0 or 1, booleans at random."""
     rng = np.random.default_rng(seed)
     out: dict[str, np.ndarray] = {}
     for t in model.inputs:
@@ -146,6 +151,9 @@ def random_inputs(model: OnnxModel, seed: int = 0) -> dict[str, np.ndarray]:
             out[t.name] = (rng.random(t.shape) * 2 - 1).astype(t.dtype)
         elif t.dtype == np.bool_:
             out[t.name] = rng.random(t.shape) < 0.5
+        elif t.name in model.index_bounds:  # Gather indices: anywhere in range, negative too
+            size = model.index_bounds[t.name][0]
+            out[t.name] = rng.integers(-size, size, size=t.shape).astype(t.dtype)
         else:
             out[t.name] = rng.integers(0, 2, size=t.shape).astype(t.dtype)
     return out

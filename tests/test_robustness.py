@@ -432,3 +432,24 @@ def test_batch_timeout_names_the_stage(tmp_path: Path) -> None:
     assert row.error and "stopped after 0.01 s in stage" in row.error
     [row] = fuse_models([path], str(tmp_path / "out"), timeout=300, timing=False)
     assert row.error is None and row.launches_after == 1
+
+
+def test_gather_indices_fed_at_run_time_are_range_checked(tmp_path: Path) -> None:
+    from polyfuse.frontend.onnx import load_onnx_model
+    from polyfuse.onnx_run import onnxruntime_reference, random_inputs, run_onnx
+
+    table = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(6, 2), "table")
+    path = _save(tmp_path, "embed", [helper.make_node("Gather", ["table", "ids"], ["Y"],
+                                                      name="/embed/Gather")],
+                 [helper.make_tensor_value_info("ids", TensorProto.INT64, [3])],
+                 [_vi("Y", (3, 2))], [table])
+    model = load_onnx_model(path)
+    assert model.index_bounds == {"ids": (6, "node '/embed/Gather' (Gather)")}
+    ids = random_inputs(model, seed=1)["ids"]
+    assert ids.min() >= -6 and ids.max() < 6
+    ok = {"ids": np.asarray([5, -6, 0], dtype=np.int64)}
+    np.testing.assert_array_equal(run_onnx(path, ok)["Y"], onnxruntime_reference(path, ok)["Y"])
+    for bad in ([6, 0, 0], [0, -7, 1]):
+        with pytest.raises(PolyfuseError, match=r"input 'ids': index -?\d+ is out of range for "
+                                                r"node '/embed/Gather'"):
+            run_onnx(path, {"ids": np.asarray(bad, dtype=np.int64)})

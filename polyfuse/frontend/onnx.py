@@ -99,6 +99,9 @@ class OnnxModel:
     nodes: Mapping[str, str] = field(default_factory=dict)
     #: number of nodes in the graph
     op_count: int = 0
+    #: graph input -> (axis size, node) of the Gather that reads it as indices: values outside
+    #: ``[-size, size-1]`` are rejected when the model runs, as onnxruntime does
+    index_bounds: Mapping[str, tuple[int, str]] = field(default_factory=dict)
 
 
 def _import_onnx() -> Any:
@@ -496,6 +499,7 @@ class _Translator:
         self.nodes: dict[str, str] = {}
         #: sequence name -> its tensors as (source tensor, axis, start, end, keep the axis)
         self.sequences: dict[str, list[tuple[str, int, int, int, bool]]] = {}
+        self.index_bounds: dict[str, tuple[int, str]] = {}
         self._collect_value_info()
 
     def error(self, message: str, cls: type = PolyfuseError) -> PolyfuseError:
@@ -874,7 +878,7 @@ class _Translator:
                 raise self.error(f"{where}: output '{tensor}' is {dt}; only float32 tensors are "
                                  "computed on the device", UnsupportedError)
             out_shapes.append(self.shape(tensor, where))
-        if op == "Gather" and len(node.input) > 1 and node.input[1] in self.consts:
+        if op == "Gather" and len(node.input) > 1:
             self.check_gather_indices(node, attrs, where)
         # the node index keeps names off OpenCL built-ins ("select", "exp") and oplib macros
         kname = self.new_name(f"{_identifier(node.name or op, op)}_{index}", f"{op}_{index}")
@@ -924,6 +928,11 @@ class _Translator:
         if not 0 <= axis < len(data):
             return  # the operator kernel reports the bad axis
         size = data[axis]
+        if node.input[1] not in self.consts:
+            old = self.index_bounds.get(node.input[1])
+            if old is None or size < old[0]:
+                self.index_bounds[node.input[1]] = (size, where)
+            return
         idx = np.asarray(self.consts[node.input[1]]).astype(np.int64).ravel()
         bad = idx[(idx < -size) | (idx >= size)]
         if bad.size:
@@ -989,7 +998,9 @@ def load_onnx_model(path: Union[str, os.PathLike], *, params: Optional[Mapping[s
     name = _identifier(Path(path).stem, "model")
     program = tr.program(name)
     return OnnxModel(path=path, program=program, inputs=tuple(inputs), outputs=tuple(outputs),
-                     nodes=dict(tr.nodes), op_count=len(model.graph.node))
+                     nodes=dict(tr.nodes), op_count=len(model.graph.node),
+                     index_bounds={t.name: tr.index_bounds[t.name] for t in inputs
+                                   if t.name in tr.index_bounds})
 
 
 def load_onnx(path: Union[str, os.PathLike], *, params: Optional[Mapping[str, int]] = None,
