@@ -453,3 +453,10 @@ def test_gather_indices_fed_at_run_time_are_range_checked(tmp_path: Path) -> Non
         with pytest.raises(PolyfuseError, match=r"input 'ids': index -?\d+ is out of range for "
                                                 r"node '/embed/Gather'"):
             run_onnx(path, {"ids": np.asarray(bad, dtype=np.int64)})
+
+
+def test_opencl_version_macros_select_the_opencl_1_2_branch() -> None:
+    src = ("#if __OPENCL_VERSION__ >= CL_VERSION_2_0\n"
+           "__kernel void k(__global float *a) { a[get_global_id(0)] = undeclared_in_2_0; }\n"
+           "#else\n__kernel void k(__global float *a) { a[get_global_id(0)] = 1.0f; }\n#endif\n")
+    assert parse_kernels(src, "ver.cl")["k"].loc.line == 4
