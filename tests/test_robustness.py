@@ -460,3 +460,15 @@ def test_opencl_version_macros_select_the_opencl_1_2_branch() -> None:
            "__kernel void k(__global float *a) { a[get_global_id(0)] = undeclared_in_2_0; }\n"
            "#else\n__kernel void k(__global float *a) { a[get_global_id(0)] = 1.0f; }\n#endif\n")
     assert parse_kernels(src, "ver.cl")["k"].loc.line == 4
+
+
+@pytest.mark.parametrize("expr", ["x[i / WG]", "x[i % WG]", "x[(i + 1) / (WG * 2)]",
+                                  "x[i - i % (WG - WG)]"])
+def test_kernel_integer_division_by_a_zero_constant_is_refused(expr: str) -> None:
+    src = ("#define WG 0\n__kernel void k(__global const float *x, __global float *a)\n{\n"
+           f"    int i = get_global_id(0);\n    a[i] = {expr};\n}}\n")
+    with pytest.raises(PolyfuseError, match="integer division by zero") as info:
+        parse_kernels(src, "div.cl")
+    assert (info.value.file, info.value.line) == ("div.cl", 5)
+    # floating-point division by zero is defined (inf) and stays accepted
+    assert parse_kernels(src.replace(expr, "x[i] / 0.0f"), "div.cl")

@@ -592,6 +592,8 @@ class _Extractor:
                 return b.scale_val(isl.Val(ca)) if ca else self._const(st, 0)
             raise _NonAffine(f"{cpp.generate(node)} is a non-constant product")
         if op in ("/", "%"):
+            if _const_int(node.right) == 0:
+                raise self.error(f"integer division by zero in {cpp.generate(node)}", node)
             if cb is None or cb == 0:
                 raise _NonAffine(f"{cpp.generate(node)} divides by a non-constant")
             q = self._const(st, abs(cb))
