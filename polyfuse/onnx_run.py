@@ -188,6 +188,8 @@ def fuse_onnx(path: PathLike, *, verify: bool = False, params: Optional[Mapping[
         return result
     from polyfuse.runtime import verify_programs
 
+    if progress is not None:
+        progress("verifying against onnxruntime and the unfused program")
     inputs = random_inputs(model, seed)
     fused_out = _run(model, result.fused.program, inputs, device, seed)
     checks = []
