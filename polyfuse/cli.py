@@ -461,8 +461,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     if args.device:
         os.environ["PYOPENCL_CTX"] = args.device
+    from polyfuse.frontend.cpp import RECURSION_LIMIT, recursion_limit
+
     try:
-        return args.func(args)
+        with recursion_limit(RECURSION_LIMIT):  # deeply nested (but accepted) source code
+            return args.func(args)
     except _UsageError as err:
         parser.error(str(err))
         return 2

@@ -49,6 +49,17 @@ def fuse_program(program: Program, *, params: Optional[dict[str, int]] = None,
                  device: Any = None, build: bool = True, progress: Progress = None
                  ) -> FuseResult:
     """Plan, generate and optionally verify (fused vs unfused on random inputs) or autotune."""
+    from polyfuse.frontend.cpp import RECURSION_LIMIT, recursion_limit
+
+    with recursion_limit(RECURSION_LIMIT):  # kernels' syntax trees are copied and walked
+        return _fuse_program(program, params=params, orchestration=orchestration,
+                             verify=verify, tune=tune, device=device, build=build,
+                             progress=progress)
+
+
+def _fuse_program(program: Program, *, params: Optional[dict[str, int]], orchestration: str,
+                  verify: bool, tune: bool, device: Any, build: bool, progress: Progress
+                  ) -> FuseResult:
     say = progress or (lambda _msg: None)
     if verify:
         from polyfuse.runtime.budget import check_run_budget

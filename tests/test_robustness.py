@@ -90,32 +90,43 @@ def _nested_ifs(depth: int) -> str:
     return "if (i > 0) {" * depth + "y[i] = x[i];" + "}" * depth
 
 
-@pytest.mark.parametrize("body", [
-    lambda: f"y[i] = {_nested_expr(150)};",
-    lambda: f"y[i] = {_nested_expr(5000)};",
-    lambda: _nested_ifs(120),
-], ids=["expr150", "expr5000", "if120"])
-def test_deep_nesting_is_refused_with_its_place(body) -> None:
+def _long_sum(terms: int) -> str:
+    return " + ".join(f"{k % 7}.0f * x[i]" for k in range(terms))
+
+
+@pytest.mark.parametrize("body,message", [
+    (lambda: f"y[i] = {_nested_expr(300)};", "brackets nest more than 256"),
+    (lambda: f"y[i] = {_nested_expr(5000)};", "brackets nest more than 256"),
+    (lambda: _nested_ifs(300), "brackets nest more than 256"),
+    (lambda: f"y[i] = {_long_sum(450)};", "nest more than 200 levels"),
+], ids=["parens300", "parens5000", "if300", "sum450"])
+def test_deep_nesting_is_refused_with_its_place(body, message: str) -> None:
     src = ("__kernel void deep(__global const float *x, __global float *y)\n{\n"
            "    int i = get_global_id(0);\n    " + body() + "\n}\n")
-    with pytest.raises(PolyfuseError, match="nest more than") as info:
+    with pytest.raises(PolyfuseError, match=message) as info:
         parse_kernels(src, "deep.cl")
     assert info.value.file == "deep.cl" and info.value.line == 4
 
 
-def test_moderate_nesting_still_fuses_and_verifies() -> None:
+def test_nested_ifs_within_the_limits_are_modelled() -> None:
+    src = ("__kernel void deep(__global const float *x, __global float *y)\n{\n"
+           "    int i = get_global_id(0);\n    " + _nested_ifs(90) + "\n}\n")
+    assert parse_kernels(src, "deep.cl")["deep"].statements
+
+
+def test_deep_but_accepted_nesting_fuses_and_verifies() -> None:
     import polyfuse
     from polyfuse.pipeline import fuse_program
 
     src = ("__kernel void a(__global const float *x, __global float *y)\n{ int i = "
-           f"get_global_id(0); y[i] = {_nested_expr(60)}; }}\n"
-           "__kernel void b(__global const float *y, __global float *z)\n{ int i = "
-           "get_global_id(0); z[i] = 2.0f * y[i]; }\n")
+           f"get_global_id(0); y[i] = {_nested_expr(150)}; }}\n"
+           "__kernel void b(__global const float *x, __global float *z)\n{ int i = "
+           f"get_global_id(0); z[i] = {_long_sum(180)}; }}\n")
     b = ProgramBuilder(polyfuse.frontend.opencl.parse_kernels(src, "nest.cl"))
-    for name in "xyz":
+    for name in "xyzw":
         b.buffer(name, 4 * 256)
     b.launch("a", (256,), (64,), {"x": "x", "y": "y"})
-    b.launch("b", (256,), (64,), {"y": "y", "z": "z"})
+    b.launch("b", (256,), (64,), {"x": "y", "z": "z"})
     result = fuse_program(b.build(), verify=True)
     assert result.plan.launches_after == 1 and result.verification.ok
 

@@ -318,16 +318,20 @@ def parse(
     """
     text = preprocess(source, filename, include_dirs=include_dirs, defines=defines, opencl=opencl)
     if opencl:
+        check_brackets(text, filename)
         text = rewrite_opencl(text)
     return parse_preprocessed(text, filename)
 
 
 #: Deepest nesting of the syntax tree polyfuse accepts.  pycparser and polyfuse's own analyses
-#: walk the tree recursively; deeper input (machine-generated expressions) is refused with its
-#: place instead of exhausting the Python stack somewhere later.
-MAX_NESTING = 100
-#: Python recursion limit while pycparser parses (its descent takes ~10 frames per nesting level)
-_PARSER_RECURSION_LIMIT = 20 * MAX_NESTING + 2000
+#: walk the tree recursively, and kernels are printed back fully parenthesized, so a tree much
+#: deeper would exceed the OpenCL compiler's bracket limit (:data:`MAX_BRACKETS`) once
+#: regenerated; deeper input (machine-generated expressions) is refused with its place.
+MAX_NESTING = 200
+#: Python recursion limit while trees up to :data:`MAX_NESTING` deep are parsed, copied and
+#: walked (pycparser's descent and ``copy.deepcopy`` take up to ~10 frames per level); Python
+#: 3.11+ runs Python-to-Python calls without growing the C stack, so this is safe
+RECURSION_LIMIT = 20 * MAX_NESTING + 2000
 
 
 @contextlib.contextmanager
@@ -339,6 +343,32 @@ def recursion_limit(limit: int) -> Iterator[None]:
         yield
     finally:
         sys.setrecursionlimit(old)
+
+
+#: Brackets ``( [ {`` the OpenCL compilers accept nested (clang's limit)
+MAX_BRACKETS = 256
+_BRACKET_OR_MARKER = re.compile(
+    r'^#\s*(\d+)\s+"([^"]*)"[^\n]*$|[()\[\]{}\n]|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'',
+    re.M)
+
+
+def check_brackets(text: str, filename: str, limit: int = MAX_BRACKETS) -> None:
+    """Refuse preprocessed text with brackets nested deeper than the OpenCL compiler accepts,
+    at the user's file and line (the line markers are followed)."""
+    depth, file, line = 0, filename, 1
+    for m in _BRACKET_OR_MARKER.finditer(text):
+        tok = m.group()
+        if m.group(1):
+            file, line = m.group(2), int(m.group(1)) - 1
+        elif tok == "\n":
+            line += 1
+        elif tok in "([{":
+            depth += 1
+            if depth > limit:
+                raise PolyfuseError(f"brackets nest more than {limit} levels deep (the OpenCL "
+                                    "compiler's limit)", file, line)
+        elif tok in ")]}":
+            depth = max(0, depth - 1)
 
 
 def check_nesting(ast: c_ast.Node, filename: str, limit: int = MAX_NESTING) -> None:
@@ -360,7 +390,7 @@ def parse_preprocessed(text: str, filename: str) -> c_ast.FileAST:
     """Parse already preprocessed (and rewritten) text; errors as :class:`PolyfuseError`."""
     parser = c_parser.CParser(dialect="c23")
     try:
-        with recursion_limit(_PARSER_RECURSION_LIMIT):
+        with recursion_limit(RECURSION_LIMIT):
             ast = parser.parse(text, filename)
         check_nesting(ast, filename)
         return ast

@@ -1786,7 +1786,8 @@ def extract_kernel(funcdef: c_ast.FuncDef, *, context: KernelContext = _NO_CONTE
     if helpers is None:
         helpers = _HELPERS.get(funcdef, {})
     try:
-        return _Extractor(funcdef, context, filename, helpers).run()
+        with cpp.recursion_limit(cpp.RECURSION_LIMIT):
+            return _Extractor(funcdef, context, filename, helpers).run()
     except PolyfuseError:
         raise
     except isl.Error as err:
