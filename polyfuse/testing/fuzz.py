@@ -249,8 +249,8 @@ def check_model(path: str, *, timeout: float = 120.0) -> Outcome:
     from polyfuse.watchdog import BudgetExceeded, call_with_budget
 
     out = tempfile.mkdtemp(prefix="polyfuse-fuzz-out-")
-    cmd = (f"{sys.executable} -m polyfuse.cli fuse {path} --out {out} --verify --no-timing "
-           f"--timeout {timeout:g}")
+    cmd = (f"{sys.executable} -m polyfuse.cli fuse {path} --out {path}.out --verify "
+           f"--no-timing --timeout {timeout:g}")
     start = time.monotonic()
     try:
         res = call_with_budget(_fuse_verify_job, (path, out), timeout=timeout, label=path)
@@ -272,7 +272,7 @@ def check_program(kernels: str, host: str, *, params: Optional[dict[str, int]] =
     args = [sys.executable, "-m", "polyfuse.cli", "fuse", kernels, "--host", host, "--out", out]
     args += [f"--param={k}={v}" for k, v in (params or {}).items()]
     args += ["--verify"] if verify else []
-    cmd = " ".join(args)
+    cmd = " ".join(args).replace(f"--out {out}", f"--out {kernels}.out")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(Path(__file__).resolve().parent.parent.parent)]
         + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
