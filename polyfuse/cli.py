@@ -194,7 +194,8 @@ def cmd_fuse(args: argparse.Namespace) -> int:
         from polyfuse.watchdog import call_with_budget
 
         row, ok, paths = call_with_budget(
-            _fuse_opencl_job, job_args, timeout=args.timeout, stage_timeout=args.stage_timeout,
+            _fuse_opencl_job, job_args, {"announce_loading": True}, timeout=args.timeout,
+            stage_timeout=args.stage_timeout,
             label=args.inputs[0], on_stage=None if args.quiet else (lambda m: _progress(args, m)))
     else:
         row, ok, paths = _fuse_opencl_job(
@@ -210,14 +211,15 @@ def cmd_fuse(args: argparse.Namespace) -> int:
 
 def _fuse_opencl_job(kernels: str, host: Optional[str], params: dict[str, int], out: str,
                      orchestration: str, verify: bool, tune: bool,
-                     progress: Optional[Callable[[str], None]] = None
-                     ) -> tuple[list[str], bool, dict[str, Path]]:
+                     progress: Optional[Callable[[str], None]] = None,
+                     announce_loading: bool = False) -> tuple[list[str], bool, dict[str, Path]]:
     """Load, fuse and write one OpenCL program: (summary row, verified ok, written paths).
-    Module level so that a time-budgeted worker process can run it."""
+    Module level so that a time-budgeted worker process can run it (and name its stages,
+    ``loading the program`` included)."""
     from polyfuse.frontend.host import load_opencl
     from polyfuse.pipeline import fuse_program, summary_row, write_outputs
 
-    if progress is not None:
+    if progress is not None and announce_loading:
         progress("loading the program")
     program = load_opencl(kernels, host=host, params=params)
     result = fuse_program(program, params=params, orchestration=orchestration, verify=verify,
