@@ -166,7 +166,9 @@ def _fuse_uncached(path: str, out_dir: Path, stem: str, stage: _Stages, *, verif
     unfused_ms = fused_ms = None
     if timing:
         from polyfuse.runtime import time_program
+        from polyfuse.runtime.budget import check_run_budget
 
+        check_run_budget(model.program, params, runs=2, what="timing")
         with stage("timing"):
             unfused_ms = time_program(model.program, repeat=repeat).kernel_time * 1e3
             fused_ms = time_program(result.fused.program, repeat=repeat).kernel_time * 1e3
@@ -201,15 +203,49 @@ def _bar(total: int, quiet: bool) -> Any:
                 desc="polyfuse")
 
 
+def _fuse_model_budgeted(path: str, out_root: str, timeout: Optional[float],
+                         stage_timeout: Optional[float], kwargs: dict) -> ModelSummary:
+    """:func:`fuse_model` in a worker process stopped when it overruns its time budget."""
+    from polyfuse.watchdog import call_with_budget
+
+    stem = Path(path).name.removesuffix(".onnx")
+    try:
+        return call_with_budget(fuse_model, (path, out_root), kwargs, timeout=timeout,
+                                stage_timeout=stage_timeout)
+    except PolyfuseError as err:
+        return ModelSummary(model=stem, error=str(err))
+
+
 def fuse_models(paths: Sequence[str], out_root: str, *, jobs: int = 1,
                 scheduler: Optional[str] = None, quiet: bool = False,
+                timeout: Optional[float] = None, stage_timeout: Optional[float] = None,
                 **kwargs: Any) -> list[ModelSummary]:
     """Fuse every model (here, in ``jobs`` processes, or on a Dask ``scheduler``); summaries in
-    the order of ``paths``."""
+    the order of ``paths``.
+
+    With ``timeout`` (seconds per model) or ``stage_timeout`` (seconds per stage) every model
+    runs in its own worker process, killed when it overruns; its row names the stage.
+    """
     n = len(paths)
     with _bar(n, quiet) as bar:
         if scheduler:
+            if timeout is not None or stage_timeout is not None:
+                raise PolyfuseError("--timeout/--stage-timeout are not supported with a Dask "
+                                    "scheduler (use the scheduler's own limits)")
             return _on_dask(paths, out_root, scheduler, jobs, bar, **kwargs)
+        if timeout is not None or stage_timeout is not None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            budgeted: list[Optional[ModelSummary]] = [None] * n
+            with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+                futures = {pool.submit(_fuse_model_budgeted, paths[k], out_root, timeout,
+                                       stage_timeout, kwargs): k for k in range(n)}
+                for fut in as_completed(futures):
+                    k = futures[fut]
+                    budgeted[k] = fut.result()
+                    bar.set_postfix_str(f"{budgeted[k].model}: done")
+                    bar.update(1)
+            return [s for s in budgeted if s is not None]
         if jobs <= 1 or n <= 1:
             out = []
             for p in paths:

@@ -12,7 +12,7 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Optional, Union
 
@@ -280,31 +280,50 @@ def cmd_fuse(args: argparse.Namespace) -> int:
         if len(onnx_models) != len(args.inputs) or args.host:
             raise _UsageError("fuse takes either ONNX models or one KERNELS.cl with --host")
         return _fuse_onnx_batch(args, onnx_models)
-    from polyfuse.pipeline import fuse_program, summary_row, write_outputs
+    if args.timeout is not None or args.stage_timeout is not None:
+        from polyfuse.watchdog import call_with_budget
 
+        row, ok, paths, first = call_with_budget(
+            _fuse_opencl_job, (args,), {"announce_loading": True}, timeout=args.timeout,
+            stage_timeout=args.stage_timeout, label=(args.inputs or args.host)[0],
+            on_stage=None if args.quiet else (lambda m: _progress(args, m)))
+    else:
+        row, ok, paths, first = _fuse_opencl_job(
+            args, progress=None if args.quiet else (lambda m: _progress(args, m)))
+    if "host_error" in paths:
+        _progress(args, f"note: {paths['host_error']}")
+    print(_table(["program", "launches before", "launches after", "max abs err", "verified"],
+                 [row]))
+    _progress(args, f"wrote {paths['plan']}, {paths['source']}, {paths['report']}"
+              + (f", {paths['host']}" if "host" in paths else ""))
+    if not ok:
+        raise PolyfuseError(f"{first}: the fused program does not match the original "
+                            f"(see {paths['report']})")
+    return 0
+
+
+def _fuse_opencl_job(args: argparse.Namespace, progress: Optional[Callable[[str], None]] = None,
+                     announce_loading: bool = False
+                     ) -> tuple[list[str], bool, dict[str, Path], str]:
+    """Load, fuse and write one OpenCL program: (summary row, verified ok, written paths, the
+    program's first file).  Module level so that a time-budgeted worker process can run it
+    (and name its stages, ``loading the program`` included)."""
+    from polyfuse.pipeline import fuse_program, size_buffers, summary_row, write_outputs
+
+    if progress is not None and announce_loading:
+        progress("loading the program")
     program = load_program_inputs(args, args.inputs)
     # float values are host values the front-end has substituted; sizes stay integers
     params = {k: v for k, v in _parse_params(args.param).items() if isinstance(v, int)}
     if args.verify:
-        from polyfuse.pipeline import size_buffers
-
         program = size_buffers(program, params)
     result = fuse_program(program, params=params, orchestration=args.orchestration,
-                          verify=args.verify, tune=args.tune,
-                          progress=None if args.quiet else (lambda m: _progress(args, m)))
+                          verify=args.verify, tune=args.tune, progress=progress)
     paths = write_outputs(result, args.out, host_include_dirs=tuple(args.include),
                           host_defines={n: (v if sep else None) for n, sep, v in
                                         (d.partition("=") for d in args.define)})
-    if "host_error" in paths:
-        _progress(args, f"note: {paths['host_error']}")
-    print(_table(["program", "launches before", "launches after", "max abs err", "verified"],
-                 [summary_row(Path(program.files[0]).parent.name or program.name, result)]))
-    _progress(args, f"wrote {paths['plan']}, {paths['source']}, {paths['report']}"
-              + (f", {paths['host']}" if "host" in paths else ""))
-    if not result.ok:
-        raise PolyfuseError(f"{program.files[0]}: the fused program does not match the original "
-                            f"(see {paths['report']})")
-    return 0
+    row = summary_row(Path(program.files[0]).parent.name or program.name, result)
+    return row, result.ok, paths, program.files[0]
 
 
 def _fuse_onnx_batch(args: argparse.Namespace, models: list[str]) -> int:
@@ -318,7 +337,8 @@ def _fuse_onnx_batch(args: argparse.Namespace, models: list[str]) -> int:
     summaries = fuse_models(present, args.out, jobs=max(1, args.jobs), verify=args.verify,
                             tune=args.tune, params=_parse_params(args.param),
                             timing=not args.no_timing, cache=not args.no_cache,
-                            scheduler=scheduler, quiet=args.quiet)
+                            scheduler=scheduler, quiet=args.quiet, timeout=args.timeout,
+                            stage_timeout=args.stage_timeout)
     print(_table(SUMMARY_HEADERS, [s.row() for s in summaries]
                  + [[Path(m).stem, "-", "-", "-", "-", "-", "-", "-", "FAILED: no such file"]
                     for m in missing]))
@@ -671,6 +691,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ONNX batches: one task per model on this Dask scheduler")
     p.add_argument("--dask", action="store_true",
                    help="ONNX batches: start a local Dask cluster of --jobs workers")
+    p.add_argument("--timeout", type=float, metavar="SECONDS",
+                   help="time budget per model (or program): stop it and name the stage")
+    p.add_argument("--stage-timeout", type=float, metavar="SECONDS",
+                   help="time budget per pipeline stage (loading, planning, verifying, ...)")
     p.add_argument("--orchestration", default="auto",
                    choices=["auto", "vertical", "horizontal", "hetero"],
                    help="how independent fragments are combined (default: auto; hetero: also "
@@ -779,8 +803,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     if args.device:
         os.environ["PYOPENCL_CTX"] = args.device
+    from polyfuse.frontend.cpp import RECURSION_LIMIT, recursion_limit
+
     try:
-        return args.func(args)
+        with recursion_limit(RECURSION_LIMIT):  # deeply nested (but accepted) source code
+            return args.func(args)
     except _UsageError as err:
         parser.error(str(err))
         return 2
@@ -802,6 +829,25 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except MemoryError:
+        if args.debug:
+            traceback.print_exc()
+        print("polyfuse: error: out of memory (the sizes are too large for this machine; fix "
+              "them with --param or use smaller inputs)", file=sys.stderr)
+        return 1
+    except RecursionError:
+        if args.debug:
+            traceback.print_exc()
+        print("polyfuse: error: the input nests too deeply for polyfuse's parser and analyses",
+              file=sys.stderr)
+        return 1
+    except Exception as err:  # a bug in polyfuse, not bad input: still one line, no traceback
+        if args.debug:
+            traceback.print_exc()
+        first = (str(err).strip().splitlines() or [""])[0]
+        print(f"polyfuse: internal error: {type(err).__name__}: {first} "
+              "(rerun with --debug for the traceback and report it)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -61,6 +61,11 @@ def _feeds(model: OnnxModel, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]
             if arr.size and (arr.max() > np.iinfo(np.int32).max
                              or arr.min() < np.iinfo(np.int32).min):
                 raise PolyfuseError(f"input '{t.name}' does not fit in int32", model.path)
+            size, where = model.index_bounds.get(t.name, (None, ""))
+            if size is not None and arr.size and (arr.max() >= size or arr.min() < -size):
+                bad = int(arr.max()) if arr.max() >= size else int(arr.min())
+                raise PolyfuseError(f"input '{t.name}': index {bad} is out of range for "
+                                    f"{where} (valid: {-size}..{size - 1})", model.path)
             arr = arr.astype(np.int32)
         elif t.dtype == np.bool_:
             arr = arr.astype(np.uint8)
@@ -81,8 +86,10 @@ def _outputs(model: OnnxModel, buffers: Mapping[str, np.ndarray]) -> dict[str, n
 
 def _run(model: OnnxModel, program: Program, inputs: Mapping[str, Any], device: Any,
          seed: int = 0) -> dict[str, np.ndarray]:
+    from polyfuse.runtime.budget import check_run_budget
     from polyfuse.runtime.execute import run_program
 
+    check_run_budget(program, runs=2, what=f"running {os.path.basename(model.path)}")
     res = run_program(program, inputs=_feeds(model, inputs), device=device, seed=seed)
     return _outputs(model, res.buffers)
 
@@ -142,8 +149,8 @@ def onnxruntime_reference(path: PathLike, inputs: Mapping[str, Any]) -> dict[str
 
 
 def random_inputs(model: OnnxModel, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded inputs: floats uniform in [-1, 1), indices in range of the smallest dimension,
-    booleans at random."""
+    """Seeded inputs: floats uniform in [-1, 1), Gather indices anywhere in their range
+    (negative ones too), other integers 0 or 1, booleans at random."""
     rng = np.random.default_rng(seed)
     out: dict[str, np.ndarray] = {}
     for t in model.inputs:
@@ -151,6 +158,9 @@ def random_inputs(model: OnnxModel, seed: int = 0) -> dict[str, np.ndarray]:
             out[t.name] = (rng.random(t.shape) * 2 - 1).astype(t.dtype)
         elif t.dtype == np.bool_:
             out[t.name] = rng.random(t.shape) < 0.5
+        elif t.name in model.index_bounds:  # Gather indices: anywhere in range, negative too
+            size = model.index_bounds[t.name][0]
+            out[t.name] = rng.integers(-size, size, size=t.shape).astype(t.dtype)
         else:
             out[t.name] = rng.integers(0, 2, size=t.shape).astype(t.dtype)
     return out
@@ -185,6 +195,8 @@ def fuse_onnx(path: PathLike, *, verify: bool = False, params: Optional[Mapping[
         return result
     from polyfuse.runtime import verify_programs
 
+    if progress is not None:
+        progress("verifying against onnxruntime and the unfused program")
     inputs = random_inputs(model, seed)
     fused_out = _run(model, result.fused.program, inputs, device, seed)
     checks = []

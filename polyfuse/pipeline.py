@@ -108,7 +108,22 @@ def fuse_program(program: Program, *, params: Optional[dict[str, int]] = None,
     With ``tune`` (or ``coarsen=True``) the fused kernels are then coarsened, factors chosen by
     timing (:func:`polyfuse.runtime.coarsen_tune.tune_coarsening`): fuse first, then coarsen.
     """
+    from polyfuse.frontend.cpp import RECURSION_LIMIT, recursion_limit
+
+    with recursion_limit(RECURSION_LIMIT):  # kernels' syntax trees are copied and walked
+        return _fuse_program(program, params=params, orchestration=orchestration,
+                             verify=verify, tune=tune, device=device, build=build,
+                             progress=progress, coarsen=coarsen)
+
+
+def _fuse_program(program: Program, *, params: Optional[dict[str, int]], orchestration: str,
+                  verify: bool, tune: bool, device: Any, build: bool, progress: Progress,
+                  coarsen: Optional[bool]) -> FuseResult:
     say = progress or (lambda _msg: None)
+    if verify:
+        from polyfuse.runtime.budget import check_run_budget
+
+        check_run_budget(program, params, runs=2, what="verification")  # refuse before planning
     say("building the UAR")
     uar = build_uar(program)
     tuning = None

@@ -88,10 +88,7 @@ def parallelize_file(
 ) -> ParallelizeResult:
     """Parallelize the SCoPs of a C file; write host C, kernels and report under ``out_dir``."""
     path = Path(path)
-    try:
-        source = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise PolyfuseError(f"cannot read: {err.strerror}", str(path)) from None
+    source = cpp.read_source(str(path))
     res = parallelize_source(source, str(path), include_dirs=include_dirs, defines=defines,
                              function=function)
     if out_dir is not None:

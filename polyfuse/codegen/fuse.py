@@ -611,6 +611,17 @@ def _uniform_part(dom: isl.Set, box: isl.Set, n_h: int, wd: int) -> tuple[isl.Se
     return lifted, lifted.is_subset(d)
 
 
+def _bound(kb: _KernelBuilder, dom: isl.Set, pos: int, which: str, what: str) -> isl.PwAff:
+    """``dim_min``/``dim_max`` of one dimension; an unbounded one (a size polyfuse cannot bound,
+    such as one read from a device query) is a :class:`CodegenError`, not an isl exception."""
+    try:
+        return dom.dim_max(pos) if which == "max" else dom.dim_min(pos)
+    except isl.Error as err:
+        raise CodegenError(f"{kb.where}: the fused NDRange has no {which}imum {what} ({err}); a "
+                           "launch size polyfuse cannot bound (e.g. read from a device query) "
+                           "must be fixed with --param NAME=VALUE") from None
+
+
 def _fused_box(kb: _KernelBuilder, doms: list[isl.Set], inst: Any
                ) -> tuple[isl.Set, list[int], list[Any]]:
     """The fused NDRange: local size, group counts (host expressions) and the box set."""
@@ -624,7 +635,7 @@ def _fused_box(kb: _KernelBuilder, doms: list[isl.Set], inst: Any
     else:
         ls = []
         for d in range(wd):
-            mx = union.dim_max(n_h + wd + d)
+            mx = _bound(kb, union, n_h + wd + d, "max", f"local id {d}")
             try:
                 ls.append(int(exprs.pw_aff_to_sympy(mx, ctx)) + 1)
             except (ValueError, TypeError):
@@ -635,8 +646,8 @@ def _fused_box(kb: _KernelBuilder, doms: list[isl.Set], inst: Any
                            f"space has {wd}")
     ngroups: list[Any] = []
     for d in range(wd):
-        mn = union.dim_min(n_h + d)
-        mx = union.dim_max(n_h + d)
+        mn = _bound(kb, union, n_h + d, "min", f"group id {d}")
+        mx = _bound(kb, union, n_h + d, "max", f"group id {d}")
         try:
             lo = exprs.pw_aff_to_sympy(mn, ctx)
             hi = exprs.pw_aff_to_sympy(mx, ctx)

@@ -21,9 +21,11 @@ back; :class:`OpenCLGenerator` prints them as OpenCL qualifiers again.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Optional
@@ -65,6 +67,21 @@ _C_KEYWORDS = {
 }
 
 
+def read_source(path: str) -> str:
+    """The text of a source file, whatever its encoding: UTF-8 (with or without a BOM), else
+    Latin-1, which maps every byte to one character, so a stray byte in a comment never stops
+    polyfuse.  An unreadable file is a :class:`PolyfuseError` naming it."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as err:
+        raise PolyfuseError(f"cannot read: {err.strerror}", str(path)) from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
+
+
 def preprocess(
     source: str,
     filename: str,
@@ -97,7 +114,8 @@ def preprocess(
     if not text.endswith("\n"):
         text += "\n"
     try:
-        proc = subprocess.run(cmd, input=text, capture_output=True, text=True, check=False)
+        proc = subprocess.run(cmd, input=text, capture_output=True, check=False,
+                              encoding="utf-8", errors="replace")
     except OSError as err:
         raise PolyfuseError(f"cannot run the C preprocessor: {err}", filename) from None
     if proc.returncode != 0:
@@ -300,15 +318,88 @@ def parse(
     """
     text = preprocess(source, filename, include_dirs=include_dirs, defines=defines, opencl=opencl)
     if opencl:
+        check_brackets(text, filename)
         text = rewrite_opencl(text)
     return parse_preprocessed(text, filename)
+
+
+#: Deepest nesting of the syntax tree polyfuse accepts.  pycparser and polyfuse's own analyses
+#: walk the tree recursively, and kernels are printed back fully parenthesized, so a tree much
+#: deeper would exceed the OpenCL compiler's bracket limit (:data:`MAX_BRACKETS`) once
+#: regenerated; deeper input (machine-generated expressions) is refused with its place.
+MAX_NESTING = 200
+#: Python recursion limit while trees up to :data:`MAX_NESTING` deep are parsed, copied and
+#: walked (pycparser's descent and ``copy.deepcopy`` take up to ~10 frames per level); Python
+#: 3.11+ runs Python-to-Python calls without growing the C stack, so this is safe
+RECURSION_LIMIT = 20 * MAX_NESTING + 2000
+
+
+@contextlib.contextmanager
+def recursion_limit(limit: int) -> Iterator[None]:
+    """Raise (never lower) the interpreter's recursion limit for the duration of a block."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, limit))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
+
+
+#: Brackets ``( [ {`` the OpenCL compilers accept nested (clang's limit)
+MAX_BRACKETS = 256
+_BRACKET_OR_MARKER = re.compile(
+    r'^#\s*(\d+)\s+"([^"]*)"[^\n]*$|[()\[\]{}\n]|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'',
+    re.M)
+
+
+def check_brackets(text: str, filename: str, limit: int = MAX_BRACKETS) -> None:
+    """Refuse preprocessed text with brackets nested deeper than the OpenCL compiler accepts,
+    at the user's file and line (the line markers are followed)."""
+    depth, file, line = 0, filename, 1
+    for m in _BRACKET_OR_MARKER.finditer(text):
+        tok = m.group()
+        if m.group(1):
+            file, line = m.group(2), int(m.group(1)) - 1
+        elif tok == "\n":
+            line += 1
+        elif tok in "([{":
+            depth += 1
+            if depth > limit:
+                raise PolyfuseError(f"brackets nest more than {limit} levels deep (the OpenCL "
+                                    "compiler's limit)", file, line)
+        elif tok in ")]}":
+            depth = max(0, depth - 1)
+
+
+def check_nesting(ast: c_ast.Node, filename: str, limit: int = MAX_NESTING) -> None:
+    """Refuse a tree nested deeper than ``limit`` (iteratively, naming the deepest place)."""
+    stack: list[tuple[Any, int, Any]] = [(ast, 0, None)]
+    while stack:
+        node, depth, coord = stack.pop()
+        coord = getattr(node, "coord", None) or coord
+        if depth > limit:
+            file = getattr(coord, "file", None) or filename
+            line = getattr(coord, "line", None)
+            raise PolyfuseError(f"expressions or statements nest more than {limit} levels "
+                                "deep; polyfuse does not analyse code nested this deeply",
+                                file, line)
+        stack.extend((c, depth + 1, coord) for _, c in node.children())
 
 
 def parse_preprocessed(text: str, filename: str) -> c_ast.FileAST:
     """Parse already preprocessed (and rewritten) text; errors as :class:`PolyfuseError`."""
     parser = c_parser.CParser(dialect="c23")
     try:
-        return parser.parse(text, filename)
+        with recursion_limit(RECURSION_LIMIT):
+            ast = parser.parse(text, filename)
+        check_nesting(ast, filename)
+        return ast
+    except RecursionError:
+        file = getattr(parser.clex, "filename", None) or filename
+        line = getattr(parser.clex, "_lineno", None)
+        raise PolyfuseError(f"expressions or statements nest more than {MAX_NESTING} levels "
+                            "deep; polyfuse does not analyse code nested this deeply",
+                            file, line) from None
     except c_parser.ParseError as err:
         m = _PARSE_ERROR.match(str(err))
         if not m:
@@ -377,11 +468,49 @@ def reqd_work_group_size(funcdef: c_ast.Node) -> Optional[tuple[int, ...]]:
     decl = funcdef.decl if isinstance(funcdef, c_ast.FuncDef) else funcdef
     for a in _type_attrs(decl):
         if a.name == "reqd_work_group_size" and a.arguments:
+            coord = getattr(decl, "coord", None)
             try:
-                return tuple(int(x, 0) for x in str(a.arguments).replace(" ", "").split(","))
-            except ValueError:
-                return None
+                return tuple(_const_int_expr(x) for x in str(a.arguments).split(","))
+            except (ValueError, ZeroDivisionError) as err:
+                raise PolyfuseError(f"kernel {decl.name}: reqd_work_group_size({a.arguments}): "
+                                    f"{err}", getattr(coord, "file", None),
+                                    getattr(coord, "line", None)) from None
     return None
+
+
+def _const_int_expr(text: str) -> int:
+    """Value of an integer constant expression made of literals, ``+ - * / % << >>`` and
+    parentheses (C semantics: division truncates toward zero)."""
+    import ast as pyast
+
+    text = re.sub(r"(?<=\d)[uUlL]+\b", "", text.strip())
+
+    def ev(node: pyast.AST) -> int:
+        if isinstance(node, pyast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, pyast.UnaryOp) and isinstance(node.op, (pyast.USub, pyast.UAdd)):
+            v = ev(node.operand)
+            return -v if isinstance(node.op, pyast.USub) else v
+        if isinstance(node, pyast.BinOp):
+            a, b = ev(node.left), ev(node.right)
+            if isinstance(node.op, (pyast.Div, pyast.FloorDiv, pyast.Mod)):
+                if b == 0:
+                    raise ZeroDivisionError("division by zero")
+                q = abs(a) // abs(b) * (1 if (a >= 0) == (b > 0) else -1)
+                return q if not isinstance(node.op, pyast.Mod) else a - b * q
+            ops = {pyast.Add: a + b, pyast.Sub: a - b, pyast.Mult: a * b,
+                   pyast.LShift: a << b if b >= 0 else None,
+                   pyast.RShift: a >> b if b >= 0 else None}
+            v = ops.get(type(node.op))
+            if v is not None:
+                return v
+        raise ValueError(f"'{text}' is not an integer constant expression")
+
+    try:
+        tree = pyast.parse(text.replace("/", "//"), mode="eval")
+    except SyntaxError:
+        raise ValueError(f"'{text}' is not an integer constant expression") from None
+    return ev(tree.body)
 
 
 def is_polyfuse_header(node: c_ast.Node) -> bool:

@@ -65,6 +65,7 @@ import islpy as isl
 import sympy
 from pycparser import c_ast
 
+from polyfuse.frontend import cpp
 from polyfuse.program import (
     ArgBinding,
     Buffer,
@@ -539,11 +540,7 @@ def read_source(
         and (os.path.exists(source_or_path) or re.search(r"\.(c|h|cl|cpp)$", source_or_path))
     ):
         path = Path(source_or_path)
-        try:
-            text = path.read_bytes().decode("utf-8", errors="replace")
-        except OSError as err:
-            raise PolyfuseError(f"cannot read {path}: {err.strerror or err}", str(path)) from None
-        return text, filename or str(path)
+        return cpp.read_source(str(path)), filename or str(path)
     return str(source_or_path), filename or default
 
 
@@ -2291,7 +2288,7 @@ class _Interpreter:
         for kind, value in info.pieces:
             if kind == "file":
                 text.append(f'#line 1 "{value}"\n')
-                text.append(_read_text(value))
+                text.append(cpp.read_source(value))
             else:
                 where = info.loc.file if info.loc else self.filename
                 text.append(f'#line {info.loc.line if info.loc else 1} "{where}"\n')
@@ -2999,13 +2996,6 @@ def _renamed_kernel(k: Kernel, name: str) -> Kernel:
     if helpers is not None:
         opencl._HELPERS[ast] = helpers
     return dataclasses.replace(k, name=name, ast=ast, source=cpp.generate(ast))
-
-
-def _read_text(path: str) -> str:
-    try:
-        return Path(path).read_bytes().decode("utf-8", errors="replace")
-    except OSError as err:
-        raise PolyfuseError(f"cannot read kernel file: {err.strerror or err}", path) from None
 
 
 _KERNEL_RE = re.compile(r"\b(__kernel|kernel)\s+(__attribute__|void)\b")

@@ -99,6 +99,9 @@ class OnnxModel:
     nodes: Mapping[str, str] = field(default_factory=dict)
     #: number of nodes in the graph
     op_count: int = 0
+    #: graph input -> (axis size, node) of the Gather that reads it as indices: values outside
+    #: ``[-size, size-1]`` are rejected when the model runs, as onnxruntime does
+    index_bounds: Mapping[str, tuple[int, str]] = field(default_factory=dict)
 
 
 def _import_onnx() -> Any:
@@ -110,10 +113,13 @@ def _import_onnx() -> Any:
     return onnx
 
 
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return lines[0] if lines else type(err).__name__
+def _first_line(err: BaseException, limit: int = 400) -> str:
+    """The message of ``err`` on one line (lines joined: the checker puts node names on the
+    second line), cut at ``limit`` characters."""
+    text = " ".join(ln.strip() for ln in str(err).splitlines() if ln.strip())
+    if not text:
+        return type(err).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _identifier(text: str, fallback: str) -> str:
@@ -493,6 +499,7 @@ class _Translator:
         self.nodes: dict[str, str] = {}
         #: sequence name -> its tensors as (source tensor, axis, start, end, keep the axis)
         self.sequences: dict[str, list[tuple[str, int, int, int, bool]]] = {}
+        self.index_bounds: dict[str, tuple[int, str]] = {}
         self._collect_value_info()
 
     def error(self, message: str, cls: type = PolyfuseError) -> PolyfuseError:
@@ -871,6 +878,8 @@ class _Translator:
                 raise self.error(f"{where}: output '{tensor}' is {dt}; only float32 tensors are "
                                  "computed on the device", UnsupportedError)
             out_shapes.append(self.shape(tensor, where))
+        if op == "Gather" and len(node.input) > 1:
+            self.check_gather_indices(node, attrs, where)
         # the node index keeps names off OpenCL built-ins ("select", "exp") and oplib macros
         kname = self.new_name(f"{_identifier(node.name or op, op)}_{index}", f"{op}_{index}")
         try:
@@ -908,23 +917,47 @@ class _Translator:
         self.ops.append(("launch", opk, args))
         self.nodes[label] = f"launch {kname}"
 
+    def check_gather_indices(self, node: Any, attrs: dict[str, Any], where: str) -> None:
+        """Constant Gather indices must lie in ``[-size, size-1]`` (onnxruntime rejects the
+        model otherwise; the kernel would only clamp them)."""
+        data = self.shape(node.input[0], where)
+        if not data:
+            return
+        axis = int(attrs.get("axis", 0))
+        axis = axis + len(data) if axis < 0 else axis
+        if not 0 <= axis < len(data):
+            return  # the operator kernel reports the bad axis
+        size = data[axis]
+        if node.input[1] not in self.consts:
+            old = self.index_bounds.get(node.input[1])
+            if old is None or size < old[0]:
+                self.index_bounds[node.input[1]] = (size, where)
+            return
+        idx = np.asarray(self.consts[node.input[1]]).astype(np.int64).ravel()
+        bad = idx[(idx < -size) | (idx >= size)]
+        if bad.size:
+            raise self.error(f"{where}: index {int(bad[0])} in '{node.input[1]}' is out of range "
+                             f"for axis {axis} of size {size} (valid: {-size}..{size - 1})")
+
     # -- result ----------------------------------------------------------------------------
     def program(self, name: str) -> Program:
         from polyfuse.builder import ProgramBuilder
-        from polyfuse.frontend.opencl import parse_kernels
+        from polyfuse.frontend.opencl import parse_kernel_batch
         from polyfuse.program import KernelContext
 
-        kernels = {}
+        items = []
         for kname, opk in self.kernels.items():
             ls = tuple(opk.local_size or ())
             ctx = KernelContext(local_size=tuple(ls) + (None,) * (3 - len(ls)),
                                 global_size=tuple(opk.global_size)
                                 + (None,) * (3 - len(opk.global_size)))
-            try:
-                parsed = parse_kernels(opk.source, f"<{name}:{kname}>", context=ctx)
-            except PolyfuseError as err:
-                raise self.error(f"kernel '{kname}': {err.message}") from None
-            kernels[kname] = parsed[kname]
+            items.append((opk.source, f"<{name}:{kname}>", ctx))
+        try:
+            # one preprocessor run and one parse for all operator kernels (not one per node)
+            parsed = parse_kernel_batch(items)
+        except PolyfuseError as err:
+            raise self.error(f"{err.file or ''}: {err.message}") from None
+        kernels = {k.name: k for k in parsed}
         b = ProgramBuilder(kernels, name=name, files=(self.path,))
         for buf, (nbytes, ctype) in self.buffers.items():
             b.buffer(buf, nbytes, dtype=ctype)
@@ -965,7 +998,9 @@ def load_onnx_model(path: Union[str, os.PathLike], *, params: Optional[Mapping[s
     name = _identifier(Path(path).stem, "model")
     program = tr.program(name)
     return OnnxModel(path=path, program=program, inputs=tuple(inputs), outputs=tuple(outputs),
-                     nodes=dict(tr.nodes), op_count=len(model.graph.node))
+                     nodes=dict(tr.nodes), op_count=len(model.graph.node),
+                     index_bounds={t.name: tr.index_bounds[t.name] for t in inputs
+                                   if t.name in tr.index_bounds})
 
 
 def load_onnx(path: Union[str, os.PathLike], *, params: Optional[Mapping[str, int]] = None,

@@ -38,7 +38,7 @@ import copy
 import os
 import re
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
@@ -493,6 +493,12 @@ class _Extractor:
                               f"modelled with unit work-groups (l{d} = 0, g{d} = global id)")
             else:
                 self.L[d] = LOCAL_SIZE_PARAMS[d]
+            if isinstance(self.L[d], int) and self.L[d] <= 0:
+                raise self.error(f"local work size {self.L[d]} in dimension {d}: a work-group "
+                                 "needs at least one work-item", self.fd.decl)
+            if isinstance(self.G[d], int) and self.G[d] <= 0:
+                raise self.error(f"global work size {self.G[d]} in dimension {d}: a launch "
+                                 "needs at least one work-item", self.fd.decl)
             if isinstance(self.G[d], str):
                 geo_params.append(self.G[d])
             if isinstance(self.L[d], str):
@@ -661,6 +667,8 @@ class _Extractor:
                 return b.scale_val(isl.Val(ca)) if ca else self._const(st, 0)
             raise _NonAffine(f"{cpp.generate(node)} is a non-constant product")
         if op in ("/", "%"):
+            if _const_int(node.right) == 0:
+                raise self.error(f"integer division by zero in {cpp.generate(node)}", node)
             if cb is None or cb == 0:
                 raise _NonAffine(f"{cpp.generate(node)} divides by a non-constant")
             q = self._const(st, abs(cb))
@@ -1854,7 +1862,8 @@ def extract_kernel(funcdef: c_ast.FuncDef, *, context: KernelContext = _NO_CONTE
     if helpers is None:
         helpers = _HELPERS.get(funcdef, {})
     try:
-        return _Extractor(funcdef, context, filename, helpers).run()
+        with cpp.recursion_limit(cpp.RECURSION_LIMIT):
+            return _Extractor(funcdef, context, filename, helpers).run()
     except PolyfuseError:
         raise
     except isl.Error as err:
@@ -1865,7 +1874,8 @@ def extract_kernel(funcdef: c_ast.FuncDef, *, context: KernelContext = _NO_CONTE
     except RecursionError:
         raise UnsupportedError(f"kernel {funcdef.decl.name}: expressions nested too deeply",
                                filename) from None
-    except (AttributeError, TypeError, KeyError, IndexError, ValueError, AssertionError) as err:
+    except (AttributeError, TypeError, KeyError, IndexError, ValueError, AssertionError,
+            ArithmeticError) as err:
         # a construct the walker does not expect: refuse with the kernel's place, not a traceback
         loc = _coord_loc(funcdef.decl, filename)
         raise UnsupportedError(f"kernel {funcdef.decl.name}: construct not supported by the "
@@ -1907,11 +1917,7 @@ def parse_kernels(
     if filename is None:
         if "\n" not in source_or_path and (source_or_path.endswith((".cl", ".h", ".c"))
                                            or os.path.isfile(source_or_path)):
-            try:
-                with open(source_or_path, encoding="utf-8") as fh:
-                    source = fh.read()
-            except OSError as err:
-                raise PolyfuseError(f"cannot read: {err.strerror}", source_or_path) from None
+            source = cpp.read_source(source_or_path)
             filename = source_or_path
         else:
             filename = "<input>"
@@ -1919,6 +1925,9 @@ def parse_kernels(
     resolve_typedefs(ast)
     funcs = [e for e in ast.ext if isinstance(e, c_ast.FuncDef)]
     helpers = {f.decl.name: f for f in funcs}
+    file_names = _file_scope_names(ast)
+    for f in funcs:
+        _check_declared(f, file_names, filename)
     kernels: dict[str, Kernel] = {}
     for f in funcs:
         _HELPERS[f] = helpers
@@ -1941,6 +1950,113 @@ def _check_element_types(kernel: Kernel, filename: str) -> None:
                 f"kernel {kernel.name}: unknown element type {a.dtype!r} of '{a.array}' "
                 "(not an OpenCL scalar or vector type, nor a struct declared in the kernel "
                 "source)", loc.file if loc else filename, loc.line if loc else None)
+
+
+def parse_kernel_batch(items: Sequence[tuple[str, str, KernelContext]]) -> list[Kernel]:
+    """Kernels of many self-contained sources (``(source, filename, context)``, one kernel
+    each, e.g. the operator kernels of an ONNX model) with one preprocessor run and one parse.
+
+    Sources that differ only in the kernel's name (a chain of ``Relu`` nodes of one shape) are
+    parsed and modelled once and the record is renamed.  Each source keeps its own file name in
+    line markers, so errors still name it.  A source must not leave macros defined for the next
+    one (oplib's ``render`` undefines its own).
+    """
+    names = [_kernel_name(src, fn) for src, fn, _ in items]
+    keys = [(re.sub(rf"\b{re.escape(name)}\b", "@KERNEL@", src), ctx)
+            for (src, _, ctx), name in zip(items, names)]
+    first: dict[tuple, int] = {}
+    for i, key in enumerate(keys):
+        first.setdefault(key, i)
+    unique = sorted(set(first.values()))
+    if not unique:
+        return []
+    text = "".join(f'# 1 "{items[i][1]}"\n{items[i][0]}'
+                   + ("" if items[i][0].endswith("\n") else "\n") for i in unique)
+    ast = cpp.parse(text, items[unique[0]][1], opencl=True)
+    file_names = _file_scope_names(ast)
+    by_file: dict[str, list[c_ast.FuncDef]] = {}
+    for e in ast.ext:
+        if isinstance(e, c_ast.FuncDef):
+            loc = _coord_loc(e.decl, items[unique[0]][1])
+            by_file.setdefault(loc.file if loc else items[unique[0]][1], []).append(e)
+    models: dict[int, Kernel] = {}
+    for i in unique:
+        _, fn, ctx = items[i]
+        funcs = by_file.get(fn, [])
+        kernels = [f for f in funcs if cpp.is_kernel(f)]
+        if len(kernels) != 1:
+            raise PolyfuseError(f"expected one __kernel, found {len(kernels)}", fn)
+        helpers = {f.decl.name: f for f in funcs}
+        for f in funcs:
+            _check_declared(f, file_names, fn)
+            _HELPERS[f] = helpers
+        models[i] = extract_kernel(kernels[0], context=ctx, filename=fn, helpers=helpers)
+    out = []
+    for i, key in enumerate(keys):
+        model = models[first[key]]
+        out.append(model if i == first[key] else _renamed(model, names[i], items[i][1]))
+    return out
+
+
+def _kernel_name(source: str, filename: str) -> str:
+    m = re.search(r"__kernel\s+void\s+([A-Za-z_]\w*)", source)
+    if not m:
+        raise PolyfuseError("expected one __kernel", filename)
+    return m.group(1)
+
+
+def _renamed(kernel: Kernel, name: str, filename: str) -> Kernel:
+    """The same kernel model under another name (the syntax tree's body is shared: every pass
+    copies before it changes a tree)."""
+    decl = copy.copy(kernel.ast.decl)  # copies along the path to the names, nothing else
+    decl.name = name
+    node = decl
+    while not isinstance(node, c_ast.TypeDecl) and getattr(node, "type", None) is not None:
+        node.type = copy.copy(node.type)
+        node = node.type
+    if isinstance(node, c_ast.TypeDecl):
+        node.declname = name
+    fd = c_ast.FuncDef(decl, kernel.ast.param_decls, kernel.ast.body, kernel.ast.coord)
+    _HELPERS[fd] = {name: fd}
+    loc = replace(kernel.loc, file=filename) if kernel.loc else None
+    source = re.sub(rf"\b{re.escape(kernel.name)}\b", name, kernel.source)
+    return replace(kernel, name=name, ast=fd, loc=loc, source=source)
+
+
+def _file_scope_names(ast: c_ast.FileAST) -> set[str]:
+    """Names declared at file scope: variables, functions, typedefs and enumerators."""
+    names: set[str] = set()
+    for node in ast.ext:
+        if isinstance(node, c_ast.FuncDef):
+            names.add(node.decl.name)
+        elif getattr(node, "name", None):
+            names.add(node.name)
+        names.update(n.name for n in _walk(node) if isinstance(n, c_ast.Enumerator))
+    return names
+
+
+def _check_declared(fd: c_ast.FuncDef, file_names: set[str], filename: str) -> None:
+    """Every identifier a function uses as a value must be declared (a parameter, a local, a
+    file-scope name); functions called by name may be OpenCL built-ins.  The OpenCL compiler
+    rejects such a kernel, so polyfuse refuses it here, at its own line, rather than when the
+    fused kernel fails to build."""
+    declared = set(file_names)
+    callees: set[int] = set()
+    fields: set[int] = set()
+    for n in _walk(fd):
+        if isinstance(n, (c_ast.Decl, c_ast.Enumerator)) and n.name:
+            declared.add(n.name)
+        elif isinstance(n, c_ast.FuncCall) and isinstance(n.name, c_ast.ID):
+            callees.add(id(n.name))
+        elif isinstance(n, c_ast.StructRef):
+            fields.add(id(n.field))
+        elif isinstance(n, c_ast.NamedInitializer):
+            fields.update(id(x) for x in n.name)
+    for n in _walk(fd.body):
+        if isinstance(n, c_ast.ID) and id(n) not in callees and id(n) not in fields \
+                and n.name not in declared:
+            raise PolyfuseError(f"function {fd.decl.name}: use of undeclared identifier "
+                                f"'{n.name}'", *_file_line(n, filename))
 
 
 def _file_line(node: Any, filename: str) -> tuple[str, Optional[int]]:

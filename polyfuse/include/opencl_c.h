@@ -13,6 +13,10 @@
 #define CL_VERSION_1_0 100
 #define CL_VERSION_1_1 110
 #define CL_VERSION_1_2 120
+#define CL_VERSION_2_0 200
+#define CL_VERSION_2_1 210
+#define CL_VERSION_2_2 220
+#define CL_VERSION_3_0 300
 #define __ENDIAN_LITTLE__ 1
 #define __IMAGE_SUPPORT__ 0
 #define cl_khr_fp64 1

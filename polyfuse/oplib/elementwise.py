@@ -28,7 +28,7 @@ UNARY: dict[str, str] = {
     "Erf": "erf(v)",
     "Tanh": "tanh(v)",
     "Sigmoid": "1.0f / (1.0f + exp(-v))",
-    "Relu": "fmax(v, 0.0f)",
+    "Relu": "v < 0.0f ? 0.0f : v",  # NaN stays NaN (fmax would drop it), as in onnxruntime
     "Neg": "-v",
     "Abs": "fabs(v)",
 }
@@ -47,10 +47,11 @@ BINARY: dict[str, Callable[[str, str], str]] = {
     "Pow": lambda a, b: f"pow({a}, {b})",
 }
 
-#: Variadic operators (folded left to right).
+#: Variadic operators (folded left to right through named temporaries).  NaN propagates as in
+#: onnxruntime (``x != x`` is the NaN test); ``fmax``/``fmin`` would return the other operand.
 VARIADIC: dict[str, Callable[[str, str], str]] = {
-    "Max": lambda a, b: f"fmax({a}, {b})",
-    "Min": lambda a, b: f"fmin({a}, {b})",
+    "Max": lambda a, b: f"({a} > {b} || {a} != {a}) ? {a} : {b}",
+    "Min": lambda a, b: f"({a} < {b} || {a} != {a}) ? {a} : {b}",
 }
 
 
@@ -90,11 +91,15 @@ def binary(node: Node) -> OpKernel:
         f"const float v{i} = {n}[{index_expr('gid', out, broadcast_strides(node, s, out))}];"
         for i, (n, s) in enumerate(zip(names, shapes))
     ]
-    op = BINARY.get(node.op_type) or VARIADIC[node.op_type]
-    expr = "v0"
-    for i in range(1, n_in):
-        expr = op(expr, f"v{i}")
-    stmts = "\n".join(loads) + f"\ny[gid] = {expr};"
+    if node.op_type in BINARY:
+        stmts = "\n".join(loads) + f"\ny[gid] = {BINARY[node.op_type]('v0', 'v1')};"
+    else:
+        fold = VARIADIC[node.op_type]
+        acc = "v0"
+        for i in range(1, n_in):
+            loads.append(f"const float r{i} = {fold(acc, f'v{i}')};")
+            acc = f"r{i}"
+        stmts = "\n".join(loads) + f"\ny[gid] = {acc};"
     params = [Param(n, s) for n, s in zip(names, shapes)] + [Param("y", out, const=False)]
     comment = f"{node.op_type} {' , '.join(shape_str(s) for s in shapes)} -> {shape_str(out)}"
     return elementwise_kernel(node, prod(out), params, {}, stmts, names, ["y"], comment)

@@ -121,9 +121,7 @@ def _file_scope_decls(path: str) -> list[c_ast.Node]:
     if hit is not None:
         return hit
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-        ast = cpp.parse(text, path, opencl=True)
+        ast = cpp.parse(cpp.read_source(path), path, opencl=True)
     except (OSError, PolyfuseError):
         ast = None
     decls = [] if ast is None else [

@@ -18,6 +18,7 @@ import numpy as np
 import pyopencl as cl
 
 from polyfuse.program import PolyfuseError, Program
+from polyfuse.runtime.budget import check_run_budget
 from polyfuse.runtime.device import DeviceSpec, get_context
 from polyfuse.runtime.execute import RunResult, run_program
 
@@ -191,6 +192,8 @@ def verify_programs(
     buffer it shares by name (and the same seed for the others), so a fused program that drops
     or adds intermediates still sees the same inputs.
     """
+    check_run_budget(reference_program, params, runs=2, what="verification")
+    check_run_budget(candidate_program, params, runs=2, what="verification")
     if queue is None:
         ctx, queue = (ctx, None) if ctx is not None else get_context(device)
     ref = run_program(reference_program, params=params, seed=seed, ctx=ctx, queue=queue)

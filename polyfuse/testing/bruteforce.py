@@ -38,6 +38,7 @@ from typing import Any, Optional, Union
 import numpy as np
 from pycparser import c_ast
 
+from polyfuse.frontend.cpp import read_source
 from polyfuse.program import (
     HostOp,
     Kernel,
@@ -216,9 +217,8 @@ class _Kernels:
         if ck is None:
             if src is None and kernel is not None and kernel.loc is not None:
                 try:
-                    with open(kernel.loc.file, encoding="utf-8") as fh:
-                        src = fh.read()
-                except OSError:
+                    src = read_source(kernel.loc.file)
+                except PolyfuseError:
                     src = None
             if src is None and kernel is not None and kernel.source:
                 src = kernel.source

@@ -453,6 +453,13 @@ class _Builder:
 
         launch_local = [const(launch.local_size[d]) if launch.local_size and d < wd else None
                         for d in range(3)]
+        for what, sizes in (("local", launch_local),
+                            ("global", [const(g) for g in launch.global_size[:wd]])):
+            for d, v in enumerate(sizes):
+                if v is not None and v <= 0:
+                    raise PolyfuseError(f"launch {launch.id} of {launch.kernel}: {what} work "
+                                        f"size {v} in dimension {d} (at least 1 is needed)",
+                                        *_where(launch))
         values = []
         for arg in launch.args:
             if arg.kind == "scalar" and _is_int(arg.value):

@@ -1,0 +1,107 @@
+"""Time budgets: run one pipeline job in a worker process that is stopped when it overruns.
+
+An isl computation cannot be interrupted from Python (it holds the interpreter inside C), so a
+budget is enforced from outside: the job runs in a *spawned* process (no OpenCL context is ever
+shared across a fork) and reports each stage it enters; the parent kills it when the whole job
+exceeds ``timeout`` seconds or one stage exceeds ``stage_timeout``, and raises
+:class:`BudgetExceeded` naming the stage that was running::
+
+    >>> from polyfuse.watchdog import call_with_budget                    # doctest: +SKIP
+    >>> call_with_budget(fuse_model, ("m.onnx", "out"), timeout=120)      # doctest: +SKIP
+    BudgetExceeded: m.onnx: stopped after 120 s in stage 'planning fusion' (--timeout 120)
+
+The job is called as ``fn(*args, progress=callback, **kwargs)``; its result must be picklable.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import queue
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Optional
+
+from polyfuse.program import PolyfuseError
+
+#: the stage before the job reports its first one (starting the interpreter, importing)
+_STARTING = "starting the worker process"
+
+
+class BudgetExceeded(PolyfuseError):
+    """A job overran its time budget; ``stage`` is the stage it was in."""
+
+    def __init__(self, message: str, stage: str, file: Optional[str] = None):
+        super().__init__(message, file)
+        self.stage = stage
+
+
+def _child(q: Any, fn: Callable, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+    def progress(stage: str) -> None:
+        q.put(("stage", stage))
+
+    try:
+        q.put(("result", fn(*args, progress=progress, **kwargs)))
+    except PolyfuseError as err:
+        q.put(("polyfuse_error", (err.message, err.file, err.line)))
+    except BaseException as err:  # noqa: BLE001 - everything goes back to the parent as one line
+        first = (str(err).strip().splitlines() or [""])[0]
+        q.put(("internal_error", (f"{type(err).__name__}: {first}", traceback.format_exc())))
+
+
+def call_with_budget(fn: Callable, args: Sequence[Any] = (),
+                     kwargs: Optional[Mapping[str, Any]] = None, *,
+                     timeout: Optional[float] = None, stage_timeout: Optional[float] = None,
+                     label: str = "", on_stage: Optional[Callable[[str], None]] = None,
+                     poll: float = 0.25) -> Any:
+    """``fn(*args, progress=..., **kwargs)`` in a worker process under a time budget.
+
+    Errors of the job come back as :class:`PolyfuseError` (bad input) or as a
+    :class:`PolyfuseError` saying ``internal error`` (a bug); an overrun kills the worker and
+    raises :class:`BudgetExceeded`.  ``on_stage`` sees every stage the job enters.
+    """
+    ctx = multiprocessing.get_context("spawn")
+    q = ctx.Queue()
+    proc = ctx.Process(target=_child, args=(q, fn, tuple(args), dict(kwargs or {})),
+                       daemon=True)
+    start = time.monotonic()
+    proc.start()
+    stage, stage_start = _STARTING, start
+    prefix = f"{label}: " if label else ""
+    try:
+        while True:
+            now = time.monotonic()
+            over = None
+            if timeout is not None and now - start > timeout:
+                over = f"stopped after {timeout:g} s in stage '{stage}' (--timeout {timeout:g})"
+            elif stage_timeout is not None and stage != _STARTING \
+                    and now - stage_start > stage_timeout:
+                over = (f"stage '{stage}' took more than {stage_timeout:g} s "
+                        f"(--stage-timeout {stage_timeout:g})")
+            if over:
+                raise BudgetExceeded(prefix + over, stage)
+            try:
+                kind, value = q.get(timeout=poll)
+            except queue.Empty:
+                if not proc.is_alive() and q.empty():
+                    raise PolyfuseError(f"{prefix}the worker process died (exit code "
+                                        f"{proc.exitcode}) in stage '{stage}'") from None
+                continue
+            if kind == "stage":
+                stage, stage_start = value, time.monotonic()
+                if on_stage is not None:
+                    on_stage(value)
+            elif kind == "result":
+                return value
+            elif kind == "polyfuse_error":
+                raise PolyfuseError(*value)
+            else:
+                raise PolyfuseError(f"{prefix}internal error in stage '{stage}': {value[0]}")
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join(timeout=5)
+        q.close()
+
+
+__all__ = ["BudgetExceeded", "call_with_budget"]

@@ -1,0 +1,485 @@
+"""Correct or clearly refused, in bounded time (issue 9): each class of failure the differential
+fuzzing found, written as inputs of the kind real programs and exporters produce."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from polyfuse.builder import ProgramBuilder
+from polyfuse.frontend import cpp
+from polyfuse.frontend.opencl import parse_kernel_batch, parse_kernels
+from polyfuse.program import KernelContext, PolyfuseError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SAXPY = """/* saxpy with a tiled copy: PolyBench-style */
+#define TILE 64
+__constant float weights[4] = {0.25f, 0.25f, 0.25f, 0.25f};
+typedef struct { float lo, hi; } range_t;
+enum { FIRST = 0, SECOND = 1 };
+
+__kernel void saxpy(__global const float *x, __global float *y, const float alpha, const int n)
+{
+    __local float tile[TILE];
+    const int i = get_global_id(0);
+    const int l = get_local_id(0);
+    float4 v = (float4)(1.0f, 2.0f, 3.0f, 4.0f);
+    range_t r = {.lo = 0.0f, .hi = 1.0f};
+    tile[l] = i < n ? x[i] : 0.0f;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (i < n)
+        y[i] = alpha * tile[l] + y[i] * weights[SECOND] + v.x * r.lo;
+}
+"""
+
+
+def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "polyfuse.cli", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=300)
+
+
+def _one_line_error(r: subprocess.CompletedProcess, *needles: str) -> str:
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("polyfuse: error")]
+    assert len(lines) == 1, r.stderr
+    assert "internal error" not in lines[0]
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+# -- encodings ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("junk", [b"caf\xe9", b"\xff\xfe", b"\x80\x81", b"\xc3\x28"])
+def test_non_utf8_bytes_in_comments_are_read(tmp_path: Path, junk: bytes) -> None:
+    path = tmp_path / "k.cl"
+    text = SAXPY.encode().replace(b"PolyBench-style", b"PolyBench-style " + junk)
+    path.write_bytes(b"// " + junk + b" (Latin-1 author name)\n" + text)
+    kernels = parse_kernels(str(path))
+    assert list(kernels) == ["saxpy"]
+    assert kernels["saxpy"].loc.line == 8  # lines still count from the user's file
+
+
+def test_utf8_bom_and_latin1_read_source(tmp_path: Path) -> None:
+    bom = tmp_path / "bom.cl"
+    bom.write_bytes(b"\xef\xbb\xbf" + SAXPY.encode())
+    assert cpp.read_source(str(bom)).startswith("/* saxpy")
+    with pytest.raises(PolyfuseError, match="cannot read"):
+        cpp.read_source(str(tmp_path / "missing.cl"))
+
+
+# -- nesting -----------------------------------------------------------------------------------
+
+
+def _nested_expr(depth: int) -> str:
+    e = "x[i]"
+    for k in range(depth):
+        e = f"({e} + {k % 3}.0f)"
+    return e
+
+
+def _nested_ifs(depth: int) -> str:
+    return "if (i > 0) {" * depth + "y[i] = x[i];" + "}" * depth
+
+
+def _long_sum(terms: int) -> str:
+    return " + ".join(f"{k % 7}.0f * x[i]" for k in range(terms))
+
+
+@pytest.mark.parametrize("body,message", [
+    (lambda: f"y[i] = {_nested_expr(300)};", "brackets nest more than 256"),
+    (lambda: f"y[i] = {_nested_expr(5000)};", "brackets nest more than 256"),
+    (lambda: _nested_ifs(300), "brackets nest more than 256"),
+    (lambda: f"y[i] = {_long_sum(450)};", "nest more than 200 levels"),
+], ids=["parens300", "parens5000", "if300", "sum450"])
+def test_deep_nesting_is_refused_with_its_place(body, message: str) -> None:
+    src = ("__kernel void deep(__global const float *x, __global float *y)\n{\n"
+           "    int i = get_global_id(0);\n    " + body() + "\n}\n")
+    with pytest.raises(PolyfuseError, match=message) as info:
+        parse_kernels(src, "deep.cl")
+    assert info.value.file == "deep.cl" and info.value.line == 4
+
+
+def test_nested_ifs_within_the_limits_are_modelled() -> None:
+    src = ("__kernel void deep(__global const float *x, __global float *y)\n{\n"
+           "    int i = get_global_id(0);\n    " + _nested_ifs(90) + "\n}\n")
+    assert parse_kernels(src, "deep.cl")["deep"].statements
+
+
+def test_deep_but_accepted_nesting_fuses_and_verifies() -> None:
+    import polyfuse
+    from polyfuse.pipeline import fuse_program
+
+    src = ("__kernel void a(__global const float *x, __global float *y)\n{ int i = "
+           f"get_global_id(0); y[i] = {_nested_expr(150)}; }}\n"
+           "__kernel void b(__global const float *x, __global float *z)\n{ int i = "
+           f"get_global_id(0); z[i] = {_long_sum(180)}; }}\n")
+    b = ProgramBuilder(polyfuse.frontend.opencl.parse_kernels(src, "nest.cl"))
+    for name in "xyzw":
+        b.buffer(name, 4 * 256)
+    b.launch("a", (256,), (64,), {"x": "x", "y": "y"})
+    b.launch("b", (256,), (64,), {"x": "y", "z": "z"})
+    result = fuse_program(b.build(), verify=True)
+    assert result.plan.launches_after == 1 and result.verification.ok
+
+
+# -- work sizes and divisions by zero ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("wg,message", [
+    ("0", "local work size 0 .* at least one"), ("(4 - 4)", "local work size 0"),
+    ("-64", "local work size -64"), ("(64 / (WG0 - 1))", "division by zero"),
+    ("256 % 0", "division by zero"),
+])
+def test_zero_or_negative_reqd_work_group_size(wg: str, message: str) -> None:
+    src = (f"#define WG0 1\n#define WG {wg}\n"
+           "__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))\n"
+           "void k(__global float *a) { a[get_global_id(0)] = 1.0f; }\n")
+    with pytest.raises(PolyfuseError, match=message) as info:
+        parse_kernels(src, "wg.cl")
+    assert info.value.file == "wg.cl" and info.value.line == 4
+
+
+def test_reqd_work_group_size_constant_expression_is_honoured() -> None:
+    src = ("#define TS 16\n__kernel __attribute__((reqd_work_group_size(TS * 4, 1, 1)))\n"
+           "void k(__global float *a) { a[get_global_id(0)] = 1.0f; }\n")
+    assert parse_kernels(src, "wg.cl")["k"].context.local_size[0] == 64
+
+
+@pytest.mark.parametrize("local,glob,what", [((0,), (256,), "local"), ((64,), (0,), "global")])
+def test_zero_launch_sizes_name_the_launch(local, glob, what) -> None:
+    from polyfuse.uar import build_uar
+
+    b = ProgramBuilder(parse_kernels("__kernel void k(__global float *a) "
+                                     "{ a[get_global_id(0)] = 1.0f; }", "z.cl"))
+    b.buffer("a", 4 * 256)
+    b.launch("k", glob, local, {"a": "a"})
+    with pytest.raises(PolyfuseError, match=f"launch 0 of k: {what} work size 0"):
+        build_uar(b.build())
+
+
+def test_host_define_zero_work_group_is_one_line_error(tmp_path: Path) -> None:
+    example = ROOT / "examples" / "elementwise_chain"
+    (tmp_path / "kernels.cl").write_bytes((example / "kernels.cl").read_bytes())
+    host = (example / "host.c").read_text()
+    host = host.replace("#define WG 64", "#define WG 0").replace(
+        "{((n + WG - 1) / WG) * WG}", "{1024}")
+    (tmp_path / "host.c").write_text(host)
+    _one_line_error(_cli("analyze", tmp_path / "kernels.cl", "--host", tmp_path / "host.c"),
+                    "host.c:", "local work size 0")
+
+
+def test_unbounded_fused_ndrange_is_a_codegen_error() -> None:
+    import islpy as isl
+
+    from polyfuse.codegen.fuse import CodegenError, _bound
+
+    class KB:
+        where = "plan group 0"
+
+    unbounded = isl.Set("[maxwg] -> { [g, l] : g >= 0 and 0 <= l < 64 }")
+    with pytest.raises(CodegenError, match="no maximum group id 0.*--param"):
+        _bound(KB(), unbounded, 0, "max", "group id 0")
+    assert _bound(KB(), unbounded, 1, "max", "local id 0").is_cst()
+
+
+# -- size guards -------------------------------------------------------------------------------
+
+
+def _scale_program(n: int, loop: int = 0):
+    b = ProgramBuilder(parse_kernels(
+        "__kernel void scale(__global const float *x, __global float *y, int n)\n"
+        "{ int i = get_global_id(0); if (i < n) y[i] = 2.0f * x[i]; }\n", "scale.cl"))
+    b.buffer("x", 4 * n)
+    b.buffer("y", 4 * n)
+    if loop:
+        with b.loop("t", 0, loop):
+            b.launch("scale", (n,), None, {"x": "x", "y": "y", "n": n})
+    else:
+        b.launch("scale", (n,), None, {"x": "x", "y": "y", "n": n})
+    return b.build()
+
+
+def test_verify_of_huge_buffers_is_refused_before_planning() -> None:
+    from polyfuse.pipeline import fuse_program
+
+    start = time.monotonic()
+    with pytest.raises(PolyfuseError, match=r"verification needs about .* GiB .*buffers x"):
+        fuse_program(_scale_program(10**9), verify=True)
+    assert time.monotonic() - start < 30  # refused from the sizes, nothing allocated
+
+
+def test_memory_budget_follows_the_environment(monkeypatch) -> None:
+    from polyfuse.runtime.budget import check_run_budget, estimate_run
+
+    est = estimate_run(_scale_program(1 << 16))
+    assert est.total_bytes == 2 * 4 << 16 and est.work_items == 1 << 16
+    monkeypatch.setenv("POLYFUSE_MEMORY_BUDGET", "1M")
+    with pytest.raises(PolyfuseError, match="budget on this machine is 1 MiB"):
+        check_run_budget(_scale_program(1 << 16))
+    monkeypatch.setenv("POLYFUSE_MEMORY_BUDGET", "1G")
+    assert check_run_budget(_scale_program(1 << 16)).launches == 1
+
+
+def test_launches_in_a_long_host_loop_are_counted_without_unrolling() -> None:
+    from polyfuse.runtime.budget import check_run_budget, estimate_run
+
+    prog = _scale_program(64, loop=10**8)
+    start = time.monotonic()
+    assert estimate_run(prog).launches == 10**8
+    with pytest.raises(PolyfuseError, match="kernel launches per run"):
+        check_run_budget(prog)
+    assert time.monotonic() - start < 5
+
+
+# -- kernels using undeclared names ------------------------------------------------------------
+
+
+def test_declared_names_of_every_kind_are_accepted() -> None:
+    assert list(parse_kernels(SAXPY, "saxpy.cl")) == ["saxpy"]
+
+
+@pytest.mark.parametrize("old,new,name", [
+    ("__local float tile[TILE];", "", "tile"),
+    ("y[i] * weights[SECOND]", "y[i] * scale", "scale"),
+    ("const int l = get_local_id(0);", "", "l"),
+])
+def test_undeclared_identifier_is_refused_at_its_line(old: str, new: str, name: str) -> None:
+    with pytest.raises(PolyfuseError, match=f"undeclared identifier '{name}'") as info:
+        parse_kernels(SAXPY.replace(old, new), "saxpy.cl")
+    assert info.value.file == "saxpy.cl" and info.value.line in (14, 16, 17)
+
+
+def test_undeclared_local_array_blamed_on_the_kernel_file(tmp_path: Path) -> None:
+    example = ROOT / "examples" / "elementwise_chain"
+    kernels = (example / "kernels.cl").read_text().replace(
+        "        b[i] = a[i] + y[i];",
+        "        b[i] = scratch[get_local_id(0)] + y[i];")
+    (tmp_path / "kernels.cl").write_text(kernels)
+    (tmp_path / "host.c").write_bytes((example / "host.c").read_bytes())
+    _one_line_error(_cli("analyze", tmp_path / "kernels.cl", "--host", tmp_path / "host.c"),
+                    "kernels.cl:14:", "'scratch'")
+
+
+# -- the CLI never shows a traceback unless asked ----------------------------------------------
+
+
+def test_cli_turns_unexpected_exceptions_into_one_line(monkeypatch, capsys) -> None:
+    from polyfuse import cli
+
+    def boom(args):
+        raise RuntimeError("something polyfuse did not expect\nsecond line")
+
+    parser = cli.build_parser()
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    for action in parser._subparsers._group_actions[0].choices.values():
+        action.set_defaults(func=boom)
+    assert cli.main(["devices"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["polyfuse: internal error: RuntimeError: something polyfuse did not expect "
+                   "(rerun with --debug for the traceback and report it)"]
+    assert cli.main(["--debug", "devices"]) == 1
+    assert "Traceback" in capsys.readouterr().err
+
+
+# -- time budgets ------------------------------------------------------------------------------
+
+
+def _slow_job(seconds: float, progress=None) -> str:
+    progress("loading")
+    progress("planning fusion")
+    time.sleep(seconds)
+    return "done"
+
+
+def _bad_job(progress=None) -> None:
+    progress("loading")
+    raise PolyfuseError("bad input", "model.onnx", 3)
+
+
+def _buggy_job(progress=None) -> None:
+    raise ZeroDivisionError("integer modulo by zero")
+
+
+def test_watchdog_names_the_stage_that_overran() -> None:
+    from polyfuse.watchdog import BudgetExceeded, call_with_budget
+
+    assert call_with_budget(_slow_job, (0.0,), timeout=120) == "done"
+    with pytest.raises(BudgetExceeded, match="stage 'planning fusion'") as info:
+        call_with_budget(_slow_job, (600.0,), stage_timeout=2, label="m.onnx")
+    assert info.value.stage == "planning fusion"
+    with pytest.raises(PolyfuseError, match="^model.onnx:3: bad input$"):
+        call_with_budget(_bad_job, timeout=120)
+    with pytest.raises(PolyfuseError, match="internal error in stage .*ZeroDivisionError"):
+        call_with_budget(_buggy_job, timeout=120)
+
+
+# -- ONNX: invalid graphs, NaN semantics, loading many nodes -----------------------------------
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+
+def _save(tmp_path: Path, name: str, nodes, inputs, outputs, inits=(), opset: int = 17) -> str:
+    graph = helper.make_graph(nodes, name, inputs, outputs, initializer=list(inits))
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]), path)
+    return str(path)
+
+
+def _vi(name: str, shape) -> object:
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape))
+
+
+@pytest.mark.parametrize("shape,axis,indices", [
+    ((4, 5), 0, [0, 4]), ((4, 5), 1, [[0, -6]]), ((3, 7, 2), -2, [7]), ((3, 7, 2), 2, [-3, 1]),
+])
+def test_constant_gather_index_out_of_range_names_the_node(tmp_path: Path, shape, axis,
+                                                           indices) -> None:
+    from polyfuse.frontend.onnx import load_onnx
+
+    idx = np.asarray(indices, dtype=np.int64)
+    ax = axis % len(shape)
+    out = shape[:ax] + idx.shape + shape[ax + 1:]
+    path = _save(tmp_path, "gather", [helper.make_node(
+        "Gather", ["X", "idx"], ["Y"], axis=axis, name="/embeddings/word_embeddings/Gather")],
+        [_vi("X", shape)], [_vi("Y", out)], [numpy_helper.from_array(idx, "idx")])
+    with pytest.raises(PolyfuseError, match=r"node '/embeddings/word_embeddings/Gather' "
+                                            r"\(Gather\): index -?\d+ in 'idx' is out of range"):
+        load_onnx(path)
+
+
+def test_constant_gather_negative_indices_in_range_match_onnxruntime(tmp_path: Path) -> None:
+    from polyfuse.onnx_run import onnxruntime_reference, run_onnx
+
+    idx = np.asarray([[-1, 0], [2, -3]], dtype=np.int64)
+    path = _save(tmp_path, "gather_ok", [helper.make_node("Gather", ["X", "idx"], ["Y"],
+                                                          axis=1, name="g")],
+                 [_vi("X", (3, 5))], [_vi("Y", (3, 2, 2))], [numpy_helper.from_array(idx, "idx")])
+    x = {"X": np.arange(15, dtype=np.float32).reshape(3, 5)}
+    np.testing.assert_array_equal(run_onnx(path, x, fused=False)["Y"],
+                                  onnxruntime_reference(path, x)["Y"])
+
+
+def test_cyclic_graph_error_names_the_node_fully(tmp_path: Path) -> None:
+    name = "/encoder/layer.0/attention/output/LayerNorm/Add_cycle"
+    path = _save(tmp_path, "cyclic", [
+        helper.make_node("Relu", ["B"], ["A"], name=name),
+        helper.make_node("Add", ["X", "A"], ["B"], name="/encoder/layer.0/Add"),
+        helper.make_node("Neg", ["B"], ["Y"], name="out")],
+        [_vi("X", (2, 3))], [_vi("Y", (2, 3))])
+    r = _cli("fuse", path, "--out", tmp_path / "out", "--no-timing")
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    line = [ln for ln in r.stderr.splitlines() if ln.startswith("polyfuse: error")][0]
+    assert name in line and "\n" not in line
+
+
+@pytest.mark.parametrize("op,n_in", [("Relu", 1), ("Max", 2), ("Min", 2), ("Max", 3),
+                                     ("Min", 3), ("Sigmoid", 1), ("Abs", 1)])
+def test_nan_and_inf_follow_onnxruntime(tmp_path: Path, op: str, n_in: int) -> None:
+    from polyfuse.onnx_run import onnxruntime_reference, run_onnx
+
+    special = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 3e38, -3e38, 1e-40,
+                        88.0, -88.0, 0.5, -2.0, np.nan, 7.0], dtype=np.float32)
+    names = ["A", "B", "C"][:n_in]
+    feeds = {n: np.roll(special, 5 * k).reshape(4, 4) for k, n in enumerate(names)}
+    path = _save(tmp_path, op, [helper.make_node(op, names, ["Y"])],
+                 [_vi(n, (4, 4)) for n in names], [_vi("Y", (4, 4))])
+    ref = onnxruntime_reference(path, feeds)["Y"]
+    for fused in (False, True):
+        ours = run_onnx(path, feeds, fused=fused)["Y"]
+        np.testing.assert_array_equal(np.isnan(ours), np.isnan(ref))
+        np.testing.assert_allclose(ours, ref, rtol=1e-5, atol=1e-6)
+
+
+def test_operator_kernels_are_preprocessed_once_per_model(tmp_path: Path, monkeypatch) -> None:
+    from polyfuse.frontend.onnx import load_onnx_model
+    from polyfuse.onnx_run import onnxruntime_reference, run_onnx
+
+    ops = ["Relu", "Sigmoid", "Tanh", "Neg", "Abs"]
+    nodes, prev = [], "X"
+    for k in range(40):
+        out = "Y" if k == 39 else f"t{k}"
+        nodes.append(helper.make_node(ops[k % 5], [prev], [out], name=f"/layers.{k}/act"))
+        prev = out
+    path = _save(tmp_path, "chain40", nodes, [_vi("X", (3, 7))], [_vi("Y", (3, 7))])
+    calls = []
+    real = cpp.preprocess
+    monkeypatch.setattr(cpp, "preprocess", lambda *a, **k: calls.append(1) or real(*a, **k))
+    model = load_onnx_model(path)
+    assert len(calls) == 1
+    kernels = model.program.kernels
+    assert len(kernels) == 40 and len({k.ast.decl.name for k in kernels.values()}) == 40
+    assert all(name in k.source for name, k in kernels.items())
+    x = {"X": np.linspace(-3, 3, 21, dtype=np.float32).reshape(3, 7)}
+    np.testing.assert_allclose(run_onnx(path, x)["Y"], onnxruntime_reference(path, x)["Y"],
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_kernel_batch_keeps_each_file_name_in_errors() -> None:
+    ctx = KernelContext()
+    good = "__kernel void ok1(__global float *a) { a[get_global_id(0)] = 1.0f; }\n"
+    bad = "__kernel void bad2(__global float *a) { a[get_global_id(0)] = q; }\n"
+    with pytest.raises(PolyfuseError, match="undeclared identifier 'q'") as info:
+        parse_kernel_batch([(good, "<m:ok1>", ctx), (bad, "<m:bad2>", ctx)])
+    assert info.value.file == "<m:bad2>"
+
+
+def test_batch_timeout_names_the_stage(tmp_path: Path) -> None:
+    from polyfuse.batch import fuse_models
+
+    path = _save(tmp_path, "tiny", [helper.make_node("Relu", ["X"], ["Y"])],
+                 [_vi("X", (2, 3))], [_vi("Y", (2, 3))])
+    [row] = fuse_models([path], str(tmp_path / "out"), timeout=0.01, timing=False)
+    assert row.error and "stopped after 0.01 s in stage" in row.error
+    [row] = fuse_models([path], str(tmp_path / "out"), timeout=300, timing=False)
+    assert row.error is None and row.launches_after == 1
+
+
+def test_gather_indices_fed_at_run_time_are_range_checked(tmp_path: Path) -> None:
+    from polyfuse.frontend.onnx import load_onnx_model
+    from polyfuse.onnx_run import onnxruntime_reference, random_inputs, run_onnx
+
+    table = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(6, 2), "table")
+    path = _save(tmp_path, "embed", [helper.make_node("Gather", ["table", "ids"], ["Y"],
+                                                      name="/embed/Gather")],
+                 [helper.make_tensor_value_info("ids", TensorProto.INT64, [3])],
+                 [_vi("Y", (3, 2))], [table])
+    model = load_onnx_model(path)
+    assert model.index_bounds == {"ids": (6, "node '/embed/Gather' (Gather)")}
+    ids = random_inputs(model, seed=1)["ids"]
+    assert ids.min() >= -6 and ids.max() < 6
+    ok = {"ids": np.asarray([5, -6, 0], dtype=np.int64)}
+    np.testing.assert_array_equal(run_onnx(path, ok)["Y"], onnxruntime_reference(path, ok)["Y"])
+    for bad in ([6, 0, 0], [0, -7, 1]):
+        with pytest.raises(PolyfuseError, match=r"input 'ids': index -?\d+ is out of range for "
+                                                r"node '/embed/Gather'"):
+            run_onnx(path, {"ids": np.asarray(bad, dtype=np.int64)})
+
+
+def test_opencl_version_macros_select_the_opencl_1_2_branch() -> None:
+    src = ("#if __OPENCL_VERSION__ >= CL_VERSION_2_0\n"
+           "__kernel void k(__global float *a) { a[get_global_id(0)] = undeclared_in_2_0; }\n"
+           "#else\n__kernel void k(__global float *a) { a[get_global_id(0)] = 1.0f; }\n#endif\n")
+    assert parse_kernels(src, "ver.cl")["k"].loc.line == 4
+
+
+@pytest.mark.parametrize("expr", ["x[i / WG]", "x[i % WG]", "x[(i + 1) / (WG * 2)]",
+                                  "x[i - i % (WG - WG)]"])
+def test_kernel_integer_division_by_a_zero_constant_is_refused(expr: str) -> None:
+    src = ("#define WG 0\n__kernel void k(__global const float *x, __global float *a)\n{\n"
+           f"    int i = get_global_id(0);\n    a[i] = {expr};\n}}\n")
+    with pytest.raises(PolyfuseError, match="integer division by zero") as info:
+        parse_kernels(src, "div.cl")
+    assert (info.value.file, info.value.line) == ("div.cl", 5)
+    # floating-point division by zero is defined (inf) and stays accepted
+    assert parse_kernels(src.replace(expr, "x[i] / 0.0f"), "div.cl")
