@@ -288,7 +288,7 @@ def test_build_failure_names_source_line_and_plan_group(monkeypatch):
 
 
 # ----------------------------------------------------------------------------------------------
-# Code motion: independent, skeleton-identical fragments share barriers (seed 001 §5.2)
+# Code motion: independent, skeleton-identical fragments share barriers (SIRIUS §5.2)
 # ----------------------------------------------------------------------------------------------
 
 TILED = """

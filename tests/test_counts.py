@@ -498,7 +498,7 @@ def test_tiled_gemm_per_work_item_and_totals() -> None:
     expr = kc.op("fma").count.expr
     gs0, gs1 = sympy.symbols("_gs0 _gs1", integer=True)
     assert sympy.simplify(expr.subs({K: 64, gs0: 32, gs1: 16}) - 64 * 32 * 16) == 0
-    # with the sizes known, the loads are affine: strides and AFR as in seed 004
+    # with the sizes known, the loads are affine: strides and AFR as in Stevens & Klöckner
     ks = specialize(k0, KernelContext(local_size=(16, 16, None), global_size=(64, 64, None),
                                       values=(("K", 64), ("M", 64), ("N", 64))))
     kcs = pc.count_kernel(ks, subgroup_size=32)

@@ -1,4 +1,4 @@
-"""The brute-force oracle: the interpreter computes right values, widths follow DESIGN §3."""
+"""The brute-force oracle: the interpreter computes right values, widths follow docs/definitions.md."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The UAR's dependences and widths against brute-force enumeration (DESIGN §5).
+"""The UAR's dependences and widths against brute-force enumeration (docs/definitions.md).
 
 Random kernel chains (:mod:`polyfuse.testing.kernelgen`) are parsed by the OpenCL front-end, put
 into a :class:`Program` and analysed by :func:`polyfuse.uar.build_uar`; the oracle executes the

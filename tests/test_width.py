@@ -1,4 +1,4 @@
-"""Width labels of work-item relations (DESIGN §3), as exact parameter sets.
+"""Width labels of work-item relations (docs/definitions.md), as exact parameter sets.
 
 Relations are written directly in isl: ``P[g0, l0] -> C[g0', l0']`` with work-groups of 64
 (one group dim each side) unless stated otherwise; each case is also checked against the

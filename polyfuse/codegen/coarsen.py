@@ -1,4 +1,4 @@
-"""Thread and block coarsening of OpenCL kernels by unroll-and-interleave (seed 000, §IV–V).
+"""Thread and block coarsening of OpenCL kernels by unroll-and-interleave (Polygeist-GPU, §IV–V; docs/references.md).
 
 A launch of kernel K with local size ``L`` and ``G`` groups per dimension becomes a launch of a
 coarsened kernel in which each work-item runs ``F = prod(thread) * prod(block)`` *copies* of K's
@@ -25,7 +25,7 @@ flow-insensitive taint over the kernel's variables, with control dependence: the
 work-item functions of the coarsened dimensions, every memory load (a load may differ between
 work-items or, with block coarsening, between ``__local`` replicas) and calls with unknown
 effects are sources.  A barrier under control that varies between copies would have to be
-duplicated, which is illegal (seed 000 §IV-B, §V-B): for block coarsening that is control
+duplicated, which is illegal (Polygeist-GPU §IV-B, §V-B): for block coarsening that is control
 depending on the group id, for thread coarsening it can only be control that already makes the
 original barrier non-uniform, which the kernel model records (``Barrier.uniform``).  Anything the
 transformation does not model (helpers calling work-item functions, ``return`` inside loops,
@@ -136,7 +136,7 @@ class LaunchGeometry:
 
 def spread_factors(total: int, extents: Sequence[int]) -> tuple[int, int, int]:
     """Split a total factor over the dimensions whose extent is not 1, as evenly as the
-    extents allow (seed 000 §IV-C): repeatedly give the smallest prime of the remaining total to
+    extents allow (Polygeist-GPU §IV-C): repeatedly give the smallest prime of the remaining total to
     the dimension with the largest remaining extent it still divides."""
     out = [1, 1, 1]
     room = [int(e) for e in extents] + [1] * (3 - len(extents))

@@ -1,4 +1,4 @@
-"""Choose coarsening factors per launch by measurement (seed 000 §VI, "alternative code paths").
+"""Choose coarsening factors per launch by measurement (Polygeist-GPU §VI, "alternative code paths").
 
 For every launch: generate variants (thread factors, block factors and their combinations per
 dimension), refuse the illegal ones (:mod:`polyfuse.codegen.coarsen` says why), prune before
@@ -199,11 +199,11 @@ class CoarsenReport:
 
 
 def candidate_factors(geom: LaunchGeometry, *, max_copies: int = MAX_COPIES) -> list[Factors]:
-    """Thread factors, block factors and their combinations per dimension (seed 000 §VI).
+    """Thread factors, block factors and their combinations per dimension (Polygeist-GPU §VI).
 
     1-D: thread 1 with block 1, 2, 3, 4, 8, 16 (3 exercises the epilogue), thread 2 with block
     1, 2, 4, 8, thread 4 with block 1, 4.  More dimensions: total thread factors 1, 2, 4 and
-    block factors 1, 2, 4, 8, each spread evenly over the non-unit dimensions (seed 000 §IV-C).
+    block factors 1, 2, 4, 8, each spread evenly over the non-unit dimensions (Polygeist-GPU §IV-C).
     Factors that do not fit the geometry are skipped.
     """
     wd = geom.work_dim
