@@ -1,4 +1,6 @@
-"""Thread and block coarsening of OpenCL kernels by unroll-and-interleave (Polygeist-GPU, §IV–V; docs/references.md).
+"""Thread and block coarsening of OpenCL kernels by unroll-and-interleave.
+
+After Polygeist-GPU (§IV–V; see docs/references.md).
 
 A launch of kernel K with local size ``L`` and ``G`` groups per dimension becomes a launch of a
 coarsened kernel in which each work-item runs ``F = prod(thread) * prod(block)`` *copies* of K's
@@ -136,8 +138,8 @@ class LaunchGeometry:
 
 def spread_factors(total: int, extents: Sequence[int]) -> tuple[int, int, int]:
     """Split a total factor over the dimensions whose extent is not 1, as evenly as the
-    extents allow (Polygeist-GPU §IV-C): repeatedly give the smallest prime of the remaining total to
-    the dimension with the largest remaining extent it still divides."""
+    extents allow (Polygeist-GPU §IV-C): repeatedly give the smallest prime of the remaining
+    total to the dimension with the largest remaining extent it still divides."""
     out = [1, 1, 1]
     room = [int(e) for e in extents] + [1] * (3 - len(extents))
     rest = int(total)

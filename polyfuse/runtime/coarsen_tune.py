@@ -1,4 +1,6 @@
-"""Choose coarsening factors per launch by measurement (Polygeist-GPU §VI, "alternative code paths").
+"""Choose coarsening factors per launch by measurement.
+
+Polygeist-GPU §VI, "alternative code paths".
 
 For every launch: generate variants (thread factors, block factors and their combinations per
 dimension), refuse the illegal ones (:mod:`polyfuse.codegen.coarsen` says why), prune before
