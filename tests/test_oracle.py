@@ -1,4 +1,5 @@
-"""The brute-force oracle: the interpreter computes right values, widths follow docs/definitions.md."""
+"""The brute-force oracle: the interpreter computes right values, widths follow the definitions
+(docs/definitions.md)."""
 
 from __future__ import annotations
 
