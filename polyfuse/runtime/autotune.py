@@ -247,7 +247,7 @@ def _entry_key(variants: Sequence[str], metric: str) -> str:
     return f"{','.join(variants)}|{metric}"
 
 
-def _load_entry(path: Path, key: str) -> Optional[dict[str, Any]]:
+def load_cache_entry(path: Path, key: str) -> Optional[dict[str, Any]]:
     """The cached entry for ``key``, or None (missing, unreadable or of another format: a
     cache must never turn into an error)."""
     try:
@@ -260,7 +260,7 @@ def _load_entry(path: Path, key: str) -> Optional[dict[str, Any]]:
     return entry if isinstance(entry, dict) else None
 
 
-def _store_entry(path: Path, key: str, entry: dict[str, Any]) -> None:
+def store_cache_entry(path: Path, key: str, entry: dict[str, Any]) -> None:
     """Write atomically (temp file + rename) so concurrent tuners never read half a file."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -397,7 +397,7 @@ def autotune(
             v.max_abs_err, v.max_rel_err
 
     # ---- cache hit: re-plan, regenerate and re-verify the chosen variant, time nothing
-    entry = _load_entry(cpath, ekey) if use_cache else None
+    entry = load_cache_entry(cpath, ekey) if use_cache else None
     if entry is not None:
         try:
             chosen = str(entry["variant"])
@@ -496,7 +496,7 @@ def autotune(
         f"({_fmt_us(getattr(best, key))} us {metric}, unfused {_fmt_us(getattr(unfused, key))} us)")
 
     if use_cache:
-        _store_entry(cpath, ekey, {
+        store_cache_entry(cpath, ekey, {
             "variant": best.variant,
             "plan_signature": signatures[best.variant],
             "table": [r.to_dict() for r in table],

@@ -20,7 +20,6 @@ launches are then applied together and the whole program is verified against the
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
@@ -40,7 +39,12 @@ from polyfuse.codegen.coarsen import (
     spread_factors,
 )
 from polyfuse.program import Launch, PolyfuseError, Program
-from polyfuse.runtime.autotune import default_cache_dir, program_hash
+from polyfuse.runtime.autotune import (
+    default_cache_dir,
+    load_cache_entry,
+    program_hash,
+    store_cache_entry,
+)
 from polyfuse.runtime.device import DeviceLimits, DeviceSpec, device_key, get_context
 from polyfuse.runtime.execute import build, run_program, time_interleaved
 from polyfuse.runtime.verify import Verification, compare_runs, verify_programs
@@ -48,7 +52,6 @@ from polyfuse.runtime.verify import Verification, compare_runs, verify_programs
 __all__ = ["VariantRow", "LaunchTuning", "CoarsenReport", "candidate_factors", "fused_candidates",
            "tune_coarsening"]
 
-CACHE_FORMAT = 1
 #: a variant replaces the original only when it is this much faster in the confirmation run
 MARGIN = 0.02
 #: most copies one coarsened work-item runs (code size grows with it)
@@ -286,38 +289,6 @@ def _cache_path(cache_dir: Path, dev: str, phash: str) -> Path:
     return cache_dir / dev / f"coarsen-{phash}.json"
 
 
-def _load_cached(path: Path, key: str) -> Optional[dict[str, Any]]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or data.get("format") != CACHE_FORMAT:
-        return None
-    entry = data.get("entries", {}).get(key)
-    return entry if isinstance(entry, dict) else None
-
-
-def _store_cached(path: Path, key: str, entry: dict[str, Any]) -> None:
-    import os
-    import tempfile
-
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            data = json.loads(path.read_text())
-            if not isinstance(data, dict) or data.get("format") != CACHE_FORMAT:
-                raise ValueError
-        except (OSError, ValueError):
-            data = {"format": CACHE_FORMAT, "entries": {}}
-        data.setdefault("entries", {})[key] = entry
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-        with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=1, sort_keys=True)
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only cache is not worth failing a tuning for
-
-
 def _median(xs: Sequence[float]) -> Optional[float]:
     return statistics.median(xs) if xs else None
 
@@ -346,7 +317,7 @@ def tune_launch(program: Program, launch: Launch, *, params: Mapping[str, Any],
     cpath = None
     if tune and cache_dir is not None:
         cpath = _cache_path(cache_dir, device_key(limits), program_hash(sub, params))
-        hit = _load_cached(cpath, key)
+        hit = load_cache_entry(cpath, key)
         if hit is not None:
             chosen = Factors(tuple(hit["thread"]), tuple(hit["block"]))  # type: ignore[arg-type]
             rows = tuple(VariantRow(Factors(tuple(r["thread"]), tuple(r["block"])),  # type: ignore[arg-type]
@@ -452,7 +423,7 @@ def tune_launch(program: Program, launch: Launch, *, params: Mapping[str, Any],
     lt = LaunchTuning(launch.id, launch.kernel, wd, tuple(rows[f] for f in cands), chosen,
                       t_orig, t_chosen, reason, False, geom)
     if cpath is not None:
-        _store_cached(cpath, key, {
+        store_cache_entry(cpath, key, {
             "thread": list(chosen.thread), "block": list(chosen.block),
             "original_time_s": t_orig, "chosen_time_s": t_chosen,
             "rows": [{"thread": list(r.factors.thread), "block": list(r.factors.block),
