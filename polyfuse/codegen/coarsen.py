@@ -442,6 +442,15 @@ def _bin(op: str, a: Any, b: Any) -> c_ast.BinaryOp:
     return c_ast.BinaryOp(op, a, b)
 
 
+def _balanced(op: str, items: Sequence[Any]) -> Any:
+    """``items`` joined by the associative ``op`` as a balanced tree: a chain over 32 copies
+    would nest 32 deep, and printed kernels are fully parenthesised (compilers cap nesting)."""
+    if len(items) == 1:
+        return items[0]
+    mid = len(items) // 2
+    return _bin(op, _balanced(op, items[:mid]), _balanced(op, items[mid:]))
+
+
 class _Rewriter:
     """Emit the coarsened body."""
 
@@ -620,10 +629,7 @@ class _Rewriter:
             per = self._per_copy(s, "control flow")
             if s.iffalse is None and _side_effect_free(s.cond) and len(self.copies) > 1 \
                     and not _escapes(s.iftrue):
-                cond: Any = None
-                for c in self.copies:
-                    ci = self.for_copy(s.cond, c)
-                    cond = ci if cond is None else _bin("&&", cond, ci)
+                cond = _balanced("&&", [self.for_copy(s.cond, c) for c in self.copies])
                 fast = self._block(s.iftrue)
                 return [c_ast.If(cond, fast, c_ast.Compound(per), s.coord)]
             return per
