@@ -76,6 +76,18 @@ def test_utf8_bom_and_latin1_read_source(tmp_path: Path) -> None:
         cpp.read_source(str(tmp_path / "missing.cl"))
 
 
+def test_non_utf8_host_is_fused_and_rewritten(tmp_path: Path) -> None:
+    """A Windows-1252 byte in a host comment: analysis, verification and the fused host all
+    read it (found by the mutation fuzzer in the fused-host rewriter)."""
+    ex = ROOT / "examples" / "elementwise_chain"
+    host = tmp_path / "host.c"
+    host.write_bytes(b"/* \xa9 2024 M\xfcller */\n" + (ex / "host.c").read_bytes())
+    r = _cli("fuse", ex / "kernels.cl", "--host", host, "--out", tmp_path / "out", "--verify",
+             "--param", "n=1000")
+    assert r.returncode == 0, r.stderr
+    assert "M\u00fcller" in (tmp_path / "out" / "fused_host.c").read_text()
+
+
 # -- nesting -----------------------------------------------------------------------------------
 
 

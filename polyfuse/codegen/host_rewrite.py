@@ -36,6 +36,7 @@ from typing import Any, Optional
 
 import sympy
 
+from polyfuse.frontend import cpp
 from polyfuse.program import Launch, PolyfuseError, Program, host_loop_ids
 
 #: environment variable: when set, the fused host prints how many fused launches it enqueued
@@ -427,7 +428,7 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
                  defines: Mapping[str, Optional[str]] = {},  # noqa: B006 - read only
                  build_options: str = "") -> FusedHost:
     """``fused_host.c`` for ``program`` and its fused program ``fused`` (a FusedProgram)."""
-    text = Path(host_path).read_text()
+    text = cpp.read_source(host_path)  # any encoding: a stray byte in a comment is no error
     data = text.encode()
     calls, fors, insert_at = _parse_calls(host_path, text, include_dirs, defines)
     shown = os.path.basename(host_path)
@@ -799,8 +800,6 @@ def _wave_kernel(kernel: Any, name: str, slots: int, groups0: int, local0: int,
     own arguments (renamed ``s<j>_``) and its own active flag; work-item functions of
     dimension 0 are shifted so each copy sees its original NDRange.
     """
-    from polyfuse.frontend import cpp
-
     text = cpp.OpenCLGenerator().visit(kernel.ast)
     m = _SIG.search(text)
     if m is None:
