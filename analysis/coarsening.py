@@ -2,7 +2,7 @@
 
 For each program under ``examples/coarsening/`` (PolyBench-ACC, Rodinia and NVIDIA-SDK style
 OpenCL host + kernel programs: stencils, GEMM, tiled transpose, reduction, convolution,
-gaussian, hotspot, pathfinder, matrix-vector): :func:`polyfuse.runtime.coarsen_tune.tune_coarsening`
+gaussian, hotspot, pathfinder, matrix-vector): :func:`polyfuse.coarsen_tune.tune_coarsening`
 generates the variants of every launch, refuses the illegal ones, prunes, verifies the rest
 against the original on random inputs, times them interleaved with the original and confirms
 the fastest against the original in a second interleaved run (the original is kept when it is
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import polyfuse
-from polyfuse.runtime.coarsen_tune import tune_coarsening
+from polyfuse.coarsen_tune import tune_coarsening
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "coarsening"

@@ -157,7 +157,7 @@ def variants(program: polyfuse.Program) -> dict[str, polyfuse.Program]:
     """unfused, vertical and horizontal orchestration (duplicates of a plan left out)."""
     from polyfuse.codegen import generate
     from polyfuse.fusion import plan_fusion
-    from polyfuse.runtime.autotune import plan_signature
+    from polyfuse.tune import plan_signature
     from polyfuse.uar import build_uar
 
     out = {"unfused": program}
@@ -169,7 +169,7 @@ def variants(program: polyfuse.Program) -> dict[str, polyfuse.Program]:
         if sig in seen:
             continue
         seen.add(sig)
-        out[v] = generate(plan, build=False, device=False).program
+        out[v] = generate(plan).program
     return out
 
 

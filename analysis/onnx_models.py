@@ -37,7 +37,7 @@ from typing import Any, Optional
 from polyfuse.frontend.onnx import load_onnx_model
 from polyfuse.onnx_run import _feeds, fuse_onnx, random_inputs
 from polyfuse.program import PolyfuseError
-from polyfuse.runtime import get_context
+from polyfuse.runtime import device_target, get_context
 from polyfuse.runtime.execute import time_interleaved
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -130,7 +130,7 @@ def bench_model(path: Path, *, repeat: int, ctx: Any, queue: Any, device: Any) -
     """Load, fuse, verify and time one model; failures become the row's ``error``."""
     row = Row(path.stem)
     try:
-        model = load_onnx_model(str(path), device=device)
+        model = load_onnx_model(str(path), target=device_target(device))
         row.onnx_nodes = model.op_count
         t = time.perf_counter()
         res = fuse_onnx(str(path), verify=True, device=device)

@@ -141,7 +141,7 @@ def time_stages(path: Path, out_dir: Path) -> dict[str, float]:
     row["build_uar"], t = _cpu() - t, _cpu()
     plan = plan_fusion(uar)
     row["plan"], t = _cpu() - t, _cpu()
-    fused = generate(plan, build=False)
+    fused = generate(plan)
     row["generate"], t = _cpu() - t, _cpu()
     write_outputs(FuseResult(program=model.program, uar=uar, plan=fused.plan, fused=fused),
                   out_dir / path.stem)

@@ -14,7 +14,7 @@ from typing import Any
 #: public name -> module defining it.  Imported on first use (PEP 562), so that light commands
 #: (a cache hit of ``polyfuse fuse``, ``--version``) do not pay for isl, sympy and networkx.
 _EXPORTS = {
-    "ProgramBuilder": "polyfuse.builder", "default_program": "polyfuse.builder",
+    "ProgramBuilder": "polyfuse.frontend.builder", "default_program": "polyfuse.frontend.builder",
     "FusedProgram": "polyfuse.codegen", "generate": "polyfuse.codegen",
     "load_opencl": "polyfuse.frontend.host", "parse_host": "polyfuse.frontend.host",
     "load_onnx": "polyfuse.frontend.onnx",

@@ -143,8 +143,9 @@ def _fuse_uncached(path: str, out_dir: Path, stem: str, stage: _Stages, *, verif
 
     with stage("load"):
         from polyfuse.frontend.onnx import load_onnx_model
+        from polyfuse.runtime.device import device_target
 
-        model = load_onnx_model(path, params=params)
+        model = load_onnx_model(path, params=params, target=device_target())
     try:
         if verify:  # fuse_onnx checks against onnxruntime and the unfused program
             result = fuse_onnx(path, verify=True, params=params, tune=tune,
@@ -155,7 +156,7 @@ def _fuse_uncached(path: str, out_dir: Path, stem: str, stage: _Stages, *, verif
         if current[0] is not None:
             current[0].__exit__(None, None, None)
     if tune:  # fuse first, then coarsen the fused operator kernels (coarsened.cl)
-        from polyfuse.runtime.coarsen_tune import fused_candidates, tune_coarsening
+        from polyfuse.coarsen_tune import fused_candidates, tune_coarsening
 
         with stage("coarsen"):
             result = dataclasses.replace(result, coarsening=tune_coarsening(

@@ -481,8 +481,9 @@ def _roofline_points(args: argparse.Namespace) -> list:
     params = _parse_params(args.param)
     if args.model:
         from polyfuse.frontend.onnx import load_onnx
+        from polyfuse.runtime.device import device_target
 
-        program = load_onnx(args.model, params=params)
+        program = load_onnx(args.model, params=params, target=device_target())
     else:
         from polyfuse.frontend.host import load_opencl
 
@@ -550,8 +551,8 @@ def _coarsen_specs(items: Sequence[str]) -> list:
 
 
 def cmd_coarsen(args: argparse.Namespace) -> int:
+    from polyfuse.coarsen_tune import tune_coarsening
     from polyfuse.codegen.coarsen import Factors, spread_factors
-    from polyfuse.runtime.coarsen_tune import tune_coarsening
     from polyfuse.runtime.execute import program_source
 
     params = {k: v for k, v in _parse_params(args.param).items() if isinstance(v, int)}

@@ -99,13 +99,14 @@ def _fused(path: str, params: Optional[Mapping[str, int]], device: Any, tune: bo
     """Load and fuse once per file version, parameters, device and kernel variant
     (:func:`polyfuse.oplib.kernel_variant`; fusion takes seconds)."""
     from polyfuse.oplib import kernel_variant
+    from polyfuse.runtime.device import device_target
 
     form = form or "tiled"
     key = _key(path, params, device) + (tune, form)
     hit = _FUSED_CACHE.get(key)
     if hit is None:
         with kernel_variant(form):
-            model = load_onnx_model(path, params=params, device=device)
+            model = load_onnx_model(path, params=params, target=device_target(device))
         result = fuse_program(model.program, verify=False, device=device, tune=tune,
                               progress=progress, coarsen=False)
         result = dataclasses.replace(result, source_nodes=dict(model.nodes))
@@ -124,7 +125,9 @@ def run_onnx(path: PathLike, inputs: Mapping[str, Any], *, fused: bool = True,
     if fused:
         model, result = _fused(path, params, device)
         return _run(model, result.fused.program, inputs, device)
-    model = load_onnx_model(path, params=params, device=device)
+    from polyfuse.runtime.device import device_target
+
+    model = load_onnx_model(path, params=params, target=device_target(device))
     return _run(model, model.program, inputs, device)
 
 

@@ -38,12 +38,12 @@ class FuseResult:
     plan: FusionPlan
     fused: FusedProgram
     verification: Optional[Any] = None  # polyfuse.runtime.verify.Verification
-    tuning: Optional[Any] = None  # polyfuse.runtime.autotune.TuneResult
+    tuning: Optional[Any] = None  # polyfuse.tune.TuneResult
     #: where the launches came from, for the report (ONNX: node -> "launch k" / "alias of b" /
     #: "folded on the host")
     source_nodes: Optional[dict[str, str]] = None
     #: thread/block coarsening of the fused kernels (``fuse --tune``), a
-    #: polyfuse.runtime.coarsen_tune.CoarsenReport; written as coarsened.cl + coarsening.json
+    #: polyfuse.coarsen_tune.CoarsenReport; written as coarsened.cl + coarsening.json
     coarsening: Optional[Any] = None
 
     @property
@@ -106,7 +106,7 @@ def fuse_program(program: Program, *, params: Optional[dict[str, int]] = None,
     """Plan, generate and optionally verify (fused vs unfused on random inputs) or autotune.
 
     With ``tune`` (or ``coarsen=True``) the fused kernels are then coarsened, factors chosen by
-    timing (:func:`polyfuse.runtime.coarsen_tune.tune_coarsening`): fuse first, then coarsen.
+    timing (:func:`polyfuse.coarsen_tune.tune_coarsening`): fuse first, then coarsen.
     """
     from polyfuse.frontend.cpp import RECURSION_LIMIT, recursion_limit
 
@@ -128,22 +128,29 @@ def _fuse_program(program: Program, *, params: Optional[dict[str, int]], orchest
     uar = build_uar(program)
     tuning = None
     if tune:
-        from polyfuse.runtime.autotune import autotune
+        from polyfuse.tune import autotune
 
         say("autotuning orchestration variants")
         tuning = autotune(program, params=params, device=device, progress=progress,
-                          variants=TUNE_VARIANTS)
+                          variants=TUNE_VARIANTS, uar=uar)
         plan = _measured_apart(tuning.plan, tuning)
         fused = dataclasses.replace(tuning.fused, plan=plan)
     else:
         say("planning fusion")
         plan = plan_fusion(uar, orchestration=orchestration)
         say(f"generating {len(plan.groups)} fused kernel(s)")
-        fused = generate(plan, device=device if build else False, build=build)
+        if build:
+            from polyfuse.runtime.build import build_fused
+            from polyfuse.runtime.device import device_target
+
+            fused = generate(plan, target=device_target(device))
+            build_fused(fused, device)
+        else:
+            fused = generate(plan)
         plan = fused.plan
     coarsening = None
     if coarsen if coarsen is not None else tune:
-        from polyfuse.runtime.coarsen_tune import fused_candidates, tune_coarsening
+        from polyfuse.coarsen_tune import fused_candidates, tune_coarsening
 
         say("coarsening the fused kernels (factors chosen by timing)")
         try:

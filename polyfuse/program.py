@@ -82,6 +82,38 @@ class UnsupportedError(PolyfuseError):
 
 
 @dataclass(frozen=True)
+class Target:
+    """What planning and code generation need to know of a device, without the device.
+
+    Only :mod:`polyfuse.runtime` talks to OpenCL; it builds a ``Target`` from a device
+    (:func:`polyfuse.runtime.device.device_target`) and the device-free stages take one as an
+    argument.  The default is the reference device the checked-in schedules are computed for: the
+    limits every OpenCL device offers in practice (256 work-items, 32 KiB of ``__local`` memory).
+    """
+
+    name: str = "reference"
+    max_work_group_size: int = 256
+    max_work_item_sizes: tuple[int, ...] = (256, 256, 256)
+    local_mem_size: int = 32768
+    #: sub-group (warp / SIMD) width, ``None`` when the device does not say
+    sub_group_size: Optional[int] = None
+    preferred_work_group_size_multiple: Optional[int] = None
+    preferred_vector_width: int = 1
+    extensions: frozenset[str] = frozenset()
+    is_cpu: bool = False
+
+    @property
+    def simd_width(self) -> Optional[int]:
+        """The width work-items execute in lock-step: the sub-group size, else the preferred
+        work-group size multiple."""
+        return self.sub_group_size or self.preferred_work_group_size_multiple
+
+
+#: the device-free default (see :class:`Target`)
+REFERENCE_TARGET = Target()
+
+
+@dataclass(frozen=True)
 class SourceLoc:
     file: str
     line: int

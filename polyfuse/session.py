@@ -36,7 +36,7 @@ import pyopencl as cl
 from polyfuse.frontend.onnx import OnnxModel
 from polyfuse.fusion.plan import FusionPlan
 from polyfuse.program import PolyfuseError, Program
-from polyfuse.runtime.device import DeviceSpec, get_context
+from polyfuse.runtime.device import DeviceSpec, device_target, get_context
 from polyfuse.runtime.execute import CompiledProgram, program_source
 
 _ONNX_TYPES = {"float32": "float", "float64": "double", "float16": "float16", "int64": "int64",
@@ -77,7 +77,7 @@ class InferenceSession:
     ``path_or_program``: an ONNX file, an :class:`~polyfuse.frontend.onnx.OnnxModel` or a
     :class:`~polyfuse.program.Program`.  ``params`` fixes symbolic sizes; ``fused=False`` runs
     the one-launch-per-node program (the baseline fusion is measured against); ``tune`` picks
-    the fused variant by measurement (:mod:`polyfuse.runtime.autotune`); ``device`` as
+    the fused variant by measurement (:mod:`polyfuse.tune`); ``device`` as
     everywhere (``--device`` syntax, else ``PYOPENCL_CTX``, else the default device).
     """
 
@@ -108,7 +108,8 @@ class InferenceSession:
                 model, result = _fused(path, params, device, tune, form=_form)
             else:
                 with kernel_variant(_form):
-                    model, result = load_onnx_model(path, params=params, device=device), None
+                    model, result = load_onnx_model(path, params=params,
+                                                    target=device_target(device)), None
             program = model.program
         else:
             if isinstance(path_or_program, OnnxModel):
@@ -265,8 +266,8 @@ class InferenceSession:
 
 def _form_cache_file(path: str, params: Mapping[str, int], fused: bool, tune: bool,
                      device: DeviceSpec) -> Path:
-    from polyfuse.runtime.autotune import default_cache_dir
     from polyfuse.runtime.device import device_key
+    from polyfuse.tune import default_cache_dir
 
     with open(path, "rb") as fh:
         digest = hashlib.sha1(fh.read())

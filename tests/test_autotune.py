@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 import polyfuse
+from polyfuse import tune as at
 from polyfuse.codegen import FusedProgram
 from polyfuse.program import Launch
-from polyfuse.runtime import autotune as at
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 PARAMS = {"qkv": {}, "elementwise_chain": {"n": 1024}}

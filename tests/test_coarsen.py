@@ -348,7 +348,7 @@ def test_cli_coarsen_writes_report(tmp_path):
 def test_tuner_rows_pruning_illegal_and_cache(tmp_path):
     import dataclasses
 
-    from polyfuse.runtime.coarsen_tune import tune_coarsening, tune_launch
+    from polyfuse.coarsen_tune import tune_coarsening, tune_launch
     from polyfuse.runtime.device import DeviceLimits, get_context
 
     prog = _one_launch(GROUP_BRANCH, (128,), (16,), ["x", "y"])
@@ -376,7 +376,7 @@ def test_tuner_rows_pruning_illegal_and_cache(tmp_path):
 
 
 def test_untuned_run_keeps_the_original():
-    from polyfuse.runtime.coarsen_tune import tune_coarsening
+    from polyfuse.coarsen_tune import tune_coarsening
 
     prog = _one_launch(GROUP_BRANCH, (128,), (16,), ["x", "y"])
     rep = tune_coarsening(prog, tune=False, use_cache=False)

@@ -275,13 +275,14 @@ def test_build_failure_names_source_line_and_plan_group(monkeypatch):
 
     import polyfuse
     from polyfuse.codegen import fuse as fuse_mod
+    from polyfuse.runtime.build import build_fused
 
     root = Path(__file__).resolve().parent.parent / "examples" / "stencil3"
     program = polyfuse.load_opencl(str(root / "kernels.cl"), host=str(root / "host.c"))
     plan = polyfuse.plan_fusion(polyfuse.build_uar(program))
     monkeypatch.setattr(fuse_mod, "literal", lambda value, ctype: c_ast.ID("pf_undeclared"))
     with pytest.raises(polyfuse.PolyfuseError) as info:
-        polyfuse.generate(plan)
+        build_fused(polyfuse.generate(plan))
     err = info.value
     assert err.file == "fused.cl" and err.line and err.line > 1
     assert "plan group" in str(err) and "pf_undeclared" in str(err)

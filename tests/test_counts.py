@@ -28,6 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pycparser import c_ast
 
+from polyfuse import islutil
 from polyfuse.frontend import cpp
 from polyfuse.frontend.opencl import parse_kernels, specialize
 from polyfuse.perf import counts as pc
@@ -699,6 +700,6 @@ def test_piecewise_pieces_that_agree_are_merged() -> None:
     pw = isl.PwQPolynomial("[a, b] -> { (a * a) : a = b; (a * b) : a > b }")
     assert str(pc.pwqp_to_sympy(pw)) == "Piecewise((a*b, a >= b), (0, True))"
     n = sympy.Symbol("n", integer=True)
-    assert pc._floor((n + 7) / 8) == sympy.ceiling(n / 8)
-    assert pc._floor((n + 15) / 8) == sympy.ceiling(n / 8) + 1
-    assert pc._floor((2 * n + 3) / 4) == sympy.floor((2 * n + 3) / 4)
+    assert islutil.floor_expr((n + 7) / 8) == sympy.ceiling(n / 8)
+    assert islutil.floor_expr((n + 15) / 8) == sympy.ceiling(n / 8) + 1
+    assert islutil.floor_expr((2 * n + 3) / 4) == sympy.floor((2 * n + 3) / 4)

@@ -32,7 +32,7 @@ import polyfuse
 from polyfuse.codegen import generate
 from polyfuse.fusion import FusedGroup, check_plan, plan_fusion
 from polyfuse.fusion.reindex import edge_in_iteration, iteration_width
-from polyfuse.runtime import get_context, verify_programs
+from polyfuse.runtime import device_target, get_context, verify_programs
 from polyfuse.testing.kernelgen import (
     C,
     Ex,
@@ -154,7 +154,7 @@ def check_fused_equals_unfused(gp: GenProgram, cl_env: tuple[Any, Any]) -> Any:
     context = f"\n--- kernels ---\n{gp.source}\n--- host ---\n{gp.host_description()}"
     assert not _global_edges_split(plan), "\n".join(_global_edges_split(plan)) + context
     assert check_plan(plan) == [], context
-    fused = generate(plan, device=ctx.devices[0], build=False)
+    fused = generate(plan, target=device_target(ctx.devices[0]))
     v = verify_programs(program, fused.program, buffers=fused.compared_buffers, ctx=ctx,
                         queue=queue)
     assert v.ok, f"{v.summary()}{context}\n--- fused ---\n{fused.source}"
@@ -248,7 +248,7 @@ def test_mislabelled_global_edge_is_caught(cl_env) -> None:
         plan = dataclasses.replace(plan, groups=(FusedGroup(
             0, (src, dst), "vertical", ident),), launches_after=1)
     assert check_plan(plan), "the certificate accepts a fusion across a global edge"
-    fused = generate(plan, device=ctx.devices[0], build=False)
+    fused = generate(plan, target=device_target(ctx.devices[0]))
     assert len(fused.program.launches) == 1
     assert "y" in fused.compared_buffers
     v = verify_programs(program, fused.program, buffers=fused.compared_buffers, ctx=ctx,

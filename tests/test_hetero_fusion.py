@@ -18,7 +18,7 @@ import polyfuse
 from polyfuse.codegen import generate
 from polyfuse.fusion import check_plan, plan_fusion
 from polyfuse.pipeline import FuseResult, report_markdown
-from polyfuse.runtime import get_context, verify_programs
+from polyfuse.runtime import device_target, get_context, verify_programs
 from polyfuse.testing.kernelgen import (
     GenAccess,
     GenKernel,
@@ -79,7 +79,7 @@ def _check(gp: GenProgram, cl_env: tuple[Any, Any]) -> Any:
     plan = plan_fusion(uar, orchestration="hetero")
     context = f"\n--- kernels ---\n{gp.source}\n--- host ---\n{gp.host_description()}"
     assert check_plan(plan) == [], context
-    fused = generate(plan, device=ctx.devices[0], build=False)
+    fused = generate(plan, target=device_target(ctx.devices[0]))
     v = verify_programs(program, fused.program, buffers=fused.compared_buffers, ctx=ctx,
                         queue=queue)
     assert v.ok, f"{v.summary()}{context}\n--- fused ---\n{fused.source}"
@@ -136,7 +136,7 @@ def test_left_apart_with_reasons(cl_env: tuple[Any, Any]) -> None:
     plan2 = plan_fusion(uar2, orchestration="hetero")
     assert len(plan2.groups) == 2
     assert plan2.apart[0][2].startswith("incompatible dimensionality (1-D and 2-D NDRange)")
-    fused = generate(plan2, device=cl_env[0].devices[0], build=False)
+    fused = generate(plan2, target=device_target(cl_env[0].devices[0]))
     text = report_markdown(FuseResult(gp2.build(), uar2, fused.plan, fused))
     assert "Independent launches left apart" in text and "incompatible dimensionality" in text
     assert "starts a group: independent" in text
@@ -155,7 +155,7 @@ def test_different_local_sizes_are_padded(cl_env: tuple[Any, Any]) -> None:
         [((0, 1), (40,), (8,))]
     # the certificate (check_plan) still flags the padded fragment conservatively
     assert all("differs from the fused (8,)" in p for p in check_plan(plan))
-    fused = generate(plan, device=ctx.devices[0], build=False)
+    fused = generate(plan, target=device_target(ctx.devices[0]))
     assert "get_local_id(0)) <= 3" in fused.source
     v = verify_programs(program, fused.program, buffers=fused.compared_buffers, ctx=ctx,
                         queue=queue)
@@ -178,7 +178,7 @@ def test_a_consumer_between_them_keeps_them_apart(cl_env: tuple[Any, Any]) -> No
     ctx, queue = cl_env
     program = gp.build()
     plan = plan_fusion(polyfuse.build_uar(program), orchestration="hetero")
-    fused = generate(plan, device=ctx.devices[0], build=False)
+    fused = generate(plan, target=device_target(ctx.devices[0]))
     v = verify_programs(program, fused.program, buffers=fused.compared_buffers, ctx=ctx,
                         queue=queue)
     assert v.ok, v.summary()

@@ -15,8 +15,8 @@ import pytest
 
 from polyfuse.frontend.opencl import parse_kernels
 from polyfuse.oplib import SUPPORTED_OPS, OpKernel, linalg, op_kernel
-from polyfuse.oplib.run import KernelBuildError, run_op
 from polyfuse.program import KernelContext, PolyfuseError, UnsupportedError
+from polyfuse.runtime.oplib_run import KernelBuildError, run_op
 
 RNG = np.random.default_rng(1234)
 ERF = np.vectorize(math.erf)

@@ -950,7 +950,7 @@ def coarsen(program_or_kernel: Any, factors: Any = None, *,
     program = program_or_kernel
     params = dict(params or {})
     if isinstance(program_or_kernel, Kernel):
-        from polyfuse.builder import default_program
+        from polyfuse.frontend.builder import default_program
 
         program = default_program({program_or_kernel.name: program_or_kernel}, params=params)
     if not isinstance(program, Program):

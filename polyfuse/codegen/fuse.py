@@ -28,7 +28,7 @@ copy of the original kernel's body, placed by its re-indexing map:
   one body that shares their barriers (code motion, :mod:`polyfuse.codegen.motion`).
 
 The fused NDRange is the bounding box of the re-indexing domains, in whole work-groups, and is
-checked against the device's limits.  Post-fusion optimizations are in
+checked against the target's limits.  Post-fusion optimizations are in
 :mod:`polyfuse.codegen.optimize`.
 """
 
@@ -56,6 +56,7 @@ from polyfuse.program import (
     Launch,
     PolyfuseError,
     Program,
+    Target,
     UnsupportedError,
     host_expr_to_isl,
 )
@@ -718,7 +719,7 @@ class _GroupCode:
     position: int  # index in program.ops of the last member
 
 
-def _assemble_group(plan: FusionPlan, group: FusedGroup, inst: Any, limits: Any,
+def _assemble_group(plan: FusionPlan, group: FusedGroup, inst: Any, limits: Optional[Target],
                     name: str, code_motion: bool = False) -> _GroupCode:
     program: Program = plan.program
     where = f"plan group {group.id}"
@@ -744,7 +745,7 @@ def _assemble_group(plan: FusionPlan, group: FusedGroup, inst: Any, limits: Any,
             for k, f in enumerate(group.fragments)]
     box, ls, ngroups = _fused_box(kb, doms, inst)
 
-    # device limits (queried, never hard-coded)
+    # the target's limits (a device's are queried by the runtime, never hard-coded)
     wg = math.prod(ls)
     if limits is not None:
         if wg > limits.max_work_group_size:
@@ -890,21 +891,20 @@ def _host_fixed(expr: Any) -> bool:
     return sympy.sympify(expr).is_Number
 
 
-def generate(plan: FusionPlan, *, device: Any = None, build: bool = True,
+def generate(plan: FusionPlan, *, target: Optional[Target] = None,
              optimize: bool = True) -> FusedProgram:
     """Fused OpenCL kernels and the fused program for ``plan`` (module docstring).
 
-    ``build`` compiles the source on ``device`` (default device) so that a kernel that does not
-    build is reported at its line in ``source`` with the plan group that produced it;
-    ``optimize`` runs the post-fusion optimizations of :mod:`polyfuse.codegen.optimize`.
+    A fused work-group that exceeds ``target``'s limits (work-group size, work-item sizes,
+    ``__local`` memory) is refused; without a target the limits are not checked.  ``optimize``
+    runs the post-fusion optimizations of :mod:`polyfuse.codegen.optimize`.  Building the source
+    on a device is the runtime's (:func:`polyfuse.runtime.build.build_fused`).
     """
     from polyfuse.codegen import optimize as opt
-    from polyfuse.runtime.device import device_limits
     from polyfuse.uar import instantiate
 
     program: Program = plan.program
     inst = getattr(plan.uar, "instantiation", None) or instantiate(program)
-    limits = device_limits(device) if device is not False else None
     in_groups: dict[int, int] = {}
     for g in plan.groups:
         for f in g.fragments:
@@ -919,7 +919,7 @@ def generate(plan: FusionPlan, *, device: Any = None, build: bool = True,
     codes: list[_GroupCode] = []
     for g in plan.groups:
         name = f"fused_g{g.id}"
-        codes.append(_assemble_group(plan, g, inst, limits, name, code_motion=optimize))
+        codes.append(_assemble_group(plan, g, inst, target, name, code_motion=optimize))
 
     # post-fusion optimizations (each on the fused kernel's own model)
     stats: dict[str, Any] = {}
@@ -954,8 +954,6 @@ def generate(plan: FusionPlan, *, device: Any = None, build: bool = True,
         line += n
         texts.append(text)
     source = "".join(parts) + "".join(texts)
-    if build:
-        _build_or_explain(source, lines, codes, device)
 
     filename = f"<fused {program.name}>"
     kernels = opencl.parse_kernels(source, filename)
@@ -991,29 +989,3 @@ def generate(plan: FusionPlan, *, device: Any = None, build: bool = True,
     return FusedProgram(source=source, program=fused_prog, plan=new_plan,
                         group_kernels={gc.kb.group.id: gc.kb.name for gc in codes},
                         dropped_buffers=tuple(sorted(set(dropped))), kernel_lines=lines)
-
-
-def _build_or_explain(source: str, lines: Mapping[int, tuple[int, int]],
-                      codes: list[_GroupCode], device: Any) -> None:
-    """Build ``source``; a failure names the line in ``source`` and the plan group."""
-    import pyopencl as cl
-
-    from polyfuse.runtime.device import build_log, get_context
-
-    ctx, _queue = get_context(device if device is not False else None)
-    prog = cl.Program(ctx, source)
-    try:
-        prog.build(options=["-cl-std=CL1.2"])
-        return
-    except cl.Error as err:
-        log = build_log(prog, ctx, err)
-    # clang prints "FILE:LINE:COL: error: MSG"; PoCL 3.x "error: FILE:LINE:COL: MSG"
-    m = re.search(r"^(?:error: )?[^\s:]*:(\d+):\d+: (?:error: )?(.*)$", log, re.M)
-    if m:
-        ln = int(m.group(1))
-        grp = [gid for gid, (a, b) in lines.items() if a <= ln <= b]
-        names = {gc.kb.group.id: gc.kb.name for gc in codes}
-        owner = f"plan group {grp[0]} (kernel {names[grp[0]]})" if grp else "helper functions"
-        raise CodegenError(f"generated kernel does not build: {m.group(2)} ({owner})",
-                           "fused.cl", ln)
-    raise CodegenError(f"generated kernels do not build: {log.splitlines()[0]}")

@@ -507,7 +507,7 @@ def load_opencl(
             raise PolyfuseError("no kernel file and no host program given")
         if not kernels and not allow_empty:
             raise PolyfuseError("no __kernel function in the kernel source(s)", kfiles[0])
-        from polyfuse.builder import default_program
+        from polyfuse.frontend.builder import default_program
 
         prog = default_program(kernels, params=params or {})
         return dataclasses.replace(prog, files=tuple(kfiles))

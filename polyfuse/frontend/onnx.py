@@ -37,7 +37,7 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from polyfuse.program import PolyfuseError, Program, UnsupportedError
+from polyfuse.program import REFERENCE_TARGET, PolyfuseError, Program, Target, UnsupportedError
 
 #: ONNX default-domain opsets this front-end reads (the oplib implements their semantics).
 #: Opsets 21-23 only widen type constraints (int4/uint4, bfloat16 Conv, float4 Cast) of the
@@ -941,7 +941,7 @@ class _Translator:
 
     # -- result ----------------------------------------------------------------------------
     def program(self, name: str) -> Program:
-        from polyfuse.builder import ProgramBuilder
+        from polyfuse.frontend.builder import ProgramBuilder
         from polyfuse.frontend.opencl import parse_kernel_batch
         from polyfuse.program import KernelContext
 
@@ -973,23 +973,20 @@ class _Translator:
 
 
 def load_onnx_model(path: Union[str, os.PathLike], *, params: Optional[Mapping[str, int]] = None,
-                    device: Any = None, max_work_group_size: Optional[int] = None,
+                    target: Target = REFERENCE_TARGET, max_work_group_size: Optional[int] = None,
                     local_mem_size: Optional[int] = None) -> OnnxModel:
     """Read an ONNX file into an :class:`OnnxModel` (see the module docstring for the rules).
 
-    Kernels are tiled for ``device``'s limits (or the explicit ``max_work_group_size`` /
-    ``local_mem_size``), so one model can be specialized for different devices.
+    Kernels are tiled for ``target``'s limits (or the explicit ``max_work_group_size`` /
+    ``local_mem_size``), so one model can be specialized for different devices
+    (:func:`polyfuse.runtime.device.device_target` gives a device's).
     """
     path = os.fspath(path)
     model = _read_model(path)
     _fix_inputs(model, dict(params or {}), path)
     model = _infer_shapes(model, path)
-    if max_work_group_size is None or local_mem_size is None:
-        from polyfuse.runtime.device import device_limits
-
-        lim = device_limits(device)
-        max_work_group_size = max_work_group_size or lim.max_work_group_size
-        local_mem_size = local_mem_size or lim.local_mem_size
+    max_work_group_size = max_work_group_size or target.max_work_group_size
+    local_mem_size = local_mem_size or target.local_mem_size
     tr = _Translator(model, path, int(max_work_group_size), int(local_mem_size))
     inputs = tr.graph_inputs()
     for i, node in enumerate(model.graph.node):
@@ -1004,10 +1001,10 @@ def load_onnx_model(path: Union[str, os.PathLike], *, params: Optional[Mapping[s
 
 
 def load_onnx(path: Union[str, os.PathLike], *, params: Optional[Mapping[str, int]] = None,
-              device: Any = None) -> Program:
+              target: Target = REFERENCE_TARGET) -> Program:
     """The :class:`Program` of an ONNX model: one launch per computing node, weights in
     ``Program.data``, graph inputs written and outputs read by host ops."""
-    return load_onnx_model(path, params=params, device=device).program
+    return load_onnx_model(path, params=params, target=target).program
 
 
 __all__ = ["ALIAS_OPS", "OnnxModel", "TensorInfo", "load_onnx", "load_onnx_model"]

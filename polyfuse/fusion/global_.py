@@ -68,7 +68,7 @@ from polyfuse.fusion.reindex import (
     reindex_text,
 )
 from polyfuse.fusion.similarity import kernel_signature
-from polyfuse.islutil import coalesce
+from polyfuse.islutil import coalesce, pwqp_to_sympy
 from polyfuse.program import HostOp, Launch
 from polyfuse.uar.graph import UAR
 
@@ -416,8 +416,6 @@ def _trip_count(uar: UAR, op_id: int) -> sympy.Expr:
     host = dom.project_out(isl.dim_type.set, n, dom.dim(isl.dim_type.set) - n)
     if n == 0:
         return sympy.Integer(0 if host.is_empty() else 1)
-    from polyfuse.perf.counts import pwqp_to_sympy
-
     return sympy.sympify(pwqp_to_sympy(host.card(), uar.context))
 
 

@@ -50,7 +50,7 @@ from typing import Any, Optional, Union
 import islpy as isl
 import sympy
 
-from polyfuse.islutil import coalesce
+from polyfuse.islutil import int_symbol, pwqp_to_sympy, val_to_sympy
 from polyfuse.perf import features
 from polyfuse.program import (
     GLOBAL_SIZE_PARAMS,
@@ -80,167 +80,6 @@ def _require_barvinok() -> None:
         raise PolyfuseError(
             "counting needs islpy built with barvinok (isl.Set.card is missing): "
             "pip uninstall islpy && pip install islpy-barvinok")
-
-
-# ----------------------------------------------------------------------------------------------
-# isl → sympy
-# ----------------------------------------------------------------------------------------------
-
-
-def _sym(name: str) -> sympy.Symbol:
-    return sympy.Symbol(name, integer=True)
-
-
-def _val(v: isl.Val) -> sympy.Rational:
-    if v.is_nan() or v.is_infty() or v.is_neginfty():
-        raise PolyfuseError(f"count is not finite ({v}): an unbounded set was counted")
-    return sympy.Rational(str(v))
-
-
-def _aff_to_sympy(aff: isl.Aff) -> sympy.Expr:
-    e: sympy.Expr = _val(aff.get_constant_val())
-    for dt in (isl.dim_type.param, isl.dim_type.in_):
-        for i in range(aff.dim(dt)):
-            c = aff.get_coefficient_val(dt, i)
-            if not c.is_zero():
-                e += _val(c) * _sym(aff.get_dim_name(dt, i) or f"_x{i}")
-    for i in range(aff.dim(isl.dim_type.div)):
-        c = aff.get_coefficient_val(isl.dim_type.div, i)
-        if not c.is_zero():
-            e += _val(c) * _floor(_aff_to_sympy(aff.get_div(i)))
-    return e
-
-
-def _floor(e: sympy.Expr) -> sympy.Expr:
-    """``floor(e)``, written ``ceiling(x/d)`` when ``e = (x + d - 1)/d`` with integer ``x``
-    (isl's form of a ceiling), which reads better."""
-    const, rest = e.as_coeff_Add()
-    d = math.lcm(*[int(t.as_coeff_Mul()[0].q) for t in sympy.Add.make_args(rest)])
-    if d > 1 and const.is_Rational and (const * d).is_Integer and (const * d) % d == d - 1:
-        return sympy.floor(const) + sympy.ceiling(rest)
-    return sympy.floor(e)
-
-
-def _relation(e: sympy.Expr, equality: bool) -> Any:
-    """``e >= 0`` (or ``e = 0``) as ``positive terms >= negative terms`` (``n >= 16``, not
-    ``n - 16 >= 0``)."""
-    lhs, rhs = sympy.Integer(0), sympy.Integer(0)
-    for t in sympy.Add.make_args(e):
-        if t.as_coeff_Mul()[0] < 0:
-            rhs -= t
-        else:
-            lhs += t
-    if lhs.is_number and not rhs.is_number:
-        lhs, rhs = -rhs, -lhs  # 16 - n >= 0 -> -n >= -16 -> read as n <= 16
-        return sympy.Eq(-lhs, -rhs) if equality else sympy.Le(-lhs, -rhs)
-    return sympy.Eq(lhs, rhs) if equality else sympy.Ge(lhs, rhs)
-
-
-def _set_to_sympy(s: isl.Set) -> Any:
-    """A parameter set as a sympy boolean (disjunction of conjunctions of constraints)."""
-    s = coalesce(s).compute_divs()
-    ors = []
-    for bs in s.get_basic_sets():
-        ands = []
-        for con in bs.get_constraints():
-            e = _aff_to_sympy(con.get_aff())
-            ands.append(_relation(e, con.is_equality()))
-        ors.append(sympy.And(*ands))
-    return sympy.Or(*ors)
-
-
-def _qp_to_sympy(qp: isl.QPolynomial) -> sympy.Expr:
-    space = qp.get_space()
-    out: sympy.Expr = sympy.Integer(0)
-    for term in qp.get_terms():
-        e: sympy.Expr = _val(term.get_coefficient_val())
-        for i in range(term.dim(isl.dim_type.param)):
-            k = term.get_exp(isl.dim_type.param, i)
-            if k:
-                e *= _sym(space.get_dim_name(isl.dim_type.param, i)) ** k
-        for i in range(term.dim(isl.dim_type.div)):
-            k = term.get_exp(isl.dim_type.div, i)
-            if k:
-                e *= _floor(_aff_to_sympy(term.get_div(i))) ** k
-        out += e
-    return out
-
-
-def pwqp_to_sympy(pw: isl.PwQPolynomial, context: Optional[isl.Set] = None) -> sympy.Expr:
-    """A ``PwQPolynomial`` over parameters as sympy (Piecewise, or a polynomial if one piece).
-
-    ``context`` (a parameter set assumed to hold, e.g. sizes >= 1) only simplifies the display.
-    """
-    pw = coalesce(pw)
-    if context is not None:
-        plain = _pwqp_to_sympy(pw, None)
-        gisted = coalesce(pw.gist_params(context.align_params(pw.get_space().params())))
-        nicer = _pwqp_to_sympy(gisted, context)
-        return nicer if len(str(nicer)) <= len(str(plain)) else plain
-    return _pwqp_to_sympy(pw, None)
-
-
-def _merge_pieces(pw: isl.PwQPolynomial, context: Optional[isl.Set]
-                  ) -> list[tuple[isl.Set, isl.QPolynomial]]:
-    """The pieces of ``pw``, a piece joined to another whose polynomial agrees with its own on
-    its domain (``a*a`` where ``a = b`` joins ``a*b`` where ``a > b``), so fewer cases show;
-    domains gisted by ``context``."""
-    def finite(q: isl.QPolynomial) -> bool:
-        return not (q.is_nan() or q.is_infty() or q.is_neginfty())
-
-    def agrees(dom: isl.Set, mine: isl.QPolynomial, other: isl.QPolynomial) -> bool:
-        return finite(mine) and finite(other) and isl.PwQPolynomial.alloc(dom, other).sub(
-            isl.PwQPolynomial.alloc(dom, mine)).is_zero()
-
-    groups = list(pw.get_pieces())
-    merged = True
-    while merged and len(groups) > 1:
-        merged = False
-        for i in range(len(groups)):
-            for j in range(len(groups)):
-                (di, qi), (dj, qj) = groups[i], groups[j]
-                if i != j and agrees(dj, qj, qi):  # qi serves j's domain too
-                    groups[i] = (coalesce(di.union(dj)), qi)
-                    del groups[j]
-                    merged = True
-                    break
-            if merged:
-                break
-    if context is not None:
-        groups = [(coalesce(d.gist_params(context.align_params(d.get_space().params()))), q)
-                  for d, q in groups]
-    return groups
-
-
-def _pwqp_to_sympy(pw: isl.PwQPolynomial, context: Optional[isl.Set]) -> sympy.Expr:
-    pieces: list[tuple[sympy.Expr, isl.Set]] = []
-    for dom, qp in _merge_pieces(pw, context):
-        if qp.is_nan():
-            e = sympy.nan
-        elif qp.is_infty() or qp.is_neginfty():
-            e = sympy.oo if qp.is_infty() else -sympy.oo
-        else:
-            e = sympy.expand(_qp_to_sympy(qp))
-        for i, (pe, pd) in enumerate(pieces):
-            if pe == e:  # both expanded: structural equality suffices
-                pieces[i] = (pe, pd.union(dom))
-                break
-        else:
-            pieces.append((e, dom))
-    if not pieces:
-        return sympy.Integer(0)
-    if len(pieces) == 1:
-        e, dom = pieces[0]
-        universe = isl.Set.universe(dom.get_space())
-        if context is not None:
-            universe = universe.intersect_params(context.align_params(dom.get_space()))
-            dom = dom.intersect_params(context.align_params(dom.get_space()))
-        if universe.is_subset(dom):
-            return e
-    args = [(e, _set_to_sympy(d)) for e, d in pieces if e != 0]
-    if not args:
-        return sympy.Integer(0)
-    return sympy.Piecewise(*args, (0, True))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -548,7 +387,7 @@ class _Geometry:
             act = d < kernel.work_dims or ctx.global_size[d] is not None
             active.append(act)
             G.append(ctx.global_size[d] if ctx.global_size[d] is not None
-                     else _sym(GLOBAL_SIZE_PARAMS[d]) if act else 1)
+                     else int_symbol(GLOBAL_SIZE_PARAMS[d]) if act else 1)
             if not act:
                 L.append(1)
                 unit.append(False)
@@ -556,7 +395,7 @@ class _Geometry:
                 L.append(int(ctx.local_size[d]))
                 unit.append(False)
             else:
-                L.append(_sym(LOCAL_SIZE_PARAMS[d]))
+                L.append(int_symbol(LOCAL_SIZE_PARAMS[d]))
                 unit.append(LOCAL_SIZE_PARAMS[d] not in params)
         geo = _Geometry(active, unit, L, G, params, sg, {g: [] for g in GRANULARITIES})
         geo._flags()
@@ -673,7 +512,7 @@ def _flat_index(acc: Access, kernel: Kernel) -> Optional[isl.PwAff]:
     flat = None
     for k in range(n_out):
         mult = math.prod(shape[k + 1:]) if n_out > 1 else 1
-        pa = pma.get_pw_aff(k).scale_val(isl.Val(mult))
+        pa = pma.get_pw_aff(k).scaleval_to_sympy(isl.Val(mult))
         flat = pa if flat is None else flat.add(pa)
     return flat
 
@@ -682,10 +521,10 @@ def _stride(flat: isl.PwAff, pos: int) -> Optional[int]:
     strides = set()
     for _, aff in flat.get_pieces():
         for i in range(aff.dim(isl.dim_type.div)):
-            if not aff.get_coefficient_val(isl.dim_type.div, i).is_zero() and \
+            if not aff.get_coefficientval_to_sympy(isl.dim_type.div, i).is_zero() and \
                     aff.get_div(i).involves_dims(isl.dim_type.in_, pos, 1):
                 return None
-        c = _val(aff.get_coefficient_val(isl.dim_type.in_, pos))
+        c = val_to_sympy(aff.get_coefficientval_to_sympy(isl.dim_type.in_, pos))
         if c.q != 1:
             return None
         strides.add(int(c))
@@ -776,7 +615,7 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
             continue
         card = counter.instances(st.domain, op_gran)
         for key, n in sops.ops.items():
-            op_parts.setdefault(key, []).append(card.scale_val(isl.Val(n)))
+            op_parts.setdefault(key, []).append(card.scaleval_to_sympy(isl.Val(n)))
             ex = sops.exact and st.exact_domain
             op_exact[key] = op_exact.get(key, True) and ex
             lst = op_notes.setdefault(key, [])
@@ -958,7 +797,7 @@ def count_program(program: Program, *, subgroup_size: Optional[int] = None,
             kernel = _specialize(kernel0, ctx)
             kc = count_kernel(kernel, subgroup_size=subgroup_size, granularity=granularity)
             cache[(kernel0.name, ctx)] = kc
-        subs = {_sym(k): v for k, v in symbolic.items()}
+        subs = {int_symbol(k): v for k, v in symbolic.items()}
         loops = tuple(launch.loops)
 
         def bind(c: Count, subs: dict = subs, loops: tuple = loops) -> Count:

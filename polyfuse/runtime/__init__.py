@@ -9,6 +9,7 @@ from polyfuse.runtime.device import (  # noqa: F401
     check_device,
     device_key,
     device_limits,
+    device_target,
     get_context,
     get_device,
     list_devices,

@@ -23,7 +23,7 @@ from typing import Any, Optional, Union
 import numpy as np
 import pyopencl as cl
 
-from polyfuse.program import PolyfuseError
+from polyfuse.program import PolyfuseError, Target
 
 DeviceSpec = Union[str, "cl.Device", None]
 
@@ -197,6 +197,15 @@ class DeviceLimits:
         """CPU devices want contiguous per-work-item chunks, GPUs want coalesced access."""
         return "CPU" in self.device_type.upper()
 
+    def target(self, extensions: frozenset[str] = frozenset()) -> Target:
+        """The device-free :class:`~polyfuse.program.Target` the planning stages take."""
+        return Target(name=self.name, max_work_group_size=self.max_work_group_size,
+                      max_work_item_sizes=self.max_work_item_sizes,
+                      local_mem_size=self.local_mem_size, sub_group_size=self.sub_group_size,
+                      preferred_work_group_size_multiple=self.preferred_work_group_size_multiple,
+                      preferred_vector_width=self.native_vector_width_float,
+                      extensions=extensions, is_cpu=self.is_cpu)
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["max_work_item_sizes"] = list(self.max_work_item_sizes)
@@ -206,6 +215,12 @@ class DeviceLimits:
 def device_limits(device: DeviceSpec = None) -> DeviceLimits:
     """:class:`DeviceLimits` of the selected device."""
     return DeviceLimits.from_device(get_device(device))
+
+
+def device_target(device: DeviceSpec = None) -> Target:
+    """The :class:`~polyfuse.program.Target` of the selected device (limits and extensions)."""
+    dev = get_device(device)
+    return DeviceLimits.from_device(dev).target(frozenset(dev.extensions.split()))
 
 
 def device_key(device: Union[cl.Device, DeviceLimits, str, None]) -> str:

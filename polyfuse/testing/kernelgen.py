@@ -248,11 +248,11 @@ class GenProgram:
         return Program(kernels=dict(kernels), buffers=bufs, ops=tuple(ops), name="generated")
 
     def build(self, kernels: Optional[Mapping[str, Kernel]] = None) -> Program:
-        """The :class:`Program` made with :class:`polyfuse.builder.ProgramBuilder`.
+        """The :class:`Program` made with :class:`polyfuse.frontend.builder.ProgramBuilder`.
 
         ``kernels`` default to the OpenCL front-end's parse of :attr:`source`.
         """
-        from polyfuse.builder import ProgramBuilder
+        from polyfuse.frontend.builder import ProgramBuilder
 
         if kernels is None:
             from polyfuse.frontend.opencl import parse_kernels

@@ -1,4 +1,5 @@
-"""Run one :class:`~polyfuse.oplib.OpKernel` with pyopencl: a test and debugging helper."""
+"""Run one :class:`~polyfuse.oplib.OpKernel` with pyopencl: a test and debugging helper
+(device code, so it lives in the runtime layer, above the device-free kernel library)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ Progress messages go to the ``progress`` callback (e.g. :func:`stderr_progress`)
 so ``--json`` output of callers stays clean.
 
 >>> import polyfuse
->>> from polyfuse.runtime.autotune import autotune, stderr_progress
+>>> from polyfuse.tune import autotune, stderr_progress
 >>> p = polyfuse.load_opencl("examples/qkv/kernels.cl",
 ...                           host="examples/qkv/host.c")     # doctest: +SKIP
 >>> res = autotune(p, progress=stderr_progress)               # doctest: +SKIP
@@ -46,10 +46,11 @@ from polyfuse.codegen import FusedProgram, generate
 from polyfuse.fusion import plan_fusion
 from polyfuse.fusion.plan import FusionPlan
 from polyfuse.program import PolyfuseError, Program
-from polyfuse.runtime.device import DeviceSpec, device_key, get_context
+from polyfuse.runtime.build import build_fused
+from polyfuse.runtime.device import DeviceSpec, device_key, device_target, get_context
 from polyfuse.runtime.execute import ProgramTiming, program_source, time_program
 from polyfuse.runtime.verify import verify_programs
-from polyfuse.uar import build_uar
+from polyfuse.uar import UAR, build_uar
 
 #: bump when the cache layout or the meaning of its fields changes (old entries are then misses)
 CACHE_FORMAT = 1
@@ -343,6 +344,7 @@ def autotune(
     ctx: Optional[cl.Context] = None,
     queue: Optional[cl.CommandQueue] = None,
     prune_factor: Optional[float] = 3.0,
+    uar: Optional[UAR] = None,
 ) -> TuneResult:
     """Choose the fastest verified orchestration variant of ``program`` (module docstring).
 
@@ -354,8 +356,9 @@ def autotune(
     ``prune_factor``, verified variants that the calibrated performance model
     (:mod:`polyfuse.perf.model`) predicts to be more than that many times slower than the best
     prediction are not timed; the factor is wide because the model is coarse on CPUs (see
-    ``analysis/model_accuracy.py``), and a model that cannot predict prunes nothing.  Raises
-    :class:`TuneError` when no variant verifies.
+    ``analysis/model_accuracy.py``), and a model that cannot predict prunes nothing.  ``uar`` is
+    the program's UAR when the caller has built it already.  Raises :class:`TuneError` when no
+    variant verifies.
     """
     if not variants:
         raise ValueError("autotune needs at least one variant")
@@ -381,10 +384,17 @@ def autotune(
     ekey = _entry_key(variants, metric)
 
     name = _label(program)
-    t0 = time.perf_counter()
-    uar = build_uar(program)
-    say(f"{name}: UAR built ({len(program.launches)} launches, "
-        f"{time.perf_counter() - t0:.2f}s)")
+    if uar is None:
+        t0 = time.perf_counter()
+        uar = build_uar(program)
+        say(f"{name}: UAR built ({len(program.launches)} launches, "
+            f"{time.perf_counter() - t0:.2f}s)")
+    target = device_target(dev)
+
+    def generate_on_device(plan: FusionPlan) -> FusedProgram:
+        fused = generate(plan, target=target)
+        build_fused(fused, dev)
+        return fused
 
     def plan_of(variant: str) -> FusionPlan:
         return plan_fusion(uar, orchestration=variant)
@@ -404,7 +414,7 @@ def autotune(
             plan = plan_of(chosen)
             if plan_signature(plan) != entry.get("plan_signature"):
                 raise LookupError("the planner now gives a different plan")
-            fused = generate(plan, device=dev)
+            fused = generate_on_device(plan)
             ok, err, _a, _r = verify(fused)
             if not ok:
                 raise LookupError(err)
@@ -436,7 +446,7 @@ def autotune(
             continue
         first_with[sig] = variant
         try:
-            fused = generate(plan, device=dev)
+            fused = generate_on_device(plan)
         except Exception as err:  # a generation failure discards the variant
             rows[variant] = VariantResult(variant, error=f"codegen failed: {_short(err)}")
             say(f"{name}: {variant}: code generation failed: {_short(err)}")
