@@ -100,14 +100,14 @@ def val_to_sympy(v: isl.Val) -> sympy.Rational:
 
 
 def _aff_to_sympy(aff: isl.Aff) -> sympy.Expr:
-    e: sympy.Expr = val_to_sympy(aff.get_constantval_to_sympy())
+    e: sympy.Expr = val_to_sympy(aff.get_constant_val())
     for dt in (isl.dim_type.param, isl.dim_type.in_):
         for i in range(aff.dim(dt)):
-            c = aff.get_coefficientval_to_sympy(dt, i)
+            c = aff.get_coefficient_val(dt, i)
             if not c.is_zero():
                 e += val_to_sympy(c) * int_symbol(aff.get_dim_name(dt, i) or f"_x{i}")
     for i in range(aff.dim(isl.dim_type.div)):
-        c = aff.get_coefficientval_to_sympy(isl.dim_type.div, i)
+        c = aff.get_coefficient_val(isl.dim_type.div, i)
         if not c.is_zero():
             e += val_to_sympy(c) * floor_expr(_aff_to_sympy(aff.get_div(i)))
     return e
@@ -155,7 +155,7 @@ def _qp_to_sympy(qp: isl.QPolynomial) -> sympy.Expr:
     space = qp.get_space()
     out: sympy.Expr = sympy.Integer(0)
     for term in qp.get_terms():
-        e: sympy.Expr = val_to_sympy(term.get_coefficientval_to_sympy())
+        e: sympy.Expr = val_to_sympy(term.get_coefficient_val())
         for i in range(term.dim(isl.dim_type.param)):
             k = term.get_exp(isl.dim_type.param, i)
             if k:

@@ -53,7 +53,7 @@ def _is_unit(name: str) -> bool:
     return (PACKAGE / name).is_dir() or (PACKAGE / f"{name}.py").is_file()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _imports(path: Path) -> list[tuple[int, str]]:
     """Every module ``path`` imports (absolute names), wherever the import statement is."""
     module = _module_name(path)

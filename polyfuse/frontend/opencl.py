@@ -1904,6 +1904,14 @@ def specialize(kernel: Kernel, context: KernelContext) -> Kernel:
     return extract_kernel(kernel.ast, context=merged, filename=filename)
 
 
+def specialize_if_needed(kernel: Kernel, context: KernelContext) -> Kernel:
+    """``kernel`` specialized to ``context`` (:func:`specialize`) unless it already is, or has
+    no syntax tree to re-extract (a kernel made without C is taken as it is)."""
+    if kernel.ast is None or kernel.context == context:
+        return kernel
+    return specialize(kernel, context)
+
+
 def parse_kernels(
     source_or_path: str,
     filename: Optional[str] = None,

@@ -61,6 +61,7 @@ from polyfuse.program import (
     Launch,
     PolyfuseError,
     Program,
+    Target,
 )
 
 __all__ = [
@@ -512,7 +513,7 @@ def _flat_index(acc: Access, kernel: Kernel) -> Optional[isl.PwAff]:
     flat = None
     for k in range(n_out):
         mult = math.prod(shape[k + 1:]) if n_out > 1 else 1
-        pa = pma.get_pw_aff(k).scaleval_to_sympy(isl.Val(mult))
+        pa = pma.get_pw_aff(k).scale_val(isl.Val(mult))
         flat = pa if flat is None else flat.add(pa)
     return flat
 
@@ -521,10 +522,10 @@ def _stride(flat: isl.PwAff, pos: int) -> Optional[int]:
     strides = set()
     for _, aff in flat.get_pieces():
         for i in range(aff.dim(isl.dim_type.div)):
-            if not aff.get_coefficientval_to_sympy(isl.dim_type.div, i).is_zero() and \
+            if not aff.get_coefficient_val(isl.dim_type.div, i).is_zero() and \
                     aff.get_div(i).involves_dims(isl.dim_type.in_, pos, 1):
                 return None
-        c = val_to_sympy(aff.get_coefficientval_to_sympy(isl.dim_type.in_, pos))
+        c = val_to_sympy(aff.get_coefficient_val(isl.dim_type.in_, pos))
         if c.q != 1:
             return None
         strides.add(int(c))
@@ -577,18 +578,25 @@ def _size_context(geo: _Geometry) -> Optional[isl.Set]:
 
 
 def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
-                 granularity: Optional[str] = None) -> KernelCounts:
+                 granularity: Optional[str] = None,
+                 target: Optional[Target] = None) -> KernelCounts:
     """Exact symbolic counts of one kernel launch (totals over all its work-items).
 
     ``granularity`` None uses the default granularities per feature (see the module docstring);
     ``"work-item"``, ``"sub-group"`` or ``"work-group"`` applies one to every op, memory and
-    barrier record.  ``subgroup_size`` defaults to what the OpenCL device reports.
+    barrier record.  ``subgroup_size`` defaults to ``target``'s SIMD width, without a target
+    to what the default OpenCL device reports.
     """
     _require_barvinok()
     if granularity is not None and granularity not in GRANULARITIES:
         raise PolyfuseError(f"unknown granularity {granularity!r} (one of "
                             f"{', '.join(GRANULARITIES)})")
-    sg = int(subgroup_size) if subgroup_size else default_subgroup_size()
+    if subgroup_size:
+        sg = int(subgroup_size)
+    elif target is not None:
+        sg = target.simd_width or _FALLBACK_SUBGROUP
+    else:
+        sg = default_subgroup_size()
     if sg < 1:
         raise PolyfuseError(f"sub-group size must be positive, got {sg}")
     geo = _Geometry.of(kernel, sg)
@@ -615,7 +623,7 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
             continue
         card = counter.instances(st.domain, op_gran)
         for key, n in sops.ops.items():
-            op_parts.setdefault(key, []).append(card.scaleval_to_sympy(isl.Val(n)))
+            op_parts.setdefault(key, []).append(card.scale_val(isl.Val(n)))
             ex = sops.exact and st.exact_domain
             op_exact[key] = op_exact.get(key, True) and ex
             lst = op_notes.setdefault(key, [])
@@ -775,14 +783,15 @@ def _host_subs(values: Mapping[str, int]) -> dict[sympy.Symbol, int]:
 
 def count_program(program: Program, *, subgroup_size: Optional[int] = None,
                   granularity: Optional[str] = None,
-                  values: Optional[Mapping[str, int]] = None) -> dict[int, KernelCounts]:
+                  values: Optional[Mapping[str, int]] = None,
+                  target: Optional[Target] = None) -> dict[int, KernelCounts]:
     """Counts per launch id, each kernel specialized with its launch's known sizes and scalars.
 
     A launch inside host loops is totalled over every instance (``kernel_launch`` counts them;
     footprints are summed per instance too, so the AFR is that of one instance on average);
     counts stay symbolic in host values that are unknown (``values`` may fix them).
     """
-    from polyfuse.uar.effects import _specialize
+    from polyfuse.frontend.opencl import specialize_if_needed
 
     values = dict(values or {})
     out: dict[int, KernelCounts] = {}
@@ -794,8 +803,9 @@ def count_program(program: Program, *, subgroup_size: Optional[int] = None,
         ctx, symbolic = _launch_context(kernel0, launch)
         kc = cache.get((kernel0.name, ctx))
         if kc is None:
-            kernel = _specialize(kernel0, ctx)
-            kc = count_kernel(kernel, subgroup_size=subgroup_size, granularity=granularity)
+            kernel = specialize_if_needed(kernel0, ctx)
+            kc = count_kernel(kernel, subgroup_size=subgroup_size, granularity=granularity,
+                              target=target)
             cache[(kernel0.name, ctx)] = kc
         subs = {int_symbol(k): v for k, v in symbolic.items()}
         loops = tuple(launch.loops)
@@ -846,17 +856,18 @@ def _specialize_with(kernel: Kernel, params: Mapping[str, Any]) -> Kernel:
         if local[d] is not None and glob[d] is not None and glob[d] % local[d]:
             raise PolyfuseError(f"kernel {kernel.name}: {GLOBAL_SIZE_PARAMS[d]}={glob[d]} is "
                                 f"not a multiple of {LOCAL_SIZE_PARAMS[d]}={local[d]}")
-    from polyfuse.uar.effects import _specialize
+    from polyfuse.frontend.opencl import specialize_if_needed
 
     ctx = KernelContext(local, glob, tuple(sorted(scalars.items())))  # type: ignore[arg-type]
-    return _specialize(kernel, ctx)
+    return specialize_if_needed(kernel, ctx)
 
 
 def count_report(kernels_path: str, host: Optional[str] = None, kernel: Optional[str] = None,
                  params: Optional[Mapping[str, int]] = None, *,
                  subgroup_size: Optional[int] = None,
                  granularity: Optional[str] = None,
-                 program: Optional[Program] = None) -> dict[str, Any]:
+                 program: Optional[Program] = None,
+                 target: Optional[Target] = None) -> dict[str, Any]:
     """The JSON of ``polyfuse count``: per kernel, or per launch when a host program is given.
 
     ``params`` fix symbolic values: kernel parameters (``n``, ``_gs0``) without a host, host
@@ -876,7 +887,8 @@ def count_report(kernels_path: str, host: Optional[str] = None, kernel: Optional
             if kernel is not None and name != kernel:
                 continue
             k = _specialize_with(k, params)
-            kc = count_kernel(k, subgroup_size=subgroup_size, granularity=granularity)
+            kc = count_kernel(k, subgroup_size=subgroup_size, granularity=granularity,
+                              target=target)
             out.append(kc.to_json(params))
         return {"file": kernels_path, "kernels": out}
     from polyfuse.frontend.host import load_opencl
@@ -887,7 +899,7 @@ def count_report(kernels_path: str, host: Optional[str] = None, kernel: Optional
         raise PolyfuseError(f"no kernel {kernel!r} (kernels: {', '.join(program.kernels)})",
                             kernels_path)
     counts = count_program(program, subgroup_size=subgroup_size, granularity=granularity,
-                           values=params)
+                           values=params, target=target)
     launches = []
     for launch in program.launches:
         if kernel is not None and launch.kernel != kernel:

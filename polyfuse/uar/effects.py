@@ -27,6 +27,7 @@ from typing import Optional
 import islpy as isl
 import sympy
 
+from polyfuse.frontend.opencl import STRUCT_SIZES, specialize_if_needed
 from polyfuse.islutil import coalesce
 from polyfuse.program import (
     GLOBAL_SIZE_PARAMS,
@@ -63,8 +64,6 @@ def type_size(ctype: str) -> int:
     if m and m.group(1) in _SCALAR_SIZES:
         n = int(m.group(2))
         return _SCALAR_SIZES[m.group(1)] * (4 if n == 3 else n)
-    from polyfuse.frontend.opencl import STRUCT_SIZES
-
     if t in STRUCT_SIZES:
         return STRUCT_SIZES[t]
     raise UnsupportedError(f"unknown element type {ctype!r}: cannot size buffer accesses")
@@ -338,16 +337,6 @@ def _unit_groups(kernel: Kernel, d: int) -> bool:
     return True
 
 
-def _specialize(kernel: Kernel, ctx: KernelContext) -> Kernel:
-    try:
-        from polyfuse.frontend.opencl import specialize
-    except ImportError:
-        return kernel
-    if kernel.ast is None or kernel.context == ctx:
-        return kernel
-    return specialize(kernel, ctx)
-
-
 # ----------------------------------------------------------------------------------------------
 # The instantiation
 # ----------------------------------------------------------------------------------------------
@@ -475,7 +464,7 @@ class _Builder:
         )
         kernel = self._spec_cache.get((kernel0.name, ctx))
         if kernel is None:
-            kernel = _specialize(kernel0, ctx)
+            kernel = specialize_if_needed(kernel0, ctx)
             self._spec_cache[(kernel0.name, ctx)] = kernel
         keff = self._keff_cache.get((id(kernel), wd))
         if keff is None:
