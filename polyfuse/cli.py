@@ -804,7 +804,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     if args.device:
         os.environ["PYOPENCL_CTX"] = args.device
-    from polyfuse.frontend.cpp import RECURSION_LIMIT, recursion_limit
+    from polyfuse.c.cpp import RECURSION_LIMIT, recursion_limit
 
     try:
         with recursion_limit(RECURSION_LIMIT):  # deeply nested (but accepted) source code

@@ -108,7 +108,7 @@ def fuse_program(program: Program, *, params: Optional[dict[str, int]] = None,
     With ``tune`` (or ``coarsen=True``) the fused kernels are then coarsened, factors chosen by
     timing (:func:`polyfuse.coarsen_tune.tune_coarsening`): fuse first, then coarsen.
     """
-    from polyfuse.frontend.cpp import RECURSION_LIMIT, recursion_limit
+    from polyfuse.c.cpp import RECURSION_LIMIT, recursion_limit
 
     with recursion_limit(RECURSION_LIMIT):  # kernels' syntax trees are copied and walked
         return _fuse_program(program, params=params, orchestration=orchestration,

@@ -243,6 +243,12 @@ class Kernel:
     notes: tuple[str, ...] = ()
     #: the pycparser ``FuncDef`` (OpenCL qualifiers kept as ``[[ocl::...]]`` attributes)
     ast: Any = field(default=None, compare=False, repr=False)
+    #: the function definitions of the kernel's translation unit by name (``FuncDef``; the
+    #: kernel's own among them): what it may call, emitted with it
+    helpers: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    #: file-scope declarations of its translation unit (typedefs, structs, constant tables;
+    #: pycparser nodes), emitted before it
+    declarations: tuple[Any, ...] = field(default=(), compare=False, repr=False)
 
     def param(self, name_or_index: Union[str, int]) -> KernelParam:
         for p in self.params:
@@ -404,13 +410,14 @@ class Program:
             if b.parent is None:
                 return b.name, sympy.simplify(offset)
             if buffer in seen:
-                raise PolyfuseError(f"buffer {buffer!r} aliases itself", *_loc(b.loc))
+                raise PolyfuseError(f"buffer {buffer!r} aliases itself", *where(b.loc))
             seen.add(buffer)
             offset = offset + b.origin
             buffer = b.parent
 
 
-def _loc(loc: Optional[SourceLoc]) -> tuple[Optional[str], Optional[int]]:
+def where(loc: Optional[SourceLoc]) -> tuple[Optional[str], Optional[int]]:
+    """``(file, line)`` of a location, the last arguments of :class:`PolyfuseError`."""
     return (loc.file, loc.line) if loc else (None, None)
 
 
@@ -546,7 +553,7 @@ def host_instances(program: Program, params: Mapping[str, Any]
             upper = eval_host_int(lp.upper, env, f"upper bound of host loop {lp.iterator}")
             step = lp.step or 1
             if step <= 0:
-                raise UnsupportedError(f"host loop {lp.iterator} has step {step}", *_loc(lp.loc))
+                raise UnsupportedError(f"host loop {lp.iterator} has step {step}", *where(lp.loc))
             for v in range(lower, upper, step):
                 yield from walk(i, j, depth + 1, {**env, lp.iterator: v}, h + (v,))
             i = j

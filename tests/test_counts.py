@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from pycparser import c_ast
 
 from polyfuse import islutil
-from polyfuse.frontend import cpp
+from polyfuse.c import cpp
 from polyfuse.frontend.opencl import parse_kernels, specialize
 from polyfuse.perf import counts as pc
 from polyfuse.perf import features
@@ -89,7 +89,7 @@ def instrument(kernel: Kernel) -> str:
     extra = cpp.parse("__kernel void f(__global int* _pfc) {}", "<x>")
     fdx = [e for e in extra.ext if isinstance(e, c_ast.FuncDef)][0]
     fd.decl.type.args.params.append(fdx.decl.type.args.params[0])
-    helpers = features.helper_defs(kernel.ast)
+    helpers = features.helper_defs(kernel)
     return "\n".join([cpp.generate(h) for h in helpers.values()] + [cpp.generate(fd)])
 
 
@@ -151,7 +151,7 @@ class Oracle:
         self.barriers = run.barriers * self.group_size
 
     def ops(self, kernel: Kernel) -> Counter:
-        env = features.TypeEnv(kernel.ast, features.helper_defs(kernel.ast))
+        env = features.TypeEnv(kernel.ast, features.helper_defs(kernel))
         out: Counter = Counter()
         for i, s in enumerate(kernel.statements):
             for key, n in features.statement_ops(s.node, env).ops.items():

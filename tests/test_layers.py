@@ -113,7 +113,7 @@ def test_only_the_device_layers_import_pyopencl():
 
 def test_the_rule_sees_imports_inside_functions():
     edges = _edges()
-    assert ("frontend", "oplib") in edges and ("runtime", "frontend") in edges
+    assert ("frontend", "oplib") in edges  # onnx.py imports the kernel library in a function
     assert ("pipeline", "tune") in edges  # pipeline imports the tuner inside a function
 
 

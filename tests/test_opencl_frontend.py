@@ -13,7 +13,7 @@ import islpy as isl
 import numpy as np
 import pytest
 
-from polyfuse.frontend import cpp
+from polyfuse.c import cpp
 from polyfuse.frontend.opencl import parse_kernels, specialize
 from polyfuse.program import Kernel, KernelContext, PolyfuseError, UnsupportedError
 from polyfuse.testing.interp import LocalArg, run_kernel

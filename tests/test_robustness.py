@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from polyfuse.builder import ProgramBuilder
-from polyfuse.frontend import cpp
+from polyfuse.c import cpp
 from polyfuse.frontend.opencl import parse_kernel_batch, parse_kernels
 from polyfuse.program import KernelContext, PolyfuseError
 

@@ -30,7 +30,7 @@ import sympy
 from polyfuse.autopar import codegen as CG
 from polyfuse.autopar import parallelize as P
 from polyfuse.autopar import scop as S
-from polyfuse.frontend import cpp
+from polyfuse.c import cpp
 from polyfuse.program import (
     ArgBinding,
     Buffer,

@@ -1,6 +1,6 @@
 """Static control parts (SCoPs) of plain C functions and their polyhedral model.
 
-Sources are read with :func:`polyfuse.frontend.cpp.parse` (``gcc -E`` with polyfuse's headers and
+Sources are read with :func:`polyfuse.c.cpp.parse` (``gcc -E`` with polyfuse's headers and
 the user's ``-I``/``-D``, ``opencl=False``).  On that path the preprocessor keeps ``#pragma`` lines
 and pycparser turns them into :class:`~pycparser.c_ast.Pragma` nodes *in place* among the block
 items, so ``#pragma scop`` / ``#pragma endscop`` are found directly in the syntax tree (no
@@ -32,7 +32,7 @@ from typing import Any, Optional, Union
 import islpy as isl
 from pycparser import c_ast
 
-from polyfuse.frontend import cpp
+from polyfuse.c import cpp
 from polyfuse.frontend import opencl as ocl
 
 # private helpers of the OpenCL front-end, imported rather than duplicated (see module doc)

@@ -47,8 +47,9 @@ from typing import Any, Optional
 import sympy
 from pycparser import c_ast
 
-from polyfuse.frontend import cpp
-from polyfuse.frontend.opencl import _HELPERS, parse_kernels, type_size
+from polyfuse.c import cpp
+from polyfuse.c.emit import declarations_text, helper_functions
+from polyfuse.frontend.opencl import parse_kernels, type_size
 from polyfuse.program import (
     Kernel,
     Launch,
@@ -462,7 +463,7 @@ class _Rewriter:
         self.base = group_base
         self.what = what
         fd = kernel.ast
-        self.helpers = {k: v for k, v in _HELPERS.get(fd, {}).items() if k != kernel.name}
+        self.helpers = {k: v for k, v in kernel.helpers.items() if k != kernel.name}
         self._check_helpers(fd.body)
         body = copy.deepcopy(fd.body)
         items = list(body.block_items or [])
@@ -831,22 +832,6 @@ def _local_bytes(kernel: Kernel, launch: Launch, params: Mapping[str, Any]) -> d
     return out
 
 
-def _file_decls(kernel: Kernel) -> str:
-    """File-scope declarations (typedefs, constant tables) of the kernel's file, as text."""
-    if kernel.loc is None:
-        return ""
-    try:
-        with open(kernel.loc.file, encoding="utf-8") as fh:
-            text = fh.read()
-        ast = cpp.parse(text, kernel.loc.file, opencl=True)
-    except (OSError, PolyfuseError):
-        return ""
-    keep = [e for e in ast.ext if not isinstance(e, c_ast.FuncDef)
-            and not cpp.is_polyfuse_header(e)
-            and not (isinstance(e, c_ast.Decl) and isinstance(e.type, c_ast.FuncDecl))]
-    return "".join(cpp.generate(d).rstrip().rstrip(";") + ";\n" for d in keep)
-
-
 def _barriers_group_uniform(kernel: Kernel) -> bool:
     """Every barrier sits under control that is the same for all work-items of a group, by the
     copy-varying analysis with every local id varying (a second, syntactic proof where the
@@ -1001,12 +986,11 @@ def _apply(program: Program, per: Mapping[int, Factors], params: Mapping[str, An
         text, launches = coarsen_source(k, geom, f, elems, name)
         texts.append(text)
         if not decls:
-            decls = _file_decls(k)
+            decls = declarations_text(k.declarations)
         if k.loc is not None and kfile is None:
             kfile = k.loc.file
-        for hn, hfd in _HELPERS.get(k.ast, {}).items():
-            if hfd is not k.ast and not cpp.is_kernel(hfd):
-                helpers_text.setdefault(hn, cpp.generate(hfd))
+        for hn, hfd in helper_functions(k.helpers).items():
+            helpers_text.setdefault(hn, cpp.generate(hfd))
         replaced[lc.id] = launches
         infos.append(CoarsenedLaunch(lc.id, lc.kernel, f, geom, tuple(launches),
                                      sum(lb.values()) * math.prod(f.block)))

@@ -45,8 +45,9 @@ import islpy as isl
 import sympy
 from pycparser import c_ast
 
+from polyfuse.c import cpp, emit
 from polyfuse.codegen import exprs
-from polyfuse.frontend import cpp, opencl
+from polyfuse.frontend import opencl
 from polyfuse.fusion.plan import Fragment, FusedGroup, FusionPlan
 from polyfuse.islutil import coalesce
 from polyfuse.program import (
@@ -394,8 +395,8 @@ def _fragment(kb: _KernelBuilder, k: int, frag: Fragment, fdomain: isl.Set, box:
                                    "generates (pf_*, f<k>_*)")
 
     # helper functions (emitted once before the kernels)
-    for name, hfd in opencl._HELPERS.get(kernel.ast, {}).items():
-        if hfd is kernel.ast or cpp.is_kernel(hfd):
+    for name, hfd in emit.helper_functions(kernel.helpers).items():
+        if hfd is kernel.ast:
             continue
         if _calls(hfd.body, WORK_ITEM_FUNCTIONS + _BARRIER_FUNCS):
             if _calls(body, (name,)):
@@ -881,10 +882,16 @@ def _helpers_text(groups: list[_GroupCode]) -> str:
     for gc in groups:
         for name, fd in gc.kb.helpers.items():
             helpers.setdefault(name, fd)
-    if not helpers:
-        return ""
-    protos = "".join(cpp.generate(fd.decl) + ";\n" for fd in helpers.values())
-    return protos + "\n" + "\n".join(cpp.generate(fd) for fd in helpers.values()) + "\n"
+    return emit.helpers_text(helpers)
+
+
+def source_error(message: str, line: int, kernel_lines: Mapping[int, tuple[int, int]],
+                 group_kernels: Mapping[int, str]) -> CodegenError:
+    """The error for generated source that does not compile: its line in ``fused.cl`` and the
+    plan group whose kernel holds it."""
+    grp = [gid for gid, (a, b) in kernel_lines.items() if a <= line <= b]
+    owner = f"plan group {grp[0]} (kernel {group_kernels[grp[0]]})" if grp else "helper functions"
+    return CodegenError(f"generated kernel does not build: {message} ({owner})", "fused.cl", line)
 
 
 def _host_fixed(expr: Any) -> bool:
@@ -956,7 +963,13 @@ def generate(plan: FusionPlan, *, target: Optional[Target] = None,
     source = "".join(parts) + "".join(texts)
 
     filename = f"<fused {program.name}>"
-    kernels = opencl.parse_kernels(source, filename)
+    group_kernels = {gc.kb.group.id: gc.kb.name for gc in codes}
+    try:
+        kernels = opencl.parse_kernels(source, filename)
+    except PolyfuseError as err:
+        if err.line is None:
+            raise
+        raise source_error(err.message, err.line, lines, group_kernels) from None
 
     # host program: one launch per group at its last member's position
     by_pos = {gc.position: gc for gc in codes}
@@ -987,5 +1000,5 @@ def generate(plan: FusionPlan, *, target: Optional[Target] = None,
                          data=program.data)
     new_plan = replace(plan, groups=tuple(new_groups), optimizations=stats)
     return FusedProgram(source=source, program=fused_prog, plan=new_plan,
-                        group_kernels={gc.kb.group.id: gc.kb.name for gc in codes},
+                        group_kernels=group_kernels,
                         dropped_buffers=tuple(sorted(set(dropped))), kernel_lines=lines)

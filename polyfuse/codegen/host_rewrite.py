@@ -36,7 +36,7 @@ from typing import Any, Optional
 
 import sympy
 
-from polyfuse.frontend import cpp
+from polyfuse.c import cpp
 from polyfuse.program import Launch, PolyfuseError, Program, host_loop_ids
 
 #: environment variable: when set, the fused host prints how many fused launches it enqueued

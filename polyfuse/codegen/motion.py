@@ -43,7 +43,7 @@ from typing import Any
 import islpy as isl
 from pycparser import c_ast
 
-from polyfuse.frontend.cpp import block_items as _items
+from polyfuse.c.cpp import block_items as _items
 from polyfuse.program import WORK_ITEM_FUNCTIONS, Launch, Program
 
 _BARRIERS = ("barrier", "work_group_barrier")
@@ -97,7 +97,7 @@ def _has_barrier(node: Any) -> bool:
 
 
 def _text(node: Any) -> str:
-    from polyfuse.frontend import cpp
+    from polyfuse.c import cpp
 
     return "" if node is None else cpp.generate(node)
 

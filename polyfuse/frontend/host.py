@@ -65,7 +65,7 @@ import islpy as isl
 import sympy
 from pycparser import c_ast
 
-from polyfuse.frontend import cpp
+from polyfuse.c import cpp
 from polyfuse.program import (
     ArgBinding,
     Buffer,
@@ -442,7 +442,7 @@ def parse_host(
         if len(units) > 1:
             raise PolyfuseError("several host files need libclang (pip install libclang)",
                                 main_file)
-        from polyfuse.frontend import cpp
+        from polyfuse.c import cpp
 
         ast = cpp.parse(units[0][0], main_file, include_dirs=include_dirs, defines=defines,
                         opencl=False)
@@ -2981,7 +2981,7 @@ def _renamed_kernel(k: Kernel, name: str) -> Kernel:
     """The same kernel under another name (two programs may each define a kernel ``mmul``)."""
     import copy
 
-    from polyfuse.frontend import cpp, opencl
+    from polyfuse.c import cpp
 
     if k.ast is None:
         return dataclasses.replace(k, name=name)
@@ -2992,9 +2992,6 @@ def _renamed_kernel(k: Kernel, name: str) -> Kernel:
         t = t.type
     if isinstance(t, c_ast.TypeDecl):
         t.declname = name
-    helpers = opencl._HELPERS.get(k.ast)
-    if helpers is not None:
-        opencl._HELPERS[ast] = helpers
     return dataclasses.replace(k, name=name, ast=ast, source=cpp.generate(ast))
 
 

@@ -37,7 +37,6 @@ from __future__ import annotations
 import copy
 import os
 import re
-import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
@@ -45,7 +44,7 @@ from typing import Any, Optional
 import islpy as isl
 from pycparser import c_ast
 
-from polyfuse.frontend import cpp
+from polyfuse.c import cpp
 from polyfuse.islutil import coalesce
 from polyfuse.program import (
     GLOBAL_SIZE_PARAMS,
@@ -90,10 +89,6 @@ _GROUPING_FUNCS = {"get_local_id", "get_group_id", "get_local_size", "get_num_gr
 _MAX_ENUMERATED = 64
 
 _NO_CONTEXT = KernelContext()
-
-#: FuncDef → the file's function definitions (for inlining when re-extracting in specialize())
-_HELPERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
 
 class _NonAffine(Exception):
     """An expression polyfuse cannot represent as a quasi-affine function."""
@@ -302,10 +297,12 @@ class _Pointer:
 
 class _Extractor:
     def __init__(self, funcdef: c_ast.FuncDef, context: KernelContext, filename: str,
-                 helpers: Mapping[str, c_ast.FuncDef]):
+                 helpers: Mapping[str, c_ast.FuncDef], declarations: tuple[c_ast.Node, ...] = ()):
         self.fd = funcdef
         self.name = funcdef.decl.name
         self.filename = filename
+        self.file_functions = helpers
+        self.declarations = declarations
         self.helpers = {k: v for k, v in helpers.items() if k != self.name}
         self.notes: list[str] = []
         self.entries: list[_Entry] = []
@@ -1636,6 +1633,8 @@ class _Extractor:
             loc=loc,
             notes=tuple(self.notes),
             ast=self.fd,
+            helpers=self.file_functions,
+            declarations=self.declarations,
         )
 
 
@@ -1853,17 +1852,16 @@ def _name_dims(rel: isl.Map, dom: isl.Set) -> isl.Map:
 
 def extract_kernel(funcdef: c_ast.FuncDef, *, context: KernelContext = _NO_CONTEXT,
                    filename: str = "<input>",
-                   helpers: Optional[Mapping[str, c_ast.FuncDef]] = None) -> Kernel:
+                   helpers: Optional[Mapping[str, c_ast.FuncDef]] = None,
+                   declarations: tuple[c_ast.Node, ...] = ()) -> Kernel:
     """The polyhedral model of one ``__kernel`` function definition.
 
-    ``helpers`` are the other function definitions of the file (for inlining); when omitted, the
-    ones recorded by :func:`parse_kernels` for this AST are used.
+    ``helpers`` are the function definitions of the file (for inlining) and ``declarations``
+    its file-scope declarations; the kernel record keeps both (:attr:`Kernel.helpers`).
     """
-    if helpers is None:
-        helpers = _HELPERS.get(funcdef, {})
     try:
         with cpp.recursion_limit(cpp.RECURSION_LIMIT):
-            return _Extractor(funcdef, context, filename, helpers).run()
+            return _Extractor(funcdef, context, filename, helpers or {}, declarations).run()
     except PolyfuseError:
         raise
     except isl.Error as err:
@@ -1901,7 +1899,8 @@ def specialize(kernel: Kernel, context: KernelContext) -> Kernel:
                            merge(old.global_size, context.global_size),
                            tuple(sorted(values.items())))
     filename = kernel.loc.file if kernel.loc else "<input>"
-    return extract_kernel(kernel.ast, context=merged, filename=filename)
+    return extract_kernel(kernel.ast, context=merged, filename=filename, helpers=kernel.helpers,
+                          declarations=kernel.declarations)
 
 
 def specialize_if_needed(kernel: Kernel, context: KernelContext) -> Kernel:
@@ -1933,18 +1932,18 @@ def parse_kernels(
     resolve_typedefs(ast)
     funcs = [e for e in ast.ext if isinstance(e, c_ast.FuncDef)]
     helpers = {f.decl.name: f for f in funcs}
+    declarations = file_declarations(ast)
     file_names = _file_scope_names(ast)
     for f in funcs:
         _check_declared(f, file_names, filename)
     kernels: dict[str, Kernel] = {}
     for f in funcs:
-        _HELPERS[f] = helpers
         if cpp.is_kernel(f):
             if f.decl.name in kernels:
                 raise PolyfuseError(f"kernel {f.decl.name} defined twice",
                                     *_file_line(f, filename))
             kernels[f.decl.name] = extract_kernel(f, context=context, filename=filename,
-                                                  helpers=helpers)
+                                                  helpers=helpers, declarations=declarations)
             _check_element_types(kernels[f.decl.name], filename)
     return kernels
 
@@ -1997,7 +1996,6 @@ def parse_kernel_batch(items: Sequence[tuple[str, str, KernelContext]]) -> list[
         helpers = {f.decl.name: f for f in funcs}
         for f in funcs:
             _check_declared(f, file_names, fn)
-            _HELPERS[f] = helpers
         models[i] = extract_kernel(kernels[0], context=ctx, filename=fn, helpers=helpers)
     out = []
     for i, key in enumerate(keys):
@@ -2025,10 +2023,19 @@ def _renamed(kernel: Kernel, name: str, filename: str) -> Kernel:
     if isinstance(node, c_ast.TypeDecl):
         node.declname = name
     fd = c_ast.FuncDef(decl, kernel.ast.param_decls, kernel.ast.body, kernel.ast.coord)
-    _HELPERS[fd] = {name: fd}
     loc = replace(kernel.loc, file=filename) if kernel.loc else None
     source = re.sub(rf"\b{re.escape(kernel.name)}\b", name, kernel.source)
-    return replace(kernel, name=name, ast=fd, loc=loc, source=source)
+    helpers = {k: v for k, v in kernel.helpers.items() if k != kernel.name}
+    return replace(kernel, name=name, ast=fd, loc=loc, source=source,
+                   helpers={**helpers, name: fd})
+
+
+def file_declarations(ast: c_ast.FileAST) -> tuple[c_ast.Node, ...]:
+    """File-scope declarations a kernel's functions need besides them: typedefs, structs,
+    constant tables (not function prototypes, not polyfuse's own header)."""
+    return tuple(e for e in ast.ext
+                 if not isinstance(e, c_ast.FuncDef) and not cpp.is_polyfuse_header(e)
+                 and not (isinstance(e, c_ast.Decl) and isinstance(e.type, c_ast.FuncDecl)))
 
 
 def _file_scope_names(ast: c_ast.FileAST) -> set[str]:

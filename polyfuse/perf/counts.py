@@ -610,7 +610,7 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
     # -- ops
     env = None
     if kernel.ast is not None:
-        env = features.TypeEnv(kernel.ast, features.helper_defs(kernel.ast))
+        env = features.TypeEnv(kernel.ast, features.helper_defs(kernel))
     op_gran = granularity or "sub-group"
     op_parts: dict[tuple[str, str], list[isl.PwQPolynomial]] = {}
     op_exact: dict[tuple[str, str], bool] = {}

@@ -31,11 +31,11 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from pycparser import c_ast
 
-from polyfuse.program import WORK_ITEM_FUNCTIONS
+from polyfuse.program import WORK_ITEM_FUNCTIONS, Kernel
 
 __all__ = ["OpVector", "StatementOps", "TypeEnv", "numpy_dtype", "statement_ops"]
 
@@ -482,11 +482,6 @@ def uncounted_conditions(funcdef: c_ast.FuncDef, counted: Iterable[Any],
     return notes
 
 
-def helper_defs(funcdef: c_ast.FuncDef) -> dict[str, c_ast.FuncDef]:
-    """The other function definitions of the kernel's file (recorded by the front-end)."""
-    try:
-        from polyfuse.frontend import opencl
-    except ImportError:  # pragma: no cover
-        return {}
-    table: Optional[Mapping[str, c_ast.FuncDef]] = getattr(opencl, "_HELPERS", {}).get(funcdef)
-    return {k: v for k, v in (table or {}).items() if v is not funcdef}
+def helper_defs(kernel: Kernel) -> dict[str, c_ast.FuncDef]:
+    """The other function definitions of the kernel's file (:attr:`Kernel.helpers`)."""
+    return {k: v for k, v in kernel.helpers.items() if v is not kernel.ast}

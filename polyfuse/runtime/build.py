@@ -9,6 +9,7 @@ import re
 import pyopencl as cl
 
 from polyfuse.codegen import CodegenError, FusedProgram
+from polyfuse.codegen.fuse import source_error
 from polyfuse.runtime.device import DeviceSpec, build_log, get_context
 
 #: clang prints "FILE:LINE:COL: error: MSG"; PoCL 3.x "error: FILE:LINE:COL: MSG"
@@ -27,10 +28,5 @@ def build_fused(fused: FusedProgram, device: DeviceSpec = None) -> None:
         log = build_log(prog, ctx, err)
     m = _ERROR_LINE.search(log)
     if m:
-        ln = int(m.group(1))
-        grp = [gid for gid, (a, b) in fused.kernel_lines.items() if a <= ln <= b]
-        owner = (f"plan group {grp[0]} (kernel {fused.group_kernels[grp[0]]})" if grp
-                 else "helper functions")
-        raise CodegenError(f"generated kernel does not build: {m.group(2)} ({owner})",
-                           "fused.cl", ln)
+        raise source_error(m.group(2), int(m.group(1)), fused.kernel_lines, fused.group_kernels)
     raise CodegenError(f"generated kernels do not build: {log.splitlines()[0]}")

@@ -5,10 +5,9 @@ same buffers) on the same random inputs and comparing the final buffers
 (:mod:`polyfuse.runtime.verify`), so execution must follow the program model exactly and be
 reproducible:
 
-* **Source.** :func:`program_source` regenerates OpenCL C from every kernel's syntax tree (so
-  kernels made from strings, e.g. fused ones, work as well as parsed files), with the helper
-  functions they call and, when the kernel's file is readable, its file-scope declarations
-  (typedefs, structs, ``__constant`` tables).  It is built with ``-cl-std=CL1.2``.
+* **Source.** :func:`~polyfuse.c.emit.program_source` regenerates OpenCL C from every kernel's
+  syntax tree with the helper functions and file-scope declarations the kernel record holds
+  (:mod:`polyfuse.c.emit`).  It is built with ``-cl-std=CL1.2``.
 * **Initial contents.** Every root buffer is allocated and filled with seeded random data of its
   element type: ``Buffer.dtype``, else the element type of the first kernel parameter bound to it
   (``float`` → float32, ``int`` → int32, ``uint`` → uint32, ``double`` → float64, ``char`` → int8,
@@ -36,7 +35,6 @@ reproducible:
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import statistics
 import time
@@ -47,8 +45,8 @@ from typing import Any, Optional
 
 import numpy as np
 import pyopencl as cl
-from pycparser import c_ast
 
+from polyfuse.c.emit import emit_program, program_source
 from polyfuse.program import (
     ArgBinding,
     BufferRange,
@@ -58,11 +56,11 @@ from polyfuse.program import (
     Launch,
     PolyfuseError,
     Program,
-    SourceLoc,
     UnsupportedError,
     eval_host_expr,
     eval_host_int,
     host_instances,
+    where,
 )
 from polyfuse.runtime.device import DeviceSpec, build_log, build_program, get_context
 
@@ -102,122 +100,9 @@ def c_dtype(name: str) -> Optional[np.dtype]:
     return dt if dt.kind in "biuf" else None
 
 
-# ----------------------------------------------------------------------------------------------
-# Source
-# ----------------------------------------------------------------------------------------------
-
-_FILE_DECLS: dict[tuple[str, float], list[c_ast.Node]] = {}
-
-
-def _file_scope_decls(path: str) -> list[c_ast.Node]:
-    """Typedefs, structs and constant tables of a kernel file (what helpers cannot carry)."""
-    from polyfuse.frontend import cpp
-
-    try:
-        key = (os.path.abspath(path), os.path.getmtime(path))
-    except OSError:
-        return []
-    hit = _FILE_DECLS.get(key)
-    if hit is not None:
-        return hit
-    try:
-        ast = cpp.parse(cpp.read_source(path), path, opencl=True)
-    except (OSError, PolyfuseError):
-        ast = None
-    decls = [] if ast is None else [
-        e for e in ast.ext
-        if not isinstance(e, c_ast.FuncDef) and not cpp.is_polyfuse_header(e)
-        and not (isinstance(e, c_ast.Decl) and isinstance(e.type, c_ast.FuncDecl))
-    ]
-    _FILE_DECLS[key] = decls
-    return decls
-
-
-@dataclass(frozen=True)
-class _Source:
-    text: str
-    #: (first line, last line, kernel or helper name) of each function in ``text``
-    spans: tuple[tuple[int, int, str], ...]
-
-
-def _assemble(program: Program) -> _Source:
-    from polyfuse.frontend import cpp, opencl
-
-    decls: list[str] = []
-    seen_decls: set[str] = set()
-    helpers: dict[str, tuple[str, str]] = {}  # name → (text, kernel it came with)
-    kernel_texts: list[tuple[str, str]] = []
-    for kernel in program.kernels.values():
-        if kernel.ast is None:
-            if "kernel" not in kernel.source:
-                raise PolyfuseError(f"kernel {kernel.name} has neither a syntax tree nor source "
-                                    f"text to run", *_where(kernel.loc))
-            kernel_texts.append((kernel.name, kernel.source.strip() + "\n"))
-            continue
-        if kernel.loc is not None and os.path.isfile(kernel.loc.file):
-            for d in _file_scope_decls(kernel.loc.file):
-                text = cpp.generate(d).rstrip().rstrip(";") + ";\n"
-                if text not in seen_decls:
-                    seen_decls.add(text)
-                    decls.append(text)
-        for name, fd in opencl._HELPERS.get(kernel.ast, {}).items():
-            if fd is kernel.ast or cpp.is_kernel(fd):
-                continue
-            text = cpp.generate(fd)
-            old = helpers.get(name)
-            if old is not None and old[0] != text:
-                raise PolyfuseError(f"helper function {name} differs between the files of "
-                                    f"kernels {old[1]} and {kernel.name}; cannot build them "
-                                    f"into one program", *_where(kernel.loc))
-            helpers.setdefault(name, (text, kernel.name))
-        kernel_texts.append((kernel.name, cpp.generate(kernel.ast)))
-    parts: list[tuple[str, str]] = [("", "".join(decls))]
-    if helpers:
-        protos = []
-        for name in helpers:
-            for kernel in program.kernels.values():
-                fd = opencl._HELPERS.get(kernel.ast, {}).get(name) if kernel.ast else None
-                if fd is not None:
-                    protos.append(cpp.generate(fd.decl) + ";\n")
-                    break
-        parts.append(("", "".join(protos) + "\n"))
-        parts += [(name, text) for name, (text, _k) in helpers.items()]
-    parts += kernel_texts
-    out: list[str] = []
-    spans = []
-    line = 1
-    if any(re.search(r"\bdouble\d*\b", text) for _, text in parts):
-        # fp64 is an extension in OpenCL C 1.2 (the front-end drops #pragma lines)
-        out.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n")
-        line += 1
-    for name, text in parts:
-        if not text:
-            continue
-        if not text.endswith("\n"):
-            text += "\n"
-        n = text.count("\n")
-        if name:
-            spans.append((line, line + n - 1, name))
-        out.append(text)
-        line += n
-        if name:
-            out.append("\n")
-            line += 1
-    return _Source("".join(out), tuple(spans))
-
-
-def program_source(program: Program) -> str:
-    """Complete OpenCL C source of every kernel of ``program`` and its helpers, buildable as is."""
-    return _assemble(program).text
-
-
-def _where(loc: Optional[SourceLoc]) -> tuple[Optional[str], Optional[int]]:
-    return (loc.file, loc.line) if loc else (None, None)
-
-
 def build(program: Program, ctx: cl.Context) -> cl.Program:
     """Build :func:`program_source` (cached); a failure names the program, kernel and log."""
-    src = _assemble(program)
+    src = emit_program(program)
     try:
         return build_program(ctx, src.text, BUILD_OPTIONS)
     except PolyfuseError as short:
@@ -406,14 +291,14 @@ class CompiledProgram:
                     sizes[root] = int(np.asarray(inputs[root]).size) * self.dtypes[root].itemsize
                     continue
                 raise PolyfuseError(f"the size of buffer {root!r} is unknown; give its contents "
-                                    "in inputs", *_where(buf.loc))
+                                    "in inputs", *where(buf.loc))
             try:
                 sizes[root] = eval_host_int(buf.size, self.params, f"size of buffer {root!r}")
             except PolyfuseError as err:
-                raise PolyfuseError(err.message, *_where(buf.loc)) from None
+                raise PolyfuseError(err.message, *where(buf.loc)) from None
             if sizes[root] <= 0:
                 raise PolyfuseError(f"buffer {root!r} has size {sizes[root]} bytes",
-                                    *_where(buf.loc))
+                                    *where(buf.loc))
         counts = [sizes[r] // self.dtypes[r].itemsize for r in self.roots]
         int_bound = min([c for c in counts if c > 0] + [MAX_RANDOM_INT])
         self.sizes = sizes
@@ -500,7 +385,7 @@ class CompiledProgram:
         kernel = self.program.kernels.get(launch.kernel)
         if kernel is None:
             raise PolyfuseError(f"launch {launch.id} runs kernel {launch.kernel!r}, which the "
-                                "program does not define", *_where(launch.loc))
+                                "program does not define", *where(launch.loc))
         tag = f"launch {launch.id} ({launch.kernel})"
         try:
             args = [self._arg(kernel, p, launch, env, tag) for p in kernel.params]
@@ -576,7 +461,7 @@ class CompiledProgram:
         if start < 0 or n < 0 or start + n > total:
             raise PolyfuseError(f"sub-buffer {name!r} = bytes [{start}, {start + n}) of "
                                 f"{root!r} lies outside its {total} bytes",
-                                *_where(self.program.buffers[name].loc))
+                                *where(self.program.buffers[name].loc))
         return root, start, n
 
     def cl_buffer(self, name: str, env: Mapping[str, Any]) -> cl.Buffer:
@@ -591,10 +476,10 @@ class CompiledProgram:
                 raise PolyfuseError(
                     f"sub-buffer {name!r} starts at byte {start} of {root!r}, not a multiple of "
                     f"the device's MEM_BASE_ADDR_ALIGN ({self.align} bytes): OpenCL cannot "
-                    "create it on this device", *_where(self.program.buffers[name].loc))
+                    "create it on this device", *where(self.program.buffers[name].loc))
             if n == 0:
                 raise PolyfuseError(f"sub-buffer {name!r} is empty",
-                                    *_where(self.program.buffers[name].loc))
+                                    *where(self.program.buffers[name].loc))
             sub = self._subs[key] = self.cl_buffers[root].get_sub_region(start, n)
         return sub
 
@@ -626,7 +511,7 @@ class CompiledProgram:
                     launch = self.program.op(lid)
                     raise PolyfuseError(f"launch {lid} ({k.function_name}): enqueue failed with "
                                         f"global size {gs}, local size {ls}: {err}",
-                                        *_where(launch.loc)) from None
+                                        *where(launch.loc)) from None
                 if profile:
                     events.append((lid, evt))
             else:
@@ -635,7 +520,7 @@ class CompiledProgram:
                 except cl.Error as err:
                     op = self.program.op(s.op_id)
                     raise PolyfuseError(f"{op.name or op.kind} (op {op.id}) failed on the "
-                                        f"device: {err}", *_where(op.loc)) from None
+                                        f"device: {err}", *where(op.loc)) from None
                 if evt is not None:
                     self._pending.append(evt)
         return events

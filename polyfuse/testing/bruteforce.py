@@ -38,7 +38,7 @@ from typing import Any, Optional, Union
 import numpy as np
 from pycparser import c_ast
 
-from polyfuse.frontend.cpp import read_source
+from polyfuse.c.cpp import read_source
 from polyfuse.program import (
     HostOp,
     Kernel,
@@ -211,7 +211,7 @@ class _Kernels:
         err: Optional[Exception] = None
         if src is None and kernel is not None and kernel.ast is not None:
             try:
-                ck = compile_kernel(kernel.ast, file_ast=_helpers_file(kernel.ast))
+                ck = compile_kernel(kernel.ast, file_ast=_helpers_file(kernel))
             except InterpError as e:  # helper functions or typedefs missing: try the source
                 err = e
         if ck is None:
@@ -233,16 +233,12 @@ class _Kernels:
         return ck
 
 
-def _helpers_file(fd: c_ast.FuncDef) -> Optional[c_ast.FileAST]:
-    """The other functions of the kernel's file, as the OpenCL front-end recorded them."""
-    try:
-        from polyfuse.frontend import opencl
-    except ImportError:  # pragma: no cover - front-end not available
+def _helpers_file(kernel: Kernel) -> Optional[c_ast.FileAST]:
+    """The kernel with the other functions of its file (:attr:`Kernel.helpers`)."""
+    if not kernel.helpers:
         return None
-    helpers = getattr(opencl, "_HELPERS", {}).get(fd)
-    if not helpers:
-        return None
-    return c_ast.FileAST([f for f in helpers.values() if f is not fd] + [fd])
+    fd = kernel.ast
+    return c_ast.FileAST([f for f in kernel.helpers.values() if f is not fd] + [fd])
 
 
 def _param_elem(t: Any) -> Any:

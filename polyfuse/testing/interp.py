@@ -2268,7 +2268,7 @@ def _parse_source(source: str) -> c_ast.FileAST:
     already uses the ``[[ocl::...]]`` convention."""
     if "[[ocl::" not in source:
         try:
-            from polyfuse.frontend import cpp
+            from polyfuse.c import cpp
         except ImportError:  # pragma: no cover - front-end not available
             cpp = None  # type: ignore[assignment]
         if cpp is not None:
