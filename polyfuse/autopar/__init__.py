@@ -30,7 +30,7 @@ import sympy
 from polyfuse.autopar import codegen as CG
 from polyfuse.autopar import parallelize as P
 from polyfuse.autopar import scop as S
-from polyfuse.c import cpp
+from polyfuse.c import cpp, types
 from polyfuse.program import (
     ArgBinding,
     Buffer,
@@ -270,7 +270,7 @@ def _program(filename: str, codes: list[tuple[S.Region, CG.RegionCode]],
     for r, code in codes:
         for a in code.device_arrays:
             size = _sym(CG.array_bytes(r, a).replace(f"sizeof({r.arrays[a].ctype})",
-                                                     str(_SIZES.get(r.arrays[a].ctype, 8)))
+                                                     str(types.size_of(r.arrays[a].ctype) or 8))
                         .replace("(size_t)", ""))
             old = buffers.get(a)
             if old is not None and old.size is not None:
@@ -310,9 +310,6 @@ def _program(filename: str, codes: list[tuple[S.Region, CG.RegionCode]],
     used = {op.kernel for op in ops if isinstance(op, Launch)}
     return Program({k: v for k, v in parsed.items() if k in used}, buffers, tuple(ops),
                    tuple(sorted(params)), name=Path(filename).stem, files=(filename,))
-
-
-_SIZES = {"double": 8, "float": 4, "int": 4, "long": 8, "short": 2, "char": 1}
 
 
 def _upper(cond: Any, it: str) -> Any:

@@ -44,7 +44,7 @@ from typing import Any, Optional
 import islpy as isl
 from pycparser import c_ast
 
-from polyfuse.c import cpp
+from polyfuse.c import cpp, types
 from polyfuse.islutil import coalesce
 from polyfuse.program import (
     GLOBAL_SIZE_PARAMS,
@@ -65,21 +65,6 @@ from polyfuse.program import (
 
 __all__ = ["parse_kernels", "extract_kernel", "specialize", "KernelContext"]
 
-_INT_TYPES = {
-    "char", "uchar", "short", "ushort", "int", "uint", "long", "ulong", "size_t", "ptrdiff_t",
-    "intptr_t", "uintptr_t", "bool", "_Bool", "unsigned", "signed",
-}
-_TYPE_ALIASES = {
-    "unsigned int": "uint", "unsigned": "uint", "unsigned char": "uchar",
-    "unsigned short": "ushort",
-    "unsigned long": "ulong", "signed int": "int", "signed": "int", "long int": "long",
-    "unsigned long int": "ulong", "long long": "long", "unsigned long long": "ulong",
-    "signed char": "char", "short int": "short", "_Bool": "bool",
-}
-_SCALAR_SIZES = {
-    "char": 1, "uchar": 1, "bool": 1, "short": 2, "ushort": 2, "half": 2, "int": 4, "uint": 4,
-    "float": 4, "long": 8, "ulong": 8, "double": 8, "size_t": 8, "ptrdiff_t": 8,
-}
 _FENCES = {1: "local", 2: "global", 4: "image"}
 _BARRIERS = {"barrier", "work_group_barrier"}
 _FENCE_ONLY = {"mem_fence", "read_mem_fence", "write_mem_fence"}
@@ -104,7 +89,7 @@ def type_name(node: c_ast.Node) -> str:
         node = node.type
     if isinstance(node, c_ast.IdentifierType):
         name = " ".join(node.names)
-        return _TYPE_ALIASES.get(name, name)
+        return types.ALIASES.get(name, name)
     return f"{type(node).__name__.lower()} {node.name}"
 
 
@@ -130,7 +115,7 @@ def resolve_typedefs(ast: c_ast.FileAST) -> None:
             names = list(inner.names)
             if len(names) == 1 and names[0] in scalars:
                 names = scalars[names[0]]
-            if ext.name not in _SCALAR_SIZES and type_size(ext.name) is None:
+            if ext.name not in types.SCALARS and type_size(ext.name) is None:
                 scalars[ext.name] = names
         struct = inner if isinstance(inner, (c_ast.Struct, c_ast.Union)) else \
             (t if isinstance(t, (c_ast.Struct, c_ast.Union)) else None)
@@ -166,7 +151,7 @@ def _struct_size(struct: Any, scalars: Mapping[str, list[str]]) -> Optional[int]
         else:
             name = type_name(t)
             if name in scalars:
-                name = _TYPE_ALIASES.get(" ".join(scalars[name]), " ".join(scalars[name]))
+                name = types.normalize(" ".join(scalars[name]))
             fsize = type_size(name)
             if fsize is None:
                 return None
@@ -183,19 +168,8 @@ def _struct_size(struct: Any, scalars: Mapping[str, list[str]]) -> Optional[int]
 
 def type_size(name: str) -> Optional[int]:
     """Size in bytes of an OpenCL scalar or vector type (or a sized struct type), or None."""
-    if name in _SCALAR_SIZES:
-        return _SCALAR_SIZES[name]
-    if name in STRUCT_SIZES:
-        return STRUCT_SIZES[name]
-    m = re.fullmatch(r"([a-z]+?)(2|3|4|8|16)", name)
-    if m and m.group(1) in _SCALAR_SIZES:
-        n = int(m.group(2))
-        return _SCALAR_SIZES[m.group(1)] * (4 if n == 3 else n)
-    return None
-
-
-def _is_int_type(name: str) -> bool:
-    return name in _INT_TYPES or name.split()[-1] in _INT_TYPES
+    size = types.size_of(name)
+    return size if size is not None else STRUCT_SIZES.get(types.normalize(name))
 
 
 def _coord_loc(node: Any, default_file: str) -> Optional[SourceLoc]:
@@ -505,7 +479,7 @@ class _Extractor:
                 raise self.error(f"global size {self.G[d]} is not a multiple of the local size "
                                  f"{self.L[d]} in dimension {d}", self.fd.decl)
         scal = [p.name for p in self.params_decl
-                if not p.pointer and _is_int_type(p.type) and p.name not in self.values]
+                if not p.pointer and types.is_integer(p.type) and p.name not in self.values]
         self.param_names = scal + geo_params
         self.ctx = isl.DEFAULT_CONTEXT
         self.reserved = set(WORK_ITEM_DIMS) | set(self.param_names)
@@ -589,7 +563,7 @@ class _Extractor:
         if isinstance(node, c_ast.Cast):
             t = type_name(node.to_type.type) if not isinstance(node.to_type.type,
                                                                 c_ast.PtrDecl) else "ptr"
-            if not _is_int_type(t):
+            if not types.is_integer(t):
                 raise _NonAffine(f"cast to {t}")
             return self.aff(node.expr, st)
         if isinstance(node, c_ast.UnaryOp):
@@ -1071,7 +1045,7 @@ class _Extractor:
                 st.env[p.name] = _Var("ptr", array=_Array(p.name, p.address_space, p.type),
                                       offset=(isl.PwAff.val_on_domain(
                                           isl.Set.universe(self._space(0)), 0), 0))
-            elif _is_int_type(p.type):
+            elif types.is_integer(p.type):
                 st.env.pop(p.name, None)
             else:
                 st.env[p.name] = _Var("other", why=f"{p.name} is a {p.type}")
@@ -1214,7 +1188,7 @@ class _Extractor:
             st.env[d.name] = _Var("other", why=f"{d.name} is a pointer polyfuse does not track")
             return
         tname = type_name(d.type)
-        if _is_int_type(tname):
+        if types.is_integer(tname):
             var = _Var("int", why=f"{d.name} is not initialized")
             if d.init is not None:
                 self._emit(d.init, st, d)
@@ -1497,11 +1471,11 @@ class _Extractor:
         init = node.init
         decl = init.decls[0] if isinstance(init, c_ast.DeclList) else init
         if isinstance(decl, c_ast.Decl):
-            return isinstance(decl.type, c_ast.TypeDecl) and _is_int_type(type_name(decl.type))
+            return isinstance(decl.type, c_ast.TypeDecl) and types.is_integer(type_name(decl.type))
         var = st.env.get(it)
         if var is not None:
             return var.kind == "int"
-        return any(p.name == it and not p.pointer and _is_int_type(p.type)
+        return any(p.name == it and not p.pointer and types.is_integer(p.type)
                    for p in self.params_decl)
 
     def _enumerated(self, inner: _State, pos: int, seq: list[int]) -> None:

@@ -46,6 +46,7 @@ from typing import Any, Optional
 import numpy as np
 import pyopencl as cl
 
+from polyfuse.c import types
 from polyfuse.c.emit import emit_program, program_source
 from polyfuse.program import (
     ArgBinding,
@@ -69,30 +70,12 @@ BUILD_OPTIONS = ("-cl-std=CL1.2",)
 #: upper bound of random integer initial values (see module doc)
 MAX_RANDOM_INT = 1024
 
-_C_TYPES: dict[str, Any] = {
-    "char": np.int8, "schar": np.int8, "signed char": np.int8, "uchar": np.uint8,
-    "unsigned char": np.uint8, "bool": np.uint8, "_Bool": np.uint8,
-    "short": np.int16, "ushort": np.uint16, "unsigned short": np.uint16,
-    "int": np.int32, "signed": np.int32, "signed int": np.int32, "uint": np.uint32,
-    "unsigned": np.uint32, "unsigned int": np.uint32,
-    "long": np.int64, "long int": np.int64, "long long": np.int64, "ulong": np.uint64,
-    "unsigned long": np.uint64, "unsigned long long": np.uint64,
-    "size_t": np.uint64, "ptrdiff_t": np.int64, "intptr_t": np.int64, "uintptr_t": np.uint64,
-    "half": np.float16, "float": np.float32, "double": np.float64,
-    "cl_char": np.int8, "cl_uchar": np.uint8, "cl_short": np.int16, "cl_ushort": np.uint16,
-    "cl_int": np.int32, "cl_uint": np.uint32, "cl_long": np.int64, "cl_ulong": np.uint64,
-    "cl_float": np.float32, "cl_double": np.float64,
-}
-
-
 def c_dtype(name: str) -> Optional[np.dtype]:
     """numpy dtype of a C/OpenCL scalar or vector element type name (``float4`` → float32)."""
-    t = " ".join(name.replace("const", " ").replace("volatile", " ").split())
-    if t in _C_TYPES:
-        return np.dtype(_C_TYPES[t])
-    m = re.fullmatch(r"([a-z_]+?)(2|3|4|8|16)", t)
-    if m and m.group(1) in _C_TYPES:
-        return np.dtype(_C_TYPES[m.group(1)])
+    dt = types.numpy_dtype(name)
+    if dt is not None:
+        return dt
+    t = types.normalize(name)
     try:
         dt = np.dtype(t)  # numpy spellings (ONNX front-end): float32, int64, ...
     except TypeError:

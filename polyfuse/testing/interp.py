@@ -28,6 +28,7 @@ from typing import Any, NamedTuple, Optional, Union
 import numpy as np
 from pycparser import c_ast, c_parser
 
+from polyfuse.c import types as c_types
 from polyfuse.program import PolyfuseError
 
 # ----------------------------------------------------------------------------------------------
@@ -153,22 +154,13 @@ FLOAT = Scalar("float", True, 32)
 DOUBLE = Scalar("double", True, 64)
 VOID = VoidT()
 
-SCALARS = {t.name: t for t in (BOOL, CHAR, UCHAR, SHORT, USHORT, INT, UINT, LONG, ULONG, HALF,
-                               FLOAT, DOUBLE)}
-SCALARS.update({"_Bool": BOOL, "size_t": ULONG, "ptrdiff_t": LONG, "intptr_t": LONG,
-                "uintptr_t": ULONG, "schar": CHAR, "signed char": CHAR, "unsigned char": UCHAR,
-                "short int": SHORT, "unsigned short": USHORT, "unsigned short int": USHORT,
-                "unsigned": UINT, "unsigned int": UINT, "signed": INT, "signed int": INT,
-                "long int": LONG, "long long": LONG, "long long int": LONG,
-                "unsigned long": ULONG, "unsigned long int": ULONG,
-                "unsigned long long": ULONG, "unsigned long long int": ULONG, "long double": DOUBLE,
-                "sampler_t": UINT})
-
-#: numpy dtype of each scalar type, for buffers
-NUMPY_DTYPES = {"bool": np.uint8, "char": np.int8, "uchar": np.uint8, "short": np.int16,
-                "ushort": np.uint16, "int": np.int32, "uint": np.uint32, "long": np.int64,
-                "ulong": np.uint64, "half": np.float16, "float": np.float32,
-                "double": np.float64}
+_STANDARD = {t.name: t for t in (BOOL, CHAR, UCHAR, SHORT, USHORT, INT, UINT, LONG, ULONG, HALF,
+                                 FLOAT, DOUBLE)}
+#: every spelling of a scalar type (:mod:`polyfuse.c.types`); ``size_t`` and the like run as the
+#: standard type of their size
+SCALARS = {name: _STANDARD[c_types.standard(t).name] for name, t in c_types.spellings().items()}
+#: host C's ``long double`` and the opaque ``sampler_t`` also run here
+SCALARS.update({"long double": DOUBLE, "sampler_t": UINT})
 
 _VEC_WIDTHS = (2, 3, 4, 8, 16)
 
@@ -195,7 +187,7 @@ def numpy_dtype(t: Any) -> Any:
     if isinstance(t, VecT):
         t = t.elem
     if isinstance(t, Scalar):
-        return np.dtype(NUMPY_DTYPES[t.name])
+        return c_types.SCALARS[t.name].dtype
     raise InterpError(f"no buffer dtype for {t}")
 
 

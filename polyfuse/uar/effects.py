@@ -27,7 +27,8 @@ from typing import Optional
 import islpy as isl
 import sympy
 
-from polyfuse.frontend.opencl import STRUCT_SIZES, specialize_if_needed
+from polyfuse.frontend.opencl import specialize_if_needed
+from polyfuse.frontend.opencl import type_size as opencl_type_size
 from polyfuse.islutil import coalesce
 from polyfuse.program import (
     GLOBAL_SIZE_PARAMS,
@@ -46,27 +47,13 @@ from polyfuse.program import (
 
 LEVELS = ("thread", "block", "kernel")
 
-_SCALAR_SIZES = {
-    "char": 1, "uchar": 1, "unsigned char": 1, "signed char": 1, "bool": 1,
-    "short": 2, "ushort": 2, "unsigned short": 2, "half": 2,
-    "int": 4, "uint": 4, "unsigned int": 4, "unsigned": 4, "float": 4,
-    "long": 8, "ulong": 8, "unsigned long": 8, "double": 8, "size_t": 8,
-}  # fmt: skip
-_VECTOR = re.compile(r"^([a-z ]+?)(2|3|4|8|16)$")
-
-
 def type_size(ctype: str) -> int:
-    """Size in bytes of an OpenCL scalar or vector type (3-vectors take the room of 4)."""
-    t = " ".join(ctype.replace("const", " ").replace("volatile", " ").split())
-    if t in _SCALAR_SIZES:
-        return _SCALAR_SIZES[t]
-    m = _VECTOR.match(t)
-    if m and m.group(1) in _SCALAR_SIZES:
-        n = int(m.group(2))
-        return _SCALAR_SIZES[m.group(1)] * (4 if n == 3 else n)
-    if t in STRUCT_SIZES:
-        return STRUCT_SIZES[t]
-    raise UnsupportedError(f"unknown element type {ctype!r}: cannot size buffer accesses")
+    """Size in bytes of an element type (:func:`polyfuse.frontend.opencl.type_size`); an unknown
+    one cannot be modelled."""
+    size = opencl_type_size(ctype)
+    if size is None:
+        raise UnsupportedError(f"unknown element type {ctype!r}: cannot size buffer accesses")
+    return size
 
 
 def _where(op) -> tuple:
