@@ -94,8 +94,9 @@ def _run(model: OnnxModel, program: Program, inputs: Mapping[str, Any], device: 
     return _outputs(model, res.buffers)
 
 
-def _fused(path: str, params: Optional[Mapping[str, int]], device: Any, tune: bool = False,
-           progress: Any = None, form: Optional[str] = None) -> tuple[OnnxModel, FuseResult]:
+def load_and_fuse(path: str, params: Optional[Mapping[str, int]], device: Any,
+                  tune: bool = False, progress: Any = None, form: Optional[str] = None
+                  ) -> tuple[OnnxModel, FuseResult]:
     """Load and fuse once per file version, parameters, device and kernel variant
     (:func:`polyfuse.oplib.kernel_variant`; fusion takes seconds)."""
     from polyfuse.oplib import kernel_variant
@@ -123,7 +124,7 @@ def run_onnx(path: PathLike, inputs: Mapping[str, Any], *, fused: bool = True,
     """
     path = os.fspath(path)
     if fused:
-        model, result = _fused(path, params, device)
+        model, result = load_and_fuse(path, params, device)
         return _run(model, result.fused.program, inputs, device)
     from polyfuse.runtime.device import device_target
 
@@ -193,7 +194,7 @@ def fuse_onnx(path: PathLike, *, verify: bool = False, params: Optional[Mapping[
     against onnxruntime on seeded random inputs, and every compared buffer against the unfused
     program.  ``plan.verified`` holds both (``references``) and their combined verdict."""
     path = os.fspath(path)
-    model, result = _fused(path, params, device, tune, progress)
+    model, result = load_and_fuse(path, params, device, tune, progress)
     if not verify:
         return result
     from polyfuse.runtime import verify_programs
@@ -231,4 +232,5 @@ def fuse_onnx(path: PathLike, *, verify: bool = False, params: Optional[Mapping[
     return dataclasses.replace(result, plan=plan, fused=fused, verification=worst)
 
 
-__all__ = ["ATOL", "RTOL", "fuse_onnx", "onnxruntime_reference", "random_inputs", "run_onnx"]
+__all__ = ["ATOL", "RTOL", "fuse_onnx", "load_and_fuse", "onnxruntime_reference", "random_inputs",
+           "run_onnx"]

@@ -84,7 +84,7 @@ class InferenceSession:
     def __init__(self, path_or_program: Union[str, os.PathLike, Program, OnnxModel], *,
                  params: Optional[Mapping[str, int]] = None, fused: bool = True,
                  device: DeviceSpec = None, tune: bool = False, _form: Optional[str] = None):
-        from polyfuse.onnx_run import _fused
+        from polyfuse.onnx_run import load_and_fuse
         from polyfuse.pipeline import fuse_program
 
         params = dict(params or {})
@@ -105,7 +105,7 @@ class InferenceSession:
             from polyfuse.oplib import kernel_variant
 
             if fused:
-                model, result = _fused(path, params, device, tune, form=_form)
+                model, result = load_and_fuse(path, params, device, tune, form=_form)
             else:
                 with kernel_variant(_form):
                     model, result = load_onnx_model(path, params=params,

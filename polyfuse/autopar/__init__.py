@@ -30,7 +30,7 @@ import sympy
 from polyfuse.autopar import codegen as CG
 from polyfuse.autopar import parallelize as P
 from polyfuse.autopar import scop as S
-from polyfuse.c import cpp, types
+from polyfuse.c import cpp, syntax, types
 from polyfuse.program import (
     ArgBinding,
     Buffer,
@@ -286,7 +286,7 @@ def _program(filename: str, codes: list[tuple[S.Region, CG.RegionCode]],
                 if isinstance(node, P.KernelPlan):
                     launch(by_name[node.name], loops)
                 elif isinstance(node, P.HostLoopPlan):
-                    it, lb, _step = S._loop_shape(node.loop.node)
+                    it, lb, _step = syntax.loop_shape(node.loop.node)
                     cond = node.loop.node.cond
                     ub = _upper(cond, it)
                     walk(node.body, loops + (HostLoop(it, _sym(cpp.generate(lb)), ub,

@@ -30,7 +30,8 @@ from polyfuse.autopar.parallelize import (
     PlanNode,
     RegionPlan,
 )
-from polyfuse.autopar.scop import Block, Item, Loop, Region, Symbol, _flatten_ref, _walk
+from polyfuse.autopar.scop import Block, Item, Loop, Region, Symbol
+from polyfuse.c import cpp, syntax
 
 _OCL_INT = {"int": ("int", "cl_int"), "long": ("long", "cl_long"), "unsigned": ("uint", "cl_uint"),
             "unsigned int": ("uint", "cl_uint"), "unsigned long": ("ulong", "cl_ulong"),
@@ -59,7 +60,7 @@ class _Printer(c_generator.CGenerator):
         self.arrays = arrays
 
     def visit_ArrayRef(self, n: c_ast.ArrayRef) -> str:
-        base, subs = _flatten_ref(n)
+        base, subs = syntax.flatten_ref(n)
         if isinstance(base, c_ast.ID) and base.name in self.arrays:
             sym = self.arrays[base.name]
             text = f"({self.visit(subs[0])})"
@@ -146,7 +147,7 @@ def _ids(items: list[Item], chain: list[Loop]) -> set[str]:
         else:
             nodes.append(it.node)
     for nd in nodes:
-        for n in _walk(nd):
+        for n in cpp.walk(nd):
             if isinstance(n, c_ast.ID):
                 names.add(n.name)
             if isinstance(n, c_ast.FuncCall) and isinstance(n.name, c_ast.ID):
@@ -161,7 +162,7 @@ def _loops_in(items: list[Item]) -> list[Loop]:
             out.append(it)
             out += _loops_in(it.children)
         else:
-            for n in _walk(it.node):
+            for n in cpp.walk(it.node):
                 if isinstance(n, c_ast.For):
                     out.append(Loop("", n, "", 1, isl.Set("{ : }"), 0, None, [], 0))
     return out
@@ -175,17 +176,16 @@ def kernel_code(region: Region, k: KernelPlan, symbols: dict[str, Symbol]) -> Ke
     arrays = sorted(n for n in names if n in region.arrays)
     for a in arrays:
         for e in region.arrays[a].extents[1:]:
-            for n in _walk(e):
+            for n in cpp.walk(e):
                 if isinstance(n, c_ast.ID):
                     names.add(n.name)
-    declared_inside = {n.name for it in k.body for n in _walk(it.node)
+    declared_inside = {n.name for it in k.body for n in cpp.walk(it.node)
                        if isinstance(n, c_ast.Decl)}
     chain_iters = [lp.iterator for lp in k.chain]
     body_loops = _loops_in(k.body)
     inner_iters: dict[str, str] = {}
     for lp in body_loops:
-        from polyfuse.autopar.scop import _loop_shape
-        it = _loop_shape(lp.node)[0]
+        it = syntax.loop_shape(lp.node)[0]
         if it and not isinstance(lp.node.init, c_ast.DeclList):
             inner_iters[it] = region.iterators.get(it, "int")
     for c in k.chain:

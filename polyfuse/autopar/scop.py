@@ -8,11 +8,9 @@ line-number mapping is needed).  Functions with such pragmas use exactly those r
 functions get maximal runs of consecutive qualifying statements (at any block depth) that contain
 at least one loop.
 
-Integer expressions (bounds, conditions, subscripts) become isl ``PwAff``s through the OpenCL
-front-end's expression machinery (:class:`polyfuse.frontend.opencl._Extractor`'s ``aff``/``cond``:
-C truncating division via ``tdiv_q``, ``min``/``max``, ternaries, single-return helpers).  That
-class is private; :class:`_Affine` borrows its expression methods without its kernel set-up
-rather than copying them, as the brief asks for shared machinery.
+Integer expressions (bounds, conditions, subscripts) become isl ``PwAff``s through the
+expression model the OpenCL front-end uses too (:class:`polyfuse.frontend.affine.AffineExtractor`:
+C truncating division via ``tdiv_q``, ``min``/``max``, ternaries, single-return helpers).
 
 Model conventions: statement ``S<n>`` runs at ``S<n>[i0, ..., id-1]`` (enclosing loop iterators,
 outermost first, named by their C names); its original schedule is the 2d+1 textual schedule
@@ -32,20 +30,8 @@ from typing import Any, Optional, Union
 import islpy as isl
 from pycparser import c_ast
 
-from polyfuse.c import cpp
-from polyfuse.frontend import opencl as ocl
-
-# private helpers of the OpenCL front-end, imported rather than duplicated (see module doc)
-from polyfuse.frontend.opencl import (  # noqa: F401 - re-exported for codegen
-    _escapes,
-    _flatten_ref,
-    _loop_shape,
-    _modified,
-    _NonAffine,
-    _State,
-    _Var,
-    _walk,
-)
+from polyfuse.c import cpp, syntax
+from polyfuse.frontend.affine import AffineExtractor, NonAffine, State, Var
 
 #: calls allowed inside a SCoP: C99 <math.h> functions without side effects
 PURE_MATH = frozenset(
@@ -212,21 +198,6 @@ class Region:
                                            params=self.params)
 
 
-class _Affine(ocl._Extractor):
-    """The OpenCL front-end's affine-expression methods over a plain-C loop space.
-
-    Only ``param_names``, ``values`` and ``helpers`` are used by ``aff``/``cond``; the kernel
-    set-up of ``_Extractor.__init__`` (work-item geometry) does not apply to plain C.
-    """
-
-    def __init__(self, params: list[str]):  # noqa: D107 - see class doc
-        self.param_names = list(params)
-        self.values: dict[str, int] = {}
-        self.helpers: dict[str, Any] = {}
-        self.pinned = [True, True, True]
-        self.filename = ""
-
-
 def _line(node: Any) -> int:
     c = getattr(node, "coord", None)
     return int(c.line) if c is not None and c.line else 0
@@ -259,10 +230,10 @@ class _Builder:
         declared: set[str] = set()
         used: set[str] = set()
         for item in self.r.items:
-            written |= _modified(item)
-            for n in _walk(item):
+            written |= syntax.modified(item)
+            for n in cpp.walk(item):
                 if isinstance(n, c_ast.For):
-                    it = _loop_shape(n)[0]
+                    it = syntax.loop_shape(n)[0]
                     if it:
                         iters.add(it)
                 elif isinstance(n, c_ast.Decl):
@@ -275,24 +246,24 @@ class _Builder:
             if s is not None and s.kind == "int":
                 params.append(name)
         self.r.params = params
-        self.aff = _Affine(params)
+        self.aff = AffineExtractor(params)
 
     # -- expressions ------------------------------------------------------------------------------
 
-    def state(self, loops: list[Loop], dom: isl.Set, env: dict[str, _Var]) -> _State:
-        return _State([lp.iterator for lp in loops], dom, env)
+    def state(self, loops: list[Loop], dom: isl.Set, env: dict[str, Var]) -> State:
+        return State([lp.iterator for lp in loops], dom, env)
 
-    def int_value(self, node: Any, st: _State) -> isl.PwAff:
+    def int_value(self, node: Any, st: State) -> isl.PwAff:
         try:
             return self.aff.aff(node, st)
-        except _NonAffine as e:
+        except NonAffine as e:
             raise self.fail(f"non-affine expression {cpp.generate(node)} ({e.reason})",
                             node) from None
 
-    def condition(self, node: Any, st: _State) -> isl.Set:
+    def condition(self, node: Any, st: State) -> isl.Set:
         try:
             return self.aff.cond(node, st)
-        except _NonAffine as e:
+        except NonAffine as e:
             raise self.fail(f"non-affine condition {cpp.generate(node)} ({e.reason})",
                             node) from None
 
@@ -307,7 +278,7 @@ class _Builder:
         m = m.intersect_domain(dom)
         return m.set_tuple_name(isl.dim_type.out, name)
 
-    def expr_accesses(self, node: Any, st: _State, env: dict[str, _Var], out: list[Access],
+    def expr_accesses(self, node: Any, st: State, env: dict[str, Var], out: list[Access],
                       write: bool = False) -> None:
         """Reads (and the write, for an lvalue) of an expression; rejects what is not SCoP."""
         if node is None:
@@ -318,7 +289,7 @@ class _Builder:
             self.scalar_access(node, st, env, out, write)
             return
         if isinstance(node, c_ast.ArrayRef):
-            base, subs = _flatten_ref(node)
+            base, subs = syntax.flatten_ref(node)
             if not isinstance(base, c_ast.ID):
                 raise self.fail(f"array access through {cpp.generate(base)}", node)
             s = self.sym.get(base.name)
@@ -368,7 +339,7 @@ class _Builder:
             raise self.fail(f"structure access {cpp.generate(node)}", node)
         raise self.fail(f"unsupported expression {type(node).__name__}", node)
 
-    def scalar_access(self, node: c_ast.ID, st: _State, env: dict[str, _Var], out: list[Access],
+    def scalar_access(self, node: c_ast.ID, st: State, env: dict[str, Var], out: list[Access],
                       write: bool) -> None:
         name = node.name
         var = env.get(name)
@@ -401,13 +372,13 @@ class _Builder:
 
     # -- statements -------------------------------------------------------------------------------
 
-    def items(self, nodes: list[Any], loops: list[Loop], dom: isl.Set, env: dict[str, _Var],
+    def items(self, nodes: list[Any], loops: list[Loop], dom: isl.Set, env: dict[str, Var],
               position: list[int], out: list[Item]) -> None:
         for node in nodes:
             pos = position + [len(out)]
             self.item(node, loops, dom, env, pos, out)
 
-    def item(self, node: Any, loops: list[Loop], dom: isl.Set, env: dict[str, _Var],
+    def item(self, node: Any, loops: list[Loop], dom: isl.Set, env: dict[str, Var],
              position: list[int], out: list[Item]) -> None:
         depth = len(loops)
         if isinstance(node, c_ast.For):
@@ -422,7 +393,7 @@ class _Builder:
             out.append(blk)
         del depth
 
-    def inner(self, node: Any, loops: list[Loop], dom: isl.Set, env: dict[str, _Var],
+    def inner(self, node: Any, loops: list[Loop], dom: isl.Set, env: dict[str, Var],
               position: list[int]) -> None:
         """A statement below a Block: if, compound, expression, declaration."""
         if isinstance(node, c_ast.Compound):
@@ -460,12 +431,12 @@ class _Builder:
         raise self.fail(f"{what or type(node).__name__ + ' statement'} is not a static control "
                         f"statement", node)
 
-    def check_pure_condition(self, cond: Any, env: dict[str, _Var], st: _State) -> None:
-        for n in _walk(cond):
+    def check_pure_condition(self, cond: Any, env: dict[str, Var], st: State) -> None:
+        for n in cpp.walk(cond):
             if isinstance(n, (c_ast.ArrayRef, c_ast.FuncCall)):
                 raise self.fail(f"data-dependent condition {cpp.generate(cond)}", cond)
 
-    def decl(self, node: c_ast.Decl, loops: list[Loop], dom: isl.Set, env: dict[str, _Var],
+    def decl(self, node: c_ast.Decl, loops: list[Loop], dom: isl.Set, env: dict[str, Var],
              position: list[int]) -> None:
         s = symbol_of(node, "local")
         if s.kind not in ("int", "float"):
@@ -478,14 +449,14 @@ class _Builder:
         st = self.state(loops, dom, env)
         if s.kind == "int" and node.init is not None:
             try:
-                env[node.name] = _Var("int", value=(self.aff.aff(node.init, st), depth))
-            except _NonAffine as e:
-                env[node.name] = _Var("other", why=e.reason)
+                env[node.name] = Var("int", value=(self.aff.aff(node.init, st), depth))
+            except NonAffine as e:
+                env[node.name] = Var("other", why=e.reason)
         self.declared_inside[node.name] = (s.ctype, depth)
         if node.init is not None:
             self.statement(node, loops, dom, env, position)
 
-    def statement(self, node: Any, loops: list[Loop], dom: isl.Set, env: dict[str, _Var],
+    def statement(self, node: Any, loops: list[Loop], dom: isl.Set, env: dict[str, Var],
                   position: list[int]) -> None:
         st = self.state(loops, dom, env)
         acc: list[Access] = []
@@ -493,8 +464,8 @@ class _Builder:
         if isinstance(node, c_ast.Decl):
             self.expr_accesses(node.init, st, env, acc)
             self.expr_accesses(c_ast.ID(node.name, node.coord), st, env, acc, write=True)
-            if isinstance(env.get(node.name), _Var) and env[node.name].value is not None:
-                env[node.name] = _Var("int", value=env[node.name].value)
+            if isinstance(env.get(node.name), Var) and env[node.name].value is not None:
+                env[node.name] = Var("int", value=env[node.name].value)
         elif isinstance(node, c_ast.Assignment):
             self.expr_accesses(node.rvalue, st, env, acc)
             if not isinstance(node.lvalue, (c_ast.ID, c_ast.ArrayRef)):
@@ -528,17 +499,17 @@ class _Builder:
         self.r.stmts.append(Stmt(sid, node, named, acc, list(loops), position, _line(node),
                                  reduction))
 
-    def loop(self, node: c_ast.For, loops: list[Loop], dom: isl.Set, env: dict[str, _Var],
+    def loop(self, node: c_ast.For, loops: list[Loop], dom: isl.Set, env: dict[str, Var],
              position: list[int]) -> Loop:
-        it, lb, step = _loop_shape(node)
+        it, lb, step = syntax.loop_shape(node)
         if it is None or step is None:
             raise self.fail("for loop that is not counted (iterator = init; bound; "
                             "constant step)", node)
         if step < 0:
             raise self.fail(f"for loop counting down (step {step})", node)
-        if it in _modified(node.stmt):
+        if it in syntax.modified(node.stmt):
             raise self.fail(f"loop iterator {it} modified in the loop body", node)
-        esc = _escapes(node.stmt)
+        esc = syntax.escapes(node.stmt)
         if esc:
             raise self.fail(f"{esc} inside the loop body", node)
         s = self.sym.get(it)
@@ -553,7 +524,7 @@ class _Builder:
         inner_dom = dom.insert_dims(isl.dim_type.set, depth, 1)
         inner_dom = inner_dom.set_dim_name(isl.dim_type.set, depth, it)
         env2 = dict(env)
-        env2[it] = _Var("int", dim=depth)
+        env2[it] = Var("int", dim=depth)
         lp = Loop(f"L{self.nloop}", node, it, step, inner_dom, depth,
                   loops[-1] if loops else None, [], _line(node))
         self.nloop += 1
@@ -566,7 +537,7 @@ class _Builder:
             d = d.intersect(iv.sub(lb2).mod_val(isl.Val(step)).eq_set(self.aff._const(st, 0)))
         if node.cond is None:
             raise self.fail("for loop without a condition", node)
-        for n in _walk(node.cond):
+        for n in cpp.walk(node.cond):
             if isinstance(n, (c_ast.ArrayRef, c_ast.FuncCall)) and not (
                     isinstance(n, c_ast.FuncCall) and isinstance(n.name, c_ast.ID)
                     and n.name.name in ("min", "max")):
@@ -589,7 +560,7 @@ class _Builder:
     def run(self) -> None:
         self.collect_params()
         dom0 = isl.Set.universe(self.r.space(0))
-        env: dict[str, _Var] = {}
+        env: dict[str, Var] = {}
         self.items(self.r.items, [], dom0, env, [], self.r.tree)
         if not self.r.stmts:
             raise NotScop("the region has no statement", self.r.first_line)
@@ -641,9 +612,9 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _mentions(expr: Any, lv: Any) -> bool:
-    base = _flatten_ref(lv)[0] if isinstance(lv, c_ast.ArrayRef) else lv
+    base = syntax.flatten_ref(lv)[0] if isinstance(lv, c_ast.ArrayRef) else lv
     name = base.name if isinstance(base, c_ast.ID) else None
-    return any(isinstance(n, c_ast.ID) and n.name == name for n in _walk(expr))
+    return any(isinstance(n, c_ast.ID) and n.name == name for n in cpp.walk(expr))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -658,7 +629,7 @@ def function_symbols(fd: c_ast.FuncDef, globals_: dict[str, Symbol]) -> dict[str
     for p in params:
         if isinstance(p, c_ast.Decl) and p.name:
             out[p.name] = symbol_of(p, "param")
-    for n in _walk(fd.body):
+    for n in cpp.walk(fd.body):
         if isinstance(n, c_ast.Decl) and n.name and not isinstance(n.type, c_ast.FuncDecl):
             out.setdefault(n.name, symbol_of(n, "local"))
             if out[n.name].scope == "global":
@@ -667,7 +638,7 @@ def function_symbols(fd: c_ast.FuncDef, globals_: dict[str, Symbol]) -> dict[str
 
 
 def _last_line(node: Any) -> int:
-    return max((_line(n) for n in _walk(node)), default=_line(node))
+    return max((_line(n) for n in cpp.walk(node)), default=_line(node))
 
 
 def build_region(index: int, fd: c_ast.FuncDef, block: c_ast.Compound, lo: int, hi: int,
@@ -713,7 +684,7 @@ def find_regions(ast: c_ast.FileAST, filename: str, function: Optional[str] = No
         if function is not None and fd.decl.name != function:
             continue
         symbols = function_symbols(fd, globals_)
-        pragma_blocks = [n for n in _walk(fd.body) if isinstance(n, c_ast.Compound) and any(
+        pragma_blocks = [n for n in cpp.walk(fd.body) if isinstance(n, c_ast.Compound) and any(
             isinstance(x, c_ast.Pragma) and x.string.strip() == "scop"
             for x in (n.block_items or []))]
         if pragma_blocks:
@@ -737,7 +708,7 @@ def find_regions(ast: c_ast.FileAST, filename: str, function: Optional[str] = No
 
 
 def _has_loop(node: Any) -> bool:
-    return any(isinstance(n, (c_ast.For, c_ast.While, c_ast.DoWhile)) for n in _walk(node))
+    return any(isinstance(n, (c_ast.For, c_ast.While, c_ast.DoWhile)) for n in cpp.walk(node))
 
 
 def _auto(fd: c_ast.FuncDef, block: c_ast.Compound, symbols: dict[str, Symbol],
@@ -825,5 +796,5 @@ def _dedupe(regions: list[Region]) -> None:
 
 
 def _contains(outer: Region, inner: Region) -> bool:
-    ids = {id(n) for it in outer.items for n in _walk(it)}
+    ids = {id(n) for it in outer.items for n in cpp.walk(it)}
     return all(id(n) in ids for n in inner.items)

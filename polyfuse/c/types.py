@@ -8,10 +8,14 @@ runtime (numpy dtypes of buffers), the brute-force interpreter and auto-parallel
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
+from pycparser import c_ast
+
+from polyfuse.c import cpp, syntax
 
 
 @dataclass(frozen=True)
@@ -130,3 +134,92 @@ def numpy_dtype(name: str) -> Optional[np.dtype]:
     """numpy dtype of the elements of a scalar or vector type (``float4`` -> float32)."""
     v = vector(name)
     return v[0].dtype if v is not None else None
+
+
+def type_name(node: c_ast.Node) -> str:
+    """The base type name of a declaration type (``float``, ``uint``, ``float4``)."""
+    while not isinstance(node, (c_ast.IdentifierType, c_ast.Struct, c_ast.Union, c_ast.Enum)):
+        node = node.type
+    if isinstance(node, c_ast.IdentifierType):
+        name = " ".join(node.names)
+        return ALIASES.get(name, name)
+    return f"{type(node).__name__.lower()} {node.name}"
+
+
+#: sizes of the struct element types kernels declare (``box_str``, ``struct box_str``), from
+#: their own declarations (see :func:`resolve_typedefs`)
+STRUCT_SIZES: dict[str, int] = {}
+
+
+def resolve_typedefs(ast: c_ast.FileAST) -> None:
+    """Replace the kernels' scalar typedefs by their types, in place (``typedef float
+    DATA_TYPE;`` makes every ``DATA_TYPE`` a ``float``), and size their struct types.
+
+    Element types are read by name; a typedef name would be an unknown type.  polyfuse's own
+    header (``opencl_c.h``) is left alone: its aliases are the OpenCL type names.
+    """
+    scalars: dict[str, list[str]] = {}
+    for ext in ast.ext:
+        if not isinstance(ext, (c_ast.Typedef, c_ast.Decl)) or cpp.is_polyfuse_header(ext):
+            continue
+        t = ext.type
+        inner = t.type if isinstance(t, c_ast.TypeDecl) else None
+        if isinstance(ext, c_ast.Typedef) and isinstance(inner, c_ast.IdentifierType):
+            names = list(inner.names)
+            if len(names) == 1 and names[0] in scalars:
+                names = scalars[names[0]]
+            if ext.name not in SCALARS and type_size(ext.name) is None:
+                scalars[ext.name] = names
+        struct = inner if isinstance(inner, (c_ast.Struct, c_ast.Union)) else \
+            (t if isinstance(t, (c_ast.Struct, c_ast.Union)) else None)
+        if struct is not None and struct.decls is not None:
+            size = _struct_size(struct, scalars)
+            if size is not None:
+                kind = "union" if isinstance(struct, c_ast.Union) else "struct"
+                if struct.name:
+                    STRUCT_SIZES[f"{kind} {struct.name}"] = size
+                if isinstance(ext, c_ast.Typedef):
+                    STRUCT_SIZES[ext.name] = size
+    if not scalars:
+        return
+    for node in cpp.walk(ast):
+        if isinstance(node, c_ast.IdentifierType) and len(node.names) == 1 and \
+                node.names[0] in scalars:
+            node.names = list(scalars[node.names[0]])
+
+
+def _struct_size(struct: Any, scalars: Mapping[str, list[str]]) -> Optional[int]:
+    """C layout size of a struct/union of scalars, vectors, arrays and sized structs."""
+    size = align = 0
+    sizes = []
+    for d in struct.decls:
+        t, count = d.type, 1
+        while isinstance(t, c_ast.ArrayDecl):
+            if not isinstance(t.dim, c_ast.Constant):
+                return None
+            count *= syntax.int_literal(t.dim.value)
+            t = t.type
+        if isinstance(t, c_ast.PtrDecl):
+            fsize = 8
+        else:
+            name = type_name(t)
+            if name in scalars:
+                name = normalize(" ".join(scalars[name]))
+            fsize = type_size(name)
+            if fsize is None:
+                return None
+        falign = min(fsize, 16) if fsize & (fsize - 1) == 0 else 4
+        align = max(align, falign)
+        sizes.append(fsize * count)
+        if not isinstance(struct, c_ast.Union):
+            size = (size + falign - 1) // falign * falign + fsize * count
+    if isinstance(struct, c_ast.Union):
+        size = max(sizes, default=0)
+    align = max(align, 1)
+    return (size + align - 1) // align * align
+
+
+def type_size(name: str) -> Optional[int]:
+    """Size in bytes of an OpenCL scalar or vector type (or a sized struct type), or None."""
+    size = size_of(name)
+    return size if size is not None else STRUCT_SIZES.get(normalize(name))

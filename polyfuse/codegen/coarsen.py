@@ -47,9 +47,9 @@ from typing import Any, Optional
 import sympy
 from pycparser import c_ast
 
-from polyfuse.c import cpp
+from polyfuse.c import cpp, syntax, types
 from polyfuse.c.emit import declarations_text, helper_functions
-from polyfuse.frontend.opencl import parse_kernels, type_size
+from polyfuse.frontend.opencl import parse_kernels
 from polyfuse.program import (
     Kernel,
     Launch,
@@ -596,9 +596,7 @@ class _Rewriter:
                 return self._wi_expr(f, _dim_arg(x), c)
             return x
 
-        from polyfuse.codegen.fuse import transform
-
-        return transform(n, fn)
+        return syntax.transform(n, fn)
 
     # -- interleaving ------------------------------------------------------------------------------
 
@@ -817,7 +815,7 @@ def _local_bytes(kernel: Kernel, launch: Launch, params: Mapping[str, Any]) -> d
     out: dict[str, int] = {}
     for a in kernel.arrays:
         if a.address_space == "local":
-            sz = type_size(a.type) or 4
+            sz = types.type_size(a.type) or 4
             out[a.name] = sz * math.prod(a.shape)
     for p in kernel.params:
         if p.pointer and p.address_space == "local":
@@ -981,7 +979,7 @@ def _apply(program: Program, per: Mapping[int, Factors], params: Mapping[str, An
         elems = {}
         for p in k.params:
             if p.pointer and p.address_space == "local":
-                elems[p.name] = lb[p.name] // max(1, type_size(p.type) or 4)
+                elems[p.name] = lb[p.name] // max(1, types.type_size(p.type) or 4)
         name = f"{lc.kernel}__{f.label(geom.work_dim)}_L{lc.id}"
         text, launches = coarsen_source(k, geom, f, elems, name)
         texts.append(text)

@@ -37,7 +37,7 @@ from __future__ import annotations
 import copy
 import math
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
@@ -45,7 +45,7 @@ import islpy as isl
 import sympy
 from pycparser import c_ast
 
-from polyfuse.c import cpp, emit
+from polyfuse.c import cpp, emit, syntax, types
 from polyfuse.codegen import exprs
 from polyfuse.frontend import opencl
 from polyfuse.fusion.plan import Fragment, FusedGroup, FusionPlan
@@ -101,78 +101,6 @@ class FusedProgram:
 # ----------------------------------------------------------------------------------------------
 
 
-def _children_slots(node: c_ast.Node) -> Iterator[str]:
-    for name in node.__slots__:
-        if name not in ("coord", "__weakref__"):
-            yield name
-
-
-def transform(node: Any, fn: Callable[[Any], Any]) -> Any:
-    """Post-order rebuild: every child is transformed, then ``fn`` may replace the node."""
-    if not isinstance(node, c_ast.Node):
-        return node
-    for name in _children_slots(node):
-        val = getattr(node, name)
-        if isinstance(val, c_ast.Node):
-            setattr(node, name, transform(val, fn))
-        elif isinstance(val, list):
-            setattr(node, name, [transform(v, fn) if isinstance(v, c_ast.Node) else v
-                                 for v in val])
-    return fn(node)
-
-
-walk = cpp.walk
-
-
-def _rename(node: Any, mapping: Mapping[str, str]) -> None:
-    """Rename identifiers (uses and declarations) consistently; struct fields are left alone."""
-    skip: set[int] = set()
-    for n in walk(node):
-        if isinstance(n, c_ast.StructRef):
-            skip.add(id(n.field))
-        elif isinstance(n, c_ast.ID) and id(n) not in skip and n.name in mapping:
-            n.name = mapping[n.name]
-        elif isinstance(n, c_ast.Decl) and n.name in mapping:
-            n.name = mapping[n.name]
-        elif isinstance(n, c_ast.TypeDecl) and n.declname in mapping:
-            n.declname = mapping[n.declname]
-
-
-def _identifiers(node: Any) -> set[str]:
-    out: set[str] = set()
-    for n in walk(node):
-        if isinstance(n, c_ast.ID):
-            out.add(n.name)
-        elif isinstance(n, c_ast.Decl) and n.name:
-            out.add(n.name)
-    return out
-
-
-def _declared(node: Any) -> set[str]:
-    return {n.name for n in walk(node) if isinstance(n, c_ast.Decl) and n.name}
-
-
-def _modified(node: Any, name: str) -> bool:
-    """``name`` is assigned, incremented or has its address taken somewhere below ``node``."""
-    for n in walk(node):
-        if isinstance(n, c_ast.Assignment) and isinstance(n.lvalue, c_ast.ID) and \
-                n.lvalue.name == name:
-            return True
-        if isinstance(n, c_ast.UnaryOp) and n.op in ("++", "--", "p++", "p--", "&") and \
-                isinstance(n.expr, c_ast.ID) and n.expr.name == name:
-            return True
-    return False
-
-
-def _calls(node: Any, names: tuple[str, ...]) -> bool:
-    return any(isinstance(n, c_ast.FuncCall) and isinstance(n.name, c_ast.ID)
-               and n.name.name in names for n in walk(node))
-
-
-def _has_return(node: Any) -> bool:
-    return any(isinstance(n, c_ast.Return) for n in walk(node))
-
-
 def _neg(cond: c_ast.Node) -> c_ast.Node:
     return c_ast.UnaryOp("!", cond)
 
@@ -189,14 +117,14 @@ def eliminate_returns(items: list[Any], where: str) -> list[Any]:
     """
     out: list[Any] = []
     for i, s in enumerate(items):
-        if not _has_return(s):
+        if not syntax.has_return(s):
             out.append(s)
             continue
         rest = items[i + 1:]
         if isinstance(s, c_ast.Return):
             return out
         if isinstance(s, c_ast.If):
-            used_rest = _identifiers(c_ast.Compound(rest)) if rest else set()
+            used_rest = syntax.identifiers(c_ast.Compound(rest)) if rest else set()
             for br in (s.iftrue, s.iffalse):
                 clash = {n for n in _top_decls(br)} & used_rest
                 if clash:
@@ -214,7 +142,7 @@ def eliminate_returns(items: list[Any], where: str) -> list[Any]:
             return out
         if isinstance(s, c_ast.Compound):
             tail = [c_ast.Compound(rest)] if rest else []
-            clash = _top_decls(s) & (_identifiers(c_ast.Compound(rest)) if rest else set())
+            clash = _top_decls(s) & (syntax.identifiers(c_ast.Compound(rest)) if rest else set())
             if clash:
                 raise UnsupportedError(f"{where}: cannot move the code after a return into a "
                                        f"block that declares {sorted(clash)[0]}")
@@ -389,7 +317,7 @@ def _fragment(kb: _KernelBuilder, k: int, frag: Fragment, fdomain: isl.Set, box:
     where = f"{kb.where}, fragment {k} (launch #{launch.id} {kernel.name})"
     fd: c_ast.FuncDef = copy.deepcopy(kernel.ast)
     body = fd.body
-    for n in _identifiers(body):
+    for n in syntax.identifiers(body):
         if _RESERVED.match(n):
             raise UnsupportedError(f"{where}: identifier {n!r} clashes with names polyfuse "
                                    "generates (pf_*, f<k>_*)")
@@ -398,8 +326,8 @@ def _fragment(kb: _KernelBuilder, k: int, frag: Fragment, fdomain: isl.Set, box:
     for name, hfd in emit.helper_functions(kernel.helpers).items():
         if hfd is kernel.ast:
             continue
-        if _calls(hfd.body, WORK_ITEM_FUNCTIONS + _BARRIER_FUNCS):
-            if _calls(body, (name,)):
+        if syntax.calls_any(hfd.body, WORK_ITEM_FUNCTIONS + _BARRIER_FUNCS):
+            if syntax.calls_any(body, (name,)):
                 raise UnsupportedError(f"{where}: helper function {name}() uses work-item "
                                        "functions or barriers; inline it before fusing")
         old = kb.helpers.get(name)
@@ -497,7 +425,7 @@ def _fragment(kb: _KernelBuilder, k: int, frag: Fragment, fdomain: isl.Set, box:
     renames: dict[str, str] = {}
     scalar_subst: dict[str, c_ast.Node] = {}
     local_copies: list[Any] = []
-    body_decls = _declared(body)
+    body_decls = syntax.declared(body)
     for p in kernel.params:
         pdecl = params[p.index]
         try:
@@ -508,7 +436,7 @@ def _fragment(kb: _KernelBuilder, k: int, frag: Fragment, fdomain: isl.Set, box:
         if p.pointer:
             renames[p.name] = new
             d = copy.deepcopy(pdecl)
-            _rename(d, {p.name: new})
+            syntax.rename(d, {p.name: new})
             kb.params.append(_Param(cpp.generate(d), new, replace(b)))
             if b.kind == "buffer" and b.buffer is not None:
                 root, o = _root_offset(program, b.buffer)
@@ -526,23 +454,23 @@ def _fragment(kb: _KernelBuilder, k: int, frag: Fragment, fdomain: isl.Set, box:
                 float(value) if not value.is_Integer else int(value))
         else:
             node = c_ast.ID(kb.symbol_param(value, p.type))
-        if _modified(body, p.name) or p.name in body_decls:
+        if p.name in syntax.modified(body) or p.name in body_decls:
             # keep a private copy under the original name (the body assigns it or shadows it)
             d = copy.deepcopy(pdecl)
             d.init = node
-            for n in walk(d):
+            for n in cpp.walk(d):
                 if isinstance(n, c_ast.TypeDecl):
-                    n.quals = [q for q in n.quals if q != "const"] if _modified(
-                        body, p.name) else n.quals
-            d.quals = [q for q in d.quals if q != "const"] if _modified(body, p.name) \
-                else d.quals
+                    n.quals = [q for q in n.quals if q != "const"] \
+                        if p.name in syntax.modified(body) else n.quals
+            d.quals = [q for q in d.quals if q != "const"] \
+                if p.name in syntax.modified(body) else d.quals
             local_copies.append(d)
         else:
             scalar_subst[p.name] = node
 
     # -- __local arrays: hoist to kernel scope, renamed -----------------------------------------
     local_names: dict[str, str] = {}
-    for n in walk(body):
+    for n in cpp.walk(body):
         if isinstance(n, c_ast.Compound) and n.block_items:
             keep = []
             for s in n.block_items:
@@ -556,18 +484,16 @@ def _fragment(kb: _KernelBuilder, k: int, frag: Fragment, fdomain: isl.Set, box:
             n.block_items = keep
     for a in kernel.arrays:
         if a.address_space == "local":
-            from polyfuse.frontend.opencl import type_size
-
-            kb.local_bytes += (type_size(a.type) or 4) * math.prod(a.shape)
+            kb.local_bytes += (types.type_size(a.type) or 4) * math.prod(a.shape)
     renames.update(local_names)
     hoisted = kb.local_decls[len(kb.local_decls) - len(local_names):]
     for d in hoisted:
-        _rename(d, renames)
+        syntax.rename(d, renames)
 
     # -- rewrite the body ------------------------------------------------------------------------
-    _rename(body, renames)
+    syntax.rename(body, renames)
     struct_fields: set[int] = set()
-    for n in walk(body):
+    for n in cpp.walk(body):
         if isinstance(n, c_ast.StructRef):
             struct_fields.add(id(n.field))
         if isinstance(n, c_ast.FuncCall):
@@ -579,7 +505,7 @@ def _fragment(kb: _KernelBuilder, k: int, frag: Fragment, fdomain: isl.Set, box:
             args = n.args.exprs if n.args else []
             if n.name.name == "get_work_dim":
                 return work_item("get_work_dim", None)
-            d = opencl._const_int(args[0]) if args else None
+            d = syntax.const_int(args[0]) if args else None
             if d is None:
                 raise UnsupportedError(f"{where}: {n.name.name}() with a non-constant "
                                        "dimension cannot be re-indexed")
@@ -588,9 +514,9 @@ def _fragment(kb: _KernelBuilder, k: int, frag: Fragment, fdomain: isl.Set, box:
             return copy.deepcopy(scalar_subst[n.name])
         return n
 
-    body = transform(body, sub)
+    body = syntax.transform(body, sub)
     items = local_copies + eliminate_returns(list(body.block_items or []), where)
-    has_barrier = _calls(c_ast.Compound(items), _BARRIER_FUNCS) or bool(kernel.barriers)
+    has_barrier = syntax.calls_any(c_ast.Compound(items), _BARRIER_FUNCS) or bool(kernel.barriers)
     loc = f" ({launch.loc.file.rsplit('/', 1)[-1]}:{launch.loc.line})" if launch.loc else ""
     kb.comments[id(items[0]) if items else 0] = ""  # placeholder replaced by caller
     if items:

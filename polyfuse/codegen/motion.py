@@ -43,6 +43,7 @@ from typing import Any
 import islpy as isl
 from pycparser import c_ast
 
+from polyfuse.c import cpp, syntax
 from polyfuse.c.cpp import block_items as _items
 from polyfuse.program import WORK_ITEM_FUNCTIONS, Launch, Program
 
@@ -79,26 +80,16 @@ class Merged:
 # ----------------------------------------------------------------------------------------------
 
 
-def _walk(node: Any):
-    from polyfuse.codegen.fuse import walk
-
-    return walk(node)
-
-
 def _is_barrier_call(n: Any) -> bool:
     return isinstance(n, c_ast.FuncCall) and isinstance(n.name, c_ast.ID) and \
         n.name.name in _BARRIERS
 
 
 def _has_barrier(node: Any) -> bool:
-    return node is not None and any(_is_barrier_call(n) for n in _walk(node))
-
-
+    return node is not None and any(_is_barrier_call(n) for n in cpp.walk(node))
 
 
 def _text(node: Any) -> str:
-    from polyfuse.c import cpp
-
     return "" if node is None else cpp.generate(node)
 
 
@@ -117,7 +108,7 @@ def _escapes(stmt: Any, in_loop: bool = False, in_switch: bool = False) -> bool:
 
 def _header_decls(node: Any) -> set[str]:
     if isinstance(node, c_ast.For) and node.init is not None:
-        return {n.name for n in _walk(node.init) if isinstance(n, c_ast.Decl) and n.name}
+        return {n.name for n in cpp.walk(node.init) if isinstance(n, c_ast.Decl) and n.name}
     return set()
 
 
@@ -127,25 +118,6 @@ def _headers(node: Any) -> list[Any]:
     if isinstance(node, (c_ast.While, c_ast.DoWhile, c_ast.If)):
         return [node.cond]
     return []
-
-
-def _free_ids(node: Any) -> set[str]:
-    """Identifiers used in ``node`` other than called function names and struct fields."""
-    skip: set[int] = set()
-    out: set[str] = set()
-    for n in _walk(node):
-        if isinstance(n, c_ast.StructRef):
-            skip.add(id(n.field))
-        elif isinstance(n, c_ast.FuncCall):
-            skip.add(id(n.name))
-        elif isinstance(n, c_ast.ID) and id(n) not in skip:
-            out.add(n.name)
-    return out
-
-
-def _calls(node: Any) -> set[str]:
-    return {n.name.name for n in _walk(node) if isinstance(n, c_ast.FuncCall)
-            and isinstance(n.name, c_ast.ID)}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -193,11 +165,11 @@ def _skeleton(items: list[Any], scope: frozenset[str], shared: frozenset[str],
                 continue
             if _has_barrier(h):
                 raise _NotMergeable("a barrier in a loop or branch header")
-            bad = _free_ids(h) - inner - shared
+            bad = syntax.free_ids(h) - inner - shared
             if bad:
                 raise _NotMergeable(f"a header uses {sorted(bad)[0]}, which may differ between "
                                     "fragments")
-            calls = _calls(h) - _PURE_CALLS
+            calls = syntax.called(h) - _PURE_CALLS
             if calls:
                 raise _NotMergeable(f"a header calls {sorted(calls)[0]}()")
         heads = tuple(_text(h) for h in _headers(s))
@@ -228,26 +200,24 @@ def _leaves(items: list[Any]) -> list[Any]:
 
 def _prepare(fc: FragCode, shared: frozenset[str]) -> tuple[list[Any], Any]:
     """A renamed copy of the fragment's statements and its skeleton (or _NotMergeable)."""
-    from polyfuse.codegen.fuse import _declared, _modified, _rename
-
     items = copy.deepcopy(fc.items)
     header_vars: set[str] = set()
     _skeleton(items, frozenset(), shared, header_vars)
     leaves = _leaves(items)
     leaf_decls: set[str] = set()
     for s in leaves:
-        leaf_decls |= _declared(s)
+        leaf_decls |= syntax.declared(s)
     both = header_vars & leaf_decls
     if both:
         raise _NotMergeable(f"{sorted(both)[0]} is both a shared loop variable and a private")
     for s in leaves:
         for v in header_vars:
-            if _modified(s, v):
+            if v in syntax.modified(s):
                 raise _NotMergeable(f"the shared loop variable {v} is assigned in the body")
     prefix = f"f{fc.k}_"
     rename = {n: prefix + n for n in leaf_decls if not n.startswith(prefix)}
     block = c_ast.Compound(items)
-    _rename(block, rename)
+    syntax.rename(block, rename)
     items = list(block.block_items or [])
     return items, _skeleton(items, frozenset(), shared, set())
 
@@ -289,7 +259,7 @@ def _merge(bodies: list[list[Any]]) -> list[Any]:
 
 
 def _count_barriers(items: list[Any]) -> int:
-    return sum(1 for s in items for n in _walk(s) if _is_barrier_call(n))
+    return sum(1 for s in items for n in cpp.walk(s) if _is_barrier_call(n))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -376,7 +346,7 @@ def share_barriers(frags: Sequence[FragCode], program: Program, uar: Any,
             continue
         kernel = program.kernels[program.op(fc.frag.launch).kernel]
         if kernel.ast is not None and any(isinstance(n, c_ast.Return)
-                                          for n in _walk(kernel.ast.body)):
+                                          for n in cpp.walk(kernel.ast.body)):
             notes.append(f"code motion: fragment {fc.k} kept apart (early return)")
             continue
         try:

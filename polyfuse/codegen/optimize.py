@@ -35,6 +35,7 @@ from typing import Any, Optional
 import islpy as isl
 from pycparser import c_ast
 
+from polyfuse.c import cpp, syntax
 from polyfuse.frontend import opencl
 from polyfuse.islutil import IslQuotaExceeded, bounded
 from polyfuse.program import HostOp, Kernel, KernelContext, Launch, PolyfuseError, Program
@@ -93,10 +94,8 @@ def _shape_walk(node: Any) -> list[Any]:
 
 
 def _parents(root: Any) -> dict[int, Any]:
-    from polyfuse.codegen.fuse import walk
-
     out: dict[int, Any] = {}
-    for n in walk(root):
+    for n in cpp.walk(root):
         for _, c in n.children():
             out[id(c)] = n
     return out
@@ -226,8 +225,6 @@ def privatize(gc: Any, program: Program, group_launches: set[int], helpers_text:
 
 
 def _replace_loads(node: Any, params: set[str], var: str) -> int:
-    from polyfuse.codegen.fuse import transform
-
     count = 0
 
     def fn(n: Any) -> Any:
@@ -245,14 +242,12 @@ def _replace_loads(node: Any, params: set[str], var: str) -> int:
             return 0
         if isinstance(n, c_ast.UnaryOp) and n.op == "&":
             return 0
-    transform(node, fn)
+    syntax.transform(node, fn)
     return count
 
 
 def _walk_all(node: Any) -> list[Any]:
-    from polyfuse.codegen.fuse import walk
-
-    return list(walk(node))
+    return list(cpp.walk(node))
 
 
 def _remaining_refs(body: Any, params: set[str], store: Any) -> bool:
@@ -265,9 +260,7 @@ def _remaining_refs(body: Any, params: set[str], store: Any) -> bool:
 
 
 def _replace_child(parent: Any, old: Any, new: Any) -> None:
-    from polyfuse.codegen.fuse import _children_slots
-
-    for name in _children_slots(parent):
+    for name in syntax.child_slots(parent):
         val = getattr(parent, name)
         if val is old:
             setattr(parent, name, new)
@@ -304,10 +297,8 @@ def _sched_map(k: Kernel, sid: str) -> Optional[isl.Map]:
 
 def _fusion_barriers(k: Kernel, corr: dict[int, Any], gc: Any) -> list[Any]:
     """The model's barriers that fusion put between fragments (``barrier_before``)."""
-    from polyfuse.codegen.fuse import walk
-
     by_loc = {}
-    for n in walk(k.ast.body):
+    for n in cpp.walk(k.ast.body):
         if isinstance(n, c_ast.FuncCall) and isinstance(n.name, c_ast.ID) and \
                 n.name.name in ("barrier", "work_group_barrier") and n.coord is not None:
             by_loc[(n.coord.line, n.coord.column)] = n

@@ -38,13 +38,14 @@ import copy
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Optional
 
 import islpy as isl
 from pycparser import c_ast
 
-from polyfuse.c import cpp, types
+from polyfuse.c import cpp, syntax, types
+from polyfuse.frontend.affine import AffineExtractor, Array, NonAffine, State, Var
 from polyfuse.islutil import coalesce
 from polyfuse.program import (
     GLOBAL_SIZE_PARAMS,
@@ -58,7 +59,6 @@ from polyfuse.program import (
     KernelContext,
     KernelParam,
     PolyfuseError,
-    SourceLoc,
     Statement,
     UnsupportedError,
 )
@@ -75,169 +75,16 @@ _MAX_ENUMERATED = 64
 
 _NO_CONTEXT = KernelContext()
 
-class _NonAffine(Exception):
-    """An expression polyfuse cannot represent as a quasi-affine function."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
-
-
-def type_name(node: c_ast.Node) -> str:
-    """The base type name of a declaration type (``float``, ``uint``, ``float4``)."""
-    while not isinstance(node, (c_ast.IdentifierType, c_ast.Struct, c_ast.Union, c_ast.Enum)):
-        node = node.type
-    if isinstance(node, c_ast.IdentifierType):
-        name = " ".join(node.names)
-        return types.ALIASES.get(name, name)
-    return f"{type(node).__name__.lower()} {node.name}"
-
-
-#: sizes of the struct element types kernels declare (``box_str``, ``struct box_str``), from
-#: their own declarations (see :func:`resolve_typedefs`)
-STRUCT_SIZES: dict[str, int] = {}
-
-
-def resolve_typedefs(ast: c_ast.FileAST) -> None:
-    """Replace the kernels' scalar typedefs by their types, in place (``typedef float
-    DATA_TYPE;`` makes every ``DATA_TYPE`` a ``float``), and size their struct types.
-
-    Element types are read by name; a typedef name would be an unknown type.  polyfuse's own
-    header (``opencl_c.h``) is left alone: its aliases are the OpenCL type names.
-    """
-    scalars: dict[str, list[str]] = {}
-    for ext in ast.ext:
-        if not isinstance(ext, (c_ast.Typedef, c_ast.Decl)) or cpp.is_polyfuse_header(ext):
-            continue
-        t = ext.type
-        inner = t.type if isinstance(t, c_ast.TypeDecl) else None
-        if isinstance(ext, c_ast.Typedef) and isinstance(inner, c_ast.IdentifierType):
-            names = list(inner.names)
-            if len(names) == 1 and names[0] in scalars:
-                names = scalars[names[0]]
-            if ext.name not in types.SCALARS and type_size(ext.name) is None:
-                scalars[ext.name] = names
-        struct = inner if isinstance(inner, (c_ast.Struct, c_ast.Union)) else \
-            (t if isinstance(t, (c_ast.Struct, c_ast.Union)) else None)
-        if struct is not None and struct.decls is not None:
-            size = _struct_size(struct, scalars)
-            if size is not None:
-                kind = "union" if isinstance(struct, c_ast.Union) else "struct"
-                if struct.name:
-                    STRUCT_SIZES[f"{kind} {struct.name}"] = size
-                if isinstance(ext, c_ast.Typedef):
-                    STRUCT_SIZES[ext.name] = size
-    if not scalars:
-        return
-    for node in cpp.walk(ast):
-        if isinstance(node, c_ast.IdentifierType) and len(node.names) == 1 and \
-                node.names[0] in scalars:
-            node.names = list(scalars[node.names[0]])
-
-
-def _struct_size(struct: Any, scalars: Mapping[str, list[str]]) -> Optional[int]:
-    """C layout size of a struct/union of scalars, vectors, arrays and sized structs."""
-    size = align = 0
-    sizes = []
-    for d in struct.decls:
-        t, count = d.type, 1
-        while isinstance(t, c_ast.ArrayDecl):
-            if not isinstance(t.dim, c_ast.Constant):
-                return None
-            count *= _int_literal(t.dim.value)
-            t = t.type
-        if isinstance(t, c_ast.PtrDecl):
-            fsize = 8
-        else:
-            name = type_name(t)
-            if name in scalars:
-                name = types.normalize(" ".join(scalars[name]))
-            fsize = type_size(name)
-            if fsize is None:
-                return None
-        falign = min(fsize, 16) if fsize & (fsize - 1) == 0 else 4
-        align = max(align, falign)
-        sizes.append(fsize * count)
-        if not isinstance(struct, c_ast.Union):
-            size = (size + falign - 1) // falign * falign + fsize * count
-    if isinstance(struct, c_ast.Union):
-        size = max(sizes, default=0)
-    align = max(align, 1)
-    return (size + align - 1) // align * align
-
-
-def type_size(name: str) -> Optional[int]:
-    """Size in bytes of an OpenCL scalar or vector type (or a sized struct type), or None."""
-    size = types.size_of(name)
-    return size if size is not None else STRUCT_SIZES.get(types.normalize(name))
-
-
-def _coord_loc(node: Any, default_file: str) -> Optional[SourceLoc]:
-    coord = getattr(node, "coord", None)
-    if coord is None or not getattr(coord, "line", None):
-        return None
-    return SourceLoc(coord.file or default_file, coord.line, getattr(coord, "column", 0) or 0)
-
-
-def _int_literal(text: str) -> int:
-    t = text.rstrip("uUlL")
-    if len(t) > 1 and t[0] == "0" and t[1] not in "xXbB":
-        return int(t, 8)
-    return int(t, 0)
-
-
 # ----------------------------------------------------------------------------------------------
 # Variables and arrays seen while walking a kernel
 # ----------------------------------------------------------------------------------------------
 
 
 @dataclass
-class _Array:
-    name: str
-    space: str  # global | constant | local | private
-    dtype: str
-    shape: Optional[tuple[int, ...]] = None  # None: unknown extent (pointer parameter)
-
-
-@dataclass
-class _Var:
-    kind: str  # "int" (integer scalar), "ptr" (pointer alias), "array", "other"
-    value: Optional[tuple[isl.PwAff, int]] = None  # int: (value, loop depth it is defined at)
-    array: Optional[_Array] = None  # ptr / array: the array behind it
-    offset: Optional[tuple[isl.PwAff, int]] = None  # ptr: offset in base elements
-    unit: int = 1  # ptr: base elements per pointee element (casts to wider vector types)
-    why: str = ""  # why value/offset is unknown
-    dim: Optional[int] = None  # int: the loop dimension it iterates (loop iterators)
-
-
-@dataclass
-class _State:
-    """Where the walk is: enclosing loops, the current domain and what is known."""
-
-    loops: list[str]
-    dom: isl.Set
-    env: dict[str, _Var]
-    exact: bool = True
-    reason: Optional[str] = None
-    divergent: bool = False  # under control flow that depends on memory
-    #: per enclosing loop, its schedule coordinate (isl expression over the loop dims) and an
-    #: extra isl constraint defining it ("" if none); see :meth:`_Extractor._enumerated`
-    sched: list[tuple[str, str]] = field(default_factory=list)
-
-    def copy(self) -> _State:
-        return _State(list(self.loops), self.dom, dict(self.env), self.exact, self.reason,
-                      self.divergent, list(self.sched))
-
-    @property
-    def depth(self) -> int:
-        return len(self.loops)
-
-
-@dataclass
 class _Raw:
     """An access before the statement's tuple name is known."""
 
-    array: _Array
+    array: Array
     direction: str
     relation: isl.Map
     exact: bool
@@ -258,7 +105,7 @@ class _Entry:
 
 @dataclass
 class _Pointer:
-    array: Optional[_Array]
+    array: Optional[Array]
     offset: Optional[isl.PwAff]  # in base elements; None: unknown
     unit: int = 1
     why: str = ""
@@ -269,15 +116,19 @@ class _Pointer:
 # ----------------------------------------------------------------------------------------------
 
 
-class _Extractor:
+class _Extractor(AffineExtractor):
+    """The polyhedral model of one kernel: the expression model of :class:`AffineExtractor` over
+    the kernel's work-item space, plus statements, accesses, barriers and schedule."""
+
     def __init__(self, funcdef: c_ast.FuncDef, context: KernelContext, filename: str,
                  helpers: Mapping[str, c_ast.FuncDef], declarations: tuple[c_ast.Node, ...] = ()):
         self.fd = funcdef
         self.name = funcdef.decl.name
-        self.filename = filename
+        super().__init__((), values=context.value_map, filename=filename,
+                         helpers={k: v for k, v in helpers.items() if k != self.name},
+                         what=f"kernel {self.name}")
         self.file_functions = helpers
         self.declarations = declarations
-        self.helpers = {k: v for k, v in helpers.items() if k != self.name}
         self.notes: list[str] = []
         self.entries: list[_Entry] = []
         self.arrays: list[ArrayDecl] = []
@@ -298,17 +149,11 @@ class _Extractor:
         if rq and all(v is None for v in local):
             local = [(rq[d] if d < len(rq) else 1) for d in range(3)]
         self.context = replace(context, local_size=tuple(local))
-        self.values = context.value_map
         self.params_decl = self._params()
         self._geometry()
         self.alive = isl.Set.universe(self._space(0))
 
     # -- errors and notes --------------------------------------------------------------------------
-
-    def error(self, msg: str, node: Any, cls: type = PolyfuseError) -> PolyfuseError:
-        loc = _coord_loc(node, self.filename)
-        return cls(f"kernel {self.name}: {msg}", loc.file if loc else self.filename,
-                   loc.line if loc else None)
 
     def note(self, msg: str) -> None:
         if msg not in self.notes:
@@ -317,7 +162,7 @@ class _Extractor:
     # -- pre-scans --------------------------------------------------------------------------------
 
     def _check_supported(self, node: Any, seen: set[str]) -> None:
-        for n in _walk(node):
+        for n in cpp.walk(node):
             if isinstance(n, (c_ast.Goto, c_ast.Label)):
                 raise self.error("goto and labels are not supported", n, UnsupportedError)
             if isinstance(n, c_ast.Decl) and _is_function_pointer(n.type):
@@ -339,7 +184,7 @@ class _Extractor:
         seen: set[str] = set()
         while todo:
             b = todo.pop()
-            for n in _walk(b):
+            for n in cpp.walk(b):
                 if isinstance(n, c_ast.FuncCall) and isinstance(n.name, c_ast.ID):
                     c = n.name.name
                     if c in self.helpers and c not in seen:
@@ -352,7 +197,7 @@ class _Extractor:
         uses: set[str] = set()
         dims: dict[int, set[str]] = {}
         for body in self._bodies():
-            for n in _walk(body):
+            for n in cpp.walk(body):
                 if not (isinstance(n, c_ast.FuncCall) and isinstance(n.name, c_ast.ID)):
                     continue
                 f = n.name.name
@@ -364,7 +209,7 @@ class _Extractor:
                 args = n.args.exprs if n.args else []
                 if len(args) != 1:
                     raise self.error(f"{f}() takes one argument", n)
-                d = _const_int(args[0])
+                d = syntax.const_int(args[0])
                 if d is None:
                     raise self.error(f"{f}() with a non-constant dimension is not supported", n,
                                      UnsupportedError)
@@ -377,7 +222,7 @@ class _Extractor:
         """Variables whose value may differ between work-items of a group (flow-insensitive)."""
         assigns: list[tuple[str, Any]] = []
         for body in self._bodies():
-            for n in _walk(body):
+            for n in cpp.walk(body):
                 if isinstance(n, c_ast.Decl) and n.init is not None and n.name:
                     assigns.append((n.name, n.init))
                 elif isinstance(n, c_ast.Assignment) and isinstance(n.lvalue, c_ast.ID):
@@ -395,7 +240,7 @@ class _Extractor:
     def _divergent_expr(self, expr: Any, tainted: Optional[set[str]] = None) -> bool:
         """May ``expr`` differ between the work-items of one group?"""
         tainted = self.tainted if tainted is None else tainted
-        for n in _walk(expr):
+        for n in cpp.walk(expr):
             if isinstance(n, c_ast.ID) and n.name in tainted:
                 return True
             if isinstance(n, (c_ast.ArrayRef, c_ast.StructRef)) or (
@@ -411,12 +256,12 @@ class _Extractor:
 
     def _calls_divergent(self, fd: c_ast.FuncDef) -> bool:
         return any(isinstance(n, c_ast.FuncCall) and isinstance(n.name, c_ast.ID)
-                   and n.name.name in ("get_local_id", "get_global_id") for n in _walk(fd.body))
+                   and n.name.name in ("get_local_id", "get_global_id") for n in cpp.walk(fd.body))
 
     def _calls(self, node: Any, names: set[str]) -> bool:
         return any(
             isinstance(n, c_ast.FuncCall) and isinstance(n.name, c_ast.ID) and n.name.name in names
-            for body in self._bodies() for n in _walk(body)
+            for body in self._bodies() for n in cpp.walk(body)
         ) if node is not None else False
 
     # -- parameters and geometry -------------------------------------------------------------------
@@ -427,7 +272,8 @@ class _Extractor:
         for i, p in enumerate(args.params if args else []):
             if isinstance(p, c_ast.EllipsisParam):
                 raise self.error("variadic kernels are not supported", p, UnsupportedError)
-            if isinstance(p.type, c_ast.TypeDecl) and type_name(p.type) == "void" and not p.name:
+            if isinstance(p.type, c_ast.TypeDecl) and types.type_name(p.type) == "void" \
+                    and not p.name:
                 continue
             pointer = isinstance(p.type, (c_ast.PtrDecl, c_ast.ArrayDecl))
             space = cpp.address_space_of(p) or "private"
@@ -436,7 +282,8 @@ class _Extractor:
             while not isinstance(t, c_ast.TypeDecl):
                 t = t.type
             quals += list(t.quals or [])
-            out.append(KernelParam(p.name, i, type_name(p.type), pointer, space, "const" in quals))
+            out.append(KernelParam(p.name, i, types.type_name(p.type), pointer, space,
+                                   "const" in quals))
         return tuple(out)
 
     def _geometry(self) -> None:
@@ -515,240 +362,9 @@ class _Extractor:
         s = isl.Set(f"[{params}] -> {{ [{dims}] : {' and '.join(cons)} }}")
         return s, exact
 
-    # -- affine expressions ------------------------------------------------------------------------
-
-    def _universe(self, st: _State) -> isl.Set:
-        return isl.Set.universe(st.dom.get_space())
-
-    def _const(self, st: _State, v: int) -> isl.PwAff:
-        return isl.PwAff.val_on_domain(self._universe(st), v)
-
-    def _dim(self, st: _State, pos: int) -> isl.PwAff:
-        ls = isl.LocalSpace.from_space(st.dom.get_space())
-        return isl.PwAff.var_on_domain(ls, isl.dim_type.set, pos)
-
-    def _param(self, st: _State, name: str) -> isl.PwAff:
-        ls = isl.LocalSpace.from_space(st.dom.get_space())
-        idx = self.param_names.index(name)
-        return isl.PwAff.from_aff(isl.Aff.var_on_domain(ls, isl.dim_type.param, idx))
-
-    def _lift(self, st: _State, val: tuple[isl.PwAff, int]) -> isl.PwAff:
-        pw, depth = val
-        if depth < st.depth:
-            pw = pw.add_dims(isl.dim_type.in_, st.depth - depth)
-        return pw
-
-    def _size(self, st: _State, v: Any) -> isl.PwAff:
-        return self._const(st, v) if isinstance(v, int) else self._param(st, v)
-
-    def aff(self, node: Any, st: _State) -> isl.PwAff:
-        """The value of an integer expression as a PwAff over the current space."""
-        if isinstance(node, c_ast.Constant):
-            if node.type in ("int", "unsigned int", "long", "unsigned long", "long long",
-                             "unsigned long long") or re.fullmatch(r"[0-9][0-9a-fA-FxX]*[uUlL]*",
-                                                                  node.value):
-                try:
-                    return self._const(st, _int_literal(node.value))
-                except ValueError:
-                    pass
-            if node.type == "char":
-                v = _char_value(node.value)
-                if v is not None:
-                    return self._const(st, v)
-            if node.type == "bool":
-                return self._const(st, 1 if node.value == "true" else 0)
-            raise _NonAffine(f"{node.value} is not an integer")
-        if isinstance(node, c_ast.ID):
-            return self._id_value(node.name, st)
-        if isinstance(node, c_ast.Cast):
-            t = type_name(node.to_type.type) if not isinstance(node.to_type.type,
-                                                                c_ast.PtrDecl) else "ptr"
-            if not types.is_integer(t):
-                raise _NonAffine(f"cast to {t}")
-            return self.aff(node.expr, st)
-        if isinstance(node, c_ast.UnaryOp):
-            if node.op == "-":
-                return self.aff(node.expr, st).neg()
-            if node.op == "+":
-                return self.aff(node.expr, st)
-            if node.op == "!":
-                return self.cond(node, st).indicator_function()
-            if node.op == "sizeof":
-                sz = type_size(type_name(node.expr.type)) if isinstance(
-                    node.expr, c_ast.Typename) else None
-                if sz is None:
-                    raise _NonAffine("sizeof of an unknown type")
-                return self._const(st, sz)
-            raise _NonAffine(f"operator {node.op}")
-        if isinstance(node, c_ast.BinaryOp):
-            return self._binop(node, st)
-        if isinstance(node, c_ast.TernaryOp):
-            c = self.cond(node.cond, st)
-            return c.indicator_function().cond(self.aff(node.iftrue, st),
-                                               self.aff(node.iffalse, st))
-        if isinstance(node, c_ast.FuncCall) and isinstance(node.name, c_ast.ID):
-            return self._call_value(node, st)
-        if isinstance(node, (c_ast.ArrayRef, c_ast.StructRef)) or (
-                isinstance(node, c_ast.UnaryOp) and node.op == "*"):
-            raise _NonAffine(f"{cpp.generate(node)} is data-dependent (reads memory)")
-        raise _NonAffine(f"{cpp.generate(node)} is not affine")
-
-    def _id_value(self, name: str, st: _State) -> isl.PwAff:
-        var = st.env.get(name)
-        if var is not None:
-            if var.kind != "int":
-                raise _NonAffine(f"{name} is not an integer")
-            if var.dim is not None and var.value is None:
-                return self._dim(st, var.dim)
-            if var.value is None:
-                raise _NonAffine(var.why or f"the value of {name} is not known")
-            return self._lift(st, var.value)
-        if name in self.values:
-            return self._const(st, self.values[name])
-        if name in self.param_names:
-            return self._param(st, name)
-        if name in ("true", "false"):
-            return self._const(st, int(name == "true"))
-        raise _NonAffine(f"{name} is not an integer parameter or variable")
-
-    def _cst(self, pw: isl.PwAff) -> Optional[int]:
-        if not pw.is_cst():
-            return None
-        vals = {a.get_constant_val().to_python() for _, a in pw.get_pieces()}
-        if len(vals) != 1:
-            return None
-        v = vals.pop()
-        return int(v) if int(v) == v else None
-
-    def _binop(self, node: c_ast.BinaryOp, st: _State) -> isl.PwAff:
-        op = node.op
-        if op in ("<", "<=", ">", ">=", "==", "!=", "&&", "||"):
-            return self.cond(node, st).indicator_function()
-        a = self.aff(node.left, st)
-        b = self.aff(node.right, st)
-        if op == "+":
-            return a.add(b)
-        if op == "-":
-            return a.sub(b)
-        ca, cb = self._cst(a), self._cst(b)
-        if op == "*":
-            if cb is not None:
-                return a.scale_val(isl.Val(cb)) if cb else self._const(st, 0)
-            if ca is not None:
-                return b.scale_val(isl.Val(ca)) if ca else self._const(st, 0)
-            raise _NonAffine(f"{cpp.generate(node)} is a non-constant product")
-        if op in ("/", "%"):
-            if _const_int(node.right) == 0:
-                raise self.error(f"integer division by zero in {cpp.generate(node)}", node)
-            if cb is None or cb == 0:
-                raise _NonAffine(f"{cpp.generate(node)} divides by a non-constant")
-            q = self._const(st, abs(cb))
-            if op == "/":
-                r = a.tdiv_q(q)
-                return r.neg() if cb < 0 else r
-            return a.tdiv_r(q)
-        if op in ("<<", ">>"):
-            if cb is None or cb < 0:
-                raise _NonAffine(f"{cpp.generate(node)} shifts by a non-constant")
-            if op == "<<":
-                return a.scale_val(isl.Val(2 ** cb))
-            return a.scale_down_val(isl.Val(2 ** cb)).floor()
-        if op == "&":
-            for x, c in ((a, cb), (b, ca)):
-                if c is not None and c > 0 and c & (c + 1) == 0:
-                    return x.mod_val(isl.Val(c + 1))
-        raise _NonAffine(f"{cpp.generate(node)} is not affine")
-
-    def cond(self, node: Any, st: _State) -> isl.Set:
-        """The set of instances where an integer condition holds."""
-        if isinstance(node, c_ast.BinaryOp):
-            op = node.op
-            if op == "&&":
-                return self.cond(node.left, st).intersect(self.cond(node.right, st))
-            if op == "||":
-                return self.cond(node.left, st).union(self.cond(node.right, st))
-            if op in ("<", "<=", ">", ">=", "==", "!="):
-                a, b = self.aff(node.left, st), self.aff(node.right, st)
-                return {"<": a.lt_set, "<=": a.le_set, ">": a.gt_set, ">=": a.ge_set,
-                        "==": a.eq_set, "!=": a.ne_set}[op](b)
-        if isinstance(node, c_ast.UnaryOp) and node.op == "!":
-            return self.cond(node.expr, st).complement()
-        return self.aff(node, st).ne_set(self._const(st, 0))
-
-    def _call_value(self, node: c_ast.FuncCall, st: _State) -> isl.PwAff:
-        f = node.name.name
-        args = node.args.exprs if node.args else []
-        if f in WORK_ITEM_FUNCTIONS:
-            return self._work_item(f, args, st, node)
-        if f in ("min", "max", "imin", "imax", "umin", "umax") and len(args) == 2:
-            a, b = self.aff(args[0], st), self.aff(args[1], st)
-            return a.min(b) if "min" in f else a.max(b)
-        if f == "clamp" and len(args) == 3:
-            x, lo, hi = (self.aff(a, st) for a in args)
-            return x.max(lo).min(hi)
-        if f == "abs" and len(args) == 1:
-            x = self.aff(args[0], st)
-            return x.max(x.neg())
-        if f in ("mul24", "mad24") and len(args) in (2, 3):
-            prod = c_ast.BinaryOp("*", args[0], args[1], node.coord)
-            e = prod if f == "mul24" else c_ast.BinaryOp("+", prod, args[2], node.coord)
-            return self.aff(e, st)
-        inl = self._inline(node)
-        if inl is not None:
-            return self.aff(inl, st)
-        raise _NonAffine(f"the value of {f}() is not affine")
-
-    def _work_item(self, f: str, args: list, st: _State, node: Any) -> isl.PwAff:
-        if f == "get_work_dim":
-            raise _NonAffine("get_work_dim() depends on the launch")
-        d = _const_int(args[0])
-        assert d is not None
-        if self.pinned[d]:
-            return self._const(st, {"get_local_size": 1, "get_num_groups": 1,
-                                    "get_global_size": 1}.get(f, 0))
-        L, G = self.L[d], self.G[d]
-        g, ll = self._dim(st, d), self._dim(st, 3 + d)
-        if f == "get_global_id":
-            if isinstance(L, int):
-                return g.scale_val(isl.Val(L)).add(ll) if L != 1 else g.add(ll)
-            raise _NonAffine(f"get_global_id({d}) with unknown local size is g{d}*_ls{d} + l{d}")
-        if f == "get_local_id":
-            return ll
-        if f == "get_group_id":
-            return g
-        if f == "get_local_size":
-            return self._size(st, L)
-        if f == "get_global_size":
-            return self._size(st, G)
-        if f == "get_num_groups":
-            if isinstance(L, int):
-                return self._size(st, G).scale_down_val(isl.Val(L)).floor()
-            raise _NonAffine(f"get_num_groups({d}) with unknown local size")
-        if f == "get_global_offset":
-            return self._const(st, 0)
-        raise _NonAffine(f"{f}()")
-
-    # -- inlining ----------------------------------------------------------------------------------
-
-    def _inline(self, call: c_ast.FuncCall) -> Optional[Any]:
-        """The body expression of a single-``return`` helper with arguments substituted."""
-        f = call.name.name
-        fd = self.helpers.get(f)
-        if fd is None:
-            return None
-        items = fd.body.block_items or []
-        if len(items) != 1 or not isinstance(items[0], c_ast.Return) or items[0].expr is None:
-            return None
-        params = fd.decl.type.args.params if fd.decl.type.args else []
-        names = [p.name for p in params if isinstance(p, c_ast.Decl)]
-        args = call.args.exprs if call.args else []
-        if len(names) != len(args):
-            return None
-        return _substitute(copy.deepcopy(items[0].expr), dict(zip(names, args)))
-
     # -- arrays and pointers -----------------------------------------------------------------------
 
-    def pointer(self, node: Any, st: _State) -> _Pointer:
+    def pointer(self, node: Any, st: State) -> _Pointer:
         """What a pointer-valued expression points into."""
         if isinstance(node, c_ast.ID):
             var = st.env.get(node.name)
@@ -763,9 +379,9 @@ class _Extractor:
             to = node.to_type.type
             if not isinstance(to, c_ast.PtrDecl) or inner.array is None:
                 return inner
-            new = type_name(to.type)
-            old_sz = type_size(inner.array.dtype)
-            new_sz = type_size(new)
+            new = types.type_name(to.type)
+            old_sz = types.type_size(inner.array.dtype)
+            new_sz = types.type_size(new)
             if new == inner.array.dtype:
                 return inner
             if old_sz and new_sz and new_sz % old_sz == 0:
@@ -784,7 +400,7 @@ class _Extractor:
                 return base
             try:
                 k = self.aff(right, st)
-            except _NonAffine as e:
+            except NonAffine as e:
                 return _Pointer(base.array, None, base.unit, f"pointer offset: {e.reason}")
             k = k.scale_val(isl.Val(base.unit)) if base.unit != 1 else k
             return _Pointer(base.array, base.offset.add(k) if node.op == "+"
@@ -792,33 +408,33 @@ class _Extractor:
         if isinstance(node, c_ast.UnaryOp) and node.op == "&":
             e = node.expr
             if isinstance(e, c_ast.ArrayRef):
-                base, subs = _flatten_ref(e)
+                base, subs = syntax.flatten_ref(e)
                 p = self.pointer(base, st)
                 if p.array is None:
                     return p
                 if len(subs) == 1 and p.offset is not None and not p.array.shape:
                     try:
                         k = self.aff(subs[0], st)
-                    except _NonAffine as err:
+                    except NonAffine as err:
                         return _Pointer(p.array, None, p.unit, f"subscript: {err.reason}")
                     k = k.scale_val(isl.Val(p.unit)) if p.unit != 1 else k
                     return _Pointer(p.array, p.offset.add(k), p.unit, p.why)
                 if p.array.shape and len(subs) == len(p.array.shape) and len(subs) == 1:
                     try:
                         return _Pointer(p.array, self.aff(subs[0], st))
-                    except _NonAffine as err:
+                    except NonAffine as err:
                         return _Pointer(p.array, None, 1, f"subscript: {err.reason}")
                 return _Pointer(p.array, None, 1, f"address {cpp.generate(node)}")
             if isinstance(e, c_ast.ID):
                 return self.pointer(e, st)
         if isinstance(node, c_ast.ArrayRef):
-            base, subs = _flatten_ref(node)
+            base, subs = syntax.flatten_ref(node)
             p = self.pointer(base, st)
             if p.array is not None and p.array.shape and len(subs) < len(p.array.shape):
                 return _Pointer(p.array, None, 1, f"row {cpp.generate(node)} of {p.array.name}")
         return _Pointer(None, None, why=f"{cpp.generate(node)} is not a known pointer")
 
-    def _whole(self, arr: _Array, st: _State, dom: isl.Set) -> isl.Map:
+    def _whole(self, arr: Array, st: State, dom: isl.Set) -> isl.Map:
         params = ", ".join(self.param_names)
         if arr.shape:
             outs = [f"o{i}" for i in range(len(arr.shape))]
@@ -828,7 +444,7 @@ class _Extractor:
         rng = isl.Set(f"[{params}] -> {{ {arr.name}[{', '.join(outs)}] : {cons} }}")
         return isl.Map.from_domain_and_range(dom, rng)
 
-    def _element(self, arr: _Array, idx: list[isl.PwAff], dom: isl.Set, width: int = 1) -> isl.Map:
+    def _element(self, arr: Array, idx: list[isl.PwAff], dom: isl.Set, width: int = 1) -> isl.Map:
         m = isl.Map.from_pw_aff(idx[0])
         for k in idx[1:]:
             m = m.flat_range_product(isl.Map.from_pw_aff(k))
@@ -840,7 +456,7 @@ class _Extractor:
 
     # -- collecting accesses -----------------------------------------------------------------------
 
-    def accesses(self, node: Any, st: _State, out: list[_Raw], guard: isl.Set,
+    def accesses(self, node: Any, st: State, out: list[_Raw], guard: isl.Set,
                  gexact: bool = True, greason: Optional[str] = None, write: bool = False,
                  read: bool = True, partial: bool = False) -> None:
         """Append the memory accesses of an expression (reads, or a write when ``write``)."""
@@ -850,7 +466,7 @@ class _Extractor:
         if isinstance(node, (c_ast.ArrayRef,)) or (isinstance(node, c_ast.UnaryOp)
                                                     and node.op == "*"):
             if isinstance(node, c_ast.ArrayRef):
-                base, subs = _flatten_ref(node)
+                base, subs = syntax.flatten_ref(node)
             else:
                 base, subs = node.expr, []
             for s in subs:
@@ -876,7 +492,7 @@ class _Extractor:
             elif node.op == "&":
                 e = node.expr
                 if isinstance(e, c_ast.ArrayRef):
-                    for s in _flatten_ref(e)[1]:
+                    for s in syntax.flatten_ref(e)[1]:
                         rec(s)
                 else:
                     rec(e) if not isinstance(e, c_ast.ID) else None
@@ -893,7 +509,7 @@ class _Extractor:
             try:
                 c = self.cond(cnode, st)
                 ex, why = gexact, greason
-            except _NonAffine as e:
+            except NonAffine as e:
                 c = self._universe(st)
                 ex, why = False, greason or f"under condition {cpp.generate(cnode)}: {e.reason}"
             if isinstance(node, c_ast.TernaryOp):
@@ -910,7 +526,7 @@ class _Extractor:
         for _, child in node.children():
             rec(child)
 
-    def _ref(self, base: Any, subs: list, st: _State, out: list[_Raw], guard: isl.Set,
+    def _ref(self, base: Any, subs: list, st: State, out: list[_Raw], guard: isl.Set,
              gexact: bool, greason: Optional[str], write: bool, read: bool, partial: bool,
              node: Any) -> None:
         p = self.pointer(base, st)
@@ -923,18 +539,18 @@ class _Extractor:
         try:
             if arr.shape:
                 if p.offset is None or len(subs) != len(arr.shape) or self._cst(p.offset) != 0:
-                    raise _NonAffine(p.why or f"partial subscript of {arr.name}")
+                    raise NonAffine(p.why or f"partial subscript of {arr.name}")
                 rel = self._element(arr, [self.aff(s, st) for s in subs], dom)
             else:
                 if p.offset is None:
-                    raise _NonAffine(p.why or f"pointer into {arr.name} is not affine")
+                    raise NonAffine(p.why or f"pointer into {arr.name} is not affine")
                 if len(subs) > 1:
-                    raise _NonAffine(f"multi-dimensional subscript of pointer {arr.name}")
+                    raise NonAffine(f"multi-dimensional subscript of pointer {arr.name}")
                 k = self.aff(subs[0], st) if subs else self._const(st, 0)
                 if p.unit != 1:
                     k = k.scale_val(isl.Val(p.unit))
                 rel = self._element(arr, [p.offset.add(k)], dom, p.unit)
-        except _NonAffine as e:
+        except NonAffine as e:
             exact = False
             sub = ", ".join(cpp.generate(s) for s in subs)
             reason = f"subscript {arr.name}[{sub}]: {e.reason}" if subs else e.reason
@@ -946,7 +562,7 @@ class _Extractor:
         if write:
             out.append(_Raw(arr, "write", rel, exact, reason, node))
 
-    def _call_accesses(self, node: c_ast.FuncCall, st: _State, out: list[_Raw], guard: isl.Set,
+    def _call_accesses(self, node: c_ast.FuncCall, st: State, out: list[_Raw], guard: isl.Set,
                        gexact: bool, greason: Optional[str]) -> None:
         f = node.name.name
         args = node.args.exprs if node.args else []
@@ -966,11 +582,11 @@ class _Extractor:
             direction = "read" if m.group(1) == "load" else "write"
             try:
                 if p.offset is None or p.unit != 1 or p.array.shape:
-                    raise _NonAffine(p.why or f"{f}() pointer into {p.array.name}")
+                    raise NonAffine(p.why or f"{f}() pointer into {p.array.name}")
                 k = self.aff(off_node, st).scale_val(isl.Val(n))
                 rel = self._element(p.array, [p.offset.add(k)], dom, n)
                 out.append(_Raw(p.array, direction, rel, gexact, greason, node))
-            except _NonAffine as e:
+            except NonAffine as e:
                 out.append(_Raw(p.array, direction, self._whole(p.array, st, dom), False,
                                 f"{f}(): {e.reason}", node))
             return
@@ -980,7 +596,7 @@ class _Extractor:
             target = args[0]
             if isinstance(target, c_ast.UnaryOp) and target.op == "&" and isinstance(
                     target.expr, c_ast.ArrayRef):
-                for s in _flatten_ref(target.expr)[1]:
+                for s in syntax.flatten_ref(target.expr)[1]:
                     rec(s)
             self.note(f"{f}() is modelled as a read and write (may) of its target")
             raw: list[_Raw] = []
@@ -988,7 +604,7 @@ class _Extractor:
                 else c_ast.UnaryOp("*", target, target.coord)
             tmp: list[_Raw] = []
             if isinstance(tnode, c_ast.ArrayRef):
-                b, subs = _flatten_ref(tnode)
+                b, subs = syntax.flatten_ref(tnode)
                 self._ref(b, subs, st, tmp, guard, gexact, greason, True, True, False, node)
             else:
                 self._ref(tnode.expr, [], st, tmp, guard, gexact, greason, True, True, False,
@@ -1017,7 +633,7 @@ class _Extractor:
                 continue
             if isinstance(a, c_ast.UnaryOp) and a.op == "&" and isinstance(a.expr,
                                                                             c_ast.ArrayRef):
-                for s in _flatten_ref(a.expr)[1]:
+                for s in syntax.flatten_ref(a.expr)[1]:
                     rec(s)
             why = (f"{p.array.name} is passed to {f}(), which polyfuse does not inline: "
                    "read and written entirely (may)")
@@ -1030,7 +646,7 @@ class _Extractor:
 
     def run(self) -> Kernel:
         wi, wi_exact = self._work_item_domain()
-        st = _State([], wi, {}, True, None)
+        st = State([], wi, {}, True, None)
         if not wi_exact:
             st.exact = False
             st.reason = "local size unknown: the work-item domain is relaxed"
@@ -1042,13 +658,13 @@ class _Extractor:
         self.depth_max = 0
         for p in self.params_decl:
             if p.pointer:
-                st.env[p.name] = _Var("ptr", array=_Array(p.name, p.address_space, p.type),
+                st.env[p.name] = Var("ptr", array=Array(p.name, p.address_space, p.type),
                                       offset=(isl.PwAff.val_on_domain(
                                           isl.Set.universe(self._space(0)), 0), 0))
             elif types.is_integer(p.type):
                 st.env.pop(p.name, None)
             else:
-                st.env[p.name] = _Var("other", why=f"{p.name} is a {p.type}")
+                st.env[p.name] = Var("other", why=f"{p.name} is a {p.type}")
         self.block(self.fd.body, st)
         return self._build()
 
@@ -1057,7 +673,7 @@ class _Extractor:
         self.counters[-1] += 1
         return tuple(self.prefix) + (p,)
 
-    def _domain(self, st: _State) -> tuple[isl.Set, bool, Optional[str]]:
+    def _domain(self, st: State) -> tuple[isl.Set, bool, Optional[str]]:
         alive = self.alive
         if st.depth:
             alive = alive.add_dims(isl.dim_type.set, st.depth)
@@ -1066,7 +682,7 @@ class _Extractor:
             return dom, False, st.reason or self.maybe_returned
         return dom, st.exact, st.reason
 
-    def block(self, node: Any, st: _State) -> None:
+    def block(self, node: Any, st: State) -> None:
         """Walk a statement; ``st`` is updated in place for following statements."""
         if node is None:
             return
@@ -1107,9 +723,9 @@ class _Extractor:
             inner.exact = False
             inner.reason = st.reason or f"under switch at line {node.coord.line}"
             inner.divergent = st.divergent or self._divergent_expr(node.cond)
-            self._invalidate(inner, _modified(node.stmt))
+            self._invalidate(inner, syntax.modified(node.stmt))
             self.block(node.stmt, inner)
-            self._invalidate(st, _modified(node.stmt))
+            self._invalidate(st, syntax.modified(node.stmt))
             return
         if isinstance(node, (c_ast.Case, c_ast.Default)):
             for s in node.stmts or []:
@@ -1133,24 +749,24 @@ class _Extractor:
             return
         raise self.error(f"unsupported construct {type(node).__name__}", node, UnsupportedError)
 
-    def _merge_back(self, outer: _State, inner: _State) -> None:
+    def _merge_back(self, outer: State, inner: State) -> None:
         for name in list(outer.env):
             if name in inner.env:
                 outer.env[name] = inner.env[name]
 
-    def _invalidate(self, st: _State, names: Iterable[str]) -> None:
+    def _invalidate(self, st: State, names: Iterable[str]) -> None:
         for name in names:
             var = st.env.get(name)
             if var is None and name in self.param_names:
-                st.env[name] = _Var("int", why=f"{name} is modified in the kernel")
+                st.env[name] = Var("int", why=f"{name} is modified in the kernel")
             elif var is not None and var.kind == "int":
-                st.env[name] = _Var("int", why=f"{name} is modified under control flow "
+                st.env[name] = Var("int", why=f"{name} is modified under control flow "
                                                "polyfuse does not model")
             elif var is not None and var.kind == "ptr":
-                st.env[name] = _Var("ptr", array=var.array, offset=None,
+                st.env[name] = Var("ptr", array=var.array, offset=None,
                                     why=f"{name} is modified under control flow")
 
-    def _decl(self, d: c_ast.Decl, st: _State) -> None:
+    def _decl(self, d: c_ast.Decl, st: State) -> None:
         if isinstance(d.type, (c_ast.FuncDecl,)) or "typedef" in (d.storage or []):
             return
         space = cpp.address_space_of(d)
@@ -1162,17 +778,17 @@ class _Extractor:
                 if t.dim is not None:
                     try:
                         n = self._cst(self.aff(t.dim, st))
-                    except _NonAffine:
+                    except NonAffine:
                         n = None
                 if n is None:
                     raise self.error(f"array {d.name} needs a constant size", d, UnsupportedError)
                 shape.append(n)
                 t = t.type
-            arr = _Array(d.name, space or "private", type_name(t), tuple(shape))
+            arr = Array(d.name, space or "private", types.type_name(t), tuple(shape))
             if arr.name not in {a.name for a in self.arrays}:
                 self.arrays.append(ArrayDecl(arr.name, arr.dtype, arr.shape, arr.space,
-                                             _coord_loc(d, self.filename)))
-            st.env[d.name] = _Var("array", array=arr)
+                                             syntax.node_loc(d, self.filename)))
+            st.env[d.name] = Var("array", array=arr)
             if d.init is not None:
                 self._emit(d, st, d, init_array=arr)
             return
@@ -1181,28 +797,28 @@ class _Extractor:
                 self._emit(d.init, st, d)
                 p = self.pointer(d.init, st)
                 if p.array is not None:
-                    st.env[d.name] = _Var("ptr", array=p.array,
+                    st.env[d.name] = Var("ptr", array=p.array,
                                           offset=(p.offset, st.depth) if p.offset is not None
                                           else None, unit=p.unit, why=p.why)
                     return
-            st.env[d.name] = _Var("other", why=f"{d.name} is a pointer polyfuse does not track")
+            st.env[d.name] = Var("other", why=f"{d.name} is a pointer polyfuse does not track")
             return
-        tname = type_name(d.type)
+        tname = types.type_name(d.type)
         if types.is_integer(tname):
-            var = _Var("int", why=f"{d.name} is not initialized")
+            var = Var("int", why=f"{d.name} is not initialized")
             if d.init is not None:
                 self._emit(d.init, st, d)
                 try:
-                    var = _Var("int", value=(self.aff(d.init, st), st.depth))
-                except _NonAffine as e:
-                    var = _Var("int", why=f"{d.name} = {cpp.generate(d.init)}: {e.reason}")
+                    var = Var("int", value=(self.aff(d.init, st), st.depth))
+                except NonAffine as e:
+                    var = Var("int", why=f"{d.name} = {cpp.generate(d.init)}: {e.reason}")
             st.env[d.name] = var
         else:
             if d.init is not None:
                 self._emit(d.init, st, d)
-            st.env[d.name] = _Var("other", why=f"{d.name} is a {tname}")
+            st.env[d.name] = Var("other", why=f"{d.name} is a {tname}")
 
-    def _assign_effects(self, node: Any, st: _State) -> None:
+    def _assign_effects(self, node: Any, st: State) -> None:
         """Update known scalar values after a statement."""
         if isinstance(node, c_ast.Assignment) and isinstance(node.lvalue, c_ast.ID):
             name = node.lvalue.name
@@ -1212,14 +828,14 @@ class _Extractor:
             if var is not None and var.kind == "ptr":
                 if node.op == "=":
                     p = self.pointer(node.rvalue, st)
-                    st.env[name] = _Var("ptr", array=p.array or var.array,
+                    st.env[name] = Var("ptr", array=p.array or var.array,
                                         offset=(p.offset, st.depth) if p.offset is not None
                                         and p.array is var.array else None, unit=p.unit,
                                         why=p.why or f"{name} is reassigned")
                 else:
                     e = c_ast.BinaryOp(node.op[0], c_ast.ID(name), node.rvalue, node.coord)
                     p = self.pointer(e, st)
-                    st.env[name] = _Var("ptr", array=var.array,
+                    st.env[name] = Var("ptr", array=var.array,
                                         offset=(p.offset, st.depth) if p.offset is not None
                                         else None, unit=var.unit, why=p.why)
                 return
@@ -1228,9 +844,9 @@ class _Extractor:
             expr = node.rvalue if node.op == "=" else c_ast.BinaryOp(
                 node.op[:-1], c_ast.ID(name), node.rvalue, node.coord)
             try:
-                st.env[name] = _Var("int", value=(self.aff(expr, st), st.depth))
-            except _NonAffine as e:
-                st.env[name] = _Var("int", why=f"{name} = {cpp.generate(node.rvalue)}: "
+                st.env[name] = Var("int", value=(self.aff(expr, st), st.depth))
+            except NonAffine as e:
+                st.env[name] = Var("int", why=f"{name} = {cpp.generate(node.rvalue)}: "
                                                f"{e.reason}")
             return
         if isinstance(node, c_ast.UnaryOp) and node.op in ("++", "--", "p++", "p--") \
@@ -1239,10 +855,10 @@ class _Extractor:
             fake = c_ast.Assignment(op + "=", node.expr, c_ast.Constant("int", "1"), node.coord)
             self._assign_effects(fake, st)
             return
-        self._invalidate(st, _modified(node))
+        self._invalidate(st, syntax.modified(node))
 
-    def _emit(self, node: Any, st: _State, stmt_node: Any,
-              init_array: Optional[_Array] = None) -> None:
+    def _emit(self, node: Any, st: State, stmt_node: Any,
+              init_array: Optional[Array] = None) -> None:
         """Make a Statement for a leaf (if it touches memory or is a full statement)."""
         out: list[_Raw] = []
         universe = self._universe(st)
@@ -1257,7 +873,7 @@ class _Extractor:
             return
         self._add_statement(st, out, stmt_node)
 
-    def _add_statement(self, st: _State, out: list[_Raw], stmt_node: Any) -> None:
+    def _add_statement(self, st: State, out: list[_Raw], stmt_node: Any) -> None:
         sid = f"S{self.nstmt}"
         self.nstmt += 1
         dom, exact, reason = self._domain(st)
@@ -1273,19 +889,19 @@ class _Extractor:
                    and a.relation.is_equal(rel) for a in accs):
                 continue
             accs.append(Access(r.array.name, r.array.space, r.direction, rel, ex, why,
-                               _coord_loc(r.node, self.filename) or _coord_loc(
+                               syntax.node_loc(r.node, self.filename) or syntax.node_loc(
                                    stmt_node, self.filename), r.array.dtype))
         code = cpp.generate(stmt_node)
         if isinstance(stmt_node, c_ast.Decl):
             code = code + ";"
         elif not code.rstrip().endswith(("}", ";")):
             code = code + ";"
-        stmt = Statement(sid, dom, tuple(accs), code, _coord_loc(stmt_node, self.filename),
+        stmt = Statement(sid, dom, tuple(accs), code, syntax.node_loc(stmt_node, self.filename),
                          self._next_order(), exact, stmt_node)
         self.entries.append(_Entry("stmt", sid, dom, stmt.order, tuple(st.loops), stmt,
                                    tuple(st.sched)))
 
-    def _name(self, dom: isl.Set, sid: str, st: _State) -> isl.Set:
+    def _name(self, dom: isl.Set, sid: str, st: State) -> isl.Set:
         dom = dom.set_tuple_name(sid)
         for i, n in enumerate(list(WORK_ITEM_DIMS) + st.loops):
             dom = dom.set_dim_name(isl.dim_type.set, i, n)
@@ -1294,7 +910,7 @@ class _Extractor:
     def _unname(self, dom: isl.Set) -> isl.Set:
         return dom.reset_tuple_id()
 
-    def _emit_control(self, expr: Any, st: _State) -> None:
+    def _emit_control(self, expr: Any, st: State) -> None:
         """A statement for the memory reads of a control expression (condition, bound)."""
         if expr is None:
             return
@@ -1302,14 +918,14 @@ class _Extractor:
         self.accesses(expr, st, out, self._universe(st), st.exact, st.reason)
         if out:
             self._add_statement(st, out, expr)
-        self._invalidate(st, _modified(expr))
+        self._invalidate(st, syntax.modified(expr))
 
-    def _if(self, node: c_ast.If, st: _State) -> None:
+    def _if(self, node: c_ast.If, st: State) -> None:
         self._emit_control(node.cond, st)
         try:
             c = self.cond(node.cond, st)
             c_exact, why = True, None
-        except _NonAffine as e:
+        except NonAffine as e:
             c = self._universe(st)
             c_exact, why = False, f"under condition {cpp.generate(node.cond)}: {e.reason}"
         t = st.copy()
@@ -1329,14 +945,14 @@ class _Extractor:
             if c_exact and vt is not None and vf is not None and vt.kind == vf.kind == "int" \
                     and vt.value is not None and vf.value is not None:
                 a, b = self._lift(st, vt.value), self._lift(st, vf.value)
-                st.env[name] = _Var("int", value=(c.indicator_function().cond(a, b), st.depth))
+                st.env[name] = Var("int", value=(c.indicator_function().cond(a, b), st.depth))
             else:
                 self._invalidate(st, [name])
-        for name in _modified(node.iftrue) | _modified(node.iffalse):
+        for name in syntax.modified(node.iftrue) | syntax.modified(node.iffalse):
             if name not in st.env and name in self.param_names:
                 self._invalidate(st, [name])
 
-    def _loop_name(self, cname: str, st: _State) -> str:
+    def _loop_name(self, cname: str, st: State) -> str:
         name = cname
         k = 1
         while name in self.reserved or name in st.loops or name.startswith("_w"):
@@ -1344,7 +960,7 @@ class _Extractor:
             k += 1
         return name
 
-    def _enter(self, st: _State, name: str) -> _State:
+    def _enter(self, st: State, name: str) -> State:
         inner = st.copy()
         inner.loops.append(name)
         inner.sched.append((name, ""))
@@ -1361,10 +977,10 @@ class _Extractor:
         self.prefix.pop()
         self.counters.pop()
 
-    def _for(self, node: c_ast.For, st: _State) -> None:
-        it, lb_node, step = _loop_shape(node)
-        body_mod = _modified(node.stmt)
-        escapes = _escapes(node.stmt)
+    def _for(self, node: c_ast.For, st: State) -> None:
+        it, lb_node, step = syntax.loop_shape(node)
+        body_mod = syntax.modified(node.stmt)
+        escapes = syntax.escapes(node.stmt)
         seq = None
         if it is not None and step is None and it not in body_mod:
             seq = self._sequence(node, it, lb_node, st, body_mod)
@@ -1376,13 +992,13 @@ class _Extractor:
             return
         self._emit_control(lb_node, st)
         if isinstance(node.init, c_ast.DeclList):
-            st.env[it] = _Var("int", why=f"{it} is a loop iterator")
+            st.env[it] = Var("int", why=f"{it} is a loop iterator")
         name = self._loop_name(it, st)
         self._invalidate(st, body_mod)
         inner = self._enter(st, name)
         pos = 6 + st.depth
         iv = self._dim(inner, pos)
-        inner.env[it] = _Var("int", dim=pos)
+        inner.env[it] = Var("int", dim=pos)
         problems = []
         if seq is not None:
             self._enumerated(inner, pos, seq)
@@ -1397,7 +1013,7 @@ class _Extractor:
                 if abs(step) > 1:
                     inner.dom = inner.dom.intersect(
                         iv.sub(lb).mod_val(isl.Val(abs(step))).eq_set(self._const(inner, 0)))
-            except _NonAffine as e:
+            except NonAffine as e:
                 problems.append(f"lower bound {cpp.generate(lb_node)}: {e.reason}")
         cst = inner.copy()
         cst.exact, cst.reason = False, st.reason or "reads of a loop condition (evaluated once " \
@@ -1411,7 +1027,7 @@ class _Extractor:
                     problems.append(f"condition {cpp.generate(node.cond)} is not a bound on {it}")
                 else:
                     inner.dom = inner.dom.intersect(cset)
-            except _NonAffine as e:
+            except NonAffine as e:
                 problems.append(f"condition {cpp.generate(node.cond)}: {e.reason}")
             if problems:
                 # a constant-step loop whose bounds are not affine (``i * i < 64``): still exact
@@ -1434,7 +1050,7 @@ class _Extractor:
             self.maybe_returned = self.maybe_returned or \
                 f"after a loop at line {node.coord.line} that may return"
 
-    def _sequence(self, node: c_ast.For, it: str, lb_node: Any, st: _State,
+    def _sequence(self, node: c_ast.For, it: str, lb_node: Any, st: State,
                   body_mod: set[str]) -> Optional[list[int]]:
         """The values ``it`` takes in a loop whose trip sequence folds to constants, or None.
 
@@ -1455,7 +1071,7 @@ class _Extractor:
             v = self._cst(self.aff(lb_node, probe))
             seq: list[int] = []
             while v is not None and abs(v) < 2 ** 62:
-                probe.env[it] = _Var("int", value=(self._const(probe, v), probe.depth))
+                probe.env[it] = Var("int", value=(self._const(probe, v), probe.depth))
                 c = self.cond(node.cond, probe)
                 if probe.dom.intersect(c).is_empty():
                     return seq
@@ -1463,22 +1079,23 @@ class _Extractor:
                     return None
                 seq.append(v)
                 v = self._cst(self.aff(upd, probe))
-        except _NonAffine:
+        except NonAffine:
             return None
         return None
 
-    def _int_iterator(self, node: c_ast.For, it: str, st: _State) -> bool:
+    def _int_iterator(self, node: c_ast.For, it: str, st: State) -> bool:
         init = node.init
         decl = init.decls[0] if isinstance(init, c_ast.DeclList) else init
         if isinstance(decl, c_ast.Decl):
-            return isinstance(decl.type, c_ast.TypeDecl) and types.is_integer(type_name(decl.type))
+            return isinstance(decl.type, c_ast.TypeDecl) and types.is_integer(
+                types.type_name(decl.type))
         var = st.env.get(it)
         if var is not None:
             return var.kind == "int"
         return any(p.name == it and not p.pointer and types.is_integer(p.type)
                    for p in self.params_decl)
 
-    def _enumerated(self, inner: _State, pos: int, seq: list[int]) -> None:
+    def _enumerated(self, inner: State, pos: int, seq: list[int]) -> None:
         """Restrict the loop dimension at ``pos`` to the values ``seq`` (in execution order).
 
         The dimension is the iterator's value itself.  Its schedule coordinate is the dimension
@@ -1501,7 +1118,7 @@ class _Extractor:
             inner.sched[-1] = (t, " or ".join(f"({name} = {v} and {t} = {i})"
                                               for i, v in enumerate(seq)))
 
-    def _monotone(self, cset: isl.Set, st: _State, pos: int, step: int) -> bool:
+    def _monotone(self, cset: isl.Set, st: State, pos: int, step: int) -> bool:
         """True if, once the loop condition fails, it stays false for later iterations."""
         dom = st.dom
         n = dom.dim(isl.dim_type.set)
@@ -1515,9 +1132,9 @@ class _Extractor:
         ok_later = m.intersect_range(dom.intersect(cset)).domain()
         return fail.intersect(ok_later).is_empty()
 
-    def _generic_loop(self, node: Any, st: _State, why: str, cond: Any, nxt: Any) -> None:
+    def _generic_loop(self, node: Any, st: State, why: str, cond: Any, nxt: Any) -> None:
         body = node.stmt
-        mod = _modified(body) | _modified(cond) | _modified(nxt)
+        mod = syntax.modified(body) | syntax.modified(cond) | syntax.modified(nxt)
         self._invalidate(st, mod)
         name = f"_w{self.nwhile}"
         self.nwhile += 1
@@ -1525,24 +1142,25 @@ class _Extractor:
         inner.dom = inner.dom.intersect(self._dim(inner, 6 + st.depth).ge_set(
             self._const(inner, 0)))
         inner.exact, inner.reason = False, st.reason or why
-        inner.divergent = st.divergent or self._divergent_expr(cond) or "break" in _escapes(body)
+        inner.divergent = (st.divergent or self._divergent_expr(cond)
+                           or "break" in syntax.escapes(body))
         self._emit_control(cond, inner)
         self.block(body, inner)
         if nxt is not None:
             self._emit(nxt, inner, nxt)
         self._leave()
         self._invalidate(st, mod)
-        if "return" in _escapes(body):
+        if "return" in syntax.escapes(body):
             self.maybe_returned = self.maybe_returned or \
                 f"after a loop at line {node.coord.line} that may return"
 
-    def _while(self, node: Any, st: _State) -> None:
+    def _while(self, node: Any, st: State) -> None:
         kind = "while" if isinstance(node, c_ast.While) else "do-while"
         self._generic_loop(node, st, f"{kind} loop at line {node.coord.line}", node.cond, None)
 
-    def _barrier(self, node: c_ast.FuncCall, st: _State) -> None:
+    def _barrier(self, node: c_ast.FuncCall, st: State) -> None:
         args = node.args.exprs if node.args else []
-        flags = _const_int(args[0]) if args else None
+        flags = syntax.const_int(args[0]) if args else None
         if flags is None:
             raise self.error("barrier flags must be constant", node)
         fences = frozenset(v for b, v in _FENCES.items() if flags & b)
@@ -1554,7 +1172,8 @@ class _Extractor:
             self.note(f"barrier at line {node.coord.line} may not be reached by all work-items "
                       "of a group")
         dom = self._name(dom, bid, st)
-        b = Barrier(bid, dom, fences, _coord_loc(node, self.filename), self._next_order(), uniform)
+        b = Barrier(bid, dom, fences, syntax.node_loc(node, self.filename), self._next_order(),
+                    uniform)
         self.entries.append(_Entry("barrier", bid, dom, b.order, tuple(st.loops), b,
                                    tuple(st.sched)))
 
@@ -1592,7 +1211,7 @@ class _Extractor:
             sched = m if sched is None else sched.union(m)
         if sched is None:
             sched = isl.UnionMap("{ }")
-        loc = _coord_loc(self.fd.decl, self.filename)
+        loc = syntax.node_loc(self.fd.decl, self.filename)
         return Kernel(
             name=self.name,
             params=self.params_decl,
@@ -1617,7 +1236,6 @@ class _Extractor:
 # ----------------------------------------------------------------------------------------------
 
 
-_walk = cpp.walk
 
 
 def _is_function_pointer(t: Any) -> bool:
@@ -1628,111 +1246,13 @@ def _is_function_pointer(t: Any) -> bool:
     return False
 
 
-def _const_int(node: Any) -> Optional[int]:
-    """Value of a constant integer expression (after cpp), or None."""
-    if isinstance(node, c_ast.Constant):
-        try:
-            return _int_literal(node.value)
-        except ValueError:
-            return _char_value(node.value) if node.type == "char" else None
-    if isinstance(node, c_ast.UnaryOp) and node.op in ("-", "+", "~", "!"):
-        v = _const_int(node.expr)
-        if v is None:
-            return None
-        return {"-": -v, "+": v, "~": ~v, "!": int(not v)}[node.op]
-    if isinstance(node, c_ast.Cast):
-        return _const_int(node.expr)
-    if isinstance(node, c_ast.BinaryOp):
-        a, b = _const_int(node.left), _const_int(node.right)
-        if a is None or b is None:
-            return None
-        ops = {"|": lambda: a | b, "&": lambda: a & b, "^": lambda: a ^ b, "+": lambda: a + b,
-               "-": lambda: a - b, "*": lambda: a * b, "<<": lambda: a << b,
-               ">>": lambda: a >> b}
-        if node.op in ops:
-            return ops[node.op]()
-        if node.op in ("/", "%") and b:
-            q = abs(a) // abs(b) * (1 if (a >= 0) == (b > 0) else -1)
-            return q if node.op == "/" else a - b * q
-    return None
-
-
-def _char_value(text: str) -> Optional[int]:
-    body = text[1:-1]
-    if len(body) == 1:
-        return ord(body)
-    esc = {"\\n": 10, "\\t": 9, "\\0": 0, "\\\\": 92, "\\'": 39, '\\"': 34, "\\r": 13}
-    return esc.get(body)
-
-
-def _flatten_ref(node: c_ast.ArrayRef) -> tuple[Any, list]:
-    subs = []
-    while isinstance(node, c_ast.ArrayRef):
-        subs.append(node.subscript)
-        node = node.name
-    return node, list(reversed(subs))
-
-
-def _substitute(node: Any, mapping: Mapping[str, Any]) -> Any:
-    if isinstance(node, c_ast.ID) and node.name in mapping:
-        return copy.deepcopy(mapping[node.name])
-    for slot in node.__slots__:
-        if slot in ("coord", "__weakref__"):
-            continue
-        val = getattr(node, slot, None)
-        if isinstance(val, c_ast.Node):
-            if isinstance(node, c_ast.StructRef) and slot == "field":
-                continue
-            if isinstance(node, c_ast.FuncCall) and slot == "name":
-                continue
-            setattr(node, slot, _substitute(val, mapping))
-        elif isinstance(val, list):
-            setattr(node, slot, [_substitute(v, mapping) if isinstance(v, c_ast.Node) else v
-                                 for v in val])
-    return node
-
-
-def _modified(node: Any) -> set[str]:
-    """Names of variables assigned (or whose address is taken) inside ``node``."""
-    out: set[str] = set()
-    for n in _walk(node):
-        if isinstance(n, c_ast.Assignment) and isinstance(n.lvalue, c_ast.ID):
-            out.add(n.lvalue.name)
-        elif isinstance(n, c_ast.UnaryOp) and n.op in ("++", "--", "p++", "p--", "&") \
-                and isinstance(n.expr, c_ast.ID):
-            out.add(n.expr.name)
-    return out
-
-
-def _escapes(node: Any) -> str:
-    """'break', 'continue' or 'return' if the loop body has them (nested loops' own excluded)."""
-    found = []
-
-    def visit(n: Any, in_loop: bool, in_switch: bool) -> None:
-        if n is None:
-            return
-        if isinstance(n, c_ast.Return):
-            found.append("return")
-        elif isinstance(n, c_ast.Break) and not in_loop and not in_switch:
-            found.append("break")
-        elif isinstance(n, c_ast.Continue) and not in_loop:
-            found.append("continue")
-        loop = in_loop or isinstance(n, (c_ast.For, c_ast.While, c_ast.DoWhile))
-        sw = in_switch or isinstance(n, c_ast.Switch)
-        for _, c in n.children():
-            visit(c, loop, sw)
-
-    visit(node, False, False)
-    return "/".join(sorted(set(found)))
-
-
 def _has_side_effects(node: Any) -> bool:
     return any(isinstance(n, (c_ast.Assignment, c_ast.FuncCall)) or (
         isinstance(n, c_ast.UnaryOp) and n.op in ("++", "--", "p++", "p--"))
-        for n in _walk(node))
+        for n in cpp.walk(node))
 
 
-def _may_be_pointer(node: Any, st: _State) -> bool:
+def _may_be_pointer(node: Any, st: State) -> bool:
     if isinstance(node, c_ast.ID):
         v = st.env.get(node.name)
         return v is not None and v.kind in ("ptr", "array")
@@ -1743,47 +1263,12 @@ def _may_be_pointer(node: Any, st: _State) -> bool:
     if isinstance(node, c_ast.Cast):
         return isinstance(node.to_type.type, c_ast.PtrDecl) or _may_be_pointer(node.expr, st)
     if isinstance(node, c_ast.ArrayRef):
-        base, subs = _flatten_ref(node)
+        base, subs = syntax.flatten_ref(node)
         if isinstance(base, c_ast.ID):
             v = st.env.get(base.name)
             return v is not None and v.array is not None and bool(v.array.shape) and len(
                 subs) < len(v.array.shape)
     return False
-
-
-def _loop_shape(node: c_ast.For) -> tuple[Optional[str], Any, Optional[int]]:
-    """(iterator, lower-bound expression, constant step) of a counted for loop."""
-    init = node.init
-    it, lb = None, None
-    if isinstance(init, c_ast.DeclList) and len(init.decls) == 1 and init.decls[0].init:
-        it, lb = init.decls[0].name, init.decls[0].init
-    elif isinstance(init, c_ast.Decl) and init.init is not None:
-        it, lb = init.name, init.init
-    elif isinstance(init, c_ast.Assignment) and init.op == "=" and isinstance(init.lvalue,
-                                                                               c_ast.ID):
-        it, lb = init.lvalue.name, init.rvalue
-    if it is None:
-        return None, None, None
-    nxt = node.next
-    step = None
-    if isinstance(nxt, c_ast.UnaryOp) and isinstance(nxt.expr, c_ast.ID) and nxt.expr.name == it:
-        step = {"++": 1, "p++": 1, "--": -1, "p--": -1}.get(nxt.op)
-    elif isinstance(nxt, c_ast.Assignment) and isinstance(nxt.lvalue, c_ast.ID) \
-            and nxt.lvalue.name == it:
-        if nxt.op in ("+=", "-="):
-            c = _const_int(nxt.rvalue)
-            step = None if c is None else (c if nxt.op == "+=" else -c)
-        elif nxt.op == "=" and isinstance(nxt.rvalue, c_ast.BinaryOp) \
-                and nxt.rvalue.op in ("+", "-"):
-            r = nxt.rvalue
-            if isinstance(r.left, c_ast.ID) and r.left.name == it:
-                c = _const_int(r.right)
-                step = None if c is None else (c if r.op == "+" else -c)
-            elif r.op == "+" and isinstance(r.right, c_ast.ID) and r.right.name == it:
-                step = _const_int(r.left)
-    if step == 0:
-        step = None
-    return it, lb, step
 
 
 def _update_expr(nxt: Any, it: str) -> Optional[Any]:
@@ -1839,7 +1324,7 @@ def extract_kernel(funcdef: c_ast.FuncDef, *, context: KernelContext = _NO_CONTE
     except PolyfuseError:
         raise
     except isl.Error as err:
-        loc = _coord_loc(funcdef.decl, filename)
+        loc = syntax.node_loc(funcdef.decl, filename)
         raise PolyfuseError(f"kernel {funcdef.decl.name}: isl failed while modelling the kernel "
                             f"({err})", loc.file if loc else filename,
                             loc.line if loc else None) from None
@@ -1849,7 +1334,7 @@ def extract_kernel(funcdef: c_ast.FuncDef, *, context: KernelContext = _NO_CONTE
     except (AttributeError, TypeError, KeyError, IndexError, ValueError, AssertionError,
             ArithmeticError) as err:
         # a construct the walker does not expect: refuse with the kernel's place, not a traceback
-        loc = _coord_loc(funcdef.decl, filename)
+        loc = syntax.node_loc(funcdef.decl, filename)
         raise UnsupportedError(f"kernel {funcdef.decl.name}: construct not supported by the "
                                f"polyhedral model ({type(err).__name__}: {err})",
                                loc.file if loc else filename, loc.line if loc else None) from err
@@ -1903,7 +1388,7 @@ def parse_kernels(
         else:
             filename = "<input>"
     ast = cpp.parse(source, filename, include_dirs=include_dirs, defines=defines, opencl=True)
-    resolve_typedefs(ast)
+    types.resolve_typedefs(ast)
     funcs = [e for e in ast.ext if isinstance(e, c_ast.FuncDef)]
     helpers = {f.decl.name: f for f in funcs}
     declarations = file_declarations(ast)
@@ -1925,7 +1410,7 @@ def parse_kernels(
 def _check_element_types(kernel: Kernel, filename: str) -> None:
     """Every global array a kernel accesses has an element type polyfuse can size."""
     for a in kernel.accesses:
-        if a.address_space in ("global", "constant") and type_size(a.dtype) is None:
+        if a.address_space in ("global", "constant") and types.type_size(a.dtype) is None:
             loc = a.loc or kernel.loc
             raise UnsupportedError(
                 f"kernel {kernel.name}: unknown element type {a.dtype!r} of '{a.array}' "
@@ -1958,7 +1443,7 @@ def parse_kernel_batch(items: Sequence[tuple[str, str, KernelContext]]) -> list[
     by_file: dict[str, list[c_ast.FuncDef]] = {}
     for e in ast.ext:
         if isinstance(e, c_ast.FuncDef):
-            loc = _coord_loc(e.decl, items[unique[0]][1])
+            loc = syntax.node_loc(e.decl, items[unique[0]][1])
             by_file.setdefault(loc.file if loc else items[unique[0]][1], []).append(e)
     models: dict[int, Kernel] = {}
     for i in unique:
@@ -2020,7 +1505,7 @@ def _file_scope_names(ast: c_ast.FileAST) -> set[str]:
             names.add(node.decl.name)
         elif getattr(node, "name", None):
             names.add(node.name)
-        names.update(n.name for n in _walk(node) if isinstance(n, c_ast.Enumerator))
+        names.update(n.name for n in cpp.walk(node) if isinstance(n, c_ast.Enumerator))
     return names
 
 
@@ -2032,7 +1517,7 @@ def _check_declared(fd: c_ast.FuncDef, file_names: set[str], filename: str) -> N
     declared = set(file_names)
     callees: set[int] = set()
     fields: set[int] = set()
-    for n in _walk(fd):
+    for n in cpp.walk(fd):
         if isinstance(n, (c_ast.Decl, c_ast.Enumerator)) and n.name:
             declared.add(n.name)
         elif isinstance(n, c_ast.FuncCall) and isinstance(n.name, c_ast.ID):
@@ -2041,7 +1526,7 @@ def _check_declared(fd: c_ast.FuncDef, file_names: set[str], filename: str) -> N
             fields.add(id(n.field))
         elif isinstance(n, c_ast.NamedInitializer):
             fields.update(id(x) for x in n.name)
-    for n in _walk(fd.body):
+    for n in cpp.walk(fd.body):
         if isinstance(n, c_ast.ID) and id(n) not in callees and id(n) not in fields \
                 and n.name not in declared:
             raise PolyfuseError(f"function {fd.decl.name}: use of undeclared identifier "
@@ -2049,5 +1534,5 @@ def _check_declared(fd: c_ast.FuncDef, file_names: set[str], filename: str) -> N
 
 
 def _file_line(node: Any, filename: str) -> tuple[str, Optional[int]]:
-    loc = _coord_loc(node, filename)
+    loc = syntax.node_loc(node, filename)
     return (loc.file, loc.line) if loc else (filename, None)

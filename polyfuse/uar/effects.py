@@ -27,8 +27,8 @@ from typing import Optional
 import islpy as isl
 import sympy
 
+from polyfuse.c import types
 from polyfuse.frontend.opencl import specialize_if_needed
-from polyfuse.frontend.opencl import type_size as opencl_type_size
 from polyfuse.islutil import coalesce
 from polyfuse.program import (
     GLOBAL_SIZE_PARAMS,
@@ -48,9 +48,9 @@ from polyfuse.program import (
 LEVELS = ("thread", "block", "kernel")
 
 def type_size(ctype: str) -> int:
-    """Size in bytes of an element type (:func:`polyfuse.frontend.opencl.type_size`); an unknown
+    """Size in bytes of an element type (:func:`polyfuse.c.types.type_size`); an unknown
     one cannot be modelled."""
-    size = opencl_type_size(ctype)
+    size = types.type_size(ctype)
     if size is None:
         raise UnsupportedError(f"unknown element type {ctype!r}: cannot size buffer accesses")
     return size

@@ -1,0 +1,331 @@
+"""Integer C expressions as isl piecewise quasi-affine functions: the expression model the
+OpenCL kernel front-end (:mod:`polyfuse.frontend.opencl`) and auto-parallelization
+(:mod:`polyfuse.autopar`) share.
+
+An :class:`AffineExtractor` reads an expression under a :class:`State` (the enclosing loops, the
+current domain and what is known of each variable) and returns an ``isl.PwAff`` (or an
+``isl.Set`` for a condition); what is not quasi-affine raises :class:`NonAffine` with the
+reason, which callers turn into an over-approximation or a refusal.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import islpy as isl
+from pycparser import c_ast
+
+from polyfuse.c import cpp, syntax, types
+from polyfuse.program import WORK_ITEM_FUNCTIONS, PolyfuseError
+
+
+class NonAffine(Exception):
+    """An expression polyfuse cannot represent as a quasi-affine function."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass
+class Array:
+    name: str
+    space: str  # global | constant | local | private
+    dtype: str
+    shape: Optional[tuple[int, ...]] = None  # None: unknown extent (pointer parameter)
+
+
+@dataclass
+class Var:
+    kind: str  # "int" (integer scalar), "ptr" (pointer alias), "array", "other"
+    value: Optional[tuple[isl.PwAff, int]] = None  # int: (value, loop depth it is defined at)
+    array: Optional[Array] = None  # ptr / array: the array behind it
+    offset: Optional[tuple[isl.PwAff, int]] = None  # ptr: offset in base elements
+    unit: int = 1  # ptr: base elements per pointee element (casts to wider vector types)
+    why: str = ""  # why value/offset is unknown
+    dim: Optional[int] = None  # int: the loop dimension it iterates (loop iterators)
+
+
+@dataclass
+class State:
+    """Where the walk is: enclosing loops, the current domain and what is known."""
+
+    loops: list[str]
+    dom: isl.Set
+    env: dict[str, Var]
+    exact: bool = True
+    reason: Optional[str] = None
+    divergent: bool = False  # under control flow that depends on memory
+    #: per enclosing loop, its schedule coordinate (isl expression over the loop dims) and an
+    #: extra isl constraint defining it ("" if none): loops enumerated by the kernel front-end
+    sched: list[tuple[str, str]] = field(default_factory=list)
+
+    def copy(self) -> State:
+        return State(list(self.loops), self.dom, dict(self.env), self.exact, self.reason,
+                      self.divergent, list(self.sched))
+
+    @property
+    def depth(self) -> int:
+        return len(self.loops)
+
+
+class AffineExtractor:
+    """Integer expressions over a loop space with parameters ``params``.
+
+    ``values`` are known integer parameters (replaced by constants), ``helpers`` the functions a
+    single-``return`` call may be inlined from.  Work-item functions have value 0 unless the
+    subclass (the kernel front-end) sets the NDRange geometry: ``pinned[d]`` False and the local
+    and global sizes ``L[d]``/``G[d]`` (an int or a parameter name).
+    """
+
+    def __init__(self, params: Sequence[str], *, values: Optional[Mapping[str, int]] = None,
+                 helpers: Optional[Mapping[str, c_ast.FuncDef]] = None, filename: str = "",
+                 what: str = ""):
+        self.param_names = list(params)
+        self.values = dict(values or {})
+        self.helpers = dict(helpers or {})
+        self.filename = filename
+        #: what errors name first (``kernel k``)
+        self.what = what
+        self.pinned = [True, True, True]
+        self.L: list[Any] = [None, None, None]
+        self.G: list[Any] = [None, None, None]
+
+    def error(self, msg: str, node: Any, cls: type = PolyfuseError) -> PolyfuseError:
+        """An error naming ``node``'s place."""
+        loc = syntax.node_loc(node, self.filename)
+        text = f"{self.what}: {msg}" if self.what else msg
+        return cls(text, loc.file if loc else self.filename, loc.line if loc else None)
+
+    def _universe(self, st: State) -> isl.Set:
+        return isl.Set.universe(st.dom.get_space())
+
+    def _const(self, st: State, v: int) -> isl.PwAff:
+        return isl.PwAff.val_on_domain(self._universe(st), v)
+
+    def _dim(self, st: State, pos: int) -> isl.PwAff:
+        ls = isl.LocalSpace.from_space(st.dom.get_space())
+        return isl.PwAff.var_on_domain(ls, isl.dim_type.set, pos)
+
+    def _param(self, st: State, name: str) -> isl.PwAff:
+        ls = isl.LocalSpace.from_space(st.dom.get_space())
+        idx = self.param_names.index(name)
+        return isl.PwAff.from_aff(isl.Aff.var_on_domain(ls, isl.dim_type.param, idx))
+
+    def _lift(self, st: State, val: tuple[isl.PwAff, int]) -> isl.PwAff:
+        pw, depth = val
+        if depth < st.depth:
+            pw = pw.add_dims(isl.dim_type.in_, st.depth - depth)
+        return pw
+
+    def _size(self, st: State, v: Any) -> isl.PwAff:
+        return self._const(st, v) if isinstance(v, int) else self._param(st, v)
+
+    def aff(self, node: Any, st: State) -> isl.PwAff:
+        """The value of an integer expression as a PwAff over the current space."""
+        if isinstance(node, c_ast.Constant):
+            if node.type in ("int", "unsigned int", "long", "unsigned long", "long long",
+                             "unsigned long long") or re.fullmatch(r"[0-9][0-9a-fA-FxX]*[uUlL]*",
+                                                                  node.value):
+                try:
+                    return self._const(st, syntax.int_literal(node.value))
+                except ValueError:
+                    pass
+            if node.type == "char":
+                v = syntax.char_value(node.value)
+                if v is not None:
+                    return self._const(st, v)
+            if node.type == "bool":
+                return self._const(st, 1 if node.value == "true" else 0)
+            raise NonAffine(f"{node.value} is not an integer")
+        if isinstance(node, c_ast.ID):
+            return self._id_value(node.name, st)
+        if isinstance(node, c_ast.Cast):
+            t = types.type_name(node.to_type.type) if not isinstance(node.to_type.type,
+                                                                c_ast.PtrDecl) else "ptr"
+            if not types.is_integer(t):
+                raise NonAffine(f"cast to {t}")
+            return self.aff(node.expr, st)
+        if isinstance(node, c_ast.UnaryOp):
+            if node.op == "-":
+                return self.aff(node.expr, st).neg()
+            if node.op == "+":
+                return self.aff(node.expr, st)
+            if node.op == "!":
+                return self.cond(node, st).indicator_function()
+            if node.op == "sizeof":
+                sz = types.type_size(types.type_name(node.expr.type)) if isinstance(
+                    node.expr, c_ast.Typename) else None
+                if sz is None:
+                    raise NonAffine("sizeof of an unknown type")
+                return self._const(st, sz)
+            raise NonAffine(f"operator {node.op}")
+        if isinstance(node, c_ast.BinaryOp):
+            return self._binop(node, st)
+        if isinstance(node, c_ast.TernaryOp):
+            c = self.cond(node.cond, st)
+            return c.indicator_function().cond(self.aff(node.iftrue, st),
+                                               self.aff(node.iffalse, st))
+        if isinstance(node, c_ast.FuncCall) and isinstance(node.name, c_ast.ID):
+            return self._call_value(node, st)
+        if isinstance(node, (c_ast.ArrayRef, c_ast.StructRef)) or (
+                isinstance(node, c_ast.UnaryOp) and node.op == "*"):
+            raise NonAffine(f"{cpp.generate(node)} is data-dependent (reads memory)")
+        raise NonAffine(f"{cpp.generate(node)} is not affine")
+
+    def _id_value(self, name: str, st: State) -> isl.PwAff:
+        var = st.env.get(name)
+        if var is not None:
+            if var.kind != "int":
+                raise NonAffine(f"{name} is not an integer")
+            if var.dim is not None and var.value is None:
+                return self._dim(st, var.dim)
+            if var.value is None:
+                raise NonAffine(var.why or f"the value of {name} is not known")
+            return self._lift(st, var.value)
+        if name in self.values:
+            return self._const(st, self.values[name])
+        if name in self.param_names:
+            return self._param(st, name)
+        if name in ("true", "false"):
+            return self._const(st, int(name == "true"))
+        raise NonAffine(f"{name} is not an integer parameter or variable")
+
+    def _cst(self, pw: isl.PwAff) -> Optional[int]:
+        if not pw.is_cst():
+            return None
+        vals = {a.get_constant_val().to_python() for _, a in pw.get_pieces()}
+        if len(vals) != 1:
+            return None
+        v = vals.pop()
+        return int(v) if int(v) == v else None
+
+    def _binop(self, node: c_ast.BinaryOp, st: State) -> isl.PwAff:
+        op = node.op
+        if op in ("<", "<=", ">", ">=", "==", "!=", "&&", "||"):
+            return self.cond(node, st).indicator_function()
+        a = self.aff(node.left, st)
+        b = self.aff(node.right, st)
+        if op == "+":
+            return a.add(b)
+        if op == "-":
+            return a.sub(b)
+        ca, cb = self._cst(a), self._cst(b)
+        if op == "*":
+            if cb is not None:
+                return a.scale_val(isl.Val(cb)) if cb else self._const(st, 0)
+            if ca is not None:
+                return b.scale_val(isl.Val(ca)) if ca else self._const(st, 0)
+            raise NonAffine(f"{cpp.generate(node)} is a non-constant product")
+        if op in ("/", "%"):
+            if syntax.const_int(node.right) == 0:
+                raise self.error(f"integer division by zero in {cpp.generate(node)}", node)
+            if cb is None or cb == 0:
+                raise NonAffine(f"{cpp.generate(node)} divides by a non-constant")
+            q = self._const(st, abs(cb))
+            if op == "/":
+                r = a.tdiv_q(q)
+                return r.neg() if cb < 0 else r
+            return a.tdiv_r(q)
+        if op in ("<<", ">>"):
+            if cb is None or cb < 0:
+                raise NonAffine(f"{cpp.generate(node)} shifts by a non-constant")
+            if op == "<<":
+                return a.scale_val(isl.Val(2 ** cb))
+            return a.scale_down_val(isl.Val(2 ** cb)).floor()
+        if op == "&":
+            for x, c in ((a, cb), (b, ca)):
+                if c is not None and c > 0 and c & (c + 1) == 0:
+                    return x.mod_val(isl.Val(c + 1))
+        raise NonAffine(f"{cpp.generate(node)} is not affine")
+
+    def cond(self, node: Any, st: State) -> isl.Set:
+        """The set of instances where an integer condition holds."""
+        if isinstance(node, c_ast.BinaryOp):
+            op = node.op
+            if op == "&&":
+                return self.cond(node.left, st).intersect(self.cond(node.right, st))
+            if op == "||":
+                return self.cond(node.left, st).union(self.cond(node.right, st))
+            if op in ("<", "<=", ">", ">=", "==", "!="):
+                a, b = self.aff(node.left, st), self.aff(node.right, st)
+                return {"<": a.lt_set, "<=": a.le_set, ">": a.gt_set, ">=": a.ge_set,
+                        "==": a.eq_set, "!=": a.ne_set}[op](b)
+        if isinstance(node, c_ast.UnaryOp) and node.op == "!":
+            return self.cond(node.expr, st).complement()
+        return self.aff(node, st).ne_set(self._const(st, 0))
+
+    def _call_value(self, node: c_ast.FuncCall, st: State) -> isl.PwAff:
+        f = node.name.name
+        args = node.args.exprs if node.args else []
+        if f in WORK_ITEM_FUNCTIONS:
+            return self._work_item(f, args, st, node)
+        if f in ("min", "max", "imin", "imax", "umin", "umax") and len(args) == 2:
+            a, b = self.aff(args[0], st), self.aff(args[1], st)
+            return a.min(b) if "min" in f else a.max(b)
+        if f == "clamp" and len(args) == 3:
+            x, lo, hi = (self.aff(a, st) for a in args)
+            return x.max(lo).min(hi)
+        if f == "abs" and len(args) == 1:
+            x = self.aff(args[0], st)
+            return x.max(x.neg())
+        if f in ("mul24", "mad24") and len(args) in (2, 3):
+            prod = c_ast.BinaryOp("*", args[0], args[1], node.coord)
+            e = prod if f == "mul24" else c_ast.BinaryOp("+", prod, args[2], node.coord)
+            return self.aff(e, st)
+        inl = self._inline(node)
+        if inl is not None:
+            return self.aff(inl, st)
+        raise NonAffine(f"the value of {f}() is not affine")
+
+    def _work_item(self, f: str, args: list, st: State, node: Any) -> isl.PwAff:
+        if f == "get_work_dim":
+            raise NonAffine("get_work_dim() depends on the launch")
+        d = syntax.const_int(args[0])
+        assert d is not None
+        if self.pinned[d]:
+            return self._const(st, {"get_local_size": 1, "get_num_groups": 1,
+                                    "get_global_size": 1}.get(f, 0))
+        L, G = self.L[d], self.G[d]
+        g, ll = self._dim(st, d), self._dim(st, 3 + d)
+        if f == "get_global_id":
+            if isinstance(L, int):
+                return g.scale_val(isl.Val(L)).add(ll) if L != 1 else g.add(ll)
+            raise NonAffine(f"get_global_id({d}) with unknown local size is g{d}*_ls{d} + l{d}")
+        if f == "get_local_id":
+            return ll
+        if f == "get_group_id":
+            return g
+        if f == "get_local_size":
+            return self._size(st, L)
+        if f == "get_global_size":
+            return self._size(st, G)
+        if f == "get_num_groups":
+            if isinstance(L, int):
+                return self._size(st, G).scale_down_val(isl.Val(L)).floor()
+            raise NonAffine(f"get_num_groups({d}) with unknown local size")
+        if f == "get_global_offset":
+            return self._const(st, 0)
+        raise NonAffine(f"{f}()")
+
+    # -- inlining ----------------------------------------------------------------------------------
+
+    def _inline(self, call: c_ast.FuncCall) -> Optional[Any]:
+        """The body expression of a single-``return`` helper with arguments substituted."""
+        f = call.name.name
+        fd = self.helpers.get(f)
+        if fd is None:
+            return None
+        items = fd.body.block_items or []
+        if len(items) != 1 or not isinstance(items[0], c_ast.Return) or items[0].expr is None:
+            return None
+        params = fd.decl.type.args.params if fd.decl.type.args else []
+        names = [p.name for p in params if isinstance(p, c_ast.Decl)]
+        args = call.args.exprs if call.args else []
+        if len(names) != len(args):
+            return None
+        return syntax.substitute(copy.deepcopy(items[0].expr), dict(zip(names, args)))
