@@ -19,12 +19,17 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from polyfuse.codegen import FusedProgram, generate
 from polyfuse.fusion import FusionPlan, plan_fusion, plan_to_text
 from polyfuse.program import PolyfuseError, Program
 from polyfuse.uar import UAR, build_uar
+
+if TYPE_CHECKING:  # imported where they run (they load pyopencl)
+    from polyfuse.coarsen_tune import CoarsenReport
+    from polyfuse.runtime.verify import Verification
+    from polyfuse.tune import TuneResult
 
 Progress = Optional[Callable[[str], None]]
 
@@ -37,14 +42,14 @@ class FuseResult:
     uar: UAR
     plan: FusionPlan
     fused: FusedProgram
-    verification: Optional[Any] = None  # polyfuse.runtime.verify.Verification
-    tuning: Optional[Any] = None  # polyfuse.tune.TuneResult
+    verification: Optional[Verification] = None
+    tuning: Optional[TuneResult] = None
     #: where the launches came from, for the report (ONNX: node -> "launch k" / "alias of b" /
     #: "folded on the host")
     source_nodes: Optional[dict[str, str]] = None
     #: thread/block coarsening of the fused kernels (``fuse --tune``), a
     #: polyfuse.coarsen_tune.CoarsenReport; written as coarsened.cl + coarsening.json
-    coarsening: Optional[Any] = None
+    coarsening: Optional[CoarsenReport] = None
 
     @property
     def ok(self) -> bool:
@@ -177,7 +182,7 @@ def _fuse_program(program: Program, *, params: Optional[dict[str, int]], orchest
 TUNE_VARIANTS = ("vertical", "horizontal", "hetero")
 
 
-def _measured_apart(plan: FusionPlan, tuning: Any) -> FusionPlan:
+def _measured_apart(plan: FusionPlan, tuning: TuneResult) -> FusionPlan:
     """Independent groups left apart because the heterogeneous variant measured slower."""
     rows = {r.variant: r for r in tuning.table}
     het = rows.get("hetero")

@@ -367,8 +367,6 @@ def autotune(
     if repeat < 1:
         raise ValueError("repeat must be >= 1")
     variants = tuple(dict.fromkeys(variants))  # a variant named twice is tuned once
-    say: Progress = progress or (lambda _msg: None)
-    params = dict(params or {})
     if queue is not None:
         ctx = queue.context
     elif ctx is None:
@@ -376,135 +374,23 @@ def autotune(
     if queue is None:
         queue = cl.CommandQueue(ctx, ctx.devices[0],
                                 properties=cl.command_queue_properties.PROFILING_ENABLE)
-    dev = ctx.devices[0]
-    dkey = device_key(dev)
-    phash = program_hash(program, params)
+    tuner = _Tuner(program, dict(params or {}), ctx, queue, progress or (lambda _msg: None), uar)
     cdir = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
-    cpath = _cache_file(cdir, dkey, phash)
+    cpath = _cache_file(cdir, tuner.dkey, tuner.phash)
     ekey = _entry_key(variants, metric)
 
-    name = _label(program)
-    if uar is None:
-        t0 = time.perf_counter()
-        uar = build_uar(program)
-        say(f"{name}: UAR built ({len(program.launches)} launches, "
-            f"{time.perf_counter() - t0:.2f}s)")
-    target = device_target(dev)
-
-    def generate_on_device(plan: FusionPlan) -> FusedProgram:
-        fused = generate(plan, target=target)
-        build_fused(fused, dev)
-        return fused
-
-    def plan_of(variant: str) -> FusionPlan:
-        return plan_fusion(uar, orchestration=variant)
-
-    def verify(fused: FusedProgram) -> tuple[bool, Optional[str], Optional[float],
-                                             Optional[float]]:
-        v = verify_programs(program, fused.program, params=params,
-                            buffers=fused.compared_buffers, ctx=ctx, queue=queue)
-        return v.ok, (None if v.ok else f"verification failed: {v.summary()}"[:300]), \
-            v.max_abs_err, v.max_rel_err
-
-    # ---- cache hit: re-plan, regenerate and re-verify the chosen variant, time nothing
     entry = load_cache_entry(cpath, ekey) if use_cache else None
     if entry is not None:
-        try:
-            chosen = str(entry["variant"])
-            plan = plan_of(chosen)
-            if plan_signature(plan) != entry.get("plan_signature"):
-                raise LookupError("the planner now gives a different plan")
-            fused = generate_on_device(plan)
-            ok, err, _a, _r = verify(fused)
-            if not ok:
-                raise LookupError(err)
-            table = tuple(VariantResult.from_dict(r) for r in entry["table"])
-            unfused = VariantResult.from_dict(entry["unfused"])
-            say(f"{name}: cache hit, {chosen} ({cpath})")
-            return TuneResult(chosen, fused.plan, fused, table, unfused, True, dkey, phash,
-                              cpath, metric)
-        except (LookupError, KeyError, TypeError, ValueError, PolyfuseError) as why:
-            say(f"{name}: stale cache entry ignored ({_short(why)})")
+        hit = tuner.from_cache(entry, cpath, metric)
+        if hit is not None:
+            return hit
 
-    # ---- plan every variant, skipping duplicates
-    rows: dict[str, VariantResult] = {}
-    built: dict[str, FusedProgram] = {}
-    first_with: dict[str, str] = {}  # plan signature -> first variant with it
-    signatures: dict[str, str] = {}
-    for variant in variants:
-        try:
-            plan = plan_of(variant)
-        except Exception as err:  # any planner failure discards the variant
-            rows[variant] = VariantResult(variant, error=f"planning failed: {_short(err)}")
-            say(f"{name}: {variant}: planning failed: {_short(err)}")
-            continue
-        sig = plan_signature(plan)
-        signatures[variant] = sig
-        if sig in first_with:
-            rows[variant] = VariantResult(variant, duplicate_of=first_with[sig])
-            say(f"{name}: {variant}: same plan as {first_with[sig]}, skipped")
-            continue
-        first_with[sig] = variant
-        try:
-            fused = generate_on_device(plan)
-        except Exception as err:  # a generation failure discards the variant
-            rows[variant] = VariantResult(variant, error=f"codegen failed: {_short(err)}")
-            say(f"{name}: {variant}: code generation failed: {_short(err)}")
-            continue
-        try:
-            ok, err_text, abs_err, rel_err = verify(fused)
-        except Exception as err:  # a crash in the fused code is a failure too
-            ok, err_text, abs_err, rel_err = False, f"run failed: {_short(err)}", None, None
-        if not ok:
-            rows[variant] = VariantResult(variant, error=err_text, max_abs_err=abs_err,
-                                          max_rel_err=rel_err)
-            say(f"{name}: {variant}: DISCARDED ({err_text})")
-            continue
-        built[variant] = fused
-        rows[variant] = VariantResult(variant, verified=True, max_abs_err=abs_err,
-                                      max_rel_err=rel_err)
-        say(f"{name}: {variant}: verified")
-
-    if not built:
-        table = tuple(rows[v] for v in variants)
-        raise TuneError(f"{name}: no orchestration variant verified: "
-                        + "; ".join(f"{r.variant}: {r.error}" for r in table if r.error),
-                        table)
-
+    rows, built, signatures = tuner.verified_variants(variants)
     if prune_factor is not None and len(built) > 1:
-        _prune_by_model(built, rows, params, dev, prune_factor, say, name)
-
-    # ---- time the unfused program and every verified variant on one queue
-    say(f"{name}: timing unfused ({repeat} repeats)")
-    t_unfused = time_program(program, params=params, repeat=repeat, ctx=ctx, queue=queue)
-    unfused = _timing_row("unfused", t_unfused, verified=True)
-    for variant, fused in built.items():
-        say(f"{name}: timing {variant} ({repeat} repeats)")
-        try:
-            t = time_program(fused.program, params=params, repeat=repeat, ctx=ctx, queue=queue)
-        except Exception as err:  # verified once but cannot be timed: discard
-            rows[variant] = dataclasses.replace(rows[variant],
-                                                error=f"timing failed: {_short(err)}")
-            continue
-        rows[variant] = dataclasses.replace(
-            rows[variant], launches=t.launches, kernel_time=t.kernel_time,
-            wall_time=t.wall_time)
-    for variant, row in list(rows.items()):  # duplicates report their original's numbers
-        if row.duplicate_of is not None:
-            src = rows[row.duplicate_of]
-            rows[variant] = dataclasses.replace(
-                src, variant=variant, duplicate_of=row.duplicate_of)
-
-    key = "kernel_time" if metric == "kernel" else "wall_time"
-    candidates = [rows[v] for v in built if rows[v].ok and getattr(rows[v], key) is not None]
-    table = tuple(rows[v] for v in variants)
-    if not candidates:
-        raise TuneError(f"{name}: no verified variant could be timed", table)
-    best = min(candidates, key=lambda r: getattr(r, key))
-    fused = built[best.variant]
-    say(f"{name}: chose {best.variant} "
-        f"({_fmt_us(getattr(best, key))} us {metric}, unfused {_fmt_us(getattr(unfused, key))} us)")
-
+        _prune_by_model(built, rows, tuner.params, tuner.dev, prune_factor, tuner.say,
+                        tuner.name)
+    unfused = tuner.time(built, rows, repeat)
+    best, table = tuner.choose(built, rows, variants, metric, unfused)
     if use_cache:
         store_cache_entry(cpath, ekey, {
             "variant": best.variant,
@@ -512,13 +398,166 @@ def autotune(
             "table": [r.to_dict() for r in table],
             "unfused": unfused.to_dict(),
             "program": program.name,
-            "params": params,
+            "params": tuner.params,
             "repeat": repeat,
-            "device": dkey,
+            "device": tuner.dkey,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         })
-    return TuneResult(best.variant, fused.plan, fused, table, unfused, False, dkey, phash,
-                      cpath if use_cache else None, metric)
+    fused = built[best.variant]
+    return TuneResult(best.variant, fused.plan, fused, table, unfused, False, tuner.dkey,
+                      tuner.phash, cpath if use_cache else None, metric)
+
+
+class _Tuner:
+    """One program on one queue: plans, builds, verifies and times its variants."""
+
+    def __init__(self, program: Program, params: dict[str, int], ctx: cl.Context,
+                 queue: cl.CommandQueue, say: Progress, uar: Optional[UAR]):
+        self.program, self.params, self.ctx, self.queue, self.say = (program, params, ctx,
+                                                                     queue, say)
+        self.dev = ctx.devices[0]
+        self.dkey = device_key(self.dev)
+        self.phash = program_hash(program, params)
+        self.name = _label(program)
+        if uar is None:
+            t0 = time.perf_counter()
+            uar = build_uar(program)
+            say(f"{self.name}: UAR built ({len(program.launches)} launches, "
+                f"{time.perf_counter() - t0:.2f}s)")
+        self.uar = uar
+        self.target = device_target(self.dev)
+
+    def plan(self, variant: str) -> FusionPlan:
+        return plan_fusion(self.uar, orchestration=variant)
+
+    def generate(self, plan: FusionPlan) -> FusedProgram:
+        """Fused code for ``plan``, built on the device (a kernel that does not build fails)."""
+        fused = generate(plan, target=self.target)
+        build_fused(fused, self.dev)
+        return fused
+
+    def verify(self, fused: FusedProgram) -> tuple[bool, Optional[str], Optional[float],
+                                                   Optional[float]]:
+        """(ok, why not, max abs error, max rel error) of the fused against the unfused run."""
+        v = verify_programs(self.program, fused.program, params=self.params,
+                            buffers=fused.compared_buffers, ctx=self.ctx, queue=self.queue)
+        return v.ok, (None if v.ok else f"verification failed: {v.summary()}"[:300]), \
+            v.max_abs_err, v.max_rel_err
+
+    def from_cache(self, entry: dict[str, Any], cpath: Path, metric: str
+                   ) -> Optional[TuneResult]:
+        """The cached choice, re-planned, regenerated and re-verified (nothing is timed); None
+        when the entry is stale."""
+        try:
+            chosen = str(entry["variant"])
+            plan = self.plan(chosen)
+            if plan_signature(plan) != entry.get("plan_signature"):
+                raise LookupError("the planner now gives a different plan")
+            fused = self.generate(plan)
+            ok, err, _a, _r = self.verify(fused)
+            if not ok:
+                raise LookupError(err)
+            table = tuple(VariantResult.from_dict(r) for r in entry["table"])
+            unfused = VariantResult.from_dict(entry["unfused"])
+            self.say(f"{self.name}: cache hit, {chosen} ({cpath})")
+            return TuneResult(chosen, fused.plan, fused, table, unfused, True, self.dkey,
+                              self.phash, cpath, metric)
+        except (LookupError, KeyError, TypeError, ValueError, PolyfuseError) as why:
+            self.say(f"{self.name}: stale cache entry ignored ({_short(why)})")
+            return None
+
+    def verified_variants(self, variants: Sequence[str]
+                          ) -> tuple[dict[str, VariantResult], dict[str, FusedProgram],
+                                     dict[str, str]]:
+        """Plan every variant (a plan equal to an earlier one's is not generated again),
+        generate and verify it: the table rows, the verified fused programs and each variant's
+        plan signature.  Raises :class:`TuneError` when none verifies."""
+        rows: dict[str, VariantResult] = {}
+        built: dict[str, FusedProgram] = {}
+        first_with: dict[str, str] = {}  # plan signature -> first variant with it
+        signatures: dict[str, str] = {}
+        for variant in variants:
+            try:
+                plan = self.plan(variant)
+            except Exception as err:  # any planner failure discards the variant
+                rows[variant] = VariantResult(variant, error=f"planning failed: {_short(err)}")
+                self.say(f"{self.name}: {variant}: planning failed: {_short(err)}")
+                continue
+            sig = plan_signature(plan)
+            signatures[variant] = sig
+            if sig in first_with:
+                rows[variant] = VariantResult(variant, duplicate_of=first_with[sig])
+                self.say(f"{self.name}: {variant}: same plan as {first_with[sig]}, skipped")
+                continue
+            first_with[sig] = variant
+            rows[variant], fused = self._checked(variant, plan)
+            if fused is not None:
+                built[variant] = fused
+        if not built:
+            table = tuple(rows[v] for v in variants)
+            raise TuneError(f"{self.name}: no orchestration variant verified: "
+                            + "; ".join(f"{r.variant}: {r.error}" for r in table if r.error),
+                            table)
+        return rows, built, signatures
+
+    def _checked(self, variant: str, plan: FusionPlan
+                 ) -> tuple[VariantResult, Optional[FusedProgram]]:
+        try:
+            fused = self.generate(plan)
+        except Exception as err:  # a generation failure discards the variant
+            self.say(f"{self.name}: {variant}: code generation failed: {_short(err)}")
+            return VariantResult(variant, error=f"codegen failed: {_short(err)}"), None
+        try:
+            ok, err_text, abs_err, rel_err = self.verify(fused)
+        except Exception as err:  # a crash in the fused code is a failure too
+            ok, err_text, abs_err, rel_err = False, f"run failed: {_short(err)}", None, None
+        if not ok:
+            self.say(f"{self.name}: {variant}: DISCARDED ({err_text})")
+            return VariantResult(variant, error=err_text, max_abs_err=abs_err,
+                                 max_rel_err=rel_err), None
+        self.say(f"{self.name}: {variant}: verified")
+        return VariantResult(variant, verified=True, max_abs_err=abs_err,
+                             max_rel_err=rel_err), fused
+
+    def time(self, built: dict[str, FusedProgram], rows: dict[str, VariantResult],
+             repeat: int) -> VariantResult:
+        """Time the unfused program and every verified variant on one queue (into ``rows``;
+        duplicates report their original's numbers); the unfused program's row."""
+        self.say(f"{self.name}: timing unfused ({repeat} repeats)")
+        t_unfused = time_program(self.program, params=self.params, repeat=repeat, ctx=self.ctx,
+                                 queue=self.queue)
+        for variant, fused in built.items():
+            self.say(f"{self.name}: timing {variant} ({repeat} repeats)")
+            try:
+                t = time_program(fused.program, params=self.params, repeat=repeat,
+                                 ctx=self.ctx, queue=self.queue)
+            except Exception as err:  # verified once but cannot be timed: discard
+                rows[variant] = dataclasses.replace(rows[variant],
+                                                    error=f"timing failed: {_short(err)}")
+                continue
+            rows[variant] = dataclasses.replace(
+                rows[variant], launches=t.launches, kernel_time=t.kernel_time,
+                wall_time=t.wall_time)
+        for variant, row in list(rows.items()):
+            if row.duplicate_of is not None:
+                src = rows[row.duplicate_of]
+                rows[variant] = dataclasses.replace(
+                    src, variant=variant, duplicate_of=row.duplicate_of)
+        return _timing_row("unfused", t_unfused, verified=True)
+
+    def choose(self, built: dict[str, FusedProgram], rows: dict[str, VariantResult],
+               variants: Sequence[str], metric: str, unfused: VariantResult
+               ) -> tuple[VariantResult, tuple[VariantResult, ...]]:
+        """The fastest verified, timed variant by ``metric`` and the table of all."""
+        key = "kernel_time" if metric == "kernel" else "wall_time"
+        candidates = [rows[v] for v in built if rows[v].ok and getattr(rows[v], key) is not None]
+        table = tuple(rows[v] for v in variants)
+        if not candidates:
+            raise TuneError(f"{self.name}: no verified variant could be timed", table)
+        best = min(candidates, key=lambda r: getattr(r, key))
+        self.say(f"{self.name}: chose {best.variant} ({_fmt_us(getattr(best, key))} us "
+                 f"{metric}, unfused {_fmt_us(getattr(unfused, key))} us)")
+        return best, table
 
 
 __all__ = [

@@ -350,7 +350,7 @@ class _Builder:
             return
         if name in self.declared_inside:
             ctype, depth = self.declared_inside[name]
-            idx = [self.aff._dim(st, k) for k in range(depth)]
+            idx = [self.aff.dim(st, k) for k in range(depth)]
             out.append(Access(f"{name}@{depth}", write, self.element_map(f"{name}@{depth}", idx,
                                                                           st.dom)))
             return
@@ -530,11 +530,11 @@ class _Builder:
         self.nloop += 1
         self.r.loops.append(lp)
         st = self.state(loops + [lp], inner_dom, env2)
-        iv = self.aff._dim(st, depth)
+        iv = self.aff.dim(st, depth)
         lb2 = lbv.add_dims(isl.dim_type.in_, 1)
         d = inner_dom.intersect(iv.ge_set(lb2))
         if step > 1:
-            d = d.intersect(iv.sub(lb2).mod_val(isl.Val(step)).eq_set(self.aff._const(st, 0)))
+            d = d.intersect(iv.sub(lb2).mod_val(isl.Val(step)).eq_set(self.aff.const(st, 0)))
         if node.cond is None:
             raise self.fail("for loop without a condition", node)
         for n in cpp.walk(node.cond):
@@ -544,7 +544,7 @@ class _Builder:
                 raise self.fail(f"data-dependent loop bound {cpp.generate(node.cond)}", node)
         c = self.condition(node.cond, st)
         # the condition must bound the iterator from above (it must stop the loop)
-        if not self.aff._monotone(c, st, depth, step):
+        if not self.aff.monotone(c, st, depth, step):
             raise self.fail(f"loop condition {cpp.generate(node.cond)} is not an upper bound "
                             f"on {it}", node)
         d = d.intersect(c)

@@ -104,10 +104,12 @@ class AffineExtractor:
     def _universe(self, st: State) -> isl.Set:
         return isl.Set.universe(st.dom.get_space())
 
-    def _const(self, st: State, v: int) -> isl.PwAff:
+    def const(self, st: State, v: int) -> isl.PwAff:
+        """The constant ``v`` over the current space."""
         return isl.PwAff.val_on_domain(self._universe(st), v)
 
-    def _dim(self, st: State, pos: int) -> isl.PwAff:
+    def dim(self, st: State, pos: int) -> isl.PwAff:
+        """The loop (or work-item) dimension ``pos`` of the current space."""
         ls = isl.LocalSpace.from_space(st.dom.get_space())
         return isl.PwAff.var_on_domain(ls, isl.dim_type.set, pos)
 
@@ -123,7 +125,7 @@ class AffineExtractor:
         return pw
 
     def _size(self, st: State, v: Any) -> isl.PwAff:
-        return self._const(st, v) if isinstance(v, int) else self._param(st, v)
+        return self.const(st, v) if isinstance(v, int) else self._param(st, v)
 
     def aff(self, node: Any, st: State) -> isl.PwAff:
         """The value of an integer expression as a PwAff over the current space."""
@@ -132,15 +134,15 @@ class AffineExtractor:
                              "unsigned long long") or re.fullmatch(r"[0-9][0-9a-fA-FxX]*[uUlL]*",
                                                                   node.value):
                 try:
-                    return self._const(st, syntax.int_literal(node.value))
+                    return self.const(st, syntax.int_literal(node.value))
                 except ValueError:
                     pass
             if node.type == "char":
                 v = syntax.char_value(node.value)
                 if v is not None:
-                    return self._const(st, v)
+                    return self.const(st, v)
             if node.type == "bool":
-                return self._const(st, 1 if node.value == "true" else 0)
+                return self.const(st, 1 if node.value == "true" else 0)
             raise NonAffine(f"{node.value} is not an integer")
         if isinstance(node, c_ast.ID):
             return self._id_value(node.name, st)
@@ -162,7 +164,7 @@ class AffineExtractor:
                     node.expr, c_ast.Typename) else None
                 if sz is None:
                     raise NonAffine("sizeof of an unknown type")
-                return self._const(st, sz)
+                return self.const(st, sz)
             raise NonAffine(f"operator {node.op}")
         if isinstance(node, c_ast.BinaryOp):
             return self._binop(node, st)
@@ -183,16 +185,16 @@ class AffineExtractor:
             if var.kind != "int":
                 raise NonAffine(f"{name} is not an integer")
             if var.dim is not None and var.value is None:
-                return self._dim(st, var.dim)
+                return self.dim(st, var.dim)
             if var.value is None:
                 raise NonAffine(var.why or f"the value of {name} is not known")
             return self._lift(st, var.value)
         if name in self.values:
-            return self._const(st, self.values[name])
+            return self.const(st, self.values[name])
         if name in self.param_names:
             return self._param(st, name)
         if name in ("true", "false"):
-            return self._const(st, int(name == "true"))
+            return self.const(st, int(name == "true"))
         raise NonAffine(f"{name} is not an integer parameter or variable")
 
     def _cst(self, pw: isl.PwAff) -> Optional[int]:
@@ -217,16 +219,16 @@ class AffineExtractor:
         ca, cb = self._cst(a), self._cst(b)
         if op == "*":
             if cb is not None:
-                return a.scale_val(isl.Val(cb)) if cb else self._const(st, 0)
+                return a.scale_val(isl.Val(cb)) if cb else self.const(st, 0)
             if ca is not None:
-                return b.scale_val(isl.Val(ca)) if ca else self._const(st, 0)
+                return b.scale_val(isl.Val(ca)) if ca else self.const(st, 0)
             raise NonAffine(f"{cpp.generate(node)} is a non-constant product")
         if op in ("/", "%"):
             if syntax.const_int(node.right) == 0:
                 raise self.error(f"integer division by zero in {cpp.generate(node)}", node)
             if cb is None or cb == 0:
                 raise NonAffine(f"{cpp.generate(node)} divides by a non-constant")
-            q = self._const(st, abs(cb))
+            q = self.const(st, abs(cb))
             if op == "/":
                 r = a.tdiv_q(q)
                 return r.neg() if cb < 0 else r
@@ -257,7 +259,7 @@ class AffineExtractor:
                         "==": a.eq_set, "!=": a.ne_set}[op](b)
         if isinstance(node, c_ast.UnaryOp) and node.op == "!":
             return self.cond(node.expr, st).complement()
-        return self.aff(node, st).ne_set(self._const(st, 0))
+        return self.aff(node, st).ne_set(self.const(st, 0))
 
     def _call_value(self, node: c_ast.FuncCall, st: State) -> isl.PwAff:
         f = node.name.name
@@ -288,10 +290,10 @@ class AffineExtractor:
         d = syntax.const_int(args[0])
         assert d is not None
         if self.pinned[d]:
-            return self._const(st, {"get_local_size": 1, "get_num_groups": 1,
+            return self.const(st, {"get_local_size": 1, "get_num_groups": 1,
                                     "get_global_size": 1}.get(f, 0))
         L, G = self.L[d], self.G[d]
-        g, ll = self._dim(st, d), self._dim(st, 3 + d)
+        g, ll = self.dim(st, d), self.dim(st, 3 + d)
         if f == "get_global_id":
             if isinstance(L, int):
                 return g.scale_val(isl.Val(L)).add(ll) if L != 1 else g.add(ll)
@@ -309,8 +311,22 @@ class AffineExtractor:
                 return self._size(st, G).scale_down_val(isl.Val(L)).floor()
             raise NonAffine(f"get_num_groups({d}) with unknown local size")
         if f == "get_global_offset":
-            return self._const(st, 0)
+            return self.const(st, 0)
         raise NonAffine(f"{f}()")
+
+    def monotone(self, cset: isl.Set, st: State, pos: int, step: int) -> bool:
+        """True if, once the loop condition fails, it stays false for later iterations."""
+        dom = st.dom
+        n = dom.dim(isl.dim_type.set)
+        names = [f"x{i}" for i in range(n)]
+        params = ", ".join(self.param_names)
+        later = f"y > x{pos}" if step > 0 else f"y < x{pos}"
+        tgt = list(names)
+        tgt[pos] = "y"
+        m = isl.Map(f"[{params}] -> {{ [{', '.join(names)}] -> [{', '.join(tgt)}] : {later} }}")
+        fail = dom.subtract(cset)
+        ok_later = m.intersect_range(dom.intersect(cset)).domain()
+        return fail.intersect(ok_later).is_empty()
 
     # -- inlining ----------------------------------------------------------------------------------
 

@@ -371,7 +371,7 @@ class _Extractor(AffineExtractor):
             if var is None or var.kind not in ("ptr", "array"):
                 return _Pointer(None, None, why=f"{node.name} is not a known pointer")
             if var.kind == "array":
-                return _Pointer(var.array, self._const(st, 0))
+                return _Pointer(var.array, self.const(st, 0))
             off = self._lift(st, var.offset) if var.offset is not None else None
             return _Pointer(var.array, off, var.unit, var.why)
         if isinstance(node, c_ast.Cast):
@@ -546,7 +546,7 @@ class _Extractor(AffineExtractor):
                     raise NonAffine(p.why or f"pointer into {arr.name} is not affine")
                 if len(subs) > 1:
                     raise NonAffine(f"multi-dimensional subscript of pointer {arr.name}")
-                k = self.aff(subs[0], st) if subs else self._const(st, 0)
+                k = self.aff(subs[0], st) if subs else self.const(st, 0)
                 if p.unit != 1:
                     k = k.scale_val(isl.Val(p.unit))
                 rel = self._element(arr, [p.offset.add(k)], dom, p.unit)
@@ -997,7 +997,7 @@ class _Extractor(AffineExtractor):
         self._invalidate(st, body_mod)
         inner = self._enter(st, name)
         pos = 6 + st.depth
-        iv = self._dim(inner, pos)
+        iv = self.dim(inner, pos)
         inner.env[it] = Var("int", dim=pos)
         problems = []
         if seq is not None:
@@ -1012,7 +1012,7 @@ class _Extractor(AffineExtractor):
                     inner.dom = inner.dom.intersect(iv.le_set(lb))
                 if abs(step) > 1:
                     inner.dom = inner.dom.intersect(
-                        iv.sub(lb).mod_val(isl.Val(abs(step))).eq_set(self._const(inner, 0)))
+                        iv.sub(lb).mod_val(isl.Val(abs(step))).eq_set(self.const(inner, 0)))
             except NonAffine as e:
                 problems.append(f"lower bound {cpp.generate(lb_node)}: {e.reason}")
         cst = inner.copy()
@@ -1023,7 +1023,7 @@ class _Extractor(AffineExtractor):
             cnode = _ne_to_bound(node.cond, it, step)
             try:
                 cset = self.cond(cnode, inner)
-                if not self._monotone(cset, inner, pos, step):
+                if not self.monotone(cset, inner, pos, step):
                     problems.append(f"condition {cpp.generate(node.cond)} is not a bound on {it}")
                 else:
                     inner.dom = inner.dom.intersect(cset)
@@ -1071,7 +1071,7 @@ class _Extractor(AffineExtractor):
             v = self._cst(self.aff(lb_node, probe))
             seq: list[int] = []
             while v is not None and abs(v) < 2 ** 62:
-                probe.env[it] = Var("int", value=(self._const(probe, v), probe.depth))
+                probe.env[it] = Var("int", value=(self.const(probe, v), probe.depth))
                 c = self.cond(node.cond, probe)
                 if probe.dom.intersect(c).is_empty():
                     return seq
@@ -1103,10 +1103,10 @@ class _Extractor(AffineExtractor):
         runs at ``-32 < -16 < ... < -1``); any other order uses the iteration index, defined by
         a disjunction ``(s = v0 and _t = 0) or (s = v1 and _t = 1) ...``.
         """
-        iv = self._dim(inner, pos)
+        iv = self.dim(inner, pos)
         vals = isl.Set.empty(inner.dom.get_space())
         for v in seq:
-            vals = vals.union(iv.eq_set(self._const(inner, v)))
+            vals = vals.union(iv.eq_set(self.const(inner, v)))
         inner.dom = inner.dom.intersect(coalesce(vals))
         name = inner.loops[-1]
         if all(a < b for a, b in zip(seq, seq[1:])):
@@ -1118,20 +1118,6 @@ class _Extractor(AffineExtractor):
             inner.sched[-1] = (t, " or ".join(f"({name} = {v} and {t} = {i})"
                                               for i, v in enumerate(seq)))
 
-    def _monotone(self, cset: isl.Set, st: State, pos: int, step: int) -> bool:
-        """True if, once the loop condition fails, it stays false for later iterations."""
-        dom = st.dom
-        n = dom.dim(isl.dim_type.set)
-        names = [f"x{i}" for i in range(n)]
-        params = ", ".join(self.param_names)
-        later = f"y > x{pos}" if step > 0 else f"y < x{pos}"
-        tgt = list(names)
-        tgt[pos] = "y"
-        m = isl.Map(f"[{params}] -> {{ [{', '.join(names)}] -> [{', '.join(tgt)}] : {later} }}")
-        fail = dom.subtract(cset)
-        ok_later = m.intersect_range(dom.intersect(cset)).domain()
-        return fail.intersect(ok_later).is_empty()
-
     def _generic_loop(self, node: Any, st: State, why: str, cond: Any, nxt: Any) -> None:
         body = node.stmt
         mod = syntax.modified(body) | syntax.modified(cond) | syntax.modified(nxt)
@@ -1139,8 +1125,8 @@ class _Extractor(AffineExtractor):
         name = f"_w{self.nwhile}"
         self.nwhile += 1
         inner = self._enter(st, name)
-        inner.dom = inner.dom.intersect(self._dim(inner, 6 + st.depth).ge_set(
-            self._const(inner, 0)))
+        inner.dom = inner.dom.intersect(self.dim(inner, 6 + st.depth).ge_set(
+            self.const(inner, 0)))
         inner.exact, inner.reason = False, st.reason or why
         inner.divergent = (st.divergent or self._divergent_expr(cond)
                            or "break" in syntax.escapes(body))

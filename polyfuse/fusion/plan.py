@@ -16,7 +16,11 @@ barrier (a block-level edge to an earlier fragment).  The plan is serialisable a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:  # records of lower layers, for annotations only
+    from polyfuse.program import Program
+    from polyfuse.uar import UAR
 
 ORCHESTRATIONS = ("single", "vertical", "horizontal", "hybrid")
 
@@ -71,8 +75,8 @@ class BlockedFusion:
 class FusionPlan:
     """The plan for a whole program (see module docstring)."""
 
-    program: Any  # polyfuse.program.Program
-    uar: Any  # polyfuse.uar.UAR
+    program: Program
+    uar: UAR
     groups: tuple[FusedGroup, ...]
     launches_before: int
     launches_after: int
