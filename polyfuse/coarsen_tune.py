@@ -21,7 +21,6 @@ launches are then applied together and the whole program is verified against the
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -287,10 +286,6 @@ def _kernel_info(prog: Program, ctx: cl.Context, dev: cl.Device) -> tuple[int, i
 
 def _cache_path(cache_dir: Path, dev: str, phash: str) -> Path:
     return cache_dir / dev / f"coarsen-{phash}.json"
-
-
-def _median(xs: Sequence[float]) -> Optional[float]:
-    return statistics.median(xs) if xs else None
 
 
 def tune_launch(program: Program, launch: Launch, *, params: Mapping[str, Any],

@@ -53,9 +53,6 @@ WORK_ITEM_DIMS = GROUP_DIMS + LOCAL_DIMS
 GLOBAL_SIZE_PARAMS = ("_gs0", "_gs1", "_gs2")
 LOCAL_SIZE_PARAMS = ("_ls0", "_ls1", "_ls2")
 
-ADDRESS_SPACES = ("global", "constant", "local", "private")
-
-
 class PolyfuseError(Exception):
     """An error in the user's input, reported as one line naming the place.
 

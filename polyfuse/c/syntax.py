@@ -34,13 +34,15 @@ def transform(node: Any, fn: Callable[[Any], Any]) -> Any:
     return fn(node)
 
 
-def rename(node: Any, mapping: Mapping[str, str]) -> None:
+def rename(node: Any, mapping: Mapping[str, str], *, keep_calls: bool = False) -> None:
     """Rename identifiers (uses and declarations) consistently, in place; struct fields are left
-    alone."""
+    alone, and so are the names of called functions with ``keep_calls``."""
     skip: set[int] = set()
     for n in walk(node):
         if isinstance(n, c_ast.StructRef):
             skip.add(id(n.field))
+        elif keep_calls and isinstance(n, c_ast.FuncCall):
+            skip.add(id(n.name))
         elif isinstance(n, c_ast.ID) and id(n) not in skip and n.name in mapping:
             n.name = mapping[n.name]
         elif isinstance(n, c_ast.Decl) and n.name in mapping:

@@ -30,10 +30,6 @@ class Scalar:
     kind: str
 
     @property
-    def floating(self) -> bool:
-        return self.kind == "float"
-
-    @property
     def signed(self) -> bool:
         return self.kind in ("int", "float")
 
@@ -75,8 +71,6 @@ ALIASES: dict[str, str] = {
                               "half", "float", "double")},
 }
 
-#: vector widths of OpenCL C (a 3-vector takes the room of a 4-vector)
-VECTOR_WIDTHS = (2, 3, 4, 8, 16)
 _VECTOR = re.compile(r"([a-z_]+?)(2|3|4|8|16)")
 _QUALIFIERS = re.compile(r"\b(const|volatile|restrict|__restrict)\b")
 

@@ -576,19 +576,7 @@ class _Rewriter:
 
     def for_copy(self, node: Any, c: _Copy) -> Any:
         n = copy.deepcopy(node)
-        mapping = self._rename_map(c)
-        skip: set[int] = set()
-        for x in cpp.walk(n):
-            if isinstance(x, c_ast.StructRef):
-                skip.add(id(x.field))
-            elif isinstance(x, c_ast.FuncCall):
-                skip.add(id(x.name))
-            elif isinstance(x, c_ast.ID) and id(x) not in skip and x.name in mapping:
-                x.name = mapping[x.name]
-            elif isinstance(x, c_ast.Decl) and x.name in mapping:
-                x.name = mapping[x.name]
-            elif isinstance(x, c_ast.TypeDecl) and x.declname in mapping:
-                x.declname = mapping[x.declname]
+        syntax.rename(n, self._rename_map(c), keep_calls=True)
 
         def fn(x: Any) -> Any:
             f = _call_name(x)

@@ -117,11 +117,6 @@ def dims_to_params(obj: isl.Set | isl.Map | isl.PwAff, n_in: int, names: list[st
     return obj.move_dims(isl.dim_type.param, nparam, dtype, 0, n_in)
 
 
-def align_params_set(s: isl.Set, other: isl.Set | isl.PwAff) -> isl.Set:
-    """``s`` with the parameters of ``other`` added (AstBuild needs the context's params)."""
-    return s.align_params(other.get_space())
-
-
 def build_for(context: isl.Set) -> isl.AstBuild:
     """An AST build whose context is a parameter set (the fused dims already moved there)."""
     return isl.AstBuild.from_context(context)

@@ -37,7 +37,7 @@ from __future__ import annotations
 import copy
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
@@ -288,10 +288,6 @@ def _root_offset(program: Program, buffer: str) -> tuple[str, Any]:
     return root, sympy.simplify(off)
 
 
-def _param_type_text(fd: c_ast.FuncDef, index: int) -> c_ast.Decl:
-    return fd.decl.type.args.params[index]
-
-
 def _orig_local_size(launch: Launch, inst_ls: tuple[int, ...]) -> list[int]:
     if inst_ls and len(inst_ls) == launch.work_dim:
         return [int(x) for x in inst_ls]
@@ -300,9 +296,30 @@ def _orig_local_size(launch: Launch, inst_ls: tuple[int, ...]) -> list[int]:
     return [1] * launch.work_dim
 
 
-def _fragment(kb: _KernelBuilder, k: int, frag: Fragment, fdomain: isl.Set, box: isl.Set,
+def _fragment(kb: _KernelBuilder, k: int, frag: Fragment, box: isl.Set,
               inst: Any) -> tuple[list[Any], isl.Set, bool]:
     """The statements of fragment ``k`` (unguarded), its domain, whether it has barriers."""
+    launch, kernel, where = _fragment_launch(kb, k, frag)
+    fd: c_ast.FuncDef = copy.deepcopy(kernel.ast)
+    body = fd.body
+    for n in syntax.identifiers(body):
+        if _RESERVED.match(n):
+            raise UnsupportedError(f"{where}: identifier {n!r} clashes with names polyfuse "
+                                   "generates (pf_*, f<k>_*)")
+    _collect_helpers(kb, kernel, body, where)
+    work_items = _WorkItems(kb, k, launch, inst.ops[launch.id], frag, box, where)
+    renames, scalar_subst, local_copies = _bind_params(kb, k, kernel, launch, fd, where)
+    renames.update(_hoist_locals(kb, k, kernel, body, renames, where))
+    body = _rewrite_body(body, renames, scalar_subst, work_items, where)
+    items = local_copies + eliminate_returns(list(body.block_items or []), where)
+    has_barrier = syntax.calls_any(c_ast.Compound(items), _BARRIER_FUNCS) or bool(kernel.barriers)
+    loc = f" ({launch.loc.file.rsplit('/', 1)[-1]}:{launch.loc.line})" if launch.loc else ""
+    kb.notes.append(f"fragment {k}: launch #{launch.id} {kernel.name}{loc}")
+    return items, work_items.domain, has_barrier
+
+
+def _fragment_launch(kb: _KernelBuilder, k: int, frag: Fragment) -> tuple[Launch, Kernel, str]:
+    """The launch and kernel a fragment runs, and how errors name it."""
     program: Program = kb.plan.program
     try:
         launch = program.op(frag.launch)
@@ -314,15 +331,12 @@ def _fragment(kb: _KernelBuilder, k: int, frag: Fragment, fdomain: isl.Set, box:
     kernel: Kernel = program.kernels[launch.kernel]
     if kernel.ast is None:
         raise CodegenError(f"{kb.where}: kernel {kernel.name} has no syntax tree to fuse")
-    where = f"{kb.where}, fragment {k} (launch #{launch.id} {kernel.name})"
-    fd: c_ast.FuncDef = copy.deepcopy(kernel.ast)
-    body = fd.body
-    for n in syntax.identifiers(body):
-        if _RESERVED.match(n):
-            raise UnsupportedError(f"{where}: identifier {n!r} clashes with names polyfuse "
-                                   "generates (pf_*, f<k>_*)")
+    return launch, kernel, f"{kb.where}, fragment {k} (launch #{launch.id} {kernel.name})"
 
-    # helper functions (emitted once before the kernels)
+
+def _collect_helpers(kb: _KernelBuilder, kernel: Kernel, body: Any, where: str) -> None:
+    """The kernel's helper functions, emitted once before the fused kernels: one that uses
+    work-item functions or barriers cannot be re-indexed; two files' must agree."""
     for name, hfd in emit.helper_functions(kernel.helpers).items():
         if hfd is kernel.ast:
             continue
@@ -336,96 +350,114 @@ def _fragment(kb: _KernelBuilder, k: int, frag: Fragment, fdomain: isl.Set, box:
                                    "kernels' files")
         kb.helpers[name] = hfd
 
-    # -- the re-indexing map --------------------------------------------------------------------
-    oi = inst.ops[launch.id]
-    try:
-        rmap = isl.Map(frag.reindex)
-    except isl.Error as err:
-        raise CodegenError(f"{where}: re-indexing map is not valid isl: {err}") from None
-    n_in = rmap.dim(isl.dim_type.in_)
-    n_out = rmap.dim(isl.dim_type.out)
-    wdo = launch.work_dim
-    if n_in != kb.n_h + 2 * kb.wd:
-        raise CodegenError(f"{where}: re-indexing map has {n_in} input dims, the fused space "
-                           f"has {kb.n_h + 2 * kb.wd}")
-    if n_out != len(oi.host_dims) + 2 * wdo:
-        raise CodegenError(f"{where}: re-indexing map has {n_out} output dims, launch "
-                           f"#{launch.id} has {len(oi.host_dims) + 2 * wdo} (h, g, l)")
-    if not rmap.is_single_valued():
-        raise CodegenError(f"{where}: re-indexing map is not single-valued")
-    if not rmap.is_injective():
-        raise CodegenError(f"{where}: re-indexing map is not injective (two fused work-items "
-                           "would run the same original one)")
-    names = _dim_names(kb.n_h, kb.wd)
-    for i, nm in enumerate(names):
-        rmap = rmap.set_dim_name(isl.dim_type.in_, i, nm)
-    rmap = rmap.set_tuple_name(isl.dim_type.in_, "F")
-    orig_dom = oi.domain.reset_tuple_id()
-    rng = rmap.range().reset_tuple_id()
-    if not rng.is_subset(orig_dom.align_params(rng.get_space())):
-        raise CodegenError(f"{where}: re-indexing map reaches work-items outside launch "
-                           f"#{launch.id}'s NDRange")
-    if not orig_dom.is_subset(rng.align_params(orig_dom.get_space())):
-        kb.notes.append(f"fragment {k}: some work-items of launch #{launch.id} are not run "
-                        "(outside the re-indexing map's range)")
-    dom = rmap.domain()
-    if not dom.reset_tuple_id().is_subset(box.reset_tuple_id().align_params(dom.get_space())):
-        raise CodegenError(f"{where}: re-indexing domain is not inside the fused NDRange")
-    dom_p = exprs.dims_to_params(dom.reset_tuple_id(), n_in, names)
-    pma = isl.PwMultiAff.from_map(rmap)
-    comps = [exprs.dims_to_params(pma.get_pw_aff(j), n_in, names, isl.dim_type.in_)
-             for j in range(n_out)]
 
-    def c_of(pa: isl.PwAff) -> c_ast.Node:
-        return exprs.pw_aff_to_c(pa, dom_p, kb.ids)
+class _WorkItems:
+    """A fragment's work-item functions as C over the fused work-item, by its re-indexing map
+    (checked here: valid, single-valued, injective, inside the launch and the fused NDRange)."""
 
-    ls = _orig_local_size(launch, tuple(oi.local_size))
-    gs = [sympy.sympify(x) for x in launch.global_size]
-    off = [sympy.sympify(x) for x in (launch.global_offset or (0,) * wdo)]
-    nh_o = len(oi.host_dims)
+    def __init__(self, kb: _KernelBuilder, k: int, launch: Launch, oi: Any, frag: Fragment,
+                 box: isl.Set, where: str):
+        self.kb, self.where = kb, where
+        try:
+            rmap = isl.Map(frag.reindex)
+        except isl.Error as err:
+            raise CodegenError(f"{where}: re-indexing map is not valid isl: {err}") from None
+        n_in = rmap.dim(isl.dim_type.in_)
+        n_out = rmap.dim(isl.dim_type.out)
+        self.wdo = wdo = launch.work_dim
+        if n_in != kb.n_h + 2 * kb.wd:
+            raise CodegenError(f"{where}: re-indexing map has {n_in} input dims, the fused "
+                               f"space has {kb.n_h + 2 * kb.wd}")
+        if n_out != len(oi.host_dims) + 2 * wdo:
+            raise CodegenError(f"{where}: re-indexing map has {n_out} output dims, launch "
+                               f"#{launch.id} has {len(oi.host_dims) + 2 * wdo} (h, g, l)")
+        if not rmap.is_single_valued():
+            raise CodegenError(f"{where}: re-indexing map is not single-valued")
+        if not rmap.is_injective():
+            raise CodegenError(f"{where}: re-indexing map is not injective (two fused "
+                               "work-items would run the same original one)")
+        names = _dim_names(kb.n_h, kb.wd)
+        for i, nm in enumerate(names):
+            rmap = rmap.set_dim_name(isl.dim_type.in_, i, nm)
+        rmap = rmap.set_tuple_name(isl.dim_type.in_, "F")
+        orig_dom = oi.domain.reset_tuple_id()
+        rng = rmap.range().reset_tuple_id()
+        if not rng.is_subset(orig_dom.align_params(rng.get_space())):
+            raise CodegenError(f"{where}: re-indexing map reaches work-items outside launch "
+                               f"#{launch.id}'s NDRange")
+        if not orig_dom.is_subset(rng.align_params(orig_dom.get_space())):
+            kb.notes.append(f"fragment {k}: some work-items of launch #{launch.id} are not "
+                            "run (outside the re-indexing map's range)")
+        self.domain = dom = rmap.domain()
+        if not dom.reset_tuple_id().is_subset(
+                box.reset_tuple_id().align_params(dom.get_space())):
+            raise CodegenError(f"{where}: re-indexing domain is not inside the fused NDRange")
+        self.dom_p = exprs.dims_to_params(dom.reset_tuple_id(), n_in, names)
+        pma = isl.PwMultiAff.from_map(rmap)
+        self.comps = [exprs.dims_to_params(pma.get_pw_aff(j), n_in, names, isl.dim_type.in_)
+                      for j in range(n_out)]
+        self.ls = _orig_local_size(launch, tuple(oi.local_size))
+        self.gs = [sympy.sympify(x) for x in launch.global_size]
+        self.off = [sympy.sympify(x) for x in (launch.global_offset or (0,) * wdo)]
+        self.nh_o = len(oi.host_dims)
 
-    def host_c(e: Any) -> c_ast.Node:
+    def _c(self, pa: isl.PwAff) -> c_ast.Node:
+        return exprs.pw_aff_to_c(pa, self.dom_p, self.kb.ids)
+
+    def _host(self, e: Any) -> c_ast.Node:
         e = sympy.sympify(e)
         if e.is_Integer:
             return exprs.int_const(int(e))
-        return exprs.pw_aff_to_c(exprs.host_to_pw_aff(e), dom_p, kb.ids)
+        return exprs.pw_aff_to_c(exprs.host_to_pw_aff(e), self.dom_p, self.kb.ids)
 
-    def work_item(func: str, d: Optional[int]) -> c_ast.Node:
+    def __call__(self, func: str, d: Optional[int]) -> c_ast.Node:
+        """C for ``func(d)`` of the original launch, in the fused work-item."""
+        wdo, ls, gs, off = self.wdo, self.ls, self.gs, self.off
         if func == "get_work_dim":
             return exprs.cast("uint", exprs.int_const(wdo))
         assert d is not None
         if d >= wdo:
             val = {"get_local_size": 1, "get_num_groups": 1, "get_global_size": 1}.get(func, 0)
             return exprs.cast("size_t", exprs.int_const(val))
-        g_pa, l_pa = comps[nh_o + d], comps[nh_o + wdo + d]
+        g_pa, l_pa = self.comps[self.nh_o + d], self.comps[self.nh_o + wdo + d]
         if func == "get_group_id":
-            node = c_of(g_pa)
+            node = self._c(g_pa)
         elif func == "get_local_id":
-            node = c_of(l_pa)
+            node = self._c(l_pa)
         elif func == "get_global_id":
             pa = g_pa.scale_val(isl.Val(ls[d])).add(l_pa) if ls[d] != 1 else g_pa.add(l_pa)
             if off[d] != 0:
                 pa = pa.add(exprs.host_to_pw_aff(off[d]).align_params(pa.get_space()))
-            node = c_of(pa)
+            node = self._c(pa)
         elif func == "get_local_size":
             node = exprs.int_const(ls[d])
         elif func == "get_global_size":
-            node = host_c(gs[d])
+            node = self._host(gs[d])
         elif func == "get_num_groups":
-            node = host_c(sympy.floor(gs[d] / ls[d]) if not (gs[d] / ls[d]).is_Integer
-                          else gs[d] / ls[d])
+            node = self._host(sympy.floor(gs[d] / ls[d]) if not (gs[d] / ls[d]).is_Integer
+                              else gs[d] / ls[d])
         elif func == "get_global_offset":
-            node = host_c(off[d])
+            node = self._host(off[d])
         else:  # pragma: no cover - WORK_ITEM_FUNCTIONS is closed
-            raise UnsupportedError(f"{where}: {func}() is not supported")
+            raise UnsupportedError(f"{self.where}: {func}() is not supported")
         return exprs.cast("size_t", node)
 
-    # -- parameters ------------------------------------------------------------------------------
+
+def _bind_params(kb: _KernelBuilder, k: int, kernel: Kernel, launch: Launch,
+                 fd: c_ast.FuncDef, where: str
+                 ) -> tuple[dict[str, str], dict[str, c_ast.Node], list[Any]]:
+    """The fused kernel's parameters for the fragment's arguments: pointers renamed
+    ``f<k>_<name>``, scalars replaced by their value (a literal or a ``pf_`` parameter), or a
+    private copy where the body assigns or shadows them.  Returns (renames, scalar
+    substitutions, private copies)."""
+    program: Program = kb.plan.program
+    body = fd.body
     params = fd.decl.type.args.params if fd.decl.type.args else []
     renames: dict[str, str] = {}
     scalar_subst: dict[str, c_ast.Node] = {}
     local_copies: list[Any] = []
     body_decls = syntax.declared(body)
+    assigned = syntax.modified(body)
     for p in kernel.params:
         pdecl = params[p.index]
         try:
@@ -454,21 +486,25 @@ def _fragment(kb: _KernelBuilder, k: int, frag: Fragment, fdomain: isl.Set, box:
                 float(value) if not value.is_Integer else int(value))
         else:
             node = c_ast.ID(kb.symbol_param(value, p.type))
-        if p.name in syntax.modified(body) or p.name in body_decls:
+        if p.name in assigned or p.name in body_decls:
             # keep a private copy under the original name (the body assigns it or shadows it)
             d = copy.deepcopy(pdecl)
             d.init = node
-            for n in cpp.walk(d):
-                if isinstance(n, c_ast.TypeDecl):
-                    n.quals = [q for q in n.quals if q != "const"] \
-                        if p.name in syntax.modified(body) else n.quals
-            d.quals = [q for q in d.quals if q != "const"] \
-                if p.name in syntax.modified(body) else d.quals
+            if p.name in assigned:
+                for n in cpp.walk(d):
+                    if isinstance(n, c_ast.TypeDecl):
+                        n.quals = [q for q in n.quals if q != "const"]
+                d.quals = [q for q in d.quals if q != "const"]
             local_copies.append(d)
         else:
             scalar_subst[p.name] = node
+    return renames, scalar_subst, local_copies
 
-    # -- __local arrays: hoist to kernel scope, renamed -----------------------------------------
+
+def _hoist_locals(kb: _KernelBuilder, k: int, kernel: Kernel, body: Any,
+                  renames: Mapping[str, str], where: str) -> dict[str, str]:
+    """Move the fragment's ``__local`` arrays to kernel scope, renamed ``f<k>_<name>``; the
+    new names."""
     local_names: dict[str, str] = {}
     for n in cpp.walk(body):
         if isinstance(n, c_ast.Compound) and n.block_items:
@@ -485,12 +521,16 @@ def _fragment(kb: _KernelBuilder, k: int, frag: Fragment, fdomain: isl.Set, box:
     for a in kernel.arrays:
         if a.address_space == "local":
             kb.local_bytes += (types.type_size(a.type) or 4) * math.prod(a.shape)
-    renames.update(local_names)
     hoisted = kb.local_decls[len(kb.local_decls) - len(local_names):]
     for d in hoisted:
-        syntax.rename(d, renames)
+        syntax.rename(d, {**renames, **local_names})
+    return local_names
 
-    # -- rewrite the body ------------------------------------------------------------------------
+
+def _rewrite_body(body: Any, renames: Mapping[str, str],
+                  scalar_subst: Mapping[str, c_ast.Node],
+                  work_items: Callable[[str, Optional[int]], c_ast.Node], where: str) -> Any:
+    """The body renamed, scalars substituted and work-item functions re-indexed."""
     syntax.rename(body, renames)
     struct_fields: set[int] = set()
     for n in cpp.walk(body):
@@ -504,25 +544,17 @@ def _fragment(kb: _KernelBuilder, k: int, frag: Fragment, fdomain: isl.Set, box:
                 n.name.name in WORK_ITEM_FUNCTIONS:
             args = n.args.exprs if n.args else []
             if n.name.name == "get_work_dim":
-                return work_item("get_work_dim", None)
+                return work_items("get_work_dim", None)
             d = syntax.const_int(args[0]) if args else None
             if d is None:
                 raise UnsupportedError(f"{where}: {n.name.name}() with a non-constant "
                                        "dimension cannot be re-indexed")
-            return work_item(n.name.name, d)
+            return work_items(n.name.name, d)
         if isinstance(n, c_ast.ID) and id(n) not in struct_fields and n.name in scalar_subst:
             return copy.deepcopy(scalar_subst[n.name])
         return n
 
-    body = syntax.transform(body, sub)
-    items = local_copies + eliminate_returns(list(body.block_items or []), where)
-    has_barrier = syntax.calls_any(c_ast.Compound(items), _BARRIER_FUNCS) or bool(kernel.barriers)
-    loc = f" ({launch.loc.file.rsplit('/', 1)[-1]}:{launch.loc.line})" if launch.loc else ""
-    kb.comments[id(items[0]) if items else 0] = ""  # placeholder replaced by caller
-    if items:
-        del kb.comments[id(items[0])]
-    kb.notes.append(f"fragment {k}: launch #{launch.id} {kernel.name}{loc}")
-    return items, dom, has_barrier
+    return syntax.transform(body, sub)
 
 
 def _uniform_part(dom: isl.Set, box: isl.Set, n_h: int, wd: int) -> tuple[isl.Set, bool]:
@@ -648,8 +680,38 @@ class _GroupCode:
 
 def _assemble_group(plan: FusionPlan, group: FusedGroup, inst: Any, limits: Optional[Target],
                     name: str, code_motion: bool = False) -> _GroupCode:
-    program: Program = plan.program
+    """One fused kernel: its fragments re-indexed into the group's fused grid, guarded and
+    ordered by the group's orchestration."""
     where = f"plan group {group.id}"
+    last_pos, n_h, wd = _group_frame(plan.program, group, where)
+    kb = _KernelBuilder(group, plan, name, n_h, wd, tuple(plan.program.ops[last_pos].loops))
+    doms = [_frag_domain(f, n_h, wd, f"{where}, fragment {k + 1}")
+            for k, f in enumerate(group.fragments)]
+    box, ls, ngroups = _fused_box(kb, doms, inst)
+    _check_work_group(where, ls, limits)
+    frags = []
+    for k, (f, dom) in enumerate(zip(group.fragments, doms), start=1):
+        items, _, has_bar = _fragment(kb, k, f, box, inst)
+        frags.append((k, f, dom, items, has_bar))
+    if limits is not None and kb.local_bytes > limits.local_mem_size:
+        raise CodegenError(f"{where}: the fused kernel needs {kb.local_bytes} bytes of __local "
+                           f"memory; the device has {limits.local_mem_size}")
+    n_in = n_h + 2 * wd
+    box_p = exprs.dims_to_params(box.reset_tuple_id(), n_in, _dim_names(n_h, wd))
+    if group.orchestration == "horizontal":
+        body = _horizontal_body(kb, frags, box, box_p, where)
+    else:
+        body = _sequential_body(kb, frags, box, box_p, where, code_motion)
+    # kernel scope: hoisted __local arrays first
+    items = list(kb.local_decls) + body
+    func = c_ast.FuncDef(decl=None, param_decls=None, body=c_ast.Compound(items))
+    gsz = tuple(sympy.simplify(ngroups[d] * ls[d]) for d in range(wd))
+    return _GroupCode(kb, func, gsz, tuple(ls), last_pos)
+
+
+def _group_frame(program: Program, group: FusedGroup, where: str) -> tuple[int, int, int]:
+    """(position of the group's last member among the host ops, host loops, NDRange
+    dimensions) of a group, checked against the program and the re-indexing maps."""
     if not group.fragments:
         raise CodegenError(f"{where}: no fragments")
     positions = {op.id: i for i, op in enumerate(program.ops)}
@@ -657,8 +719,7 @@ def _assemble_group(plan: FusionPlan, group: FusedGroup, inst: Any, limits: Opti
         if f.launch not in positions:
             raise CodegenError(f"{where}: launch {f.launch} is not in the program")
     last_pos = max(positions[f.launch] for f in group.fragments)
-    last = program.ops[last_pos]
-    n_h = len(last.loops)
+    n_h = len(program.ops[last_pos].loops)
     n_in = isl.Map(group.fragments[0].reindex).dim(isl.dim_type.in_)
     if (n_in - n_h) % 2 or n_in < n_h:
         raise CodegenError(f"{where}: fused space has {n_in} dims, not h({n_h}) + g + l")
@@ -667,127 +728,133 @@ def _assemble_group(plan: FusionPlan, group: FusedGroup, inst: Any, limits: Opti
         raise CodegenError(f"{where}: fused NDRange has {wd} dimensions (1..3 allowed)")
     if group.orchestration not in ("single", "vertical", "horizontal", "hybrid"):
         raise CodegenError(f"{where}: unknown orchestration {group.orchestration!r}")
-    kb = _KernelBuilder(group, plan, name, n_h, wd, tuple(last.loops))
-    doms = [_frag_domain(f, n_h, wd, f"{where}, fragment {k + 1}")
-            for k, f in enumerate(group.fragments)]
-    box, ls, ngroups = _fused_box(kb, doms, inst)
+    return last_pos, n_h, wd
 
-    # the target's limits (a device's are queried by the runtime, never hard-coded)
+
+def _check_work_group(where: str, ls: list[int], limits: Optional[Target]) -> None:
+    """The fused local size within the target's limits (a device's are queried by the
+    runtime, never hard-coded)."""
+    if limits is None:
+        return
     wg = math.prod(ls)
-    if limits is not None:
-        if wg > limits.max_work_group_size:
-            raise CodegenError(f"{where}: fused local size {tuple(ls)} ({wg} work-items) exceeds "
-                               f"the device's max work-group size {limits.max_work_group_size}")
-        for d, x in enumerate(ls):
-            if d < len(limits.max_work_item_sizes) and x > limits.max_work_item_sizes[d]:
-                raise CodegenError(f"{where}: local size {x} in dimension {d} exceeds the "
-                                   f"device's {limits.max_work_item_sizes[d]}")
+    if wg > limits.max_work_group_size:
+        raise CodegenError(f"{where}: fused local size {tuple(ls)} ({wg} work-items) exceeds "
+                           f"the device's max work-group size {limits.max_work_group_size}")
+    for d, x in enumerate(ls):
+        if d < len(limits.max_work_item_sizes) and x > limits.max_work_item_sizes[d]:
+            raise CodegenError(f"{where}: local size {x} in dimension {d} exceeds the "
+                               f"device's {limits.max_work_item_sizes[d]}")
 
-    frags = []
-    for k, (f, dom) in enumerate(zip(group.fragments, doms), start=1):
-        items, _, has_bar = _fragment(kb, k, f, dom, box, inst)
-        frags.append((k, f, dom, items, has_bar))
-    if limits is not None and kb.local_bytes > limits.local_mem_size:
-        raise CodegenError(f"{where}: the fused kernel needs {kb.local_bytes} bytes of __local "
-                           f"memory; the device has {limits.local_mem_size}")
 
-    names = _dim_names(n_h, wd)
-    box_p = exprs.dims_to_params(box.reset_tuple_id(), n_in, names)
+def _fragment_comment(program: Program, k: int, f: Fragment) -> str:
+    launch = program.op(f.launch)
+    loc = f" ({launch.loc.file.rsplit('/', 1)[-1]}:{launch.loc.line})" if launch.loc else ""
+    return f"fragment {k}: launch #{launch.id} {launch.kernel}{loc}"
 
-    def comment(k: int, f: Fragment) -> str:
-        launch = program.op(f.launch)
-        loc = f" ({launch.loc.file.rsplit('/', 1)[-1]}:{launch.loc.line})" if launch.loc else ""
-        return f"fragment {k}: launch #{launch.id} {launch.kernel}{loc}"
 
+def _horizontal_body(kb: _KernelBuilder, frags: list[tuple], box: isl.Set, box_p: isl.Set,
+                     where: str) -> list[Any]:
+    """Horizontal orchestration: each fragment runs in its own work-groups, chosen by an
+    ``if``/``else if`` chain on the group ids."""
+    n_h, wd = kb.n_h, kb.wd
+    n_in, names = n_h + 2 * wd, _dim_names(n_h, wd)
+    program: Program = kb.plan.program
     body: list[Any] = []
-    if group.orchestration == "horizontal":
-        chain: list[tuple[Optional[c_ast.Node], c_ast.Node, str]] = []
-        seen: Optional[isl.Set] = None
-        for k, f, dom, items, has_bar in frags:
+    chain: list[tuple[Optional[c_ast.Node], c_ast.Node, str]] = []
+    seen: Optional[isl.Set] = None
+    for k, f, dom, items, has_bar in frags:
+        gpart, uniform = _uniform_part(dom, box, n_h, wd)
+        if seen is not None and not gpart.intersect(
+                seen.align_params(gpart.get_space())).is_empty():
+            raise CodegenError(f"{where}: horizontal fragments {k} and an earlier one share "
+                               "work-groups; use vertical or hybrid orchestration")
+        seen = gpart if seen is None else seen.union(gpart.align_params(seen.get_space()))
+        if has_bar and not uniform:
+            raise CodegenError(f"{where}: fragment {k} has barriers but its domain does not "
+                               "cover whole work-groups; a barrier would be under "
+                               "work-item-dependent control flow")
+        outer = exprs.set_to_c(exprs.dims_to_params(gpart.reset_tuple_id(), n_in, names),
+                               box_p, kb.ids)
+        block: c_ast.Node = c_ast.Compound(items)
+        if not uniform:
+            gp = exprs.dims_to_params(gpart.reset_tuple_id(), n_in, names)
+            inner = exprs.set_to_c(exprs.dims_to_params(dom.reset_tuple_id(), n_in, names),
+                                   gp.intersect(box_p.align_params(gp.get_space())),
+                                   kb.ids)
+            if inner is not None:
+                block = c_ast.Compound([c_ast.If(inner, block, None)])
+        chain.append((outer, block, _fragment_comment(program, k, f)))
+    stmt: Optional[c_ast.Node] = None
+    for outer, block, note in reversed(chain):
+        if outer is None:
+            if stmt is not None:
+                raise CodegenError(f"{where}: a horizontal fragment covers every group")
+            stmt = block
+        else:
+            stmt = c_ast.If(outer, block, stmt)
+        kb.comments[id(block)] = note
+    assert stmt is not None
+    body.append(stmt)
+    if isinstance(stmt, c_ast.If):
+        kb.comments[id(stmt)] = "horizontal: " + "; ".join(n for _, _, n in chain)
+    return body
+
+
+def _sequential_body(kb: _KernelBuilder, frags: list[tuple], box: isl.Set, box_p: isl.Set,
+                     where: str, code_motion: bool) -> list[Any]:
+    """Vertical, single and hybrid orchestration: the fragments in sequence in every
+    work-item, each under its guard, a barrier before a fragment with a block edge into it;
+    with ``code_motion`` fragments of the same barrier skeleton share their barriers."""
+    from polyfuse.codegen import motion
+
+    n_h, wd = kb.n_h, kb.wd
+    n_in, names = n_h + 2 * wd, _dim_names(n_h, wd)
+    program: Program = kb.plan.program
+    group, plan = kb.group, kb.plan
+    body: list[Any] = []
+    seq: list[Any] = [motion.FragCode(k, f, dom, items, has_bar)
+                      for k, f, dom, items, has_bar in frags]
+    if code_motion and len(seq) > 1:
+        seq, why = motion.share_barriers(seq, program, plan.uar,
+                                         frozenset(kb.symbolic.values()))
+        kb.notes.extend(why)
+    for entry in seq:
+        if isinstance(entry, motion.Merged):
+            ms = entry.members
+            k, f, dom, items, has_bar = ms[0].k, ms[0].frag, ms[0].dom, entry.items, True
+            text = ", ".join(str(m.k) for m in ms)
+            launches = ", ".join(
+                f"#{m.frag.launch} {program.op(m.frag.launch).kernel}" for m in ms)
+            shared = (f"share {entry.barriers} barriers "
+                      f"({entry.barriers + entry.saved} -> {entry.barriers})")
+            label = f"fragments {text}: {launches}; code motion: {shared}"
+            kb.motion.append((f"group {group.id}: fragments {text} ({launches}) {shared}",
+                              entry.saved))
+            kb.notes.append(f"code motion: fragments {text} {shared}")
+        else:
+            k, f, dom, items, has_bar = (entry.k, entry.frag, entry.dom, entry.items,
+                                         entry.has_barrier)
+            label = _fragment_comment(program, k, f)
+        if f.barrier_before and k > 1:
+            bar = _barrier_stmt()
+            kb.comments[id(bar)] = f"block edge into fragment {k}"
+            kb.fusion_barriers.add(id(bar))
+            body.append(bar)
+        d_p = exprs.dims_to_params(dom.reset_tuple_id(), n_in, names)
+        guard = exprs.set_to_c(d_p, box_p, kb.ids)
+        block = c_ast.Compound(items)
+        if guard is not None and has_bar:
             gpart, uniform = _uniform_part(dom, box, n_h, wd)
-            if seen is not None and not gpart.intersect(
-                    seen.align_params(gpart.get_space())).is_empty():
-                raise CodegenError(f"{where}: horizontal fragments {k} and an earlier one share "
-                                   "work-groups; use vertical or hybrid orchestration")
-            seen = gpart if seen is None else seen.union(gpart.align_params(seen.get_space()))
-            if has_bar and not uniform:
-                raise CodegenError(f"{where}: fragment {k} has barriers but its domain does not "
-                                   "cover whole work-groups; a barrier would be under "
-                                   "work-item-dependent control flow")
-            outer = exprs.set_to_c(exprs.dims_to_params(gpart.reset_tuple_id(), n_in, names),
-                                   box_p, kb.ids)
-            block: c_ast.Node = c_ast.Compound(items)
             if not uniform:
-                gp = exprs.dims_to_params(gpart.reset_tuple_id(), n_in, names)
-                inner = exprs.set_to_c(exprs.dims_to_params(dom.reset_tuple_id(), n_in, names),
-                                       gp.intersect(box_p.align_params(gp.get_space())),
-                                       kb.ids)
-                if inner is not None:
-                    block = c_ast.Compound([c_ast.If(inner, block, None)])
-            chain.append((outer, block, comment(k, f)))
-        stmt: Optional[c_ast.Node] = None
-        for outer, block, note in reversed(chain):
-            if outer is None:
-                if stmt is not None:
-                    raise CodegenError(f"{where}: a horizontal fragment covers every group")
-                stmt = block
-            else:
-                stmt = c_ast.If(outer, block, stmt)
-            kb.comments[id(block)] = note
-        assert stmt is not None
+                raise CodegenError(
+                    f"{where}: fragment {k} (launch #{f.launch}) has barriers but its "
+                    "re-indexing domain does not cover whole work-groups: its guard would "
+                    "put a barrier under work-item-dependent control flow")
+        stmt = block if guard is None else c_ast.If(guard, block, None)
+        kb.comments[id(stmt)] = label
         body.append(stmt)
-        if isinstance(stmt, c_ast.If):
-            kb.comments[id(stmt)] = "horizontal: " + "; ".join(n for _, _, n in chain)
-    else:
-        from polyfuse.codegen import motion
 
-        seq: list[Any] = [motion.FragCode(k, f, dom, items, has_bar)
-                          for k, f, dom, items, has_bar in frags]
-        if code_motion and len(seq) > 1:
-            seq, why = motion.share_barriers(seq, program, plan.uar,
-                                             frozenset(kb.symbolic.values()))
-            kb.notes.extend(why)
-        for entry in seq:
-            if isinstance(entry, motion.Merged):
-                ms = entry.members
-                k, f, dom, items, has_bar = ms[0].k, ms[0].frag, ms[0].dom, entry.items, True
-                text = ", ".join(str(m.k) for m in ms)
-                launches = ", ".join(
-                    f"#{m.frag.launch} {program.op(m.frag.launch).kernel}" for m in ms)
-                shared = (f"share {entry.barriers} barriers "
-                          f"({entry.barriers + entry.saved} -> {entry.barriers})")
-                label = f"fragments {text}: {launches}; code motion: {shared}"
-                kb.motion.append((f"group {group.id}: fragments {text} ({launches}) {shared}",
-                                  entry.saved))
-                kb.notes.append(f"code motion: fragments {text} {shared}")
-            else:
-                k, f, dom, items, has_bar = (entry.k, entry.frag, entry.dom, entry.items,
-                                             entry.has_barrier)
-                label = comment(k, f)
-            if f.barrier_before and k > 1:
-                bar = _barrier_stmt()
-                kb.comments[id(bar)] = f"block edge into fragment {k}"
-                kb.fusion_barriers.add(id(bar))
-                body.append(bar)
-            d_p = exprs.dims_to_params(dom.reset_tuple_id(), n_in, names)
-            guard = exprs.set_to_c(d_p, box_p, kb.ids)
-            block = c_ast.Compound(items)
-            if guard is not None and has_bar:
-                gpart, uniform = _uniform_part(dom, box, n_h, wd)
-                if not uniform:
-                    raise CodegenError(
-                        f"{where}: fragment {k} (launch #{f.launch}) has barriers but its "
-                        "re-indexing domain does not cover whole work-groups: its guard would "
-                        "put a barrier under work-item-dependent control flow")
-            stmt = block if guard is None else c_ast.If(guard, block, None)
-            kb.comments[id(stmt)] = label
-            body.append(stmt)
-
-    # kernel scope: hoisted __local arrays first
-    items = list(kb.local_decls) + body
-    func = c_ast.FuncDef(decl=None, param_decls=None, body=c_ast.Compound(items))
-    gsz = tuple(sympy.simplify(ngroups[d] * ls[d]) for d in range(wd))
-    return _GroupCode(kb, func, gsz, tuple(ls), last_pos)
+    return body
 
 
 def _kernel_text(gc: _GroupCode, extra_comments: Optional[Mapping[int, str]] = None) -> str:
@@ -820,10 +887,6 @@ def source_error(message: str, line: int, kernel_lines: Mapping[int, tuple[int, 
     return CodegenError(f"generated kernel does not build: {message} ({owner})", "fused.cl", line)
 
 
-def _host_fixed(expr: Any) -> bool:
-    return sympy.sympify(expr).is_Number
-
-
 def generate(plan: FusionPlan, *, target: Optional[Target] = None,
              optimize: bool = True) -> FusedProgram:
     """Fused OpenCL kernels and the fused program for ``plan`` (module docstring).
@@ -833,11 +896,42 @@ def generate(plan: FusionPlan, *, target: Optional[Target] = None,
     runs the post-fusion optimizations of :mod:`polyfuse.codegen.optimize`.  Building the source
     on a device is the runtime's (:func:`polyfuse.runtime.build.build_fused`).
     """
-    from polyfuse.codegen import optimize as opt
     from polyfuse.uar import instantiate
 
     program: Program = plan.program
     inst = getattr(plan.uar, "instantiation", None) or instantiate(program)
+    in_groups = _group_of_launch(plan)
+    codes = [_assemble_group(plan, g, inst, target, f"fused_g{g.id}", code_motion=optimize)
+             for g in plan.groups]
+    stats, dropped = _optimize(codes, program, in_groups) if optimize else ({}, [])
+    consts = {k: v for gc in codes for k, v in gc.kb.constants.items()}
+    stats["constants_propagated"] = len(consts)
+    if consts:
+        stats.setdefault("details", {})["constants"] = consts
+    source, lines = _source(program, codes)
+    group_kernels = {gc.kb.group.id: gc.kb.name for gc in codes}
+    try:
+        kernels = opencl.parse_kernels(source, f"<fused {program.name}>")
+    except PolyfuseError as err:
+        if err.line is None:
+            raise
+        raise source_error(err.message, err.line, lines, group_kernels) from None
+    fused_prog = replace(program, kernels=kernels, ops=_fused_ops(program, codes),
+                         name=f"{program.name}_fused")
+    new_groups = []
+    for gc in codes:
+        g = gc.kb.group
+        gs = tuple(int(x) if sympy.sympify(x).is_Integer else x for x in gc.global_size)
+        new_groups.append(replace(g, global_size=gs, local_size=gc.local_size,
+                                  kernel=gc.kb.name, notes=tuple(g.notes) + tuple(gc.kb.notes)))
+    new_plan = replace(plan, groups=tuple(new_groups), optimizations=stats)
+    return FusedProgram(source=source, program=fused_prog, plan=new_plan,
+                        group_kernels=group_kernels,
+                        dropped_buffers=tuple(sorted(set(dropped))), kernel_lines=lines)
+
+
+def _group_of_launch(plan: FusionPlan) -> dict[int, int]:
+    """Launch id -> plan group id; every launch must be in exactly one group."""
     in_groups: dict[int, int] = {}
     for g in plan.groups:
         for f in g.fragments:
@@ -845,86 +939,66 @@ def generate(plan: FusionPlan, *, target: Optional[Target] = None,
                 raise CodegenError(f"plan group {g.id}: launch {f.launch} is already in plan "
                                    f"group {in_groups[f.launch]}")
             in_groups[f.launch] = g.id
-    missing = [op.id for op in program.launches if op.id not in in_groups]
+    missing = [op.id for op in plan.program.launches if op.id not in in_groups]
     if missing:
         raise CodegenError(f"the plan leaves launches {missing} out of every group")
+    return in_groups
 
-    codes: list[_GroupCode] = []
-    for g in plan.groups:
-        name = f"fused_g{g.id}"
-        codes.append(_assemble_group(plan, g, inst, target, name, code_motion=optimize))
 
-    # post-fusion optimizations (each on the fused kernel's own model)
+def _optimize(codes: list[_GroupCode], program: Program, in_groups: Mapping[int, int]
+              ) -> tuple[dict[str, Any], list[str]]:
+    """Post-fusion optimizations, each on the fused kernel's own model: what fired (counts and
+    details, barriers shared by code motion among them) and the buffers whose stores were
+    eliminated."""
+    from polyfuse.codegen import optimize as opt
+
     stats: dict[str, Any] = {}
     dropped: list[str] = []
-    if optimize:
-        for gc in codes:
-            res = opt.optimize_group(gc, program, in_groups, helpers_text=_helpers_text(codes))
-            for key, v in res.counts.items():
-                stats[key] = stats.get(key, 0) + v
-            for key, v in res.details.items():
-                stats.setdefault("details", {}).setdefault(key, []).extend(v)
-            dropped += res.dropped
-        for gc in codes:
-            for detail, saved in gc.kb.motion:
-                stats["barriers_shared"] = stats.get("barriers_shared", 0) + saved
-                stats.setdefault("details", {}).setdefault("barriers_shared", []).append(detail)
-    consts = {k: v for gc in codes for k, v in gc.kb.constants.items()}
-    stats["constants_propagated"] = len(consts)
-    if consts:
-        stats.setdefault("details", {})["constants"] = consts
+    for gc in codes:
+        res = opt.optimize_group(gc, program, in_groups, helpers_text=_helpers_text(codes))
+        for key, v in res.counts.items():
+            stats[key] = stats.get(key, 0) + v
+        for key, v in res.details.items():
+            stats.setdefault("details", {}).setdefault(key, []).extend(v)
+        dropped += res.dropped
+    for gc in codes:
+        for detail, saved in gc.kb.motion:
+            stats["barriers_shared"] = stats.get("barriers_shared", 0) + saved
+            stats.setdefault("details", {}).setdefault("barriers_shared", []).append(detail)
+    return stats, dropped
 
-    # source
+
+def _source(program: Program, codes: list[_GroupCode]) -> tuple[str, dict[int, tuple[int, int]]]:
+    """The fused OpenCL source and each group's (first, last) line in it."""
     parts = ["/* generated by polyfuse: fused kernels of program "
              f"{program.name!r} (OpenCL C 1.2) */\n\n", _helpers_text(codes)]
     lines: dict[int, tuple[int, int]] = {}
     line = sum(p.count("\n") for p in parts) + 1
-    texts = []
     for gc in codes:
         text = _kernel_text(gc) + "\n"
         n = text.count("\n")
         lines[gc.kb.group.id] = (line, line + n - 1)
         line += n
-        texts.append(text)
-    source = "".join(parts) + "".join(texts)
+        parts.append(text)
+    return "".join(parts), lines
 
-    filename = f"<fused {program.name}>"
-    group_kernels = {gc.kb.group.id: gc.kb.name for gc in codes}
-    try:
-        kernels = opencl.parse_kernels(source, filename)
-    except PolyfuseError as err:
-        if err.line is None:
-            raise
-        raise source_error(err.message, err.line, lines, group_kernels) from None
 
-    # host program: one launch per group at its last member's position
+def _fused_ops(program: Program, codes: list[_GroupCode]) -> tuple[Any, ...]:
+    """The host operations of the fused program: one launch per group at its last member's
+    position, the other host operations unchanged."""
     by_pos = {gc.position: gc for gc in codes}
     ops: list[Any] = []
-    new_groups = []
     for i, op in enumerate(program.ops):
-        if isinstance(op, Launch):
-            gc = by_pos.get(i)
-            if gc is None:
-                continue
-            kb = gc.kb
-            args = tuple(replace(p.binding, index=j) for j, p in enumerate(kb.params))
-            last = program.ops[gc.position]
-            ops.append(Launch(id=last.id, kernel=kb.name, work_dim=kb.wd,
-                              global_size=tuple(sympy.sympify(x) for x in gc.global_size),
-                              local_size=tuple(sympy.Integer(x) for x in gc.local_size),
-                              args=args, loops=last.loops, loc=last.loc))
-        else:
+        if not isinstance(op, Launch):
             ops.append(op)
-    for gc in codes:
-        g = gc.kb.group
-        gs = tuple(int(x) if sympy.sympify(x).is_Integer else x for x in gc.global_size)
-        new_groups.append(replace(g, global_size=gs, local_size=gc.local_size,
-                                  kernel=gc.kb.name, notes=tuple(g.notes) + tuple(gc.kb.notes)))
-    fused_prog = Program(kernels=kernels, buffers=dict(program.buffers), ops=tuple(ops),
-                         params=program.params, context=program.context,
-                         name=f"{program.name}_fused", files=program.files,
-                         data=program.data)
-    new_plan = replace(plan, groups=tuple(new_groups), optimizations=stats)
-    return FusedProgram(source=source, program=fused_prog, plan=new_plan,
-                        group_kernels=group_kernels,
-                        dropped_buffers=tuple(sorted(set(dropped))), kernel_lines=lines)
+            continue
+        gc = by_pos.get(i)
+        if gc is None:
+            continue
+        kb = gc.kb
+        args = tuple(replace(p.binding, index=j) for j, p in enumerate(kb.params))
+        ops.append(Launch(id=op.id, kernel=kb.name, work_dim=kb.wd,
+                          global_size=tuple(sympy.sympify(x) for x in gc.global_size),
+                          local_size=tuple(sympy.Integer(x) for x in gc.local_size),
+                          args=args, loops=op.loops, loc=op.loc))
+    return tuple(ops)

@@ -317,12 +317,6 @@ def edges_touching(uar: UAR, ids: Iterable[int], within: Iterable[int]) -> list[
     return [found[k] for k in sorted(found)]
 
 
-def internal_edges(uar: UAR, members: Iterable[int]) -> list[Edge]:
-    """Launch-to-launch edges with both ends among ``members``."""
-    ms = list(members)
-    return edges_touching(uar, ms, ms)
-
-
 def frame_problems(uar: UAR, frame: Frame, edges: Optional[Sequence[Edge]] = None,
                    barriers: Optional[frozenset[int]] = None,
                    new: Optional[Iterable[int]] = None) -> tuple[list[str], frozenset[int]]:

@@ -50,7 +50,3 @@ def kernel_signature(kernel: Kernel) -> str:
     _walk(kernel.ast, names, out)
     return hashlib.sha256("".join(out).encode()).hexdigest()[:16]
 
-
-def same_code(a: Kernel, b: Kernel) -> bool:
-    """True when the two kernels are identical modulo names and integer constants."""
-    return kernel_signature(a) == kernel_signature(b)

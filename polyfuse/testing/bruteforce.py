@@ -57,7 +57,6 @@ from polyfuse.testing.interp import (
     KernelRun,
     LocalArg,
     PtrT,
-    VecT,
     _sizeof,
     compile_kernel,
     numpy_dtype,
@@ -243,10 +242,6 @@ def _helpers_file(kernel: Kernel) -> Optional[c_ast.FileAST]:
 
 def _param_elem(t: Any) -> Any:
     return t.elem if isinstance(t, PtrT) else t
-
-
-def _dtype_name(t: Any) -> str:
-    return (t.elem if isinstance(t, VecT) else t).name
 
 
 def simulate(

@@ -165,10 +165,6 @@ SCALARS.update({"long double": DOUBLE, "sampler_t": UINT})
 _VEC_WIDTHS = (2, 3, 4, 8, 16)
 
 
-def scalar_of(name: str) -> Optional[Scalar]:
-    return SCALARS.get(name)
-
-
 def type_by_name(name: str) -> Union[Scalar, VecT, None]:
     """``float`` → Scalar, ``float4`` → VecT; None if unknown."""
     if name in SCALARS:
