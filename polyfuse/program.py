@@ -246,6 +246,8 @@ class Kernel:
     #: file-scope declarations of its translation unit (typedefs, structs, constant tables;
     #: pycparser nodes), emitted before it
     declarations: tuple[Any, ...] = field(default=(), compare=False, repr=False)
+    #: bytes of the struct types its translation unit declares, by name
+    struct_sizes: Mapping[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     def param(self, name_or_index: Union[str, int]) -> KernelParam:
         for p in self.params:

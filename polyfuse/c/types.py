@@ -140,19 +140,16 @@ def type_name(node: c_ast.Node) -> str:
     return f"{type(node).__name__.lower()} {node.name}"
 
 
-#: sizes of the struct element types kernels declare (``box_str``, ``struct box_str``), from
-#: their own declarations (see :func:`resolve_typedefs`)
-STRUCT_SIZES: dict[str, int] = {}
-
-
-def resolve_typedefs(ast: c_ast.FileAST) -> None:
+def resolve_typedefs(ast: c_ast.FileAST) -> dict[str, int]:
     """Replace the kernels' scalar typedefs by their types, in place (``typedef float
-    DATA_TYPE;`` makes every ``DATA_TYPE`` a ``float``), and size their struct types.
+    DATA_TYPE;`` makes every ``DATA_TYPE`` a ``float``); the sizes of the file's struct types
+    (``box_str``, ``struct box_str``), which the kernel records keep.
 
     Element types are read by name; a typedef name would be an unknown type.  polyfuse's own
     header (``opencl_c.h``) is left alone: its aliases are the OpenCL type names.
     """
     scalars: dict[str, list[str]] = {}
+    structs: dict[str, int] = {}
     for ext in ast.ext:
         if not isinstance(ext, (c_ast.Typedef, c_ast.Decl)) or cpp.is_polyfuse_header(ext):
             continue
@@ -162,27 +159,29 @@ def resolve_typedefs(ast: c_ast.FileAST) -> None:
             names = list(inner.names)
             if len(names) == 1 and names[0] in scalars:
                 names = scalars[names[0]]
-            if ext.name not in SCALARS and type_size(ext.name) is None:
+            if ext.name not in SCALARS and type_size(ext.name, structs) is None:
                 scalars[ext.name] = names
         struct = inner if isinstance(inner, (c_ast.Struct, c_ast.Union)) else \
             (t if isinstance(t, (c_ast.Struct, c_ast.Union)) else None)
         if struct is not None and struct.decls is not None:
-            size = _struct_size(struct, scalars)
+            size = _struct_size(struct, scalars, structs)
             if size is not None:
                 kind = "union" if isinstance(struct, c_ast.Union) else "struct"
                 if struct.name:
-                    STRUCT_SIZES[f"{kind} {struct.name}"] = size
+                    structs[f"{kind} {struct.name}"] = size
                 if isinstance(ext, c_ast.Typedef):
-                    STRUCT_SIZES[ext.name] = size
+                    structs[ext.name] = size
     if not scalars:
-        return
+        return structs
     for node in cpp.walk(ast):
         if isinstance(node, c_ast.IdentifierType) and len(node.names) == 1 and \
                 node.names[0] in scalars:
             node.names = list(scalars[node.names[0]])
+    return structs
 
 
-def _struct_size(struct: Any, scalars: Mapping[str, list[str]]) -> Optional[int]:
+def _struct_size(struct: Any, scalars: Mapping[str, list[str]],
+                 structs: Mapping[str, int]) -> Optional[int]:
     """C layout size of a struct/union of scalars, vectors, arrays and sized structs."""
     size = align = 0
     sizes = []
@@ -199,7 +198,7 @@ def _struct_size(struct: Any, scalars: Mapping[str, list[str]]) -> Optional[int]
             name = type_name(t)
             if name in scalars:
                 name = normalize(" ".join(scalars[name]))
-            fsize = type_size(name)
+            fsize = type_size(name, structs)
             if fsize is None:
                 return None
         falign = min(fsize, 16) if fsize & (fsize - 1) == 0 else 4
@@ -213,7 +212,8 @@ def _struct_size(struct: Any, scalars: Mapping[str, list[str]]) -> Optional[int]
     return (size + align - 1) // align * align
 
 
-def type_size(name: str) -> Optional[int]:
-    """Size in bytes of an OpenCL scalar or vector type (or a sized struct type), or None."""
+def type_size(name: str, structs: Mapping[str, int] = {}) -> Optional[int]:  # noqa: B006
+    """Size in bytes of an OpenCL scalar or vector type, or of one of ``structs`` (a kernel's
+    :attr:`~polyfuse.program.Kernel.struct_sizes`), or None."""
     size = size_of(name)
-    return size if size is not None else STRUCT_SIZES.get(normalize(name))
+    return size if size is not None else structs.get(normalize(name))

@@ -803,7 +803,7 @@ def _local_bytes(kernel: Kernel, launch: Launch, params: Mapping[str, Any]) -> d
     out: dict[str, int] = {}
     for a in kernel.arrays:
         if a.address_space == "local":
-            sz = types.type_size(a.type) or 4
+            sz = types.type_size(a.type, kernel.struct_sizes) or 4
             out[a.name] = sz * math.prod(a.shape)
     for p in kernel.params:
         if p.pointer and p.address_space == "local":
@@ -967,7 +967,7 @@ def _apply(program: Program, per: Mapping[int, Factors], params: Mapping[str, An
         elems = {}
         for p in k.params:
             if p.pointer and p.address_space == "local":
-                elems[p.name] = lb[p.name] // max(1, types.type_size(p.type) or 4)
+                elems[p.name] = lb[p.name] // max(1, types.type_size(p.type, k.struct_sizes) or 4)
         name = f"{lc.kernel}__{f.label(geom.work_dim)}_L{lc.id}"
         text, launches = coarsen_source(k, geom, f, elems, name)
         texts.append(text)

@@ -520,7 +520,8 @@ def _hoist_locals(kb: _KernelBuilder, k: int, kernel: Kernel, body: Any,
             n.block_items = keep
     for a in kernel.arrays:
         if a.address_space == "local":
-            kb.local_bytes += (types.type_size(a.type) or 4) * math.prod(a.shape)
+            size = types.type_size(a.type, kernel.struct_sizes) or 4
+            kb.local_bytes += size * math.prod(a.shape)
     hoisted = kb.local_decls[len(kb.local_decls) - len(local_names):]
     for d in hoisted:
         syntax.rename(d, {**renames, **local_names})

@@ -84,16 +84,21 @@ class AffineExtractor:
 
     def __init__(self, params: Sequence[str], *, values: Optional[Mapping[str, int]] = None,
                  helpers: Optional[Mapping[str, c_ast.FuncDef]] = None, filename: str = "",
-                 what: str = ""):
+                 what: str = "", struct_sizes: Optional[Mapping[str, int]] = None):
         self.param_names = list(params)
         self.values = dict(values or {})
         self.helpers = dict(helpers or {})
+        self.struct_sizes = dict(struct_sizes or {})
         self.filename = filename
         #: what errors name first (``kernel k``)
         self.what = what
         self.pinned = [True, True, True]
         self.L: list[Any] = [None, None, None]
         self.G: list[Any] = [None, None, None]
+
+    def type_size(self, name: str) -> Optional[int]:
+        """Bytes of a scalar, vector or (this file's) struct type, or None."""
+        return types.type_size(name, self.struct_sizes)
 
     def error(self, msg: str, node: Any, cls: type = PolyfuseError) -> PolyfuseError:
         """An error naming ``node``'s place."""
@@ -160,7 +165,7 @@ class AffineExtractor:
             if node.op == "!":
                 return self.cond(node, st).indicator_function()
             if node.op == "sizeof":
-                sz = types.type_size(types.type_name(node.expr.type)) if isinstance(
+                sz = self.type_size(types.type_name(node.expr.type)) if isinstance(
                     node.expr, c_ast.Typename) else None
                 if sz is None:
                     raise NonAffine("sizeof of an unknown type")

@@ -121,12 +121,13 @@ class _Extractor(AffineExtractor):
     the kernel's work-item space, plus statements, accesses, barriers and schedule."""
 
     def __init__(self, funcdef: c_ast.FuncDef, context: KernelContext, filename: str,
-                 helpers: Mapping[str, c_ast.FuncDef], declarations: tuple[c_ast.Node, ...] = ()):
+                 helpers: Mapping[str, c_ast.FuncDef], declarations: tuple[c_ast.Node, ...] = (),
+                 struct_sizes: Optional[Mapping[str, int]] = None):
         self.fd = funcdef
         self.name = funcdef.decl.name
         super().__init__((), values=context.value_map, filename=filename,
                          helpers={k: v for k, v in helpers.items() if k != self.name},
-                         what=f"kernel {self.name}")
+                         what=f"kernel {self.name}", struct_sizes=struct_sizes)
         self.file_functions = helpers
         self.declarations = declarations
         self.notes: list[str] = []
@@ -380,8 +381,8 @@ class _Extractor(AffineExtractor):
             if not isinstance(to, c_ast.PtrDecl) or inner.array is None:
                 return inner
             new = types.type_name(to.type)
-            old_sz = types.type_size(inner.array.dtype)
-            new_sz = types.type_size(new)
+            old_sz = self.type_size(inner.array.dtype)
+            new_sz = self.type_size(new)
             if new == inner.array.dtype:
                 return inner
             if old_sz and new_sz and new_sz % old_sz == 0:
@@ -1214,6 +1215,7 @@ class _Extractor(AffineExtractor):
             ast=self.fd,
             helpers=self.file_functions,
             declarations=self.declarations,
+            struct_sizes=self.struct_sizes,
         )
 
 
@@ -1298,15 +1300,18 @@ def _name_dims(rel: isl.Map, dom: isl.Set) -> isl.Map:
 def extract_kernel(funcdef: c_ast.FuncDef, *, context: KernelContext = _NO_CONTEXT,
                    filename: str = "<input>",
                    helpers: Optional[Mapping[str, c_ast.FuncDef]] = None,
-                   declarations: tuple[c_ast.Node, ...] = ()) -> Kernel:
+                   declarations: tuple[c_ast.Node, ...] = (),
+                   struct_sizes: Optional[Mapping[str, int]] = None) -> Kernel:
     """The polyhedral model of one ``__kernel`` function definition.
 
     ``helpers`` are the function definitions of the file (for inlining) and ``declarations``
-    its file-scope declarations; the kernel record keeps both (:attr:`Kernel.helpers`).
+    its file-scope declarations, ``struct_sizes`` the bytes of its struct types; the kernel
+    record keeps them (:attr:`Kernel.helpers`).
     """
     try:
         with cpp.recursion_limit(cpp.RECURSION_LIMIT):
-            return _Extractor(funcdef, context, filename, helpers or {}, declarations).run()
+            return _Extractor(funcdef, context, filename, helpers or {}, declarations,
+                              struct_sizes).run()
     except PolyfuseError:
         raise
     except isl.Error as err:
@@ -1345,7 +1350,7 @@ def specialize(kernel: Kernel, context: KernelContext) -> Kernel:
                            tuple(sorted(values.items())))
     filename = kernel.loc.file if kernel.loc else "<input>"
     return extract_kernel(kernel.ast, context=merged, filename=filename, helpers=kernel.helpers,
-                          declarations=kernel.declarations)
+                          declarations=kernel.declarations, struct_sizes=kernel.struct_sizes)
 
 
 def specialize_if_needed(kernel: Kernel, context: KernelContext) -> Kernel:
@@ -1374,7 +1379,7 @@ def parse_kernels(
         else:
             filename = "<input>"
     ast = cpp.parse(source, filename, include_dirs=include_dirs, defines=defines, opencl=True)
-    types.resolve_typedefs(ast)
+    structs = types.resolve_typedefs(ast)
     funcs = [e for e in ast.ext if isinstance(e, c_ast.FuncDef)]
     helpers = {f.decl.name: f for f in funcs}
     declarations = file_declarations(ast)
@@ -1388,7 +1393,8 @@ def parse_kernels(
                 raise PolyfuseError(f"kernel {f.decl.name} defined twice",
                                     *_file_line(f, filename))
             kernels[f.decl.name] = extract_kernel(f, context=context, filename=filename,
-                                                  helpers=helpers, declarations=declarations)
+                                                  helpers=helpers, declarations=declarations,
+                                                  struct_sizes=structs)
             _check_element_types(kernels[f.decl.name], filename)
     return kernels
 
@@ -1396,7 +1402,8 @@ def parse_kernels(
 def _check_element_types(kernel: Kernel, filename: str) -> None:
     """Every global array a kernel accesses has an element type polyfuse can size."""
     for a in kernel.accesses:
-        if a.address_space in ("global", "constant") and types.type_size(a.dtype) is None:
+        if a.address_space in ("global", "constant") and \
+                types.type_size(a.dtype, kernel.struct_sizes) is None:
             loc = a.loc or kernel.loc
             raise UnsupportedError(
                 f"kernel {kernel.name}: unknown element type {a.dtype!r} of '{a.array}' "

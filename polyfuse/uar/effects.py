@@ -47,10 +47,10 @@ from polyfuse.program import (
 
 LEVELS = ("thread", "block", "kernel")
 
-def type_size(ctype: str) -> int:
+def type_size(ctype: str, structs: Mapping[str, int]) -> int:
     """Size in bytes of an element type (:func:`polyfuse.c.types.type_size`); an unknown
     one cannot be modelled."""
-    size = types.type_size(ctype)
+    size = types.type_size(ctype, structs)
     if size is None:
         raise UnsupportedError(f"unknown element type {ctype!r}: cannot size buffer accesses")
     return size
@@ -369,12 +369,14 @@ class _Builder:
                     continue
                 if param.is_buffer:
                     root = self.program.root(arg.buffer)[0]
-                    sizes.setdefault(root, []).append(type_size(param.type))
+                    sizes.setdefault(root, []).append(type_size(param.type, kernel.struct_sizes))
         units = {}
         for name, buf in self.program.buffers.items():
             root = self.program.root(name)[0]
             if buf.dtype:
-                sizes.setdefault(root, []).append(type_size(buf.dtype))
+                structs = {k: v for kern in self.program.kernels.values()
+                           for k, v in kern.struct_sizes.items()}
+                sizes.setdefault(root, []).append(type_size(buf.dtype, structs))
         for name in self.program.buffers:
             root = self.program.root(name)[0]
             units[root] = math.gcd(*sizes[root]) if sizes.get(root) else 1
@@ -526,7 +528,7 @@ class _Builder:
                                        *_where(launch))
             root, origin, end, root_end = self._extent(arg.buffer, its, f"{tag}_{pname}")
             unit = self.units[root]
-            esize = type_size(kernel0.param(pname).type)
+            esize = type_size(kernel0.param(pname).type, kernel0.struct_sizes)
             btuple = self.tuples[root]
             cmap = (f"[__origin] -> {{ V[i] -> {btuple}[e] : __origin + {esize}*i <= {unit}*e "
                     f"<= __origin + {esize}*i + {esize - 1} and e >= 0 }}")
