@@ -664,19 +664,8 @@ class _Compiler:
         self.globals[decl.name] = (t, value)
 
     def _flat_init(self, init: c_ast.Node, t: ArrT) -> list:
-        conv = _converter(t.elem)
-        out: list = []
-
-        def walk(n: c_ast.Node) -> None:
-            if isinstance(n, c_ast.InitList):
-                for e in n.exprs:
-                    walk(e)
-            else:
-                fn, _ = self.expr(n)
-                out.append(conv(fn([None])))
-
-        walk(init)
-        return out
+        """The values of a constant array initializer, flattened."""
+        return [f([None]) for f in self._flat_init_dyn(init, t)]
 
     # -- functions -----------------------------------------------------------------------------
 
@@ -819,6 +808,8 @@ class _Compiler:
         return _Stmt(decl_priv_init, False)
 
     def _flat_init_dyn(self, init: c_ast.Node, t: ArrT) -> list:
+        """An array initializer flattened: per element, its value as a function of the
+        environment, converted to the element type."""
         conv = _converter(t.elem)
         out: list = []
 
