@@ -111,6 +111,30 @@ def test_only_the_device_layers_import_pyopencl():
     assert not below, below
 
 
+def test_no_private_name_crosses_units():
+    """A unit uses another's public names only (``from x import _y`` or ``x._y`` is a
+    hidden dependency on its internals)."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        src = _unit(_module_name(path))
+        tree = ast.parse(path.read_text(), str(path))
+        modules: dict[str, str] = {}  # local name -> polyfuse module it stands for
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("polyfuse"):
+                for a in node.names:
+                    modules[a.asname or a.name] = f"{node.module}.{a.name}"
+                    if a.name.startswith("_") and not a.name.startswith("__") \
+                            and _unit(node.module) != src:
+                        found.append(f"{path.name}:{node.lineno} imports {a.name}")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and node.attr.startswith("_") and not node.attr.startswith("__"):
+                target = modules.get(node.value.id)
+                if target is not None and _unit(target) != src:
+                    found.append(f"{path.name}:{node.lineno} uses {node.value.id}.{node.attr}")
+    assert not found, found
+
+
 def test_the_rule_sees_imports_inside_functions():
     edges = _edges()
     assert ("frontend", "oplib") in edges  # onnx.py imports the kernel library in a function

@@ -94,7 +94,7 @@ def _parse_calls(path: str, text: str, include_dirs: Iterable[str],
     """The OpenCL calls of ``path`` with their byte ranges, and where to insert generated code."""
     from polyfuse.frontend import clang_host
 
-    index = clang_host._index()
+    index = clang_host.libclang_index()
     if index is None:
         raise HostRewriteError("rewriting the host needs libclang (pip install libclang)", path)
     from clang import cindex

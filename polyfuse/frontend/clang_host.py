@@ -55,11 +55,12 @@ _GCC_LENIENT = (
 
 def available() -> bool:
     """Whether libclang can be loaded (the host front-end then uses it)."""
-    return _index() is not None
+    return libclang_index() is not None
 
 
 @functools.lru_cache(maxsize=1)
-def _index() -> Any:
+def libclang_index() -> Any:
+    """The shared libclang ``Index`` (None when libclang cannot be loaded)."""
     if cindex is None:
         return None
     try:
@@ -127,7 +128,7 @@ def parse_units(paths_and_texts: Sequence[tuple[str, str]], *,
     Each element is (file name, text).  Raises :class:`PolyfuseError` with file:line for a
     unit clang rejects.
     """
-    index = _index()
+    index = libclang_index()
     if index is None:
         raise PolyfuseError("the host front-end needs libclang (pip install libclang)",
                             paths_and_texts[0][0] if paths_and_texts else "<host>")
