@@ -39,7 +39,7 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import islpy as isl
 import sympy
@@ -61,6 +61,9 @@ from polyfuse.program import (
     UnsupportedError,
     host_expr_to_isl,
 )
+
+if TYPE_CHECKING:  # the UAR's records, for annotations (imported where used)
+    from polyfuse.uar.effects import Instantiation
 
 _BARRIER_FUNCS = ("barrier", "work_group_barrier")
 _FENCE_ALL = "CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE"
@@ -297,7 +300,7 @@ def _orig_local_size(launch: Launch, inst_ls: tuple[int, ...]) -> list[int]:
 
 
 def _fragment(kb: _KernelBuilder, k: int, frag: Fragment, box: isl.Set,
-              inst: Any) -> tuple[list[Any], isl.Set, bool]:
+              inst: Instantiation) -> tuple[list[Any], isl.Set, bool]:
     """The statements of fragment ``k`` (unguarded), its domain, whether it has barriers."""
     launch, kernel, where = _fragment_launch(kb, k, frag)
     fd: c_ast.FuncDef = copy.deepcopy(kernel.ast)
@@ -583,7 +586,7 @@ def _bound(kb: _KernelBuilder, dom: isl.Set, pos: int, which: str, what: str) ->
                            "must be fixed with --param NAME=VALUE") from None
 
 
-def _fused_box(kb: _KernelBuilder, doms: list[isl.Set], inst: Any
+def _fused_box(kb: _KernelBuilder, doms: list[isl.Set], inst: Instantiation
                ) -> tuple[isl.Set, list[int], list[Any]]:
     """The fused NDRange: local size, group counts (host expressions) and the box set."""
     n_h, wd = kb.n_h, kb.wd
@@ -679,8 +682,9 @@ class _GroupCode:
     position: int  # index in program.ops of the last member
 
 
-def _assemble_group(plan: FusionPlan, group: FusedGroup, inst: Any, limits: Optional[Target],
-                    name: str, code_motion: bool = False) -> _GroupCode:
+def _assemble_group(plan: FusionPlan, group: FusedGroup, inst: Instantiation,
+                    limits: Optional[Target], name: str, code_motion: bool = False
+                    ) -> _GroupCode:
     """One fused kernel: its fragments re-indexed into the group's fused grid, guarded and
     ordered by the group's orchestration."""
     where = f"plan group {group.id}"

@@ -45,6 +45,7 @@ from pycparser import c_ast
 
 from polyfuse.c import cpp, syntax
 from polyfuse.c.cpp import block_items as _items
+from polyfuse.fusion.plan import Fragment
 from polyfuse.program import WORK_ITEM_FUNCTIONS, Launch, Program
 
 _BARRIERS = ("barrier", "work_group_barrier")
@@ -59,7 +60,7 @@ class FragCode:
     """A fragment as :func:`~polyfuse.codegen.fuse._assemble_group` holds it."""
 
     k: int  # 1-based position in the group
-    frag: Any  # polyfuse.fusion.plan.Fragment
+    frag: Fragment
     dom: isl.Set
     items: list[Any]
     has_barrier: bool
