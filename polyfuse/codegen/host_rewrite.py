@@ -42,6 +42,8 @@ from polyfuse.program import Launch, PolyfuseError, Program, host_loop_ids
 #: environment variable: when set, the fused host prints how many fused launches it enqueued
 COUNT_ENV = "POLYFUSE_COUNT_LAUNCHES"
 _ARG_BYTES = 64
+#: calls the rewrite renames in place (the others are only looked at)
+_REWRITTEN = ("clEnqueueNDRangeKernel", "clSetKernelArg", "clCreateProgramWithSource", "fopen")
 _IDENT = re.compile(r"^[A-Za-z_]\w*$")
 
 
@@ -127,7 +129,7 @@ def _parse_calls(path: str, text: str, include_dirs: Iterable[str],
                 continue
             if c.kind != cindex.CursorKind.CALL_EXPR:
                 continue
-            if c.spelling not in ("clEnqueueNDRangeKernel", "clSetKernelArg"):
+            if c.spelling not in _REWRITTEN:
                 if c.spelling:
                     calls.append(_Call(c.spelling, c.location.line, c.location.column,
                                        (c.extent.start.offset, c.extent.start.offset),
@@ -218,6 +220,10 @@ def _c_value(e: Any, ctype: str, names: Mapping[str, str]) -> str:
     return _c_expr(e, names)
 
 
+def _c_quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def _c_string(text: str) -> str:
     out = []
     for line in text.splitlines(keepends=True):
@@ -229,6 +235,81 @@ def _c_string(text: str) -> str:
 # ----------------------------------------------------------------------------------------------
 # The rewrite
 # ----------------------------------------------------------------------------------------------
+
+
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"[^\n]*$', re.M)
+
+
+def _inline_includes(path: str, include_dirs: Iterable[str], seen: tuple[str, ...] = ()) -> str:
+    """The text of kernel file ``path`` with its ``#include "..."`` files written in, so the
+    embedded copy builds without them; an include not found stays as written."""
+    text = cpp.read_source(path)
+    dirs = [os.path.dirname(os.path.abspath(path)), *include_dirs]
+
+    def expand(m: re.Match) -> str:
+        for d in dirs:
+            inc = os.path.join(d, m.group(1))
+            if os.path.isfile(inc) and os.path.abspath(inc) not in seen:
+                body = _inline_includes(inc, include_dirs, (*seen, os.path.abspath(path)))
+                return f'#line 1 "{m.group(1)}"\n{body}\n'
+        return m.group(0)
+
+    return _INCLUDE.sub(expand, text)
+
+
+def _original_sources(program: Program, host_path: str, include_dirs: Iterable[str]
+                      ) -> list[tuple[str, str]]:
+    """(file name, text) of every kernel file the host builds its programs from."""
+    host = os.path.abspath(host_path)
+    files = sorted({k.loc.file for k in program.kernels.values() if k.loc is not None
+                    and os.path.isfile(k.loc.file) and os.path.abspath(k.loc.file) != host})
+    return [(os.path.basename(f), _inline_includes(f, tuple(include_dirs))) for f in files]
+
+
+#: the host's own kernel files, embedded: ``fopen`` of one of them (by file name, for reading)
+#: reads the embedded copy through a ``tmpfile``, so the program runs from any directory; with
+#: one kernel file and one ``clCreateProgramWithSource`` call, the call is given the embedded
+#: text whatever the host read
+_ORIGINALS = r"""
+static const char* const pf_orig_names[] = {@NAMES@};
+static const char* const pf_orig_texts[] = {@TEXTS@};
+static const int pf_orig_count = @COUNT@;
+
+/* fopen, reading the embedded copy of a kernel file (the original reads it from disk) */
+PF_UNUSED static FILE* pf_fopen(const char* path, const char* mode)
+{
+    const char* base = path;
+    const char* p;
+    int i;
+    for (p = path; *p; p++)
+        if (*p == '/' || *p == '\\')
+            base = p + 1;
+    for (i = 0; mode[0] == 'r' && mode[1] != '+' && i < pf_orig_count; i++) {
+        if (strcmp(base, pf_orig_names[i]) == 0) {
+            FILE* f = tmpfile();
+            size_t n = strlen(pf_orig_texts[i]);
+            if (f != NULL && fwrite(pf_orig_texts[i], 1, n, f) == n && fseek(f, 0L, SEEK_SET) == 0)
+                return f;
+            if (f != NULL)
+                fclose(f);
+            break;
+        }
+    }
+    return fopen(path, mode);
+}
+
+/* clCreateProgramWithSource from the embedded kernel file (the host's only one) */
+PF_UNUSED static cl_program pf_create_program(cl_context context, cl_uint count,
+                                              const char** strings, const size_t* lengths,
+                                              cl_int* err)
+{
+    const char* src = pf_orig_texts[0];
+    (void)count;
+    (void)strings;
+    (void)lengths;
+    return clCreateProgramWithSource(context, 1, &src, NULL, err);
+}
+"""
 
 
 _PRELUDE = r"""
@@ -637,6 +718,13 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
     for c in calls:
         if c.name == "clSetKernelArg" and not c.in_macro:
             edits.append((c.callee[0], c.callee[1], "pf_set_arg"))
+    originals = _original_sources(program, host_path, include_dirs)
+    creates = [c for c in other_calls if c.name == "clCreateProgramWithSource"]
+    for c in other_calls:
+        if originals and c.name == "fopen" and not c.in_macro:
+            edits.append((c.callee[0], c.callee[1], "pf_fopen"))
+    if len(originals) == 1 and len(creates) == 1 and not creates[0].in_macro:
+        edits.append((creates[0].callee[0], creates[0].callee[1], "pf_create_program"))
 
     getters = []
     used_getters = set(re.findall(r"pf_get_(\w+)\(", "\n".join(functions)))
@@ -654,9 +742,16 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
                .replace("@COUNTENV@", COUNT_ENV)
                .replace("@NGROUPS@", str(max(1, len(plan.groups) + len(waves)))))
     prelude += "\n" + "\n\n".join(getters + functions) + "\n"
+    if originals:
+        prelude += (_ORIGINALS.replace("@COUNT@", str(len(originals)))
+                    .replace("@NAMES@", ", ".join(_c_quote(n) for n, _ in originals))
+                    .replace("@TEXTS@", ",\n".join(_c_string(t) for _, t in originals)))
     if any(c.name == "clSetKernelArg" and c.in_macro for c in calls):
         # calls written inside the host's own macros: renamed where the macro expands
         prelude += "#define clSetKernelArg pf_set_arg\n"
+    if originals and any(c.name == "fopen" and c.in_macro and c.callee[1] > c.callee[0]
+                         for c in other_calls):
+        prelude += "#define fopen pf_fopen\n"
     prelude += "/* ---- end of polyfuse ---- */\n\n"
     edits.append((insert_at, insert_at, prelude))
     out = data
