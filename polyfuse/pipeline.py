@@ -23,7 +23,7 @@ from typing import Any, Optional, Union
 
 from polyfuse.codegen import FusedProgram, generate
 from polyfuse.fusion import FusionPlan, plan_fusion, plan_to_text
-from polyfuse.program import PolyfuseError, Program
+from polyfuse.program import REFERENCE_TARGET, PolyfuseError, Program, Target
 from polyfuse.uar import UAR, build_uar
 
 Progress = Optional[Callable[[str], None]]
@@ -137,7 +137,7 @@ def _fuse_program(program: Program, *, params: Optional[dict[str, int]], orchest
         fused = dataclasses.replace(tuning.fused, plan=plan)
     else:
         say("planning fusion")
-        plan = plan_fusion(uar, orchestration=orchestration)
+        plan = plan_fusion(uar, orchestration=orchestration, target=_target(device, build))
         say(f"generating {len(plan.groups)} fused kernel(s)")
         fused = generate(plan, device=device if build else False, build=build)
         plan = fused.plan
@@ -163,6 +163,15 @@ def _fuse_program(program: Program, *, params: Optional[dict[str, int]], orchest
         fused = dataclasses.replace(fused, plan=plan)
     return FuseResult(program=program, uar=uar, plan=plan, fused=fused,
                       verification=verification, tuning=tuning, coarsening=coarsening)
+
+
+def _target(device: Any, build: bool) -> Target:
+    """The device's limits for planning (the reference target when no device is used)."""
+    if build is False or device is False:
+        return REFERENCE_TARGET
+    from polyfuse.runtime.device import device_target
+
+    return device_target(device)
 
 
 #: orchestration variants ``fuse --tune`` times (heterogeneous horizontal fusion only wins

@@ -69,7 +69,7 @@ from polyfuse.fusion.reindex import (
 )
 from polyfuse.fusion.similarity import kernel_signature
 from polyfuse.islutil import coalesce
-from polyfuse.program import HostOp, Launch
+from polyfuse.program import REFERENCE_TARGET, HostOp, Launch, Target
 from polyfuse.uar.graph import UAR
 
 ORCHESTRATION_CHOICES = ("auto", "vertical", "horizontal", "hetero")
@@ -457,14 +457,17 @@ def _kernel_name(uar: UAR, members: Sequence[int]) -> str:
     return "fused_" + "_".join(names)
 
 
-def plan_fusion(uar: UAR, *, orchestration: str = "auto", anchor: str = "auto") -> FusionPlan:
+def plan_fusion(uar: UAR, *, orchestration: str = "auto", anchor: str = "auto",
+                target: Target = REFERENCE_TARGET) -> FusionPlan:
     """The fusion plan of a program's UAR: local fusion (P1), then isl global fusion (P2, P3).
 
     ``orchestration``: how P3 fuses independent groups (``auto``: vertical, else horizontal;
     ``horizontal`` also keeps a common consumer out of its producers' groups, so that they
     stay independent and run side by side);
     ``anchor``: how re-indexing is anchored in local fusion (``auto``, ``producer``,
-    ``consumer``).  Every group of the result passes :func:`polyfuse.fusion.check_plan`.
+    ``consumer``); ``target``: the device's limits (independent launches whose ``__local``
+    memory together exceeds it are left apart).  Every group of the result passes
+    :func:`polyfuse.fusion.check_plan`.
     """
     if orchestration not in ORCHESTRATION_CHOICES:
         raise ValueError(f"orchestration must be one of {ORCHESTRATION_CHOICES}, "
@@ -484,7 +487,7 @@ def plan_fusion(uar: UAR, *, orchestration: str = "auto", anchor: str = "auto") 
     units = p3_fusion(uar, units, steps, "auto" if orchestration == "hetero" else orchestration,
                       local.graph)
     if orchestration == "hetero":
-        units = hetero_fusion(uar, units, steps, local.graph)
+        units = hetero_fusion(uar, units, steps, local.graph, target)
     sched_map = schedule.get_map()
     pos = {op.id: k for k, op in enumerate(uar.program.ops)}
     groups = [u for u in units if u.group is not None]
@@ -527,7 +530,7 @@ def plan_fusion(uar: UAR, *, orchestration: str = "auto", anchor: str = "auto") 
                       blocked=tuple(blocked), schedule=str(schedule),
                       starts=_start_reasons(uar, local, groups, steps, group_of),
                       apart=tuple(apart_reasons(uar, units, steps, local.graph,
-                                                orchestration == "hetero")))
+                                                orchestration == "hetero", target)))
 
 
 def _start_reasons(uar: UAR, local: Any, groups: list[Unit], steps: dict[str, int],
