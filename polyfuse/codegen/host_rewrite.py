@@ -558,7 +558,7 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
     positions = {op.id: i for i, op in enumerate(program.ops)}
     loop_ids = host_loop_ids(program.ops)
     edits: list[tuple[int, int, str]] = []  # (start, end, replacement) in bytes
-    waves: list[str] = []  # wavefront kernels (OpenCL source) appended to the fused source
+    waves: list[str] = []  # wavefront kernels (in the fused source) the host launches
     notes: list[str] = []
     functions: list[str] = []
     counts: dict[int, int] = {}
@@ -573,7 +573,9 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
         last = max(members, key=lambda m: positions[m.id])
         kname = fused.group_kernels[g.id]
         kernel = fprog.kernels[kname]
-        flaunch = next(op for op in fprog.launches if op.kernel == kname)
+        wavefront = getattr(fused, "wavefronts", {}).get(g.id)
+        flaunch = wavefront.launch if wavefront is not None else \
+            next(op for op in fprog.launches if op.kernel == kname)
         for m in members:
             if m is not last and loop_ids[m.id] != loop_ids[last.id][:len(loop_ids[m.id])]:
                 raise HostRewriteError(f"plan group {g.id}: {where(m)} is not in the host loops "
@@ -645,7 +647,8 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
                 "    return err;", "}"]
         k_last = members.index(last)
         try:
-            wave = _wave_plan(g, last, fors, other_calls, sites[last.id], flaunch, shown)
+            wave = None if wavefront is None else \
+                _wave_plan(g, last, fors, other_calls, sites[last.id], flaunch, shown)
         except HostRewriteError as err:
             wave = None
             notes.append(f"wavefront launch fusion not applied: {err}")
@@ -685,9 +688,8 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
                     edits.append((c.callee[0], c.callee[1], f"pf_defer_g{g.id}_{k + 1}"))
         else:
             wi = len(waves)
-            wname = f"pf_wave_g{g.id}"
-            waves.append(_wave_kernel(fprog.kernels[kname], wname, wave.slots,
-                                      wave.groups0, wave.local0, shown))
+            wname = wavefront.kernel
+            waves.append(wname)
             body += _wave_functions(g.id, wave, members, last, sig, checks, it_params,
                                     it_args, len(kernel.params), len(plan.groups) + wi, wname,
                                     wd, flaunch)
@@ -735,7 +737,7 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
                        f"    {_host_type(ctype)} v;\n    memset(&v, 0, sizeof(v));\n"
                        f"    memcpy(&v, a->value, a->size < sizeof(v) ? a->size : sizeof(v));\n"
                        f"    return ({rtype})v;\n}}")
-    source = fused.source + "".join(waves)
+    source = fused.source
     prelude = (_PRELUDE.replace("@SOURCE@", _c_string(source))
                .replace("@OPTIONS@", '"' + build_options.replace('"', '\\"') + '"')
                .replace("@ARGB@", str(_ARG_BYTES)).replace("@MAXARGS@", str(max_args))
@@ -845,10 +847,8 @@ class _Wave:
 
 
 def _wave_plan(g: Any, last: Launch, fors: list[_For], other_calls: list[_Call], site: _Call,
-               flaunch: Launch, shown: str) -> Optional[_Wave]:
-    """How group ``g`` runs along its wavefront in the host, or None (not a wavefront)."""
-    if not any(n.startswith("wavefront schedule") for n in g.notes):
-        return None
+               flaunch: Launch, shown: str) -> _Wave:
+    """How group ``g`` (run along its wavefront in the fused program) runs so in the host."""
     where = f"plan group {g.id} (wavefront)"
     if len(last.loops) != 2:
         raise HostRewriteError(f"{where}: only a nest of two host loops is rewritten", shown,
@@ -882,50 +882,6 @@ def _wave_plan(g: Any, last: Launch, fors: list[_For], other_calls: list[_Call],
                                    "wavefront would change", shown, c.line)
     return _Wave(outer.iterator, inner.iterator, lo0, lo0 + lo1, hi0 - lo0, gs0 // ls0, ls0,
                  fo.line, fo.start, fo.end, fi.brace)
-
-
-_SIG = re.compile(r"__kernel\s+void\s+(\w+)\s*\((.*?)\)\s*\{", re.S)
-
-
-def _wave_kernel(kernel: Any, name: str, slots: int, groups0: int, local0: int,
-                 shown: str) -> str:
-    """OpenCL source of one wavefront step: ``slots`` copies of ``kernel`` side by side.
-
-    Copy ``j`` runs on work-groups ``[j * groups0, (j + 1) * groups0)`` of dimension 0 with its
-    own arguments (renamed ``s<j>_``) and its own active flag; work-item functions of
-    dimension 0 are shifted so each copy sees its original NDRange.
-    """
-    text = cpp.OpenCLGenerator().visit(kernel.ast)
-    m = _SIG.search(text)
-    if m is None:
-        raise HostRewriteError(f"cannot read the signature of {kernel.name}", shown)
-    params = [p.strip() for p in m.group(2).split(",") if p.strip()]
-    names = [re.findall(r"\w+", p)[-1] for p in params]
-    body = text[m.end() - 1:].rstrip()
-    bad = re.search(r"get_(?:global_id|group_id|num_groups|global_size|global_offset)"
-                    r"\s*\(\s*(?!0\s*\))", body)
-    if bad or "get_global_offset" in body:
-        raise HostRewriteError(f"{kernel.name}: a work-item function of a computed dimension "
-                               "cannot be shifted for the wavefront launch", shown)
-    decls, branches = [], []
-    for j in range(slots):
-        b = body
-        for nm in names:
-            b = re.sub(rf"\b{nm}\b", f"s{j}_{nm}", b)
-        b = re.sub(r"get_group_id\s*\(\s*0\s*\)", f"(get_group_id(0) - {j * groups0})", b)
-        b = re.sub(r"get_global_id\s*\(\s*0\s*\)",
-                   f"(get_global_id(0) - {j * groups0 * local0})", b)
-        b = re.sub(r"get_num_groups\s*\(\s*0\s*\)", f"((size_t){groups0})", b)
-        b = re.sub(r"get_global_size\s*\(\s*0\s*\)", f"((size_t){groups0 * local0})", b)
-        decls += [re.sub(rf"\b{nm}\b", f"s{j}_{nm}", p) for p, nm in zip(params, names)]
-        branches.append(f"  {'else ' if j else ''}if (pf_slot == {j} && pf_active{j})\n"
-                        + "\n".join("  " + ln for ln in b.splitlines()))
-    decls += [f"const int pf_active{j}" for j in range(slots)]
-    sig = ",\n        ".join(decls)
-    return (f"\n/* wavefront step: {slots} copies of {kernel.name} side by side (polyfuse) */\n"
-            f"__kernel void {name}({sig})\n{{\n"
-            f"  const int pf_slot = (int)(get_group_id(0) / {groups0});\n"
-            + "\n".join(branches) + "\n}\n")
 
 
 def _wave_functions(gid: int, wave: _Wave, members: list[Launch], last: Launch, sig: str,

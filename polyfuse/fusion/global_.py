@@ -239,9 +239,9 @@ def wavefront_schedules(uar: UAR, units: Sequence[Unit]) -> dict[str, tuple[isl.
     wavefront coordinate (so the order is legal and the launches of one wavefront step are
     mutually independent).  Only a group alone in its loop nest is considered (otherwise a chain
     of dependences through another statement of the nest could join two launches of one
-    anti-diagonal).  Returned per group name with a one-line note; the plan reports it.  The
-    fused program (``fused.cl``, the runtime) still runs the group per host-loop iteration;
-    ``fused_host.c`` launches each wavefront step once (:mod:`polyfuse.codegen.host_rewrite`).
+    anti-diagonal).  Returned per group name with a one-line note; the plan reports it, and
+    code generation runs such a group once per wavefront step (``fused.cl``, the runtime and
+    ``fused_host.c``: :mod:`polyfuse.codegen.wavefront`).
     """
     domain, validity = _units_constraints(uar, units)
     out: dict[str, tuple[isl.Map, str]] = {}
@@ -281,7 +281,7 @@ def wavefront_schedules(uar: UAR, units: Sequence[Unit]) -> dict[str, tuple[isl.
         how = f" in {count} steps" if count else ""
         out[u.name] = (wave, f"wavefront schedule {front}{how}: every loop-carried "
                        "dependence crosses to a later step, so the launches of one step are "
-                       "independent (one launch per step in fused_host.c)")
+                       "independent")
     return out
 
 

@@ -10,8 +10,8 @@
 #include <CL/cl.h>
 
 #define LAYERS 2
-#define HIDDEN 64
-#define WG 32
+#define HIDDEN 32
+#define WG 16
 
 static char* load(const char* path, size_t* n)
 {
