@@ -206,7 +206,7 @@ def write_outputs(result: FuseResult, out_dir: Union[str, Path], *,
     A host that cannot be rewritten is not an error of the fusion: ``report.md`` says why and
     ``paths["host_error"]`` is set to the message.
     """
-    from polyfuse.codegen.host_rewrite import HostRewriteError, host_file_of, rewrite_host
+    from polyfuse.codegen.host_rewrite import HostRewriteError, host_files_of, rewrite_hosts
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -214,24 +214,23 @@ def write_outputs(result: FuseResult, out_dir: Union[str, Path], *,
     paths["plan"].write_text(plan_to_text(result.plan))
     paths["source"].write_text(result.fused.source)
     host_note = ""
-    host = host_file_of(result.program)
-    if host is None and any(op.loc is not None and not op.loc.file.endswith(".cl")
-                            for op in result.program.launches):
-        host_note = "fused host not written: the launches are in several host files"
-        paths["host_error"] = Path(host_note)
-    elif host is not None:
+    hosts = host_files_of(result.program)
+    if hosts:
         try:
-            fh = rewrite_host(result.program, result.fused, host,
-                              include_dirs=host_include_dirs, defines=host_defines or {})
+            fhs = rewrite_hosts(result.program, result.fused, hosts,
+                                include_dirs=host_include_dirs, defines=host_defines or {})
         except HostRewriteError as err:
             host_note = f"fused host not written: {err}"
             paths["host_error"] = Path(host_note)
         else:
-            paths["host"] = out / fh.name
-            paths["host"].write_text(fh.text)
-            host_note = (f"`{fh.name}`: the host program rewritten to launch the fused kernels "
+            for i, fh in enumerate(fhs):
+                key = "host" if i == 0 else f"host{i + 1}"
+                paths[key] = out / fh.name
+                paths[key].write_text(fh.text)
+            names = ", ".join(f"`{fh.name}`" for fh in fhs)
+            host_note = (f"{names}: the host program rewritten to launch the fused kernels "
                          "(build it like the original, plus `-lOpenCL`).")
-            host_note += "".join(f"\n\n- {n}" for n in fh.notes)
+            host_note += "".join(f"\n\n- {n}" for fh in fhs for n in fh.notes)
     report = report_markdown(result)
     if host_note:
         report += f"\n## Fused host\n\n{host_note}\n"

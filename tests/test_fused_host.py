@@ -44,8 +44,9 @@ CASES["bicg_hetero"] = (PROGRAMS / "bicg", "100 60 out.txt", ["100", "60"], True
 CASES["lstm2"] = (ROOT / "examples" / "lstm2", "6 out.txt", ["6"], True)
 CASES["elementwise_cpp"] = (PROGRAMS / "elementwise_cpp", None, [], False)
 CASES["lstm2_symbolic"] = (ROOT / "examples" / "lstm2", None, ["5"], True)
-#: hosts that are not host.c
-HOSTS = {"elementwise_cpp": "host.cpp"}
+CASES["split"] = (PROGRAMS / "split", "1000 out.txt", ["1000"], True)
+#: hosts that are not host.c (split: launches in two files, an enqueue inside a CHECK(...) macro)
+HOSTS = {"elementwise_cpp": ["host.cpp"], "split": ["main.c", "stages.c"]}
 #: cases fused with another orchestration than the default
 ORCHESTRATION = {"bicg_hetero": "hetero"}
 #: fused launches the fused host must enqueue where the test pins them: the 2-layer LSTM over 6
@@ -92,18 +93,20 @@ def toolchain(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return env
 
 
-def _gcc(src: Path, exe: Path) -> None:
-    cc = ["g++", "-std=c++11"] if src.suffix == ".cpp" else ["gcc", "-std=c99"]
-    p = subprocess.run([*cc, "-O2", "-DCL_TARGET_OPENCL_VERSION=120", str(src),
-                        "-o", str(exe), "-lOpenCL", "-lm"], capture_output=True, text=True,
-                       check=False, timeout=120)
+def _gcc(srcs: list[Path], exe: Path, include: Path) -> None:
+    cc = ["g++", "-std=c++11"] if srcs[0].suffix == ".cpp" else ["gcc", "-std=c99"]
+    p = subprocess.run([*cc, "-O2", "-DCL_TARGET_OPENCL_VERSION=120", "-I", str(include),
+                        *map(str, srcs), "-o", str(exe), "-lOpenCL", "-lm"],
+                       capture_output=True, text=True, check=False, timeout=120)
     assert p.returncode == 0, p.stderr[-3000:]
 
 
 def _fuse(case: str, out: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     directory, args, _, _ = CASES[case]
     monkeypatch.chdir(directory)
-    argv = ["fuse", "kernels.cl", "--host", HOSTS.get(case, "host.c"), "--out", str(out), "-q"]
+    argv = ["fuse", "kernels.cl", "--out", str(out), "-q"]
+    for host in HOSTS.get(case, ["host.c"]):
+        argv += ["--host", host]
     if args is not None:
         argv += ["--args", args]
     if case in ORCHESTRATION:
@@ -117,13 +120,14 @@ def test_fused_host_runs_like_the_original(case: str, tmp_path: Path, toolchain:
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     directory, _, run_args, writes = CASES[case]
     plan = _fuse(case, tmp_path, monkeypatch)
-    host = HOSTS.get(case, "host.c")
-    fused_src = tmp_path / ("fused_host" + Path(host).suffix)
-    text = fused_src.read_text()
+    hosts = HOSTS.get(case, ["host.c"])
+    fused_srcs = [tmp_path / ("fused_host" + Path(hosts[0]).suffix)] if len(hosts) == 1 else \
+        [tmp_path / f"fused_{h}" for h in hosts]
+    text = "".join(src.read_text() for src in fused_srcs)
     for g in plan["groups"]:
         assert f"pf_launch_g{g['id']}(" in text or f"pf_wave_g{g['id']}(" in text
-    _gcc(directory / host, tmp_path / "orig")
-    _gcc(fused_src, tmp_path / "fused")
+    _gcc([directory / h for h in hosts], tmp_path / "orig", directory)
+    _gcc(fused_srcs, tmp_path / "fused", directory)
     # the fused host runs from anywhere: its binary alone, in an empty directory (no .cl file)
     alone = tmp_path / "empty"
     alone.mkdir()
@@ -185,7 +189,7 @@ def test_fused_host_refuses_other_arguments(tmp_path: Path, toolchain: dict[str,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """Kernels specialized for ``--args "100 ..."`` are not launched for n = 77."""
     _fuse("mvt", tmp_path, monkeypatch)
-    _gcc(tmp_path / "fused_host.c", tmp_path / "fused")
+    _gcc([tmp_path / "fused_host.c"], tmp_path / "fused", PROGRAMS / "mvt")
     p = subprocess.run([str(tmp_path / "fused"), "77", str(tmp_path / "o.txt")],
                        cwd=PROGRAMS / "mvt", env=toolchain, capture_output=True, text=True,
                        check=False, timeout=120)

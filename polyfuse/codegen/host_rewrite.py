@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -61,6 +61,7 @@ class _Call:
     callee: tuple[int, int]  # byte offsets of the callee name
     end: int  # byte offset of the closing parenthesis
     in_macro: bool
+    file: str = ""  # absolute path of the host file
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,7 @@ class _For:
     start: int
     end: int
     brace: Optional[int]
+    file: str = ""
 
 
 @dataclass(frozen=True)
@@ -108,11 +110,15 @@ def _parse_calls(path: str, text: str, include_dirs: Iterable[str],
     main = os.path.abspath(path)
     calls: list[_Call] = []
     fors: list[_For] = []
-    first_decl = len(text.encode())
+    data = text.encode()
+    first_decl = len(data)
+    expansions: list[tuple[int, int]] = []  # byte ranges of the macro invocations
     for top in tu.cursor.get_children():
         loc = top.location
         if loc.file is None or os.path.abspath(loc.file.name) != main:
             continue
+        if top.kind == cindex.CursorKind.MACRO_INSTANTIATION:
+            expansions.append((top.extent.start.offset, top.extent.end.offset))
         if top.kind in (cindex.CursorKind.MACRO_DEFINITION, cindex.CursorKind.MACRO_INSTANTIATION,
                         cindex.CursorKind.INCLUSION_DIRECTIVE):
             continue
@@ -125,7 +131,7 @@ def _parse_calls(path: str, text: str, include_dirs: Iterable[str],
                          if body is not None and body.kind == cindex.CursorKind.COMPOUND_STMT
                          else None)
                 fors.append(_For(c.location.line, c.extent.start.offset, c.extent.end.offset,
-                                 brace))
+                                 brace, main))
                 continue
             if c.kind != cindex.CursorKind.CALL_EXPR:
                 continue
@@ -133,7 +139,7 @@ def _parse_calls(path: str, text: str, include_dirs: Iterable[str],
                 if c.spelling:
                     calls.append(_Call(c.spelling, c.location.line, c.location.column,
                                        (c.extent.start.offset, c.extent.start.offset),
-                                       c.extent.end.offset, True))
+                                       c.extent.end.offset, True, main))
                 continue
             callee = next(iter(c.get_children()), None)
             ext = c.extent
@@ -144,9 +150,54 @@ def _parse_calls(path: str, text: str, include_dirs: Iterable[str],
                 in_macro = in_macro or text.encode()[cs:ce].decode(errors="replace") != c.spelling
             else:
                 cs = ce = 0
-            calls.append(_Call(c.spelling, c.location.line, c.location.column, (cs, ce),
-                               ext.end.offset, in_macro))
-    return calls, fors, _insert_position(text.encode()[:first_decl])
+            call = _Call(c.spelling, c.location.line, c.location.column, (cs, ce),
+                         ext.end.offset, in_macro, main)
+            if in_macro:
+                call = _macro_argument(call, data, expansions) or call
+            if call.in_macro or call not in calls:  # a macro may expand its argument twice
+                calls.append(call)
+    return calls, fors, _insert_position(data[:first_decl])
+
+
+def _macro_argument(call: _Call, data: bytes, expansions: list[tuple[int, int]]
+                    ) -> Optional[_Call]:
+    """The call as spelled in a macro invocation's argument (``CHECK(clEnqueueNDRangeKernel(
+    ...))``), where it can be rewritten in place like clang's Rewriter at the spelling location;
+    None when it is written in the macro's body (or not exactly once in the invocation)."""
+    at = call.callee[0]
+    for start, end in expansions:
+        if not start <= at < end:
+            continue
+        found = [m for m in re.finditer(rb"\b" + call.name.encode() + rb"\s*\(", data[start:end])]
+        if len(found) != 1:
+            return None
+        cs = start + found[0].start()
+        close = _closing_paren(data, start + found[0].end() - 1, end)
+        if close is None:
+            return None
+        return replace(call, callee=(cs, cs + len(call.name)), end=close + 1, in_macro=False)
+    return None
+
+
+def _closing_paren(data: bytes, open_at: int, limit: int) -> Optional[int]:
+    """Offset of the ``)`` matching the ``(`` at ``open_at`` (string and character literals
+    skipped), or None before ``limit``."""
+    depth, i = 0, open_at
+    while i < limit:
+        ch = data[i:i + 1]
+        if ch in (b'"', b"'"):
+            j = i + 1
+            while j < limit and data[j:j + 1] != ch:
+                j += 2 if data[j:j + 1] == b"\\" else 1
+            i = j
+        elif ch == b"(":
+            depth += 1
+        elif ch == b")":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return None
 
 
 def _insert_position(head: bytes) -> int:
@@ -257,12 +308,11 @@ def _inline_includes(path: str, include_dirs: Iterable[str], seen: tuple[str, ..
     return _INCLUDE.sub(expand, text)
 
 
-def _original_sources(program: Program, host_path: str, include_dirs: Iterable[str]
+def _original_sources(program: Program, hosts: Sequence[str], include_dirs: Iterable[str]
                       ) -> list[tuple[str, str]]:
     """(file name, text) of every kernel file the host builds its programs from."""
-    host = os.path.abspath(host_path)
     files = sorted({k.loc.file for k in program.kernels.values() if k.loc is not None
-                    and os.path.isfile(k.loc.file) and os.path.abspath(k.loc.file) != host})
+                    and os.path.isfile(k.loc.file) and os.path.abspath(k.loc.file) not in hosts})
     return [(os.path.basename(f), _inline_includes(f, tuple(include_dirs))) for f in files]
 
 
@@ -509,11 +559,31 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
                  defines: Mapping[str, Optional[str]] = {},  # noqa: B006 - read only
                  build_options: str = "") -> FusedHost:
     """``fused_host.c`` for ``program`` and its fused program ``fused`` (a FusedProgram)."""
-    text = cpp.read_source(host_path)  # any encoding: a stray byte in a comment is no error
-    data = text.encode()
-    calls, fors, insert_at = _parse_calls(host_path, text, include_dirs, defines)
-    shown = os.path.basename(host_path)
-    main = os.path.abspath(host_path)
+    return rewrite_hosts(program, fused, [host_path], include_dirs=include_dirs,
+                         defines=defines, build_options=build_options)[0]
+
+
+def rewrite_hosts(program: Program, fused: Any, host_paths: Sequence[str], *,
+                  include_dirs: Iterable[str] = (),
+                  defines: Mapping[str, Optional[str]] = {},  # noqa: B006 - read only
+                  build_options: str = "") -> tuple[FusedHost, ...]:
+    """The fused host for a program whose host is one file or several (``fused_<file>`` each).
+
+    With several files, the generated code is defined once, in the file holding ``main`` (else
+    the first), and declared in the others; each file's calls are rewritten where they stand.
+    """
+    files = [os.path.abspath(p) for p in host_paths]
+    datas: dict[str, bytes] = {}
+    inserts: dict[str, int] = {}
+    calls: list[_Call] = []
+    fors: list[_For] = []
+    for path, main in zip(host_paths, files):
+        text = cpp.read_source(path)  # any encoding: a stray byte in a comment is no error
+        datas[main] = text.encode()
+        file_calls, file_fors, inserts[main] = _parse_calls(path, text, include_dirs, defines)
+        calls += file_calls
+        fors += file_fors
+    shown = os.path.basename(host_paths[0])
 
     def where(launch: Launch) -> str:
         return f"launch #{launch.id} ({launch.kernel})"
@@ -521,10 +591,12 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
     enqueues = [c for c in calls if c.name == "clEnqueueNDRangeKernel"]
     sites: dict[int, _Call] = {}  # launch id -> its call
     for launch in program.launches:
-        if launch.loc is None or os.path.abspath(launch.loc.file) != main:
+        if launch.loc is None or os.path.abspath(launch.loc.file) not in files:
             raise HostRewriteError(f"{where(launch)} is not a clEnqueueNDRangeKernel call of "
-                                   "this host file", shown)
-        on_line = [c for c in enqueues if c.line == launch.loc.line]
+                                   "the host file(s)", shown)
+        shown = os.path.basename(launch.loc.file)
+        on_line = [c for c in enqueues if c.line == launch.loc.line
+                   and c.file == os.path.abspath(launch.loc.file)]
         if len(on_line) > 1:
             on_line = [c for c in on_line if c.column == launch.loc.column] or on_line
         if len(on_line) != 1:
@@ -535,9 +607,9 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
                                    "written inside a macro; it cannot be rewritten in place",
                                    shown, launch.loc.line)
         sites[launch.id] = on_line[0]
-    by_site: dict[tuple[int, int], list[int]] = {}
+    by_site: dict[tuple[str, int, int], list[int]] = {}
     for lid, c in sites.items():
-        by_site.setdefault(c.callee, []).append(lid)
+        by_site.setdefault((c.file, *c.callee), []).append(lid)
     size_of = {m: len(g.members) for g in fused.plan.groups for m in g.members}
     untouched: set[int] = set()  # launches left as written (their call runs several launches)
     for lids in by_site.values():
@@ -548,7 +620,8 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
             line = sites[lids[0]].line
             raise HostRewriteError(f"one clEnqueueNDRangeKernel call runs launches {sorted(lids)} "
                                    "(a function called several times); polyfuse cannot give "
-                                   "each its own fused launch", shown, line)
+                                   "each its own fused launch",
+                                   os.path.basename(sites[lids[0]].file), line)
     cl_calls = ("clEnqueueNDRangeKernel", "clSetKernelArg")
     other_calls = [c for c in calls if c.name not in cl_calls]
     calls = [c for c in calls if c.name in cl_calls]
@@ -557,7 +630,7 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
     fprog = fused.program
     positions = {op.id: i for i, op in enumerate(program.ops)}
     loop_ids = host_loop_ids(program.ops)
-    edits: list[tuple[int, int, str]] = []  # (start, end, replacement) in bytes
+    edits: list[tuple[str, int, int, str]] = []  # (file, start, end, replacement) in bytes
     waves: list[str] = []  # wavefront kernels (in the fused source) the host launches
     notes: list[str] = []
     functions: list[str] = []
@@ -571,6 +644,7 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
                          "as written: its call runs several launches")
             continue
         last = max(members, key=lambda m: positions[m.id])
+        shown = os.path.basename(sites[last.id].file)
         kname = fused.group_kernels[g.id]
         kernel = fprog.kernels[kname]
         wavefront = getattr(fused, "wavefronts", {}).get(g.id)
@@ -680,12 +754,12 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
             for k, m in enumerate(members):
                 c = sites[m.id]
                 if m is last:
-                    edits.append((c.callee[0], c.callee[1], f"pf_launch_g{g.id}"))
+                    edits.append((c.file, c.callee[0], c.callee[1], f"pf_launch_g{g.id}"))
                     if passed:
                         extra = "".join(f", (long long)({it})" for it in passed)
-                        edits.append((c.end - 1, c.end - 1, extra))
+                        edits.append((c.file, c.end - 1, c.end - 1, extra))
                 else:
-                    edits.append((c.callee[0], c.callee[1], f"pf_defer_g{g.id}_{k + 1}"))
+                    edits.append((c.file, c.callee[0], c.callee[1], f"pf_defer_g{g.id}_{k + 1}"))
         else:
             wi = len(waves)
             wname = wavefront.kernel
@@ -697,12 +771,12 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
             for k, m in enumerate(members):
                 c = sites[m.id]
                 if m is last:
-                    edits.append((c.callee[0], c.callee[1], f"pf_wave_g{g.id}"))
+                    edits.append((c.file, c.callee[0], c.callee[1], f"pf_wave_g{g.id}"))
                     extra = "".join(f", (long long)({it})" for it in passed) + slot_arg
                 else:
-                    edits.append((c.callee[0], c.callee[1], f"pf_wdefer_g{g.id}_{k + 1}"))
+                    edits.append((c.file, c.callee[0], c.callee[1], f"pf_wdefer_g{g.id}_{k + 1}"))
                     extra = slot_arg
-                edits.append((c.end - 1, c.end - 1, extra))
+                edits.append((c.file, c.end - 1, c.end - 1, extra))
             edits += wave.edits(g.id)
             counts_text = ""
             try:
@@ -719,14 +793,15 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
         counts[g.id] = len(members)
     for c in calls:
         if c.name == "clSetKernelArg" and not c.in_macro:
-            edits.append((c.callee[0], c.callee[1], "pf_set_arg"))
-    originals = _original_sources(program, host_path, include_dirs)
+            edits.append((c.file, c.callee[0], c.callee[1], "pf_set_arg"))
+    originals = _original_sources(program, files, include_dirs)
     creates = [c for c in other_calls if c.name == "clCreateProgramWithSource"]
     for c in other_calls:
         if originals and c.name == "fopen" and not c.in_macro:
-            edits.append((c.callee[0], c.callee[1], "pf_fopen"))
+            edits.append((c.file, c.callee[0], c.callee[1], "pf_fopen"))
     if len(originals) == 1 and len(creates) == 1 and not creates[0].in_macro:
-        edits.append((creates[0].callee[0], creates[0].callee[1], "pf_create_program"))
+        edits.append((creates[0].file, creates[0].callee[0], creates[0].callee[1],
+                      "pf_create_program"))
 
     getters = []
     used_getters = set(re.findall(r"pf_get_(\w+)\(", "\n".join(functions)))
@@ -748,20 +823,55 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
         prelude += (_ORIGINALS.replace("@COUNT@", str(len(originals)))
                     .replace("@NAMES@", ", ".join(_c_quote(n) for n, _ in originals))
                     .replace("@TEXTS@", ",\n".join(_c_string(t) for _, t in originals)))
-    if any(c.name == "clSetKernelArg" and c.in_macro for c in calls):
-        # calls written inside the host's own macros: renamed where the macro expands
-        prelude += "#define clSetKernelArg pf_set_arg\n"
-    if originals and any(c.name == "fopen" and c.in_macro and c.callee[1] > c.callee[0]
-                         for c in other_calls):
-        prelude += "#define fopen pf_fopen\n"
-    prelude += "/* ---- end of polyfuse ---- */\n\n"
-    edits.append((insert_at, insert_at, prelude))
-    out = data
-    for start, end, rep in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
-        out = out[:start] + rep.encode() + out[end:]
-    suffix = Path(host_path).suffix or ".c"
-    return FusedHost(name=f"fused_host{suffix}", text=out.decode(), groups=counts,
-                     notes=tuple(notes))
+    owner = _defining_file(files, datas)
+    if len(files) > 1:
+        prelude = _external(prelude)
+    out_hosts = []
+    for path, main in zip(host_paths, files):
+        block = prelude if main == owner else _declarations(prelude)
+        if any(c.name == "clSetKernelArg" and c.in_macro and c.file == main for c in calls):
+            # calls written inside the host's own macros: renamed where the macro expands
+            block += "#define clSetKernelArg pf_set_arg\n"
+        if originals and any(c.name == "fopen" and c.in_macro and c.file == main
+                             and c.callee[1] > c.callee[0] for c in other_calls):
+            block += "#define fopen pf_fopen\n"
+        block += "/* ---- end of polyfuse ---- */\n\n"
+        out = datas[main]
+        mine = [e[1:] for e in edits if e[0] == main] + [(inserts[main], inserts[main], block)]
+        for start, end, text in sorted(mine, key=lambda e: (e[0], e[1]), reverse=True):
+            out = out[:start] + text.encode() + out[end:]
+        suffix = Path(path).suffix or ".c"
+        name = f"fused_host{suffix}" if len(files) == 1 else f"fused_{Path(path).name}"
+        out_hosts.append(FusedHost(name=name, text=out.decode(), groups=counts,
+                                   notes=tuple(notes) if main == owner else ()))
+    return tuple(out_hosts)
+
+
+_EXTERNAL = re.compile(r"^(?:PF_UNUSED )?static ((?:cl_int|FILE\*|cl_program) "
+                       r"pf_(?:set_arg|fopen|create_program|launch_g\d+|defer_g\d+_\d+|"
+                       r"wave_g\d+|wdefer_g\d+_\d+|wave_flush_g\d+)\()", re.M)
+_PROTOTYPE = re.compile(r"^((?:cl_int|FILE\*|cl_program) pf_\w+\([^{;]*?\))\s*\n\{", re.M | re.S)
+
+
+def _external(prelude: str) -> str:
+    """The generated block with the functions the host's calls use given external linkage, so
+    the other host files can call them."""
+    return _EXTERNAL.sub(r"\1", prelude)
+
+
+def _declarations(prelude: str) -> str:
+    """What a host file other than the defining one needs: the headers and the prototypes."""
+    protos = [m.group(1).strip() + ";" for m in _PROTOTYPE.finditer(prelude)]
+    return ("\n/* ---- polyfuse: the fused launches (defined in the fused host file holding "
+            "main) ---- */\n#include <stdio.h>\n#include <CL/cl.h>\n" + "\n".join(protos) + "\n")
+
+
+def _defining_file(files: Sequence[str], datas: Mapping[str, bytes]) -> str:
+    """The host file that receives the generated definitions: the one defining ``main``."""
+    for f in files:
+        if re.search(rb"\bint\s+main\s*\(", datas[f]):
+            return f
+    return files[0]
 
 
 def _same_scalar(program: Program, members: list[Launch], value: Any, ptype: str
@@ -833,8 +943,9 @@ class _Wave:
     start: int  # byte range of the outer for statement
     end: int
     brace: int  # offset of the inner loop body's "{"
+    file: str
 
-    def edits(self, gid: int) -> list[tuple[int, int, str]]:
+    def edits(self, gid: int) -> list[tuple[str, int, int, str]]:
         head = ("{ /* polyfuse: the loop nest below runs once per wavefront step "
                 f"{self.outer} + {self.inner} */ long long pf_w; int pf_any = 1; "
                 f"for (pf_w = {self.first}; pf_any; pf_w++) {{ pf_any = 0; ")
@@ -842,8 +953,8 @@ class _Wave:
                 "\"polyfuse: wavefront launch failed\\n\"); exit(1); } } }")
         skip = (f" if ((long long)({self.outer}) + (long long)({self.inner}) != pf_w) continue;"
                 " pf_any = 1;")
-        return [(self.start, self.start, head), (self.end, self.end, tail),
-                (self.brace + 1, self.brace + 1, skip)]
+        return [(self.file, self.start, self.start, head), (self.file, self.end, self.end, tail),
+                (self.file, self.brace + 1, self.brace + 1, skip)]
 
 
 def _wave_plan(g: Any, last: Launch, fors: list[_For], other_calls: list[_Call], site: _Call,
@@ -865,7 +976,8 @@ def _wave_plan(g: Any, last: Launch, fors: list[_For], other_calls: list[_Call],
     if outer.step != 1 or inner.step != 1 or ls0 <= 0 or gs0 % ls0:
         raise HostRewriteError(f"{where}: needs unit-step loops and a known local size", shown,
                                site.line)
-    around = sorted((f for f in fors if f.start <= site.callee[0] < f.end), key=lambda f: f.start)
+    around = sorted((f for f in fors if f.file == site.file and f.start <= site.callee[0] < f.end),
+                    key=lambda f: f.start)
     if len(around) < 2:
         raise HostRewriteError(f"{where}: cannot find the two for statements of the nest", shown,
                                site.line)
@@ -877,11 +989,12 @@ def _wave_plan(g: Any, last: Launch, fors: list[_For], other_calls: list[_Call],
         raise HostRewriteError(f"{where}: the inner loop body must be a {{ }} block", shown,
                                fi.line)
     for c in other_calls:
-        if fo.start <= c.callee[0] < fo.end and c.name not in _WAVE_CALLS_OK:
+        if c.file == fo.file and fo.start <= c.callee[0] < fo.end and \
+                c.name not in _WAVE_CALLS_OK:
             raise HostRewriteError(f"{where}: the loop nest calls {c.name}(), whose order the "
                                    "wavefront would change", shown, c.line)
     return _Wave(outer.iterator, inner.iterator, lo0, lo0 + lo1, hi0 - lo0, gs0 // ls0, ls0,
-                 fo.line, fo.start, fo.end, fi.brace)
+                 fo.line, fo.start, fo.end, fi.brace, fo.file)
 
 
 def _wave_functions(gid: int, wave: _Wave, members: list[Launch], last: Launch, sig: str,
@@ -976,4 +1089,13 @@ def host_file_of(program: Program) -> Optional[str]:
     return None
 
 
-__all__ = ["COUNT_ENV", "FusedHost", "HostRewriteError", "host_file_of", "rewrite_host"]
+def host_files_of(program: Program) -> list[str]:
+    """Every C/C++ host file of the program (its launches may be spread over several)."""
+    launch_files = {launch.loc.file for launch in program.launches if launch.loc is not None}
+    hosts = [f for f in dict.fromkeys((*program.files, *sorted(launch_files)))
+             if not f.endswith(".cl") and os.path.isfile(f)]
+    return hosts if any(f in hosts for f in launch_files) else []
+
+
+__all__ = ["COUNT_ENV", "FusedHost", "HostRewriteError", "host_file_of", "host_files_of",
+           "rewrite_host", "rewrite_hosts"]
