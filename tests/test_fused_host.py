@@ -45,6 +45,8 @@ CASES["lstm2"] = (ROOT / "examples" / "lstm2", "6 out.txt", ["6"], True)
 CASES["elementwise_cpp"] = (PROGRAMS / "elementwise_cpp", None, [], False)
 CASES["lstm2_symbolic"] = (ROOT / "examples" / "lstm2", None, ["5"], True)
 CASES["split"] = (PROGRAMS / "split", "1000 out.txt", ["1000"], True)
+#: one helper function enqueues all three launches: its call dispatches them in turn
+CASES["helper"] = (PROGRAMS / "helper", "1000 out.txt", ["1000"], True)
 #: hosts that are not host.c (split: launches in two files, an enqueue inside a CHECK(...) macro)
 HOSTS = {"elementwise_cpp": ["host.cpp"], "split": ["main.c", "stages.c"]}
 #: cases fused with another orchestration than the default

@@ -611,25 +611,34 @@ def rewrite_hosts(program: Program, fused: Any, host_paths: Sequence[str], *,
     for lid, c in sites.items():
         by_site.setdefault((c.file, *c.callee), []).append(lid)
     size_of = {m: len(g.members) for g in fused.plan.groups for m in g.members}
+    positions = {op.id: i for i, op in enumerate(program.ops)}
+    loop_ids = host_loop_ids(program.ops)
     untouched: set[int] = set()  # launches left as written (their call runs several launches)
-    for lids in by_site.values():
+    #: calls that run several launches (a helper called several times): a dispatcher picks the
+    #: launch by how often the call ran, in host order, when every launch of the call runs once
+    #: per iteration of the same host loops
+    shared: dict[tuple[str, int, int], list[int]] = {}
+    for key, lids in by_site.items():
         if len(lids) > 1:
             if all(size_of.get(lid) == 1 for lid in lids):
                 untouched.update(lids)  # nothing fused: the original kernel still runs there
                 continue
+            if len({loop_ids[lid] for lid in lids}) == 1:
+                shared[key] = sorted(lids, key=lambda lid: positions[lid])
+                continue
             line = sites[lids[0]].line
             raise HostRewriteError(f"one clEnqueueNDRangeKernel call runs launches {sorted(lids)} "
-                                   "(a function called several times); polyfuse cannot give "
-                                   "each its own fused launch",
+                                   "in different host loops; polyfuse cannot tell which launch "
+                                   "each run of the call is",
                                    os.path.basename(sites[lids[0]].file), line)
+    shared_of = {lid: key for key, lids in shared.items() for lid in lids}
+    dispatch: dict[int, str] = {}  # launch id -> the function its run of a shared call takes
     cl_calls = ("clEnqueueNDRangeKernel", "clSetKernelArg")
     other_calls = [c for c in calls if c.name not in cl_calls]
     calls = [c for c in calls if c.name in cl_calls]
 
     plan = fused.plan
     fprog = fused.program
-    positions = {op.id: i for i, op in enumerate(program.ops)}
-    loop_ids = host_loop_ids(program.ops)
     edits: list[tuple[str, int, int, str]] = []  # (file, start, end, replacement) in bytes
     waves: list[str] = []  # wavefront kernels (in the fused source) the host launches
     notes: list[str] = []
@@ -721,6 +730,9 @@ def rewrite_hosts(program: Program, fused: Any, host_paths: Sequence[str], *,
                 "    return err;", "}"]
         k_last = members.index(last)
         try:
+            if wavefront is not None and any(m.id in shared_of for m in members):
+                raise HostRewriteError("a clEnqueueNDRangeKernel call of the group runs several "
+                                       "launches", shown, sites[last.id].line)
             wave = None if wavefront is None else \
                 _wave_plan(g, last, fors, other_calls, sites[last.id], flaunch, shown)
         except HostRewriteError as err:
@@ -753,7 +765,14 @@ def rewrite_hosts(program: Program, fused: Any, host_paths: Sequence[str], *,
                      f"{'l' if ls is not None else 'NULL'}, nwait, wait, event);", "    }", "}"]
             for k, m in enumerate(members):
                 c = sites[m.id]
-                if m is last:
+                if m.id in shared_of:
+                    if m is last and passed:
+                        raise HostRewriteError(f"plan group {g.id}: the fused launch needs host-"
+                                               f"loop iterators ({', '.join(passed)}), but its "
+                                               "call runs several launches", shown, c.line)
+                    dispatch[m.id] = (f"pf_launch_g{g.id}" if m is last
+                                      else f"pf_defer_g{g.id}_{k + 1}")
+                elif m is last:
                     edits.append((c.file, c.callee[0], c.callee[1], f"pf_launch_g{g.id}"))
                     if passed:
                         extra = "".join(f", (long long)({it})" for it in passed)
@@ -791,6 +810,19 @@ def rewrite_hosts(program: Program, fused: Any, host_paths: Sequence[str], *,
                          f"(host loops rewritten at {shown}:{wave.line}){counts_text}")
         functions.append("\n".join(body))
         counts[g.id] = len(members)
+    for n, (_key, lids) in enumerate(sorted(shared.items())):
+        c = sites[lids[0]]
+        cases = [f"    case {i}: return {dispatch[lid]}(queue, kernel, dim, offset, gws, lws, "
+                 "nwait, wait, event);" for i, lid in enumerate(lids)]
+        functions.append("\n".join([
+            f"/* {os.path.basename(c.file)}:{c.line}: one call, launches "
+            + ", ".join(f"#{lid}" for lid in lids) + " in turn */",
+            f"static cl_int pf_site_{n}(cl_command_queue queue, cl_kernel kernel, cl_uint dim, "
+            "const size_t* offset, const size_t* gws, const size_t* lws, cl_uint nwait, "
+            "const cl_event* wait, cl_event* event)", "{", "    static unsigned long count;",
+            f"    switch (count++ % {len(lids)}) {{", *cases, "    }",
+            "    return CL_INVALID_OPERATION;", "}"]))
+        edits.append((c.file, c.callee[0], c.callee[1], f"pf_site_{n}"))
     for c in calls:
         if c.name == "clSetKernelArg" and not c.in_macro:
             edits.append((c.file, c.callee[0], c.callee[1], "pf_set_arg"))
@@ -849,7 +881,7 @@ def rewrite_hosts(program: Program, fused: Any, host_paths: Sequence[str], *,
 
 _EXTERNAL = re.compile(r"^(?:PF_UNUSED )?static ((?:cl_int|FILE\*|cl_program) "
                        r"pf_(?:set_arg|fopen|create_program|launch_g\d+|defer_g\d+_\d+|"
-                       r"wave_g\d+|wdefer_g\d+_\d+|wave_flush_g\d+)\()", re.M)
+                       r"wave_g\d+|wdefer_g\d+_\d+|wave_flush_g\d+|site_\d+)\()", re.M)
 _PROTOTYPE = re.compile(r"^((?:cl_int|FILE\*|cl_program) pf_\w+\([^{;]*?\))\s*\n\{", re.M | re.S)
 
 
