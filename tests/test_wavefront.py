@@ -9,11 +9,14 @@ is not run along it.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
+from polyfuse.codegen import generate
 from polyfuse.frontend.host import load_opencl
+from polyfuse.fusion.global_ import wavefront_proof
 from polyfuse.pipeline import fuse_program
 from polyfuse.runtime.execute import compile_program
 
@@ -32,6 +35,7 @@ def test_lstm_runs_one_launch_per_wavefront_step(steps: int) -> None:
     assert result.plan.launches_after == layers + steps - 1
     fused = result.fused
     assert list(fused.wavefronts) == [0]
+    assert wavefront_proof(result.uar, result.plan.groups[0].members) is None
     assert "__kernel void pf_wave_g0(" in fused.source
     [launch] = fused.program.launches
     assert launch.kernel == "pf_wave_g0"
@@ -59,3 +63,15 @@ def test_dependence_on_one_antidiagonal_is_not_a_wavefront(tmp_path: Path) -> No
     assert "pf_wave" not in result.fused.source
     assert not any("wavefront" in n for g in result.plan.groups for n in g.notes)
     assert compile_program(result.fused.program).launch_count == 2 * 4
+    # a plan claiming the wavefront anyway (say, an edited plan.json) is proved wrong again
+    [group] = [g for g in result.plan.groups if len(g.members) == 2]
+    assert wavefront_proof(result.uar, group.members) == \
+        "a dependence stays within a wavefront step (or goes backwards)"
+    forged = dataclasses.replace(group, schedule="{ G0[l, t] -> [l + t, t] }",
+                                 notes=group.notes + ("wavefront schedule l + t (forged)",))
+    plan = dataclasses.replace(result.plan, groups=tuple(
+        forged if g.id == group.id else g for g in result.plan.groups))
+    fused = generate(plan, build=False)
+    assert not fused.wavefronts
+    assert any(n.startswith("wavefront launch fusion not applied: a dependence stays within")
+               for g in fused.plan.groups for n in g.notes)

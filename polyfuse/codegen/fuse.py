@@ -969,7 +969,7 @@ def generate(plan: FusionPlan, *, device: Any = None, build: bool = True,
                       args=tuple(replace(p.binding, index=j) for j, p in enumerate(gc.kb.params)),
                       loops=last.loops, loc=last.loc)
         try:
-            wf, wtext = wavefront.plan_wavefront(program, g, step, text)
+            wf, wtext = wavefront.plan_wavefront(plan.uar, g, step, text)
         except wavefront.WavefrontError as err:
             wave_notes[g.id] = f"wavefront launch fusion not applied: {err}"
             continue

@@ -102,13 +102,19 @@ def _int(e: Any, what: str) -> int:
     return int(v)
 
 
-def plan_wavefront(program: Program, group: Any, step: Launch, text: str
-                   ) -> tuple[Wavefront, str]:
+def plan_wavefront(uar: Any, group: Any, step: Launch, text: str) -> tuple[Wavefront, str]:
     """The wavefront of plan ``group`` whose per-iteration launch is ``step`` (kernel ``text``)
-    and the wave kernel's source; raises :class:`WavefrontError` when it cannot run so."""
+    and the wave kernel's source; raises :class:`WavefrontError` when it cannot run so.  The
+    legality is proved again with isl on the program's UAR (never taken from the plan)."""
+    from polyfuse.fusion.global_ import wavefront_proof
+
+    program: Program = uar.program
     if group.schedule is None or not any(n.startswith("wavefront schedule")
                                          for n in group.notes):
         raise WavefrontError("no wavefront schedule")
+    why = wavefront_proof(uar, group.members)
+    if why is not None:
+        raise WavefrontError(why)
     if len(step.loops) != 2:
         raise WavefrontError("only a nest of two host loops runs along its wavefront")
     outer, inner = step.loops

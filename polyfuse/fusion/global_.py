@@ -42,6 +42,7 @@ side), ``hybrid`` (P3 of P1 chains side by side: chains vertical, copies horizon
 from __future__ import annotations
 
 import re
+import types
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
@@ -69,7 +70,7 @@ from polyfuse.fusion.reindex import (
 )
 from polyfuse.fusion.similarity import kernel_signature
 from polyfuse.islutil import coalesce
-from polyfuse.program import REFERENCE_TARGET, HostOp, Launch, Target
+from polyfuse.program import REFERENCE_TARGET, HostOp, Launch, Target, host_loop_ids
 from polyfuse.uar.graph import UAR
 
 ORCHESTRATION_CHOICES = ("auto", "vertical", "horizontal", "hetero")
@@ -283,6 +284,29 @@ def wavefront_schedules(uar: UAR, units: Sequence[Unit]) -> dict[str, tuple[isl.
                        "dependence crosses to a later step, so the launches of one step are "
                        "independent")
     return out
+
+
+def wavefront_proof(uar: UAR, members: Sequence[int]) -> Optional[str]:
+    """Why the launches ``members`` (one group in a nest of two host loops) cannot run along
+    the wavefront ``outer + inner``, or None when isl proves they can: every dependence among
+    their instances of different iterations goes to a strictly later anti-diagonal, and nothing
+    else of the program runs in their loop nest.  Code generation checks it again before
+    restructuring the loops, so a plan read back from ``plan.json`` is never trusted."""
+    ids = host_loop_ids(uar.program.ops)
+    first = ids[members[0]][:1]
+    if len(ids[members[0]]) != 2 or any(ids[m] != ids[members[0]] for m in members):
+        return "the group's launches are not all in one nest of two host loops"
+    others = [op.id for op in uar.program.ops if op.id not in members and ids[op.id][:1] == first
+              and not (isinstance(op, HostOp) and op.kind == "sync")]
+    if others:
+        return f"operation {others[0]} also runs in the loop nest"
+    unit = types.SimpleNamespace(name="W", members=tuple(members))
+    _domain, validity = _units_constraints(uar, [unit])
+    wave = isl.UnionMap("{ W[a, b] -> [a + b] }")
+    steps = validity.apply_domain(wave).apply_range(wave)
+    if not steps.intersect(isl.UnionMap("{ [x] -> [y] : y <= x }")).is_empty():
+        return "a dependence stays within a wavefront step (or goes backwards)"
+    return None
 
 
 # ----------------------------------------------------------------------------------------------
