@@ -43,6 +43,7 @@ CASES["bicg"] = (PROGRAMS / "bicg", "100 60 out.txt", ["100", "60"], True)
 CASES["bicg_hetero"] = (PROGRAMS / "bicg", "100 60 out.txt", ["100", "60"], True)
 CASES["lstm2"] = (ROOT / "examples" / "lstm2", "6 out.txt", ["6"], True)
 CASES["elementwise_cpp"] = (PROGRAMS / "elementwise_cpp", None, [], False)
+CASES["lstm2_time_outer"] = (PROGRAMS / "lstm2_time_outer", "5 out.txt", ["5"], True)
 CASES["lstm2_symbolic"] = (ROOT / "examples" / "lstm2", None, ["5"], True)
 CASES["split"] = (PROGRAMS / "split", "1000 out.txt", ["1000"], True)
 #: one helper function enqueues all three launches: its call dispatches them in turn
@@ -53,7 +54,7 @@ HOSTS = {"elementwise_cpp": ["host.cpp"], "split": ["main.c", "stages.c"]}
 ORCHESTRATION = {"bicg_hetero": "hetero"}
 #: fused launches the fused host must enqueue where the test pins them: the 2-layer LSTM over 6
 #: steps runs along its wavefront, one launch per step: L + T - 1 = 7 (24 originally)
-LAUNCHES = {"lstm2": 7, "lstm2_symbolic": 20}  # symbolic steps: 2 x 5 x 2, nothing fused
+LAUNCHES = {"lstm2": 7, "lstm2_time_outer": 6, "lstm2_symbolic": 20}  # symbolic steps: 2 x 5 x 2, nothing fused
 
 
 def _run_env() -> dict[str, str]:

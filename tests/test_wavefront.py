@@ -45,6 +45,19 @@ def test_lstm_runs_one_launch_per_wavefront_step(steps: int) -> None:
                for n in result.plan.groups[0].notes)
 
 
+def test_time_outer_nest_runs_the_layers_side_by_side() -> None:
+    """Time outer, layers inner (the other common nesting): the copies side by side are still
+    the layers (the loop with constant bounds), the steps run over t + l."""
+    d = LSTM2.parent.parent / "tests" / "fused_host_programs" / "lstm2_time_outer"
+    program = load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"), argv=["4"])
+    result = fuse_program(program, verify=True)
+    assert result.verification is not None and result.verification.ok
+    [wf] = result.fused.wavefronts.values()
+    assert (wf.slot, wf.slots) == ("l", 2)
+    assert result.plan.launches_before == 16 and result.plan.launches_after == 2 + 4 - 1
+    assert compile_program(result.fused.program).launch_count == 5
+
+
 def test_dependence_on_one_antidiagonal_is_not_a_wavefront(tmp_path: Path) -> None:
     """Layer l at step t reads h_{t+2} of the layer below, written at (l - 1, t + 1): the same
     anti-diagonal.  No wavefront is claimed, and the fused program still verifies."""

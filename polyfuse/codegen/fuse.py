@@ -1031,8 +1031,8 @@ def generate(plan: FusionPlan, *, device: Any = None, build: bool = True,
 def _wave_count(after: Any, wf: Any) -> Any:
     """The plan's launch count with group ``wf`` run per wavefront step: L x T launches of its
     kernel become L + T - 1 (kept as it was when the trip counts are not constants)."""
-    inner = wf.launch.loops[1]
-    trips = sympy.sympify(inner.upper) - sympy.sympify(inner.lower)
+    other = next(lp for lp in wf.launch.loops if lp.iterator != wf.slot)
+    trips = sympy.sympify(other.upper) - sympy.sympify(other.lower)
     if not isinstance(after, int) or not trips.is_Integer:
         return after
     return after - wf.slots * int(trips) + wf.slots + int(trips) - 1

@@ -734,7 +734,8 @@ def rewrite_hosts(program: Program, fused: Any, host_paths: Sequence[str], *,
                 raise HostRewriteError("a clEnqueueNDRangeKernel call of the group runs several "
                                        "launches", shown, sites[last.id].line)
             wave = None if wavefront is None else \
-                _wave_plan(g, last, fors, other_calls, sites[last.id], flaunch, shown)
+                _wave_plan(g, last, fors, other_calls, sites[last.id], flaunch, shown,
+                           wavefront)
         except HostRewriteError as err:
             wave = None
             notes.append(f"wavefront launch fusion not applied: {err}")
@@ -786,7 +787,7 @@ def rewrite_hosts(program: Program, fused: Any, host_paths: Sequence[str], *,
             body += _wave_functions(g.id, wave, members, last, sig, checks, it_params,
                                     it_args, len(kernel.params), len(plan.groups) + wi, wname,
                                     wd, flaunch)
-            slot_arg = f", (long long)({wave.outer})"
+            slot_arg = f", (long long)({wave.slot})"
             for k, m in enumerate(members):
                 c = sites[m.id]
                 if m is last:
@@ -799,7 +800,8 @@ def rewrite_hosts(program: Program, fused: Any, host_paths: Sequence[str], *,
             edits += wave.edits(g.id)
             counts_text = ""
             try:
-                trips = int(last.loops[1].upper) - int(last.loops[1].lower)
+                other = next(lp for lp in last.loops if lp.iterator != wave.slot)
+                trips = int(other.upper) - int(other.lower)
                 counts_text = (f"; kernel launches {wave.slots} x {trips} x {len(members)} = "
                                f"{wave.slots * trips * len(members)} -> {wave.slots} + {trips} "
                                f"- 1 = {wave.slots + trips - 1}")
@@ -964,9 +966,10 @@ _WAVE_CALLS_OK = ("clSetKernelArg", "clEnqueueNDRangeKernel", "fprintf", "exit",
 class _Wave:
     """A group run along its wavefront: one launch of ``slots`` fragments per step."""
 
-    outer: str  # outer host-loop iterator (the fragment slot)
+    outer: str  # host-loop iterators of the nest
     inner: str
-    lower0: int  # lower bound of the outer loop
+    slot: str  # the one whose value picks the fragment slot (the loop with constant bounds)
+    lower0: int  # lower bound of the slot loop
     first: int  # first wavefront step (sum of the lower bounds)
     slots: int
     groups0: int  # work-groups of one fragment in dimension 0
@@ -990,7 +993,7 @@ class _Wave:
 
 
 def _wave_plan(g: Any, last: Launch, fors: list[_For], other_calls: list[_Call], site: _Call,
-               flaunch: Launch, shown: str) -> _Wave:
+               flaunch: Launch, shown: str, wf: Any) -> _Wave:
     """How group ``g`` (run along its wavefront in the fused program) runs so in the host."""
     where = f"plan group {g.id} (wavefront)"
     if len(last.loops) != 2:
@@ -998,8 +1001,7 @@ def _wave_plan(g: Any, last: Launch, fors: list[_For], other_calls: list[_Call],
                                site.line)
     outer, inner = last.loops
     try:
-        lo0, hi0 = int(outer.lower), int(outer.upper)
-        lo1 = int(inner.lower)
+        lo0, lo1 = int(outer.lower), int(inner.lower)
         gs0 = int(flaunch.global_size[0])
         ls0 = int(flaunch.local_size[0]) if flaunch.local_size is not None else 0
     except (TypeError, ValueError):
@@ -1025,7 +1027,8 @@ def _wave_plan(g: Any, last: Launch, fors: list[_For], other_calls: list[_Call],
                 c.name not in _WAVE_CALLS_OK:
             raise HostRewriteError(f"{where}: the loop nest calls {c.name}(), whose order the "
                                    "wavefront would change", shown, c.line)
-    return _Wave(outer.iterator, inner.iterator, lo0, lo0 + lo1, hi0 - lo0, gs0 // ls0, ls0,
+    return _Wave(outer.iterator, inner.iterator, wf.slot, wf.lower0, lo0 + lo1, wf.slots,
+                 gs0 // ls0, ls0,
                  fo.line, fo.start, fo.end, fi.brace, fo.file)
 
 

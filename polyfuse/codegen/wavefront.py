@@ -46,9 +46,10 @@ class Wavefront:
     group: int
     kernel: str  # name of the wave kernel
     step_kernel: str  # the group's kernel for one host-loop iteration
-    outer: str  # outer host-loop iterator (the slot)
+    outer: str  # host-loop iterators of the nest
     inner: str
-    lower0: int  # lower bound of the outer loop
+    slot: str  # the one whose value picks the copy: the loop with constant bounds (the layers)
+    lower0: int  # lower bound of the slot loop
     slots: int
     groups0: int  # work-groups of one copy in dimension 0
     local0: int
@@ -127,10 +128,16 @@ def plan_wavefront(uar: Any, group: Any, step: Launch, text: str) -> tuple[Wavef
     its = {sympy.Symbol(outer.iterator), sympy.Symbol(inner.iterator)}
     if outer.step != 1 or inner.step != 1:
         raise WavefrontError("the host loops must have unit steps")
-    lo0, hi0 = _int(outer.lower, "the outer loop's lower bound"), _int(outer.upper,
-                                                                        "its upper bound")
     if (sympy.sympify(inner.lower).free_symbols | sympy.sympify(inner.upper).free_symbols) & its:
         raise WavefrontError("the inner loop's bounds depend on the outer iterator")
+    # the copies side by side run the iterations of the loop with constant bounds (the layers,
+    # outer or inner); the other loop (time) becomes the steps
+    bounded = [lp for lp in (outer, inner) if sympy.sympify(lp.lower).is_Integer
+               and sympy.sympify(lp.upper).is_Integer]
+    if not bounded:
+        raise WavefrontError("neither host loop has constant bounds (pass --args)")
+    slot = min(bounded, key=lambda lp: int(lp.upper) - int(lp.lower))
+    lo0, hi0 = int(slot.lower), int(slot.upper)
     if step.local_size is None:
         raise WavefrontError("the fused launch has no local size")
     gs0 = _int(step.global_size[0], "the global size")
@@ -155,7 +162,8 @@ def plan_wavefront(uar: Any, group: Any, step: Launch, text: str) -> tuple[Wavef
             name = buf.parent
     wname = f"pf_wave_g{group.id}"
     wf = Wavefront(group=group.id, kernel=wname, step_kernel=step.kernel,
-                   outer=outer.iterator, inner=inner.iterator, lower0=lo0, slots=hi0 - lo0,
+                   outer=outer.iterator, inner=inner.iterator, slot=slot.iterator, lower0=lo0,
+                   slots=hi0 - lo0,
                    groups0=gs0 // ls0, local0=ls0, launch=step)
     return wf, wave_kernel(text, wname, wf.slots, wf.groups0, wf.local0)
 
@@ -163,17 +171,17 @@ def plan_wavefront(uar: Any, group: Any, step: Launch, text: str) -> tuple[Wavef
 def wave_launch(wf: Wavefront) -> Launch:
     """The fused program's launch of one wavefront step (inside the loop over the steps)."""
     step = wf.launch
-    outer, inner = step.loops
+    slot, other = step.loops if step.loops[0].iterator == wf.slot else step.loops[::-1]
     w = sympy.Symbol(STEP_ITERATOR)
-    lo1, hi1 = sympy.sympify(inner.lower), sympy.sympify(inner.upper)
+    lo1, hi1 = sympy.sympify(other.lower), sympy.sympify(other.upper)
     args: list[ArgBinding] = []
     n = len(step.args)
     actives = []
     for j in range(wf.slots):
         layer = sympy.Integer(wf.lower0 + j)
         t = w - layer
-        sub = {sympy.Symbol(outer.iterator): layer,
-               sympy.Symbol(inner.iterator): sympy.Max(lo1, sympy.Min(hi1 - 1, t))}
+        sub = {sympy.Symbol(slot.iterator): layer,
+               sympy.Symbol(other.iterator): sympy.Max(lo1, sympy.Min(hi1 - 1, t))}
         for b in step.args:
             args.append(replace(
                 b, index=j * n + b.index,
@@ -183,7 +191,7 @@ def wave_launch(wf: Wavefront) -> Launch:
         actives.append(ArgBinding(index=wf.slots * n + j, kind="scalar",
                                   value=sympy.Max(0, sympy.Min(1, t - lo1 + 1, hi1 - t))))
     loop = HostLoop(STEP_ITERATOR, lo1 + wf.lower0, hi1 + wf.lower0 + wf.slots - 1, 1,
-                    outer.loc)
+                    step.loops[0].loc)
     gs = (sympy.Integer(wf.slots * wf.groups0 * wf.local0), *step.global_size[1:])
     return replace(step, kernel=wf.kernel, global_size=gs, args=tuple(args + actives),
                    loops=(loop,))
