@@ -54,7 +54,8 @@ HOSTS = {"elementwise_cpp": ["host.cpp"], "split": ["main.c", "stages.c"]}
 ORCHESTRATION = {"bicg_hetero": "hetero"}
 #: fused launches the fused host must enqueue where the test pins them: the 2-layer LSTM over 6
 #: steps runs along its wavefront, one launch per step: L + T - 1 = 7 (24 originally)
-LAUNCHES = {"lstm2": 7, "lstm2_time_outer": 6, "lstm2_symbolic": 20}  # symbolic steps: 2 x 5 x 2, nothing fused
+#: (time outer, 5 steps: 2 + 5 - 1 = 6); with symbolic steps nothing is fused: 2 x 5 x 2
+LAUNCHES = {"lstm2": 7, "lstm2_time_outer": 6, "lstm2_symbolic": 20}
 
 
 def _run_env() -> dict[str, str]:
