@@ -1124,11 +1124,14 @@ def host_file_of(program: Program) -> Optional[str]:
     return None
 
 
+_HOST_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".C", ".c++")
+
+
 def host_files_of(program: Program) -> list[str]:
     """Every C/C++ host file of the program (its launches may be spread over several)."""
     launch_files = {launch.loc.file for launch in program.launches if launch.loc is not None}
     hosts = [f for f in dict.fromkeys((*program.files, *sorted(launch_files)))
-             if not f.endswith(".cl") and os.path.isfile(f)]
+             if Path(f).suffix in _HOST_SUFFIXES and os.path.isfile(f)]
     return hosts if any(f in hosts for f in launch_files) else []
 
 
