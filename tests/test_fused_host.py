@@ -199,3 +199,25 @@ def test_fused_host_refuses_other_arguments(tmp_path: Path, toolchain: dict[str,
                        check=False, timeout=120)
     assert p.returncode != 0
     assert "other than those the fused kernels were generated for" in p.stderr
+
+
+def test_a_call_running_launches_of_different_loops_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The helper's one enqueue runs scale and shift_add once and square in a host loop: which
+    launch a run of the call is cannot be told by counting, so no fused host is written, and
+    report.md says why (the fused kernels are still written and verified)."""
+    host = (PROGRAMS / "helper" / "host.c").read_text()
+    call = '    CHECK(enqueue_1d(queue, k_square, n), "square");'
+    assert call in host
+    (tmp_path / "host.c").write_text(host.replace(
+        call, "    for (int r = 0; r < 2; r++)\n    " + call))
+    shutil.copy(PROGRAMS / "helper" / "kernels.cl", tmp_path / "kernels.cl")
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "out"
+    assert cli_main(["fuse", "kernels.cl", "--host", "host.c", "--args", "1000 o.txt", "--out",
+                     str(out), "-q", "--verify"]) == 0
+    assert not (out / "fused_host.c").exists()
+    report = (out / "report.md").read_text()
+    assert "fused host not written: host.c:" in report
+    assert "in different host loops; polyfuse cannot tell which launch each run of the call " \
+        "is" in report
