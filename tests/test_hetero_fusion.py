@@ -42,15 +42,19 @@ def cl_env() -> tuple[Any, Any]:
 
 
 @st.composite
-def independent_kernels(draw: Any, dims: tuple[int, ...] = (1, 2), max_launches: int = 4
-                        ) -> GenProgram:
-    """2..max_launches launches with different random code and no buffer in common."""
+def independent_kernels(draw: Any, dims: tuple[int, ...] = (1, 2), max_launches: int = 4,
+                        mixed_local: bool = False) -> GenProgram:
+    """2..max_launches launches with different random code and no buffer in common (with
+    ``mixed_local``, each launch draws its own local size in dimension 0)."""
     wd = draw(st.sampled_from(dims))
     ls = tuple(draw(st.sampled_from([1, 2, 4])) for _ in range(wd))
     rest = tuple(ls[d] * draw(st.integers(1, 2)) for d in range(1, wd))  # shared beyond dim 0
     n = draw(st.integers(2, max_launches))
     kernels, launches, buffers = [], [], []
+    shared_ls = ls
     for i in range(n):
+        if mixed_local:
+            ls = (draw(st.sampled_from([1, 2, 4, 8])),) + shared_ls[1:]
         gs = (ls[0] * draw(st.integers(1, 6)),) + rest
         loop = draw(st.sampled_from([0, 0, 2, 3]))
         ext = _extents(wd, gs, ls, loop, 0)
@@ -97,6 +101,16 @@ def _check(gp: GenProgram, cl_env: tuple[Any, Any]) -> Any:
 def test_independent_kernels_fuse_side_by_side(gp: GenProgram, cl_env: tuple[Any, Any]) -> None:
     plan, _ = _check(gp, cl_env)
     # same local size everywhere: every launch ends in one group unless the frame was refused
+    assert plan.launches_after <= plan.launches_before
+
+
+@settings(max_examples=8, deadline=None, phases=PHASES, suppress_health_check=list(HealthCheck))
+@given(gp=independent_kernels(mixed_local=True))
+def test_padded_fragments_verify_and_pass_the_checker(gp: GenProgram,
+                                                      cl_env: tuple[Any, Any]) -> None:
+    """Different local sizes: fragments padded to the largest are accepted by check_plan (in
+    ``_check``) and the fused program matches the original."""
+    plan, _ = _check(gp, cl_env)
     assert plan.launches_after <= plan.launches_before
 
 
