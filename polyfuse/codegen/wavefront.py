@@ -109,22 +109,28 @@ def plan_wavefront(uar: Any, group: Any, step: Launch, text: str) -> tuple[Wavef
     legality is proved again with isl on the program's UAR (never taken from the plan)."""
     from polyfuse.fusion.global_ import wavefront_proof
 
-    program: Program = uar.program
     if group.schedule is None or not any(n.startswith("wavefront schedule")
                                          for n in group.notes):
         raise WavefrontError("no wavefront schedule")
+    if uar is None:
+        raise WavefrontError("the plan has no UAR to prove the wavefront on")
     why = wavefront_proof(uar, group.members)
     if why is not None:
         raise WavefrontError(why)
     if len(step.loops) != 2:
         raise WavefrontError("only a nest of two host loops runs along its wavefront")
     outer, inner = step.loops
-    sched = isl.Map(group.schedule)
-    tup = sched.get_tuple_name(isl.dim_type.in_)
-    want = isl.Map(f"{{ {tup}[a, b] -> [a + b, b] }}")
-    if sched.dim(isl.dim_type.in_) != 2 or not sched.is_equal(want):
+    try:
+        sched = isl.Map(group.schedule)
+        tup = sched.get_tuple_name(isl.dim_type.in_)
+        want = isl.Map(f"{{ {tup}[a, b] -> [a + b, b] }}").align_params(sched.get_space())
+        same = sched.dim(isl.dim_type.in_) == 2 and sched.is_equal(want)
+    except isl.Error:
+        same = False
+    if not same:
         raise WavefrontError(f"the group's schedule {group.schedule} is not the proved "
                              "wavefront (outer + inner, inner)")
+    program: Program = uar.program
     its = {sympy.Symbol(outer.iterator), sympy.Symbol(inner.iterator)}
     if outer.step != 1 or inner.step != 1:
         raise WavefrontError("the host loops must have unit steps")
