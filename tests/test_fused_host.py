@@ -48,6 +48,8 @@ CASES["lstm2_symbolic"] = (ROOT / "examples" / "lstm2", None, ["5"], True)
 CASES["split"] = (PROGRAMS / "split", "1000 out.txt", ["1000"], True)
 #: one helper function enqueues all three launches: its call dispatches them in turn
 CASES["helper"] = (PROGRAMS / "helper", "1000 out.txt", ["1000"], True)
+#: every launch through one macro whose body holds the enqueue (dispatched by invocation line)
+CASES["macro"] = (PROGRAMS / "macro", "1000 out.txt", ["1000"], True)
 #: hosts that are not host.c (split: launches in two files, an enqueue inside a CHECK(...) macro)
 HOSTS = {"elementwise_cpp": ["host.cpp"], "split": ["main.c", "stages.c"]}
 #: cases fused with another orchestration than the default

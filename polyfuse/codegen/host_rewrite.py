@@ -62,6 +62,8 @@ class _Call:
     end: int  # byte offset of the closing parenthesis
     in_macro: bool
     file: str = ""  # absolute path of the host file
+    #: a call written in a macro's body: the byte range of the macro invocation it expands from
+    expansion: Optional[tuple[int, int]] = None
 
 
 @dataclass(frozen=True)
@@ -153,8 +155,10 @@ def _parse_calls(path: str, text: str, include_dirs: Iterable[str],
             call = _Call(c.spelling, c.location.line, c.location.column, (cs, ce),
                          ext.end.offset, in_macro, main)
             if in_macro:
-                call = _macro_argument(call, data, expansions) or call
-            if call.in_macro or call not in calls:  # a macro may expand its argument twice
+                call = _macro_argument(call, data, expansions) or \
+                    replace(call, expansion=next((e for e in expansions
+                                                  if e[0] <= call.callee[0] < e[1]), None))
+            if call not in calls:  # a macro may expand its argument twice
                 calls.append(call)
     return calls, fors, _insert_position(data[:first_decl])
 
@@ -602,11 +606,12 @@ def rewrite_hosts(program: Program, fused: Any, host_paths: Sequence[str], *,
         if len(on_line) != 1:
             raise HostRewriteError(f"cannot find the clEnqueueNDRangeKernel call of "
                                    f"{where(launch)}", shown, launch.loc.line)
-        if on_line[0].in_macro:
+        c = on_line[0]
+        if c.in_macro and (c.expansion is None or b"\n" in datas[c.file][slice(*c.expansion)]):
             raise HostRewriteError(f"the clEnqueueNDRangeKernel call of {where(launch)} is "
-                                   "written inside a macro; it cannot be rewritten in place",
-                                   shown, launch.loc.line)
-        sites[launch.id] = on_line[0]
+                                   "written inside a macro invoked over several lines; it cannot "
+                                   "be rewritten in place", shown, launch.loc.line)
+        sites[launch.id] = c
     by_site: dict[tuple[str, int, int], list[int]] = {}
     for lid, c in sites.items():
         by_site.setdefault((c.file, *c.callee), []).append(lid)
@@ -619,7 +624,9 @@ def rewrite_hosts(program: Program, fused: Any, host_paths: Sequence[str], *,
     #: per iteration of the same host loops
     shared: dict[tuple[str, int, int], list[int]] = {}
     for key, lids in by_site.items():
-        if len(lids) > 1:
+        if len(lids) == 1 and sites[lids[0]].in_macro and size_of.get(lids[0]) != 1:
+            shared[key] = lids  # in a macro's body: reached through a dispatcher by its line
+        elif len(lids) > 1:
             if all(size_of.get(lid) == 1 for lid in lids):
                 untouched.update(lids)  # nothing fused: the original kernel still runs there
                 continue
@@ -633,6 +640,7 @@ def rewrite_hosts(program: Program, fused: Any, host_paths: Sequence[str], *,
                                    os.path.basename(sites[lids[0]].file), line)
     shared_of = {lid: key for key, lids in shared.items() for lid in lids}
     dispatch: dict[int, str] = {}  # launch id -> the function its run of a shared call takes
+    by_line: dict[tuple[str, int], tuple[int, int]] = {}  # (file, line) -> (dispatcher, launch)
     cl_calls = ("clEnqueueNDRangeKernel", "clSetKernelArg")
     other_calls = [c for c in calls if c.name not in cl_calls]
     calls = [c for c in calls if c.name in cl_calls]
@@ -824,7 +832,31 @@ def rewrite_hosts(program: Program, fused: Any, host_paths: Sequence[str], *,
             "const cl_event* wait, cl_event* event)", "{", "    static unsigned long count;",
             f"    switch (count++ % {len(lids)}) {{", *cases, "    }",
             "    return CL_INVALID_OPERATION;", "}"]))
-        edits.append((c.file, c.callee[0], c.callee[1], f"pf_site_{n}"))
+        if c.in_macro:
+            at = (c.file, c.line)
+            if at in by_line:
+                raise HostRewriteError("two macro invocations on one line enqueue launches "
+                                       f"#{by_line[at][1]} and #{lids[0]}; polyfuse tells the "
+                                       "macro's calls apart by their line",
+                                       os.path.basename(c.file), c.line)
+            by_line[at] = (n, lids[0])
+        else:
+            edits.append((c.file, c.callee[0], c.callee[1], f"pf_site_{n}"))
+    # calls in macros' bodies: in each such file clEnqueueNDRangeKernel is redefined to pass the
+    # line the macro was invoked on (__LINE__); launches polyfuse did not place run as written
+    macro_files = sorted({f for f, _line in by_line})
+    for i, f in enumerate(macro_files):
+        cases = [f"    case {line}: return pf_site_{n}(queue, kernel, dim, offset, gws, lws, "
+                 "nwait, wait, event);" for (g, line), (n, _lid) in sorted(by_line.items())
+                 if g == f]
+        functions.append("\n".join([
+            f"/* clEnqueueNDRangeKernel in macros of {os.path.basename(f)}, by invocation line */",
+            f"static cl_int pf_enqueue_at_{i}(int line, cl_command_queue queue, cl_kernel kernel, "
+            "cl_uint dim, const size_t* offset, const size_t* gws, const size_t* lws, "
+            "cl_uint nwait, const cl_event* wait, cl_event* event)", "{",
+            "    switch (line) {", *cases, "    }",
+            "    return clEnqueueNDRangeKernel(queue, kernel, dim, offset, gws, lws, nwait, wait, "
+            "event);", "}"]))
     for c in calls:
         if c.name == "clSetKernelArg" and not c.in_macro:
             edits.append((c.file, c.callee[0], c.callee[1], "pf_set_arg"))
@@ -869,6 +901,13 @@ def rewrite_hosts(program: Program, fused: Any, host_paths: Sequence[str], *,
         if originals and any(c.name == "fopen" and c.in_macro and c.file == main
                              and c.callee[1] > c.callee[0] for c in other_calls):
             block += "#define fopen pf_fopen\n"
+        if main in macro_files:
+            block += ("#define clEnqueueNDRangeKernel(...) "
+                      f"pf_enqueue_at_{macro_files.index(main)}(__LINE__, __VA_ARGS__)\n")
+        # the host's own lines keep their numbers (diagnostics, and __LINE__ in its macros)
+        before = datas[main][:inserts[main]].count(b"\n")
+        if before >= 2:
+            block += f"#line {before - 1}\n"
         block += "/* ---- end of polyfuse ---- */\n\n"
         out = datas[main]
         mine = [e[1:] for e in edits if e[0] == main] + [(inserts[main], inserts[main], block)]
@@ -883,7 +922,8 @@ def rewrite_hosts(program: Program, fused: Any, host_paths: Sequence[str], *,
 
 _EXTERNAL = re.compile(r"^(?:PF_UNUSED )?static ((?:cl_int|FILE\*|cl_program) "
                        r"pf_(?:set_arg|fopen|create_program|launch_g\d+|defer_g\d+_\d+|"
-                       r"wave_g\d+|wdefer_g\d+_\d+|wave_flush_g\d+|site_\d+)\()", re.M)
+                       r"wave_g\d+|wdefer_g\d+_\d+|wave_flush_g\d+|site_\d+|"
+                       r"enqueue_at_\d+)\()", re.M)
 _PROTOTYPE = re.compile(r"^((?:cl_int|FILE\*|cl_program) pf_\w+\([^{;]*?\))\s*\n\{", re.M | re.S)
 
 
