@@ -1079,7 +1079,7 @@ def _wave_functions(gid: int, wave: _Wave, members: list[Launch], last: Launch, 
     n, S = len(members), wave.slots
     its = [a.strip().split()[-1] for a in it_params.split(",") if a.strip()]
     out = [f"static pf_snap_t pf_g{gid}_wsnap[{S}][{n}];",
-           f"static long long pf_g{gid}_wit[{S}][{max(1, len(its))}];",
+           *([f"static long long pf_g{gid}_wit[{S}][{len(its)}];"] if its else []),
            f"static int pf_g{gid}_wact[{S}];",
            f"static cl_command_queue pf_g{gid}_wq;",
            f"static int pf_g{gid}_slot(long long it)",
