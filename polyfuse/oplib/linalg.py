@@ -9,9 +9,11 @@ statements, not guarded barriers), so every work-item reaches both barriers of e
 from __future__ import annotations
 
 from contextvars import ContextVar
+from dataclasses import replace
 from typing import Optional
 
 from polyfuse.oplib._common import (
+    BlockLayout,
     Node,
     OpKernel,
     Param,
@@ -182,7 +184,15 @@ for (int i = 0; i < RB; i++) {{
     lsize: tuple[int, ...] = (lx, ly)
     if batch > 1:
         gsize, lsize = gsize + (batch,), lsize + (1,)
-    return make_kernel(node, source, gsize, lsize, inputs, ["y"])
+    prologue = f"const int c0 = get_global_id(0) * {cb};\nconst int r0 = get_global_id(1) * {rb};"
+    if batch > 1:
+        prologue += "\nconst int batch = get_global_id(2);"
+    layout = BlockLayout(
+        global_size=gsize, local_size=lsize, prologue=prologue, guard="", rows=rb, cols=cb,
+        lead=f"batch * {m} + r0 + bi" if batch > 1 else "r0 + bi", col="c0 + bj",
+        lead_extent=batch * m, col_extent=n,
+    )
+    return replace(make_kernel(node, source, gsize, lsize, inputs, ["y"]), block=layout)
 
 
 def matmul(node: Node) -> OpKernel:
@@ -444,7 +454,22 @@ y[gid] = acc;
         f"Conv X {shape_str(sx)} W {shape_str(sw)} group={group} strides={strides} "
         f"dilations={dil} pads={pads} -> {shape_str(out)}"
     )
-    return elementwise_kernel(
-        node, total, params, defines, stmts, inputs, ["y"], comment
+    opk = elementwise_kernel(node, total, params, defines, stmts, inputs, ["y"], comment)
+    if product_form.get() != "blocked":
+        return opk
+    n_lit = f"gid / {(ow // ob) * oh * (cout // mb)}" if batch > 1 else "0"
+    prologue = "\n".join([
+        "const int gid = get_global_id(0);",
+        f"const int owb = gid % {ow // ob};",
+        f"const int oh = {f'(gid / {ow // ob}) % {oh}' if oh > 1 else '0'};",
+        f"const int m0 = ((gid / {(ow // ob) * oh}) % {cout // mb}) * {mb};",
+        f"const int n = {n_lit};",
+    ])
+    layout = BlockLayout(
+        global_size=opk.global_size, local_size=opk.local_size or (), guard=f"gid < {total}",
+        prologue=prologue, rows=mb, cols=ob,
+        lead=f"(n * {cout} + m0 + bi) * {oh} + oh", col=f"owb * {ob} + bj",
+        lead_extent=batch * cout * oh, col_extent=ow,
     )
+    return replace(opk, block=layout)
 
