@@ -8,6 +8,7 @@ statements, not guarded barriers), so every work-item reaches both barriers of e
 
 from __future__ import annotations
 
+import re
 from contextvars import ContextVar
 from dataclasses import replace
 from typing import Optional
@@ -123,6 +124,11 @@ def block_shape(m: int, n: int) -> tuple[int, int]:
     return _largest_divisor(m, BLOCK_ROWS), _largest_divisor(n, BLOCK_COLS)
 
 
+def _at(expr: str, value: str, name: str) -> str:
+    """``expr`` with the identifier ``name`` replaced by ``value``."""
+    return re.sub(rf"\b{name}\b", value, expr)
+
+
 def _blocked_product(
     node: Node,
     m: int,
@@ -138,11 +144,14 @@ def _blocked_product(
 ) -> OpKernel:
     """Each work-item computes an R x C block of the output in private accumulators.
 
-    No ``__local`` memory and no barriers: the inner loop over the block's columns runs over
-    contiguous elements of B and independent accumulators, which the device compiler
-    vectorizes (on PoCL the tiled form runs 20-40x slower).  ``a_elem`` indexes A at
+    No ``__local`` memory and no barriers.  The block is written out as named scalars (one per
+    output, ``acc_i_j``) and straight-line statements per ``kk``: C loads of B's row ``kk``, R
+    loads of A's column, R x C multiply-adds.  Device compilers keep the accumulators in
+    registers and vectorize the contiguous columns; the same block as a private array with
+    loops ran 3-4x slower on PoCL (the array stays in memory).  ``a_elem`` indexes A at
     (``row``, ``kk``), ``b_elem`` B at (``kk``, ``col``); ``store`` writes ``acc[i][j]`` at
-    (``row``, ``col``).  Every subscript stays affine in the ids and loop iterators.
+    (``row``, ``col``); each ``row``/``col`` becomes ``r0 + i``/``c0 + j``, so every subscript
+    stays affine in the ids and the loop iterator.
     """
     rb, cb = block_shape(m, n)
     gx, gy = n // cb, m // rb
@@ -151,34 +160,24 @@ def _blocked_product(
     while lx * ly > node.max_work_group_size:
         lx, ly = (lx // 2, ly) if lx >= ly else (lx, ly // 2)
     defines = {"M": m, "N": n, "K": k, "RB": rb, "CB": cb}
-    batch_decl = "const int batch = get_global_id(2);\n" if batch > 1 else ""
-    body = f"""
-const int c0 = get_global_id(0) * CB;
-const int r0 = get_global_id(1) * RB;
-{batch_decl}float acc[RB][CB];
-for (int i = 0; i < RB; i++) {{
-    for (int j = 0; j < CB; j++) {{
-        acc[i][j] = 0.0f;
-    }}
-}}
-for (int kk = 0; kk < K; kk++) {{
-    for (int i = 0; i < RB; i++) {{
-        const int row = r0 + i;
-        const float av = {a_elem};
-        for (int j = 0; j < CB; j++) {{
-            const int col = c0 + j;
-            acc[i][j] += av * {b_elem};
-        }}
-    }}
-}}
-for (int i = 0; i < RB; i++) {{
-    for (int j = 0; j < CB; j++) {{
-        const int row = r0 + i;
-        const int col = c0 + j;
-        {store};
-    }}
-}}
-"""
+    rows = [f"(r0 + {i})" if i else "r0" for i in range(rb)]
+    cols = [f"(c0 + {j})" if j else "c0" for j in range(cb)]
+    acc = [[f"acc_{i}_{j}" for j in range(cb)] for i in range(rb)]
+    lines = ["const int c0 = get_global_id(0) * CB;", "const int r0 = get_global_id(1) * RB;"]
+    if batch > 1:
+        lines.append("const int batch = get_global_id(2);")
+    lines += [f"float {a} = 0.0f;" for r in acc for a in r]
+    lines.append("for (int kk = 0; kk < K; kk++) {")
+    lines += [f"    const float bv_{j} = {_at(b_elem, cols[j], 'col')};" for j in range(cb)]
+    for i in range(rb):
+        lines.append(f"    const float av_{i} = {_at(a_elem, rows[i], 'row')};")
+        lines += [f"    {acc[i][j]} += av_{i} * bv_{j};" for j in range(cb)]
+    lines.append("}")
+    for i in range(rb):
+        for j in range(cb):
+            stmt = _at(_at(store.replace("acc[i][j]", acc[i][j]), rows[i], "row"), cols[j], "col")
+            lines.append(f"{stmt};")
+    body = "\n".join(lines) + "\n"
     source = render(node, defines, params, body, comment)
     gsize: tuple[int, ...] = (gx, gy)
     lsize: tuple[int, ...] = (lx, ly)
