@@ -4,12 +4,15 @@ In the ``blocked`` kernel variant a MatMul/Gemm/Conv writes an R x C block per w
 bias add, activation and head transpose then cover the same block with the same launch shape.
 Checked here: the front-end's widths equal the brute-force oracle's (thread from the product to
 each consumer), the planner fuses the chain (bert_qkv to one launch, as in the tiled variant),
-every plan passes the legality certificate, and outputs equal onnxruntime's.
+every plan passes the legality certificate, and outputs equal onnxruntime's.  Also the
+rational Erf/Tanh those chains use (polyfuse/oplib/fastmath.py) against the exact functions.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -23,7 +26,8 @@ import polyfuse  # noqa: E402
 from polyfuse.frontend.onnx import load_onnx_model  # noqa: E402
 from polyfuse.fusion import check_plan  # noqa: E402
 from polyfuse.onnx_run import ATOL, RTOL, _fused, onnxruntime_reference, random_inputs  # noqa: E402
-from polyfuse.oplib import kernel_variant  # noqa: E402
+from polyfuse.oplib import kernel_variant, op_kernel  # noqa: E402
+from polyfuse.oplib.run import run_op  # noqa: E402
 from polyfuse.testing.bruteforce import brute_force_dependences, edge_index  # noqa: E402
 from polyfuse.uar import build_uar  # noqa: E402
 
@@ -113,3 +117,18 @@ def test_bundled_models_blocked(name: str, launches: int) -> None:
     ref = onnxruntime_reference(path, feeds)
     for out, t in zip(sess.run(None, feeds), sess.get_outputs()):
         np.testing.assert_allclose(out, ref[t.name], rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("op,exact", [("Erf", math.erf), ("Tanh", math.tanh)])
+def test_rational_erf_tanh_over_all_floats(op: str, exact: Any) -> None:
+    """The rational Erf/Tanh (polyfuse/oplib/fastmath.py) within 4e-7 of the exact function
+    on a dense grid, tiny and huge arguments; NaN stays NaN, infinities saturate."""
+    x = np.concatenate([np.linspace(-12, 12, 24001), np.linspace(-1e-3, 1e-3, 2001),
+                        [1e-30, -1e-30, 1e30, -1e30, np.inf, -np.inf, np.nan]]).astype(np.float32)
+    opk = op_kernel(op, {}, [x.shape], [x.shape], name="k")
+    (y,) = run_op(opk, [x], [x.shape])
+    ref = np.array([exact(float(v)) for v in x[:-1]])
+    err = np.abs(y[:-1].astype(np.float64) - ref)
+    assert err.max() < 4e-7
+    assert (err / np.maximum(np.abs(ref), 1e-30))[np.abs(x[:-1]) > 0].max() < 4e-7
+    assert np.isnan(y[-1])
