@@ -382,41 +382,37 @@ def conv(node: Node) -> OpKernel:
         defines.update({"MB": mb, "OB": ob, "MBLK": cout // mb, "OWB": ow // ob})
         total = batch * (cout // mb) * oh * (ow // ob)
         n_e = "gid / (OWB * OH * MBLK)" if batch > 1 else "0"
-        init = "bias[m0 + i]" if bias is not None else "0.0f"
-        stmts = f"""
-const int owb = gid % OWB;
-const int oh = {'(gid / OWB) % OH' if oh > 1 else '0'};
-const int m0 = ((gid / (OWB * OH)) % MBLK) * MB;
-const int n = {n_e};
-const int g = m0 / MPG;
-float acc[MB][OB];
-for (int i = 0; i < MB; i++) {{
-    for (int j = 0; j < OB; j++) {{
-        acc[i][j] = {init};
-    }}
-}}
-for (int c = 0; c < CPG; c++) {{
-    for (int kh = 0; kh < KH; kh++) {{
-        for (int kw = 0; kw < KW; kw++) {{
-            const int ih = oh * SH - PH + kh * DH;
-            for (int i = 0; i < MB; i++) {{
-                const float wv = w[(((m0 + i) * CPG + c) * KH + kh) * KW + kw];
-                for (int j = 0; j < OB; j++) {{
-                    const int iw = (owb * OB + j) * SW - PW + kw * DW;
-                    if (ih >= 0 && ih < H && iw >= 0 && iw < W) {{
-                        acc[i][j] += x[{x_index}] * wv;
-                    }}
-                }}
-            }}
-        }}
-    }}
-}}
-for (int i = 0; i < MB; i++) {{
-    for (int j = 0; j < OB; j++) {{
-        y[((n * M + m0 + i) * OH + oh) * OW + owb * OB + j] = acc[i][j];
-    }}
-}}
-"""
+        lines = [
+            "const int owb = gid % OWB;",
+            f"const int oh = {'(gid / OWB) % OH' if oh > 1 else '0'};",
+            "const int m0 = ((gid / (OWB * OH)) % MBLK) * MB;",
+            f"const int n = {n_e};",
+            "const int g = m0 / MPG;",
+        ]
+        # the block as named scalars and straight-line statements (see _blocked_product)
+        lines += [f"float acc_{i}_{j} = {f'bias[m0 + {i}]' if bias is not None else '0.0f'};"
+                  for i in range(mb) for j in range(ob)]
+        lines += ["for (int c = 0; c < CPG; c++) {",
+                  "    for (int kh = 0; kh < KH; kh++) {",
+                  "        const int ih = oh * SH - PH + kh * DH;",
+                  "        if (ih >= 0 && ih < H) {",
+                  "            for (int kw = 0; kw < KW; kw++) {"]
+        pad = " " * 16
+        for j in range(ob):
+            iw = f"iw_{j}"
+            lines += [f"{pad}const int {iw} = (owb * OB + {j}) * SW - PW + kw * DW;",
+                      f"{pad}float xv_{j} = 0.0f;",
+                      f"{pad}if ({iw} >= 0 && {iw} < W) {{",
+                      f"{pad}    xv_{j} = x[{x_index.replace('iw', iw)}];",
+                      f"{pad}}}"]
+        for i in range(mb):
+            lines.append(f"{pad}const float wv_{i} = "
+                         f"w[(((m0 + {i}) * CPG + c) * KH + kh) * KW + kw];")
+            lines += [f"{pad}acc_{i}_{j} += xv_{j} * wv_{i};" for j in range(ob)]
+        lines += ["            }", "        }", "    }", "}"]
+        lines += [f"y[((n * M + m0 + {i}) * OH + oh) * OW + owb * OB + {j}] = acc_{i}_{j};"
+                  for i in range(mb) for j in range(ob)]
+        stmts = "\n".join(lines) + "\n"
     else:
         total = prod(out)
         ow_e = "gid % OW"
