@@ -53,6 +53,9 @@ class BlockLayout:
     col: str
     lead_extent: int
     col_extent: int
+    #: ``lead``/``col`` at ``bi = 0``/``bj = 0``: multiples of ``rows``/``cols``
+    lead_base: str = ""
+    col_base: str = ""
 
 
 @dataclass(frozen=True)

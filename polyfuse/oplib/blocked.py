@@ -57,9 +57,26 @@ def _index(shape: Sequence[int], strides: Sequence[int], layout: BlockLayout) ->
     k = _split(shape, layout)
     if k is None:
         return index_expr(f"lead * {layout.col_extent} + col", shape, strides)
-    parts = [index_expr("lead", shape[:k], strides[:k]), index_expr("col", shape[k:], strides[k:])]
+    parts = [_part("lead", layout.lead_base, "bi", layout.rows, shape[:k], strides[:k]),
+             _part("col", layout.col_base, "bj", layout.cols, shape[k:], strides[k:])]
     parts = [p for p in parts if p != "0"]
     return " + ".join(parts) or "0"
+
+
+def _part(var: str, base: str, step: str, block: int, shape: Sequence[int],
+          strides: Sequence[int]) -> str:
+    """``var`` (= ``base + step``, ``step < block``) viewed as ``shape`` with ``strides``.
+
+    When the block divides the innermost extent, the block never crosses it: the coordinates
+    are those of ``base`` with ``step`` added to the innermost one, so the divisions and
+    remainders are per work-item, not per element."""
+    dims = [(n, s) for n, s in zip(shape, strides) if n != 1]
+    if not base or not dims or dims[-1][0] % block:
+        return index_expr(var, shape, strides)
+    inner = dims[-1][1]
+    head = index_expr(base, shape, strides)
+    tail = "" if not inner else step if inner == 1 else f"{step} * {inner}"
+    return " + ".join(p for p in (head if head != "0" else "", tail) if p) or "0"
 
 
 def covers(op_type: str, layout: BlockLayout, output_shape: Sequence[int]) -> bool:

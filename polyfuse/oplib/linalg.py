@@ -190,6 +190,7 @@ def _blocked_product(
         global_size=gsize, local_size=lsize, prologue=prologue, guard="", rows=rb, cols=cb,
         lead=f"batch * {m} + r0 + bi" if batch > 1 else "r0 + bi", col="c0 + bj",
         lead_extent=batch * m, col_extent=n,
+        lead_base=f"batch * {m} + r0" if batch > 1 else "r0", col_base="c0",
     )
     return replace(make_kernel(node, source, gsize, lsize, inputs, ["y"]), block=layout)
 
@@ -464,7 +465,7 @@ y[gid] = acc;
         global_size=opk.global_size, local_size=opk.local_size or (), guard=f"gid < {total}",
         prologue=prologue, rows=mb, cols=ob,
         lead=f"(n * {cout} + m0 + bi) * {oh} + oh", col=f"owb * {ob} + bj",
-        lead_extent=batch * cout * oh, col_extent=ow,
+        lead_extent=batch * cout * oh, col_extent=ow, col_base=f"owb * {ob}",
     )
     return replace(opk, block=layout)
 
