@@ -26,7 +26,7 @@ import polyfuse  # noqa: E402
 from polyfuse.frontend.onnx import load_onnx_model  # noqa: E402
 from polyfuse.fusion import check_plan  # noqa: E402
 from polyfuse.onnx_run import ATOL, RTOL, _fused, onnxruntime_reference, random_inputs  # noqa: E402
-from polyfuse.oplib import kernel_variant, op_kernel  # noqa: E402
+from polyfuse.oplib import kernel_variant, linalg, op_kernel  # noqa: E402
 from polyfuse.oplib.run import run_op  # noqa: E402
 from polyfuse.testing.bruteforce import brute_force_dependences, edge_index  # noqa: E402
 from polyfuse.uar import build_uar  # noqa: E402
@@ -132,3 +132,21 @@ def test_rational_erf_tanh_over_all_floats(op: str, exact: Any) -> None:
     assert err.max() < 4e-7
     assert (err / np.maximum(np.abs(ref), 1e-30))[np.abs(x[:-1]) > 0].max() < 4e-7
     assert np.isnan(y[-1])
+
+
+def test_block_columns_follow_the_device_vector_width() -> None:
+    """Two native float vectors of columns per work-item (4 to 16); a product generated for a
+    4-lane device uses 4 x 8 blocks and still computes A @ B."""
+    assert [linalg.block_cols_for(w) for w in (1, 2, 4, 8, 16, 3)] == [4, 4, 8, 16, 16, 4]
+    rng = np.random.default_rng(0)
+    a = rng.random((2, 8, 24), dtype=np.float32)
+    b = rng.random((24, 32), dtype=np.float32)
+    token = linalg.block_cols.set(linalg.block_cols_for(4))
+    try:
+        with kernel_variant("blocked"):
+            opk = op_kernel("MatMul", {}, [a.shape, b.shape], [(2, 8, 32)], name="mm")
+    finally:
+        linalg.block_cols.reset(token)
+    assert opk.block is not None and (opk.block.rows, opk.block.cols) == (4, 8)
+    (y,) = run_op(opk, [a, b], [(2, 8, 32)])
+    np.testing.assert_allclose(y, a @ b, rtol=1e-5, atol=1e-5)

@@ -1011,16 +1011,24 @@ def load_onnx_model(path: Union[str, os.PathLike], *, params: Optional[Mapping[s
     model = _read_model(path)
     _fix_inputs(model, dict(params or {}), path)
     model = _infer_shapes(model, path)
+    from polyfuse.oplib import linalg
+
+    cols = linalg.block_cols.get()
     if max_work_group_size is None or local_mem_size is None:
         from polyfuse.runtime.device import device_limits
 
         lim = device_limits(device)
         max_work_group_size = max_work_group_size or lim.max_work_group_size
         local_mem_size = local_mem_size or lim.local_mem_size
+        cols = linalg.block_cols_for(lim.native_vector_width_float)
     tr = _Translator(model, path, int(max_work_group_size), int(local_mem_size))
     inputs = tr.graph_inputs()
-    for i, node in enumerate(model.graph.node):
-        tr.node(i, node)
+    token = linalg.block_cols.set(cols)
+    try:
+        for i, node in enumerate(model.graph.node):
+            tr.node(i, node)
+    finally:
+        linalg.block_cols.reset(token)
     outputs = tr.graph_outputs()
     name = _identifier(Path(path).stem, "model")
     program = tr.program(name)

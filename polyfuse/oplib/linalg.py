@@ -118,10 +118,23 @@ def _largest_divisor(n: int, cap: int) -> int:
     return d
 
 
+#: Columns per work-item of the blocked product on the device kernels are generated for
+#: (:func:`block_cols_for`; the front-end sets it from the device it queries).
+block_cols: ContextVar[int] = ContextVar("polyfuse_block_cols", default=BLOCK_COLS)
+
+
+def block_cols_for(native_vector_width_float: int) -> int:
+    """Columns per work-item for a device whose native float vector has this many lanes: two
+    vectors per row of the block (the compiler vectorizes the contiguous columns), between 4
+    and BLOCK_COLS (BLOCK_ROWS x that many accumulators stay in registers)."""
+    return max(4, min(BLOCK_COLS, 2 * _largest_divisor(max(1, native_vector_width_float),
+                                                       BLOCK_COLS)))
+
+
 def block_shape(m: int, n: int) -> tuple[int, int]:
     """Outputs per work-item (rows, columns) of an ``m x n`` product: the largest block up to
-    BLOCK_ROWS x BLOCK_COLS that divides the output, so no edge guards are needed."""
-    return _largest_divisor(m, BLOCK_ROWS), _largest_divisor(n, BLOCK_COLS)
+    BLOCK_ROWS x :data:`block_cols` that divides the output, so no edge guards are needed."""
+    return _largest_divisor(m, BLOCK_ROWS), _largest_divisor(n, block_cols.get())
 
 
 def _at(expr: str, value: str, name: str) -> str:
