@@ -295,7 +295,8 @@ def cmd_fuse(args: argparse.Namespace) -> int:
     print(_table(["program", "launches before", "launches after", "max abs err", "verified"],
                  [row]))
     _progress(args, f"wrote {paths['plan']}, {paths['source']}, {paths['report']}"
-              + (f", {paths['host']}" if "host" in paths else ""))
+              + "".join(f", {v}" for k, v in paths.items() if k.startswith("host")
+                        and k != "host_error"))
     if not ok:
         raise PolyfuseError(f"{first}: the fused program does not match the original "
                             f"(see {paths['report']})")

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 from polyfuse.codegen import FusedProgram, generate
 from polyfuse.fusion import FusionPlan, plan_fusion, plan_to_text
-from polyfuse.program import PolyfuseError, Program
+from polyfuse.program import REFERENCE_TARGET, PolyfuseError, Program, Target
 from polyfuse.uar import UAR, build_uar
 
 if TYPE_CHECKING:  # imported where they run (they load pyopencl)
@@ -142,13 +142,13 @@ def _fuse_program(program: Program, *, params: Optional[dict[str, int]], orchest
         fused = dataclasses.replace(tuning.fused, plan=plan)
     else:
         say("planning fusion")
-        plan = plan_fusion(uar, orchestration=orchestration)
+        target = _target(device, build)
+        plan = plan_fusion(uar, orchestration=orchestration, target=target)
         say(f"generating {len(plan.groups)} fused kernel(s)")
         if build:
             from polyfuse.runtime.build import build_fused
-            from polyfuse.runtime.device import device_target
 
-            fused = generate(plan, target=device_target(device))
+            fused = generate(plan, target=target)
             build_fused(fused, device)
         else:
             fused = generate(plan)
@@ -175,6 +175,15 @@ def _fuse_program(program: Program, *, params: Optional[dict[str, int]], orchest
         fused = dataclasses.replace(fused, plan=plan)
     return FuseResult(program=program, uar=uar, plan=plan, fused=fused,
                       verification=verification, tuning=tuning, coarsening=coarsening)
+
+
+def _target(device: Any, build: bool) -> Target:
+    """The device's limits for planning (the reference target when no device is used)."""
+    if build is False or device is False:
+        return REFERENCE_TARGET
+    from polyfuse.runtime.device import device_target
+
+    return device_target(device)
 
 
 #: orchestration variants ``fuse --tune`` times (heterogeneous horizontal fusion only wins
@@ -209,7 +218,7 @@ def write_outputs(result: FuseResult, out_dir: Union[str, Path], *,
     A host that cannot be rewritten is not an error of the fusion: ``report.md`` says why and
     ``paths["host_error"]`` is set to the message.
     """
-    from polyfuse.codegen.host_rewrite import HostRewriteError, host_file_of, rewrite_host
+    from polyfuse.codegen.host_rewrite import HostRewriteError, host_files_of, rewrite_hosts
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -217,24 +226,23 @@ def write_outputs(result: FuseResult, out_dir: Union[str, Path], *,
     paths["plan"].write_text(plan_to_text(result.plan))
     paths["source"].write_text(result.fused.source)
     host_note = ""
-    host = host_file_of(result.program)
-    if host is None and any(op.loc is not None and not op.loc.file.endswith(".cl")
-                            for op in result.program.launches):
-        host_note = "fused host not written: the launches are in several host files"
-        paths["host_error"] = Path(host_note)
-    elif host is not None:
+    hosts = host_files_of(result.program)
+    if hosts:
         try:
-            fh = rewrite_host(result.program, result.fused, host,
-                              include_dirs=host_include_dirs, defines=host_defines or {})
+            fhs = rewrite_hosts(result.program, result.fused, hosts,
+                                include_dirs=host_include_dirs, defines=host_defines or {})
         except HostRewriteError as err:
             host_note = f"fused host not written: {err}"
             paths["host_error"] = Path(host_note)
         else:
-            paths["host"] = out / fh.name
-            paths["host"].write_text(fh.text)
-            host_note = (f"`{fh.name}`: the host program rewritten to launch the fused kernels "
+            for i, fh in enumerate(fhs):
+                key = "host" if i == 0 else f"host{i + 1}"
+                paths[key] = out / fh.name
+                paths[key].write_text(fh.text)
+            names = ", ".join(f"`{fh.name}`" for fh in fhs)
+            host_note = (f"{names}: the host program rewritten to launch the fused kernels "
                          "(build it like the original, plus `-lOpenCL`).")
-            host_note += "".join(f"\n\n- {n}" for n in fh.notes)
+            host_note += "".join(f"\n\n- {n}" for fh in fhs for n in fh.notes)
     report = report_markdown(result)
     if host_note:
         report += f"\n## Fused host\n\n{host_note}\n"

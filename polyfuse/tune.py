@@ -428,7 +428,7 @@ class _Tuner:
         self.target = device_target(self.dev)
 
     def plan(self, variant: str) -> FusionPlan:
-        return plan_fusion(self.uar, orchestration=variant)
+        return plan_fusion(self.uar, orchestration=variant, target=self.target)
 
     def generate(self, plan: FusionPlan) -> FusedProgram:
         """Fused code for ``plan``, built on the device (a kernel that does not build fails)."""
