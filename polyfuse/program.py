@@ -90,8 +90,8 @@ class Target:
 
     name: str = "reference"
     max_work_group_size: int = 256
-    max_work_item_sizes: tuple[int, ...] = (256, 256, 256)
     local_mem_size: int = 32768
+    max_work_item_sizes: tuple[int, ...] = (256, 256, 256)
     #: sub-group (warp / SIMD) width, ``None`` when the device does not say
     sub_group_size: Optional[int] = None
     preferred_work_group_size_multiple: Optional[int] = None

@@ -25,7 +25,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 import polyfuse  # noqa: E402
 from polyfuse.frontend.onnx import load_onnx_model  # noqa: E402
 from polyfuse.fusion import check_plan  # noqa: E402
-from polyfuse.onnx_run import ATOL, RTOL, _fused, onnxruntime_reference, random_inputs  # noqa: E402
+from polyfuse.onnx_run import ATOL, RTOL, load_and_fuse, onnxruntime_reference, random_inputs  # noqa: E402
 from polyfuse.oplib import kernel_variant, linalg, op_kernel  # noqa: E402
 from polyfuse.runtime.oplib_run import run_op  # noqa: E402
 from polyfuse.testing.bruteforce import brute_force_dependences, edge_index  # noqa: E402
@@ -109,7 +109,7 @@ def test_bundled_models_blocked(name: str, launches: int) -> None:
     barriers of fragments placed before a later merge (they were dropped, giving wrong h);
     a Conv's ReLU covers its channel x column blocks."""
     path = str(MODELS / f"{name}.onnx")
-    _model, result = _fused(path, {}, None, form="blocked")
+    _model, result = load_and_fuse(path, {}, None, form="blocked")
     assert check_plan(result.plan) == []
     assert result.plan.launches_after <= launches
     sess = polyfuse.InferenceSession(path, _form="blocked")
