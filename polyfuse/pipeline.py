@@ -23,6 +23,7 @@ from typing import Any, Optional, Union
 
 from polyfuse.codegen import FusedProgram, generate
 from polyfuse.fusion import FusionPlan, plan_fusion, plan_to_text
+from polyfuse.fusion.certify import certify
 from polyfuse.program import PolyfuseError, Program
 from polyfuse.uar import UAR, build_uar
 
@@ -138,6 +139,8 @@ def _fuse_program(program: Program, *, params: Optional[dict[str, int]], orchest
     else:
         say("planning fusion")
         plan = plan_fusion(uar, orchestration=orchestration)
+        say("planning: certifying every fused group (isl checks)")
+        plan = certify(plan)
         say(f"generating {len(plan.groups)} fused kernel(s)")
         fused = generate(plan, device=device if build else False, build=build)
         plan = fused.plan

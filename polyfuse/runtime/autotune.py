@@ -44,6 +44,7 @@ import sympy
 
 from polyfuse.codegen import FusedProgram, generate
 from polyfuse.fusion import plan_fusion
+from polyfuse.fusion.certify import certify
 from polyfuse.fusion.plan import FusionPlan
 from polyfuse.program import PolyfuseError, Program
 from polyfuse.runtime.device import DeviceSpec, device_key, get_context
@@ -387,7 +388,7 @@ def autotune(
         f"{time.perf_counter() - t0:.2f}s)")
 
     def plan_of(variant: str) -> FusionPlan:
-        return plan_fusion(uar, orchestration=variant)
+        return certify(plan_fusion(uar, orchestration=variant))
 
     def verify(fused: FusedProgram) -> tuple[bool, Optional[str], Optional[float],
                                              Optional[float]]:
