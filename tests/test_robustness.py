@@ -495,3 +495,72 @@ def test_kernel_integer_division_by_a_zero_constant_is_refused(expr: str) -> Non
     assert (info.value.file, info.value.line) == ("div.cl", 5)
     # floating-point division by zero is defined (inf) and stays accepted
     assert parse_kernels(src.replace(expr, "x[i] / 0.0f"), "div.cl")
+
+
+@pytest.mark.parametrize("wg", ["(0)", "(int)0", "(4 - 4)", "+0", "(WG2 * 0)", "0u",
+                                "((unsigned)(1 - 1))"])
+@pytest.mark.parametrize("expr", ["x[i % WG]", "x[i] + (float)(i / WG)", "x[i] * (i % WG)",
+                                  "(i / WG > 2) ? x[i] : 0.0f"])
+def test_integer_division_by_a_folded_zero_is_refused_anywhere(wg: str, expr: str) -> None:
+    src = (f"#define WG2 8\n#define WG {wg}\n"
+           "__kernel void k(__global const float *x, __global float *a)\n{\n"
+           f"    int i = get_global_id(0);\n    a[i] = {expr};\n}}\n")
+    with pytest.raises(PolyfuseError, match="integer division by zero") as info:
+        parse_kernels(src, "div.cl")
+    assert (info.value.file, info.value.line) == ("div.cl", 6)
+
+
+def test_compound_integer_division_by_zero_and_float_division_are_told_apart() -> None:
+    src = ("#define WG (int)0\n__kernel void k(__global const float *x, __global float *a)\n"
+           "{\n    int i = get_global_id(0);\n    unsigned s = i;\n    s %= WG;\n"
+           "    a[i] = x[i] / (0) + (float)i / WG + s;\n}\n")
+    with pytest.raises(PolyfuseError, match=r"d.cl:6: .*division by zero in s %="):
+        parse_kernels(src, "d.cl")
+    # float divided by an integer zero is IEEE (inf), defined: accepted
+    assert parse_kernels(src.replace("    s %= WG;\n", ""), "d.cl")
+
+
+@pytest.mark.parametrize("wg", ["(int)0", "(unsigned)(4 - 4)", "(size_t)0"])
+def test_reqd_work_group_size_sees_through_casts(wg: str) -> None:
+    src = (f"#define WG {wg}\n__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))\n"
+           "void k(__global float *a) { a[get_global_id(0)] = 1.0f; }\n")
+    with pytest.raises(PolyfuseError, match="local work size 0"):
+        parse_kernels(src, "wg.cl")
+    assert parse_kernels(src.replace(wg, "(size_t)32"), "wg.cl")["k"].context.local_size[0] == 32
+
+
+# -- kernel accesses out of their buffer -------------------------------------------------------
+
+
+@pytest.mark.parametrize("wg,element", [("(0)", "-64"), ("0", "-64"), ("65", "1024")])
+def test_kernel_access_outside_its_buffer_is_refused(tmp_path: Path, wg: str,
+                                                     element: str) -> None:
+    """``#define WG (0)`` (reads ``c[-1 - l]``) and ``WG 65`` (the last group reads past the
+    end) make the original program undefined; the model used to clip the access silently, and
+    the second crashed the verifier's heap."""
+    example = ROOT / "examples" / "shift_rotation"
+    (tmp_path / "kernels.cl").write_text(
+        (example / "kernels.cl").read_text().replace("#define WG 64", f"#define WG {wg}"))
+    (tmp_path / "host.c").write_bytes((example / "host.c").read_bytes())
+    _one_line_error(_cli("fuse", tmp_path / "kernels.cl", "--host", tmp_path / "host.c",
+                         "--out", tmp_path / "out", "--verify", "--no-timing"),
+                    "host.c:111", "reverse_in_group", "reads c", f"unit {element} ")
+
+
+def test_guarded_or_parameter_dependent_accesses_are_not_refused() -> None:
+    from polyfuse.uar import build_uar
+
+    kernels = parse_kernels(
+        "__kernel void k(__global const float *x, __global float *y, int n)\n"
+        "{ int i = get_global_id(0); if (i < n) y[i] = x[i + 1]; }\n", "g.cl")
+    b = ProgramBuilder(kernels)
+    b.buffer("x", 4 * 257)
+    b.buffer("y", 4 * 256)
+    b.launch("k", (256,), (64,), {"x": "x", "y": "y", "n": 256})
+    assert build_uar(b.build())
+    b = ProgramBuilder(kernels)
+    b.buffer("x", 4 * 256)
+    b.buffer("y", 4 * 256)
+    b.launch("k", (256,), (64,), {"x": "x", "y": "y", "n": 256})
+    with pytest.raises(PolyfuseError, match="launch 0 of k: the kernel reads x .* unit 256 "):
+        build_uar(b.build())
