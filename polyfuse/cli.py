@@ -280,16 +280,16 @@ def cmd_fuse(args: argparse.Namespace) -> int:
         if len(onnx_models) != len(args.inputs) or args.host:
             raise _UsageError("fuse takes either ONNX models or one KERNELS.cl with --host")
         return _fuse_onnx_batch(args, onnx_models)
-    if args.timeout is not None or args.stage_timeout is not None:
-        from polyfuse.watchdog import call_with_budget
+    from polyfuse.watchdog import call_with_budget
 
-        row, ok, paths, first = call_with_budget(
-            _fuse_opencl_job, (args,), {"announce_loading": True}, timeout=args.timeout,
-            stage_timeout=args.stage_timeout, label=(args.inputs or args.host)[0],
-            on_stage=None if args.quiet else (lambda m: _progress(args, m)))
-    else:
-        row, ok, paths, first = _fuse_opencl_job(
-            args, progress=None if args.quiet else (lambda m: _progress(args, m)))
+    # in a worker process (about 0.7 s of imports): a time budget can stop it, and a native
+    # crash while building or running kernels on the device (PoCL, isl) becomes one line
+    budget = args.timeout is not None or args.stage_timeout is not None
+    row, ok, paths, first = call_with_budget(
+        _fuse_opencl_job, (args,), {"announce_loading": True}, timeout=args.timeout,
+        stage_timeout=args.stage_timeout, label=(args.inputs or args.host)[0],
+        on_stage=None if args.quiet else (
+            lambda m: _progress(args, m) if budget or m != _LOADING else None))
     if "host_error" in paths:
         _progress(args, f"note: {paths['host_error']}")
     print(_table(["program", "launches before", "launches after", "max abs err", "verified"],
@@ -302,28 +302,34 @@ def cmd_fuse(args: argparse.Namespace) -> int:
     return 0
 
 
+#: the stage the worker reports first (printed only under a time budget, which names it)
+_LOADING = "loading the program"
+
+
 def _fuse_opencl_job(args: argparse.Namespace, progress: Optional[Callable[[str], None]] = None,
                      announce_loading: bool = False
                      ) -> tuple[list[str], bool, dict[str, Path], str]:
     """Load, fuse and write one OpenCL program: (summary row, verified ok, written paths, the
-    program's first file).  Module level so that a time-budgeted worker process can run it
-    (and name its stages, ``loading the program`` included)."""
+    program's first file).  Module level so that the worker process can run it (and name its
+    stages, ``loading the program`` included)."""
+    from polyfuse.frontend.cpp import RECURSION_LIMIT, recursion_limit
     from polyfuse.pipeline import fuse_program, size_buffers, summary_row, write_outputs
 
     if progress is not None and announce_loading:
-        progress("loading the program")
-    program = load_program_inputs(args, args.inputs)
-    # float values are host values the front-end has substituted; sizes stay integers
-    params = {k: v for k, v in _parse_params(args.param).items() if isinstance(v, int)}
-    if args.verify:
-        program = size_buffers(program, params)
-    result = fuse_program(program, params=params, orchestration=args.orchestration,
-                          verify=args.verify, tune=args.tune, progress=progress)
-    paths = write_outputs(result, args.out, host_include_dirs=tuple(args.include),
-                          host_defines={n: (v if sep else None) for n, sep, v in
-                                        (d.partition("=") for d in args.define)})
-    row = summary_row(Path(program.files[0]).parent.name or program.name, result)
-    return row, result.ok, paths, program.files[0]
+        progress(_LOADING)
+    with recursion_limit(RECURSION_LIMIT):  # deeply nested (but accepted) kernels, in a worker
+        program = load_program_inputs(args, args.inputs)
+        # float values are host values the front-end has substituted; sizes stay integers
+        params = {k: v for k, v in _parse_params(args.param).items() if isinstance(v, int)}
+        if args.verify:
+            program = size_buffers(program, params)
+        result = fuse_program(program, params=params, orchestration=args.orchestration,
+                              verify=args.verify, tune=args.tune, progress=progress)
+        paths = write_outputs(result, args.out, host_include_dirs=tuple(args.include),
+                              host_defines={n: (v if sep else None) for n, sep, v in
+                                            (d.partition("=") for d in args.define)})
+        row = summary_row(Path(program.files[0]).parent.name or program.name, result)
+        return row, result.ok, paths, program.files[0]
 
 
 def _fuse_onnx_batch(args: argparse.Namespace, models: list[str]) -> int:
@@ -338,7 +344,8 @@ def _fuse_onnx_batch(args: argparse.Namespace, models: list[str]) -> int:
                             tune=args.tune, params=_parse_params(args.param),
                             timing=not args.no_timing, cache=not args.no_cache,
                             scheduler=scheduler, quiet=args.quiet, timeout=args.timeout,
-                            stage_timeout=args.stage_timeout)
+                            stage_timeout=args.stage_timeout,
+                            isolate=args.verify and not scheduler)
     print(_table(SUMMARY_HEADERS, [s.row() for s in summaries]
                  + [[Path(m).stem, "-", "-", "-", "-", "-", "-", "-", "FAILED: no such file"]
                     for m in missing]))
@@ -814,6 +821,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except PolyfuseError as err:
         if args.debug:
             traceback.print_exc()
+            if getattr(err, "traceback", None):  # from a worker process
+                print(err.traceback, file=sys.stderr)
         print(f"polyfuse: error: {err}", file=sys.stderr)
         return 1
     except FileNotFoundError as err:

@@ -16,7 +16,7 @@ The job is called as ``fn(*args, progress=callback, **kwargs)``; its result must
 from __future__ import annotations
 
 import multiprocessing
-import queue
+import signal
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -36,17 +36,44 @@ class BudgetExceeded(PolyfuseError):
         self.stage = stage
 
 
-def _child(q: Any, fn: Callable, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+class WorkerInternalError(PolyfuseError):
+    """An unexpected exception (a bug) in the worker; ``traceback`` is the worker's text."""
+
+    def __init__(self, message: str, traceback_text: str):
+        super().__init__(message)
+        self.traceback = traceback_text
+
+
+def _child(conn: Any, fn: Callable, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
     def progress(stage: str) -> None:
-        q.put(("stage", stage))
+        conn.send(("stage", stage))
 
     try:
-        q.put(("result", fn(*args, progress=progress, **kwargs)))
+        conn.send(("result", fn(*args, progress=progress, **kwargs)))
     except PolyfuseError as err:
-        q.put(("polyfuse_error", (err.message, err.file, err.line)))
+        conn.send(("polyfuse_error", (err.message, err.file, err.line)))
+    except MemoryError:
+        conn.send(("polyfuse_error", ("out of memory (the sizes are too large for this machine; "
+                                  "fix them with --param or use smaller inputs)", None, None)))
+    except RecursionError:
+        conn.send(("polyfuse_error", ("the input nests too deeply for polyfuse's parser and "
+                                  "analyses", None, None)))
     except BaseException as err:  # noqa: BLE001 - everything goes back to the parent as one line
         first = (str(err).strip().splitlines() or [""])[0]
-        q.put(("internal_error", (f"{type(err).__name__}: {first}", traceback.format_exc())))
+        conn.send(("internal_error", (f"{type(err).__name__}: {first}", traceback.format_exc())))
+
+
+def _death(exitcode: Optional[int], stage: str) -> str:
+    """One line for a worker that ended without an answer: a signal is a native crash (isl,
+    PoCL, the compiler of generated code), named with the stage it happened in."""
+    if exitcode is not None and exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = "unknown signal"
+        return (f"stage '{stage}' crashed (signal {-exitcode}, {name}) in native code; the "
+                "job ran in a worker process, so nothing else was affected")
+    return f"the worker process died (exit code {exitcode}) in stage '{stage}'"
 
 
 def call_with_budget(fn: Callable, args: Sequence[Any] = (),
@@ -61,11 +88,14 @@ def call_with_budget(fn: Callable, args: Sequence[Any] = (),
     raises :class:`BudgetExceeded`.  ``on_stage`` sees every stage the job enters.
     """
     ctx = multiprocessing.get_context("spawn")
-    q = ctx.Queue()
-    proc = ctx.Process(target=_child, args=(q, fn, tuple(args), dict(kwargs or {})),
+    # a pipe, not a Queue: a message is written when sent, so the stage a crash happened in
+    # has reached the parent even when the worker dies right after
+    recv_end, send_end = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(send_end, fn, tuple(args), dict(kwargs or {})),
                        daemon=True)
     start = time.monotonic()
     proc.start()
+    send_end.close()
     stage, stage_start = _STARTING, start
     prefix = f"{label}: " if label else ""
     try:
@@ -81,12 +111,12 @@ def call_with_budget(fn: Callable, args: Sequence[Any] = (),
             if over:
                 raise BudgetExceeded(prefix + over, stage)
             try:
-                kind, value = q.get(timeout=poll)
-            except queue.Empty:
-                if not proc.is_alive() and q.empty():
-                    raise PolyfuseError(f"{prefix}the worker process died (exit code "
-                                        f"{proc.exitcode}) in stage '{stage}'") from None
-                continue
+                if not recv_end.poll(poll):
+                    continue
+                kind, value = recv_end.recv()
+            except EOFError:  # the worker ended without an answer
+                proc.join(timeout=5)
+                raise PolyfuseError(prefix + _death(proc.exitcode, stage)) from None
             if kind == "stage":
                 stage, stage_start = value, time.monotonic()
                 if on_stage is not None:
@@ -96,12 +126,13 @@ def call_with_budget(fn: Callable, args: Sequence[Any] = (),
             elif kind == "polyfuse_error":
                 raise PolyfuseError(*value)
             else:
-                raise PolyfuseError(f"{prefix}internal error in stage '{stage}': {value[0]}")
+                raise WorkerInternalError(f"{prefix}internal error in stage '{stage}': "
+                                          f"{value[0]}", value[1])
     finally:
         if proc.is_alive():
             proc.kill()
         proc.join(timeout=5)
-        q.close()
+        recv_end.close()
 
 
-__all__ = ["BudgetExceeded", "call_with_budget"]
+__all__ = ["BudgetExceeded", "WorkerInternalError", "call_with_budget"]

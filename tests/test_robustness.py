@@ -3,6 +3,7 @@ fuzzing found, written as inputs of the kind real programs and exporters produce
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -332,6 +333,38 @@ def test_watchdog_names_the_stage_that_overran() -> None:
         call_with_budget(_bad_job, timeout=120)
     with pytest.raises(PolyfuseError, match="internal error in stage .*ZeroDivisionError"):
         call_with_budget(_buggy_job, timeout=120)
+
+
+def _crashing_job(progress=None) -> None:
+    import ctypes
+
+    progress("verifying fused against unfused on random inputs")
+    ctypes.string_at(0)  # a real SIGSEGV in native code
+
+
+def test_watchdog_turns_a_native_crash_into_one_line() -> None:
+    from polyfuse.watchdog import call_with_budget
+
+    with pytest.raises(PolyfuseError, match=r"^p.cl: stage 'verifying fused against unfused on "
+                       r"random inputs' crashed \(signal 11, SIGSEGV\) in native code"):
+        call_with_budget(_crashing_job, label="p.cl")
+
+
+def test_cli_fuse_survives_a_native_crash_of_the_device_step(tmp_path: Path) -> None:
+    """A segfault while verifying (as PoCL did on a 60-deep kernel) is one line, exit 1: the
+    CLI runs the job in a worker.  A ``sitecustomize`` makes the worker's verifier crash."""
+    (tmp_path / "sitecustomize.py").write_text(
+        "import ctypes, multiprocessing\nimport polyfuse.runtime as rt\n"
+        "def crash(*a, **k):\n"
+        "    if multiprocessing.parent_process() is not None:\n"
+        "        ctypes.string_at(0)\n"
+        "rt.verify_programs = crash\n")
+    example = ROOT / "examples" / "elementwise_chain"
+    r = subprocess.run([sys.executable, "-m", "polyfuse.cli", "fuse", example / "kernels.cl",
+                        "--host", example / "host.c", "--out", tmp_path / "out", "--verify"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"})
+    _one_line_error(r, "kernels.cl: stage 'verifying", "crashed (signal 11, SIGSEGV)")
 
 
 # -- ONNX: invalid graphs, NaN semantics, loading many nodes -----------------------------------
