@@ -53,6 +53,31 @@ def add_program_inputs(p: argparse.ArgumentParser) -> None:
                    help="accept a host program that launches no kernel")
 
 
+def _check_original_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--check-original", action="store_true",
+                   help="compile the host (gcc/g++ -lOpenCL), run it with --args and check "
+                        "polyfuse's unfused model against what it really computes")
+
+
+def check_original(args: argparse.Namespace, program: Program,
+                   progress: Optional[Callable[[str], None]] = None) -> str:
+    """``--check-original``: the original program, run as written, against the unfused model
+    (:mod:`polyfuse.runtime.original`); returns the one-line summary, raises on a mismatch."""
+    import shlex
+
+    from polyfuse.runtime.original import check_against_original
+
+    if not args.host:
+        raise _UsageError("--check-original needs the host program (--host)")
+    if progress is not None:
+        progress("checking the unfused model against the original program")
+    defines = {n: (v if sep else None) for n, sep, v in (d.partition("=") for d in args.define)}
+    params = {k: v for k, v in _parse_params(args.param).items() if isinstance(v, int)}
+    res = check_against_original(program, args.host, argv=shlex.split(args.program_args or ""),
+                                 params=params, include_dirs=args.include, defines=defines)
+    return res.summary()
+
+
 def load_program_inputs(args: argparse.Namespace, kernels: Sequence[str]) -> Program:
     """The :class:`Program` the flags of :func:`add_program_inputs` describe."""
     import shlex
@@ -67,6 +92,8 @@ def load_program_inputs(args: argparse.Namespace, kernels: Sequence[str]) -> Pro
         if not name.isidentifier():
             raise _UsageError(f"-D expects NAME[=VALUE], got {d!r}")
         defines[name] = value if sep else None
+    if getattr(args, "check_original", False) and args.program_args is None:
+        args.program_args = ""  # the model must be the instance the original runs
     try:
         argv = shlex.split(args.program_args) if args.program_args is not None else None
     except ValueError as err:
@@ -170,6 +197,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from polyfuse.uar import build_uar
 
     program = load_program_inputs(args, args.kernels)
+    if args.check_original:
+        _progress(args, check_original(args, program, lambda m: _progress(args, m)))
     _progress(args, f"analyzing {len(program.launches)} launches")
     data = build_uar(program).to_json()
     if args.json:
@@ -321,6 +350,10 @@ def _fuse_opencl_job(args: argparse.Namespace, progress: Optional[Callable[[str]
         program = load_program_inputs(args, args.inputs)
         # float values are host values the front-end has substituted; sizes stay integers
         params = {k: v for k, v in _parse_params(args.param).items() if isinstance(v, int)}
+        if args.check_original and progress is not None:
+            progress(check_original(args, program, progress))
+        elif args.check_original:
+            check_original(args, program)
         if args.verify:
             program = size_buffers(program, params)
         result = fuse_program(program, params=params, orchestration=args.orchestration,
@@ -665,6 +698,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="OpenCL C file(s); optional when the host names its kernel files "
                         "(without --host: each kernel launched once)")
     add_program_inputs(p)
+    _check_original_flag(p)
     p.add_argument("--json", action="store_true", help="JSON on stdout")
     p.set_defaults(func=cmd_analyze)
 
@@ -677,6 +711,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ONNX models (MODEL.onnx ...), or the OpenCL C file(s) with --host "
                         "(optional when the host names its kernel files)")
     add_program_inputs(p)
+    _check_original_flag(p)
     p.add_argument("--out", required=True,
                    help="output directory (ONNX: one subdirectory per model)")
     p.add_argument("--verify", action="store_true",
