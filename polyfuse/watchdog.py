@@ -16,6 +16,7 @@ The job is called as ``fn(*args, progress=callback, **kwargs)``; its result must
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
 import time
 import traceback
@@ -63,6 +64,35 @@ def _child(conn: Any, fn: Callable, args: Sequence[Any], kwargs: Mapping[str, An
         conn.send(("internal_error", (f"{type(err).__name__}: {first}", traceback.format_exc())))
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) used so far by process ``pid`` and its live descendants
+    (Linux ``/proc``; 0 elsewhere).  A budget in CPU time judges the job, not how busy the
+    machine is."""
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    stats: dict[int, tuple[int, float]] = {}
+    try:
+        entries = [e for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:
+        return 0.0
+    for e in entries:
+        try:
+            with open(f"/proc/{e}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        # after the command name: state ppid ... utime (14th field) stime (15th)
+        stats[int(e)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
+    total, todo = 0.0, [pid]
+    children: dict[int, list[int]] = {}
+    for p, (ppid, _) in stats.items():
+        children.setdefault(ppid, []).append(p)
+    while todo:
+        p = todo.pop()
+        total += stats.get(p, (0, 0.0))[1]
+        todo += children.get(p, [])
+    return total
+
+
 def _death(exitcode: Optional[int], stage: str) -> str:
     """One line for a worker that ended without an answer: a signal is a native crash (isl,
     PoCL, the compiler of generated code), named with the stage it happened in."""
@@ -80,12 +110,14 @@ def call_with_budget(fn: Callable, args: Sequence[Any] = (),
                      kwargs: Optional[Mapping[str, Any]] = None, *,
                      timeout: Optional[float] = None, stage_timeout: Optional[float] = None,
                      label: str = "", on_stage: Optional[Callable[[str], None]] = None,
-                     poll: float = 0.25) -> Any:
+                     poll: float = 0.25, cpu_timeout: Optional[float] = None) -> Any:
     """``fn(*args, progress=..., **kwargs)`` in a worker process under a time budget.
 
     Errors of the job come back as :class:`PolyfuseError` (bad input) or as a
     :class:`PolyfuseError` saying ``internal error`` (a bug); an overrun kills the worker and
     raises :class:`BudgetExceeded`.  ``on_stage`` sees every stage the job enters.
+    ``cpu_timeout`` bounds the CPU seconds of the worker (and its children) instead of the
+    wall clock: on a loaded machine it tells a job that hangs from one that waits for a core.
     """
     ctx = multiprocessing.get_context("spawn")
     # a pipe, not a Queue: a message is written when sent, so the stage a crash happened in
@@ -104,6 +136,9 @@ def call_with_budget(fn: Callable, args: Sequence[Any] = (),
             over = None
             if timeout is not None and now - start > timeout:
                 over = f"stopped after {timeout:g} s in stage '{stage}' (--timeout {timeout:g})"
+            elif cpu_timeout is not None and proc.pid is not None \
+                    and tree_cpu_seconds(proc.pid) > cpu_timeout:
+                over = f"stopped after {cpu_timeout:g} s of CPU time in stage '{stage}'"
             elif stage_timeout is not None and stage != _STARTING \
                     and now - stage_start > stage_timeout:
                 over = (f"stage '{stage}' took more than {stage_timeout:g} s "
@@ -135,4 +170,4 @@ def call_with_budget(fn: Callable, args: Sequence[Any] = (),
         recv_end.close()
 
 
-__all__ = ["BudgetExceeded", "WorkerInternalError", "call_with_budget"]
+__all__ = ["BudgetExceeded", "WorkerInternalError", "call_with_budget", "tree_cpu_seconds"]

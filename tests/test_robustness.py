@@ -335,6 +335,24 @@ def test_watchdog_names_the_stage_that_overran() -> None:
         call_with_budget(_buggy_job, timeout=120)
 
 
+def _busy_job(progress=None) -> None:
+    progress("planning fusion")
+    while True:
+        pass
+
+
+def test_watchdog_cpu_budget_counts_the_worker_s_cpu_not_the_wall_clock() -> None:
+    from polyfuse.watchdog import BudgetExceeded, call_with_budget
+
+    start = time.monotonic()
+    with pytest.raises(BudgetExceeded, match="after 3 s of CPU time in stage 'planning fusion'"):
+        call_with_budget(_busy_job, timeout=600, cpu_timeout=3)
+    assert time.monotonic() - start < 300
+    # a job that waits uses no CPU: only the wall-clock budget stops it
+    with pytest.raises(BudgetExceeded, match=r"stopped after 8 s in stage .* \(--timeout 8\)"):
+        call_with_budget(_slow_job, (600.0,), timeout=8, cpu_timeout=3)
+
+
 def _crashing_job(progress=None) -> None:
     import ctypes
 
