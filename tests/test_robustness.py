@@ -615,3 +615,56 @@ def test_guarded_or_parameter_dependent_accesses_are_not_refused() -> None:
     b.launch("k", (256,), (64,), {"x": "x", "y": "y", "n": 256})
     with pytest.raises(PolyfuseError, match="launch 0 of k: the kernel reads x .* unit 256 "):
         build_uar(b.build())
+
+
+# -- symbolic sizes: verifying a small instance ------------------------------------------------
+
+
+def _symbolic_chain(local: int, assume: str = ""):
+    b = ProgramBuilder(parse_kernels(
+        "__kernel void a(__global const float *x, __global float *y)\n"
+        "{ int i = get_global_id(0); y[i] = 2.0f * x[i] + 1.0f; }\n"
+        "__kernel void b(__global const float *y, __global float *z)\n"
+        "{ int i = get_global_id(0); z[i] = y[i] * y[i]; }\n", "chain.cl"))
+    b.param("n", min=1)
+    if assume:
+        b.assume(assume)
+    for name in ("x", "y", "z"):
+        b.buffer(name, "4*n")
+    b.write("x")
+    b.launch("a", ("n",), (local,), {"x": "x", "y": "y"})
+    b.launch("b", ("n",), (local,), {"y": "y", "z": "z"})
+    b.read("z")
+    return b.build()
+
+
+@pytest.mark.parametrize("local,assume,expected", [
+    (64, "", 64), (48, "", 96), (16, "n >= 300", 512), (5, "", 100)])
+def test_symbolic_sizes_verify_at_a_small_legal_instance(local: int, assume: str,
+                                                         expected: int) -> None:
+    from polyfuse.pipeline import fuse_program, report_markdown
+
+    result = fuse_program(_symbolic_chain(local, assume), verify=True)
+    assert result.plan.launches_after == 1 and result.verification.ok
+    assert result.plan.verified["instance"] == {"n": expected}
+    assert expected % local == 0
+    assert f"verified at the small instance n = {expected}" in report_markdown(result)
+
+
+def test_no_legal_small_instance_is_a_clear_error() -> None:
+    from polyfuse.pipeline import fuse_program
+
+    with pytest.raises(PolyfuseError, match="no small instance of n to verify at .*--param"):
+        fuse_program(_symbolic_chain(7, "n >= 5000"), verify=True)
+
+
+def test_given_sizes_beyond_the_budget_verify_a_small_instance_of_the_same_code() -> None:
+    from polyfuse.pipeline import fuse_program, report_markdown
+
+    result = fuse_program(_symbolic_chain(64), params={"n": 64 * 10**8}, verify=True)
+    assert result.verification.ok and result.plan.verified["instance"] == {"n": 64}
+    assert "The given sizes (n = 6400000000) exceed the run budget: verified at the small " \
+           "instance n = 64" in report_markdown(result)
+    # sizes fixed in the program itself (not parameters) are still refused
+    with pytest.raises(PolyfuseError, match="verification needs about"):
+        fuse_program(_scale_program(10**9), verify=True)
