@@ -209,7 +209,9 @@ def build_shim() -> Path:
         out = Path(tmp) / "shim.so"
         _run_compiler(["gcc", "-O1", "-shared", "-fPIC", str(src), "-o", str(out), "-ldl"],
                       "the tracing shim")
-        shutil.move(str(out), lib)
+        part = lib.with_suffix(f".{os.getpid()}.part")
+        shutil.copyfile(out, part)
+        os.replace(part, lib)  # atomic: a concurrent build never sees half a library
     return lib
 
 
