@@ -354,6 +354,8 @@ def _fuse_opencl_job(args: argparse.Namespace, progress: Optional[Callable[[str]
             progress(check_original(args, program, progress))
         elif args.check_original:
             check_original(args, program)
+        if args.verify and args.host and params:
+            program = _symbolic_if_too_big(args, program, params, progress)
         if args.verify:
             program = size_buffers(program, params)
         result = fuse_program(program, params=params, orchestration=args.orchestration,
@@ -363,6 +365,30 @@ def _fuse_opencl_job(args: argparse.Namespace, progress: Optional[Callable[[str]
                                             (d.partition("=") for d in args.define)})
         row = summary_row(Path(program.files[0]).parent.name or program.name, result)
         return row, result.ok, paths, program.files[0]
+
+
+def _symbolic_if_too_big(args: argparse.Namespace, program: Program, params: dict[str, int],
+                         progress: Optional[Callable[[str], None]]) -> Program:
+    """``--param`` sizes beyond the run budget: the program loaded with them left symbolic, so
+    the plan and fused code hold for every value and ``--verify`` checks a small instance."""
+    import copy
+
+    from polyfuse.runtime.budget import check_run_budget
+
+    try:
+        check_run_budget(program, params, runs=2, what="verification")
+        return program
+    except PolyfuseError:
+        pass
+    sym_args = copy.copy(args)
+    sym_args.param = [p for p in args.param if p.partition("=")[0] not in params]
+    symbolic = load_program_inputs(sym_args, args.inputs)
+    if not set(params) & set(symbolic.params):
+        return program
+    if progress is not None:
+        progress(f"note: the sizes {', '.join(f'{k}={v}' for k, v in params.items())} exceed "
+                 "the run budget: planning for symbolic sizes and verifying a small instance")
+    return symbolic
 
 
 def _fuse_onnx_batch(args: argparse.Namespace, models: list[str]) -> int:

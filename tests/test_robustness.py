@@ -668,3 +668,14 @@ def test_given_sizes_beyond_the_budget_verify_a_small_instance_of_the_same_code(
     # sizes fixed in the program itself (not parameters) are still refused
     with pytest.raises(PolyfuseError, match="verification needs about"):
         fuse_program(_scale_program(10**9), verify=True)
+
+
+def test_cli_param_beyond_the_budget_plans_symbolically_and_verifies_small(tmp_path: Path) -> None:
+    example = ROOT / "examples" / "elementwise_chain"
+    r = _cli("fuse", example / "kernels.cl", "--host", example / "host.c", "--out",
+             tmp_path / "o", "--verify", "--param", "n=2000000000")
+    assert r.returncode == 0, r.stderr
+    assert "verifying fused against unfused on random inputs at n=64" in r.stderr
+    report = (tmp_path / "o" / "report.md").read_text()
+    assert "The given sizes (n = 2000000000) exceed the run budget: verified at the small " \
+           "instance n = 64" in report
