@@ -15,22 +15,22 @@ The reason goes where refused merges are recorded: a note on each split member's
 (``report.md``'s planning decisions) and the reason of every edge between them that is now
 blocked (``plan.json``'s ``blocked``, ``report.md``'s edges that blocked fusion).
 
-Padded heterogeneous groups (:mod:`.hetero`) certify with one known, justified exception: a
-fragment without barriers whose work-items keep their local ids in a larger fused work-group
-(its padded work-items run none of its code) is accepted as :mod:`.hetero` accepts it when
-merging, by the same predicate.
+Padded heterogeneous groups (:mod:`.hetero`) pass: the certificate accepts a fragment without
+barriers whose work-items keep their local ids in a larger fused work-group (its padded
+work-items run none of its code), by the predicate :mod:`.hetero` merges with.  Wavefront
+groups are certified like any group (same-iteration legality of the fused kernel); their
+wavefront order is proved again by code generation (``wavefront_proof``), and a split group
+loses its wavefront schedule (its pieces run per host-loop iteration, in host order).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import sympy
 
 from polyfuse.fusion.global_ import _count_value, _global_size, _named, _trip_count
-from polyfuse.fusion.hetero import _padding_only
-from polyfuse.fusion.local import _frame_of_group, group_problems
+from polyfuse.fusion.local import group_problems
 from polyfuse.fusion.plan import BlockedFusion, FusedGroup, FusionPlan
 from polyfuse.fusion.reindex import identity_frame, reindex_text
 
@@ -41,19 +41,10 @@ def certify(plan: FusionPlan) -> FusionPlan:
     """``plan`` unchanged when every group passes the certificate; else the failing groups split
     into single launches, each with the reason (module docstring)."""
     refused = {g.id: probs for g in plan.groups if len(g.members) > 1
-               if (probs := _problems(plan.uar, g))}
+               if (probs := group_problems(plan.uar, g))}
     if not refused:
         return plan
     return _split(plan, refused)
-
-
-def _problems(uar: Any, g: FusedGroup) -> list[str]:
-    """The group's certificate problems, less the padding :mod:`.hetero` justifies."""
-    probs = group_problems(uar, g)
-    if probs and g.orchestration in ("horizontal", "hybrid"):
-        frame = _frame_of_group(uar, g)
-        probs = [p for p in probs if not _padding_only(uar, frame, p)]
-    return probs
 
 
 def _split(plan: FusionPlan, refused: dict[int, list[str]]) -> FusionPlan:
