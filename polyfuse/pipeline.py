@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 from polyfuse.codegen import FusedProgram, generate
 from polyfuse.fusion import FusionPlan, plan_fusion, plan_to_text
+from polyfuse.fusion.certify import certify
 from polyfuse.program import REFERENCE_TARGET, PolyfuseError, Program, Target
 from polyfuse.uar import UAR, build_uar
 
@@ -125,10 +126,19 @@ def _fuse_program(program: Program, *, params: Optional[dict[str, int]], orchest
                   verify: bool, tune: bool, device: Any, build: bool, progress: Progress,
                   coarsen: Optional[bool]) -> FuseResult:
     say = progress or (lambda _msg: None)
+    too_big: dict[str, int] = {}  # given sizes beyond the run budget, verified scaled down
     if verify:
         from polyfuse.runtime.budget import check_run_budget
 
-        check_run_budget(program, params, runs=2, what="verification")  # refuse before planning
+        try:
+            check_run_budget(program, params, runs=2, what="verification")  # before planning
+        except PolyfuseError as err:
+            # the plan and the fused code are made for symbolic sizes: when the values beyond
+            # the budget are parameters, a small instance verifies the same code
+            too_big = {k: v for k, v in (params or {}).items() if k in program.params}
+            if not too_big:
+                raise
+            say(f"note: {err.message}; verifying a small instance instead")
     say("building the UAR")
     uar = build_uar(program)
     tuning = None
@@ -144,6 +154,8 @@ def _fuse_program(program: Program, *, params: Optional[dict[str, int]], orchest
         say("planning fusion")
         target = _target(device, build)
         plan = plan_fusion(uar, orchestration=orchestration, target=target)
+        say("planning: certifying every fused group (isl checks)")
+        plan = certify(plan)
         say(f"generating {len(plan.groups)} fused kernel(s)")
         if build:
             from polyfuse.runtime.build import build_fused
@@ -167,11 +179,23 @@ def _fuse_program(program: Program, *, params: Optional[dict[str, int]], orchest
     verification = None
     if verify:
         from polyfuse.runtime import verify_programs
+        from polyfuse.runtime.budget import small_instance
 
-        say("verifying fused against unfused on random inputs")
-        verification = verify_programs(program, fused.program, params=params,
+        # symbolic sizes: the plan and the fused code hold for every value, so a small
+        # instance of the same fused code is verified (the values are in the report)
+        kept = {k: v for k, v in (params or {}).items() if k not in too_big}
+        instance = small_instance(program, kept) if program.launches else {}
+        at = dict(kept, **instance)
+        say("verifying fused against unfused on random inputs" + (
+            " at " + ", ".join(f"{k}={v}" for k, v in instance.items()) if instance else ""))
+        verification = verify_programs(program, fused.program, params=at,
                                        buffers=list(fused.compared_buffers), device=device)
-        plan = dataclasses.replace(plan, verified=verification.to_dict())
+        verified = verification.to_dict()
+        if instance:
+            verified["instance"] = instance
+        if too_big:
+            verified["instead_of"] = too_big
+        plan = dataclasses.replace(plan, verified=verified)
         fused = dataclasses.replace(fused, plan=plan)
     return FuseResult(program=program, uar=uar, plan=plan, fused=fused,
                       verification=verification, tuning=tuning, coarsening=coarsening)
@@ -382,6 +406,15 @@ def report_markdown(result: FuseResult) -> str:
                    f"(max abs err {v.get('max_abs_err')}, max rel err {v.get('max_rel_err')}).")
         if v.get("tolerance_reason"):
             out.append(f"Tolerance: {v['tolerance_reason']}.")
+        if v.get("instance"):
+            values = ", ".join(f"{k} = {x}" for k, x in v["instance"].items())
+            given = ", ".join(f"{k} = {x}" for k, x in (v.get("instead_of") or {}).items())
+            why = (f"The given sizes ({given}) exceed the run budget" if given else
+                   "The sizes are symbolic")
+            out.append(f"{why}: verified at the small instance {values} "
+                       "(chosen so that every launch runs on a non-empty, uniform NDRange "
+                       "within the program's constraints). The fused code is the one "
+                       "generated for symbolic sizes, not re-generated for the instance.")
     else:
         out.append("Not run (use `--verify`).")
     if result.tuning is not None:

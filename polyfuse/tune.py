@@ -44,6 +44,7 @@ import sympy
 
 from polyfuse.codegen import FusedProgram, generate
 from polyfuse.fusion import plan_fusion
+from polyfuse.fusion.certify import certify
 from polyfuse.fusion.plan import FusionPlan
 from polyfuse.program import PolyfuseError, Program
 from polyfuse.runtime.build import build_fused
@@ -428,7 +429,7 @@ class _Tuner:
         self.target = device_target(self.dev)
 
     def plan(self, variant: str) -> FusionPlan:
-        return plan_fusion(self.uar, orchestration=variant, target=self.target)
+        return certify(plan_fusion(self.uar, orchestration=variant, target=self.target))
 
     def generate(self, plan: FusionPlan) -> FusedProgram:
         """Fused code for ``plan``, built on the device (a kernel that does not build fails)."""

@@ -67,6 +67,8 @@ ALIASES: dict[str, str] = {
     "long int": "long", "long long": "long", "long long int": "long",
     "unsigned long long": "ulong", "unsigned long long int": "ulong",
     "signed char": "char", "schar": "char", "short int": "short", "_Bool": "bool",
+    "int8_t": "char", "uint8_t": "uchar", "int16_t": "short", "uint16_t": "ushort",
+    "int32_t": "int", "uint32_t": "uint", "int64_t": "long", "uint64_t": "ulong",
     **{f"cl_{t}": t for t in ("char", "uchar", "short", "ushort", "int", "uint", "long", "ulong",
                               "half", "float", "double")},
 }

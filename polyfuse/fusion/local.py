@@ -25,13 +25,13 @@ grid), as ``anchor`` says; ``auto`` tries the producer first.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 import islpy as isl
 import networkx as nx
 
-from polyfuse.fusion.plan import FusionPlan
+from polyfuse.fusion.plan import FusedGroup, FusionPlan
 from polyfuse.fusion.reindex import (
     FUSED,
     QUOTA_REASON,
@@ -43,6 +43,7 @@ from polyfuse.fusion.reindex import (
     merge_frames,
     normalize,
 )
+from polyfuse.islutil import IslQuotaExceeded, bounded
 from polyfuse.program import HostOp, Launch
 from polyfuse.uar.graph import UAR, Edge
 
@@ -280,6 +281,44 @@ def _frame_of_group(uar: UAR, group) -> Frame:
     return frame
 
 
+def group_problems(uar: UAR, g: FusedGroup) -> list[str]:
+    """Problems of one group of a plan (empty: legal); the per-group part of :func:`check_plan`.
+
+    Reading and normalizing the group's frame run under isl's operation quota, like the member
+    and edge checks of :func:`frame_problems` (those are memoized on their canonical form, so
+    identical layers are checked once); a check that hits the quota is a problem, never a pass.
+    """
+    if [f.launch for f in g.fragments] != list(g.members):
+        return ["fragments do not match members"]
+    if len({uar.instances(m).loop_ids for m in g.members}) > 1:
+        return ["members in different host loops"]
+    if not g.local_size or not g.global_size:
+        return ["NDRange missing"]
+    try:
+        with bounded():
+            frame = _frame_of_group(uar, g)
+            norm = normalize(uar, frame)
+    except IslQuotaExceeded:
+        return [QUOTA_REASON]
+    except isl.Error as err:
+        return [f"unreadable re-indexing ({err})"]
+    if norm is None:
+        return ["fragments do not form a box of whole work-groups starting at 0"]
+    problems = [f"global size {gs} in dim {d} but fragments span {norm.groups[d]} groups of {ls}"
+                for d, (gs, ls) in enumerate(zip(g.global_size, g.local_size))
+                if isinstance(gs, int) and isinstance(norm.groups[d], int)
+                and gs != norm.groups[d] * ls]
+    frame = replace(frame, grid=norm.grid)
+    probs, _ = frame_problems(uar, frame, barriers=frame.barriers)
+    if g.orchestration in ("horizontal", "hybrid"):
+        from polyfuse.fusion.hetero import padding_only
+
+        # a padded fragment of a heterogeneous group: its own local ids kept, no barriers,
+        # the padded work-items guarded off (no code of it runs there)
+        probs = [p for p in probs if not padding_only(uar, frame, p)]
+    return problems + probs
+
+
 def check_plan(plan: FusionPlan) -> list[str]:
     """Problems of a plan (empty list: every group is legal).  The legality certificate.
 
@@ -302,42 +341,7 @@ def check_plan(plan: FusionPlan) -> list[str]:
             if m in seen:
                 problems.append(f"L{m} is in groups {seen[m]} and {g.id}")
             seen[m] = g.id
-        if [f.launch for f in g.fragments] != list(g.members):
-            problems.append(f"group {g.id}: fragments do not match members")
-            continue
-        if len({uar.instances(m).loop_ids for m in g.members}) > 1:
-            problems.append(f"group {g.id}: members in different host loops")
-            continue
-        try:
-            frame = _frame_of_group(uar, g)
-        except isl.Error as err:
-            problems.append(f"group {g.id}: unreadable re-indexing ({err})")
-            continue
-        if not g.local_size or not g.global_size:
-            problems.append(f"group {g.id}: NDRange missing")
-            continue
-        norm = normalize(uar, frame)
-        if norm is None:
-            problems.append(f"group {g.id}: fragments do not form a box of whole work-groups "
-                            "starting at 0")
-            continue
-        for d, (gs, ls) in enumerate(zip(g.global_size, g.local_size)):
-            cnt = norm.groups[d]
-            if isinstance(gs, int) and isinstance(cnt, int) and gs != cnt * ls:
-                problems.append(f"group {g.id}: global size {gs} in dim {d} but fragments "
-                                f"span {cnt} groups of {ls}")
-        frame = Frame(host_dims=frame.host_dims, work_dim=frame.work_dim,
-                      local_size=frame.local_size, maps=frame.maps, grid=norm.grid)
-        probs, _ = frame_problems(uar, frame,
-                                  barriers=frozenset(f.launch for f in g.fragments
-                                                     if f.barrier_before))
-        if g.orchestration in ("horizontal", "hybrid"):
-            from polyfuse.fusion.hetero import padding_only
-
-            # a padded fragment of a heterogeneous group: its own local ids kept, no barriers,
-            # the padded work-items guarded off (no code of it runs there)
-            probs = [p for p in probs if not padding_only(uar, frame, p)]
-        problems += [f"group {g.id}: {p}" for p in probs]
+        problems += [f"group {g.id}: {p}" for p in group_problems(uar, g)]
     for op in uar.program.launches:
         if op.id not in seen:
             problems.append(f"L{op.id} is in no group")
@@ -358,4 +362,4 @@ def check_plan(plan: FusionPlan) -> list[str]:
 
 
 __all__ = ["ANCHORS", "FUSED", "LocalGroup", "LocalResult", "check_plan", "dependence_graph",
-           "local_fusion", "placement_problem"]
+           "group_problems", "local_fusion", "placement_problem"]
