@@ -65,7 +65,7 @@ import islpy as isl
 import sympy
 from pycparser import c_ast
 
-from polyfuse.frontend import cpp
+from polyfuse.frontend import clhpp, cpp
 from polyfuse.program import (
     ArgBinding,
     Buffer,
@@ -1960,6 +1960,12 @@ class _Interpreter:
             return self._call_function(self.funcs[name], args, node)
         if name in _STD_STRING:
             return self._std_string(name, args)
+        if clhpp.handles(name):
+            self.name_hint = hint
+            try:
+                return clhpp.call(self, name, node, args)
+            finally:
+                self.name_hint = None
         handler = getattr(self, "_cl_" + name, None)
         if handler is not None:
             self.name_hint = hint
