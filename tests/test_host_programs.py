@@ -345,3 +345,78 @@ def test_cpp_references_templates_and_std_string() -> None:
     assert _edge(widths, "add", "add", program) == "thread"
     symbolic = load_opencl(None, host=str(PROGRAMS / "cpp_refs" / "main.cpp"))
     assert len(symbolic.params) == 1 and symbolic.params[0].startswith("n")
+
+
+# ----------------------------------------------------------------------------------------------
+# The C++ OpenCL wrapper (cl.hpp / opencl.hpp), modelled at the API level
+# ----------------------------------------------------------------------------------------------
+
+HANDSON = PROGRAMS / "handson_cpp"
+CPP_COMMON = HANDSON / "common"
+POLYFUSE_HEADERS = Path(__file__).resolve().parent.parent / "polyfuse" / "include"
+
+
+@pytest.mark.parametrize("stub", [False, True], ids=["installed-wrapper", "polyfuse-decls"])
+def test_handson_cpp_make_kernel_chain(stub: bool) -> None:
+    """``cl::make_kernel`` functors called with ``cl::EnqueueArgs``, buffers built from
+    ``std::vector`` iterators (``begin(v)``/``v.begin()``) and with flags and a size,
+    ``util::loadProgram`` reading the kernel through ``std::ifstream``, ``cl::copy`` back;
+    with the installed ``opencl.hpp`` and with polyfuse's declaration-only headers."""
+    dirs = ([str(POLYFUSE_HEADERS)] if stub else []) + [str(CPP_COMMON)]
+    program = load_opencl(None, host=str(HANDSON / "vadd_chain.cpp"), include_dirs=dirs)
+    launches = program.launches
+    assert [op.kernel for op in launches] == ["vadd", "vadd"]
+    assert all(op.global_size == (64,) and op.local_size is None for op in launches)
+    assert [launches[0].arg(i).buffer for i in range(3)] == ["d_a", "d_b", "d_c"]
+    assert [launches[1].arg(i).buffer for i in range(3)] == ["d_e", "d_c", "d_f"]
+    assert launches[0].arg(3).value == 64
+    assert {n: b.size for n, b in program.buffers.items()} == {
+        n: 256 for n in ("d_a", "d_b", "d_c", "d_e", "d_f")}
+    assert "CL_MEM_COPY_HOST_PTR" in program.buffers["d_a"].flags
+    kinds = [(op.kind, op.name) for op in program.ops if not isinstance(op, type(launches[0]))]
+    assert ("read", "clEnqueueReadBuffer") in kinds  # cl::copy(queue, d_f, ...)
+    widths = check_against_oracle(program)
+    assert _edge(widths, "vadd", "vadd", program) == "thread"
+
+
+def test_handson_cpp_kernel_setarg_ndrange_and_functor_with_local_memory() -> None:
+    """``cl::Kernel`` + ``setArg`` + ``enqueueNDRangeKernel`` with a local range, a
+    ``cl::KernelFunctor`` with a ``cl::Local`` argument, ``program.build(devices, "-DBS=4 ...")``
+    and ``enqueueReadBuffer``."""
+    program = load_opencl(None, host=str(HANDSON / "matmul.cpp"), include_dirs=[str(CPP_COMMON)])
+    mmul, rowsum = program.launches
+    assert (mmul.kernel, mmul.global_size, mmul.local_size) == ("mmul", (8, 8), (4, 4))
+    assert (rowsum.kernel, rowsum.global_size, rowsum.local_size) == ("rowsum", (32,), (4,))
+    assert rowsum.arg(2).kind == "local" and rowsum.arg(2).local_bytes == 16
+    assert mmul.arg(0).value == 8 and rowsum.arg(3).value == 8
+    assert "BS 1" not in " ".join(s.code for s in program.kernels["rowsum"].statements)
+    assert program.buffers["d_c"].size == 256 and program.buffers["d_a"].size == 256
+    widths = check_against_oracle(program)
+    assert _edge(widths, "mmul", "rowsum", program) == "global"
+
+
+def test_handson_cpp_fuse_and_verify_through_the_cli(tmp_path: Path, capsys: Any) -> None:
+    import json
+
+    out = tmp_path / "out"
+    code, stdout, err = _run_cli(capsys, "fuse", "--host", str(HANDSON / "vadd_chain.cpp"),
+                                 "-I", str(CPP_COMMON), "--out", str(out), "--verify")
+    assert code == 0, err
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["launches_before"] == 2 and plan["launches_after"] == 1
+    assert plan["verified"]["ok"] is True and "Traceback" not in err
+
+
+def test_handson_cpp_unfollowable_kernel_object_is_refused(tmp_path: Path, capsys: Any) -> None:
+    """Kernel objects kept in a container indexed at run time: refused with file:line, never
+    an empty model."""
+    (tmp_path / "vadd_chain.cl").write_text((HANDSON / "vadd_chain.cl").read_text())
+    text = (HANDSON / "vadd_chain.cpp").read_text().replace(
+        "        vadd(cl::EnqueueArgs(queue, cl::NDRange(count)), d_a, d_b, d_c, count);",
+        "        std::vector<cl::Kernel> ks(1, cl::Kernel(program, \"vadd\"));\n"
+        "        queue.enqueueNDRangeKernel(ks[rand() % 1], cl::NullRange, cl::NDRange(count));")
+    (tmp_path / "host.cpp").write_text(text)
+    code, _, err = _run_cli(capsys, "analyze", "--host", str(tmp_path / "host.cpp"), "-I",
+                            str(CPP_COMMON))
+    assert code == 1 and "host.cpp:" in err and "kernel object" in err
+    assert "Traceback" not in err

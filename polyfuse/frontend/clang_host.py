@@ -517,7 +517,9 @@ class _Translator:
         name = clhpp_name(ref)
         if name is None:
             return None
-        args = [self._expr(a) for a in arg_cursors]
+        # default arguments the header supplies have no place in the user's file
+        args = [self._expr(a) for a in arg_cursors if a.location.file is not None and
+                not _is_wrapper_file(a.location.file.name)]
         co = self._coord(c)
         if name.endswith("__assign") and obj is not None and len(args) == 1:
             target = obj.expr if isinstance(obj, c_ast.UnaryOp) and obj.op == "&" else obj
@@ -534,8 +536,6 @@ class _Translator:
         (``k(args...)``, ``a = b``: the object is the first operand), a constructor or a free
         function; default arguments the header supplies are left out."""
         K = cindex.CursorKind
-        arg_cursors = [a for a in arg_cursors if a.location.file is None or
-                       not _is_wrapper_file(a.location.file.name)]
         obj = None
         if ref.kind in (K.CXX_METHOD, K.CONVERSION_FUNCTION, K.FUNCTION_TEMPLATE) and \
                 not ref.is_static_method() and ref.semantic_parent is not None and \
