@@ -18,8 +18,9 @@ buffers from a vector's iterators.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import sympy
 from pycparser import c_ast
