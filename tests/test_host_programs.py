@@ -356,13 +356,16 @@ CPP_COMMON = HANDSON / "common"
 POLYFUSE_HEADERS = Path(__file__).resolve().parent.parent / "polyfuse" / "include"
 
 
-@pytest.mark.parametrize("stub", [False, True], ids=["installed-wrapper", "polyfuse-decls"])
-def test_handson_cpp_make_kernel_chain(stub: bool) -> None:
+@pytest.mark.parametrize("wrapper", ["installed", "polyfuse-decls", "cl.hpp-1.2"])
+def test_handson_cpp_make_kernel_chain(wrapper: str) -> None:
     """``cl::make_kernel`` functors called with ``cl::EnqueueArgs``, buffers built from
     ``std::vector`` iterators (``begin(v)``/``v.begin()``) and with flags and a size,
     ``util::loadProgram`` reading the kernel through ``std::ifstream``, ``cl::copy`` back;
-    with the installed ``opencl.hpp`` and with polyfuse's declaration-only headers."""
-    dirs = ([str(POLYFUSE_HEADERS)] if stub else []) + [str(CPP_COMMON)]
+    with the installed ``opencl.hpp``, polyfuse's declaration-only headers, and a header laid
+    out as cl.hpp 1.2 (the call operator inherited from a ``detail::`` class)."""
+    first = {"installed": [], "polyfuse-decls": [str(POLYFUSE_HEADERS)],
+             "cl.hpp-1.2": [str(HANDSON / "cl12")]}[wrapper]
+    dirs = first + [str(CPP_COMMON)]
     program = load_opencl(None, host=str(HANDSON / "vadd_chain.cpp"), include_dirs=dirs)
     launches = program.launches
     assert [op.kernel for op in launches] == ["vadd", "vadd"]

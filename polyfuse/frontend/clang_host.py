@@ -975,7 +975,8 @@ def clhpp_name(ref: Any) -> Optional[str]:
         return None
     if len(names) < 2 or names[0] != "cl":
         return None
-    inner = [n.split("<")[0] for n in names[1:] if n not in ("compatibility", "detail")]
+    inner = [n.split("<")[0].rstrip("_") or n for n in names[1:]
+             if n not in ("compatibility", "detail")]
     if not inner:
         return None
     if ref.kind in (K.CXX_METHOD, K.CONSTRUCTOR, K.DESTRUCTOR, K.CONVERSION_FUNCTION,

@@ -71,6 +71,9 @@ class Iter:
 
 
 _NOT_HANDLED = object()
+#: classes of cl.hpp 1.2 that implement what opencl.hpp's classes do
+_CLASS_ALIASES = {"functionImplementation": "make_kernel",
+                  "KernelFunctorGlobal": "KernelFunctor"}
 
 
 def handles(name: str) -> bool:
@@ -85,6 +88,8 @@ def call(interpreter: Any, name: str, node: c_ast.FuncCall, args: list) -> Any:
     if name in _VECTOR:
         return model.vector(name, args)
     key = name[len(PREFIX):]
+    cls_, sep, rest = key.partition("__")
+    key = _CLASS_ALIASES.get(cls_, cls_) + sep + rest
     handler: Optional[Callable[[list], Any]] = getattr(model, "m_" + key.replace("__", "_"),
                                                        None)
     if handler is not None:
