@@ -159,7 +159,8 @@ def _check_diagnostics(tu: Any, name: str, path: str) -> None:
             continue
         loc = d.location
         file = loc.file.name if loc.file is not None else path
-        in_user = loc.file is None or not _is_system(file)
+        # the wrapper header a program ships (-I Cpp_common) is not the user's code either
+        in_user = loc.file is None or not (_is_system(file) or _is_wrapper_file(file))
         if d.severity >= cindex.Diagnostic.Fatal or in_user:
             shown = name if file == path else file
             hint = ""
