@@ -423,3 +423,29 @@ def test_handson_cpp_unfollowable_kernel_object_is_refused(tmp_path: Path, capsy
                             str(CPP_COMMON))
     assert code == 1 and "host.cpp:" in err and "kernel object" in err
     assert "Traceback" not in err
+
+
+# ----------------------------------------------------------------------------------------------
+# clCreateKernelsInProgram
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("swap", [False, True], ids=["source-order", "reversed-source"])
+def test_kernels_in_program_found_by_name(tmp_path: Path, swap: bool) -> None:
+    """All kernels created at once, in source order, and picked by the name
+    ``clGetKernelInfo(CL_KERNEL_FUNCTION_NAME)`` gives: the launches do not depend on the order
+    of the kernels in the file."""
+    d = PROGRAMS / "kernels_in_program"
+    host = d / "host.c"
+    if swap:
+        text = (d / "kernels.cl").read_text()
+        head, sep, second = text.partition("__kernel void shift_add")
+        first = head[head.index("__kernel void square"):]
+        (tmp_path / "kernels.cl").write_text(sep + second + "\n" + first)
+        (tmp_path / "host.c").write_text(host.read_text())
+        host = tmp_path / "host.c"
+    program = load_opencl(None, host=str(host))
+    assert [op.kernel for op in program.launches] == ["square", "shift_add"]
+    assert [op.arg(1).buffer for op in program.launches] == ["d_sq", "d_out"]
+    widths = check_against_oracle(program)
+    assert _edge(widths, "square", "shift_add", program) == "global"

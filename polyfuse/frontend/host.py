@@ -395,6 +395,7 @@ _MEM_FLAGS = {
 #: calls that only read through a ``&x`` argument (the loop iterator may be passed this way)
 _READ_ONLY_ADDRESS = {"clSetKernelArg", "printf", "fprintf"}
 _CL_MAP_READ, _CL_MAP_WRITE, _CL_MAP_WRITE_INVALIDATE = 1, 2, 4
+_CL_KERNEL_FUNCTION_NAME, _CL_KERNEL_NUM_ARGS = 0x1190, 0x1191
 
 # ----------------------------------------------------------------------------------------------
 # Public entry points
@@ -2466,23 +2467,31 @@ class _Interpreter:
         self.str_slots[buf.slot] = text
         return _Num(sympy.Integer(len(text)))
 
+    def _text(self, v: Any) -> Optional[str]:
+        """The C string a value holds: a literal, or a buffer polyfuse wrote text into."""
+        if isinstance(v, _Str):
+            return v.s
+        if isinstance(v, _Ref) and v.path in ((), (0,)):
+            return self.str_slots.get(v.slot)
+        return None
+
     def _cl_strcmp(self, node: c_ast.FuncCall, args: list) -> Any:
-        a, b = self._arg(args, 0), self._arg(args, 1)
-        if isinstance(a, _Str) and isinstance(b, _Str):
-            return _Num(sympy.Integer((a.s > b.s) - (a.s < b.s)))
+        a, b = self._text(self._arg(args, 0)), self._text(self._arg(args, 1))
+        if a is not None and b is not None:
+            return _Num(sympy.Integer((a > b) - (a < b)))
         return _UNK
 
     def _cl_strncmp(self, node: c_ast.FuncCall, args: list) -> Any:
-        a, b, n = self._arg(args, 0), self._arg(args, 1), self._arg(args, 2)
-        if isinstance(a, _Str) and isinstance(b, _Str) and isinstance(n, _Num) and \
-                n.e.is_Integer:
+        a, b, n = self._text(self._arg(args, 0)), self._text(self._arg(args, 1)), \
+            self._arg(args, 2)
+        if a is not None and b is not None and isinstance(n, _Num) and n.e.is_Integer:
             k = int(n.e)
-            return _Num(sympy.Integer((a.s[:k] > b.s[:k]) - (a.s[:k] < b.s[:k])))
+            return _Num(sympy.Integer((a[:k] > b[:k]) - (a[:k] < b[:k])))
         return _UNK
 
     def _cl_strlen(self, node: c_ast.FuncCall, args: list) -> Any:
-        a = self._arg(args, 0)
-        return _Num(sympy.Integer(len(a.s))) if isinstance(a, _Str) else _UNK
+        a = self._text(self._arg(args, 0))
+        return _Num(sympy.Integer(len(a))) if a is not None else _UNK
 
     def _read_number(self, name: str, args: list) -> Any:
         a = self._arg(args, 0)
@@ -2790,8 +2799,58 @@ class _Interpreter:
         return _ZERO
 
     def _cl_clCreateKernelsInProgram(self, node: c_ast.FuncCall, args: list) -> Any:
-        raise self._error("clCreateKernelsInProgram is not supported: create each kernel with "
-                          "clCreateKernel", node, UnsupportedError)
+        """One kernel object per kernel of the program, in source order (programs then find
+        theirs by ``clGetKernelInfo(CL_KERNEL_FUNCTION_NAME)``); the count through the last
+        argument."""
+        names = list(self._program_kernels(self._arg(args, 0), node).items())
+        count, out = self._arg(args, 3), self._arg(args, 2)
+        if isinstance(count, _Ref):
+            self._write(count, _Num(sympy.Integer(len(names))))
+        if isinstance(out, _Ref):
+            if self.loops:
+                raise _NeedUnroll("kernel objects are created inside a host loop")
+            room = self._arg(args, 1)
+            n = min(len(names), int(room.e)) if isinstance(room, _Num) and room.e.is_Integer \
+                else len(names)
+            for i, (_, record_name) in enumerate(names[:n]):
+                ref = self._index(out, _Num(sympy.Integer(i)))
+                if not isinstance(ref, _Ref):
+                    raise self._error("clCreateKernelsInProgram: the kernel array is not one "
+                                      "polyfuse can follow", node, UnsupportedError)
+                oid = self.next_oid
+                self.next_oid += 1
+                var = f"{self.name_hint or self.state.slots[out.slot].name}_{i}"
+                self.state.kobjs[oid] = _KState(var=var, kernel=record_name)
+                self._write(ref, _KObj(oid))
+        elif not (isinstance(out, _Num) and out.e == 0):
+            raise self._error("clCreateKernelsInProgram: the kernel array is not one polyfuse "
+                              "can follow", node, UnsupportedError)
+        return _ZERO
+
+    def _cl_clGetKernelInfo(self, node: c_ast.FuncCall, args: list) -> Any:
+        """``CL_KERNEL_FUNCTION_NAME`` and ``CL_KERNEL_NUM_ARGS`` of a kernel object are known;
+        other queries are run-time values."""
+        k, what, out = self._arg(args, 0), self._arg(args, 1), self._arg(args, 3)
+        ret = self._arg(args, 4)
+        if isinstance(k, _KObj) and k.oid in self.state.kobjs and isinstance(what, _Num):
+            kernel = self.out_kernels[self.state.kobjs[k.oid].kernel]
+            name = next((n for n, r in self._kernel_names() if r == kernel.name), kernel.name)
+            if what.e == _CL_KERNEL_FUNCTION_NAME:
+                if isinstance(out, _Ref):
+                    self.str_slots[out.slot] = name
+                if isinstance(ret, _Ref):
+                    self._write(ret, _Num(sympy.Integer(len(name) + 1)))
+                return _ZERO
+            if what.e == _CL_KERNEL_NUM_ARGS and isinstance(out, _Ref):
+                self._write(out, _Num(sympy.Integer(len(kernel.params))))
+                return _ZERO
+        self._query(args[1:])
+        return _ZERO
+
+    def _kernel_names(self) -> list[tuple[str, str]]:
+        """(name in its program's source, name in the record) of every kernel created."""
+        return [pair for info in self.programs.values() if info.names
+                for pair in info.names.items()]
 
 
 @dataclass(frozen=True)
