@@ -449,3 +449,68 @@ def test_kernels_in_program_found_by_name(tmp_path: Path, swap: bool) -> None:
     assert [op.arg(1).buffer for op in program.launches] == ["d_sq", "d_out"]
     widths = check_against_oracle(program)
     assert _edge(widths, "square", "shift_add", program) == "global"
+
+
+# ----------------------------------------------------------------------------------------------
+# Build options reproduced by the runtime
+# ----------------------------------------------------------------------------------------------
+
+TABLE_KERNEL = """
+#ifndef SCALE
+#define SCALE 1.0f
+#endif
+__constant float coef[2] = {SCALE, 0.5f};
+__kernel void scale(__global float *a, __global float *b) {
+    int i = get_global_id(0);
+    b[i] = coef[0] * a[i];
+}
+__kernel void shift(__global float *b, __global float *c) {
+    int i = get_global_id(0);
+    c[i] = b[i] + coef[1];
+}
+"""
+
+
+def test_runtime_builds_with_the_hosts_options(tmp_path: Path, capsys: Any) -> None:
+    """``-DSCALE=3.0f`` reaches the kernel file's constant table when the runtime assembles the
+    program (it re-reads the file for file-scope declarations), and ``-cl-*`` options are
+    recorded per kernel and used for the unfused and the fused builds."""
+    import json
+
+    import numpy as np
+
+    from polyfuse.runtime.execute import program_options, run_program
+
+    (tmp_path / "scale.cl").write_text(TABLE_KERNEL)
+    host = SCALE_HOST.replace("SOURCES", """const char *src = load("scale.cl");
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    clBuildProgram(prog, 0, NULL, "-DSCALE=3.0f -cl-fast-relaxed-math -cl-mad-enable -w", NULL,
+                   NULL);""").replace("    clFinish(q);", """
+    cl_kernel k2 = clCreateKernel(prog, "shift", &err);
+    cl_mem c = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 64 * sizeof(float), NULL, &err);
+    clSetKernelArg(k2, 0, sizeof(cl_mem), &b);
+    clSetKernelArg(k2, 1, sizeof(cl_mem), &c);
+    clEnqueueNDRangeKernel(q, k2, 1, NULL, &g, NULL, 0, NULL, NULL);
+    clFinish(q);""")
+    (tmp_path / "host.c").write_text(host)
+    program = load_opencl(None, host=str(tmp_path / "host.c"))
+    opts = program.kernels["scale"].build_options
+    assert "-DSCALE=3.0f" in opts and "-cl-fast-relaxed-math" in opts and "-w" in opts
+    assert {"-cl-fast-relaxed-math", "-cl-mad-enable", "-w"} <= set(program_options(program))
+    res = run_program(program)
+    a, b, c = (res.buffers[n] for n in ("a", "b", "c"))
+    np.testing.assert_allclose(b, 3.0 * res.initial["a"], rtol=1e-5)
+    np.testing.assert_allclose(c, b + 0.5, rtol=1e-5)
+    assert a is not None
+
+    # fused: the same options (a fused kernel does not carry file-scope tables yet, so the
+    # kernels use the macro directly here)
+    (tmp_path / "scale.cl").write_text(TABLE_KERNEL.replace("coef[0]", "SCALE")
+                                       .replace("coef[1]", "0.5f"))
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", "--host", str(tmp_path / "host.c"), "--out",
+                            str(out), "--verify")
+    assert code == 0, err
+    assert json.loads((out / "plan.json").read_text())["verified"]["ok"] is True
+    if (out / "fused_host.c").exists():
+        assert "-cl-fast-relaxed-math" in (out / "fused_host.c").read_text()

@@ -58,6 +58,7 @@ from polyfuse.program import (
     Program,
     UnsupportedError,
     host_expr_to_isl,
+    shared_runtime_options,
 )
 
 _BARRIER_FUNCS = ("barrier", "work_group_barrier")
@@ -958,7 +959,9 @@ def generate(plan: FusionPlan, *, device: Any = None, build: bool = True,
         _build_or_explain(source, lines, codes, device)
 
     filename = f"<fused {program.name}>"
-    kernels = opencl.parse_kernels(source, filename)
+    # the fused kernels are built as the host built the originals (-cl-fast-relaxed-math...)
+    kernels = opencl.parse_kernels(source, filename,
+                                   options=shared_runtime_options(program.kernels.values()))
 
     # host program: one launch per group at its last member's position
     by_pos = {gc.position: gc for gc in codes}

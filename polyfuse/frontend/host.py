@@ -80,6 +80,7 @@ from polyfuse.program import (
     SourceLoc,
     UnsupportedError,
     host_expr_to_isl,
+    runtime_options,
 )
 
 _log = logging.getLogger("polyfuse.frontend.host")
@@ -2267,7 +2268,7 @@ class _Interpreter:
         return out
 
     def _parse_program(self, info: _ProgInfo, node: c_ast.Node) -> dict[str, Kernel]:
-        defines, include_dirs = self._build_options(info.options, node)
+        defines, include_dirs, flags = self._build_options(info.options, node)
         pieces = [("unknown", f"kernel file '{p[1]}' not found (looked in "
                    f"{', '.join(self.kernel_files.search_dirs) or 'the working directory'})")
                   if p[0] == "file" and not os.path.isfile(p[1]) else p for p in info.pieces]
@@ -2283,14 +2284,15 @@ class _Interpreter:
             if not self.kernels and not self.kernel_files.files:
                 raise self._error(f"clCreateProgramWithSource: {why}; pass the kernel file(s) "
                                   "on the command line", node)
-            return self._cli_kernels(node, defines, include_dirs)
+            return _with_options(self._cli_kernels(node, defines, include_dirs), flags)
         files = [p[1] for p in info.pieces if p[0] == "file"]
         if len(info.pieces) == 1 and files:
             path = files[0]
             for f in self.kernel_files.files:  # the file the user gave: already parsed
                 if not defines and not include_dirs and _same_file(f, path) and self.kernels:
-                    return dict(self.kernels)
-            return self._parse_kernel_text(None, path, defines, include_dirs)
+                    return _with_options(dict(self.kernels), flags)
+            return _with_options(self._parse_kernel_text(None, path, defines, include_dirs),
+                                 flags)
         text = []
         for kind, value in info.pieces:
             if kind == "file":
@@ -2303,7 +2305,8 @@ class _Interpreter:
             if text[-1] and not text[-1].endswith("\n"):
                 text.append("\n")
         name = files[0] if files else (info.loc.file if info.loc else self.filename)
-        return self._parse_kernel_text("".join(text), name, defines, include_dirs)
+        return _with_options(self._parse_kernel_text("".join(text), name, defines,
+                                                     include_dirs), flags)
 
     def _parse_kernel_text(self, text: Optional[str], path: str,
                            defines: Mapping[str, Optional[str]],
@@ -2327,8 +2330,9 @@ class _Interpreter:
         return self.parse_cache[key]
 
     def _build_options(self, options: str, node: c_ast.Node
-                       ) -> tuple[dict[str, Optional[str]], list[str]]:
-        """``-D``/``-I`` of a build option string (``-cl-*`` options do not change the model)."""
+                       ) -> tuple[dict[str, Optional[str]], list[str], tuple[str, ...]]:
+        """``-D``/``-I`` of a build option string, and the compiler options (``-cl-*``, ``-w``,
+        ``-Werror``) that do not change the model but are reproduced when the runtime builds."""
         try:
             words = shlex.split(options)
         except ValueError:
@@ -2348,7 +2352,7 @@ class _Interpreter:
             elif w.startswith("-I"):
                 include_dirs.append(self._find_file(w[2:]) or w[2:])
             i += 1
-        return defines, include_dirs
+        return defines, include_dirs, runtime_options(words)
 
     def _adopt(self, kernels: Mapping[str, Kernel], info: Optional[_ProgInfo]
                ) -> dict[str, str]:
@@ -3039,7 +3043,16 @@ def _same_file(a: str, b: str) -> bool:
 
 
 def _same_kernel(a: Kernel, b: Kernel) -> bool:
-    return a is b or (a.source == b.source and a.loc == b.loc)
+    return a is b or (a.source == b.source and a.loc == b.loc and
+                      a.build_options == b.build_options)
+
+
+def _with_options(kernels: Mapping[str, Kernel], flags: Sequence[str]) -> dict[str, Kernel]:
+    """Kernels of a program built with compiler options ``flags`` (``-cl-*``)."""
+    if not flags:
+        return dict(kernels)
+    return {n: dataclasses.replace(k, build_options=k.build_options + tuple(flags))
+            for n, k in kernels.items()}
 
 
 def _renamed_kernel(k: Kernel, name: str) -> Kernel:
