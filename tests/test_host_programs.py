@@ -514,3 +514,56 @@ def test_runtime_builds_with_the_hosts_options(tmp_path: Path, capsys: Any) -> N
     assert json.loads((out / "plan.json").read_text())["verified"]["ok"] is True
     if (out / "fused_host.c").exists():
         assert "-cl-fast-relaxed-math" in (out / "fused_host.c").read_text()
+
+
+# ----------------------------------------------------------------------------------------------
+# Long unrolled launch sequences (PolyBench gramschmidt)
+# ----------------------------------------------------------------------------------------------
+
+GRAMSCHMIDT = PROGRAMS / "polybench_gramschmidt" / "gramschmidt.c"
+
+
+@pytest.mark.parametrize("windowed", [False, True])
+def test_gramschmidt_unrolled_launches_against_the_oracle(windowed: bool, monkeypatch: Any
+                                                          ) -> None:
+    """``for k: launch k1(k); launch k2(k); if (size3(k) > 1) launch k3(k)`` with a global
+    size that is a float ``ceil`` of ``k``: unrolled, every edge as brute force finds it (with
+    the whole-sequence flow and the sink-by-sink flow of long sequences)."""
+    from polyfuse.uar import deps
+
+    if windowed:
+        monkeypatch.setattr(deps, "WINDOW_MIN_OPS", 0)
+    program = load_opencl(None, host=str(GRAMSCHMIDT), defines={"MINI_DATASET": None})
+    kinds = [op.kernel[-1] for op in program.launches]
+    assert kinds == ["1", "2", "3"] * 7 + ["1", "2"]
+    assert [op.global_size for op in program.launches if op.kernel.endswith("3")] == \
+        [(8,), (8,), (8,), (4,), (4,), (4,), (4,)]
+    check_against_oracle(program)
+
+
+def test_windowed_dependences_equal_the_whole_sequence_flow(monkeypatch: Any) -> None:
+    """The sink-by-sink flow of unrolled sequences gives exactly isl's whole-sequence
+    dataflow (same edges, equal relations)."""
+    from polyfuse.uar import deps
+    from polyfuse.uar.effects import instantiate
+
+    programs = [load_opencl(None, host=str(GRAMSCHMIDT), defines={"NI": "12", "NJ": "12"}),
+                load_opencl(None, host=str(PROGRAMS / "kernels_in_program" / "host.c")),
+                load_opencl(None, host=str(PROGRAMS / "linked_list" / "host.c"))]
+    for program in programs:
+        inst = instantiate(program)
+        sched = deps.host_schedule(inst)
+        found = {}
+        for threshold in (10**9, 0):
+            monkeypatch.setattr(deps, "WINDOW_MIN_OPS", threshold)
+            found[threshold] = {(d.kind, d.buffer, d.src, d.dst): d.relation
+                                for d in deps.dependences(inst, sched)}
+        whole, windowed = found[10**9], found[0]
+        assert whole and set(whole) == set(windowed), program.name
+        assert all(whole[k].is_equal(windowed[k]) for k in whole), program.name
+
+
+def test_too_many_unrolled_launches_are_refused_with_a_hint(capsys: Any) -> None:
+    code, _, err = _run_cli(capsys, "analyze", "--host", str(GRAMSCHMIDT))
+    assert code == 1 and "gramschmidt.c:" in err and "2048 exceeds" in err
+    assert "-D SMALL_DATASET" in err and "Traceback" not in err

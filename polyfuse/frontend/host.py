@@ -1367,7 +1367,8 @@ class _Interpreter:
                 return
             if trip is None or trip > MAX_UNROLL:
                 what = "its trip count is not a constant" if trip is None else \
-                    f"its trip count {trip} exceeds {MAX_UNROLL}"
+                    (f"its trip count {trip} exceeds {MAX_UNROLL}; analyze a smaller problem "
+                     "size (-D SMALL_DATASET, -D N=256, or --args with a smaller size)")
                 raise self._error(
                     f"host loop cannot be kept symbolic ({need.why}) and cannot be unrolled: "
                     f"{what}", node, UnsupportedError) from None
