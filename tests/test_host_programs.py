@@ -503,15 +503,13 @@ def test_runtime_builds_with_the_hosts_options(tmp_path: Path, capsys: Any) -> N
     np.testing.assert_allclose(c, b + 0.5, rtol=1e-5)
     assert a is not None
 
-    # fused: the same options (a fused kernel does not carry file-scope tables yet, so the
-    # kernels use the macro directly here)
-    (tmp_path / "scale.cl").write_text(TABLE_KERNEL.replace("coef[0]", "SCALE")
-                                       .replace("coef[1]", "0.5f"))
+    # fused: the same options, and the -D'd constant table in the fused source
     out = tmp_path / "out"
     code, _, err = _run_cli(capsys, "fuse", "--host", str(tmp_path / "host.c"), "--out",
                             str(out), "--verify")
     assert code == 0, err
     assert json.loads((out / "plan.json").read_text())["verified"]["ok"] is True
+    assert "3.0f" in (out / "fused.cl").read_text()
     if (out / "fused_host.c").exists():
         assert "-cl-fast-relaxed-math" in (out / "fused_host.c").read_text()
 
@@ -567,3 +565,59 @@ def test_too_many_unrolled_launches_are_refused_with_a_hint(capsys: Any) -> None
     code, _, err = _run_cli(capsys, "analyze", "--host", str(GRAMSCHMIDT))
     assert code == 1 and "gramschmidt.c:" in err and "2048 exceeds" in err
     assert "-D SMALL_DATASET" in err and "Traceback" not in err
+
+
+
+# ----------------------------------------------------------------------------------------------
+# Rodinia and Parboil layouts
+# ----------------------------------------------------------------------------------------------
+
+
+def test_rodinia_style_run_in_another_file_with_struct_elements(tmp_path: Path,
+                                                                capsys: Any) -> None:
+    """``main`` calls ``run()`` of another unit; a platform picked by vendor name in a loop
+    left by ``break``; the kernel read by fopen/fread of a #define'd path; a malloc'd array of
+    structs whose typedef the kernels share (the fused kernels carry it too)."""
+    import json
+
+    d = PROGRAMS / "rodinia_run"
+    hosts = [str(d / "main.cpp"), str(d / "run.cpp")]
+    program = load_opencl(None, host=hosts, argv=["-n", "32", "-s", "2"])
+    assert [op.kernel for op in program.launches] == ["advance", "energy"]
+    assert [lp.upper for lp in program.launches[0].loops] == [2]
+    assert program.buffers["d_p"].size == 32 * 16
+    # (the brute-force interpreter has no struct types; --verify below runs the kernels)
+    edges = {(e.src, e.dst, e.kind) for e in build_uar(program).edges}
+    ids = [op.id for op in program.launches]
+    assert (ids[0], ids[1], "RAW") in edges
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", "--host", hosts[0], "--host", hosts[1], "--args",
+                            "-n 32 -s 2", "--out", str(out), "--verify")
+    assert code == 0, err
+    assert json.loads((out / "plan.json").read_text())["verified"]["ok"] is True
+    assert "particle_t" in (out / "fused.cl").read_text()
+
+
+def test_parboil_style_harness_and_input_file(tmp_path: Path, capsys: Any) -> None:
+    """``pb_ReadParameters``/``pb_*`` timers (a library polyfuse does not know: no effect on
+    buffers), the input file named by ``-i``, the size read from it as a parameter."""
+    import json
+
+    host = str(PROGRAMS / "parboil_style" / "main.c")
+    program = load_opencl(None, host=host, argv=["-i", "in.bin", "-o", "out.bin"])
+    assert [op.kernel for op in program.launches] == ["saxpy", "square"]
+    assert "n" in program.params
+    fixed = load_opencl(None, host=host, argv=["-i", "in.bin", "-o", "out.bin"],
+                        params={"n": 100}, check_params=True)
+    assert fixed.launches[0].global_size == (128,) and fixed.launches[0].local_size == (64,)
+    widths = check_against_oracle(fixed)
+    assert _edge(widths, "saxpy", "square", fixed) == "thread"
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", "--host", host, "--args", "-i in.bin -o out.bin",
+                            "--param", "n=100", "--out", str(out), "--verify")
+    assert code == 0, err
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["launches_after"] == 1 and plan["verified"]["ok"] is True
+    code, _, err = _run_cli(capsys, "fuse", "--host", host, "--args", "-i in.bin",
+                            "--out", str(out), "--verify")
+    assert code == 1 and "--param n=" in err and "main.c:" in err and "Traceback" not in err

@@ -93,6 +93,10 @@ _NO_CONTEXT = KernelContext()
 
 #: FuncDef → the file's function definitions (for inlining when re-extracting in specialize())
 _HELPERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+#: file-scope declarations (typedefs, structs, constant tables) of the source each kernel
+#: ``FuncDef`` was parsed from, preprocessed with its build options: what the runtime and the
+#: fused source need besides the kernel and its helpers
+_FILE_SCOPE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class _NonAffine(Exception):
@@ -1935,9 +1939,13 @@ def parse_kernels(
         _check_declared(f, file_names, filename)
     build_options = tuple(f"-I{d}" for d in include_dirs) + tuple(
         f"-D{n}" if v is None else f"-D{n}={v}" for n, v in defines.items()) + tuple(options)
+    scope = [e for e in ast.ext
+             if not isinstance(e, c_ast.FuncDef) and not cpp.is_polyfuse_header(e)
+             and not (isinstance(e, c_ast.Decl) and isinstance(e.type, c_ast.FuncDecl))]
     kernels: dict[str, Kernel] = {}
     for f in funcs:
         _HELPERS[f] = helpers
+        _FILE_SCOPE[f] = scope
         if cpp.is_kernel(f):
             if f.decl.name in kernels:
                 raise PolyfuseError(f"kernel {f.decl.name} defined twice",

@@ -159,8 +159,11 @@ def _assemble(program: Program) -> _Source:
                                     f"text to run", *_where(kernel.loc))
             kernel_texts.append((kernel.name, kernel.source.strip() + "\n"))
             continue
-        if kernel.loc is not None and os.path.isfile(kernel.loc.file):
-            for d in _file_scope_decls(kernel.loc.file, kernel.build_options):
+        scope = opencl._FILE_SCOPE.get(kernel.ast)
+        if scope is None and kernel.loc is not None and os.path.isfile(kernel.loc.file):
+            scope = _file_scope_decls(kernel.loc.file, kernel.build_options)
+        if scope:
+            for d in scope:
                 text = cpp.generate(d).rstrip().rstrip(";") + ";\n"
                 if text not in seen_decls:
                     seen_decls.add(text)
