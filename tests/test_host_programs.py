@@ -621,3 +621,84 @@ def test_parboil_style_harness_and_input_file(tmp_path: Path, capsys: Any) -> No
     code, _, err = _run_cli(capsys, "fuse", "--host", host, "--args", "-i in.bin",
                             "--out", str(out), "--verify")
     assert code == 1 and "--param n=" in err and "main.c:" in err and "Traceback" not in err
+
+
+PI_KERNEL = """
+__kernel void pi(const int niters, const float step_size, __local float *local_sums,
+                 __global float *partial_sums)
+{
+    int num_wrk_items = get_local_size(0);
+    int local_id = get_local_id(0);
+    int group_id = get_group_id(0);
+    float x, accum = 0.0f;
+    int i, istart = (group_id * num_wrk_items + local_id) * niters;
+    for (i = istart; i < istart + niters; i++) {
+        x = (i + 0.5f) * step_size;
+        accum += 4.0f / (1.0f + x * x);
+    }
+    local_sums[local_id] = accum;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (local_id == 0) {
+        float sum = 0.0f;
+        for (i = 0; i < num_wrk_items; i++)
+            sum += local_sums[i];
+        partial_sums[group_id] = sum;
+    }
+}
+"""
+
+PI_HOST = """
+#define __CL_ENABLE_EXCEPTIONS
+#include "cl.hpp"
+#include "util.hpp"
+#include <cstdio>
+#include <vector>
+#define INSTEPS (4096)
+#define ITERS (16)
+int main(void) {
+    int in_nsteps = INSTEPS, niters = ITERS, nsteps;
+    ::size_t nwork_groups, work_group_size = 8;
+    cl::Buffer d_partial_sums;
+    try {
+        cl::Context context(CL_DEVICE_TYPE_DEFAULT);
+        cl::Device device = context.getInfo<CL_CONTEXT_DEVICES>()[0];
+        cl::CommandQueue queue(context, device);
+        cl::Program program(context, util::loadProgram("pi_ocl.cl"), true);
+        cl::Kernel ko_pi(program, "pi");
+        work_group_size = ko_pi.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(device);
+        cl::make_kernel<int, float, cl::LocalSpaceArg, cl::Buffer> pi(program, "pi");
+        nwork_groups = in_nsteps / (work_group_size * niters);
+        nsteps = work_group_size * niters * nwork_groups;
+        float step_size = 1.0f / static_cast<float>(nsteps);
+        std::vector<float> h_psum(nwork_groups);
+        d_partial_sums = cl::Buffer(context, CL_MEM_WRITE_ONLY, sizeof(float) * nwork_groups);
+        pi(cl::EnqueueArgs(queue, cl::NDRange(nsteps / niters), cl::NDRange(work_group_size)),
+           niters, step_size, cl::Local(sizeof(float) * work_group_size), d_partial_sums);
+        cl::copy(queue, d_partial_sums, h_psum.begin(), h_psum.end());
+        float pi_res = 0.0f;
+        for (unsigned int i = 0; i < nwork_groups; i++)
+            pi_res += h_psum[i];
+        printf("pi = %f\\n", pi_res * step_size);
+    } catch (cl::Error err) {
+        printf("ERROR: %s\\n", err.what());
+    }
+}
+"""
+
+
+def test_handson_cpp_pi_work_group_size_query(tmp_path: Path) -> None:
+    """``kernel.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(device)`` is a named parameter;
+    with it fixed, the launch geometry, the ``cl::Local`` temporary and the vector-sized
+    buffer follow from it."""
+    (tmp_path / "pi_ocl.cl").write_text(PI_KERNEL)
+    (tmp_path / "pi.cpp").write_text(PI_HOST)
+    dirs = [str(CPP_COMMON)]
+    symbolic = load_opencl(None, host=str(tmp_path / "pi.cpp"), include_dirs=dirs)
+    assert "work_group_size" in symbolic.params
+    program = load_opencl(None, host=str(tmp_path / "pi.cpp"), include_dirs=dirs,
+                          params={"work_group_size": 16}, check_params=True)
+    (launch,) = program.launches
+    assert launch.global_size == (256,) and launch.local_size == (16,)
+    assert launch.arg(2).kind == "local" and launch.arg(2).local_bytes == 64
+    assert program.buffers["d_partial_sums"].size == 64
+    assert launch.arg(1).value == pytest.approx(1.0 / 4096)

@@ -107,8 +107,11 @@ def call(interpreter: Any, name: str, node: c_ast.FuncCall, args: list) -> Any:
                      "__flush", "__dimensions")) or cls in ("Platform", "Device", "Context",
                                                             "Error"):
         interp.query(args)
-        return interp.RUNTIME if key.endswith(("__getInfo", "__getWorkGroupInfo")) and \
-            not args[1:] else interp.ZERO
+        # getInfo<NAME>() returns the value; getInfo(NAME, &value) stores it
+        stores = any(isinstance(a, interp.Ref) for a in args[1:])
+        return interp.RUNTIME if key.endswith(("__getInfo", "__getWorkGroupInfo",
+                                               "__getBuildInfo")) and not stores \
+            else interp.ZERO
     return interp.unknown_call(f"cl::{key.replace('__', '::')}", args, node)
 
 
