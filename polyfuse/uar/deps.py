@@ -162,13 +162,14 @@ def _windowed_flow(inst: Instantiation, schedule: dict[int, isl.Map], buffer: st
                 break
             s = ids[start]
             for kind in live:
-                src = effs[s].access("read" if kind == "WAR" else "write", buffer)
-                if src is None:
+                direction = "read" if kind == "WAR" else "write"
+                src_elems = elements(effs[s].access(direction, buffer, "kernel"))
+                if src_elems is None or src_elems.intersect(remaining[kind]).is_empty():
                     continue
                 sink = sinks[kind].intersect_range(remaining[kind])
-                rel = coalesce(src.apply_range(sink.reverse()))
+                rel = effs[s].access(direction, buffer).apply_range(sink.reverse())
                 if not rel.is_empty():
-                    out.append(Dependence(kind, buffer, s, t, rel))
+                    out.append(Dependence(kind, buffer, s, t, coalesce(rel)))
             must = elements(effs[s].access("write", buffer, "kernel", must_only=True))
             if must is not None:
                 remaining = {k: r if r is None else r.subtract(must)
