@@ -143,19 +143,27 @@ def _windowed_flow(inst: Instantiation, schedule: dict[int, isl.Map], buffer: st
     def elements(rel: Optional[isl.Map]) -> Optional[isl.Set]:
         return None if rel is None or rel.is_empty() else rel.range()
 
-    touched: list[Optional[isl.Set]] = []  # elements touched by the operations before each
-    acc: Optional[isl.Set] = None
+    # per operation, computed once: thread-level accesses and the elements they touch
+    acc = {(i, d): effs[i].access(d, buffer) for i in ids for d in ("read", "write")}
+    elems = {(i, d): elements(effs[i].access(d, buffer, "kernel"))
+             for i in ids for d in ("read", "write")}
+    must = {i: elements(effs[i].access("write", buffer, "kernel", must_only=True)) for i in ids}
+    # a superset of the elements touched by the operations before each (a convex hull: a
+    # larger set only makes a walk go further back, and stays cheap over 1,000s of operations)
+    touched: list[Optional[isl.Set]] = []
+    seen: Optional[isl.Set] = None
     for i in ids:
-        touched.append(acc)
-        for direction in ("read", "write"):
-            e = elements(effs[i].access(direction, buffer, "kernel"))
+        touched.append(seen)
+        for d in ("read", "write"):
+            e = elems[(i, d)]
             if e is not None:
-                acc = e if acc is None else coalesce(acc.union(e))
+                seen = isl.Set.from_basic_set((e if seen is None else seen.union(e))
+                                              .simple_hull())
     out: list[Dependence] = []
     for pos, t in enumerate(ids):
-        sinks = {"RAW": effs[t].access("read", buffer), "WAR": effs[t].access("write", buffer),
-                 "WAW": effs[t].access("write", buffer)}
-        remaining = {k: elements(m) for k, m in sinks.items()}
+        sinks = {"RAW": acc[(t, "read")], "WAR": acc[(t, "write")], "WAW": acc[(t, "write")]}
+        remaining = {"RAW": elems[(t, "read")], "WAR": elems[(t, "write")],
+                     "WAW": elems[(t, "write")]}
         for start in range(pos - 1, -1, -1):
             live = [k for k, r in remaining.items() if r is not None and not r.is_empty()]
             if not live:
@@ -163,16 +171,15 @@ def _windowed_flow(inst: Instantiation, schedule: dict[int, isl.Map], buffer: st
             s = ids[start]
             for kind in live:
                 direction = "read" if kind == "WAR" else "write"
-                src_elems = elements(effs[s].access(direction, buffer, "kernel"))
+                src_elems = elems[(s, direction)]
                 if src_elems is None or src_elems.intersect(remaining[kind]).is_empty():
                     continue
                 sink = sinks[kind].intersect_range(remaining[kind])
-                rel = effs[s].access(direction, buffer).apply_range(sink.reverse())
+                rel = acc[(s, direction)].apply_range(sink.reverse())
                 if not rel.is_empty():
                     out.append(Dependence(kind, buffer, s, t, coalesce(rel)))
-            must = elements(effs[s].access("write", buffer, "kernel", must_only=True))
-            if must is not None:
-                remaining = {k: r if r is None else r.subtract(must)
+            if must[s] is not None:
+                remaining = {k: r if r is None else r.subtract(must[s])
                              for k, r in remaining.items()}
             before = touched[start]
             if before is None or all(r is None or r.intersect(before).is_empty()
