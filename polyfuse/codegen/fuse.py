@@ -884,9 +884,10 @@ def _file_scope_text(program: Program) -> str:
 
     seen: dict[str, None] = {}
     for k in program.kernels.values():
-        if k.loc is None or not os.path.isfile(k.loc.file):
-            continue
-        for d in _file_scope_decls(k.loc.file, k.build_options):
+        scope = opencl._FILE_SCOPE.get(k.ast) if k.ast is not None else None
+        if scope is None and k.loc is not None and os.path.isfile(k.loc.file):
+            scope = _file_scope_decls(k.loc.file, k.build_options)
+        for d in scope or ():
             seen.setdefault(cpp.generate(d).rstrip().rstrip(";") + ";\n", None)
     return "".join(seen) + ("\n" if seen else "")
 
