@@ -93,6 +93,10 @@ _NO_CONTEXT = KernelContext()
 
 #: FuncDef → the file's function definitions (for inlining when re-extracting in specialize())
 _HELPERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+#: file-scope declarations (typedefs, structs, constant tables) of the source each kernel
+#: ``FuncDef`` was parsed from, preprocessed with its build options: what the runtime and the
+#: fused source need besides the kernel and its helpers
+_FILE_SCOPE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class _NonAffine(Exception):
@@ -1911,9 +1915,14 @@ def parse_kernels(
     include_dirs: Iterable[str] = (),
     defines: Mapping[str, Optional[str]] = {},  # noqa: B006 - read only
     context: KernelContext = _NO_CONTEXT,
+    options: Sequence[str] = (),
 ) -> dict[str, Kernel]:
-    """All ``__kernel`` functions of an OpenCL C source (text or a ``.cl`` path), in order."""
+    """All ``__kernel`` functions of an OpenCL C source (text or a ``.cl`` path), in order.
+
+    Each kernel records the ``-D``/``-I`` it was preprocessed with and the compiler
+    ``options`` (``-cl-*``) of its program build, for the runtime to reproduce."""
     source = source_or_path
+    include_dirs = tuple(include_dirs)
     if filename is None:
         if "\n" not in source_or_path and (source_or_path.endswith((".cl", ".h", ".c"))
                                            or os.path.isfile(source_or_path)):
@@ -1929,15 +1938,22 @@ def parse_kernels(
     for f in funcs:
         _check_declared(f, file_names, filename)
         _check_integer_division(f, filename)
+    build_options = tuple(f"-I{d}" for d in include_dirs) + tuple(
+        f"-D{n}" if v is None else f"-D{n}={v}" for n, v in defines.items()) + tuple(options)
+    scope = [e for e in ast.ext
+             if not isinstance(e, c_ast.FuncDef) and not cpp.is_polyfuse_header(e)
+             and not (isinstance(e, c_ast.Decl) and isinstance(e.type, c_ast.FuncDecl))]
     kernels: dict[str, Kernel] = {}
     for f in funcs:
         _HELPERS[f] = helpers
+        _FILE_SCOPE[f] = scope
         if cpp.is_kernel(f):
             if f.decl.name in kernels:
                 raise PolyfuseError(f"kernel {f.decl.name} defined twice",
                                     *_file_line(f, filename))
-            kernels[f.decl.name] = extract_kernel(f, context=context, filename=filename,
-                                                  helpers=helpers)
+            kernels[f.decl.name] = replace(
+                extract_kernel(f, context=context, filename=filename, helpers=helpers),
+                build_options=build_options)
             _check_element_types(kernels[f.decl.name], filename)
     return kernels
 

@@ -63,6 +63,8 @@ from polyfuse.program import (
     eval_host_expr,
     eval_host_int,
     host_instances,
+    preprocessor_options,
+    shared_runtime_options,
 )
 from polyfuse.runtime.device import DeviceSpec, build_log, build_program, get_context
 
@@ -106,22 +108,25 @@ def c_dtype(name: str) -> Optional[np.dtype]:
 # Source
 # ----------------------------------------------------------------------------------------------
 
-_FILE_DECLS: dict[tuple[str, float], list[c_ast.Node]] = {}
+_FILE_DECLS: dict[tuple[str, float, tuple[str, ...]], list[c_ast.Node]] = {}
 
 
-def _file_scope_decls(path: str) -> list[c_ast.Node]:
-    """Typedefs, structs and constant tables of a kernel file (what helpers cannot carry)."""
+def _file_scope_decls(path: str, options: tuple[str, ...] = ()) -> list[c_ast.Node]:
+    """Typedefs, structs and constant tables of a kernel file (what helpers cannot carry),
+    preprocessed with the ``-D``/``-I`` its program was built with."""
     from polyfuse.frontend import cpp
 
     try:
-        key = (os.path.abspath(path), os.path.getmtime(path))
+        key = (os.path.abspath(path), os.path.getmtime(path), options)
     except OSError:
         return []
     hit = _FILE_DECLS.get(key)
     if hit is not None:
         return hit
+    defines, include_dirs = preprocessor_options(options)
     try:
-        ast = cpp.parse(cpp.read_source(path), path, opencl=True)
+        ast = cpp.parse(cpp.read_source(path), path, include_dirs=include_dirs,
+                        defines=defines, opencl=True)
     except (OSError, PolyfuseError):
         ast = None
     decls = [] if ast is None else [
@@ -154,8 +159,11 @@ def _assemble(program: Program) -> _Source:
                                     f"text to run", *_where(kernel.loc))
             kernel_texts.append((kernel.name, kernel.source.strip() + "\n"))
             continue
-        if kernel.loc is not None and os.path.isfile(kernel.loc.file):
-            for d in _file_scope_decls(kernel.loc.file):
+        scope = opencl._FILE_SCOPE.get(kernel.ast)
+        if scope is None and kernel.loc is not None and os.path.isfile(kernel.loc.file):
+            scope = _file_scope_decls(kernel.loc.file, kernel.build_options)
+        if scope:
+            for d in scope:
                 text = cpp.generate(d).rstrip().rstrip(";") + ";\n"
                 if text not in seen_decls:
                     seen_decls.add(text)
@@ -215,16 +223,28 @@ def _where(loc: Optional[SourceLoc]) -> tuple[Optional[str], Optional[int]]:
     return (loc.file, loc.line) if loc else (None, None)
 
 
+def program_options(program: Program) -> tuple[str, ...]:
+    """Compiler options to build ``program`` with: polyfuse's, and the ``-cl-*``/``-w``/
+    ``-Werror`` options the host built every one of its kernels with (an option only some
+    kernels had cannot apply to one program; ``-cl-std`` given by the host replaces
+    polyfuse's)."""
+    shared = shared_runtime_options(program.kernels.values())
+    base = [o for o in BUILD_OPTIONS if not (o.startswith("-cl-std=") and
+                                             any(s.startswith("-cl-std=") for s in shared))]
+    return tuple(base + [o for o in shared if o not in base])
+
+
 def build(program: Program, ctx: cl.Context) -> cl.Program:
     """Build :func:`program_source` (cached); a failure names the program, kernel and log."""
     src = _assemble(program)
+    options = program_options(program)
     try:
-        return build_program(ctx, src.text, BUILD_OPTIONS)
+        return build_program(ctx, src.text, options)
     except PolyfuseError as short:
         log = str(short)
         prog = cl.Program(ctx, src.text)
         try:
-            prog.build(options=list(BUILD_OPTIONS))
+            prog.build(options=list(options))
         except cl.Error as err:
             log = build_log(prog, ctx, err)
         culprits = []
@@ -904,6 +924,7 @@ __all__ = [
     "RunResult",
     "buffer_dtypes",
     "build",
+    "program_options",
     "c_dtype",
     "host_instances",
     "program_source",
