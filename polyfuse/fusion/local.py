@@ -124,9 +124,13 @@ def local_fusion(uar: UAR, anchor: str = "auto", *, join_producers: bool = True
     """P1: merge launches joined only by thread/block edges (see module docstring).
 
     ``auto`` runs one breadth-first pass that prefers the producer anchor at each merge and
-    tries the consumer anchor only where that merge failed.  (A second whole pass preferring
-    the consumer never gave fewer groups on the bundled programs and models once element-wise
-    launches index by coordinates, and it doubled the planning time of large models.)
+    tries the consumer anchor only where that merge failed.  Re-anchoring the last merge alone
+    is not always enough: a group built producer-first may have re-indexings whose composition
+    with a later consumer splits into pieces that cannot be extended, while the consumer-first
+    build of the same chain composes simple pieces (a shift, then a pair exchange inside a
+    group).  So where a merge into one group fails on its re-indexing, that group is rebuilt
+    consumer-first with the new launch, and only there (a second whole pass doubled the
+    planning time of large models).
 
     ``join_producers=False`` leaves a launch with several producer groups (a common consumer)
     in a group of its own, so that independent producers stay separate for P3 to place side by
@@ -245,10 +249,35 @@ def _try_merge(uar: UAR, graph: nx.DiGraph, groups: list[Optional[LocalGroup]],
             notes.append(f"L{y} is a common consumer: its producers' groups are fused too "
                          "(each re-indexed onto the consumer's work-items)")
         return LocalGroup(frame, notes, how), "", blame
+    if len(modes) > 1 and len(frames) == 1:
+        rebuilt = _consumer_first(uar, [*frames[0].members, y])
+        if rebuilt is not None:
+            notes = [n for p in parts if p is not None for n in p.notes]
+            how = set().union(*(p.how for p in parts if p is not None)) | {"P1"}
+            bar = " (barrier before it)" if y in rebuilt.barriers else ""
+            names = ", ".join(f"L{m}" for m in members[:-1])
+            notes.append(f"L{y} ({_kernel(uar, y)}) fused with {names} by P1, the group "
+                         f"rebuilt anchored on each consumer{bar}: " + "; ".join(details))
+            return LocalGroup(rebuilt, notes, how), "", blame
     why = f"no consistent re-indexing: {last_why}"
     for e in cross:
         blame[edge_key(e)] = why
     return None, why, blame
+
+
+def _consumer_first(uar: UAR, members: Sequence[int]) -> Optional[Frame]:
+    """The frame of ``members`` (a chain in host order) merged one by one, each on the newer
+    launch's grid where that works and on the group's otherwise; None when a merge fails."""
+    frame = identity_frame(uar, members[0])
+    for m in members[1:]:
+        nxt = identity_frame(uar, m)
+        merged, _ = merge_frames(uar, nxt, frame, _between(uar, nxt, frame))
+        if merged is None:
+            merged, _ = merge_frames(uar, frame, nxt, _between(uar, frame, nxt))
+        if merged is None:
+            return None
+        frame = merged
+    return frame
 
 
 def _between(uar: UAR, a: Frame, b: Frame) -> list[Edge]:
