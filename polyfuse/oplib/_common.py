@@ -426,8 +426,9 @@ def grid_kernel(
     extents = grid.extents
     local: list[int] = []
     for n in extents:
-        room = max(1, limit // prod(local))
-        local.append(min(pow2_ceil(n), pow2_floor(room)))
+        room = pow2_floor(max(1, limit // prod(local)))
+        exact = min(n & -n, room)  # a power of two dividing n: no idle work-items, no guard
+        local.append(exact if exact >= min(8, room) else min(pow2_ceil(n), room))
     glob = tuple(round_up(n, lsz) for n, lsz in zip(extents, local))
     lines = [f"const int i{d} = get_global_id({d});" for d in range(len(extents))]
     guard = " && ".join(f"i{d} < {n}" for d, (n, g) in enumerate(zip(extents, glob)) if g != n)
