@@ -7,8 +7,8 @@ polyfuse sessions are checked against onnxruntime's (rtol 1e-4, atol 1e-5) on se
 inputs before anything is timed; a model that fails the check is reported, not timed.  Timing:
 ``session.run(None, feeds)`` wall time, the three sessions alternating in ``--rounds`` rounds in
 one process so that load drift on a shared machine hits them alike; medians and IQR/median
-spread.  Then one fused model's run is split into device-kernel time (profiling events) and
-host time (everything else in ``run``).
+spread.  Then one fused model's run is split into device-kernel time (profiling events of
+profiled runs) and host time (the wall time of plain runs minus that).
 
     python analysis/vs_onnxruntime.py [MODEL.onnx ...] [--only bert_qkv mlp_gelu_ln ...]
                                       [--repeat 60] [--rounds 5] [--out DIR] [--device SPEC]
@@ -114,15 +114,17 @@ def measure(path: Path, repeat: int, rounds: int, device: Optional[str]) -> dict
 
 
 def breakdown(path: Path, repeat: int, device: Optional[str]) -> dict[str, float]:
-    """Median kernel (profiling events) and wall time of one fused run, and host = the rest."""
+    """Median kernel time (profiling events of profiled runs) and wall time of plain runs
+    (profiling itself costs host time), alternating; host = wall - kernel."""
     sess = polyfuse.InferenceSession(str(path), device=device)
     feeds = random_inputs(sess._model_info, seed=0)
     sess.run_profiled(feeds)
     kern, wall = [], []
     for _ in range(repeat):
-        _o, k, w = sess.run_profiled(feeds)
-        kern.append(k)
-        wall.append(w)
+        kern.append(sess.run_profiled(feeds)[1])
+        t0 = time.perf_counter()
+        sess.run(None, feeds)
+        wall.append(time.perf_counter() - t0)
     k, w = float(np.median(kern)), float(np.median(wall))
     return {"kernel_us": k * 1e6, "wall_us": w * 1e6, "host_us": max(0.0, w - k) * 1e6,
             "launches": sess.launches}

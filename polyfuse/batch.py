@@ -219,12 +219,14 @@ def _fuse_model_budgeted(path: str, out_root: str, timeout: Optional[float],
 def fuse_models(paths: Sequence[str], out_root: str, *, jobs: int = 1,
                 scheduler: Optional[str] = None, quiet: bool = False,
                 timeout: Optional[float] = None, stage_timeout: Optional[float] = None,
-                **kwargs: Any) -> list[ModelSummary]:
+                isolate: bool = False, **kwargs: Any) -> list[ModelSummary]:
     """Fuse every model (here, in ``jobs`` processes, or on a Dask ``scheduler``); summaries in
     the order of ``paths``.
 
     With ``timeout`` (seconds per model) or ``stage_timeout`` (seconds per stage) every model
     runs in its own worker process, killed when it overruns; its row names the stage.
+    ``isolate`` runs every model in its own worker even without a budget, so a native crash
+    (isl, the OpenCL driver) fails that model's row instead of the whole batch.
     """
     n = len(paths)
     with _bar(n, quiet) as bar:
@@ -233,7 +235,7 @@ def fuse_models(paths: Sequence[str], out_root: str, *, jobs: int = 1,
                 raise PolyfuseError("--timeout/--stage-timeout are not supported with a Dask "
                                     "scheduler (use the scheduler's own limits)")
             return _on_dask(paths, out_root, scheduler, jobs, bar, **kwargs)
-        if timeout is not None or stage_timeout is not None:
+        if timeout is not None or stage_timeout is not None or isolate:
             from concurrent.futures import ThreadPoolExecutor
 
             budgeted: list[Optional[ModelSummary]] = [None] * n

@@ -53,6 +53,31 @@ def add_program_inputs(p: argparse.ArgumentParser) -> None:
                    help="accept a host program that launches no kernel")
 
 
+def _check_original_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--check-original", action="store_true",
+                   help="compile the host (gcc/g++ -lOpenCL), run it with --args and check "
+                        "polyfuse's unfused model against what it really computes")
+
+
+def check_original(args: argparse.Namespace, program: Program,
+                   progress: Optional[Callable[[str], None]] = None) -> str:
+    """``--check-original``: the original program, run as written, against the unfused model
+    (:mod:`polyfuse.runtime.original`); returns the one-line summary, raises on a mismatch."""
+    import shlex
+
+    from polyfuse.runtime.original import check_against_original
+
+    if not args.host:
+        raise _UsageError("--check-original needs the host program (--host)")
+    if progress is not None:
+        progress("checking the unfused model against the original program")
+    defines = {n: (v if sep else None) for n, sep, v in (d.partition("=") for d in args.define)}
+    params = {k: v for k, v in _parse_params(args.param).items() if isinstance(v, int)}
+    res = check_against_original(program, args.host, argv=shlex.split(args.program_args or ""),
+                                 params=params, include_dirs=args.include, defines=defines)
+    return res.summary()
+
+
 def load_program_inputs(args: argparse.Namespace, kernels: Sequence[str]) -> Program:
     """The :class:`Program` the flags of :func:`add_program_inputs` describe."""
     import shlex
@@ -67,6 +92,8 @@ def load_program_inputs(args: argparse.Namespace, kernels: Sequence[str]) -> Pro
         if not name.isidentifier():
             raise _UsageError(f"-D expects NAME[=VALUE], got {d!r}")
         defines[name] = value if sep else None
+    if getattr(args, "check_original", False) and args.program_args is None:
+        args.program_args = ""  # the model must be the instance the original runs
     try:
         argv = shlex.split(args.program_args) if args.program_args is not None else None
     except ValueError as err:
@@ -170,6 +197,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from polyfuse.uar import build_uar
 
     program = load_program_inputs(args, args.kernels)
+    if args.check_original:
+        _progress(args, check_original(args, program, lambda m: _progress(args, m)))
     _progress(args, f"analyzing {len(program.launches)} launches")
     data = build_uar(program).to_json()
     if args.json:
@@ -280,50 +309,87 @@ def cmd_fuse(args: argparse.Namespace) -> int:
         if len(onnx_models) != len(args.inputs) or args.host:
             raise _UsageError("fuse takes either ONNX models or one KERNELS.cl with --host")
         return _fuse_onnx_batch(args, onnx_models)
-    if args.timeout is not None or args.stage_timeout is not None:
-        from polyfuse.watchdog import call_with_budget
+    from polyfuse.watchdog import call_with_budget
 
-        row, ok, paths, first = call_with_budget(
-            _fuse_opencl_job, (args,), {"announce_loading": True}, timeout=args.timeout,
-            stage_timeout=args.stage_timeout, label=(args.inputs or args.host)[0],
-            on_stage=None if args.quiet else (lambda m: _progress(args, m)))
-    else:
-        row, ok, paths, first = _fuse_opencl_job(
-            args, progress=None if args.quiet else (lambda m: _progress(args, m)))
+    # in a worker process (about 0.7 s of imports): a time budget can stop it, and a native
+    # crash while building or running kernels on the device (PoCL, isl) becomes one line
+    budget = args.timeout is not None or args.stage_timeout is not None
+    row, ok, paths, first = call_with_budget(
+        _fuse_opencl_job, (args,), {"announce_loading": True}, timeout=args.timeout,
+        stage_timeout=args.stage_timeout, label=(args.inputs or args.host)[0],
+        on_stage=None if args.quiet else (
+            lambda m: _progress(args, m) if budget or m != _LOADING else None))
     if "host_error" in paths:
         _progress(args, f"note: {paths['host_error']}")
     print(_table(["program", "launches before", "launches after", "max abs err", "verified"],
                  [row]))
     _progress(args, f"wrote {paths['plan']}, {paths['source']}, {paths['report']}"
-              + (f", {paths['host']}" if "host" in paths else ""))
+              + "".join(f", {v}" for k, v in paths.items() if k.startswith("host")
+                        and k != "host_error"))
     if not ok:
         raise PolyfuseError(f"{first}: the fused program does not match the original "
                             f"(see {paths['report']})")
     return 0
 
 
+#: the stage the worker reports first (printed only under a time budget, which names it)
+_LOADING = "loading the program"
+
+
 def _fuse_opencl_job(args: argparse.Namespace, progress: Optional[Callable[[str], None]] = None,
                      announce_loading: bool = False
                      ) -> tuple[list[str], bool, dict[str, Path], str]:
     """Load, fuse and write one OpenCL program: (summary row, verified ok, written paths, the
-    program's first file).  Module level so that a time-budgeted worker process can run it
-    (and name its stages, ``loading the program`` included)."""
+    program's first file).  Module level so that the worker process can run it (and name its
+    stages, ``loading the program`` included)."""
+    from polyfuse.frontend.cpp import RECURSION_LIMIT, recursion_limit
     from polyfuse.pipeline import fuse_program, size_buffers, summary_row, write_outputs
 
     if progress is not None and announce_loading:
-        progress("loading the program")
-    program = load_program_inputs(args, args.inputs)
-    # float values are host values the front-end has substituted; sizes stay integers
-    params = {k: v for k, v in _parse_params(args.param).items() if isinstance(v, int)}
-    if args.verify:
-        program = size_buffers(program, params)
-    result = fuse_program(program, params=params, orchestration=args.orchestration,
-                          verify=args.verify, tune=args.tune, progress=progress)
-    paths = write_outputs(result, args.out, host_include_dirs=tuple(args.include),
-                          host_defines={n: (v if sep else None) for n, sep, v in
-                                        (d.partition("=") for d in args.define)})
-    row = summary_row(Path(program.files[0]).parent.name or program.name, result)
-    return row, result.ok, paths, program.files[0]
+        progress(_LOADING)
+    with recursion_limit(RECURSION_LIMIT):  # deeply nested (but accepted) kernels, in a worker
+        program = load_program_inputs(args, args.inputs)
+        # float values are host values the front-end has substituted; sizes stay integers
+        params = {k: v for k, v in _parse_params(args.param).items() if isinstance(v, int)}
+        if args.check_original and progress is not None:
+            progress(check_original(args, program, progress))
+        elif args.check_original:
+            check_original(args, program)
+        if args.verify and args.host and params:
+            program = _symbolic_if_too_big(args, program, params, progress)
+        if args.verify:
+            program = size_buffers(program, params)
+        result = fuse_program(program, params=params, orchestration=args.orchestration,
+                              verify=args.verify, tune=args.tune, progress=progress)
+        paths = write_outputs(result, args.out, host_include_dirs=tuple(args.include),
+                              host_defines={n: (v if sep else None) for n, sep, v in
+                                            (d.partition("=") for d in args.define)})
+        row = summary_row(Path(program.files[0]).parent.name or program.name, result)
+        return row, result.ok, paths, program.files[0]
+
+
+def _symbolic_if_too_big(args: argparse.Namespace, program: Program, params: dict[str, int],
+                         progress: Optional[Callable[[str], None]]) -> Program:
+    """``--param`` sizes beyond the run budget: the program loaded with them left symbolic, so
+    the plan and fused code hold for every value and ``--verify`` checks a small instance."""
+    import copy
+
+    from polyfuse.runtime.budget import check_run_budget
+
+    try:
+        check_run_budget(program, params, runs=2, what="verification")
+        return program
+    except PolyfuseError:
+        pass
+    sym_args = copy.copy(args)
+    sym_args.param = [p for p in args.param if p.partition("=")[0] not in params]
+    symbolic = load_program_inputs(sym_args, args.inputs)
+    if not set(params) & set(symbolic.params):
+        return program
+    if progress is not None:
+        progress(f"note: the sizes {', '.join(f'{k}={v}' for k, v in params.items())} exceed "
+                 "the run budget: planning for symbolic sizes and verifying a small instance")
+    return symbolic
 
 
 def _fuse_onnx_batch(args: argparse.Namespace, models: list[str]) -> int:
@@ -338,7 +404,8 @@ def _fuse_onnx_batch(args: argparse.Namespace, models: list[str]) -> int:
                             tune=args.tune, params=_parse_params(args.param),
                             timing=not args.no_timing, cache=not args.no_cache,
                             scheduler=scheduler, quiet=args.quiet, timeout=args.timeout,
-                            stage_timeout=args.stage_timeout)
+                            stage_timeout=args.stage_timeout,
+                            isolate=args.verify and not scheduler)
     print(_table(SUMMARY_HEADERS, [s.row() for s in summaries]
                  + [[Path(m).stem, "-", "-", "-", "-", "-", "-", "-", "FAILED: no such file"]
                     for m in missing]))
@@ -658,6 +725,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="OpenCL C file(s); optional when the host names its kernel files "
                         "(without --host: each kernel launched once)")
     add_program_inputs(p)
+    _check_original_flag(p)
     p.add_argument("--json", action="store_true", help="JSON on stdout")
     p.set_defaults(func=cmd_analyze)
 
@@ -670,6 +738,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ONNX models (MODEL.onnx ...), or the OpenCL C file(s) with --host "
                         "(optional when the host names its kernel files)")
     add_program_inputs(p)
+    _check_original_flag(p)
     p.add_argument("--out", required=True,
                    help="output directory (ONNX: one subdirectory per model)")
     p.add_argument("--verify", action="store_true",
@@ -814,6 +883,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except PolyfuseError as err:
         if args.debug:
             traceback.print_exc()
+            if getattr(err, "traceback", None):  # from a worker process
+                print(err.traceback, file=sys.stderr)
         print(f"polyfuse: error: {err}", file=sys.stderr)
         return 1
     except FileNotFoundError as err:

@@ -23,7 +23,7 @@ from typing import Any, Optional, Union
 
 from polyfuse.codegen import FusedProgram, generate
 from polyfuse.fusion import FusionPlan, plan_fusion, plan_to_text
-from polyfuse.program import PolyfuseError, Program
+from polyfuse.program import REFERENCE_TARGET, PolyfuseError, Program, Target
 from polyfuse.uar import UAR, build_uar
 
 Progress = Optional[Callable[[str], None]]
@@ -120,10 +120,19 @@ def _fuse_program(program: Program, *, params: Optional[dict[str, int]], orchest
                   verify: bool, tune: bool, device: Any, build: bool, progress: Progress,
                   coarsen: Optional[bool]) -> FuseResult:
     say = progress or (lambda _msg: None)
+    too_big: dict[str, int] = {}  # given sizes beyond the run budget, verified scaled down
     if verify:
         from polyfuse.runtime.budget import check_run_budget
 
-        check_run_budget(program, params, runs=2, what="verification")  # refuse before planning
+        try:
+            check_run_budget(program, params, runs=2, what="verification")  # before planning
+        except PolyfuseError as err:
+            # the plan and the fused code are made for symbolic sizes: when the values beyond
+            # the budget are parameters, a small instance verifies the same code
+            too_big = {k: v for k, v in (params or {}).items() if k in program.params}
+            if not too_big:
+                raise
+            say(f"note: {err.message}; verifying a small instance instead")
     say("building the UAR")
     uar = build_uar(program)
     tuning = None
@@ -137,7 +146,7 @@ def _fuse_program(program: Program, *, params: Optional[dict[str, int]], orchest
         fused = dataclasses.replace(tuning.fused, plan=plan)
     else:
         say("planning fusion")
-        plan = plan_fusion(uar, orchestration=orchestration)
+        plan = plan_fusion(uar, orchestration=orchestration, target=_target(device, build))
         say(f"generating {len(plan.groups)} fused kernel(s)")
         fused = generate(plan, device=device if build else False, build=build)
         plan = fused.plan
@@ -155,14 +164,35 @@ def _fuse_program(program: Program, *, params: Optional[dict[str, int]], orchest
     verification = None
     if verify:
         from polyfuse.runtime import verify_programs
+        from polyfuse.runtime.budget import small_instance
 
-        say("verifying fused against unfused on random inputs")
-        verification = verify_programs(program, fused.program, params=params,
+        # symbolic sizes: the plan and the fused code hold for every value, so a small
+        # instance of the same fused code is verified (the values are in the report)
+        kept = {k: v for k, v in (params or {}).items() if k not in too_big}
+        instance = small_instance(program, kept) if program.launches else {}
+        at = dict(kept, **instance)
+        say("verifying fused against unfused on random inputs" + (
+            " at " + ", ".join(f"{k}={v}" for k, v in instance.items()) if instance else ""))
+        verification = verify_programs(program, fused.program, params=at,
                                        buffers=list(fused.compared_buffers), device=device)
-        plan = dataclasses.replace(plan, verified=verification.to_dict())
+        verified = verification.to_dict()
+        if instance:
+            verified["instance"] = instance
+        if too_big:
+            verified["instead_of"] = too_big
+        plan = dataclasses.replace(plan, verified=verified)
         fused = dataclasses.replace(fused, plan=plan)
     return FuseResult(program=program, uar=uar, plan=plan, fused=fused,
                       verification=verification, tuning=tuning, coarsening=coarsening)
+
+
+def _target(device: Any, build: bool) -> Target:
+    """The device's limits for planning (the reference target when no device is used)."""
+    if build is False or device is False:
+        return REFERENCE_TARGET
+    from polyfuse.runtime.device import device_target
+
+    return device_target(device)
 
 
 #: orchestration variants ``fuse --tune`` times (heterogeneous horizontal fusion only wins
@@ -197,7 +227,7 @@ def write_outputs(result: FuseResult, out_dir: Union[str, Path], *,
     A host that cannot be rewritten is not an error of the fusion: ``report.md`` says why and
     ``paths["host_error"]`` is set to the message.
     """
-    from polyfuse.codegen.host_rewrite import HostRewriteError, host_file_of, rewrite_host
+    from polyfuse.codegen.host_rewrite import HostRewriteError, host_files_of, rewrite_hosts
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -205,24 +235,23 @@ def write_outputs(result: FuseResult, out_dir: Union[str, Path], *,
     paths["plan"].write_text(plan_to_text(result.plan))
     paths["source"].write_text(result.fused.source)
     host_note = ""
-    host = host_file_of(result.program)
-    if host is None and any(op.loc is not None and not op.loc.file.endswith(".cl")
-                            for op in result.program.launches):
-        host_note = "fused host not written: the launches are in several host files"
-        paths["host_error"] = Path(host_note)
-    elif host is not None:
+    hosts = host_files_of(result.program)
+    if hosts:
         try:
-            fh = rewrite_host(result.program, result.fused, host,
-                              include_dirs=host_include_dirs, defines=host_defines or {})
+            fhs = rewrite_hosts(result.program, result.fused, hosts,
+                                include_dirs=host_include_dirs, defines=host_defines or {})
         except HostRewriteError as err:
             host_note = f"fused host not written: {err}"
             paths["host_error"] = Path(host_note)
         else:
-            paths["host"] = out / fh.name
-            paths["host"].write_text(fh.text)
-            host_note = (f"`{fh.name}`: the host program rewritten to launch the fused kernels "
+            for i, fh in enumerate(fhs):
+                key = "host" if i == 0 else f"host{i + 1}"
+                paths[key] = out / fh.name
+                paths[key].write_text(fh.text)
+            names = ", ".join(f"`{fh.name}`" for fh in fhs)
+            host_note = (f"{names}: the host program rewritten to launch the fused kernels "
                          "(build it like the original, plus `-lOpenCL`).")
-            host_note += "".join(f"\n\n- {n}" for n in fh.notes)
+            host_note += "".join(f"\n\n- {n}" for fh in fhs for n in fh.notes)
     report = report_markdown(result)
     if host_note:
         report += f"\n## Fused host\n\n{host_note}\n"
@@ -362,6 +391,15 @@ def report_markdown(result: FuseResult) -> str:
                    f"(max abs err {v.get('max_abs_err')}, max rel err {v.get('max_rel_err')}).")
         if v.get("tolerance_reason"):
             out.append(f"Tolerance: {v['tolerance_reason']}.")
+        if v.get("instance"):
+            values = ", ".join(f"{k} = {x}" for k, x in v["instance"].items())
+            given = ", ".join(f"{k} = {x}" for k, x in (v.get("instead_of") or {}).items())
+            why = (f"The given sizes ({given}) exceed the run budget" if given else
+                   "The sizes are symbolic")
+            out.append(f"{why}: verified at the small instance {values} "
+                       "(chosen so that every launch runs on a non-empty, uniform NDRange "
+                       "within the program's constraints). The fused code is the one "
+                       "generated for symbolic sizes, not re-generated for the instance.")
     else:
         out.append("Not run (use `--verify`).")
     if result.tuning is not None:

@@ -82,6 +82,22 @@ class UnsupportedError(PolyfuseError):
 
 
 @dataclass(frozen=True)
+class Target:
+    """What planning needs to know of a device, without the device (only :mod:`polyfuse.runtime`
+    talks to OpenCL; it builds one with :func:`polyfuse.runtime.device.device_target`).  The
+    default is a reference device: limits every OpenCL device offers (256 work-items, 32 KiB of
+    ``__local`` memory)."""
+
+    name: str = "reference"
+    max_work_group_size: int = 256
+    local_mem_size: int = 32768
+
+
+#: the device-free default (see :class:`Target`)
+REFERENCE_TARGET = Target()
+
+
+@dataclass(frozen=True)
 class SourceLoc:
     file: str
     line: int

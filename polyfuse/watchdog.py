@@ -16,7 +16,8 @@ The job is called as ``fn(*args, progress=callback, **kwargs)``; its result must
 from __future__ import annotations
 
 import multiprocessing
-import queue
+import os
+import signal
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -36,36 +37,97 @@ class BudgetExceeded(PolyfuseError):
         self.stage = stage
 
 
-def _child(q: Any, fn: Callable, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+class WorkerInternalError(PolyfuseError):
+    """An unexpected exception (a bug) in the worker; ``traceback`` is the worker's text."""
+
+    def __init__(self, message: str, traceback_text: str):
+        super().__init__(message)
+        self.traceback = traceback_text
+
+
+def _child(conn: Any, fn: Callable, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
     def progress(stage: str) -> None:
-        q.put(("stage", stage))
+        conn.send(("stage", stage))
 
     try:
-        q.put(("result", fn(*args, progress=progress, **kwargs)))
+        conn.send(("result", fn(*args, progress=progress, **kwargs)))
     except PolyfuseError as err:
-        q.put(("polyfuse_error", (err.message, err.file, err.line)))
+        conn.send(("polyfuse_error", (err.message, err.file, err.line)))
+    except MemoryError:
+        conn.send(("polyfuse_error", ("out of memory (the sizes are too large for this machine; "
+                                  "fix them with --param or use smaller inputs)", None, None)))
+    except RecursionError:
+        conn.send(("polyfuse_error", ("the input nests too deeply for polyfuse's parser and "
+                                  "analyses", None, None)))
     except BaseException as err:  # noqa: BLE001 - everything goes back to the parent as one line
         first = (str(err).strip().splitlines() or [""])[0]
-        q.put(("internal_error", (f"{type(err).__name__}: {first}", traceback.format_exc())))
+        conn.send(("internal_error", (f"{type(err).__name__}: {first}", traceback.format_exc())))
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) used so far by process ``pid`` and its live descendants
+    (Linux ``/proc``; 0 elsewhere).  A budget in CPU time judges the job, not how busy the
+    machine is."""
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    stats: dict[int, tuple[int, float]] = {}
+    try:
+        entries = [e for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:
+        return 0.0
+    for e in entries:
+        try:
+            with open(f"/proc/{e}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        # after the command name: state ppid ... utime (14th field) stime (15th)
+        stats[int(e)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
+    total, todo = 0.0, [pid]
+    children: dict[int, list[int]] = {}
+    for p, (ppid, _) in stats.items():
+        children.setdefault(ppid, []).append(p)
+    while todo:
+        p = todo.pop()
+        total += stats.get(p, (0, 0.0))[1]
+        todo += children.get(p, [])
+    return total
+
+
+def _death(exitcode: Optional[int], stage: str) -> str:
+    """One line for a worker that ended without an answer: a signal is a native crash (isl,
+    PoCL, the compiler of generated code), named with the stage it happened in."""
+    if exitcode is not None and exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = "unknown signal"
+        return (f"stage '{stage}' crashed (signal {-exitcode}, {name}) in native code; the "
+                "job ran in a worker process, so nothing else was affected")
+    return f"the worker process died (exit code {exitcode}) in stage '{stage}'"
 
 
 def call_with_budget(fn: Callable, args: Sequence[Any] = (),
                      kwargs: Optional[Mapping[str, Any]] = None, *,
                      timeout: Optional[float] = None, stage_timeout: Optional[float] = None,
                      label: str = "", on_stage: Optional[Callable[[str], None]] = None,
-                     poll: float = 0.25) -> Any:
+                     poll: float = 0.25, cpu_timeout: Optional[float] = None) -> Any:
     """``fn(*args, progress=..., **kwargs)`` in a worker process under a time budget.
 
     Errors of the job come back as :class:`PolyfuseError` (bad input) or as a
     :class:`PolyfuseError` saying ``internal error`` (a bug); an overrun kills the worker and
     raises :class:`BudgetExceeded`.  ``on_stage`` sees every stage the job enters.
+    ``cpu_timeout`` bounds the CPU seconds of the worker (and its children) instead of the
+    wall clock: on a loaded machine it tells a job that hangs from one that waits for a core.
     """
     ctx = multiprocessing.get_context("spawn")
-    q = ctx.Queue()
-    proc = ctx.Process(target=_child, args=(q, fn, tuple(args), dict(kwargs or {})),
+    # a pipe, not a Queue: a message is written when sent, so the stage a crash happened in
+    # has reached the parent even when the worker dies right after
+    recv_end, send_end = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(send_end, fn, tuple(args), dict(kwargs or {})),
                        daemon=True)
     start = time.monotonic()
     proc.start()
+    send_end.close()
     stage, stage_start = _STARTING, start
     prefix = f"{label}: " if label else ""
     try:
@@ -74,6 +136,9 @@ def call_with_budget(fn: Callable, args: Sequence[Any] = (),
             over = None
             if timeout is not None and now - start > timeout:
                 over = f"stopped after {timeout:g} s in stage '{stage}' (--timeout {timeout:g})"
+            elif cpu_timeout is not None and proc.pid is not None \
+                    and tree_cpu_seconds(proc.pid) > cpu_timeout:
+                over = f"stopped after {cpu_timeout:g} s of CPU time in stage '{stage}'"
             elif stage_timeout is not None and stage != _STARTING \
                     and now - stage_start > stage_timeout:
                 over = (f"stage '{stage}' took more than {stage_timeout:g} s "
@@ -81,12 +146,12 @@ def call_with_budget(fn: Callable, args: Sequence[Any] = (),
             if over:
                 raise BudgetExceeded(prefix + over, stage)
             try:
-                kind, value = q.get(timeout=poll)
-            except queue.Empty:
-                if not proc.is_alive() and q.empty():
-                    raise PolyfuseError(f"{prefix}the worker process died (exit code "
-                                        f"{proc.exitcode}) in stage '{stage}'") from None
-                continue
+                if not recv_end.poll(poll):
+                    continue
+                kind, value = recv_end.recv()
+            except EOFError:  # the worker ended without an answer
+                proc.join(timeout=5)
+                raise PolyfuseError(prefix + _death(proc.exitcode, stage)) from None
             if kind == "stage":
                 stage, stage_start = value, time.monotonic()
                 if on_stage is not None:
@@ -96,12 +161,13 @@ def call_with_budget(fn: Callable, args: Sequence[Any] = (),
             elif kind == "polyfuse_error":
                 raise PolyfuseError(*value)
             else:
-                raise PolyfuseError(f"{prefix}internal error in stage '{stage}': {value[0]}")
+                raise WorkerInternalError(f"{prefix}internal error in stage '{stage}': "
+                                          f"{value[0]}", value[1])
     finally:
         if proc.is_alive():
             proc.kill()
         proc.join(timeout=5)
-        q.close()
+        recv_end.close()
 
 
-__all__ = ["BudgetExceeded", "call_with_budget"]
+__all__ = ["BudgetExceeded", "WorkerInternalError", "call_with_budget", "tree_cpu_seconds"]

@@ -8,6 +8,7 @@ does (``verify_programs``), and every pair of independent launches it leaves apa
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ import polyfuse
 from polyfuse.codegen import generate
 from polyfuse.fusion import check_plan, plan_fusion
 from polyfuse.pipeline import FuseResult, report_markdown
+from polyfuse.program import Target
 from polyfuse.runtime import get_context, verify_programs
 from polyfuse.testing.kernelgen import (
     GenAccess,
@@ -40,15 +42,19 @@ def cl_env() -> tuple[Any, Any]:
 
 
 @st.composite
-def independent_kernels(draw: Any, dims: tuple[int, ...] = (1, 2), max_launches: int = 4
-                        ) -> GenProgram:
-    """2..max_launches launches with different random code and no buffer in common."""
+def independent_kernels(draw: Any, dims: tuple[int, ...] = (1, 2), max_launches: int = 4,
+                        mixed_local: bool = False) -> GenProgram:
+    """2..max_launches launches with different random code and no buffer in common (with
+    ``mixed_local``, each launch draws its own local size in dimension 0)."""
     wd = draw(st.sampled_from(dims))
     ls = tuple(draw(st.sampled_from([1, 2, 4])) for _ in range(wd))
     rest = tuple(ls[d] * draw(st.integers(1, 2)) for d in range(1, wd))  # shared beyond dim 0
     n = draw(st.integers(2, max_launches))
     kernels, launches, buffers = [], [], []
+    shared_ls = ls
     for i in range(n):
+        if mixed_local:
+            ls = (draw(st.sampled_from([1, 2, 4, 8])),) + shared_ls[1:]
         gs = (ls[0] * draw(st.integers(1, 6)),) + rest
         loop = draw(st.sampled_from([0, 0, 2, 3]))
         ext = _extents(wd, gs, ls, loop, 0)
@@ -95,6 +101,16 @@ def _check(gp: GenProgram, cl_env: tuple[Any, Any]) -> Any:
 def test_independent_kernels_fuse_side_by_side(gp: GenProgram, cl_env: tuple[Any, Any]) -> None:
     plan, _ = _check(gp, cl_env)
     # same local size everywhere: every launch ends in one group unless the frame was refused
+    assert plan.launches_after <= plan.launches_before
+
+
+@settings(max_examples=8, deadline=None, phases=PHASES, suppress_health_check=list(HealthCheck))
+@given(gp=independent_kernels(mixed_local=True))
+def test_padded_fragments_verify_and_pass_the_checker(gp: GenProgram,
+                                                      cl_env: tuple[Any, Any]) -> None:
+    """Different local sizes: fragments padded to the largest are accepted by check_plan (in
+    ``_check``) and the fused program matches the original."""
+    plan, _ = _check(gp, cl_env)
     assert plan.launches_after <= plan.launches_before
 
 
@@ -153,8 +169,8 @@ def test_different_local_sizes_are_padded(cl_env: tuple[Any, Any]) -> None:
     plan = plan_fusion(polyfuse.build_uar(program), orchestration="hetero")
     assert [(g.members, g.global_size, g.local_size) for g in plan.groups] == \
         [((0, 1), (40,), (8,))]
-    # the certificate (check_plan) still flags the padded fragment conservatively
-    assert all("differs from the fused (8,)" in p for p in check_plan(plan))
+    # the certificate accepts the padded fragment (no barriers, its local ids kept)
+    assert check_plan(plan) == []
     fused = generate(plan, device=ctx.devices[0], build=False)
     assert "get_local_id(0)) <= 3" in fused.source
     v = verify_programs(program, fused.program, buffers=fused.compared_buffers, ctx=ctx,
@@ -184,3 +200,62 @@ def test_a_consumer_between_them_keeps_them_apart(cl_env: tuple[Any, Any]) -> No
     assert v.ok, v.summary()
     apart = {(a, b): why for a, b, why in plan.apart}
     assert "would run at the later one's place" in apart[((0,), (2,))]
+
+
+def test_check_plan_rejects_wrong_padded_fragments() -> None:
+    """The padded fragment accepted above, made wrong three ways: its domain reaches into the
+    padding, its local ids permuted (no longer one work-group per work-group), or the second
+    fragment overlapping the first's work-groups; each is flagged."""
+    gp = _bicg_like()
+    l1 = GenLaunch("k1", (8,), (8,), (("out", "o1"), ("in0", "b")))
+    gp = GenProgram(gp.kernels, (gp.launches[0], l1), gp.buffers[:3] + (("b", 8, "float"),))
+    plan = plan_fusion(polyfuse.build_uar(gp.build()), orchestration="hetero")
+    g = plan.groups[0]
+
+    def with_fragment(i: int, reindex: str) -> Any:
+        frags = list(g.fragments)
+        frags[i] = dataclasses.replace(frags[i], reindex=reindex)
+        return dataclasses.replace(plan, groups=(dataclasses.replace(g, fragments=tuple(frags)),))
+
+    into_padding = with_fragment(0, "{ F[g0, l0] -> L0[g0' = g0, l0' = l0] : 0 <= g0 <= 3 and "
+                                    "0 <= l0 <= 7 }")
+    assert any("exactly once" in p for p in check_plan(into_padding))
+    permuted = with_fragment(0, "{ F[g0, l0] -> L0[g0' = g0, l0' = 3 - l0] : 0 <= g0 <= 3 and "
+                                "0 <= l0 <= 3 }")
+    assert any("differs from the fused (8,)" in p for p in check_plan(permuted))
+    overlap = with_fragment(1, "{ F[g0 = 3, l0] -> L1[g0' = 0, l0' = l0] : 0 <= l0 <= 7 }")
+    assert check_plan(overlap) != []
+
+
+def test_local_memory_over_the_device_limit_keeps_them_apart() -> None:
+    """Two independent launches with 2 KiB of __local memory each: side by side on a device
+    with 64 KiB, left apart on one with 3 KiB, and the reason names the limit (without --tune)."""
+    src = """
+__kernel void rowsum(__global const float* a, __global float* out) {
+  __local float tile[512];
+  int l = get_local_id(0);
+  tile[l] = a[get_global_id(0)];
+  out[get_global_id(0)] = tile[l] * 2.0f;
+}
+__kernel void colscale(__global const float* b, __global float* out) {
+  __local float buf[512];
+  int l = get_local_id(0);
+  buf[l] = b[get_global_id(0)] + 1.0f;
+  out[get_global_id(0)] = buf[l];
+}
+"""
+    b = polyfuse.ProgramBuilder(src)
+    for name in ("a", "b", "o0", "o1"):
+        b.buffer(name, 4 * 1024)
+    b.launch("rowsum", global_size=(1024,), local_size=(64,), args=["a", "o0"])
+    b.launch("colscale", global_size=(1024,), local_size=(64,), args=["b", "o1"])
+    uar = polyfuse.build_uar(b.build())
+    big = plan_fusion(uar, orchestration="hetero", target=Target("big", 256, 65536))
+    assert [g.members for g in big.groups] == [(0, 1)]
+    small = Target("small", 256, 3 * 1024)
+    for orchestration in ("auto", "hetero"):
+        plan = plan_fusion(uar, orchestration=orchestration, target=small)
+        assert [g.members for g in plan.groups] == [(0,), (1,)]
+        assert [why for _, _, why in plan.apart] == [
+            "local memory over the device limit (2048 B + 2048 B of __local memory > 3072 B "
+            "on small)"]

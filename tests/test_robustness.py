@@ -3,6 +3,7 @@ fuzzing found, written as inputs of the kind real programs and exporters produce
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -334,6 +335,56 @@ def test_watchdog_names_the_stage_that_overran() -> None:
         call_with_budget(_buggy_job, timeout=120)
 
 
+def _busy_job(progress=None) -> None:
+    progress("planning fusion")
+    while True:
+        pass
+
+
+def test_watchdog_cpu_budget_counts_the_worker_s_cpu_not_the_wall_clock() -> None:
+    from polyfuse.watchdog import BudgetExceeded, call_with_budget
+
+    start = time.monotonic()
+    with pytest.raises(BudgetExceeded, match="after 3 s of CPU time in stage 'planning fusion'"):
+        call_with_budget(_busy_job, timeout=600, cpu_timeout=3)
+    assert time.monotonic() - start < 300
+    # a job that waits uses no CPU: only the wall-clock budget stops it
+    with pytest.raises(BudgetExceeded, match=r"stopped after 8 s in stage .* \(--timeout 8\)"):
+        call_with_budget(_slow_job, (600.0,), timeout=8, cpu_timeout=3)
+
+
+def _crashing_job(progress=None) -> None:
+    import ctypes
+
+    progress("verifying fused against unfused on random inputs")
+    ctypes.string_at(0)  # a real SIGSEGV in native code
+
+
+def test_watchdog_turns_a_native_crash_into_one_line() -> None:
+    from polyfuse.watchdog import call_with_budget
+
+    with pytest.raises(PolyfuseError, match=r"^p.cl: stage 'verifying fused against unfused on "
+                       r"random inputs' crashed \(signal 11, SIGSEGV\) in native code"):
+        call_with_budget(_crashing_job, label="p.cl")
+
+
+def test_cli_fuse_survives_a_native_crash_of_the_device_step(tmp_path: Path) -> None:
+    """A segfault while verifying (as PoCL did on a 60-deep kernel) is one line, exit 1: the
+    CLI runs the job in a worker.  A ``sitecustomize`` makes the worker's verifier crash."""
+    (tmp_path / "sitecustomize.py").write_text(
+        "import ctypes, multiprocessing\nimport polyfuse.runtime as rt\n"
+        "def crash(*a, **k):\n"
+        "    if multiprocessing.parent_process() is not None:\n"
+        "        ctypes.string_at(0)\n"
+        "rt.verify_programs = crash\n")
+    example = ROOT / "examples" / "elementwise_chain"
+    r = subprocess.run([sys.executable, "-m", "polyfuse.cli", "fuse", example / "kernels.cl",
+                        "--host", example / "host.c", "--out", tmp_path / "out", "--verify"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"})
+    _one_line_error(r, "kernels.cl: stage 'verifying", "crashed (signal 11, SIGSEGV)")
+
+
 # -- ONNX: invalid graphs, NaN semantics, loading many nodes -----------------------------------
 
 onnx = pytest.importorskip("onnx")
@@ -495,3 +546,136 @@ def test_kernel_integer_division_by_a_zero_constant_is_refused(expr: str) -> Non
     assert (info.value.file, info.value.line) == ("div.cl", 5)
     # floating-point division by zero is defined (inf) and stays accepted
     assert parse_kernels(src.replace(expr, "x[i] / 0.0f"), "div.cl")
+
+
+@pytest.mark.parametrize("wg", ["(0)", "(int)0", "(4 - 4)", "+0", "(WG2 * 0)", "0u",
+                                "((unsigned)(1 - 1))"])
+@pytest.mark.parametrize("expr", ["x[i % WG]", "x[i] + (float)(i / WG)", "x[i] * (i % WG)",
+                                  "(i / WG > 2) ? x[i] : 0.0f"])
+def test_integer_division_by_a_folded_zero_is_refused_anywhere(wg: str, expr: str) -> None:
+    src = (f"#define WG2 8\n#define WG {wg}\n"
+           "__kernel void k(__global const float *x, __global float *a)\n{\n"
+           f"    int i = get_global_id(0);\n    a[i] = {expr};\n}}\n")
+    with pytest.raises(PolyfuseError, match="integer division by zero") as info:
+        parse_kernels(src, "div.cl")
+    assert (info.value.file, info.value.line) == ("div.cl", 6)
+
+
+def test_compound_integer_division_by_zero_and_float_division_are_told_apart() -> None:
+    src = ("#define WG (int)0\n__kernel void k(__global const float *x, __global float *a)\n"
+           "{\n    int i = get_global_id(0);\n    unsigned s = i;\n    s %= WG;\n"
+           "    a[i] = x[i] / (0) + (float)i / WG + s;\n}\n")
+    with pytest.raises(PolyfuseError, match=r"d.cl:6: .*division by zero in s %="):
+        parse_kernels(src, "d.cl")
+    # float divided by an integer zero is IEEE (inf), defined: accepted
+    assert parse_kernels(src.replace("    s %= WG;\n", ""), "d.cl")
+
+
+@pytest.mark.parametrize("wg", ["(int)0", "(unsigned)(4 - 4)", "(size_t)0"])
+def test_reqd_work_group_size_sees_through_casts(wg: str) -> None:
+    src = (f"#define WG {wg}\n__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))\n"
+           "void k(__global float *a) { a[get_global_id(0)] = 1.0f; }\n")
+    with pytest.raises(PolyfuseError, match="local work size 0"):
+        parse_kernels(src, "wg.cl")
+    assert parse_kernels(src.replace(wg, "(size_t)32"), "wg.cl")["k"].context.local_size[0] == 32
+
+
+# -- kernel accesses out of their buffer -------------------------------------------------------
+
+
+@pytest.mark.parametrize("wg,element", [("(0)", "-64"), ("0", "-64"), ("65", "1024")])
+def test_kernel_access_outside_its_buffer_is_refused(tmp_path: Path, wg: str,
+                                                     element: str) -> None:
+    """``#define WG (0)`` (reads ``c[-1 - l]``) and ``WG 65`` (the last group reads past the
+    end) make the original program undefined; the model used to clip the access silently, and
+    the second crashed the verifier's heap."""
+    example = ROOT / "examples" / "shift_rotation"
+    (tmp_path / "kernels.cl").write_text(
+        (example / "kernels.cl").read_text().replace("#define WG 64", f"#define WG {wg}"))
+    (tmp_path / "host.c").write_bytes((example / "host.c").read_bytes())
+    _one_line_error(_cli("fuse", tmp_path / "kernels.cl", "--host", tmp_path / "host.c",
+                         "--out", tmp_path / "out", "--verify", "--no-timing"),
+                    "host.c:111", "reverse_in_group", "reads c", f"unit {element} ")
+
+
+def test_guarded_or_parameter_dependent_accesses_are_not_refused() -> None:
+    from polyfuse.uar import build_uar
+
+    kernels = parse_kernels(
+        "__kernel void k(__global const float *x, __global float *y, int n)\n"
+        "{ int i = get_global_id(0); if (i < n) y[i] = x[i + 1]; }\n", "g.cl")
+    b = ProgramBuilder(kernels)
+    b.buffer("x", 4 * 257)
+    b.buffer("y", 4 * 256)
+    b.launch("k", (256,), (64,), {"x": "x", "y": "y", "n": 256})
+    assert build_uar(b.build())
+    b = ProgramBuilder(kernels)
+    b.buffer("x", 4 * 256)
+    b.buffer("y", 4 * 256)
+    b.launch("k", (256,), (64,), {"x": "x", "y": "y", "n": 256})
+    with pytest.raises(PolyfuseError, match="launch 0 of k: the kernel reads x .* unit 256 "):
+        build_uar(b.build())
+
+
+# -- symbolic sizes: verifying a small instance ------------------------------------------------
+
+
+def _symbolic_chain(local: int, assume: str = ""):
+    b = ProgramBuilder(parse_kernels(
+        "__kernel void a(__global const float *x, __global float *y)\n"
+        "{ int i = get_global_id(0); y[i] = 2.0f * x[i] + 1.0f; }\n"
+        "__kernel void b(__global const float *y, __global float *z)\n"
+        "{ int i = get_global_id(0); z[i] = y[i] * y[i]; }\n", "chain.cl"))
+    b.param("n", min=1)
+    if assume:
+        b.assume(assume)
+    for name in ("x", "y", "z"):
+        b.buffer(name, "4*n")
+    b.write("x")
+    b.launch("a", ("n",), (local,), {"x": "x", "y": "y"})
+    b.launch("b", ("n",), (local,), {"y": "y", "z": "z"})
+    b.read("z")
+    return b.build()
+
+
+@pytest.mark.parametrize("local,assume,expected", [
+    (64, "", 64), (48, "", 96), (16, "n >= 300", 512), (5, "", 100)])
+def test_symbolic_sizes_verify_at_a_small_legal_instance(local: int, assume: str,
+                                                         expected: int) -> None:
+    from polyfuse.pipeline import fuse_program, report_markdown
+
+    result = fuse_program(_symbolic_chain(local, assume), verify=True)
+    assert result.plan.launches_after == 1 and result.verification.ok
+    assert result.plan.verified["instance"] == {"n": expected}
+    assert expected % local == 0
+    assert f"verified at the small instance n = {expected}" in report_markdown(result)
+
+
+def test_no_legal_small_instance_is_a_clear_error() -> None:
+    from polyfuse.pipeline import fuse_program
+
+    with pytest.raises(PolyfuseError, match="no small instance of n to verify at .*--param"):
+        fuse_program(_symbolic_chain(7, "n >= 5000"), verify=True)
+
+
+def test_given_sizes_beyond_the_budget_verify_a_small_instance_of_the_same_code() -> None:
+    from polyfuse.pipeline import fuse_program, report_markdown
+
+    result = fuse_program(_symbolic_chain(64), params={"n": 64 * 10**8}, verify=True)
+    assert result.verification.ok and result.plan.verified["instance"] == {"n": 64}
+    assert "The given sizes (n = 6400000000) exceed the run budget: verified at the small " \
+           "instance n = 64" in report_markdown(result)
+    # sizes fixed in the program itself (not parameters) are still refused
+    with pytest.raises(PolyfuseError, match="verification needs about"):
+        fuse_program(_scale_program(10**9), verify=True)
+
+
+def test_cli_param_beyond_the_budget_plans_symbolically_and_verifies_small(tmp_path: Path) -> None:
+    example = ROOT / "examples" / "elementwise_chain"
+    r = _cli("fuse", example / "kernels.cl", "--host", example / "host.c", "--out",
+             tmp_path / "o", "--verify", "--param", "n=2000000000")
+    assert r.returncode == 0, r.stderr
+    assert "verifying fused against unfused on random inputs at n=64" in r.stderr
+    report = (tmp_path / "o" / "report.md").read_text()
+    assert "The given sizes (n = 2000000000) exceed the run budget: verified at the small " \
+           "instance n = 64" in report

@@ -45,7 +45,7 @@ import islpy as isl
 import sympy
 from pycparser import c_ast
 
-from polyfuse.codegen import exprs
+from polyfuse.codegen import exprs, wavefront
 from polyfuse.frontend import cpp, opencl
 from polyfuse.fusion.plan import Fragment, FusedGroup, FusionPlan
 from polyfuse.islutil import coalesce
@@ -86,6 +86,8 @@ class FusedProgram:
     dropped_buffers: tuple[str, ...] = ()
     #: (first line, last line) of each group's kernel in ``source``
     kernel_lines: Mapping[int, tuple[int, int]] = field(default_factory=dict)
+    #: group id -> its wavefront (groups run one launch per wavefront step, in ``program``)
+    wavefronts: Mapping[int, Any] = field(default_factory=dict)
 
     @property
     def compared_buffers(self) -> tuple[str, ...]:
@@ -953,6 +955,28 @@ def generate(plan: FusionPlan, *, device: Any = None, build: bool = True,
         lines[gc.kb.group.id] = (line, line + n - 1)
         line += n
         texts.append(text)
+    # wavefront launch fusion: groups whose isl-proved wavefront schedule runs one launch per step
+    waves: dict[int, Any] = {}
+    wave_notes: dict[int, str] = {}
+    for gc, text in zip(codes, texts):
+        g = gc.kb.group
+        if not any(n.startswith("wavefront schedule") for n in g.notes):
+            continue
+        last = program.ops[gc.position]
+        step = Launch(id=last.id, kernel=gc.kb.name, work_dim=gc.kb.wd,
+                      global_size=tuple(sympy.sympify(x) for x in gc.global_size),
+                      local_size=tuple(sympy.Integer(x) for x in gc.local_size),
+                      args=tuple(replace(p.binding, index=j) for j, p in enumerate(gc.kb.params)),
+                      loops=last.loops, loc=last.loc)
+        try:
+            wf, wtext = wavefront.plan_wavefront(plan.uar, g, step, text)
+        except wavefront.WavefrontError as err:
+            wave_notes[g.id] = f"wavefront launch fusion not applied: {err}"
+            continue
+        waves[g.id] = wf
+        texts.append(wtext)
+        wave_notes[g.id] = (f"wavefront launch fusion: one launch of {wf.slots} fragments per "
+                            f"step {wf.outer} + {wf.inner} (kernel {wf.kernel})")
     source = "".join(parts) + "".join(texts)
     if build:
         _build_or_explain(source, lines, codes, device)
@@ -970,6 +994,9 @@ def generate(plan: FusionPlan, *, device: Any = None, build: bool = True,
             if gc is None:
                 continue
             kb = gc.kb
+            if kb.group.id in waves:
+                ops.append(wavefront.wave_launch(waves[kb.group.id]))
+                continue
             args = tuple(replace(p.binding, index=j) for j, p in enumerate(kb.params))
             last = program.ops[gc.position]
             ops.append(Launch(id=last.id, kernel=kb.name, work_dim=kb.wd,
@@ -978,19 +1005,37 @@ def generate(plan: FusionPlan, *, device: Any = None, build: bool = True,
                               args=args, loops=last.loops, loc=last.loc))
         else:
             ops.append(op)
+    after = plan.launches_after
     for gc in codes:
         g = gc.kb.group
         gs = tuple(int(x) if sympy.sympify(x).is_Integer else x for x in gc.global_size)
+        notes = tuple(g.notes) + tuple(gc.kb.notes)
+        if g.id in wave_notes:
+            notes += (wave_notes[g.id],)
+        if g.id in waves:
+            after = _wave_count(after, waves[g.id])
         new_groups.append(replace(g, global_size=gs, local_size=gc.local_size,
-                                  kernel=gc.kb.name, notes=tuple(g.notes) + tuple(gc.kb.notes)))
+                                  kernel=gc.kb.name, notes=notes))
     fused_prog = Program(kernels=kernels, buffers=dict(program.buffers), ops=tuple(ops),
                          params=program.params, context=program.context,
                          name=f"{program.name}_fused", files=program.files,
                          data=program.data)
-    new_plan = replace(plan, groups=tuple(new_groups), optimizations=stats)
+    new_plan = replace(plan, groups=tuple(new_groups), optimizations=stats,
+                       launches_after=after)
     return FusedProgram(source=source, program=fused_prog, plan=new_plan,
                         group_kernels={gc.kb.group.id: gc.kb.name for gc in codes},
-                        dropped_buffers=tuple(sorted(set(dropped))), kernel_lines=lines)
+                        dropped_buffers=tuple(sorted(set(dropped))), kernel_lines=lines,
+                        wavefronts=waves)
+
+
+def _wave_count(after: Any, wf: Any) -> Any:
+    """The plan's launch count with group ``wf`` run per wavefront step: L x T launches of its
+    kernel become L + T - 1 (kept as it was when the trip counts are not constants)."""
+    other = next(lp for lp in wf.launch.loops if lp.iterator != wf.slot)
+    trips = sympy.sympify(other.upper) - sympy.sympify(other.lower)
+    if not isinstance(after, int) or not trips.is_Integer:
+        return after
+    return after - wf.slots * int(trips) + wf.slots + int(trips) - 1
 
 
 def _build_or_explain(source: str, lines: Mapping[int, tuple[int, int]],

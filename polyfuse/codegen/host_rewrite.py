@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -42,6 +42,8 @@ from polyfuse.program import Launch, PolyfuseError, Program, host_loop_ids
 #: environment variable: when set, the fused host prints how many fused launches it enqueued
 COUNT_ENV = "POLYFUSE_COUNT_LAUNCHES"
 _ARG_BYTES = 64
+#: calls the rewrite renames in place (the others are only looked at)
+_REWRITTEN = ("clEnqueueNDRangeKernel", "clSetKernelArg", "clCreateProgramWithSource", "fopen")
 _IDENT = re.compile(r"^[A-Za-z_]\w*$")
 
 
@@ -59,6 +61,9 @@ class _Call:
     callee: tuple[int, int]  # byte offsets of the callee name
     end: int  # byte offset of the closing parenthesis
     in_macro: bool
+    file: str = ""  # absolute path of the host file
+    #: a call written in a macro's body: the byte range of the macro invocation it expands from
+    expansion: Optional[tuple[int, int]] = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,7 @@ class _For:
     start: int
     end: int
     brace: Optional[int]
+    file: str = ""
 
 
 @dataclass(frozen=True)
@@ -106,11 +112,15 @@ def _parse_calls(path: str, text: str, include_dirs: Iterable[str],
     main = os.path.abspath(path)
     calls: list[_Call] = []
     fors: list[_For] = []
-    first_decl = len(text.encode())
+    data = text.encode()
+    first_decl = len(data)
+    expansions: list[tuple[int, int]] = []  # byte ranges of the macro invocations
     for top in tu.cursor.get_children():
         loc = top.location
         if loc.file is None or os.path.abspath(loc.file.name) != main:
             continue
+        if top.kind == cindex.CursorKind.MACRO_INSTANTIATION:
+            expansions.append((top.extent.start.offset, top.extent.end.offset))
         if top.kind in (cindex.CursorKind.MACRO_DEFINITION, cindex.CursorKind.MACRO_INSTANTIATION,
                         cindex.CursorKind.INCLUSION_DIRECTIVE):
             continue
@@ -123,15 +133,15 @@ def _parse_calls(path: str, text: str, include_dirs: Iterable[str],
                          if body is not None and body.kind == cindex.CursorKind.COMPOUND_STMT
                          else None)
                 fors.append(_For(c.location.line, c.extent.start.offset, c.extent.end.offset,
-                                 brace))
+                                 brace, main))
                 continue
             if c.kind != cindex.CursorKind.CALL_EXPR:
                 continue
-            if c.spelling not in ("clEnqueueNDRangeKernel", "clSetKernelArg"):
+            if c.spelling not in _REWRITTEN:
                 if c.spelling:
                     calls.append(_Call(c.spelling, c.location.line, c.location.column,
                                        (c.extent.start.offset, c.extent.start.offset),
-                                       c.extent.end.offset, True))
+                                       c.extent.end.offset, True, main))
                 continue
             callee = next(iter(c.get_children()), None)
             ext = c.extent
@@ -142,9 +152,56 @@ def _parse_calls(path: str, text: str, include_dirs: Iterable[str],
                 in_macro = in_macro or text.encode()[cs:ce].decode(errors="replace") != c.spelling
             else:
                 cs = ce = 0
-            calls.append(_Call(c.spelling, c.location.line, c.location.column, (cs, ce),
-                               ext.end.offset, in_macro))
-    return calls, fors, _insert_position(text.encode()[:first_decl])
+            call = _Call(c.spelling, c.location.line, c.location.column, (cs, ce),
+                         ext.end.offset, in_macro, main)
+            if in_macro:
+                call = _macro_argument(call, data, expansions) or \
+                    replace(call, expansion=next((e for e in expansions
+                                                  if e[0] <= call.callee[0] < e[1]), None))
+            if call not in calls:  # a macro may expand its argument twice
+                calls.append(call)
+    return calls, fors, _insert_position(data[:first_decl])
+
+
+def _macro_argument(call: _Call, data: bytes, expansions: list[tuple[int, int]]
+                    ) -> Optional[_Call]:
+    """The call as spelled in a macro invocation's argument (``CHECK(clEnqueueNDRangeKernel(
+    ...))``), where it can be rewritten in place like clang's Rewriter at the spelling location;
+    None when it is written in the macro's body (or not exactly once in the invocation)."""
+    at = call.callee[0]
+    for start, end in expansions:
+        if not start <= at < end:
+            continue
+        found = [m for m in re.finditer(rb"\b" + call.name.encode() + rb"\s*\(", data[start:end])]
+        if len(found) != 1:
+            return None
+        cs = start + found[0].start()
+        close = _closing_paren(data, start + found[0].end() - 1, end)
+        if close is None:
+            return None
+        return replace(call, callee=(cs, cs + len(call.name)), end=close + 1, in_macro=False)
+    return None
+
+
+def _closing_paren(data: bytes, open_at: int, limit: int) -> Optional[int]:
+    """Offset of the ``)`` matching the ``(`` at ``open_at`` (string and character literals
+    skipped), or None before ``limit``."""
+    depth, i = 0, open_at
+    while i < limit:
+        ch = data[i:i + 1]
+        if ch in (b'"', b"'"):
+            j = i + 1
+            while j < limit and data[j:j + 1] != ch:
+                j += 2 if data[j:j + 1] == b"\\" else 1
+            i = j
+        elif ch == b"(":
+            depth += 1
+        elif ch == b")":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return None
 
 
 def _insert_position(head: bytes) -> int:
@@ -218,6 +275,10 @@ def _c_value(e: Any, ctype: str, names: Mapping[str, str]) -> str:
     return _c_expr(e, names)
 
 
+def _c_quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def _c_string(text: str) -> str:
     out = []
     for line in text.splitlines(keepends=True):
@@ -229,6 +290,80 @@ def _c_string(text: str) -> str:
 # ----------------------------------------------------------------------------------------------
 # The rewrite
 # ----------------------------------------------------------------------------------------------
+
+
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"[^\n]*$', re.M)
+
+
+def _inline_includes(path: str, include_dirs: Iterable[str], seen: tuple[str, ...] = ()) -> str:
+    """The text of kernel file ``path`` with its ``#include "..."`` files written in, so the
+    embedded copy builds without them; an include not found stays as written."""
+    text = cpp.read_source(path)
+    dirs = [os.path.dirname(os.path.abspath(path)), *include_dirs]
+
+    def expand(m: re.Match) -> str:
+        for d in dirs:
+            inc = os.path.join(d, m.group(1))
+            if os.path.isfile(inc) and os.path.abspath(inc) not in seen:
+                body = _inline_includes(inc, include_dirs, (*seen, os.path.abspath(path)))
+                return f'#line 1 "{m.group(1)}"\n{body}\n'
+        return m.group(0)
+
+    return _INCLUDE.sub(expand, text)
+
+
+def _original_sources(program: Program, hosts: Sequence[str], include_dirs: Iterable[str]
+                      ) -> list[tuple[str, str]]:
+    """(file name, text) of every kernel file the host builds its programs from."""
+    files = sorted({k.loc.file for k in program.kernels.values() if k.loc is not None
+                    and os.path.isfile(k.loc.file) and os.path.abspath(k.loc.file) not in hosts})
+    return [(os.path.basename(f), _inline_includes(f, tuple(include_dirs))) for f in files]
+
+
+#: the host's own kernel files, embedded: ``fopen`` of one of them (by file name, for reading)
+#: reads the embedded copy through a ``tmpfile``, so the program runs from any directory; with
+#: one kernel file and one ``clCreateProgramWithSource`` call, the call is given the embedded
+#: text whatever the host read
+_ORIGINALS = r"""
+static const char* const pf_orig_names[] = {@NAMES@};
+static const char* const pf_orig_texts[] = {@TEXTS@};
+static const int pf_orig_count = @COUNT@;
+
+/* fopen, reading the embedded copy of a kernel file (the original reads it from disk) */
+PF_UNUSED static FILE* pf_fopen(const char* path, const char* mode)
+{
+    const char* base = path;
+    const char* p;
+    int i;
+    for (p = path; *p; p++)
+        if (*p == '/' || *p == '\\')
+            base = p + 1;
+    for (i = 0; mode[0] == 'r' && mode[1] != '+' && i < pf_orig_count; i++) {
+        if (strcmp(base, pf_orig_names[i]) == 0) {
+            FILE* f = tmpfile();
+            size_t n = strlen(pf_orig_texts[i]);
+            if (f != NULL && fwrite(pf_orig_texts[i], 1, n, f) == n && fseek(f, 0L, SEEK_SET) == 0)
+                return f;
+            if (f != NULL)
+                fclose(f);
+            break;
+        }
+    }
+    return fopen(path, mode);
+}
+
+/* clCreateProgramWithSource from the embedded kernel file (the host's only one) */
+PF_UNUSED static cl_program pf_create_program(cl_context context, cl_uint count,
+                                              const char** strings, const size_t* lengths,
+                                              cl_int* err)
+{
+    const char* src = pf_orig_texts[0];
+    (void)count;
+    (void)strings;
+    (void)lengths;
+    return clCreateProgramWithSource(context, 1, &src, NULL, err);
+}
+"""
 
 
 _PRELUDE = r"""
@@ -428,11 +563,31 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
                  defines: Mapping[str, Optional[str]] = {},  # noqa: B006 - read only
                  build_options: str = "") -> FusedHost:
     """``fused_host.c`` for ``program`` and its fused program ``fused`` (a FusedProgram)."""
-    text = cpp.read_source(host_path)  # any encoding: a stray byte in a comment is no error
-    data = text.encode()
-    calls, fors, insert_at = _parse_calls(host_path, text, include_dirs, defines)
-    shown = os.path.basename(host_path)
-    main = os.path.abspath(host_path)
+    return rewrite_hosts(program, fused, [host_path], include_dirs=include_dirs,
+                         defines=defines, build_options=build_options)[0]
+
+
+def rewrite_hosts(program: Program, fused: Any, host_paths: Sequence[str], *,
+                  include_dirs: Iterable[str] = (),
+                  defines: Mapping[str, Optional[str]] = {},  # noqa: B006 - read only
+                  build_options: str = "") -> tuple[FusedHost, ...]:
+    """The fused host for a program whose host is one file or several (``fused_<file>`` each).
+
+    With several files, the generated code is defined once, in the file holding ``main`` (else
+    the first), and declared in the others; each file's calls are rewritten where they stand.
+    """
+    files = [os.path.abspath(p) for p in host_paths]
+    datas: dict[str, bytes] = {}
+    inserts: dict[str, int] = {}
+    calls: list[_Call] = []
+    fors: list[_For] = []
+    for path, main in zip(host_paths, files):
+        text = cpp.read_source(path)  # any encoding: a stray byte in a comment is no error
+        datas[main] = text.encode()
+        file_calls, file_fors, inserts[main] = _parse_calls(path, text, include_dirs, defines)
+        calls += file_calls
+        fors += file_fors
+    shown = os.path.basename(host_paths[0])
 
     def where(launch: Launch) -> str:
         return f"launch #{launch.id} ({launch.kernel})"
@@ -440,44 +595,60 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
     enqueues = [c for c in calls if c.name == "clEnqueueNDRangeKernel"]
     sites: dict[int, _Call] = {}  # launch id -> its call
     for launch in program.launches:
-        if launch.loc is None or os.path.abspath(launch.loc.file) != main:
+        if launch.loc is None or os.path.abspath(launch.loc.file) not in files:
             raise HostRewriteError(f"{where(launch)} is not a clEnqueueNDRangeKernel call of "
-                                   "this host file", shown)
-        on_line = [c for c in enqueues if c.line == launch.loc.line]
+                                   "the host file(s)", shown)
+        shown = os.path.basename(launch.loc.file)
+        on_line = [c for c in enqueues if c.line == launch.loc.line
+                   and c.file == os.path.abspath(launch.loc.file)]
         if len(on_line) > 1:
             on_line = [c for c in on_line if c.column == launch.loc.column] or on_line
         if len(on_line) != 1:
             raise HostRewriteError(f"cannot find the clEnqueueNDRangeKernel call of "
                                    f"{where(launch)}", shown, launch.loc.line)
-        if on_line[0].in_macro:
+        c = on_line[0]
+        if c.in_macro and (c.expansion is None or b"\n" in datas[c.file][slice(*c.expansion)]):
             raise HostRewriteError(f"the clEnqueueNDRangeKernel call of {where(launch)} is "
-                                   "written inside a macro; it cannot be rewritten in place",
-                                   shown, launch.loc.line)
-        sites[launch.id] = on_line[0]
-    by_site: dict[tuple[int, int], list[int]] = {}
+                                   "written inside a macro invoked over several lines; it cannot "
+                                   "be rewritten in place", shown, launch.loc.line)
+        sites[launch.id] = c
+    by_site: dict[tuple[str, int, int], list[int]] = {}
     for lid, c in sites.items():
-        by_site.setdefault(c.callee, []).append(lid)
+        by_site.setdefault((c.file, *c.callee), []).append(lid)
     size_of = {m: len(g.members) for g in fused.plan.groups for m in g.members}
+    positions = {op.id: i for i, op in enumerate(program.ops)}
+    loop_ids = host_loop_ids(program.ops)
     untouched: set[int] = set()  # launches left as written (their call runs several launches)
-    for lids in by_site.values():
-        if len(lids) > 1:
+    #: calls that run several launches (a helper called several times): a dispatcher picks the
+    #: launch by how often the call ran, in host order, when every launch of the call runs once
+    #: per iteration of the same host loops
+    shared: dict[tuple[str, int, int], list[int]] = {}
+    for key, lids in by_site.items():
+        if len(lids) == 1 and sites[lids[0]].in_macro and size_of.get(lids[0]) != 1:
+            shared[key] = lids  # in a macro's body: reached through a dispatcher by its line
+        elif len(lids) > 1:
             if all(size_of.get(lid) == 1 for lid in lids):
                 untouched.update(lids)  # nothing fused: the original kernel still runs there
                 continue
+            if len({loop_ids[lid] for lid in lids}) == 1:
+                shared[key] = sorted(lids, key=lambda lid: positions[lid])
+                continue
             line = sites[lids[0]].line
             raise HostRewriteError(f"one clEnqueueNDRangeKernel call runs launches {sorted(lids)} "
-                                   "(a function called several times); polyfuse cannot give "
-                                   "each its own fused launch", shown, line)
+                                   "in different host loops; polyfuse cannot tell which launch "
+                                   "each run of the call is",
+                                   os.path.basename(sites[lids[0]].file), line)
+    shared_of = {lid: key for key, lids in shared.items() for lid in lids}
+    dispatch: dict[int, str] = {}  # launch id -> the function its run of a shared call takes
+    by_line: dict[tuple[str, int], tuple[int, int]] = {}  # (file, line) -> (dispatcher, launch)
     cl_calls = ("clEnqueueNDRangeKernel", "clSetKernelArg")
     other_calls = [c for c in calls if c.name not in cl_calls]
     calls = [c for c in calls if c.name in cl_calls]
 
     plan = fused.plan
     fprog = fused.program
-    positions = {op.id: i for i, op in enumerate(program.ops)}
-    loop_ids = host_loop_ids(program.ops)
-    edits: list[tuple[int, int, str]] = []  # (start, end, replacement) in bytes
-    waves: list[str] = []  # wavefront kernels (OpenCL source) appended to the fused source
+    edits: list[tuple[str, int, int, str]] = []  # (file, start, end, replacement) in bytes
+    waves: list[str] = []  # wavefront kernels (in the fused source) the host launches
     notes: list[str] = []
     functions: list[str] = []
     counts: dict[int, int] = {}
@@ -490,9 +661,12 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
                          "as written: its call runs several launches")
             continue
         last = max(members, key=lambda m: positions[m.id])
+        shown = os.path.basename(sites[last.id].file)
         kname = fused.group_kernels[g.id]
         kernel = fprog.kernels[kname]
-        flaunch = next(op for op in fprog.launches if op.kernel == kname)
+        wavefront = getattr(fused, "wavefronts", {}).get(g.id)
+        flaunch = wavefront.launch if wavefront is not None else \
+            next(op for op in fprog.launches if op.kernel == kname)
         for m in members:
             if m is not last and loop_ids[m.id] != loop_ids[last.id][:len(loop_ids[m.id])]:
                 raise HostRewriteError(f"plan group {g.id}: {where(m)} is not in the host loops "
@@ -564,7 +738,12 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
                 "    return err;", "}"]
         k_last = members.index(last)
         try:
-            wave = _wave_plan(g, last, fors, other_calls, sites[last.id], flaunch, shown)
+            if wavefront is not None and any(m.id in shared_of for m in members):
+                raise HostRewriteError("a clEnqueueNDRangeKernel call of the group runs several "
+                                       "launches", shown, sites[last.id].line)
+            wave = None if wavefront is None else \
+                _wave_plan(g, last, fors, other_calls, sites[last.id], flaunch, shown,
+                           wavefront)
         except HostRewriteError as err:
             wave = None
             notes.append(f"wavefront launch fusion not applied: {err}")
@@ -595,35 +774,42 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
                      f"{'l' if ls is not None else 'NULL'}, nwait, wait, event);", "    }", "}"]
             for k, m in enumerate(members):
                 c = sites[m.id]
-                if m is last:
-                    edits.append((c.callee[0], c.callee[1], f"pf_launch_g{g.id}"))
+                if m.id in shared_of:
+                    if m is last and passed:
+                        raise HostRewriteError(f"plan group {g.id}: the fused launch needs host-"
+                                               f"loop iterators ({', '.join(passed)}), but its "
+                                               "call runs several launches", shown, c.line)
+                    dispatch[m.id] = (f"pf_launch_g{g.id}" if m is last
+                                      else f"pf_defer_g{g.id}_{k + 1}")
+                elif m is last:
+                    edits.append((c.file, c.callee[0], c.callee[1], f"pf_launch_g{g.id}"))
                     if passed:
                         extra = "".join(f", (long long)({it})" for it in passed)
-                        edits.append((c.end - 1, c.end - 1, extra))
+                        edits.append((c.file, c.end - 1, c.end - 1, extra))
                 else:
-                    edits.append((c.callee[0], c.callee[1], f"pf_defer_g{g.id}_{k + 1}"))
+                    edits.append((c.file, c.callee[0], c.callee[1], f"pf_defer_g{g.id}_{k + 1}"))
         else:
             wi = len(waves)
-            wname = f"pf_wave_g{g.id}"
-            waves.append(_wave_kernel(fprog.kernels[kname], wname, wave.slots,
-                                      wave.groups0, wave.local0, shown))
+            wname = wavefront.kernel
+            waves.append(wname)
             body += _wave_functions(g.id, wave, members, last, sig, checks, it_params,
                                     it_args, len(kernel.params), len(plan.groups) + wi, wname,
                                     wd, flaunch)
-            slot_arg = f", (long long)({wave.outer})"
+            slot_arg = f", (long long)({wave.slot})"
             for k, m in enumerate(members):
                 c = sites[m.id]
                 if m is last:
-                    edits.append((c.callee[0], c.callee[1], f"pf_wave_g{g.id}"))
+                    edits.append((c.file, c.callee[0], c.callee[1], f"pf_wave_g{g.id}"))
                     extra = "".join(f", (long long)({it})" for it in passed) + slot_arg
                 else:
-                    edits.append((c.callee[0], c.callee[1], f"pf_wdefer_g{g.id}_{k + 1}"))
+                    edits.append((c.file, c.callee[0], c.callee[1], f"pf_wdefer_g{g.id}_{k + 1}"))
                     extra = slot_arg
-                edits.append((c.end - 1, c.end - 1, extra))
+                edits.append((c.file, c.end - 1, c.end - 1, extra))
             edits += wave.edits(g.id)
             counts_text = ""
             try:
-                trips = int(last.loops[1].upper) - int(last.loops[1].lower)
+                other = next(lp for lp in last.loops if lp.iterator != wave.slot)
+                trips = int(other.upper) - int(other.lower)
                 counts_text = (f"; kernel launches {wave.slots} x {trips} x {len(members)} = "
                                f"{wave.slots * trips * len(members)} -> {wave.slots} + {trips} "
                                f"- 1 = {wave.slots + trips - 1}")
@@ -634,9 +820,54 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
                          f"(host loops rewritten at {shown}:{wave.line}){counts_text}")
         functions.append("\n".join(body))
         counts[g.id] = len(members)
+    for n, (_key, lids) in enumerate(sorted(shared.items())):
+        c = sites[lids[0]]
+        cases = [f"    case {i}: return {dispatch[lid]}(queue, kernel, dim, offset, gws, lws, "
+                 "nwait, wait, event);" for i, lid in enumerate(lids)]
+        functions.append("\n".join([
+            f"/* {os.path.basename(c.file)}:{c.line}: one call, launches "
+            + ", ".join(f"#{lid}" for lid in lids) + " in turn */",
+            f"static cl_int pf_site_{n}(cl_command_queue queue, cl_kernel kernel, cl_uint dim, "
+            "const size_t* offset, const size_t* gws, const size_t* lws, cl_uint nwait, "
+            "const cl_event* wait, cl_event* event)", "{", "    static unsigned long count;",
+            f"    switch (count++ % {len(lids)}) {{", *cases, "    }",
+            "    return CL_INVALID_OPERATION;", "}"]))
+        if c.in_macro:
+            at = (c.file, c.line)
+            if at in by_line:
+                raise HostRewriteError("two macro invocations on one line enqueue launches "
+                                       f"#{by_line[at][1]} and #{lids[0]}; polyfuse tells the "
+                                       "macro's calls apart by their line",
+                                       os.path.basename(c.file), c.line)
+            by_line[at] = (n, lids[0])
+        else:
+            edits.append((c.file, c.callee[0], c.callee[1], f"pf_site_{n}"))
+    # calls in macros' bodies: in each such file clEnqueueNDRangeKernel is redefined to pass the
+    # line the macro was invoked on (__LINE__); launches polyfuse did not place run as written
+    macro_files = sorted({f for f, _line in by_line})
+    for i, f in enumerate(macro_files):
+        cases = [f"    case {line}: return pf_site_{n}(queue, kernel, dim, offset, gws, lws, "
+                 "nwait, wait, event);" for (g, line), (n, _lid) in sorted(by_line.items())
+                 if g == f]
+        functions.append("\n".join([
+            f"/* clEnqueueNDRangeKernel in macros of {os.path.basename(f)}, by invocation line */",
+            f"static cl_int pf_enqueue_at_{i}(int line, cl_command_queue queue, cl_kernel kernel, "
+            "cl_uint dim, const size_t* offset, const size_t* gws, const size_t* lws, "
+            "cl_uint nwait, const cl_event* wait, cl_event* event)", "{",
+            "    switch (line) {", *cases, "    }",
+            "    return clEnqueueNDRangeKernel(queue, kernel, dim, offset, gws, lws, nwait, wait, "
+            "event);", "}"]))
     for c in calls:
         if c.name == "clSetKernelArg" and not c.in_macro:
-            edits.append((c.callee[0], c.callee[1], "pf_set_arg"))
+            edits.append((c.file, c.callee[0], c.callee[1], "pf_set_arg"))
+    originals = _original_sources(program, files, include_dirs)
+    creates = [c for c in other_calls if c.name == "clCreateProgramWithSource"]
+    for c in other_calls:
+        if originals and c.name == "fopen" and not c.in_macro:
+            edits.append((c.file, c.callee[0], c.callee[1], "pf_fopen"))
+    if len(originals) == 1 and len(creates) == 1 and not creates[0].in_macro:
+        edits.append((creates[0].file, creates[0].callee[0], creates[0].callee[1],
+                      "pf_create_program"))
 
     getters = []
     used_getters = set(re.findall(r"pf_get_(\w+)\(", "\n".join(functions)))
@@ -647,24 +878,74 @@ def rewrite_host(program: Program, fused: Any, host_path: str, *,
                        f"    {_host_type(ctype)} v;\n    memset(&v, 0, sizeof(v));\n"
                        f"    memcpy(&v, a->value, a->size < sizeof(v) ? a->size : sizeof(v));\n"
                        f"    return ({rtype})v;\n}}")
-    source = fused.source + "".join(waves)
+    source = fused.source
     prelude = (_PRELUDE.replace("@SOURCE@", _c_string(source))
                .replace("@OPTIONS@", '"' + build_options.replace('"', '\\"') + '"')
                .replace("@ARGB@", str(_ARG_BYTES)).replace("@MAXARGS@", str(max_args))
                .replace("@COUNTENV@", COUNT_ENV)
                .replace("@NGROUPS@", str(max(1, len(plan.groups) + len(waves)))))
     prelude += "\n" + "\n\n".join(getters + functions) + "\n"
-    if any(c.name == "clSetKernelArg" and c.in_macro for c in calls):
-        # calls written inside the host's own macros: renamed where the macro expands
-        prelude += "#define clSetKernelArg pf_set_arg\n"
-    prelude += "/* ---- end of polyfuse ---- */\n\n"
-    edits.append((insert_at, insert_at, prelude))
-    out = data
-    for start, end, rep in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
-        out = out[:start] + rep.encode() + out[end:]
-    suffix = Path(host_path).suffix or ".c"
-    return FusedHost(name=f"fused_host{suffix}", text=out.decode(), groups=counts,
-                     notes=tuple(notes))
+    if originals:
+        prelude += (_ORIGINALS.replace("@COUNT@", str(len(originals)))
+                    .replace("@NAMES@", ", ".join(_c_quote(n) for n, _ in originals))
+                    .replace("@TEXTS@", ",\n".join(_c_string(t) for _, t in originals)))
+    owner = _defining_file(files, datas)
+    if len(files) > 1:
+        prelude = _external(prelude)
+    out_hosts = []
+    for path, main in zip(host_paths, files):
+        block = prelude if main == owner else _declarations(prelude)
+        if any(c.name == "clSetKernelArg" and c.in_macro and c.file == main for c in calls):
+            # calls written inside the host's own macros: renamed where the macro expands
+            block += "#define clSetKernelArg pf_set_arg\n"
+        if originals and any(c.name == "fopen" and c.in_macro and c.file == main
+                             and c.callee[1] > c.callee[0] for c in other_calls):
+            block += "#define fopen pf_fopen\n"
+        if main in macro_files:
+            block += ("#define clEnqueueNDRangeKernel(...) "
+                      f"pf_enqueue_at_{macro_files.index(main)}(__LINE__, __VA_ARGS__)\n")
+        # the host's own lines keep their numbers (diagnostics, and __LINE__ in its macros)
+        before = datas[main][:inserts[main]].count(b"\n")
+        if before >= 2:
+            block += f"#line {before - 1}\n"
+        block += "/* ---- end of polyfuse ---- */\n\n"
+        out = datas[main]
+        mine = [e[1:] for e in edits if e[0] == main] + [(inserts[main], inserts[main], block)]
+        for start, end, text in sorted(mine, key=lambda e: (e[0], e[1]), reverse=True):
+            out = out[:start] + text.encode() + out[end:]
+        suffix = Path(path).suffix or ".c"
+        name = f"fused_host{suffix}" if len(files) == 1 else f"fused_{Path(path).name}"
+        out_hosts.append(FusedHost(name=name, text=out.decode(), groups=counts,
+                                   notes=tuple(notes) if main == owner else ()))
+    return tuple(out_hosts)
+
+
+_EXTERNAL = re.compile(r"^(?:PF_UNUSED )?static ((?:cl_int|FILE\*|cl_program) "
+                       r"pf_(?:set_arg|fopen|create_program|launch_g\d+|defer_g\d+_\d+|"
+                       r"wave_g\d+|wdefer_g\d+_\d+|wave_flush_g\d+|site_\d+|"
+                       r"enqueue_at_\d+)\()", re.M)
+_PROTOTYPE = re.compile(r"^((?:cl_int|FILE\*|cl_program) pf_\w+\([^{;]*?\))\s*\n\{", re.M | re.S)
+
+
+def _external(prelude: str) -> str:
+    """The generated block with the functions the host's calls use given external linkage, so
+    the other host files can call them."""
+    return _EXTERNAL.sub(r"\1", prelude)
+
+
+def _declarations(prelude: str) -> str:
+    """What a host file other than the defining one needs: the headers and the prototypes."""
+    protos = [m.group(1).strip() + ";" for m in _PROTOTYPE.finditer(prelude)]
+    return ("\n/* ---- polyfuse: the fused launches (defined in the fused host file holding "
+            "main) ---- */\n#include <stdio.h>\n#include <CL/cl.h>\n" + "\n".join(protos) + "\n")
+
+
+def _defining_file(files: Sequence[str], datas: Mapping[str, bytes]) -> str:
+    """The host file that receives the generated definitions: the one defining ``main``."""
+    for f in files:
+        if re.search(rb"\bint\s+main\s*\(", datas[f]):
+            return f
+    return files[0]
 
 
 def _same_scalar(program: Program, members: list[Launch], value: Any, ptype: str
@@ -725,9 +1006,10 @@ _WAVE_CALLS_OK = ("clSetKernelArg", "clEnqueueNDRangeKernel", "fprintf", "exit",
 class _Wave:
     """A group run along its wavefront: one launch of ``slots`` fragments per step."""
 
-    outer: str  # outer host-loop iterator (the fragment slot)
+    outer: str  # host-loop iterators of the nest
     inner: str
-    lower0: int  # lower bound of the outer loop
+    slot: str  # the one whose value picks the fragment slot (the loop with constant bounds)
+    lower0: int  # lower bound of the slot loop
     first: int  # first wavefront step (sum of the lower bounds)
     slots: int
     groups0: int  # work-groups of one fragment in dimension 0
@@ -736,8 +1018,9 @@ class _Wave:
     start: int  # byte range of the outer for statement
     end: int
     brace: int  # offset of the inner loop body's "{"
+    file: str
 
-    def edits(self, gid: int) -> list[tuple[int, int, str]]:
+    def edits(self, gid: int) -> list[tuple[str, int, int, str]]:
         head = ("{ /* polyfuse: the loop nest below runs once per wavefront step "
                 f"{self.outer} + {self.inner} */ long long pf_w; int pf_any = 1; "
                 f"for (pf_w = {self.first}; pf_any; pf_w++) {{ pf_any = 0; ")
@@ -745,23 +1028,20 @@ class _Wave:
                 "\"polyfuse: wavefront launch failed\\n\"); exit(1); } } }")
         skip = (f" if ((long long)({self.outer}) + (long long)({self.inner}) != pf_w) continue;"
                 " pf_any = 1;")
-        return [(self.start, self.start, head), (self.end, self.end, tail),
-                (self.brace + 1, self.brace + 1, skip)]
+        return [(self.file, self.start, self.start, head), (self.file, self.end, self.end, tail),
+                (self.file, self.brace + 1, self.brace + 1, skip)]
 
 
 def _wave_plan(g: Any, last: Launch, fors: list[_For], other_calls: list[_Call], site: _Call,
-               flaunch: Launch, shown: str) -> Optional[_Wave]:
-    """How group ``g`` runs along its wavefront in the host, or None (not a wavefront)."""
-    if not any(n.startswith("wavefront schedule") for n in g.notes):
-        return None
+               flaunch: Launch, shown: str, wf: Any) -> _Wave:
+    """How group ``g`` (run along its wavefront in the fused program) runs so in the host."""
     where = f"plan group {g.id} (wavefront)"
     if len(last.loops) != 2:
         raise HostRewriteError(f"{where}: only a nest of two host loops is rewritten", shown,
                                site.line)
     outer, inner = last.loops
     try:
-        lo0, hi0 = int(outer.lower), int(outer.upper)
-        lo1 = int(inner.lower)
+        lo0, lo1 = int(outer.lower), int(inner.lower)
         gs0 = int(flaunch.global_size[0])
         ls0 = int(flaunch.local_size[0]) if flaunch.local_size is not None else 0
     except (TypeError, ValueError):
@@ -770,7 +1050,8 @@ def _wave_plan(g: Any, last: Launch, fors: list[_For], other_calls: list[_Call],
     if outer.step != 1 or inner.step != 1 or ls0 <= 0 or gs0 % ls0:
         raise HostRewriteError(f"{where}: needs unit-step loops and a known local size", shown,
                                site.line)
-    around = sorted((f for f in fors if f.start <= site.callee[0] < f.end), key=lambda f: f.start)
+    around = sorted((f for f in fors if f.file == site.file and f.start <= site.callee[0] < f.end),
+                    key=lambda f: f.start)
     if len(around) < 2:
         raise HostRewriteError(f"{where}: cannot find the two for statements of the nest", shown,
                                site.line)
@@ -782,55 +1063,13 @@ def _wave_plan(g: Any, last: Launch, fors: list[_For], other_calls: list[_Call],
         raise HostRewriteError(f"{where}: the inner loop body must be a {{ }} block", shown,
                                fi.line)
     for c in other_calls:
-        if fo.start <= c.callee[0] < fo.end and c.name not in _WAVE_CALLS_OK:
+        if c.file == fo.file and fo.start <= c.callee[0] < fo.end and \
+                c.name not in _WAVE_CALLS_OK:
             raise HostRewriteError(f"{where}: the loop nest calls {c.name}(), whose order the "
                                    "wavefront would change", shown, c.line)
-    return _Wave(outer.iterator, inner.iterator, lo0, lo0 + lo1, hi0 - lo0, gs0 // ls0, ls0,
-                 fo.line, fo.start, fo.end, fi.brace)
-
-
-_SIG = re.compile(r"__kernel\s+void\s+(\w+)\s*\((.*?)\)\s*\{", re.S)
-
-
-def _wave_kernel(kernel: Any, name: str, slots: int, groups0: int, local0: int,
-                 shown: str) -> str:
-    """OpenCL source of one wavefront step: ``slots`` copies of ``kernel`` side by side.
-
-    Copy ``j`` runs on work-groups ``[j * groups0, (j + 1) * groups0)`` of dimension 0 with its
-    own arguments (renamed ``s<j>_``) and its own active flag; work-item functions of
-    dimension 0 are shifted so each copy sees its original NDRange.
-    """
-    text = cpp.OpenCLGenerator().visit(kernel.ast)
-    m = _SIG.search(text)
-    if m is None:
-        raise HostRewriteError(f"cannot read the signature of {kernel.name}", shown)
-    params = [p.strip() for p in m.group(2).split(",") if p.strip()]
-    names = [re.findall(r"\w+", p)[-1] for p in params]
-    body = text[m.end() - 1:].rstrip()
-    bad = re.search(r"get_(?:global_id|group_id|num_groups|global_size|global_offset)"
-                    r"\s*\(\s*(?!0\s*\))", body)
-    if bad or "get_global_offset" in body:
-        raise HostRewriteError(f"{kernel.name}: a work-item function of a computed dimension "
-                               "cannot be shifted for the wavefront launch", shown)
-    decls, branches = [], []
-    for j in range(slots):
-        b = body
-        for nm in names:
-            b = re.sub(rf"\b{nm}\b", f"s{j}_{nm}", b)
-        b = re.sub(r"get_group_id\s*\(\s*0\s*\)", f"(get_group_id(0) - {j * groups0})", b)
-        b = re.sub(r"get_global_id\s*\(\s*0\s*\)",
-                   f"(get_global_id(0) - {j * groups0 * local0})", b)
-        b = re.sub(r"get_num_groups\s*\(\s*0\s*\)", f"((size_t){groups0})", b)
-        b = re.sub(r"get_global_size\s*\(\s*0\s*\)", f"((size_t){groups0 * local0})", b)
-        decls += [re.sub(rf"\b{nm}\b", f"s{j}_{nm}", p) for p, nm in zip(params, names)]
-        branches.append(f"  {'else ' if j else ''}if (pf_slot == {j} && pf_active{j})\n"
-                        + "\n".join("  " + ln for ln in b.splitlines()))
-    decls += [f"const int pf_active{j}" for j in range(slots)]
-    sig = ",\n        ".join(decls)
-    return (f"\n/* wavefront step: {slots} copies of {kernel.name} side by side (polyfuse) */\n"
-            f"__kernel void {name}({sig})\n{{\n"
-            f"  const int pf_slot = (int)(get_group_id(0) / {groups0});\n"
-            + "\n".join(branches) + "\n}\n")
+    return _Wave(outer.iterator, inner.iterator, wf.slot, wf.lower0, lo0 + lo1, wf.slots,
+                 gs0 // ls0, ls0,
+                 fo.line, fo.start, fo.end, fi.brace, fo.file)
 
 
 def _wave_functions(gid: int, wave: _Wave, members: list[Launch], last: Launch, sig: str,
@@ -840,7 +1079,7 @@ def _wave_functions(gid: int, wave: _Wave, members: list[Launch], last: Launch, 
     n, S = len(members), wave.slots
     its = [a.strip().split()[-1] for a in it_params.split(",") if a.strip()]
     out = [f"static pf_snap_t pf_g{gid}_wsnap[{S}][{n}];",
-           f"static long long pf_g{gid}_wit[{S}][{max(1, len(its))}];",
+           *([f"static long long pf_g{gid}_wit[{S}][{len(its)}];"] if its else []),
            f"static int pf_g{gid}_wact[{S}];",
            f"static cl_command_queue pf_g{gid}_wq;",
            f"static int pf_g{gid}_slot(long long it)",
@@ -925,4 +1164,16 @@ def host_file_of(program: Program) -> Optional[str]:
     return None
 
 
-__all__ = ["COUNT_ENV", "FusedHost", "HostRewriteError", "host_file_of", "rewrite_host"]
+_HOST_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".C", ".c++")
+
+
+def host_files_of(program: Program) -> list[str]:
+    """Every C/C++ host file of the program (its launches may be spread over several)."""
+    launch_files = {launch.loc.file for launch in program.launches if launch.loc is not None}
+    hosts = [f for f in dict.fromkeys((*program.files, *sorted(launch_files)))
+             if Path(f).suffix in _HOST_SUFFIXES and os.path.isfile(f)]
+    return hosts if any(f in hosts for f in launch_files) else []
+
+
+__all__ = ["COUNT_ENV", "FusedHost", "HostRewriteError", "host_file_of", "host_files_of",
+           "rewrite_host", "rewrite_hosts"]

@@ -484,6 +484,9 @@ def _const_int_expr(text: str) -> int:
     import ast as pyast
 
     text = re.sub(r"(?<=\d)[uUlL]+\b", "", text.strip())
+    # integer casts do not change a work-group size: (int)0, (unsigned)(4 - 4), (size_t)64
+    text = re.sub(r"\(\s*(?:(?:unsigned|signed|const|int|uint|long|ulong|short|ushort|size_t)"
+                  r"\s*)+\)", " ", text).strip()
 
     def ev(node: pyast.AST) -> int:
         if isinstance(node, pyast.Constant) and isinstance(node.value, int):

@@ -500,6 +500,8 @@ class _Translator:
         #: sequence name -> its tensors as (source tensor, axis, start, end, keep the axis)
         self.sequences: dict[str, list[tuple[str, int, int, int, bool]]] = {}
         self.index_bounds: dict[str, tuple[int, str]] = {}
+        #: buffer -> the block layout of the register-blocked launch that wrote it
+        self.layouts: dict[str, Any] = {}
         self._collect_value_info()
 
     def error(self, message: str, cls: type = PolyfuseError) -> PolyfuseError:
@@ -938,10 +940,18 @@ class _Translator:
             self.check_gather_indices(node, attrs, where)
         # the node index keeps names off OpenCL built-ins ("select", "exp") and oplib macros
         kname = self.new_name(f"{_identifier(node.name or op, op)}_{index}", f"{op}_{index}")
+        layout = self.covering_layout(node, op, out_shapes)
         try:
-            opk = self.op_kernel(op, kattrs, in_shapes, out_shapes, name=kname,
-                                 max_work_group_size=self.max_wg,
-                                 local_mem_size=self.local_mem)
+            if layout is not None:
+                from polyfuse.oplib.blocked import blocked_kernel
+
+                opk = blocked_kernel(op, kattrs, in_shapes, out_shapes, layout, name=kname,
+                                     max_work_group_size=self.max_wg,
+                                     local_mem_size=self.local_mem)
+            else:
+                opk = self.op_kernel(op, kattrs, in_shapes, out_shapes, name=kname,
+                                     max_work_group_size=self.max_wg,
+                                     local_mem_size=self.local_mem)
         except PolyfuseError as err:
             msg = re.sub(r"^\w+ \(kernel '[^']*'\): ", "", err.message)
             raise type(err)(f"{where}: {msg}", self.path) from None
@@ -969,9 +979,26 @@ class _Translator:
             if pname:
                 tensor = node.output[pos]
                 args[pname] = self.new_buffer(tensor, out_shapes[pos] or (), "float")
+        if opk.block is not None:
+            self.layouts[args[opk.outputs[0]]] = opk.block
         self.kernels[kname] = opk
         self.ops.append(("launch", opk, args))
         self.nodes[label] = f"launch {kname}"
+
+    def covering_layout(self, node: Any, op: str, out_shapes: Sequence[Optional[tuple]]
+                        ) -> Any:
+        """The block layout of a register-blocked producer of one of the node's inputs when
+        the node has a form covering its blocks (:mod:`polyfuse.oplib.blocked`): then the
+        dependence is thread-width and fusion joins the node to its producer."""
+        from polyfuse.oplib.blocked import covers
+
+        if len(out_shapes) != 1 or out_shapes[0] is None:
+            return None
+        for tensor in node.input:
+            layout = self.layouts.get(self.tensor_buffer.get(tensor, ""))
+            if layout is not None and covers(op, layout, out_shapes[0]):
+                return layout
+        return None
 
     def check_gather_indices(self, node: Any, attrs: dict[str, Any], where: str) -> None:
         """Constant Gather indices must lie in ``[-size, size-1]`` (onnxruntime rejects the
@@ -1040,16 +1067,24 @@ def load_onnx_model(path: Union[str, os.PathLike], *, params: Optional[Mapping[s
     model = _read_model(path)
     _fix_inputs(model, dict(params or {}), path)
     model = _infer_shapes(model, path)
+    from polyfuse.oplib import linalg
+
+    cols = linalg.block_cols.get()
     if max_work_group_size is None or local_mem_size is None:
         from polyfuse.runtime.device import device_limits
 
         lim = device_limits(device)
         max_work_group_size = max_work_group_size or lim.max_work_group_size
         local_mem_size = local_mem_size or lim.local_mem_size
+        cols = linalg.block_cols_for(lim.native_vector_width_float)
     tr = _Translator(model, path, int(max_work_group_size), int(local_mem_size))
     inputs = tr.graph_inputs()
-    for i, node in enumerate(model.graph.node):
-        tr.node(i, node)
+    token = linalg.block_cols.set(cols)
+    try:
+        for i, node in enumerate(model.graph.node):
+            tr.node(i, node)
+    finally:
+        linalg.block_cols.reset(token)
     outputs = tr.graph_outputs()
     name = _identifier(Path(path).stem, "model")
     program = tr.program(name)

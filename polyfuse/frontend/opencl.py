@@ -1928,6 +1928,7 @@ def parse_kernels(
     file_names = _file_scope_names(ast)
     for f in funcs:
         _check_declared(f, file_names, filename)
+        _check_integer_division(f, filename)
     kernels: dict[str, Kernel] = {}
     for f in funcs:
         _HELPERS[f] = helpers
@@ -1989,6 +1990,7 @@ def parse_kernel_batch(items: Sequence[tuple[str, str, KernelContext]]) -> list[
         helpers = {f.decl.name: f for f in funcs}
         for f in funcs:
             _check_declared(f, file_names, fn)
+            _check_integer_division(f, fn)
             _HELPERS[f] = helpers
         models[i] = extract_kernel(kernels[0], context=ctx, filename=fn, helpers=helpers)
     out = []
@@ -2057,6 +2059,67 @@ def _check_declared(fd: c_ast.FuncDef, file_names: set[str], filename: str) -> N
                 and n.name not in declared:
             raise PolyfuseError(f"function {fd.decl.name}: use of undeclared identifier "
                                 f"'{n.name}'", *_file_line(n, filename))
+
+
+#: integer scalar type names (OpenCL C), for telling an integer division from a float one
+_INT_TYPES = frozenset({"char", "uchar", "short", "ushort", "int", "uint", "long", "ulong",
+                        "size_t", "ptrdiff_t", "intptr_t", "uintptr_t", "unsigned", "signed",
+                        "bool", "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t",
+                        "uint16_t", "uint32_t", "uint64_t"})
+#: built-ins returning an integer
+_INT_CALLS = frozenset({"get_global_id", "get_local_id", "get_group_id", "get_global_size",
+                        "get_local_size", "get_num_groups", "get_work_dim", "get_global_offset",
+                        "abs", "min", "max", "clamp", "mul24", "mad24", "popcount", "clz"})
+
+
+def _integer_type(t: Any) -> bool:
+    """Whether a declared type is an integer scalar (``const int``, ``unsigned long``...)."""
+    return (isinstance(t, c_ast.TypeDecl) and isinstance(t.type, c_ast.IdentifierType)
+            and all(n in _INT_TYPES for n in t.type.names))
+
+
+def _is_integer(node: Any, ints: set[str]) -> bool:
+    """Whether ``node`` is provably of integer type (literals, integer variables and casts,
+    integer built-ins, and arithmetic over those); anything else may be floating point."""
+    if isinstance(node, c_ast.Constant):
+        return node.type in ("int", "char", "unsigned int", "long int", "unsigned long int",
+                             "long long int", "unsigned long long int") \
+            or _const_int(node) is not None
+    if isinstance(node, c_ast.ID):
+        return node.name in ints
+    if isinstance(node, c_ast.Cast):
+        return _integer_type(node.to_type.type)
+    if isinstance(node, c_ast.UnaryOp):
+        return node.op in ("!", "sizeof") or _is_integer(node.expr, ints)
+    if isinstance(node, c_ast.BinaryOp):
+        if node.op in ("<", "<=", ">", ">=", "==", "!=", "&&", "||", "%", "<<", ">>", "&",
+                       "|", "^"):
+            return True
+        return _is_integer(node.left, ints) and _is_integer(node.right, ints)
+    if isinstance(node, c_ast.TernaryOp):
+        return _is_integer(node.iftrue, ints) and _is_integer(node.iffalse, ints)
+    if isinstance(node, c_ast.FuncCall) and isinstance(node.name, c_ast.ID):
+        return node.name.name in _INT_CALLS and all(
+            _is_integer(a, ints) for a in (node.args.exprs if node.args else ()))
+    return False
+
+
+def _check_integer_division(fd: c_ast.FuncDef, filename: str) -> None:
+    """Refuse an integer ``/`` or ``%`` (or ``/=``, ``%=``) by an operand that folds to the
+    constant 0 (``0``, ``(0)``, ``(int)0``, ``4 - 4``, ``WG * 0`` after macro expansion): its
+    behaviour is undefined in OpenCL C, wherever it stands (index, value or condition)."""
+    ints = {n.name for n in _walk(fd) if isinstance(n, c_ast.Decl) and n.name
+            and _integer_type(n.type)}
+    for n in _walk(fd.body):
+        if isinstance(n, c_ast.BinaryOp) and n.op in ("/", "%"):
+            left, right = n.left, n.right
+        elif isinstance(n, c_ast.Assignment) and n.op in ("/=", "%="):
+            left, right = n.lvalue, n.rvalue
+        else:
+            continue
+        if _const_int(right) == 0 and _is_integer(right, ints) and _is_integer(left, ints):
+            raise PolyfuseError(f"function {fd.decl.name}: integer division by zero in "
+                                f"{cpp.generate(n)}", *_file_line(n, filename))
 
 
 def _file_line(node: Any, filename: str) -> tuple[str, Optional[int]]:

@@ -42,6 +42,7 @@ side), ``hybrid`` (P3 of P1 chains side by side: chains vertical, copies horizon
 from __future__ import annotations
 
 import re
+import types
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
@@ -69,7 +70,7 @@ from polyfuse.fusion.reindex import (
 )
 from polyfuse.fusion.similarity import kernel_signature
 from polyfuse.islutil import coalesce
-from polyfuse.program import HostOp, Launch
+from polyfuse.program import REFERENCE_TARGET, HostOp, Launch, Target, host_loop_ids
 from polyfuse.uar.graph import UAR
 
 ORCHESTRATION_CHOICES = ("auto", "vertical", "horizontal", "hetero")
@@ -239,9 +240,9 @@ def wavefront_schedules(uar: UAR, units: Sequence[Unit]) -> dict[str, tuple[isl.
     wavefront coordinate (so the order is legal and the launches of one wavefront step are
     mutually independent).  Only a group alone in its loop nest is considered (otherwise a chain
     of dependences through another statement of the nest could join two launches of one
-    anti-diagonal).  Returned per group name with a one-line note; the plan reports it.  The
-    fused program (``fused.cl``, the runtime) still runs the group per host-loop iteration;
-    ``fused_host.c`` launches each wavefront step once (:mod:`polyfuse.codegen.host_rewrite`).
+    anti-diagonal).  Returned per group name with a one-line note; the plan reports it, and
+    code generation runs such a group once per wavefront step (``fused.cl``, the runtime and
+    ``fused_host.c``: :mod:`polyfuse.codegen.wavefront`).
     """
     domain, validity = _units_constraints(uar, units)
     out: dict[str, tuple[isl.Map, str]] = {}
@@ -281,8 +282,31 @@ def wavefront_schedules(uar: UAR, units: Sequence[Unit]) -> dict[str, tuple[isl.
         how = f" in {count} steps" if count else ""
         out[u.name] = (wave, f"wavefront schedule {front}{how}: every loop-carried "
                        "dependence crosses to a later step, so the launches of one step are "
-                       "independent (one launch per step in fused_host.c)")
+                       "independent")
     return out
+
+
+def wavefront_proof(uar: UAR, members: Sequence[int]) -> Optional[str]:
+    """Why the launches ``members`` (one group in a nest of two host loops) cannot run along
+    the wavefront ``outer + inner``, or None when isl proves they can: every dependence among
+    their instances of different iterations goes to a strictly later anti-diagonal, and nothing
+    else of the program runs in their loop nest.  Code generation checks it again before
+    restructuring the loops, so a plan read back from ``plan.json`` is never trusted."""
+    ids = host_loop_ids(uar.program.ops)
+    first = ids[members[0]][:1]
+    if len(ids[members[0]]) != 2 or any(ids[m] != ids[members[0]] for m in members):
+        return "the group's launches are not all in one nest of two host loops"
+    others = [op.id for op in uar.program.ops if op.id not in members and ids[op.id][:1] == first
+              and not (isinstance(op, HostOp) and op.kind == "sync")]
+    if others:
+        return f"operation {others[0]} also runs in the loop nest"
+    unit = types.SimpleNamespace(name="W", members=tuple(members))
+    _domain, validity = _units_constraints(uar, [unit])
+    wave = isl.UnionMap("{ W[a, b] -> [a + b] }")
+    steps = validity.apply_domain(wave).apply_range(wave)
+    if not steps.intersect(isl.UnionMap("{ [x] -> [y] : y <= x }")).is_empty():
+        return "a dependence stays within a wavefront step (or goes backwards)"
+    return None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -457,14 +481,17 @@ def _kernel_name(uar: UAR, members: Sequence[int]) -> str:
     return "fused_" + "_".join(names)
 
 
-def plan_fusion(uar: UAR, *, orchestration: str = "auto", anchor: str = "auto") -> FusionPlan:
+def plan_fusion(uar: UAR, *, orchestration: str = "auto", anchor: str = "auto",
+                target: Target = REFERENCE_TARGET) -> FusionPlan:
     """The fusion plan of a program's UAR: local fusion (P1), then isl global fusion (P2, P3).
 
     ``orchestration``: how P3 fuses independent groups (``auto``: vertical, else horizontal;
     ``horizontal`` also keeps a common consumer out of its producers' groups, so that they
     stay independent and run side by side);
     ``anchor``: how re-indexing is anchored in local fusion (``auto``, ``producer``,
-    ``consumer``).  Every group of the result passes :func:`polyfuse.fusion.check_plan`.
+    ``consumer``); ``target``: the device's limits (independent launches whose ``__local``
+    memory together exceeds it are left apart).  Every group of the result passes
+    :func:`polyfuse.fusion.check_plan`.
     """
     if orchestration not in ORCHESTRATION_CHOICES:
         raise ValueError(f"orchestration must be one of {ORCHESTRATION_CHOICES}, "
@@ -484,7 +511,7 @@ def plan_fusion(uar: UAR, *, orchestration: str = "auto", anchor: str = "auto") 
     units = p3_fusion(uar, units, steps, "auto" if orchestration == "hetero" else orchestration,
                       local.graph)
     if orchestration == "hetero":
-        units = hetero_fusion(uar, units, steps, local.graph)
+        units = hetero_fusion(uar, units, steps, local.graph, target)
     sched_map = schedule.get_map()
     pos = {op.id: k for k, op in enumerate(uar.program.ops)}
     groups = [u for u in units if u.group is not None]
@@ -527,7 +554,7 @@ def plan_fusion(uar: UAR, *, orchestration: str = "auto", anchor: str = "auto") 
                       blocked=tuple(blocked), schedule=str(schedule),
                       starts=_start_reasons(uar, local, groups, steps, group_of),
                       apart=tuple(apart_reasons(uar, units, steps, local.graph,
-                                                orchestration == "hetero")))
+                                                orchestration == "hetero", target)))
 
 
 def _start_reasons(uar: UAR, local: Any, groups: list[Unit], steps: dict[str, int],

@@ -11,7 +11,8 @@ Legality is exact: the two groups must be *independent* (no path between them in
 dependence graph, so no order between them is needed), at the same launch step of the global
 schedule and in the same host-loop body; the fused frame is checked by
 :func:`polyfuse.fusion.reindex.frame_problems` like every other merge.  Fragments must share
-the work dimension; different local sizes are padded to the largest, the padded work-items of a
+the work dimension and fit the device's local memory together (``target``); different local
+sizes are padded to the largest, the padded work-items of a
 fragment's work-groups running none of its code (so a fragment with barriers is only placed
 beside one of its own local size: reason ``incompatible work-group shape``).
 
@@ -30,9 +31,12 @@ from typing import Any, Optional
 
 import islpy as isl
 import networkx as nx
+import sympy
 
+from polyfuse.frontend.opencl import type_size
 from polyfuse.fusion.local import LocalGroup, placement_problem
 from polyfuse.fusion.reindex import frame_problems
+from polyfuse.program import REFERENCE_TARGET, Target
 
 
 def dependence_paths(uar: Any, units: Sequence[Any]) -> nx.DiGraph:
@@ -52,7 +56,34 @@ def independent(paths: nx.DiGraph, a: str, b: str) -> bool:
     return not nx.has_path(paths, a, b) and not nx.has_path(paths, b, a)
 
 
-def _why_apart(uar: Any, a: Any, b: Any, steps: dict[str, int]) -> Optional[str]:
+def local_bytes(uar: Any, u: Any) -> Optional[int]:
+    """``__local`` bytes a group's fused kernel declares: every member's local arrays and local
+    arguments (code generation gives each fragment its own, renamed); None when a size is not
+    a known constant."""
+    total = 0
+    for m in u.members:
+        launch = uar.program.op(m)
+        kernel = uar.program.kernels[launch.kernel]
+        for arr in kernel.arrays:
+            if arr.address_space != "local":
+                continue
+            n = type_size(arr.type)
+            if n is None:
+                return None
+            for extent in arr.shape:
+                n *= int(extent)
+            total += n
+        for arg in launch.args:
+            if arg.kind == "local":
+                size = sympy.sympify(arg.local_bytes)
+                if not size.is_Integer:
+                    return None
+                total += int(size)
+    return total
+
+
+def _why_apart(uar: Any, a: Any, b: Any, steps: dict[str, int], target: Target
+               ) -> Optional[str]:
     """Why groups ``a`` and ``b`` cannot be fused horizontally (None: they can be tried)."""
     if steps[a.name] != steps[b.name]:
         return f"different step ({steps[a.name]} and {steps[b.name]})"
@@ -61,6 +92,10 @@ def _why_apart(uar: Any, a: Any, b: Any, steps: dict[str, int]) -> Optional[str]
     fa, fb = a.group.frame, b.group.frame
     if fa.work_dim != fb.work_dim or len(fa.host_dims) != len(fb.host_dims):
         return f"incompatible dimensionality ({fa.work_dim}-D and {fb.work_dim}-D NDRange)"
+    la, lb = local_bytes(uar, a), local_bytes(uar, b)
+    if la is not None and lb is not None and la + lb > target.local_mem_size:
+        return (f"local memory over the device limit ({la} B + {lb} B of __local memory > "
+                f"{target.local_mem_size} B on {target.name})")
     if tuple(fa.local_size) != tuple(fb.local_size):
         pad = _padded_size(fa, fb)
         for u, f in ((a, fa), (b, fb)):
@@ -79,7 +114,7 @@ def _has_barriers(uar: Any, u: Any) -> bool:
     return any(uar.program.kernels[uar.program.op(m).kernel].barriers for m in u.members)
 
 
-def _padding_only(uar: Any, frame: Any, problem: str) -> bool:
+def padding_only(uar: Any, frame: Any, problem: str) -> bool:
     """Whether ``problem`` only says a fragment's local size differs from the padded one, for a
     fragment without barriers whose work-items keep their local ids (so each of its work-groups
     is one fused work-group with the same local ids, and the padded work-items are idle)."""
@@ -111,8 +146,8 @@ def _side_by_side(uar: Any, a: Any, b: Any) -> tuple[Any, str]:
     return _horizontal(uar, fa, fb)
 
 
-def hetero_fusion(uar: Any, units: list[Any], steps: dict[str, int], graph: nx.DiGraph
-                  ) -> list[Any]:
+def hetero_fusion(uar: Any, units: list[Any], steps: dict[str, int], graph: nx.DiGraph,
+                  target: Target = REFERENCE_TARGET) -> list[Any]:
     """Fuse independent same-step groups with different code horizontally (module doc)."""
     pos = {op.id: k for k, op in enumerate(uar.program.ops)}
     groups = sorted((u for u in units if u.group is not None), key=lambda u: pos[u.members[0]])
@@ -123,7 +158,7 @@ def hetero_fusion(uar: Any, units: list[Any], steps: dict[str, int], graph: nx.D
         paths = dependence_paths(uar, groups + hosts)
         for i, a in enumerate(groups):
             for b in groups[i + 1:]:
-                if _why_apart(uar, a, b, steps) or not independent(paths, a.name, b.name):
+                if _why_apart(uar, a, b, steps, target) or not independent(paths, a.name, b.name):
                     continue
                 # the fused launch runs at the last member's place in host order
                 unit_of = {m: id(u) for u in groups for m in u.members}
@@ -135,7 +170,7 @@ def hetero_fusion(uar: Any, units: list[Any], steps: dict[str, int], graph: nx.D
                 order = sorted(frame.maps, key=lambda m: pos[m])
                 frame = replace(frame, maps={m: frame.maps[m] for m in order})
                 problems, need = frame_problems(uar, frame)
-                if [p for p in problems if not _padding_only(uar, frame, p)]:
+                if [p for p in problems if not padding_only(uar, frame, p)]:
                     continue
                 frame = replace(frame, barriers=need)
                 notes = a.group.notes + b.group.notes + [
@@ -158,7 +193,8 @@ def hetero_fusion(uar: Any, units: list[Any], steps: dict[str, int], graph: nx.D
 
 
 def apart_reasons(uar: Any, units: Sequence[Any], steps: dict[str, int], graph: nx.DiGraph,
-                  hetero_tried: bool) -> list[tuple[tuple[int, ...], tuple[int, ...], str]]:
+                  hetero_tried: bool, target: Target = REFERENCE_TARGET
+                  ) -> list[tuple[tuple[int, ...], tuple[int, ...], str]]:
     """For every pair of independent groups left apart: (members, members, why)."""
     groups = [u for u in units if u.group is not None]
     paths = dependence_paths(uar, list(units))
@@ -168,7 +204,7 @@ def apart_reasons(uar: Any, units: Sequence[Any], steps: dict[str, int], graph: 
         for b in groups[i + 1:]:
             if b.name in reach[a.name] or a.name in reach[b.name]:
                 continue
-            why = _why_apart(uar, a, b, steps)
+            why = _why_apart(uar, a, b, steps, target)
             if why is None:
                 unit_of = {m: id(u) for u in groups for m in u.members}
                 place = placement_problem(uar, graph, a.members + b.members, unit_of)
@@ -186,4 +222,5 @@ def apart_reasons(uar: Any, units: Sequence[Any], steps: dict[str, int], graph: 
     return out
 
 
-__all__ = ["apart_reasons", "dependence_paths", "hetero_fusion", "independent"]
+__all__ = ["apart_reasons", "dependence_paths", "hetero_fusion", "independent", "local_bytes",
+           "padding_only"]

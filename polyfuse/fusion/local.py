@@ -311,7 +311,10 @@ def check_plan(plan: FusionPlan) -> list[str]:
     onto the launch's whole work-item set; the domains lie in the declared NDRange
     (``global_size``/``local_size``) and form a box of whole work-groups; structured fragments
     keep their work-groups; every edge between members pairs the same fused work-item, or the
-    same fused work-group with a ``barrier_before`` between the fragments.  Across groups: every
+    same fused work-group with a ``barrier_before`` between the fragments (a fragment of a
+    heterogeneous group may have a smaller local size than the group's, padded: accepted when it
+    has no barriers and keeps its local ids, so the guarded padding runs none of its code).
+    Across groups: every
     launch is in exactly one group, members of a group share their host loops, and every edge
     between two groups with a same-iteration part runs from a lower step to a higher one.
     """
@@ -352,6 +355,12 @@ def check_plan(plan: FusionPlan) -> list[str]:
         probs, _ = frame_problems(uar, frame,
                                   barriers=frozenset(f.launch for f in g.fragments
                                                      if f.barrier_before))
+        if g.orchestration in ("horizontal", "hybrid"):
+            from polyfuse.fusion.hetero import padding_only
+
+            # a padded fragment of a heterogeneous group: its own local ids kept, no barriers,
+            # the padded work-items guarded off (no code of it runs there)
+            probs = [p for p in probs if not padding_only(uar, frame, p)]
         problems += [f"group {g.id}: {p}" for p in probs]
     for op in uar.program.launches:
         if op.id not in seen:

@@ -630,7 +630,8 @@ def _try_candidate(uar: UAR, keep: Frame, other: Frame,
         else:
             r = other.maps[lid]
             maps[lid] = coalesce(_ctx(uar, c.align_params(r.get_space()).apply_range(r)))
-    frame = replace(keep, maps=maps, grid=None)  # the kept fragments keep their barriers
+    # the kept fragments' barriers stay: only ``other``'s fragments and edges are re-checked
+    frame = replace(keep, maps=maps, barriers=keep.barriers, grid=None)
     norm = normalize(uar, frame)
     if norm is None:
         return None, "the fused grid would not be a box of whole work-groups"

@@ -31,6 +31,34 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 @dataclass(frozen=True)
+class BlockLayout:
+    """Which output elements each work-item of a register-blocked kernel writes.
+
+    Work-item ids come from ``global_size``/``local_size``; ``prologue`` (C statements, literal
+    sizes only) derives its base coordinates, under ``guard`` when not empty.  It then writes
+    the ``rows x cols`` block ``bi < rows``, ``bj < cols`` at element ``lead * col_extent + col``
+    of the output, where ``lead`` (an expression of ``bi``) indexes the leading dimensions
+    flattened (``lead_extent`` values) and ``col`` (of ``bj``) the trailing ones.  A consumer
+    launched with the same geometry and the same block reads exactly what the same work-item
+    wrote: a thread-width dependence (:mod:`polyfuse.oplib.blocked`).
+    """
+
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...]
+    prologue: str
+    guard: str
+    rows: int
+    cols: int
+    lead: str
+    col: str
+    lead_extent: int
+    col_extent: int
+    #: ``lead``/``col`` at ``bi = 0``/``bj = 0``: multiples of ``rows``/``cols``
+    lead_base: str = ""
+    col_base: str = ""
+
+
+@dataclass(frozen=True)
 class OpKernel:
     """One node's kernel: source, launch geometry and how its parameters bind to tensors.
 
@@ -51,6 +79,8 @@ class OpKernel:
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     input_dtypes: tuple[str, ...] = ()
+    #: the block of outputs each work-item writes, for register-blocked kernels
+    block: Optional[BlockLayout] = None
 
     def input_dtype(self, i: int) -> str:
         """The numpy dtype name of input position ``i`` (float32 unless stated otherwise)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from polyfuse.oplib import fastmath
 from polyfuse.oplib._common import (
     Grid,
     Node,
@@ -24,8 +25,8 @@ from polyfuse.oplib._common import (
 UNARY: dict[str, str] = {
     "Sqrt": "sqrt(v)",
     "Exp": "exp(v)",
-    "Erf": "erf(v)",
-    "Tanh": "tanh(v)",
+    "Erf": fastmath.erf("v"),  # rational forms: PoCL's erf/tanh do not vectorize
+    "Tanh": fastmath.tanh("v"),
     "Sigmoid": "1.0f / (1.0f + exp(-v))",
     "Relu": "v < 0.0f ? 0.0f : v",  # NaN stays NaN (fmax would drop it), as in onnxruntime
     "Neg": "-v",
@@ -33,8 +34,9 @@ UNARY: dict[str, str] = {
 }
 
 _GELU = {
-    "none": "0.5f * v * (1.0f + erf(v * M_SQRT1_2_F))",
-    "tanh": "0.5f * v * (1.0f + tanh(0.7978845608028654f * (v + 0.044715f * v * v * v)))",
+    "none": f"0.5f * v * (1.0f + {fastmath.erf('(v * M_SQRT1_2_F)')})",
+    "tanh": "0.5f * v * (1.0f + "
+            f"{fastmath.tanh('(0.7978845608028654f * (v + 0.044715f * v * v * v))')})",
 }
 
 #: Binary operators as C expressions of ``a`` and ``b``.

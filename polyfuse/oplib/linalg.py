@@ -8,10 +8,13 @@ statements, not guarded barriers), so every work-item reaches both barriers of e
 
 from __future__ import annotations
 
+import re
 from contextvars import ContextVar
+from dataclasses import replace
 from typing import Optional
 
 from polyfuse.oplib._common import (
+    BlockLayout,
     Node,
     OpKernel,
     Param,
@@ -115,10 +118,28 @@ def _largest_divisor(n: int, cap: int) -> int:
     return d
 
 
+#: Columns per work-item of the blocked product on the device kernels are generated for
+#: (:func:`block_cols_for`; the front-end sets it from the device it queries).
+block_cols: ContextVar[int] = ContextVar("polyfuse_block_cols", default=BLOCK_COLS)
+
+
+def block_cols_for(native_vector_width_float: int) -> int:
+    """Columns per work-item for a device whose native float vector has this many lanes: two
+    vectors per row of the block (the compiler vectorizes the contiguous columns), between 4
+    and BLOCK_COLS (BLOCK_ROWS x that many accumulators stay in registers)."""
+    return max(4, min(BLOCK_COLS, 2 * _largest_divisor(max(1, native_vector_width_float),
+                                                       BLOCK_COLS)))
+
+
 def block_shape(m: int, n: int) -> tuple[int, int]:
     """Outputs per work-item (rows, columns) of an ``m x n`` product: the largest block up to
-    BLOCK_ROWS x BLOCK_COLS that divides the output, so no edge guards are needed."""
-    return _largest_divisor(m, BLOCK_ROWS), _largest_divisor(n, BLOCK_COLS)
+    BLOCK_ROWS x :data:`block_cols` that divides the output, so no edge guards are needed."""
+    return _largest_divisor(m, BLOCK_ROWS), _largest_divisor(n, block_cols.get())
+
+
+def _at(expr: str, value: str, name: str) -> str:
+    """``expr`` with the identifier ``name`` replaced by ``value``."""
+    return re.sub(rf"\b{name}\b", value, expr)
 
 
 def _blocked_product(
@@ -136,11 +157,14 @@ def _blocked_product(
 ) -> OpKernel:
     """Each work-item computes an R x C block of the output in private accumulators.
 
-    No ``__local`` memory and no barriers: the inner loop over the block's columns runs over
-    contiguous elements of B and independent accumulators, which the device compiler
-    vectorizes (on PoCL the tiled form runs 20-40x slower).  ``a_elem`` indexes A at
+    No ``__local`` memory and no barriers.  The block is written out as named scalars (one per
+    output, ``acc_i_j``) and straight-line statements per ``kk``: C loads of B's row ``kk``, R
+    loads of A's column, R x C multiply-adds.  Device compilers keep the accumulators in
+    registers and vectorize the contiguous columns; the same block as a private array with
+    loops ran 3-4x slower on PoCL (the array stays in memory).  ``a_elem`` indexes A at
     (``row``, ``kk``), ``b_elem`` B at (``kk``, ``col``); ``store`` writes ``acc[i][j]`` at
-    (``row``, ``col``).  Every subscript stays affine in the ids and loop iterators.
+    (``row``, ``col``); each ``row``/``col`` becomes ``r0 + i``/``c0 + j``, so every subscript
+    stays affine in the ids and the loop iterator.
     """
     rb, cb = block_shape(m, n)
     gx, gy = n // cb, m // rb
@@ -149,40 +173,39 @@ def _blocked_product(
     while lx * ly > node.max_work_group_size:
         lx, ly = (lx // 2, ly) if lx >= ly else (lx, ly // 2)
     defines = {"M": m, "N": n, "K": k, "RB": rb, "CB": cb}
-    batch_decl = "const int batch = get_global_id(2);\n" if batch > 1 else ""
-    body = f"""
-const int c0 = get_global_id(0) * CB;
-const int r0 = get_global_id(1) * RB;
-{batch_decl}float acc[RB][CB];
-for (int i = 0; i < RB; i++) {{
-    for (int j = 0; j < CB; j++) {{
-        acc[i][j] = 0.0f;
-    }}
-}}
-for (int kk = 0; kk < K; kk++) {{
-    for (int i = 0; i < RB; i++) {{
-        const int row = r0 + i;
-        const float av = {a_elem};
-        for (int j = 0; j < CB; j++) {{
-            const int col = c0 + j;
-            acc[i][j] += av * {b_elem};
-        }}
-    }}
-}}
-for (int i = 0; i < RB; i++) {{
-    for (int j = 0; j < CB; j++) {{
-        const int row = r0 + i;
-        const int col = c0 + j;
-        {store};
-    }}
-}}
-"""
+    rows = [f"(r0 + {i})" if i else "r0" for i in range(rb)]
+    cols = [f"(c0 + {j})" if j else "c0" for j in range(cb)]
+    acc = [[f"acc_{i}_{j}" for j in range(cb)] for i in range(rb)]
+    lines = ["const int c0 = get_global_id(0) * CB;", "const int r0 = get_global_id(1) * RB;"]
+    if batch > 1:
+        lines.append("const int batch = get_global_id(2);")
+    lines += [f"float {a} = 0.0f;" for r in acc for a in r]
+    lines.append("for (int kk = 0; kk < K; kk++) {")
+    lines += [f"    const float bv_{j} = {_at(b_elem, cols[j], 'col')};" for j in range(cb)]
+    for i in range(rb):
+        lines.append(f"    const float av_{i} = {_at(a_elem, rows[i], 'row')};")
+        lines += [f"    {acc[i][j]} += av_{i} * bv_{j};" for j in range(cb)]
+    lines.append("}")
+    for i in range(rb):
+        for j in range(cb):
+            stmt = _at(_at(store.replace("acc[i][j]", acc[i][j]), rows[i], "row"), cols[j], "col")
+            lines.append(f"{stmt};")
+    body = "\n".join(lines) + "\n"
     source = render(node, defines, params, body, comment)
     gsize: tuple[int, ...] = (gx, gy)
     lsize: tuple[int, ...] = (lx, ly)
     if batch > 1:
         gsize, lsize = gsize + (batch,), lsize + (1,)
-    return make_kernel(node, source, gsize, lsize, inputs, ["y"])
+    prologue = f"const int c0 = get_global_id(0) * {cb};\nconst int r0 = get_global_id(1) * {rb};"
+    if batch > 1:
+        prologue += "\nconst int batch = get_global_id(2);"
+    layout = BlockLayout(
+        global_size=gsize, local_size=lsize, prologue=prologue, guard="", rows=rb, cols=cb,
+        lead=f"batch * {m} + r0 + bi" if batch > 1 else "r0 + bi", col="c0 + bj",
+        lead_extent=batch * m, col_extent=n,
+        lead_base=f"batch * {m} + r0" if batch > 1 else "r0", col_base="c0",
+    )
+    return replace(make_kernel(node, source, gsize, lsize, inputs, ["y"]), block=layout)
 
 
 def matmul(node: Node) -> OpKernel:
@@ -373,41 +396,37 @@ def conv(node: Node) -> OpKernel:
         defines.update({"MB": mb, "OB": ob, "MBLK": cout // mb, "OWB": ow // ob})
         total = batch * (cout // mb) * oh * (ow // ob)
         n_e = "gid / (OWB * OH * MBLK)" if batch > 1 else "0"
-        init = "bias[m0 + i]" if bias is not None else "0.0f"
-        stmts = f"""
-const int owb = gid % OWB;
-const int oh = {'(gid / OWB) % OH' if oh > 1 else '0'};
-const int m0 = ((gid / (OWB * OH)) % MBLK) * MB;
-const int n = {n_e};
-const int g = m0 / MPG;
-float acc[MB][OB];
-for (int i = 0; i < MB; i++) {{
-    for (int j = 0; j < OB; j++) {{
-        acc[i][j] = {init};
-    }}
-}}
-for (int c = 0; c < CPG; c++) {{
-    for (int kh = 0; kh < KH; kh++) {{
-        for (int kw = 0; kw < KW; kw++) {{
-            const int ih = oh * SH - PH + kh * DH;
-            for (int i = 0; i < MB; i++) {{
-                const float wv = w[(((m0 + i) * CPG + c) * KH + kh) * KW + kw];
-                for (int j = 0; j < OB; j++) {{
-                    const int iw = (owb * OB + j) * SW - PW + kw * DW;
-                    if (ih >= 0 && ih < H && iw >= 0 && iw < W) {{
-                        acc[i][j] += x[{x_index}] * wv;
-                    }}
-                }}
-            }}
-        }}
-    }}
-}}
-for (int i = 0; i < MB; i++) {{
-    for (int j = 0; j < OB; j++) {{
-        y[((n * M + m0 + i) * OH + oh) * OW + owb * OB + j] = acc[i][j];
-    }}
-}}
-"""
+        lines = [
+            "const int owb = gid % OWB;",
+            f"const int oh = {'(gid / OWB) % OH' if oh > 1 else '0'};",
+            "const int m0 = ((gid / (OWB * OH)) % MBLK) * MB;",
+            f"const int n = {n_e};",
+            "const int g = m0 / MPG;",
+        ]
+        # the block as named scalars and straight-line statements (see _blocked_product)
+        lines += [f"float acc_{i}_{j} = {f'bias[m0 + {i}]' if bias is not None else '0.0f'};"
+                  for i in range(mb) for j in range(ob)]
+        lines += ["for (int c = 0; c < CPG; c++) {",
+                  "    for (int kh = 0; kh < KH; kh++) {",
+                  "        const int ih = oh * SH - PH + kh * DH;",
+                  "        if (ih >= 0 && ih < H) {",
+                  "            for (int kw = 0; kw < KW; kw++) {"]
+        pad = " " * 16
+        for j in range(ob):
+            iw = f"iw_{j}"
+            lines += [f"{pad}const int {iw} = (owb * OB + {j}) * SW - PW + kw * DW;",
+                      f"{pad}float xv_{j} = 0.0f;",
+                      f"{pad}if ({iw} >= 0 && {iw} < W) {{",
+                      f"{pad}    xv_{j} = x[{x_index.replace('iw', iw)}];",
+                      f"{pad}}}"]
+        for i in range(mb):
+            lines.append(f"{pad}const float wv_{i} = "
+                         f"w[(((m0 + {i}) * CPG + c) * KH + kh) * KW + kw];")
+            lines += [f"{pad}acc_{i}_{j} += xv_{j} * wv_{i};" for j in range(ob)]
+        lines += ["            }", "        }", "    }", "}"]
+        lines += [f"y[((n * M + m0 + {i}) * OH + oh) * OW + owb * OB + {j}] = acc_{i}_{j};"
+                  for i in range(mb) for j in range(ob)]
+        stmts = "\n".join(lines) + "\n"
     else:
         total = prod(out)
         ow_e = "gid % OW"
@@ -444,7 +463,22 @@ y[gid] = acc;
         f"Conv X {shape_str(sx)} W {shape_str(sw)} group={group} strides={strides} "
         f"dilations={dil} pads={pads} -> {shape_str(out)}"
     )
-    return elementwise_kernel(
-        node, total, params, defines, stmts, inputs, ["y"], comment
+    opk = elementwise_kernel(node, total, params, defines, stmts, inputs, ["y"], comment)
+    if product_form.get() != "blocked":
+        return opk
+    n_lit = f"gid / {(ow // ob) * oh * (cout // mb)}" if batch > 1 else "0"
+    prologue = "\n".join([
+        "const int gid = get_global_id(0);",
+        f"const int owb = gid % {ow // ob};",
+        f"const int oh = {f'(gid / {ow // ob}) % {oh}' if oh > 1 else '0'};",
+        f"const int m0 = ((gid / {(ow // ob) * oh}) % {cout // mb}) * {mb};",
+        f"const int n = {n_lit};",
+    ])
+    layout = BlockLayout(
+        global_size=opk.global_size, local_size=opk.local_size or (), guard=f"gid < {total}",
+        prologue=prologue, rows=mb, cols=ob,
+        lead=f"(n * {cout} + m0 + bi) * {oh} + oh", col=f"owb * {ob} + bj",
+        lead_extent=batch * cout * oh, col_extent=ow, col_base=f"owb * {ob}",
     )
+    return replace(opk, block=layout)
 

@@ -46,7 +46,7 @@ from polyfuse.codegen import FusedProgram, generate
 from polyfuse.fusion import plan_fusion
 from polyfuse.fusion.plan import FusionPlan
 from polyfuse.program import PolyfuseError, Program
-from polyfuse.runtime.device import DeviceSpec, device_key, get_context
+from polyfuse.runtime.device import DeviceSpec, device_key, device_target, get_context
 from polyfuse.runtime.execute import ProgramTiming, program_source, time_program
 from polyfuse.runtime.verify import verify_programs
 from polyfuse.uar import build_uar
@@ -386,8 +386,10 @@ def autotune(
     say(f"{name}: UAR built ({len(program.launches)} launches, "
         f"{time.perf_counter() - t0:.2f}s)")
 
+    target = device_target(dev)
+
     def plan_of(variant: str) -> FusionPlan:
-        return plan_fusion(uar, orchestration=variant)
+        return plan_fusion(uar, orchestration=variant, target=target)
 
     def verify(fused: FusedProgram) -> tuple[bool, Optional[str], Optional[float],
                                              Optional[float]]:

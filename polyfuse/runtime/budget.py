@@ -168,5 +168,82 @@ def check_run_budget(program: Program, params: Optional[Mapping[str, Any]] = Non
     return est
 
 
+#: the values tried for each free parameter, small ones first (powers of two and odd sizes, so
+#: divisibility by work-group sizes and remainders both occur)
+SMALL_VALUES = (64, 128, 96, 32, 256, 100, 48, 16, 200, 512, 17, 8, 1024, 4, 2, 1, 3)
+#: instances tried before giving up
+MAX_INSTANCE_TRIES = 120
+
+
+def _legal_instance(program: Program, params: Mapping[str, int]) -> Optional[str]:
+    """Why ``params`` is not a runnable instance of ``program`` (None: it is): outside the
+    parameter context, a buffer of no bytes, a launch that never runs or runs an empty or
+    non-uniform NDRange, or beyond the run budget."""
+    import islpy as isl
+
+    from polyfuse.program import Launch, host_instances
+
+    ctx = isl.Set(program.context)
+    names = [ctx.get_dim_name(isl.dim_type.param, i) for i in range(ctx.dim(isl.dim_type.param))]
+    fix = ctx
+    for name in names:
+        if name in params:
+            fix = fix.intersect(isl.Set(f"[{name}] -> {{ : {name} = {params[name]} }}")
+                                .align_params(fix.get_space()))
+    if fix.is_empty():
+        return "outside the parameter context"
+    try:
+        for name, buf in program.buffers.items():
+            if buf.size is not None and program.root(name)[0] == name \
+                    and eval_host_int(buf.size, params, "size") <= 0:
+                return f"buffer {name} is empty"
+        estimate = estimate_run(program, params)
+        if estimate.launches > 10_000:
+            return "too many launches"
+        seen = set()
+        for op, _, env in host_instances(program, params):
+            if not isinstance(op, Launch):
+                continue
+            seen.add(op.id)
+            wd = op.work_dim
+            gs = [eval_host_int(x, env, "global size") for x in op.global_size[:wd]]
+            ls = [eval_host_int(x, env, "local size") for x in op.local_size[:wd]] \
+                if op.local_size else []
+            if any(g <= 0 for g in gs) or any(v <= 0 for v in ls) \
+                    or any(g % v for g, v in zip(gs, ls)):
+                return f"launch {op.id} has global size {gs}, local size {ls}"
+        if seen != {op.id for op in program.launches}:
+            return "a launch does not run"
+        check_run_budget(program, params, runs=2, what="verification")
+    except PolyfuseError as err:
+        return err.message
+    return None
+
+
+def small_instance(program: Program, params: Optional[Mapping[str, Any]] = None
+                   ) -> dict[str, int]:
+    """Small values for the parameters ``params`` leave free such that every launch runs, on a
+    non-empty uniform NDRange, within the parameter context and the run budget: the instance
+    a symbolic program is verified at.  Raises when none of the tried values fits."""
+    import random
+
+    fixed = dict(params or {})
+    free = [p for p in program.params if p not in fixed]
+    if not free:
+        return {}
+    rng = random.Random(0)
+    tries = [dict.fromkeys(free, v) for v in SMALL_VALUES]
+    tries += [{p: rng.choice(SMALL_VALUES) for p in free}
+              for _ in range(MAX_INSTANCE_TRIES - len(tries))] if len(free) > 1 else []
+    why = ""
+    for values in tries:
+        why = _legal_instance(program, {**fixed, **values}) or ""
+        if not why:
+            return values
+    where = program.files[0] if program.files else program.name
+    raise PolyfuseError(f"no small instance of {', '.join(free)} to verify at (last tried "
+                        f"{values}: {why}); give the sizes with --param or --args", where)
+
+
 __all__ = ["RunEstimate", "available_memory", "check_run_budget", "estimate_run",
-           "memory_budget"]
+           "memory_budget", "small_instance"]

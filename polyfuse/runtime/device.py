@@ -23,7 +23,7 @@ from typing import Any, Optional, Union
 import numpy as np
 import pyopencl as cl
 
-from polyfuse.program import PolyfuseError
+from polyfuse.program import PolyfuseError, Target
 
 DeviceSpec = Union[str, "cl.Device", None]
 
@@ -206,6 +206,13 @@ class DeviceLimits:
 def device_limits(device: DeviceSpec = None) -> DeviceLimits:
     """:class:`DeviceLimits` of the selected device."""
     return DeviceLimits.from_device(get_device(device))
+
+
+def device_target(device: DeviceSpec = None) -> Target:
+    """The :class:`~polyfuse.program.Target` of the selected device (its limits, for planning)."""
+    lim = device_limits(device)
+    return Target(name=lim.name, max_work_group_size=lim.max_work_group_size,
+                  local_mem_size=lim.local_mem_size)
 
 
 def device_key(device: Union[cl.Device, DeviceLimits, str, None]) -> str:

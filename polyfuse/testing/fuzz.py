@@ -243,8 +243,13 @@ def _fuse_verify_job(path: str, out: str, progress: Optional[Callable] = None) -
                            (v.get("references") or {}).items()}}
 
 
+#: a case that waits (uses no CPU) still counts as a stall after this many times its budget
+WALL_FACTOR = 4.0
+
+
 def check_model(path: str, *, timeout: float = 120.0) -> Outcome:
-    """Fuse and verify one ONNX model in a worker process under ``timeout`` seconds."""
+    """Fuse and verify one ONNX model in a worker process under ``timeout`` seconds of CPU
+    time (``WALL_FACTOR`` times that of wall-clock time)."""
     from polyfuse.program import PolyfuseError
     from polyfuse.watchdog import BudgetExceeded, call_with_budget
 
@@ -253,7 +258,8 @@ def check_model(path: str, *, timeout: float = 120.0) -> Outcome:
            f"--no-timing --timeout {timeout:g}")
     start = time.monotonic()
     try:
-        res = call_with_budget(_fuse_verify_job, (path, out), timeout=timeout, label=path)
+        res = call_with_budget(_fuse_verify_job, (path, out), timeout=timeout * WALL_FACTOR,
+                               cpu_timeout=timeout, label=path)
     except BudgetExceeded as err:
         return Outcome(path, "stall", time.monotonic() - start, err.message, [path], cmd)
     except PolyfuseError as err:
@@ -267,7 +273,9 @@ def check_model(path: str, *, timeout: float = 120.0) -> Outcome:
 
 def check_program(kernels: str, host: str, *, params: Optional[dict[str, int]] = None,
                   verify: bool = True, timeout: float = 120.0) -> Outcome:
-    """Run ``polyfuse fuse KERNELS --host HOST [--verify]`` and judge its exit and stderr."""
+    """Run ``polyfuse fuse KERNELS --host HOST [--verify]`` and judge its exit and stderr; a
+    stall is more than ``timeout`` seconds of CPU time (``WALL_FACTOR`` times that of wall
+    time), so a loaded machine does not count as polyfuse hanging."""
     out = tempfile.mkdtemp(prefix="polyfuse-fuzz-out-")
     args = [sys.executable, "-m", "polyfuse.cli", "fuse", kernels, "--host", host, "--out", out]
     args += [f"--param={k}={v}" for k, v in (params or {}).items()]
@@ -278,13 +286,11 @@ def check_program(kernels: str, host: str, *, params: Optional[dict[str, int]] =
         + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
     start = time.monotonic()
     try:
-        proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=env,
-                              errors="replace")
-    except subprocess.TimeoutExpired:
-        return Outcome(kernels, "stall", time.monotonic() - start, f"no answer in {timeout} s",
-                       [kernels, host], cmd)
+        proc, over = _run_cpu_bounded(args, env, timeout)
     finally:
         shutil.rmtree(out, ignore_errors=True)
+    if over:
+        return Outcome(kernels, "stall", time.monotonic() - start, over, [kernels, host], cmd)
     secs = time.monotonic() - start
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     errors = [ln for ln in lines if "error:" in ln]
@@ -297,6 +303,42 @@ def check_program(kernels: str, host: str, *, params: Optional[dict[str, int]] =
         return Outcome(kernels, kind, secs, errors[0], [kernels, host], cmd)
     return Outcome(kernels, "unclean", secs, f"exit {proc.returncode}: " + "\n".join(lines[-3:]),
                    [kernels, host], cmd)
+
+
+def _run_cpu_bounded(args: list[str], env: dict[str, str], timeout: float
+                     ) -> tuple[subprocess.CompletedProcess, str]:
+    """Run a command; kill its process group past ``timeout`` CPU seconds (of the whole tree)
+    or ``WALL_FACTOR * timeout`` wall seconds.  Returns the process and why it was stopped."""
+    import signal
+
+    from polyfuse.watchdog import tree_cpu_seconds
+
+    start = time.monotonic()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        p = subprocess.Popen(args, stdout=out, stderr=err, env=env, start_new_session=True)
+        over = ""
+        while p.poll() is None:
+            try:
+                p.wait(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if tree_cpu_seconds(p.pid) > timeout:
+                over = f"more than {timeout:g} s of CPU time"
+            elif time.monotonic() - start > WALL_FACTOR * timeout:
+                over = f"no answer in {WALL_FACTOR * timeout:g} s (wall clock)"
+            if over:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                p.wait()
+        out.seek(0)
+        err.seek(0)
+        done = subprocess.CompletedProcess(args, p.returncode,
+                                           out.read().decode("utf-8", "replace"),
+                                           err.read().decode("utf-8", "replace"))
+    return done, over
 
 
 # ----------------------------------------------------------------------------------------------
@@ -469,7 +511,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", help="directory for failures (default: a new temp dir)")
     parser.add_argument("--timeout", type=float, default=120.0,
-                        help="seconds per case before it counts as a stall")
+                        help="CPU seconds per case before it counts as a stall (a case that "
+                             "waits counts after 4x that of wall-clock time)")
     parser.add_argument("--max-nodes", type=int, default=8)
     parser.add_argument("--programs-every", type=int, default=3,
                         help="every k-th case is a mutated OpenCL program")

@@ -27,7 +27,7 @@ from typing import Optional
 import islpy as isl
 import sympy
 
-from polyfuse.islutil import coalesce
+from polyfuse.islutil import IslQuotaExceeded, bounded, coalesce
 from polyfuse.program import (
     GLOBAL_SIZE_PARAMS,
     LOCAL_SIZE_PARAMS,
@@ -553,7 +553,7 @@ class _Builder:
             esize = type_size(kernel0.param(pname).type)
             btuple = self.tuples[root]
             cmap = (f"[__origin] -> {{ V[i] -> {btuple}[e] : __origin + {esize}*i <= {unit}*e "
-                    f"<= __origin + {esize}*i + {esize - 1} and e >= 0 }}")
+                    f"<= __origin + {esize}*i + {esize - 1} }}")
             rel = rel.apply_range(isl.Map(cmap))
             names = [rel.get_dim_name(isl.dim_type.param, j)
                      for j in range(rel.dim(isl.dim_type.param))]
@@ -576,18 +576,49 @@ class _Builder:
             btext = (f"{self.binder.header()} -> {{ {f'L{launch.id}'}[{', '.join(dims)}] -> "
                      f"K[{', '.join(kdims + wdims)}] : {' and '.join(bcons)} }}")
             res = isl.Map(btext).apply_range(rel).intersect_domain(domain)
-            rng = []
+            rng = ["e >= 0"]
             if end is not None:
                 rng.append(f"{unit}*e + {unit} <= {end}")
             if root_end is not None:
                 rng.append(f"{unit}*e + {unit} <= {root_end}")
-            if rng:
-                res = res.intersect_range(isl.Set(
-                    f"{self.binder.header()} -> {{ {btuple}[e] : {' and '.join(rng)} }}"))
+            inside = isl.Set(f"{self.binder.header()} -> {{ {btuple}[e] : "
+                             f"{' and '.join(rng)} }}")
             must = acc_exact and not lost and not approx
+            if must:
+                self._check_in_bounds(launch, kernel0.name, pname, direction,
+                                      res.range().subtract(inside))
+            res = res.intersect_range(inside)
             key = (root, direction, must)
             per_kind[key] = per_kind[key].union(res) if key in per_kind else res
         return self._effects(inst, per_kind)
+
+    def _check_in_bounds(self, launch: Launch, kernel: str, pname: str, direction: str,
+                         outside: isl.Set) -> None:
+        """Refuse an exact kernel access that leaves its buffer for every admissible parameter
+        value: the original program's behaviour is undefined there, and clipping the access to
+        the buffer (as the effects do) would model a program that does not exist.  An access
+        that is out of bounds only for some parameter values is left to the program's own
+        guards; a check that exceeds isl's quota is skipped."""
+        try:
+            with bounded():
+                if outside.is_empty():
+                    return
+                context = isl.Set(self.program.context)
+                params = outside.params()
+                context = context.align_params(params.get_space())
+                params = params.align_params(context.get_space())
+                if not context.is_subset(params):
+                    return
+                witness = outside.sample_point()
+        except (IslQuotaExceeded, isl.Error):
+            return
+        elem = witness.get_coordinate_val(isl.dim_type.set, 0).to_python()
+        buf = launch.arg(self.program.kernels[launch.kernel].param(pname).index).buffer
+        raise PolyfuseError(f"launch {launch.id} of {kernel}: the kernel "
+                            f"{'reads' if direction == 'read' else 'writes'} {pname} "
+                            f"(buffer '{buf}') out of its bounds (e.g. unit {elem} of the "
+                            f"buffer); the original program's behaviour is undefined",
+                            *_where(launch))
 
     def host_op(self, op: HostOp) -> Effects:
         host_dims = _host_dim_names(tuple(op.loops))
