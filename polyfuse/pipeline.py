@@ -253,8 +253,13 @@ def write_outputs(result: FuseResult, out_dir: Union[str, Path], *,
     hosts = host_files_of(result.program)
     if hosts:
         try:
+            from polyfuse.program import shared_runtime_options
+
+            # the fused program is built with the host's own -cl-* options
             fhs = rewrite_hosts(result.program, result.fused, hosts,
-                                include_dirs=host_include_dirs, defines=host_defines or {})
+                                include_dirs=host_include_dirs, defines=host_defines or {},
+                                build_options=" ".join(shared_runtime_options(
+                                    result.program.kernels.values())))
         except HostRewriteError as err:
             host_note = f"fused host not written: {err}"
             paths["host_error"] = Path(host_note)

@@ -238,6 +238,10 @@ class Kernel:
     loc: Optional[SourceLoc] = None
     #: messages about over-approximations made while extracting the model
     notes: tuple[str, ...] = ()
+    #: options of the program build the kernel came from: the ``-D``/``-I`` its source was
+    #: preprocessed with and the compiler options (``-cl-*``, ``-w``, ``-Werror``) the runtime
+    #: reproduces (see :func:`runtime_options`)
+    build_options: tuple[str, ...] = ()
     #: the pycparser ``FuncDef`` (OpenCL qualifiers kept as ``[[ocl::...]]`` attributes)
     ast: Any = field(default=None, compare=False, repr=False)
     #: the function definitions of the kernel's translation unit by name (``FuncDef``; the
@@ -258,6 +262,36 @@ class Kernel:
     @property
     def accesses(self) -> tuple[Access, ...]:
         return tuple(a for s in self.statements for a in s.accesses)
+
+
+def runtime_options(options: Iterable[str]) -> tuple[str, ...]:
+    """The compiler options among build options (``-cl-*``, ``-w``, ``-Werror``): what changes
+    the code a device compiler generates from already preprocessed source."""
+    return tuple(o for o in options if o.startswith("-cl-") or o in ("-w", "-Werror"))
+
+
+def shared_runtime_options(kernels: Iterable[Kernel]) -> tuple[str, ...]:
+    """The :func:`runtime_options` every one of ``kernels`` was built with: what one program
+    holding them all (unfused or fused) can be built with."""
+    per_kernel = [runtime_options(k.build_options) for k in kernels]
+    if not per_kernel:
+        return ()
+    return tuple(o for o in dict.fromkeys(per_kernel[0])
+                 if all(o in opts for opts in per_kernel[1:]))
+
+
+def preprocessor_options(options: Iterable[str]
+                         ) -> tuple[dict[str, Optional[str]], list[str]]:
+    """(defines, include directories) of build options as :func:`runtime_options` leaves them."""
+    defines: dict[str, Optional[str]] = {}
+    include_dirs: list[str] = []
+    for o in options:
+        if o.startswith("-D"):
+            name, sep, value = o[2:].partition("=")
+            defines[name] = value if sep else None
+        elif o.startswith("-I"):
+            include_dirs.append(o[2:])
+    return defines, include_dirs
 
 
 # ----------------------------------------------------------------------------------------------

@@ -345,3 +345,361 @@ def test_cpp_references_templates_and_std_string() -> None:
     assert _edge(widths, "add", "add", program) == "thread"
     symbolic = load_opencl(None, host=str(PROGRAMS / "cpp_refs" / "main.cpp"))
     assert len(symbolic.params) == 1 and symbolic.params[0].startswith("n")
+
+
+# ----------------------------------------------------------------------------------------------
+# The C++ OpenCL wrapper (cl.hpp / opencl.hpp), modelled at the API level
+# ----------------------------------------------------------------------------------------------
+
+HANDSON = PROGRAMS / "handson_cpp"
+CPP_COMMON = HANDSON / "common"
+POLYFUSE_HEADERS = Path(__file__).resolve().parent.parent / "polyfuse" / "include"
+
+
+@pytest.mark.parametrize("wrapper", ["installed", "polyfuse-decls", "cl.hpp-1.2"])
+def test_handson_cpp_make_kernel_chain(wrapper: str) -> None:
+    """``cl::make_kernel`` functors called with ``cl::EnqueueArgs``, buffers built from
+    ``std::vector`` iterators (``begin(v)``/``v.begin()``) and with flags and a size,
+    ``util::loadProgram`` reading the kernel through ``std::ifstream``, ``cl::copy`` back;
+    with the installed ``opencl.hpp``, polyfuse's declaration-only headers, and a header laid
+    out as cl.hpp 1.2 (the call operator inherited from a ``detail::`` class)."""
+    first = {"installed": [], "polyfuse-decls": [str(POLYFUSE_HEADERS)],
+             "cl.hpp-1.2": [str(HANDSON / "cl12")]}[wrapper]
+    dirs = first + [str(CPP_COMMON)]
+    program = load_opencl(None, host=str(HANDSON / "vadd_chain.cpp"), include_dirs=dirs)
+    launches = program.launches
+    assert [op.kernel for op in launches] == ["vadd", "vadd"]
+    assert all(op.global_size == (64,) and op.local_size is None for op in launches)
+    assert [launches[0].arg(i).buffer for i in range(3)] == ["d_a", "d_b", "d_c"]
+    assert [launches[1].arg(i).buffer for i in range(3)] == ["d_e", "d_c", "d_f"]
+    assert launches[0].arg(3).value == 64
+    assert {n: b.size for n, b in program.buffers.items()} == {
+        n: 256 for n in ("d_a", "d_b", "d_c", "d_e", "d_f")}
+    assert "CL_MEM_COPY_HOST_PTR" in program.buffers["d_a"].flags
+    kinds = [(op.kind, op.name) for op in program.ops if not isinstance(op, type(launches[0]))]
+    assert ("read", "clEnqueueReadBuffer") in kinds  # cl::copy(queue, d_f, ...)
+    widths = check_against_oracle(program)
+    assert _edge(widths, "vadd", "vadd", program) == "thread"
+
+
+def test_handson_cpp_kernel_setarg_ndrange_and_functor_with_local_memory() -> None:
+    """``cl::Kernel`` + ``setArg`` + ``enqueueNDRangeKernel`` with a local range, a
+    ``cl::KernelFunctor`` with a ``cl::Local`` argument, ``program.build(devices, "-DBS=4 ...")``
+    and ``enqueueReadBuffer``."""
+    program = load_opencl(None, host=str(HANDSON / "matmul.cpp"), include_dirs=[str(CPP_COMMON)])
+    mmul, rowsum = program.launches
+    assert (mmul.kernel, mmul.global_size, mmul.local_size) == ("mmul", (8, 8), (4, 4))
+    assert (rowsum.kernel, rowsum.global_size, rowsum.local_size) == ("rowsum", (32,), (4,))
+    assert rowsum.arg(2).kind == "local" and rowsum.arg(2).local_bytes == 16
+    assert mmul.arg(0).value == 8 and rowsum.arg(3).value == 8
+    assert "BS 1" not in " ".join(s.code for s in program.kernels["rowsum"].statements)
+    assert program.buffers["d_c"].size == 256 and program.buffers["d_a"].size == 256
+    widths = check_against_oracle(program)
+    assert _edge(widths, "mmul", "rowsum", program) == "global"
+
+
+def test_handson_cpp_fuse_and_verify_through_the_cli(tmp_path: Path, capsys: Any) -> None:
+    import json
+
+    out = tmp_path / "out"
+    code, stdout, err = _run_cli(capsys, "fuse", "--host", str(HANDSON / "vadd_chain.cpp"),
+                                 "-I", str(CPP_COMMON), "--out", str(out), "--verify")
+    assert code == 0, err
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["launches_before"] == 2 and plan["launches_after"] == 1
+    assert plan["verified"]["ok"] is True and "Traceback" not in err
+
+
+def test_handson_cpp_unfollowable_kernel_object_is_refused(tmp_path: Path, capsys: Any) -> None:
+    """Kernel objects kept in a container indexed at run time: refused with file:line, never
+    an empty model."""
+    (tmp_path / "vadd_chain.cl").write_text((HANDSON / "vadd_chain.cl").read_text())
+    text = (HANDSON / "vadd_chain.cpp").read_text().replace(
+        "        vadd(cl::EnqueueArgs(queue, cl::NDRange(count)), d_a, d_b, d_c, count);",
+        "        std::vector<cl::Kernel> ks(1, cl::Kernel(program, \"vadd\"));\n"
+        "        queue.enqueueNDRangeKernel(ks[rand() % 1], cl::NullRange, cl::NDRange(count));")
+    (tmp_path / "host.cpp").write_text(text)
+    code, _, err = _run_cli(capsys, "analyze", "--host", str(tmp_path / "host.cpp"), "-I",
+                            str(CPP_COMMON))
+    assert code == 1 and "host.cpp:" in err and "kernel object" in err
+    assert "Traceback" not in err
+
+
+# ----------------------------------------------------------------------------------------------
+# clCreateKernelsInProgram
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("swap", [False, True], ids=["source-order", "reversed-source"])
+def test_kernels_in_program_found_by_name(tmp_path: Path, swap: bool) -> None:
+    """All kernels created at once, in source order, and picked by the name
+    ``clGetKernelInfo(CL_KERNEL_FUNCTION_NAME)`` gives: the launches do not depend on the order
+    of the kernels in the file."""
+    d = PROGRAMS / "kernels_in_program"
+    host = d / "host.c"
+    if swap:
+        text = (d / "kernels.cl").read_text()
+        head, sep, second = text.partition("__kernel void shift_add")
+        first = head[head.index("__kernel void square"):]
+        (tmp_path / "kernels.cl").write_text(sep + second + "\n" + first)
+        (tmp_path / "host.c").write_text(host.read_text())
+        host = tmp_path / "host.c"
+    program = load_opencl(None, host=str(host))
+    assert [op.kernel for op in program.launches] == ["square", "shift_add"]
+    assert [op.arg(1).buffer for op in program.launches] == ["d_sq", "d_out"]
+    widths = check_against_oracle(program)
+    assert _edge(widths, "square", "shift_add", program) == "global"
+
+
+# ----------------------------------------------------------------------------------------------
+# Build options reproduced by the runtime
+# ----------------------------------------------------------------------------------------------
+
+TABLE_KERNEL = """
+#ifndef SCALE
+#define SCALE 1.0f
+#endif
+__constant float coef[2] = {SCALE, 0.5f};
+__kernel void scale(__global float *a, __global float *b) {
+    int i = get_global_id(0);
+    b[i] = coef[0] * a[i];
+}
+__kernel void shift(__global float *b, __global float *c) {
+    int i = get_global_id(0);
+    c[i] = b[i] + coef[1];
+}
+"""
+
+
+def test_runtime_builds_with_the_hosts_options(tmp_path: Path, capsys: Any) -> None:
+    """``-DSCALE=3.0f`` reaches the kernel file's constant table when the runtime assembles the
+    program (it re-reads the file for file-scope declarations), and ``-cl-*`` options are
+    recorded per kernel and used for the unfused and the fused builds."""
+    import json
+
+    import numpy as np
+
+    from polyfuse.runtime.execute import program_options, run_program
+
+    (tmp_path / "scale.cl").write_text(TABLE_KERNEL)
+    host = SCALE_HOST.replace("SOURCES", """const char *src = load("scale.cl");
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    clBuildProgram(prog, 0, NULL, "-DSCALE=3.0f -cl-fast-relaxed-math -cl-mad-enable -w", NULL,
+                   NULL);""").replace("    clFinish(q);", """
+    cl_kernel k2 = clCreateKernel(prog, "shift", &err);
+    cl_mem c = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 64 * sizeof(float), NULL, &err);
+    clSetKernelArg(k2, 0, sizeof(cl_mem), &b);
+    clSetKernelArg(k2, 1, sizeof(cl_mem), &c);
+    clEnqueueNDRangeKernel(q, k2, 1, NULL, &g, NULL, 0, NULL, NULL);
+    clFinish(q);""")
+    (tmp_path / "host.c").write_text(host)
+    program = load_opencl(None, host=str(tmp_path / "host.c"))
+    opts = program.kernels["scale"].build_options
+    assert "-DSCALE=3.0f" in opts and "-cl-fast-relaxed-math" in opts and "-w" in opts
+    assert {"-cl-fast-relaxed-math", "-cl-mad-enable", "-w"} <= set(program_options(program))
+    res = run_program(program)
+    a, b, c = (res.buffers[n] for n in ("a", "b", "c"))
+    np.testing.assert_allclose(b, 3.0 * res.initial["a"], rtol=1e-5)
+    np.testing.assert_allclose(c, b + 0.5, rtol=1e-5)
+    assert a is not None
+
+    # fused: the same options, and the -D'd constant table in the fused source
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", "--host", str(tmp_path / "host.c"), "--out",
+                            str(out), "--verify")
+    assert code == 0, err
+    assert json.loads((out / "plan.json").read_text())["verified"]["ok"] is True
+    assert "3.0f" in (out / "fused.cl").read_text()
+    if (out / "fused_host.c").exists():
+        assert "-cl-fast-relaxed-math" in (out / "fused_host.c").read_text()
+
+
+# ----------------------------------------------------------------------------------------------
+# Long unrolled launch sequences (PolyBench gramschmidt)
+# ----------------------------------------------------------------------------------------------
+
+GRAMSCHMIDT = PROGRAMS / "polybench_gramschmidt" / "gramschmidt.c"
+
+
+@pytest.mark.parametrize("windowed", [False, True])
+def test_gramschmidt_unrolled_launches_against_the_oracle(windowed: bool, monkeypatch: Any
+                                                          ) -> None:
+    """``for k: launch k1(k); launch k2(k); if (size3(k) > 1) launch k3(k)`` with a global
+    size that is a float ``ceil`` of ``k``: unrolled, every edge as brute force finds it (with
+    the whole-sequence flow and the sink-by-sink flow of long sequences)."""
+    from polyfuse.uar import deps
+
+    if windowed:
+        monkeypatch.setattr(deps, "WINDOW_MIN_OPS", 0)
+    program = load_opencl(None, host=str(GRAMSCHMIDT), defines={"MINI_DATASET": None})
+    kinds = [op.kernel[-1] for op in program.launches]
+    assert kinds == ["1", "2", "3"] * 7 + ["1", "2"]
+    assert [op.global_size for op in program.launches if op.kernel.endswith("3")] == \
+        [(8,), (8,), (8,), (4,), (4,), (4,), (4,)]
+    check_against_oracle(program)
+
+
+def test_windowed_dependences_equal_the_whole_sequence_flow(monkeypatch: Any) -> None:
+    """The sink-by-sink flow of unrolled sequences gives exactly isl's whole-sequence
+    dataflow (same edges, equal relations)."""
+    from polyfuse.uar import deps
+    from polyfuse.uar.effects import instantiate
+
+    programs = [load_opencl(None, host=str(GRAMSCHMIDT), defines={"NI": "12", "NJ": "12"}),
+                load_opencl(None, host=str(PROGRAMS / "kernels_in_program" / "host.c")),
+                load_opencl(None, host=str(PROGRAMS / "linked_list" / "host.c"))]
+    for program in programs:
+        inst = instantiate(program)
+        sched = deps.host_schedule(inst)
+        found = {}
+        for threshold in (10**9, 0):
+            monkeypatch.setattr(deps, "WINDOW_MIN_OPS", threshold)
+            found[threshold] = {(d.kind, d.buffer, d.src, d.dst): d.relation
+                                for d in deps.dependences(inst, sched)}
+        whole, windowed = found[10**9], found[0]
+        assert whole and set(whole) == set(windowed), program.name
+        assert all(whole[k].is_equal(windowed[k]) for k in whole), program.name
+
+
+def test_too_many_unrolled_launches_are_refused_with_a_hint(capsys: Any) -> None:
+    code, _, err = _run_cli(capsys, "analyze", "--host", str(GRAMSCHMIDT))
+    assert code == 1 and "gramschmidt.c:" in err and "2048 exceeds" in err
+    assert "-D SMALL_DATASET" in err and "Traceback" not in err
+
+
+
+# ----------------------------------------------------------------------------------------------
+# Rodinia and Parboil layouts
+# ----------------------------------------------------------------------------------------------
+
+
+def test_rodinia_style_run_in_another_file_with_struct_elements(tmp_path: Path,
+                                                                capsys: Any) -> None:
+    """``main`` calls ``run()`` of another unit; a platform picked by vendor name in a loop
+    left by ``break``; the kernel read by fopen/fread of a #define'd path; a malloc'd array of
+    structs whose typedef the kernels share (the fused kernels carry it too)."""
+    import json
+
+    d = PROGRAMS / "rodinia_run"
+    hosts = [str(d / "main.cpp"), str(d / "run.cpp")]
+    program = load_opencl(None, host=hosts, argv=["-n", "32", "-s", "2"])
+    assert [op.kernel for op in program.launches] == ["advance", "energy"]
+    assert [lp.upper for lp in program.launches[0].loops] == [2]
+    assert program.buffers["d_p"].size == 32 * 16
+    # (the brute-force interpreter has no struct types; --verify below runs the kernels)
+    edges = {(e.src, e.dst, e.kind) for e in build_uar(program).edges}
+    ids = [op.id for op in program.launches]
+    assert (ids[0], ids[1], "RAW") in edges
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", "--host", hosts[0], "--host", hosts[1], "--args",
+                            "-n 32 -s 2", "--out", str(out), "--verify")
+    assert code == 0, err
+    assert json.loads((out / "plan.json").read_text())["verified"]["ok"] is True
+    assert "particle_t" in (out / "fused.cl").read_text()
+
+
+def test_parboil_style_harness_and_input_file(tmp_path: Path, capsys: Any) -> None:
+    """``pb_ReadParameters``/``pb_*`` timers (a library polyfuse does not know: no effect on
+    buffers), the input file named by ``-i``, the size read from it as a parameter."""
+    import json
+
+    host = str(PROGRAMS / "parboil_style" / "main.c")
+    program = load_opencl(None, host=host, argv=["-i", "in.bin", "-o", "out.bin"])
+    assert [op.kernel for op in program.launches] == ["saxpy", "square"]
+    assert "n" in program.params
+    fixed = load_opencl(None, host=host, argv=["-i", "in.bin", "-o", "out.bin"],
+                        params={"n": 100}, check_params=True)
+    assert fixed.launches[0].global_size == (128,) and fixed.launches[0].local_size == (64,)
+    widths = check_against_oracle(fixed)
+    assert _edge(widths, "saxpy", "square", fixed) == "thread"
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", "--host", host, "--args", "-i in.bin -o out.bin",
+                            "--param", "n=100", "--out", str(out), "--verify")
+    assert code == 0, err
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["launches_after"] == 1 and plan["verified"]["ok"] is True
+    # without --param, verification runs at a value it names
+    code, _, err = _run_cli(capsys, "fuse", "--host", host, "--args", "-i in.bin",
+                            "--out", str(out), "--verify")
+    assert code == 0 and "at n=" in err and "Traceback" not in err
+
+
+PI_KERNEL = """
+__kernel void pi(const int niters, const float step_size, __local float *local_sums,
+                 __global float *partial_sums)
+{
+    int num_wrk_items = get_local_size(0);
+    int local_id = get_local_id(0);
+    int group_id = get_group_id(0);
+    float x, accum = 0.0f;
+    int i, istart = (group_id * num_wrk_items + local_id) * niters;
+    for (i = istart; i < istart + niters; i++) {
+        x = (i + 0.5f) * step_size;
+        accum += 4.0f / (1.0f + x * x);
+    }
+    local_sums[local_id] = accum;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (local_id == 0) {
+        float sum = 0.0f;
+        for (i = 0; i < num_wrk_items; i++)
+            sum += local_sums[i];
+        partial_sums[group_id] = sum;
+    }
+}
+"""
+
+PI_HOST = """
+#define __CL_ENABLE_EXCEPTIONS
+#include "cl.hpp"
+#include "util.hpp"
+#include <cstdio>
+#include <vector>
+#define INSTEPS (4096)
+#define ITERS (16)
+int main(void) {
+    int in_nsteps = INSTEPS, niters = ITERS, nsteps;
+    ::size_t nwork_groups, work_group_size = 8;
+    cl::Buffer d_partial_sums;
+    try {
+        cl::Context context(CL_DEVICE_TYPE_DEFAULT);
+        cl::Device device = context.getInfo<CL_CONTEXT_DEVICES>()[0];
+        cl::CommandQueue queue(context, device);
+        cl::Program program(context, util::loadProgram("pi_ocl.cl"), true);
+        cl::Kernel ko_pi(program, "pi");
+        work_group_size = ko_pi.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(device);
+        cl::make_kernel<int, float, cl::LocalSpaceArg, cl::Buffer> pi(program, "pi");
+        nwork_groups = in_nsteps / (work_group_size * niters);
+        nsteps = work_group_size * niters * nwork_groups;
+        float step_size = 1.0f / static_cast<float>(nsteps);
+        std::vector<float> h_psum(nwork_groups);
+        d_partial_sums = cl::Buffer(context, CL_MEM_WRITE_ONLY, sizeof(float) * nwork_groups);
+        pi(cl::EnqueueArgs(queue, cl::NDRange(nsteps / niters), cl::NDRange(work_group_size)),
+           niters, step_size, cl::Local(sizeof(float) * work_group_size), d_partial_sums);
+        cl::copy(queue, d_partial_sums, h_psum.begin(), h_psum.end());
+        float pi_res = 0.0f;
+        for (unsigned int i = 0; i < nwork_groups; i++)
+            pi_res += h_psum[i];
+        printf("pi = %f\\n", pi_res * step_size);
+    } catch (cl::Error err) {
+        printf("ERROR: %s\\n", err.what());
+    }
+}
+"""
+
+
+def test_handson_cpp_pi_work_group_size_query(tmp_path: Path) -> None:
+    """``kernel.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(device)`` is a named parameter;
+    with it fixed, the launch geometry, the ``cl::Local`` temporary and the vector-sized
+    buffer follow from it."""
+    (tmp_path / "pi_ocl.cl").write_text(PI_KERNEL)
+    (tmp_path / "pi.cpp").write_text(PI_HOST)
+    dirs = [str(CPP_COMMON)]
+    symbolic = load_opencl(None, host=str(tmp_path / "pi.cpp"), include_dirs=dirs)
+    assert "work_group_size" in symbolic.params
+    program = load_opencl(None, host=str(tmp_path / "pi.cpp"), include_dirs=dirs,
+                          params={"work_group_size": 16}, check_params=True)
+    (launch,) = program.launches
+    assert launch.global_size == (256,) and launch.local_size == (16,)
+    assert launch.arg(2).kind == "local" and launch.arg(2).local_bytes == 64
+    assert program.buffers["d_partial_sums"].size == 64
+    assert launch.arg(1).value == pytest.approx(1.0 / 4096)

@@ -214,3 +214,44 @@ def test_batch_normalization_kernel() -> None:
     with pytest.raises(UnsupportedError, match="training_mode"):
         op_kernel("BatchNormalization", {"training_mode": 1},
                   [x.shape, (3,), (3,), (3,), (3,)], [x.shape], name="bn_train")
+
+
+def test_packed_in_projection_split_by_gather_fuses(tmp_path: Path) -> None:
+    """``nn.MultiheadAttention``'s packed in-projection as TorchScript exports it: a
+    sequence-first Transpose of a batch-1 input (moves only a unit axis: an alias), one MatMul
+    + Add for q, k and v together, Reshape/Unsqueeze/Transpose/Squeeze, then ``Gather`` with the
+    constant indices 0, 1, 2.  A constant Gather is a Slice, read affinely, so the three heads'
+    scalings fuse into the projection's kernel instead of three groups after a global edge."""
+    seq, hidden = 16, 32  # q, k and v each span whole 16x16 GEMM tiles
+    rng = np.random.default_rng(3)
+    w = numpy_helper.from_array(rng.standard_normal((hidden, 3 * hidden)).astype(np.float32), "W")
+    b = numpy_helper.from_array(rng.standard_normal(3 * hidden).astype(np.float32), "B")
+    nodes = [
+        helper.make_node("Transpose", ["X"], ["Xt"], name="seq_first", perm=[1, 0, 2]),
+        helper.make_node("MatMul", ["Xt", "W"], ["P"], name="in_proj"),
+        helper.make_node("Add", ["B", "P"], ["Pb"], name="in_bias"),
+        _const("shape", np.array([seq, 1, 3, hidden], np.int64)),
+        helper.make_node("Reshape", ["Pb", "shape"], ["R"], name="reshape"),
+        _const("zero_ax", np.array([0], np.int64)),
+        helper.make_node("Unsqueeze", ["R", "zero_ax"], ["U"], name="unsqueeze"),
+        helper.make_node("Transpose", ["U"], ["T"], name="packed_t", perm=[3, 1, 2, 0, 4]),
+        _const("sq_ax", np.array([3], np.int64)),
+        helper.make_node("Squeeze", ["T", "sq_ax"], ["S"], name="squeeze"),
+    ]
+    outs = []
+    for i, which in enumerate("qkv"):
+        nodes += [_const(f"i{which}", np.array(i, np.int64)),
+                  helper.make_node("Gather", ["S", f"i{which}"], [which], name=f"take_{which}",
+                                   axis=0),
+                  _const(f"s{which}", np.array(0.5 + i, np.float32)),
+                  helper.make_node("Mul", [which, f"s{which}"], [f"{which}_out"],
+                                   name=f"scale_{which}")]
+        outs.append(_vi(f"{which}_out", [seq, 1, hidden]))
+    path = _save(tmp_path, "packed_in_proj", nodes, [_vi("X", [1, seq, hidden])], outs,
+                 inits=(w, b))
+    nodes_of = _check_unfused(path)
+    assert nodes_of["seq_first"].startswith("alias of")
+    assert all(nodes_of[f"take_{c}"].startswith("launch") for c in "qkv")
+    result = fuse_onnx(path, verify=True)
+    assert result.plan.verified["ok"], result.plan.verified
+    assert (result.plan.launches_before, result.plan.launches_after) == (9, 1)

@@ -527,3 +527,32 @@ def test_build_failure_reports_the_log():
     with pytest.raises(KernelBuildError, match="nope") as err:
         run_op(opk, [], [(1,)])
     assert "broken" in str(err.value)
+
+
+@pytest.mark.parametrize("op,attrs,shapes", [
+    ("Transpose", {"perm": [0, 2, 1, 3]}, [(1, 104, 12, 64)]),
+    ("Add", {}, [(1, 104, 768), (768,)]),
+    ("Relu", {}, [(104, 2)]),
+    ("Slice", {"starts": [1], "ends": [2], "axes": [0]}, [(3, 104, 1, 64)]),
+])
+def test_launch_indexes_by_coordinates(op, attrs, shapes):
+    """Element-wise and movement kernels of tensors with at most three axes longer than 1 run on
+    a 2-D/3-D NDRange whose subscripts have no division at all, so the isl problems about them
+    do not grow with the sizes (a flat id needs floor/mod by row lengths such as 768)."""
+    out = {"Transpose": (1, 12, 104, 64), "Add": (1, 104, 768), "Relu": (104, 2),
+           "Slice": (1, 104, 1, 64)}[op]
+    opk = op_kernel(op, attrs, shapes, [out], name="k", max_work_group_size=256)
+    body = opk.source.split("{", 1)[1]
+    assert "/" not in body and "%" not in body, body
+    non_unit = [n for n in out if n != 1]
+    assert len(opk.global_size) == len(non_unit)
+    assert all(g >= n for g, n in zip(opk.global_size, reversed(non_unit)))
+    check_source(opk)
+    check_analysable(opk)
+
+
+def test_transpose_with_four_long_axes_folds_the_leading_ones():
+    """Beyond three axes longer than 1 the leading ones share NDRange dimension 2."""
+    x = rand(2, 3, 5, 7)
+    opk = check("Transpose", {"perm": [1, 0, 3, 2]}, [x], [np.transpose(x, (1, 0, 3, 2))])
+    assert len(opk.global_size) == 3 and opk.global_size[2] >= 6

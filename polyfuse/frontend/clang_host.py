@@ -160,7 +160,8 @@ def _check_diagnostics(tu: Any, name: str, path: str) -> None:
             continue
         loc = d.location
         file = loc.file.name if loc.file is not None else path
-        in_user = loc.file is None or not _is_system(file)
+        # the wrapper header a program ships (-I Cpp_common) is not the user's code either
+        in_user = loc.file is None or not (_is_system(file) or _is_wrapper_file(file))
         if d.severity >= cindex.Diagnostic.Fatal or in_user:
             shown = name if file == path else file
             hint = ""
@@ -295,7 +296,8 @@ class _Translator:
     def _walk_decls(self, parent: Any) -> None:
         K = cindex.CursorKind
         for c in parent.get_children():
-            if c.location.file is None or _is_system(c.location.file.name):
+            if c.location.file is None or _is_system(c.location.file.name) or \
+                    _is_wrapper_file(c.location.file.name):
                 continue
             k = c.kind
             if k in (K.NAMESPACE, K.LINKAGE_SPEC, K.UNEXPOSED_DECL):
@@ -409,8 +411,10 @@ class _Translator:
         definition = decl.get_definition()
         dfile = definition.location.file.name if definition is not None and \
             definition.location.file is not None else None
-        if dfile is None or (_is_system(dfile) and "/CL/" not in dfile):
-            return name  # library records (FILE, std::vector) stay opaque; OpenCL's are read
+        if dfile is None or (_is_system(dfile) and "/CL/" not in dfile) or \
+                _qualified(definition)[0] == "cl":
+            # library records (FILE, std::vector) and the C++ wrapper's classes stay opaque
+            return name
         fields = []
         for f in definition.get_children():
             if f.kind == cindex.CursorKind.FIELD_DECL:
@@ -493,7 +497,7 @@ class _Translator:
         ic = self._strip(ic)
         ref = ic.referenced if ic.kind in (K.CALL_EXPR,) else None
         if ref is None or ref.kind != K.CONSTRUCTOR or ref.location.file is None or \
-                _is_system(ref.location.file.name):
+                _is_system(ref.location.file.name) or clhpp_name(ref) is not None:
             return None
         decl = c_ast.Decl(c.spelling, [], [], [], [], self._type(c.type, c.spelling), None, None,
                           coord=self._coord(c))
@@ -506,23 +510,82 @@ class _Translator:
             [c_ast.UnaryOp("&", c_ast.ID(c.spelling))] + args), coord=self._coord(c))
         return [decl, call]
 
-    def _check_wrapper(self, ref: Any, c: Any) -> None:
-        if ref is not None and ref.location.file is not None and \
-                os.path.basename(ref.location.file.name) in _CXX_WRAPPERS:
-            raise PolyfuseError("the host uses the C++ OpenCL wrapper "
-                                f"({os.path.basename(ref.location.file.name)}: "
-                                f"{ref.semantic_parent.spelling}::{ref.spelling}), which "
-                                "polyfuse does not model; its launches would be missed",
-                                *self._where(c))
+    def _wrapper_call(self, ref: Any, c: Any, obj: Optional[c_ast.Node],
+                      arg_cursors: list) -> Optional[c_ast.Node]:
+        """A call into the C++ OpenCL wrapper (``cl::Buffer(...)``, ``queue.finish()``,
+        ``k(cl::EnqueueArgs(...), a, b)``) as a call to ``__clhpp__Class__method`` with the
+        object first, for :mod:`polyfuse.frontend.clhpp` to model at the API level; the
+        header's template bodies are never interpreted."""
+        name = clhpp_name(ref)
+        if name is None:
+            return None
+        # default arguments the header supplies have no place in the user's file
+        args = [self._expr(a) for a in arg_cursors if a.location.file is not None and
+                not _is_wrapper_file(a.location.file.name)]
+        co = self._coord(c)
+        if name.endswith("__assign") and obj is not None and len(args) == 1:
+            target = obj.expr if isinstance(obj, c_ast.UnaryOp) and obj.op == "&" else obj
+            return c_ast.Assignment("=", target, args[0], coord=co)
+        if obj is not None:
+            if isinstance(obj, c_ast.UnaryOp) and obj.op == "&":
+                obj = obj.expr
+            args = [obj] + args
+        return c_ast.FuncCall(c_ast.ID(name), c_ast.ExprList(args), coord=co)
+
+    def _wrapper_member_call(self, ref: Any, c: Any, kids: list, arg_cursors: list
+                             ) -> c_ast.Node:
+        """A wrapper call in any of its syntaxes: ``obj.m(...)``, ``ptr->m(...)``, an operator
+        (``k(args...)``, ``a = b``: the object is the first operand), a constructor or a free
+        function; default arguments the header supplies are left out."""
+        K = cindex.CursorKind
+        obj = None
+        if ref.kind in (K.CXX_METHOD, K.CONVERSION_FUNCTION, K.FUNCTION_TEMPLATE) and \
+                not ref.is_static_method() and ref.semantic_parent is not None and \
+                ref.semantic_parent.kind != K.NAMESPACE:
+            callee = self._strip(kids[0]) if kids else None
+            if callee is not None and callee.kind == K.MEMBER_REF_EXPR:
+                mk = list(callee.get_children())
+                obj = self._expr(mk[0]) if mk else c_ast.ID("this")
+                if mk and mk[0].type.get_canonical().kind == cindex.TypeKind.POINTER:
+                    obj = c_ast.UnaryOp("*", obj)
+            elif arg_cursors:
+                obj = self._expr(arg_cursors[0])
+                arg_cursors = arg_cursors[1:]
+        return self._wrapper_call(ref, c, obj, arg_cursors) or c_ast.FuncCall(
+            c_ast.ID("__polyfuse_opaque"), c_ast.ExprList([]), coord=self._coord(c))
+
+    def _vector_ctor(self, ic: Any, ref: Any, vtype: Any) -> Optional[c_ast.Node]:
+        """``std::vector<T> v(n[, x])``: ``__polyfuse_vector(n, sizeof(T))`` (its length sizes
+        buffers created from its iterators)."""
+        t = vtype.get_canonical()
+        decl = t.get_declaration()
+        if decl is None or decl.spelling != "vector" or \
+                decl.semantic_parent is None or decl.semantic_parent.spelling not in ("std",
+                                                                                     "__1"):
+            return None
+        elem = t.get_template_argument_type(0) if t.get_num_template_arguments() > 0 else None
+        size = elem.get_canonical().get_size() if elem is not None else -1
+        args = list(ic.get_arguments())
+        if not args or not _is_integral(args[0].type) or size <= 0:
+            return c_ast.FuncCall(c_ast.ID("__polyfuse_vector"), c_ast.ExprList([]),
+                                  coord=self._coord(ic))
+        return c_ast.FuncCall(c_ast.ID("__polyfuse_vector"), c_ast.ExprList(
+            [self._expr(args[0]), c_ast.Constant("int", str(size))]), coord=self._coord(ic))
 
     def _init(self, ic: Any, vtype: Any) -> Optional[c_ast.Node]:
         K = cindex.CursorKind
         TK = cindex.TypeKind
         ic = self._strip(ic)
         ref = ic.referenced if ic.kind == K.CALL_EXPR else None
-        self._check_wrapper(ref, ic)
+        if ref is not None and ref.kind in (K.CONSTRUCTOR, K.FUNCTION_DECL, K.CXX_METHOD):
+            wrapped = self._wrapper_call(ref, ic, None, list(ic.get_arguments()))
+            if wrapped is not None:
+                return wrapped
         if ref is not None and ref.kind == K.CONSTRUCTOR and \
                 vtype.get_canonical().kind == TK.RECORD:
+            vec = self._vector_ctor(ic, ref, vtype)
+            if vec is not None:
+                return vec
             # a C++ constructor call: an object polyfuse does not track beyond its arguments
             args = [self._expr(a) for a in ic.get_arguments()]
             return c_ast.FuncCall(c_ast.ID(f"{ic.spelling}__ctor"), c_ast.ExprList(args),
@@ -744,6 +807,10 @@ class _Translator:
             ref = c.referenced
             if ref is not None and ref.kind == K.ENUM_CONSTANT_DECL:
                 return c_ast.Constant("int", str(ref.enum_value), coord=co)
+            if ref is not None and ref.kind == K.VAR_DECL:
+                wrapped = clhpp_name(ref)  # cl::NullRange and the wrapper's other constants
+                if wrapped is not None:
+                    return c_ast.FuncCall(c_ast.ID(wrapped), c_ast.ExprList([]), coord=co)
             node: c_ast.Node = c_ast.ID(c.spelling, coord=co)
             if ref is not None and ref.kind in (K.VAR_DECL, K.PARM_DECL) and \
                     ref.type.kind in (TK.LVALUEREFERENCE, TK.RVALUEREFERENCE) and \
@@ -837,8 +904,9 @@ class _Translator:
         K = cindex.CursorKind
         co = self._coord(c)
         ref = c.referenced
-        self._check_wrapper(ref, c)
         arg_cursors = list(c.get_arguments())
+        if ref is not None and clhpp_name(ref) is not None:
+            return self._wrapper_member_call(ref, c, kids, arg_cursors)
         args = [self._expr(a) for a in arg_cursors]
         operator_obj = None
         if ref is not None and ref.kind == K.CXX_METHOD and not ref.is_static_method() and \
@@ -879,3 +947,60 @@ class _Translator:
             return c_ast.FuncCall(self._expr(kids[0]) if kids else c_ast.ID("__polyfuse_opaque"),
                                   c_ast.ExprList(args), coord=co)
         return c_ast.FuncCall(c_ast.ID(name), c_ast.ExprList(args), coord=co)
+
+
+def _qualified(ref: Any) -> list[str]:
+    """Names of the scopes enclosing a declaration, outermost first, and its own name."""
+    K = cindex.CursorKind
+    out = []
+    c = ref
+    while c is not None and c.kind != K.TRANSLATION_UNIT:
+        out.append(c.spelling)
+        c = c.semantic_parent
+    return out[::-1]
+
+
+def _is_wrapper_file(file: str) -> bool:
+    return os.path.basename(file) in _CXX_WRAPPERS
+
+
+def clhpp_name(ref: Any) -> Optional[str]:
+    """``__clhpp__Class__method`` (or ``__clhpp__function``) for a declaration of the C++
+    OpenCL wrapper (namespace ``cl``, any of ``cl.hpp``/``cl2.hpp``/``opencl.hpp``), else None.
+    Constructors are ``__ctor``, ``operator()`` is ``__call``, ``operator=`` is ``__assign``."""
+    if ref is None:
+        return None
+    K = cindex.CursorKind
+    try:
+        names = _qualified(ref)
+    except Exception:  # noqa: BLE001 - a cursor libclang cannot walk is not a wrapper call
+        return None
+    if len(names) < 2 or names[0] != "cl":
+        return None
+    inner = [n.split("<")[0].rstrip("_") or n for n in names[1:]
+             if n not in ("compatibility", "detail")]
+    if not inner:
+        return None
+    if ref.kind in (K.CXX_METHOD, K.CONSTRUCTOR, K.DESTRUCTOR, K.CONVERSION_FUNCTION,
+                    K.FUNCTION_TEMPLATE) and len(inner) >= 2 and \
+            ref.semantic_parent is not None and ref.semantic_parent.kind != K.NAMESPACE:
+        cls, meth = inner[-2], inner[-1]
+        if ref.kind == K.CONSTRUCTOR:
+            meth = "ctor"
+        elif ref.kind == K.DESTRUCTOR:
+            meth = "dtor"
+        elif meth == "operator()":
+            meth = "call"
+        elif meth == "operator=":
+            meth = "assign"
+        elif meth.startswith("operator"):
+            meth = "op_" + "".join(ch if ch.isalnum() else "_" for ch in meth[8:].strip())
+        return f"__clhpp__{cls}__{meth}"
+    return "__clhpp__" + "__".join(inner)
+
+
+def _is_integral(t: Any) -> bool:
+    TK = cindex.TypeKind
+    return t.get_canonical().kind in (TK.INT, TK.UINT, TK.LONG, TK.ULONG, TK.LONGLONG,
+                                      TK.ULONGLONG, TK.SHORT, TK.USHORT, TK.CHAR_S, TK.UCHAR,
+                                      TK.SCHAR, TK.CHAR_U)

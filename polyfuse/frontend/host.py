@@ -65,7 +65,8 @@ import islpy as isl
 import sympy
 from pycparser import c_ast
 
-from polyfuse.c import cpp
+from polyfuse.c import cpp, types
+from polyfuse.frontend import clhpp
 from polyfuse.program import (
     ArgBinding,
     Buffer,
@@ -80,6 +81,7 @@ from polyfuse.program import (
     SourceLoc,
     UnsupportedError,
     host_expr_to_isl,
+    runtime_options,
 )
 
 _log = logging.getLogger("polyfuse.frontend.host")
@@ -395,6 +397,7 @@ _MEM_FLAGS = {
 #: calls that only read through a ``&x`` argument (the loop iterator may be passed this way)
 _READ_ONLY_ADDRESS = {"clSetKernelArg", "printf", "fprintf"}
 _CL_MAP_READ, _CL_MAP_WRITE, _CL_MAP_WRITE_INVALIDATE = 1, 2, 4
+_CL_KERNEL_FUNCTION_NAME, _CL_KERNEL_NUM_ARGS = 0x1190, 0x1191
 
 # ----------------------------------------------------------------------------------------------
 # Public entry points
@@ -1365,7 +1368,8 @@ class _Interpreter:
                 return
             if trip is None or trip > MAX_UNROLL:
                 what = "its trip count is not a constant" if trip is None else \
-                    f"its trip count {trip} exceeds {MAX_UNROLL}"
+                    (f"its trip count {trip} exceeds {MAX_UNROLL}; analyze a smaller problem "
+                     "size (-D SMALL_DATASET, -D N=256, or --args with a smaller size)")
                 raise self._error(
                     f"host loop cannot be kept symbolic ({need.why}) and cannot be unrolled: "
                     f"{what}", node, UnsupportedError) from None
@@ -1960,6 +1964,12 @@ class _Interpreter:
             return self._call_function(self.funcs[name], args, node)
         if name in _STD_STRING:
             return self._std_string(name, args)
+        if clhpp.handles(name):
+            self.name_hint = hint
+            try:
+                return clhpp.call(self, name, node, args)
+            finally:
+                self.name_hint = None
         handler = getattr(self, "_cl_" + name, None)
         if handler is not None:
             self.name_hint = hint
@@ -2260,7 +2270,7 @@ class _Interpreter:
         return out
 
     def _parse_program(self, info: _ProgInfo, node: c_ast.Node) -> dict[str, Kernel]:
-        defines, include_dirs = self._build_options(info.options, node)
+        defines, include_dirs, flags = self._build_options(info.options, node)
         pieces = [("unknown", f"kernel file '{p[1]}' not found (looked in "
                    f"{', '.join(self.kernel_files.search_dirs) or 'the working directory'})")
                   if p[0] == "file" and not os.path.isfile(p[1]) else p for p in info.pieces]
@@ -2276,14 +2286,15 @@ class _Interpreter:
             if not self.kernels and not self.kernel_files.files:
                 raise self._error(f"clCreateProgramWithSource: {why}; pass the kernel file(s) "
                                   "on the command line", node)
-            return self._cli_kernels(node, defines, include_dirs)
+            return _with_options(self._cli_kernels(node, defines, include_dirs), flags)
         files = [p[1] for p in info.pieces if p[0] == "file"]
         if len(info.pieces) == 1 and files:
             path = files[0]
             for f in self.kernel_files.files:  # the file the user gave: already parsed
                 if not defines and not include_dirs and _same_file(f, path) and self.kernels:
-                    return dict(self.kernels)
-            return self._parse_kernel_text(None, path, defines, include_dirs)
+                    return _with_options(dict(self.kernels), flags)
+            return _with_options(self._parse_kernel_text(None, path, defines, include_dirs),
+                                 flags)
         text = []
         for kind, value in info.pieces:
             if kind == "file":
@@ -2296,7 +2307,8 @@ class _Interpreter:
             if text[-1] and not text[-1].endswith("\n"):
                 text.append("\n")
         name = files[0] if files else (info.loc.file if info.loc else self.filename)
-        return self._parse_kernel_text("".join(text), name, defines, include_dirs)
+        return _with_options(self._parse_kernel_text("".join(text), name, defines,
+                                                     include_dirs), flags)
 
     def _parse_kernel_text(self, text: Optional[str], path: str,
                            defines: Mapping[str, Optional[str]],
@@ -2320,8 +2332,9 @@ class _Interpreter:
         return self.parse_cache[key]
 
     def _build_options(self, options: str, node: c_ast.Node
-                       ) -> tuple[dict[str, Optional[str]], list[str]]:
-        """``-D``/``-I`` of a build option string (``-cl-*`` options do not change the model)."""
+                       ) -> tuple[dict[str, Optional[str]], list[str], tuple[str, ...]]:
+        """``-D``/``-I`` of a build option string, and the compiler options (``-cl-*``, ``-w``,
+        ``-Werror``) that do not change the model but are reproduced when the runtime builds."""
         try:
             words = shlex.split(options)
         except ValueError:
@@ -2341,7 +2354,7 @@ class _Interpreter:
             elif w.startswith("-I"):
                 include_dirs.append(self._find_file(w[2:]) or w[2:])
             i += 1
-        return defines, include_dirs
+        return defines, include_dirs, runtime_options(words)
 
     def _adopt(self, kernels: Mapping[str, Kernel], info: Optional[_ProgInfo]
                ) -> dict[str, str]:
@@ -2460,23 +2473,31 @@ class _Interpreter:
         self.str_slots[buf.slot] = text
         return _Num(sympy.Integer(len(text)))
 
+    def _text(self, v: Any) -> Optional[str]:
+        """The C string a value holds: a literal, or a buffer polyfuse wrote text into."""
+        if isinstance(v, _Str):
+            return v.s
+        if isinstance(v, _Ref) and v.path in ((), (0,)):
+            return self.str_slots.get(v.slot)
+        return None
+
     def _cl_strcmp(self, node: c_ast.FuncCall, args: list) -> Any:
-        a, b = self._arg(args, 0), self._arg(args, 1)
-        if isinstance(a, _Str) and isinstance(b, _Str):
-            return _Num(sympy.Integer((a.s > b.s) - (a.s < b.s)))
+        a, b = self._text(self._arg(args, 0)), self._text(self._arg(args, 1))
+        if a is not None and b is not None:
+            return _Num(sympy.Integer((a > b) - (a < b)))
         return _UNK
 
     def _cl_strncmp(self, node: c_ast.FuncCall, args: list) -> Any:
-        a, b, n = self._arg(args, 0), self._arg(args, 1), self._arg(args, 2)
-        if isinstance(a, _Str) and isinstance(b, _Str) and isinstance(n, _Num) and \
-                n.e.is_Integer:
+        a, b, n = self._text(self._arg(args, 0)), self._text(self._arg(args, 1)), \
+            self._arg(args, 2)
+        if a is not None and b is not None and isinstance(n, _Num) and n.e.is_Integer:
             k = int(n.e)
-            return _Num(sympy.Integer((a.s[:k] > b.s[:k]) - (a.s[:k] < b.s[:k])))
+            return _Num(sympy.Integer((a[:k] > b[:k]) - (a[:k] < b[:k])))
         return _UNK
 
     def _cl_strlen(self, node: c_ast.FuncCall, args: list) -> Any:
-        a = self._arg(args, 0)
-        return _Num(sympy.Integer(len(a.s))) if isinstance(a, _Str) else _UNK
+        a = self._text(self._arg(args, 0))
+        return _Num(sympy.Integer(len(a))) if a is not None else _UNK
 
     def _read_number(self, name: str, args: list) -> Any:
         a = self._arg(args, 0)
@@ -2605,7 +2626,7 @@ class _Interpreter:
                                   "buffer (pass &buf with a cl_mem created by clCreateBuffer)",
                                   node)
             else:
-                want = _scalar_size(param.type)
+                want = types.size_of(param.type)
                 if nbytes is not None and want is not None and nbytes != want:
                     raise self._error(f"clSetKernelArg: size {nbytes} for {pdesc} of type "
                                       f"{param.type} ({want} bytes)", node)
@@ -2784,8 +2805,58 @@ class _Interpreter:
         return _ZERO
 
     def _cl_clCreateKernelsInProgram(self, node: c_ast.FuncCall, args: list) -> Any:
-        raise self._error("clCreateKernelsInProgram is not supported: create each kernel with "
-                          "clCreateKernel", node, UnsupportedError)
+        """One kernel object per kernel of the program, in source order (programs then find
+        theirs by ``clGetKernelInfo(CL_KERNEL_FUNCTION_NAME)``); the count through the last
+        argument."""
+        names = list(self._program_kernels(self._arg(args, 0), node).items())
+        count, out = self._arg(args, 3), self._arg(args, 2)
+        if isinstance(count, _Ref):
+            self._write(count, _Num(sympy.Integer(len(names))))
+        if isinstance(out, _Ref):
+            if self.loops:
+                raise _NeedUnroll("kernel objects are created inside a host loop")
+            room = self._arg(args, 1)
+            n = min(len(names), int(room.e)) if isinstance(room, _Num) and room.e.is_Integer \
+                else len(names)
+            for i, (_, record_name) in enumerate(names[:n]):
+                ref = self._index(out, _Num(sympy.Integer(i)))
+                if not isinstance(ref, _Ref):
+                    raise self._error("clCreateKernelsInProgram: the kernel array is not one "
+                                      "polyfuse can follow", node, UnsupportedError)
+                oid = self.next_oid
+                self.next_oid += 1
+                var = f"{self.name_hint or self.state.slots[out.slot].name}_{i}"
+                self.state.kobjs[oid] = _KState(var=var, kernel=record_name)
+                self._write(ref, _KObj(oid))
+        elif not (isinstance(out, _Num) and out.e == 0):
+            raise self._error("clCreateKernelsInProgram: the kernel array is not one polyfuse "
+                              "can follow", node, UnsupportedError)
+        return _ZERO
+
+    def _cl_clGetKernelInfo(self, node: c_ast.FuncCall, args: list) -> Any:
+        """``CL_KERNEL_FUNCTION_NAME`` and ``CL_KERNEL_NUM_ARGS`` of a kernel object are known;
+        other queries are run-time values."""
+        k, what, out = self._arg(args, 0), self._arg(args, 1), self._arg(args, 3)
+        ret = self._arg(args, 4)
+        if isinstance(k, _KObj) and k.oid in self.state.kobjs and isinstance(what, _Num):
+            kernel = self.out_kernels[self.state.kobjs[k.oid].kernel]
+            name = next((n for n, r in self._kernel_names() if r == kernel.name), kernel.name)
+            if what.e == _CL_KERNEL_FUNCTION_NAME:
+                if isinstance(out, _Ref):
+                    self.str_slots[out.slot] = name
+                if isinstance(ret, _Ref):
+                    self._write(ret, _Num(sympy.Integer(len(name) + 1)))
+                return _ZERO
+            if what.e == _CL_KERNEL_NUM_ARGS and isinstance(out, _Ref):
+                self._write(out, _Num(sympy.Integer(len(kernel.params))))
+                return _ZERO
+        self._query(args[1:])
+        return _ZERO
+
+    def _kernel_names(self) -> list[tuple[str, str]]:
+        """(name in its program's source, name in the record) of every kernel created."""
+        return [pair for info in self.programs.values() if info.names
+                for pair in info.names.items()]
 
 
 @dataclass(frozen=True)
@@ -2950,22 +3021,6 @@ _STD_STRING = {
     "basic_string__data", "basic_string__operator=", "basic_string__size",
     "basic_string__length",
 }
-_SCALAR_BYTES = {"char": 1, "uchar": 1, "bool": 1, "short": 2, "ushort": 2, "half": 2,
-                 "int": 4, "uint": 4, "float": 4, "long": 8, "ulong": 8, "double": 8,
-                 "size_t": 8, "unsigned int": 4, "unsigned char": 1, "unsigned short": 2,
-                 "unsigned long": 8, "signed char": 1}
-
-
-def _scalar_size(ctype: str) -> Optional[int]:
-    """Bytes of an OpenCL scalar or vector parameter type (None for types polyfuse does not
-    size, e.g. structs)."""
-    m = re.fullmatch(r"([a-z_ ]+?)(2|3|4|8|16)?", ctype.strip())
-    if m is None or m.group(1) not in _SCALAR_BYTES:
-        return None
-    n = int(m.group(2) or 1)
-    return _SCALAR_BYTES[m.group(1)] * (4 if n == 3 else n)
-
-
 def _same_file(a: str, b: str) -> bool:
     try:
         return os.path.samefile(a, b)
@@ -2974,7 +3029,16 @@ def _same_file(a: str, b: str) -> bool:
 
 
 def _same_kernel(a: Kernel, b: Kernel) -> bool:
-    return a is b or (a.source == b.source and a.loc == b.loc)
+    return a is b or (a.source == b.source and a.loc == b.loc and
+                      a.build_options == b.build_options)
+
+
+def _with_options(kernels: Mapping[str, Kernel], flags: Sequence[str]) -> dict[str, Kernel]:
+    """Kernels of a program built with compiler options ``flags`` (``-cl-*``)."""
+    if not flags:
+        return dict(kernels)
+    return {n: dataclasses.replace(k, build_options=k.build_options + tuple(flags))
+            for n, k in kernels.items()}
 
 
 def _renamed_kernel(k: Kernel, name: str) -> Kernel:

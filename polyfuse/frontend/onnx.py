@@ -709,10 +709,66 @@ class _Translator:
             self.nodes[label] = "folded on the host"
             return
         self.infer_node(node)
-        if op in ALIAS_OPS and self.alias(node, op, attrs, where):
+        if (op in ALIAS_OPS or op == "Transpose" and self.moves_unit_axes_only(node, attrs, where)
+                ) and self.alias(node, op, attrs, where):
             self.nodes[label] = f"alias of {self.tensor_buffer[node.output[0]]}"
             return
+        if op == "Gather" and self.gather_as_slice(index, node, label, attrs, where):
+            return
         self.launch(index, node, op, label, attrs, where)
+
+    def moves_unit_axes_only(self, node: Any, attrs: dict[str, Any], where: str) -> bool:
+        """A Transpose that keeps every axis longer than 1 in order is a re-view (PyTorch's
+        batch-first/sequence-first swaps at batch 1): no data moves, so it is an alias."""
+        if not node.input or node.input[0] not in self.tensor_buffer:
+            return False
+        shape = self.shape(node.input[0], where)
+        perm = attrs.get("perm")
+        perm = list(range(len(shape) - 1, -1, -1)) if perm is None else [int(p) for p in perm]
+        if sorted(perm) != list(range(len(shape))):
+            return False  # the operator kernel reports the bad permutation
+        kept = [p for p in perm if shape[p] != 1]
+        return kept == sorted(kept)
+
+    def gather_as_slice(self, index: int, node: Any, label: str, attrs: dict[str, Any],
+                        where: str) -> bool:
+        """A Gather whose constant indices are one value or an arithmetic progression is a
+        Slice (PyTorch's ``q, k, v = qkv[0], qkv[1], qkv[2]``): its reads become affine in the
+        work-item instead of data-dependent whole-buffer reads, which lets it fuse."""
+        from onnx import helper
+
+        if len(node.input) < 2 or node.input[1] not in self.consts or \
+                node.input[0] not in self.tensor_buffer:
+            return False
+        data = self.shape(node.input[0], where)
+        raw = np.asarray(self.consts[node.input[1]])
+        axis = int(attrs.get("axis", 0))
+        axis = axis + len(data) if axis < 0 else axis
+        if raw.ndim > 1 or raw.size == 0 or not 0 <= axis < len(data):
+            return False
+        self.check_gather_indices(node, attrs, where)
+        size = data[axis]
+        idx = [int(v) + size if int(v) < 0 else int(v) for v in raw.ravel()]
+        step = idx[1] - idx[0] if len(idx) > 1 else 1
+        if step == 0 or any(b - a != step for a, b in zip(idx, idx[1:])):
+            return False
+        end = idx[-1] + step
+        if end < 0:  # past the front with a negative step: ONNX clamps -size-1 to "before 0"
+            end = -size - 1
+        out = node.output[0]
+        names = [f"{out}::{k}" for k in ("starts", "ends", "axes", "steps")]
+        for name, v in zip(names, (idx[0], end, axis, step)):
+            self.consts[name] = np.array([v], np.int64)
+        shape = list(data)
+        shape[axis] = len(idx)
+        final = self.shapes.get(out)
+        self.shapes[out] = tuple(shape)
+        self.types[out] = self.types.get(node.input[0], 1)
+        sliced = helper.make_node("Slice", [node.input[0], *names], [out], name=node.name)
+        self.launch(index, sliced, "Slice", label, {}, where)
+        if raw.ndim == 0:  # a scalar index drops the axis: the same elements, re-viewed
+            self.shapes[out] = final or tuple(shape[:axis] + shape[axis + 1:])
+        return True
 
     def sequence_op(self, index: int, node: Any, op: str, label: str, attrs: dict[str, Any],
                     where: str) -> str:

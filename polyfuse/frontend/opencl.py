@@ -1368,9 +1368,14 @@ def parse_kernels(
     include_dirs: Iterable[str] = (),
     defines: Mapping[str, Optional[str]] = {},  # noqa: B006 - read only
     context: KernelContext = _NO_CONTEXT,
+    options: Sequence[str] = (),
 ) -> dict[str, Kernel]:
-    """All ``__kernel`` functions of an OpenCL C source (text or a ``.cl`` path), in order."""
+    """All ``__kernel`` functions of an OpenCL C source (text or a ``.cl`` path), in order.
+
+    Each kernel records the ``-D``/``-I`` it was preprocessed with and the compiler
+    ``options`` (``-cl-*``) of its program build, for the runtime to reproduce."""
     source = source_or_path
+    include_dirs = tuple(include_dirs)
     if filename is None:
         if "\n" not in source_or_path and (source_or_path.endswith((".cl", ".h", ".c"))
                                            or os.path.isfile(source_or_path)):
@@ -1387,15 +1392,18 @@ def parse_kernels(
     for f in funcs:
         _check_declared(f, file_names, filename)
         _check_integer_division(f, filename)
+    build_options = tuple(f"-I{d}" for d in include_dirs) + tuple(
+        f"-D{n}" if v is None else f"-D{n}={v}" for n, v in defines.items()) + tuple(options)
     kernels: dict[str, Kernel] = {}
     for f in funcs:
         if cpp.is_kernel(f):
             if f.decl.name in kernels:
                 raise PolyfuseError(f"kernel {f.decl.name} defined twice",
                                     *_file_line(f, filename))
-            kernels[f.decl.name] = extract_kernel(f, context=context, filename=filename,
-                                                  helpers=helpers, declarations=declarations,
-                                                  struct_sizes=structs)
+            kernels[f.decl.name] = replace(
+                extract_kernel(f, context=context, filename=filename, helpers=helpers,
+                               declarations=declarations, struct_sizes=structs),
+                build_options=build_options)
             _check_element_types(kernels[f.decl.name], filename)
     return kernels
 

@@ -124,12 +124,14 @@ def local_fusion(uar: UAR, anchor: str = "auto", *, join_producers: bool = True
                  ) -> LocalResult:
     """P1: merge launches joined only by thread/block edges (see module docstring).
 
-    ``auto`` runs the breadth-first pass twice — preferring the producer anchor at each merge
-    (consumer as fallback), then preferring the consumer — and keeps the result with fewer
-    groups (the producer-first one on a tie).  Re-anchoring one merge at a time is not enough:
-    a group built producer-first may have re-indexings whose composition with a later consumer
-    splits into pieces that cannot be extended, while the consumer-first build of the same
-    chain composes simple pieces (a shift, then a pair exchange inside a group).
+    ``auto`` runs one breadth-first pass that prefers the producer anchor at each merge and
+    tries the consumer anchor only where that merge failed.  Re-anchoring the last merge alone
+    is not always enough: a group built producer-first may have re-indexings whose composition
+    with a later consumer splits into pieces that cannot be extended, while the consumer-first
+    build of the same chain composes simple pieces (a shift, then a pair exchange inside a
+    group).  So where a merge into one group fails on its re-indexing, that group is rebuilt
+    consumer-first with the new launch, and only there (a second whole pass doubled the
+    planning time of large models).
 
     ``join_producers=False`` leaves a launch with several producer groups (a common consumer)
     in a group of its own, so that independent producers stay separate for P3 to place side by
@@ -137,11 +139,8 @@ def local_fusion(uar: UAR, anchor: str = "auto", *, join_producers: bool = True
     """
     if anchor not in ANCHORS:
         raise ValueError(f"anchor must be one of {ANCHORS}, not {anchor!r}")
-    if anchor == "auto":
-        first = _local_pass(uar, ("producer", "consumer"), join_producers)
-        second = _local_pass(uar, ("consumer", "producer"), join_producers)
-        return second if len(second.groups) < len(first.groups) else first
-    return _local_pass(uar, (anchor,), join_producers)
+    modes = ("producer", "consumer") if anchor == "auto" else (anchor,)
+    return _local_pass(uar, modes, join_producers)
 
 
 def _local_pass(uar: UAR, modes: Sequence[str], join_producers: bool) -> LocalResult:
@@ -251,10 +250,35 @@ def _try_merge(uar: UAR, graph: nx.DiGraph, groups: list[Optional[LocalGroup]],
             notes.append(f"L{y} is a common consumer: its producers' groups are fused too "
                          "(each re-indexed onto the consumer's work-items)")
         return LocalGroup(frame, notes, how), "", blame
+    if len(modes) > 1 and len(frames) == 1:
+        rebuilt = _consumer_first(uar, [*frames[0].members, y])
+        if rebuilt is not None:
+            notes = [n for p in parts if p is not None for n in p.notes]
+            how = set().union(*(p.how for p in parts if p is not None)) | {"P1"}
+            bar = " (barrier before it)" if y in rebuilt.barriers else ""
+            names = ", ".join(f"L{m}" for m in members[:-1])
+            notes.append(f"L{y} ({_kernel(uar, y)}) fused with {names} by P1, the group "
+                         f"rebuilt anchored on each consumer{bar}: " + "; ".join(details))
+            return LocalGroup(rebuilt, notes, how), "", blame
     why = f"no consistent re-indexing: {last_why}"
     for e in cross:
         blame[edge_key(e)] = why
     return None, why, blame
+
+
+def _consumer_first(uar: UAR, members: Sequence[int]) -> Optional[Frame]:
+    """The frame of ``members`` (a chain in host order) merged one by one, each on the newer
+    launch's grid where that works and on the group's otherwise; None when a merge fails."""
+    frame = identity_frame(uar, members[0])
+    for m in members[1:]:
+        nxt = identity_frame(uar, m)
+        merged, _ = merge_frames(uar, nxt, frame, _between(uar, nxt, frame))
+        if merged is None:
+            merged, _ = merge_frames(uar, frame, nxt, _between(uar, frame, nxt))
+        if merged is None:
+            return None
+        frame = merged
+    return frame
 
 
 def _between(uar: UAR, a: Frame, b: Frame) -> list[Edge]:

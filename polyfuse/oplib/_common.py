@@ -20,7 +20,7 @@ from polyfuse.program import PolyfuseError, UnsupportedError
 
 Shape = tuple[int, ...]
 
-#: Work-items per work-group of the 1-D element-wise kernels (clamped to the device limit).
+#: Work-items per work-group of the element-wise kernels (clamped to the device limit).
 ELEMENTWISE_LOCAL_SIZE = 64
 #: Upper bound on the lanes of a work-group reduction (one work-group per reduced row).
 REDUCTION_MAX_LANES = 128
@@ -373,3 +373,101 @@ def elementwise_kernel(
 
 def shape_str(shape: Sequence[int]) -> str:
     return "x".join(str(d) for d in shape) if len(shape) else "scalar"
+
+
+@dataclass(frozen=True)
+class Grid:
+    """One work-item per element of ``shape`` on an NDRange of up to three dimensions.
+
+    Dimension 0 runs along the innermost axis longer than 1, dimension 1 along the next one and
+    dimension 2 along the remaining leading axes folded together.  A subscript is then
+    ``Σ coordinate · stride`` without any division for tensors with at most three axes longer
+    than 1 (and with division of the folded leading coordinate only by the leading sizes
+    otherwise).  A flat 1-D id would need ``/`` and ``%`` by row lengths such as 768 or 16384,
+    which makes every isl problem about the launch (widths, re-indexing) grow with the sizes.
+    """
+
+    shape: Shape
+    #: axes of ``shape`` longer than 1, outermost first
+    axes: tuple[int, ...]
+
+    @staticmethod
+    def of(shape: Sequence[int]) -> Grid:
+        return Grid(tuple(shape), tuple(a for a, n in enumerate(shape) if n != 1))
+
+    @property
+    def extents(self) -> tuple[int, ...]:
+        """Work-items along each NDRange dimension (``(1,)`` for a single element)."""
+        inner = [self.shape[a] for a in reversed(self.axes[-2:])]
+        lead = self.axes[:-2]
+        return tuple(inner + ([prod(self.shape[a] for a in lead)] if lead else [])) or (1,)
+
+    def coord(self, axis: int) -> str:
+        """The C expression of the coordinate along ``axis`` (``"0"`` for a unit axis)."""
+        if self.shape[axis] == 1:
+            return "0"
+        k = self.axes.index(axis)
+        n = len(self.axes)
+        if k >= n - 2:
+            return f"i{n - 1 - k}"
+        lead = self.axes[:-2]
+        if len(lead) == 1:
+            return "i2"
+        inner = prod(self.shape[a] for a in lead[k + 1:])
+        coord = "i2" if inner == 1 else f"i2 / {inner}"
+        return coord if k == 0 else (f"({coord}) % {self.shape[axis]}" if inner != 1
+                                     else f"{coord} % {self.shape[axis]}")
+
+    def at(self, strides: Sequence[int], offset: int = 0) -> str:
+        """``Σ coord(axis) · strides[axis] + offset``: an element of a tensor seen through
+        this grid (0 strides for broadcast axes)."""
+        terms = []
+        for a in self.axes:
+            if strides[a] == 0:
+                continue
+            c = self.coord(a)
+            c = f"({c})" if " " in c and strides[a] != 1 else c
+            terms.append(c if strides[a] == 1 else f"{c} * {strides[a]}")
+        return add_offset(" + ".join(terms), offset)
+
+    def flat(self) -> str:
+        """The row-major position of the work-item's element in ``shape``."""
+        return self.at(strides_of(self.shape))
+
+
+def grid_kernel(
+    node: Node,
+    grid: Grid,
+    params: Sequence[Param],
+    defines: Mapping[str, int | str],
+    stmts: str,
+    inputs: Sequence[str],
+    outputs: Sequence[str],
+    comment: str,
+    dtypes: Optional[Mapping[str, str]] = None,
+) -> OpKernel:
+    """A kernel with one work-item per element of ``grid`` (ids ``i0``..``i2``) running
+    ``stmts``, whose subscripts come from :meth:`Grid.at`.
+
+    Each NDRange dimension is rounded up to its work-group size (OpenCL 1.2 needs uniform
+    groups), and the body is guarded where it was rounded.
+    """
+    limit = elementwise_local_size(node)
+    extents = grid.extents
+    local: list[int] = []
+    for n in extents:
+        room = pow2_floor(max(1, limit // prod(local)))
+        exact = min(n & -n, room)  # a power of two dividing n: no idle work-items, no guard
+        local.append(exact if exact >= min(8, room) else min(pow2_ceil(n), room))
+    glob = tuple(round_up(n, lsz) for n, lsz in zip(extents, local))
+    lines = [f"const int i{d} = get_global_id({d});" for d in range(len(extents))]
+    guard = " && ".join(f"i{d} < {n}" for d, (n, g) in enumerate(zip(extents, glob)) if g != n)
+    body = "\n".join(lines) + "\n"
+    if guard:
+        body += f"if ({guard}) {{\n"
+        body += "\n".join("    " + ln if ln else "" for ln in stmts.strip("\n").split("\n"))
+        body += "\n}"
+    else:
+        body += stmts.strip("\n")
+    source = render(node, defines, params, body, comment)
+    return make_kernel(node, source, glob, tuple(local), inputs, outputs, dtypes)

@@ -1,7 +1,7 @@
-"""Element-wise operators: one work-item per output element on a 1-D NDRange.
+"""Element-wise operators: one work-item per output element on a :class:`Grid` NDRange.
 
-Broadcast inputs are read at ``index_expr(gid, out_shape, broadcast_strides)``: coordinates are
-``gid / inner % size`` by constants, so the reads are quasi-affine in the global id.
+Broadcast inputs are read at ``grid.at(broadcast_strides)``: a sum of the work-item's
+coordinates times constant strides, affine in the global ids (no division by row lengths).
 """
 
 from __future__ import annotations
@@ -10,15 +10,14 @@ from collections.abc import Callable
 
 from polyfuse.oplib import fastmath
 from polyfuse.oplib._common import (
+    Grid,
     Node,
     OpKernel,
     Param,
     broadcast_shape,
     broadcast_strides,
-    elementwise_kernel,
     flt,
-    index_expr,
-    prod,
+    grid_kernel,
     shape_str,
 )
 
@@ -70,10 +69,11 @@ def unary(node: Node) -> OpKernel:
         expr = UNARY[node.op_type]
     shape = node.input(0)
     node.check_output(0, shape)
-    stmts = f"const float v = x[gid];\ny[gid] = {expr};"
+    grid = Grid.of(shape)
+    stmts = f"const float v = x[{grid.flat()}];\ny[{grid.flat()}] = {expr};"
     params = [Param("x", shape), Param("y", shape, const=False)]
-    return elementwise_kernel(
-        node, prod(shape), params, {}, stmts, ["x"], ["y"], f"{node.op_type} {shape_str(shape)}"
+    return grid_kernel(
+        node, grid, params, {}, stmts, ["x"], ["y"], f"{node.op_type} {shape_str(shape)}"
     )
 
 
@@ -89,22 +89,23 @@ def binary(node: Node) -> OpKernel:
     out = broadcast_shape(node, shapes)
     node.check_output(0, out)
     names = ["a", "b"] if n_in == 2 else [f"x{i}" for i in range(n_in)]
+    grid = Grid.of(out)
     loads = [
-        f"const float v{i} = {n}[{index_expr('gid', out, broadcast_strides(node, s, out))}];"
+        f"const float v{i} = {n}[{grid.at(broadcast_strides(node, s, out))}];"
         for i, (n, s) in enumerate(zip(names, shapes))
     ]
     if node.op_type in BINARY:
-        stmts = "\n".join(loads) + f"\ny[gid] = {BINARY[node.op_type]('v0', 'v1')};"
+        stmts = "\n".join(loads) + f"\ny[{grid.flat()}] = {BINARY[node.op_type]('v0', 'v1')};"
     else:
         fold = VARIADIC[node.op_type]
         acc = "v0"
         for i in range(1, n_in):
             loads.append(f"const float r{i} = {fold(acc, f'v{i}')};")
             acc = f"r{i}"
-        stmts = "\n".join(loads) + f"\ny[gid] = {acc};"
+        stmts = "\n".join(loads) + f"\ny[{grid.flat()}] = {acc};"
     params = [Param(n, s) for n, s in zip(names, shapes)] + [Param("y", out, const=False)]
     comment = f"{node.op_type} {' , '.join(shape_str(s) for s in shapes)} -> {shape_str(out)}"
-    return elementwise_kernel(node, prod(out), params, {}, stmts, names, ["y"], comment)
+    return grid_kernel(node, grid, params, {}, stmts, names, ["y"], comment)
 
 
 def where(node: Node) -> OpKernel:
@@ -116,11 +117,12 @@ def where(node: Node) -> OpKernel:
     shapes = [node.input(i) for i in range(3)]
     out = broadcast_shape(node, shapes)
     node.check_output(0, out)
-    idx = [index_expr("gid", out, broadcast_strides(node, s, out)) for s in shapes]
+    grid = Grid.of(out)
+    idx = [grid.at(broadcast_strides(node, s, out)) for s in shapes]
     stmts = (
         f"const float xv = x[{idx[1]}];\n"
         f"const float yv = y[{idx[2]}];\n"
-        f"out[gid] = cond[{idx[0]}] ? xv : yv;"
+        f"out[{grid.flat()}] = cond[{idx[0]}] ? xv : yv;"
     )
     params = [
         Param("cond", shapes[0], ctype="uchar"),
@@ -129,9 +131,8 @@ def where(node: Node) -> OpKernel:
         Param("out", out, const=False),
     ]
     comment = f"Where -> {shape_str(out)}"
-    return elementwise_kernel(
-        node, prod(out), params, {}, stmts, ["cond", "x", "y"], ["out"], comment,
-        {"cond": "bool"},
+    return grid_kernel(
+        node, grid, params, {}, stmts, ["cond", "x", "y"], ["out"], comment, {"cond": "bool"}
     )
 
 
@@ -160,13 +161,14 @@ def batch_norm(node: Node) -> OpKernel:
                                f"({channels},)")
     node.check_output(0, shape)
     eps = float(node.attr("epsilon", 1e-5))
-    c = index_expr("gid", shape, (0, 1) + (0,) * (len(shape) - 2))
+    grid = Grid.of(shape)
+    at = grid.flat()
     stmts = (
-        f"const int c = {c};\n"
-        f"y[gid] = (x[gid] - mean[c]) * rsqrt(var[c] + {flt(eps)}) * scale[c] + bias[c];"
+        f"const int c = {grid.coord(1)};\n"
+        f"y[{at}] = (x[{at}] - mean[c]) * rsqrt(var[c] + {flt(eps)}) * scale[c] + bias[c];"
     )
     names = ["x", "scale", "bias", "mean", "var"]
     params = [Param("x", shape)] + [Param(n, (channels,)) for n in names[1:]]
     params.append(Param("y", shape, const=False))
     comment = f"BatchNormalization {shape_str(shape)} epsilon={eps}"
-    return elementwise_kernel(node, prod(shape), params, {}, stmts, names, ["y"], comment)
+    return grid_kernel(node, grid, params, {}, stmts, names, ["y"], comment)

@@ -1,7 +1,8 @@
 """Data movement: Transpose, Concat, Split, Slice, Gather, Expand and the copy operators.
 
-All are 1-D element-wise kernels.  The index of the other side is ``index_expr`` of the flat id
-(div/mod by constants), so every access but Gather's data read is quasi-affine.
+All run one work-item per element on a :class:`Grid` NDRange; the index of the other side is a
+sum of the work-item's coordinates times constant strides, so every access but Gather's data
+read is affine in the global ids.
 """
 
 from __future__ import annotations
@@ -9,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from polyfuse.oplib._common import (
+    Grid,
     Node,
     OpKernel,
     Param,
     broadcast_shape,
     broadcast_strides,
-    elementwise_kernel,
-    index_expr,
+    grid_kernel,
     prod,
     shape_str,
     strides_of,
@@ -36,15 +37,15 @@ _FLOAT = 1
 
 
 def copy_kernel(node: Node, in_shape: Sequence[int]) -> OpKernel:
-    """``y[gid] = x[gid]`` over the output; the element count must match."""
+    """``y[i] = x[i]`` over the output; the element count must match."""
     out = node.output(0)
     if prod(out) != prod(in_shape):
         raise node.invalid(f"input {tuple(in_shape)} and output {out} differ in element count")
     params = [Param("x", tuple(in_shape)), Param("y", out, const=False)]
     comment = f"{node.op_type} (copy) {shape_str(in_shape)} -> {shape_str(out)}"
-    return elementwise_kernel(
-        node, prod(out), params, {}, "y[gid] = x[gid];", ["x"], ["y"], comment
-    )
+    grid = Grid.of(out)
+    at = grid.flat()
+    return grid_kernel(node, grid, params, {}, f"y[{at}] = x[{at}];", ["x"], ["y"], comment)
 
 
 def copy(node: Node) -> OpKernel:
@@ -60,7 +61,7 @@ def copy(node: Node) -> OpKernel:
 
 
 def transpose(node: Node) -> OpKernel:
-    """y[gid] = x[Σ coord_d · stride_x[perm[d]]] (default perm reverses the axes)."""
+    """y[i] = x[Σ coord_d · stride_x[perm[d]]] (default perm reverses the axes)."""
     node.check_attrs(["perm"])
     shape = node.input(0)
     rank = len(shape)
@@ -71,18 +72,13 @@ def transpose(node: Node) -> OpKernel:
     out = tuple(shape[p] for p in perm)
     node.check_output(0, out)
     st = strides_of(shape)
-    src = index_expr("gid", out, [st[p] for p in perm])
+    grid = Grid.of(out)
+    src = grid.at([st[p] for p in perm])
     params = [Param("x", shape), Param("y", out, const=False)]
     comment = f"Transpose {shape_str(shape)} perm={perm}"
-    return elementwise_kernel(
-        node, prod(out), params, {}, f"y[gid] = x[{src}];", ["x"], ["y"], comment
+    return grid_kernel(
+        node, grid, params, {}, f"y[{grid.flat()}] = x[{src}];", ["x"], ["y"], comment
     )
-
-
-def _axis_coord(var: str, size: int, inner: int, outermost: bool) -> str:
-    """The coordinate along a dimension of ``size`` whose inner block is ``inner``."""
-    coord = var if inner == 1 else f"{var} / {inner}"
-    return coord if outermost else (f"({coord}) % {size}" if inner != 1 else f"{coord} % {size}")
 
 
 def _range_guard(c: str, lo: int, hi: int, size: int) -> str:
@@ -105,26 +101,25 @@ def concat(node: Node) -> OpKernel:
     total_axis = sum(s[axis] for s in shapes)
     out = shapes[0][:axis] + (total_axis,) + shapes[0][axis + 1 :]
     node.check_output(0, out)
-    outer, inner = prod(out[:axis]), prod(out[axis + 1 :])
+    grid = Grid.of(out)
     lines = []
     if len(shapes) > 1:
-        lines.append(f"const int c = {_axis_coord('gid', total_axis, inner, outer == 1)};")
+        lines.append(f"const int c = {grid.coord(axis)};")
     off = 0
     names = [f"x{i}" for i in range(len(shapes))]
     for name, s in zip(names, shapes):
         n = s[axis]
-        src = index_expr("gid", (outer, total_axis, inner), (n * inner, inner, 1), -off * inner)
+        own = strides_of(s)
+        src = grid.at(own, -off * own[axis])
         guard = _range_guard("c", off, off + n, total_axis) if len(shapes) > 1 else ""
         if guard:
-            lines += [f"if ({guard}) {{", f"    y[gid] = {name}[{src}];", "}"]
+            lines += [f"if ({guard}) {{", f"    y[{grid.flat()}] = {name}[{src}];", "}"]
         else:
-            lines.append(f"y[gid] = {name}[{src}];")
+            lines.append(f"y[{grid.flat()}] = {name}[{src}];")
         off += n
     params = [Param(nm, s) for nm, s in zip(names, shapes)] + [Param("y", out, const=False)]
     comment = f"Concat {' , '.join(shape_str(s) for s in shapes)} axis={axis}"
-    return elementwise_kernel(
-        node, prod(out), params, {}, "\n".join(lines), names, ["y"], comment
-    )
+    return grid_kernel(node, grid, params, {}, "\n".join(lines), names, ["y"], comment)
 
 
 def split(node: Node) -> OpKernel:
@@ -143,14 +138,15 @@ def split(node: Node) -> OpKernel:
             raise node.invalid(f"output shapes {outs} do not split {shape} along axis {axis}")
     if sum(sizes) != shape[axis]:
         raise node.invalid(f"output sizes {sizes} do not add up to {shape[axis]}")
-    outer, inner = prod(shape[:axis]), prod(shape[axis + 1 :])
-    lines = ["const float v = x[gid];"]
+    grid = Grid.of(shape)
+    lines = [f"const float v = x[{grid.flat()}];"]
     if len(outs) > 1:
-        lines.append(f"const int c = {_axis_coord('gid', shape[axis], inner, outer == 1)};")
+        lines.append(f"const int c = {grid.coord(axis)};")
     off = 0
     names = [f"y{i}" for i in range(len(outs))]
-    for name, n in zip(names, sizes):
-        dst = index_expr("gid", (outer, shape[axis], inner), (n * inner, inner, 1), -off * inner)
+    for name, o, n in zip(names, outs, sizes):
+        own = strides_of(o)
+        dst = grid.at(own, -off * own[axis])
         guard = _range_guard("c", off, off + n, shape[axis]) if len(outs) > 1 else ""
         if guard:
             lines += [f"if ({guard}) {{", f"    {name}[{dst}] = v;", "}"]
@@ -161,13 +157,11 @@ def split(node: Node) -> OpKernel:
         Param(nm, o, const=False) for nm, o in zip(names, outs)
     ]
     comment = f"Split {shape_str(shape)} axis={axis} sizes={sizes}"
-    return elementwise_kernel(
-        node, prod(shape), params, {}, "\n".join(lines), ["x"], names, comment
-    )
+    return grid_kernel(node, grid, params, {}, "\n".join(lines), ["x"], names, comment)
 
 
 def slice_(node: Node) -> OpKernel:
-    """y[gid] = x[Σ (start_d + coord_d · step_d) · stride_d] after ONNX clamping of
+    """y[i] = x[Σ (start_d + coord_d · step_d) · stride_d] after ONNX clamping of
     starts/ends (given as attributes; negative steps allowed)."""
     node.check_attrs(["starts", "ends", "axes", "steps"])
     shape = node.input(0)
@@ -202,11 +196,12 @@ def slice_(node: Node) -> OpKernel:
     node.check_output(0, tuple(out))
     st = strides_of(shape)
     base = sum(b * s for b, s in zip(begin, st))
-    src = index_expr("gid", out, [k * s for k, s in zip(step, st)], base)
+    grid = Grid.of(out)
+    src = grid.at([k * s for k, s in zip(step, st)], base)
     params = [Param("x", shape), Param("y", tuple(out), const=False)]
     comment = f"Slice {shape_str(shape)} begin={begin} step={step} -> {shape_str(out)}"
-    return elementwise_kernel(
-        node, prod(out), params, {}, f"y[gid] = x[{src}];", ["x"], ["y"], comment
+    return grid_kernel(
+        node, grid, params, {}, f"y[{grid.flat()}] = x[{src}];", ["x"], ["y"], comment
     )
 
 
@@ -221,19 +216,22 @@ def gather(node: Node) -> OpKernel:
     axis = node.axis(node.int_attr("axis", 0), rank)
     out = data[:axis] + ind + data[axis + 1 :]
     node.check_output(0, out)
-    outer, nidx, inner, size = prod(data[:axis]), prod(ind), prod(data[axis + 1 :]), data[axis]
-    j = index_expr("gid", (outer, nidx, inner), (0, 1, 0))
-    src = index_expr("gid", (outer, nidx, inner), (size * inner, 0, 1))
+    inner, size = prod(data[axis + 1 :]), data[axis]
+    st, ist = strides_of(data), strides_of(ind)
+    k = len(ind)
+    grid = Grid.of(out)
+    j = grid.at([0] * axis + list(ist) + [0] * (len(out) - axis - k))
+    src = grid.at(list(st[:axis]) + [0] * k + list(st[axis + 1 :]))
     pos = "idx" if inner == 1 else f"idx * {inner}"
     lines = [
         f"const int raw = indices[{j}];",
         f"const int idx = clamp(raw < 0 ? raw + {size} : raw, 0, {size - 1});",
-        f"y[gid] = x[{pos if src == '0' else f'{src} + {pos}'}];",
+        f"y[{grid.flat()}] = x[{pos if src == '0' else f'{src} + {pos}'}];",
     ]
     params = [Param("x", data), Param("indices", ind, ctype="int"), Param("y", out, const=False)]
     comment = f"Gather {shape_str(data)} indices {shape_str(ind)} axis={axis}"
-    return elementwise_kernel(
-        node, prod(out), params, {}, "\n".join(lines), ["x", "indices"], ["y"], comment,
+    return grid_kernel(
+        node, grid, params, {}, "\n".join(lines), ["x", "indices"], ["y"], comment,
         {"indices": "int32"},
     )
 
@@ -245,9 +243,10 @@ def expand(node: Node) -> OpKernel:
     target = node.ints_attr("shape")
     if target is not None and broadcast_shape(node, [shape, target]) != out:
         raise node.invalid(f"output {out} is not the broadcast of {shape} and shape {target}")
-    src = index_expr("gid", out, broadcast_strides(node, shape, out))
+    grid = Grid.of(out)
+    src = grid.at(broadcast_strides(node, shape, out))
     params = [Param("x", shape), Param("y", out, const=False)]
     comment = f"Expand {shape_str(shape)} -> {shape_str(out)}"
-    return elementwise_kernel(
-        node, prod(out), params, {}, f"y[gid] = x[{src}];", ["x"], ["y"], comment
+    return grid_kernel(
+        node, grid, params, {}, f"y[{grid.flat()}] = x[{src}];", ["x"], ["y"], comment
     )

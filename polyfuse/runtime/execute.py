@@ -61,6 +61,7 @@ from polyfuse.program import (
     eval_host_expr,
     eval_host_int,
     host_instances,
+    shared_runtime_options,
     where,
 )
 from polyfuse.runtime.device import DeviceSpec, build_log, build_program, get_context
@@ -83,16 +84,28 @@ def c_dtype(name: str) -> Optional[np.dtype]:
     return dt if dt.kind in "biuf" else None
 
 
+def program_options(program: Program) -> tuple[str, ...]:
+    """Compiler options to build ``program`` with: polyfuse's, and the ``-cl-*``/``-w``/
+    ``-Werror`` options the host built every one of its kernels with (an option only some
+    kernels had cannot apply to one program; ``-cl-std`` given by the host replaces
+    polyfuse's)."""
+    shared = shared_runtime_options(program.kernels.values())
+    base = [o for o in BUILD_OPTIONS if not (o.startswith("-cl-std=") and
+                                             any(s.startswith("-cl-std=") for s in shared))]
+    return tuple(base + [o for o in shared if o not in base])
+
+
 def build(program: Program, ctx: cl.Context) -> cl.Program:
     """Build :func:`program_source` (cached); a failure names the program, kernel and log."""
     src = emit_program(program)
+    options = program_options(program)
     try:
-        return build_program(ctx, src.text, BUILD_OPTIONS)
+        return build_program(ctx, src.text, options)
     except PolyfuseError as short:
         log = str(short)
         prog = cl.Program(ctx, src.text)
         try:
-            prog.build(options=list(BUILD_OPTIONS))
+            prog.build(options=list(options))
         except cl.Error as err:
             log = build_log(prog, ctx, err)
         culprits = []
@@ -772,6 +785,7 @@ __all__ = [
     "RunResult",
     "buffer_dtypes",
     "build",
+    "program_options",
     "c_dtype",
     "host_instances",
     "program_source",

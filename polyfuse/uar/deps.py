@@ -103,7 +103,6 @@ def dependences(inst: Instantiation, schedule: dict[int, isl.Map]) -> list[Depen
     so that isl's "last source" is the last *instance* that wrote an element; every work-item
     of it that touched the element is then a source (writes racing inside a launch all count).
     """
-    by_name = {oi.name: op_id for op_id, oi in inst.ops.items()}
     users: dict[str, list[int]] = defaultdict(list)
     for op in inst.program.ops:
         for b in inst.effects[op.id].buffers:
@@ -111,53 +110,135 @@ def dependences(inst: Instantiation, schedule: dict[int, isl.Map]) -> list[Depen
     out: list[Dependence] = []
     for buffer in sorted(users):
         ids = users[buffer]
-        effs = {i: inst.effects[i] for i in ids}
-        if all(not e.must_writes.get(buffer) and not e.may_writes.get(buffer)
-               for e in effs.values()):
+        if all(not inst.effects[i].must_writes.get(buffer) and
+               not inst.effects[i].may_writes.get(buffer) for i in ids):
             continue
-        reads = _union(e.access("read", buffer) for e in effs.values())
-        writes = _union(e.access("write", buffer) for e in effs.values())
-        kills = _union(e.must_writes.get(buffer) for e in effs.values())
-        # sinks and kills at step 0 of their instance, tagged reads at step 1: an instance's
-        # own write does not kill its reads (they still precede the next write), while its
-        # reads are never sources for its own writes (same instance, not earlier)
-        sched = _union(_then(schedule[i], 0) for i in ids)
-        tags = {k: (isl.UnionMap("{ }"), isl.UnionMap("{ }")) for k in ("must", "may", "read")}
-        for i, e in effs.items():
-            oi = inst.ops[i]
-            ksched = schedule[i].project_out(
-                isl.dim_type.in_, len(oi.host_dims), 2 * oi.work_dim).set_tuple_name(
-                isl.dim_type.in_, oi.name)
-            must = e.access("write", buffer, "kernel", must_only=True)
-            every = e.access("write", buffer, "kernel")
-            may = every if must is None or every is None else every.subtract(must)
-            for key, rel in (("must", must), ("may", may),
-                             ("read", e.access("read", buffer, "kernel"))):
-                acc, tim = _tagged(rel, _then(ksched, 1 if key == "read" else 0))
-                tags[key] = (tags[key][0].union(acc), tags[key][1].union(tim))
-        tsched = sched
-        for acc_tim in tags.values():
-            tsched = tsched.union(acc_tim[1])
-        flows = {
-            "RAW": isl.UnionAccessInfo.from_sink(reads).set_must_source(tags["must"][0])
-            .set_may_source(tags["may"][0]),
-            "WAR": isl.UnionAccessInfo.from_sink(writes).set_may_source(tags["read"][0])
-            .set_kill(kills),
-            "WAW": isl.UnionAccessInfo.from_sink(writes).set_must_source(tags["must"][0])
-            .set_may_source(tags["may"][0]),
-        }
-        for kind in KINDS:
-            if kind in ("RAW", "WAR") and reads.is_empty():
-                continue
-            dep = flows[kind].set_schedule_map(tsched).compute_flow().get_may_dependence()
-            maps: list[isl.Map] = []
-            dep.foreach_map(maps.append)
-            for m in maps:
-                src = by_name[m.domain().unwrap().get_tuple_name(isl.dim_type.in_)]
-                dst = by_name[m.get_tuple_name(isl.dim_type.out)]
-                oi = inst.ops[src]
-                access = effs[src].access("read" if kind == "WAR" else "write", buffer)
-                rel = coalesce(_to_instance(oi).range_product(access).apply_range(m))
+        if len(ids) > WINDOW_MIN_OPS and not any(inst.ops[i].loops for i in ids):
+            out += _windowed_flow(inst, schedule, buffer, ids)
+        else:
+            out += _flow(inst, schedule, buffer, ids, ids)
+    return out
+
+
+#: a buffer used by more operations than this, none inside a host loop (an unrolled sequence
+#: of launches), gets its dependences sink by sink over short windows (see _windowed_flow)
+WINDOW_MIN_OPS = 48
+
+
+def _windowed_flow(inst: Instantiation, schedule: dict[int, isl.Map], buffer: str,
+                   ids: list[int]) -> list[Dependence]:
+    """The dependences of :func:`_flow` for operations that each run once, sink by sink.
+
+    isl's dataflow over a long sequence of operations (1,000+ unrolled launches) grows faster
+    than quadratically.  Without host loops every operation is one instance and program order
+    is the schedule, so the flow into a sink ``t`` is found by walking back from ``t`` with the
+    elements it touches that are not yet overwritten: an earlier ``s`` is a source for the
+    elements it accesses among them (RAW, WAW: its writes; WAR: its reads), and its exact
+    writes then kill those elements.  The walk stops when nothing remains or no operation
+    before ``s`` touches what remains.  The relations are those :func:`_flow` gives: source
+    work-items to sink work-items that access a common element of the flow.
+    """
+    effs = {i: inst.effects[i] for i in ids}
+
+    def elements(rel: Optional[isl.Map]) -> Optional[isl.Set]:
+        return None if rel is None or rel.is_empty() else rel.range()
+
+    # per operation, computed once: thread-level accesses and the elements they touch
+    acc = {(i, d): effs[i].access(d, buffer) for i in ids for d in ("read", "write")}
+    elems = {(i, d): elements(effs[i].access(d, buffer, "kernel"))
+             for i in ids for d in ("read", "write")}
+    must = {i: elements(effs[i].access("write", buffer, "kernel", must_only=True)) for i in ids}
+    # a superset of the elements touched by the operations before each (a convex hull: a
+    # larger set only makes a walk go further back, and stays cheap over 1,000s of operations)
+    touched: list[Optional[isl.Set]] = []
+    seen: Optional[isl.Set] = None
+    for i in ids:
+        touched.append(seen)
+        for d in ("read", "write"):
+            e = elems[(i, d)]
+            if e is not None:
+                seen = isl.Set.from_basic_set((e if seen is None else seen.union(e))
+                                              .simple_hull())
+    out: list[Dependence] = []
+    for pos, t in enumerate(ids):
+        sinks = {"RAW": acc[(t, "read")], "WAR": acc[(t, "write")], "WAW": acc[(t, "write")]}
+        remaining = {"RAW": elems[(t, "read")], "WAR": elems[(t, "write")],
+                     "WAW": elems[(t, "write")]}
+        for start in range(pos - 1, -1, -1):
+            live = [k for k, r in remaining.items() if r is not None and not r.is_empty()]
+            if not live:
+                break
+            s = ids[start]
+            for kind in live:
+                direction = "read" if kind == "WAR" else "write"
+                src_elems = elems[(s, direction)]
+                if src_elems is None or src_elems.intersect(remaining[kind]).is_empty():
+                    continue
+                sink = sinks[kind].intersect_range(remaining[kind])
+                rel = acc[(s, direction)].apply_range(sink.reverse())
                 if not rel.is_empty():
-                    out.append(Dependence(kind, buffer, src, dst, rel))
+                    out.append(Dependence(kind, buffer, s, t, coalesce(rel)))
+            if must[s] is not None:
+                remaining = {k: r if r is None else r.subtract(must[s])
+                             for k, r in remaining.items()}
+            before = touched[start]
+            if before is None or all(r is None or r.intersect(before).is_empty()
+                                     for r in remaining.values()):
+                break
+    return out
+
+
+def _flow(inst: Instantiation, schedule: dict[int, isl.Map], buffer: str, ids: list[int],
+          sinks: list[int]) -> list[Dependence]:
+    """Dependences on ``buffer`` from the operations ``ids`` to those of ``sinks`` (a subset)."""
+    by_name = {inst.ops[i].name: i for i in ids}
+    out: list[Dependence] = []
+    effs = {i: inst.effects[i] for i in ids}
+    sink_effs = [effs[i] for i in sinks]
+    reads = _union(e.access("read", buffer) for e in sink_effs)
+    writes = _union(e.access("write", buffer) for e in sink_effs)
+    kills = _union(e.must_writes.get(buffer) for e in effs.values())
+    # sinks and kills at step 0 of their instance, tagged reads at step 1: an instance's
+    # own write does not kill its reads (they still precede the next write), while its
+    # reads are never sources for its own writes (same instance, not earlier)
+    sched = _union(_then(schedule[i], 0) for i in ids)
+    tags = {k: (isl.UnionMap("{ }"), isl.UnionMap("{ }")) for k in ("must", "may", "read")}
+    for i, e in effs.items():
+        oi = inst.ops[i]
+        ksched = schedule[i].project_out(
+            isl.dim_type.in_, len(oi.host_dims), 2 * oi.work_dim).set_tuple_name(
+            isl.dim_type.in_, oi.name)
+        must = e.access("write", buffer, "kernel", must_only=True)
+        every = e.access("write", buffer, "kernel")
+        may = every if must is None or every is None else every.subtract(must)
+        for key, rel in (("must", must), ("may", may),
+                         ("read", e.access("read", buffer, "kernel"))):
+            acc, tim = _tagged(rel, _then(ksched, 1 if key == "read" else 0))
+            tags[key] = (tags[key][0].union(acc), tags[key][1].union(tim))
+    tsched = sched
+    for acc_tim in tags.values():
+        tsched = tsched.union(acc_tim[1])
+    flows = {
+        "RAW": isl.UnionAccessInfo.from_sink(reads).set_must_source(tags["must"][0])
+        .set_may_source(tags["may"][0]),
+        "WAR": isl.UnionAccessInfo.from_sink(writes).set_may_source(tags["read"][0])
+        .set_kill(kills),
+        "WAW": isl.UnionAccessInfo.from_sink(writes).set_must_source(tags["must"][0])
+        .set_may_source(tags["may"][0]),
+    }
+    for kind in KINDS:
+        sink_side = reads if kind == "RAW" else writes
+        if sink_side.is_empty() or (kind == "WAR" and tags["read"][0].is_empty()):
+            continue
+        dep = flows[kind].set_schedule_map(tsched).compute_flow().get_may_dependence()
+        maps: list[isl.Map] = []
+        dep.foreach_map(maps.append)
+        for m in maps:
+            src = by_name[m.domain().unwrap().get_tuple_name(isl.dim_type.in_)]
+            dst = by_name[m.get_tuple_name(isl.dim_type.out)]
+            oi = inst.ops[src]
+            access = effs[src].access("read" if kind == "WAR" else "write", buffer)
+            rel = coalesce(_to_instance(oi).range_product(access).apply_range(m))
+            if not rel.is_empty():
+                out.append(Dependence(kind, buffer, src, dst, rel))
     return out

@@ -1,0 +1,475 @@
+"""The C++ OpenCL wrapper (``CL/cl.hpp``, ``cl2.hpp``, ``opencl.hpp``) at the API level.
+
+Host programs written against the wrapper (the HandsOnOpenCL C++ solutions, many SDK samples)
+create ``cl::Buffer``/``cl::Program``/``cl::Kernel`` objects, launch through
+``queue.enqueueNDRangeKernel`` or a kernel functor (``cl::make_kernel<...>``,
+``cl::KernelFunctor<...>`` called as ``k(cl::EnqueueArgs(queue, cl::NDRange(n)), a, b, n)``) and
+move data with ``cl::copy``.  Interpreting the header's template bodies would drown the model in
+reference counting and exceptions; instead :mod:`polyfuse.frontend.clang_host` lowers every call
+into namespace ``cl`` to ``__clhpp__Class__method(object, args...)`` and this module maps each
+onto the C-API model of :mod:`polyfuse.frontend.host` (``clCreateBuffer``, ``clSetKernelArg``,
+``clEnqueueNDRangeKernel``...).  A wrapper call that is not modelled is treated like any unknown
+library call (buffers it receives are read and written entirely); one that would change the
+launches in a way polyfuse cannot follow is refused with file:line.
+
+``std::vector`` lengths are tracked (``std::vector<float> h(n)``), because the wrapper sizes
+buffers from a vector's iterators.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import sympy
+from pycparser import c_ast
+
+from polyfuse.program import UnsupportedError
+
+#: the prefix clang_host gives lowered wrapper calls
+PREFIX = "__clhpp__"
+
+
+@dataclass(frozen=True)
+class Range:
+    """A ``cl::NDRange`` (empty for ``cl::NullRange``)."""
+
+    sizes: tuple
+
+
+@dataclass(frozen=True)
+class EnqueueArgs:
+    """A ``cl::EnqueueArgs``: the launch geometry of a functor call."""
+
+    offset: Range
+    global_: Range
+    local: Range
+
+
+@dataclass(frozen=True)
+class LocalArg:
+    """A ``cl::LocalSpaceArg`` (``cl::Local(bytes)``)."""
+
+    size: Any
+
+
+@dataclass(frozen=True)
+class Vec:
+    """A ``std::vector`` of ``length`` elements of ``elem`` bytes (None: not known)."""
+
+    length: Any
+    elem: int
+
+
+@dataclass(frozen=True)
+class Iter:
+    """An iterator into a vector: ``base + pos`` (``begin``: 0, ``end``: the length)."""
+
+    vec: Vec
+    pos: Any
+
+
+_NOT_HANDLED = object()
+#: classes of cl.hpp 1.2 that implement what opencl.hpp's classes do
+_CLASS_ALIASES = {"functionImplementation": "make_kernel",
+                  "KernelFunctorGlobal": "KernelFunctor"}
+
+
+def handles(name: str) -> bool:
+    """Whether a lowered call is the wrapper's or a tracked ``std::vector`` operation."""
+    return name.startswith(PREFIX) or name in _VECTOR
+
+
+def call(interpreter: Any, name: str, node: c_ast.FuncCall, args: list) -> Any:
+    """The value of a wrapper call, with its effects recorded through the host interpreter."""
+    interp = _Host(interpreter)
+    model = _Model(interp, node)
+    if name in _VECTOR:
+        return model.vector(name, args)
+    key = name[len(PREFIX):]
+    cls_, sep, rest = key.partition("__")
+    key = _CLASS_ALIASES.get(cls_, cls_) + sep + rest
+    handler: Optional[Callable[[list], Any]] = getattr(model, "m_" + key.replace("__", "_"),
+                                                       None)
+    if handler is not None:
+        result = handler(args)
+        if result is not _NOT_HANDLED:
+            return result
+    cls = key.split("__")[0]
+    if key.endswith("__ctor"):
+        # a copy of a tracked object (``cl::Buffer b = a;``, pass by value) is that object
+        if len(args) == 1 and not isinstance(args[0], (interp.Num, interp.Unknown)):
+            return args[0]
+        return interp.Handle("cl::" + cls)
+    if key.endswith(("__dtor", "__getInfo", "__getBuildInfo", "__getWorkGroupInfo",
+                     "__getProfilingInfo", "__getDevices", "__getDefault", "__get",
+                     "__flush", "__dimensions")) or cls in ("Platform", "Device", "Context",
+                                                            "Error"):
+        interp.query(args)
+        # getInfo<NAME>() returns the value; getInfo(NAME, &value) stores it
+        stores = any(isinstance(a, interp.Ref) for a in args[1:])
+        return interp.RUNTIME if key.endswith(("__getInfo", "__getWorkGroupInfo",
+                                               "__getBuildInfo")) and not stores \
+            else interp.ZERO
+    return interp.unknown_call(f"cl::{key.replace('__', '::')}", args, node)
+
+
+class _Host:
+    """The host interpreter as this model uses it: its value types and the C-API handlers."""
+
+    def __init__(self, interp: Any) -> None:
+        from polyfuse.frontend import host as h
+
+        self.h = h
+        self.x = interp
+        self.Num, self.Unknown, self.Handle, self.Ref = h._Num, h._Unknown, h._Handle, h._Ref
+        self.Str, self.KObj, self.ProgObj, self.BufRef = h._Str, h._KObj, h._ProgObj, h._BufRef
+        self.UNK, self.ZERO, self.ONE, self.RUNTIME = h._UNK, h._ZERO, h._ONE, h._RUNTIME
+
+    def error(self, msg: str, node: c_ast.Node, cls: type = UnsupportedError) -> Exception:
+        return self.x._error(msg, node, cls)
+
+    def as_int(self, v: Any, what: str, node: c_ast.Node, *, required: bool = True) -> Any:
+        return self.x._int(v, what, node, required=required)
+
+    def concrete(self, v: Any, what: str, node: c_ast.Node) -> int:
+        return self.x._concrete(v, what, node)
+
+    def truth(self, v: Any) -> Optional[bool]:
+        return self.h._truth(v)
+
+    def read(self, ref: Any) -> Any:
+        return self.x._read(ref)
+
+    def write(self, ref: Any, value: Any) -> None:
+        self.x._write(ref, value)
+
+    def query(self, args: list) -> None:
+        self.x._query([a for a in args if isinstance(a, self.Ref)])
+
+    def unknown_call(self, name: str, args: list, node: c_ast.Node) -> Any:
+        return self.x._unknown_call(name, args, node)
+
+    def string_at(self, ref: Any) -> Optional[str]:
+        return self.x.str_slots.get(ref.slot)
+
+    def temp_ref(self, value: Any) -> Any:
+        """A pointer to a fresh variable holding ``value`` (an argument passed by value)."""
+        return self.Ref(self.x._new_slot("arg", self.h._CType("void", 8), value))
+
+    def c_api(self, name: str, node: c_ast.Node, args: list) -> Any:
+        return getattr(self.x, "_cl_" + name)(node, args)
+
+    def create_buffer_call(self, node: c_ast.Node, args: list) -> Any:
+        return self.c_api("clCreateBuffer", node, args + [self.UNK, self.UNK])
+
+    def create_buffer(self, node: c_ast.Node, flags: int, size: Any) -> Any:
+        return self.create_buffer_call(node, [self.UNK, self.Num(sympy.Integer(flags)),
+                                              self.Num(size) if size is not None else self.UNK])
+
+    def create_program(self, node: c_ast.Node, sources: list) -> Any:
+        x = self.x
+        slot = x._new_slot("sources", self.h._CType("array", 8, elem=self.h._PTR_VOID,
+                                                    length=len(sources)),
+                           self.h._Arr(len(sources), tuple(enumerate(sources)), self.UNK))
+        return self.c_api("clCreateProgramWithSource", node,
+                          [self.Handle("context"), self.Num(sympy.Integer(len(sources))),
+                           self.Ref(slot), self.ZERO, self.ZERO])
+
+    def build_program(self, node: c_ast.Node, prog: Any, options: Any) -> Any:
+        return self.c_api("clBuildProgram", node, [prog, self.ZERO, self.ZERO, options])
+
+    def create_kernel(self, node: c_ast.Node, args: list) -> Any:
+        name = args[1]
+        if isinstance(name, self.Ref):  # a std::string holding the name
+            name = self.read(name)
+        return self.c_api("clCreateKernel", node, [args[0], name, self.UNK])
+
+    def set_kernel_arg(self, node: c_ast.Node, args: list) -> Any:
+        return self.c_api("clSetKernelArg", node, args)
+
+    def launch_kernel(self, node: c_ast.Node, kobj: Any, dim: int, gsize: tuple,
+                      lsize: Optional[tuple], offset: Optional[tuple]) -> None:
+        ks = self.x._kobj(kobj, node)
+        self.x._launch(ks, dim, gsize, lsize, offset, node)
+
+
+class _Model:
+    def __init__(self, interp: Any, node: c_ast.FuncCall) -> None:
+        self.i = interp
+        self.node = node
+
+    def error(self, msg: str) -> Exception:
+        return self.i.error(msg, self.node, UnsupportedError)
+
+    # -- values ---------------------------------------------------------------------------------
+
+    def range_of(self, v: Any, what: str) -> Range:
+        if isinstance(v, Range):
+            return v
+        if isinstance(v, self.i.Num):  # an integer converted to a 1-D NDRange
+            return Range((self.i.as_int(v, what, self.node),))
+        raise self.error(f"{what} is not a cl::NDRange polyfuse can follow")
+
+    def vec_of(self, v: Any) -> Optional[Vec]:
+        if isinstance(v, self.i.Ref):
+            v = self.i.read(v)
+        return v if isinstance(v, Vec) else None
+
+    # -- std::vector ----------------------------------------------------------------------------
+
+    def vector(self, name: str, args: list) -> Any:
+        i = self.i
+        if name == "__polyfuse_vector":
+            if len(args) == 2 and isinstance(args[0], i.Num) and isinstance(args[1], i.Num):
+                n = i.as_int(args[0], "vector length", self.node, required=False)
+                return Vec(n, int(args[1].e))
+            return Vec(None, 0)
+        vec = self.vec_of(args[0]) if args else None
+        if name in ("begin", "cbegin", "vector__begin", "vector__cbegin"):
+            return Iter(vec, sympy.Integer(0)) if vec is not None else i.UNK
+        if name in ("end", "cend", "vector__end", "vector__cend"):
+            return Iter(vec, vec.length) if vec is not None and vec.length is not None \
+                else i.UNK
+        if name in ("vector__size", "size"):
+            return i.Num(vec.length) if vec is not None and vec.length is not None else i.UNK
+        if name == "vector__resize" and isinstance(args[0], i.Ref) and len(args) > 1:
+            n = i.as_int(args[1], "vector length", self.node, required=False)
+            old = vec.elem if vec is not None else 0
+            i.write(args[0], Vec(n, old))
+            return i.UNK
+        if name in ("vector__push_back", "vector__emplace_back", "vector__clear",
+                    "vector__assign", "vector__insert", "vector__pop_back"):
+            if vec is not None and isinstance(args[0], i.Ref):
+                i.write(args[0], Vec(None, vec.elem))
+                return i.UNK
+            return i.unknown_call(name, args, self.node)
+        # element access and data(): host memory polyfuse does not track element-wise
+        return i.UNK
+
+    # -- objects --------------------------------------------------------------------------------
+
+    def m_NDRange_ctor(self, args: list) -> Any:
+        if len(args) == 1 and isinstance(args[0], Range):
+            return args[0]
+        return Range(tuple(self.i.as_int(a, f"cl::NDRange size {k}", self.node)
+                           for k, a in enumerate(args[:3])))
+
+    def m_NullRange(self, args: list) -> Any:
+        return Range(())
+
+    def m_NDRange_dimensions(self, args: list) -> Any:
+        r = args[0] if args else None
+        return self.i.Num(sympy.Integer(len(r.sizes))) if isinstance(r, Range) else self.i.UNK
+
+    def m_Local(self, args: list) -> Any:
+        return LocalArg(self.i.as_int(args[0], "cl::Local size", self.node) if args else None)
+
+    def m_LocalSpaceArg_ctor(self, args: list) -> Any:
+        return args[0] if len(args) == 1 and isinstance(args[0], LocalArg) else _NOT_HANDLED
+
+    def m_EnqueueArgs_ctor(self, args: list) -> Any:
+        ranges = [a for a in args if isinstance(a, (Range, self.i.Num))]
+        if len(args) == 1 and isinstance(args[0], EnqueueArgs):
+            return args[0]
+        ranges = [self.range_of(a, "cl::EnqueueArgs range") for a in ranges]
+        if len(ranges) == 1:
+            return EnqueueArgs(Range(()), ranges[0], Range(()))
+        if len(ranges) == 2:
+            return EnqueueArgs(Range(()), ranges[0], ranges[1])
+        if len(ranges) == 3:
+            return EnqueueArgs(*ranges)
+        raise self.error("cl::EnqueueArgs without a global range polyfuse can follow")
+
+    def m_Buffer_ctor(self, args: list) -> Any:
+        i = self.i
+        if len(args) == 1:
+            return _NOT_HANDLED  # a copy
+        if not args:
+            return i.Handle("cl::Buffer (empty)")
+        iters = [a for a in args if isinstance(a, Iter)]
+        if len(iters) >= 2 or (len(args) >= 3 and isinstance(args[1], i.Unknown)
+                               and isinstance(args[2], i.Unknown)):
+            # Buffer(context, begin, end, readOnly[, useHostPtr]): a copy of the host data
+            size = None
+            if len(iters) >= 2 and iters[0].vec is not None and iters[0].vec.elem and \
+                    iters[1].pos is not None:
+                size = (iters[1].pos - iters[0].pos) * iters[0].vec.elem
+            read_only = i.truth(args[3]) if len(args) > 3 else None
+            flags = (1 << 2) if read_only is True else 1
+            use_host = len(args) > 4 and i.truth(args[4]) is True
+            flags |= (1 << 3) if use_host else (1 << 5)
+            return i.create_buffer(self.node, flags, size)
+        # Buffer([context,] flags, size[, host_ptr[, err]])
+        start = 1 if len(args) >= 3 or isinstance(args[0], i.Handle) else 0
+        if isinstance(args[0], i.Num) and len(args) <= 3:
+            start = 0
+        flags = args[start] if start < len(args) else i.ZERO
+        size = args[start + 1] if start + 1 < len(args) else i.UNK
+        return i.create_buffer_call(self.node, [i.UNK, flags, size])
+
+    def m_Program_ctor(self, args: list) -> Any:
+        i = self.i
+        if len(args) == 1 and isinstance(args[0], i.ProgObj):
+            return args[0]
+        src_i = 1 if len(args) >= 2 and isinstance(args[0], i.Handle) else 0
+        source = args[src_i] if src_i < len(args) else i.UNK
+        prog = i.create_program(self.node, [source])
+        build = args[src_i + 1] if src_i + 1 < len(args) else None
+        if build is not None and isinstance(build, i.Num) and i.truth(build) is True:
+            i.build_program(self.node, prog, i.ZERO)
+        return prog
+
+    def m_Program_build(self, args: list) -> Any:
+        if not args:
+            return self.i.ZERO
+        opts = next((a for a in args[1:] if isinstance(a, self.i.Str)), None)
+        if opts is None:
+            opts = next((a for a in args[1:] if isinstance(a, self.i.Ref)
+                         and self.i.string_at(a) is not None), self.i.ZERO)
+        self.i.build_program(self.node, args[0], opts)
+        return self.i.ZERO
+
+    def _kernel(self, args: list) -> Any:
+        if len(args) == 1 and isinstance(args[0], self.i.KObj):
+            return args[0]  # a functor made from a kernel object
+        if len(args) < 2:
+            raise self.error("a kernel object without a program and a kernel name")
+        return self.i.create_kernel(self.node, [args[0], args[1], self.i.UNK])
+
+    m_Kernel_ctor = _kernel
+    m_make_kernel_ctor = _kernel
+    m_KernelFunctor_ctor = _kernel
+
+    def m_KernelFunctor_getKernel(self, args: list) -> Any:
+        return args[0]
+
+    def set_arg(self, kobj: Any, index: int, value: Any) -> None:
+        i = self.i
+        if isinstance(value, LocalArg):
+            i.set_kernel_arg(self.node, [kobj, i.Num(sympy.Integer(index)), i.Num(value.size),
+                                         i.ZERO])
+            return
+        size = i.Num(sympy.Integer(8)) if isinstance(value, i.BufRef) else i.UNK
+        i.set_kernel_arg(self.node, [kobj, i.Num(sympy.Integer(index)), size,
+                                     i.temp_ref(value)])
+
+    def m_Kernel_setArg(self, args: list) -> Any:
+        if len(args) < 3:
+            raise self.error("cl::Kernel::setArg without an index and a value")
+        index = self.i.concrete(args[1], "cl::Kernel::setArg index", self.node)
+        if len(args) >= 4:  # setArg(index, size, ptr): the C API's form
+            self.i.set_kernel_arg(self.node, [args[0], args[1], args[2], args[3]])
+        else:
+            self.set_arg(args[0], index, args[2])
+        return self.i.ZERO
+
+    def _functor_call(self, args: list) -> Any:
+        if len(args) < 2 or not isinstance(args[1], EnqueueArgs):
+            raise self.error("a kernel functor called without cl::EnqueueArgs polyfuse can "
+                             "follow")
+        kobj, ea = args[0], args[1]
+        for k, v in enumerate(args[2:]):
+            self.set_arg(kobj, k, v)
+        self.launch(kobj, ea.offset, ea.global_, ea.local)
+        return self.i.Handle("cl::Event")
+
+    m_make_kernel_call = _functor_call
+    m_KernelFunctor_call = _functor_call
+
+    def launch(self, kobj: Any, offset: Range, global_: Range, local: Range) -> None:
+        i = self.i
+        dim = len(global_.sizes)
+        if dim not in (1, 2, 3):
+            raise self.error("a launch without a 1-, 2- or 3-dimensional global range")
+        for what, r in (("offset", offset), ("local range", local)):
+            if r.sizes and len(r.sizes) != dim:
+                raise self.error(f"the {what} has {len(r.sizes)} dimensions, the global range "
+                                 f"{dim}")
+        i.launch_kernel(self.node, kobj, dim, global_.sizes, local.sizes or None,
+                        offset.sizes or None)
+
+    # -- the command queue -----------------------------------------------------------------------
+
+    def m_CommandQueue_enqueueNDRangeKernel(self, args: list) -> Any:
+        if len(args) < 4:
+            raise self.error("enqueueNDRangeKernel without a global range")
+        local = self.range_of(args[4], "local range") if len(args) > 4 else Range(())
+        self.launch(args[1], self.range_of(args[2], "offset"),
+                    self.range_of(args[3], "global range"), local)
+        return self.i.ZERO
+
+    def m_CommandQueue_enqueueTask(self, args: list) -> Any:
+        one = Range((sympy.Integer(1),))
+        self.launch(args[1], Range(()), one, one)
+        return self.i.ZERO
+
+    def _transfer(self, api: str, args: list) -> Any:
+        """``queue.enqueueReadBuffer(buf, blocking, offset, size, ptr)`` and the like, as the C
+        call with the queue first."""
+        return self.i.c_api(api, self.node, list(args))
+
+    def m_CommandQueue_enqueueReadBuffer(self, args: list) -> Any:
+        return self._transfer("clEnqueueReadBuffer", args)
+
+    def m_CommandQueue_enqueueWriteBuffer(self, args: list) -> Any:
+        return self._transfer("clEnqueueWriteBuffer", args)
+
+    def m_CommandQueue_enqueueCopyBuffer(self, args: list) -> Any:
+        return self._transfer("clEnqueueCopyBuffer", args)
+
+    def m_CommandQueue_enqueueMapBuffer(self, args: list) -> Any:
+        return self._transfer("clEnqueueMapBuffer", args)
+
+    def m_CommandQueue_enqueueFillBuffer(self, args: list) -> Any:
+        # (buffer, pattern, offset, size): the C call has the pattern size in between
+        a = list(args) + [self.i.UNK] * 5
+        return self.i.c_api("clEnqueueFillBuffer", self.node,
+                            [a[0], a[1], a[2], self.i.UNK, a[3], a[4]])
+
+    def m_enqueueReadBuffer(self, args: list) -> Any:
+        return self._transfer("clEnqueueReadBuffer", [self.i.Handle("queue")] + args)
+
+    def m_enqueueWriteBuffer(self, args: list) -> Any:
+        return self._transfer("clEnqueueWriteBuffer", [self.i.Handle("queue")] + args)
+
+    def m_CommandQueue_finish(self, args: list) -> Any:
+        return self.i.c_api("clFinish", self.node, args)
+
+    m_finish = m_CommandQueue_finish
+    m_Event_wait = m_CommandQueue_finish
+    m_Event_waitForEvents = m_CommandQueue_finish
+    m_WaitForEvents = m_CommandQueue_finish
+
+    def m_CommandQueue_enqueueUnmapMemObject(self, args: list) -> Any:
+        return self.i.ZERO
+
+    def m_copy(self, args: list) -> Any:
+        """``cl::copy([queue,] begin, end, buffer)`` writes the buffer, ``cl::copy([queue,]
+        buffer, begin, end)`` reads it; both block until done."""
+        i = self.i
+        bufs = [k for k, a in enumerate(args) if isinstance(a, i.BufRef)]
+        if len(bufs) != 1:
+            raise self.error("cl::copy: cannot tell which buffer is copied")
+        k = bufs[0]
+        queue = i.Handle("queue")
+        rest = [a for n, a in enumerate(args) if n != k and not isinstance(a, i.Handle)]
+        size: Any = i.UNK
+        iters = [a for a in rest if isinstance(a, Iter)]
+        if len(iters) == 2 and iters[0].vec is not None and iters[0].vec.elem and \
+                iters[1].pos is not None:
+            size = i.Num((iters[1].pos - iters[0].pos) * iters[0].vec.elem)
+        offset = i.ZERO if size is not i.UNK else i.UNK
+        api = "clEnqueueWriteBuffer" if k == len(args) - 1 else "clEnqueueReadBuffer"
+        i.c_api(api, self.node, [queue, args[k], i.ONE, offset, size, i.UNK])
+        return i.ZERO
+
+
+_VECTOR = {
+    "__polyfuse_vector", "begin", "end", "cbegin", "cend", "vector__begin", "vector__end",
+    "vector__cbegin", "vector__cend", "vector__size", "vector__resize", "vector__push_back",
+    "vector__emplace_back", "vector__clear", "vector__assign", "vector__insert",
+    "vector__pop_back", "vector__data", "vector__operator[]", "vector__at", "vector__front",
+    "vector__back",
+}
