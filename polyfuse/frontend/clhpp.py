@@ -7,10 +7,10 @@ create ``cl::Buffer``/``cl::Program``/``cl::Kernel`` objects, launch through
 move data with ``cl::copy``.  Interpreting the header's template bodies would drown the model in
 reference counting and exceptions; instead :mod:`polyfuse.frontend.clang_host` lowers every call
 into namespace ``cl`` to ``__clhpp__Class__method(object, args...)`` and this module maps each
-onto the C-API model of :mod:`polyfuse.frontend.host` (``clCreateBuffer``, ``clSetKernelArg``,
-``clEnqueueNDRangeKernel``...).  A wrapper call that is not modelled is treated like any unknown
-library call (buffers it receives are read and written entirely); one that would change the
-launches in a way polyfuse cannot follow is refused with file:line.
+onto the C-API model of :mod:`polyfuse.frontend.host_opencl` (``clCreateBuffer``,
+``clSetKernelArg``, ``clEnqueueNDRangeKernel``...).  A wrapper call that is not modelled is
+treated like any unknown library call (buffers it receives are read and written entirely); one
+that would change the launches in a way polyfuse cannot follow is refused with file:line.
 
 ``std::vector`` lengths are tracked (``std::vector<float> h(n)``), because the wrapper sizes
 buffers from a vector's iterators.
@@ -119,7 +119,7 @@ class _Host:
     """The host interpreter as this model uses it: its value types and the C-API handlers."""
 
     def __init__(self, interp: Any) -> None:
-        from polyfuse.frontend import host as h
+        from polyfuse.frontend import host_c as h
 
         self.h = h
         self.x = interp
