@@ -37,6 +37,17 @@ def _parse_params(items: Sequence[str]) -> dict[str, Union[int, float]]:
     return params
 
 
+def _defines(flags: list[str]) -> dict[str, Optional[str]]:
+    """The ``-D NAME[=VALUE]`` flags as preprocessor definitions (None: defined without value)."""
+    defines: dict[str, Optional[str]] = {}
+    for d in flags:
+        name, sep, value = d.partition("=")
+        if not name.isidentifier():
+            raise _UsageError(f"-D expects NAME[=VALUE], got {d!r}")
+        defines[name] = value if sep else None
+    return defines
+
+
 def add_param_flag(p: argparse.ArgumentParser, help_: str) -> None:
     """The repeatable ``--param NAME=VALUE`` flag, one spelling for every command that has it."""
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help=help_)
@@ -90,12 +101,7 @@ def load_program_inputs(args: argparse.Namespace, kernels: Sequence[str]) -> Pro
 
     if not kernels and not args.host:
         raise _UsageError("give the kernel file(s) (KERNELS.cl) or the host program (--host)")
-    defines: dict[str, Optional[str]] = {}
-    for d in args.define:
-        name, sep, value = d.partition("=")
-        if not name.isidentifier():
-            raise _UsageError(f"-D expects NAME[=VALUE], got {d!r}")
-        defines[name] = value if sep else None
+    defines = _defines(args.define)
     if getattr(args, "check_original", False) and args.program_args is None:
         args.program_args = ""  # the model must be the instance the original runs
     try:
@@ -510,12 +516,7 @@ def cmd_inputs(args: argparse.Namespace) -> int:
 def cmd_parallelize(args: argparse.Namespace) -> int:
     from polyfuse.autopar import parallelize_file, summary_text
 
-    defines: dict[str, Optional[str]] = {}
-    for d in args.define:
-        name, sep, value = d.partition("=")
-        if not name.isidentifier():
-            raise _UsageError(f"-D expects NAME[=VALUE], got {d!r}")
-        defines[name] = value if sep else None
+    defines = _defines(args.define)
     _progress(args, f"parallelizing {args.file}")
     result = parallelize_file(args.file, include_dirs=args.include, defines=defines,
                               function=args.function, out_dir=args.out, report=True)
