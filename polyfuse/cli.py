@@ -37,6 +37,22 @@ def _parse_params(items: Sequence[str]) -> dict[str, Union[int, float]]:
     return params
 
 
+def _defines(flags: list[str]) -> dict[str, Optional[str]]:
+    """The ``-D NAME[=VALUE]`` flags as preprocessor definitions (None: defined without value)."""
+    defines: dict[str, Optional[str]] = {}
+    for d in flags:
+        name, sep, value = d.partition("=")
+        if not name.isidentifier():
+            raise _UsageError(f"-D expects NAME[=VALUE], got {d!r}")
+        defines[name] = value if sep else None
+    return defines
+
+
+def add_param_flag(p: argparse.ArgumentParser, help_: str) -> None:
+    """The repeatable ``--param NAME=VALUE`` flag, one spelling for every command that has it."""
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help=help_)
+
+
 def add_program_inputs(p: argparse.ArgumentParser) -> None:
     """The flags that say what OpenCL program to load (analyze, fuse, count, ...)."""
     p.add_argument("--host", action="append", default=[], metavar="HOST.c",
@@ -47,8 +63,7 @@ def add_program_inputs(p: argparse.ArgumentParser) -> None:
                    help="preprocessor definition (host and kernels)")
     p.add_argument("--args", dest="program_args", metavar='"ARGV..."',
                    help="the program's own command line (argc/argv, getopt, atoi...)")
-    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
-                   help="fix a value the host reads at run time (integer or float)")
+    add_param_flag(p, "fix a value the host reads at run time (integer or float)")
     p.add_argument("--allow-empty", action="store_true",
                    help="accept a host program that launches no kernel")
 
@@ -86,12 +101,7 @@ def load_program_inputs(args: argparse.Namespace, kernels: Sequence[str]) -> Pro
 
     if not kernels and not args.host:
         raise _UsageError("give the kernel file(s) (KERNELS.cl) or the host program (--host)")
-    defines: dict[str, Optional[str]] = {}
-    for d in args.define:
-        name, sep, value = d.partition("=")
-        if not name.isidentifier():
-            raise _UsageError(f"-D expects NAME[=VALUE], got {d!r}")
-        defines[name] = value if sep else None
+    defines = _defines(args.define)
     if getattr(args, "check_original", False) and args.program_args is None:
         args.program_args = ""  # the model must be the instance the original runs
     try:
@@ -506,12 +516,7 @@ def cmd_inputs(args: argparse.Namespace) -> int:
 def cmd_parallelize(args: argparse.Namespace) -> int:
     from polyfuse.autopar import parallelize_file, summary_text
 
-    defines: dict[str, Optional[str]] = {}
-    for d in args.define:
-        name, sep, value = d.partition("=")
-        if not name.isidentifier():
-            raise _UsageError(f"-D expects NAME[=VALUE], got {d!r}")
-        defines[name] = value if sep else None
+    defines = _defines(args.define)
     _progress(args, f"parallelizing {args.file}")
     result = parallelize_file(args.file, include_dirs=args.include, defines=defines,
                               function=args.function, out_dir=args.out, report=True)
@@ -800,8 +805,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of --random (default: 0)")
     p.add_argument("--save", required=True, metavar="OUT.npz", help="graph outputs by name")
     p.add_argument("--unfused", action="store_true", help="one launch per node, no fusion")
-    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
-                   help="value of a dynamic dimension")
+    add_param_flag(p, "value of a dynamic dimension")
     p.set_defaults(func=cmd_run)
 
     p = _subcommand(sub, "inputs", "list an ONNX model's inputs; write random ones to an .npz")
@@ -810,8 +814,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="generate seeded random inputs (floats in [-1, 1), small integers)")
     p.add_argument("--seed", type=int, default=0, help="seed of --random (default: 0)")
     p.add_argument("--save", metavar="IN.npz", help="write the --random inputs here")
-    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
-                   help="value of a dynamic dimension")
+    add_param_flag(p, "value of a dynamic dimension")
     p.add_argument("--json", action="store_true", help="the input list as JSON on stdout")
     p.set_defaults(func=cmd_inputs)
 
@@ -852,8 +855,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", help="C host program of --program")
     p.add_argument("--model", metavar="MODEL.onnx", help="place an ONNX model's kernels")
     p.add_argument("--fused", action="store_true", help="also place the fused kernels")
-    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
-                   help="fix a symbolic host value")
+    add_param_flag(p, "fix a symbolic host value")
     p.add_argument("--json", action="store_true", help="summary as JSON on stdout")
     p.set_defaults(func=cmd_roofline)
 

@@ -507,6 +507,15 @@ def _skip_ws(text: str, i: int) -> int:
     return i
 
 
+def _skip_literal(text: str, i: int) -> int:
+    """Index of the quote closing the string or character literal opened at ``text[i]``."""
+    q = text[i]
+    i += 1
+    while i < len(text) and text[i] != q:
+        i += 2 if text[i] == "\\" else 1
+    return i
+
+
 def _match(text: str, i: int, open_: str, close: str) -> int:
     """Index just past the bracket matching ``text[i]``."""
     depth = 0
@@ -514,10 +523,7 @@ def _match(text: str, i: int, open_: str, close: str) -> int:
     while i < n:
         c = text[i]
         if c in "\"'":
-            q = c
-            i += 1
-            while i < n and text[i] != q:
-                i += 2 if text[i] == "\\" else 1
+            i = _skip_literal(text, i)
         elif text.startswith("//", i) or text.startswith("/*", i):
             i = _skip_ws(text, i)
             continue
@@ -558,10 +564,7 @@ def skip_statement(text: str, i: int) -> int:
     while i < n:
         c = text[i]
         if c in "\"'":
-            q = c
-            i += 1
-            while i < n and text[i] != q:
-                i += 2 if text[i] == "\\" else 1
+            i = _skip_literal(text, i)
         elif c in "([{":
             depth += 1
         elif c in ")]}":

@@ -190,27 +190,25 @@ def _bind_extras() -> None:
     global _lib
     lib = cindex.conf.lib
     cur = cindex.Cursor
-    lib.clang_Cursor_Evaluate.argtypes = [cur]
-    lib.clang_Cursor_Evaluate.restype = ctypes.c_void_p
-    lib.clang_EvalResult_getKind.argtypes = [ctypes.c_void_p]
-    lib.clang_EvalResult_getKind.restype = ctypes.c_int
-    lib.clang_EvalResult_getAsLongLong.argtypes = [ctypes.c_void_p]
-    lib.clang_EvalResult_getAsLongLong.restype = ctypes.c_longlong
-    lib.clang_EvalResult_isUnsignedInt.argtypes = [ctypes.c_void_p]
-    lib.clang_EvalResult_isUnsignedInt.restype = ctypes.c_uint
-    lib.clang_EvalResult_getAsUnsigned.argtypes = [ctypes.c_void_p]
-    lib.clang_EvalResult_getAsUnsigned.restype = ctypes.c_ulonglong
-    lib.clang_EvalResult_getAsDouble.argtypes = [ctypes.c_void_p]
-    lib.clang_EvalResult_getAsDouble.restype = ctypes.c_double
-    lib.clang_EvalResult_getAsStr.argtypes = [ctypes.c_void_p]
-    lib.clang_EvalResult_getAsStr.restype = ctypes.c_char_p
-    lib.clang_EvalResult_dispose.argtypes = [ctypes.c_void_p]
-    lib.clang_getCursorBinaryOperatorKind.argtypes = [cur]
-    lib.clang_getCursorBinaryOperatorKind.restype = ctypes.c_int
-    lib.clang_getCursorUnaryOperatorKind.argtypes = [cur]
-    lib.clang_getCursorUnaryOperatorKind.restype = ctypes.c_int
-    lib.clang_Cursor_getVarDeclInitializer.argtypes = [cur]
-    lib.clang_Cursor_getVarDeclInitializer.restype = cur
+    res = ctypes.c_void_p
+    signatures = (  # (function, argument types, result type); None: no result
+        ("clang_Cursor_Evaluate", [cur], res),
+        ("clang_EvalResult_getKind", [res], ctypes.c_int),
+        ("clang_EvalResult_getAsLongLong", [res], ctypes.c_longlong),
+        ("clang_EvalResult_isUnsignedInt", [res], ctypes.c_uint),
+        ("clang_EvalResult_getAsUnsigned", [res], ctypes.c_ulonglong),
+        ("clang_EvalResult_getAsDouble", [res], ctypes.c_double),
+        ("clang_EvalResult_getAsStr", [res], ctypes.c_char_p),
+        ("clang_EvalResult_dispose", [res], None),
+        ("clang_getCursorBinaryOperatorKind", [cur], ctypes.c_int),
+        ("clang_getCursorUnaryOperatorKind", [cur], ctypes.c_int),
+        ("clang_Cursor_getVarDeclInitializer", [cur], cur),
+    )
+    for fname, argtypes, restype in signatures:
+        fn = getattr(lib, fname)
+        fn.argtypes = argtypes
+        if restype is not None:
+            fn.restype = restype
     lib.clang_Cursor_getVarDeclInitializer.errcheck = cindex.Cursor.from_result
     _lib = lib
 

@@ -192,6 +192,20 @@ def _kernel(uar: UAR, lid: int) -> str:
     return op.kernel if isinstance(op, Launch) else str(lid)
 
 
+def _merged(uar: UAR, parts: Sequence[Optional[LocalGroup]], members: list[int], frame: Frame,
+            anchor: str, details: list[str]) -> LocalGroup:
+    """The group of ``parts`` joined by P1 with the last of ``members`` on ``frame``, its notes
+    saying how (``anchor``) and on which edges (``details``)."""
+    y = members[-1]
+    notes = [n for p in parts if p is not None for n in p.notes]
+    how = set().union(*(p.how for p in parts if p is not None)) | {"P1"}
+    bar = " (barrier before it)" if y in frame.barriers else ""
+    names = ", ".join(f"L{m}" for m in members[:-1])
+    notes.append(f"L{y} ({_kernel(uar, y)}) fused with {names} by P1, {anchor}{bar}: "
+                 + "; ".join(details))
+    return LocalGroup(frame, notes, how)
+
+
 def _try_merge(uar: UAR, graph: nx.DiGraph, groups: list[Optional[LocalGroup]],
                unit_of: dict[int, int], attempt: list[int], y: int, modes: Sequence[str]
                ) -> tuple[Optional[LocalGroup], str, dict]:
@@ -240,26 +254,16 @@ def _try_merge(uar: UAR, graph: nx.DiGraph, groups: list[Optional[LocalGroup]],
                 break
         if frame is None:
             continue
-        notes = [n for p in parts if p is not None for n in p.notes]
-        how = set().union(*(p.how for p in parts if p is not None)) | {"P1"}
-        bar = " (barrier before it)" if y in frame.barriers else ""
-        names = ", ".join(f"L{m}" for m in members[:-1])
-        notes.append(f"L{y} ({_kernel(uar, y)}) fused with {names} by P1, anchored on the "
-                     f"{mode}{bar}: " + "; ".join(details))
+        group = _merged(uar, parts, members, frame, f"anchored on the {mode}", details)
         if len(frames) > 1:
-            notes.append(f"L{y} is a common consumer: its producers' groups are fused too "
-                         "(each re-indexed onto the consumer's work-items)")
-        return LocalGroup(frame, notes, how), "", blame
+            group.notes.append(f"L{y} is a common consumer: its producers' groups are fused too "
+                               "(each re-indexed onto the consumer's work-items)")
+        return group, "", blame
     if len(modes) > 1 and len(frames) == 1:
         rebuilt = _consumer_first(uar, [*frames[0].members, y])
         if rebuilt is not None:
-            notes = [n for p in parts if p is not None for n in p.notes]
-            how = set().union(*(p.how for p in parts if p is not None)) | {"P1"}
-            bar = " (barrier before it)" if y in rebuilt.barriers else ""
-            names = ", ".join(f"L{m}" for m in members[:-1])
-            notes.append(f"L{y} ({_kernel(uar, y)}) fused with {names} by P1, the group "
-                         f"rebuilt anchored on each consumer{bar}: " + "; ".join(details))
-            return LocalGroup(rebuilt, notes, how), "", blame
+            anchor = "the group rebuilt anchored on each consumer"
+            return _merged(uar, parts, members, rebuilt, anchor, details), "", blame
     why = f"no consistent re-indexing: {last_why}"
     for e in cross:
         blame[edge_key(e)] = why

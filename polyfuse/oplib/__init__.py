@@ -102,15 +102,7 @@ def op_kernel(
         raise UnsupportedError(f"{op_type} (kernel '{name}'): operator is not supported")
     if max_work_group_size < 1 or local_mem_size < 4:
         raise UnsupportedError(f"{op_type} (kernel '{name}'): device limits are too small")
-    node = Node(
-        op_type=op_type,
-        attrs=dict(attrs or {}),
-        input_shapes=tuple(None if s is None else tuple(int(d) for d in s) for s in input_shapes),
-        output_shapes=tuple(
-            None if s is None else tuple(int(d) for d in s) for s in output_shapes
-        ),
-        name=name,
-        max_work_group_size=int(max_work_group_size),
-        local_mem_size=int(local_mem_size),
+    node = Node.of(
+        op_type, attrs, input_shapes, output_shapes, name, max_work_group_size, local_mem_size
     )
     return generator(node)

@@ -99,6 +99,31 @@ class Node:
     max_work_group_size: int
     local_mem_size: int
 
+    @staticmethod
+    def of(
+        op_type: str,
+        attrs: Optional[Mapping[str, Any]],
+        input_shapes: Sequence[Optional[Sequence[int]]],
+        output_shapes: Sequence[Optional[Sequence[int]]],
+        name: str,
+        max_work_group_size: int,
+        local_mem_size: int,
+    ) -> Node:
+        """The node from caller-supplied values, normalised once for every generator entry."""
+        return Node(
+            op_type=op_type,
+            attrs=dict(attrs or {}),
+            input_shapes=tuple(
+                None if s is None else tuple(int(d) for d in s) for s in input_shapes
+            ),
+            output_shapes=tuple(
+                None if s is None else tuple(int(d) for d in s) for s in output_shapes
+            ),
+            name=name,
+            max_work_group_size=int(max_work_group_size),
+            local_mem_size=int(local_mem_size),
+        )
+
     def where(self) -> str:
         return f"{self.op_type} (kernel '{self.name}')"
 
@@ -162,6 +187,20 @@ class Node:
         if not -rank <= axis < max(rank, 1):
             raise self.invalid(f"attribute '{what}'={axis} is out of range for rank {rank}")
         return axis + rank if axis < 0 else axis
+
+    def transpose_perm(self) -> tuple[Shape, list[int], Shape]:
+        """Input shape, checked ``perm`` (default reverses the axes) and output shape of a
+        Transpose, one reading of the attribute for the plain and the blocked kernel."""
+        self.check_attrs(["perm"])
+        shape = self.input(0)
+        rank = len(shape)
+        perm = self.ints_attr("perm") or list(range(rank - 1, -1, -1))
+        perm = [self.axis(p, rank, "perm") for p in perm]
+        if sorted(perm) != list(range(rank)):
+            raise self.invalid(f"attribute 'perm' {perm} is not a permutation of {rank} axes")
+        out = tuple(shape[p] for p in perm)
+        self.check_output(0, out)
+        return shape, perm, out
 
 
 def prod(shape: Sequence[int]) -> int:

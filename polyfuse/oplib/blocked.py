@@ -145,17 +145,9 @@ def _elementwise(node: Node, layout: BlockLayout) -> OpKernel:
 
 def _transpose(node: Node, layout: BlockLayout) -> OpKernel:
     """Each work-item moves its block of the input to the permuted positions."""
-    node.check_attrs(["perm"])
-    shape = node.input(0)
-    rank = len(shape)
-    perm = node.ints_attr("perm") or list(range(rank - 1, -1, -1))
-    perm = [node.axis(p, rank, "perm") for p in perm]
-    if sorted(perm) != list(range(rank)):
-        raise node.invalid(f"attribute 'perm' {perm} is not a permutation of {rank} axes")
-    out = tuple(shape[p] for p in perm)
-    node.check_output(0, out)
+    shape, perm, out = node.transpose_perm()
     ost = strides_of(out)
-    dst = [ost[perm.index(d)] for d in range(rank)]  # output stride of each input axis
+    dst = [ost[perm.index(d)] for d in range(len(shape))]  # output stride of each input axis
     stmts = f"y[{_index(shape, dst, layout)}] = x[{_index(shape, strides_of(shape), layout)}];"
     params = [Param("x", shape), Param("y", out, const=False)]
     return _kernel(node, layout, params, stmts, ["x"], f"Transpose {shape_str(shape)} perm={perm}")
@@ -177,16 +169,8 @@ def blocked_kernel(
     Element-wise results keep the layout (the returned kernel's ``block``); a Transpose's
     result does not.
     """
-    node = Node(
-        op_type=op_type,
-        attrs=dict(attrs or {}),
-        input_shapes=tuple(None if s is None else tuple(int(d) for d in s) for s in input_shapes),
-        output_shapes=tuple(
-            None if s is None else tuple(int(d) for d in s) for s in output_shapes
-        ),
-        name=name,
-        max_work_group_size=int(max_work_group_size),
-        local_mem_size=int(local_mem_size),
+    node = Node.of(
+        op_type, attrs, input_shapes, output_shapes, name, max_work_group_size, local_mem_size
     )
     if not covers(op_type, layout, node.output(0)):
         raise node.unsupported(f"no form covering {layout.rows}x{layout.cols} blocks")

@@ -9,6 +9,7 @@ statements, not guarded barriers), so every work-item reaches both barriers of e
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import replace
 from typing import Optional
@@ -208,6 +209,33 @@ def _blocked_product(
     return replace(make_kernel(node, source, gsize, lsize, inputs, ["y"]), block=layout)
 
 
+def _product(
+    node: Node,
+    m: int,
+    n: int,
+    k: int,
+    *,
+    a: Callable[[str], str],
+    b: Callable[[str], str],
+    store: Callable[[str], str],
+    params: list[Param],
+    inputs: list[str],
+    batch: int,
+    comment: str,
+) -> OpKernel:
+    """The tiled or blocked product (see :data:`product_form`) from one description: ``a``/``b``
+    give the A/B element at a reduction index variable, ``store`` the write of an accumulator."""
+    if product_form.get() == "tiled":
+        return _tiled_product(
+            node, m, n, k, a_load=a("ka"), b_load=b("kb"), store=store("acc"),
+            params=params, inputs=inputs, batch=batch, comment=comment,
+        )
+    return _blocked_product(
+        node, m, n, k, a_elem=a("kk"), b_elem=b("kk"), store=store("acc[i][j]"),
+        params=params, inputs=inputs, batch=batch, comment=comment,
+    )
+
+
 def matmul(node: Node) -> OpKernel:
     """numpy.matmul semantics: 1-D operands promoted, batch dimensions broadcast."""
     node.check_attrs([])
@@ -239,22 +267,11 @@ def matmul(node: Node) -> OpKernel:
     y_off = "batch * M * N + " if batch > 1 else ""
     a_pre = f"{a_off} + " if a_off and a_off != "0" else ""
     b_pre = f"{b_off} + " if b_off and b_off != "0" else ""
-    if product_form.get() == "tiled":
-        return _tiled_product(
-            node, m, n, k,
-            a_load=f"a[{a_pre}row * K + ka]",
-            b_load=f"b[{b_pre}kb * N + col]",
-            store=f"y[{y_off}row * N + col] = acc",
-            params=params,
-            inputs=["a", "b"],
-            batch=batch,
-            comment=comment,
-        )
-    return _blocked_product(
+    return _product(
         node, m, n, k,
-        a_elem=f"a[{a_pre}row * K + kk]",
-        b_elem=f"b[{b_pre}kk * N + col]",
-        store=f"y[{y_off}row * N + col] = acc[i][j]",
+        a=lambda kv: f"a[{a_pre}row * K + {kv}]",
+        b=lambda kv: f"b[{b_pre}{kv} * N + col]",
+        store=lambda acc: f"y[{y_off}row * N + col] = {acc}",
         params=params,
         inputs=["a", "b"],
         batch=batch,
@@ -293,22 +310,11 @@ def gemm(node: Node) -> OpKernel:
             c_val = f"c[{c_index}]" if beta == 1.0 else f"{flt(beta)} * c[{c_index}]"
             value = f"{value} + {c_val}"
     params.append(Param("y", (m, n), const=False))
-    if product_form.get() == "tiled":
-        return _tiled_product(
-            node, m, n, k,
-            a_load="a[ka * M + row]" if ta else "a[row * K + ka]",
-            b_load="b[col * K + kb]" if tb else "b[kb * N + col]",
-            store=f"y[row * N + col] = {value.format(acc='acc', row='row', col='col')}",
-            params=params,
-            inputs=inputs,
-            batch=1,
-            comment=f"Gemm {shape_str(sa)} x {shape_str(sb)} transA={ta} transB={tb}",
-        )
-    return _blocked_product(
+    return _product(
         node, m, n, k,
-        a_elem="a[kk * M + row]" if ta else "a[row * K + kk]",
-        b_elem="b[col * K + kk]" if tb else "b[kk * N + col]",
-        store=f"y[row * N + col] = {value.format(acc='acc[i][j]', row='row', col='col')}",
+        a=lambda kv: f"a[{kv} * M + row]" if ta else f"a[row * K + {kv}]",
+        b=lambda kv: f"b[col * K + {kv}]" if tb else f"b[{kv} * N + col]",
+        store=lambda acc: f"y[row * N + col] = {value.format(acc=acc, row='row', col='col')}",
         params=params,
         inputs=inputs,
         batch=1,

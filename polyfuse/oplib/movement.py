@@ -62,15 +62,7 @@ def copy(node: Node) -> OpKernel:
 
 def transpose(node: Node) -> OpKernel:
     """y[i] = x[Σ coord_d · stride_x[perm[d]]] (default perm reverses the axes)."""
-    node.check_attrs(["perm"])
-    shape = node.input(0)
-    rank = len(shape)
-    perm = node.ints_attr("perm") or list(range(rank - 1, -1, -1))
-    perm = [node.axis(p, rank, "perm") for p in perm]
-    if sorted(perm) != list(range(rank)):
-        raise node.invalid(f"attribute 'perm' {perm} is not a permutation of {rank} axes")
-    out = tuple(shape[p] for p in perm)
-    node.check_output(0, out)
+    shape, perm, out = node.transpose_perm()
     st = strides_of(shape)
     grid = Grid.of(out)
     src = grid.at([st[p] for p in perm])
