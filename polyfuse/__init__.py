@@ -35,7 +35,15 @@ _EXPORTS = {
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
-        raise AttributeError(f"module 'polyfuse' has no attribute {name!r}")
+        # ``polyfuse.builder`` etc. work after ``import polyfuse`` alone, as with an eager import.
+        try:
+            value = import_module(f"polyfuse.{name}")
+        except ModuleNotFoundError as err:
+            if err.name != f"polyfuse.{name}":
+                raise
+            raise AttributeError(f"module 'polyfuse' has no attribute {name!r}") from None
+        globals()[name] = value
+        return value
     value = getattr(import_module(module), name)
     globals()[name] = value
     return value
