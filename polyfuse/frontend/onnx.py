@@ -472,6 +472,27 @@ _VALUE_INPUTS = {"CastLike": (0,)}
 # The translation
 # ----------------------------------------------------------------------------------------------
 
+#: Row reductions whose producing matrix product gets one work-group per row
+#: (:meth:`_Translator.whole_rows_for`).
+ROW_REDUCTIONS = frozenset({"Softmax", "LayerNormalization"})
+#: Most element-wise launches between such a product and its row reduction.
+ROW_CHAIN_DEPTH = 8
+
+
+@dataclass(frozen=True)
+class _LaunchSpec:
+    """What one node's kernel was generated from, and where its launch is in the op list."""
+
+    node: Any
+    op: str
+    label: str
+    where: str
+    attrs: dict[str, Any]
+    in_shapes: tuple[Optional[tuple[int, ...]], ...]
+    out_shapes: tuple[Optional[tuple[int, ...]], ...]
+    op_index: int
+
+
 
 class _Translator:
     """Walks the (topologically sorted) nodes once, building buffers, host ops and launches."""
@@ -502,6 +523,10 @@ class _Translator:
         self.index_bounds: dict[str, tuple[int, str]] = {}
         #: buffer -> the block layout of the register-blocked launch that wrote it
         self.layouts: dict[str, Any] = {}
+        #: kernel name -> how it was generated (to regenerate it in another form)
+        self.specs: dict[str, _LaunchSpec] = {}
+        #: buffer -> the kernel that wrote it last
+        self.writer: dict[str, str] = {}
         self._collect_value_info()
 
     def error(self, message: str, cls: type = PolyfuseError) -> PolyfuseError:
@@ -940,21 +965,11 @@ class _Translator:
             self.check_gather_indices(node, attrs, where)
         # the node index keeps names off OpenCL built-ins ("select", "exp") and oplib macros
         kname = self.new_name(f"{_identifier(node.name or op, op)}_{index}", f"{op}_{index}")
-        layout = self.covering_layout(node, op, out_shapes)
-        try:
-            if layout is not None:
-                from polyfuse.oplib.blocked import blocked_kernel
-
-                opk = blocked_kernel(op, kattrs, in_shapes, out_shapes, layout, name=kname,
-                                     max_work_group_size=self.max_wg,
-                                     local_mem_size=self.local_mem)
-            else:
-                opk = self.op_kernel(op, kattrs, in_shapes, out_shapes, name=kname,
-                                     max_work_group_size=self.max_wg,
-                                     local_mem_size=self.local_mem)
-        except PolyfuseError as err:
-            msg = re.sub(r"^\w+ \(kernel '[^']*'\): ", "", err.message)
-            raise type(err)(f"{where}: {msg}", self.path) from None
+        if op in ROW_REDUCTIONS:
+            self.whole_rows_for(node, op, kattrs, in_shapes, label)
+        spec = _LaunchSpec(node, op, label, where, kattrs, tuple(in_shapes), tuple(out_shapes),
+                           len(self.ops))
+        opk = self.generate(kname, spec, self.covering_layout(node, op, out_shapes))
         args: dict[str, str] = {}
         for pos, pname in enumerate(opk.inputs):
             if not pname:
@@ -984,6 +999,102 @@ class _Translator:
         self.kernels[kname] = opk
         self.ops.append(("launch", opk, args))
         self.nodes[label] = f"launch {kname}"
+        self.specs[kname] = spec
+        for pname in opk.outputs:
+            if pname:
+                self.writer[args[pname]] = kname
+
+    def generate(self, kname: str, spec: _LaunchSpec, layout: Any = None,
+                 whole_rows: bool = False) -> Any:
+        """The node's kernel: covering ``layout``'s blocks when given, else the library's
+        (whole-row products on request); errors name the node."""
+        try:
+            if layout is not None:
+                from polyfuse.oplib.blocked import blocked_kernel
+
+                return blocked_kernel(spec.op, spec.attrs, spec.in_shapes, spec.out_shapes,
+                                      layout, name=kname, max_work_group_size=self.max_wg,
+                                      local_mem_size=self.local_mem)
+            return self.op_kernel(spec.op, spec.attrs, spec.in_shapes, spec.out_shapes,
+                                  name=kname, max_work_group_size=self.max_wg,
+                                  local_mem_size=self.local_mem, whole_rows=whole_rows)
+        except PolyfuseError as err:
+            msg = re.sub(r"^\w+ \(kernel '[^']*'\): ", "", err.message)
+            raise type(err)(f"{spec.where}: {msg}", self.path) from None
+
+    def whole_rows_for(self, node: Any, op: str, attrs: dict[str, Any],
+                       in_shapes: Sequence[Optional[tuple]], label: str) -> None:
+        """Before a row reduction (Softmax over the last axis, LayerNormalization) is
+        generated: regenerate the matrix product that computes its rows, and the element-wise
+        launches between them, with one work-group per row laid out like the reduction
+        (:func:`polyfuse.oplib.linalg.row_form_problem`).  Every dependence on the way is then
+        thread-width on one launch shape, which fusion joins.  Only the tiled product form has
+        the whole-row layout; a row too wide for it keeps the tiled kernel, and the product's
+        node says why."""
+        from polyfuse.oplib import linalg
+
+        shape = in_shapes[0] if in_shapes else None
+        if linalg.product_form.get() != "tiled" or not shape:
+            return
+        try:
+            axis = int(attrs.get("axis", -1))
+        except (TypeError, ValueError):
+            return  # the operator kernel reports the bad attribute
+        axis = axis + len(shape) if axis < 0 else axis
+        if not 0 <= axis < len(shape) or op == "Softmax" and axis != len(shape) - 1:
+            return
+        n, total = int(np.prod(shape[axis:])), int(np.prod(shape))
+        chain = self.row_chain(self.tensor_buffer.get(node.input[0], ""), n, total)
+        if not chain or self.kernels[chain[0]].block is not None:
+            return
+        product = self.specs[chain[0]]
+        opk = self.generate(chain[0], product, whole_rows=True)
+        if opk.block is None:
+            self.nodes[product.label] += f" ({opk.note or 'tiled'}; rows for {label})"
+            return
+        self.nodes[product.label] += f" (one work-group per row for {label})"
+        layout = opk.block
+        self.replace_kernel(chain[0], opk)
+        for kname in chain[1:]:
+            self.replace_kernel(kname, self.generate(kname, self.specs[kname], layout))
+
+    def row_chain(self, buf: str, n: int, total: int, depth: int = 0) -> Optional[list[str]]:
+        """Kernels from a MatMul/Gemm with output rows of ``n`` (``total`` elements) through
+        element-wise launches of the same size to the writer of ``buf``, product first; None
+        when no such chain (at most :data:`ROW_CHAIN_DEPTH` element-wise launches) leads
+        there."""
+        from polyfuse.oplib.blocked import BLOCKED_OPS
+
+        kname = self.writer.get(buf)
+        if kname is None:
+            return None
+        spec = self.specs[kname]
+        out = spec.out_shapes[0] if spec.out_shapes else None
+        if not out or int(np.prod(out)) != total:
+            return None
+        if spec.op in ("MatMul", "Gemm"):
+            one_d = spec.op == "MatMul" and len(spec.in_shapes[1] or ()) < 2
+            return [kname] if out[-1] == n and not one_d else None
+        if spec.op not in BLOCKED_OPS or spec.op == "Transpose" or depth >= ROW_CHAIN_DEPTH:
+            return None
+        for tensor in spec.node.input:
+            chain = self.row_chain(self.tensor_buffer.get(tensor, ""), n, total, depth + 1)
+            if chain is not None:
+                return chain + [kname]
+        return None
+
+    def replace_kernel(self, kname: str, opk: Any) -> None:
+        """Put ``opk`` in place of kernel ``kname``'s launch (same buffers, same position)."""
+        spec = self.specs[kname]
+        _, old, old_args = self.ops[spec.op_index]
+        ins = [old_args.get(p) for p in old.inputs]
+        outs = [old_args.get(p) for p in old.outputs]
+        args = {p: ins[i] for i, p in enumerate(opk.inputs) if p}
+        args.update({p: outs[i] for i, p in enumerate(opk.outputs) if p})
+        self.ops[spec.op_index] = ("launch", opk, args)
+        self.kernels[kname] = opk
+        if opk.block is not None:
+            self.layouts[args[opk.outputs[0]]] = opk.block
 
     def covering_layout(self, node: Any, op: str, out_shapes: Sequence[Optional[tuple]]
                         ) -> Any:

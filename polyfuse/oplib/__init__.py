@@ -89,6 +89,7 @@ def op_kernel(
     name: str,
     max_work_group_size: int = 256,
     local_mem_size: int = 32768,
+    whole_rows: bool = False,
 ) -> OpKernel:
     """The kernel for one ONNX node (opset 13-23 semantics), specialized to its shapes.
 
@@ -96,6 +97,11 @@ def op_kernel(
     tiles are chosen to fit ``max_work_group_size`` and ``local_mem_size`` (bytes).  Raises
     :class:`~polyfuse.program.UnsupportedError` naming the op and attribute for anything outside
     the library, and :class:`~polyfuse.program.PolyfuseError` for inconsistent shapes.
+
+    ``whole_rows`` (MatMul and Gemm): a row reduction over the output's last axis follows, so
+    the tiled product computes each output row in one work-group laid out like that reduction
+    where the row fits (:func:`polyfuse.oplib.linalg.row_form_problem`; the kernel's ``note``
+    says why not otherwise).
     """
     generator = _GENERATORS.get(op_type)
     if generator is None:
@@ -105,4 +111,6 @@ def op_kernel(
     node = Node.of(
         op_type, attrs, input_shapes, output_shapes, name, max_work_group_size, local_mem_size
     )
+    if whole_rows and op_type in ("MatMul", "Gemm"):
+        return (linalg.matmul if op_type == "MatMul" else linalg.gemm)(node, whole_rows=True)
     return generator(node)

@@ -56,6 +56,8 @@ class BlockLayout:
     #: ``lead``/``col`` at ``bi = 0``/``bj = 0``: multiples of ``rows``/``cols``
     lead_base: str = ""
     col_base: str = ""
+    #: condition on ``col`` for the element to exist (a ragged last column block), or ``""``
+    col_guard: str = ""
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,8 @@ class OpKernel:
     input_dtypes: tuple[str, ...] = ()
     #: the block of outputs each work-item writes, for register-blocked kernels
     block: Optional[BlockLayout] = None
+    #: why the generator chose the form it did, when it was asked for another (reported)
+    note: str = ""
 
     def input_dtype(self, i: int) -> str:
         """The numpy dtype name of input position ``i`` (float32 unless stated otherwise)."""

@@ -86,7 +86,10 @@ def covers(op_type: str, layout: BlockLayout, output_shape: Sequence[int]) -> bo
 
 def _kernel(node: Node, layout: BlockLayout, params: list[Param], stmts: str,
             inputs: list[str], comment: str) -> OpKernel:
-    inner = "\n".join("        " + ln for ln in stmts.strip("\n").split("\n"))
+    lines = stmts.strip("\n").split("\n")
+    if layout.col_guard:
+        lines = [f"if ({layout.col_guard}) {{", *("    " + ln for ln in lines), "}"]
+    inner = "\n".join("        " + ln for ln in lines)
     loops = (
         "for (int bi = 0; bi < RB; bi++) {\n"
         f"    const int lead = {layout.lead};\n"

@@ -31,6 +31,7 @@ from polyfuse.oplib._common import (
     shape_str,
     strides_of,
 )
+from polyfuse.oplib.reduce import lanes_for
 
 #: Which matrix-product kernel MatMul and Gemm get: ``"tiled"`` (one output per work-item,
 #: ``__local`` tiles; fuses with one-element-per-work-item consumers) or ``"blocked"`` (a block
@@ -209,6 +210,79 @@ def _blocked_product(
     return replace(make_kernel(node, source, gsize, lsize, inputs, ["y"]), block=layout)
 
 
+#: Most output columns one work-item of the whole-row product keeps in private accumulators.
+ROW_MAX_CHUNKS = 32
+
+
+def row_form_problem(node: Node, n: int) -> Optional[str]:
+    """Why rows of ``n`` columns cannot each be computed by one work-group laid out like the
+    row reduction that consumes them (None: they can)."""
+    lanes = lanes_for(node, n)
+    chunks = -(-n // lanes)
+    if chunks > ROW_MAX_CHUNKS:
+        return (f"a row of {n} columns over the {lanes} lanes of one work-group needs {chunks} "
+                f"accumulators per work-item (at most {ROW_MAX_CHUNKS})")
+    return None
+
+
+def _row_product(
+    node: Node,
+    rows: int,
+    m: int,
+    n: int,
+    k: int,
+    a_elem: str,
+    b_elem: str,
+    store: str,
+    params: list[Param],
+    inputs: list[str],
+    comment: str,
+) -> OpKernel:
+    """One work-group per output row, laid out like the row reduction of the same row length
+    (:mod:`polyfuse.oplib.reduce`): lane ``l`` computes the columns ``c * LANES + l``.
+
+    A row reduction (Softmax, LayerNormalization) that follows then reads each element in the
+    work-item that wrote it: a thread-width dependence on the same launch shape, which fusion
+    joins (element-wise consumers in between cover the same layout, :mod:`.blocked`).  The row's
+    A element is the same for every lane; each lane keeps its columns in named scalar
+    accumulators (see :func:`_blocked_product`).  ``row`` is the flat output row (batch
+    included), ``batch`` the batch index where ``a_elem``/``b_elem`` use it.
+    """
+    lanes = lanes_for(node, n)
+    chunks = -(-n // lanes)
+    cols = ["lane" if c == 0 else f"({c * lanes} + lane)" for c in range(chunks)]
+    ragged = n % lanes != 0
+    lines = ["const int row = get_group_id(0);", "const int lane = get_local_id(0);"]
+    if re.search(r"\bbatch\b", a_elem + b_elem):
+        lines.append("const int batch = row / M;")
+    lines += [f"float acc_{c} = 0.0f;" for c in range(chunks)]
+    lines += ["for (int kk = 0; kk < K; kk++) {", f"    const float av = {a_elem};"]
+    for c in range(chunks):
+        update = f"acc_{c} += av * {_at(b_elem, cols[c], 'col')};"
+        if ragged and c == chunks - 1:
+            lines += [f"    if (lane < {n - c * lanes}) {{", f"        {update}", "    }"]
+        else:
+            lines.append(f"    {update}")
+    lines.append("}")
+    for c in range(chunks):
+        stmt = _at(store.replace("acc[c]", f"acc_{c}"), cols[c], "col") + ";"
+        if ragged and c == chunks - 1:
+            lines += [f"if (lane < {n - c * lanes}) {{", f"    {stmt}", "}"]
+        else:
+            lines.append(stmt)
+    defines = {"M": m, "N": n, "K": k, "LANES": lanes}
+    source = render(node, defines, params, "\n".join(lines) + "\n",
+                    comment + f" (one work-group of {lanes} per row)")
+    gsize, lsize = (rows * lanes,), (lanes,)
+    layout = BlockLayout(
+        global_size=gsize, local_size=lsize,
+        prologue="const int row = get_group_id(0);\nconst int lane = get_local_id(0);",
+        guard="", rows=1, cols=chunks, lead="row", col=f"bj * {lanes} + lane",
+        lead_extent=rows, col_extent=n, col_guard=f"col < {n}" if ragged else "",
+    )
+    return replace(make_kernel(node, source, gsize, lsize, inputs, ["y"]), block=layout)
+
+
 def _product(
     node: Node,
     m: int,
@@ -222,22 +296,40 @@ def _product(
     inputs: list[str],
     batch: int,
     comment: str,
+    whole_rows: bool = False,
+    row_a: Optional[Callable[[str], str]] = None,
+    row_b: Optional[Callable[[str], str]] = None,
+    row_store: Optional[Callable[[str], str]] = None,
 ) -> OpKernel:
     """The tiled or blocked product (see :data:`product_form`) from one description: ``a``/``b``
-    give the A/B element at a reduction index variable, ``store`` the write of an accumulator."""
+    give the A/B element at a reduction index variable, ``store`` the write of an accumulator.
+
+    ``whole_rows`` (a row reduction consumes the output) asks the tiled form for the whole-row
+    layout (:func:`_row_product`; ``row_*`` describe A, B and the store with ``row`` the flat
+    output row, default ``a``/``b``/``store``); where the row does not fit, the tiled kernel
+    says why in its ``note``."""
     if product_form.get() == "tiled":
-        return _tiled_product(
+        why = row_form_problem(node, n) if whole_rows else None
+        if whole_rows and why is None:
+            return _row_product(
+                node, batch * m, m, n, k, a_elem=(row_a or a)("kk"), b_elem=(row_b or b)("kk"),
+                store=(row_store or store)("acc[c]"), params=params, inputs=inputs,
+                comment=comment,
+            )
+        opk = _tiled_product(
             node, m, n, k, a_load=a("ka"), b_load=b("kb"), store=store("acc"),
             params=params, inputs=inputs, batch=batch, comment=comment,
         )
+        return replace(opk, note=f"tiled, not whole-row: {why}") if why else opk
     return _blocked_product(
         node, m, n, k, a_elem=a("kk"), b_elem=b("kk"), store=store("acc[i][j]"),
         params=params, inputs=inputs, batch=batch, comment=comment,
     )
 
 
-def matmul(node: Node) -> OpKernel:
-    """numpy.matmul semantics: 1-D operands promoted, batch dimensions broadcast."""
+def matmul(node: Node, whole_rows: bool = False) -> OpKernel:
+    """numpy.matmul semantics: 1-D operands promoted, batch dimensions broadcast.
+    ``whole_rows``: see :func:`_product`."""
     node.check_attrs([])
     sa, sb = node.input(0), node.input(1)
     if not sa or not sb:
@@ -267,6 +359,8 @@ def matmul(node: Node) -> OpKernel:
     y_off = "batch * M * N + " if batch > 1 else ""
     a_pre = f"{a_off} + " if a_off and a_off != "0" else ""
     b_pre = f"{b_off} + " if b_off and b_off != "0" else ""
+    # whole-row form: ``row`` is the flat output row (batch * M + row), the output contiguous
+    a_flat = contiguous and a2[:-2] == batch_shape
     return _product(
         node, m, n, k,
         a=lambda kv: f"a[{a_pre}row * K + {kv}]",
@@ -276,11 +370,16 @@ def matmul(node: Node) -> OpKernel:
         inputs=["a", "b"],
         batch=batch,
         comment=comment,
+        whole_rows=whole_rows and len(sb) > 1,
+        row_a=lambda kv: f"a[row * K + {kv}]" if a_flat or batch == 1
+        else f"a[{a_pre}(row % M) * K + {kv}]",
+        row_store=lambda acc: f"y[row * N + col] = {acc}",
     )
 
 
-def gemm(node: Node) -> OpKernel:
-    """Y = alpha * op(A) @ op(B) + beta * C, C unidirectionally broadcast to (M, N)."""
+def gemm(node: Node, whole_rows: bool = False) -> OpKernel:
+    """Y = alpha * op(A) @ op(B) + beta * C, C unidirectionally broadcast to (M, N).
+    ``whole_rows``: see :func:`_product`."""
     node.check_attrs(["alpha", "beta", "transA", "transB"])
     alpha = float(node.attr("alpha", 1.0))
     beta = float(node.attr("beta", 1.0))
@@ -319,6 +418,7 @@ def gemm(node: Node) -> OpKernel:
         inputs=inputs,
         batch=1,
         comment=f"Gemm {shape_str(sa)} x {shape_str(sb)} transA={ta} transB={tb}",
+        whole_rows=whole_rows,
     )
 
 
