@@ -151,7 +151,9 @@ def _fuse_uncached(path: str, out_dir: Path, stem: str, stage: _Stages, *, verif
             result = fuse_onnx(path, verify=True, params=params, tune=tune,
                                progress=pipeline_stage)
         else:
-            result = fuse_program(model.program, tune=tune, progress=pipeline_stage)
+            result = dataclasses.replace(
+                fuse_program(model.program, tune=tune, progress=pipeline_stage),
+                source_nodes=dict(model.nodes))
     finally:
         if current[0] is not None:
             current[0].__exit__(None, None, None)

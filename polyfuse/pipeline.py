@@ -333,6 +333,17 @@ def _onnx_summary(nodes: dict[str, str]) -> str:
     return f"The model's {len(nodes)} ONNX ops became " + ", ".join(parts) + "."
 
 
+def _kernel_form_notes(nodes: dict[str, str]) -> list[str]:
+    """How the front-end laid out the kernels of nodes whose form depends on their consumers
+    (a matrix product computing whole rows for its row reduction, or why it could not)."""
+    notes = [(label, m.group(1)) for label, desc in nodes.items()
+             if (m := re.fullmatch(r"launch \S+ \((.*)\)", desc))]
+    if not notes:
+        return []
+    return ["", "Kernel forms chosen for fusion:", ""] + [f"- `{label}`: {why}"
+                                                          for label, why in notes]
+
+
 def _is_fragment_listing(note: str, group: Any, kernel_of: dict[int, str]) -> bool:
     """``fragment k: launch #N name`` only restates the members column."""
     m = re.fullmatch(r"fragment (\d+): launch #(\d+) (\S+)( \([^)]*\))?", note)
@@ -355,6 +366,7 @@ def report_markdown(result: FuseResult) -> str:
                f"group(s)).")
     if result.source_nodes:
         out.append(_onnx_summary(result.source_nodes))
+        out += _kernel_form_notes(result.source_nodes)
     blocked = len(plan.blocked)
     out.append("Every dependence between launches was fusable." if not blocked else
                f"{blocked} dependence(s) kept launches apart (see *Edges that blocked fusion*).")

@@ -31,12 +31,12 @@ from polyfuse.runtime.oplib_run import run_op  # noqa: E402
 MODELS_DIR = Path(__file__).resolve().parent.parent / "examples" / "models"
 #: checked-in export -> (ONNX nodes, launches before fusion, launches after) on PoCL's CPU
 TORCH_MODELS = {
-    "torch_attention_ts": (27, 18, 7),
-    "torch_attention_dynamo": (22, 18, 7),
-    "torch_causal_attention_ts": (43, 19, 7),
-    "torch_causal_attention_dynamo": (23, 19, 7),
-    "torch_mlp_ts": (13, 10, 3),
-    "torch_mlp_dynamo": (6, 6, 3),
+    "torch_attention_ts": (27, 18, 5),
+    "torch_attention_dynamo": (22, 18, 5),
+    "torch_causal_attention_ts": (43, 19, 6),
+    "torch_causal_attention_dynamo": (23, 19, 6),
+    "torch_mlp_ts": (13, 10, 2),
+    "torch_mlp_dynamo": (6, 6, 2),
     "torch_conv_ts": (5, 5, 2),
     "torch_conv_dynamo": (5, 5, 2),
     "torch_lstm_ts": (111, 52, 9),
