@@ -330,7 +330,7 @@ def _form_cache_file(path: str, params: Mapping[str, int], fused: bool, tune: bo
 
 
 #: bump when the kernels of a form change enough to invalidate cached choices
-_FORM_VERSION = 4
+_FORM_VERSION = 5
 _FORMS = ("tiled", "blocked")
 
 
