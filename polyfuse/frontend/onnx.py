@@ -30,7 +30,7 @@ from __future__ import annotations
 import keyword
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -1005,7 +1005,7 @@ class _Translator:
                 self.writer[args[pname]] = kname
 
     def generate(self, kname: str, spec: _LaunchSpec, layout: Any = None,
-                 whole_rows: bool = False) -> Any:
+                 whole_rows: bool = False, row_of_group: str = "grp") -> Any:
         """The node's kernel: covering ``layout``'s blocks when given, else the library's
         (whole-row products on request); errors name the node."""
         try:
@@ -1017,7 +1017,8 @@ class _Translator:
                                       local_mem_size=self.local_mem)
             return self.op_kernel(spec.op, spec.attrs, spec.in_shapes, spec.out_shapes,
                                   name=kname, max_work_group_size=self.max_wg,
-                                  local_mem_size=self.local_mem, whole_rows=whole_rows)
+                                  local_mem_size=self.local_mem, whole_rows=whole_rows,
+                                  row_of_group=row_of_group)
         except PolyfuseError as err:
             msg = re.sub(r"^\w+ \(kernel '[^']*'\): ", "", err.message)
             raise type(err)(f"{spec.where}: {msg}", self.path) from None
@@ -1026,7 +1027,8 @@ class _Translator:
                        in_shapes: Sequence[Optional[tuple]], label: str) -> None:
         """Before a row reduction (Softmax over the last axis, LayerNormalization) is
         generated: regenerate the matrix product that computes its rows, and the element-wise
-        launches between them, with one work-group per row laid out like the reduction
+        and row-moving Transpose launches between them, with one work-group per row of the
+        reduction (the product computing the row that lands there), laid out like the reduction
         (:func:`polyfuse.oplib.linalg.row_form_problem`).  Every dependence on the way is then
         thread-width on one launch shape, which fusion joins.  Only the tiled product form has
         the whole-row layout; a row too wide for it keeps the tiled kernel, and the product's
@@ -1044,44 +1046,80 @@ class _Translator:
         if not 0 <= axis < len(shape) or op == "Softmax" and axis != len(shape) - 1:
             return
         n, total = int(np.prod(shape[axis:])), int(np.prod(shape))
-        chain = self.row_chain(self.tensor_buffer.get(node.input[0], ""), n, total)
-        if not chain or self.kernels[chain[0]].block is not None:
+        # the first chain whose product is still tiled (a pre-LN residual stream also leads
+        # back to the products of earlier sub-layers, already laid out for their own rows)
+        chain = next((c for c in self.row_chains(self.tensor_buffer.get(node.input[0], ""),
+                                                  n, total)
+                      if self.kernels[c[0]].block is None), None)
+        if chain is None:
             return
+        # the row each kernel's output has at work-group ``grp``: the reduction's own row,
+        # taken back through every row-permuting Transpose on the way
+        lead, leads = "grp", {}
+        for kname in reversed(chain):
+            leads[kname] = lead
+            if self.specs[kname].op == "Transpose":
+                lead = self.row_source(self.specs[kname], lead)
         product = self.specs[chain[0]]
-        opk = self.generate(chain[0], product, whole_rows=True)
+        opk = self.generate(chain[0], product, whole_rows=True, row_of_group=leads[chain[0]])
         if opk.block is None:
             self.nodes[product.label] += f" ({opk.note or 'tiled'}; rows for {label})"
             return
         self.nodes[product.label] += f" (one work-group per row for {label})"
-        layout = opk.block
         self.replace_kernel(chain[0], opk)
-        for kname in chain[1:]:
+        for prev, kname in zip(chain, chain[1:]):
+            layout = replace(opk.block, lead=leads[prev])  # the layout of its chain input
             self.replace_kernel(kname, self.generate(kname, self.specs[kname], layout))
 
-    def row_chain(self, buf: str, n: int, total: int, depth: int = 0) -> Optional[list[str]]:
+    @staticmethod
+    def moves_rows(spec: _LaunchSpec, n: int) -> bool:
+        """Whether a Transpose keeps its last axis, of ``n`` elements: it moves whole rows."""
+        shape = spec.in_shapes[0] if spec.in_shapes else None
+        if not shape or shape[-1] != n:
+            return False
+        perm = spec.attrs.get("perm")
+        perm = list(range(len(shape) - 1, -1, -1)) if perm is None else [int(p) for p in perm]
+        return sorted(perm) == list(range(len(shape))) and perm[-1] == len(shape) - 1
+
+    @staticmethod
+    def row_source(spec: _LaunchSpec, row: str) -> str:
+        """The input row a row-moving Transpose (:meth:`moves_rows`) writes to output row
+        ``row`` (a C expression): quasi-affine in ``row``."""
+        from polyfuse.oplib._common import index_expr, strides_of
+
+        shape = spec.in_shapes[0] or ()
+        perm = spec.attrs.get("perm")
+        perm = list(range(len(shape) - 1, -1, -1)) if perm is None else [int(p) for p in perm]
+        rows_in = strides_of(shape[:-1])
+        return index_expr(row, [shape[p] for p in perm[:-1]], [rows_in[p] for p in perm[:-1]])
+
+    def row_chains(self, buf: str, n: int, total: int, depth: int = 0
+                   ) -> Iterator[list[str]]:
         """Kernels from a MatMul/Gemm with output rows of ``n`` (``total`` elements) through
-        element-wise launches of the same size to the writer of ``buf``, product first; None
-        when no such chain (at most :data:`ROW_CHAIN_DEPTH` element-wise launches) leads
-        there."""
+        element-wise launches of the same size and Transposes that move whole rows to the
+        writer of ``buf``, product first: every such chain of at most
+        :data:`ROW_CHAIN_DEPTH` launches after the product, depth first in input order."""
         from polyfuse.oplib.blocked import BLOCKED_OPS
 
         kname = self.writer.get(buf)
         if kname is None:
-            return None
+            return
         spec = self.specs[kname]
         out = spec.out_shapes[0] if spec.out_shapes else None
         if not out or int(np.prod(out)) != total:
-            return None
+            return
         if spec.op in ("MatMul", "Gemm"):
             one_d = spec.op == "MatMul" and len(spec.in_shapes[1] or ()) < 2
-            return [kname] if out[-1] == n and not one_d else None
-        if spec.op not in BLOCKED_OPS or spec.op == "Transpose" or depth >= ROW_CHAIN_DEPTH:
-            return None
+            if out[-1] == n and not one_d:
+                yield [kname]
+            return
+        if spec.op not in BLOCKED_OPS or depth >= ROW_CHAIN_DEPTH or \
+                spec.op == "Transpose" and not self.moves_rows(spec, n):
+            return
         for tensor in spec.node.input:
-            chain = self.row_chain(self.tensor_buffer.get(tensor, ""), n, total, depth + 1)
-            if chain is not None:
-                return chain + [kname]
-        return None
+            for chain in self.row_chains(self.tensor_buffer.get(tensor, ""), n, total,
+                                         depth + 1):
+                yield chain + [kname]
 
     def replace_kernel(self, kname: str, opk: Any) -> None:
         """Put ``opk`` in place of kernel ``kname``'s launch (same buffers, same position)."""
@@ -1101,9 +1139,15 @@ class _Translator:
         """The block layout of a register-blocked producer of one of the node's inputs when
         the node has a form covering its blocks (:mod:`polyfuse.oplib.blocked`): then the
         dependence is thread-width and fusion joins the node to its producer."""
+        from polyfuse.oplib import linalg
         from polyfuse.oplib.blocked import covers
 
         if len(out_shapes) != 1 or out_shapes[0] is None:
+            return None
+        if linalg.product_form.get() == "tiled":
+            # the tiled form's only layouts are whole-row products': the launches between one
+            # and its row reduction take its layout when that reduction is generated
+            # (whole_rows_for); any other consumer fuses better with tiled producers as is
             return None
         for tensor in node.input:
             layout = self.layouts.get(self.tensor_buffer.get(tensor, ""))

@@ -90,6 +90,7 @@ def op_kernel(
     max_work_group_size: int = 256,
     local_mem_size: int = 32768,
     whole_rows: bool = False,
+    row_of_group: str = "grp",
 ) -> OpKernel:
     """The kernel for one ONNX node (opset 13-23 semantics), specialized to its shapes.
 
@@ -101,7 +102,9 @@ def op_kernel(
     ``whole_rows`` (MatMul and Gemm): a row reduction over the output's last axis follows, so
     the tiled product computes each output row in one work-group laid out like that reduction
     where the row fits (:func:`polyfuse.oplib.linalg.row_form_problem`; the kernel's ``note``
-    says why not otherwise).
+    says why not otherwise).  Work-group ``grp`` then computes output row ``row_of_group``, a
+    quasi-affine C expression of ``grp`` (the identity by default; a permutation of the rows
+    when the reduction reads them through a row-permuting Transpose).
     """
     generator = _GENERATORS.get(op_type)
     if generator is None:
@@ -112,5 +115,6 @@ def op_kernel(
         op_type, attrs, input_shapes, output_shapes, name, max_work_group_size, local_mem_size
     )
     if whole_rows and op_type in ("MatMul", "Gemm"):
-        return (linalg.matmul if op_type == "MatMul" else linalg.gemm)(node, whole_rows=True)
+        return (linalg.matmul if op_type == "MatMul" else linalg.gemm)(
+            node, whole_rows=True, row_of_group=row_of_group)
     return generator(node)

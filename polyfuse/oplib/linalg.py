@@ -237,9 +237,12 @@ def _row_product(
     params: list[Param],
     inputs: list[str],
     comment: str,
+    row_of_group: str = "grp",
 ) -> OpKernel:
     """One work-group per output row, laid out like the row reduction of the same row length
     (:mod:`polyfuse.oplib.reduce`): lane ``l`` computes the columns ``c * LANES + l``.
+    Work-group ``grp`` computes row ``row_of_group`` (an expression of ``grp``): a permutation
+    of the rows when a row-permuting Transpose lies between the product and its reduction.
 
     A row reduction (Softmax, LayerNormalization) that follows then reads each element in the
     work-item that wrote it: a thread-width dependence on the same launch shape, which fusion
@@ -252,7 +255,8 @@ def _row_product(
     chunks = -(-n // lanes)
     cols = ["lane" if c == 0 else f"({c * lanes} + lane)" for c in range(chunks)]
     ragged = n % lanes != 0
-    lines = ["const int row = get_group_id(0);", "const int lane = get_local_id(0);"]
+    lines = ["const int grp = get_group_id(0);", "const int lane = get_local_id(0);",
+             f"const int row = {row_of_group};"]
     if re.search(r"\bbatch\b", a_elem + b_elem):
         lines.append("const int batch = row / M;")
     lines += [f"float acc_{c} = 0.0f;" for c in range(chunks)]
@@ -276,8 +280,8 @@ def _row_product(
     gsize, lsize = (rows * lanes,), (lanes,)
     layout = BlockLayout(
         global_size=gsize, local_size=lsize,
-        prologue="const int row = get_group_id(0);\nconst int lane = get_local_id(0);",
-        guard="", rows=1, cols=chunks, lead="row", col=f"bj * {lanes} + lane",
+        prologue="const int grp = get_group_id(0);\nconst int lane = get_local_id(0);",
+        guard="", rows=1, cols=chunks, lead=row_of_group, col=f"bj * {lanes} + lane",
         lead_extent=rows, col_extent=n, col_guard=f"col < {n}" if ragged else "",
     )
     return replace(make_kernel(node, source, gsize, lsize, inputs, ["y"]), block=layout)
@@ -300,21 +304,22 @@ def _product(
     row_a: Optional[Callable[[str], str]] = None,
     row_b: Optional[Callable[[str], str]] = None,
     row_store: Optional[Callable[[str], str]] = None,
+    row_of_group: str = "grp",
 ) -> OpKernel:
     """The tiled or blocked product (see :data:`product_form`) from one description: ``a``/``b``
     give the A/B element at a reduction index variable, ``store`` the write of an accumulator.
 
     ``whole_rows`` (a row reduction consumes the output) asks the tiled form for the whole-row
     layout (:func:`_row_product`; ``row_*`` describe A, B and the store with ``row`` the flat
-    output row, default ``a``/``b``/``store``); where the row does not fit, the tiled kernel
-    says why in its ``note``."""
+    output row, default ``a``/``b``/``store``; ``row_of_group`` orders the rows); where the row
+    does not fit, the tiled kernel says why in its ``note``."""
     if product_form.get() == "tiled":
         why = row_form_problem(node, n) if whole_rows else None
         if whole_rows and why is None:
             return _row_product(
                 node, batch * m, m, n, k, a_elem=(row_a or a)("kk"), b_elem=(row_b or b)("kk"),
                 store=(row_store or store)("acc[c]"), params=params, inputs=inputs,
-                comment=comment,
+                comment=comment, row_of_group=row_of_group,
             )
         opk = _tiled_product(
             node, m, n, k, a_load=a("ka"), b_load=b("kb"), store=store("acc"),
@@ -327,7 +332,7 @@ def _product(
     )
 
 
-def matmul(node: Node, whole_rows: bool = False) -> OpKernel:
+def matmul(node: Node, whole_rows: bool = False, row_of_group: str = "grp") -> OpKernel:
     """numpy.matmul semantics: 1-D operands promoted, batch dimensions broadcast.
     ``whole_rows``: see :func:`_product`."""
     node.check_attrs([])
@@ -374,10 +379,11 @@ def matmul(node: Node, whole_rows: bool = False) -> OpKernel:
         row_a=lambda kv: f"a[row * K + {kv}]" if a_flat or batch == 1
         else f"a[{a_pre}(row % M) * K + {kv}]",
         row_store=lambda acc: f"y[row * N + col] = {acc}",
+        row_of_group=row_of_group,
     )
 
 
-def gemm(node: Node, whole_rows: bool = False) -> OpKernel:
+def gemm(node: Node, whole_rows: bool = False, row_of_group: str = "grp") -> OpKernel:
     """Y = alpha * op(A) @ op(B) + beta * C, C unidirectionally broadcast to (M, N).
     ``whole_rows``: see :func:`_product`."""
     node.check_attrs(["alpha", "beta", "transA", "transB"])
@@ -419,6 +425,7 @@ def gemm(node: Node, whole_rows: bool = False) -> OpKernel:
         batch=1,
         comment=f"Gemm {shape_str(sa)} x {shape_str(sb)} transA={ta} transB={tb}",
         whole_rows=whole_rows,
+        row_of_group=row_of_group,
     )
 
 
