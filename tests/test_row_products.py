@@ -94,6 +94,41 @@ def out_proj_ln(path: Path, batch: int, seq: int, hidden: int, gemm: bool) -> Pa
     return _save(path, nodes, [_vi("x", shape)], [_vi("y", shape)], inits)
 
 
+def seq_first_out_proj_ln(path: Path, batch: int, seq: int, hidden: int) -> Path:
+    """``nn.MultiheadAttention`` with ``batch_first=True`` at batch > 1, as TorchScript exports
+    it: the out-projection Gemm runs on (seq * batch) rows, a Transpose moves the rows back to
+    batch-first order, then the residual Add and the LayerNorm."""
+    inits = [_w("w", (hidden, hidden), 1), _w("bias", (hidden,), 2), _w("gamma", (hidden,), 3),
+             numpy_helper.from_array(np.array([seq, batch, hidden], np.int64), "sbh")]
+    nodes = [
+        helper.make_node("Gemm", ["ctx", "w", "bias"], ["g"], transB=1, name="/Gemm"),
+        helper.make_node("Reshape", ["g", "sbh"], ["g3"], name="/Reshape"),
+        helper.make_node("Transpose", ["g3"], ["gt"], perm=[1, 0, 2], name="/Transpose"),
+        helper.make_node("Add", ["x", "gt"], ["r"], name="/Add"),
+        helper.make_node("LayerNormalization", ["r", "gamma"], ["y"], axis=-1, name="/norm"),
+    ]
+    return _save(path, nodes, [_vi("ctx", [seq * batch, hidden]), _vi("x", [batch, seq, hidden])],
+                 [_vi("y", [batch, seq, hidden])], inits)
+
+
+def pre_ln_stream(path: Path, rows: int, hidden: int) -> Path:
+    """Two pre-LN sub-layers: ``r1 = x + lin1(x)``, ``r2 = r1 + lin2(norm1(r1))``, then
+    ``norm2(r2)``: the residual stream into ``norm2`` also leads back to ``lin1``."""
+    inits = [_w("w1", (hidden, hidden), 1), _w("b1", (hidden,), 2), _w("w2", (hidden, hidden), 3),
+             _w("b2", (hidden,), 4), _w("g1", (hidden,), 5), _w("g2", (hidden,), 6)]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["m1"], name="/lin1/MatMul"),
+        helper.make_node("Add", ["b1", "m1"], ["a1"], name="/lin1/Add"),
+        helper.make_node("Add", ["x", "a1"], ["r1"], name="/Add"),
+        helper.make_node("LayerNormalization", ["r1", "g1"], ["n1"], axis=-1, name="/norm1"),
+        helper.make_node("MatMul", ["n1", "w2"], ["m2"], name="/lin2/MatMul"),
+        helper.make_node("Add", ["b2", "m2"], ["a2"], name="/lin2/Add"),
+        helper.make_node("Add", ["r1", "a2"], ["r2"], name="/Add_1"),
+        helper.make_node("LayerNormalization", ["r2", "g2"], ["y"], axis=-1, name="/norm2"),
+    ]
+    return _save(path, nodes, [_vi("x", [rows, hidden])], [_vi("y", [rows, hidden])], inits)
+
+
 def wide_ln(path: Path, rows: int, k: int, n: int) -> Path:
     """``LayerNorm(x @ W)`` with rows of ``n`` columns."""
     nodes = [
@@ -143,18 +178,45 @@ def test_projection_residual_layernorm_fuse(tmp_path: Path, gemm: bool, hidden: 
     assert "one work-group per row" in report
 
 
-@pytest.mark.parametrize("build", ["scores", "gemm", "matmul"])
+def test_rows_permuted_by_a_transpose_fuse(tmp_path: Path) -> None:
+    """Batch 3, sequence 5: work-group ``g`` of the Gemm computes the row the Transpose moves to
+    row ``g``, so Gemm, Transpose, residual Add and LayerNorm are one launch."""
+    path = seq_first_out_proj_ln(tmp_path / "sbh.onnx", batch=3, seq=5, hidden=40)
+    result = fuse_onnx(path, verify=True)
+    _verified(result)
+    assert check_plan(result.plan) == []
+    assert result.plan.launches_after == 1, _kernels_of_groups(result)
+
+
+def test_residual_stream_picks_the_sublayers_own_product(tmp_path: Path) -> None:
+    """norm2's input leads back to lin1 (already laid out for norm1) and to lin2: lin2 gets
+    the whole-row form too.  Work-group ``g`` of lin2 then reads only row ``g`` of norm1's
+    output, which work-group ``g`` of norm1 wrote: a block-width dependence, so both
+    sub-layers fuse into one launch (with a barrier)."""
+    path = pre_ln_stream(tmp_path / "pre.onnx", rows=6, hidden=72)
+    nodes = load_onnx_model(path).nodes
+    assert "for /norm1" in nodes["/lin1/MatMul"] and "for /norm2" in nodes["/lin2/MatMul"]
+    result = fuse_onnx(path, verify=True)
+    _verified(result)
+    assert check_plan(result.plan) == []
+    assert result.plan.launches_after == 1, _kernels_of_groups(result)
+    assert any(f.barrier_before for g in result.plan.groups for f in g.fragments)
+
+
+@pytest.mark.parametrize("build", ["scores", "gemm", "matmul", "permuted"])
 def test_widths_equal_the_bruteforce_oracle(tmp_path: Path, build: str) -> None:
     """Small shapes: every edge's width is the oracle's, and product -> reduction is thread."""
     if build == "scores":
         path = attention_scores(tmp_path / "m.onnx", batch=1, heads=2, seq=5, dk=3)
+    elif build == "permuted":
+        path = seq_first_out_proj_ln(tmp_path / "m.onnx", batch=2, seq=3, hidden=6)
     else:
         path = out_proj_ln(tmp_path / "m.onnx", batch=1, seq=3, hidden=6, gemm=build == "gemm")
     program = load_onnx_model(path).program
     uar = build_uar(program)
     brute = edge_index(brute_force_dependences(program))
     reduction = {op.id for op in program.launches
-                 if "Softmax" in op.kernel or "LayerNorm" in op.kernel}
+                 if "Softmax" in op.kernel or "norm" in op.kernel.lower()}
     into_reduction = []
     for e in uar.edges:
         if e.host:
