@@ -493,7 +493,6 @@ class _LaunchSpec:
     op_index: int
 
 
-
 class _Translator:
     """Walks the (topologically sorted) nodes once, building buffers, host ops and launches."""
 
@@ -1063,7 +1062,8 @@ class _Translator:
         product = self.specs[chain[0]]
         opk = self.generate(chain[0], product, whole_rows=True, row_of_group=leads[chain[0]])
         if opk.block is None:
-            self.nodes[product.label] += f" ({opk.note or 'tiled'}; rows for {label})"
+            if not self.nodes[product.label].endswith(")"):  # said once per product
+                self.nodes[product.label] += f" ({opk.note or 'tiled'}; rows for {label})"
             return
         self.nodes[product.label] += f" (one work-group per row for {label})"
         self.replace_kernel(chain[0], opk)
