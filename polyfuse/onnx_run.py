@@ -4,7 +4,7 @@ Why a module of its own: the front-end (:mod:`polyfuse.frontend.onnx`) only buil
 :class:`~polyfuse.program.Program`; running it means mapping ONNX input/output names onto buffers,
 starting from the model's weights (``Program.data``), and — for the fused program, which code
 generation builds as a new record without that data — passing the weights explicitly.  The
-verification of a fused ONNX model has two references (docs/architecture.md, "Correctness"): the
+verification of a fused ONNX model has two references (docs/ARCHITECTURE.md, "Correctness"): the
 unfused program (fusion
 changed nothing) and onnxruntime (the front-end and the operator kernels mean what ONNX means).
 
