@@ -12,8 +12,10 @@ Used by ``polyfuse fuse``, by ``schedules/regenerate.py`` and by research script
     >>> program = polyfuse.load_opencl("examples/qkv/kernels.cl",
     ...                                host="examples/qkv/host.c")         # doctest: +SKIP
     >>> result = fuse_program(program, verify=True)                         # doctest: +SKIP
-    >>> result.plan.launches_before, result.plan.launches_after            # doctest: +SKIP
+    >>> result.plan.launches_before, result.fused.launches_after           # doctest: +SKIP
     (4, 1)
+    >>> result.verified["ok"], result.fused.group(0).kernel                 # doctest: +SKIP
+    (True, 'fused_g0')
     >>> write_outputs(result, "out/qkv")                                     # doctest: +SKIP
 """
 
