@@ -145,7 +145,7 @@ def _kernels_of_groups(result) -> list[list[str]]:
 
 
 def _verified(result) -> None:
-    v = result.plan.verified
+    v = result.verified
     assert v["ok"], v
     assert v["references"]["onnxruntime"]["ok"], v
     assert v["references"]["unfused"]["ok"], v
