@@ -34,7 +34,7 @@ checked against the target's limits.  Post-fusion optimizations are in
 
 from __future__ import annotations
 
-import copy
+import functools
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -47,7 +47,7 @@ from pycparser import c_ast
 
 from polyfuse.c import cpp, emit, syntax, types
 from polyfuse.codegen import exprs, wavefront
-from polyfuse.frontend import opencl
+from polyfuse.codegen.models import KernelModels
 from polyfuse.fusion.plan import Fragment, FusedGroup, FusionPlan
 from polyfuse.islutil import coalesce
 from polyfuse.program import (
@@ -136,9 +136,9 @@ def eliminate_returns(items: list[Any], where: str) -> list[Any]:
                 if clash:
                     raise UnsupportedError(f"{where}: cannot move the code after a return "
                                            f"under the branch that declares {sorted(clash)[0]}")
-            tail = [c_ast.Compound(copy.deepcopy(rest))] if rest else []
+            tail = [c_ast.Compound(syntax.clone(rest))] if rest else []
             t = eliminate_returns(_items(s.iftrue) + tail, where)
-            tail = [c_ast.Compound(copy.deepcopy(rest))] if rest else []
+            tail = [c_ast.Compound(syntax.clone(rest))] if rest else []
             e = eliminate_returns(_items(s.iffalse) + tail, where)
             if not t and e:
                 out.append(c_ast.If(_neg(s.cond), c_ast.Compound(e), None, s.coord))
@@ -246,6 +246,8 @@ class _KernelBuilder:
     #: ids of the barrier statements fusion put between fragments (``barrier_before``): the only
     #: ones redundant-barrier removal examines
     fusion_barriers: set[int] = field(default_factory=set)
+    #: models and isl answers shared by the groups of one program (identical layers)
+    models: KernelModels = field(default_factory=KernelModels)
 
     @property
     def where(self) -> str:
@@ -306,7 +308,7 @@ def _fragment(kb: _KernelBuilder, k: int, frag: Fragment, box: isl.Set,
               inst: Instantiation) -> tuple[list[Any], isl.Set, bool]:
     """The statements of fragment ``k`` (unguarded), its domain, whether it has barriers."""
     launch, kernel, where = _fragment_launch(kb, k, frag)
-    fd: c_ast.FuncDef = copy.deepcopy(kernel.ast)
+    fd: c_ast.FuncDef = syntax.clone(kernel.ast)
     body = fd.body
     for n in syntax.identifiers(body):
         if _RESERVED.match(n):
@@ -359,53 +361,29 @@ def _collect_helpers(kb: _KernelBuilder, kernel: Kernel, body: Any, where: str) 
 
 class _WorkItems:
     """A fragment's work-item functions as C over the fused work-item, by its re-indexing map
-    (checked here: valid, single-valued, injective, inside the launch and the fused NDRange)."""
+    (checked here: valid, single-valued, injective, inside the launch and the fused NDRange).
+    The isl part is shared by fragments with the same map, launch domain and fused NDRange (the
+    identical layers of a model), through ``kb.models``."""
 
     def __init__(self, kb: _KernelBuilder, k: int, launch: Launch, oi: Any, frag: Fragment,
                  box: isl.Set, where: str):
         self.kb, self.where = kb, where
-        try:
-            rmap = isl.Map(frag.reindex)
-        except isl.Error as err:
-            raise CodegenError(f"{where}: re-indexing map is not valid isl: {err}") from None
-        n_in = rmap.dim(isl.dim_type.in_)
-        n_out = rmap.dim(isl.dim_type.out)
         self.wdo = wdo = launch.work_dim
-        if n_in != kb.n_h + 2 * kb.wd:
-            raise CodegenError(f"{where}: re-indexing map has {n_in} input dims, the fused "
-                               f"space has {kb.n_h + 2 * kb.wd}")
-        if n_out != len(oi.host_dims) + 2 * wdo:
-            raise CodegenError(f"{where}: re-indexing map has {n_out} output dims, launch "
-                               f"#{launch.id} has {len(oi.host_dims) + 2 * wdo} (h, g, l)")
-        if not rmap.is_single_valued():
-            raise CodegenError(f"{where}: re-indexing map is not single-valued")
-        if not rmap.is_injective():
-            raise CodegenError(f"{where}: re-indexing map is not injective (two fused "
-                               "work-items would run the same original one)")
-        names = _dim_names(kb.n_h, kb.wd)
-        for i, nm in enumerate(names):
-            rmap = rmap.set_dim_name(isl.dim_type.in_, i, nm)
-        rmap = rmap.set_tuple_name(isl.dim_type.in_, "F")
-        orig_dom = oi.domain.reset_tuple_id()
-        rng = rmap.range().reset_tuple_id()
-        if not rng.is_subset(orig_dom.align_params(rng.get_space())):
-            raise CodegenError(f"{where}: re-indexing map reaches work-items outside launch "
-                               f"#{launch.id}'s NDRange")
-        if not orig_dom.is_subset(rng.align_params(orig_dom.get_space())):
+        # the launch's own name (``L<id>``) is no part of the answer: identical layers share it
+        key = ("work-items",
+               str(_reindex_map(frag.reindex, where).reset_tuple_id(isl.dim_type.out)),
+               str(oi.domain.reset_tuple_id()), str(box), kb.n_h, kb.wd, wdo,
+               len(oi.host_dims))
+        self.domain, self.dom_p, self.comps, partial = kb.models.answer(
+            key, lambda: _reindexing(kb, launch, oi, frag, box, where))
+        if partial:
             kb.notes.append(f"fragment {k}: some work-items of launch #{launch.id} are not "
                             "run (outside the re-indexing map's range)")
-        self.domain = dom = rmap.domain()
-        if not dom.reset_tuple_id().is_subset(
-                box.reset_tuple_id().align_params(dom.get_space())):
-            raise CodegenError(f"{where}: re-indexing domain is not inside the fused NDRange")
-        self.dom_p = exprs.dims_to_params(dom.reset_tuple_id(), n_in, names)
-        pma = isl.PwMultiAff.from_map(rmap)
-        self.comps = [exprs.dims_to_params(pma.get_pw_aff(j), n_in, names, isl.dim_type.in_)
-                      for j in range(n_out)]
         self.ls = _orig_local_size(launch, tuple(oi.local_size))
         self.gs = [sympy.sympify(x) for x in launch.global_size]
         self.off = [sympy.sympify(x) for x in (launch.global_offset or (0,) * wdo)]
         self.nh_o = len(oi.host_dims)
+        self._made: dict[tuple[str, Optional[int]], c_ast.Node] = {}
 
     def _c(self, pa: isl.PwAff) -> c_ast.Node:
         return exprs.pw_aff_to_c(pa, self.dom_p, self.kb.ids)
@@ -417,7 +395,13 @@ class _WorkItems:
         return exprs.pw_aff_to_c(exprs.host_to_pw_aff(e), self.dom_p, self.kb.ids)
 
     def __call__(self, func: str, d: Optional[int]) -> c_ast.Node:
-        """C for ``func(d)`` of the original launch, in the fused work-item."""
+        """C for ``func(d)`` of the original launch, in the fused work-item (a new tree per
+        call; the expression is made once)."""
+        if (func, d) not in self._made:
+            self._made[(func, d)] = self._make(func, d)
+        return syntax.clone(self._made[(func, d)])
+
+    def _make(self, func: str, d: Optional[int]) -> c_ast.Node:
         wdo, ls, gs, off = self.wdo, self.ls, self.gs, self.off
         if func == "get_work_dim":
             return exprs.cast("uint", exprs.int_const(wdo))
@@ -449,6 +433,61 @@ class _WorkItems:
         return exprs.cast("size_t", node)
 
 
+def _reindexing(kb: _KernelBuilder, launch: Launch, oi: Any, frag: Fragment, box: isl.Set,
+                where: str) -> tuple[isl.Set, isl.Set, list[isl.PwAff], bool]:
+    """A fragment's re-indexing map checked (module docstring): its domain in the fused space,
+    that domain over parameters, the original work-item as parametric expressions, and whether
+    some work-items of the launch are not run."""
+    rmap = _reindex_map(frag.reindex, where)
+    n_in = rmap.dim(isl.dim_type.in_)
+    n_out = rmap.dim(isl.dim_type.out)
+    wdo = launch.work_dim
+    if n_in != kb.n_h + 2 * kb.wd:
+        raise CodegenError(f"{where}: re-indexing map has {n_in} input dims, the fused "
+                           f"space has {kb.n_h + 2 * kb.wd}")
+    if n_out != len(oi.host_dims) + 2 * wdo:
+        raise CodegenError(f"{where}: re-indexing map has {n_out} output dims, launch "
+                           f"#{launch.id} has {len(oi.host_dims) + 2 * wdo} (h, g, l)")
+    if not rmap.is_single_valued():
+        raise CodegenError(f"{where}: re-indexing map is not single-valued")
+    if not rmap.is_injective():
+        raise CodegenError(f"{where}: re-indexing map is not injective (two fused "
+                           "work-items would run the same original one)")
+    names = _dim_names(kb.n_h, kb.wd)
+    for i, nm in enumerate(names):
+        rmap = rmap.set_dim_name(isl.dim_type.in_, i, nm)
+    rmap = rmap.set_tuple_name(isl.dim_type.in_, "F")
+    orig_dom = oi.domain.reset_tuple_id()
+    rng = rmap.range().reset_tuple_id()
+    if not rng.is_subset(orig_dom.align_params(rng.get_space())):
+        raise CodegenError(f"{where}: re-indexing map reaches work-items outside launch "
+                           f"#{launch.id}'s NDRange")
+    partial = not orig_dom.is_subset(rng.align_params(orig_dom.get_space()))
+    dom = rmap.domain()
+    if not dom.reset_tuple_id().is_subset(
+            box.reset_tuple_id().align_params(dom.get_space())):
+        raise CodegenError(f"{where}: re-indexing domain is not inside the fused NDRange")
+    dom_p = exprs.dims_to_params(dom.reset_tuple_id(), n_in, names)
+    pma = isl.PwMultiAff.from_map(rmap)
+    comps = [exprs.dims_to_params(pma.get_pw_aff(j), n_in, names, isl.dim_type.in_)
+             for j in range(n_out)]
+    return dom, dom_p, comps, partial
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed_map(text: str) -> isl.Map:
+    return isl.Map(text)
+
+
+def _reindex_map(text: str, where: str) -> isl.Map:
+    """A fragment's re-indexing map (``Fragment.reindex``), parsed once per text (isl objects
+    are values: every operation returns a new one, so sharing is safe)."""
+    try:
+        return _parsed_map(text)
+    except isl.Error as err:
+        raise CodegenError(f"{where}: re-indexing map is not valid isl: {err}") from None
+
+
 def _bind_params(kb: _KernelBuilder, k: int, kernel: Kernel, launch: Launch,
                  fd: c_ast.FuncDef, where: str
                  ) -> tuple[dict[str, str], dict[str, c_ast.Node], list[Any]]:
@@ -473,7 +512,7 @@ def _bind_params(kb: _KernelBuilder, k: int, kernel: Kernel, launch: Launch,
         new = f"f{k}_{p.name}"
         if p.pointer:
             renames[p.name] = new
-            d = copy.deepcopy(pdecl)
+            d = syntax.clone(pdecl)
             syntax.rename(d, {p.name: new})
             kb.params.append(_Param(cpp.generate(d), new, replace(b)))
             if b.kind == "buffer" and b.buffer is not None:
@@ -494,7 +533,7 @@ def _bind_params(kb: _KernelBuilder, k: int, kernel: Kernel, launch: Launch,
             node = c_ast.ID(kb.symbol_param(value, p.type))
         if p.name in assigned or p.name in body_decls:
             # keep a private copy under the original name (the body assigns it or shadows it)
-            d = copy.deepcopy(pdecl)
+            d = syntax.clone(pdecl)
             d.init = node
             if p.name in assigned:
                 for n in cpp.walk(d):
@@ -558,7 +597,7 @@ def _rewrite_body(body: Any, renames: Mapping[str, str],
                                        "dimension cannot be re-indexed")
             return work_items(n.name.name, d)
         if isinstance(n, c_ast.ID) and id(n) not in struct_fields and n.name in scalar_subst:
-            return copy.deepcopy(scalar_subst[n.name])
+            return syntax.clone(scalar_subst[n.name])
         return n
 
     return syntax.transform(body, sub)
@@ -662,10 +701,7 @@ def _barrier_stmt() -> c_ast.Node:
 
 
 def _frag_domain(frag: Fragment, n_h: int, wd: int, where: str) -> isl.Set:
-    try:
-        rmap = isl.Map(frag.reindex)
-    except isl.Error as err:
-        raise CodegenError(f"{where}: re-indexing map is not valid isl: {err}") from None
+    rmap = _reindex_map(frag.reindex, where)
     if rmap.dim(isl.dim_type.in_) != n_h + 2 * wd:
         raise CodegenError(f"{where}: re-indexing map {frag.reindex} has "
                            f"{rmap.dim(isl.dim_type.in_)} input dims; expected {n_h + 2 * wd} "
@@ -686,13 +722,14 @@ class _GroupCode:
 
 
 def _assemble_group(plan: FusionPlan, group: FusedGroup, inst: Instantiation,
-                    limits: Optional[Target], name: str, code_motion: bool = False
-                    ) -> _GroupCode:
+                    limits: Optional[Target], name: str, code_motion: bool = False,
+                    models: Optional[KernelModels] = None) -> _GroupCode:
     """One fused kernel: its fragments re-indexed into the group's fused grid, guarded and
     ordered by the group's orchestration."""
     where = f"plan group {group.id}"
     last_pos, n_h, wd = _group_frame(plan.program, group, where)
-    kb = _KernelBuilder(group, plan, name, n_h, wd, tuple(plan.program.ops[last_pos].loops))
+    kb = _KernelBuilder(group, plan, name, n_h, wd, tuple(plan.program.ops[last_pos].loops),
+                        models=models or KernelModels())
     doms = [_frag_domain(f, n_h, wd, f"{where}, fragment {k + 1}")
             for k, f in enumerate(group.fragments)]
     box, ls, ngroups = _fused_box(kb, doms, inst)
@@ -728,7 +765,7 @@ def _group_frame(program: Program, group: FusedGroup, where: str) -> tuple[int, 
             raise CodegenError(f"{where}: launch {f.launch} is not in the program")
     last_pos = max(positions[f.launch] for f in group.fragments)
     n_h = len(program.ops[last_pos].loops)
-    n_in = isl.Map(group.fragments[0].reindex).dim(isl.dim_type.in_)
+    n_in = _reindex_map(group.fragments[0].reindex, where).dim(isl.dim_type.in_)
     if (n_in - n_h) % 2 or n_in < n_h:
         raise CodegenError(f"{where}: fused space has {n_in} dims, not h({n_h}) + g + l")
     wd = (n_in - n_h) // 2
@@ -916,9 +953,10 @@ def generate(plan: FusionPlan, *, target: Optional[Target] = None,
     program: Program = plan.program
     inst = getattr(plan.uar, "instantiation", None) or instantiate(program)
     in_groups = _group_of_launch(plan)
-    codes = [_assemble_group(plan, g, inst, target, f"fused_g{g.id}", code_motion=optimize)
-             for g in plan.groups]
-    stats, dropped = _optimize(codes, program, in_groups) if optimize else ({}, [])
+    models = KernelModels()
+    codes = [_assemble_group(plan, g, inst, target, f"fused_g{g.id}", code_motion=optimize,
+                             models=models) for g in plan.groups]
+    stats, dropped = _optimize(codes, program, in_groups, models) if optimize else ({}, [])
     consts = {k: v for gc in codes for k, v in gc.kb.constants.items()}
     stats["constants_propagated"] = len(consts)
     if consts:
@@ -929,8 +967,9 @@ def generate(plan: FusionPlan, *, target: Optional[Target] = None,
     group_kernels = {gc.kb.group.id: gc.kb.name for gc in codes}
     try:
         # the fused kernels are built as the host built the originals (-cl-fast-relaxed-math...)
-        kernels = opencl.parse_kernels(source, f"<fused {program.name}>",
-                                       options=shared_runtime_options(program.kernels.values()))
+        kernels = models.program(head, [(gc.kb.name, t) for gc, t in zip(codes, texts)],
+                                 "".join(wave_texts), f"<fused {program.name}>",
+                                 shared_runtime_options(program.kernels.values()))
     except PolyfuseError as err:
         if err.line is None:
             raise
@@ -972,8 +1011,8 @@ def _group_of_launch(plan: FusionPlan) -> dict[int, int]:
     return in_groups
 
 
-def _optimize(codes: list[_GroupCode], program: Program, in_groups: Mapping[int, int]
-              ) -> tuple[dict[str, Any], list[str]]:
+def _optimize(codes: list[_GroupCode], program: Program, in_groups: Mapping[int, int],
+              models: KernelModels) -> tuple[dict[str, Any], list[str]]:
     """Post-fusion optimizations, each on the fused kernel's own model: what fired (counts and
     details, barriers shared by code motion among them) and the buffers whose stores were
     eliminated."""
@@ -981,8 +1020,10 @@ def _optimize(codes: list[_GroupCode], program: Program, in_groups: Mapping[int,
 
     stats: dict[str, Any] = {}
     dropped: list[str] = []
+    helpers_text = _helpers_text(codes)
     for gc in codes:
-        res = opt.optimize_group(gc, program, in_groups, helpers_text=_helpers_text(codes))
+        res = opt.optimize_group(gc, program, in_groups, helpers_text=helpers_text,
+                                 models=models)
         for key, v in res.counts.items():
             stats[key] = stats.get(key, 0) + v
         for key, v in res.details.items():

@@ -201,7 +201,7 @@ def _leaves(items: list[Any]) -> list[Any]:
 
 def _prepare(fc: FragCode, shared: frozenset[str]) -> tuple[list[Any], Any]:
     """A renamed copy of the fragment's statements and its skeleton (or _NotMergeable)."""
-    items = copy.deepcopy(fc.items)
+    items = syntax.clone(fc.items)
     header_vars: set[str] = set()
     _skeleton(items, frozenset(), shared, header_vars)
     leaves = _leaves(items)
