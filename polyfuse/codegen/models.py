@@ -66,7 +66,7 @@ def _moved(kernel: Kernel, name: str, delta: int, lines: tuple[int, int], filena
             return f"at line {n + delta if first <= n <= last else n}"
         return _AT_LINE.sub(shift, text)
 
-    k = opencl._renamed(kernel, name, filename) if name != kernel.name else kernel
+    k = opencl.renamed(kernel, name, filename) if name != kernel.name else kernel
     statements = tuple(
         replace(s, loc=mv(s.loc), accesses=tuple(replace(a, loc=mv(a.loc)) for a in s.accesses))
         for s in k.statements)
