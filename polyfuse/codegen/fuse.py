@@ -308,22 +308,56 @@ def _fragment(kb: _KernelBuilder, k: int, frag: Fragment, box: isl.Set,
               inst: Instantiation) -> tuple[list[Any], isl.Set, bool]:
     """The statements of fragment ``k`` (unguarded), its domain, whether it has barriers."""
     launch, kernel, where = _fragment_launch(kb, k, frag)
+    facts: _BodyFacts = kb.models.answer(("body", id(kernel.ast.body)),
+                                         lambda: _body_facts(kernel.ast.body))
+    if facts.reserved:
+        raise UnsupportedError(f"{where}: identifier {facts.reserved!r} clashes with names "
+                               "polyfuse generates (pf_*, f<k>_*)")
     fd: c_ast.FuncDef = syntax.clone(kernel.ast)
     body = fd.body
-    for n in syntax.identifiers(body):
-        if _RESERVED.match(n):
-            raise UnsupportedError(f"{where}: identifier {n!r} clashes with names polyfuse "
-                                   "generates (pf_*, f<k>_*)")
     _collect_helpers(kb, kernel, body, where)
     work_items = _WorkItems(kb, k, launch, inst.ops[launch.id], frag, box, where)
-    renames, scalar_subst, local_copies = _bind_params(kb, k, kernel, launch, fd, where)
-    renames.update(_hoist_locals(kb, k, kernel, body, renames, where))
+    renames, scalar_subst, local_copies = _bind_params(kb, k, kernel, launch, fd, facts, where)
+    if facts.local_decls:
+        renames.update(_hoist_locals(kb, k, kernel, body, renames, where))
+    else:
+        _count_locals(kb, kernel)
     body = _rewrite_body(body, renames, scalar_subst, work_items, where)
-    items = local_copies + eliminate_returns(list(body.block_items or []), where)
-    has_barrier = syntax.calls_any(c_ast.Compound(items), _BARRIER_FUNCS) or bool(kernel.barriers)
+    items = list(body.block_items or [])
+    if facts.returns:
+        items = eliminate_returns(items, where)
+    items = local_copies + items
+    has_barrier = facts.barriers or bool(kernel.barriers)
     loc = f" ({launch.loc.file.rsplit('/', 1)[-1]}:{launch.loc.line})" if launch.loc else ""
     kb.notes.append(f"fragment {k}: launch #{launch.id} {kernel.name}{loc}")
     return items, work_items.domain, has_barrier
+
+
+@dataclass(frozen=True)
+class _BodyFacts:
+    """What codegen asks of a kernel's body before it rewrites a copy: the same for every copy,
+    so asked once per body (the layers of a model share their kernels' bodies)."""
+
+    #: an identifier that clashes with the names polyfuse generates (the first in name order)
+    reserved: Optional[str]
+    declared: frozenset[str]
+    modified: frozenset[str]
+    #: a ``return`` anywhere (else there is nothing for :func:`eliminate_returns` to rewrite)
+    returns: bool
+    #: a barrier call anywhere (re-indexing and renaming keep calls to barriers as they are)
+    barriers: bool
+    #: a ``__local`` declaration anywhere (else there is nothing to hoist)
+    local_decls: bool
+
+
+def _body_facts(body: c_ast.Node) -> _BodyFacts:
+    clash = sorted(n for n in syntax.identifiers(body) if _RESERVED.match(n))
+    return _BodyFacts(
+        clash[0] if clash else None, frozenset(syntax.declared(body)),
+        frozenset(syntax.modified(body)), syntax.has_return(body),
+        syntax.calls_any(body, _BARRIER_FUNCS),
+        any(isinstance(n, c_ast.Decl) and cpp.address_space_of(n) == "local"
+            for n in cpp.walk(body)))
 
 
 def _fragment_launch(kb: _KernelBuilder, k: int, frag: Fragment) -> tuple[Launch, Kernel, str]:
@@ -489,20 +523,19 @@ def _reindex_map(text: str, where: str) -> isl.Map:
 
 
 def _bind_params(kb: _KernelBuilder, k: int, kernel: Kernel, launch: Launch,
-                 fd: c_ast.FuncDef, where: str
+                 fd: c_ast.FuncDef, facts: _BodyFacts, where: str
                  ) -> tuple[dict[str, str], dict[str, c_ast.Node], list[Any]]:
     """The fused kernel's parameters for the fragment's arguments: pointers renamed
     ``f<k>_<name>``, scalars replaced by their value (a literal or a ``pf_`` parameter), or a
     private copy where the body assigns or shadows them.  Returns (renames, scalar
     substitutions, private copies)."""
     program: Program = kb.plan.program
-    body = fd.body
     params = fd.decl.type.args.params if fd.decl.type.args else []
     renames: dict[str, str] = {}
     scalar_subst: dict[str, c_ast.Node] = {}
     local_copies: list[Any] = []
-    body_decls = syntax.declared(body)
-    assigned = syntax.modified(body)
+    body_decls = facts.declared
+    assigned = facts.modified
     for p in kernel.params:
         pdecl = params[p.index]
         try:
@@ -563,14 +596,19 @@ def _hoist_locals(kb: _KernelBuilder, k: int, kernel: Kernel, body: Any,
                 else:
                     keep.append(s)
             n.block_items = keep
-    for a in kernel.arrays:
-        if a.address_space == "local":
-            size = types.type_size(a.type, kernel.struct_sizes) or 4
-            kb.local_bytes += size * math.prod(a.shape)
+    _count_locals(kb, kernel)
     hoisted = kb.local_decls[len(kb.local_decls) - len(local_names):]
     for d in hoisted:
         syntax.rename(d, {**renames, **local_names})
     return local_names
+
+
+def _count_locals(kb: _KernelBuilder, kernel: Kernel) -> None:
+    """Add the kernel's ``__local`` arrays to the fused kernel's ``__local`` bytes."""
+    for a in kernel.arrays:
+        if a.address_space == "local":
+            size = types.type_size(a.type, kernel.struct_sizes) or 4
+            kb.local_bytes += size * math.prod(a.shape)
 
 
 def _rewrite_body(body: Any, renames: Mapping[str, str],
