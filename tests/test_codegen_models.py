@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import polyfuse
-from polyfuse.codegen import fuse, models
+from polyfuse.codegen import models
 from polyfuse.frontend import opencl
 from polyfuse.frontend.onnx import load_onnx_model
 from polyfuse.fusion import plan_to_text
@@ -148,5 +148,5 @@ def test_canonical_blanks_names_and_comments_only() -> None:
         other.replace("1.0f", "2.0f"), "fused_g9")
     # the name used in the body as well: not shared (the rename could not be exact)
     assert models.canonical(text.replace("f1_x[0]", "fused_g3[0]"), "fused_g3") is None
-    assert fuse._reindex_map("{ F[g0, l0] -> L1[g0, l0] }", "here") is fuse._reindex_map(
-        "{ F[g0, l0] -> L1[g0, l0] }", "there")
+    assert models.reindex_map("{ F[g0, l0] -> L1[g0, l0] }") is models.reindex_map(
+        "{ F[g0, l0] -> L1[g0, l0] }")

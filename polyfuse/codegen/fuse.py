@@ -34,7 +34,6 @@ checked against the target's limits.  Post-fusion optimizations are in
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -47,7 +46,7 @@ from pycparser import c_ast
 
 from polyfuse.c import cpp, emit, syntax, types
 from polyfuse.codegen import exprs, wavefront
-from polyfuse.codegen.models import KernelModels
+from polyfuse.codegen.models import KernelModels, reindex_map
 from polyfuse.fusion.plan import Fragment, FusedGroup, FusionPlan
 from polyfuse.islutil import coalesce
 from polyfuse.program import (
@@ -508,16 +507,10 @@ def _reindexing(kb: _KernelBuilder, launch: Launch, oi: Any, frag: Fragment, box
     return dom, dom_p, comps, partial
 
 
-@functools.lru_cache(maxsize=4096)
-def _parsed_map(text: str) -> isl.Map:
-    return isl.Map(text)
-
-
 def _reindex_map(text: str, where: str) -> isl.Map:
-    """A fragment's re-indexing map (``Fragment.reindex``), parsed once per text (isl objects
-    are values: every operation returns a new one, so sharing is safe)."""
+    """A fragment's re-indexing map (``Fragment.reindex``), parsed once per text."""
     try:
-        return _parsed_map(text)
+        return reindex_map(text)
     except isl.Error as err:
         raise CodegenError(f"{where}: re-indexing map is not valid isl: {err}") from None
 

@@ -72,7 +72,7 @@ def _model(gc: Any, helpers_text: str, models: KernelModels
         kb.notes.append(f"post-fusion optimizations skipped: {err}")
         return None
     mine = _shape_walk(gc.func.body)
-    theirs = _shape_walk(k.ast.body)
+    theirs = models.answer(("shape", id(k)), lambda: _shape_walk(k.ast.body))
     if len(mine) != len(theirs) or any(type(a) is not type(b) for a, b in zip(mine, theirs)):
         kb.notes.append("post-fusion optimizations skipped: re-parsed kernel differs in shape")
         return None
@@ -212,9 +212,9 @@ def privatize(gc: Any, program: Program, group_launches: set[int], helpers_text:
         if not replaced:
             continue
         gc.func.body.block_items.insert(len(kb.local_decls) + counter - 1, decl)
-        remaining = _remaining_refs(gc.func.body, params_b, node_w)
-        dead = (all_ok and not remaining and node_w.op == "="
-                and not _read_elsewhere(program, root, group_launches, models))
+        dead = (all_ok and node_w.op == "="
+                and not _read_elsewhere(program, root, group_launches, models)
+                and not _remaining_refs(gc.func.body, params_b, node_w))
         parent = parents.get(id(node_w))
         new: c_ast.Node
         if dead:
