@@ -6,7 +6,9 @@ Each pass prints the fused kernel, re-extracts it with
 work-item expressions are affine), and maps the
 model's statements back onto the kernel being built by walking the printed and the re-parsed
 syntax trees in parallel (printing and re-parsing keep the tree shape; if they ever do not, the
-pass does nothing, which is always safe).
+pass does nothing, which is always safe).  Kernels that print alike (the groups of identical
+layers) share one model, and the isl questions about it are asked once
+(:mod:`polyfuse.codegen.models`); the answers do not depend on which buffers a group binds.
 
 * **Private intermediates** (SIRIUS; docs/fusion.md).  A buffer written by exactly one statement
   of the fused kernel, at most once per work-item, with distinct work-items writing distinct
