@@ -38,7 +38,38 @@ def encoder2(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return scaling.write_model(2, 64, tmp_path_factory.mktemp("enc"))
 
 
+#: a smoothing pass run twice (a halo read keeps the passes apart, so the two fused kernels
+#: print alike): a loop with a doubling step and a barrier under a data-dependent branch make the
+#: front-end write source lines into the model's notes, which must move with the second copy
+SMOOTH = """
+__kernel void smooth(__global const float *a, __global float *b, const int n) {
+  int i = get_global_id(0);
+  float s = 0.0f;
+  for (int k = 1; k < 8; k *= 2) {
+    s += a[(i + k) % n];
+  }
+  if (s > 0.0f) {
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  b[i] = s;
+}
+"""
+
+
+def _smooth_twice() -> polyfuse.Program:
+    b = polyfuse.ProgramBuilder(SMOOTH, name="smooth_twice")
+    for x in "abc":
+        b.buffer(x, 4 * 256)
+    b.write("a")
+    b.launch("smooth", global_size=(256,), local_size=(64,), args={"a": "a", "b": "b", "n": 256})
+    b.launch("smooth", global_size=(256,), local_size=(64,), args={"a": "b", "b": "c", "n": 256})
+    b.read("c", blocking=True)
+    return b.build()
+
+
 def _program(name: str, encoder2: Path) -> polyfuse.Program:
+    if name == "smooth_twice":
+        return _smooth_twice()
     if name == "encoder2":
         return load_onnx_model(str(encoder2)).program
     if name.endswith(".onnx"):
@@ -79,7 +110,7 @@ def _unshared(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(models.KernelModels, "answer", lambda self, key, compute: compute())
 
 
-@pytest.mark.parametrize("name", ["reduction", "stencil3", "encoder2"])
+@pytest.mark.parametrize("name", ["reduction", "stencil3", "smooth_twice", "encoder2"])
 def test_models_equal_print_and_parse(name: str, encoder2: Path,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Verification runs the fused source with these records (tests/test_codegen.py,
@@ -102,8 +133,12 @@ def test_models_equal_print_and_parse(name: str, encoder2: Path,
     assert list(old) == list(fused.program.kernels)
     for kname, k in old.items():
         _assert_same_kernel(fused.program.kernels[kname], k)
-    if name == "encoder2":
+    if name in ("encoder2", "smooth_twice"):
         _assert_layers_shared(fused)
+    if name == "smooth_twice":
+        first, second = fused.program.kernels.values()
+        assert any("barrier at line" in n for n in first.notes)
+        assert first.notes != second.notes  # the second copy's own line
     # generation with nothing shared: byte-identical source, plan and models
     _unshared(monkeypatch)
     extracted.clear()
@@ -113,7 +148,7 @@ def test_models_equal_print_and_parse(name: str, encoder2: Path,
     assert again.fused.dropped_buffers == fused.dropped_buffers
     for kname, k in again.fused.program.kernels.items():
         _assert_same_kernel(fused.program.kernels[kname], k)
-    if name == "encoder2":  # the second layer's kernels were not modelled again
+    if name in ("encoder2", "smooth_twice"):  # repeated kernels were not modelled again
         assert shared_count < len(extracted)
 
 

@@ -65,7 +65,8 @@ def _moved(kernel: Kernel, name: str, delta: int, lines: tuple[int, int], filena
            ) -> Kernel:
     """``kernel`` (parsed at ``lines`` of ``filename``) renamed, with the places inside those
     lines moved ``delta`` lines down: the model its repeat at another place of the file has.
-    Places outside (helper functions the kernel calls, in the file's head) stay."""
+    Places outside (helper functions the kernel calls, in the file's head) stay.  The places
+    the front-end writes into notes and reasons ("loop at line 12") move alike."""
     first, last = lines
 
     def mv(loc: Optional[SourceLoc]) -> Optional[SourceLoc]:
@@ -81,7 +82,8 @@ def _moved(kernel: Kernel, name: str, delta: int, lines: tuple[int, int], filena
 
     k = opencl.renamed(kernel, name, filename) if name != kernel.name else kernel
     statements = tuple(
-        replace(s, loc=mv(s.loc), accesses=tuple(replace(a, loc=mv(a.loc)) for a in s.accesses))
+        replace(s, loc=mv(s.loc), accesses=tuple(
+            replace(a, loc=mv(a.loc), reason=a.reason and note(a.reason)) for a in s.accesses))
         for s in k.statements)
     return replace(k, statements=statements,
                    barriers=tuple(replace(b, loc=mv(b.loc)) for b in k.barriers),
