@@ -155,7 +155,7 @@ def bench_example(d: Path, *, repeat: int, tune: bool, extra: Mapping[str, int],
             orch = sorted({g.orchestration for g in fused.plan.groups})
             row.variant = "auto:" + "+".join(orch)
         row.launches_before = fused.plan.launches_before
-        row.launches_after = fused.plan.launches_after
+        row.launches_after = fused.launches_after
         v = verify_programs(program, fused.program, params=row.params,
                             buffers=fused.compared_buffers, ctx=ctx, queue=queue)
         row.verified, row.max_abs_err = v.ok, v.max_abs_err

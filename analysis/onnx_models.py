@@ -135,9 +135,9 @@ def bench_model(path: Path, *, repeat: int, ctx: Any, queue: Any, device: Any) -
         t = time.perf_counter()
         res = fuse_onnx(str(path), verify=True, device=device)
         row.fuse_seconds = time.perf_counter() - t
-        plan = res.plan
-        row.launches_before, row.launches_after = plan.launches_before, plan.launches_after
-        ver = plan.verified or {}
+        row.launches_before = res.plan.launches_before
+        row.launches_after = res.fused.launches_after
+        ver = res.verified or {}
         row.verified, row.max_abs_err = bool(ver.get("ok")), ver.get("max_abs_err")
         if not row.verified:
             row.error = f"verification failed: {ver.get('reference')}"

@@ -148,7 +148,7 @@ def time_stages(path: Path, out_dir: Path) -> dict[str, float]:
     row["write"] = _cpu() - t
     row["total"] = sum(row[k] for k in ("load", "build_uar", "plan", "generate", "write"))
     row["launches_before"] = fused.plan.launches_before
-    row["launches_after"] = fused.plan.launches_after
+    row["launches_after"] = fused.launches_after
     row["nodes"] = len(onnx.load(str(path), load_external_data=False).graph.node)
     return row
 

@@ -163,7 +163,6 @@ def _fuse_uncached(path: str, out_dir: Path, stem: str, stage: _Stages, *, verif
                 result.fused.program, params=params, factors=fused_candidates, time_whole=False))
     with stage("write"):
         write_outputs(result, out_dir)
-    plan = result.plan
     unfused_ms = fused_ms = None
     if timing:
         from polyfuse.runtime import time_program
@@ -173,10 +172,10 @@ def _fuse_uncached(path: str, out_dir: Path, stem: str, stage: _Stages, *, verif
         with stage("timing"):
             unfused_ms = time_program(model.program, repeat=repeat).kernel_time * 1e3
             fused_ms = time_program(result.fused.program, repeat=repeat).kernel_time * 1e3
-    v = plan.verified
+    v = result.verified
     return ModelSummary(model=stem, nodes=model.op_count,
-                        launches_before=int(plan.launches_before),
-                        launches_after=int(plan.launches_after),
+                        launches_before=int(result.plan.launches_before),
+                        launches_after=int(result.fused.launches_after),
                         max_abs_err=None if v is None else float(v["max_abs_err"]),
                         verified=None if v is None else bool(v["ok"]),
                         unfused_ms=unfused_ms, fused_ms=fused_ms, stages=stage.times)

@@ -297,14 +297,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     result = fuse_onnx(str(model), verify=True,
                        progress=None if args.quiet else (lambda m: _progress(args, m)))
     paths = write_outputs(result, args.out)
-    plan = result.plan
-    v = plan.verified or {}
+    v = result.verified or {}
     import onnx
 
     op_count = len(onnx.load(str(model), load_external_data=False).graph.node)
     print(_table(["model", "ONNX ops", "launches before", "launches after", "max abs err",
                   "verified against"],
-                 [[model.stem, op_count, plan.launches_before, plan.launches_after,
+                 [[model.stem, op_count, result.plan.launches_before, result.fused.launches_after,
                    f"{v.get('max_abs_err', 0):.2e}",
                    f"{v.get('reference', '-')}: {'ok' if v.get('ok') else 'MISMATCH'}"]]))
     print()

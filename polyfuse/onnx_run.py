@@ -4,7 +4,7 @@ Why a module of its own: the front-end (:mod:`polyfuse.frontend.onnx`) only buil
 :class:`~polyfuse.program.Program`; running it means mapping ONNX input/output names onto buffers,
 starting from the model's weights (``Program.data``), and — for the fused program, which code
 generation builds as a new record without that data — passing the weights explicitly.  The
-verification of a fused ONNX model has two references (docs/architecture.md, "Correctness"): the
+verification of a fused ONNX model has two references (docs/ARCHITECTURE.md, "Correctness"): the
 unfused program (fusion
 changed nothing) and onnxruntime (the front-end and the operator kernels mean what ONNX means).
 
@@ -192,7 +192,7 @@ def fuse_onnx(path: PathLike, *, verify: bool = False, params: Optional[Mapping[
               progress: Any = None) -> FuseResult:
     """Load, plan, generate and (``verify``) check the fused program twice: its graph outputs
     against onnxruntime on seeded random inputs, and every compared buffer against the unfused
-    program.  ``plan.verified`` holds both (``references``) and their combined verdict."""
+    program.  The result's ``verified`` holds both (``references``) and their combined verdict."""
     path = os.fspath(path)
     model, result = load_and_fuse(path, params, device, tune, progress)
     if not verify:
@@ -225,11 +225,9 @@ def fuse_onnx(path: PathLike, *, verify: bool = False, params: Optional[Mapping[
         "atol": ATOL,
         "references": {"onnxruntime": ort_check, "unfused": unfused.to_dict()},
     }
-    plan = dataclasses.replace(result.plan, verified=verified)
-    fused = dataclasses.replace(result.fused, plan=plan)
     # FuseResult.ok reads ``verification``: keep the failing check when there is one
     worst = next((c for c in checks if not c.ok), unfused)
-    return dataclasses.replace(result, plan=plan, fused=fused, verification=worst)
+    return dataclasses.replace(result, verified=verified, verification=worst)
 
 
 __all__ = ["ATOL", "RTOL", "fuse_onnx", "load_and_fuse", "onnxruntime_reference", "random_inputs",

@@ -1,5 +1,10 @@
 """The whole fusion pipeline in one call: UAR → plan → fused code → (verify) → files.
 
+Each stage returns its own record and leaves the earlier ones as they were: the
+:class:`~polyfuse.fusion.FusionPlan` (planning decisions), the
+:class:`~polyfuse.codegen.FusedProgram` (kernels, launched NDRanges, optimizations) and the
+verification summary of :class:`FuseResult`; :func:`plan_json` assembles ``plan.json`` from them.
+
 Used by ``polyfuse fuse``, by ``schedules/regenerate.py`` and by research scripts::
 
     >>> import polyfuse
@@ -7,8 +12,10 @@ Used by ``polyfuse fuse``, by ``schedules/regenerate.py`` and by research script
     >>> program = polyfuse.load_opencl("examples/qkv/kernels.cl",
     ...                                host="examples/qkv/host.c")         # doctest: +SKIP
     >>> result = fuse_program(program, verify=True)                         # doctest: +SKIP
-    >>> result.plan.launches_before, result.plan.launches_after            # doctest: +SKIP
+    >>> result.plan.launches_before, result.fused.launches_after           # doctest: +SKIP
     (4, 1)
+    >>> result.verified["ok"], result.fused.group(0).kernel                 # doctest: +SKIP
+    (True, 'fused_g0')
     >>> write_outputs(result, "out/qkv")                                     # doctest: +SKIP
 """
 
@@ -16,13 +23,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from polyfuse.codegen import FusedProgram, generate
-from polyfuse.fusion import FusionPlan, plan_fusion, plan_to_text
+from polyfuse.fusion import FusionPlan, plan_fusion, plan_to_json, plan_to_text, size_json
 from polyfuse.fusion.certify import certify
 from polyfuse.program import REFERENCE_TARGET, PolyfuseError, Program, Target
 from polyfuse.uar import UAR, build_uar
@@ -37,13 +44,17 @@ Progress = Optional[Callable[[str], None]]
 
 @dataclass(frozen=True)
 class FuseResult:
-    """Everything one fusion run produced; ``plan`` carries ``verified`` when verification ran."""
+    """Everything one fusion run produced, one record per stage."""
 
     program: Program
     uar: UAR
     plan: FusionPlan
     fused: FusedProgram
+    #: the run that decides :attr:`ok` (for ONNX models, the failing one of the two checks)
     verification: Optional[Verification] = None
+    #: the verification summary written as ``plan.json``'s ``verified`` ({"ok", "reference",
+    #: "max_abs_err", "max_rel_err", ...}); None when verification did not run
+    verified: Optional[dict[str, Any]] = None
     tuning: Optional[TuneResult] = None
     #: where the launches came from, for the report (ONNX: node -> "launch k" / "alias of b" /
     #: "folded on the host")
@@ -55,6 +66,11 @@ class FuseResult:
     @property
     def ok(self) -> bool:
         return self.verification is None or bool(self.verification.ok)
+
+    @property
+    def optimizations(self) -> Mapping[str, Any]:
+        """The post-fusion optimizations that fired (``fused.optimizations``)."""
+        return self.fused.optimizations
 
 
 def size_buffers(program: Program, params: Optional[dict[str, int]] = None,
@@ -148,8 +164,7 @@ def _fuse_program(program: Program, *, params: Optional[dict[str, int]], orchest
         say("autotuning orchestration variants")
         tuning = autotune(program, params=params, device=device, progress=progress,
                           variants=TUNE_VARIANTS, uar=uar)
-        plan = _measured_apart(tuning.plan, tuning)
-        fused = dataclasses.replace(tuning.fused, plan=plan)
+        plan, fused = tuning.plan, tuning.fused
     else:
         say("planning fusion")
         target = _target(device, build)
@@ -164,7 +179,6 @@ def _fuse_program(program: Program, *, params: Optional[dict[str, int]], orchest
             build_fused(fused, device)
         else:
             fused = generate(plan)
-        plan = fused.plan
     coarsening = None
     if coarsen if coarsen is not None else tune:
         from polyfuse.coarsen_tune import fused_candidates, tune_coarsening
@@ -176,7 +190,7 @@ def _fuse_program(program: Program, *, params: Optional[dict[str, int]], orchest
                                          time_whole=False)
         except PolyfuseError as err:
             say(f"coarsening not applied: {err}")
-    verification = None
+    verification = verified = None
     if verify:
         from polyfuse.runtime import verify_programs
         from polyfuse.runtime.budget import small_instance
@@ -195,10 +209,9 @@ def _fuse_program(program: Program, *, params: Optional[dict[str, int]], orchest
             verified["instance"] = instance
         if too_big:
             verified["instead_of"] = too_big
-        plan = dataclasses.replace(plan, verified=verified)
-        fused = dataclasses.replace(fused, plan=plan)
     return FuseResult(program=program, uar=uar, plan=plan, fused=fused,
-                      verification=verification, tuning=tuning, coarsening=coarsening)
+                      verification=verification, verified=verified, tuning=tuning,
+                      coarsening=coarsening)
 
 
 def _target(device: Any, build: bool) -> Target:
@@ -215,12 +228,15 @@ def _target(device: Any, build: bool) -> Target:
 TUNE_VARIANTS = ("vertical", "horizontal", "hetero")
 
 
-def _measured_apart(plan: FusionPlan, tuning: TuneResult) -> FusionPlan:
-    """Independent groups left apart because the heterogeneous variant measured slower."""
-    rows = {r.variant: r for r in tuning.table}
+def _apart(plan: FusionPlan, tuning: Optional[TuneResult]
+           ) -> tuple[tuple[tuple[int, ...], tuple[int, ...], str], ...]:
+    """The plan's independent groups left apart, with why; after tuning, the ones the chosen
+    variant leaves apart say how the heterogeneous variant measured."""
+    rows = {r.variant: r for r in tuning.table} if tuning is not None else {}
     het = rows.get("hetero")
-    if tuning.variant == "hetero" or het is None or het.duplicate_of is not None:
-        return plan
+    if tuning is None or tuning.variant == "hetero" or het is None or \
+            het.duplicate_of is not None:
+        return plan.apart
     key = "kernel_time" if tuning.metric == "kernel" else "wall_time"
     mine, theirs = getattr(tuning.chosen, key), getattr(het, key)
     if het.ok and mine is not None and theirs is not None:
@@ -228,9 +244,25 @@ def _measured_apart(plan: FusionPlan, tuning: TuneResult) -> FusionPlan:
                f"({tuning.variant}) {mine * 1e6:.1f} us ({tuning.metric} time, median)")
     else:
         why = f"the heterogeneous variant was discarded: {het.error}"
-    apart = tuple((a, b, why if r.startswith("not fused in this variant") else r)
-                  for a, b, r in plan.apart)
-    return dataclasses.replace(plan, apart=apart)
+    return tuple((a, b, why if r.startswith("not fused in this variant") else r)
+                 for a, b, r in plan.apart)
+
+
+def plan_json(fused: FusedProgram, verified: Optional[Mapping[str, Any]] = None
+              ) -> dict[str, Any]:
+    """``plan.json`` (docs/interfaces.md): the plan's decisions, what code generation made of
+    each group (kernel name, launched NDRange, its notes after the plan's), the fused program's
+    launch count and optimizations, and the verification summary when verification ran."""
+    out = plan_to_json(fused.plan)
+    for group in out["groups"]:
+        k = fused.group(group["id"])
+        group.update(kernel=k.kernel, global_size=size_json(k.global_size),
+                     local_size=size_json(k.local_size), notes=group["notes"] + list(k.notes))
+    out["launches_after"] = fused.launches_after
+    out["optimizations"] = dict(sorted(fused.optimizations.items()))
+    if verified is not None:
+        out["verified"] = dict(verified)
+    return out
 
 
 def write_outputs(result: FuseResult, out_dir: Union[str, Path], *,
@@ -247,7 +279,7 @@ def write_outputs(result: FuseResult, out_dir: Union[str, Path], *,
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"plan": out / "plan.json", "source": out / "fused.cl", "report": out / "report.md"}
-    paths["plan"].write_text(plan_to_text(result.plan))
+    paths["plan"].write_text(plan_to_text(plan_json(result.fused, result.verified)))
     paths["source"].write_text(result.fused.source)
     host_note = ""
     hosts = host_files_of(result.program)
@@ -346,11 +378,11 @@ def _is_fragment_listing(note: str, group: Any, kernel_of: dict[int, str]) -> bo
 def report_markdown(result: FuseResult) -> str:
     """A readable report: a summary first, the legend, groups, what blocked fusion and why,
     optimizations, verification."""
-    plan, program = result.plan, result.program
+    plan, fused, program, v = result.plan, result.fused, result.program, result.verified
     kernel_of = {launch.id: launch.kernel for launch in program.launches}
     title = " + ".join(Path(f).name for f in program.files) if program.files else program.name
     out = [f"# polyfuse report: {title}", "", "## Summary", ""]
-    out.append(f"Kernel launches executed: **{plan.launches_before} → {plan.launches_after}** "
+    out.append(f"Kernel launches executed: **{plan.launches_before} → {fused.launches_after}** "
                f"({len(program.launches)} launch sites in {len(plan.groups)} fused "
                f"group(s)).")
     if result.source_nodes:
@@ -358,26 +390,28 @@ def report_markdown(result: FuseResult) -> str:
     blocked = len(plan.blocked)
     out.append("Every dependence between launches was fusable." if not blocked else
                f"{blocked} dependence(s) kept launches apart (see *Edges that blocked fusion*).")
-    if plan.verified:
-        v = plan.verified
+    if v:
         out.append(f"Verified against {v.get('reference', 'unfused')}: "
                    + ("passed." if v.get("ok") else "**FAILED**."))
     out += ["", REPORT_LEGEND, "", "## Groups", ""]
     rows = []
     for g in plan.groups:
         members = ", ".join(f"#{m} {kernel_of.get(m, '?')}" for m in g.members)
-        rows.append([g.id, members, g.orchestration, g.kernel or "-", g.step,
-                     _fmt_size(g.global_size), _fmt_size(g.local_size)])
+        k = fused.group(g.id)
+        rows.append([g.id, members, g.orchestration, k.kernel, g.step,
+                     _fmt_size(k.global_size), _fmt_size(k.local_size)])
     out.append(_md_table(["group", "members (fragments, in order)", "orchestration", "kernel",
                           "step", "global", "local"], rows))
-    notes = [(g.id, _explained(n, plan.starts)) for g in plan.groups for n in g.notes
+    notes = [(g.id, _explained(n, plan.starts)) for g in plan.groups
+             for n in g.notes + fused.group(g.id).notes
              if not _is_fragment_listing(n, g, kernel_of)]
     if notes:
         out += ["", "Planning decisions:", ""]
         out += [f"- group {gid}: {note}" for gid, note in notes]
-    if plan.apart:
+    apart = _apart(plan, result.tuning)
+    if apart:
         out += ["", "Independent launches left apart (no dependence path between them):", ""]
-        for a, b, why in plan.apart:
+        for a, b, why in apart:
             names = [", ".join(f"#{m} {kernel_of.get(m, '?')}" for m in ms) for ms in (a, b)]
             out.append(f"- {names[0]} | {names[1]}: {why}")
     out += ["", "## Edges that blocked fusion", ""]
@@ -392,20 +426,19 @@ def report_markdown(result: FuseResult) -> str:
     else:
         out.append("None: every dependence between launches was fusable.")
     out += ["", "## Post-fusion optimizations", ""]
-    opts = {k: v for k, v in plan.optimizations.items() if k != "details"}
+    opts = {k: n for k, n in fused.optimizations.items() if k != "details"}
     if opts:
-        out += [f"- {k.replace('_', ' ')}: {v}" for k, v in sorted(opts.items())]
-        details = plan.optimizations.get("details") or {}
+        out += [f"- {k.replace('_', ' ')}: {n}" for k, n in sorted(opts.items())]
+        details = fused.optimizations.get("details") or {}
         for key, items in sorted(details.items()):
             if isinstance(items, dict):
-                items = [f"{k} = {v}" for k, v in items.items()]
+                items = [f"{k} = {x}" for k, x in items.items()]
             if items:
                 out.append(f"  - {key.replace('_', ' ')}: " + "; ".join(map(str, items)))
     else:
         out.append("None fired.")
     out += ["", "## Verification", ""]
-    if plan.verified:
-        v = plan.verified
+    if v:
         status = "passed" if v.get("ok") else "**FAILED**"
         out.append(f"Fused vs {v.get('reference', 'unfused')} on random inputs: {status} "
                    f"(max abs err {v.get('max_abs_err')}, max rel err {v.get('max_rel_err')}).")
@@ -461,12 +494,12 @@ def summary_row(name: str, result: Optional[FuseResult], error: Optional[str] = 
     """One row of the ``polyfuse fuse`` summary table."""
     if result is None:
         return [name, "-", "-", "-", f"FAILED: {error}"]
-    plan = result.plan
-    v = plan.verified
+    v = result.verified
     verified = "-" if v is None else ("ok" if v.get("ok") else "MISMATCH")
     err = "-" if v is None else f"{v.get('max_abs_err', 0):.2e}"
-    return [name, str(plan.launches_before), str(plan.launches_after), err, verified]
+    return [name, str(result.plan.launches_before), str(result.fused.launches_after), err,
+            verified]
 
 
-__all__ = ["FuseResult", "PolyfuseError", "fuse_program", "report_markdown", "summary_row",
-           "write_outputs"]
+__all__ = ["FuseResult", "PolyfuseError", "fuse_program", "plan_json", "report_markdown",
+           "summary_row", "write_outputs"]

@@ -39,7 +39,7 @@ def plan_text(example: Path) -> str:
     """The plan.json text polyfuse computes for one bundled program or model."""
     import polyfuse
     from polyfuse.fusion import plan_to_text
-    from polyfuse.pipeline import fuse_program
+    from polyfuse.pipeline import fuse_program, plan_json
 
     if example.suffix == ".onnx":
         from polyfuse.frontend.onnx import load_onnx_model
@@ -49,7 +49,7 @@ def plan_text(example: Path) -> str:
         program = polyfuse.load_opencl(str(example / "kernels.cl"),
                                        host=str(example / "host.c"))
     result = fuse_program(program, build=False, device=False)
-    text = plan_to_text(result.plan)
+    text = plan_to_text(plan_json(result.fused))
     return text.replace(str(ROOT) + "/", "")
 
 

@@ -364,3 +364,15 @@ def test_program_model_runs_on_device(results: dict[str, Any]) -> None:
         a[1:n - 1] = 0.33333 * ((b[0:n - 2] + b[1:n - 1]) + b[2:n])
     assert np.array_equal(out.buffers["A"][:n], a[:n])
     assert np.array_equal(out.buffers["B"][:n], b[:n])
+
+
+def test_statement_extent_skips_literals_and_comments() -> None:
+    """The raw-source scanner that finds a region's text ends a statement at its own ``;``:
+    not at one inside a string, a character literal, a comment or brackets."""
+    from polyfuse.autopar.codegen import skip_statement
+
+    for stmt in ('x = f(a, ";") /* ; */ + g[\';\'];', "y = (a; b) + 1 // ; (\n  + 2;",
+                 "for (i = 0; i < n; i++) { a[i] = 0; /* } */ }",
+                 "if (c) s = 1; else { s = 2; }"):
+        text = "  " + stmt + " z = 3;"
+        assert skip_statement(text, 0) == 2 + len(stmt), stmt

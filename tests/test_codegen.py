@@ -60,13 +60,13 @@ def test_elementwise_chain_vertical_private_intermediates() -> None:
     assert fused.group_kernels == {0: "fused_g0"}
     assert "/* fragment 2: launch #4 add (host.c:" in fused.source
     assert "2.0f" in fused.source  # alpha constant-propagated
-    opt = fused.plan.optimizations
+    opt = fused.optimizations
     assert opt["constants_propagated"] == 1
     assert opt["loads_privatized"] == 3 and opt["stores_eliminated"] == 3
     assert set(fused.dropped_buffers) == {"a", "b", "c"}
     assert "f2_a[i]" not in fused.source  # the load of the intermediate is gone
-    g = fused.plan.groups[0]
-    assert g.kernel == "fused_g0" and g.local_size == (64,)
+    [g] = fused.groups
+    assert (g.group, g.kernel, g.local_size) == (0, "fused_g0", (64,))
     launches = fused.program.launches
     assert len(launches) == 1 and launches[0].kernel == "fused_g0"
     # the fused program is itself analysable and runs: 1000 is not a multiple of 64
@@ -83,8 +83,8 @@ def test_gemm_bias_relu_transpose_reindexed() -> None:
     src = fused.source
     # 2-D -> 1-D re-indexing: bias_relu's global id from the GEMM's 2-D work-item
     assert "get_group_id(1)" in src and "__local float f1_As[16][16]" in src
-    assert fused.plan.groups[0].global_size == (64, 64)
-    opt = fused.plan.optimizations
+    assert fused.groups[0].global_size == (64, 64)
+    opt = fused.optimizations
     assert opt.get("stores_eliminated", 0) >= 1  # D (bias_relu -> transpose) stays private
     assert opt.get("barriers_removed", 0) == 0  # the GEMM's barriers order real dependences
     assert src.count("barrier(") == 2
@@ -96,7 +96,7 @@ def test_qkv_vertical() -> None:
     comb = f"{{ F[g0, g1, l0, l1] -> L10[16g1 + l1, 16g0 + l0] : {G2} }}"
     frags = [(i, identity(i, "g0, g1, l0, l1", G2)) for i in (7, 8, 9)] + [(10, comb)]
     fused = generate(make_plan(p, [("vertical", frags)]))
-    assert fused.plan.optimizations["stores_eliminated"] == 3  # Q, K, V never reach memory
+    assert fused.optimizations["stores_eliminated"] == 3  # Q, K, V never reach memory
     check(p, fused)
 
 
@@ -111,9 +111,9 @@ def test_qkv_horizontal() -> None:
     plan = make_plan(p, [("horizontal", frags), ("single", [(10, identity(10, cond=G1.format(
         ng=64)))])])
     fused = generate(plan)
-    assert fused.plan.groups[0].global_size == (192, 64)
+    assert fused.groups[0].global_size == (192, 64)
     assert "else" in fused.source and "get_group_id(0)) <= 3" in fused.source
-    assert fused.plan.optimizations.get("stores_eliminated", 0) == 0
+    assert fused.optimizations.get("stores_eliminated", 0) == 0
     assert [lc.kernel for lc in fused.program.launches] == ["fused_g0", "fused_g1"]
     check(p, fused)
 
@@ -127,7 +127,7 @@ def test_shift_offset_and_guard() -> None:
     plan = make_plan(p, [("single", [(1, identity(1))]), ("vertical", [(2, rot), (3, shift)]),
                          ("single", [(4, identity(4))])])
     fused = generate(plan)
-    assert fused.plan.groups[1].global_size == (17 * 64,)
+    assert fused.groups[1].global_size == (17 * 64,)
     assert "if (" in fused.source
     assert "b" in fused.dropped_buffers  # the shifted read is the same work-item's value
     check(p, fused)
@@ -171,7 +171,7 @@ def test_block_edge_barrier_kept(tmp_path: Path) -> None:
                                        (ids[1], identity(ids[1], cond=cond), True)])])
     fused = generate(plan)
     assert "barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE)" in fused.source
-    assert fused.plan.optimizations.get("barriers_removed", 0) == 0
+    assert fused.optimizations.get("barriers_removed", 0) == 0
     check(p, fused)
 
 
@@ -182,7 +182,7 @@ def test_redundant_barrier_removed() -> None:
     plan = make_plan(p, [("vertical", [(3, dom.format(i=3)), (4, dom.format(i=4), True)]),
                          ("vertical", [(5, dom.format(i=5)), (6, dom.format(i=6))])])
     fused = generate(plan)
-    assert fused.plan.optimizations["barriers_removed"] == 1
+    assert fused.optimizations["barriers_removed"] == 1
     assert "barrier(" not in fused.source
     check(p, fused, {"n": 200})
 
@@ -264,7 +264,8 @@ def test_planned_examples_verify(example: str) -> None:
 
     p = load(example)
     fused = generate(plan_fusion(polyfuse.build_uar(p)))
-    assert all(g.kernel for g in fused.plan.groups)
+    assert [k.group for k in fused.groups] == [g.id for g in fused.plan.groups]
+    assert all(k.kernel in fused.program.kernels for k in fused.groups)
     check(p, fused, {n: 300 for n in p.params})
 
 
@@ -389,7 +390,7 @@ def test_code_motion_qkv_tiled_shares_barriers(tmp_path: Path) -> None:
     assert barriers_in(plain.source) == 6
     fused = generate(plan)
     assert barriers_in(fused.source) == 2
-    opt = fused.plan.optimizations
+    opt = fused.optimizations
     assert opt["barriers_shared"] == 4
     assert opt["details"]["barriers_shared"] == [
         f"group 0: fragments 1, 2, 3 (#{ids[0]} tiled, #{ids[1]} tiled, #{ids[2]} tiled) "
@@ -410,7 +411,7 @@ def test_code_motion_with_uar_edges(tmp_path: Path) -> None:
     ids = [lc.id for lc in p.launches]
     plan = make_plan(p, [("vertical", [(i, identity(i, "g0, g1, l0, l1", G2)) for i in ids])])
     fused = generate(replace(plan, uar=polyfuse.build_uar(p)))
-    assert barriers_in(fused.source) == 2 and fused.plan.optimizations["barriers_shared"] == 2
+    assert barriers_in(fused.source) == 2 and fused.optimizations["barriers_shared"] == 2
     check(p, fused)
 
 
@@ -426,7 +427,7 @@ def test_code_motion_refuses_dependent_fragments(tmp_path: Path) -> None:
     for pl in (plan, replace(plan, uar=polyfuse.build_uar(p))):
         fused = generate(pl)
         assert barriers_in(fused.source) == 4
-        assert "barriers_shared" not in fused.plan.optimizations
+        assert "barriers_shared" not in fused.optimizations
         check(p, fused)
 
 
@@ -437,7 +438,7 @@ def test_code_motion_refuses_different_structure(tmp_path: Path) -> None:
     plan = make_plan(p, [("vertical", [(i, identity(i, "g0, g1, l0, l1", G2)) for i in ids])])
     fused = generate(plan)
     assert barriers_in(fused.source) == 4
-    assert "barriers_shared" not in fused.plan.optimizations
+    assert "barriers_shared" not in fused.optimizations
     check(p, fused)
 
 
@@ -470,7 +471,7 @@ def test_code_motion_crosses_only_independent_fragments(tmp_path: Path, middle_o
              (ids[2], identity(ids[2], "g0, g1, l0, l1", G2))]
     fused = generate(make_plan(p, [("vertical", frags)]))
     assert barriers_in(fused.source) == (2 if merged else 4)
-    assert fused.plan.optimizations.get("barriers_shared", 0) == (2 if merged else 0)
+    assert fused.optimizations.get("barriers_shared", 0) == (2 if merged else 0)
     if merged:
         # the merged body comes first, the crossed fragment after it
         assert fused.source.index("fragments 1, 3:") < fused.source.index("fragment 2:")
@@ -484,6 +485,6 @@ def test_code_motion_bert_qkv_onnx() -> None:
 
     r = fuse_onnx(EXAMPLES / "models" / "bert_qkv.onnx", verify=True)
     assert barriers_in(r.fused.source) == 2
-    assert r.plan.optimizations["barriers_shared"] == 4
-    assert r.plan.verified["ok"], r.plan.verified
-    assert r.plan.verified["references"]["onnxruntime"]["ok"]
+    assert r.fused.optimizations["barriers_shared"] == 4
+    assert r.verified["ok"], r.verified
+    assert r.verified["references"]["onnxruntime"]["ok"]

@@ -60,7 +60,7 @@ def test_user_texts_point_to_what_a_user_can_open(path: Path, text: str):
 
 def test_docs_cover_the_design():
     names = {p.name for p in (ROOT / "docs").glob("*.md")}
-    assert {"architecture.md", "definitions.md", "fusion.md", "interfaces.md",
+    assert {"ARCHITECTURE.md", "definitions.md", "fusion.md", "interfaces.md",
             "performance.md", "references.md"} <= names
     refs = (ROOT / "docs" / "references.md").read_text()
     for title in ("SIRIUS", "Retargeting and Respecializing GPU Workloads",

@@ -127,13 +127,25 @@ def test_lstm_not_fused_across_iterations():
 
 
 def test_plan_json_contract_and_determinism():
+    """plan.json is the plan's decisions plus what code generation (kernel names, NDRanges,
+    optimizations) and verification made of them; the plan record itself holds none of those."""
+    from polyfuse.codegen import generate
+    from polyfuse.pipeline import plan_json
+
     uar = example_uar("reduction")
     plan = plan_of(uar)
-    js = plan_to_json(plan)
+    mine = plan_to_json(plan)
+    assert not {"optimizations", "verified"} & set(mine)
+    assert all("kernel" not in g for g in mine["groups"])
+    fused = generate(plan)
+    assert fused.plan is plan
+    js = plan_json(fused)
     for key in ("launches_before", "launches_after", "groups", "edges", "blocked",
                 "optimizations"):
         assert key in js
     assert "verified" not in js
+    assert [g["kernel"] for g in js["groups"]] == [k.kernel for k in fused.groups]
+    assert js["edges"] == mine["edges"] and js["blocked"] == mine["blocked"]
     for g in js["groups"]:
         assert {"id", "members", "orchestration", "kernel", "step", "fragments", "global_size",
                 "local_size", "notes"} <= set(g)
@@ -145,10 +157,10 @@ def test_plan_json_contract_and_determinism():
     (b,) = js["blocked"]
     assert b["width"] == "global" and b["witness"] and "P2" in b["reason"]
     assert plan_to_text(plan) == plan_to_text(plan_of(example_uar("reduction")))
-    json.loads(plan_to_text(plan))
-    verified = dataclasses.replace(plan, verified={"ok": True, "reference": "unfused",
-                                                   "max_abs_err": 0.0, "max_rel_err": 0.0})
-    assert plan_to_json(verified)["verified"]["ok"] is True
+    assert json.loads(plan_to_text(js)) == js
+    verified = plan_json(fused, {"ok": True, "reference": "unfused", "max_abs_err": 0.0,
+                                 "max_rel_err": 0.0})
+    assert verified["verified"]["ok"] is True and "verified" not in plan_json(fused)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -503,6 +503,30 @@ def test_map_and_blocking_flags():
                      ("read", "clEnqueueReadBuffer"), ("sync", "clWaitForEvents")]
 
 
+def test_transfers_plain_and_rectangular():
+    """A plain transfer moves its byte range; a rectangular one (a 2-D sub-block with pitches)
+    is taken as the whole buffer; each blocking one synchronizes the queue."""
+    prog, _ = _parse(r"""
+    cl_mem a = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 4096, NULL, &err);
+    float h[1024];
+    size_t origin[3] = {0, 0, 0}, region[3] = {64, 4, 1};
+    clEnqueueWriteBuffer(queue, a, CL_FALSE, 128, 256, h, 0, NULL, NULL);
+    clEnqueueWriteBufferRect(queue, a, CL_TRUE, origin, origin, region, 256, 0, 256, 0, h,
+                             0, NULL, NULL);
+    clEnqueueReadBufferRect(queue, a, CL_FALSE, origin, origin, region, 256, 0, 256, 0, h,
+                            0, NULL, NULL);
+    clEnqueueReadBuffer(queue, a, CL_TRUE, 0, 4096, h, 0, NULL, NULL);
+    """)
+    ops = [(op.kind, op.name, [(r.offset, r.size) for r in op.reads + op.writes])
+           for op in prog.ops]
+    assert ops == [("write", "clEnqueueWriteBuffer", [(128, 256)]),
+                   ("write", "clEnqueueWriteBufferRect", [(0, None)]),
+                   ("sync", "clEnqueueWriteBufferRect", []),
+                   ("read", "clEnqueueReadBufferRect", [(0, None)]),
+                   ("read", "clEnqueueReadBuffer", [(0, 4096)]),
+                   ("sync", "clEnqueueReadBuffer", [])]
+
+
 def test_read_under_data_dependent_condition_is_kept():
     prog, _ = _parse(r"""
     cl_mem a = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 4096, NULL, &err);

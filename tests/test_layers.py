@@ -1,4 +1,4 @@
-"""The package's data flows one way (docs/architecture.md, "Layers"): every import, at module
+"""The package's data flows one way (docs/ARCHITECTURE.md, "Layers"): every import, at module
 level or inside a function, goes from a unit to a unit of the same or a lower layer, the units
 form no import cycle, and only the layers from ``runtime`` up touch OpenCL.
 
@@ -86,7 +86,7 @@ def _edges() -> dict[tuple[str, str], list[str]]:
 
 def test_every_unit_has_a_layer():
     units = {_unit(_module_name(p)) for p in PACKAGE.rglob("*.py")}
-    assert units - set(LAYER_OF) == set(), "add the new unit to LAYERS (and docs/architecture.md)"
+    assert units - set(LAYER_OF) == set(), "add the new unit to LAYERS (and docs/ARCHITECTURE.md)"
     assert len(LAYER_OF) == sum(len(u) for _, u in LAYERS), "a unit is in two layers"
 
 

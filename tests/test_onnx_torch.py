@@ -58,7 +58,7 @@ def test_torch_export_fuses_and_verifies(name: str) -> None:
     ops, before, after = TORCH_MODELS[name]
     assert len(onnx.load(str(path)).graph.node) == ops
     result = fuse_onnx(path, verify=True)
-    verified = result.plan.verified
+    verified = result.verified
     assert verified["ok"], verified
     assert verified["references"]["onnxruntime"]["ok"], verified
     assert verified["references"]["unfused"]["ok"], verified
@@ -253,5 +253,5 @@ def test_packed_in_projection_split_by_gather_fuses(tmp_path: Path) -> None:
     assert nodes_of["seq_first"].startswith("alias of")
     assert all(nodes_of[f"take_{c}"].startswith("launch") for c in "qkv")
     result = fuse_onnx(path, verify=True)
-    assert result.plan.verified["ok"], result.plan.verified
+    assert result.verified["ok"], result.verified
     assert (result.plan.launches_before, result.plan.launches_after) == (9, 1)

@@ -646,7 +646,7 @@ def test_symbolic_sizes_verify_at_a_small_legal_instance(local: int, assume: str
 
     result = fuse_program(_symbolic_chain(local, assume), verify=True)
     assert result.plan.launches_after == 1 and result.verification.ok
-    assert result.plan.verified["instance"] == {"n": expected}
+    assert result.verified["instance"] == {"n": expected}
     assert expected % local == 0
     assert f"verified at the small instance n = {expected}" in report_markdown(result)
 
@@ -662,7 +662,7 @@ def test_given_sizes_beyond_the_budget_verify_a_small_instance_of_the_same_code(
     from polyfuse.pipeline import fuse_program, report_markdown
 
     result = fuse_program(_symbolic_chain(64), params={"n": 64 * 10**8}, verify=True)
-    assert result.verification.ok and result.plan.verified["instance"] == {"n": 64}
+    assert result.verification.ok and result.verified["instance"] == {"n": 64}
     assert "The given sizes (n = 6400000000) exceed the run budget: verified at the small " \
            "instance n = 64" in report_markdown(result)
     # sizes fixed in the program itself (not parameters) are still refused

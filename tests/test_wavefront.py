@@ -32,7 +32,9 @@ def test_lstm_runs_one_launch_per_wavefront_step(steps: int) -> None:
         result.verification.summary()
     layers = 2
     assert result.plan.launches_before == layers * steps * 2
-    assert result.plan.launches_after == layers + steps - 1
+    # the plan runs one fused launch per (layer, step); code generation's wavefront one per step
+    assert result.plan.launches_after == layers * steps
+    assert result.fused.launches_after == layers + steps - 1
     fused = result.fused
     assert list(fused.wavefronts) == [0]
     assert wavefront_proof(result.uar, result.plan.groups[0].members) is None
@@ -42,7 +44,7 @@ def test_lstm_runs_one_launch_per_wavefront_step(steps: int) -> None:
     assert [lp.iterator for lp in launch.loops] == ["pf_w"]
     assert compile_program(fused.program).launch_count == layers + steps - 1
     assert any(n.startswith("wavefront launch fusion: one launch of 2 fragments per step l + t")
-               for n in result.plan.groups[0].notes)
+               for n in result.fused.groups[0].notes)
 
 
 def test_time_outer_nest_runs_the_layers_side_by_side() -> None:
@@ -54,7 +56,7 @@ def test_time_outer_nest_runs_the_layers_side_by_side() -> None:
     assert result.verification is not None and result.verification.ok
     [wf] = result.fused.wavefronts.values()
     assert (wf.slot, wf.slots) == ("l", 2)
-    assert result.plan.launches_before == 16 and result.plan.launches_after == 2 + 4 - 1
+    assert result.plan.launches_before == 16 and result.fused.launches_after == 2 + 4 - 1
     assert compile_program(result.fused.program).launch_count == 5
 
 
@@ -75,6 +77,7 @@ def test_dependence_on_one_antidiagonal_is_not_a_wavefront(tmp_path: Path) -> No
     assert not result.fused.wavefronts
     assert "pf_wave" not in result.fused.source
     assert not any("wavefront" in n for g in result.plan.groups for n in g.notes)
+    assert not any("wavefront" in n for k in result.fused.groups for n in k.notes)
     assert compile_program(result.fused.program).launch_count == 2 * 4
     # a plan claiming the wavefront anyway (say, an edited plan.json) is proved wrong again
     [group] = [g for g in result.plan.groups if len(g.members) == 2]
@@ -87,4 +90,4 @@ def test_dependence_on_one_antidiagonal_is_not_a_wavefront(tmp_path: Path) -> No
     fused = generate(plan)
     assert not fused.wavefronts
     assert any(n.startswith("wavefront launch fusion not applied: a dependence stays within")
-               for g in fused.plan.groups for n in g.notes)
+               for k in fused.groups for n in k.notes)

@@ -171,9 +171,8 @@ def main(argv: list[str]) -> int:
             except Exception as err:  # report and go on: this is a survey
                 print(f"{path.name}: FAILED {type(err).__name__}: {err}")
                 continue
-            plan = res.plan
-            print(f"{path.name}: {ops} ops, launches {plan.launches_before} -> "
-                  f"{plan.launches_after}, verified {plan.verified['ok']}")
+            print(f"{path.name}: {ops} ops, launches {res.plan.launches_before} -> "
+                  f"{res.fused.launches_after}, verified {res.verified['ok']}")
     return 0
 
 

@@ -516,8 +516,9 @@ def _skip_literal(text: str, i: int) -> int:
     return i
 
 
-def _match(text: str, i: int, open_: str, close: str) -> int:
-    """Index just past the bracket matching ``text[i]``."""
+def _scan(text: str, i: int, opens: str, closes: str, end: Optional[str] = None) -> int:
+    """Index just past the bracket closing the one at ``text[i]`` (``end`` None), or past the
+    first ``end`` outside brackets; string and character literals and comments are skipped."""
     depth = 0
     n = len(text)
     while i < n:
@@ -527,14 +528,21 @@ def _match(text: str, i: int, open_: str, close: str) -> int:
         elif text.startswith("//", i) or text.startswith("/*", i):
             i = _skip_ws(text, i)
             continue
-        elif c == open_:
+        elif c in opens:
             depth += 1
-        elif c == close:
+        elif c in closes:
             depth -= 1
-            if depth == 0:
+            if depth == 0 and end is None:
                 return i + 1
+        elif c == end and depth == 0:
+            return i + 1
         i += 1
     return n
+
+
+def _match(text: str, i: int, open_: str, close: str) -> int:
+    """Index just past the bracket matching ``text[i]``."""
+    return _scan(text, i, open_, close)
 
 
 def skip_statement(text: str, i: int) -> int:
@@ -559,20 +567,7 @@ def skip_statement(text: str, i: int) -> int:
         return j + 1
     if text.startswith("{", i):
         return _match(text, i, "{", "}")
-    depth = 0
-    n = len(text)
-    while i < n:
-        c = text[i]
-        if c in "\"'":
-            i = _skip_literal(text, i)
-        elif c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-        elif c == ";" and depth == 0:
-            return i + 1
-        i += 1
-    return n
+    return _scan(text, i, "([{", ")]}", ";")
 
 
 def line_offsets(text: str) -> list[int]:

@@ -134,6 +134,15 @@ def has_return(node: Any) -> bool:
     return any(isinstance(n, c_ast.Return) for n in walk(node))
 
 
+def fresh_name(base: str, taken: Callable[[str], bool]) -> str:
+    """``base``, else ``base_1``, ``base_2``, ...: the first name not ``taken``, so that a name
+    made up for a parameter, loop or buffer never captures one already in use."""
+    name, k = base, 1
+    while taken(name):
+        name, k = f"{base}_{k}", k + 1
+    return name
+
+
 def node_loc(node: Any, default_file: str) -> Optional[SourceLoc]:
     """Where a node is (its ``coord``), the file defaulting to ``default_file``."""
     coord = getattr(node, "coord", None)

@@ -673,12 +673,7 @@ class _Rewriter:
         for p in self.kernel.params:
             if p.name in self.an.varying:
                 for c in self.copies[1:]:
-                    d = copy.deepcopy(by_name[p.name])
-                    new = f"{p.name}{_SUFFIX}{c.index}"
-                    d.name = new
-                    for x in cpp.walk(d):
-                        if isinstance(x, c_ast.TypeDecl):
-                            x.declname = new
+                    d = _renamed(by_name[p.name], f"{p.name}{_SUFFIX}{c.index}")
                     _drop_const(d)
                     d.init = c_ast.ID(p.name)
                     out.append(d)
@@ -693,12 +688,7 @@ class _Rewriter:
                     if c.block_index == 0 or c.block_index in done:
                         continue
                     done.add(c.block_index)
-                    d = copy.deepcopy(by_name[p.name])
-                    new = f"{p.name}{_SUFFIX}b{c.block_index}"
-                    d.name = new
-                    for x in cpp.walk(d):
-                        if isinstance(x, c_ast.TypeDecl):
-                            x.declname = new
+                    d = _renamed(by_name[p.name], f"{p.name}{_SUFFIX}b{c.block_index}")
                     d.init = _bin("+", c_ast.ID(p.name), _int(c.block_index * n_el))
                     out.append(d)
         return out
@@ -715,6 +705,13 @@ class _Rewriter:
                                         for d in range(3))
         fd.body = c_ast.Compound(body, fd.body.coord)
         return fd
+
+
+def _renamed(decl: c_ast.Decl, name: str) -> c_ast.Decl:
+    """A copy of a parameter's declaration declaring ``name`` instead (a per-copy replica)."""
+    out = copy.deepcopy(decl)
+    syntax.rename(out, {decl.name: name})
+    return out
 
 
 def _drop_const(decl: Any) -> None:

@@ -75,6 +75,22 @@ class CodegenError(PolyfuseError):
 
 
 @dataclass(frozen=True)
+class FusedKernel:
+    """What code generation made of one plan group: its kernel and how it is launched."""
+
+    #: the plan group's id
+    group: int
+    #: name of the generated kernel
+    kernel: str
+    #: the NDRange it is launched on (global sizes may be host expressions)
+    global_size: tuple[Any, ...]
+    local_size: tuple[int, ...]
+    #: code generation's notes on the group (fragments, code motion, wavefront launch fusion),
+    #: for report.md; ``plan.json`` lists them after the plan's notes
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class FusedProgram:
     """The result of :func:`generate` (see the module docstring)."""
 
@@ -82,10 +98,14 @@ class FusedProgram:
     source: str
     #: the fused program: same buffers, host ops, one launch per group
     program: Program
-    #: the input plan with global/local size, kernel names and optimizations filled in
+    #: the plan it was generated from (unchanged)
     plan: FusionPlan
-    #: group id -> fused kernel name
-    group_kernels: Mapping[int, str]
+    #: one per plan group, in the plan's group order
+    groups: tuple[FusedKernel, ...]
+    #: kernel launches executed by ``program`` (the plan's, lowered by wavefront launch fusion)
+    launches_after: Any
+    #: post-fusion optimizations that fired, e.g. {"barriers_removed": 2, "details": {...}}
+    optimizations: Mapping[str, Any] = field(default_factory=dict)
     #: root buffers whose intermediate stores were eliminated: their final contents are not
     #: meaningful any more (nothing reads them), so verification must not compare them
     dropped_buffers: tuple[str, ...] = ()
@@ -93,6 +113,15 @@ class FusedProgram:
     kernel_lines: Mapping[int, tuple[int, int]] = field(default_factory=dict)
     #: group id -> its wavefront (groups run one launch per wavefront step, in ``program``)
     wavefronts: Mapping[int, Any] = field(default_factory=dict)
+
+    @property
+    def group_kernels(self) -> dict[int, str]:
+        """Plan group id -> fused kernel name."""
+        return {g.group: g.kernel for g in self.groups}
+
+    def group(self, gid: int) -> FusedKernel:
+        """The generated kernel of plan group ``gid``."""
+        return next(g for g in self.groups if g.group == gid)
 
     @property
     def compared_buffers(self) -> tuple[str, ...]:
@@ -1007,22 +1036,17 @@ def generate(plan: FusionPlan, *, target: Optional[Target] = None,
         raise source_error(err.message, err.line, lines, group_kernels) from None
     fused_prog = replace(program, kernels=kernels, ops=_fused_ops(program, codes, waves),
                          name=f"{program.name}_fused")
-    new_groups = []
+    groups = []
     after = plan.launches_after
     for gc in codes:
-        g = gc.kb.group
+        gid = gc.kb.group.id
         gs = tuple(int(x) if sympy.sympify(x).is_Integer else x for x in gc.global_size)
-        notes = tuple(g.notes) + tuple(gc.kb.notes)
-        if g.id in wave_notes:
-            notes += (wave_notes[g.id],)
-        if g.id in waves:
-            after = _wave_count(after, waves[g.id])
-        new_groups.append(replace(g, global_size=gs, local_size=gc.local_size,
-                                  kernel=gc.kb.name, notes=notes))
-    new_plan = replace(plan, groups=tuple(new_groups), optimizations=stats,
-                       launches_after=after)
-    return FusedProgram(source=source, program=fused_prog, plan=new_plan,
-                        group_kernels=group_kernels,
+        notes = tuple(gc.kb.notes) + ((wave_notes[gid],) if gid in wave_notes else ())
+        if gid in waves:
+            after = _wave_count(after, waves[gid])
+        groups.append(FusedKernel(gid, gc.kb.name, gs, gc.local_size, notes))
+    return FusedProgram(source=source, program=fused_prog, plan=plan, groups=tuple(groups),
+                        launches_after=after, optimizations=stats,
                         dropped_buffers=tuple(sorted(set(dropped))), kernel_lines=lines,
                         wavefronts=waves)
 

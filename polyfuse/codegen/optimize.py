@@ -45,7 +45,7 @@ from polyfuse.program import HostOp, Kernel, KernelContext, Launch, PolyfuseErro
 
 @dataclass
 class OptResult:
-    """What fired on one group: counts for ``plan.optimizations``, details, dropped buffers."""
+    """What fired on one group: counts for ``optimizations``, details, dropped buffers."""
 
     counts: dict[str, int] = field(default_factory=dict)
     details: dict[str, list[str]] = field(default_factory=dict)

@@ -175,19 +175,25 @@ class ProgramBuilder:
     def write(self, buffer: str, offset: ExprLike = 0, size: Optional[ExprLike] = None, *,
               blocking: bool = False) -> int:
         """Host → device (``clEnqueueWriteBuffer``); ``size`` None means to the end."""
-        rng = self._range(buffer, offset, size, "write")
-        op = self._add(HostOp(0, "write", writes=(rng,), name="clEnqueueWriteBuffer"))
-        if blocking:
-            self._add(HostOp(0, "sync", name="clEnqueueWriteBuffer"))
-        return op
+        return self._transfer("write", buffer, offset, size, blocking)
 
     def read(self, buffer: str, offset: ExprLike = 0, size: Optional[ExprLike] = None, *,
              blocking: bool = False) -> int:
         """Device → host (``clEnqueueReadBuffer``); ``size`` None means to the end."""
-        rng = self._range(buffer, offset, size, "read")
-        op = self._add(HostOp(0, "read", reads=(rng,), name="clEnqueueReadBuffer"))
+        return self._transfer("read", buffer, offset, size, blocking)
+
+    def _transfer(self, kind: str, buffer: str, offset: ExprLike, size: Optional[ExprLike],
+                  blocking: bool) -> int:
+        """A host ``write`` or ``read`` of a byte range, then a sync when it blocks, as the
+        host front-end records ``clEnqueue{Write,Read}Buffer``."""
+        rng = self._range(buffer, offset, size, kind)
+        call = "clEnqueueWriteBuffer" if kind == "write" else "clEnqueueReadBuffer"
+        if kind == "write":
+            op = self._add(HostOp(0, "write", writes=(rng,), name=call))
+        else:
+            op = self._add(HostOp(0, "read", reads=(rng,), name=call))
         if blocking:
-            self._add(HostOp(0, "sync", name="clEnqueueReadBuffer"))
+            self._add(HostOp(0, "sync", name=call))
         return op
 
     def copy(self, src: str, dst: str, size: Optional[ExprLike] = None, *,

@@ -16,6 +16,7 @@ from typing import Any, Optional
 import sympy
 from pycparser import c_ast
 
+from polyfuse.c import syntax
 from polyfuse.frontend import clhpp
 from polyfuse.program import (
     ArgBinding,
@@ -463,11 +464,7 @@ class CSemantics:
                 raise PolyfuseError(f"--param {name}={value}: '{name}' is an integer in the "
                                     "host program", self.filename)
             return _Num(sympy.Integer(int(value)))
-        unique = name
-        k = 1
-        while unique in self.names_used:
-            unique = f"{name}_{k}"
-            k += 1
+        unique = syntax.fresh_name(name, self.names_used.__contains__)
         self.names_used.add(unique)
         sym = sympy.Symbol(unique)
         self.params[unique] = sym
@@ -972,12 +969,8 @@ class CSemantics:
                 self._write(_Ref(sid), _Num(lo))
                 return
         base = self.state.clone()
-        name = it
-        k = 1
         active = {lp.iterator for lp in self.loops}
-        while name in self.params or name in active:
-            name = f"{it}_{k}"
-            k += 1
+        name = syntax.fresh_name(it, lambda n: n in self.params or n in active)
         sym = sympy.Symbol(name)
         hl = HostLoop(iterator=name, lower=lo, upper=hi, step=step, loc=self._loc(node))
         try:

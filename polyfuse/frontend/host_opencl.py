@@ -11,13 +11,14 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partialmethod
 from pathlib import Path
 from typing import Any, Optional
 
 import sympy
 from pycparser import c_ast
 
-from polyfuse.c import cpp, types
+from polyfuse.c import cpp, syntax, types
 from polyfuse.frontend.host_c import (
     _RUNTIME,
     _UNK,
@@ -119,12 +120,8 @@ class OpenCLModel:
         self._op(HostOp(id=0, kind="sync", name=name), node)
 
     def _new_buffer_name(self) -> str:
-        base = re.sub(r"\W", "_", self.name_hint or "buffer")
-        name = base
-        k = 1
-        while name in self.buffer_names:
-            name = f"{base}_{k}"
-            k += 1
+        name = syntax.fresh_name(re.sub(r"\W", "_", self.name_hint or "buffer"),
+                                 self.buffer_names.__contains__)
         self.buffer_names.add(name)
         return name
 
@@ -550,37 +547,27 @@ class OpenCLModel:
     def _blocking(self, v: Any) -> bool:
         return _truth(v) is not False
 
-    def _cl_clEnqueueWriteBuffer(self, node: c_ast.FuncCall, args: list) -> Any:
-        buf = self._buffer_arg(self._arg(args, 1), "clEnqueueWriteBuffer", node)
-        rng = self._range(buf, self._arg(args, 3), self._arg(args, 4), node)
-        self._op(HostOp(id=0, kind="write", writes=(rng,), name="clEnqueueWriteBuffer"), node)
+    def _transfer(self, node: c_ast.FuncCall, args: list, *, call: str, rect: bool) -> Any:
+        """``clEnqueue{Read,Write}Buffer[Rect]``: a host read or write of the bytes it moves (a
+        rectangular transfer: the whole buffer, a safe over-approximation), synchronizing the
+        queue when it blocks."""
+        buf = self._buffer_arg(self._arg(args, 1), call, node)
+        rng = BufferRange(buf) if rect else \
+            self._range(buf, self._arg(args, 3), self._arg(args, 4), node)
+        if "Write" in call:
+            self._op(HostOp(id=0, kind="write", writes=(rng,), name=call), node)
+        else:
+            self._op(HostOp(id=0, kind="read", reads=(rng,), name=call), node)
         if self._blocking(self._arg(args, 2)):
-            self._sync("clEnqueueWriteBuffer", node)
+            self._sync(call, node)
         return _ZERO
 
-    def _cl_clEnqueueReadBuffer(self, node: c_ast.FuncCall, args: list) -> Any:
-        buf = self._buffer_arg(self._arg(args, 1), "clEnqueueReadBuffer", node)
-        rng = self._range(buf, self._arg(args, 3), self._arg(args, 4), node)
-        self._op(HostOp(id=0, kind="read", reads=(rng,), name="clEnqueueReadBuffer"), node)
-        if self._blocking(self._arg(args, 2)):
-            self._sync("clEnqueueReadBuffer", node)
-        return _ZERO
-
-    def _cl_clEnqueueWriteBufferRect(self, node: c_ast.FuncCall, args: list) -> Any:
-        buf = self._buffer_arg(self._arg(args, 1), "clEnqueueWriteBufferRect", node)
-        self._op(HostOp(id=0, kind="write", writes=(BufferRange(buf),),
-                        name="clEnqueueWriteBufferRect"), node)
-        if self._blocking(self._arg(args, 2)):
-            self._sync("clEnqueueWriteBufferRect", node)
-        return _ZERO
-
-    def _cl_clEnqueueReadBufferRect(self, node: c_ast.FuncCall, args: list) -> Any:
-        buf = self._buffer_arg(self._arg(args, 1), "clEnqueueReadBufferRect", node)
-        self._op(HostOp(id=0, kind="read", reads=(BufferRange(buf),),
-                        name="clEnqueueReadBufferRect"), node)
-        if self._blocking(self._arg(args, 2)):
-            self._sync("clEnqueueReadBufferRect", node)
-        return _ZERO
+    _cl_clEnqueueWriteBuffer = partialmethod(_transfer, call="clEnqueueWriteBuffer", rect=False)
+    _cl_clEnqueueReadBuffer = partialmethod(_transfer, call="clEnqueueReadBuffer", rect=False)
+    _cl_clEnqueueWriteBufferRect = partialmethod(_transfer, call="clEnqueueWriteBufferRect",
+                                                 rect=True)
+    _cl_clEnqueueReadBufferRect = partialmethod(_transfer, call="clEnqueueReadBufferRect",
+                                                rect=True)
 
     def _cl_clEnqueueCopyBuffer(self, node: c_ast.FuncCall, args: list) -> Any:
         src = self._buffer_arg(self._arg(args, 1), "clEnqueueCopyBuffer source", node)

@@ -3,7 +3,7 @@
 ``plan_fusion(uar)`` returns a :class:`FusionPlan` whose groups place each launch into a fused
 grid by an isl re-indexing; ``check_plan(plan)`` is the legality certificate (every intra-group
 dependence pairs one fused work-item, or one fused work-group behind a barrier);
-``plan_to_json(plan)`` is ``plan.json``.
+``plan_to_json(plan)`` is the plan's part of ``plan.json``.
 
 Execution semantics of a plan: host operations run in host order; a group runs as one launch per
 iteration of its host loops, at the host position of its last member (local and P3 fusion check
@@ -14,7 +14,7 @@ step of the isl schedule (groups of one loop body joined by a dependence have in
 from polyfuse.fusion.global_ import plan_fusion
 from polyfuse.fusion.local import check_plan
 from polyfuse.fusion.plan import BlockedFusion, Fragment, FusedGroup, FusionPlan
-from polyfuse.fusion.serialize import plan_to_json, plan_to_text
+from polyfuse.fusion.serialize import plan_to_json, plan_to_text, size_json
 
 __all__ = ["BlockedFusion", "Fragment", "FusedGroup", "FusionPlan", "check_plan",
-           "plan_fusion", "plan_to_json", "plan_to_text"]
+           "plan_fusion", "plan_to_json", "plan_to_text", "size_json"]

@@ -70,7 +70,7 @@ def _split(plan: FusionPlan, refused: dict[int, list[str]]) -> FusionPlan:
                 fragments=(dataclasses.replace(frag, barrier_before=False, reindex=reindex_text(
                     _named(alone, alone.maps[m]))),),
                 step=base + k, global_size=_global_size(uar, alone),
-                local_size=tuple(alone.local_size), kernel=frag.kernel, notes=(why,))))
+                local_size=tuple(alone.local_size), notes=(why,))))
     pieces.sort(key=lambda p: (p[0], p[1]))
     groups = tuple(dataclasses.replace(g, id=k, step=step)
                    for k, (step, _, g) in enumerate(pieces))

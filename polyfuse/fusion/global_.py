@@ -468,17 +468,6 @@ def _global_size(uar: UAR, frame: Frame) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def _kernel_name(uar: UAR, members: Sequence[int]) -> str:
-    names: list[str] = []
-    for m in members:
-        k = _launch(uar, m).kernel
-        if k not in names:
-            names.append(k)
-    if len(members) == 1:
-        return names[0]
-    return "fused_" + "_".join(names)
-
-
 def plan_fusion(uar: UAR, *, orchestration: str = "auto", anchor: str = "auto",
                 target: Target = REFERENCE_TARGET) -> FusionPlan:
     """The fusion plan of a program's UAR: local fusion (P1), then isl global fusion (P2, P3).
@@ -532,8 +521,8 @@ def plan_fusion(uar: UAR, *, orchestration: str = "auto", anchor: str = "auto",
             id=gid, members=tuple(u.members),
             orchestration="single" if len(u.members) == 1 else u.orchestration,
             fragments=frags, step=steps[u.name], global_size=_global_size(uar, frame),
-            local_size=tuple(frame.local_size), kernel=_kernel_name(uar, u.members),
-            notes=notes, schedule=None if gsched is None else str(gsched)))
+            local_size=tuple(frame.local_size), notes=notes,
+            schedule=None if gsched is None else str(gsched)))
     before = sum((_trip_count(uar, op.id) for op in uar.program.launches), sympy.Integer(0))
     after = sum((_trip_count(uar, g.members[0]) for g in fused), sympy.Integer(0))
     group_of = {m: g.id for g in fused for m in g.members}

@@ -9,8 +9,12 @@ of a group is a :class:`Fragment`: one original launch placed into the fused ker
 (single-valued and injective; its domain is the set of fused work-items that run the fragment).
 Code generation substitutes the fragment's work-item functions by the map's expressions and
 guards the fragment by the domain; a ``barrier_before`` fragment is preceded by a work-group
-barrier (a block-level edge to an earlier fragment).  The plan is serialisable as the
-``plan.json`` of docs/interfaces.md.
+barrier (a block-level edge to an earlier fragment).
+
+The plan holds planning decisions only.  What code generation makes of it (kernel names, the
+launched NDRanges, optimizations) is :class:`polyfuse.codegen.FusedProgram`'s, and the
+verification summary is the pipeline's (:class:`polyfuse.pipeline.FuseResult`); ``plan.json``
+(docs/interfaces.md) is assembled from the three by :func:`polyfuse.pipeline.plan_json`.
 """
 
 from __future__ import annotations
@@ -47,11 +51,10 @@ class FusedGroup:
     fragments: tuple[Fragment, ...]
     #: launch step assigned by global fusion (groups run in step order)
     step: int = 0
-    #: fused NDRange (global and local size); None until code generation fixes it
-    global_size: Optional[tuple[int, ...]] = None
+    #: the fused NDRange the re-indexings place the fragments on (global and local size;
+    #: code generation launches it as :class:`polyfuse.codegen.FusedKernel` says)
+    global_size: Optional[tuple[Any, ...]] = None
     local_size: Optional[tuple[int, ...]] = None
-    #: name of the generated kernel (set by code generation)
-    kernel: Optional[str] = None
     #: why members were (not) merged: one line per decision, for report.md
     notes: tuple[str, ...] = ()
     #: the isl schedule of the group's instances (host-loop iterations -> time), as text
@@ -78,13 +81,11 @@ class FusionPlan:
     program: Program
     uar: UAR
     groups: tuple[FusedGroup, ...]
+    #: kernel launches executed before and after fusion (host loops unrolled; code generation
+    #: may lower ``launches_after`` further by wavefronts: FusedProgram.launches_after)
     launches_before: int
     launches_after: int
     blocked: tuple[BlockedFusion, ...] = ()
-    #: post-fusion optimizations that fired, e.g. {"barriers_removed": 2}
-    optimizations: dict[str, Any] = field(default_factory=dict)
-    #: set by verification: {"ok", "reference", "max_abs_err", "max_rel_err", ...}
-    verified: Optional[dict[str, Any]] = None
     #: the isl schedule tree computed by global fusion (groups G<id>, host ops H<id>), as text
     schedule: Optional[str] = None
     #: launch id -> why it starts a group in local fusion (polyfuse.fusion.explain)

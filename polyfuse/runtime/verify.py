@@ -1,6 +1,6 @@
 """Check one execution against another: the fused program against the unfused one.
 
-Fusion must never change results (docs/architecture.md, "Correctness"), but it may legally change
+Fusion must never change results (docs/ARCHITECTURE.md, "Correctness"), but it may legally change
 floating-point rounding:
 a fused kernel can evaluate the same expression in another order, keep intermediates in registers
 instead of rounding them through memory, or let the compiler contract ``a*b + c`` into an fma.

@@ -2,7 +2,7 @@
 
 The UAR computes dependences symbolically with isl; these modules compute them independently, by
 *executing* the parsed kernels on small concrete sizes, so the two can be compared
-(docs/architecture.md, "Correctness").
+(docs/ARCHITECTURE.md, "Correctness").
 :mod:`polyfuse.testing.kernelgen` (hypothesis strategies) needs the ``test`` extra and is not
 imported here.
 """

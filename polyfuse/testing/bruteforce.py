@@ -1,6 +1,6 @@
 """Brute-force dependences of a :class:`~polyfuse.program.Program` on small concrete sizes.
 
-The oracle the UAR is tested against (docs/architecture.md, "Correctness"): host loops are
+The oracle the UAR is tested against (docs/ARCHITECTURE.md, "Correctness"): host loops are
 unrolled, every launch instance
 is *executed* by :mod:`polyfuse.testing.interp` on seeded random data, and every global-memory
 access is recorded per work-item.  Dependences are then computed between op instances in host

@@ -236,9 +236,9 @@ def _fuse_verify_job(path: str, out: str, progress: Optional[Callable] = None) -
 
     result = fuse_onnx(path, verify=True, progress=progress)
     write_outputs(result, out)
-    v = result.plan.verified or {}
+    v = result.verified or {}
     return {"ok": bool(v.get("ok")), "max_abs_err": v.get("max_abs_err"),
-            "before": result.plan.launches_before, "after": result.plan.launches_after,
+            "before": result.plan.launches_before, "after": result.fused.launches_after,
             "references": {k: (r or {}).get("ok") for k, r in
                            (v.get("references") or {}).items()}}
 
