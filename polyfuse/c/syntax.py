@@ -34,6 +34,31 @@ def transform(node: Any, fn: Callable[[Any], Any]) -> Any:
     return fn(node)
 
 
+def clone(node: Any) -> Any:
+    """A deep copy of a syntax tree, as ``copy.deepcopy`` makes it (nodes and lists copied, a
+    node reached twice copied once) but several times faster: codegen copies every fragment's
+    kernel.  Coordinates and strings are immutable and shared."""
+    memo: dict[int, Any] = {}
+
+    def cp(v: Any) -> Any:
+        if isinstance(v, c_ast.Node):
+            got = memo.get(id(v))
+            if got is None:
+                got = memo[id(v)] = object.__new__(type(v))
+                for name in v.__slots__:
+                    if name != "__weakref__" and hasattr(v, name):
+                        val = getattr(v, name)
+                        setattr(got, name, val if name == "coord" else cp(val))
+            return got
+        if isinstance(v, list):
+            return [cp(x) for x in v]
+        if isinstance(v, tuple):
+            return tuple(cp(x) for x in v)
+        return v
+
+    return cp(node)
+
+
 def rename(node: Any, mapping: Mapping[str, str], *, keep_calls: bool = False) -> None:
     """Rename identifiers (uses and declarations) consistently, in place; struct fields are left
     alone, and so are the names of called functions with ``keep_calls``."""

@@ -34,7 +34,6 @@ checked against the target's limits.  Post-fusion optimizations are in
 
 from __future__ import annotations
 
-import copy
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -47,7 +46,7 @@ from pycparser import c_ast
 
 from polyfuse.c import cpp, emit, syntax, types
 from polyfuse.codegen import exprs, wavefront
-from polyfuse.frontend import opencl
+from polyfuse.codegen.models import KernelModels, reindex_map
 from polyfuse.fusion.plan import Fragment, FusedGroup, FusionPlan
 from polyfuse.islutil import coalesce
 from polyfuse.program import (
@@ -165,9 +164,9 @@ def eliminate_returns(items: list[Any], where: str) -> list[Any]:
                 if clash:
                     raise UnsupportedError(f"{where}: cannot move the code after a return "
                                            f"under the branch that declares {sorted(clash)[0]}")
-            tail = [c_ast.Compound(copy.deepcopy(rest))] if rest else []
+            tail = [c_ast.Compound(syntax.clone(rest))] if rest else []
             t = eliminate_returns(_items(s.iftrue) + tail, where)
-            tail = [c_ast.Compound(copy.deepcopy(rest))] if rest else []
+            tail = [c_ast.Compound(syntax.clone(rest))] if rest else []
             e = eliminate_returns(_items(s.iffalse) + tail, where)
             if not t and e:
                 out.append(c_ast.If(_neg(s.cond), c_ast.Compound(e), None, s.coord))
@@ -275,6 +274,8 @@ class _KernelBuilder:
     #: ids of the barrier statements fusion put between fragments (``barrier_before``): the only
     #: ones redundant-barrier removal examines
     fusion_barriers: set[int] = field(default_factory=set)
+    #: models and isl answers shared by the groups of one program (identical layers)
+    models: KernelModels = field(default_factory=KernelModels)
 
     @property
     def where(self) -> str:
@@ -335,22 +336,56 @@ def _fragment(kb: _KernelBuilder, k: int, frag: Fragment, box: isl.Set,
               inst: Instantiation) -> tuple[list[Any], isl.Set, bool]:
     """The statements of fragment ``k`` (unguarded), its domain, whether it has barriers."""
     launch, kernel, where = _fragment_launch(kb, k, frag)
-    fd: c_ast.FuncDef = copy.deepcopy(kernel.ast)
+    facts: _BodyFacts = kb.models.answer(("body", id(kernel.ast.body)),
+                                         lambda: _body_facts(kernel.ast.body))
+    if facts.reserved:
+        raise UnsupportedError(f"{where}: identifier {facts.reserved!r} clashes with names "
+                               "polyfuse generates (pf_*, f<k>_*)")
+    fd: c_ast.FuncDef = syntax.clone(kernel.ast)
     body = fd.body
-    for n in syntax.identifiers(body):
-        if _RESERVED.match(n):
-            raise UnsupportedError(f"{where}: identifier {n!r} clashes with names polyfuse "
-                                   "generates (pf_*, f<k>_*)")
     _collect_helpers(kb, kernel, body, where)
     work_items = _WorkItems(kb, k, launch, inst.ops[launch.id], frag, box, where)
-    renames, scalar_subst, local_copies = _bind_params(kb, k, kernel, launch, fd, where)
-    renames.update(_hoist_locals(kb, k, kernel, body, renames, where))
+    renames, scalar_subst, local_copies = _bind_params(kb, k, kernel, launch, fd, facts, where)
+    if facts.local_decls:
+        renames.update(_hoist_locals(kb, k, kernel, body, renames, where))
+    else:
+        _count_locals(kb, kernel)
     body = _rewrite_body(body, renames, scalar_subst, work_items, where)
-    items = local_copies + eliminate_returns(list(body.block_items or []), where)
-    has_barrier = syntax.calls_any(c_ast.Compound(items), _BARRIER_FUNCS) or bool(kernel.barriers)
+    items = list(body.block_items or [])
+    if facts.returns:
+        items = eliminate_returns(items, where)
+    items = local_copies + items
+    has_barrier = facts.barriers or bool(kernel.barriers)
     loc = f" ({launch.loc.file.rsplit('/', 1)[-1]}:{launch.loc.line})" if launch.loc else ""
     kb.notes.append(f"fragment {k}: launch #{launch.id} {kernel.name}{loc}")
     return items, work_items.domain, has_barrier
+
+
+@dataclass(frozen=True)
+class _BodyFacts:
+    """What codegen asks of a kernel's body before it rewrites a copy: the same for every copy,
+    so asked once per body (the layers of a model share their kernels' bodies)."""
+
+    #: an identifier that clashes with the names polyfuse generates (the first in name order)
+    reserved: Optional[str]
+    declared: frozenset[str]
+    modified: frozenset[str]
+    #: a ``return`` anywhere (else there is nothing for :func:`eliminate_returns` to rewrite)
+    returns: bool
+    #: a barrier call anywhere (re-indexing and renaming keep calls to barriers as they are)
+    barriers: bool
+    #: a ``__local`` declaration anywhere (else there is nothing to hoist)
+    local_decls: bool
+
+
+def _body_facts(body: c_ast.Node) -> _BodyFacts:
+    clash = sorted(n for n in syntax.identifiers(body) if _RESERVED.match(n))
+    return _BodyFacts(
+        clash[0] if clash else None, frozenset(syntax.declared(body)),
+        frozenset(syntax.modified(body)), syntax.has_return(body),
+        syntax.calls_any(body, _BARRIER_FUNCS),
+        any(isinstance(n, c_ast.Decl) and cpp.address_space_of(n) == "local"
+            for n in cpp.walk(body)))
 
 
 def _fragment_launch(kb: _KernelBuilder, k: int, frag: Fragment) -> tuple[Launch, Kernel, str]:
@@ -388,53 +423,29 @@ def _collect_helpers(kb: _KernelBuilder, kernel: Kernel, body: Any, where: str) 
 
 class _WorkItems:
     """A fragment's work-item functions as C over the fused work-item, by its re-indexing map
-    (checked here: valid, single-valued, injective, inside the launch and the fused NDRange)."""
+    (checked here: valid, single-valued, injective, inside the launch and the fused NDRange).
+    The isl part is shared by fragments with the same map, launch domain and fused NDRange (the
+    identical layers of a model), through ``kb.models``."""
 
     def __init__(self, kb: _KernelBuilder, k: int, launch: Launch, oi: Any, frag: Fragment,
                  box: isl.Set, where: str):
         self.kb, self.where = kb, where
-        try:
-            rmap = isl.Map(frag.reindex)
-        except isl.Error as err:
-            raise CodegenError(f"{where}: re-indexing map is not valid isl: {err}") from None
-        n_in = rmap.dim(isl.dim_type.in_)
-        n_out = rmap.dim(isl.dim_type.out)
         self.wdo = wdo = launch.work_dim
-        if n_in != kb.n_h + 2 * kb.wd:
-            raise CodegenError(f"{where}: re-indexing map has {n_in} input dims, the fused "
-                               f"space has {kb.n_h + 2 * kb.wd}")
-        if n_out != len(oi.host_dims) + 2 * wdo:
-            raise CodegenError(f"{where}: re-indexing map has {n_out} output dims, launch "
-                               f"#{launch.id} has {len(oi.host_dims) + 2 * wdo} (h, g, l)")
-        if not rmap.is_single_valued():
-            raise CodegenError(f"{where}: re-indexing map is not single-valued")
-        if not rmap.is_injective():
-            raise CodegenError(f"{where}: re-indexing map is not injective (two fused "
-                               "work-items would run the same original one)")
-        names = _dim_names(kb.n_h, kb.wd)
-        for i, nm in enumerate(names):
-            rmap = rmap.set_dim_name(isl.dim_type.in_, i, nm)
-        rmap = rmap.set_tuple_name(isl.dim_type.in_, "F")
-        orig_dom = oi.domain.reset_tuple_id()
-        rng = rmap.range().reset_tuple_id()
-        if not rng.is_subset(orig_dom.align_params(rng.get_space())):
-            raise CodegenError(f"{where}: re-indexing map reaches work-items outside launch "
-                               f"#{launch.id}'s NDRange")
-        if not orig_dom.is_subset(rng.align_params(orig_dom.get_space())):
+        # the launch's own name (``L<id>``) is no part of the answer: identical layers share it
+        key = ("work-items",
+               str(_reindex_map(frag.reindex, where).reset_tuple_id(isl.dim_type.out)),
+               str(oi.domain.reset_tuple_id()), str(box), kb.n_h, kb.wd, wdo,
+               len(oi.host_dims))
+        self.domain, self.dom_p, self.comps, partial = kb.models.answer(
+            key, lambda: _reindexing(kb, launch, oi, frag, box, where))
+        if partial:
             kb.notes.append(f"fragment {k}: some work-items of launch #{launch.id} are not "
                             "run (outside the re-indexing map's range)")
-        self.domain = dom = rmap.domain()
-        if not dom.reset_tuple_id().is_subset(
-                box.reset_tuple_id().align_params(dom.get_space())):
-            raise CodegenError(f"{where}: re-indexing domain is not inside the fused NDRange")
-        self.dom_p = exprs.dims_to_params(dom.reset_tuple_id(), n_in, names)
-        pma = isl.PwMultiAff.from_map(rmap)
-        self.comps = [exprs.dims_to_params(pma.get_pw_aff(j), n_in, names, isl.dim_type.in_)
-                      for j in range(n_out)]
         self.ls = _orig_local_size(launch, tuple(oi.local_size))
         self.gs = [sympy.sympify(x) for x in launch.global_size]
         self.off = [sympy.sympify(x) for x in (launch.global_offset or (0,) * wdo)]
         self.nh_o = len(oi.host_dims)
+        self._made: dict[tuple[str, Optional[int]], c_ast.Node] = {}
 
     def _c(self, pa: isl.PwAff) -> c_ast.Node:
         return exprs.pw_aff_to_c(pa, self.dom_p, self.kb.ids)
@@ -446,7 +457,13 @@ class _WorkItems:
         return exprs.pw_aff_to_c(exprs.host_to_pw_aff(e), self.dom_p, self.kb.ids)
 
     def __call__(self, func: str, d: Optional[int]) -> c_ast.Node:
-        """C for ``func(d)`` of the original launch, in the fused work-item."""
+        """C for ``func(d)`` of the original launch, in the fused work-item (a new tree per
+        call; the expression is made once)."""
+        if (func, d) not in self._made:
+            self._made[(func, d)] = self._make(func, d)
+        return syntax.clone(self._made[(func, d)])
+
+    def _make(self, func: str, d: Optional[int]) -> c_ast.Node:
         wdo, ls, gs, off = self.wdo, self.ls, self.gs, self.off
         if func == "get_work_dim":
             return exprs.cast("uint", exprs.int_const(wdo))
@@ -478,21 +495,69 @@ class _WorkItems:
         return exprs.cast("size_t", node)
 
 
+def _reindexing(kb: _KernelBuilder, launch: Launch, oi: Any, frag: Fragment, box: isl.Set,
+                where: str) -> tuple[isl.Set, isl.Set, list[isl.PwAff], bool]:
+    """A fragment's re-indexing map checked (module docstring): its domain in the fused space,
+    that domain over parameters, the original work-item as parametric expressions, and whether
+    some work-items of the launch are not run."""
+    rmap = _reindex_map(frag.reindex, where)
+    n_in = rmap.dim(isl.dim_type.in_)
+    n_out = rmap.dim(isl.dim_type.out)
+    wdo = launch.work_dim
+    if n_in != kb.n_h + 2 * kb.wd:
+        raise CodegenError(f"{where}: re-indexing map has {n_in} input dims, the fused "
+                           f"space has {kb.n_h + 2 * kb.wd}")
+    if n_out != len(oi.host_dims) + 2 * wdo:
+        raise CodegenError(f"{where}: re-indexing map has {n_out} output dims, launch "
+                           f"#{launch.id} has {len(oi.host_dims) + 2 * wdo} (h, g, l)")
+    if not rmap.is_single_valued():
+        raise CodegenError(f"{where}: re-indexing map is not single-valued")
+    if not rmap.is_injective():
+        raise CodegenError(f"{where}: re-indexing map is not injective (two fused "
+                           "work-items would run the same original one)")
+    names = _dim_names(kb.n_h, kb.wd)
+    for i, nm in enumerate(names):
+        rmap = rmap.set_dim_name(isl.dim_type.in_, i, nm)
+    rmap = rmap.set_tuple_name(isl.dim_type.in_, "F")
+    orig_dom = oi.domain.reset_tuple_id()
+    rng = rmap.range().reset_tuple_id()
+    if not rng.is_subset(orig_dom.align_params(rng.get_space())):
+        raise CodegenError(f"{where}: re-indexing map reaches work-items outside launch "
+                           f"#{launch.id}'s NDRange")
+    partial = not orig_dom.is_subset(rng.align_params(orig_dom.get_space()))
+    dom = rmap.domain()
+    if not dom.reset_tuple_id().is_subset(
+            box.reset_tuple_id().align_params(dom.get_space())):
+        raise CodegenError(f"{where}: re-indexing domain is not inside the fused NDRange")
+    dom_p = exprs.dims_to_params(dom.reset_tuple_id(), n_in, names)
+    pma = isl.PwMultiAff.from_map(rmap)
+    comps = [exprs.dims_to_params(pma.get_pw_aff(j), n_in, names, isl.dim_type.in_)
+             for j in range(n_out)]
+    return dom, dom_p, comps, partial
+
+
+def _reindex_map(text: str, where: str) -> isl.Map:
+    """A fragment's re-indexing map (``Fragment.reindex``), parsed once per text."""
+    try:
+        return reindex_map(text)
+    except isl.Error as err:
+        raise CodegenError(f"{where}: re-indexing map is not valid isl: {err}") from None
+
+
 def _bind_params(kb: _KernelBuilder, k: int, kernel: Kernel, launch: Launch,
-                 fd: c_ast.FuncDef, where: str
+                 fd: c_ast.FuncDef, facts: _BodyFacts, where: str
                  ) -> tuple[dict[str, str], dict[str, c_ast.Node], list[Any]]:
     """The fused kernel's parameters for the fragment's arguments: pointers renamed
     ``f<k>_<name>``, scalars replaced by their value (a literal or a ``pf_`` parameter), or a
     private copy where the body assigns or shadows them.  Returns (renames, scalar
     substitutions, private copies)."""
     program: Program = kb.plan.program
-    body = fd.body
     params = fd.decl.type.args.params if fd.decl.type.args else []
     renames: dict[str, str] = {}
     scalar_subst: dict[str, c_ast.Node] = {}
     local_copies: list[Any] = []
-    body_decls = syntax.declared(body)
-    assigned = syntax.modified(body)
+    body_decls = facts.declared
+    assigned = facts.modified
     for p in kernel.params:
         pdecl = params[p.index]
         try:
@@ -502,7 +567,7 @@ def _bind_params(kb: _KernelBuilder, k: int, kernel: Kernel, launch: Launch,
         new = f"f{k}_{p.name}"
         if p.pointer:
             renames[p.name] = new
-            d = copy.deepcopy(pdecl)
+            d = syntax.clone(pdecl)
             syntax.rename(d, {p.name: new})
             kb.params.append(_Param(cpp.generate(d), new, replace(b)))
             if b.kind == "buffer" and b.buffer is not None:
@@ -523,7 +588,7 @@ def _bind_params(kb: _KernelBuilder, k: int, kernel: Kernel, launch: Launch,
             node = c_ast.ID(kb.symbol_param(value, p.type))
         if p.name in assigned or p.name in body_decls:
             # keep a private copy under the original name (the body assigns it or shadows it)
-            d = copy.deepcopy(pdecl)
+            d = syntax.clone(pdecl)
             d.init = node
             if p.name in assigned:
                 for n in cpp.walk(d):
@@ -553,14 +618,19 @@ def _hoist_locals(kb: _KernelBuilder, k: int, kernel: Kernel, body: Any,
                 else:
                     keep.append(s)
             n.block_items = keep
-    for a in kernel.arrays:
-        if a.address_space == "local":
-            size = types.type_size(a.type, kernel.struct_sizes) or 4
-            kb.local_bytes += size * math.prod(a.shape)
+    _count_locals(kb, kernel)
     hoisted = kb.local_decls[len(kb.local_decls) - len(local_names):]
     for d in hoisted:
         syntax.rename(d, {**renames, **local_names})
     return local_names
+
+
+def _count_locals(kb: _KernelBuilder, kernel: Kernel) -> None:
+    """Add the kernel's ``__local`` arrays to the fused kernel's ``__local`` bytes."""
+    for a in kernel.arrays:
+        if a.address_space == "local":
+            size = types.type_size(a.type, kernel.struct_sizes) or 4
+            kb.local_bytes += size * math.prod(a.shape)
 
 
 def _rewrite_body(body: Any, renames: Mapping[str, str],
@@ -587,7 +657,7 @@ def _rewrite_body(body: Any, renames: Mapping[str, str],
                                        "dimension cannot be re-indexed")
             return work_items(n.name.name, d)
         if isinstance(n, c_ast.ID) and id(n) not in struct_fields and n.name in scalar_subst:
-            return copy.deepcopy(scalar_subst[n.name])
+            return syntax.clone(scalar_subst[n.name])
         return n
 
     return syntax.transform(body, sub)
@@ -691,10 +761,7 @@ def _barrier_stmt() -> c_ast.Node:
 
 
 def _frag_domain(frag: Fragment, n_h: int, wd: int, where: str) -> isl.Set:
-    try:
-        rmap = isl.Map(frag.reindex)
-    except isl.Error as err:
-        raise CodegenError(f"{where}: re-indexing map is not valid isl: {err}") from None
+    rmap = _reindex_map(frag.reindex, where)
     if rmap.dim(isl.dim_type.in_) != n_h + 2 * wd:
         raise CodegenError(f"{where}: re-indexing map {frag.reindex} has "
                            f"{rmap.dim(isl.dim_type.in_)} input dims; expected {n_h + 2 * wd} "
@@ -715,13 +782,14 @@ class _GroupCode:
 
 
 def _assemble_group(plan: FusionPlan, group: FusedGroup, inst: Instantiation,
-                    limits: Optional[Target], name: str, code_motion: bool = False
-                    ) -> _GroupCode:
+                    limits: Optional[Target], name: str, code_motion: bool = False,
+                    models: Optional[KernelModels] = None) -> _GroupCode:
     """One fused kernel: its fragments re-indexed into the group's fused grid, guarded and
     ordered by the group's orchestration."""
     where = f"plan group {group.id}"
     last_pos, n_h, wd = _group_frame(plan.program, group, where)
-    kb = _KernelBuilder(group, plan, name, n_h, wd, tuple(plan.program.ops[last_pos].loops))
+    kb = _KernelBuilder(group, plan, name, n_h, wd, tuple(plan.program.ops[last_pos].loops),
+                        models=models or KernelModels())
     doms = [_frag_domain(f, n_h, wd, f"{where}, fragment {k + 1}")
             for k, f in enumerate(group.fragments)]
     box, ls, ngroups = _fused_box(kb, doms, inst)
@@ -757,7 +825,7 @@ def _group_frame(program: Program, group: FusedGroup, where: str) -> tuple[int, 
             raise CodegenError(f"{where}: launch {f.launch} is not in the program")
     last_pos = max(positions[f.launch] for f in group.fragments)
     n_h = len(program.ops[last_pos].loops)
-    n_in = isl.Map(group.fragments[0].reindex).dim(isl.dim_type.in_)
+    n_in = _reindex_map(group.fragments[0].reindex, where).dim(isl.dim_type.in_)
     if (n_in - n_h) % 2 or n_in < n_h:
         raise CodegenError(f"{where}: fused space has {n_in} dims, not h({n_h}) + g + l")
     wd = (n_in - n_h) // 2
@@ -945,9 +1013,10 @@ def generate(plan: FusionPlan, *, target: Optional[Target] = None,
     program: Program = plan.program
     inst = getattr(plan.uar, "instantiation", None) or instantiate(program)
     in_groups = _group_of_launch(plan)
-    codes = [_assemble_group(plan, g, inst, target, f"fused_g{g.id}", code_motion=optimize)
-             for g in plan.groups]
-    stats, dropped = _optimize(codes, program, in_groups) if optimize else ({}, [])
+    models = KernelModels()
+    codes = [_assemble_group(plan, g, inst, target, f"fused_g{g.id}", code_motion=optimize,
+                             models=models) for g in plan.groups]
+    stats, dropped = _optimize(codes, program, in_groups, models) if optimize else ({}, [])
     consts = {k: v for gc in codes for k, v in gc.kb.constants.items()}
     stats["constants_propagated"] = len(consts)
     if consts:
@@ -958,8 +1027,9 @@ def generate(plan: FusionPlan, *, target: Optional[Target] = None,
     group_kernels = {gc.kb.group.id: gc.kb.name for gc in codes}
     try:
         # the fused kernels are built as the host built the originals (-cl-fast-relaxed-math...)
-        kernels = opencl.parse_kernels(source, f"<fused {program.name}>",
-                                       options=shared_runtime_options(program.kernels.values()))
+        kernels = models.program(head, [(gc.kb.name, t) for gc, t in zip(codes, texts)],
+                                 "".join(wave_texts), f"<fused {program.name}>",
+                                 shared_runtime_options(program.kernels.values()))
     except PolyfuseError as err:
         if err.line is None:
             raise
@@ -996,8 +1066,8 @@ def _group_of_launch(plan: FusionPlan) -> dict[int, int]:
     return in_groups
 
 
-def _optimize(codes: list[_GroupCode], program: Program, in_groups: Mapping[int, int]
-              ) -> tuple[dict[str, Any], list[str]]:
+def _optimize(codes: list[_GroupCode], program: Program, in_groups: Mapping[int, int],
+              models: KernelModels) -> tuple[dict[str, Any], list[str]]:
     """Post-fusion optimizations, each on the fused kernel's own model: what fired (counts and
     details, barriers shared by code motion among them) and the buffers whose stores were
     eliminated."""
@@ -1005,8 +1075,10 @@ def _optimize(codes: list[_GroupCode], program: Program, in_groups: Mapping[int,
 
     stats: dict[str, Any] = {}
     dropped: list[str] = []
+    helpers_text = _helpers_text(codes)
     for gc in codes:
-        res = opt.optimize_group(gc, program, in_groups, helpers_text=_helpers_text(codes))
+        res = opt.optimize_group(gc, program, in_groups, helpers_text=helpers_text,
+                                 models=models)
         for key, v in res.counts.items():
             stats[key] = stats.get(key, 0) + v
         for key, v in res.details.items():

@@ -45,6 +45,7 @@ from pycparser import c_ast
 
 from polyfuse.c import cpp, syntax
 from polyfuse.c.cpp import block_items as _items
+from polyfuse.codegen.models import reindex_map
 from polyfuse.fusion.plan import Fragment
 from polyfuse.program import WORK_ITEM_FUNCTIONS, Launch, Program
 
@@ -201,7 +202,7 @@ def _leaves(items: list[Any]) -> list[Any]:
 
 def _prepare(fc: FragCode, shared: frozenset[str]) -> tuple[list[Any], Any]:
     """A renamed copy of the fragment's statements and its skeleton (or _NotMergeable)."""
-    items = copy.deepcopy(fc.items)
+    items = syntax.clone(fc.items)
     header_vars: set[str] = set()
     _skeleton(items, frozenset(), shared, header_vars)
     leaves = _leaves(items)
@@ -323,8 +324,8 @@ class _Deps:
 
 def _same_work_items(a: FragCode, b: FragCode) -> bool:
     try:
-        ma = isl.Map(a.frag.reindex).reset_tuple_id(isl.dim_type.out)
-        mb = isl.Map(b.frag.reindex).reset_tuple_id(isl.dim_type.out)
+        ma = reindex_map(a.frag.reindex).reset_tuple_id(isl.dim_type.out)
+        mb = reindex_map(b.frag.reindex).reset_tuple_id(isl.dim_type.out)
         ma, mb = ma.align_params(mb.get_space()), mb.align_params(ma.get_space())
         da = a.dom.align_params(b.dom.get_space())
         return ma.is_equal(mb) and da.is_equal(b.dom.align_params(da.get_space()))

@@ -6,7 +6,9 @@ Each pass prints the fused kernel, re-extracts it with
 work-item expressions are affine), and maps the
 model's statements back onto the kernel being built by walking the printed and the re-parsed
 syntax trees in parallel (printing and re-parsing keep the tree shape; if they ever do not, the
-pass does nothing, which is always safe).
+pass does nothing, which is always safe).  Kernels that print alike (the groups of identical
+layers) share one model, and the isl questions about it are asked once
+(:mod:`polyfuse.codegen.models`); the answers do not depend on which buffers a group binds.
 
 * **Private intermediates** (SIRIUS; docs/fusion.md).  A buffer written by exactly one statement
   of the fused kernel, at most once per work-item, with distinct work-items writing distinct
@@ -36,7 +38,7 @@ import islpy as isl
 from pycparser import c_ast
 
 from polyfuse.c import cpp, syntax
-from polyfuse.frontend import opencl
+from polyfuse.codegen.models import KernelModels
 from polyfuse.islutil import IslQuotaExceeded, bounded
 from polyfuse.program import HostOp, Kernel, KernelContext, Launch, PolyfuseError, Program
 
@@ -55,24 +57,24 @@ class OptResult:
             self.details.setdefault(key, []).append(detail)
 
 
-def _model(gc: Any, helpers_text: str) -> Optional[tuple[Kernel, dict[int, Any]]]:
-    """The fused kernel's model and a map from re-parsed nodes to the nodes being built."""
+def _model(gc: Any, helpers_text: str, models: KernelModels
+           ) -> Optional[tuple[Kernel, dict[int, Any]]]:
+    """The fused kernel's model and a map from re-parsed nodes to the nodes being built (the
+    model is shared with kernels of the same text, :mod:`polyfuse.codegen.models`)."""
     from polyfuse.codegen.fuse import _kernel_text
 
     kb = gc.kb
-    text = helpers_text + _kernel_text(gc)
     ls = tuple(gc.local_size) + (None,) * (3 - len(gc.local_size))
     gs = tuple(int(x) if getattr(x, "is_Integer", False) else None for x in gc.global_size)
     gs = gs + (None,) * (3 - len(gs))
     try:
-        kernels = opencl.parse_kernels(text, f"<fused {kb.name}>",
-                                       context=KernelContext(local_size=ls, global_size=gs))
+        k = models.model(helpers_text, _kernel_text(gc), kb.name, f"<fused {kb.name}>",
+                         KernelContext(local_size=ls, global_size=gs))
     except PolyfuseError as err:
         kb.notes.append(f"post-fusion optimizations skipped: {err}")
         return None
-    k = kernels[kb.name]
     mine = _shape_walk(gc.func.body)
-    theirs = _shape_walk(k.ast.body)
+    theirs = models.answer(("shape", id(k)), lambda: _shape_walk(k.ast.body))
     if len(mine) != len(theirs) or any(type(a) is not type(b) for a, b in zip(mine, theirs)):
         kb.notes.append("post-fusion optimizations skipped: re-parsed kernel differs in shape")
         return None
@@ -108,33 +110,39 @@ def _wi_proj(dom: isl.Set) -> isl.Map:
     return ident.project_out(isl.dim_type.out, 6, n - 6).reset_tuple_id(isl.dim_type.out)
 
 
-def _read_elsewhere(program: Program, root: str, group_launches: set[int]) -> bool:
+def _read_elsewhere(program: Program, root: str, group_launches: set[int],
+                    models: KernelModels) -> bool:
     """Whether anything outside the group may read ``root`` (other launches, host ops)."""
-    for op in program.ops:
-        if isinstance(op, Launch):
-            if op.id in group_launches:
-                continue
-            for a in op.args:
-                if a.kind == "buffer" and a.buffer and program.root(a.buffer)[0] == root:
-                    return True
-        elif isinstance(op, HostOp):
-            if op.kind in ("unknown",) and (op.reads or op.writes):
-                for r in op.reads + op.writes:
-                    if program.root(r.buffer)[0] == root:
-                        return True
-            for r in op.reads:
-                if program.root(r.buffer)[0] == root:
-                    return True
+    by_launch, by_host = models.answer(("readers", id(program)), lambda: _readers(program))
+    if root in by_host or any(root in roots for lid, roots in by_launch.items()
+                              if lid not in group_launches):
+        return True
     buf = program.buffers.get(root)
     if buf is not None and any("HOST_PTR" in f and "COPY" not in f for f in buf.flags):
         return True  # the host sees the memory directly
     return False
 
 
+def _readers(program: Program) -> tuple[dict[int, set[str]], set[str]]:
+    """The root buffers each launch is bound to, and those host operations may read (an
+    unknown host operation any buffer it touches)."""
+    by_launch: dict[int, set[str]] = {}
+    by_host: set[str] = set()
+    for op in program.ops:
+        if isinstance(op, Launch):
+            by_launch.setdefault(op.id, set()).update(
+                program.root(a.buffer)[0] for a in op.args if a.kind == "buffer" and a.buffer)
+        elif isinstance(op, HostOp):
+            touched = op.reads + op.writes if op.kind == "unknown" else op.reads
+            by_host.update(program.root(r.buffer)[0] for r in touched)
+    return by_launch, by_host
+
+
 def privatize(gc: Any, program: Program, group_launches: set[int], helpers_text: str,
-              res: OptResult) -> None:
+              res: OptResult, models: Optional[KernelModels] = None) -> None:
     """Forward same-work-item intermediates through private variables (module docstring)."""
-    got = _model(gc, helpers_text)
+    models = models or KernelModels()
+    got = _model(gc, helpers_text, models)
     if got is None:
         return
     k, corr = got
@@ -166,9 +174,8 @@ def privatize(gc: Any, program: Program, group_launches: set[int], helpers_text:
             continue
         if s_w.domain.dim(isl.dim_type.set) != 6:
             continue  # inside a loop: more than one value per work-item
-        proj_w = _wi_proj(s_w.domain)
-        w_wi = proj_w.reverse().apply_range(a_w.relation.set_tuple_name(isl.dim_type.out, root))
-        if not (w_wi.is_single_valued() and w_wi.is_injective()):
+        w_wi = models.answer(("write", id(s_w), id(a_w)), lambda s=s_w, a=a_w: _writer(s, a))
+        if w_wi is None:
             continue
         ok_reads = []
         all_ok = True
@@ -176,9 +183,8 @@ def privatize(gc: Any, program: Program, group_launches: set[int], helpers_text:
             ok = (a_r.exact and s_r.order > s_w.order and s_r is not s_w
                   and corr.get(id(s_r.node)) is not None)
             if ok:
-                via = _wi_proj(s_r.domain).apply_range(w_wi)
-                rel_r = a_r.relation.set_tuple_name(isl.dim_type.out, root)
-                ok = rel_r.is_subset(via.align_params(rel_r.get_space()))
+                ok = models.answer(("read", id(s_w), id(a_w), id(s_r), id(a_r)),
+                                   lambda s=s_r, a=a_r, w=w_wi: _reads_own(s, a, w))
             if ok:
                 ok_reads.append((s_r, a_r))
             else:
@@ -208,9 +214,9 @@ def privatize(gc: Any, program: Program, group_launches: set[int], helpers_text:
         if not replaced:
             continue
         gc.func.body.block_items.insert(len(kb.local_decls) + counter - 1, decl)
-        remaining = _remaining_refs(gc.func.body, params_b, node_w)
-        dead = (all_ok and not remaining and node_w.op == "="
-                and not _read_elsewhere(program, root, group_launches))
+        dead = (all_ok and node_w.op == "="
+                and not _read_elsewhere(program, root, group_launches, models)
+                and not _remaining_refs(gc.func.body, params_b, node_w))
         parent = parents.get(id(node_w))
         new: c_ast.Node
         if dead:
@@ -222,6 +228,27 @@ def privatize(gc: Any, program: Program, group_launches: set[int], helpers_text:
         _replace_child(parent, node_w, new)
         res.add("loads_privatized", replaced,
                 f"group {kb.group.id}: {root} ({replaced} load(s) -> {var})")
+
+
+#: the tuple name the checks below give every root buffer's elements (the answers do not depend
+#: on it, so groups of identical layers, which use different buffers, share them)
+_ELEM = "pf_elem"
+
+
+def _writer(s_w: Any, a_w: Any) -> Optional[isl.Map]:
+    """Work-item -> the element statement ``s_w`` writes with ``a_w``, when every work-item
+    writes one element and distinct work-items distinct ones (else None)."""
+    w_wi = _wi_proj(s_w.domain).reverse().apply_range(
+        a_w.relation.set_tuple_name(isl.dim_type.out, _ELEM))
+    return w_wi if w_wi.is_single_valued() and w_wi.is_injective() else None
+
+
+def _reads_own(s_r: Any, a_r: Any, w_wi: isl.Map) -> bool:
+    """Whether every instance of ``s_r`` reads with ``a_r`` exactly the element its work-item
+    wrote (``w_wi`` from :func:`_writer`)."""
+    via = _wi_proj(s_r.domain).apply_range(w_wi)
+    rel_r = a_r.relation.set_tuple_name(isl.dim_type.out, _ELEM)
+    return bool(rel_r.is_subset(via.align_params(rel_r.get_space())))
 
 
 def _replace_loads(node: Any, params: set[str], var: str) -> int:
@@ -344,7 +371,8 @@ def _accesses(k: Kernel, bp: Mapping[str, Any]
     return (acc, n_t) if n_t is not None else None
 
 
-def remove_barriers(gc: Any, helpers_text: str, res: OptResult) -> None:
+def remove_barriers(gc: Any, helpers_text: str, res: OptResult,
+                    models: Optional[KernelModels] = None) -> None:
     """Seed 001 Algorithm 1 (module docstring), on the barriers fusion introduced.
 
     The kernels' own barriers were placed by their authors (a library GEMM's tiles, a tree
@@ -354,7 +382,8 @@ def remove_barriers(gc: Any, helpers_text: str, res: OptResult) -> None:
     """
     if not gc.kb.fusion_barriers:
         return
-    got = _model(gc, helpers_text)
+    models = models or KernelModels()
+    got = _model(gc, helpers_text, models)
     if got is None:
         return
     k, corr = got
@@ -444,11 +473,13 @@ def _barrier_needed(k: Kernel, b: Any, kept: set[str],
 
 
 def optimize_group(gc: Any, program: Program, in_groups: Mapping[int, int],
-                   helpers_text: str = "") -> OptResult:
-    """Run the post-fusion optimizations on one group's kernel (in place on ``gc``)."""
+                   helpers_text: str = "", models: Optional[KernelModels] = None) -> OptResult:
+    """Run the post-fusion optimizations on one group's kernel (in place on ``gc``);
+    ``models`` shares fused kernels' models across the groups of one program."""
     res = OptResult()
+    models = models or KernelModels()
     members = {f.launch for f in gc.kb.group.fragments}
     if len(members) > 1:  # a launch left alone keeps its kernel's code as its author wrote it
-        privatize(gc, program, members, helpers_text, res)
-        remove_barriers(gc, helpers_text, res)
+        privatize(gc, program, members, helpers_text, res, models)
+        remove_barriers(gc, helpers_text, res, models)
     return res

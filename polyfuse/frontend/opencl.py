@@ -1462,7 +1462,7 @@ def parse_kernel_batch(items: Sequence[tuple[str, str, KernelContext]]) -> list[
     out = []
     for i, key in enumerate(keys):
         model = models[first[key]]
-        out.append(model if i == first[key] else _renamed(model, names[i], items[i][1]))
+        out.append(model if i == first[key] else renamed(model, names[i], items[i][1]))
     return out
 
 
@@ -1473,7 +1473,7 @@ def _kernel_name(source: str, filename: str) -> str:
     return m.group(1)
 
 
-def _renamed(kernel: Kernel, name: str, filename: str) -> Kernel:
+def renamed(kernel: Kernel, name: str, filename: str) -> Kernel:
     """The same kernel model under another name (the syntax tree's body is shared: every pass
     copies before it changes a tree)."""
     decl = copy.copy(kernel.ast.decl)  # copies along the path to the names, nothing else
