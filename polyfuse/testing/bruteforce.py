@@ -33,7 +33,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 import numpy as np
 from pycparser import c_ast
@@ -62,6 +62,9 @@ from polyfuse.testing.interp import (
     numpy_dtype,
     type_by_name,
 )
+
+if TYPE_CHECKING:
+    from polyfuse.uar import UAR
 
 Pair = tuple[tuple[int, ...], tuple[int, ...]]
 
@@ -572,6 +575,22 @@ def edge_index(edges: Iterable[ConcreteEdge]) -> dict[tuple[int, int, str, str],
     return {e.key: e for e in edges}
 
 
+def width_mismatches(program: Program, uar: UAR) -> list[str]:
+    """Every device edge of ``uar`` that the oracle does not confirm with the same width, one
+    line each (empty when the UAR's widths are exact on ``program`` at its concrete sizes)."""
+    brute = edge_index(brute_force_dependences(program))
+    wrong = []
+    for e in uar.edges:
+        if e.host:
+            continue
+        key = (e.src, e.dst, e.array, e.kind)
+        if key not in brute:
+            wrong.append(f"UAR edge {key} has no concrete dependence")
+        elif e.width != brute[key].width:
+            wrong.append(f"{key}: UAR {e.width}, oracle {brute[key].width}")
+    return wrong
+
+
 __all__ = [
     "ConcreteEdge",
     "InstanceTrace",
@@ -583,4 +602,5 @@ __all__ = [
     "is_partial_bijection",
     "kernels_from_source",
     "simulate",
+    "width_mismatches",
 ]
