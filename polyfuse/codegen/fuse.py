@@ -46,9 +46,9 @@ from pycparser import c_ast
 
 from polyfuse.c import cpp, emit, syntax, types
 from polyfuse.codegen import exprs, wavefront
-from polyfuse.codegen.models import KernelModels, reindex_map
+from polyfuse.codegen.models import KernelModels
 from polyfuse.fusion.plan import Fragment, FusedGroup, FusionPlan
-from polyfuse.islutil import coalesce
+from polyfuse.islutil import coalesce, map_from_text
 from polyfuse.program import (
     WORK_ITEM_FUNCTIONS,
     ArgBinding,
@@ -539,7 +539,7 @@ def _reindexing(kb: _KernelBuilder, launch: Launch, oi: Any, frag: Fragment, box
 def _reindex_map(text: str, where: str) -> isl.Map:
     """A fragment's re-indexing map (``Fragment.reindex``), parsed once per text."""
     try:
-        return reindex_map(text)
+        return map_from_text(text)
     except isl.Error as err:
         raise CodegenError(f"{where}: re-indexing map is not valid isl: {err}") from None
 

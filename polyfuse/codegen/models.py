@@ -11,7 +11,7 @@ device compiles is what is modelled.  Models identical layers would repeat are s
   one gets the first one's model renamed and moved to its own lines (:func:`_moved`), which is
   what parsing it would give (the oracle test checks this on the bundled programs);
 * isl answers about one shared model (``memo``) are asked once;
-* re-indexing maps are parsed once per text (:func:`reindex_map`).
+* re-indexing maps are parsed once per text (:func:`polyfuse.islutil.map_from_text`).
 
 Building the model from the fragments' own models and their re-indexing maps instead of
 re-parsing is not exact: the extractor models the printed control flow (guards as C ``if``,
@@ -22,13 +22,10 @@ on.  Re-parsing once per distinct kernel keeps it exact at the cost of one parse
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
-
-import islpy as isl
 
 from polyfuse.frontend import opencl
 from polyfuse.program import Kernel, KernelContext, SourceLoc
@@ -38,15 +35,6 @@ from polyfuse.program import Kernel, KernelContext, SourceLoc
 _COMMENT_LINE = re.compile(r"^([ \t]*)/\*.*\*/[ \t]*$", re.M)
 _AT_LINE = re.compile(r"\bat line (\d+)")
 _PLACEHOLDER = "pf__kernel__"
-
-
-@functools.lru_cache(maxsize=4096)
-def reindex_map(text: str) -> isl.Map:
-    """A re-indexing map (``Fragment.reindex``) parsed once per text: the plan keeps its maps as
-    isl text, and codegen asks about each several times (frame, domain, work-item functions,
-    code motion).  isl objects are values (every operation returns a new one), so sharing one
-    is safe.  Raises ``isl.Error`` for invalid text."""
-    return isl.Map(text)
 
 
 def canonical(text: str, name: str) -> Optional[str]:

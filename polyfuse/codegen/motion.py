@@ -45,8 +45,8 @@ from pycparser import c_ast
 
 from polyfuse.c import cpp, syntax
 from polyfuse.c.cpp import block_items as _items
-from polyfuse.codegen.models import reindex_map
 from polyfuse.fusion.plan import Fragment
+from polyfuse.islutil import map_from_text
 from polyfuse.program import WORK_ITEM_FUNCTIONS, Launch, Program
 
 _BARRIERS = ("barrier", "work_group_barrier")
@@ -324,8 +324,8 @@ class _Deps:
 
 def _same_work_items(a: FragCode, b: FragCode) -> bool:
     try:
-        ma = reindex_map(a.frag.reindex).reset_tuple_id(isl.dim_type.out)
-        mb = reindex_map(b.frag.reindex).reset_tuple_id(isl.dim_type.out)
+        ma = map_from_text(a.frag.reindex).reset_tuple_id(isl.dim_type.out)
+        mb = map_from_text(b.frag.reindex).reset_tuple_id(isl.dim_type.out)
         ma, mb = ma.align_params(mb.get_space()), mb.align_params(ma.get_space())
         da = a.dom.align_params(b.dom.get_space())
         return ma.is_equal(mb) and da.is_equal(b.dom.align_params(da.get_space()))

@@ -43,7 +43,7 @@ from polyfuse.fusion.reindex import (
     merge_frames,
     normalize,
 )
-from polyfuse.islutil import IslQuotaExceeded, bounded
+from polyfuse.islutil import IslQuotaExceeded, bounded, map_from_text
 from polyfuse.program import HostOp, Launch
 from polyfuse.uar.graph import UAR, Edge
 
@@ -298,7 +298,7 @@ def _between(uar: UAR, a: Frame, b: Frame) -> list[Edge]:
 def _frame_of_group(uar: UAR, group) -> Frame:
     maps: dict[int, isl.Map] = {}
     for f in group.fragments:
-        maps[f.launch] = isl.Map(f.reindex)
+        maps[f.launch] = map_from_text(f.reindex)
     first = uar.instances(group.members[0])
     wd = max((uar.instances(m).work_dim for m in group.members), default=1)
     any_map = next(iter(maps.values()))
