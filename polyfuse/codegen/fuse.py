@@ -21,7 +21,9 @@ copy of the original kernel's body, placed by its re-indexing map:
 * **Guards.**  A fragment runs on the domain of its re-indexing map, as an ``if`` on the fused
   work-item ids.  A barrier is never put under work-item-dependent control flow: a fragment with
   barriers must have a guard that depends on group ids only, else generation refuses, naming the
-  group.  ``barrier_before`` puts a work-group barrier at kernel top level (reached by all).
+  group; that guard is pushed below the barriers (:mod:`polyfuse.codegen.barrier_guard`), so
+  no barrier is under any guard.  ``barrier_before`` puts a work-group barrier at kernel top
+  level (reached by all).
 * **Orchestration.**  ``vertical``/``single``/``hybrid`` run the fragments in sequence in each
   work-item; ``horizontal`` branches on the group id (``if (...) {..} else if (...) {..}``).
   With optimizations on, independent fragments with the same barrier skeleton are merged into
@@ -45,7 +47,7 @@ import sympy
 from pycparser import c_ast
 
 from polyfuse.c import cpp, emit, syntax, types
-from polyfuse.codegen import exprs, wavefront
+from polyfuse.codegen import barrier_guard, exprs, wavefront
 from polyfuse.codegen.models import KernelModels
 from polyfuse.fusion.plan import Fragment, FusedGroup, FusionPlan
 from polyfuse.islutil import coalesce, map_from_text
@@ -947,7 +949,6 @@ def _sequential_body(kb: _KernelBuilder, frags: list[tuple], box: isl.Set, box_p
             body.append(bar)
         d_p = exprs.dims_to_params(dom.reset_tuple_id(), n_in, names)
         guard = exprs.set_to_c(d_p, box_p, kb.ids)
-        block = c_ast.Compound(items)
         if guard is not None and has_bar:
             gpart, uniform = _uniform_part(dom, box, n_h, wd)
             if not uniform:
@@ -955,7 +956,16 @@ def _sequential_body(kb: _KernelBuilder, frags: list[tuple], box: isl.Set, box_p
                     f"{where}: fragment {k} (launch #{f.launch}) has barriers but its "
                     "re-indexing domain does not cover whole work-groups: its guard would "
                     "put a barrier under work-item-dependent control flow")
-        stmt = block if guard is None else c_ast.If(guard, block, None)
+            try:
+                stmt = c_ast.Compound(barrier_guard.push_guard_below_barriers(
+                    items, lambda g=guard: syntax.clone(g)))
+            except barrier_guard.BarrierGuardError as why:
+                raise CodegenError(f"{where}: fragment {k} (launch #{f.launch}) has barriers "
+                                   f"and runs in only some work-groups, but its group guard "
+                                   f"cannot be moved below its barriers: {why}") from None
+        else:
+            block = c_ast.Compound(items)
+            stmt = block if guard is None else c_ast.If(guard, block, None)
         kb.comments[id(stmt)] = label
         body.append(stmt)
 
