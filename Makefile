@@ -3,13 +3,14 @@
 #   make test       the full test suite, as CI runs it (.ci/run)
 #   make test-fast  the suite without the tests marked slow (< 2 min; for edits)
 #   make analysis   the research scripts under analysis/
+#   make fuzz       a differential fuzzing campaign: MINUTES=10 SEED=0 FUZZ_JOBS=2 [CASES=N]
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 # pytest-xdist workers: one per core (set JOBS=1 to run in one process)
 JOBS ?= auto
 
-.PHONY: demo test test-fast lint analysis figures clean
+.PHONY: demo test test-fast lint analysis figures fuzz clean
 
 $(VENV)/.installed: setup.cfg pyproject.toml
 	@echo "polyfuse setup [1/4]: creating $(VENV) with $(PYTHON)"
@@ -39,6 +40,16 @@ lint: $(VENV)/.installed
 
 analysis: $(VENV)/.installed
 	@for s in analysis/*.py; do echo "== $$s"; $(BIN)/python $$s || exit 1; done
+
+# random ONNX models against onnxruntime and mutated example programs against their unfused
+# model; failures (with a repro.sh each) and summary.json under FUZZ_OUT
+MINUTES ?= 10
+SEED ?= 0
+FUZZ_JOBS ?= 2
+FUZZ_OUT ?= out/fuzz-$(SEED)
+fuzz: $(VENV)/.installed
+	$(BIN)/python -m polyfuse.testing.fuzz --minutes $(MINUTES) --seed $(SEED) \
+		--jobs $(FUZZ_JOBS) --out $(FUZZ_OUT) $(if $(CASES),--cases $(CASES))
 
 figures: $(VENV)/.installed
 	$(BIN)/python docs/make_figures.py

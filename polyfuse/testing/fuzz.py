@@ -438,9 +438,13 @@ class Campaign:
     counts: dict[str, int] = field(default_factory=dict)
     failures: list[dict] = field(default_factory=list)
     slowest: float = 0.0
+    #: refusals that were a native crash (a signal) reported as one line
+    native_crashes: int = 0
 
     def record(self, outcome: Outcome, what: str) -> None:
         self.counts[outcome.kind] = self.counts.get(outcome.kind, 0) + 1
+        if outcome.kind == "refused" and "in native code" in outcome.detail:
+            self.native_crashes += 1
         self.slowest = max(self.slowest, outcome.seconds)
         if outcome.failed:
             entry = {**asdict(outcome), "what": what}
@@ -463,15 +467,34 @@ class Campaign:
 
     def summary(self) -> str:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
-        return (f"{self.models} models, {self.programs} programs: {kinds}; slowest case "
+        return (f"{self.models} models, {self.programs} programs: {kinds} ({self.native_crashes} "
+                f"native crashes reported as one line); slowest case "
                 f"{self.slowest:.1f} s; failures under {self.directory}")
+
+
+def _run_case(k: int, seed: int, cases: Path, timeout: float, max_nodes: int,
+              programs_every: int) -> tuple[Outcome, str, bool]:
+    """Case ``k`` of the campaign with ``seed``: (outcome, description, whether a model)."""
+    import onnx
+
+    case_seed = seed * 1_000_003 + k
+    if k % programs_every == programs_every - 1:
+        kernels, host, what, params = mutate_program(case_seed, cases / f"p{case_seed}")
+        return check_program(str(kernels), str(host), params=params, timeout=timeout), what, \
+            False
+    path = cases / f"m{case_seed}.onnx"
+    onnx.save(random_model(case_seed, max_nodes=max_nodes), str(path))
+    return check_model(str(path), timeout=timeout), \
+        f"random_model({case_seed}, max_nodes={max_nodes})", True
 
 
 def run_campaign(*, seconds: float, seed: int = 0, out_dir: Optional[str] = None,
                  timeout: float = 120.0, max_nodes: int = 8, programs_every: int = 3,
-                 verbose: bool = True, limit: Optional[int] = None) -> Campaign:
-    """Alternate random ONNX models and mutated programs until ``seconds`` (or ``limit`` cases)."""
-    import onnx
+                 verbose: bool = True, limit: Optional[int] = None, jobs: int = 1) -> Campaign:
+    """Alternate random ONNX models and mutated programs until ``seconds`` (or ``limit`` cases),
+    ``jobs`` cases at a time.  Case ``k`` depends only on ``seed`` and ``k``, so a campaign
+    split over runs with different seeds, or over more jobs, tests the same cases."""
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
     out = Path(out_dir or tempfile.mkdtemp(prefix="polyfuse-fuzz-"))
     out.mkdir(parents=True, exist_ok=True)
@@ -480,26 +503,31 @@ def run_campaign(*, seconds: float, seed: int = 0, out_dir: Optional[str] = None
     cases.mkdir(exist_ok=True)
     deadline = time.monotonic() + seconds
     k = 0
-    while time.monotonic() < deadline and (limit is None or k < limit):
-        case_seed = seed * 1_000_003 + k
-        if k % programs_every == programs_every - 1:
-            kernels, host, what, params = mutate_program(case_seed, cases / f"p{case_seed}")
-            outcome = check_program(str(kernels), str(host), params=params, timeout=timeout)
-            camp.programs += 1
-        else:
-            path = cases / f"m{case_seed}.onnx"
-            onnx.save(random_model(case_seed, max_nodes=max_nodes), str(path))
-            what = f"random_model({case_seed}, max_nodes={max_nodes})"
-            outcome = check_model(str(path), timeout=timeout)
-            camp.models += 1
-        camp.record(outcome, what)
-        if verbose:
-            print(f"[{k}] {outcome.kind:8s} {outcome.seconds:6.1f}s  {what}"
-                  + (f"\n      {outcome.detail.splitlines()[0][:200]}" if outcome.failed
-                     and outcome.detail else ""), flush=True)
-        k += 1
+    # each case runs in its own worker process or subprocess: threads only wait on them
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        running: dict[Any, int] = {}
+        while True:
+            while len(running) < max(1, jobs) and time.monotonic() < deadline and (
+                    limit is None or k < limit):
+                running[pool.submit(_run_case, k, seed, cases, timeout, max_nodes,
+                                    programs_every)] = k
+                k += 1
+            if not running:
+                break
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in sorted(done, key=running.__getitem__):
+                index = running.pop(fut)
+                outcome, what, is_model = fut.result()
+                camp.models += is_model
+                camp.programs += not is_model
+                camp.record(outcome, what)
+                if verbose:
+                    print(f"[{index}] {outcome.kind:8s} {outcome.seconds:6.1f}s  {what}"
+                          + (f"\n      {outcome.detail.splitlines()[0][:200]}"
+                             if outcome.failed and outcome.detail else ""), flush=True)
     (out / "summary.json").write_text(json.dumps(
-        {"models": camp.models, "programs": camp.programs, "counts": camp.counts,
+        {"seed": seed, "models": camp.models, "programs": camp.programs,
+         "counts": camp.counts, "native_crashes_reported": camp.native_crashes,
          "slowest_s": camp.slowest, "failures": len(camp.failures)}, indent=2))
     return camp
 
@@ -516,10 +544,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--max-nodes", type=int, default=8)
     parser.add_argument("--programs-every", type=int, default=3,
                         help="every k-th case is a mutated OpenCL program")
+    parser.add_argument("--cases", type=int, default=None,
+                        help="stop after this many cases (else when the minutes are up)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="cases run at a time (each in its own process)")
     args = parser.parse_args(argv)
     camp = run_campaign(seconds=args.minutes * 60, seed=args.seed, out_dir=args.out,
                         timeout=args.timeout, max_nodes=args.max_nodes,
-                        programs_every=args.programs_every)
+                        programs_every=args.programs_every, limit=args.cases, jobs=args.jobs)
     print(camp.summary())
     return 1 if camp.failures else 0
 

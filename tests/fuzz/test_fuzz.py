@@ -41,6 +41,6 @@ def test_mutations_are_reproducible(tmp_path: Path) -> None:
 
 def test_bounded_campaign_has_no_mismatch_traceback_or_stall(tmp_path: Path) -> None:
     camp = run_campaign(seconds=50, seed=2026, out_dir=str(tmp_path), timeout=120,
-                        max_nodes=5, programs_every=2, limit=4, verbose=False)
+                        max_nodes=5, programs_every=2, limit=4, verbose=False, jobs=2)
     assert camp.models + camp.programs >= 2
     assert not camp.failures, camp.failures
