@@ -718,7 +718,7 @@ def _global_options(top: bool) -> argparse.ArgumentParser:
 
     g.add_argument("--device", default=default(None), metavar="PLATFORM:DEVICE",
                    help="OpenCL device, as listed by `polyfuse devices` (default: "
-                        "$PYOPENCL_CTX, else the first usable device)")
+                        "$PYOPENCL_CTX, else the default rule `polyfuse devices` prints)")
     g.add_argument("-q", "--quiet", action="store_true", default=default(False),
                    help="no progress on stderr")
     g.add_argument("--debug", action="store_true", default=default(False),
