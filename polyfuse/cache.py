@@ -1,13 +1,13 @@
 """Content-addressed disk cache of fusion results, so a second ``polyfuse fuse`` of an unchanged
 model is near-instant.
 
-An entry is stored under the SHA-256 of everything the result depends on: the model's bytes,
-the options (parameters, verification, tuning, timing), the selected device (``--device``,
-``PYOPENCL_CTX``, ``POCL_DEVICES``) and polyfuse itself (the hash of its source files, so an
-upgrade or a local edit is a miss).  An entry holds the written files (``plan.json``,
-``fused.cl``, ``report.md``) and the summary row as JSON.  Entries are written to a temporary
-directory and renamed into place, so concurrent writers (batch jobs, Dask workers sharing a
-file system) never expose half an entry.
+An entry is stored under the SHA-256 of everything the result depends on: the model's bytes, the
+options (parameters, verification, tuning, timing), the selected device (``--device``,
+``PYOPENCL_CTX``, ``POCL_DEVICES``, ``OCL_ICD_VENDORS``) and polyfuse itself (the hash of its
+source files, so an upgrade or a local edit is a miss).  An entry holds the written files
+(``plan.json``, ``fused.cl``, ``report.md``) and the summary row as JSON.  Entries are written
+to a temporary directory and renamed into place, so concurrent writers (batch jobs, Dask
+workers sharing a file system) never expose half an entry.
 
 Location: ``$POLYFUSE_CACHE`` if set, else ``$XDG_CACHE_HOME/polyfuse``, else
 ``~/.cache/polyfuse`` (the autotuner keeps its measurements in the ``tune`` sub-directory of the
@@ -69,7 +69,7 @@ def key(inputs: Sequence[str], options: Mapping[str, Any], device: Any = None) -
         "inputs": [_file_digest(p) for p in inputs],
         "options": {k: options[k] for k in sorted(options)},
         "device": [str(device), os.environ.get("PYOPENCL_CTX", ""),
-                   os.environ.get("POCL_DEVICES", "")],
+                   os.environ.get("POCL_DEVICES", ""), os.environ.get("OCL_ICD_VENDORS", "")],
     }
     return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()
 

@@ -227,7 +227,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
     """Every OpenCL device, probed: one that cannot build and run a kernel says why."""
     import pyopencl as cl
 
-    from polyfuse.runtime.device import get_device, list_devices, probe_device
+    from polyfuse.runtime.device import DEFAULT_RULE, get_device, list_devices, probe_device
 
     rows = []
     usable: dict[str, bool] = {}
@@ -247,6 +247,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
                 "yes" if why is None else f"no: {why}",
             ]
         )
+    notes = _driver_notes()
     default = None
     if any(usable.values()):
         try:
@@ -267,8 +268,11 @@ def cmd_devices(args: argparse.Namespace) -> int:
             out.append(d)
         json.dump(out, sys.stdout, indent=2)
         sys.stdout.write("\n")
+        for note in notes:
+            print(f"polyfuse: {note}", file=sys.stderr)
     elif not rows:
-        raise PolyfuseError("no OpenCL device found (install pocl-binary-distribution)")
+        raise PolyfuseError("no OpenCL device found (install pocl-binary-distribution)"
+                            + "".join(f"; {note}" for note in notes))
     else:
         print(_table(["id", "platform", "device", "type", "CUs", "max WG", "local", "global",
                       "usable"], rows))
@@ -281,7 +285,29 @@ def cmd_devices(args: argparse.Namespace) -> int:
         else:
             how = "no usable device"
         print(f"\ndefault: {default or 'none usable'} ({how})")
+        print(f"rule: {DEFAULT_RULE}")
+        for note in notes:
+            print(note)
     return 0
+
+
+def _driver_notes() -> list[str]:
+    """What ``polyfuse devices`` says about drivers: those registered for polyfuse, those found
+    but not registered with the one command that makes each usable."""
+    from polyfuse import drivers
+
+    notes = []
+    for drv in drivers.REGISTERED:
+        why = (f"{drivers.ENV_SWITCH}={os.environ[drivers.ENV_SWITCH]}"
+               if os.environ.get(drivers.ENV_SWITCH) else
+               f"setting {drivers.setting_path()}; `polyfuse devices --unregister` removes it")
+        notes.append(f"registered for polyfuse: OpenCL driver {drv} (OCL_ICD_VENDORS="
+                     f"{os.environ.get('OCL_ICD_VENDORS')}; {why})")
+    for drv in drivers.find_unregistered():
+        notes.append(f"found unregistered OpenCL driver: {drv} — run `polyfuse devices "
+                     f"--register` (or set {drivers.ENV_SWITCH}=1) to use it with polyfuse, or "
+                     f"`{drivers.system_command(drv)}` for every program")
+    return notes
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -692,7 +718,7 @@ def _global_options(top: bool) -> argparse.ArgumentParser:
 
     g.add_argument("--device", default=default(None), metavar="PLATFORM:DEVICE",
                    help="OpenCL device, as listed by `polyfuse devices` (default: "
-                        "$PYOPENCL_CTX, else the first usable device)")
+                        "$PYOPENCL_CTX, else the default rule `polyfuse devices` prints)")
     g.add_argument("-q", "--quiet", action="store_true", default=default(False),
                    help="no progress on stderr")
     g.add_argument("--debug", action="store_true", default=default(False),
@@ -736,6 +762,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _subcommand(sub, "devices", "list OpenCL devices")
     p.add_argument("--json", action="store_true")
+    reg = p.add_mutually_exclusive_group()
+    reg.add_argument("--register", dest="register", action="store_const", const=True,
+                     help="register OpenCL drivers that are installed but not registered (no "
+                          ".icd file), for polyfuse's processes only, now and later (a setting "
+                          "under the cache directory; never writes to /etc)")
+    reg.add_argument("--unregister", dest="register", action="store_const", const=False,
+                     help="remove that setting")
     p.set_defaults(func=cmd_devices)
 
     p = _subcommand(sub, "fuse", "fuse kernel launches; write plan.json, fused.cl, report.md")
@@ -874,6 +907,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     if args.device:
         os.environ["PYOPENCL_CTX"] = args.device
+    from polyfuse import drivers
+
+    # before anything enumerates OpenCL platforms: the ICD loader reads its vendors folder once
+    if getattr(args, "register", None) is not None:
+        drivers.remember(args.register)
+    drivers.apply()
     from polyfuse.c.cpp import RECURSION_LIMIT, recursion_limit
 
     try:

@@ -23,7 +23,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from polyfuse.frontend.onnx import OnnxModel, load_onnx_model
-from polyfuse.pipeline import FuseResult, fuse_program
+from polyfuse.pipeline import FuseResult, device_name, fuse_program
 from polyfuse.program import PolyfuseError, Program
 
 PathLike = Union[str, os.PathLike]
@@ -224,6 +224,7 @@ def fuse_onnx(path: PathLike, *, verify: bool = False, params: Optional[Mapping[
         "rtol": RTOL,
         "atol": ATOL,
         "references": {"onnxruntime": ort_check, "unfused": unfused.to_dict()},
+        "device": device_name(device),
     }
     # FuseResult.ok reads ``verification``: keep the failing check when there is one
     worst = next((c for c in checks if not c.ok), unfused)

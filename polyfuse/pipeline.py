@@ -204,7 +204,7 @@ def _fuse_program(program: Program, *, params: Optional[dict[str, int]], orchest
             " at " + ", ".join(f"{k}={v}" for k, v in instance.items()) if instance else ""))
         verification = verify_programs(program, fused.program, params=at,
                                        buffers=list(fused.compared_buffers), device=device)
-        verified = verification.to_dict()
+        verified = dict(verification.to_dict(), device=device_name(device))
         if instance:
             verified["instance"] = instance
         if too_big:
@@ -212,6 +212,15 @@ def _fuse_program(program: Program, *, params: Optional[dict[str, int]], orchest
     return FuseResult(program=program, uar=uar, plan=plan, fused=fused,
                       verification=verification, verified=verified, tuning=tuning,
                       coarsening=coarsening)
+
+
+def device_name(device: Any) -> str:
+    """The device a run used, as ``plan.json``'s ``verified.device`` names it (which one the
+    default rule picked is otherwise invisible in the results)."""
+    from polyfuse.runtime.device import device_limits
+
+    lim = device_limits(device)
+    return f"{lim.name} ({lim.platform})"
 
 
 def _target(device: Any, build: bool) -> Target:

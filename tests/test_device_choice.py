@@ -42,3 +42,24 @@ def test_pyopencl_ctx_wins(tmp_path):
     r = _devices(tmp_path, PYOPENCL_CTX="0:0")
     assert r.returncode == 0, r.stderr
     assert "default: 0:0 (from PYOPENCL_CTX" in r.stdout
+
+
+def test_rule_prefers_a_gpu_on_real_size_work_unless_measured_slower():
+    """With a GPU among the working devices every device runs the real-size probe (a GPU's
+    launch latency would lose the 16-launch one) and the fastest wins; without one, the
+    16-launch probe decides, as for small models on CPUs."""
+    from polyfuse.runtime.device import DEFAULT_RULE, choose_default
+
+    def measure(seconds):
+        return lambda dev, probe: seconds[dev][probe]
+
+    seconds = {"pocl": {"16-launch": 20e-6, "real-size": 30e-3},
+               "gpu": {"16-launch": 90e-6, "real-size": 0.2e-3}}
+    is_gpu = lambda dev: dev == "gpu"
+    assert choose_default(["pocl", "gpu"], is_gpu, measure(seconds)) == (
+        1, "real-size", [30e-3, 0.2e-3])
+    seconds["gpu"]["real-size"] = 40e-3  # measurement says otherwise: the CPU device
+    assert choose_default(["pocl", "gpu"], is_gpu, measure(seconds))[:2] == (0, "real-size")
+    seconds["basic"] = {"16-launch": 10e-6, "real-size": 60e-3}
+    assert choose_default(["pocl", "basic"], is_gpu, measure(seconds))[:2] == (1, "16-launch")
+    assert "a GPU unless measurement says" in DEFAULT_RULE and "PYOPENCL_CTX" in DEFAULT_RULE

@@ -18,14 +18,19 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Optional, Union
+from typing import Any, Optional, TypeVar, Union
 
 import numpy as np
 import pyopencl as cl
 
+from polyfuse import drivers
 from polyfuse.program import PolyfuseError, Target
 
 DeviceSpec = Union[str, "cl.Device", None]
+
+# A GPU driver installed but not registered is visible only when registered before the ICD
+# loader's first enumeration, which happens in this module (polyfuse.drivers).
+drivers.apply()
 
 
 # --------------------------------------------------------------------------- selection
@@ -329,14 +334,78 @@ def _probe_seconds(dev: cl.Device) -> float:
     return time_host(once, repeat=5, warmup=2).median
 
 
+#: the real-size probe's matrix order: big enough that a GPU's throughput, not its launch
+#: latency, decides, small enough for a CPU device to finish in tens of milliseconds
+REAL_SIZE_N = 256
+
+
+def _real_size_seconds(dev: cl.Device) -> float:
+    """Wall time of a real-size workload: one naive ``REAL_SIZE_N``-cubed matrix product (what
+    an encoder layer's projections cost), launch to finish.  Median of 3 after a warm-up."""
+    ctx = cl.Context([dev])
+    queue = cl.CommandQueue(ctx)
+    kernel = build_kernel(ctx, """
+        __kernel void polyfuse_matmul(__global const float *a, __global const float *b,
+                                      __global float *c, const int n) {
+            const int i = get_global_id(1), j = get_global_id(0);
+            float s = 0.0f;
+            for (int k = 0; k < n; ++k) s += a[i * n + k] * b[k * n + j];
+            c[i * n + j] = s;
+        }""", "polyfuse_matmul")
+    n = REAL_SIZE_N
+    bufs = [cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4 * n * n) for _ in range(3)]
+    kernel.set_args(*bufs, np.int32(n))
+
+    def once() -> None:
+        cl.enqueue_nd_range_kernel(queue, kernel, (n, n), None)
+        queue.finish()
+
+    return time_host(once, repeat=3, warmup=1).median
+
+
+#: the probes the default choice measures with, by name (:func:`choose_default`)
+PROBES: dict[str, Callable[[cl.Device], float]] = {
+    "16-launch": _probe_seconds,
+    "real-size": _real_size_seconds,
+}
+
+#: the rule :func:`get_device` follows without a spec, as ``polyfuse devices`` prints it
+DEFAULT_RULE = (
+    "--device, else PYOPENCL_CTX, else among the devices that build and run a probe kernel: "
+    "with a GPU among them, the fastest on a real-size probe (a "
+    f"{REAL_SIZE_N}x{REAL_SIZE_N}x{REAL_SIZE_N} matrix product), so a GPU unless measurement "
+    "says a CPU device is faster; without one, the fastest on a 16-launch probe (small models "
+    "are launch-bound); measured once per set of devices and cached"
+)
+
+D = TypeVar("D")
+
+
+def probe_for(working: Sequence[D], is_gpu: Callable[[D], bool]) -> str:
+    """The probe :data:`DEFAULT_RULE` measures ``working`` devices with."""
+    return "real-size" if any(is_gpu(d) for d in working) else "16-launch"
+
+
+def choose_default(working: Sequence[D], is_gpu: Callable[[D], bool],
+                   measure: Callable[[D, str], float]) -> tuple[int, str, list[float]]:
+    """:data:`DEFAULT_RULE` over ``working`` devices: (index chosen, probe name, seconds each)."""
+    probe = probe_for(working, is_gpu)
+    times = [measure(d, probe) for d in working]
+    return times.index(min(times)), probe, times
+
+
 def _cache_path() -> str:
     root = os.environ.get("POLYFUSE_CACHE") or os.path.expanduser("~/.cache/polyfuse")
     return os.path.join(root, "default_device.json")
 
 
+def _is_gpu(dev: cl.Device) -> bool:
+    return bool(dev.type & cl.device_type.GPU)
+
+
 def _first_working_device(platforms: list) -> cl.Device:
-    """The default device: among those that build and run a probe kernel, the fastest on
-    :func:`_probe_seconds` (measured once, cached on disk per set of devices)."""
+    """The default device (:data:`DEFAULT_RULE`) among those that build and run a probe
+    kernel, measured once and cached on disk per set of devices."""
     if _WORKING_DEVICE:
         return _WORKING_DEVICE[0]
     candidates = []
@@ -373,12 +442,15 @@ def _first_working_device(platforms: list) -> cl.Device:
             cached = json.load(fh).get("|".join(sorted(keys)))
     except (OSError, ValueError, AttributeError):
         cached = None
-    if isinstance(cached, dict) and cached.get("key") in keys:
+    expected = probe_for(working, _is_gpu)
+    if (isinstance(cached, dict) and cached.get("key") in keys
+            and cached.get("probe", "16-launch") == expected):
         best = working[keys.index(cached["key"])]
-        times = cached.get("seconds", {})
+        probe, times = expected, cached.get("seconds", {})
     else:
-        times = {k: _probe_seconds(d) for k, d in zip(keys, working)}
-        best = working[keys.index(min(times, key=times.__getitem__))]
+        index, probe, seconds = choose_default(working, _is_gpu,
+                                               lambda d, name: PROBES[name](d))
+        best, times = working[index], dict(zip(keys, seconds))
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             try:
@@ -386,7 +458,8 @@ def _first_working_device(platforms: list) -> cl.Device:
                     table = json.load(fh)
             except (OSError, ValueError):
                 table = {}
-            table["|".join(sorted(keys))] = {"key": device_key(best), "seconds": times}
+            table["|".join(sorted(keys))] = {"key": device_key(best), "seconds": times,
+                                             "probe": probe}
             with open(path, "w", encoding="utf-8") as fh:
                 json.dump(table, fh, indent=1)
         except OSError:
@@ -394,7 +467,7 @@ def _first_working_device(platforms: list) -> cl.Device:
     _WORKING_DEVICE.append(best)
     detail = ", ".join(f"{d.name.strip()} {times.get(k, float('nan')) * 1e6:.0f} us"
                        for k, d in zip(keys, working))
-    _DEFAULT_REASON.append(f"fastest on a 16-launch probe ({detail}; measured once, cached in "
+    _DEFAULT_REASON.append(f"fastest on a {probe} probe ({detail}; measured once, cached in "
                            f"{path})")
     return best
 
