@@ -20,9 +20,10 @@ the launch count, best = the greedy count), pruning a partial group as soon as a
 no later launch can repair fails (two members in different host loops or joined by a ``global``
 edge; a member feeding an operation already placed outside before the group's last member).
 Group frames are memoized.  It stops within :data:`MAX_NODES` search nodes and
-:data:`MAX_FRAMES` group frames (deterministic, so plans do not depend on the machine); the
-greedy plan stays when the budget runs out, when a path of the dependence graph already shows
-the greedy count is the minimum, and on a tie (checked-in schedules stay byte-identical).  A
+:data:`MAX_FRAMES` group frames (deterministic budgets, so plans do not depend on the machine)
+with the best grouping found so far.  The greedy plan stays when nothing better was found,
+when a path of the dependence graph already shows the greedy count is the minimum (the search
+is not run), and on a tie (checked-in schedules stay byte-identical).  A
 plan found by the search is returned only when :func:`polyfuse.fusion.local.check_plan` (the
 certificate) finds no problem; every group notes which planner produced it and why.
 """
