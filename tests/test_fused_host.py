@@ -50,14 +50,17 @@ CASES["split"] = (PROGRAMS / "split", "1000 out.txt", ["1000"], True)
 CASES["helper"] = (PROGRAMS / "helper", "1000 out.txt", ["1000"], True)
 #: every launch through one macro whose body holds the enqueue (dispatched by invocation line)
 CASES["macro"] = (PROGRAMS / "macro", "1000 out.txt", ["1000"], True)
+#: two identical blurs at different depths: fused by the exhaustive search (greedy: 3 launches)
+CASES["denoise"] = (PROGRAMS / "denoise", "100 out.txt", ["100"], True)
 #: hosts that are not host.c (split: launches in two files, an enqueue inside a CHECK(...) macro)
 HOSTS = {"elementwise_cpp": ["host.cpp"], "split": ["main.c", "stages.c"]}
 #: cases fused with another orchestration than the default
 ORCHESTRATION = {"bicg_hetero": "hetero"}
 #: fused launches the fused host must enqueue where the test pins them: the 2-layer LSTM over 6
 #: steps runs along its wavefront, one launch per step: L + T - 1 = 7 (24 originally)
-#: (time outer, 5 steps: 2 + 5 - 1 = 6); with symbolic steps nothing is fused: 2 x 5 x 2
-LAUNCHES = {"lstm2": 7, "lstm2_time_outer": 6, "lstm2_symbolic": 20}
+#: (time outer, 5 steps: 2 + 5 - 1 = 6); with symbolic steps nothing is fused: 2 x 5 x 2;
+#: denoise: the gamma correction, then both blurs in one launch (fusion/exhaustive.py)
+LAUNCHES = {"lstm2": 7, "lstm2_time_outer": 6, "lstm2_symbolic": 20, "denoise": 2}
 
 
 def _run_env() -> dict[str, str]:

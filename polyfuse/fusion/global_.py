@@ -478,7 +478,8 @@ def plan_fusion(uar: UAR, *, orchestration: str = "auto", anchor: str = "auto",
     ``anchor``: how re-indexing is anchored in local fusion (``auto``, ``producer``,
     ``consumer``); ``target``: the device's limits (independent launches whose ``__local``
     memory together exceeds it are left apart).  Every group of the result passes
-    :func:`polyfuse.fusion.check_plan`.
+    :func:`polyfuse.fusion.check_plan`.  With ``auto`` for both, a program of few launches is
+    also planned by exhaustive search (:mod:`.exhaustive`), kept when it needs fewer launches.
     """
     if orchestration not in ORCHESTRATION_CHOICES:
         raise ValueError(f"orchestration must be one of {ORCHESTRATION_CHOICES}, "
@@ -499,6 +500,25 @@ def plan_fusion(uar: UAR, *, orchestration: str = "auto", anchor: str = "auto",
                       local.graph)
     if orchestration == "hetero":
         units = hetero_fusion(uar, units, steps, local.graph, target)
+    starters = [int(m.group(1)) for g in local.groups for n in g.notes
+                if (m := re.match(r"^L(\d+) \(.*\): starts a group$", n))]
+    plan = assemble_plan(uar, units, schedule, steps, waves, local.reasons, starters,
+                         local.graph, hetero=orchestration == "hetero", target=target)
+    if (orchestration, anchor) != ("auto", "auto"):
+        return plan  # a chosen orchestration or anchoring is kept as asked
+    from polyfuse.fusion.exhaustive import fewest_launches
+
+    return fewest_launches(plan, target)
+
+
+def assemble_plan(uar: UAR, units: list[Unit], schedule: isl.Schedule, steps: dict[str, int],
+                  waves: dict[str, tuple[isl.Map, str]],
+                  reasons: dict[tuple[int, int, str, str], str], starters: list[int],
+                  graph: nx.DiGraph, *, hetero: bool, target: Target) -> FusionPlan:
+    """The plan of the final ``units`` (groups and host operations) at their launch ``steps``;
+    ``reasons`` say why an edge between groups was not fused, ``starters`` are the launches
+    that started a group (both for report.md).  Shared by the greedy planner and the
+    exhaustive search (:mod:`.exhaustive`)."""
     sched_map = schedule.get_map()
     pos = {op.id: k for k, op in enumerate(uar.program.ops)}
     groups = [u for u in units if u.group is not None]
@@ -530,7 +550,7 @@ def plan_fusion(uar: UAR, *, orchestration: str = "auto", anchor: str = "auto",
     for e in uar.edges:
         if e.host or group_of.get(e.src) == group_of.get(e.dst):
             continue
-        reason = local.reasons.get(edge_key(e))
+        reason = reasons.get(edge_key(e))
         if reason is None:
             reason = ("global dependence (P2)" if e.width == "global"
                       else "endpoints placed in different groups")
@@ -539,19 +559,17 @@ def plan_fusion(uar: UAR, *, orchestration: str = "auto", anchor: str = "auto",
     return FusionPlan(program=uar.program, uar=uar, groups=tuple(fused),
                       launches_before=_count_value(before), launches_after=_count_value(after),
                       blocked=tuple(blocked), schedule=str(schedule),
-                      starts=_start_reasons(uar, local, groups, steps, group_of),
-                      apart=tuple(apart_reasons(uar, units, steps, local.graph,
-                                                orchestration == "hetero", target)))
+                      starts=_start_reasons(uar, starters, reasons, groups, steps, group_of),
+                      apart=tuple(apart_reasons(uar, units, steps, graph, hetero, target)))
 
 
-def _start_reasons(uar: UAR, local: Any, groups: list[Unit], steps: dict[str, int],
-                   group_of: dict[int, int]) -> dict[int, str]:
+def _start_reasons(uar: UAR, starters: list[int], reasons: dict[tuple[int, int, str, str], str],
+                   groups: list[Unit], steps: dict[str, int], group_of: dict[int, int]
+                   ) -> dict[int, str]:
     """Why each launch that starts a local group does (data for report.md)."""
     from polyfuse.fusion.explain import start_reasons
 
-    starters = [int(m.group(1)) for g in local.groups for n in g.notes
-                if (m := re.match(r"^L(\d+) \(.*\): starts a group$", n))]
-    return start_reasons(uar, starters, local.reasons, edge_key, group_of,
+    return start_reasons(uar, starters, reasons, edge_key, group_of,
                          {gid: steps[u.name] for gid, u in enumerate(groups)},
                          {gid: u.sig for gid, u in enumerate(groups)},
                          {gid: uar.instances(u.members[0]).loop_ids
