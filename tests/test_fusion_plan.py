@@ -540,3 +540,23 @@ def test_barrier_kernel_on_a_symbolic_size_is_left_apart_with_the_way_out():
     fixed = polyfuse.load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"),
                                  params={"n": 4096})
     assert members(plan_of(polyfuse.build_uar(fixed))) == [tuple(op.id for op in fixed.launches)]
+
+
+def test_reason_names_the_edge_inside_the_loop_not_one_from_before_it():
+    """c is cleared before the loop; in the loop, accumulate reads c[i] and mirror writes
+    c[n-1-i]. Mirror cannot join accumulate because the reversed index crosses fused
+    work-groups; the edges from the launch before the loop never could fuse, and are not what
+    the report may name for it."""
+    d = HOST_PROGRAMS / "mirror_loop"
+    prog = polyfuse.load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"),
+                                params={"n": 1024})
+    plan = plan_of(polyfuse.build_uar(prog))
+    ids = {op.kernel: op.id for op in prog.launches}
+    acc, mirror = ids["accumulate"], ids["mirror"]
+    assert f"L{acc}->L{mirror}" in plan.starts[mirror]
+    assert "crosses fused work-groups" in plan.starts[mirror]
+    inside = [b for b in plan.blocked if {b.src, b.dst} == {acc, mirror}]
+    assert inside and all("re-indexing" in b.reason and "host loops" not in b.reason
+                          for b in inside)
+    outside = [b for b in plan.blocked if ids["init"] in (b.src, b.dst)]
+    assert outside and all("host loops" in b.reason for b in outside)

@@ -172,7 +172,12 @@ def _local_pass(uar: UAR, modes: Sequence[str], join_producers: bool) -> LocalRe
         for attempt in attempts:
             lg, why, blame = _try_merge(uar, graph, groups, unit_of, attempt, y, modes)
             for k, reason in blame.items():
-                reasons.setdefault(k, reason)
+                # a merge with one producer group says what blocks its own edges better than
+                # the merge with all of them, which fails on the first problem among any
+                if len(attempt) == 1:
+                    reasons[k] = reason
+                else:
+                    reasons.setdefault(k, reason)
             if lg is None:
                 continue
             keep = attempt[0]
@@ -224,8 +229,9 @@ def _try_merge(uar: UAR, graph: nx.DiGraph, groups: list[Optional[LocalGroup]],
     loops = {uar.instances(m).loop_ids for m in members}
     if len(loops) > 1:
         why = "different host loops enclose the launches (only one loop body is fused)"
-        for e in cross:
-            blame[edge_key(e)] = why
+        for e in cross:  # only the edges this is true of: others are blocked by their own
+            if uar.instances(e.src).loop_ids != uar.instances(e.dst).loop_ids:
+                blame[edge_key(e)] = why
         return None, why, blame
     details: list[str] = []
     for e in cross:
