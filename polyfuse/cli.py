@@ -66,6 +66,10 @@ def add_program_inputs(p: argparse.ArgumentParser) -> None:
     add_param_flag(p, "fix a value the host reads at run time (integer or float)")
     p.add_argument("--allow-empty", action="store_true",
                    help="accept a host program that launches no kernel")
+    p.add_argument("--kernel-source-override", action="store_true",
+                   help="build the KERNELS.cl given here in place of the kernel source the "
+                        "host reads (without it, a KERNELS.cl the host does not read is an "
+                        "error)")
 
 
 def _check_original_flag(p: argparse.ArgumentParser) -> None:
@@ -111,7 +115,8 @@ def load_program_inputs(args: argparse.Namespace, kernels: Sequence[str]) -> Pro
     return load_opencl(list(kernels) or None, host=list(args.host) or None,
                        params=_parse_params(args.param), include_dirs=args.include,
                        defines=defines, argv=argv, allow_empty=args.allow_empty,
-                       check_params=bool(args.host))
+                       check_params=bool(args.host),
+                       kernel_source_override=args.kernel_source_override)
 
 
 class _UsageError(Exception):

@@ -252,3 +252,105 @@ def test_roofline_places_program_kernels(tmp_path):
     # the transpose does no floating-point work: listed (not placed), never silently dropped
     assert [k["name"].split("#")[0] for k in data["kernels"] if k not in placed] == ["transpose"]
     assert (tmp_path / "roofline.png").stat().st_size > 0
+
+
+# A host that reads its kernels from disk, as most shipped programs do; the user keeps an edited
+# copy of the kernel file next to it and names that copy on the command line.
+READS_KERNELS_HOST = r"""#include <CL/cl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#define N 1024
+
+static char *load(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) { perror(path); exit(1); }
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = (char *)malloc(size + 1);
+    *len = fread(text, 1, size, f);
+    text[*len] = '\0';
+    fclose(f);
+    return text;
+}
+
+int main(void)
+{
+    cl_int err;
+    cl_platform_id platform; cl_device_id device;
+    clGetPlatformIDs(1, &platform, NULL);
+    clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 1, &device, NULL);
+    cl_context ctx = clCreateContext(NULL, 1, &device, NULL, NULL, &err);
+    cl_command_queue q = clCreateCommandQueue(ctx, device, 0, &err);
+    size_t len;
+    char *src = load("kernels.cl", &len);
+    cl_program prog = clCreateProgramWithSource(ctx, 1, (const char **)&src, &len, &err);
+    clBuildProgram(prog, 1, &device, NULL, NULL, NULL);
+    float *h = (float *)calloc(N, sizeof(float));
+    cl_mem a = clCreateBuffer(ctx, CL_MEM_READ_WRITE, N * sizeof(float), NULL, &err);
+    cl_mem b = clCreateBuffer(ctx, CL_MEM_READ_WRITE, N * sizeof(float), NULL, &err);
+    clEnqueueWriteBuffer(q, a, CL_TRUE, 0, N * sizeof(float), h, 0, NULL, NULL);
+    int n = N;
+    cl_kernel scale = clCreateKernel(prog, "scale", &err);
+    clSetKernelArg(scale, 0, sizeof(cl_mem), &a);
+    clSetKernelArg(scale, 1, sizeof(cl_mem), &b);
+    clSetKernelArg(scale, 2, sizeof(int), &n);
+    cl_kernel shift = clCreateKernel(prog, "shift", &err);
+    clSetKernelArg(shift, 0, sizeof(cl_mem), &b);
+    clSetKernelArg(shift, 1, sizeof(cl_mem), &a);
+    clSetKernelArg(shift, 2, sizeof(int), &n);
+    size_t global = N, local = 64;
+    clEnqueueNDRangeKernel(q, scale, 1, NULL, &global, &local, 0, NULL, NULL);
+    clEnqueueNDRangeKernel(q, shift, 1, NULL, &global, &local, 0, NULL, NULL);
+    clEnqueueReadBuffer(q, a, CL_TRUE, 0, N * sizeof(float), h, 0, NULL, NULL);
+    printf("%f\n", h[0]);
+    return 0;
+}
+"""
+
+SHIPPED_KERNELS = """__kernel void scale(__global const float *a, __global float *b, int n) {
+  int i = get_global_id(0);
+  if (i < n) b[i] = 2.0f * a[i];
+}
+__kernel void shift(__global const float *b, __global float *a, int n) {
+  int i = get_global_id(0);
+  if (i < n) a[i] = b[i] + 1.0f;
+}
+"""
+
+
+def _kernel_copy_project(tmp_path):
+    (tmp_path / "host.c").write_text(READS_KERNELS_HOST)
+    (tmp_path / "kernels.cl").write_text(SHIPPED_KERNELS)
+    # the user's edit: shift also reads the mirrored element (and has a typo the build catches)
+    edited = SHIPPED_KERNELS.replace("a[i] = b[i] + 1.0f;", "a[i] = b[i] + b[n - 1 - i];")
+    (tmp_path / "mine.cl").write_text(edited.replace("get_global_id(0);\n  if (i < n) a",
+                                                     "get_globl_id(0);\n  if (i < n) a"))
+
+
+@pytest.mark.parametrize("command", ["analyze", "count", "fuse"])
+def test_kernel_file_the_host_does_not_read_is_an_error(tmp_path, command):
+    _kernel_copy_project(tmp_path)
+    extra = ["--out", tmp_path / "o", "--verify"] if command == "fuse" else []
+    r = run_cli(command, tmp_path / "mine.cl", "--host", tmp_path / "host.c", "-q", *extra)
+    line = READS_KERNELS_HOST.splitlines().index(
+        next(ln for ln in READS_KERNELS_HOST.splitlines() if "clCreateProgramWithSource" in ln))
+    _assert_one_line_error(r, f"host.c:{line + 1}", "kernels.cl", "mine.cl",
+                           "--kernel-source-override")
+    assert not (tmp_path / "o").exists()
+
+
+def test_kernel_source_override_builds_the_named_file(tmp_path):
+    _kernel_copy_project(tmp_path)
+    (tmp_path / "mine.cl").write_text((tmp_path / "mine.cl").read_text().replace("globl", "global"))
+    r = run_cli("analyze", tmp_path / "mine.cl", "--host", tmp_path / "host.c", "--json",
+                "--kernel-source-override")
+    assert r.returncode == 0, r.stderr
+    raw = [e for e in json.loads(r.stdout)["edges"] if e["array"] == "b" and e["kind"] == "RAW"]
+    assert [e["width"] for e in raw] == ["global"]  # the edited shift, not the shipped one
+    shipped = run_cli("analyze", tmp_path / "kernels.cl", "--host", tmp_path / "host.c", "--json")
+    assert shipped.returncode == 0, shipped.stderr
+    assert [e["width"] for e in json.loads(shipped.stdout)["edges"]
+            if e["array"] == "b" and e["kind"] == "RAW"] == ["thread"]
+    assert "--kernel-source-override" in run_cli("fuse", "--help").stdout

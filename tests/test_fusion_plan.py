@@ -21,6 +21,7 @@ from polyfuse.fusion.reindex import edge_in_iteration
 from polyfuse.fusion.similarity import kernel_signature
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+HOST_PROGRAMS = Path(__file__).resolve().parent / "host_programs"
 
 
 def example_uar(name: str, **params: int):
@@ -520,3 +521,42 @@ def test_no_wavefront_when_a_dependence_stays_on_an_anti_diagonal():
     plan = _stacked_rnn(lambda y, t: (y - 1, t + 1), lambda y, t: (y, t - 1))
     (group,) = plan.groups
     assert not any("wavefront" in n for n in group.notes)
+
+
+def test_barrier_kernel_on_a_symbolic_size_is_left_apart_with_the_way_out():
+    """``gs = n`` with local size 64: for n not a multiple of 64 the reduction's last group is
+    partial, so fused its barriers would sit under a guard; planning keeps it alone and says so,
+    and its own group is generated (its launch as the host makes it)."""
+    d = HOST_PROGRAMS / "symbolic_reduction"
+    prog = polyfuse.load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"))
+    plan = plan_of(polyfuse.build_uar(prog))
+    sumsq = next(op.id for op in prog.launches if op.kernel == "sumsq")
+    assert (sumsq,) in members(plan)
+    why = [b.reason for b in plan.blocked if sumsq in (b.src, b.dst)]
+    assert why and all("barriers" in r and "values of n" in r and "--param" in r for r in why)
+    fused = polyfuse.generate(plan)
+    own = next(k for k in fused.groups if plan.groups[k.group].members == (sumsq,))
+    assert [str(x) for x in own.global_size] == ["n"]
+    fixed = polyfuse.load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"),
+                                 params={"n": 4096})
+    assert members(plan_of(polyfuse.build_uar(fixed))) == [tuple(op.id for op in fixed.launches)]
+
+
+def test_reason_names_the_edge_inside_the_loop_not_one_from_before_it():
+    """c is cleared before the loop; in the loop, accumulate reads c[i] and mirror writes
+    c[n-1-i]. Mirror cannot join accumulate because the reversed index crosses fused
+    work-groups; the edges from the launch before the loop never could fuse, and are not what
+    the report may name for it."""
+    d = HOST_PROGRAMS / "mirror_loop"
+    prog = polyfuse.load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"),
+                                params={"n": 1024})
+    plan = plan_of(polyfuse.build_uar(prog))
+    ids = {op.kernel: op.id for op in prog.launches}
+    acc, mirror = ids["accumulate"], ids["mirror"]
+    assert f"L{acc}->L{mirror}" in plan.starts[mirror]
+    assert "crosses fused work-groups" in plan.starts[mirror]
+    inside = [b for b in plan.blocked if {b.src, b.dst} == {acc, mirror}]
+    assert inside and all("re-indexing" in b.reason and "host loops" not in b.reason
+                          for b in inside)
+    outside = [b for b in plan.blocked if ids["init"] in (b.src, b.dst)]
+    assert outside and all("host loops" in b.reason for b in outside)

@@ -22,6 +22,7 @@ pytest.importorskip("onnxruntime")
 import onnx  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
+import polyfuse  # noqa: E402
 from polyfuse.frontend.onnx import load_onnx, load_onnx_model  # noqa: E402
 from polyfuse.onnx_run import (  # noqa: E402
     fuse_onnx,
@@ -168,6 +169,28 @@ def test_dynamic_dimension_from_params(tmp_path: Path) -> None:
     for fused in (False, True):
         _assert_match(run_onnx(path, x, fused=fused, params={"batch": 5}),
                       onnxruntime_reference(path, x))
+
+
+def test_params_the_model_does_not_have_are_an_error(tmp_path: Path) -> None:
+    """A size given for a dimension the model does not have (a typo, or a static export) is
+    refused, naming the dimensions there are, on every path that takes params."""
+    weight = numpy_helper.from_array(np.ones((8, 4), np.float32), "W")
+    nodes = [helper.make_node("MatMul", ["X", "W"], ["M"], name="proj"),
+             helper.make_node("Relu", ["M"], ["Y"], name="act")]
+    static = _save(tmp_path, "static", nodes, [_vi("X", [16, 8])], [_vi("Y", [16, 4])],
+                   (weight,))
+    dynamic = _save(tmp_path, "dynamic", nodes, [_vi("X", ["batch", 8])],
+                    [_vi("Y", ["batch", 4])], (weight,))
+    with pytest.raises(PolyfuseError, match=r"static\.onnx: --param batch: .*static"):
+        load_onnx(str(static), params={"batch": 4})
+    with pytest.raises(PolyfuseError, match=r"'batch_size'.*dimensions: batch\)"):
+        load_onnx_model(str(dynamic), params={"batch_size": 4})
+    x = {"X": np.zeros((16, 8), np.float32)}
+    with pytest.raises(PolyfuseError, match="no symbolic dimension named 'batch'"):
+        run_onnx(static, x, fused=True, params={"batch": 16})
+    with pytest.raises(PolyfuseError, match="no symbolic dimension named 'batch'"):
+        polyfuse.InferenceSession(str(static), params={"batch": 16})
+    assert load_onnx(str(dynamic), params={"batch": 4}).launches
 
 
 def test_gather_indices_and_where_condition_with_external_data(tmp_path: Path) -> None:

@@ -71,3 +71,15 @@ def test_run_bad_inputs_file(tmp_path):
     r = run_cli("run", MODELS / "bert_qkv.onnx", "--inputs", tmp_path / "nope.npz",
                 "--save", tmp_path / "out.npz")
     assert r.returncode == 1 and "nope.npz" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("command", ["fuse", "run", "inputs"])
+def test_param_on_a_static_model_is_an_error(tmp_path, command):
+    extra = {"fuse": ["--out", tmp_path / "o", "--no-timing"],
+             "run": ["--random", "--save", tmp_path / "out.npz"], "inputs": []}[command]
+    r = run_cli(command, QUICK[0], "--param", "batch=4", "-q", *extra)
+    assert r.returncode == 1, r.stdout + r.stderr
+    errors = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(errors) == 1 and "Traceback" not in r.stderr
+    assert "bert_qkv.onnx: --param batch" in errors[0] and "static" in errors[0]
+    assert not (tmp_path / "out.npz").exists()

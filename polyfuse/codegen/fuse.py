@@ -278,6 +278,9 @@ class _KernelBuilder:
     fusion_barriers: set[int] = field(default_factory=set)
     #: models and isl answers shared by the groups of one program (identical layers)
     models: KernelModels = field(default_factory=KernelModels)
+    #: the group is one launch with barriers on its own NDRange, which its work-groups fill
+    #: only in part for some sizes: run on the launch's own global size, unguarded
+    own_ndrange: bool = False
 
     @property
     def where(self) -> str:
@@ -813,6 +816,10 @@ def _assemble_group(plan: FusionPlan, group: FusedGroup, inst: Instantiation,
     items = list(kb.local_decls) + body
     func = c_ast.FuncDef(decl=None, param_decls=None, body=c_ast.Compound(items))
     gsz = tuple(sympy.simplify(ngroups[d] * ls[d]) for d in range(wd))
+    if kb.own_ndrange:
+        launch = plan.program.op(group.fragments[0].launch)
+        assert isinstance(launch, Launch)
+        gsz = tuple(sympy.sympify(x) for x in launch.global_size[:wd])
     return _GroupCode(kb, func, gsz, tuple(ls), last_pos)
 
 
@@ -951,7 +958,12 @@ def _sequential_body(kb: _KernelBuilder, frags: list[tuple], box: isl.Set, box_p
         guard = exprs.set_to_c(d_p, box_p, kb.ids)
         if guard is not None and has_bar:
             gpart, uniform = _uniform_part(dom, box, n_h, wd)
-            if not uniform:
+            if not uniform and len(group.fragments) == 1 and n_h == 0 and \
+                    _reindex_map(f.reindex, where).reset_tuple_id(isl.dim_type.in_) \
+                    .reset_tuple_id(isl.dim_type.out).is_identity():
+                # the launch as the host makes it: its partial last group is the original's
+                kb.own_ndrange, guard = True, None
+            elif not uniform:
                 raise CodegenError(
                     f"{where}: fragment {k} (launch #{f.launch}) has barriers but its "
                     "re-indexing domain does not cover whole work-groups: its guard would "

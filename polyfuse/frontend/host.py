@@ -96,6 +96,7 @@ from polyfuse.program import (
     Kernel,
     PolyfuseError,
     Program,
+    SourceLoc,
     UnsupportedError,
 )
 
@@ -156,6 +157,7 @@ def parse_host(
                                    defines=tuple(defines.items()))
     interp = _Interpreter(ast, kernels, main_file, dict(params), kernel_files, argv)
     prog = interp.run()
+    interp.check_kernel_files()
     if check_params:
         known = set(prog.params) | interp.int_params | interp.applied | interp.float_names
         unknown = [n for n in params if n not in known]
@@ -177,12 +179,15 @@ def load_opencl(
     argv: Optional[Sequence[str]] = None,
     allow_empty: bool = False,
     check_params: bool = False,
+    kernel_source_override: bool = False,
 ) -> Program:
     """Load an OpenCL program: kernels from ``source_or_path``, host code from ``host``.
 
     ``source_or_path`` is one or several kernel files (or kernel source text); it may be None
     when the host names its kernel files itself.  ``host`` is one or several C/C++ translation
-    units.  Without ``host`` every kernel is launched once (see
+    units.  A kernel file the host does not build is an error (what runs is what the host
+    reads) unless ``kernel_source_override``: then the given kernels replace every program's
+    source.  Without ``host`` every kernel is launched once (see
     :func:`polyfuse.builder.default_program`).  A host with no kernel launch is an error unless
     ``allow_empty``: an empty model is never returned silently.
     """
@@ -214,6 +219,9 @@ def load_opencl(
 
         prog = default_program(kernels, params=params or {})
         return dataclasses.replace(prog, files=tuple(kfiles))
+    if kernel_source_override and not kernels:
+        raise PolyfuseError("--kernel-source-override: no kernel file given to build in place "
+                            "of the host's")
     hosts = [host] if isinstance(host, (str, os.PathLike)) else list(host)
     dirs = [os.path.dirname(os.path.abspath(os.fspath(h))) for h in hosts
             if _display_name(h, "<") != "<"]
@@ -221,7 +229,7 @@ def load_opencl(
                              if not f.startswith("<")]
     kf = KernelFiles(files=tuple(f for f in kfiles if not f.startswith("<")),
                      search_dirs=tuple(dict.fromkeys(dirs)), include_dirs=include_dirs,
-                     defines=tuple(defines.items()))
+                     defines=tuple(defines.items()), replace=kernel_source_override)
     prog = parse_host(hosts, kernels, params=params or {}, include_dirs=include_dirs,
                       defines=defines, argv=argv, kernel_files=kf, check_params=check_params)
     if not prog.launches and not allow_empty:
@@ -263,15 +271,17 @@ class KernelFiles:
     """How the host front-end finds and parses kernel sources the host reads.
 
     ``files`` are the kernel files given by the user (fallback when the host's own source
-    cannot be followed); ``search_dirs`` are tried, in order, for relative paths the host opens;
-    ``include_dirs``/``defines`` apply to every kernel parse, before the program's own build
-    options.
+    cannot be followed; one the host never builds is an error); with ``replace`` they are built
+    in place of every program's own source (``--kernel-source-override``); ``search_dirs`` are
+    tried, in order, for relative paths the host opens; ``include_dirs``/``defines`` apply to
+    every kernel parse, before the program's own build options.
     """
 
     files: tuple[str, ...] = ()
     search_dirs: tuple[str, ...] = ()
     include_dirs: tuple[str, ...] = ()
     defines: tuple[tuple[str, Optional[str]], ...] = ()
+    replace: bool = False
 
 
 class _Interpreter(OpenCLModel, CSemantics):
@@ -290,6 +300,9 @@ class _Interpreter(OpenCLModel, CSemantics):
         self.file_texts: dict[int, str] = {}  # heap slot -> path of the file read into it
         self.str_slots: dict[int, str] = {}  # char buffer slot -> text written by sprintf
         self.opened: list[str] = []  # kernel files the host opened, in order
+        # what each program the host builds reads: a kernel file ("" for source strings), where
+        self.sources_built: list[tuple[str, Optional[SourceLoc]]] = []
+        self.cli_used = False  # the kernels given by the user stood in for a program's source
         self.parse_cache: dict[tuple, dict[str, Kernel]] = {}
         self.warnings: list[str] = []
         self.applied: set[str] = set()  # --param names the host read

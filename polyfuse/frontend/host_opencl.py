@@ -51,6 +51,7 @@ from polyfuse.program import (
     Kernel,
     Launch,
     Operation,
+    PolyfuseError,
     SourceLoc,
     UnsupportedError,
     runtime_options,
@@ -242,6 +243,7 @@ class OpenCLModel:
 
     def _cli_kernels(self, node: c_ast.Node, defines: Mapping[str, Optional[str]] = {},  # noqa: B006
                      include_dirs: Sequence[str] = ()) -> dict[str, Kernel]:
+        self.cli_used = True
         if not defines and not include_dirs:
             if not self.kernels and not self.kernel_files.files:
                 raise self._error("cannot tell which kernel source the host builds; pass the "
@@ -258,6 +260,8 @@ class OpenCLModel:
 
     def _parse_program(self, info: _ProgInfo, node: c_ast.Node) -> dict[str, Kernel]:
         defines, include_dirs, flags = self._build_options(info.options, node)
+        if self.kernel_files.replace:
+            return _with_options(self._cli_kernels(node, defines, include_dirs), flags)
         pieces = [("unknown", f"kernel file '{p[1]}' not found (looked in "
                    f"{', '.join(self.kernel_files.search_dirs) or 'the working directory'})")
                   if p[0] == "file" and not os.path.isfile(p[1]) else p for p in info.pieces]
@@ -275,6 +279,8 @@ class OpenCLModel:
                                   "on the command line", node)
             return _with_options(self._cli_kernels(node, defines, include_dirs), flags)
         files = [p[1] for p in info.pieces if p[0] == "file"]
+        self.sources_built.append((files[0] if files else "", info.loc))
+        self.sources_built += [(f, info.loc) for f in files[1:]]
         if len(info.pieces) == 1 and files:
             path = files[0]
             for f in self.kernel_files.files:  # the file the user gave: already parsed
@@ -296,6 +302,22 @@ class OpenCLModel:
         name = files[0] if files else (info.loc.file if info.loc else self.filename)
         return _with_options(self._parse_kernel_text("".join(text), name, defines,
                                                      include_dirs), flags)
+
+    def check_kernel_files(self) -> None:
+        """A kernel file named on the command line that the host never builds is an error: the
+        source the host reads is what runs, so modelling it would silently ignore the user's."""
+        if self.cli_used or not self.sources_built:
+            return
+        for given in self.kernel_files.files:
+            if any(path and _same_file(given, path) for path, _ in self.sources_built):
+                continue
+            path, loc = self.sources_built[0]
+            built = f"'{path}'" if path else "source strings"
+            raise PolyfuseError(
+                f"the host builds its kernels from {built}, not from '{given}' named on the "
+                f"command line; pass {path or 'no kernel file'}, or --kernel-source-override "
+                f"to build '{given}' in its place", loc.file if loc else self.filename,
+                loc.line if loc else None)
 
     def _parse_kernel_text(self, text: Optional[str], path: str,
                            defines: Mapping[str, Optional[str]],

@@ -192,8 +192,19 @@ def _all_tensors(model: Any) -> list[Any]:
 
 
 def _fix_inputs(model: Any, params: Mapping[str, int], path: str) -> None:
-    """Replace dynamic input dimensions by the values in ``params``, or fail naming them."""
+    """Replace dynamic input dimensions by the values in ``params``, or fail naming them; a
+    name in ``params`` that is no symbolic dimension of the model is an error too (a typo or
+    the wrong model would otherwise pass silently)."""
     inits = {t.name for t in model.graph.initializer}
+    names = sorted({dim.dim_param for vi in model.graph.input if vi.name not in inits
+                    and vi.type.HasField("tensor_type")
+                    for dim in vi.type.tensor_type.shape.dim if dim.HasField("dim_param")
+                    and dim.dim_param})
+    unknown = [n for n in params if n not in names]
+    if unknown:
+        known = ", ".join(names) if names else "none: its input shapes are static"
+        raise PolyfuseError(f"--param {unknown[0]}: the model has no symbolic dimension named "
+                            f"'{unknown[0]}' (its symbolic dimensions: {known})", path)
     for vi in model.graph.input:
         if vi.name in inits:
             continue

@@ -51,6 +51,10 @@ def start_reasons(uar: Any, starters: Sequence[int], local_reasons: Mapping[Any,
         into = [e for e in uar.edges if not e.host and e.dst == y and e.src != y
                 and isinstance(uar.program.op(e.src), Launch) and pos[e.src] < pos[y]]
         in_iter = [e for e in into if not edge_in_iteration(uar, e).is_empty()]
+        # an edge from the same host-loop body is what P1 tried to fuse: its reason blocks,
+        # not that of an edge from outside the loop (which could never fuse)
+        loops = uar.instances(y).loop_ids
+        in_iter.sort(key=lambda e: uar.instances(e.src).loop_ids != loops)
         if in_iter:
             e = in_iter[0]
             why = local_reasons.get(edge_key(e))

@@ -34,6 +34,7 @@ import networkx as nx
 from polyfuse.fusion.plan import FusedGroup, FusionPlan
 from polyfuse.fusion.reindex import (
     FUSED,
+    PARTIAL_GROUPS,
     QUOTA_REASON,
     Frame,
     edge_in_iteration,
@@ -42,6 +43,8 @@ from polyfuse.fusion.reindex import (
     iteration_width,
     merge_frames,
     normalize,
+    partial_groups,
+    partial_groups_reason,
 )
 from polyfuse.islutil import IslQuotaExceeded, bounded, map_from_text
 from polyfuse.program import HostOp, Launch
@@ -169,7 +172,12 @@ def _local_pass(uar: UAR, modes: Sequence[str], join_producers: bool) -> LocalRe
         for attempt in attempts:
             lg, why, blame = _try_merge(uar, graph, groups, unit_of, attempt, y, modes)
             for k, reason in blame.items():
-                reasons.setdefault(k, reason)
+                # a merge with one producer group says what blocks its own edges better than
+                # the merge with all of them, which fails on the first problem among any
+                if len(attempt) == 1:
+                    reasons[k] = reason
+                else:
+                    reasons.setdefault(k, reason)
             if lg is None:
                 continue
             keep = attempt[0]
@@ -221,8 +229,9 @@ def _try_merge(uar: UAR, graph: nx.DiGraph, groups: list[Optional[LocalGroup]],
     loops = {uar.instances(m).loop_ids for m in members}
     if len(loops) > 1:
         why = "different host loops enclose the launches (only one loop body is fused)"
-        for e in cross:
-            blame[edge_key(e)] = why
+        for e in cross:  # only the edges this is true of: others are blocked by their own
+            if uar.instances(e.src).loop_ids != uar.instances(e.dst).loop_ids:
+                blame[edge_key(e)] = why
         return None, why, blame
     details: list[str] = []
     for e in cross:
@@ -264,7 +273,7 @@ def _try_merge(uar: UAR, graph: nx.DiGraph, groups: list[Optional[LocalGroup]],
         if rebuilt is not None:
             anchor = "the group rebuilt anchored on each consumer"
             return _merged(uar, parts, members, rebuilt, anchor, details), "", blame
-    why = f"no consistent re-indexing: {last_why}"
+    why = last_why if PARTIAL_GROUPS in last_why else f"no consistent re-indexing: {last_why}"
     for e in cross:
         blame[edge_key(e)] = why
     return None, why, blame
@@ -337,6 +346,9 @@ def group_problems(uar: UAR, g: FusedGroup) -> list[str]:
                 if isinstance(gs, int) and isinstance(norm.groups[d], int)
                 and gs != norm.groups[d] * ls]
     frame = replace(frame, grid=norm.grid)
+    if len(g.members) > 1:  # alone, a launch runs on its own NDRange, partial groups and all
+        problems += [partial_groups_reason(uar, frame, m) for m in frame.maps
+                     if partial_groups(uar, frame, m)]
     probs, _ = frame_problems(uar, frame, barriers=frame.barriers)
     if g.orchestration in ("horizontal", "hybrid"):
         from polyfuse.fusion.hetero import padding_only

@@ -450,6 +450,23 @@ def _member_problems(uar: UAR, frame: Frame, lid: int, rel: isl.Map) -> list[str
     return problems
 
 
+def partial_groups(uar: UAR, frame: Frame, lid: int) -> bool:
+    """True when fragment ``lid`` has barriers and its domain covers some fused work-group only
+    in part (a symbolic size such as ``gs = n`` with a fixed local size): its guard would put
+    the barriers under work-item-dependent control flow, which code generation refuses."""
+    if not _kernel_of(uar, lid).barriers:
+        return False
+    nh, wd = len(frame.host_dims), frame.work_dim
+    dom = _ctx(uar, frame.maps[lid].domain())
+    lifted = dom.project_out(isl.dim_type.set, nh + wd, wd).insert_dims(
+        isl.dim_type.set, nh + wd, wd)
+    for i, name in enumerate(frame.dims):
+        lifted = lifted.set_dim_name(isl.dim_type.set, i, name)
+    lifted = lifted.set_tuple_name(FUSED)
+    lifted = lifted.intersect(_local_box(frame).align_params(lifted.get_space()))
+    return not lifted.is_subset(dom.align_params(lifted.get_space()))
+
+
 def _edge_verdict(uar: UAR, frame: Frame, e: Edge) -> str:
     """``empty``, ``thread`` (same fused work-item), ``block`` (same group) or ``global``."""
     pairs = edge_pairs(uar, frame, e)
@@ -632,7 +649,25 @@ def _try_candidate(uar: UAR, keep: Frame, other: Frame,
     problems, need = frame_problems(uar, norm, new=other.maps)
     if problems:
         return None, problems[0]
+    partial = next((m for m in norm.maps if partial_groups(uar, norm, m)), None)
+    if partial is not None:
+        return None, partial_groups_reason(uar, norm, partial)
     return replace(norm, barriers=need), ""
+
+
+#: the words that say a merge was refused by :func:`partial_groups`
+PARTIAL_GROUPS = "fills its work-groups only in part"
+
+
+def partial_groups_reason(uar: UAR, frame: Frame, lid: int) -> str:
+    """Why a fragment :func:`partial_groups` flags is not fused, with the way out."""
+    dom = frame.maps[lid].domain()
+    sizes = [dom.get_dim_name(isl.dim_type.param, i) for i in range(dom.dim(isl.dim_type.param))
+             if dom.involves_dims(isl.dim_type.param, i, 1)]
+    what = ", ".join(sizes) or "the symbolic sizes"
+    return (f"L{lid} ({_kernel_of(uar, lid).name}) has barriers but {PARTIAL_GROUPS} for some "
+            f"values of {what}: its guard would put them under work-item-dependent control "
+            "flow (fix the sizes with --args or --param to fuse it)")
 
 
 def reindex_text(rel: isl.Map) -> str:
