@@ -968,6 +968,7 @@ def _sequential_body(kb: _KernelBuilder, frags: list[tuple], box: isl.Set, box_p
                     f"{where}: fragment {k} (launch #{f.launch}) has barriers but its "
                     "re-indexing domain does not cover whole work-groups: its guard would "
                     "put a barrier under work-item-dependent control flow")
+        if guard is not None and has_bar:
             try:
                 stmt = c_ast.Compound(barrier_guard.push_guard_below_barriers(
                     items, lambda g=guard: syntax.clone(g)))
