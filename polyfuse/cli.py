@@ -227,13 +227,15 @@ def cmd_devices(args: argparse.Namespace) -> int:
     """Every OpenCL device, probed: one that cannot build and run a kernel says why."""
     import pyopencl as cl
 
-    from polyfuse.runtime.device import get_device, list_devices, probe_device
+    from polyfuse.runtime.device import get_device, list_devices, probe, probe_device
 
     rows = []
     usable: dict[str, bool] = {}
+    caps: dict[str, dict[str, str]] = {}
     for dev_id, platform, dev in list_devices():
         why = probe_device(dev)
         usable[dev_id] = why is None
+        caps[dev_id] = probe(dev).capabilities if why is None else {}
         rows.append(
             [
                 dev_id,
@@ -264,6 +266,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
             if not usable[r[0]]:
                 d["reason"] = r[-1].removeprefix("no: ")
             d["default"] = r[0] == default
+            d["capabilities"] = caps[r[0]]
             out.append(d)
         json.dump(out, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -281,6 +284,10 @@ def cmd_devices(args: argparse.Namespace) -> int:
         else:
             how = "no usable device"
         print(f"\ndefault: {default or 'none usable'} ({how})")
+        for dev_id, found in caps.items():
+            odd = [f"{c}: {v}" for c, v in found.items() if v != "ok"]
+            if odd:
+                print(f"{dev_id}: {'; '.join(odd)}")
     return 0
 
 
