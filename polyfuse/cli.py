@@ -876,6 +876,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: commands that build or run kernels on the device in this process (``fuse`` has its own
+#: worker): they run in a worker process, so a native crash of the device compiler or driver is
+#: one line naming the stage (the kernel being built) and the signal
+_BUILDS_KERNELS = (cmd_roofline, cmd_run, cmd_coarsen, cmd_demo)
+
+
+def _command_job(args: argparse.Namespace, progress: Optional[Callable[[str], None]] = None
+                 ) -> int:
+    """One command in the worker process (module level, so it can be pickled)."""
+    from polyfuse.c.cpp import RECURSION_LIMIT, recursion_limit
+
+    with recursion_limit(RECURSION_LIMIT):
+        try:
+            return args.func(args)
+        except _UsageError as err:
+            raise PolyfuseError(str(err)) from None
+        finally:
+            sys.stdout.flush()
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -885,6 +905,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     try:
         with recursion_limit(RECURSION_LIMIT):  # deeply nested (but accepted) source code
+            if args.func in _BUILDS_KERNELS:
+                from polyfuse.watchdog import call_with_budget
+
+                return call_with_budget(_command_job, (args,))
             return args.func(args)
     except _UsageError as err:
         parser.error(str(err))

@@ -161,8 +161,9 @@ def call_with_budget(fn: Callable, args: Sequence[Any] = (),
     # a pipe, not a Queue: a message is written when sent, so the stage a crash happened in
     # has reached the parent even when the worker dies right after
     recv_end, send_end = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(send_end, fn, tuple(args), dict(kwargs or {})),
-                       daemon=True)
+    # not a daemon: a worker may start its own (a kernel build checked in a worker of its own
+    # inside a command's worker); the ``finally`` below ends it either way
+    proc = ctx.Process(target=_child, args=(send_end, fn, tuple(args), dict(kwargs or {})))
     start = time.monotonic()
     proc.start()
     send_end.close()

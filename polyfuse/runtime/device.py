@@ -324,10 +324,12 @@ def _build_job(spec: str, sources: Sequence[str], options: Sequence[str],
     out: list[Optional[str]] = []
     for source in sources:
         try:
-            build_program(ctx, source, options)
+            build_program(ctx, source, options).all_kernels()
             out.append(None)
         except PolyfuseError as err:
             out.append(err.message)
+        except cl.Error as err:  # PoCL caches a crashed build: its kernels are then missing
+            out.append((str(err).strip().splitlines() or [type(err).__name__])[0])
     return out
 
 
