@@ -232,13 +232,21 @@ def cmd_devices(args: argparse.Namespace) -> int:
     """Every OpenCL device, probed: one that cannot build and run a kernel says why."""
     import pyopencl as cl
 
-    from polyfuse.runtime.device import DEFAULT_RULE, get_device, list_devices, probe_device
+    from polyfuse.runtime.device import (
+        DEFAULT_RULE,
+        get_device,
+        list_devices,
+        probe,
+        probe_device,
+    )
 
     rows = []
     usable: dict[str, bool] = {}
+    caps: dict[str, dict[str, str]] = {}
     for dev_id, platform, dev in list_devices():
         why = probe_device(dev)
         usable[dev_id] = why is None
+        caps[dev_id] = probe(dev).capabilities if why is None else {}
         rows.append(
             [
                 dev_id,
@@ -270,6 +278,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
             if not usable[r[0]]:
                 d["reason"] = r[-1].removeprefix("no: ")
             d["default"] = r[0] == default
+            d["capabilities"] = caps[r[0]]
             out.append(d)
         json.dump(out, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -291,6 +300,10 @@ def cmd_devices(args: argparse.Namespace) -> int:
             how = "no usable device"
         print(f"\ndefault: {default or 'none usable'} ({how})")
         print(f"rule: {DEFAULT_RULE}")
+        for dev_id, found in caps.items():
+            odd = [f"{c}: {v}" for c, v in found.items() if v != "ok"]
+            if odd:
+                print(f"{dev_id}: {'; '.join(odd)}")
         for note in notes:
             print(note)
     return 0
@@ -907,6 +920,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: commands that build or run kernels on the device in this process (``fuse`` has its own
+#: worker): they run in a worker process, so a native crash of the device compiler or driver is
+#: one line naming the stage (the kernel being built) and the signal
+_BUILDS_KERNELS = (cmd_roofline, cmd_run, cmd_coarsen, cmd_demo)
+
+
+def _command_job(args: argparse.Namespace, progress: Optional[Callable[[str], None]] = None
+                 ) -> int:
+    """One command in the worker process (module level, so it can be pickled)."""
+    from polyfuse.c.cpp import RECURSION_LIMIT, recursion_limit
+
+    with recursion_limit(RECURSION_LIMIT):
+        try:
+            return args.func(args)
+        except _UsageError as err:
+            raise PolyfuseError(str(err)) from None
+        finally:
+            sys.stdout.flush()
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -922,6 +955,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     try:
         with recursion_limit(RECURSION_LIMIT):  # deeply nested (but accepted) source code
+            if args.func in _BUILDS_KERNELS:
+                from polyfuse.watchdog import call_with_budget
+
+                return call_with_budget(_command_job, (args,))
             return args.func(args)
     except _UsageError as err:
         parser.error(str(err))

@@ -20,7 +20,8 @@ import os
 import signal
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, Optional
 
 from polyfuse.program import PolyfuseError
@@ -45,10 +46,45 @@ class WorkerInternalError(PolyfuseError):
         self.traceback = traceback_text
 
 
+class WorkerCrashed(PolyfuseError):
+    """The worker died in native code; ``stage`` is the stage it was in, ``signal`` the
+    signal's name (``None`` when it exited without one)."""
+
+    def __init__(self, message: str, stage: str, signal_name: Optional[str]):
+        super().__init__(message)
+        self.stage = stage
+        self.signal = signal_name
+
+
+#: the running worker's stage reporter (empty outside a worker)
+_REPORTER: list[Callable[[str], None]] = []
+#: the stages entered through :func:`stage`, innermost last
+_STAGES: list[str] = []
+
+
+@contextmanager
+def stage(name: str) -> Iterator[None]:
+    """Report ``name`` as the worker's stage for the body, then the enclosing one again: a
+    native crash in a kernel build deep inside a command then names the kernel.  Does nothing
+    outside a worker process."""
+    if not _REPORTER:
+        yield
+        return
+    _STAGES.append(name)
+    _REPORTER[0](name)
+    try:
+        yield
+    finally:
+        _STAGES.pop()
+        if _STAGES:
+            _REPORTER[0](_STAGES[-1])
+
+
 def _child(conn: Any, fn: Callable, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
     def progress(stage: str) -> None:
         conn.send(("stage", stage))
 
+    _REPORTER.append(progress)
     try:
         conn.send(("result", fn(*args, progress=progress, **kwargs)))
     except PolyfuseError as err:
@@ -93,7 +129,7 @@ def tree_cpu_seconds(pid: int) -> float:
     return total
 
 
-def _death(exitcode: Optional[int], stage: str) -> str:
+def _death(exitcode: Optional[int], stage: str, prefix: str) -> WorkerCrashed:
     """One line for a worker that ended without an answer: a signal is a native crash (isl,
     PoCL, the compiler of generated code), named with the stage it happened in."""
     if exitcode is not None and exitcode < 0:
@@ -101,9 +137,11 @@ def _death(exitcode: Optional[int], stage: str) -> str:
             name = signal.Signals(-exitcode).name
         except ValueError:
             name = "unknown signal"
-        return (f"stage '{stage}' crashed (signal {-exitcode}, {name}) in native code; the "
-                "job ran in a worker process, so nothing else was affected")
-    return f"the worker process died (exit code {exitcode}) in stage '{stage}'"
+        return WorkerCrashed(f"{prefix}stage '{stage}' crashed (signal {-exitcode}, {name}) in "
+                             "native code; the job ran in a worker process, so nothing else "
+                             "was affected", stage, name)
+    return WorkerCrashed(f"{prefix}the worker process died (exit code {exitcode}) in stage "
+                         f"'{stage}'", stage, None)
 
 
 def call_with_budget(fn: Callable, args: Sequence[Any] = (),
@@ -123,8 +161,9 @@ def call_with_budget(fn: Callable, args: Sequence[Any] = (),
     # a pipe, not a Queue: a message is written when sent, so the stage a crash happened in
     # has reached the parent even when the worker dies right after
     recv_end, send_end = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(send_end, fn, tuple(args), dict(kwargs or {})),
-                       daemon=True)
+    # not a daemon: a worker may start its own (a kernel build checked in a worker of its own
+    # inside a command's worker); the ``finally`` below ends it either way
+    proc = ctx.Process(target=_child, args=(send_end, fn, tuple(args), dict(kwargs or {})))
     start = time.monotonic()
     proc.start()
     send_end.close()
@@ -151,7 +190,7 @@ def call_with_budget(fn: Callable, args: Sequence[Any] = (),
                 kind, value = recv_end.recv()
             except EOFError:  # the worker ended without an answer
                 proc.join(timeout=5)
-                raise PolyfuseError(prefix + _death(proc.exitcode, stage)) from None
+                raise _death(proc.exitcode, stage, prefix) from None
             if kind == "stage":
                 stage, stage_start = value, time.monotonic()
                 if on_stage is not None:
@@ -170,4 +209,5 @@ def call_with_budget(fn: Callable, args: Sequence[Any] = (),
         recv_end.close()
 
 
-__all__ = ["BudgetExceeded", "WorkerInternalError", "call_with_budget", "tree_cpu_seconds"]
+__all__ = ["BudgetExceeded", "WorkerCrashed", "WorkerInternalError", "call_with_budget", "stage",
+           "tree_cpu_seconds"]

@@ -23,13 +23,14 @@ def test_default_device_is_measured_cached_and_explained(tmp_path):
     r = _devices(tmp_path)
     assert r.returncode == 0, r.stderr
     line = next(ln for ln in r.stdout.splitlines() if ln.startswith("default:"))
-    rows = [ln.split()[0] for ln in r.stdout.splitlines() if ln[:1].isdigit()]
-    assert line.split()[1] in rows  # names one of the listed ids
+    usable = [ln.split()[0] for ln in r.stdout.splitlines()
+              if ln[:1].isdigit() and "  yes" in ln]
+    assert line.split()[1] in usable  # names one of the usable ids
     cache = tmp_path / "default_device.json"
-    if len(rows) > 1:
+    if len(usable) > 1:
         assert "fastest on a 16-launch probe" in line
         entry = next(iter(json.loads(cache.read_text()).values()))
-        assert len(entry["seconds"]) == len(rows) and entry["key"] in entry["seconds"]
+        assert len(entry["seconds"]) == len(usable) and entry["key"] in entry["seconds"]
         # the second run reuses the measurement: same choice
         again = _devices(tmp_path)
         assert next(ln for ln in again.stdout.splitlines()

@@ -41,6 +41,7 @@ from polyfuse.runtime.device import (
     TimingResult,
     build_kernel,
     get_context,
+    precheck_sources,
     time_host,
     time_kernel,
 )
@@ -482,6 +483,8 @@ class FlopsResult(_Result):
     layout: str
     points: list[FlopsPoint] = field(default_factory=list)
     peak_gflops: float = 0.0
+    #: degrees not measured, with why (the device compiler rejected or crashed on the kernel)
+    skipped: list[str] = field(default_factory=list)
 
 
 def _mad_op(lim: DeviceLimits) -> str:
@@ -528,19 +531,33 @@ def flops(
     a = cl.Buffer(env.ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=host)
     res = FlopsResult(ws, vec, accumulators, layout)
     elements = n_units * vec
+    ops = dict.fromkeys((_mad_op(lim), "mad"))
+    sources = {(d, op): flops_source(d, vec, accumulators, layout, op)
+               for d in degrees for op in ops}
+    # built in a worker first: a compiler abort on one kernel loses that point, not the run
+    why = precheck_sources(env.queue.device, list(sources.values()))
     for d in degrees:
-        kernel = build_kernel(env.ctx, flops_source(d, vec, accumulators, layout, _mad_op(lim)),
-                              "poly")
+        op = next((o for o in ops if why[sources[(d, o)]] is None), None)
+        if op is None:
+            res.skipped.append(f"degree {d}: {why[sources[(d, _mad_op(lim))]]}")
+            _say(progress, f"flops degree {d:4d}: skipped ({res.skipped[-1]})")
+            continue
+        try:
+            kernel = build_kernel(env.ctx, sources[(d, op)], "poly")
+        except cl.Error as err:  # PoCL caches a crashed build: the kernel is then missing
+            res.skipped.append(f"degree {d}: {str(err).strip().splitlines()[0]}")
+            _say(progress, f"flops degree {d:4d}: skipped ({res.skipped[-1]})")
+            continue
         reps, timing = _timed(
             env.queue, kernel, (geo.items,), (geo.local,),
             lambda r: [a, np.int32(geo.units_per_item), np.int32(r)],
             max(1, (1 << 22) // (elements * d)), target, repeat)
         total = 2.0 * d * elements * reps
-        p = FlopsPoint(d, _mad_op(lim), 2 * d, 2 * d / 8.0, reps, timing,
+        p = FlopsPoint(d, op, 2 * d, 2 * d / 8.0, reps, timing,
                        total / timing.median / 1e9, total / timing.min / 1e9, timing.spread)
         res.points.append(p)
         _say(progress, f"flops degree {d:4d} ({2 * d} flop/elem): {p.gflops:8.2f} GFLOP/s")
-    res.peak_gflops = max(p.gflops for p in res.points)
+    res.peak_gflops = max((p.gflops for p in res.points), default=0.0)
     return res
 
 

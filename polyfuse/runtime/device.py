@@ -16,7 +16,8 @@ import hashlib
 import os
 import re
 import time
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Optional, TypeVar, Union
 
@@ -25,6 +26,7 @@ import pyopencl as cl
 
 from polyfuse import drivers
 from polyfuse.program import PolyfuseError, Target
+from polyfuse.watchdog import WorkerCrashed, call_with_budget, stage
 
 DeviceSpec = Union[str, "cl.Device", None]
 
@@ -274,7 +276,9 @@ def build_program(ctx: cl.Context, source: str, options: Sequence[str] = ()) -> 
     if hit is not None:
         return hit[1]
     try:
-        prog = cl.Program(ctx, source).build(options=list(options))
+        with stage(f"building OpenCL kernel {kernel_names(source)} on "
+                   f"{ctx.devices[0].name.strip()}"):
+            prog = cl.Program(ctx, source).build(options=list(options))
     except (cl.RuntimeError, cl.LogicError) as err:
         text = str(err)
         lines = [ln.strip() for ln in text.splitlines() if "error" in ln.lower()]
@@ -302,6 +306,71 @@ def build_kernel(ctx: cl.Context, source: str, name: str,
     if kernel is None:
         kernel = _KERNEL_CACHE[key] = cl.Kernel(prog, name)
     return kernel
+
+
+def kernel_names(source: str) -> str:
+    """The kernels a source defines, for messages: ``'poly'``, ``'a', 'b'``."""
+    names = re.findall(r"__kernel\s+void\s+(\w+)", source) or ["(no kernel)"]
+    shown = ", ".join(f"'{n}'" for n in names[:3])
+    return shown + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+def device_spec(dev: cl.Device) -> str:
+    """``"P:D"`` of ``dev`` in :func:`list_devices` (how a worker process finds it again)."""
+    for dev_id, _, d in list_devices():
+        if d == dev:
+            return dev_id
+    raise PolyfuseError(f"OpenCL device '{dev.name.strip()}' is not listed by its platform")
+
+
+def _build_job(spec: str, sources: Sequence[str], options: Sequence[str],
+               progress: Callable[[str], None]) -> list[Optional[str]]:
+    """In a worker: build each source on device ``spec``; why each failed (None: built)."""
+    ctx = cl.Context([get_device(spec)])
+    out: list[Optional[str]] = []
+    for source in sources:
+        try:
+            build_program(ctx, source, options).all_kernels()
+            out.append(None)
+        except PolyfuseError as err:
+            out.append(err.message)
+        except cl.Error as err:  # PoCL caches a crashed build: its kernels are then missing
+            out.append((str(err).strip().splitlines() or [type(err).__name__])[0])
+    return out
+
+
+#: (device key, options, source) -> why it does not build (None: it builds)
+_CHECKED: dict[tuple[str, str, str], Optional[str]] = {}
+
+
+def precheck_sources(device: DeviceSpec, sources: Sequence[str],
+                     options: Sequence[str] = ()) -> dict[str, Optional[str]]:
+    """Why each source does not build on ``device`` (None: it builds), found by building it
+    in a worker process first, once per device and source: the device compiler can abort the
+    process (PoCL's LLVM: "Cannot select ... fma"), and then only that kernel is lost, with
+    the stage and signal as its reason, instead of the whole command."""
+    dev = get_device(device)
+    key = device_key(dev)
+    opts = " ".join(options)
+    todo = list(dict.fromkeys(s for s in sources if (key, opts, s) not in _CHECKED))
+    while todo:
+        try:
+            reasons = call_with_budget(_build_job, (device_spec(dev), todo, tuple(options)))
+        except WorkerCrashed as err:
+            crashed = next((s for s in todo if kernel_names(s) in err.stage), None)
+            if crashed is None:  # not in a build: the device itself is broken
+                raise
+            done = todo[:todo.index(crashed)]
+            reasons = [None] * len(done) + [
+                f"the device compiler crashed on {kernel_names(crashed)} ({err.signal})"]
+            todo = todo[len(done) + 1:]
+            for s, why in zip(done + [crashed], reasons):
+                _CHECKED[(key, opts, s)] = why
+            continue
+        for s, why in zip(todo, reasons):
+            _CHECKED[(key, opts, s)] = why
+        todo = []
+    return {s: _CHECKED[(key, opts, s)] for s in sources}
 
 
 _WORKING_DEVICE: list[cl.Device] = []
@@ -419,11 +488,9 @@ def _first_working_device(platforms: list) -> cl.Device:
     reasons = []
     working = []
     for dev in candidates:
-        try:
-            ctx = cl.Context([dev])
-            check_device(ctx, cl.CommandQueue(ctx))
-        except (cl.Error, PolyfuseError) as err:
-            reasons.append(f"{dev.name.strip()}: {str(err).splitlines()[0]}")
+        why = probe_device(dev)
+        if why is not None:
+            reasons.append(f"{dev.name.strip()}: {why}")
             continue
         working.append(dev)
     if not working:
@@ -477,14 +544,194 @@ def default_device_reason() -> str:
     return _DEFAULT_REASON[0] if _DEFAULT_REASON else "not chosen yet"
 
 
-def probe_device(dev: cl.Device) -> Optional[str]:
-    """None when ``dev`` builds and runs a probe kernel, else why not (one line)."""
+@dataclass(frozen=True)
+class ProbeKernel:
+    """A real kernel a device must build, run and get right: ``name(in, out)`` over ``global``
+    work-items in groups of ``local``, ``out`` compared with ``expected``."""
+
+    name: str
+    source: str
+    inputs: np.ndarray
+    expected: np.ndarray
+    global_size: int = 256
+    local_size: int = 64
+
+
+def _probe_signature(name: str) -> str:
+    return f"__kernel void {name}(__global const float *in, __global float *out)\n"
+
+
+def _probe_kernels() -> tuple[ProbeKernel, ...]:
+    """What polyfuse's kernels use: vector types, a barrier reduction in ``__local`` memory and
+    float16 ``fma`` (the roofline's FLOP kernel; one PoCL build here aborts compiling it)."""
+    x = (np.arange(256, dtype=np.float32) % 17) / 8 - 1
+    group = x.reshape(4, 64)
+    fma = (x.astype(np.float64) * x + 0.5).astype(np.float32)
+    return (
+        ProbeKernel("vector4", _probe_signature("vector4") + """{ const int i = get_global_id(0);
+  if (i < 64) vstore4(vload4(i, in) * (float4)(2.0f) + (float4)(1.0f), i, out); }""",
+                    x, x * 2 + 1),
+        ProbeKernel("reduce", _probe_signature("reduce") + """{ __local float s[64];
+  const int l = get_local_id(0);
+  s[l] = in[get_global_id(0)];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int w = 32; w > 0; w >>= 1) {
+    if (l < w) s[l] += s[l + w];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  out[get_global_id(0)] = s[0]; }""",
+                    x, np.repeat(group.sum(axis=1), 64).astype(np.float32)),
+        ProbeKernel("fma16", _probe_signature("fma16") + """{ const int i = get_global_id(0);
+  if (i < 16) { const float16 v = vload16(i, in);
+                vstore16(fma(v, v, (float16)(0.5f)), i, out); } }""", x, fma),
+        ProbeKernel("local_reverse", _probe_signature("local_reverse") + """{ __local float s[64];
+  const int l = get_local_id(0);
+  s[l] = in[get_global_id(0)];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  out[get_global_id(0)] = s[63 - l]; }""", x, group[:, ::-1].reshape(-1)),
+    )
+
+
+def _capability_kernels() -> dict[str, ProbeKernel]:
+    """What a device may compile wrongly without being unusable, for code generation to avoid:
+    capability -> a kernel that uses it.  ``conditional barriers``: a row sum with barriers
+    under a guard on the group id (5 rows of 3 in groups of 4 lanes, 8 groups), then code after
+    the guard, as a fused Softmax and the launch after it had; both PoCL builds of the
+    development machine drop the guarded stores (``codegen/barrier_guard.py`` never emits it)."""
+    x = np.arange(15, dtype=np.float32) % 7 - 3
+    rows = x.reshape(5, 3)
+    expected = np.concatenate([np.repeat(rows.sum(axis=1), 3), -x])
+    return {"conditional barriers": ProbeKernel(
+        "cond_barrier", _probe_signature("cond_barrier") + """{ __local float red[4];
+  if ((int) get_group_id(0) <= 4) {
+    const int row = get_group_id(0);
+    const int lane = get_local_id(0);
+    red[lane] = lane < 3 ? in[row * 3 + lane] : 0.0f;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lane < 2) red[lane] += red[lane + 2];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lane < 1) red[lane] += red[lane + 1];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lane < 3) out[row * 3 + lane] = red[0];
+  }
+  { const int i0 = get_local_id(0);
+    const int i1 = get_group_id(0);
+    if (i0 < 3 && i1 < 5) out[15 + i1 * 3 + i0] = -in[i1 * 3 + i0]; } }""", x, expected,
+        global_size=32, local_size=4)}
+
+
+@dataclass(frozen=True)
+class DeviceProbe:
+    """What probing a device found: ``reason`` it is unusable (None: usable) and how it does
+    on the capabilities of :data:`CAPABILITY_KERNELS` (``ok``, ``miscompiled``, ...)."""
+
+    reason: Optional[str]
+    capabilities: dict[str, str]
+
+
+def _run_probe(ctx: cl.Context, queue: cl.CommandQueue, k: ProbeKernel) -> Optional[str]:
+    """Why ``k`` fails on the device (build error, wrong result), None when it is right."""
     try:
-        ctx = cl.Context([dev])
-        check_device(ctx, cl.CommandQueue(ctx))
-    except (cl.Error, PolyfuseError) as err:
-        return str(err).splitlines()[0] if str(err).strip() else type(err).__name__
+        kernel = build_kernel(ctx, k.source, k.name)
+        mf = cl.mem_flags
+        src = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=k.inputs)
+        dst = cl.Buffer(ctx, mf.READ_WRITE, k.expected.nbytes)
+        cl.enqueue_fill_buffer(queue, dst, np.float32(0), 0, k.expected.nbytes)
+        with stage(f"running OpenCL kernel '{k.name}'"):
+            kernel(queue, (k.global_size,), (k.local_size,), src, dst)
+            out = np.empty_like(k.expected)
+            cl.enqueue_copy(queue, out, dst)
+            queue.finish()
+    except PolyfuseError as err:
+        return err.message
+    except cl.Error as err:  # PoCL caches a crashed build: the kernel is then missing
+        return (str(err).strip().splitlines() or [type(err).__name__])[0]
+    if not np.allclose(out, k.expected, rtol=1e-5, atol=1e-6):
+        bad = int(np.flatnonzero(~np.isclose(out, k.expected, rtol=1e-5, atol=1e-6))[0])
+        return f"miscompiled (element {bad}: {out[bad]:g}, expected {k.expected[bad]:g})"
     return None
+
+
+def _probe_job(spec: str, kernels: Sequence[ProbeKernel],
+               capabilities: Mapping[str, ProbeKernel],
+               progress: Callable[[str], None]) -> DeviceProbe:
+    """In a worker: ``kernels`` on device ``spec``, stopping at the first that fails (the
+    compiler's remarks on the probe kernels are not the user's business)."""
+    warnings.simplefilter("ignore", cl.CompilerWarning)
+    ctx = cl.Context([get_device(spec)])
+    queue = cl.CommandQueue(ctx)
+    for k in kernels:
+        why = _run_probe(ctx, queue, k)
+        if why is not None:
+            return DeviceProbe(f"probe kernel '{k.name}': {why}", {})
+    caps = {}
+    for cap, k in capabilities.items():
+        why = _run_probe(ctx, queue, k)
+        caps[cap] = "ok" if why is None else why.split(" (")[0]
+    return DeviceProbe(None, caps)
+
+
+#: bump when the probe kernels change, so cached verdicts are redone
+_PROBE_VERSION = 2
+_PROBED: dict[str, DeviceProbe] = {}
+
+
+def _probe_cache_path() -> str:
+    return os.path.join(os.path.dirname(_cache_path()), "device_probe.json")
+
+
+def probe(dev: cl.Device, kernels: Optional[Sequence[ProbeKernel]] = None,
+          timeout: float = 300.0) -> DeviceProbe:
+    """Build, run and check real kernels (:func:`_probe_kernels`) on ``dev`` in a worker
+    process: a driver can list a device whose compiler aborts on or miscompiles real kernels
+    though it builds a one-line one, and an abort there must not kill polyfuse.  Cached per
+    device in memory and on disk; ``kernels`` (for tests) replaces the set, uncached."""
+    import json
+
+    # not device_key: PoCL's reported memory follows the host's free memory, the compiler not
+    key = "|".join(x.strip() for x in (dev.platform.name, dev.platform.version, dev.name,
+                                        dev.driver_version))
+    cached = kernels is None
+    if cached and key in _PROBED:
+        return _PROBED[key]
+    path = _probe_cache_path()
+    entry_key = f"{key}|probe {_PROBE_VERSION}"
+    if cached:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                entry = json.load(fh)[entry_key]
+            _PROBED[key] = DeviceProbe(entry["reason"], dict(entry["capabilities"]))
+            return _PROBED[key]
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    try:
+        spec = device_spec(dev)
+        result = call_with_budget(_probe_job, (spec, kernels or _probe_kernels(),
+                                               _capability_kernels()), timeout=timeout)
+    except WorkerCrashed as err:
+        result = DeviceProbe(f"{err.stage}: crashed ({err.signal or 'no signal'})", {})
+    except PolyfuseError as err:
+        return DeviceProbe(str(err).splitlines()[0], {})  # a time-out: not a verdict to keep
+    if cached:
+        _PROBED[key] = result
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    table = json.load(fh)
+            except (OSError, ValueError):
+                table = {}
+            table[entry_key] = {"reason": result.reason, "capabilities": result.capabilities}
+            with open(path, "w", encoding="utf-8") as fh:
+                json.dump(table, fh, indent=1)
+        except OSError:
+            pass  # an unwritable cache only costs the probe next time
+    return result
+
+
+def probe_device(dev: cl.Device) -> Optional[str]:
+    """None when ``dev`` builds, runs and gets right the probe kernels, else why not."""
+    return probe(dev).reason
 
 
 def check_device(ctx: cl.Context, queue: cl.CommandQueue) -> None:

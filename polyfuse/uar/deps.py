@@ -22,8 +22,8 @@ from typing import Optional
 
 import islpy as isl
 
-from polyfuse.islutil import coalesce
-from polyfuse.uar.effects import Instantiation, OpInstances
+from polyfuse.islutil import IslQuotaExceeded, bounded, coalesce
+from polyfuse.uar.effects import Effects, Instantiation, OpInstances
 
 KINDS = ("RAW", "WAR", "WAW")
 
@@ -37,6 +37,8 @@ class Dependence:
     src: int
     dst: int
     relation: isl.Map
+    #: the relation is every pair of instances (the exact one exceeded isl's quota)
+    approximate: bool = False
 
 
 def host_schedule(inst: Instantiation) -> dict[int, isl.Map]:
@@ -192,7 +194,6 @@ def _flow(inst: Instantiation, schedule: dict[int, isl.Map], buffer: str, ids: l
           sinks: list[int]) -> list[Dependence]:
     """Dependences on ``buffer`` from the operations ``ids`` to those of ``sinks`` (a subset)."""
     by_name = {inst.ops[i].name: i for i in ids}
-    out: list[Dependence] = []
     effs = {i: inst.effects[i] for i in ids}
     sink_effs = [effs[i] for i in sinks]
     reads = _union(e.access("read", buffer) for e in sink_effs)
@@ -226,6 +227,19 @@ def _flow(inst: Instantiation, schedule: dict[int, isl.Map], buffer: str, ids: l
         "WAW": isl.UnionAccessInfo.from_sink(writes).set_must_source(tags["must"][0])
         .set_may_source(tags["may"][0]),
     }
+    try:
+        with bounded():
+            return _exact_flow(inst, buffer, by_name, effs, flows, tsched, reads, writes, tags)
+    except IslQuotaExceeded:
+        return _coarse_flow(inst, buffer, ids, sinks)
+
+
+def _exact_flow(inst: Instantiation, buffer: str, by_name: dict[str, int],
+                effs: dict[int, Effects], flows: dict[str, isl.UnionAccessInfo],
+                tsched: isl.UnionMap, reads: isl.UnionMap, writes: isl.UnionMap,
+                tags: dict[str, tuple[isl.UnionMap, isl.UnionMap]]) -> list[Dependence]:
+    """isl's dataflow analysis of :func:`_flow`'s access infos (called under the quota)."""
+    out: list[Dependence] = []
     for kind in KINDS:
         sink_side = reads if kind == "RAW" else writes
         if sink_side.is_empty() or (kind == "WAR" and tags["read"][0].is_empty()):
@@ -241,4 +255,28 @@ def _flow(inst: Instantiation, schedule: dict[int, isl.Map], buffer: str, ids: l
             rel = coalesce(_to_instance(oi).range_product(access).apply_range(m))
             if not rel.is_empty():
                 out.append(Dependence(kind, buffer, src, dst, rel))
+    return out
+
+
+def _coarse_flow(inst: Instantiation, buffer: str, ids: list[int],
+                 sinks: list[int]) -> list[Dependence]:
+    """The safe answer when the exact dataflow exceeds isl's quota (convolutions over large
+    images): every instance pair of two operations that may conflict on ``buffer``, in
+    program order (both ways inside a shared host loop), marked approximate."""
+    position = {op.id: k for k, op in enumerate(inst.program.ops)}
+    out: list[Dependence] = []
+    for kind in KINDS:
+        src_dir, dst_dir = {"RAW": ("write", "read"), "WAR": ("read", "write"),
+                            "WAW": ("write", "write")}[kind]
+        for s in ids:
+            if inst.effects[s].access(src_dir, buffer) is None:
+                continue
+            for t in sinks:
+                if inst.effects[t].access(dst_dir, buffer) is None:
+                    continue
+                looped = bool(inst.program.op(s).loops and inst.program.op(t).loops)
+                if position[s] >= position[t] and not looped:
+                    continue
+                rel = isl.Map.from_domain_and_range(inst.ops[s].domain, inst.ops[t].domain)
+                out.append(Dependence(kind, buffer, s, t, rel, approximate=True))
     return out

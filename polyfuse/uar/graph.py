@@ -280,6 +280,11 @@ def _virtual_edges(program: Program) -> list[VirtualEdge]:
     return out
 
 
+#: the witness of a dependence the exact analysis could not compute within isl's quota
+APPROXIMATE_REASON = ("dependence analysis exceeded isl's operation quota: every pair of "
+                      "instances assumed dependent (not fused)")
+
+
 def build_uar(program: Program) -> UAR:
     """Instantiate ``program``, compute its dependences and label each with its width."""
     inst = instantiate(program)
@@ -290,7 +295,10 @@ def build_uar(program: Program) -> UAR:
         src_op, dst_op = program.op(dep.src), program.op(dep.dst)
         si, di = inst.ops[dep.src], inst.ops[dep.dst]
         host = not (isinstance(src_op, Launch) and isinstance(dst_op, Launch))
-        if host:
+        if dep.approximate:
+            width, conditions, regions = "global", {}, {"global": inst.context}
+            witness = pair_witness(dep.relation, inst.context, APPROXIMATE_REASON)
+        elif host:
             width, conditions, regions = "global", {}, {"global": inst.context}
             witness = pair_witness(dep.relation, inst.context,
                                    "a host operation is at one end")
