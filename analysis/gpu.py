@@ -9,7 +9,7 @@
    are timed interleaved in rounds (wall time to the outputs, medians and spread); polyfuse's
    times include the upload of the input and the read-back of the output, torch's do not.
 
-    python analysis/gpu.py [--device P:D] [--small] [--no-tests] [--out DIR]
+    python analysis/gpu.py [--device P:D] [--small] [--layers N] [--no-tests] [--out DIR]
 
 ``--small`` (1 layer of width 64, a 256-cubed GEMM) runs in a minute on a CPU device, to rehearse
 before a GPU run.  Prints one table and writes it to DIR/gpu.csv (default analysis/results).
@@ -218,6 +218,9 @@ def main(argv: Optional[list[str]] = None) -> int:
                                                    "`polyfuse devices` prints)")
     ap.add_argument("--small", action="store_true",
                     help="1 encoder layer of width 64, a 256-cubed GEMM: a rehearsal")
+    ap.add_argument("--layers", type=int, default=None,
+                    help="encoder layers (default 12; 1 with --small): one layer of BERT-base "
+                         "builds its sessions in seconds where 12 take minutes")
     ap.add_argument("--no-tests", action="store_true", help="only the benchmark")
     ap.add_argument("--repeat", type=int, default=50)
     ap.add_argument("--out", type=Path, default=ROOT / "analysis" / "results")
@@ -226,6 +229,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         os.environ["PYOPENCL_CTX"] = args.device
     rows = [] if args.no_tests else gpu_tests()
     layers, width, n = (1, 64, 256) if args.small else (12, 768, 1024)
+    layers = args.layers or layers
     torch = torch_cuda()
     log(f"device: {device_name(args.device)}; torch with CUDA: "
         f"{'yes' if torch is not None else 'no (torch rows left out)'}")

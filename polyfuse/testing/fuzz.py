@@ -522,9 +522,10 @@ def run_campaign(*, seconds: float, seed: int = 0, out_dir: Optional[str] = None
                 camp.programs += not is_model
                 camp.record(outcome, what)
                 if verbose:
+                    shown = outcome.failed or "in native code" in outcome.detail
                     print(f"[{index}] {outcome.kind:8s} {outcome.seconds:6.1f}s  {what}"
                           + (f"\n      {outcome.detail.splitlines()[0][:200]}"
-                             if outcome.failed and outcome.detail else ""), flush=True)
+                             if shown and outcome.detail else ""), flush=True)
     (out / "summary.json").write_text(json.dumps(
         {"seed": seed, "models": camp.models, "programs": camp.programs,
          "counts": camp.counts, "native_crashes_reported": camp.native_crashes,
