@@ -16,7 +16,8 @@ Where the models run:
 
 All three return the same summaries in the order of the inputs, and write byte-identical files.
 Results are kept in the disk cache (:mod:`polyfuse.cache`) unless ``cache=False``.  Progress is a
-``tqdm`` bar on stderr: models done, and the current model's stage.
+``tqdm`` bar on stderr when it is a terminal (models done, and the current model's stage), else
+one line per stage.
 """
 
 from __future__ import annotations
@@ -198,7 +199,32 @@ def _fuse_model_job(args: tuple) -> dict:
     return asdict(fuse_model(path, out_root, **kwargs))
 
 
+class _LineProgress:
+    """The progress bar's stand-in when stderr is no terminal (a log, CI, a pipe): one line per
+    stage instead of ``\\r`` redraws, which pile up there as one unreadable line."""
+
+    def __init__(self, total: int, quiet: bool):
+        self.total, self.quiet, self.done, self.last = total, quiet, 0, ""
+
+    def __enter__(self) -> _LineProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def set_postfix_str(self, text: str) -> None:
+        if not self.quiet and text != self.last:
+            print(f"polyfuse: [{self.done}/{self.total}] {text}", file=sys.stderr, flush=True)
+        self.last = text
+
+    def update(self, n: int = 1) -> None:
+        self.done += n
+
+
 def _bar(total: int, quiet: bool) -> Any:
+    """A tqdm bar on a terminal, else a line per stage (:class:`_LineProgress`)."""
+    if not sys.stderr.isatty():
+        return _LineProgress(total, quiet)
     from tqdm import tqdm
 
     return tqdm(total=total, unit="model", file=sys.stderr, disable=quiet, dynamic_ncols=True,

@@ -478,7 +478,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from polyfuse.onnx_run import run_onnx
+    from polyfuse.onnx_run import execute_onnx
 
     if not args.model.endswith(".onnx"):
         raise _UsageError("run takes an ONNX model (MODEL.onnx)")
@@ -499,12 +499,30 @@ def cmd_run(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as err:
             raise PolyfuseError(f"{args.inputs}: not a readable .npz file ({err})") from None
     _progress(args, f"running {'unfused' if args.unfused else 'fused'} {args.model}")
-    outputs = run_onnx(args.model, inputs, fused=not args.unfused,
+    run = execute_onnx(args.model, inputs, fused=not args.unfused,
                        params=_parse_params(args.param))
-    Path(args.save).parent.mkdir(parents=True, exist_ok=True)
-    np.savez(args.save, **outputs)
-    _progress(args, f"wrote {', '.join(outputs)} to {args.save}")
+    print(_table(["output", "shape", "dtype", "min", "mean", "max"],
+                 [[name, "x".join(str(d) for d in a.shape) or "scalar", str(a.dtype),
+                   *_value_summary(a)] for name, a in run.outputs.items()]))
+    print(f"time: {run.wall_time * 1e3:.3f} ms for one run ({run.launches} kernel launch(es), "
+          f"{run.kernel_time * 1e3:.3f} ms of it in kernels; fusing and building not counted)")
+    if args.save:
+        Path(args.save).parent.mkdir(parents=True, exist_ok=True)
+        np.savez(args.save, **run.outputs)
+        _progress(args, f"wrote {', '.join(run.outputs)} to {args.save}")
     return 0
+
+
+def _value_summary(a: object) -> list[str]:
+    """min, mean and max of an output over its finite values (``-`` when it has none), so a run
+    says at a glance whether its outputs are plausible."""
+    import numpy as np
+
+    values = np.asarray(a, dtype=np.float64).ravel()
+    finite = values[np.isfinite(values)]
+    if not finite.size:
+        return ["-", "-", "-"]
+    return [f"{finite.min():.4g}", f"{finite.mean():.4g}", f"{finite.max():.4g}"]
 
 
 def cmd_inputs(args: argparse.Namespace) -> int:
@@ -840,7 +858,8 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--random", action="store_true",
                      help="seeded random inputs (as `polyfuse inputs --random`)")
     p.add_argument("--seed", type=int, default=0, help="seed of --random (default: 0)")
-    p.add_argument("--save", required=True, metavar="OUT.npz", help="graph outputs by name")
+    p.add_argument("--save", metavar="OUT.npz",
+                   help="also write the graph outputs by name to this .npz file")
     p.add_argument("--unfused", action="store_true", help="one launch per node, no fusion")
     add_param_flag(p, "value of a dynamic dimension")
     p.set_defaults(func=cmd_run)

@@ -151,3 +151,38 @@ def test_analyze_lists_every_operation_and_short_conditions(capsys: pytest.Captu
     assert "{" not in cond and "floor" not in cond
     assert "thread when (m < 0 and n <= -m) or (m > 0 and n <= m) or m = 0" in cond
     assert cli.short_condition("[n] -> { : n >= 1 and n >= 0 }") == "n > 0"
+
+
+def test_run_prints_outputs_and_time_and_saves_only_when_asked(tmp_path: Path):
+    r = run_cli("run", QKV, "--random", "-q")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].split() == ["output", "shape", "dtype", "min", "mean", "max"]
+    rows = {ln.split()[0]: ln.split() for ln in lines[2:5]}
+    assert set(rows) == {"Q", "K", "V"} and rows["Q"][1:3] == ["1x4x32x16", "float32"]
+    lo, mean, hi = map(float, rows["Q"][3:6])
+    assert -1.5 < lo <= mean <= hi < 2
+    assert lines[5].startswith("time: ") and " ms for one run (1 kernel launch" in lines[5]
+    assert not list(tmp_path.iterdir())
+    r = run_cli("run", QKV, "--random", "--save", tmp_path / "out.npz")
+    assert r.returncode == 0 and (tmp_path / "out.npz").is_file() and "wrote Q, K, V" in r.stderr
+
+
+def test_progress_is_one_line_per_stage_when_stderr_is_no_terminal(
+        capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch):
+    from polyfuse import batch
+
+    with batch._bar(2, quiet=False) as bar:
+        for stage in ("bert_qkv: building the UAR", "bert_qkv: building the UAR",
+                      "bert_qkv: done"):
+            bar.set_postfix_str(stage)
+        bar.update(1)
+        bar.set_postfix_str("mlp: planning fusion")
+    err = capsys.readouterr().err
+    assert "\r" not in err
+    assert err.splitlines() == ["polyfuse: [0/2] bert_qkv: building the UAR",
+                                "polyfuse: [0/2] bert_qkv: done",
+                                "polyfuse: [1/2] mlp: planning fusion"]
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    with batch._bar(1, quiet=True) as bar:  # a terminal gets tqdm's bar
+        assert type(bar).__name__ == "tqdm"
