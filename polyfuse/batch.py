@@ -31,8 +31,9 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
+from polyfuse.mathtext import readable
 from polyfuse.program import PolyfuseError
 
 SUMMARY_HEADERS = ["model", "nodes", "launches before", "launches after", "max abs err",
@@ -48,8 +49,9 @@ class ModelSummary:
 
     model: str
     nodes: Optional[int] = None
-    launches_before: Optional[int] = None
-    launches_after: Optional[int] = None
+    #: an int, or the exact str of a symbolic count (the row prints it readable)
+    launches_before: Union[int, str, None] = None
+    launches_after: Union[int, str, None] = None
     max_abs_err: Optional[float] = None
     verified: Optional[bool] = None
     unfused_ms: Optional[float] = None
@@ -63,8 +65,11 @@ class ModelSummary:
             return "-" if v is None else format(v, spec)
 
         verified = "-" if self.verified is None else ("ok" if self.verified else "MISMATCH")
-        return [self.model, fmt(self.nodes), fmt(self.launches_before),
-                fmt(self.launches_after), fmt(self.max_abs_err, ".2e"), verified,
+        def count(v: Union[int, str, None]) -> str:
+            return "-" if v is None else readable(v)
+
+        return [self.model, fmt(self.nodes), count(self.launches_before),
+                count(self.launches_after), fmt(self.max_abs_err, ".2e"), verified,
                 fmt(self.unfused_ms, ".3f"), fmt(self.fused_ms, ".3f"),
                 f"FAILED: {self.error}" if self.error else "ok"]
 
@@ -177,11 +182,17 @@ def _fuse_uncached(path: str, out_dir: Path, stem: str, stage: _Stages, *, verif
             fused_ms = time_program(result.fused.program, repeat=repeat).kernel_time * 1e3
     v = result.verified
     return ModelSummary(model=stem, nodes=model.op_count,
-                        launches_before=int(result.plan.launches_before),
-                        launches_after=int(result.fused.launches_after),
+                        launches_before=_count(result.plan.launches_before),
+                        launches_after=_count(result.fused.launches_after),
                         max_abs_err=None if v is None else float(v["max_abs_err"]),
                         verified=None if v is None else bool(v["ok"]),
                         unfused_ms=unfused_ms, fused_ms=fused_ms, stages=stage.times)
+
+
+def _count(value: Any) -> Union[int, str]:
+    """A launch count as the summary keeps it: an int, else the exact str (it crosses
+    processes and Dask as plain data)."""
+    return value if isinstance(value, int) else str(value)
 
 
 def _stage_of(message: str) -> str:

@@ -317,6 +317,7 @@ def _driver_notes() -> list[str]:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Fuse the bundled BERT QKV graph (SIRIUS' motivating example), verify, print the plan."""
+    from polyfuse.mathtext import readable
     from polyfuse.onnx_run import fuse_onnx
     from polyfuse.pipeline import write_outputs
 
@@ -334,7 +335,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     op_count = len(onnx.load(str(model), load_external_data=False).graph.node)
     print(_table(["model", "ONNX ops", "launches before", "launches after", "max abs err",
                   "verified against"],
-                 [[model.stem, op_count, result.plan.launches_before, result.fused.launches_after,
+                 [[model.stem, op_count, readable(result.plan.launches_before),
+                   readable(result.fused.launches_after),
                    f"{v.get('max_abs_err', 0):.2e}",
                    f"{v.get('reference', '-')}: {'ok' if v.get('ok') else 'MISMATCH'}"]]))
     print()
