@@ -232,7 +232,14 @@ def cmd_devices(args: argparse.Namespace) -> int:
     """Every OpenCL device, probed: one that cannot build and run a kernel says why."""
     import pyopencl as cl
 
-    from polyfuse.runtime.device import DEFAULT_RULE, get_device, list_devices, probe_device
+    from polyfuse.runtime.device import (
+        DEFAULT_RULE,
+        get_device,
+        icd_library,
+        list_devices,
+        platform_version,
+        probe_device,
+    )
 
     rows = []
     usable: dict[str, bool] = {}
@@ -243,6 +250,8 @@ def cmd_devices(args: argparse.Namespace) -> int:
             [
                 dev_id,
                 platform.name,
+                platform_version(platform),
+                icd_library(platform) or "?",
                 dev.name.strip(),
                 cl.device_type.to_string(dev.type),
                 dev.max_compute_units,
@@ -261,8 +270,8 @@ def cmd_devices(args: argparse.Namespace) -> int:
         except PolyfuseError:
             default = None
     if args.json:
-        keys = ["id", "platform", "device", "type", "compute_units", "max_work_group_size",
-                "local_mem", "global_mem"]
+        keys = ["id", "platform", "platform_version", "icd_library", "device", "type",
+                "compute_units", "max_work_group_size", "local_mem", "global_mem"]
         out = []
         for r in rows:
             d = dict(zip(keys, r))
@@ -279,8 +288,8 @@ def cmd_devices(args: argparse.Namespace) -> int:
         raise PolyfuseError("no OpenCL device found (install pocl-binary-distribution)"
                             + "".join(f"; {note}" for note in notes))
     else:
-        print(_table(["id", "platform", "device", "type", "CUs", "max WG", "local", "global",
-                      "usable"], rows))
+        print(_table(["id", "platform", "version", "library", "device", "type", "CUs", "max WG",
+                      "local", "global", "usable"], rows))
         from polyfuse.runtime.device import default_device_reason
 
         if os.environ.get("PYOPENCL_CTX"):
@@ -289,7 +298,8 @@ def cmd_devices(args: argparse.Namespace) -> int:
             how = f"{default_device_reason()}; --device or PYOPENCL_CTX chooses another"
         else:
             how = "no usable device"
-        print(f"\ndefault: {default or 'none usable'} ({how})")
+        name = next((f" {r[4]}, {r[2]}" for r in rows if r[0] == default), "")
+        print(f"\ndefault: {default or 'none usable'}{name} ({how})")
         print(f"rule: {DEFAULT_RULE}")
         for note in notes:
             print(note)
@@ -942,6 +952,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from polyfuse.c.cpp import RECURSION_LIMIT, recursion_limit
 
     try:
+        if args.device:  # a bad --device fails now, not after minutes of analysis and planning
+            from polyfuse.runtime.device import get_device
+
+            get_device(args.device)
         with recursion_limit(RECURSION_LIMIT):  # deeply nested (but accepted) source code
             return args.func(args)
     except _UsageError as err:

@@ -186,3 +186,49 @@ def test_progress_is_one_line_per_stage_when_stderr_is_no_terminal(
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     with batch._bar(1, quiet=True) as bar:  # a terminal gets tqdm's bar
         assert type(bar).__name__ == "tqdm"
+
+
+def test_bad_device_is_rejected_before_any_work(monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture):
+    def must_not_run(args: object) -> int:
+        raise AssertionError("the command ran with a bad --device")
+
+    monkeypatch.setattr(cli, "cmd_fuse", must_not_run)
+    monkeypatch.setenv("PYOPENCL_CTX", "")  # main() sets it from --device: undone after
+    assert cli.main(["fuse", str(QKV), "--out", "/nonexistent/out", "--device", "9:9"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "invalid OpenCL device '9:9'" in err[0]
+    from polyfuse.runtime.device import list_devices
+
+    first_id, _, first = list_devices()[0]
+    assert f"devices: {first_id} {first.name.strip()} (OpenCL " in err[0]
+
+
+def test_devices_tell_two_installs_of_one_driver_apart(capsys: pytest.CaptureFixture):
+    assert cli.main(["devices", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    for r in rows:
+        assert r["platform_version"].startswith("OpenCL ") and "  " not in r["platform_version"]
+        assert Path(r["icd_library"]).is_file()
+    assert cli.main(["devices"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split()[:4] == ["id", "platform", "version", "library"]
+    default = next(r for r in rows if r["default"])
+    assert (f"default: {default['id']} {default['device']}, {default['platform_version']} ("
+            in out)
+
+
+def test_one_wording_of_the_default_device_rule():
+    """The rule `polyfuse devices` prints is the one the docs state, word for word; --help
+    points to it instead of paraphrasing it."""
+    import re
+
+    from polyfuse.runtime.device import DEFAULT_RULE
+
+    for doc in ("README.md", "docs/interfaces.md", "docs/gpu.md"):
+        text = re.sub(r"\s+", " ", (ROOT / doc).read_text())
+        assert DEFAULT_RULE in text, doc
+        assert "`polyfuse devices` prints on its `rule:` line" in text, doc
+    help_text = re.sub(r"\s+", " ", cli.build_parser().format_help())
+    assert "else the default rule `polyfuse devices` prints" in help_text
+    assert "first usable" not in help_text and "first working" not in help_text
