@@ -22,6 +22,7 @@ Used by ``polyfuse fuse``, by ``schedules/regenerate.py`` and by research script
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -72,6 +73,15 @@ class FuseResult:
     def optimizations(self) -> Mapping[str, Any]:
         """The post-fusion optimizations that fired (``fused.optimizations``)."""
         return self.fused.optimizations
+
+    def to_svg(self, path: Union[str, os.PathLike, None] = None) -> str:
+        """The plan's drawing (:meth:`FusionPlan.to_svg`), each group framed with the name of
+        the kernel code generation made of it; also written to ``path``."""
+        return self.plan.to_svg(path, names={k.group: k.kernel for k in self.fused.groups})
+
+    def to_dot(self, path: Union[str, os.PathLike, None] = None) -> str:
+        """:meth:`to_svg`'s drawing as Graphviz DOT (also written to ``path``)."""
+        return self.plan.to_dot(path, names={k.group: k.kernel for k in self.fused.groups})
 
 
 def size_buffers(program: Program, params: Optional[dict[str, int]] = None,
