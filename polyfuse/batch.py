@@ -16,7 +16,8 @@ Where the models run:
 
 All three return the same summaries in the order of the inputs, and write byte-identical files.
 Results are kept in the disk cache (:mod:`polyfuse.cache`) unless ``cache=False``.  Progress is a
-``tqdm`` bar on stderr: models done, and the current model's stage.
+``tqdm`` bar on stderr when it is a terminal (models done, and the current model's stage), else
+one line per stage.
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
+from polyfuse.mathtext import readable
 from polyfuse.program import PolyfuseError
 
 SUMMARY_HEADERS = ["model", "nodes", "launches before", "launches after", "max abs err",
@@ -47,8 +49,9 @@ class ModelSummary:
 
     model: str
     nodes: Optional[int] = None
-    launches_before: Optional[int] = None
-    launches_after: Optional[int] = None
+    #: an int, or the exact str of a symbolic count (the row prints it readable)
+    launches_before: Union[int, str, None] = None
+    launches_after: Union[int, str, None] = None
     max_abs_err: Optional[float] = None
     verified: Optional[bool] = None
     unfused_ms: Optional[float] = None
@@ -62,8 +65,11 @@ class ModelSummary:
             return "-" if v is None else format(v, spec)
 
         verified = "-" if self.verified is None else ("ok" if self.verified else "MISMATCH")
-        return [self.model, fmt(self.nodes), fmt(self.launches_before),
-                fmt(self.launches_after), fmt(self.max_abs_err, ".2e"), verified,
+        def count(v: Union[int, str, None]) -> str:
+            return "-" if v is None else readable(v)
+
+        return [self.model, fmt(self.nodes), count(self.launches_before),
+                count(self.launches_after), fmt(self.max_abs_err, ".2e"), verified,
                 fmt(self.unfused_ms, ".3f"), fmt(self.fused_ms, ".3f"),
                 f"FAILED: {self.error}" if self.error else "ok"]
 
@@ -176,11 +182,17 @@ def _fuse_uncached(path: str, out_dir: Path, stem: str, stage: _Stages, *, verif
             fused_ms = time_program(result.fused.program, repeat=repeat).kernel_time * 1e3
     v = result.verified
     return ModelSummary(model=stem, nodes=model.op_count,
-                        launches_before=int(result.plan.launches_before),
-                        launches_after=int(result.fused.launches_after),
+                        launches_before=_count(result.plan.launches_before),
+                        launches_after=_count(result.fused.launches_after),
                         max_abs_err=None if v is None else float(v["max_abs_err"]),
                         verified=None if v is None else bool(v["ok"]),
                         unfused_ms=unfused_ms, fused_ms=fused_ms, stages=stage.times)
+
+
+def _count(value: Any) -> Union[int, str]:
+    """A launch count as the summary keeps it: an int, else the exact str (it crosses
+    processes and Dask as plain data)."""
+    return value if isinstance(value, int) else str(value)
 
 
 def _stage_of(message: str) -> str:
@@ -198,7 +210,32 @@ def _fuse_model_job(args: tuple) -> dict:
     return asdict(fuse_model(path, out_root, **kwargs))
 
 
+class _LineProgress:
+    """The progress bar's stand-in when stderr is no terminal (a log, CI, a pipe): one line per
+    stage instead of ``\\r`` redraws, which pile up there as one unreadable line."""
+
+    def __init__(self, total: int, quiet: bool):
+        self.total, self.quiet, self.done, self.last = total, quiet, 0, ""
+
+    def __enter__(self) -> _LineProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def set_postfix_str(self, text: str) -> None:
+        if not self.quiet and text != self.last:
+            print(f"polyfuse: [{self.done}/{self.total}] {text}", file=sys.stderr, flush=True)
+        self.last = text
+
+    def update(self, n: int = 1) -> None:
+        self.done += n
+
+
 def _bar(total: int, quiet: bool) -> Any:
+    """A tqdm bar on a terminal, else a line per stage (:class:`_LineProgress`)."""
+    if not sys.stderr.isatty():
+        return _LineProgress(total, quiet)
     from tqdm import tqdm
 
     return tqdm(total=total, unit="model", file=sys.stderr, disable=quiet, dynamic_ncols=True,

@@ -235,7 +235,9 @@ def cmd_devices(args: argparse.Namespace) -> int:
     from polyfuse.runtime.device import (
         DEFAULT_RULE,
         get_device,
+        icd_library,
         list_devices,
+        platform_version,
         probe,
         probe_device,
     )
@@ -251,6 +253,8 @@ def cmd_devices(args: argparse.Namespace) -> int:
             [
                 dev_id,
                 platform.name,
+                platform_version(platform),
+                icd_library(platform) or "?",
                 dev.name.strip(),
                 cl.device_type.to_string(dev.type),
                 dev.max_compute_units,
@@ -269,8 +273,8 @@ def cmd_devices(args: argparse.Namespace) -> int:
         except PolyfuseError:
             default = None
     if args.json:
-        keys = ["id", "platform", "device", "type", "compute_units", "max_work_group_size",
-                "local_mem", "global_mem"]
+        keys = ["id", "platform", "platform_version", "icd_library", "device", "type",
+                "compute_units", "max_work_group_size", "local_mem", "global_mem"]
         out = []
         for r in rows:
             d = dict(zip(keys, r))
@@ -288,8 +292,8 @@ def cmd_devices(args: argparse.Namespace) -> int:
         raise PolyfuseError("no OpenCL device found (install pocl-binary-distribution)"
                             + "".join(f"; {note}" for note in notes))
     else:
-        print(_table(["id", "platform", "device", "type", "CUs", "max WG", "local", "global",
-                      "usable"], rows))
+        print(_table(["id", "platform", "version", "library", "device", "type", "CUs", "max WG",
+                      "local", "global", "usable"], rows))
         from polyfuse.runtime.device import default_device_reason
 
         if os.environ.get("PYOPENCL_CTX"):
@@ -298,7 +302,8 @@ def cmd_devices(args: argparse.Namespace) -> int:
             how = f"{default_device_reason()}; --device or PYOPENCL_CTX chooses another"
         else:
             how = "no usable device"
-        print(f"\ndefault: {default or 'none usable'} ({how})")
+        name = next((f" {r[4]}, {r[2]}" for r in rows if r[0] == default), "")
+        print(f"\ndefault: {default or 'none usable'}{name} ({how})")
         print(f"rule: {DEFAULT_RULE}")
         for dev_id, found in caps.items():
             odd = [f"{c}: {v}" for c, v in found.items() if v != "ok"]
@@ -330,6 +335,7 @@ def _driver_notes() -> list[str]:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Fuse the bundled BERT QKV graph (SIRIUS' motivating example), verify, print the plan."""
+    from polyfuse.mathtext import readable
     from polyfuse.onnx_run import fuse_onnx
     from polyfuse.pipeline import write_outputs
 
@@ -347,7 +353,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     op_count = len(onnx.load(str(model), load_external_data=False).graph.node)
     print(_table(["model", "ONNX ops", "launches before", "launches after", "max abs err",
                   "verified against"],
-                 [[model.stem, op_count, result.plan.launches_before, result.fused.launches_after,
+                 [[model.stem, op_count, readable(result.plan.launches_before),
+                   readable(result.fused.launches_after),
                    f"{v.get('max_abs_err', 0):.2e}",
                    f"{v.get('reference', '-')}: {'ok' if v.get('ok') else 'MISMATCH'}"]]))
     print()
@@ -491,7 +498,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from polyfuse.onnx_run import run_onnx
+    from polyfuse.onnx_run import execute_onnx
 
     if not args.model.endswith(".onnx"):
         raise _UsageError("run takes an ONNX model (MODEL.onnx)")
@@ -512,12 +519,30 @@ def cmd_run(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as err:
             raise PolyfuseError(f"{args.inputs}: not a readable .npz file ({err})") from None
     _progress(args, f"running {'unfused' if args.unfused else 'fused'} {args.model}")
-    outputs = run_onnx(args.model, inputs, fused=not args.unfused,
+    run = execute_onnx(args.model, inputs, fused=not args.unfused,
                        params=_parse_params(args.param))
-    Path(args.save).parent.mkdir(parents=True, exist_ok=True)
-    np.savez(args.save, **outputs)
-    _progress(args, f"wrote {', '.join(outputs)} to {args.save}")
+    print(_table(["output", "shape", "dtype", "min", "mean", "max"],
+                 [[name, "x".join(str(d) for d in a.shape) or "scalar", str(a.dtype),
+                   *_value_summary(a)] for name, a in run.outputs.items()]))
+    print(f"time: {run.wall_time * 1e3:.3f} ms for one run ({run.launches} kernel launch(es), "
+          f"{run.kernel_time * 1e3:.3f} ms of it in kernels; fusing and building not counted)")
+    if args.save:
+        Path(args.save).parent.mkdir(parents=True, exist_ok=True)
+        np.savez(args.save, **run.outputs)
+        _progress(args, f"wrote {', '.join(run.outputs)} to {args.save}")
     return 0
+
+
+def _value_summary(a: object) -> list[str]:
+    """min, mean and max of an output over its finite values (``-`` when it has none), so a run
+    says at a glance whether its outputs are plausible."""
+    import numpy as np
+
+    values = np.asarray(a, dtype=np.float64).ravel()
+    finite = values[np.isfinite(values)]
+    if not finite.size:
+        return ["-", "-", "-"]
+    return [f"{finite.min():.4g}", f"{finite.mean():.4g}", f"{finite.max():.4g}"]
 
 
 def cmd_inputs(args: argparse.Namespace) -> int:
@@ -853,7 +878,8 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--random", action="store_true",
                      help="seeded random inputs (as `polyfuse inputs --random`)")
     p.add_argument("--seed", type=int, default=0, help="seed of --random (default: 0)")
-    p.add_argument("--save", required=True, metavar="OUT.npz", help="graph outputs by name")
+    p.add_argument("--save", metavar="OUT.npz",
+                   help="also write the graph outputs by name to this .npz file")
     p.add_argument("--unfused", action="store_true", help="one launch per node, no fusion")
     add_param_flag(p, "value of a dynamic dimension")
     p.set_defaults(func=cmd_run)
@@ -954,6 +980,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from polyfuse.c.cpp import RECURSION_LIMIT, recursion_limit
 
     try:
+        if args.device:  # a bad --device fails now, not after minutes of analysis and planning
+            from polyfuse.runtime.device import get_device
+
+            get_device(args.device)
         with recursion_limit(RECURSION_LIMIT):  # deeply nested (but accepted) source code
             if args.func in _BUILDS_KERNELS:
                 from polyfuse.watchdog import call_with_budget

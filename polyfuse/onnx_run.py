@@ -18,13 +18,16 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 import numpy as np
 
 from polyfuse.frontend.onnx import OnnxModel, load_onnx_model
 from polyfuse.pipeline import FuseResult, device_name, fuse_program
 from polyfuse.program import PolyfuseError, Program
+
+if TYPE_CHECKING:
+    from polyfuse.runtime.execute import RunResult
 
 PathLike = Union[str, os.PathLike]
 
@@ -84,14 +87,19 @@ def _outputs(model: OnnxModel, buffers: Mapping[str, np.ndarray]) -> dict[str, n
     return out
 
 
-def _run(model: OnnxModel, program: Program, inputs: Mapping[str, Any], device: Any,
-         seed: int = 0) -> dict[str, np.ndarray]:
+def _execute(model: OnnxModel, program: Program, inputs: Mapping[str, Any], device: Any,
+             seed: int = 0, profile: bool = False) -> RunResult:
     from polyfuse.runtime.budget import check_run_budget
     from polyfuse.runtime.execute import run_program
 
     check_run_budget(program, runs=2, what=f"running {os.path.basename(model.path)}")
-    res = run_program(program, inputs=_feeds(model, inputs), device=device, seed=seed)
-    return _outputs(model, res.buffers)
+    return run_program(program, inputs=_feeds(model, inputs), device=device, seed=seed,
+                       profile=profile)
+
+
+def _run(model: OnnxModel, program: Program, inputs: Mapping[str, Any], device: Any,
+         seed: int = 0) -> dict[str, np.ndarray]:
+    return _outputs(model, _execute(model, program, inputs, device, seed).buffers)
 
 
 def load_and_fuse(path: str, params: Optional[Mapping[str, int]], device: Any,
@@ -115,6 +123,36 @@ def load_and_fuse(path: str, params: Optional[Mapping[str, int]], device: Any,
     return hit
 
 
+@dataclasses.dataclass(frozen=True)
+class OnnxRun:
+    """One execution of a model: its outputs by ONNX name, and what the run took (so that
+    ``polyfuse run`` can say how long the model itself ran, apart from fusing and building)."""
+
+    outputs: dict[str, np.ndarray]
+    #: seconds from the first upload to the last launch's completion
+    wall_time: float
+    #: profiled kernel seconds, summed over the launches
+    kernel_time: float
+    launches: int
+
+
+def execute_onnx(path: PathLike, inputs: Mapping[str, Any], *, fused: bool = True,
+                 params: Optional[Mapping[str, int]] = None, device: Any = None) -> OnnxRun:
+    """Execute a model once on the OpenCL device (``fused``: the program fusion produced, else
+    the one-launch-per-node program): outputs and times."""
+    path = os.fspath(path)
+    if fused:
+        model, result = load_and_fuse(path, params, device)
+        program = result.fused.program
+    else:
+        from polyfuse.runtime.device import device_target
+
+        model = load_onnx_model(path, params=params, target=device_target(device))
+        program = model.program
+    res = _execute(model, program, inputs, device, profile=True)
+    return OnnxRun(_outputs(model, res.buffers), res.wall_time, res.kernel_time, res.launches)
+
+
 def run_onnx(path: PathLike, inputs: Mapping[str, Any], *, fused: bool = True,
              params: Optional[Mapping[str, int]] = None, device: Any = None
              ) -> dict[str, np.ndarray]:
@@ -122,14 +160,7 @@ def run_onnx(path: PathLike, inputs: Mapping[str, Any], *, fused: bool = True,
 
     ``fused`` runs the program fusion produced, otherwise the one-launch-per-node program.
     """
-    path = os.fspath(path)
-    if fused:
-        model, result = load_and_fuse(path, params, device)
-        return _run(model, result.fused.program, inputs, device)
-    from polyfuse.runtime.device import device_target
-
-    model = load_onnx_model(path, params=params, target=device_target(device))
-    return _run(model, model.program, inputs, device)
+    return execute_onnx(path, inputs, fused=fused, params=params, device=device).outputs
 
 
 def onnxruntime_reference(path: PathLike, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -231,5 +262,5 @@ def fuse_onnx(path: PathLike, *, verify: bool = False, params: Optional[Mapping[
     return dataclasses.replace(result, verified=verified, verification=worst)
 
 
-__all__ = ["ATOL", "RTOL", "fuse_onnx", "load_and_fuse", "onnxruntime_reference", "random_inputs",
-           "run_onnx"]
+__all__ = ["ATOL", "RTOL", "OnnxRun", "execute_onnx", "fuse_onnx", "load_and_fuse",
+           "onnxruntime_reference", "random_inputs", "run_onnx"]

@@ -22,6 +22,7 @@ Used by ``polyfuse fuse``, by ``schedules/regenerate.py`` and by research script
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 from polyfuse.codegen import FusedProgram, generate
 from polyfuse.fusion import FusionPlan, plan_fusion, plan_to_json, plan_to_text, size_json
 from polyfuse.fusion.certify import certify
+from polyfuse.mathtext import readable
 from polyfuse.program import REFERENCE_TARGET, PolyfuseError, Program, Target
 from polyfuse.uar import UAR, build_uar
 
@@ -71,6 +73,15 @@ class FuseResult:
     def optimizations(self) -> Mapping[str, Any]:
         """The post-fusion optimizations that fired (``fused.optimizations``)."""
         return self.fused.optimizations
+
+    def to_svg(self, path: Union[str, os.PathLike, None] = None) -> str:
+        """The plan's drawing (:meth:`FusionPlan.to_svg`), each group framed with the name of
+        the kernel code generation made of it; also written to ``path``."""
+        return self.plan.to_svg(path, names={k.group: k.kernel for k in self.fused.groups})
+
+    def to_dot(self, path: Union[str, os.PathLike, None] = None) -> str:
+        """:meth:`to_svg`'s drawing as Graphviz DOT (also written to ``path``)."""
+        return self.plan.to_dot(path, names={k.group: k.kernel for k in self.fused.groups})
 
 
 def size_buffers(program: Program, params: Optional[dict[str, int]] = None,
@@ -268,6 +279,9 @@ def plan_json(fused: FusedProgram, verified: Optional[Mapping[str, Any]] = None
         group.update(kernel=k.kernel, global_size=size_json(k.global_size),
                      local_size=size_json(k.local_size), notes=group["notes"] + list(k.notes))
     out["launches_after"] = fused.launches_after
+    for key in ("launches_before", "launches_after"):
+        if not isinstance(out[key], int):  # symbolic: the exact str stays, readable beside it
+            out[f"{key}_readable"] = readable(out[key])
     out["optimizations"] = dict(sorted(fused.optimizations.items()))
     if verified is not None:
         out["verified"] = dict(verified)
@@ -288,7 +302,8 @@ def write_outputs(result: FuseResult, out_dir: Union[str, Path], *,
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"plan": out / "plan.json", "source": out / "fused.cl", "report": out / "report.md"}
-    paths["plan"].write_text(plan_to_text(plan_json(result.fused, result.verified)))
+    paths["plan"].write_text(plan_to_text(plan_json(result.fused, result.verified)),
+                             encoding="utf-8")
     paths["source"].write_text(result.fused.source)
     host_note = ""
     hosts = host_files_of(result.program)
@@ -402,7 +417,8 @@ def report_markdown(result: FuseResult) -> str:
     kernel_of = {launch.id: launch.kernel for launch in program.launches}
     title = " + ".join(Path(f).name for f in program.files) if program.files else program.name
     out = [f"# polyfuse report: {title}", "", "## Summary", ""]
-    out.append(f"Kernel launches executed: **{plan.launches_before} → {fused.launches_after}** "
+    out.append(f"Kernel launches executed: **{readable(plan.launches_before)} → "
+               f"{readable(fused.launches_after)}** "
                f"({len(program.launches)} launch sites in {len(plan.groups)} fused "
                f"group(s)).")
     if result.source_nodes:
@@ -518,7 +534,8 @@ def summary_row(name: str, result: Optional[FuseResult], error: Optional[str] = 
     v = result.verified
     verified = "-" if v is None else ("ok" if v.get("ok") else "MISMATCH")
     err = "-" if v is None else f"{v.get('max_abs_err', 0):.2e}"
-    return [name, str(result.plan.launches_before), str(result.fused.launches_after), err,
+    return [name, readable(result.plan.launches_before), readable(result.fused.launches_after),
+            err,
             verified]
 
 

@@ -62,10 +62,10 @@ def main(argv: list[str] | None = None) -> int:
         path = SCHEDULES / f"{plan_name(example)}.plan.json"
         text = plan_text(example)
         if args.check:
-            if not path.exists() or path.read_text() != text:
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
                 changed.append(plan_name(example))
         else:
-            path.write_text(text)
+            path.write_text(text, encoding="utf-8")
             print(f"wrote {path.relative_to(ROOT)}")
     if changed:
         print("plans changed: " + ", ".join(changed)

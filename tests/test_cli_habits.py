@@ -151,3 +151,84 @@ def test_analyze_lists_every_operation_and_short_conditions(capsys: pytest.Captu
     assert "{" not in cond and "floor" not in cond
     assert "thread when (m < 0 and n <= -m) or (m > 0 and n <= m) or m = 0" in cond
     assert cli.short_condition("[n] -> { : n >= 1 and n >= 0 }") == "n > 0"
+
+
+def test_run_prints_outputs_and_time_and_saves_only_when_asked(tmp_path: Path):
+    r = run_cli("run", QKV, "--random", "-q")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].split() == ["output", "shape", "dtype", "min", "mean", "max"]
+    rows = {ln.split()[0]: ln.split() for ln in lines[2:5]}
+    assert set(rows) == {"Q", "K", "V"} and rows["Q"][1:3] == ["1x4x32x16", "float32"]
+    lo, mean, hi = map(float, rows["Q"][3:6])
+    assert -1.5 < lo <= mean <= hi < 2
+    assert lines[5].startswith("time: ") and " ms for one run (1 kernel launch" in lines[5]
+    assert not list(tmp_path.iterdir())
+    r = run_cli("run", QKV, "--random", "--save", tmp_path / "out.npz")
+    assert r.returncode == 0 and (tmp_path / "out.npz").is_file() and "wrote Q, K, V" in r.stderr
+
+
+def test_progress_is_one_line_per_stage_when_stderr_is_no_terminal(
+        capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch):
+    from polyfuse import batch
+
+    with batch._bar(2, quiet=False) as bar:
+        for stage in ("bert_qkv: building the UAR", "bert_qkv: building the UAR",
+                      "bert_qkv: done"):
+            bar.set_postfix_str(stage)
+        bar.update(1)
+        bar.set_postfix_str("mlp: planning fusion")
+    err = capsys.readouterr().err
+    assert "\r" not in err
+    assert err.splitlines() == ["polyfuse: [0/2] bert_qkv: building the UAR",
+                                "polyfuse: [0/2] bert_qkv: done",
+                                "polyfuse: [1/2] mlp: planning fusion"]
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    with batch._bar(1, quiet=True) as bar:  # a terminal gets tqdm's bar
+        assert type(bar).__name__ == "tqdm"
+
+
+def test_bad_device_is_rejected_before_any_work(monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture):
+    def must_not_run(args: object) -> int:
+        raise AssertionError("the command ran with a bad --device")
+
+    monkeypatch.setattr(cli, "cmd_fuse", must_not_run)
+    monkeypatch.setenv("PYOPENCL_CTX", "")  # main() sets it from --device: undone after
+    assert cli.main(["fuse", str(QKV), "--out", "/nonexistent/out", "--device", "9:9"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "invalid OpenCL device '9:9'" in err[0]
+    from polyfuse.runtime.device import list_devices
+
+    first_id, _, first = list_devices()[0]
+    assert f"devices: {first_id} {first.name.strip()} (OpenCL " in err[0]
+
+
+def test_devices_tell_two_installs_of_one_driver_apart(capsys: pytest.CaptureFixture):
+    assert cli.main(["devices", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    for r in rows:
+        assert r["platform_version"].startswith("OpenCL ") and "  " not in r["platform_version"]
+        assert Path(r["icd_library"]).is_file()
+    assert cli.main(["devices"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split()[:4] == ["id", "platform", "version", "library"]
+    default = next(r for r in rows if r["default"])
+    assert (f"default: {default['id']} {default['device']}, {default['platform_version']} ("
+            in out)
+
+
+def test_one_wording_of_the_default_device_rule():
+    """The rule `polyfuse devices` prints is the one the docs state, word for word; --help
+    points to it instead of paraphrasing it."""
+    import re
+
+    from polyfuse.runtime.device import DEFAULT_RULE
+
+    for doc in ("README.md", "docs/interfaces.md", "docs/gpu.md"):
+        text = re.sub(r"\s+", " ", (ROOT / doc).read_text())
+        assert DEFAULT_RULE in text, doc
+        assert "`polyfuse devices` prints on its `rule:` line" in text, doc
+    help_text = re.sub(r"\s+", " ", cli.build_parser().format_help())
+    assert "else the default rule `polyfuse devices` prints" in help_text
+    assert "first usable" not in help_text and "first working" not in help_text

@@ -42,7 +42,8 @@ def test_default_device_is_measured_cached_and_explained(tmp_path):
 def test_pyopencl_ctx_wins(tmp_path):
     r = _devices(tmp_path, PYOPENCL_CTX="0:0")
     assert r.returncode == 0, r.stderr
-    assert "default: 0:0 (from PYOPENCL_CTX" in r.stdout
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("default:"))
+    assert line.startswith("default: 0:0 ") and "(from PYOPENCL_CTX" in line
 
 
 def test_rule_prefers_a_gpu_on_real_size_work_unless_measured_slower():

@@ -233,3 +233,79 @@ def test_uar_repr_is_one_short_line():
     assert "\n" not in text and len(text) < 300
     assert f"{len(u.edges)} dependence edges" in text and "3 launches" in text
     assert len(u._repr_html_()) > len(text)  # Jupyter keeps the rich display
+
+
+def _points(d: str) -> list[tuple[float, float]]:
+    import re
+
+    nums = [float(x) for x in re.findall(r"-?\d+(?:\.\d+)?", d)]
+    return list(zip(nums[::2], nums[1::2]))
+
+
+def test_parallel_edges_share_one_label_and_host_loops_are_framed():
+    root = ET.fromstring(uar_to_svg(stub()))
+    labels = {(t.get("data-src"), t.get("data-dst")): t.text for t in root.iter(f"{SVG}text")
+              if t.get("class") == "pf-edge-label"}
+    assert labels[("1", "2")] == "b RAW, c WAR"  # two edges, one label
+    assert labels[("2", "2")] == "e WAW" and ("3", "4") not in labels  # virtual: no label
+    frames = [g for g in root.iter(f"{SVG}g") if g.get("class") == "pf-cluster"]
+    assert [f.find(f"{SVG}text").text for f in frames] == ["host loop [t]"]
+
+
+def test_edges_never_cross_a_box_they_do_not_join():
+    """The issue's complaint: host edges cut through launch boxes.  Every point of every edge
+    path (ends and control points, whose hull holds the curve) stays out of the other boxes."""
+    import polyfuse
+
+    ex = ROOT / "examples" / "gemm_bias_relu_transpose"
+    uar = polyfuse.build_uar(polyfuse.load_opencl(str(ex / "kernels.cl"), host=str(ex / "host.c")))
+    for u in (uar, stub()):
+        root = ET.fromstring(uar_to_svg(u))
+        boxes = {}
+        for n in _nodes(root):
+            r = n.find(f"{SVG}rect")
+            x, y, w, h = (float(r.get(a)) for a in ("x", "y", "width", "height"))
+            boxes[n.get("data-node")] = (x, y, x + w, y + h)
+        for e in _edges(root):
+            ends = {e.get("data-src"), e.get("data-dst")}
+            for px, py in _points(e.find(f"{SVG}path").get("d")):
+                for node, (x0, y0, x1, y1) in boxes.items():
+                    assert node in ends or not (x0 < px < x1 and y0 < py < y1), (e.get("data-key"),
+                                                                                 node)
+
+
+def test_drawings_save_as_svg_and_dot(tmp_path: Path):
+    import polyfuse
+    from polyfuse.pipeline import fuse_program
+
+    ex = ROOT / "examples" / "qkv"
+    program = polyfuse.load_opencl(str(ex / "kernels.cl"), host=str(ex / "host.c"))
+    uar = polyfuse.build_uar(program)
+    svg = uar.to_svg(tmp_path / "uar.svg")
+    assert (tmp_path / "uar.svg").read_text(encoding="utf-8") == svg
+    assert ET.fromstring(svg).tag == f"{SVG}svg"
+    dot = uar.to_dot(tmp_path / "uar.dot")
+    assert dot.startswith("digraph ") and dot.rstrip().endswith("}")
+    assert (tmp_path / "uar.dot").read_text(encoding="utf-8") == dot
+    assert 'xlabel="Q RAW"' in dot and "->" in dot
+    result = fuse_program(program, build=False, device=False)
+    kernel = result.fused.groups[0].kernel
+    plan_svg = result.to_svg(tmp_path / "plan.svg")
+    frames = [g.find(f"{SVG}text").text for g in ET.fromstring(plan_svg).iter(f"{SVG}g")
+              if g.get("class") == "pf-cluster"]
+    assert frames == [f"group 0 ({result.plan.groups[0].orchestration}): {kernel}"]
+    assert (tmp_path / "plan.svg").is_file()
+    plan_dot = result.plan.to_dot()
+    assert "subgraph cluster_0" in plan_dot and "group 0 (" in plan_dot
+    assert kernel in result.to_dot(tmp_path / "plan.dot")
+
+
+def test_dot_bundles_parallel_edges_and_frames_loops():
+    from polyfuse.uar.display import uar_to_dot
+
+    dot = uar_to_dot(stub())
+    lines = [ln for ln in dot.splitlines() if '"1" -> "2"' in ln]
+    assert len(lines) == 1 and 'xlabel="b RAW, c WAR"' in lines[0]
+    assert f'color="{WIDTH_COLORS["global"]}:{WIDTH_COLORS["block"]}"' in lines[0]
+    assert 'subgraph cluster_0 { label="host loop [t]"' in dot and 'style=dashed' in dot
+    assert '\\"' in dot  # the nasty kernel name is escaped

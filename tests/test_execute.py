@@ -403,3 +403,15 @@ def test_time_interleaved_alternates_programs_and_callables():
     assert t["py"].kernel_time is None and len(t["py"].wall_samples) == 6
     assert len(calls) == 6 + 1  # one warm-up call, then two per round
     assert t["a"].kernel_time > 0 and t["a"].spread >= 0
+
+
+def test_verify_picks_a_small_instance_for_symbolic_sizes(cq: tuple) -> None:
+    """From Python as from ``fuse --verify``: sizes left symbolic are verified at a small
+    instance, which the result names (before: an error asking for the sizes)."""
+    program = _example("elementwise_chain")
+    assert "n" in program.params
+    ver = verify_programs(program, program, ctx=cq[0], queue=cq[1])
+    assert ver.ok and set(ver.instance) == {"n"} and ver.instance["n"] > 0
+    assert f"n={ver.instance['n']}" in ver.summary() and ver.to_dict()["instance"] == ver.instance
+    given = verify_programs(program, program, params={"n": 1000}, ctx=cq[0], queue=cq[1])
+    assert given.instance == {} and "instance" not in given.to_dict()

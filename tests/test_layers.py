@@ -21,7 +21,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "polyfuse"
 
 #: the layer order, lowest first: a unit may import units of its own layer or of a lower one
 LAYERS: list[tuple[str, set[str]]] = [
-    ("records and C utilities", {"program", "islutil", "c", "cache", "watchdog", "drivers"}),
+    ("records and C utilities", {"program", "islutil", "mathtext", "c", "cache", "watchdog",
+                                 "drivers"}),
     ("operator kernel library (OpenCL source templates)", {"oplib"}),
     ("front-ends: OpenCL C, C/C++ host, ONNX, the builder API", {"frontend"}),
     ("unified abstract representation", {"uar"}),

@@ -16,7 +16,7 @@ _spec.loader.exec_module(regenerate)
 def test_plan_matches_checked_in(example):
     path = ROOT / "schedules" / f"{regenerate.plan_name(example)}.plan.json"
     assert path.exists(), "no checked-in plan: run python schedules/regenerate.py"
-    assert regenerate.plan_text(example) == path.read_text(), (
+    assert regenerate.plan_text(example) == path.read_text(encoding="utf-8"), (
         f"planning changed for {regenerate.plan_name(example)}: run "
         "`python schedules/regenerate.py` and review the diff of schedules/")
 

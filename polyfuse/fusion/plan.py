@@ -19,8 +19,10 @@ verification summary is the pipeline's (:class:`polyfuse.pipeline.FuseResult`); 
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 if TYPE_CHECKING:  # records of lower layers, for annotations only
     from polyfuse.program import Program
@@ -92,3 +94,27 @@ class FusionPlan:
     starts: dict[int, str] = field(default_factory=dict)
     #: every pair of independent groups left apart: (members, members, why) (fusion.hetero)
     apart: tuple[tuple[tuple[int, ...], tuple[int, ...], str], ...] = ()
+
+    def group_frames(self, names: Optional[Mapping[int, str]] = None) -> dict[int, str]:
+        """Launch id -> the frame its fused group is drawn in (groups of several launches;
+        ``names`` gives a group's kernel name where code generation chose one)."""
+        return {m: f"group {g.id} ({g.orchestration})"
+                   + (f": {names[g.id]}" if names and g.id in names else "")
+                for g in self.groups if len(g.members) > 1 for m in g.members}
+
+    def to_svg(self, path: Union[str, os.PathLike, None] = None,
+               names: Optional[Mapping[int, str]] = None) -> str:
+        """The launches and their dependences with a frame per fused group, as SVG (also
+        written to ``path``): which launches became one kernel, and the edges left between."""
+        from polyfuse.uar.display import uar_to_svg, write_text
+
+        return write_text(uar_to_svg(self.uar, launches_only=True,
+                                     clusters=self.group_frames(names)), path)
+
+    def to_dot(self, path: Union[str, os.PathLike, None] = None,
+               names: Optional[Mapping[int, str]] = None) -> str:
+        """:meth:`to_svg`'s drawing as Graphviz DOT (also written to ``path``)."""
+        from polyfuse.uar.display import uar_to_dot, write_text
+
+        return write_text(uar_to_dot(self.uar, launches_only=True,
+                                     clusters=self.group_frames(names)), path)

@@ -69,6 +69,6 @@ def plan_to_json(plan: FusionPlan) -> dict[str, Any]:
 
 def plan_to_text(plan: Union[FusionPlan, Mapping[str, Any]]) -> str:
     """``plan.json`` text of a plan (or of an assembled ``plan.json`` object): sorted keys,
-    two-space indent, trailing newline."""
+    two-space indent, trailing newline; UTF-8, so readable counts (``4·steps``) read as such."""
     obj = plan_to_json(plan) if isinstance(plan, FusionPlan) else plan
-    return json.dumps(obj, indent=2, sort_keys=True) + "\n"
+    return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n"

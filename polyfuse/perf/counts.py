@@ -51,6 +51,7 @@ import islpy as isl
 import sympy
 
 from polyfuse.islutil import int_symbol, pwqp_to_sympy, val_to_sympy
+from polyfuse.mathtext import readable
 from polyfuse.perf import features
 from polyfuse.program import (
     GLOBAL_SIZE_PARAMS,
@@ -925,7 +926,7 @@ def _cell(d: Mapping[str, Any]) -> str:
     if "value" in d:
         v = d["value"]
         return f"{v:.4g}" if isinstance(v, float) else str(v)
-    return str(d.get("count"))
+    return readable(d.get("count"))
 
 
 def format_count_table(report: Mapping[str, Any]) -> str:
@@ -961,8 +962,14 @@ def format_count_table(report: Mapping[str, Any]) -> str:
             rows.append((kind, r["granularity"], _count_text(r)))
         widths = [max(len(row[i]) for row in rows) for i in range(2)]
         for row in rows:
-            lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths + [0]))
-                         .rstrip())
+            # a count with several cases: one case per line, under the count column
+            first, *more = row[2].split("; ")
+            lines.append("  " + "  ".join(c.ljust(w) for c, w in
+                                          zip((*row[:2], first), widths + [0])).rstrip()
+                         + (";" if more else ""))
+            pad = " " * (2 + sum(widths) + 4)
+            lines += [pad + case + (";" if k < len(more) - 1 else "")
+                      for k, case in enumerate(more)]
         for n in e.get("notes", []):
             lines.append(f"  note: {n}")
         lines.append("")
@@ -970,9 +977,10 @@ def format_count_table(report: Mapping[str, Any]) -> str:
 
 
 def _count_text(r: Mapping[str, Any]) -> str:
-    """The value when known (``<= v`` for an upper bound), else the formula."""
+    """The value when known (``<= v`` for an upper bound), else the formula, readable
+    (``--json`` keeps the exact one)."""
     if "value" not in r:
-        text = str(r["count"])
+        text = readable(r["count"])
     else:
         v = r["value"]
         text = f"{v:.6g}" if isinstance(v, float) else str(v)

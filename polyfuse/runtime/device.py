@@ -55,6 +55,43 @@ def list_devices() -> list[tuple[str, cl.Platform, cl.Device]]:
     return out
 
 
+def platform_version(platform: cl.Platform) -> str:
+    """The platform's version up to its build details (``OpenCL 3.0 PoCL 3.0-rc2``): what tells
+    two installs of one driver apart, whose platform names are the same."""
+    return re.split(r"\s{2,}|,", platform.version.strip(), maxsplit=1)[0]
+
+
+def icd_library(platform: cl.Platform) -> Optional[str]:
+    """The driver library file behind ``platform`` (None when it cannot be told).
+
+    Every platform the ICD loader hands out begins with the driver's dispatch table (the
+    ``cl_khr_icd`` contract), so the library holding its ``clGetPlatformInfo`` entry is the
+    driver: pip's PoCL and the system's PoCL name the same platform, but not the same file.
+    """
+    import ctypes
+
+    class _DlInfo(ctypes.Structure):
+        _fields_ = [("fname", ctypes.c_char_p), ("fbase", ctypes.c_void_p),
+                    ("sname", ctypes.c_char_p), ("saddr", ctypes.c_void_p)]
+
+    try:
+        table = ctypes.c_void_p.from_address(platform.int_ptr).value
+        entry = ctypes.c_void_p.from_address(table + ctypes.sizeof(ctypes.c_void_p)).value \
+            if table else None
+        info = _DlInfo()
+        if not entry or not ctypes.CDLL(None).dladdr(ctypes.c_void_p(entry), ctypes.byref(info)):
+            return None
+    except (OSError, AttributeError, ValueError):
+        return None
+    return os.fsdecode(info.fname) if info.fname else None
+
+
+def device_list_text() -> str:
+    """Every device as ``P:D name (platform version)``, for errors that reject a ``--device``."""
+    items = [f"{i} {d.name.strip()} ({platform_version(p)})" for i, p, d in list_devices()]
+    return "devices: " + ("; ".join(items) if items else "none")
+
+
 def _match(items: Sequence[Any], token: str, what: str, spec: str) -> list[int]:
     """Indices selected by one spec token: an index, or a case-insensitive name substring."""
     token = token.strip()
@@ -65,14 +102,14 @@ def _match(items: Sequence[Any], token: str, what: str, spec: str) -> list[int]:
         if idx >= len(items):
             raise PolyfuseError(
                 f"invalid OpenCL device '{spec}': {what} index {idx} out of range "
-                f"(there are {len(items)}; see 'polyfuse devices')"
+                f"(there are {len(items)}; {device_list_text()})"
             )
         return [idx]
     hits = [i for i, it in enumerate(items) if token.lower() in it.name.lower()]
     if not hits:
         raise PolyfuseError(
             f"invalid OpenCL device '{spec}': no {what} name contains '{token}' "
-            "(see 'polyfuse devices')"
+            f"({device_list_text()})"
         )
     return hits
 
@@ -81,10 +118,11 @@ def get_device(device: DeviceSpec = None) -> cl.Device:
     """The device named by ``device`` (a ``cl.Device``, or ``"P:D"``), else ``PYOPENCL_CTX``.
 
     A spec is ``PLATFORM[:DEVICE]`` where each part is an index or a case-insensitive substring of
-    the name, as in pyopencl's ``PYOPENCL_CTX``.  Without either, the first device that builds
-    and runs a probe kernel (a driver can list a device whose compiler rejects the host CPU, as
-    pip's PoCL 3.0 does on CPUs newer than its LLVM).  Raises :class:`PolyfuseError` when there
-    is no device or the spec does not name one.
+    the name, as in pyopencl's ``PYOPENCL_CTX``.  Without either, :data:`DEFAULT_RULE` (only
+    devices that build and run a probe kernel count: a driver can list a device whose compiler
+    rejects the host CPU, as pip's PoCL 3.0 does on CPUs newer than its LLVM).  Raises
+    :class:`PolyfuseError` when there is no device or the spec does not name one (listing
+    the devices).
     """
     if isinstance(device, cl.Device):
         return device
@@ -100,7 +138,8 @@ def get_device(device: DeviceSpec = None) -> cl.Device:
         return _first_working_device(platforms)
     parts = spec.split(":")
     if len(parts) > 2:
-        raise PolyfuseError(f"invalid OpenCL device '{spec}': expected PLATFORM:DEVICE")
+        raise PolyfuseError(f"invalid OpenCL device '{spec}': expected PLATFORM:DEVICE "
+                            f"({device_list_text()})")
     for pi in _match(platforms, parts[0], "platform", spec):
         try:
             devs = platforms[pi].get_devices()
@@ -117,7 +156,7 @@ def get_device(device: DeviceSpec = None) -> cl.Device:
             continue
         return devs[hits[0]]
     raise PolyfuseError(
-        f"invalid OpenCL device '{spec}': no matching device (see 'polyfuse devices')")
+        f"invalid OpenCL device '{spec}': no matching device ({device_list_text()})")
 
 
 def get_context(device: DeviceSpec = None) -> tuple[cl.Context, cl.CommandQueue]:

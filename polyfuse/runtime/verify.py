@@ -10,15 +10,16 @@ So floating-point buffers are compared with a tolerance (``|c - r| <= atol + rto
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import numpy as np
 import pyopencl as cl
 
 from polyfuse.program import PolyfuseError, Program
-from polyfuse.runtime.budget import check_run_budget
+from polyfuse.runtime.budget import check_run_budget, small_instance
 from polyfuse.runtime.device import DeviceSpec, get_context
 from polyfuse.runtime.execute import RunResult, run_program
 
@@ -67,6 +68,8 @@ class Verification:
     atol: float
     #: buffers present in only one of the runs (not compared)
     skipped: tuple[str, ...] = ()
+    #: values :func:`verify_programs` chose for sizes left symbolic (empty: none were)
+    instance: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def failed(self) -> tuple[BufferCheck, ...]:
@@ -74,17 +77,20 @@ class Verification:
 
     def summary(self) -> str:
         """One line for reports and errors."""
+        at = (" at " + ", ".join(f"{k}={v}" for k, v in self.instance.items())
+              if self.instance else "")
         if self.ok:
-            return (f"ok against {self.reference}: {len(self.buffers)} buffer(s), max abs err "
-                    f"{self.max_abs_err:.3g}, max rel err {self.max_rel_err:.3g}")
+            return (f"ok against {self.reference}{at}: {len(self.buffers)} buffer(s), max abs "
+                    f"err {self.max_abs_err:.3g}, max rel err {self.max_rel_err:.3g}")
         bad = "; ".join(f"{b.name}: {b.reason}" for b in self.failed)
-        return f"MISMATCH against {self.reference}: {bad}"
+        return f"MISMATCH against {self.reference}{at}: {bad}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "reference": self.reference, "max_abs_err": self.max_abs_err,
                 "max_rel_err": self.max_rel_err, "rtol": self.rtol, "atol": self.atol,
                 "tolerance_reason": self.tolerance_reason,
-                "buffers": [b.to_dict() for b in self.buffers], "skipped": list(self.skipped)}
+                "buffers": [b.to_dict() for b in self.buffers], "skipped": list(self.skipped),
+                **({"instance": dict(self.instance)} if self.instance else {})}
 
 
 def compare_arrays(name: str, ref: np.ndarray, cand: np.ndarray, *, rtol: float = 1e-4,
@@ -190,8 +196,12 @@ def verify_programs(
 
     The candidate starts from exactly the reference run's initial contents for every root
     buffer it shares by name (and the same seed for the others), so a fused program that drops
-    or adds intermediates still sees the same inputs.
+    or adds intermediates still sees the same inputs.  Sizes ``params`` leave symbolic get a
+    small instance, as ``polyfuse fuse --verify`` picks one (:func:`small_instance`; the values
+    are in ``Verification.instance``).
     """
+    instance = small_instance(reference_program, params) if reference_program.launches else {}
+    params = {**(params or {}), **instance}
     check_run_budget(reference_program, params, runs=2, what="verification")
     check_run_budget(candidate_program, params, runs=2, what="verification")
     if queue is None:
@@ -202,7 +212,8 @@ def verify_programs(
               and candidate_program.root(n)[0] == n}
     cand = run_program(candidate_program, params=params, seed=seed, inputs=shared, ctx=ctx,
                        queue=queue)
-    return compare_runs(ref, cand, buffers=buffers, rtol=rtol, atol=atol, label=label)
+    result = compare_runs(ref, cand, buffers=buffers, rtol=rtol, atol=atol, label=label)
+    return dataclasses.replace(result, instance=instance) if instance else result
 
 
 __all__ = ["BufferCheck", "Verification", "compare_arrays", "compare_runs", "verify_programs"]

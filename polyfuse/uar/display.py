@@ -8,7 +8,11 @@ in {launch, host, sync}, ``kernel``, ``label``, ``host_loops``; edge attributes 
 of user text (kernel names, isl strings) is escaped.
 
 * :func:`uar_to_svg` — layered drawing: launches as boxes, host operations as rounded boxes,
-  synchronizations as bars, dependences as curved arrows coloured by width, tooltips, a legend.
+  synchronizations as bars, dependences as curved arrows coloured by width, tooltips, a legend;
+  a dashed frame per host loop (or per fused group, for plans); all the edges between two nodes
+  share one route and one label, and an edge that passes rows runs in a lane of its own right of
+  their boxes, never across one.
+* :func:`uar_to_dot` — the same drawing as Graphviz DOT (no binary needed to write it).
 * :func:`uar_to_html` — the drawing plus a compact table of the edges.
 * :func:`edge_to_html` — one edge: relation, conditions, witness.
 """
@@ -17,9 +21,11 @@ from __future__ import annotations
 
 import html
 import itertools
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Optional, Union
 
 import networkx as nx
 
@@ -39,6 +45,7 @@ LAYER_GAP = 86
 NODE_GAP = 28
 MARGIN = 24
 CHAR_W = 7.0  # approximate advance of the 12px monospace font
+LABEL_CHAR_W = 6.0  # the same for the 10px labels
 FONT = "font-family:Menlo,Consolas,'DejaVu Sans Mono',monospace"
 
 _ids = itertools.count()
@@ -56,8 +63,13 @@ def _graph(uar: Any, launches_only: bool = False) -> nx.MultiDiGraph:
     """
     g = nx.MultiDiGraph(uar) if isinstance(uar, nx.Graph) else uar.to_networkx()
     if launches_only:
-        keep = [n for n, k in g.nodes(data="kind") if (k or "launch") == "launch"]
-        g = nx.MultiDiGraph(g.subgraph(keep))
+        keep = {n for n, k in g.nodes(data="kind") if (k or "launch") == "launch"}
+        # in host order (a subgraph view's order is not), which the layers rely on
+        sub = nx.MultiDiGraph(**g.graph)
+        sub.add_nodes_from((n, a) for n, a in g.nodes(data=True) if n in keep)
+        sub.add_edges_from((u, v, k, a) for u, v, k, a in g.edges(keys=True, data=True)
+                           if u in keep and v in keep)
+        g = sub
     return _drop_implied_virtual(_merge_blocking_syncs(g))
 
 
@@ -156,6 +168,7 @@ class _Box:
     h: float
     x: float = 0.0  # centre
     y: float = 0.0  # top
+    reserved: float = 0.0  # room kept free on the right (a self-loop and its label)
 
     @property
     def cx(self) -> float:
@@ -230,7 +243,17 @@ def _layers(g: nx.MultiDiGraph) -> dict[Any, int]:
     return layer
 
 
-def _layout(g: nx.MultiDiGraph) -> tuple[dict[Any, _Box], float, float]:
+def host_loop_clusters(g: nx.MultiDiGraph) -> dict[Any, str]:
+    """Node -> the host loop nest it runs in (``host loop [l, t]``), for nodes inside one: the
+    default grouping of a UAR drawing, so a loop body reads as one block."""
+    return {n: f"host loop{_loops_text(loops)}" for n, loops in g.nodes(data="host_loops")
+            if loops}
+
+
+def _layout(g: nx.MultiDiGraph, clusters: Mapping[Any, str], reserve: Mapping[Any, float]
+            ) -> dict[Any, _Box]:
+    """Boxes in longest-path layers, each row ordered so that the members of a cluster sit
+    side by side; ``reserve`` is room kept free right of a node (its self-loop and label)."""
     layer = _layers(g)
     boxes: dict[Any, _Box] = {}
     for n, attrs in g.nodes(data=True):
@@ -240,22 +263,30 @@ def _layout(g: nx.MultiDiGraph) -> tuple[dict[Any, _Box], float, float]:
         if kind == "sync":  # a bar with its label on the right
             w = max(60.0, CHAR_W * len(text) * 0.5)
         h = float(SYNC_H if kind == "sync" else NODE_H)
-        boxes[n] = _Box(n, kind, text, _node_title(n, attrs), layer[n], w, h)
+        boxes[n] = _Box(n, kind, text, _node_title(n, attrs), layer[n], w, h,
+                        reserved=reserve.get(n, 0.0))
+    order = {n: i for i, n in enumerate(g.nodes)}
+    first_of: dict[str, int] = {}
+    for n in g.nodes:
+        if n in clusters:
+            first_of.setdefault(clusters[n], order[n])
     rows: dict[int, list[_Box]] = {}
-    for b in boxes.values():
+    for b in sorted(boxes.values(), key=lambda b: (first_of.get(clusters.get(b.node, ""),
+                                                                order[b.node]), order[b.node])):
         rows.setdefault(b.layer, []).append(b)
-    row_w = {k: sum(b.w for b in r) + NODE_GAP * (len(r) - 1) for k, r in rows.items()}
+
+    def slot(b: _Box) -> float:
+        return b.w + b.reserved
+
+    row_w = {k: sum(slot(b) for b in r) + NODE_GAP * (len(r) - 1) for k, r in rows.items()}
     inner_w = max(row_w.values(), default=0.0)
-    # leave room on the right for back edges and self-loops
-    width = inner_w + 2 * MARGIN + 90
     for k, row in rows.items():
-        x = MARGIN + (inner_w - row_w[k]) / 2
+        x = MARGIN + 12 + (inner_w - row_w[k]) / 2
         for b in row:
             b.x = x + b.w / 2
-            b.y = MARGIN + k * LAYER_GAP + (NODE_H - b.h) / 2
-            x += b.w + NODE_GAP
-    height = MARGIN * 2 + (max(rows, default=0) + 1) * LAYER_GAP - (LAYER_GAP - NODE_H)
-    return boxes, width, height
+            b.y = MARGIN + 24 + k * LAYER_GAP + (NODE_H - b.h) / 2
+            x += slot(b) + NODE_GAP
+    return boxes
 
 
 # ----------------------------------------------------------------------------------------------
@@ -267,34 +298,87 @@ def _fmt(v: float) -> str:
     return f"{v:.1f}".rstrip("0").rstrip(".")
 
 
-def _bezier_mid(p0, p1, p2, p3) -> tuple[float, float]:
-    return tuple(0.125 * a + 0.375 * b + 0.375 * c + 0.125 * d
-                 for a, b, c, d in zip(p0, p1, p2, p3))  # type: ignore[return-value]
+@dataclass
+class _Route:
+    """Where one bundle of edges (all the edges from one node to another) runs."""
+
+    src: _Box
+    dst: _Box
+    lane: Optional[float] = None  # x of the vertical run right of the boxes it passes
+
+    def path(self, k: int, n: int) -> str:
+        """The ``k``-th of ``n`` parallel edges, fanned by a few pixels."""
+        s, d = self.src, self.dst
+        off = (k - (n - 1) / 2) * 5
+        if s.node == d.node:  # self-loop on the right side
+            r = s.right
+            bulge = 26 + 3 * k
+            pts = ((r, s.mid - 6), (r + bulge, s.mid - 18 - 2 * k),
+                   (r + bulge, s.mid + 18 + 2 * k), (r, s.mid + 6))
+            return "M{} {} C{} {} {} {} {} {}".format(*map(_fmt, (x for p in pts for x in p)))
+        if self.lane is None:  # next layer down: straight through the gap between the rows
+            p0, p3 = (s.cx + off, s.bottom), (d.cx + off, d.y)
+            dy = (d.y - s.bottom) / 2
+            pts = (p0, (p0[0], p0[1] + dy), (p3[0], p3[1] - dy), p3)
+            return "M{} {} C{} {} {} {} {} {}".format(*map(_fmt, (x for p in pts for x in p)))
+        # around the boxes in between: out through the gap below the source, along the lane,
+        # in through the gap above the destination (never across another box)
+        lane = self.lane + off
+        below, above = self.below(), d.y - 14  # close to the box: clear of frame labels
+        x0, x3 = s.cx + off, d.cx + off
+        return (f"M{_fmt(x0)} {_fmt(s.bottom)} C{_fmt(x0)} {_fmt(below)} {_fmt(x0)} "
+                f"{_fmt(below)} {_fmt((x0 + lane) / 2)} {_fmt(below)} L{_fmt(lane - 8)} "
+                f"{_fmt(below)} Q{_fmt(lane)} {_fmt(below)} {_fmt(lane)} "
+                f"{_fmt(below + (8 if above > below else -8))} L{_fmt(lane)} "
+                f"{_fmt(above + (-8 if above > below else 8))} Q{_fmt(lane)} {_fmt(above)} "
+                f"{_fmt(lane - 8)} {_fmt(above)} L{_fmt((x3 + lane) / 2)} {_fmt(above)} "
+                f"C{_fmt(x3)} {_fmt(above)} {_fmt(x3)} {_fmt(above)} {_fmt(x3)} {_fmt(d.y)}")
+
+    def below(self) -> float:
+        """The y a lane route leaves its source's row at."""
+        return self.src.bottom + 16
+
+    def anchor(self) -> tuple[float, float]:
+        """Where the bundle's label starts."""
+        s, d = self.src, self.dst
+        if s.node == d.node:
+            return s.right + 34, s.mid + 4
+        if self.lane is None:
+            return (s.cx + d.cx) / 2 + 6, (s.bottom + d.y) / 2 + 4
+        return self.lane + 6, (s.mid + d.mid) / 2
 
 
-def _edge_path(src: _Box, dst: _Box, k: int, n: int) -> tuple[str, tuple[float, float]]:
-    """A cubic Bézier from ``src`` to ``dst``; ``k`` of ``n`` parallel edges fans out."""
-    spread = (k - (n - 1) / 2) * 16
-    if src.node == dst.node:  # self-loop on the right side
-        r = src.right
-        bulge = 34 + 26 * k
-        p0, p1 = (r, src.mid - 5), (r + bulge, src.mid - 20 - 6 * k)
-        p2, p3 = (r + bulge, src.mid + 20 + 6 * k), (r, src.mid + 5)
-    elif dst.layer > src.layer:  # downwards
-        dy = (dst.y - src.bottom) / 2
-        # an edge skipping layers bends to the right of the nodes (and edges) between its ends
-        bend = 0.0 if dst.layer - src.layer == 1 else 0.6 * max(src.w, dst.w) + 12 * k
-        p0 = (src.cx + spread * 0.5 + bend / 3, src.bottom)
-        p3 = (dst.cx + spread * 0.5 + bend / 3, dst.y)
-        p1 = (p0[0] + spread + bend, p0[1] + dy)
-        p2 = (p3[0] + spread + bend, p3[1] - dy)
-    else:  # same layer or a back edge: around the right side
-        bulge = 46 + 16 * k + 0.25 * abs(src.mid - dst.mid)
-        p0, p3 = (src.right, src.mid + spread * 0.2), (dst.right, dst.mid + spread * 0.2)
-        p1 = (max(src.right, dst.right) + bulge, p0[1])
-        p2 = (max(src.right, dst.right) + bulge, p3[1])
-    d = "M{} {} C{} {} {} {} {} {}".format(*map(_fmt, (*p0, *p1, *p2, *p3)))
-    return d, _bezier_mid(p0, p1, p2, p3)
+def _routes(g: nx.MultiDiGraph, boxes: Mapping[Any, _Box]) -> dict[tuple[Any, Any], _Route]:
+    """One route per connected pair; pairs not in neighbouring rows get lanes of their own, right
+    of every box in the rows they span."""
+    routes: dict[tuple[Any, Any], _Route] = {}
+    lanes = 0
+    pairs = sorted({(u, v) for u, v in g.edges()},
+                   key=lambda uv: (abs(boxes[uv[1]].layer - boxes[uv[0]].layer),
+                                   boxes[uv[0]].layer))
+    for u, v in pairs:
+        s, d = boxes[u], boxes[v]
+        route = _Route(s, d)
+        if u != v and d.layer != s.layer + 1:
+            lo, hi = sorted((s.layer, d.layer))
+            right = max(b.right + b.reserved for b in boxes.values() if lo <= b.layer <= hi)
+            route.lane = right + 22 + 14 * lanes
+            lanes += 1
+        routes[(u, v)] = route
+    return routes
+
+
+def bundle_label(edges: Iterable[Mapping[str, Any]]) -> str:
+    """One label for all the data edges between two nodes: kinds per array
+    (``d_c WAR/WAW, d_h RAW``), so parallel dependences do not stack labels."""
+    kinds: dict[str, list[str]] = {}
+    for attrs in edges:
+        if edge_category(attrs) == "virtual":
+            continue
+        ks = kinds.setdefault(str(attrs.get("array") or ""), [])
+        if attrs.get("kind") not in ks:
+            ks.append(str(attrs.get("kind")))
+    return ", ".join(f"{a} {'/'.join(ks)}".strip() for a, ks in kinds.items())
 
 
 def _edge_title(g: nx.MultiDiGraph, u: Any, v: Any, attrs: Mapping[str, Any]) -> str:
@@ -358,6 +442,21 @@ def _node_svg(b: _Box) -> list[str]:
     ]
 
 
+def _cluster_svg(label: str, members: list[_Box]
+                 ) -> tuple[list[str], float, tuple[float, float, float, float]]:
+    """A dashed frame around ``members`` with its label in the top-left corner; the frame's
+    right end and the label's box (edge labels keep off it)."""
+    x0 = min(b.x - b.w / 2 for b in members) - 12
+    x1 = max(b.right + b.reserved for b in members) + 12
+    y0 = min(b.y for b in members) - 32
+    y1 = max(b.bottom for b in members) + 10
+    return [f'<g class="pf-cluster"><rect x="{_fmt(x0)}" y="{_fmt(y0)}" width="{_fmt(x1 - x0)}" '
+            f'height="{_fmt(y1 - y0)}" rx="8" fill="#fafafa" stroke="#9e9e9e" '
+            f'stroke-dasharray="4,3"/><text x="{_fmt(x0 + 6)}" y="{_fmt(y0 + 12)}" '
+            f'font-size="10" fill="#616161" style="{FONT}">{_esc(label)}</text></g>'], x1, \
+        (x0 + 6, y0 + 3, x0 + 6 + LABEL_CHAR_W * len(label), y0 + 14)
+
+
 def _legend(x: float, y: float, prefix: str) -> tuple[list[str], float, float]:
     items: list[tuple[str, str, str]] = [
         ("thread", WIDTH_COLORS["thread"], ""), ("block", WIDTH_COLORS["block"], ""),
@@ -388,14 +487,76 @@ def _legend(x: float, y: float, prefix: str) -> tuple[list[str], float, float]:
     return out, cx, 20.0
 
 
-def uar_to_svg(uar: Any, launches_only: bool = False) -> str:
-    """An SVG drawing of the UAR graph (standalone, well-formed XML)."""
+def _place_label(x: float, y: float, text: str, taken: list[tuple[float, float, float, float]]
+                 ) -> tuple[float, float]:
+    """The first spot at or below ``(x, y)`` where ``text`` overlaps no label or box drawn."""
+    w = LABEL_CHAR_W * len(text)
+    for _ in range(40):
+        if not any(x < x1 and x0 < x + w and y - 9 < y1 and y0 < y + 2
+                   for x0, y0, x1, y1 in taken):
+            break
+        y += 11
+    taken.append((x, y - 9, x + w, y + 2))
+    return x, y
+
+
+def uar_to_svg(uar: Any, launches_only: bool = False,
+               clusters: Optional[Mapping[Any, str]] = None) -> str:
+    """An SVG drawing of the UAR graph (standalone, well-formed XML).
+
+    ``clusters`` (node -> name) frames nodes together; the default frames each host loop's
+    body.  All the edges between two nodes share one route and one label.
+    """
     g = _graph(uar, launches_only)
+    clusters = host_loop_clusters(g) if clusters is None else clusters
     prefix = f"pfuar{next(_ids)}"
-    boxes, width, height = _layout(g)
-    legend_y = height + 6
+    bundles: dict[tuple[Any, Any], list[tuple[Any, dict]]] = {}
+    for u, v, key, attrs in g.edges(keys=True, data=True):
+        bundles.setdefault((u, v), []).append((key, attrs))
+    loop_labels = {u: bundle_label(a for _, a in es) for (u, v), es in bundles.items() if u == v}
+    reserve = {n: 40 + LABEL_CHAR_W * len(text) for n, text in loop_labels.items()}
+    boxes = _layout(g, clusters, reserve)
+    routes = _routes(g, boxes)
+    out_edges: list[str] = []
+    labels: list[str] = []
+    taken = [(b.x - b.w / 2, b.y, b.right, b.bottom) for b in boxes.values()]
+    right = max((b.right + b.reserved for b in boxes.values()), default=0.0)
+    frames: list[str] = []
+    for name in dict.fromkeys(clusters[n] for n in g.nodes if n in clusters):
+        svg, x1, label_box = _cluster_svg(name, [boxes[n] for n in g.nodes
+                                                 if clusters.get(n) == name])
+        frames += svg
+        taken.append(label_box)
+        right = max(right, x1)
+    for (u, v), parallel in bundles.items():
+        route = routes[(u, v)]
+        right = max(right, route.lane or 0.0)
+        for k, (key, attrs) in enumerate(parallel):
+            cat = edge_category(attrs)
+            dash = ' stroke-dasharray="5,4"' if cat == "virtual" else ""
+            marker = cat if cat in WIDTH_COLORS or cat in ("host", "virtual") else "unknown"
+            out_edges.append(
+                f'<g class="pf-edge pf-{_esc(cat)}" data-src="{_esc(u)}" data-dst="{_esc(v)}" '
+                f'data-key="{_esc(key)}" data-width="{_esc(attrs.get("width"))}">'
+                f"<title>{_esc(_edge_title(g, u, v, attrs))}</title>"
+                f'<path d="{route.path(k, len(parallel))}" fill="none" '
+                f'stroke="{edge_color(attrs)}" stroke-width="2"{dash} '
+                f'marker-end="url(#{prefix}-{marker})"/></g>')
+        text = bundle_label(a for _, a in parallel)
+        if text:  # data edges (host ones too) are labelled; virtual ones keep the tooltip
+            worst = max((a for _, a in parallel if edge_category(a) != "virtual"),
+                        key=lambda a: _SEVERITY.get(edge_category(a), 0))
+            x, y = _place_label(*route.anchor(), text, taken)
+            right = max(right, x + LABEL_CHAR_W * len(text))
+            labels.append(f'<text class="pf-edge-label" data-src="{_esc(u)}" '
+                          f'data-dst="{_esc(v)}" x="{_fmt(x)}" y="{_fmt(y)}" font-size="10" '
+                          f'fill="{edge_color(worst)}" stroke="white" stroke-width="3" '
+                          f'paint-order="stroke" style="{FONT}">{_esc(text)}</text>')
+    bottom = max([y for *_, y in taken]
+                 + [r.below() + 6 for r in routes.values() if r.lane is not None], default=0.0)
+    legend_y = bottom + MARGIN
     legend, legend_w, legend_h = _legend(MARGIN, legend_y, prefix)
-    width = max(width, legend_w + 2 * MARGIN)
+    width = max(right + MARGIN, legend_w + 2 * MARGIN)
     total_h = legend_y + legend_h + MARGIN / 2
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="polyfuse-uar" '
@@ -404,43 +565,80 @@ def uar_to_svg(uar: Any, launches_only: bool = False) -> str:
         f"<title>{_esc(g.graph.get('name') or 'UAR')}</title>",
         *_marker_defs(prefix),
         '<rect x="0" y="0" width="100%" height="100%" fill="white"/>',
+        *frames, *out_edges,  # edges before nodes, so that nodes are drawn over their ends
     ]
-    # edges first so that nodes are drawn over their ends
-    groups: dict[tuple[Any, Any], list[tuple[Any, dict]]] = {}
-    placed: list[tuple[float, float, float]] = []  # edge labels drawn: (x, y, width)
-    for u, v, key, attrs in g.edges(keys=True, data=True):
-        groups.setdefault((u, v), []).append((key, attrs))
-    for (u, v), parallel in groups.items():
-        for k, (key, attrs) in enumerate(parallel):
-            d, (mx, my) = _edge_path(boxes[u], boxes[v], k, len(parallel))
-            cat = edge_category(attrs)
-            color = edge_color(attrs)
-            dash = ' stroke-dasharray="5,4"' if cat == "virtual" else ""
-            marker = cat if cat in WIDTH_COLORS or cat in ("host", "virtual") else "unknown"
-            # data edges (host ones too) are labelled; virtual ones keep the tooltip
-            label = ("" if cat == "virtual"
-                     else f"{attrs.get('array') or ''} {attrs.get('kind')}")
-            text = ""
-            if label.strip():
-                lx, ly, lw = mx + 4, my - 3 + 11 * k, 6.0 * len(label.strip())
-                while any(abs(ly - py) < 11 and lx < px + pw and px < lx + lw
-                          for px, py, pw in placed):
-                    ly += 11  # below the labels already drawn there
-                placed.append((lx, ly, lw))
-                text = (f'<text x="{_fmt(lx)}" y="{_fmt(ly)}" font-size="10" '
-                        f'fill="{color}" style="{FONT}">{_esc(label.strip())}</text>')
-            out.append(
-                f'<g class="pf-edge pf-{_esc(cat)}" data-src="{_esc(u)}" data-dst="{_esc(v)}" '
-                f'data-key="{_esc(key)}" data-width="{_esc(attrs.get("width"))}">'
-                f"<title>{_esc(_edge_title(g, u, v, attrs))}</title>"
-                f'<path d="{d}" fill="none" stroke="{color}" stroke-width="2"{dash} '
-                f'marker-end="url(#{prefix}-{marker})"/>{text}</g>'
-            )
     for b in boxes.values():
         out.extend(_node_svg(b))
+    out.extend(labels)
     out.extend(legend)
     out.append("</svg>")
     return "\n".join(out)
+
+
+#: which edge of a bundle colours its label: the one that constrains fusion most
+_SEVERITY = {"host": 1, "thread": 2, "block": 3, "global": 4, "unknown": 5}
+
+
+def _dot_str(value: Any) -> str:
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def uar_to_dot(uar: Any, launches_only: bool = False,
+               clusters: Optional[Mapping[Any, str]] = None) -> str:
+    """The drawing of :func:`uar_to_svg` as Graphviz DOT, for ``dot -Tpng`` or another layout.
+
+    The same conventions: a cluster per host loop (or per ``clusters`` name), one edge per
+    connected pair drawn as parallel lines coloured by width (``color="a:b"``) with one
+    ``xlabel`` (outside the line, so Graphviz keeps labels apart), virtual edges dashed.
+    """
+    g = _graph(uar, launches_only)
+    clusters = host_loop_clusters(g) if clusters is None else clusters
+    out = [f"digraph {_dot_str(g.graph.get('name') or 'UAR')} {{",
+           '  graph [rankdir=TB, newrank=true, forcelabels=true, nodesep=0.35, ranksep=0.55];',
+           '  node [fontname="DejaVu Sans Mono", fontsize=11, shape=box];',
+           '  edge [fontname="DejaVu Sans Mono", fontsize=9, penwidth=1.6, arrowsize=0.7];']
+    for k, name in enumerate(dict.fromkeys(clusters[n] for n in g.nodes if n in clusters)):
+        members = " ".join(_dot_str(n) for n in g.nodes if clusters.get(n) == name)
+        out.append(f"  subgraph cluster_{k} {{ label={_dot_str(name)}; labeljust=l; "
+                   f'style="rounded,dashed"; color="#9e9e9e"; fontsize=10; {members} }}')
+    for n, attrs in g.nodes(data=True):
+        kind = attrs.get("kind", "launch")
+        text, tip = node_text(n, attrs), _node_title(n, attrs)
+        if kind == "sync":
+            style = (f'label="", xlabel={_dot_str(text)}, height=0.08, width=1.2, '
+                     f'style=filled, fillcolor="#37474f", color="#37474f"')
+        elif kind == "launch" or attrs.get("kernel"):
+            style = (f'label={_dot_str(text)}, style=filled, fillcolor="#e3f2fd", '
+                     f'color="#1565c0"')
+        else:
+            style = (f'label={_dot_str(text)}, style="rounded,filled", fillcolor="#eceff1", '
+                     f'color="#90a4ae"')
+        out.append(f"  {_dot_str(n)} [{style}, tooltip={_dot_str(tip)}];")
+    bundles: dict[tuple[Any, Any], list[dict]] = {}
+    for u, v, attrs in g.edges(data=True):
+        bundles.setdefault((u, v), []).append(attrs)
+    for (u, v), edges in bundles.items():
+        data = [a for a in edges if edge_category(a) != "virtual"]
+        if data:
+            worst = max(data, key=lambda a: _SEVERITY.get(edge_category(a), 0))
+            colors = ":".join(dict.fromkeys(edge_color(a) for a in data))
+            tip = "\n\n".join(_edge_title(g, u, v, a) for a in data)
+            out.append(f"  {_dot_str(u)} -> {_dot_str(v)} [color={_dot_str(colors)}, "
+                       f"xlabel={_dot_str(bundle_label(data))}, "
+                       f"fontcolor={_dot_str(edge_color(worst))}, tooltip={_dot_str(tip)}];")
+        if len(data) < len(edges):
+            out.append(f"  {_dot_str(u)} -> {_dot_str(v)} [color={_dot_str(VIRTUAL_COLOR)}, "
+                       f"style=dashed, tooltip={_dot_str('virtual (order)')}];")
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def write_text(text: str, path: Union[str, os.PathLike, None]) -> str:
+    """``text``, also written to ``path`` (UTF-8) when one is given: what every ``to_svg``
+    and ``to_dot`` does, so a script saves a drawing without cutting it out of HTML."""
+    if path is not None:
+        Path(path).write_text(text, encoding="utf-8")
+    return text
 
 
 # ----------------------------------------------------------------------------------------------

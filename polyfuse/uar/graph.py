@@ -10,8 +10,9 @@ per-kernel graph :meth:`UAR.kernel_graph`.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import islpy as isl
 import networkx as nx
@@ -221,6 +222,20 @@ class UAR:
         from polyfuse.uar.display import uar_to_html
 
         return uar_to_html(self)
+
+    def to_svg(self, path: Union[str, os.PathLike, None] = None,
+               launches_only: bool = False) -> str:
+        """The drawing Jupyter shows, as standalone SVG (also written to ``path``)."""
+        from polyfuse.uar.display import uar_to_svg, write_text
+
+        return write_text(uar_to_svg(self, launches_only), path)
+
+    def to_dot(self, path: Union[str, os.PathLike, None] = None,
+               launches_only: bool = False) -> str:
+        """The drawing as Graphviz DOT (also written to ``path``): ``dot -Tpng`` renders it."""
+        from polyfuse.uar.display import uar_to_dot, write_text
+
+        return write_text(uar_to_dot(self, launches_only), path)
 
 
 # ----------------------------------------------------------------------------------------------
