@@ -55,6 +55,11 @@ STATIC_INPUTS: dict[str, dict[int, str]] = {
     "Slice": {1: "starts", 2: "ends", 3: "axes", 4: "steps"},
     "ReduceMean": {1: "axes"},
     "ReduceSum": {1: "axes"},
+    "ReduceMax": {1: "axes"},
+    "ReduceMin": {1: "axes"},
+    "Clip": {1: "min", 2: "max"},
+    "Pad": {1: "pads", 2: "constant_value", 3: "axes"},
+    "Resize": {1: "roi", 2: "scales", 3: "sizes"},
     "Squeeze": {1: "axes"},
     "Unsqueeze": {1: "axes"},
     "Split": {1: "split"},
@@ -959,7 +964,9 @@ class _Translator:
                     raise self.error(f"{where}: input {pos} ('{static[pos]}') must be a "
                                      "constant; it is computed on the device",
                                      UnsupportedError)
-                kattrs[static[pos]] = [int(v) for v in np.ravel(self.consts[tensor])]
+                values = np.ravel(self.consts[tensor])
+                kattrs[static[pos]] = [float(v) for v in values] if values.dtype.kind == "f" \
+                    else [int(v) for v in values]
             in_shapes.append(self.shape(tensor, where))
         out_shapes: list[Optional[tuple[int, ...]]] = []
         for tensor in node.output:
