@@ -70,7 +70,7 @@ def _feeds(model: OnnxModel, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]
         elif t.dtype == np.bool_:
             arr = arr.astype(np.uint8)
         else:
-            arr = arr.astype(np.float32)
+            arr = arr.astype(np.float16 if t.dtype == np.float16 else np.float32)
         feeds[t.buffer] = np.ascontiguousarray(arr).reshape(-1)
     return feeds
 

@@ -48,7 +48,7 @@ _CONV_ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "stride
 #: Every ONNX operator :func:`op_kernel` implements.
 OPERATORS: dict[str, OpSpec] = {
     **{op: OpSpec(elementwise.unary) for op in elementwise.UNARY},
-    **{op: OpSpec(elementwise.unary, attrs, "min, max constant" if op == "Clip" else "")
+    **{op: OpSpec(elementwise.unary, attrs)
        for op, (attrs, _) in elementwise.UNARY_ATTRS.items()},
     "Gelu": OpSpec(elementwise.unary, ("approximate",), "approximate: none, tanh"),
     **{op: OpSpec(elementwise.binary, (), "numpy broadcasting") for op in elementwise.BINARY},
@@ -67,7 +67,7 @@ OPERATORS: dict[str, OpSpec] = {
     "Softmax": OpSpec(reduce.softmax, ("axis",), "opset 13 semantics (one axis)"),
     "LayerNormalization": OpSpec(reduce.layer_norm, ("axis", "epsilon", "stash_type"),
                                  "stash_type 1"),
-    **{op: OpSpec(reduce.reduce, _REDUCE_ATTRS, "any axes; axes constant")
+    **{op: OpSpec(reduce.reduce, _REDUCE_ATTRS, "any axes")
        for op in reduce.REDUCTIONS},
     **{op: OpSpec(reduce.reduce, (), "rank >= 3 (N, C, spatial...)") for op in reduce.GLOBAL_POOLS},
     "AveragePool": OpSpec(pool.pool, pool.POOL_ATTRS["AveragePool"], "1-3 spatial axes"),
@@ -75,15 +75,15 @@ OPERATORS: dict[str, OpSpec] = {
                       "1-3 spatial axes; no Indices output"),
     "Transpose": OpSpec(movement.transpose, ("perm",)),
     "Concat": OpSpec(movement.concat, ("axis",)),
-    "Split": OpSpec(movement.split, ("axis", "split", "num_outputs"), "split constant"),
+    "Split": OpSpec(movement.split, ("axis", "split", "num_outputs")),
     "Slice": OpSpec(movement.slice_, ("starts", "ends", "axes", "steps"),
-                    "starts, ends, axes, steps constant; any steps, negative ones included"),
+                    "any steps, negative ones included"),
     "Gather": OpSpec(movement.gather, ("axis",), "indices int32/int64 (constant indices in "
                      "arithmetic progression become a Slice)"),
-    "Expand": OpSpec(movement.expand, ("shape",), "shape constant"),
+    "Expand": OpSpec(movement.expand, ("shape",)),
     "Pad": OpSpec(movement.pad, ("mode", "pads", "constant_value", "axes"),
-                  "mode: constant, edge, reflect (not wrap); pads, constant_value, axes "
-                  "constant; reflect pads shorter than the axis"),
+                  "mode: constant, edge, reflect (not wrap); reflect pads shorter than "
+                  "the axis"),
     "Resize": OpSpec(movement.resize, ("mode", "coordinate_transformation_mode",
                                        "nearest_mode", "roi", "scales", "sizes",
                                        "cubic_coeff_a", "exclude_outside",
@@ -91,9 +91,10 @@ OPERATORS: dict[str, OpSpec] = {
                                        "keep_aspect_ratio_policy"),
                      "mode: nearest, linear (at most 3 interpolated axes); "
                      "coordinate_transformation_mode: half_pixel, pytorch_half_pixel, "
-                     "align_corners, asymmetric; every nearest_mode; scales constant and exact "
+                     "align_corners, asymmetric; every nearest_mode; scales exact "
                      "(output size = scale x input size); no antialias, no axes"),
-    **{op: OpSpec(movement.copy, attrs, "to float32 only" if op == "Cast" else "")
+    **{op: OpSpec(movement.copy, attrs,
+                   "float32 and float16" if op.startswith("Cast") else "")
        for op, attrs in movement.COPY_OPS.items()},
 }
 

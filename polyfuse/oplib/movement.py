@@ -27,14 +27,15 @@ from polyfuse.oplib._common import (
 COPY_OPS: dict[str, tuple[str, ...]] = {
     "Identity": (),
     "Cast": ("to", "saturate"),
+    "CastLike": ("saturate",),
     "Reshape": ("allowzero", "shape"),
     "Flatten": ("axis",),
     "Squeeze": ("axes",),
     "Unsqueeze": ("axes",),
 }
 
-#: ONNX TensorProto.FLOAT
-_FLOAT = 1
+#: ONNX TensorProto.FLOAT and FLOAT16, and their names
+_FLOATS = (1, 10, "float", "float32", "FLOAT", "float16", "FLOAT16")
 
 
 def copy_kernel(node: Node, in_shape: Sequence[int]) -> OpKernel:
@@ -50,13 +51,16 @@ def copy_kernel(node: Node, in_shape: Sequence[int]) -> OpKernel:
 
 
 def copy(node: Node) -> OpKernel:
-    """Identity, Cast (float32 to float32 only), Reshape, Flatten, Squeeze, Unsqueeze."""
+    """Identity, Cast and CastLike (float32 and float16: the caller gives float16 buffers the
+    type ``half``, :func:`~polyfuse.oplib._common.with_half`), Reshape, Flatten, Squeeze,
+    Unsqueeze."""
     node.check_attrs(COPY_OPS[node.op_type])
     if node.op_type == "Cast":
-        to = node.attr("to", _FLOAT)
-        if to not in (_FLOAT, "float", "float32", "FLOAT"):
+        to = node.attr("to", 1)
+        if to not in _FLOATS:
             raise node.unsupported(
-                f"attribute 'to'={to!r}: only casts to float32 (1) are supported here"
+                f"attribute 'to'={to!r}: only casts to float32 (1) or float16 (10) are "
+                "supported here"
             )
     return copy_kernel(node, node.input(0))
 
