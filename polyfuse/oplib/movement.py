@@ -422,8 +422,10 @@ def resize(node: Node) -> OpKernel:
                 pos = f"min({f} + 1, {shape[d] - 1})" if hi else f
                 sub.append(pos if st[d] == 1 else f"{pos} * {st[d]}")
                 weight.append(f"w{d}" if hi else f"(1.0f - w{d})")
-            terms.append(f"{' * '.join(weight)} * x[{' + '.join(sub)}]")
-        value = " +\n    ".join(terms)
+            # one load per statement: two corners may be the same element at the edge
+            lines.append(f"const float c{corner} = x[{' + '.join(sub)}];")
+            terms.append(f"{' * '.join(weight)} * c{corner}")
+        value = " + ".join(terms)
     lines.append(f"y[{grid.flat()}] = {value};")
     params = [Param("x", shape), Param("y", out, const=False)]
     comment = f"Resize {shape_str(shape)} -> {shape_str(out)} mode={mode} coordinates={coord}"

@@ -47,8 +47,13 @@ def _tree(lanes: int, combine: str) -> str:
     lines = ["red[lane] = part;", "barrier(CLK_LOCAL_MEM_FENCE);"]
     s = lanes // 2
     while s >= 1:
-        expr = combine.format(a="red[lane]", b=f"red[lane + {s}]")
-        lines += [f"if (lane < {s}) {{", f"    red[lane] = {expr};", "}"]
+        if combine.count("{a}") + combine.count("{b}") > 2:  # each operand loaded once
+            lines += [f"if (lane < {s}) {{", "    const float a = red[lane];",
+                      f"    const float b = red[lane + {s}];",
+                      f"    red[lane] = {combine.format(a='a', b='b')};", "}"]
+        else:
+            expr = combine.format(a="red[lane]", b=f"red[lane + {s}]")
+            lines += [f"if (lane < {s}) {{", f"    red[lane] = {expr};", "}"]
         lines.append("barrier(CLK_LOCAL_MEM_FENCE);")
         s //= 2
     return "\n".join(lines)
@@ -267,10 +272,10 @@ def reduce(node: Node) -> OpKernel:
     offset = index_expr("j", red_shape, [st[d] for d in red])
     elem = offset if base == "0" else f"{base} + {offset}"
     init, combine, finish = REDUCTIONS[kind]
-    update = combine.format(a="part", b=f"x[{elem}]")
+    update = combine.format(a="part", b="v")
     body = "\n".join(
         [
-            _row_loop(init, f"part = {update};"),
+            _row_loop(init, f"const float v = x[{elem}];\n        part = {update};"),
             _tree(lanes_for(node, length), combine),
             "if (lane == 0) {",
             f"    y[row] = {finish.format(total='red[0]')};",
