@@ -25,6 +25,7 @@ SLOW = (
     "tests/test_onnx_ops.py::test_mobilenet_block_fuses_and_verifies",
     "tests/test_onnx_ops.py::test_unet_style_block_fuses_and_verifies",
     "tests/test_onnx_ops.py::test_attention_block_with_einsum_fuses_and_verifies",
+    "tests/test_onnx_ops.py::test_own_model_guide_commands_run",
     "tests/test_oracle.py::test_example_widths_by_execution",
     "tests/test_autotune.py::",
     "tests/test_uar.py::test_random_chains_against_bruteforce",

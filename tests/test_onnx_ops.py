@@ -10,6 +10,10 @@ the current output, so the documented operators and limits are the ones that run
 
 from __future__ import annotations
 
+import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -328,6 +332,25 @@ def _fp16_device() -> Any:
 def test_float16_model_runs_where_the_device_has_cl_khr_fp16(tmp_path: Path) -> None:
     result = fuse_onnx(_fp16_model(tmp_path), verify=True, device=_fp16_device())
     assert result.verified["ok"], result.verified
+
+
+# ------------------------------------------------------------------------------ the guide
+
+
+def test_own_model_guide_commands_run(tmp_path: Path) -> None:
+    """docs/own_model.md's commands work as written from the repository root, and its
+    comparison with onnxruntime finds only float32 rounding."""
+    text = (ROOT / "docs" / "own_model.md").read_text()
+    for block in re.findall(r"```sh\n(.*?)```", text, flags=re.S):
+        for line in filter(None, (ln.strip() for ln in block.splitlines())):
+            assert line.startswith("polyfuse "), line
+            argv = [sys.executable, "-m", "polyfuse.cli", *shlex.split(line)[1:]]
+            done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
+            assert done.returncode == 0, (line, done.stderr)
+    compare = re.findall(r"```python\n(.*?)```", text, flags=re.S)[-1]
+    printed = subprocess.run([sys.executable, "-c", compare], cwd=ROOT, capture_output=True,
+                             text=True, timeout=120, check=True).stdout.split()
+    assert printed and float(printed[1]) < 1e-4, printed
 
 
 # ------------------------------------------------------------------------------ the table

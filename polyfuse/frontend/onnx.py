@@ -12,7 +12,7 @@ Why it looks the way it does:
   ``Gather``, ``Concat``, ... on constants) are folded on the host with numpy instead of being
   launched: PyTorch exports are full of them and they compute sizes, not data.
 * **Re-views are aliases, not copies.**  ``Reshape``, ``Flatten``, ``Squeeze``, ``Unsqueeze``,
-  ``Identity`` and a float-to-float ``Cast`` do not move data in a contiguous row-major layout,
+  ``Identity`` and a ``Cast`` to the same type do not move data in a contiguous row-major layout,
   so their output tensor names the input's buffer.  A copy kernel would put a launch (and a
   dependence the planner must reason about) where the original computation has none; with
   aliases, BERT's ``MatMul → Add → Reshape → Transpose`` is three launches on one buffer chain.
@@ -20,6 +20,11 @@ Why it looks the way it does:
   contents are in :attr:`Program.data`, which every run uses as its initial contents, so
   verification and ``polyfuse run`` compute with the model's real weights; graph inputs are
   buffers written by a host ``write`` op and graph outputs are read back by a blocking ``read``.
+* **float16 where the device has it.**  A float16 tensor lives in a ``half`` buffer when the
+  target reports ``cl_khr_fp16`` (the kernels load it as float and round when storing), and is
+  an error naming the tensor where it does not; a Cast between float32 and float16 is a copy
+  kernel, between equal types an alias.  ``docs/operators.md`` is generated from the registries
+  here and in :mod:`polyfuse.oplib` (:mod:`polyfuse.frontend.onnx_ops`).
 * **Errors name the place.**  Every refusal is a :class:`~polyfuse.program.PolyfuseError` whose
   ``file`` is the model path and whose one-line message names the node, operator, input or
   attribute (oplib's :class:`~polyfuse.program.UnsupportedError` is re-raised with the node name).

@@ -7,7 +7,8 @@ polyhedral analysis of the launch is exact (the one exception is Gather's data-d
 
 Conventions:
 
-* float32 tensors, contiguous row-major (the caller converts other dtypes).  Gather's indices
+* float32 tensors, contiguous row-major (the caller converts other dtypes; a float16 tensor is
+  the same kernel with its buffer declared ``half``: :func:`._common.with_half`).  Gather's indices
   are an ``int32`` buffer (the caller casts int64 indices); Where's condition is a ``bool``
   (one byte per element) buffer.  :attr:`OpKernel.input_dtypes` states each buffer's dtype.
 * ``input_shapes[i]`` may be ``None`` for an omitted optional input.  Inputs that ONNX passes as
