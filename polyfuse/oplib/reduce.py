@@ -272,10 +272,13 @@ def reduce(node: Node) -> OpKernel:
     offset = index_expr("j", red_shape, [st[d] for d in red])
     elem = offset if base == "0" else f"{base} + {offset}"
     init, combine, finish = REDUCTIONS[kind]
-    update = combine.format(a="part", b="v")
+    if combine == "{a} + {b}":
+        update = f"part += x[{elem}];"
+    else:  # the element loaded once, as the brute-force counts see it
+        update = f"const float v = x[{elem}];\n        part = {combine.format(a='part', b='v')};"
     body = "\n".join(
         [
-            _row_loop(init, f"const float v = x[{elem}];\n        part = {update};"),
+            _row_loop(init, update),
             _tree(lanes_for(node, length), combine),
             "if (lane == 0) {",
             f"    y[row] = {finish.format(total='red[0]')};",
