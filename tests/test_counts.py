@@ -278,7 +278,7 @@ def _oplib_case(op: str) -> Optional[tuple[dict, list, list]]:
     from polyfuse.oplib import elementwise, movement
 
     s = (3, 5)
-    if op in elementwise.UNARY or op == "Gelu":
+    if op in elementwise.UNARY or op in elementwise.UNARY_ATTRS or op == "Gelu":
         return {}, [s], [s]
     if op in elementwise.BINARY or op in elementwise.VARIADIC:
         return {}, [s, (1, 5)], [s]
@@ -300,6 +300,16 @@ def _oplib_case(op: str) -> Optional[tuple[dict, list, list]]:
         "Slice": ({"starts": [1], "ends": [5], "axes": [1], "steps": [2]}, [s], [(3, 2)]),
         "Gather": ({"axis": 0}, [s, (2,)], [(2, 5)]),
         "Expand": ({"shape": [2, 3, 5]}, [s], [(2, 3, 5)]),
+        "Einsum": ({"equation": "ij,jk->ik"}, [(3, 4), (4, 5)], [(3, 5)]),
+        "ReduceMax": ({"axes": [1], "keepdims": 1}, [s], [(3, 1)]),
+        "ReduceMin": ({"axes": [0], "keepdims": 0}, [s], [(5,)]),
+        "GlobalAveragePool": ({}, [(1, 2, 3, 3)], [(1, 2, 1, 1)]),
+        "GlobalMaxPool": ({}, [(1, 2, 3, 3)], [(1, 2, 1, 1)]),
+        "AveragePool": ({"kernel_shape": [2, 2], "strides": [2, 2], "pads": [1, 1, 1, 1]},
+                        [(1, 2, 5, 5)], [(1, 2, 3, 3)]),
+        "MaxPool": ({"kernel_shape": [3], "strides": [2]}, [(1, 2, 7)], [(1, 2, 3)]),
+        "Pad": ({"pads": [0, 1, 1, 2], "mode": "reflect"}, [s], [(4, 8)]),
+        "Resize": ({"mode": "linear", "scales": [1.0, 2.0]}, [s], [(3, 10)]),
     }
     if op in table:
         return table[op]

@@ -24,6 +24,16 @@ class Source:
     spans: tuple[tuple[int, int, str], ...]
 
 
+def extension_pragmas(texts: Iterable[str]) -> str:
+    """The ``#pragma OPENCL EXTENSION`` lines the sources ``texts`` need: fp64 (``double``) and
+    fp16 (``half`` buffers, ONNX float16) are extensions in OpenCL C 1.2, and the front-end
+    drops ``#pragma`` lines, so whoever emits a program puts them back."""
+    texts = list(texts)
+    return "".join(f"#pragma OPENCL EXTENSION {ext} : enable\n"
+                   for ext, word in (("cl_khr_fp64", "double"), ("cl_khr_fp16", "half"))
+                   if any(re.search(rf"\b{word}\d*\b", t) for t in texts))
+
+
 def declaration_text(node: Any) -> str:
     """One file-scope declaration as a line of C."""
     return cpp.generate(node).rstrip().rstrip(";") + ";\n"
@@ -88,10 +98,9 @@ def emit_program(program: Program) -> Source:
     out: list[str] = []
     spans = []
     line = 1
-    if any(re.search(r"\bdouble\d*\b", text) for _, text in parts):
-        # fp64 is an extension in OpenCL C 1.2 (the front-end drops #pragma lines)
-        out.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n")
-        line += 1
+    pragmas = extension_pragmas(text for _, text in parts)
+    out.append(pragmas)
+    line += pragmas.count("\n")
     for name, text in parts:
         if not text:
             continue

@@ -12,7 +12,7 @@ Why it looks the way it does:
   ``Gather``, ``Concat``, ... on constants) are folded on the host with numpy instead of being
   launched: PyTorch exports are full of them and they compute sizes, not data.
 * **Re-views are aliases, not copies.**  ``Reshape``, ``Flatten``, ``Squeeze``, ``Unsqueeze``,
-  ``Identity`` and a float-to-float ``Cast`` do not move data in a contiguous row-major layout,
+  ``Identity`` and a ``Cast`` to the same type do not move data in a contiguous row-major layout,
   so their output tensor names the input's buffer.  A copy kernel would put a launch (and a
   dependence the planner must reason about) where the original computation has none; with
   aliases, BERT's ``MatMul → Add → Reshape → Transpose`` is three launches on one buffer chain.
@@ -20,6 +20,11 @@ Why it looks the way it does:
   contents are in :attr:`Program.data`, which every run uses as its initial contents, so
   verification and ``polyfuse run`` compute with the model's real weights; graph inputs are
   buffers written by a host ``write`` op and graph outputs are read back by a blocking ``read``.
+* **float16 where the device has it.**  A float16 tensor lives in a ``half`` buffer when the
+  target reports ``cl_khr_fp16`` (the kernels load it as float and round when storing), and is
+  an error naming the tensor where it does not; a Cast between float32 and float16 is a copy
+  kernel, between equal types an alias.  ``docs/operators.md`` is generated from the registries
+  here and in :mod:`polyfuse.oplib` (:mod:`polyfuse.frontend.onnx_ops`).
 * **Errors name the place.**  Every refusal is a :class:`~polyfuse.program.PolyfuseError` whose
   ``file`` is the model path and whose one-line message names the node, operator, input or
   attribute (oplib's :class:`~polyfuse.program.UnsupportedError` is re-raised with the node name).
@@ -55,6 +60,11 @@ STATIC_INPUTS: dict[str, dict[int, str]] = {
     "Slice": {1: "starts", 2: "ends", 3: "axes", 4: "steps"},
     "ReduceMean": {1: "axes"},
     "ReduceSum": {1: "axes"},
+    "ReduceMax": {1: "axes"},
+    "ReduceMin": {1: "axes"},
+    "Clip": {1: "min", 2: "max"},
+    "Pad": {1: "pads", 2: "constant_value", 3: "axes"},
+    "Resize": {1: "roi", 2: "scales", 3: "sizes"},
     "Squeeze": {1: "axes"},
     "Unsqueeze": {1: "axes"},
     "Split": {1: "split"},
@@ -64,7 +74,7 @@ STATIC_INPUTS: dict[str, dict[int, str]] = {
 #: Kernel-buffer element types by the dtype names oplib's ``input_dtypes`` uses.
 _BUFFER_TYPES = {"float32": "float", "int32": "int", "bool": "uchar"}
 _NP_OF_BUFFER = {"float": np.dtype(np.float32), "int": np.dtype(np.int32),
-                 "uchar": np.dtype(np.bool_)}
+                 "uchar": np.dtype(np.bool_), "half": np.dtype(np.float16)}
 
 _C_RESERVED = {
     "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
@@ -414,7 +424,7 @@ def _boolean(fn: Callable) -> FoldFn:
     return lambda ins, at, sh: [np.asarray(fn(*ins), dtype=np.bool_)]
 
 
-_FOLDERS: dict[str, FoldFn] = {
+FOLDERS: dict[str, FoldFn] = {
     "Constant": _fold_constant,
     "ConstantOfShape": _fold_constant_of_shape,
     "Shape": _fold_shape,
@@ -473,7 +483,7 @@ _FOLDERS: dict[str, FoldFn] = {
 _SHAPE_ONLY = frozenset({"Shape", "Size"})
 
 #: Sequence operators handled when the sequence is a split of one tensor.
-_SEQUENCE_OPS = frozenset({"SplitToSequence", "SequenceAt"})
+SEQUENCE_OPS = frozenset({"SplitToSequence", "SequenceAt"})
 
 #: Ops folded when only the inputs at these positions are constants (the others give a type).
 _VALUE_INPUTS = {"CastLike": (0,)}
@@ -507,9 +517,11 @@ class _LaunchSpec:
 class _Translator:
     """Walks the (topologically sorted) nodes once, building buffers, host ops and launches."""
 
-    def __init__(self, model: Any, path: str, max_wg: int, local_mem: int):
+    def __init__(self, model: Any, path: str, max_wg: int, local_mem: int, fp16: bool):
         from polyfuse.oplib import op_kernel
 
+        #: whether the target has cl_khr_fp16: float16 tensors live in half buffers
+        self.fp16 = fp16
         self.op_kernel = op_kernel
         self.model = model
         self.path = path
@@ -619,6 +631,18 @@ class _Translator:
                     all(d.HasField("dim_value") for d in tt.shape.dim):
                 self.shapes[name] = tuple(int(d.dim_value) for d in tt.shape.dim)
 
+    def float_ctype(self, tensor: str, what: str) -> str:
+        """The buffer type of a tensor read or written as float: ``half`` for float16 where
+        the target has ``cl_khr_fp16`` (an error naming ``what`` where it has not)."""
+        if self.np_type(tensor) != np.float16:
+            return "float"
+        if not self.fp16:
+            raise self.error(f"{what} is float16 and the device has no cl_khr_fp16 (`polyfuse "
+                             "devices --json` lists each device's extensions): convert the "
+                             "model to float32 or choose a device with half precision",
+                             UnsupportedError)
+        return "half"
+
     def np_type(self, tensor: str) -> Optional[np.dtype]:
         if tensor in self.consts:
             return self.consts[tensor].dtype
@@ -661,10 +685,10 @@ class _Translator:
         return buf
 
     def convert(self, value: np.ndarray, ctype: str, what: str) -> np.ndarray:
-        if ctype == "float":
-            if value.dtype != np.float32:
-                raise self.error(f"{what} is {value.dtype}; only float32 tensors are supported "
-                                 "here", UnsupportedError)
+        if ctype in ("float", "half"):
+            if value.dtype != _NP_OF_BUFFER[ctype]:
+                raise self.error(f"{what} is {value.dtype}; only float32 (and float16) tensors "
+                                 "are supported here", UnsupportedError)
             return value
         if ctype == "int":
             if value.dtype not in (np.int32, np.int64):
@@ -688,16 +712,16 @@ class _Translator:
                 continue
             shape = self.shape(vi.name, f"input '{vi.name}'")
             dt = self.np_type(vi.name)
-            if dt == np.float32:
-                ctype = "float"
+            if dt in (np.float32, np.float16):
+                ctype = self.float_ctype(vi.name, f"input '{vi.name}'")
             elif dt in (np.int64, np.int32):
                 ctype = "int"
             elif dt == np.bool_:
                 ctype = "uchar"
             else:
                 raise self.error(f"input '{vi.name}' has element type {dt}; polyfuse supports "
-                                 "float32 tensors (int32/int64 only as Gather indices, bool "
-                                 "only as a Where condition)", UnsupportedError)
+                                 "float32 and float16 tensors (int32/int64 only as Gather "
+                                 "indices, bool only as a Where condition)", UnsupportedError)
             buf = self.new_buffer(vi.name, shape, ctype)
             self.ops.append(("write", buf))
             infos.append(TensorInfo(vi.name, buf, shape, np.dtype(dt)))
@@ -712,8 +736,8 @@ class _Translator:
             elif name in self.consts:
                 value = self.consts[name]
                 ctype = {np.dtype(np.float32): "float", np.dtype(np.int32): "int",
-                         np.dtype(np.int64): "int", np.dtype(np.bool_): "uchar"}.get(
-                             value.dtype)
+                         np.dtype(np.int64): "int", np.dtype(np.bool_): "uchar",
+                         np.dtype(np.float16): "half"}.get(value.dtype)
                 if ctype is None:
                     raise self.error(f"output '{name}' is a constant of type {value.dtype}, "
                                      "which polyfuse cannot hold in a buffer", UnsupportedError)
@@ -736,10 +760,10 @@ class _Translator:
                              UnsupportedError)
         attrs = _attrs(node, where, self.path)
         ins = list(node.input)
-        if op in _SEQUENCE_OPS:
+        if op in SEQUENCE_OPS:
             self.nodes[label] = self.sequence_op(index, node, op, label, attrs, where)
             return
-        if op in _FOLDERS and self.foldable(op, ins):
+        if op in FOLDERS and self.foldable(op, ins):
             self.fold(node, op, attrs, where)
             self.nodes[label] = "folded on the host"
             return
@@ -894,7 +918,7 @@ class _Translator:
         shapes = [self.shape(t, where) if t else () for t in node.input]
         shapes += [()] * len(node.output)
         try:
-            outs = _FOLDERS[op](ins, attrs, shapes)
+            outs = FOLDERS[op](ins, attrs, shapes)
         except KeyError as err:
             raise self.error(f"{where}: {err.args[0] if err.args else 'attribute'} is missing "
                              "or not supported", UnsupportedError) from None
@@ -914,17 +938,17 @@ class _Translator:
             return False
         out = node.output[0]
         in_shape = self.shape(src, where)
-        if op == "Cast":
-            if self.np_type(src) != np.float32 or _np_dtype(int(attrs.get("to", 0))) != \
-                    np.float32:
-                raise self.error(f"{where}: attribute 'to'={attrs.get('to')}: only casts from "
-                                 "float32 to float32 are supported on device tensors",
-                                 UnsupportedError)
-        if op == "CastLike":
-            if self.np_type(src) != np.float32 or self.np_type(node.input[1]) != np.float32:
-                raise self.error(f"{where}: only casts from float32 to float32 are supported "
-                                 f"on device tensors (input is {self.np_type(src)}, target "
-                                 f"{self.np_type(node.input[1])})", UnsupportedError)
+        if op in ("Cast", "CastLike"):
+            to = _np_dtype(int(attrs.get("to", 0))) if op == "Cast" else \
+                self.np_type(node.input[1])
+            floats = (np.float32, np.float16)
+            if self.np_type(src) not in floats or to not in floats:
+                what = f"attribute 'to'={attrs.get('to')}" if op == "Cast" else "input 1"
+                raise self.error(f"{where}: {what}: only casts between float32 and float16 are "
+                                 f"supported on device tensors (input is {self.np_type(src)}, "
+                                 f"target {to})", UnsupportedError)
+            if self.np_type(src) != to:
+                return False  # a conversion: a copy kernel from one buffer type to the other
         for pos, tensor in enumerate(node.input[1:] if op != "CastLike" else (), 1):
             if tensor and tensor not in self.consts:
                 raise self.error(f"{where}: input {pos} '{tensor}' must be a constant (it is "
@@ -959,7 +983,9 @@ class _Translator:
                     raise self.error(f"{where}: input {pos} ('{static[pos]}') must be a "
                                      "constant; it is computed on the device",
                                      UnsupportedError)
-                kattrs[static[pos]] = [int(v) for v in np.ravel(self.consts[tensor])]
+                values = np.ravel(self.consts[tensor])
+                kattrs[static[pos]] = [float(v) for v in values] if values.dtype.kind == "f" \
+                    else [int(v) for v in values]
             in_shapes.append(self.shape(tensor, where))
         out_shapes: list[Optional[tuple[int, ...]]] = []
         for tensor in node.output:
@@ -967,9 +993,9 @@ class _Translator:
                 out_shapes.append(None)
                 continue
             dt = self.np_type(tensor)
-            if dt is not None and dt != np.float32:
-                raise self.error(f"{where}: output '{tensor}' is {dt}; only float32 tensors are "
-                                 "computed on the device", UnsupportedError)
+            if dt is not None and dt not in (np.float32, np.float16):
+                raise self.error(f"{where}: output '{tensor}' is {dt}; only float32 (and "
+                                 "float16) tensors are computed on the device", UnsupportedError)
             out_shapes.append(self.shape(tensor, where))
         if op == "Gather" and len(node.input) > 1:
             self.check_gather_indices(node, attrs, where)
@@ -986,15 +1012,17 @@ class _Translator:
                 continue
             tensor = node.input[pos]
             ctype = _BUFFER_TYPES.get(opk.input_dtype(pos), "float")
+            if ctype == "float":
+                ctype = self.float_ctype(tensor, f"{where}: input {pos} '{tensor}'")
             if tensor in self.tensor_buffer:
                 buf = self.tensor_buffer[tensor]
                 have = self.buffers[buf][1]
                 if have != ctype:
                     dt = self.np_type(tensor)
                     raise self.error(
-                        f"{where}: input {pos} '{tensor}' is {dt}; only float32 tensors are "
-                        "supported (int32/int64 only as Gather indices, bool only as a Where "
-                        "condition)", UnsupportedError)
+                        f"{where}: input {pos} '{tensor}' is {dt}; only float32 (and float16) "
+                        "tensors are supported (int32/int64 only as Gather indices, bool only "
+                        "as a Where condition)", UnsupportedError)
             elif tensor in self.consts:
                 buf = self.const_buffer(tensor, ctype, f"{where}: input {pos}")
             else:
@@ -1003,7 +1031,8 @@ class _Translator:
         for pos, pname in enumerate(opk.outputs):
             if pname:
                 tensor = node.output[pos]
-                args[pname] = self.new_buffer(tensor, out_shapes[pos] or (), "float")
+                ctype = self.float_ctype(tensor, f"{where}: output '{tensor}'")
+                args[pname] = self.new_buffer(tensor, out_shapes[pos] or (), ctype)
         if opk.block is not None:
             self.layouts[args[opk.outputs[0]]] = opk.block
         self.kernels[kname] = opk
@@ -1022,16 +1051,27 @@ class _Translator:
             if layout is not None:
                 from polyfuse.oplib.blocked import blocked_kernel
 
-                return blocked_kernel(spec.op, spec.attrs, spec.in_shapes, spec.out_shapes,
-                                      layout, name=kname, max_work_group_size=self.max_wg,
-                                      local_mem_size=self.local_mem)
-            return self.op_kernel(spec.op, spec.attrs, spec.in_shapes, spec.out_shapes,
-                                  name=kname, max_work_group_size=self.max_wg,
-                                  local_mem_size=self.local_mem, whole_rows=whole_rows,
-                                  row_of_group=row_of_group)
+                return self.stored_half(spec, blocked_kernel(
+                    spec.op, spec.attrs, spec.in_shapes, spec.out_shapes, layout, name=kname,
+                    max_work_group_size=self.max_wg, local_mem_size=self.local_mem))
+            return self.stored_half(spec, self.op_kernel(
+                spec.op, spec.attrs, spec.in_shapes, spec.out_shapes, name=kname,
+                max_work_group_size=self.max_wg, local_mem_size=self.local_mem,
+                whole_rows=whole_rows, row_of_group=row_of_group))
         except PolyfuseError as err:
             msg = re.sub(r"^\w+ \(kernel '[^']*'\): ", "", err.message)
             raise type(err)(f"{spec.where}: {msg}", self.path) from None
+
+    def stored_half(self, spec: _LaunchSpec, opk: Any) -> Any:
+        """``opk`` with its float16 tensors' buffers declared ``half`` (float arithmetic)."""
+        from polyfuse.oplib._common import with_half
+
+        node = spec.node
+        half = [p for pos, p in enumerate(opk.inputs) if p and opk.input_dtype(pos) == "float32"
+                and self.np_type(node.input[pos]) == np.float16]
+        half += [p for pos, p in enumerate(opk.outputs)
+                 if p and self.np_type(node.output[pos]) == np.float16]
+        return with_half(opk, half) if half else opk
 
     def whole_rows_for(self, node: Any, op: str, attrs: dict[str, Any],
                        in_shapes: Sequence[Optional[tuple]], label: str) -> None:
@@ -1242,7 +1282,8 @@ def load_onnx_model(path: Union[str, os.PathLike], *, params: Optional[Mapping[s
         local_mem_size = local_mem_size or target.local_mem_size
         if target != REFERENCE_TARGET:  # a device's: its vector width
             cols = linalg.block_cols_for(target.preferred_vector_width)
-    tr = _Translator(model, path, int(max_work_group_size), int(local_mem_size))
+    tr = _Translator(model, path, int(max_work_group_size), int(local_mem_size),
+                     "cl_khr_fp16" in target.extensions)
     inputs = tr.graph_inputs()
     token = linalg.block_cols.set(cols)
     try:

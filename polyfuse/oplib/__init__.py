@@ -7,13 +7,15 @@ polyhedral analysis of the launch is exact (the one exception is Gather's data-d
 
 Conventions:
 
-* float32 tensors, contiguous row-major (the caller converts other dtypes).  Gather's indices
+* float32 tensors, contiguous row-major (the caller converts other dtypes; a float16 tensor is
+  the same kernel with its buffer declared ``half``: :func:`._common.with_half`).  Gather's indices
   are an ``int32`` buffer (the caller casts int64 indices); Where's condition is a ``bool``
   (one byte per element) buffer.  :attr:`OpKernel.input_dtypes` states each buffer's dtype.
 * ``input_shapes[i]`` may be ``None`` for an omitted optional input.  Inputs that ONNX passes as
   tensors but that must be static here (Reshape's shape, Slice's starts/ends/axes/steps,
-  Reduce*'s and (Un)Squeeze's axes, Split's split) are given through ``attrs`` under their ONNX
-  names; their positions in :attr:`OpKernel.inputs` are ``""``.
+  Reduce*'s and (Un)Squeeze's axes, Split's split, Clip's min/max, Pad's pads/constant_value/
+  axes, Resize's roi/scales/sizes) are given through ``attrs`` under their ONNX names; their
+  positions in :attr:`OpKernel.inputs` are ``""``.
 * Every kernel parameter is a buffer; all sizes are constants of the source.
 """
 
@@ -21,35 +23,80 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Optional
 
-from polyfuse.oplib import elementwise, linalg, movement, reduce
+from polyfuse.oplib import elementwise, linalg, movement, pool, reduce
 from polyfuse.oplib._common import REDUCTION_MAX_LANES, Node, OpKernel
 from polyfuse.program import UnsupportedError
 
-__all__ = ["KERNEL_VARIANTS", "OpKernel", "kernel_variant", "op_kernel", "SUPPORTED_OPS"]
+__all__ = ["KERNEL_VARIANTS", "OPERATORS", "OpKernel", "OpSpec", "kernel_variant", "op_kernel",
+           "SUPPORTED_OPS"]
 
-_GENERATORS: dict[str, Callable[[Node], OpKernel]] = {
-    **{op: elementwise.unary for op in elementwise.UNARY},
-    "Gelu": elementwise.unary,
-    **{op: elementwise.binary for op in elementwise.BINARY},
-    **{op: elementwise.binary for op in elementwise.VARIADIC},
-    "Where": elementwise.where,
-    "BatchNormalization": elementwise.batch_norm,
-    "MatMul": linalg.matmul,
-    "Gemm": linalg.gemm,
-    "Conv": linalg.conv,
-    "Softmax": reduce.softmax,
-    "LayerNormalization": reduce.layer_norm,
-    "ReduceMean": reduce.reduce,
-    "ReduceSum": reduce.reduce,
-    "Transpose": movement.transpose,
-    "Concat": movement.concat,
-    "Split": movement.split,
-    "Slice": movement.slice_,
-    "Gather": movement.gather,
-    "Expand": movement.expand,
-    **{op: movement.copy for op in movement.COPY_OPS},
+@dataclass(frozen=True)
+class OpSpec:
+    """One operator of the library: its generator, the attributes it reads (inputs that must be
+    constants count, under their ONNX names) and what it refuses, for ``docs/operators.md``."""
+
+    generator: Callable[[Node], OpKernel]
+    attrs: tuple[str, ...] = ()
+    limits: str = ""
+
+
+_REDUCE_ATTRS = ("axes", "keepdims", "noop_with_empty_axes")
+_CONV_ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
+
+#: Every ONNX operator :func:`op_kernel` implements.
+OPERATORS: dict[str, OpSpec] = {
+    **{op: OpSpec(elementwise.unary) for op in elementwise.UNARY},
+    **{op: OpSpec(elementwise.unary, attrs)
+       for op, (attrs, _) in elementwise.UNARY_ATTRS.items()},
+    "Gelu": OpSpec(elementwise.unary, ("approximate",), "approximate: none, tanh"),
+    **{op: OpSpec(elementwise.binary, (), "numpy broadcasting") for op in elementwise.BINARY},
+    **{op: OpSpec(elementwise.binary, (), "any number of inputs, numpy broadcasting")
+       for op in elementwise.VARIADIC},
+    "Where": OpSpec(elementwise.where, (), "condition: bool; numpy broadcasting"),
+    "BatchNormalization": OpSpec(elementwise.batch_norm,
+                                 ("epsilon", "momentum", "training_mode", "spatial"),
+                                 "inference only: training_mode 0, spatial 1"),
+    "MatMul": OpSpec(linalg.matmul, (), "numpy.matmul semantics, batch broadcasting"),
+    "Gemm": OpSpec(linalg.gemm, ("alpha", "beta", "transA", "transB"), "A and B 2-D"),
+    "Conv": OpSpec(linalg.conv, _CONV_ATTRS, "1-D and 2-D (rank-3/4 input); auto_pad NOTSET, "
+                   "VALID, SAME_UPPER, SAME_LOWER"),
+    "Einsum": OpSpec(linalg.einsum, ("equation",),
+                     "no '...', no index repeated within one operand (diagonals)"),
+    "Softmax": OpSpec(reduce.softmax, ("axis",), "opset 13 semantics (one axis)"),
+    "LayerNormalization": OpSpec(reduce.layer_norm, ("axis", "epsilon", "stash_type"),
+                                 "stash_type 1"),
+    **{op: OpSpec(reduce.reduce, _REDUCE_ATTRS, "any axes")
+       for op in reduce.REDUCTIONS},
+    **{op: OpSpec(reduce.reduce, (), "rank >= 3 (N, C, spatial...)") for op in reduce.GLOBAL_POOLS},
+    "AveragePool": OpSpec(pool.pool, pool.POOL_ATTRS["AveragePool"], "1-3 spatial axes"),
+    "MaxPool": OpSpec(pool.pool, pool.POOL_ATTRS["MaxPool"],
+                      "1-3 spatial axes; no Indices output"),
+    "Transpose": OpSpec(movement.transpose, ("perm",)),
+    "Concat": OpSpec(movement.concat, ("axis",)),
+    "Split": OpSpec(movement.split, ("axis", "split", "num_outputs")),
+    "Slice": OpSpec(movement.slice_, ("starts", "ends", "axes", "steps"),
+                    "any steps, negative ones included"),
+    "Gather": OpSpec(movement.gather, ("axis",), "indices int32/int64 (constant indices in "
+                     "arithmetic progression become a Slice)"),
+    "Expand": OpSpec(movement.expand, ("shape",)),
+    "Pad": OpSpec(movement.pad, ("mode", "pads", "constant_value", "axes"),
+                  "mode: constant, edge, reflect (not wrap); reflect pads shorter than "
+                  "the axis"),
+    "Resize": OpSpec(movement.resize, ("mode", "coordinate_transformation_mode",
+                                       "nearest_mode", "roi", "scales", "sizes",
+                                       "cubic_coeff_a", "exclude_outside",
+                                       "extrapolation_value", "antialias", "axes",
+                                       "keep_aspect_ratio_policy"),
+                     "mode: nearest, linear (at most 3 interpolated axes); "
+                     "coordinate_transformation_mode: half_pixel, pytorch_half_pixel, "
+                     "align_corners, asymmetric; every nearest_mode; scales exact "
+                     "(output size = scale x input size); no antialias, no axes"),
+    **{op: OpSpec(movement.copy, attrs,
+                   "float32 and float16" if op.startswith("Cast") else "")
+       for op, attrs in movement.COPY_OPS.items()},
 }
 
 #: Kernel variants: ``tiled`` is what planning and the checked-in schedules use (one output per
@@ -77,7 +124,7 @@ def kernel_variant(name: str) -> Iterator[None]:
 
 
 #: ONNX operator types :func:`op_kernel` implements.
-SUPPORTED_OPS: frozenset[str] = frozenset(_GENERATORS)
+SUPPORTED_OPS: frozenset[str] = frozenset(OPERATORS)
 
 
 def op_kernel(
@@ -106,8 +153,8 @@ def op_kernel(
     quasi-affine C expression of ``grp`` (the identity by default; a permutation of the rows
     when the reduction reads them through a row-permuting Transpose).
     """
-    generator = _GENERATORS.get(op_type)
-    if generator is None:
+    spec = OPERATORS.get(op_type)
+    if spec is None:
         raise UnsupportedError(f"{op_type} (kernel '{name}'): operator is not supported")
     if max_work_group_size < 1 or local_mem_size < 4:
         raise UnsupportedError(f"{op_type} (kernel '{name}'): device limits are too small")
@@ -117,4 +164,5 @@ def op_kernel(
     if whole_rows and op_type in ("MatMul", "Gemm"):
         return (linalg.matmul if op_type == "MatMul" else linalg.gemm)(
             node, whole_rows=True, row_of_group=row_of_group)
-    return generator(node)
+    node.check_attrs(spec.attrs)
+    return spec.generator(node)

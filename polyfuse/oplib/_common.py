@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Optional
 
 import numpy as np
@@ -386,6 +386,18 @@ def make_kernel(
         outputs=outs,
         input_dtypes=tuple(dtypes.get(p, "float32") if p else "float32" for p in ins),
     )
+
+
+def with_half(opk: OpKernel, params: Collection[str]) -> OpKernel:
+    """``opk`` with the float buffers ``params`` stored as ``half`` (ONNX float16, OpenCL's
+    ``cl_khr_fp16``): every load widens to float and every store rounds to half, so the
+    kernel's arithmetic stays float32 and its accesses (element subscripts) do not change."""
+    source = opk.source
+    for p in params:
+        source, n = re.subn(rf"__global float \*{p}\b", f"__global half *{p}", source)
+        if n != 1:
+            raise ValueError(f"kernel {opk.name} has no float buffer parameter {p}")
+    return replace(opk, source="#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n" + source)
 
 
 def elementwise_kernel(

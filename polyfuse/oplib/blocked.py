@@ -37,7 +37,8 @@ from polyfuse.oplib._common import (
 
 #: ONNX operators that have a block-covering form.
 BLOCKED_OPS: frozenset[str] = frozenset(
-    {*elementwise.UNARY, "Gelu", *elementwise.BINARY, *elementwise.VARIADIC, "Transpose"}
+    {*elementwise.UNARY, *elementwise.UNARY_ATTRS, "Gelu", *elementwise.BINARY,
+     *elementwise.VARIADIC, "Transpose"}
 )
 
 
@@ -109,14 +110,11 @@ def _kernel(node: Node, layout: BlockLayout, params: list[Param], stmts: str,
 
 
 def _elementwise(node: Node, layout: BlockLayout) -> OpKernel:
-    n_in = len(node.input_shapes)
     op = node.op_type
-    if op == "Gelu":
-        node.check_attrs(["approximate"])
-        approx = str(node.attr("approximate", "none"))
-        if approx not in elementwise._GELU:
-            raise node.unsupported(f"attribute 'approximate'={approx!r} is not supported")
-    else:
+    unary = op in elementwise.UNARY or op in elementwise.UNARY_ATTRS or op == "Gelu"
+    n_in = 1 if unary else len(node.input_shapes)  # Clip's bounds are attributes here
+    value = elementwise.unary_expr(node) if unary else ""
+    if not unary:
         node.check_attrs([])
     if op in elementwise.BINARY and n_in != 2 or n_in < 1:
         raise node.invalid(f"expects {'2 inputs' if op in elementwise.BINARY else 'inputs'}, "
@@ -127,11 +125,8 @@ def _elementwise(node: Node, layout: BlockLayout) -> OpKernel:
     names = ["x"] if n_in == 1 else ["a", "b"] if n_in == 2 else [f"x{i}" for i in range(n_in)]
     lines = [f"const float v{i} = {n}[{_index(out, broadcast_strides(node, s, out), layout)}];"
              for i, (n, s) in enumerate(zip(names, shapes))]
-    if op in elementwise.UNARY or op == "Gelu":
-        expr = elementwise._GELU[str(node.attr("approximate", "none"))] if op == "Gelu" \
-            else elementwise.UNARY[op]
+    if unary:
         lines[0] = lines[0].replace("const float v0", "const float v")
-        value = expr
     elif op in elementwise.BINARY:
         value = elementwise.BINARY[op]("v0", "v1")
     else:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from polyfuse.oplib import fastmath
 from polyfuse.oplib._common import (
     Grid,
@@ -31,6 +33,38 @@ UNARY: dict[str, str] = {
     "Relu": "v < 0.0f ? 0.0f : v",  # NaN stays NaN (fmax would drop it), as in onnxruntime
     "Neg": "-v",
     "Abs": "fabs(v)",
+    "Log": "log(v)",
+    "Reciprocal": "1.0f / v",
+    # log1p(exp(v)) overflows to inf where it is v to float32 precision
+    "Softplus": "(v > 20.0f ? v : log1p(exp(v)))",
+    "HardSwish": "v * " + "(v < -3.0f ? 0.0f : v > 3.0f ? 1.0f : v / 6.0f + 0.5f)",
+}
+
+
+def _clip(lo: str, hi: str) -> str:
+    """``v`` limited to [lo, hi] by comparisons, so NaN stays NaN (fmin/fmax would drop it)."""
+    return f"(v < {lo} ? {lo} : v > {hi} ? {hi} : v)"
+
+
+def _clip_bound(node: Node, key: str, default: float) -> float:
+    """Clip's ``min``/``max``: an attribute (opset 6) or the constant input given as one."""
+    value = node.attr(key, default)
+    if isinstance(value, (list, tuple)):
+        if len(value) != 1:
+            raise node.invalid(f"input '{key}' must be a scalar, got {len(value)} values")
+        value = value[0]
+    return float(value)
+
+
+#: Unary operators with attributes: the attributes they take and the expression of ``v``.
+UNARY_ATTRS: dict[str, tuple[tuple[str, ...], Callable[[Node], str]]] = {
+    "LeakyRelu": (("alpha",), lambda n: f"v < 0.0f ? {flt(float(n.attr('alpha', 0.01)))} * v : v"),
+    "HardSigmoid": (("alpha", "beta"), lambda n: _clip("0.0f", "1.0f").replace(
+        "v", f"({flt(float(n.attr('alpha', 0.2)))} * v + {flt(float(n.attr('beta', 0.5)))})")),
+    "Elu": (("alpha",), lambda n: f"v < 0.0f ? {flt(float(n.attr('alpha', 1.0)))} * "
+            "(exp(v) - 1.0f) : v"),
+    "Clip": (("min", "max"), lambda n: _clip(flt(_clip_bound(n, "min", -np.inf)),
+                                            flt(_clip_bound(n, "max", np.inf)))),
 }
 
 _GELU = {
@@ -56,17 +90,26 @@ VARIADIC: dict[str, Callable[[str, str], str]] = {
 }
 
 
-def unary(node: Node) -> OpKernel:
-    """Sqrt, Exp, Erf, Tanh, Sigmoid, Relu, Neg, Abs and Gelu."""
+def unary_expr(node: Node) -> str:
+    """The C expression of a unary node (:data:`UNARY`, :data:`UNARY_ATTRS` or Gelu) in ``v``,
+    its attributes checked."""
     if node.op_type == "Gelu":
         node.check_attrs(["approximate"])
         approx = str(node.attr("approximate", "none"))
         if approx not in _GELU:
             raise node.unsupported(f"attribute 'approximate'={approx!r} is not supported")
-        expr = _GELU[approx]
-    else:
-        node.check_attrs([])
-        expr = UNARY[node.op_type]
+        return _GELU[approx]
+    if node.op_type in UNARY_ATTRS:
+        allowed, expr = UNARY_ATTRS[node.op_type]
+        node.check_attrs(allowed)
+        return expr(node)
+    node.check_attrs([])
+    return UNARY[node.op_type]
+
+
+def unary(node: Node) -> OpKernel:
+    """The operators of :data:`UNARY` and :data:`UNARY_ATTRS`, and Gelu."""
+    expr = unary_expr(node)
     shape = node.input(0)
     node.check_output(0, shape)
     grid = Grid.of(shape)

@@ -16,6 +16,7 @@ from typing import Optional
 
 from polyfuse.oplib._common import (
     BlockLayout,
+    Grid,
     Node,
     OpKernel,
     Param,
@@ -23,6 +24,7 @@ from polyfuse.oplib._common import (
     broadcast_strides,
     elementwise_kernel,
     flt,
+    grid_kernel,
     index_expr,
     make_kernel,
     prod,
@@ -429,7 +431,7 @@ def gemm(node: Node, whole_rows: bool = False, row_of_group: str = "grp") -> OpK
     )
 
 
-def _conv_pads(
+def conv_pads(
     node: Node, size: list[int], kernel: list[int], strides: list[int], dil: list[int]
 ) -> list[int]:
     """Begin/end pads [b0, b1, e0, e1] from ``pads`` or ``auto_pad`` (ONNX rules)."""
@@ -479,7 +481,7 @@ def conv(node: Node) -> OpKernel:
     cout, cpg = sw[0], sw[1]
     if group < 1 or cin % group or cout % group or cin // group != cpg:
         raise node.invalid(f"group={group} does not match X {sx} and W {sw}")
-    pads = _conv_pads(node, list(sx[2:]), list(sw[2:]), strides, dil)
+    pads = conv_pads(node, list(sx[2:]), list(sw[2:]), strides, dil)
     if nd == 1:  # a 1-D convolution is a 2-D one with a unit height
         sx4, sw4 = (*sx[:2], 1, sx[2]), (*sw[:2], 1, sw[2])
         strides, dil, pads = [1, strides[0]], [1, dil[0]], [0, pads[0], 0, pads[1]]
@@ -595,3 +597,60 @@ y[gid] = acc;
     )
     return replace(opk, block=layout)
 
+
+
+def einsum(node: Node) -> OpKernel:
+    """Einsum with explicit or implicit output, any number of operands: one work-item per
+    output element, a counted loop per summed index.  Every subscript is a sum of the
+    work-item's coordinates and the loop iterators times constant strides (exactly affine).
+    Refused: ``...`` (ellipsis) and an index repeated within one operand (a diagonal)."""
+    node.check_attrs(["equation"])
+    equation = str(node.attr("equation", "")).replace(" ", "")
+    if "..." in equation:
+        raise node.unsupported(f"attribute 'equation'={equation!r}: '...' is not supported")
+    lhs, arrow, rhs = equation.partition("->")
+    terms = lhs.split(",")
+    shapes = [node.input(i) for i in range(len(node.input_shapes))]
+    if len(terms) != len(shapes) or not all(t.isalpha() for t in terms) or \
+            rhs and not rhs.isalpha():
+        raise node.invalid(f"attribute 'equation'={equation!r} does not match "
+                           f"{len(shapes)} inputs")
+    sizes: dict[str, int] = {}
+    for term, shape in zip(terms, shapes):
+        if len(set(term)) != len(term):
+            raise node.unsupported(f"attribute 'equation'={equation!r}: an index repeated in "
+                                   f"'{term}' (a diagonal) is not supported")
+        if len(term) != len(shape):
+            raise node.invalid(f"'{term}' does not match an input of shape {shape}")
+        for letter, n in zip(term, shape):
+            if sizes.setdefault(letter, n) != n:
+                raise node.invalid(f"index '{letter}' has sizes {sizes[letter]} and {n}")
+    if not arrow:
+        rhs = "".join(sorted(c for c in sizes if lhs.count(c) == 1))
+    if len(set(rhs)) != len(rhs) or any(c not in sizes for c in rhs):
+        raise node.invalid(f"attribute 'equation'={equation!r}: bad output '{rhs}'")
+    out = tuple(sizes[c] for c in rhs)
+    node.check_output(0, out)
+    summed = [c for c in sizes if c not in rhs]
+    grid = Grid.of(out)
+    names = [f"x{i}" for i in range(len(shapes))]
+    loads = []
+    for name, term, shape in zip(names, terms, shapes):
+        st = strides_of(shape)
+        parts = []
+        for letter, s, n in zip(term, st, shape):
+            if n == 1:
+                continue
+            var = grid.coord(rhs.index(letter)) if letter in rhs else f"s_{letter}"
+            var = f"({var})" if " " in var and s != 1 else var
+            parts.append(var if s == 1 else f"{var} * {s}")
+        loads.append(f"{name}[{' + '.join(parts) or '0'}]")
+    lines = ["float acc = 0.0f;"]
+    lines += [f"{'    ' * i}for (int s_{c} = 0; s_{c} < {sizes[c]}; s_{c}++) {{"
+              for i, c in enumerate(summed)]
+    lines.append(f"{'    ' * len(summed)}acc += {' * '.join(loads)};")
+    lines += [f"{'    ' * i}}}" for i in range(len(summed) - 1, -1, -1)]
+    lines.append(f"y[{grid.flat()}] = acc;")
+    params = [Param(n, s) for n, s in zip(names, shapes)] + [Param("y", out, const=False)]
+    comment = f"Einsum {equation} {' , '.join(shape_str(s) for s in shapes)} -> {shape_str(out)}"
+    return grid_kernel(node, grid, params, {}, "\n".join(lines), names, ["y"], comment)

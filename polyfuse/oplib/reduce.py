@@ -1,4 +1,4 @@
-"""Row reductions: Softmax, LayerNormalization, ReduceMean and ReduceSum.
+"""Row reductions: Softmax, LayerNormalization, the Reduce* operators and global pooling.
 
 One work-group per reduced row (``get_group_id(0)`` = row), ``LANES`` work-items striding over the
 row in a counted loop of ``CHUNKS`` steps with a guarded load, then a tree reduction in ``__local``
@@ -47,8 +47,13 @@ def _tree(lanes: int, combine: str) -> str:
     lines = ["red[lane] = part;", "barrier(CLK_LOCAL_MEM_FENCE);"]
     s = lanes // 2
     while s >= 1:
-        expr = combine.format(a="red[lane]", b=f"red[lane + {s}]")
-        lines += [f"if (lane < {s}) {{", f"    red[lane] = {expr};", "}"]
+        if combine.count("{a}") + combine.count("{b}") > 2:  # each operand loaded once
+            lines += [f"if (lane < {s}) {{", "    const float a = red[lane];",
+                      f"    const float b = red[lane + {s}];",
+                      f"    red[lane] = {combine.format(a='a', b='b')};", "}"]
+        else:
+            expr = combine.format(a="red[lane]", b=f"red[lane + {s}]")
+            lines += [f"if (lane < {s}) {{", f"    red[lane] = {expr};", "}"]
         lines.append("barrier(CLK_LOCAL_MEM_FENCE);")
         s //= 2
     return "\n".join(lines)
@@ -217,15 +222,36 @@ def layer_norm(node: Node) -> OpKernel:
     return _reduction_kernel(node, rows, length, {}, params, body, inputs, outputs, comment)
 
 
+#: Reductions: (initial value, combine of ``{a}`` and ``{b}``, finish of ``total``).
+#: Max/Min keep NaN as onnxruntime does (``fmax``/``fmin`` would drop it).
+REDUCTIONS: dict[str, tuple[str, str, str]] = {
+    "ReduceSum": ("0.0f", "{a} + {b}", "{total}"),
+    "ReduceMean": ("0.0f", "{a} + {b}", "{total} / ROWLEN"),
+    "ReduceMax": ("-INFINITY", "({a} > {b} || {a} != {a}) ? {a} : {b}", "{total}"),
+    "ReduceMin": ("INFINITY", "({a} < {b} || {a} != {a}) ? {a} : {b}", "{total}"),
+}
+
+#: Global pooling: the reduction over every axis after the channel axis, dimensions kept.
+GLOBAL_POOLS = {"GlobalAveragePool": "ReduceMean", "GlobalMaxPool": "ReduceMax"}
+
+
 def reduce(node: Node) -> OpKernel:
-    """ReduceMean / ReduceSum over ``axes`` (attribute, or the axes input passed as attribute),
-    with ``keepdims`` and ``noop_with_empty_axes``."""
-    node.check_attrs(["axes", "keepdims", "noop_with_empty_axes"])
+    """ReduceSum/Mean/Max/Min over any ``axes`` (attribute, or the axes input passed as
+    attribute), with ``keepdims`` and ``noop_with_empty_axes``; GlobalAveragePool and
+    GlobalMaxPool as the reduction over the spatial axes."""
+    kind = GLOBAL_POOLS.get(node.op_type, node.op_type)
     shape = node.input(0)
     rank = len(shape)
-    axes = node.ints_attr("axes") or []
-    keepdims = node.int_attr("keepdims", 1)
-    noop = node.int_attr("noop_with_empty_axes", 0)
+    if node.op_type in GLOBAL_POOLS:
+        node.check_attrs([])
+        if rank < 3:
+            raise node.invalid(f"input must have rank >= 3 (N, C, spatial...), got {shape}")
+        axes, keepdims, noop = list(range(2, rank)), 1, 0
+    else:
+        node.check_attrs(["axes", "keepdims", "noop_with_empty_axes"])
+        axes = node.ints_attr("axes") or []
+        keepdims = node.int_attr("keepdims", 1)
+        noop = node.int_attr("noop_with_empty_axes", 0)
     if not axes:
         if noop:
             node.check_output(0, shape)
@@ -245,13 +271,17 @@ def reduce(node: Node) -> OpKernel:
     base = index_expr("row", kept_shape, [st[d] for d in kept])
     offset = index_expr("j", red_shape, [st[d] for d in red])
     elem = offset if base == "0" else f"{base} + {offset}"
-    finish = "red[0] / ROWLEN" if node.op_type == "ReduceMean" else "red[0]"
+    init, combine, finish = REDUCTIONS[kind]
+    if combine == "{a} + {b}":
+        update = f"part += x[{elem}];"
+    else:  # the element loaded once, as the brute-force counts see it
+        update = f"const float v = x[{elem}];\n        part = {combine.format(a='part', b='v')};"
     body = "\n".join(
         [
-            _row_loop("0.0f", f"part += x[{elem}];"),
-            _tree(lanes_for(node, length), "{a} + {b}"),
+            _row_loop(init, update),
+            _tree(lanes_for(node, length), combine),
             "if (lane == 0) {",
-            f"    y[row] = {finish};",
+            f"    y[row] = {finish.format(total='red[0]')};",
             "}",
         ]
     )
