@@ -522,8 +522,20 @@ class CompiledProgram:
         return events
 
     def finish(self) -> None:
-        """Wait for everything enqueued; host arrays of transfers may be released after."""
-        self.queue.finish()
+        """Wait for everything enqueued; host arrays of transfers may be released after.
+
+        A kernel that fails while it runs surfaces here, as the queue's error: NVIDIA's driver,
+        for one, drops the whole queue after an access outside a buffer or ``__local`` array
+        (``INVALID_COMMAND_QUEUE``), where PoCL reads or writes whatever is there."""
+        try:
+            self.queue.finish()
+        except cl.Error as err:
+            kernels = ", ".join(dict.fromkeys(
+                self.program.op(s.launch[0]).kernel for s in self.steps if s.kind == "launch"))
+            raise PolyfuseError(f"program {self.program.name!r}: the device failed while running "
+                                f"its kernels ({kernels}): {err}; a kernel may access memory "
+                                "outside a buffer or __local array (the device's driver may then "
+                                "drop the command queue)") from None
         self._pending.clear()
 
     def _enqueue_host(self, s: _Step,
