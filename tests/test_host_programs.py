@@ -13,6 +13,7 @@ from typing import Any
 
 import islpy as isl
 import pytest
+import sympy
 
 from polyfuse.cli import main as cli_main
 from polyfuse.frontend.host import load_opencl
@@ -703,3 +704,19 @@ def test_handson_cpp_pi_work_group_size_query(tmp_path: Path) -> None:
     assert launch.arg(2).kind == "local" and launch.arg(2).local_bytes == 64
     assert program.buffers["d_partial_sums"].size == 64
     assert launch.arg(1).value == pytest.approx(1.0 / 4096)
+
+
+def test_affine_guard_on_loop_iterator_keeps_the_loop_symbolic() -> None:
+    """``if (k < steps - 1) launch; else launch;`` in a host loop: each branch's launch gets a
+    0-or-1-trip guard loop, so the loop is not unrolled and the UAR honours the guard exactly."""
+    d = PROGRAMS / "guarded_loop"
+    program = load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"))
+    assert program.params == ("n", "steps")
+    scale, update, finish = program.launches
+    assert [lp.iterator for lp in scale.loops] == ["k"]
+    assert [lp.upper for lp in update.loops[:1]] == [sympy.Symbol("steps")]
+    assert len(update.loops) == len(finish.loops) == 2
+    small = load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"), argv=["8", "4"])
+    widths = check_against_oracle(small)
+    assert _edge(widths, "scale", "update", small) == "thread"
+    assert _edge(widths, "scale", "finish", small) == "thread"

@@ -328,6 +328,7 @@ class _Interpreter(OpenCLModel, CSemantics):
         self.node: Optional[c_ast.Node] = None
         self.type_cache: dict[int, _CType] = {}
         self.open_structs: set[str] = set()
+        self.guard_names: dict[int, str] = {}  # if statement -> its guard loop's iterator
 
     # -- driver -------------------------------------------------------------------------------
 

@@ -773,12 +773,21 @@ class CSemantics:
         self.state = base
         if not results:
             self._reraise(signals)
-        for _, st in results:
+        for k, st in results:
             new_ops = st.ops[len(base.ops):]
+            if new_ops and rel is not None and _syms(rel) & self.loop_syms:
+                guard = self._guard_loop(node, rel if k == 0 else sympy.Not(rel))
+                if guard is not None:
+                    depth = len(self.loops)
+                    st.ops[len(base.ops):] = [dataclasses.replace(
+                        op, loops=op.loops[:depth] + (guard,) + op.loops[depth:])
+                        for op in new_ops]
+                    continue
             for op in new_ops:
                 if isinstance(op, Launch) or op.kind in ("write", "copy", "unknown"):
                     if rel is not None and _syms(rel) & self.loop_syms:
-                        raise _NeedUnroll("operation under a condition on a host loop iterator")
+                        raise _NeedUnroll("operation under a condition on a host loop iterator "
+                                          "that is not a conjunction of affine bounds")
                     what = "launch" if isinstance(op, Launch) else f"{op.name or op.kind}"
                     raise self._error(
                         f"{what} under data-dependent host condition (line "
@@ -789,6 +798,26 @@ class CSemantics:
         self.state.facts.extend(facts)
         if base.uncertain_break is not None:
             self.state.uncertain_break = base.uncertain_break
+
+    def _guard_loop(self, node: c_ast.Node, rel: Any) -> Optional[HostLoop]:
+        """An affine guard on host loop iterators (``if (k < n - 1)``) as a loop of 0 or 1
+        iteration around the operations it guards: their domain honours it exactly and the
+        enclosing loop stays symbolic.  None when the guard is not a conjunction of affine
+        bounds (``!=``, ``||``)."""
+        bounds = _affine_bounds(rel)
+        if bounds is None:
+            return None
+        name = self.guard_names.get(id(node))
+        if name is None:
+            active = {lp.iterator for lp in self.loops}
+            loc = self._loc(node)
+            name = syntax.fresh_name(f"if{loc.line if loc else ''}",
+                                     lambda n: n in self.names_used or n in active)
+            self.names_used.add(name)
+            self.guard_names[id(node)] = name
+        return HostLoop(iterator=name, lower=sympy.Integer(0),
+                        upper=sympy.Min(sympy.Integer(1), *(b + 1 for b in bounds)),
+                        loc=self._loc(node))
 
     def _reraise(self, signals: list[_Signal]) -> None:
         rets = [s for s in signals if isinstance(s, _Return)]
@@ -2191,6 +2220,33 @@ def _int_const(text: str) -> Optional[int]:
         return int(text.rstrip("uUlL"), 0)
     except ValueError:
         return None
+
+
+def _affine_bounds(rel: Any) -> Optional[list]:
+    """``rel`` as integer affine expressions that are all ``>= 0`` exactly when it holds; None
+    when it is no such conjunction."""
+    if isinstance(rel, sympy.And):
+        out: list = []
+        for a in rel.args:
+            part = _affine_bounds(a)
+            if part is None:
+                return None
+            out += part
+        return out
+    diffs = {sympy.StrictLessThan: lambda a, b: [b - a - 1], sympy.LessThan: lambda a, b: [b - a],
+             sympy.StrictGreaterThan: lambda a, b: [a - b - 1],
+             sympy.GreaterThan: lambda a, b: [a - b],
+             sympy.Equality: lambda a, b: [a - b, b - a]}
+    make = diffs.get(type(rel))
+    if make is None:
+        return None
+    out = [sympy.expand(_mod_free(d)) for d in make(rel.lhs, rel.rhs)]
+    try:
+        for d in out:
+            host_expr_to_isl(d)
+    except (ValueError, TypeError):
+        return None
+    return out
 
 
 def _fact_to_isl(rel: Any) -> Optional[str]:
