@@ -735,9 +735,14 @@ cleanup:
     """)
     ctx = param_context(prog)
     assert ctx.is_equal(type(ctx)("[n] -> { : n mod 64 = 0 and n <= 4096 }"))
+    r = sympy.Symbol("r")
     assert [la.global_size for la in prog.launches] == \
-        [(n,), (sympy.floor(n / 2),), (sympy.floor(n / 2),), (64,), (66,)]
+        [(n,), (sympy.floor(n / 2),), (sympy.floor(n / 2),), (r + 64,)]
     assert prog.launches[0].arg(1).value == 2.0
+    # `if (r % 2 == 0)` is an affine guard: a 0-or-1-trip loop, the r loop stays symbolic
+    outer, guard = prog.launches[3].loops
+    assert (outer.iterator, outer.upper) == ("r", 4) and guard.lower == 0
+    assert [sympy.sympify(guard.upper).subs(r, v) for v in range(4)] == [1, 0, 1, 0]
 
 
 def test_error_break_under_data_dependent_condition():

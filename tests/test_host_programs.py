@@ -522,17 +522,40 @@ def test_runtime_builds_with_the_hosts_options(tmp_path: Path, capsys: Any) -> N
 GRAMSCHMIDT = PROGRAMS / "polybench_gramschmidt" / "gramschmidt.c"
 
 
+def _unfoldable_gramschmidt(tmp_path: Path) -> Path:
+    """gramschmidt with its launch guard written ``size3(k) != 0``: no conjunction of affine
+    bounds, so the k loop is unrolled (a long sequence of launches)."""
+    src = GRAMSCHMIDT.parent
+    for f in src.iterdir():
+        text = f.read_text()
+        if f.name == GRAMSCHMIDT.name:
+            text = text.replace("if (globalWorkSizeKernel3[0] > 1)",
+                                "if (globalWorkSizeKernel3[0] != 0)")
+        (tmp_path / f.name).write_text(text)
+    return tmp_path / GRAMSCHMIDT.name
+
+
+def test_gramschmidt_guarded_launch_stays_symbolic() -> None:
+    """PolyBench's ``if (size3(k) > 1) launch k3(k)``, a float ``ceil`` of ``k``: a guard loop,
+    not 2048 unrolled launches; exact against brute force."""
+    program = load_opencl(None, host=str(GRAMSCHMIDT), defines={"MINI_DATASET": None})
+    assert [len(op.loops) for op in program.launches] == [1, 1, 2]
+    check_against_oracle(program)
+    assert load_opencl(None, host=str(GRAMSCHMIDT)).launches[2].loops[0].upper == 2048
+
+
 @pytest.mark.parametrize("windowed", [False, True])
-def test_gramschmidt_unrolled_launches_against_the_oracle(windowed: bool, monkeypatch: Any
-                                                          ) -> None:
-    """``for k: launch k1(k); launch k2(k); if (size3(k) > 1) launch k3(k)`` with a global
+def test_gramschmidt_unrolled_launches_against_the_oracle(windowed: bool, monkeypatch: Any,
+                                                          tmp_path: Path) -> None:
+    """``for k: launch k1(k); launch k2(k); if (size3(k) != 0) launch k3(k)`` with a global
     size that is a float ``ceil`` of ``k``: unrolled, every edge as brute force finds it (with
     the whole-sequence flow and the sink-by-sink flow of long sequences)."""
     from polyfuse.uar import deps
 
     if windowed:
         monkeypatch.setattr(deps, "WINDOW_MIN_OPS", 0)
-    program = load_opencl(None, host=str(GRAMSCHMIDT), defines={"MINI_DATASET": None})
+    program = load_opencl(None, host=str(_unfoldable_gramschmidt(tmp_path)),
+                          defines={"MINI_DATASET": None})
     kinds = [op.kernel[-1] for op in program.launches]
     assert kinds == ["1", "2", "3"] * 7 + ["1", "2"]
     assert [op.global_size for op in program.launches if op.kernel.endswith("3")] == \
@@ -540,13 +563,15 @@ def test_gramschmidt_unrolled_launches_against_the_oracle(windowed: bool, monkey
     check_against_oracle(program)
 
 
-def test_windowed_dependences_equal_the_whole_sequence_flow(monkeypatch: Any) -> None:
+def test_windowed_dependences_equal_the_whole_sequence_flow(monkeypatch: Any, tmp_path: Path
+                                                           ) -> None:
     """The sink-by-sink flow of unrolled sequences gives exactly isl's whole-sequence
     dataflow (same edges, equal relations)."""
     from polyfuse.uar import deps
     from polyfuse.uar.effects import instantiate
 
-    programs = [load_opencl(None, host=str(GRAMSCHMIDT), defines={"NI": "12", "NJ": "12"}),
+    programs = [load_opencl(None, host=str(_unfoldable_gramschmidt(tmp_path)),
+                            defines={"NI": "12", "NJ": "12"}),
                 load_opencl(None, host=str(PROGRAMS / "kernels_in_program" / "host.c")),
                 load_opencl(None, host=str(PROGRAMS / "linked_list" / "host.c"))]
     for program in programs:
@@ -562,8 +587,9 @@ def test_windowed_dependences_equal_the_whole_sequence_flow(monkeypatch: Any) ->
         assert all(whole[k].is_equal(windowed[k]) for k in whole), program.name
 
 
-def test_too_many_unrolled_launches_are_refused_with_a_hint(capsys: Any) -> None:
-    code, _, err = _run_cli(capsys, "analyze", "--host", str(GRAMSCHMIDT))
+def test_too_many_unrolled_launches_are_refused_with_a_hint(capsys: Any, tmp_path: Path
+                                                            ) -> None:
+    code, _, err = _run_cli(capsys, "analyze", "--host", str(_unfoldable_gramschmidt(tmp_path)))
     assert code == 1 and "gramschmidt.c:" in err and "2048 exceeds" in err
     assert "-D SMALL_DATASET" in err and "Traceback" not in err
 

@@ -329,6 +329,9 @@ class _Interpreter(OpenCLModel, CSemantics):
         self.type_cache: dict[int, _CType] = {}
         self.open_structs: set[str] = set()
         self.guard_names: dict[int, str] = {}  # if statement -> its guard loop's iterator
+        self.name_suffix: dict[str, int] = {}  # parameter base name -> next suffix to try
+        self.nest_depth = 0  # loop statements being interpreted, nested
+        self.iterations_left = 0  # of the current loop nest's budget
 
     # -- driver -------------------------------------------------------------------------------
 

@@ -36,6 +36,9 @@ _log = logging.getLogger("polyfuse.frontend.host")
 
 #: the largest trip count of a host loop that polyfuse unrolls when it cannot keep it symbolic
 MAX_UNROLL = 1024
+#: iterations of loops without OpenCL calls interpreted one by one in a whole loop nest; past
+#: it, such loops are summarised
+NEST_BUDGET = 4 * MAX_UNROLL
 _MAX_CALL_DEPTH = 48
 
 # ----------------------------------------------------------------------------------------------
@@ -118,6 +121,8 @@ class _Arr:
         return self.default if self.default is not None else _UNK
 
     def set(self, i: int, v: Any) -> _Arr:
+        if not self.elems or self.elems[-1][0] < i:  # filling in order: no search, no sort
+            return _Arr(self.length, self.elems + ((i, v),), self.default)
         d = dict(self.elems)
         d[i] = v
         return _Arr(self.length, tuple(sorted(d.items())), self.default)
@@ -464,7 +469,12 @@ class CSemantics:
                 raise PolyfuseError(f"--param {name}={value}: '{name}' is an integer in the "
                                     "host program", self.filename)
             return _Num(sympy.Integer(int(value)))
-        unique = syntax.fresh_name(name, self.names_used.__contains__)
+        k = self.name_suffix.get(name, 0)  # the suffixes below k are taken: O(1) per name
+        unique = f"{name}_{k}" if k else name
+        while unique in self.names_used:
+            k += 1
+            unique = f"{name}_{k}"
+        self.name_suffix[name] = k + 1
         self.names_used.add(unique)
         sym = sympy.Symbol(unique)
         self.params[unique] = sym
@@ -927,24 +937,39 @@ class CSemantics:
 
     # -- loops --------------------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def _loop_nest(self) -> Iterator[None]:
+        """One budget of concretely interpreted iterations for a whole loop nest (a loop
+        inside a loop must not multiply the work)."""
+        if self.nest_depth == 0:
+            self.iterations_left = NEST_BUDGET
+        self.nest_depth += 1
+        try:
+            yield
+        finally:
+            self.nest_depth -= 1
+
     def _s_For(self, node: c_ast.For) -> None:
         self.frames[-1].scopes.append({})
         try:
-            counted = self._counted(node)
-            if counted is not None:
-                self._counted_loop(node, *counted)
-            else:
-                if node.init is not None:
-                    self._exec(node.init)
-                self._generic_loop(node, node.cond, node.stmt, node.next, False)
+            with self._loop_nest():
+                counted = self._counted(node)
+                if counted is not None:
+                    self._counted_loop(node, *counted)
+                else:
+                    if node.init is not None:
+                        self._exec(node.init)
+                    self._generic_loop(node, node.cond, node.stmt, node.next, False)
         finally:
             self.frames[-1].scopes.pop()
 
     def _s_While(self, node: c_ast.While) -> None:
-        self._generic_loop(node, node.cond, node.stmt, None, False)
+        with self._loop_nest():
+            self._generic_loop(node, node.cond, node.stmt, None, False)
 
     def _s_DoWhile(self, node: c_ast.DoWhile) -> None:
-        self._generic_loop(node, node.cond, node.stmt, None, True)
+        with self._loop_nest():
+            self._generic_loop(node, node.cond, node.stmt, None, True)
 
     def _counted(self, node: c_ast.For) -> Optional[tuple]:
         """(iterator, lower node, upper node, inclusive, step) of a counted loop, or None."""
@@ -1008,6 +1033,11 @@ class CSemantics:
             self.state = base
             if trip is None and need.why == "the loop body always breaks" and \
                     self._first_iteration_breaks(node, sid, lo):
+                return
+            if (trip is None or trip > min(MAX_UNROLL, self.iterations_left)) and \
+                    self._summarise(node.stmt, None, None, sid, False):
+                final = hi if trip is None else lo + step * trip
+                self._write(_Ref(sid), _Num(final) if step == 1 or trip is not None else _UNK)
                 return
             if trip is None or trip > MAX_UNROLL:
                 what = "its trip count is not a constant" if trip is None else \
@@ -1120,6 +1150,7 @@ class CSemantics:
 
     def _unroll(self, node: c_ast.For, sid: int, values: list) -> None:
         with self._no_early_exit():
+            self.iterations_left -= len(values)
             for v in values:
                 self._write(_Ref(sid), _Num(sympy.Integer(v)))
                 try:
@@ -1158,6 +1189,9 @@ class CSemantics:
                         return
                     if t is None or i == MAX_UNROLL:
                         break
+                    if self.iterations_left <= 0 and len(self.state.ops) == len(base.ops):
+                        break
+                self.iterations_left -= 1
                 try:
                     self._exec(body)
                 except _Continue:
@@ -1169,6 +1203,8 @@ class CSemantics:
         # the condition is not known: the body must not contain operations
         self.state = base
         self.frames[-1].scopes = scopes
+        if self._summarise(body, cond, nxt, None, do_first):
+            return
         s0 = self.state.clone()
         self.state.uncertain_break = None
         if cond is not None and not do_first:
@@ -1189,6 +1225,44 @@ class CSemantics:
                 self.state.slots[k] = dataclasses.replace(
                     slot, value=_havoc_diff(slot.value, self.state.slots[k].value))
         self.state.uncertain_break = s0.uncertain_break
+
+    def _summarise(self, body: c_ast.Node, cond: Optional[c_ast.Node],
+                   nxt: Optional[c_ast.Node], sid: Optional[int], do_first: bool) -> bool:
+        """A loop that makes no OpenCL call, summarised instead of interpreted iteration by
+        iteration: what it may write becomes unknown (until nothing more changes).  False,
+        with the state untouched, when the body does make operations."""
+        base = self.state.clone()
+        scopes = [dict(s) for s in self.frames[-1].scopes]
+        for _ in range(4):
+            s0 = self.state.clone()
+            if sid is not None:
+                self._write(_Ref(sid), _UNK)
+            try:
+                if cond is not None and not do_first:
+                    self._eval(cond)
+                self._exec(body)
+                if nxt is not None:
+                    self._eval(nxt)
+            except (_Break, _Continue):
+                pass
+            except PolyfuseError:  # an operation that needs the iterations: not summarisable
+                self.state = base
+                return False
+            finally:
+                self.frames[-1].scopes = [dict(sc) for sc in scopes]
+            if (len(self.state.ops) != len(base.ops) or set(self.state.buffers) != set(base.buffers)
+                    or self.state.kobjs != base.kobjs):
+                self.state = base
+                return False
+            changed = [k for k, slot in s0.slots.items()
+                       if k in self.state.slots and self.state.slots[k].value != slot.value]
+            for k in changed:
+                self.state.slots[k] = dataclasses.replace(
+                    s0.slots[k], value=_havoc_diff(s0.slots[k].value, self.state.slots[k].value))
+            if not changed:
+                break
+        self.state.uncertain_break = base.uncertain_break
+        return True
 
     # -- expressions --------------------------------------------------------------------------
 
@@ -1405,8 +1479,11 @@ class CSemantics:
         return None
 
     def _e_ArrayRef(self, node: c_ast.ArrayRef) -> Any:
-        base = self._pointer_of(node.name)
+        value = self._eval(node.name)
+        base = value if isinstance(value, _Ref) else None
         idx = self._eval(node.subscript)
+        if isinstance(value, _Str):  # argv[i][0] == '-', switch (argv[i][1])
+            return _char_at(value.s, idx)
         if base is None:
             return _UNK
         ref = self._index(base, idx)
@@ -1463,6 +1540,8 @@ class CSemantics:
             return ref if ref is not None else _Handle("pointer")
         if op == "*":
             p = self._eval(node.expr)
+            if isinstance(p, _Str):
+                return _char_at(p.s, _ZERO)
             if isinstance(p, _Ref):
                 ref = self._index(p, _ZERO)
                 return self._deref_value(ref) if isinstance(ref, _Ref) else _UNK
@@ -1526,6 +1605,9 @@ class CSemantics:
                 if isinstance(other, _Num) and other.e == 0:
                     return _ZERO if op == "==" else _ONE
                 return _UNK
+        if isinstance(a, _Str) and isinstance(b, _Num) and op == "+" and b.e.is_Integer and \
+                0 <= int(b.e) <= len(a.s):
+            return _Str(a.s[int(b.e):])  # a pointer into a known string (argv[i] + 2)
         if isinstance(a, _Ref) and isinstance(b, _Num) and op in ("+", "-") and b.e.is_Integer:
             r = self._index(a, _Num(b.e if op == "+" else -b.e))
             return r if isinstance(r, _Ref) else _Handle("pointer")
@@ -1871,35 +1953,108 @@ class CSemantics:
 
     def _cl_getopt(self, node: c_ast.FuncCall, args: list) -> Any:
         """POSIX ``getopt`` over the ``--args`` command line (unknown without it)."""
+        return self._getopt(args, None)
+
+    def _cl_getopt_long(self, node: c_ast.FuncCall, args: list) -> Any:
+        """GNU ``getopt_long``: ``--name``, ``--name=value`` and ``--name value`` from the
+        ``struct option`` table, short options as ``getopt``."""
+        return self._getopt(args, self._arg(args, 3))
+
+    def _getopt(self, args: list, longopts: Any) -> Any:
         spec = self._arg(args, 2)
-        if self.argv is None or not isinstance(spec, _Str):
+        argv = self._words(self._arg(args, 0), self._arg(args, 1))
+        if argv is None or not isinstance(spec, _Str):
             return _UNK
-        argv = self.argv
-        if self.optind >= len(argv) or not argv[self.optind].startswith("-") or \
-                argv[self.optind] == "-":
+        optind = self._opt_index()
+        if optind >= len(argv) or not argv[optind].startswith("-") or argv[optind] == "-":
             return _Num(sympy.Integer(-1))
-        word = argv[self.optind]
+        word = argv[optind]
         if word == "--":
-            self.optind += 1
+            self._set_opt(optind + 1, None)
             return _Num(sympy.Integer(-1))
+        if word.startswith("--") and longopts is not None:
+            return self._long_option(argv, optind, word[2:], longopts)
         opt = word[1]
         pos = spec.s.find(opt)
         if pos < 0 or opt == ":":
-            self.optind += 1
+            self._set_opt(optind + 1, None)
             return _Num(sympy.Integer(ord("?")))
         if spec.s[pos + 1:pos + 2] == ":":
             if len(word) > 2:
-                self.optarg = _Str(word[2:])
-                self.optind += 1
-            elif self.optind + 1 < len(argv):
-                self.optarg = _Str(argv[self.optind + 1])
-                self.optind += 2
+                self._set_opt(optind + 1, word[2:])
+            elif optind + 1 < len(argv):
+                self._set_opt(optind + 2, argv[optind + 1])
             else:
-                self.optind += 1
+                self._set_opt(optind + 1, None)
                 return _Num(sympy.Integer(ord("?")))
         else:
-            self.optind += 1
+            self._set_opt(optind + 1, None)
         return _Num(sympy.Integer(ord(opt)))
+
+    def _long_option(self, argv: list[str], optind: int, word: str, longopts: Any) -> Any:
+        name, eq, value = word.partition("=")
+        i = 0
+        while isinstance(longopts, _Ref) and i <= 256:
+            entry = self._read(_Ref(longopts.slot, longopts.path[:-1] + (longopts.path[-1] + i,))
+                               if longopts.path and isinstance(longopts.path[-1], int)
+                               else _Ref(longopts.slot, longopts.path + (i,)))
+            if not isinstance(entry, _Rec):
+                return _UNK
+            opt_name, has_arg = entry.get("name"), entry.get("has_arg")
+            if not isinstance(opt_name, _Str):
+                break  # the table's terminating { 0, 0, 0, 0 }
+            if opt_name.s == name:
+                if not isinstance(has_arg, _Num) or not has_arg.e.is_Integer:
+                    return _UNK
+                if int(has_arg.e) == 0 or eq:
+                    self._set_opt(optind + 1, value if eq else None)
+                elif optind + 1 < len(argv):
+                    self._set_opt(optind + 2, argv[optind + 1])
+                elif int(has_arg.e) == 1:
+                    self._set_opt(optind + 1, None)
+                    return _Num(sympy.Integer(ord("?")))
+                else:
+                    self._set_opt(optind + 1, None)
+                flag, val = entry.get("flag"), entry.get("val")
+                if isinstance(flag, _Ref):
+                    self._write(flag, val)
+                    return _ZERO
+                return val
+            i += 1
+        self._set_opt(optind + 1, None)
+        return _Num(sympy.Integer(ord("?")))
+
+    def _words(self, argc: Any, argv: Any) -> Optional[list[str]]:
+        """The strings an ``argc``/``argv`` pair holds (also after a harness moved ``argv``
+        past its own options), or None when polyfuse does not know them."""
+        if self.argv is None or not isinstance(argc, _Num) or not argc.e.is_Integer:
+            return None
+        if not isinstance(argv, _Ref):
+            return None
+        words = []
+        for k in range(int(argc.e)):
+            ref = self._index(argv, _Num(sympy.Integer(k)))
+            w = self._read(ref) if isinstance(ref, _Ref) else None
+            if not isinstance(w, _Str):
+                return None
+            words.append(w.s)
+        return words
+
+    def _opt_index(self) -> int:
+        sid = self._lookup("optind")
+        v = self._read(_Ref(sid)) if sid is not None else None
+        if isinstance(v, _Num) and v.e.is_Integer:
+            self.optind = int(v.e)
+        return self.optind
+
+    def _set_opt(self, optind: int, optarg: Optional[str]) -> None:
+        """getopt's globals, in polyfuse's state and in the host's own ``extern`` declarations."""
+        self.optind = optind
+        self.optarg = _Str(optarg) if optarg is not None else _ZERO
+        for name, value in (("optind", _Num(sympy.Integer(optind))), ("optarg", self.optarg)):
+            sid = self._lookup(name)
+            if sid is not None:
+                self._write(_Ref(sid), value)
 
 
 @dataclass(frozen=True)
@@ -1924,6 +2079,13 @@ def _align(t: _CType) -> int:
     if t.kind == "struct":
         return max((_align(f) for _, f in t.fields), default=1)
     return max(1, t.size)
+
+
+def _char_at(text: str, idx: Any) -> Any:
+    """A character of a known C string (its terminating NUL included), else unknown."""
+    if isinstance(idx, _Num) and idx.e.is_Integer and 0 <= int(idx.e) <= len(text):
+        return _Num(sympy.Integer(ord(text[int(idx.e)]) if int(idx.e) < len(text) else 0))
+    return _UNK
 
 
 def _truth(v: Any) -> Optional[bool]:
