@@ -746,3 +746,41 @@ def test_affine_guard_on_loop_iterator_keeps_the_loop_symbolic() -> None:
     widths = check_against_oracle(small)
     assert _edge(widths, "scale", "update", small) == "thread"
     assert _edge(widths, "scale", "finish", small) == "thread"
+
+
+@pytest.mark.parametrize(("argv", "size", "iters"), [
+    (["-p", "0", "-d", "1", "--", "--size", "64", "--iters=3"], 64, 3),
+    (["-v", "--", "-s", "16", "-i", "2", "-q"], 16, 2),
+    (["--", "--size", "128"], 128, 1),
+])
+def test_harness_moves_argv_then_getopt_long(argv: list, size: int, iters: int) -> None:
+    """A harness reads its options character by character (``av[i][0] != '-'``,
+    ``switch (av[i][1])``) and moves ``argv`` past them; the rest goes to getopt_long with
+    ``--name value``, ``--name=value`` and short options."""
+    d = PROGRAMS / "cmdline_c"
+    program = load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"), argv=argv)
+    (launch,) = program.launches
+    assert launch.global_size == (size,) and [lp.upper for lp in launch.loops] == [iters]
+
+
+def test_setup_loops_without_opencl_calls_are_summarised(monkeypatch: Any) -> None:
+    """A 230,400-element two-variable ``for`` fill and 2.2 million iterations of nested
+    flag set-up: one iteration budget for the whole nest, then a summary (what the loops
+    write becomes unknown: host data, and a float scale that stays a kernel parameter)."""
+    from polyfuse.frontend import host_c
+
+    executed = [0]
+    original = host_c.CSemantics._exec
+
+    def counting(self: Any, node: Any) -> None:
+        executed[0] += 1
+        original(self, node)
+
+    monkeypatch.setattr(host_c.CSemantics, "_exec", counting)
+    d = PROGRAMS / "setup_loops"
+    program = load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"))
+    assert executed[0] < 40_000, executed[0]
+    (launch,) = program.launches
+    assert launch.global_size == (sympy.Symbol("n"),) and launch.arg(3).value is None
+    small = load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"), argv=["16"])
+    assert small.launches[0].global_size == (16,) and small.buffers["d_in"].size == 64

@@ -700,6 +700,13 @@ class CSemantics:
                 arr = arr.set(idx, self._coerce(v, elem, name, (idx,)))
                 idx += 1
             return arr
+        if ctype.kind == "struct" and not ctype.fields:
+            # a struct declared only in a system header polyfuse does not read (getopt's
+            # ``struct option``): its values by position, ``"0"``, ``"1"``, ...
+            return _Rec(tuple((str(i), self._init_list(e, _UNK_TYPE, f"{name}_{i}")
+                               if isinstance(e, c_ast.InitList) else self._eval_named(
+                                   e, f"{name}_{i}"))
+                              for i, e in enumerate(init.exprs)))
         if ctype.kind == "struct":
             rec = self._default(ctype, True)
             names = [n for n, _ in ctype.fields]
@@ -2000,7 +2007,9 @@ class CSemantics:
                                else _Ref(longopts.slot, longopts.path + (i,)))
             if not isinstance(entry, _Rec):
                 return _UNK
-            opt_name, has_arg = entry.get("name"), entry.get("has_arg")
+            fields = ("name", "has_arg", "flag", "val") if entry.get("name") != _UNK else \
+                ("0", "1", "2", "3")  # struct option {name, has_arg, flag, val}
+            opt_name, has_arg, flag, val = (entry.get(f) for f in fields)
             if not isinstance(opt_name, _Str):
                 break  # the table's terminating { 0, 0, 0, 0 }
             if opt_name.s == name:
@@ -2015,7 +2024,6 @@ class CSemantics:
                     return _Num(sympy.Integer(ord("?")))
                 else:
                     self._set_opt(optind + 1, None)
-                flag, val = entry.get("flag"), entry.get("val")
                 if isinstance(flag, _Ref):
                     self._write(flag, val)
                     return _ZERO
