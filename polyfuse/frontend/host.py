@@ -83,6 +83,7 @@ from polyfuse.frontend.host_c import (
     _op_syms,
     _Ref,
     _Signal,
+    _Source,
     _State,
     _Str,
     _syms,
@@ -159,7 +160,8 @@ def parse_host(
     prog = interp.run()
     interp.check_kernel_files()
     if check_params:
-        known = set(prog.params) | interp.int_params | interp.applied | interp.float_names
+        known = set(prog.params) | interp.int_params | interp.applied | interp.float_names | \
+            interp.data_names
         unknown = [n for n in params if n not in known]
         if unknown:
             names = ", ".join(sorted(known)) or "none"
@@ -329,6 +331,8 @@ class _Interpreter(OpenCLModel, CSemantics):
         self.type_cache: dict[int, _CType] = {}
         self.open_structs: set[str] = set()
         self.guard_names: dict[int, str] = {}  # if statement -> its guard loop's iterator
+        self.break_src: dict[int, _Source] = {}  # if statement -> the data its break tests
+        self.data_names: set[str] = set()  # values computed from data, by name (--param binds)
         self.name_suffix: dict[str, int] = {}  # parameter base name -> next suffix to try
         self.nest_depth = 0  # loop statements being interpreted, nested
         self.iterations_left = 0  # of the current loop nest's budget

@@ -55,13 +55,30 @@ class _Num:
 
 
 @dataclass(frozen=True)
+class _Source:
+    """Where a value computed from the program's data comes from (a read-back, a file, a
+    summarised loop): named by the variable it is stored in, which ``--param`` binds."""
+
+    what: str  # "read back from the device by clEnqueueReadBuffer"
+    loc: str  # file:line
+    name: str = ""
+
+    def describe(self) -> str:
+        named = f"'{self.name}', " if self.name else ""
+        return f"{named}{self.what} at {self.loc}"
+
+
+@dataclass(frozen=True)
 class _Unknown:
     flt: bool = False
+    src: Optional[_Source] = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
 class _Runtime:
     """A loop-invariant integer read at run time; becomes a parameter when stored."""
+
+    src: Optional[_Source] = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -437,14 +454,19 @@ class CSemantics:
     def _coerce(self, value: Any, ctype: _CType, name: str, path: tuple = ()) -> Any:
         """Adapt a value stored into a variable of ``ctype``; run-time values become params."""
         if isinstance(value, _Runtime):
-            if ctype.kind == "float" and not self.loops:
-                pname = re.sub(r"\W", "_", _var_name(name, path))
+            pname = re.sub(r"\W", "_", _var_name(name, path))
+            src = dataclasses.replace(value.src, name=pname) if value.src else None
+            if ctype.kind == "float" and (not self.loops or src is not None):
                 self.float_names.add(pname)
                 if pname in self.param_values:
                     self.applied.add(pname)
                     return _Num(sympy.Float(float(self.param_values[pname])), True)
+            if self.loops and src is not None and ctype.kind == "int":
+                self.data_names.add(pname)
+                if pname in self.param_values:  # fixed by the user for every iteration
+                    return self._new_param(pname)
             if self.loops or ctype.kind == "float":
-                return _UNKF if ctype.kind == "float" else _UNK
+                return _Unknown(ctype.kind == "float", src)
             value = self._new_param(_var_name(name, path))
             if ctype.kind == "int" and isinstance(value.e, sympy.Symbol):
                 self.int_params.add(str(value.e))
@@ -457,7 +479,7 @@ class CSemantics:
             if ctype.kind == "int" and value.flt:
                 return _float_to_int(value.e)
         if isinstance(value, _Unknown) and ctype.kind == "float":
-            return _UNKF
+            return _Unknown(True, value.src)
         return value
 
     def _new_param(self, name: str) -> _Num:
@@ -748,10 +770,10 @@ class CSemantics:
         elif truth is False:
             self._exec(node.iffalse)
         else:
-            self._branches(node, [node.iftrue, node.iffalse], _rel(cond))
+            self._branches(node, [node.iftrue, node.iffalse], _rel(cond), src=_src_of(cond))
 
     def _branches(self, node: c_ast.Node, bodies: list, rel: Any, *,
-                  switch: bool = False) -> None:
+                  switch: bool = False, src: Optional[_Source] = None) -> None:
         """Explore bodies whose choice is not known; keep the non-error paths and merge them.
 
         In a ``switch`` (``switch=True``) a ``break`` ends its case normally."""
@@ -781,6 +803,8 @@ class CSemantics:
                 self.frames[-1].cond_returns.append(sig.value)
             if isinstance(sig, (_Break, _Continue)):
                 base.uncertain_break = node
+                if src is not None:
+                    self.break_src[id(node)] = src
             if rel is not None and len(bodies) == 2:
                 facts.append(sympy.Not(rel) if k == 0 else rel)
             elif isinstance(sig, (_Exit, _Return)) and self.frames[-1].name == "main":
@@ -1042,7 +1066,7 @@ class CSemantics:
                     self._first_iteration_breaks(node, sid, lo):
                 return
             if (trip is None or trip > min(MAX_UNROLL, self.iterations_left)) and \
-                    self._summarise(node.stmt, None, None, sid, False):
+                    self._summarise(node, node.stmt, None, None, sid, False):
                 final = hi if trip is None else lo + step * trip
                 self._write(_Ref(sid), _Num(final) if step == 1 or trip is not None else _UNK)
                 return
@@ -1070,9 +1094,7 @@ class CSemantics:
             s1 = self.state
             ops1 = s1.ops[len(s0.ops):]
             if ops1 and s1.uncertain_break is not None:
-                raise self._error("launches in a host loop that may be left early (break or "
-                                  "continue under a data-dependent condition)",
-                                  s1.uncertain_break, UnsupportedError)
+                raise self._early_exit_error(s1.uncertain_break)
             variant_slots = [k for k in s0.slots if k != sid and k in s1.slots
                              and s0.slots[k].value != s1.slots[k].value]
             variant_k = [o for o in s0.kobjs if o in s1.kobjs and s0.kobjs[o] != s1.kobjs[o]]
@@ -1169,6 +1191,12 @@ class CSemantics:
             if values:
                 self._write(_Ref(sid), _Num(sympy.Integer(values[-1]) + 1))
 
+    def _early_exit_error(self, node: c_ast.Node) -> PolyfuseError:
+        src = self.break_src.get(id(node))
+        why = f": its condition depends on {src.describe()}{_param_hint(src)}" if src else ""
+        return self._error("launches in a host loop that may be left early (break or continue "
+                           f"under a data-dependent condition){why}", node, UnsupportedError)
+
     @contextlib.contextmanager
     def _no_early_exit(self) -> Iterator[None]:
         """Refuse a loop with operations that a data-dependent break/continue may cut short."""
@@ -1177,9 +1205,7 @@ class CSemantics:
         yield
         flag = self.state.uncertain_break
         if flag is not None and len(self.state.ops) > n_ops:
-            raise self._error("launches in a host loop that may be left early (break or "
-                              "continue under a data-dependent condition)", flag,
-                              UnsupportedError)
+            raise self._early_exit_error(flag)
         self.state.uncertain_break = saved
 
     def _generic_loop(self, node: c_ast.Node, cond: Optional[c_ast.Node], body: c_ast.Node,
@@ -1210,7 +1236,7 @@ class CSemantics:
         # the condition is not known: the body must not contain operations
         self.state = base
         self.frames[-1].scopes = scopes
-        if self._summarise(body, cond, nxt, None, do_first):
+        if self._summarise(node, body, cond, nxt, None, do_first):
             return
         s0 = self.state.clone()
         self.state.uncertain_break = None
@@ -1233,7 +1259,7 @@ class CSemantics:
                     slot, value=_havoc_diff(slot.value, self.state.slots[k].value))
         self.state.uncertain_break = s0.uncertain_break
 
-    def _summarise(self, body: c_ast.Node, cond: Optional[c_ast.Node],
+    def _summarise(self, loop: c_ast.Node, body: c_ast.Node, cond: Optional[c_ast.Node],
                    nxt: Optional[c_ast.Node], sid: Optional[int], do_first: bool) -> bool:
         """A loop that makes no OpenCL call, summarised instead of interpreted iteration by
         iteration: what it may write becomes unknown (until nothing more changes).  False,
@@ -1269,6 +1295,14 @@ class CSemantics:
             if not changed:
                 break
         self.state.uncertain_break = base.uncertain_break
+        src = self._source("computed by a loop polyfuse summarises", loop)
+        for k, slot in list(self.state.slots.items()):
+            old = base.slots.get(k)
+            if old is not None and old.value != slot.value and slot.ctype.kind in ("int", "float") \
+                    and isinstance(slot.value, _Unknown) and k != sid:
+                # a count or total the loop computes: named, so that --param can bind it
+                self.state.slots[k] = dataclasses.replace(
+                    slot, value=self._coerce(_Runtime(src), slot.ctype, slot.name))
         return True
 
     # -- expressions --------------------------------------------------------------------------
@@ -1360,7 +1394,7 @@ class CSemantics:
             if t.kind == "int" and v.flt:
                 return _float_to_int(v.e)
         if isinstance(v, _Unknown) and t.kind in ("int", "float"):
-            return _Unknown(t.kind == "float")
+            return _Unknown(t.kind == "float", v.src)
         return v
 
     def _e_TernaryOp(self, node: c_ast.TernaryOp) -> Any:
@@ -1565,7 +1599,7 @@ class CSemantics:
             t = _truth(v)
             if t is None:
                 rel = _rel(v)
-                return _Cond(sympy.Not(rel)) if rel is not None else _UNK
+                return _Cond(sympy.Not(rel)) if rel is not None else _Unknown(False, _src_of(v))
             return _ZERO if t else _ONE
         if isinstance(v, _Num):
             if op == "-":
@@ -1575,8 +1609,8 @@ class CSemantics:
             if op == "~" and v.e.is_Integer:
                 return _Num(sympy.Integer(~int(v.e)))
         if isinstance(v, _Runtime):
-            return _RUNTIME
-        return _Unknown(isinstance(v, _Num) and v.flt)
+            return v
+        return _Unknown(isinstance(v, _Num) and v.flt, _src_of(v))
 
     def _e_BinaryOp(self, node: c_ast.BinaryOp) -> Any:
         op = node.op
@@ -1619,13 +1653,14 @@ class CSemantics:
             r = self._index(a, _Num(b.e if op == "+" else -b.e))
             return r if isinstance(r, _Ref) else _Handle("pointer")
         if not (isinstance(a, _Num) and isinstance(b, _Num)):
+            src = _src_of(a, b)
             if isinstance(a, (_Runtime, _Num)) and isinstance(b, (_Runtime, _Num)) and \
                     not (_num_syms(a) | _num_syms(b)) & self.loop_syms:
                 if op in ("<", ">", "<=", ">=", "==", "!="):
-                    return _UNK
-                return _RUNTIME
+                    return _Unknown(False, src)
+                return _Runtime(src)
             flt = any(isinstance(x, (_Num, _Unknown)) and x.flt for x in (a, b))
-            return _Unknown(flt)
+            return _Unknown(flt, src)
         x, y = a.e, b.e
         flt = a.flt or b.flt
         try:
@@ -1715,9 +1750,10 @@ class CSemantics:
             return _RUNTIME if not self.loops else _UNK
         if name in ("scanf", "fscanf", "sscanf"):
             start = 1 if name == "scanf" else 2
+            src = self._source(f"read by {name}", node)
             for a in args[start:]:
                 if isinstance(a, _Ref):
-                    self._write(a, _RUNTIME)
+                    self._write(a, _Runtime(src))
             return _UNK
         if name in _ALLOC:
             zero = name == "calloc"
@@ -1734,6 +1770,27 @@ class CSemantics:
                 self._query(args[1:])
             return _ZERO if name.startswith("cl") else _UNK
         return self._unknown_call(name, args, node)
+
+    def _source(self, what: str, node: c_ast.Node) -> _Source:
+        loc = self._loc(node)
+        return _Source(what, f"{loc.file}:{loc.line}" if loc else self.filename)
+
+    def _read_back(self, ptr: Any, call: str, node: c_ast.Node) -> None:
+        """Host memory a read from the device fills holds data polyfuse does not know (never
+        its old value), named after the variable it is read into."""
+        if not isinstance(ptr, _Ref):
+            return
+        value = _Runtime(self._source(f"read back from the device by {call}", node))
+        cur = self._read(ptr)
+        if isinstance(cur, _Arr):
+            self._write(ptr, _Arr(cur.length, tuple((i, value) for i, _ in cur.elems), value))
+        elif ptr.path and isinstance(ptr.path[-1], int) and ptr.path[-1] == 0 and \
+                isinstance(self._read(_Ref(ptr.slot, ptr.path[:-1])), _Arr):
+            arr = self._read(_Ref(ptr.slot, ptr.path[:-1]))
+            self._write(_Ref(ptr.slot, ptr.path[:-1]),
+                        _Arr(arr.length, tuple((i, value) for i, _ in arr.elems), value))
+        elif isinstance(cur, (_Unknown, _Num, _Runtime)):
+            self._write(ptr, value)
 
     def _unknown_call(self, name: str, args: list, node: c_ast.Node) -> Any:
         for a in args:  # a kernel file opened by a library call (std::ifstream, open)
@@ -1813,6 +1870,10 @@ class CSemantics:
             return None
         if isinstance(v, _Poison):
             raise self._error(f"{what} {v.reason}", node, UnsupportedError)
+        src = _src_of(v)
+        if src is not None:
+            raise self._error(f"{what} depends on a value the program computes from its data "
+                              f"({src.describe()}){_param_hint(src)}", node, UnsupportedError)
         hint = "" if self.argv is not None else \
             " (if it comes from the command line, give it with --args \"...\")"
         raise self._error(f"{what} is not an integer polyfuse can determine from the host code"
@@ -2089,11 +2150,24 @@ def _align(t: _CType) -> int:
     return max(1, t.size)
 
 
+def _src_of(*values: Any) -> Optional[_Source]:
+    """The data source an unknown value was computed from, if one of ``values`` has one."""
+    for v in values:
+        if isinstance(v, (_Unknown, _Runtime)) and v.src is not None:
+            return v.src
+    return None
+
+
 def _char_at(text: str, idx: Any) -> Any:
     """A character of a known C string (its terminating NUL included), else unknown."""
     if isinstance(idx, _Num) and idx.e.is_Integer and 0 <= int(idx.e) <= len(text):
         return _Num(sympy.Integer(ord(text[int(idx.e)]) if int(idx.e) < len(text) else 0))
     return _UNK
+
+
+def _param_hint(src: _Source) -> str:
+    return f"; pass --param {src.name}=VALUE to analyse the program with that value" \
+        if src.name else ""
 
 
 def _truth(v: Any) -> Optional[bool]:
@@ -2201,7 +2275,7 @@ def _math(name: str, args: list) -> Any:
     exact on symbolic sizes (``ceil((float)n / 32)``)."""
     base = name[:-1] if name.endswith(("f", "l")) and name[:-1] in _MATH else name
     if not args or not all(isinstance(a, _Num) for a in args):
-        return _UNKF
+        return _Unknown(True, _src_of(*args))
     vals = [_exact(a.e) for a in args]
     if base in _MATH_EXACT:
         try:
