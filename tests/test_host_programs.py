@@ -17,7 +17,7 @@ import sympy
 
 from polyfuse.cli import main as cli_main
 from polyfuse.frontend.host import load_opencl
-from polyfuse.program import PolyfuseError, Program
+from polyfuse.program import PolyfuseError, Program, UnsupportedError
 from polyfuse.testing.bruteforce import brute_force_dependences, edge_index
 from polyfuse.uar import build_uar
 
@@ -784,3 +784,30 @@ def test_setup_loops_without_opencl_calls_are_summarised(monkeypatch: Any) -> No
     assert launch.global_size == (sympy.Symbol("n"),) and launch.arg(3).value is None
     small = load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"), argv=["16"])
     assert small.launches[0].global_size == (16,) and small.buffers["d_in"].size == 64
+
+
+def test_sizes_and_breaks_computed_from_data_are_named() -> None:
+    """A size counted in a ``while (!feof(f))`` loop is a parameter named after its variable,
+    which --param binds; a relaxation loop left when the residual read back from the device
+    is small is refused naming the read-back, its line and the --param that lets it go on."""
+    d = PROGRAMS / "data_sizes"
+    host = d / "host.c"
+    lines = host.read_text().splitlines()
+
+    def line(needle: str) -> int:
+        return next(i + 1 for i, t in enumerate(lines) if needle in t)
+
+    def load(**kw: Any) -> Program:
+        return load_opencl(str(d / "kernels.cl"), host=str(host), argv=["values.txt"], **kw)
+
+    with pytest.raises(UnsupportedError) as exc:
+        load()
+    err = exc.value
+    assert err.line == line("if (residual < tol) break;"), str(err)
+    assert f"'residual', read back from the device by clEnqueueReadBuffer at {host}:" \
+        f"{line('clEnqueueReadBuffer(q, d_r')}" in err.message
+    assert "--param residual=VALUE" in err.message
+    assert load(params={"residual": 1.0}).params == ("count",)
+    fixed = load(params={"residual": 1.0, "count": 16}, check_params=True)
+    assert [lp.upper for lp in fixed.launches[0].loops] == [8]
+    check_against_oracle(fixed)

@@ -333,6 +333,7 @@ class _Interpreter(OpenCLModel, CSemantics):
         self.guard_names: dict[int, str] = {}  # if statement -> its guard loop's iterator
         self.break_src: dict[int, _Source] = {}  # if statement -> the data its break tests
         self.data_names: set[str] = set()  # values computed from data, by name (--param binds)
+        self.summarising = 0  # loops being summarised, nested
         self.name_suffix: dict[str, int] = {}  # parameter base name -> next suffix to try
         self.nest_depth = 0  # loop statements being interpreted, nested
         self.iterations_left = 0  # of the current loop nest's budget

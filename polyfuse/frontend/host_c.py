@@ -456,16 +456,16 @@ class CSemantics:
         if isinstance(value, _Runtime):
             pname = re.sub(r"\W", "_", _var_name(name, path))
             src = dataclasses.replace(value.src, name=pname) if value.src else None
-            if ctype.kind == "float" and (not self.loops or src is not None):
+            if ctype.kind == "float" and (not self._varies() or src is not None):
                 self.float_names.add(pname)
                 if pname in self.param_values:
                     self.applied.add(pname)
                     return _Num(sympy.Float(float(self.param_values[pname])), True)
-            if self.loops and src is not None and ctype.kind == "int":
+            if self._varies() and src is not None and ctype.kind == "int":
                 self.data_names.add(pname)
                 if pname in self.param_values:  # fixed by the user for every iteration
                     return self._new_param(pname)
-            if self.loops or ctype.kind == "float":
+            if self._varies() or ctype.kind == "float":
                 return _Unknown(ctype.kind == "float", src)
             value = self._new_param(_var_name(name, path))
             if ctype.kind == "int" and isinstance(value.e, sympy.Symbol):
@@ -481,6 +481,11 @@ class CSemantics:
         if isinstance(value, _Unknown) and ctype.kind == "float":
             return _Unknown(True, value.src)
         return value
+
+    def _varies(self) -> bool:
+        """Whether a value computed here may differ between executions of this point (inside a
+        host loop, or a loop being summarised): then it is no parameter."""
+        return bool(self.loops) or self.summarising > 0
 
     def _new_param(self, name: str) -> _Num:
         name = re.sub(r"\W", "_", name) or "p"
@@ -912,7 +917,7 @@ class CSemantics:
             if any(isinstance(v, _Num) and v.flt or isinstance(v, _Unknown) and v.flt
                    for v in values):
                 return _UNKF
-            if self.loops or any(isinstance(v, (_Unknown, _Cond)) for v in values):
+            if self._varies() or any(isinstance(v, (_Unknown, _Cond)) for v in values):
                 return _UNK
             for v in values:  # a parameter already named after this variable wins
                 if isinstance(v, _Num) and isinstance(v.e, sympy.Symbol) and \
@@ -1266,6 +1271,27 @@ class CSemantics:
         with the state untouched, when the body does make operations."""
         base = self.state.clone()
         scopes = [dict(s) for s in self.frames[-1].scopes]
+        self.summarising += 1
+        try:
+            done = self._summary_passes(base, scopes, body, cond, nxt, sid, do_first)
+        finally:
+            self.summarising -= 1
+        if not done:
+            return False
+        self.state.uncertain_break = base.uncertain_break
+        src = self._source("computed by a loop polyfuse summarises", loop)
+        for k, slot in list(self.state.slots.items()):
+            old = base.slots.get(k)
+            if old is not None and old.value != slot.value and slot.ctype.kind in ("int", "float") \
+                    and isinstance(slot.value, _Unknown) and k != sid:
+                # a count or total the loop computes: named, so that --param can bind it
+                self.state.slots[k] = dataclasses.replace(
+                    slot, value=self._coerce(_Runtime(src), slot.ctype, slot.name))
+        return True
+
+    def _summary_passes(self, base: _State, scopes: list, body: c_ast.Node,
+                        cond: Optional[c_ast.Node], nxt: Optional[c_ast.Node], sid: Optional[int],
+                        do_first: bool) -> bool:
         for _ in range(4):
             s0 = self.state.clone()
             if sid is not None:
@@ -1294,15 +1320,6 @@ class CSemantics:
                     s0.slots[k], value=_havoc_diff(s0.slots[k].value, self.state.slots[k].value))
             if not changed:
                 break
-        self.state.uncertain_break = base.uncertain_break
-        src = self._source("computed by a loop polyfuse summarises", loop)
-        for k, slot in list(self.state.slots.items()):
-            old = base.slots.get(k)
-            if old is not None and old.value != slot.value and slot.ctype.kind in ("int", "float") \
-                    and isinstance(slot.value, _Unknown) and k != sid:
-                # a count or total the loop computes: named, so that --param can bind it
-                self.state.slots[k] = dataclasses.replace(
-                    slot, value=self._coerce(_Runtime(src), slot.ctype, slot.name))
         return True
 
     # -- expressions --------------------------------------------------------------------------
@@ -1407,7 +1424,7 @@ class CSemantics:
         if a == b:
             return a
         if isinstance(a, (_Num, _Runtime)) and isinstance(b, (_Num, _Runtime)):
-            if self.loops:
+            if self._varies():
                 return _UNK
             return _RUNTIME
         if isinstance(a, (_Num, _Unknown, _Runtime)) and isinstance(b, (_Num, _Unknown, _Runtime)):
@@ -1747,7 +1764,7 @@ class CSemantics:
         if name in ("exit", "abort", "_exit", "quick_exit"):
             raise _Exit()
         if name in _READ_INT:
-            return _RUNTIME if not self.loops else _UNK
+            return _RUNTIME if not self._varies() else _UNK
         if name in ("scanf", "fscanf", "sscanf"):
             start = 1 if name == "scanf" else 2
             src = self._source(f"read by {name}", node)
@@ -1987,7 +2004,7 @@ class CSemantics:
             return _UNKF if name in ("atof", "strtod", "strtof") else _UNK
         if name in ("atof", "strtod", "strtof"):
             return _UNKF
-        return _RUNTIME if not self.loops else _UNK
+        return _RUNTIME if not self._varies() else _UNK
 
     def _cl_atoi(self, node: c_ast.FuncCall, args: list) -> Any:
         return self._read_number("atoi", args)
