@@ -37,7 +37,13 @@ The interpreter tracks what the polyhedral model needs and nothing else:
   descending or non-affine ``for``) are iterated concretely while their condition is known (at
   most :data:`.host_c.MAX_UNROLL` times); otherwise they must not contain operations, and the
   variables they assign become unknown.  A loop with operations that a ``break``/``continue``
-  under an open condition may leave early is refused.
+  under an open condition may leave early is refused.  An affine guard on loop iterators
+  (``if (k < n - 1) launch``) becomes a loop of 0 or 1 iteration around what it guards, so the
+  loop stays symbolic.  Loops without OpenCL calls share one budget of concrete iterations per
+  loop nest (:data:`.host_c.NEST_BUDGET`); past it they are summarised.
+* **Data**: a value the program computes from its data (read back from the device, read from a
+  file, counted by a summarised loop) is named after the variable it is stored in: a
+  parameter ``--param`` binds, and a refusal that depends on it names the read and its line.
 * **Synchronization**: ``clFinish``, ``clWaitForEvents`` and every *blocking* read, write or map
   give a separate ``sync`` :class:`HostOp` right after the operation (ids stay in program order).
   ``clFlush`` and queue barriers/markers are ignored (in-order queue).
