@@ -735,9 +735,14 @@ cleanup:
     """)
     ctx = param_context(prog)
     assert ctx.is_equal(type(ctx)("[n] -> { : n mod 64 = 0 and n <= 4096 }"))
+    r = sympy.Symbol("r")
     assert [la.global_size for la in prog.launches] == \
-        [(n,), (sympy.floor(n / 2),), (sympy.floor(n / 2),), (64,), (66,)]
+        [(n,), (sympy.floor(n / 2),), (sympy.floor(n / 2),), (r + 64,)]
     assert prog.launches[0].arg(1).value == 2.0
+    # `if (r % 2 == 0)` is an affine guard: a 0-or-1-trip loop, the r loop stays symbolic
+    outer, guard = prog.launches[3].loops
+    assert (outer.iterator, outer.upper) == ("r", 4) and guard.lower == 0
+    assert [sympy.sympify(guard.upper).subs(r, v) for v in range(4)] == [1, 0, 1, 0]
 
 
 def test_error_break_under_data_dependent_condition():
@@ -755,3 +760,34 @@ def test_error_break_under_data_dependent_condition():
     }
     """, "if (converged(a)) break;", cls=UnsupportedError)
     assert "left early" in err.message
+
+
+def test_sizes_read_back_from_the_device_are_named():
+    """A value read back from the device is data: never the variable's old value. An integer
+    becomes a parameter named after its variable; a float that sizes a launch is refused naming
+    the read-back and the --param that fixes it."""
+    body = r"""
+    cl_mem a = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 4096, NULL, &err);
+    cl_kernel k = clCreateKernel(program, "scale", &err);
+    float alpha = 1.0f;
+    int n = 1024;
+    clSetKernelArg(k, 0, sizeof(cl_mem), &a);
+    clSetKernelArg(k, 1, sizeof(float), &alpha);
+    clSetKernelArg(k, 2, sizeof(int), &n);
+    int count = 0;
+    float total = 0.0f;
+    clEnqueueReadBuffer(queue, a, CL_TRUE, 0, sizeof(int), &count, 0, NULL, NULL);
+    clEnqueueReadBuffer(queue, a, CL_TRUE, 4, sizeof(float), &total, 0, NULL, NULL);
+    size_t g = count;
+    clEnqueueNDRangeKernel(queue, k, 1, NULL, &g, NULL, 0, NULL, NULL);
+    size_t h = (size_t)(total * 64);
+    clEnqueueNDRangeKernel(queue, k, 1, NULL, &h, NULL, 0, NULL, NULL);
+    """
+    err = _error(body, "clEnqueueNDRangeKernel(queue, k, 1, NULL, &h", cls=UnsupportedError)
+    src = _host(body)
+    assert f"'total', read back from the device by clEnqueueReadBuffer at bad.c:" \
+        f"{_line(src, 'sizeof(float), &total')}" in err.message
+    assert "--param total=VALUE" in err.message
+    prog = parse_host(src, KERNELS, filename="ok.c", params={"total": 2.0}, check_params=True)
+    assert prog.params == ("count",)
+    assert [la.global_size for la in prog.launches] == [(sympy.Symbol("count"),), (128,)]

@@ -580,6 +580,7 @@ class OpenCLModel:
             self._op(HostOp(id=0, kind="write", writes=(rng,), name=call), node)
         else:
             self._op(HostOp(id=0, kind="read", reads=(rng,), name=call), node)
+            self._read_back(self._arg(args, 10 if rect else 5), call, node)
         if self._blocking(self._arg(args, 2)):
             self._sync(call, node)
         return _ZERO
