@@ -15,7 +15,8 @@ time under a per-program timeout, and is classed as
 
 The table (class, launches before -> after, seconds) goes to stdout and ``--out/realworld.tsv``.
 
-    nice -n 10 python analysis/realworld.py [--manifest M] [--timeout 150] [--only SUBSTR] [--out DIR]
+    nice -n 10 python analysis/realworld.py [--manifest M] [--timeout 150] [--only SUBSTR]
+                                            [--out DIR]
 """
 
 from __future__ import annotations

@@ -238,7 +238,8 @@ def test_one_kernel_name_in_two_files_the_host_loads_one(tmp_path: Path) -> None
     the kernel, and only a fallback to the command line's files is ambiguous."""
     for name, op in (("scale.cl", "*"), ("scale_v2.cl", "+")):
         (tmp_path / name).write_text("__kernel void scale(__global float *a, __global float "
-                                     f"*b) {{ int i = get_global_id(0); b[i] = a[i] {op} 3.0f; }}\n")
+                                     "*b) { int i = get_global_id(0); b[i] = a[i] "
+                                     f"{op} 3.0f; }}\n")
     (tmp_path / "host.c").write_text(SCALE_HOST.replace("SOURCES", """
     const char *src = load("scale_v2.cl");
     cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);"""))
