@@ -394,6 +394,29 @@ def test_cpp_references_templates_and_std_string() -> None:
     assert len(symbolic.params) == 1 and symbolic.params[0].startswith("n")
 
 
+def test_old_cpp_dialect_host() -> None:
+    """A host written for C++98-era g++ (issue 26 item 2): ``throw()`` specifications, a
+    narrowing ``{n}``, a global ``data`` against C++17's ``std::data``, ``main`` without its
+    ``int``, and template methods with ``T(v)`` and ``Base<T>::scale(...)``."""
+    program = load_opencl(None, host=str(PROGRAMS / "old_cpp" / "main.cpp"))
+    assert [(op.kernel, op.global_size) for op in program.launches] == [("twice", (64,))] * 2
+    widths = check_against_oracle(program)
+    assert _edge(widths, "twice", "twice", program) == "thread"
+
+
+def test_c_file_the_makefile_compiles_as_cpp(tmp_path: Path) -> None:
+    """A ``.c`` file built with ``CC=g++`` includes ``<iostream>``: parsed as C++ when it does
+    not parse as C."""
+    (tmp_path / "scale.cl").write_text(SCALE_KERNEL)
+    host = SCALE_HOST.replace("#include <stdio.h>", "#include <stdio.h>\n#include <iostream>")
+    host = host.replace("SOURCES", """const char *src = load("scale.cl");
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    std::cout << "built" << std::endl;""")
+    (tmp_path / "host.c").write_text(host)
+    program = load_opencl(None, host=str(tmp_path / "host.c"))
+    assert [op.kernel for op in program.launches] == ["scale"]
+
+
 # ----------------------------------------------------------------------------------------------
 # The C++ OpenCL wrapper (cl.hpp / opencl.hpp), modelled at the API level
 # ----------------------------------------------------------------------------------------------

@@ -51,6 +51,14 @@ _GCC_LENIENT = (
     "-Wno-implicit-function-declaration", "-Wno-deprecated-declarations",
     "-ferror-limit=0", "-fno-spell-checking",
 )
+#: what g++ (the suites' compiler) only warns about in C++, which clang refuses
+_GXX_LENIENT = ("-Wno-c++11-narrowing", "-Wno-dynamic-exception-spec")
+#: C++ dialects tried in turn: suites written for older g++ defaults use what C++17 removed
+#: (``throw()`` specifications) or clashes with what it added (``std::data`` against a global)
+_CXX_STDS = ("gnu++17", "gnu++14", "gnu++98")
+#: clang's error for an implicit ``int``, which g++ accepts for ``main`` with -fpermissive
+_IMPLICIT_INT = ("a type specifier is required for all declarations",
+                 "C++ requires a type specifier for all declarations")
 
 
 def available() -> bool:
@@ -100,10 +108,11 @@ def system_include_dirs(cxx: bool) -> tuple[str, ...]:
 
 def compile_args(path: str, *, include_dirs: Iterable[str] = (),
                  defines: Mapping[str, Optional[str]] = {},  # noqa: B006 - read only
-                 ) -> list[str]:
-    """clang arguments that parse ``path`` as its own compiler would (C or C++)."""
-    cxx = path.endswith(CXX_SUFFIXES)
-    args = ["-x", "c++", "-std=gnu++17"] if cxx else ["-x", "c", "-std=gnu11"]
+                 cxx: Optional[bool] = None, std: Optional[str] = None) -> list[str]:
+    """clang arguments that parse ``path`` as its own compiler would (C or C++; by default
+    as its suffix says, in the newest dialect)."""
+    cxx = path.endswith(CXX_SUFFIXES) if cxx is None else cxx
+    args = ["-x", "c++" if cxx else "c", f"-std={std or ('gnu++17' if cxx else 'gnu11')}"]
     args += ["-nostdinc", "-nostdinc++"] if cxx else ["-nostdinc"]
     args += ["-DCL_TARGET_OPENCL_VERSION=300", "-DCL_USE_DEPRECATED_OPENCL_1_2_APIS",
              "-DCL_HPP_TARGET_OPENCL_VERSION=300", "-DCL_HPP_MINIMUM_OPENCL_VERSION=120"]
@@ -115,8 +124,30 @@ def compile_args(path: str, *, include_dirs: Iterable[str] = (),
     for d in system_include_dirs(cxx):
         args += ["-isystem", d]
     args += ["-idirafter", str(_INCLUDE)]  # polyfuse's CL stubs when no OpenCL SDK is installed
-    args += list(_GCC_LENIENT)
+    args += list(_GCC_LENIENT) + (list(_GXX_LENIENT) if cxx else [])
     return args
+
+
+def parse_unit(path: str, text: str, *, include_dirs: Iterable[str] = (),
+               defines: Mapping[str, Optional[str]] = {},  # noqa: B006 - read only
+               options: int = 0) -> tuple[Any, list[str]]:
+    """(translation unit, clang arguments) of one file in the first dialect that parses it, as
+    the suite's own compiler would: C++17, then 14, then 98; a ``.c`` file that only parses
+    as C++ (a Makefile's ``CC=g++``) as C++.  When none parses, the first attempt's unit (its
+    errors are the ones to report)."""
+    index = libclang_index()
+    include_dirs = list(include_dirs)
+    dialects = [(True, std) for std in _CXX_STDS] if path.endswith(CXX_SUFFIXES) else \
+        [(False, None)] + [(True, std) for std in _CXX_STDS[1:]]
+    first: Optional[tuple[Any, list[str]]] = None
+    for cxx, std in dialects:
+        args = compile_args(path, include_dirs=include_dirs, defines=defines, cxx=cxx, std=std)
+        tu = index.parse(path, args=args, unsaved_files=[(path, text)], options=options)
+        if _user_error(tu, path, text) is None:
+            return tu, args
+        first = first or (tu, args)
+    assert first is not None
+    return first
 
 
 def parse_units(paths_and_texts: Sequence[tuple[str, str]], *,
@@ -136,12 +167,12 @@ def parse_units(paths_and_texts: Sequence[tuple[str, str]], *,
     for name, text in paths_and_texts:
         path = name if not name.startswith("<") else "host.c"
         base_dir = os.path.dirname(os.path.abspath(path))
-        args = compile_args(path, include_dirs=[base_dir, *include_dirs], defines=defines)
         try:
-            tu = index.parse(path, args=args, unsaved_files=[(path, text)])
+            tu, _ = parse_unit(path, text, include_dirs=[base_dir, *include_dirs],
+                               defines=defines)
         except cindex.TranslationUnitLoadError as err:
             raise PolyfuseError(f"clang cannot parse the host program: {err}", name) from None
-        _check_diagnostics(tu, name, path)
+        _check_diagnostics(tu, name, path, text)
         try:
             merged.unit(tu, path, name)
         except PolyfuseError:
@@ -154,21 +185,37 @@ def parse_units(paths_and_texts: Sequence[tuple[str, str]], *,
     return merged.file_ast()
 
 
-def _check_diagnostics(tu: Any, name: str, path: str) -> None:
+def _user_error(tu: Any, path: str, text: str) -> Any:
+    """The first error that is the user's (or fatal), or None; ``main()`` without its ``int``
+    is not one (g++ takes it, and clang declares it ``int`` all the same)."""
+    lines = text.splitlines()
     for d in tu.diagnostics:
         if d.severity < cindex.Diagnostic.Error:
             continue
         loc = d.location
         file = loc.file.name if loc.file is not None else path
+        if d.spelling in _IMPLICIT_INT and file == path and 0 < loc.line <= len(lines) and \
+                lines[loc.line - 1][loc.column - 1:].startswith("main"):
+            continue
         # the wrapper header a program ships (-I Cpp_common) is not the user's code either
         in_user = loc.file is None or not (_is_system(file) or _is_wrapper_file(file))
         if d.severity >= cindex.Diagnostic.Fatal or in_user:
-            shown = name if file == path else file
-            hint = ""
-            if "file not found" in d.spelling:
-                hint = " (pass its directory with -I DIR)"
-            what = "syntax error: " if d.category_name == "Parse Issue" else ""
-            raise PolyfuseError(f"{what}{d.spelling}{hint}", shown, loc.line or None)
+            return d
+    return None
+
+
+def _check_diagnostics(tu: Any, name: str, path: str, text: str) -> None:
+    d = _user_error(tu, path, text)
+    if d is None:
+        return
+    loc = d.location
+    file = loc.file.name if loc.file is not None else path
+    shown = name if file == path else file
+    hint = ""
+    if "file not found" in d.spelling:
+        hint = " (pass its directory with -I DIR)"
+    what = "syntax error: " if d.category_name == "Parse Issue" else ""
+    raise PolyfuseError(f"{what}{d.spelling}{hint}", shown, loc.line or None)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -542,7 +589,7 @@ class _Translator:
                 ref.semantic_parent.kind != K.NAMESPACE:
             callee = self._strip(kids[0]) if kids else None
             if callee is not None and callee.kind == K.MEMBER_REF_EXPR:
-                mk = list(callee.get_children())
+                mk = _operands(callee)  # `Base<T>::f()` names its class: the object is this
                 obj = self._expr(mk[0]) if mk else c_ast.ID("this")
                 if mk and mk[0].type.get_canonical().kind == cindex.TypeKind.POINTER:
                     obj = c_ast.UnaryOp("*", obj)
@@ -816,7 +863,8 @@ class _Translator:
                 node = c_ast.UnaryOp("*", node, coord=co)
             return node
         if k == K.MEMBER_REF_EXPR:
-            if not kids:  # implicit this->field inside a method
+            kids = _operands(c)
+            if not kids:  # implicit this->field inside a method (or `Base::field`)
                 base: c_ast.Node = c_ast.ID("this", coord=co)
                 arrow = "->"
             else:
@@ -925,7 +973,7 @@ class _Translator:
             obj = operator_obj
             callee = self._strip(kids[0]) if kids and obj is None else None
             if callee is not None and callee.kind == K.MEMBER_REF_EXPR:
-                mk = list(callee.get_children())
+                mk = _operands(callee)  # `Base<T>::f()` names its class: the object is this
                 if mk:
                     b = mk[0]
                     obj = self._expr(b)
@@ -941,10 +989,21 @@ class _Translator:
             name = ref.spelling
         elif kids and self._strip(kids[0]).kind == K.DECL_REF_EXPR:
             name = self._strip(kids[0]).spelling
+        elif kids and not kids[0].kind.is_expression():
+            # `T(a, b)` in a template (the type names no function): a value made from its
+            # operands, like the constructions libclang does not expose
+            ops = [self._expr(x) for x in kids if x.kind.is_expression()]
+            return c_ast.FuncCall(c_ast.ID("__polyfuse_opaque"), c_ast.ExprList(ops), coord=co)
         else:
             return c_ast.FuncCall(self._expr(kids[0]) if kids else c_ast.ID("__polyfuse_opaque"),
                                   c_ast.ExprList(args), coord=co)
         return c_ast.FuncCall(c_ast.ID(name), c_ast.ExprList(args), coord=co)
+
+
+def _operands(c: Any) -> list:
+    """The expression children of a cursor (without the ``TYPE_REF``/``TEMPLATE_REF`` of a
+    qualified name)."""
+    return [ch for ch in c.get_children() if ch.kind.is_expression()]
 
 
 def _qualified(ref: Any) -> list[str]:
