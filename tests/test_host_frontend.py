@@ -487,6 +487,17 @@ def test_designated_region_and_field_assignment():
     assert (prog.buffers["s2"].origin, prog.buffers["s2"].size) == (0, 4096)
 
 
+def test_compound_literal_region_and_sizes():
+    """A compound literal (NPB's ``(Vec3){...}`` style) read through clang under pycparser 3,
+    whose ``CompoundLiteral`` takes a storage list (issue 26 item 9)."""
+    prog, _ = _parse(r"""
+    cl_mem big = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 8192, NULL, &err);
+    cl_buffer_region r = (cl_buffer_region){ .origin = 1024, .size = 512 };
+    cl_mem s = clCreateSubBuffer(big, 0, CL_BUFFER_CREATE_TYPE_REGION, &r, &err);
+    """)
+    assert (prog.buffers["s"].origin, prog.buffers["s"].size) == (1024, 512)
+
+
 def test_map_and_blocking_flags():
     prog, _ = _parse(r"""
     cl_mem a = clCreateBuffer(ctx, CL_MEM_ALLOC_HOST_PTR, 4096, NULL, &err);

@@ -916,7 +916,7 @@ class _Translator:
             if init is None:
                 raise _Unsupported("a compound literal without initializer", c)
             return c_ast.CompoundLiteral(c_ast.Typename(None, [], None, self._type(c.type, None)),
-                                         self._expr(init), coord=co)
+                                         self._expr(init), [], coord=co)
         if k == K.CXX_THROW_EXPR:
             return c_ast.FuncCall(c_ast.ID("abort"), c_ast.ExprList([]), coord=co)
         if k.name in ("STMT_EXPR", "LAMBDA_EXPR"):
