@@ -417,6 +417,19 @@ def test_c_file_the_makefile_compiles_as_cpp(tmp_path: Path) -> None:
     assert [op.kernel for op in program.launches] == ["scale"]
 
 
+def test_kernels_in_std_containers_and_options_in_a_std_string() -> None:
+    """``std::vector<cl_kernel>``, ``std::map<std::string, cl_kernel>``, a kernel name passed
+    as a by-value ``std::string``, build options assembled with ``+=``/``append``/
+    ``std::to_string``, and ``throw`` on error paths (issue 26 item 8)."""
+    program = load_opencl(None, host=str(PROGRAMS / "cpp_containers" / "main.cpp"))
+    assert [(op.kernel, op.arg(0).buffer, op.arg(1).buffer) for op in program.launches] == \
+        [("shift", "a", "b"), ("square", "b", "c"), ("shift", "c", "a")]
+    assert "-DOFFSET=3.0f" in program.kernels["shift"].build_options
+    widths = check_against_oracle(program)
+    assert _edge(widths, "shift", "square", program) == "thread"
+    assert _edge(widths, "square", "shift", program) == "thread"
+
+
 # ----------------------------------------------------------------------------------------------
 # The C++ OpenCL wrapper (cl.hpp / opencl.hpp), modelled at the API level
 # ----------------------------------------------------------------------------------------------

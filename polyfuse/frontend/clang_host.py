@@ -53,6 +53,8 @@ _GCC_LENIENT = (
 )
 #: what g++ (the suites' compiler) only warns about in C++, which clang refuses
 _GXX_LENIENT = ("-Wno-c++11-narrowing", "-Wno-dynamic-exception-spec")
+#: standard containers whose elements the interpreter keeps (``v[k] = x`` stores)
+_CONTAINERS = ("vector", "map", "unordered_map")
 #: C++ dialects tried in turn: suites written for older g++ defaults use what C++17 removed
 #: (``throw()`` specifications) or clashes with what it added (``std::data`` against a global)
 _CXX_STDS = ("gnu++17", "gnu++14", "gnu++98")
@@ -611,6 +613,10 @@ class _Translator:
         elem = t.get_template_argument_type(0) if t.get_num_template_arguments() > 0 else None
         size = elem.get_canonical().get_size() if elem is not None else -1
         args = list(ic.get_arguments())
+        if not args and size > 0:  # default-constructed: empty
+            return c_ast.FuncCall(c_ast.ID("__polyfuse_vector"), c_ast.ExprList(
+                [c_ast.Constant("int", "0"), c_ast.Constant("int", str(size))]),
+                coord=self._coord(ic))
         if not args or not _is_integral(args[0].type) or size <= 0:
             return c_ast.FuncCall(c_ast.ID("__polyfuse_vector"), c_ast.ExprList([]),
                                   coord=self._coord(ic))
@@ -895,6 +901,13 @@ class _Translator:
             if op is None or op in (".*", "->*", "<=>"):
                 raise _Unsupported("a binary operator polyfuse does not model", c)
             if op.endswith("=") and op not in ("==", "!=", "<=", ">="):
+                cls, _, meth = left.name.name.partition("__") if isinstance(
+                    left, c_ast.FuncCall) and isinstance(left.name, c_ast.ID) else ("", "", "")
+                if cls in _CONTAINERS and meth in ("operator[]", "at"):
+                    # `v[k] = x` stores into the container, which a call cannot be assigned
+                    value = right if op == "=" else c_ast.BinaryOp(op[:-1], left, right)
+                    return c_ast.FuncCall(c_ast.ID(f"{cls}__set"), c_ast.ExprList(
+                        list(left.args.exprs) + [value]), coord=co)
                 return c_ast.Assignment(op, left, right, coord=co)
             if op == ",":
                 return c_ast.ExprList([left, right], coord=co)
@@ -919,7 +932,18 @@ class _Translator:
                                          self._expr(init), [], coord=co)
         if k == K.CXX_THROW_EXPR:
             return c_ast.FuncCall(c_ast.ID("abort"), c_ast.ExprList([]), coord=co)
-        if k.name in ("STMT_EXPR", "LAMBDA_EXPR"):
+        if k.name == "LAMBDA_EXPR":
+            # a host-only helper (a comparison, a predicate) is an opaque function value; one
+            # that reaches OpenCL or the user's functions would hide launches
+            for d in c.walk_preorder():
+                ref = d.referenced if d.kind == K.CALL_EXPR else None
+                if ref is not None and ref.location.file is not None and (
+                        ref.spelling.startswith("cl") or clhpp_name(ref) is not None or
+                        not _is_system(ref.location.file.name)) and ref.kind != K.CXX_METHOD:
+                    raise _Unsupported("a lambda that calls OpenCL or the program's own "
+                                       "functions", c)
+            return c_ast.FuncCall(c_ast.ID("__polyfuse_opaque"), c_ast.ExprList([]), coord=co)
+        if k.name == "STMT_EXPR":
             raise _Unsupported(f"{k.name.lower()}", c)
         if kids and k == K.UNEXPOSED_EXPR:
             # a C++ expression libclang does not expose (temporaries, construct expressions):
@@ -963,10 +987,12 @@ class _Translator:
                     not isinstance(operator_obj, c_ast.FuncCall):
                 operator_obj = c_ast.UnaryOp("&", operator_obj)
         if ref is not None and ref.kind in (K.FUNCTION_DECL, K.CXX_METHOD, K.CONSTRUCTOR):
+            library = ref.location.file is None or _is_system(ref.location.file.name)
             for i, p in enumerate(list(ref.get_arguments())[:len(args)]):
                 if p.type.kind in (cindex.TypeKind.LVALUEREFERENCE,
                                    cindex.TypeKind.RVALUEREFERENCE) and \
-                        not p.type.get_pointee().is_const_qualified():
+                        not p.type.get_pointee().is_const_qualified() and \
+                        not (library and _is_temporary(args[i])):
                     args[i] = c_ast.UnaryOp("&", args[i])
         if ref is not None and ref.kind in (K.CXX_METHOD, K.CONSTRUCTOR, K.DESTRUCTOR,
                                             K.CONVERSION_FUNCTION):
@@ -998,6 +1024,14 @@ class _Translator:
             return c_ast.FuncCall(self._expr(kids[0]) if kids else c_ast.ID("__polyfuse_opaque"),
                                   c_ast.ExprList(args), coord=co)
         return c_ast.FuncCall(c_ast.ID(name), c_ast.ExprList(args), coord=co)
+
+
+def _is_temporary(node: c_ast.Node) -> bool:
+    """A value with no address (``s = std::string("")`` binds it to ``string&&``): a library
+    function receives it as the value."""
+    while isinstance(node, c_ast.Cast):
+        node = node.expr
+    return isinstance(node, (c_ast.FuncCall, c_ast.Constant, c_ast.BinaryOp))
 
 
 def _operands(c: Any) -> list:
