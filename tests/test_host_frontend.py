@@ -487,6 +487,37 @@ def test_designated_region_and_field_assignment():
     assert (prog.buffers["s2"].origin, prog.buffers["s2"].size) == (0, 4096)
 
 
+def test_compound_literal_region_and_sizes():
+    """A compound literal (NPB's ``(Vec3){...}`` style) read through clang under pycparser 3,
+    whose ``CompoundLiteral`` takes a storage list (issue 26 item 9)."""
+    prog, _ = _parse(r"""
+    cl_mem big = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 8192, NULL, &err);
+    cl_buffer_region r = (cl_buffer_region){ .origin = 1024, .size = 512 };
+    cl_mem s = clCreateSubBuffer(big, 0, CL_BUFFER_CREATE_TYPE_REGION, &r, &err);
+    """)
+    assert (prog.buffers["s"].origin, prog.buffers["s"].size) == (1024, 512)
+
+
+def test_sse_header_brings_what_the_real_one_includes():
+    """``<xmmintrin.h>`` includes ``<stdlib.h>`` through ``<mm_malloc.h>``: a host using
+    ``EXIT_FAILURE`` and ``_mm_malloc`` after it alone still parses (issue 26 item 7)."""
+    src = r"""
+    #include <CL/cl.h>
+    #include <xmmintrin.h>
+    int main(void) {
+        float *h = (float *)_mm_malloc(64 * sizeof(float), 16);
+        if (!h) return EXIT_FAILURE;
+        cl_int err;
+        cl_context ctx = clCreateContext(NULL, 0, NULL, NULL, NULL, &err);
+        cl_mem c = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 256, NULL, &err);
+        _mm_free(h);
+        return 0;
+    }
+    """
+    prog = parse_host(src, KERNELS, filename="host.c")
+    assert prog.buffers["c"].size == 256
+
+
 def test_map_and_blocking_flags():
     prog, _ = _parse(r"""
     cl_mem a = clCreateBuffer(ctx, CL_MEM_ALLOC_HOST_PTR, 4096, NULL, &err);

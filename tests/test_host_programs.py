@@ -207,6 +207,53 @@ def test_build_options_and_define_strings_are_honoured(tmp_path: Path, sources: 
     assert "3.0f" in code and "1.0f" not in code
 
 
+BLOCK_KERNEL = """
+__kernel void scale(__global float *a, __global float *b) {
+    __local float tile[BLOCK_SIZE];
+    int i = get_global_id(0), l = get_local_id(0);
+    tile[l] = a[i];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    b[i] = 2.0f * tile[BLOCK_SIZE - 1 - l];
+}
+"""
+
+
+def test_build_options_made_at_run_time_define_what_the_kernel_needs(tmp_path: Path) -> None:
+    """The kernel file on the command line uses BLOCK_SIZE, which only the host's sprintf'd
+    options define: it is parsed when the host builds it, not before the host runs."""
+    (tmp_path / "scale.cl").write_text(BLOCK_KERNEL)
+    (tmp_path / "host.c").write_text(SCALE_HOST.replace("SOURCES", """
+    int bs = 16;
+    char opts[64];
+    sprintf(opts, "-DBLOCK_SIZE=%d", bs);
+    const char *src = load("scale.cl");
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    clBuildProgram(prog, 0, NULL, opts, NULL, NULL);"""))
+    program = load_opencl(str(tmp_path / "scale.cl"), host=str(tmp_path / "host.c"))
+    assert "-DBLOCK_SIZE=16" in program.kernels["scale"].build_options
+    assert [op.kernel for op in program.launches] == ["scale"]
+
+
+def test_one_kernel_name_in_two_files_the_host_loads_one(tmp_path: Path) -> None:
+    """Tutorial suites keep one kernel name in several files; the one the host builds is
+    the kernel, and only a fallback to the command line's files is ambiguous."""
+    for name, op in (("scale.cl", "*"), ("scale_v2.cl", "+")):
+        (tmp_path / name).write_text("__kernel void scale(__global float *a, __global float "
+                                     "*b) { int i = get_global_id(0); b[i] = a[i] "
+                                     f"{op} 3.0f; }}\n")
+    (tmp_path / "host.c").write_text(SCALE_HOST.replace("SOURCES", """
+    const char *src = load("scale_v2.cl");
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);"""))
+    files = [str(tmp_path / "scale.cl"), str(tmp_path / "scale_v2.cl")]
+    program = load_opencl(files[1:], host=str(tmp_path / "host.c"))
+    assert "a[i] + 3.0f" in program.kernels["scale"].source
+    (tmp_path / "host.c").write_text(SCALE_HOST.replace("SOURCES", """
+    const char *src = 0;
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);"""))
+    with pytest.raises(PolyfuseError, match="'scale' is defined in .*scale.cl and .*scale_v2"):
+        load_opencl(files, host=str(tmp_path / "host.c"))
+
+
 def test_same_kernel_name_in_two_programs_is_two_kernels(tmp_path: Path) -> None:
     for name, body in (("a.cl", "c[i] = a[i] + 1.0f;"), ("b.cl", "c[i] = a[i] * 2.0f;")):
         (tmp_path / name).write_text("__kernel void mmul(__global const float *a, "
@@ -346,6 +393,42 @@ def test_cpp_references_templates_and_std_string() -> None:
     assert _edge(widths, "add", "add", program) == "thread"
     symbolic = load_opencl(None, host=str(PROGRAMS / "cpp_refs" / "main.cpp"))
     assert len(symbolic.params) == 1 and symbolic.params[0].startswith("n")
+
+
+def test_old_cpp_dialect_host() -> None:
+    """A host written for C++98-era g++ (issue 26 item 2): ``throw()`` specifications, a
+    narrowing ``{n}``, a global ``data`` against C++17's ``std::data``, ``main`` without its
+    ``int``, and template methods with ``T(v)`` and ``Base<T>::scale(...)``."""
+    program = load_opencl(None, host=str(PROGRAMS / "old_cpp" / "main.cpp"))
+    assert [(op.kernel, op.global_size) for op in program.launches] == [("twice", (64,))] * 2
+    widths = check_against_oracle(program)
+    assert _edge(widths, "twice", "twice", program) == "thread"
+
+
+def test_c_file_the_makefile_compiles_as_cpp(tmp_path: Path) -> None:
+    """A ``.c`` file built with ``CC=g++`` includes ``<iostream>``: parsed as C++ when it does
+    not parse as C."""
+    (tmp_path / "scale.cl").write_text(SCALE_KERNEL)
+    host = SCALE_HOST.replace("#include <stdio.h>", "#include <stdio.h>\n#include <iostream>")
+    host = host.replace("SOURCES", """const char *src = load("scale.cl");
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    std::cout << "built" << std::endl;""")
+    (tmp_path / "host.c").write_text(host)
+    program = load_opencl(None, host=str(tmp_path / "host.c"))
+    assert [op.kernel for op in program.launches] == ["scale"]
+
+
+def test_kernels_in_std_containers_and_options_in_a_std_string() -> None:
+    """``std::vector<cl_kernel>``, ``std::map<std::string, cl_kernel>``, a kernel name passed
+    as a by-value ``std::string``, build options assembled with ``+=``/``append``/
+    ``std::to_string``, and ``throw`` on error paths (issue 26 item 8)."""
+    program = load_opencl(None, host=str(PROGRAMS / "cpp_containers" / "main.cpp"))
+    assert [(op.kernel, op.arg(0).buffer, op.arg(1).buffer) for op in program.launches] == \
+        [("shift", "a", "b"), ("square", "b", "c"), ("shift", "c", "a")]
+    assert "-DOFFSET=3.0f" in program.kernels["shift"].build_options
+    widths = check_against_oracle(program)
+    assert _edge(widths, "shift", "square", program) == "thread"
+    assert _edge(widths, "square", "shift", program) == "thread"
 
 
 # ----------------------------------------------------------------------------------------------

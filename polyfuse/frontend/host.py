@@ -208,6 +208,12 @@ def load_opencl(
     kernels: dict[str, Kernel] = {}
     kfiles: list[str] = []
     for src in sources:
+        shown = _display_name(src, "<kernels>")
+        if host is not None and not shown.startswith("<"):
+            # parsed when the host builds it, with that build's options (a -DBLOCK_SIZE=%d
+            # made at run time), and only if it does: each program resolves its own names
+            kfiles.append(shown)
+            continue
         ks = opencl.parse_kernels(os.fspath(src), include_dirs=include_dirs,
                                   defines=dict(defines))
         for name, k in ks.items():
@@ -216,7 +222,6 @@ def load_opencl(
                                     "polyfuse cannot tell which one the host means",
                                     _display_name(src, "<kernels>"))
             kernels[name] = k
-        shown = _display_name(src, "<kernels>")
         kfiles.append(shown)
     if host is None:
         if not sources:
@@ -227,7 +232,7 @@ def load_opencl(
 
         prog = default_program(kernels, params=params or {})
         return dataclasses.replace(prog, files=tuple(kfiles))
-    if kernel_source_override and not kernels:
+    if kernel_source_override and not sources:
         raise PolyfuseError("--kernel-source-override: no kernel file given to build in place "
                             "of the host's")
     hosts = [host] if isinstance(host, (str, os.PathLike)) else list(host)

@@ -1912,19 +1912,35 @@ class CSemantics:
         if name in ("stof", "stod", "stold"):
             return self._read_number("atof", args)
         first = self._arg(args, 0)
+        if name == "to_string":
+            return _Str(str(int(first.e))) if isinstance(first, _Num) and first.e.is_Integer \
+                and not first.flt else _UNK
+        if name == "operator+":  # a + b of strings
+            a, b = self._string(first), self._string(self._arg(args, 1))
+            return _Str(a + b) if a is not None and b is not None else _UNK
         if name in ("basic_string__basic_string", "basic_string__ctor"):
-            return first if isinstance(first, _Str) else _UNK
+            text = self._string(first) if args else ""
+            return _Str(text) if text is not None else _UNK
         target = self._read(first) if isinstance(first, _Ref) else first
         if name in ("basic_string__c_str", "basic_string__data"):
             return target if isinstance(target, _Str) else _UNK
-        if name == "basic_string__operator=":
-            value = self._arg(args, 1)
-            if isinstance(first, _Ref):
-                self._write(first, value if isinstance(value, _Str) else _UNK)
-            return first
         if name in ("basic_string__size", "basic_string__length"):
             return _Num(sympy.Integer(len(target.s))) if isinstance(target, _Str) else _UNK
-        return _UNK
+        if name == "basic_string__empty":
+            return _Num(sympy.Integer(int(not target.s))) if isinstance(target, _Str) else _UNK
+        # the assignments: the string becomes unknown unless every part is known
+        value = self._string(self._arg(args, 1)) if name != "basic_string__clear" else ""
+        if name in ("basic_string__append", "basic_string__operator+=") and value is not None:
+            value = target.s + value if isinstance(target, _Str) else None
+        if isinstance(first, _Ref):
+            self._write(first, _Str(value) if value is not None else _UNK)
+        return first
+
+    def _string(self, v: Any) -> Optional[str]:
+        """The text a ``std::string``, a string literal or a written char buffer holds."""
+        if isinstance(v, _Ref) and v.slot not in self.str_slots:
+            v = self._read(v)
+        return self._text(v)
 
     def _cl_memcpy(self, node: c_ast.FuncCall, args: list) -> Any:
         """Library calls that write through their first argument: what they write is known
@@ -2323,7 +2339,9 @@ _STD_STRING = {
     "stoi", "stol", "stoll", "stoul", "stoull", "stof", "stod", "stold",
     "basic_string__basic_string", "basic_string__ctor", "basic_string__c_str",
     "basic_string__data", "basic_string__operator=", "basic_string__size",
-    "basic_string__length",
+    "basic_string__length", "basic_string__empty", "basic_string__append",
+    "basic_string__operator+=", "basic_string__assign", "basic_string__clear", "operator+",
+    "to_string",
 }
 def _c_unescape(s: str) -> str:
     """The characters of a C string literal's body (``\\n`` → newline)."""
