@@ -12,12 +12,13 @@ the spread (IQR / median) saying how much to trust it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Optional, TypeVar, Union
 
@@ -303,6 +304,16 @@ def build_log(program: cl.Program, ctx: cl.Context, err: Exception) -> str:
     return "\n".join(s.strip() for s in logs if s and s.strip()) or str(err)
 
 
+@contextlib.contextmanager
+def quiet_build() -> Iterator[None]:
+    """pyopencl warns (``CompilerWarning``) whenever a successful build printed anything: the
+    NVIDIA driver's remarks on generated kernels filled every ``fuse`` run with them.  A failed
+    build's log is reported in full either way."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cl.CompilerWarning)
+        yield
+
+
 def build_program(ctx: cl.Context, source: str, options: Sequence[str] = ()) -> cl.Program:
     """Build (once per context, source and options) and explain failures in one line.
 
@@ -317,7 +328,8 @@ def build_program(ctx: cl.Context, source: str, options: Sequence[str] = ()) -> 
     try:
         with stage(f"building OpenCL kernel {kernel_names(source)} on "
                    f"{ctx.devices[0].name.strip()}"):
-            prog = cl.Program(ctx, source).build(options=list(options))
+            with quiet_build():
+                prog = cl.Program(ctx, source).build(options=list(options))
     except (cl.RuntimeError, cl.LogicError) as err:
         text = str(err)
         lines = [ln.strip() for ln in text.splitlines() if "error" in ln.lower()]
@@ -696,7 +708,6 @@ def _probe_job(spec: str, kernels: Sequence[ProbeKernel],
                progress: Callable[[str], None]) -> DeviceProbe:
     """In a worker: ``kernels`` on device ``spec``, stopping at the first that fails (the
     compiler's remarks on the probe kernels are not the user's business)."""
-    warnings.simplefilter("ignore", cl.CompilerWarning)
     ctx = cl.Context([get_device(spec)])
     queue = cl.CommandQueue(ctx)
     for k in kernels:
