@@ -415,9 +415,12 @@ def _check_one(ctx: cl.Context, queue: cl.CommandQueue, check: Check,
             with stage(f"building OpenCL kernel '{doomed}' on {ctx.devices[0].name.strip()}"):
                 os.abort()
         prog = build_program(ctx, check.source, check.options)
-        # PoCL keeps a build that crashed in its disk cache: it then "builds" with no kernels
         for name in names:
-            cl.Kernel(prog, name)
+            try:
+                cl.Kernel(prog, name)
+            except cl.Error:  # PoCL caches a build its compiler crashed on, with no kernels
+                return (f"kernel '{name}' is missing from the built program: the device "
+                        "compiler failed on it (in an earlier process, if PoCL cached the build)")
         if check.trial is not None:
             check.trial(ctx, queue, prog)
             queue.finish()
