@@ -90,3 +90,29 @@ def test_session_construction_survives_an_abort_in_its_build(tmp_path, monkeypat
 
     monkeypatch.setattr(dv, "call_with_budget", no_worker)
     InferenceSession(qkv, _form="tiled")
+
+
+def test_coarsen_tuner_skips_a_variant_whose_build_aborts(tmp_path, monkeypatch) -> None:
+    """The thread-factor-2 variant's check aborts its worker: that variant is skipped with the
+    stage, its kernel and the signal; the other is still verified and timed."""
+    from polyfuse.builder import ProgramBuilder
+    from polyfuse.coarsen_tune import tune_coarsening
+    from polyfuse.codegen.coarsen import Factors
+    from polyfuse.runtime.device import CRASH_HOOK
+
+    _device_or_skip()
+    b = ProgramBuilder("__kernel void k(__global const float *x, __global float *y)\n"
+                       "{ const int i = get_global_id(0); y[i] = 2.0f * x[i]; }\n")
+    b.buffer("x", 4 * 128)
+    b.buffer("y", 4 * 128)
+    b.launch("k", (128,), (16,), ["x", "y"])
+    prog = b.build()
+    monkeypatch.setenv("POLYFUSE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv(CRASH_HOOK, "k__t2_b1_L0")
+    rep = tune_coarsening(prog, factors=[Factors.of((2,), (1,)), Factors.of((4,), (1,))],
+                          repeat=2, rounds=1, use_cache=False)
+    rows = {v.factors.label(1): v for v in rep.launches[0].variants}
+    assert rows["t2_b1"].status == "failed" and rows["t2_b1"].reason.startswith("skipped: ")
+    assert "'k__t2_b1_L0'" in rows["t2_b1"].reason and "SIGABRT" in rows["t2_b1"].reason
+    assert rows["t4_b1"].status == "timed" and rows["t4_b1"].verified is True
+    assert "skipped: " in rep.markdown()
