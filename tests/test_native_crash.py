@@ -116,3 +116,21 @@ def test_coarsen_tuner_skips_a_variant_whose_build_aborts(tmp_path, monkeypatch)
     assert "'k__t2_b1_L0'" in rows["t2_b1"].reason and "SIGABRT" in rows["t2_b1"].reason
     assert rows["t4_b1"].status == "timed" and rows["t4_b1"].verified is True
     assert "skipped: " in rep.markdown()
+
+
+def test_autotune_skips_variants_whose_build_aborts(tmp_path, monkeypatch) -> None:
+    """Every orchestration variant's fused kernel aborts its check: each is skipped with the
+    signal, and tuning says none verified instead of dying."""
+    import polyfuse
+    from polyfuse import tune as at
+    from polyfuse.runtime.device import CRASH_HOOK
+
+    _device_or_skip()
+    qkv = Path(__file__).resolve().parent.parent / "examples" / "qkv"
+    program = polyfuse.load_opencl(str(qkv / "kernels.cl"), host=str(qkv / "host.c"))
+    monkeypatch.setenv("POLYFUSE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv(CRASH_HOOK, "fused_g0")
+    with pytest.raises(at.TuneError) as info:
+        at.autotune(program, repeat=1, cache_dir=tmp_path / "tune")
+    skipped = [r.error for r in info.value.table if r.error]
+    assert skipped and all(e.startswith("skipped: ") and "SIGABRT" in e for e in skipped)
