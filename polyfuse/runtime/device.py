@@ -509,7 +509,7 @@ def precheck(device: DeviceSpec, checks: Sequence[Check]) -> list[Optional[str]]
     dev = get_device(device)
     dev_key = _compiler_key(dev)
     digests = [_check_digest(dev_key, c) for c in checks]
-    todo = {}
+    todo: dict[str, Check] = {}
     for d, c in zip(digests, checks):
         if d not in todo and not _cached_verdict(d)[0]:
             todo[d] = c
@@ -538,13 +538,6 @@ def precheck(device: DeviceSpec, checks: Sequence[Check]) -> list[Optional[str]]
             _store_verdict(d, why)
         pending = pending[len(reasons):]
     return [_cached_verdict(d)[1] for d in digests]
-
-
-def precheck_sources(device: DeviceSpec, sources: Sequence[str],
-                     options: Sequence[str] = ()) -> dict[str, Optional[str]]:
-    """:func:`precheck` of plain sources (built, kernels created, code generated; not run)."""
-    why = precheck(device, [Check(s, tuple(options)) for s in sources])
-    return dict(zip(sources, why))
 
 
 _WORKING_DEVICE: list[cl.Device] = []
