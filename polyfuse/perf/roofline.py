@@ -388,7 +388,8 @@ def plot_roofline(roofline: Roofline, kernels: Sequence[KernelPoint] = (),
     ax.set_title(f"{roofline.device.get('name', '?')} — {roofline.measured_at}", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     # the legend outside the axes, so it never hides a point
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    if ax.get_legend_handles_labels()[0]:  # nothing measured: no legend to draw
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     if table:
         fig.text(0.01, 0.01, "\n".join(["  #  kernel"] + table), family="monospace",
                  fontsize=7, va="bottom")
