@@ -41,6 +41,7 @@ from polyfuse.program import (
     Launch,
     PolyfuseError,
     Program,
+    Statement,
     UnsupportedError,
     host_expr_to_isl,
     host_loop_ids,
@@ -310,6 +311,18 @@ def _loop_constraints(
 # ----------------------------------------------------------------------------------------------
 
 
+def _per_work_item(relation: isl.Map, stmt: Statement, work_dim: int) -> isl.Map:
+    """A statement's access as ``K[g0,g1,g2,l0,l1,l2] -> element``: its domain applied, its
+    loops projected out, NDRange dims >= ``work_dim`` pinned to 0."""
+    rel = relation.intersect_domain(stmt.domain)
+    n_in = rel.dim(isl.dim_type.in_)
+    if n_in > 6:
+        rel = rel.project_out(isl.dim_type.in_, 6, n_in - 6)
+    for d in range(work_dim, 3):
+        rel = rel.fix_val(isl.dim_type.in_, d, 0).fix_val(isl.dim_type.in_, 3 + d, 0)
+    return rel.set_tuple_name(isl.dim_type.in_, "K")
+
+
 def _kernel_effects(kernel: Kernel, work_dim: int) -> dict[tuple[str, str, bool], isl.Map]:
     """``{K[g0,g1,g2,l0,l1,l2] -> V[i]}`` per (buffer param, direction, exact), loops projected.
 
@@ -321,13 +334,8 @@ def _kernel_effects(kernel: Kernel, work_dim: int) -> dict[tuple[str, str, bool]
         for acc in stmt.accesses:
             if acc.address_space not in ("global", "constant") or acc.array not in buffers:
                 continue
-            rel = acc.relation.intersect_domain(stmt.domain)
-            n_in = rel.dim(isl.dim_type.in_)
-            if n_in > 6:
-                rel = rel.project_out(isl.dim_type.in_, 6, n_in - 6)
-            for d in range(work_dim, 3):
-                rel = rel.fix_val(isl.dim_type.in_, d, 0).fix_val(isl.dim_type.in_, 3 + d, 0)
-            rel = rel.set_tuple_name(isl.dim_type.in_, "K").set_tuple_name(isl.dim_type.out, "V")
+            rel = _per_work_item(acc.relation, stmt, work_dim).set_tuple_name(
+                isl.dim_type.out, "V")
             key = (acc.array, acc.direction, bool(acc.exact and stmt.exact_domain))
             out[key] = out[key].union(rel) if key in out else rel
     return {k: coalesce(v) for k, v in out.items()}
@@ -358,13 +366,8 @@ def _array_accesses(kernel: Kernel, work_dim: int) -> list[tuple[ArrayDecl, str,
             if array is None or not acc.exact or \
                     acc.relation.dim(isl.dim_type.out) != len(array.shape):
                 continue
-            rel = acc.relation.intersect_domain(stmt.domain)
-            n_in = rel.dim(isl.dim_type.in_)
-            if n_in > 6:
-                rel = rel.project_out(isl.dim_type.in_, 6, n_in - 6)
-            for d in range(work_dim, 3):
-                rel = rel.fix_val(isl.dim_type.in_, d, 0).fix_val(isl.dim_type.in_, 3 + d, 0)
-            out.append((array, acc.direction, rel.set_tuple_name(isl.dim_type.out, "A")))
+            out.append((array, acc.direction, _per_work_item(acc.relation, stmt, work_dim)
+                        .set_tuple_name(isl.dim_type.out, "A")))
     return out
 
 
