@@ -351,11 +351,31 @@ def _injective(rel: isl.Map) -> bool:
         return True
 
 
-def _array_accesses(kernel: Kernel, work_dim: int) -> list[tuple[ArrayDecl, str, isl.Map]]:
+def _local_arguments(kernel: Kernel, launch: Launch) -> tuple[ArrayDecl, ...]:
+    """The ``__local`` pointer parameters the host sizes with a constant
+    (``clSetKernelArg(k, i, bytes, NULL)``), as arrays of that many elements."""
+    out = []
+    for p in kernel.params:
+        if not (p.pointer and p.address_space == "local"):
+            continue
+        try:
+            arg = launch.arg(p.index)
+        except KeyError:
+            continue
+        if arg.kind == "local" and _is_int(arg.local_bytes):
+            n = int(arg.local_bytes) // type_size(p.type, kernel.struct_sizes)
+            if n > 0:
+                out.append(ArrayDecl(p.name, p.type, (n,), "local"))
+    return tuple(out)
+
+
+def _array_accesses(kernel: Kernel, work_dim: int, arguments: tuple[ArrayDecl, ...] = ()
+                    ) -> list[tuple[ArrayDecl, str, isl.Map]]:
     """``(array, direction, K[g0,g1,g2,l0,l1,l2] -> A[...])`` of the exact accesses to each
-    ``__local`` or private array of constant shape, loops projected (as :func:`_kernel_effects`
-    does for buffers)."""
-    arrays = {(a.name, a.address_space): a for a in kernel.arrays
+    ``__local`` or private array of constant shape (declared in the kernel, or a ``__local``
+    pointer argument in ``arguments``), loops projected (as :func:`_kernel_effects` does for
+    buffers)."""
+    arrays = {(a.name, a.address_space): a for a in kernel.arrays + arguments
               if a.shape and all(isinstance(n, int) and n > 0 for n in a.shape)}
     out = []
     for stmt in kernel.statements:
@@ -618,7 +638,8 @@ class _Builder:
             return isl.Map(btext).apply_range(rel).intersect_domain(domain), lost
 
         if not approx:
-            for array, direction, rel in _array_accesses(kernel, wd):
+            for array, direction, rel in _array_accesses(kernel, wd,
+                                                         _local_arguments(kernel0, launch)):
                 res, lost = instantiate(rel)
                 if not lost:
                     self._check_in_bounds(launch, kernel0.name, array.name, direction, res,
