@@ -33,6 +33,7 @@ SLOW = (
     "tests/test_codegen.py::test_planned_examples_verify",
     "tests/test_execute.py::test_examples_match_interpreter",
     "tests/test_autopar.py::test_generated_program_matches_gcc",
+    "tests/test_session_cache.py::test_second_process_opens_the_session_from_the_cache",
 )
 
 
