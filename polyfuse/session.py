@@ -188,10 +188,14 @@ class InferenceSession:
         self._direct = sorted(missing)  # inputs the program never writes: upload them directly
         #: what a valid feed looks like: (name, shape, dtype) per input, for the fast check
         self._feed_sig = tuple((t.name, t.shape, t.dtype) for t in self._inputs)
-        self._range_checked = any(t.buffer_dtype != t.dtype and t.dtype.kind in "iu"
-                                  for t in self._inputs)
+        # narrowed integers and Gather indices are checked value by value
+        self._range_checked = bool(model_info and model_info.index_bounds) or any(
+            t.buffer_dtype != t.dtype and t.dtype.kind in "iu" for t in self._inputs)
         self._by_output = {t.name: t for t in self._outputs}
-        self._model_info = model_info
+        #: the graph's inputs and outputs (ONNX models; None for a Program), e.g. for
+        #: :func:`polyfuse.onnx_run.random_inputs`
+        self.io = model_info
+        self._bounds = dict(model_info.index_bounds) if model_info is not None else {}
         self.device = ex.queue.device
 
     # ------------------------------------------------------------------ disk cache
@@ -199,7 +203,7 @@ class InferenceSession:
         """Keep what this session set up in the disk cache, under :attr:`_cache_key`."""
         assert self._cache_key is not None
         meta, arrays = self._ex.image.to_record()
-        info = self._model_info
+        info = self.io
         disk.store_record("session", self._cache_key, {
             "image": meta,
             "tensors": [[t.name, t.root, t.start, list(t.shape), t.dtype.str,
@@ -340,6 +344,11 @@ class InferenceSession:
                 if arr.max() > info.max or arr.min() < info.min:
                     raise PolyfuseError(f"input {t.name!r} has values outside "
                                         f"{t.buffer_dtype.name}, which the kernels use")
+            size, node = self._bounds.get(t.name, (0, ""))
+            if size and arr.size and (arr.max() >= size or arr.min() < -size):
+                bad = int(arr.max()) if arr.max() >= size else int(arr.min())
+                raise PolyfuseError(f"input {t.name!r}: index {bad} is out of range for {node} "
+                                    f"(valid: {-size}..{size - 1})")
 
     def _fetch_names(self, output_names: Optional[Sequence[str]]) -> list[_Tensor]:
         if output_names is None:
@@ -473,7 +482,7 @@ def _choose_form(path: str, params: Mapping[str, int], fused: bool, device: Devi
     else:
         from polyfuse.onnx_run import random_inputs
 
-        feeds = random_inputs(cands[_FORMS[0]]._model_info)
+        feeds = random_inputs(cands[_FORMS[0]].io)
         samples: dict[str, list[float]] = {f: [] for f in cands}
         for c in cands.values():
             c.run(None, feeds)  # warm-up

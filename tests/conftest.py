@@ -34,6 +34,7 @@ SLOW = (
     "tests/test_execute.py::test_examples_match_interpreter",
     "tests/test_autopar.py::test_generated_program_matches_gcc",
     "tests/test_session_cache.py::test_second_process_opens_the_session_from_the_cache",
+    "tests/test_session_cache.py::test_run_says_when_it_starts_from_the_cache",
 )
 
 

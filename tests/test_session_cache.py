@@ -72,6 +72,24 @@ def test_second_process_opens_the_session_from_the_cache(tmp_path: Path, monkeyp
                    for p in (tmp_path / "empty").glob("*"))
 
 
+def test_run_says_when_it_starts_from_the_cache(tmp_path: Path) -> None:
+    env = {**os.environ, "POLYFUSE_CACHE": str(tmp_path)}
+    model = str(ROOT / "examples" / "models" / "torch_conv_ts.onnx")
+
+    def run(*extra: str) -> subprocess.CompletedProcess:
+        res = subprocess.run([sys.executable, "-m", "polyfuse.cli", "run", model, "--random",
+                              *extra], env=env, cwd=ROOT, capture_output=True, text=True,
+                             timeout=900)
+        assert res.returncode == 0, res.stderr
+        return res
+
+    first, second, fresh = run(), run(), run("--no-cache")
+    assert "from the cache" not in first.stderr and "from the cache" in second.stderr
+    assert "from the cache" not in fresh.stderr
+    table = [ln for ln in first.stdout.splitlines() if not ln.startswith("time:")]
+    assert table == [ln for ln in second.stdout.splitlines() if not ln.startswith("time:")]
+
+
 SOURCE = """__kernel void scale(__global float *x, const int a, __local float *tmp) {
     size_t i = get_global_id(0);
     tmp[get_local_id(0)] = x[i] * a;
