@@ -317,6 +317,20 @@ class ProgramImage:
                    {r: arrays[r] for r, _dt, _n in meta["roots"]}, tuple(steps))
 
 
+class _Mirrors(dict):
+    """Host mirrors of root buffers, each made from the initial contents when first used: most
+    roots (a model's weights) are only ever uploaded, and copying hundreds of MB of them would
+    cost more than the upload."""
+
+    def __init__(self, initial: Mapping[str, np.ndarray]):
+        super().__init__()
+        self._initial = initial
+
+    def __missing__(self, root: str) -> np.ndarray:
+        mirror = self[root] = np.array(self._initial[root])
+        return mirror
+
+
 class CompiledProgram:
     """A program set up once on a device, ready to run many times with no symbolic work.
 
@@ -418,7 +432,7 @@ class CompiledProgram:
         self.device = queue.device
         self.roots = list(self.dtypes)
         self.initial = dict(initial)
-        self.mirror = {r: np.array(raw) for r, raw in self.initial.items()}
+        self.mirror = _Mirrors(self.initial)
         mf = cl.mem_flags
         self.cl_buffers = {r: cl.Buffer(ctx, mf.READ_WRITE, self.sizes[r]) for r in self.roots}
         self._subs: dict[tuple[str, int, int], cl.Buffer] = {}
@@ -569,9 +583,12 @@ class CompiledProgram:
     def reset(self) -> None:
         """Upload the initial contents to every root buffer and the host mirrors."""
         for root in self.roots:
-            self.mirror[root][:] = self.initial[root]
-            self._pending.append(cl.enqueue_copy(self.queue, self.cl_buffers[root],
-                                                 self.mirror[root], is_blocking=False))
+            src = self.initial[root]
+            if root in self.mirror:
+                self.mirror[root][:] = src
+                src = self.mirror[root]
+            self._pending.append(cl.enqueue_copy(self.queue, self.cl_buffers[root], src,
+                                                 is_blocking=False))
         self.finish()
 
     def _extent(self, name: str, env: Mapping[str, Any]) -> tuple[str, int, int]:
