@@ -197,7 +197,8 @@ def store(k: str, out_dir: Path, summary: Mapping[str, Any]) -> None:
 
 
 def clear() -> tuple[Path, int]:
-    """Remove every cache entry (fusion results and tuning measurements); (root, files removed)."""
+    """Remove every cache entry (fusion results, sessions, binaries, tuning measurements);
+    (root, files removed)."""
     root = cache_root()
     n = sum(1 for f in root.rglob("*") if f.is_file()) if root.is_dir() else 0
     shutil.rmtree(root, ignore_errors=True)
