@@ -1,7 +1,14 @@
 """Suite-wide settings: caches (autotuning, model calibration) go to a temporary directory, and
 the tests known to take long are marked ``slow`` (``make test-fast`` skips them)."""
 
+import shutil
+
 import pytest
+
+from polyfuse.cache import cache_root
+
+#: device verdicts copied from the developer's cache (see _isolated_polyfuse_cache)
+PROBE_FILES = ("device_probe.json", "default_device.json")
 
 #: Tests that take more than a few seconds on a 2-core machine (node-id prefixes).  A test can
 #: also say it itself with ``@pytest.mark.slow``.
@@ -35,6 +42,9 @@ SLOW = (
     "tests/test_autopar.py::test_generated_program_matches_gcc",
     "tests/test_session_cache.py::test_second_process_opens_the_session_from_the_cache",
     "tests/test_session_cache.py::test_run_says_when_it_starts_from_the_cache",
+    "tests/test_device_choice.py::test_default_device_is_measured_cached_and_explained",
+    "tests/test_device_choice.py::test_pyopencl_ctx_wins",
+    "tests/test_drivers.py::test_devices_names_the_driver_and_registers_it",
     # over 5 s in `pytest -n 2 -m "not slow" --durations=0` on the project's 2-core machine
     # while other jobs shared it: kept out of `make test-fast` so that it stays near the time
     # the README states; `make test` (CI) still runs them
@@ -125,7 +135,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(autouse=True, scope="session")
 def _isolated_polyfuse_cache(tmp_path_factory: pytest.TempPathFactory):
+    tmp = tmp_path_factory.mktemp("polyfuse-cache")
+    # the verdicts on this machine's OpenCL devices are not test state: start from the ones the
+    # developer's cache holds, so each test worker does not probe every device again (tens of
+    # seconds on a small machine); tests of the probing itself use caches of their own
+    for name in PROBE_FILES:
+        if (cache_root() / name).is_file():
+            shutil.copyfile(cache_root() / name, tmp / name)
     mp = pytest.MonkeyPatch()
-    mp.setenv("POLYFUSE_CACHE", str(tmp_path_factory.mktemp("polyfuse-cache")))
+    mp.setenv("POLYFUSE_CACHE", str(tmp))
     yield
     mp.undo()
