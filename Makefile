@@ -1,7 +1,7 @@
 # Newcomer commands (see README.md):
 #   make demo       set up .venv (first time ~1-2 min), then fuse the bundled BERT QKV graph
 #   make test       the full test suite, as CI runs it (.ci/run)
-#   make test-fast  the suite without the tests marked slow (< 2 min; for edits)
+#   make test-fast  the suite without the tests marked slow (about 1.5 min on 2 cores; for edits)
 #   make analysis   the research scripts under analysis/
 #   make fuzz       a differential fuzzing campaign: MINUTES=10 SEED=0 FUZZ_JOBS=2 [CASES=N]
 PYTHON ?= python3

@@ -95,7 +95,7 @@ def measure(path: Path, repeat: int, rounds: int, device: Optional[str]) -> dict
     row["form_fused"] = (fused.form_choice or {}).get("form")
     row["form_unfused"] = (unfused.form_choice or {}).get("form")
     ref_sess = ort_session(str(path))
-    feeds = random_inputs(fused._model_info, seed=0)
+    feeds = random_inputs(fused.io, seed=0)
     ref = ref_sess.run(None, feeds)
     for name, sess in (("fused", fused), ("unfused", unfused)):
         bad = check(sess.run(None, feeds), ref)
@@ -117,7 +117,7 @@ def breakdown(path: Path, repeat: int, device: Optional[str]) -> dict[str, float
     """Median kernel time (profiling events of profiled runs) and wall time of plain runs
     (profiling itself costs host time), alternating; host = wall - kernel."""
     sess = polyfuse.InferenceSession(str(path), device=device)
-    feeds = random_inputs(sess._model_info, seed=0)
+    feeds = random_inputs(sess.io, seed=0)
     sess.run_profiled(feeds)
     kern, wall = [], []
     for _ in range(repeat):

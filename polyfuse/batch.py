@@ -115,7 +115,10 @@ def fuse_model(path: str, out_root: str, *, verify: bool = False, tune: bool = F
         key = None
         if cache:
             with stage("cache"):
-                key = disk.key([path], options)
+                from polyfuse.runtime.device import get_device, stable_device_key
+
+                # the plan is made for the device's limits: its key is part of the entry's
+                key = disk.key([path], options, stable_device_key(get_device()))
                 hit = disk.load(key, out_dir)
             if hit is not None:
                 return ModelSummary(**hit, stages=stage.times, cached=True)

@@ -1,17 +1,25 @@
-"""Content-addressed disk cache of fusion results, so a second ``polyfuse fuse`` of an unchanged
-model is near-instant.
+"""Content-addressed disk cache of everything polyfuse derives from a model or program that
+does not depend on the inputs it runs on, so a second process starts where the first ended.
 
-An entry is stored under the SHA-256 of everything the result depends on: the model's bytes, the
-options (parameters, verification, tuning, timing), the selected device (``--device``,
-``PYOPENCL_CTX``, ``POCL_DEVICES``, ``OCL_ICD_VENDORS``) and polyfuse itself (the hash of its
-source files, so an upgrade or a local edit is a miss).  An entry holds the written files
-(``plan.json``, ``fused.cl``, ``report.md``) and the summary row as JSON.  Entries are written
-to a temporary directory and renamed into place, so concurrent writers (batch jobs, Dask
+Kinds of entries, one sub-directory each: ``fuse`` (what ``polyfuse fuse`` writes: ``plan.json``,
+``fused.cl``, ``report.md`` and the summary row), ``session`` (the fused program of an
+:class:`polyfuse.InferenceSession` as it runs: source, evaluated launches, initial buffer
+contents, and the kernel variant it chose), ``form`` (that choice, measured once per model) and
+``binaries`` (device binaries, ``CL_PROGRAM_BINARIES``, of built programs).
+
+An entry is stored under the SHA-256 of everything its content depends on: the input files'
+bytes, the options (parameters, verification, tuning, ...), the device (its stable key: platform
+name and version, device name, driver version; the device selection variables where no device
+is resolved) and polyfuse itself (the hash of its source files, so an upgrade or a local edit is
+a miss).  A file's digest is kept beside the entries with the file's size, modification time
+and inode, so an unchanged 300 MB model is not read again to find its entry.  Entries are
+written to a temporary name and renamed into place, so concurrent writers (batch jobs, Dask
 workers sharing a file system) never expose half an entry.
 
 Location: ``$POLYFUSE_CACHE`` if set, else ``$XDG_CACHE_HOME/polyfuse``, else
 ``~/.cache/polyfuse`` (the autotuner keeps its measurements in the ``tune`` sub-directory of the
-same root).  ``polyfuse fuse --no-cache`` bypasses it; ``polyfuse cache clear`` empties it.
+same root).  ``polyfuse fuse --no-cache`` and ``InferenceSession(..., cache=False)`` bypass it;
+``polyfuse cache clear`` empties it.
 """
 
 from __future__ import annotations
@@ -25,6 +33,8 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional
+
+import numpy as np
 
 #: files of one fusion result, as written by :func:`polyfuse.pipeline.write_outputs`
 RESULT_FILES = ("plan.json", "fused.cl", "report.md")
@@ -53,20 +63,36 @@ def code_hash() -> str:
     return h.hexdigest()
 
 
-def _file_digest(path: str) -> str:
+def file_digest(path: str) -> str:
+    """SHA-256 of a file's bytes, remembered per file identity (size, modification time, inode)."""
+    st = os.stat(path)
+    ident = [st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev]
+    memo = cache_root() / "digests" / hashlib.sha256(
+        os.path.realpath(path).encode()).hexdigest()[:32]
+    try:
+        entry = json.loads(memo.read_text())
+        if entry["stat"] == ident:
+            return str(entry["sha256"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 22), b""):
             h.update(chunk)
-    return h.hexdigest()
+    digest = h.hexdigest()
+    _write_atomic(memo, json.dumps({"stat": ident, "sha256": digest}).encode())
+    return digest
 
 
-def key(inputs: Sequence[str], options: Mapping[str, Any], device: Any = None) -> str:
-    """The entry key of a run over the files ``inputs`` with ``options``."""
+def key(inputs: Sequence[str], options: Mapping[str, Any], device: Any = None, *,
+        code: bool = True) -> str:
+    """The entry key of a result over the files ``inputs`` with ``options`` on ``device`` (a
+    stable device key; None: the device selection variables stand for it); ``code=False`` for
+    measurements that outlive edits of polyfuse (the kernel variant choice)."""
     ident = {
         "layout": LAYOUT,
-        "code": code_hash(),
-        "inputs": [_file_digest(p) for p in inputs],
+        "code": code_hash() if code else None,
+        "inputs": [file_digest(p) for p in inputs],
         "options": {k: options[k] for k in sorted(options)},
         "device": [str(device), os.environ.get("PYOPENCL_CTX", ""),
                    os.environ.get("POCL_DEVICES", ""), os.environ.get("OCL_ICD_VENDORS", "")],
@@ -74,8 +100,65 @@ def key(inputs: Sequence[str], options: Mapping[str, Any], device: Any = None) -
     return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _entry(k: str) -> Path:
-    return cache_root() / "fuse" / k[:2] / k
+def _entry(k: str, kind: str = "fuse") -> Path:
+    return cache_root() / kind / k[:2] / k
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Write ``path`` whole or not at all (best effort: a read-only cache is only slower)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        return
+
+
+def load_blob(kind: str, k: str) -> Optional[bytes]:
+    """The bytes stored under ``k``; None on a miss."""
+    try:
+        return _entry(k, kind).read_bytes()
+    except OSError:
+        return None
+
+
+def store_blob(kind: str, k: str, data: bytes) -> None:
+    """Store ``data`` under ``k``."""
+    _write_atomic(_entry(k, kind), data)
+
+
+def load_record(kind: str, k: str) -> Optional[tuple[dict, dict[str, np.ndarray]]]:
+    """``(meta, arrays)`` stored under ``k`` (arrays memory-mapped, read-only); None on a miss."""
+    entry = _entry(k, kind)
+    try:
+        meta = json.loads((entry / "meta.json").read_text())
+        arrays = {name: np.load(entry / f"{i}.npy", mmap_mode="r")
+                  for i, name in enumerate(meta["arrays"])}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return meta["meta"], arrays
+
+
+def store_record(kind: str, k: str, meta: Mapping[str, Any],
+                 arrays: Mapping[str, np.ndarray]) -> None:
+    """Store JSON-able ``meta`` and named ``arrays`` under ``k`` (best effort)."""
+    entry = _entry(k, kind)
+    if entry.exists():
+        return
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=entry.parent, prefix=".tmp-"))
+        for i, arr in enumerate(arrays.values()):
+            np.save(tmp / f"{i}.npy", np.ascontiguousarray(arr))
+        (tmp / "meta.json").write_text(json.dumps({"arrays": list(arrays), "meta": dict(meta)}))
+        try:
+            os.replace(tmp, entry)
+        except OSError:  # another writer won the race: its entry is as good as ours
+            shutil.rmtree(tmp, ignore_errors=True)
+    except OSError:
+        return
 
 
 def load(k: str, out_dir: Path) -> Optional[dict]:
@@ -114,7 +197,8 @@ def store(k: str, out_dir: Path, summary: Mapping[str, Any]) -> None:
 
 
 def clear() -> tuple[Path, int]:
-    """Remove every cache entry (fusion results and tuning measurements); (root, files removed)."""
+    """Remove every cache entry (fusion results, sessions, binaries, tuning measurements);
+    (root, files removed)."""
     root = cache_root()
     n = sum(1 for f in root.rglob("*") if f.is_file()) if root.is_dir() else 0
     shutil.rmtree(root, ignore_errors=True)

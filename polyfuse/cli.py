@@ -504,19 +504,16 @@ def cmd_cache(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from polyfuse.onnx_run import execute_onnx
+    from polyfuse import cache
+    from polyfuse.onnx_run import random_inputs
+    from polyfuse.session import InferenceSession
 
     if not args.model.endswith(".onnx"):
         raise _UsageError("run takes an ONNX model (MODEL.onnx)")
     if not Path(args.model).is_file():
         raise PolyfuseError(f"{args.model}: no such file")
-    if args.random:
-        from polyfuse.frontend.onnx import load_onnx_model
-        from polyfuse.onnx_run import random_inputs
-
-        inputs = random_inputs(load_onnx_model(args.model, params=_parse_params(args.param)),
-                               args.seed)
-    else:
+    inputs: dict[str, np.ndarray] = {}
+    if not args.random:
         try:
             with np.load(args.inputs) as npz:
                 inputs = {k: npz[k] for k in npz.files}
@@ -524,18 +521,32 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise PolyfuseError(f"{args.inputs}: no such file") from None
         except (OSError, ValueError) as err:
             raise PolyfuseError(f"{args.inputs}: not a readable .npz file ({err})") from None
-    _progress(args, f"running {'unfused' if args.unfused else 'fused'} {args.model}")
-    run = execute_onnx(args.model, inputs, fused=not args.unfused,
-                       params=_parse_params(args.param))
+    kind = "unfused" if args.unfused else "fused"
+    _progress(args, f"running {kind} {args.model}")
+    sess = InferenceSession(args.model, params=_parse_params(args.param), fused=not args.unfused,
+                            cache=not args.no_cache)
+    if sess.cached:
+        _progress(args, f"the {kind} program, its kernel variant and device binary come from "
+                        f"the cache ({cache.cache_root()}; --no-cache to redo them)")
+    assert sess.io is not None
+    if args.random:
+        inputs = random_inputs(sess.io, args.seed)
+    # the feeds in the dtypes the graph declares (an .npz written elsewhere may hold float64)
+    feeds = {k: np.asarray(v) for k, v in inputs.items()}
+    for t in sess.io.inputs:
+        if t.name in feeds and feeds[t.name].dtype != t.dtype:
+            feeds[t.name] = feeds[t.name].astype(t.dtype)
+    outs, kernel_time, wall_time = sess.run_profiled(feeds)
+    outputs = dict(zip((o.name for o in sess.get_outputs()), outs))
     print(_table(["output", "shape", "dtype", "min", "mean", "max"],
                  [[name, "x".join(str(d) for d in a.shape) or "scalar", str(a.dtype),
-                   *_value_summary(a)] for name, a in run.outputs.items()]))
-    print(f"time: {run.wall_time * 1e3:.3f} ms for one run ({run.launches} kernel launch(es), "
-          f"{run.kernel_time * 1e3:.3f} ms of it in kernels; fusing and building not counted)")
+                   *_value_summary(a)] for name, a in outputs.items()]))
+    print(f"time: {wall_time * 1e3:.3f} ms for one run ({sess.launches} kernel launch(es), "
+          f"{kernel_time * 1e3:.3f} ms of it in kernels; fusing and building not counted)")
     if args.save:
         Path(args.save).parent.mkdir(parents=True, exist_ok=True)
-        np.savez(args.save, **run.outputs)
-        _progress(args, f"wrote {', '.join(run.outputs)} to {args.save}")
+        np.savez(args.save, **outputs)
+        _progress(args, f"wrote {', '.join(outputs)} to {args.save}")
     return 0
 
 
@@ -887,6 +898,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--save", metavar="OUT.npz",
                    help="also write the graph outputs by name to this .npz file")
     p.add_argument("--unfused", action="store_true", help="one launch per node, no fusion")
+    p.add_argument("--no-cache", action="store_true",
+                   help="neither read nor write the disk cache (polyfuse cache): fuse, choose "
+                        "the kernel variant and build again")
     add_param_flag(p, "value of a dynamic dimension")
     p.set_defaults(func=cmd_run)
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 import numpy as np
 
-from polyfuse.frontend.onnx import OnnxModel, load_onnx_model
+from polyfuse.frontend.onnx import GraphIO, OnnxModel, load_onnx_model
 from polyfuse.pipeline import FuseResult, device_name, fuse_program
 from polyfuse.program import PolyfuseError, Program
 
@@ -185,7 +185,7 @@ def onnxruntime_reference(path: PathLike, inputs: Mapping[str, Any]) -> dict[str
     return dict(zip(names, sess.run(names, feeds)))
 
 
-def random_inputs(model: OnnxModel, seed: int = 0) -> dict[str, np.ndarray]:
+def random_inputs(model: Union[OnnxModel, GraphIO], seed: int = 0) -> dict[str, np.ndarray]:
     """Seeded inputs: floats uniform in [-1, 1), Gather indices anywhere in their range
     (negative ones too), other integers 0 or 1, booleans at random."""
     rng = np.random.default_rng(seed)

@@ -21,23 +21,24 @@ flat array of the buffer's element type.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 import numpy as np
 import pyopencl as cl
 
-from polyfuse.frontend.onnx import OnnxModel
-from polyfuse.fusion.plan import FusionPlan
+from polyfuse import cache as disk
+from polyfuse.frontend.onnx import GraphIO, OnnxModel
 from polyfuse.program import PolyfuseError, Program
-from polyfuse.runtime.device import DeviceSpec, device_target, get_context
-from polyfuse.runtime.execute import CompiledProgram, precheck_programs, program_source
+from polyfuse.runtime.device import DeviceSpec, device_target, get_context, stable_device_key
+from polyfuse.runtime.execute import CompiledProgram, ProgramImage, precheck_programs
+
+if TYPE_CHECKING:
+    from polyfuse.fusion.plan import FusionPlan
 
 _ONNX_TYPES = {"float32": "float", "float64": "double", "float16": "float16", "int64": "int64",
                "int32": "int32", "int16": "int16", "int8": "int8", "uint8": "uint8",
@@ -79,29 +80,46 @@ class InferenceSession:
     the one-launch-per-node program (the baseline fusion is measured against); ``tune`` picks
     the fused variant by measurement (:mod:`polyfuse.tune`); ``device`` as
     everywhere (``--device`` syntax, else ``PYOPENCL_CTX``, else the default device).
+
+    An ONNX file's session is kept in the disk cache (:mod:`polyfuse.cache`): the evaluated
+    program, its device binary and the kernel variant chosen, keyed by the file's bytes, the
+    options, the device and polyfuse's source; a later session of the same file, in any
+    process, starts from there and :attr:`cached` says so.  ``cache=False`` neither reads nor
+    writes it.
     """
 
     def __init__(self, path_or_program: Union[str, os.PathLike, Program, OnnxModel], *,
                  params: Optional[Mapping[str, int]] = None, fused: bool = True,
-                 device: DeviceSpec = None, tune: bool = False, _form: Optional[str] = None):
-        from polyfuse.onnx_run import load_and_fuse
-        from polyfuse.pipeline import fuse_program
-
+                 device: DeviceSpec = None, tune: bool = False, cache: bool = True,
+                 _form: Optional[str] = None, _keep: bool = True):
         params = dict(params or {})
         model: Optional[OnnxModel] = None
         #: how the matrix-product kernel form was chosen (ONNX models with MatMul/Gemm)
         self.form_choice: Optional[dict[str, Any]] = None
+        #: True when the session was set up from the disk cache (nothing fused or evaluated)
+        self.cached = False
+        self._cache_key: Optional[str] = None
+        self._origin: Optional[tuple[str, dict[str, int], bool, DeviceSpec, bool, str]] = None
+        ctx, queue = get_context(device)
         if isinstance(path_or_program, (str, os.PathLike)):
             path = os.fspath(path_or_program)
             if not os.path.isfile(path):
                 raise PolyfuseError(f"no such model file: {path}")
             if _form is None:
-                chosen = _choose_form(path, params, fused, device, tune)
-                if isinstance(chosen, InferenceSession):
-                    self.__dict__.update(chosen.__dict__)
+                _form = _cached_form(path, params, fused, tune, queue.device) if cache else None
+            if _form is not None and cache:
+                self._cache_key = _session_key(path, params, fused, tune, _form, queue.device)
+                hit = disk.load_record("session", self._cache_key)
+                if hit is not None:
+                    self._open_cached(*hit, ctx=ctx, queue=queue)
+                    self._origin = (path, params, fused, device, tune, _form)
                     return
-                _form = chosen
+            if _form is None:
+                self.__dict__.update(_choose_form(path, params, fused, device, tune,
+                                                  cache).__dict__)
+                return
             from polyfuse.frontend.onnx import load_onnx_model
+            from polyfuse.onnx_run import load_and_fuse
             from polyfuse.oplib import kernel_variant
 
             if fused:
@@ -120,27 +138,39 @@ class InferenceSession:
             else:
                 raise PolyfuseError("InferenceSession needs an ONNX file, an OnnxModel or a "
                                     f"Program, got {type(path_or_program).__name__}")
+            from polyfuse.pipeline import fuse_program
+
             result = fuse_program(program, params=params, device=device, tune=tune) \
                 if fused else None
-        #: the fusion plan the session runs (``None`` for an unfused session)
-        self.plan: Optional[FusionPlan] = result.plan if result is not None else None
-        self.program: Program = result.fused.program if result is not None else program
-        #: the OpenCL C source the session built
-        self.source: str = program_source(self.program)
-        ctx, queue = get_context(device)
+        self._plan: Optional[FusionPlan] = result.plan if result is not None else None
+        self._program: Optional[Program] = result.fused.program if result is not None \
+            else program
         # run once in a worker first (cached per source and device): a device compiler that
         # aborts must not take the caller's Python process (a notebook's kernel) with it
-        why = precheck_programs([self.program], params, queue.device)[0]
+        why = precheck_programs([self._program], params, queue.device)[0]
         if why is not None:
-            raise PolyfuseError(f"InferenceSession: the kernels of {self.program.name!r} cannot "
-                                f"run on {queue.device.name.strip()}: {why}")
-        self._ex = CompiledProgram(self.program, params, None, 0, ctx=ctx, queue=queue)
-        self._ex.reset()
-        self._inputs, self._outputs = self._bind(model)
+            raise PolyfuseError(f"InferenceSession: the kernels of {self._program.name!r} "
+                                f"cannot run on {queue.device.name.strip()}: {why}")
+        ex = CompiledProgram(self._program, params, None, 0, ctx=ctx, queue=queue,
+                             binary_cache=self._cache_key is not None)
+        self._setup(ex, *self._bind(ex, model), model.io if model is not None else None)
+        if _form is not None and self.form_choice is None:
+            self.form_choice = {"form": _form, "cached": True}
+        if self._cache_key is not None and _keep:
+            self._store()
+
+    def _setup(self, ex: CompiledProgram, inputs: tuple[_Tensor, ...],
+               outputs: tuple[_Tensor, ...], model_info: Optional[GraphIO]) -> None:
+        """Everything :meth:`run` needs, from the compiled program and its graph tensors."""
+        self._ex = ex
+        #: the OpenCL C source the session built
+        self.source: str = ex.image.source
+        ex.reset()
+        self._inputs, self._outputs = inputs, outputs
         out_roots = {t.root for t in self._outputs}
         # outputs are fetched once at the end; graph inputs are written by the program's own
         # write operations from the host mirror, which run() fills from the feeds
-        steps = [s for s in self._ex.steps
+        steps = [s for s in ex.steps
                  if not (s.kind == "read" and s.root in out_roots and not s.blocking)]
         # a feed the program uploads whole before anything else touches its buffer goes to the
         # device straight from the caller's array (no copy into the host mirror)
@@ -153,10 +183,10 @@ class InferenceSession:
                     sum(s.root == t.root for s in steps[:lead]) == 1:
                 steps.remove(hit)
                 lead -= 1
-                self._feed_writes.append((t.name, self._ex.cl_buffers[t.root], t.start))
+                self._feed_writes.append((t.name, ex.cl_buffers[t.root], t.start))
         direct = {name for name, _b, _s in self._feed_writes}
         self._steps = tuple(steps)
-        self._mirror_views = {t.name: self._ex.mirror[t.root][t.start:t.start + t.nbytes]
+        self._mirror_views = {t.name: ex.mirror[t.root][t.start:t.start + t.nbytes]
                               .view(t.buffer_dtype).reshape(t.shape) for t in self._inputs
                               if t.name not in direct}
         missing = {t.root for t in self._inputs if t.name not in direct} - \
@@ -164,18 +194,93 @@ class InferenceSession:
         self._direct = sorted(missing)  # inputs the program never writes: upload them directly
         #: what a valid feed looks like: (name, shape, dtype) per input, for the fast check
         self._feed_sig = tuple((t.name, t.shape, t.dtype) for t in self._inputs)
-        self._range_checked = any(t.buffer_dtype != t.dtype and t.dtype.kind in "iu"
-                                  for t in self._inputs)
+        # narrowed integers and Gather indices are checked value by value
+        self._range_checked = bool(model_info and model_info.index_bounds) or any(
+            t.buffer_dtype != t.dtype and t.dtype.kind in "iu" for t in self._inputs)
         self._by_output = {t.name: t for t in self._outputs}
-        self._model_info = model
-        if _form is not None and self.form_choice is None:
-            self.form_choice = {"form": _form, "cached": True}
-        self.device = queue.device
+        #: the graph's inputs and outputs (ONNX models; None for a Program), e.g. for
+        #: :func:`polyfuse.onnx_run.random_inputs`
+        self.io = model_info
+        self._bounds = dict(model_info.index_bounds) if model_info is not None else {}
+        self.device = ex.queue.device
+
+    # ------------------------------------------------------------------ disk cache
+    def _store(self) -> None:
+        """Keep what this session set up in the disk cache, under :attr:`_cache_key`."""
+        assert self._cache_key is not None
+        meta, arrays = self._ex.image.to_record()
+        info = self.io
+        disk.store_record("session", self._cache_key, {
+            "image": meta,
+            "tensors": [[t.name, t.root, t.start, list(t.shape), t.dtype.str,
+                         t.buffer_dtype.str, t.nbytes] for t in (*self._inputs, *self._outputs)],
+            "inputs": len(self._inputs),
+            "io": None if info is None else {
+                "inputs": [[t.name, t.buffer, list(t.shape), t.dtype.str] for t in info.inputs],
+                "outputs": [[t.name, t.buffer, list(t.shape), t.dtype.str]
+                            for t in info.outputs],
+                "index_bounds": {k: list(v) for k, v in info.index_bounds.items()}},
+            "form_choice": self.form_choice}, arrays)
+
+    def _open_cached(self, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray], *,
+                     ctx: cl.Context, queue: cl.CommandQueue) -> None:
+        """Set the session up from a disk cache entry (:meth:`_store`): no fusion, no
+        symbolic work, the device binary where the driver takes it back."""
+        from polyfuse.frontend.onnx import TensorInfo
+
+        ex = CompiledProgram.from_image(ProgramImage.from_record(meta["image"], arrays),
+                                        ctx=ctx, queue=queue, binary_cache=True)
+        tensors = tuple(_Tensor(n, r, s, tuple(shape), np.dtype(dt), np.dtype(bdt), nb)
+                        for n, r, s, shape, dt, bdt, nb in meta["tensors"])
+        io = meta["io"]
+        info = None if io is None else GraphIO(
+            tuple(TensorInfo(n, b, tuple(shape), np.dtype(dt)) for n, b, shape, dt in io["inputs"]),
+            tuple(TensorInfo(n, b, tuple(shape), np.dtype(dt))
+                  for n, b, shape, dt in io["outputs"]),
+            {k: (int(v[0]), str(v[1])) for k, v in io["index_bounds"].items()})
+        self._plan = self._program = None
+        self._setup(ex, tensors[:meta["inputs"]], tensors[meta["inputs"]:], info)
+        self.form_choice = {**(meta["form_choice"] or {}), "cached": True}
+        self.cached = True
+
+    def _derive(self) -> None:
+        """The plan and program of a session set up from the cache, made again (fusion)."""
+        from polyfuse.frontend.onnx import load_onnx_model
+        from polyfuse.onnx_run import load_and_fuse
+        from polyfuse.oplib import kernel_variant
+
+        assert self._origin is not None
+        path, params, fused, device, tune, form = self._origin
+        if fused:
+            _model, result = load_and_fuse(path, params, device, tune, form=form)
+            self._plan, self._program = result.plan, result.fused.program
+        else:
+            with kernel_variant(form):
+                self._program = load_onnx_model(path, params=params,
+                                                target=device_target(device)).program
+        self._origin = None
+
+    @property
+    def plan(self) -> Optional[FusionPlan]:
+        """The fusion plan the session runs (``None`` for an unfused session); after a cache
+        hit it is planned again when first read (the run path does not need it)."""
+        if self._origin is not None:
+            self._derive()
+        return self._plan
+
+    @property
+    def program(self) -> Program:
+        """The program the session runs (after a cache hit, made again when first read)."""
+        if self._origin is not None:
+            self._derive()
+        assert self._program is not None
+        return self._program
 
     # ------------------------------------------------------------------ binding
-    def _bind(self, model: Optional[OnnxModel]) -> tuple[tuple[_Tensor, ...], tuple[_Tensor, ...]]:
-        ex = self._ex
-        prog = self.program
+    def _bind(self, ex: CompiledProgram, model: Optional[OnnxModel]
+              ) -> tuple[tuple[_Tensor, ...], tuple[_Tensor, ...]]:
+        prog = ex.program
+        assert prog is not None
 
         def tensor(name: str, buffer: str, shape: Sequence[int], dtype: np.dtype) -> _Tensor:
             if buffer not in prog.buffers:
@@ -245,6 +350,11 @@ class InferenceSession:
                 if arr.max() > info.max or arr.min() < info.min:
                     raise PolyfuseError(f"input {t.name!r} has values outside "
                                         f"{t.buffer_dtype.name}, which the kernels use")
+            size, node = self._bounds.get(t.name, (0, ""))
+            if size and arr.size and (arr.max() >= size or arr.min() < -size):
+                bad = int(arr.max()) if arr.max() >= size else int(arr.min())
+                raise PolyfuseError(f"input {t.name!r}: index {bad} is out of range for {node} "
+                                    f"(valid: {-size}..{size - 1})")
 
     def _fetch_names(self, output_names: Optional[Sequence[str]]) -> list[_Tensor]:
         if output_names is None:
@@ -324,47 +434,61 @@ _write = getattr(cl._cl, "_enqueue_write_buffer", None) or _copy_fallback(True)
 _read = getattr(cl._cl, "_enqueue_read_buffer", None) or _copy_fallback(False)
 
 
-def _form_cache_file(path: str, params: Mapping[str, int], fused: bool, tune: bool,
-                     device: DeviceSpec) -> Path:
-    from polyfuse.runtime.device import device_key
-    from polyfuse.tune import default_cache_dir
-
-    with open(path, "rb") as fh:
-        digest = hashlib.sha1(fh.read())
-    digest.update(json.dumps([sorted(params.items()), fused, tune, _FORM_VERSION]).encode())
-    return default_cache_dir().parent / "forms" / device_key(device) / f"{digest.hexdigest()}.json"
-
-
 #: bump when the kernels of a form change enough to invalidate cached choices
 _FORM_VERSION = 5
 _FORMS = ("tiled", "blocked")
 
 
+def _options(params: Mapping[str, int], fused: bool, tune: bool) -> dict[str, Any]:
+    return {"params": sorted(params.items()), "fused": fused, "tune": tune}
+
+
+def _session_key(path: str, params: Mapping[str, int], fused: bool, tune: bool, form: str,
+                 dev: cl.Device) -> str:
+    """The disk cache key of a session: the model's bytes, the options, the kernel variant,
+    the device and polyfuse's own source."""
+    return disk.key([path], {"what": "session", "form": form, **_options(params, fused, tune)},
+                    stable_device_key(dev))
+
+
+def _form_key(path: str, params: Mapping[str, int], fused: bool, tune: bool,
+              dev: cl.Device) -> str:
+    """The key of a kernel variant choice: a measurement, kept across edits of polyfuse that
+    leave the forms' kernels alone (:data:`_FORM_VERSION`)."""
+    return disk.key([path], {"what": "form", "version": _FORM_VERSION,
+                             **_options(params, fused, tune)}, stable_device_key(dev),
+                    code=False)
+
+
+def _cached_form(path: str, params: Mapping[str, int], fused: bool, tune: bool,
+                 dev: cl.Device) -> Optional[str]:
+    """The kernel variant measured for this model on this device before, if any."""
+    raw = disk.load_blob("form", _form_key(path, params, fused, tune, dev))
+    try:
+        form = json.loads(raw)["form"] if raw is not None else None
+    except (ValueError, KeyError, TypeError):
+        return None
+    return form if form in _FORMS else None
+
+
 def _choose_form(path: str, params: Mapping[str, int], fused: bool, device: DeviceSpec,
-                 tune: bool) -> Union[str, InferenceSession]:
-    """The kernel variant (:func:`polyfuse.oplib.kernel_variant`) that runs this model fastest
-    on this device, by measurement, cached per device and model file.
+                 tune: bool, cache: bool) -> InferenceSession:
+    """The session of the kernel variant (:func:`polyfuse.oplib.kernel_variant`) that runs
+    this model fastest on this device, by measurement; with ``cache``, the choice and the
+    winning session are kept in the disk cache.
 
     Why measure: the blocked variant's kernels are much faster on CPU-like devices, the tiled
     one fuses with one-element-per-work-item consumers; which wins depends on the graph and
     the device.
-    Returns the cached form name, or the winning session itself when it had to be built.
     """
-    cache = _form_cache_file(path, params, fused, tune, device)
-    try:
-        entry = json.loads(cache.read_text())
-        if entry.get("form") in _FORMS:
-            return str(entry["form"])
-    except (OSError, ValueError, AttributeError):
-        pass
     cands = {f: InferenceSession(path, params=params, fused=fused, device=device, tune=tune,
-                                 _form=f) for f in _FORMS}
+                                 cache=cache, _form=f, _keep=False) for f in _FORMS}
     if len({c.source for c in cands.values()}) == 1:  # no MatMul/Gemm: nothing to choose
         best, walls = _FORMS[0], {}
     else:
         from polyfuse.onnx_run import random_inputs
 
-        feeds = random_inputs(cands[_FORMS[0]]._model_info)
+        feeds = random_inputs(cands[_FORMS[0]].io)
         samples: dict[str, list[float]] = {f: [] for f in cands}
         for c in cands.values():
             c.run(None, feeds)  # warm-up
@@ -376,13 +500,13 @@ def _choose_form(path: str, params: Mapping[str, int], fused: bool, device: Devi
                     samples[f].append(time.perf_counter() - t0)
         walls = {f: float(np.median(v)) for f, v in samples.items()}
         best = min(walls, key=walls.__getitem__)
-    try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_text(json.dumps({"form": best, "wall_s": walls, "model": path}))
-    except OSError:
-        pass  # a read-only cache only costs the measurement next time
-    cands[best].form_choice = {"form": best, "wall_s": walls, "cached": False}
-    return cands[best]
+    winner = cands[best]
+    winner.form_choice = {"form": best, "wall_s": walls, "cached": False}
+    if cache:
+        disk.store_blob("form", _form_key(path, params, fused, tune, winner.device),
+                        json.dumps({"form": best, "wall_s": walls, "model": path}).encode())
+        winner._store()
+    return winner
 
 
 __all__ = ["InferenceSession", "NodeArg"]

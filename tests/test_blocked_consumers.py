@@ -89,7 +89,7 @@ def test_head_fuses_into_one_launch_and_matches_onnxruntime(tmp_path: Path) -> N
     sess = polyfuse.InferenceSession(str(path), _form="blocked")
     assert sess.launches == 1
     assert check_plan(sess.plan) == []
-    feeds = random_inputs(sess._model_info, seed=1)
+    feeds = random_inputs(sess.io, seed=1)
     (y,) = sess.run(None, feeds)
     np.testing.assert_allclose(y, onnxruntime_reference(str(path), feeds)["y"], rtol=RTOL,
                                atol=ATOL)
@@ -106,7 +106,7 @@ def test_bundled_models_blocked(name: str, launches: int) -> None:
     assert check_plan(result.plan) == []
     assert result.plan.launches_after <= launches
     sess = polyfuse.InferenceSession(path, _form="blocked")
-    feeds = random_inputs(sess._model_info, seed=0)
+    feeds = random_inputs(sess.io, seed=0)
     ref = onnxruntime_reference(path, feeds)
     for out, t in zip(sess.run(None, feeds), sess.get_outputs()):
         np.testing.assert_allclose(out, ref[t.name], rtol=RTOL, atol=ATOL)

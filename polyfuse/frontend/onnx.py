@@ -98,6 +98,17 @@ class TensorInfo:
 
 
 @dataclass(frozen=True)
+class GraphIO:
+    """A model's graph inputs and outputs without its program: what a caller of the model needs
+    (a session set up from the disk cache has no program)."""
+
+    inputs: tuple[TensorInfo, ...]
+    outputs: tuple[TensorInfo, ...]
+    #: as :attr:`OnnxModel.index_bounds`
+    index_bounds: Mapping[str, tuple[int, str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class OnnxModel:
     """What :func:`load_onnx_model` produced: the program and how graph I/O maps to buffers."""
 
@@ -112,6 +123,11 @@ class OnnxModel:
     #: graph input -> (axis size, node) of the Gather that reads it as indices: values outside
     #: ``[-size, size-1]`` are rejected when the model runs, as onnxruntime does
     index_bounds: Mapping[str, tuple[int, str]] = field(default_factory=dict)
+
+    @property
+    def io(self) -> GraphIO:
+        """The graph inputs and outputs alone."""
+        return GraphIO(self.inputs, self.outputs, self.index_bounds)
 
 
 def _import_onnx() -> Any:
@@ -1313,4 +1329,4 @@ def load_onnx(path: Union[str, os.PathLike], *, params: Optional[Mapping[str, in
     return load_onnx_model(path, params=params, target=target).program
 
 
-__all__ = ["ALIAS_OPS", "OnnxModel", "TensorInfo", "load_onnx", "load_onnx_model"]
+__all__ = ["ALIAS_OPS", "GraphIO", "OnnxModel", "TensorInfo", "load_onnx", "load_onnx_model"]

@@ -27,7 +27,7 @@ from typing import Any, Optional, TypeVar, Union
 import numpy as np
 import pyopencl as cl
 
-from polyfuse import drivers
+from polyfuse import cache, drivers
 from polyfuse.program import PolyfuseError, Target
 from polyfuse.watchdog import WorkerCrashed, call_with_budget, stage
 
@@ -275,18 +275,28 @@ def device_target(device: DeviceSpec = None) -> Target:
 def device_key(device: Union[cl.Device, DeviceLimits, str, None]) -> str:
     """A stable, file-name-safe id of a device + driver, for caches of measurements and tunings.
 
-    Built from platform, device name, driver version, compute units and memory sizes, so a driver
-    upgrade or a different machine yields a different key, while re-runs yield the same one.
+    Built from platform, device name, driver version, compute units, local memory and work-group
+    size, so a driver upgrade or a different machine yields a different key, while re-runs yield
+    the same one.  Not the global memory size: PoCL reports the host's free memory there, which
+    changes from one process to the next.
     """
     lim = device if isinstance(device, DeviceLimits) else device_limits(device)
     ident = "|".join(
         str(x)
         for x in (lim.platform, lim.name, lim.vendor, lim.driver_version, lim.compute_units,
-                  lim.global_mem_size, lim.local_mem_size, lim.max_work_group_size)
+                  lim.local_mem_size, lim.max_work_group_size)
     )
     digest = hashlib.sha1(ident.encode()).hexdigest()[:10]
     slug = re.sub(r"[^a-z0-9]+", "-", f"{lim.platform} {lim.name}".lower()).strip("-")
     return f"{slug[:48]}-{digest}"
+
+
+def stable_device_key(dev: cl.Device) -> str:
+    """Platform name and version, device name and driver version: what decides how the device
+    compiles and runs a kernel.  Keys caches of compiled binaries and of everything planned for
+    the device; two installs of one driver (pip's PoCL and the system's) differ by version."""
+    return "|".join(x.strip() for x in (dev.platform.name, dev.platform.version, dev.name,
+                                        dev.driver_version))
 
 
 # --------------------------------------------------------------------------- building
@@ -316,17 +326,57 @@ def quiet_build() -> Iterator[None]:
         yield
 
 
-def build_program(ctx: cl.Context, source: str, options: Sequence[str] = ()) -> cl.Program:
+def _binary_key(ctx: cl.Context, source: str, options: Sequence[str]) -> str:
+    ident = [[stable_device_key(d) for d in ctx.devices], source, list(options)]
+    return hashlib.sha256(json.dumps(ident).encode()).hexdigest()
+
+
+def _from_binaries(ctx: cl.Context, source: str, options: Sequence[str]
+                   ) -> Optional[cl.Program]:
+    """The program built from the device binaries cached for this source, or None when there
+    are none or the driver rejects them (a driver update can make old binaries invalid)."""
+    binary = cache.load_blob("binaries", _binary_key(ctx, source, options))
+    if binary is None or len(ctx.devices) != 1:
+        return None
+    try:
+        with quiet_build():
+            return cl.Program(ctx, list(ctx.devices), [binary]).build(options=list(options))
+    except cl.Error:
+        return None
+
+
+def _store_binaries(ctx: cl.Context, source: str, options: Sequence[str],
+                    prog: cl.Program) -> None:
+    """Keep the device's compiled binary (``CL_PROGRAM_BINARIES``) where the driver gives one."""
+    if len(ctx.devices) != 1:
+        return
+    try:
+        binary = prog.get_info(cl.program_info.BINARIES)[0]
+    except cl.Error:
+        return
+    if binary:
+        cache.store_blob("binaries", _binary_key(ctx, source, options), bytes(binary))
+
+
+def build_program(ctx: cl.Context, source: str, options: Sequence[str] = (), *,
+                  binary_cache: bool = False) -> cl.Program:
     """Build (once per context, source and options) and explain failures in one line.
 
     A build error becomes a :class:`PolyfuseError` with the compiler's first error line.  PoCL
     built against an LLVM that does not know the host CPU fails every build with "unknown target
     CPU 'generic'"; that case gets a hint, since it is an installation problem, not a kernel bug.
+    ``binary_cache`` starts from the device binary a previous process kept in the disk cache
+    (:mod:`polyfuse.cache`) and keeps the binary of a build from source; it is off by default
+    because asking a driver for its binary can cost as much as the build (PoCL: seconds).
     """
     key = (id(ctx), source, " ".join(options))
     hit = _PROGRAM_CACHE.get(key)
     if hit is not None:
         return hit[1]
+    prog = _from_binaries(ctx, source, options) if binary_cache else None
+    if prog is not None:
+        _PROGRAM_CACHE[key] = (ctx, prog)
+        return prog
     try:
         with stage(f"building OpenCL kernel {kernel_names(source)} on "
                    f"{ctx.devices[0].name.strip()}"):
@@ -343,6 +393,8 @@ def build_program(ctx: cl.Context, source: str, options: Sequence[str] = ()) -> 
                 "select another device with --device / PYOPENCL_CTX"
             ) from None
         raise PolyfuseError(f"OpenCL build failed: {detail}") from None
+    if binary_cache:
+        _store_binaries(ctx, source, options, prog)
     _PROGRAM_CACHE[key] = (ctx, prog)
     return prog
 
@@ -678,7 +730,6 @@ def _first_working_device(platforms: list) -> cl.Device:
         _WORKING_DEVICE.append(working[0])
         _DEFAULT_REASON.append("the only device that builds and runs kernels")
         return working[0]
-
     keys = [device_key(d) for d in working]
     path = _cache_path()
     try:
@@ -868,10 +919,7 @@ def probe(dev: cl.Device, kernels: Optional[Sequence[ProbeKernel]] = None,
     process: a driver can list a device whose compiler aborts on or miscompiles real kernels
     though it builds a one-line one, and an abort there must not kill polyfuse.  Cached per
     device in memory and on disk; ``kernels`` (for tests) replaces the set, uncached."""
-
-    # not device_key: PoCL's reported memory follows the host's free memory, the compiler not
-    key = "|".join(x.strip() for x in (dev.platform.name, dev.platform.version, dev.name,
-                                        dev.driver_version))
+    key = stable_device_key(dev)
     cached = kernels is None
     if cached and key in _PROBED:
         return _PROBED[key]

@@ -42,13 +42,13 @@ import time
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import numpy as np
 import pyopencl as cl
 
 from polyfuse.c import types
-from polyfuse.c.emit import emit_program, program_source
+from polyfuse.c.emit import Source, emit_program, program_source
 from polyfuse.program import (
     ArgBinding,
     BufferRange,
@@ -106,10 +106,14 @@ def program_options(program: Program) -> tuple[str, ...]:
 
 def build(program: Program, ctx: cl.Context) -> cl.Program:
     """Build :func:`program_source` (cached); a failure names the program, kernel and log."""
-    src = emit_program(program)
-    options = program_options(program)
+    return _build_source(program, emit_program(program), program_options(program), ctx, False)
+
+
+def _build_source(program: Program, src: Source, options: tuple[str, ...], ctx: cl.Context,
+                  binary_cache: bool) -> cl.Program:
+    """:func:`build` of the source already emitted."""
     try:
-        return build_program(ctx, src.text, options)
+        return build_program(ctx, src.text, options, binary_cache=binary_cache)
     except PolyfuseError as short:
         log = str(short)
         prog = cl.Program(ctx, src.text)
@@ -229,9 +233,19 @@ class RunResult:
 # ----------------------------------------------------------------------------------------------
 
 
-# a launch step: (launch id, kernel object with its arguments set, global, local, offset)
-_LaunchStep = tuple[int, cl.Kernel, tuple[int, ...], Optional[tuple[int, ...]],
-                    Optional[tuple[int, ...]]]
+@dataclass(frozen=True)
+class KernelCall:
+    """A launch's kernel and its evaluated arguments, without a device: ``("buffer", root,
+    byte start, byte size)``, ``("local", bytes)`` or ``("scalar", numpy scalar)``."""
+
+    kernel: str
+    args: tuple[tuple[Any, ...], ...]
+
+
+# a launch step: (launch id, the kernel object with its arguments set -- a KernelCall in a
+# ProgramImage --, global, local, offset)
+_LaunchStep = tuple[int, Union[cl.Kernel, KernelCall], tuple[int, ...],
+                    Optional[tuple[int, ...]], Optional[tuple[int, ...]]]
 
 
 @dataclass(frozen=True)
@@ -252,30 +266,107 @@ class _Step:
     blocking: bool = False
 
 
+@dataclass(frozen=True)
+class ProgramImage:
+    """Everything :class:`CompiledProgram` derives from a program for one device and parameter
+    set, as plain data: the OpenCL source and options, every root buffer's dtype, size and
+    initial bytes, and the host-order steps with sizes, NDRanges and arguments evaluated.
+
+    Why: evaluating a large fused program (sympy, isl) takes far longer than running it, and
+    none of it depends on the inputs; an image kept on disk (:meth:`to_record`) lets another
+    process set the program up with no symbolic work (:meth:`CompiledProgram.from_image`).
+    """
+
+    name: str
+    source: str
+    options: tuple[str, ...]
+    dtypes: dict[str, np.dtype]
+    sizes: dict[str, int]
+    initial: dict[str, np.ndarray]
+    steps: tuple[_Step, ...]
+
+    def to_record(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """JSON-able metadata and the initial bytes, for :func:`polyfuse.cache.store_record`."""
+        steps = []
+        for st in self.steps:
+            d = dataclasses.asdict(st)
+            if st.launch is not None:
+                lid, call, gs, ls, off = st.launch
+                assert isinstance(call, KernelCall)
+                d["launch"] = [lid, call.kernel,
+                               [[a[0], a[1].dtype.str, a[1].item()] if a[0] == "scalar"
+                                else list(a) for a in call.args],
+                               gs, ls, off]
+            steps.append(d)
+        meta = {"name": self.name, "source": self.source, "options": list(self.options),
+                "roots": [[r, self.dtypes[r].str, self.sizes[r]] for r in self.dtypes],
+                "steps": steps}
+        return meta, dict(self.initial)
+
+    @classmethod
+    def from_record(cls, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]
+                    ) -> ProgramImage:
+        """The image :meth:`to_record` wrote."""
+        def tup(x: Optional[Sequence[int]]) -> Optional[tuple[int, ...]]:
+            return None if x is None else tuple(x)
+
+        steps = []
+        for d in meta["steps"]:
+            launch = d.pop("launch")
+            if launch is not None:
+                lid, kernel, args, gs, ls, off = launch
+                call = KernelCall(kernel, tuple(
+                    ("scalar", np.array(a[2]).astype(np.dtype(a[1]))[()]) if a[0] == "scalar"
+                    else tuple(a) for a in args))
+                launch = (lid, call, tuple(gs), tup(ls), tup(off))
+            steps.append(_Step(**{**d, "h": tuple(d["h"])}, launch=launch))
+        return cls(meta["name"], meta["source"], tuple(meta["options"]),
+                   {r: np.dtype(dt) for r, dt, _n in meta["roots"]},
+                   {r: int(n) for r, _dt, n in meta["roots"]},
+                   {r: arrays[r] for r, _dt, _n in meta["roots"]}, tuple(steps))
+
+
+class _Mirrors(dict):
+    """Host mirrors of root buffers, each made from the initial contents when first used: most
+    roots (a model's weights) are only ever uploaded, and copying hundreds of MB of them would
+    cost more than the upload."""
+
+    def __init__(self, initial: Mapping[str, np.ndarray]):
+        super().__init__()
+        self._initial = initial
+
+    def __missing__(self, root: str) -> np.ndarray:
+        mirror = self[root] = np.array(self._initial[root])
+        return mirror
+
+
 class CompiledProgram:
     """A program set up once on a device, ready to run many times with no symbolic work.
 
     Construction does everything that does not depend on the buffers' contents: it evaluates
-    sizes, host loops, argument values, NDRanges and sub-buffer extents (sympy), builds the
-    program, allocates the buffers and creates one ``cl.Kernel`` per distinct (kernel,
-    arguments) pair with its arguments set.  :meth:`execute` then only enqueues: uploads of host
-    writes (non-blocking, from the host mirror), the launches, copies and reads, and finishes the
-    queue once.  Host ``sync`` operations need no action: the queue is in order and the host
-    reads nothing before the final finish, except a read whose range a later write uploads again,
-    which is done blocking at its place.
+    sizes, host loops, argument values, NDRanges and sub-buffer extents (sympy) into a
+    :class:`ProgramImage` (:attr:`image`), builds the program, allocates the buffers and creates
+    one ``cl.Kernel`` per distinct (kernel, arguments) pair with its arguments set.
+    :meth:`from_image` does the second half only, from an image kept by an earlier process.
+    :meth:`execute` then only enqueues: uploads of host writes (non-blocking, from the host
+    mirror), the launches, copies and reads, and finishes the queue once.  Host ``sync``
+    operations need no action: the queue is in order and the host reads nothing before the
+    final finish, except a read whose range a later write uploads again, which is done blocking
+    at its place.
 
     :meth:`reset` restores the initial contents; timing reuses one compiled program across
-    repeats so that only execution is measured.
+    repeats so that only execution is measured.  ``binary_cache`` builds from (and keeps) the
+    device binary in the disk cache (:func:`~polyfuse.runtime.device.build_program`).
     """
 
     def __init__(self, program: Program, params: Optional[Mapping[str, int]] = None,
                  inputs: Optional[Mapping[str, np.ndarray]] = None, seed: int = 0, *,
-                 ctx: cl.Context, queue: cl.CommandQueue):
-        self.program = program
+                 ctx: cl.Context, queue: cl.CommandQueue, binary_cache: bool = False):
+        #: the program this was compiled from (None when set up from an image)
+        self.program: Optional[Program] = program
         self.params = {k: int(v) for k, v in (params or {}).items()}
-        self.ctx = ctx
-        self.queue = queue
-        self.device = queue.device
+        self.align = max(1, int(queue.device.mem_base_addr_align) // 8)
+        self.size_t = np.uint64 if int(queue.device.address_bits) == 64 else np.uint32
         # the program's own data (ONNX initializers) is the default; explicit inputs win
         inputs = {**dict(getattr(program, "data", None) or {}), **dict(inputs or {})}
         unknown = sorted(set(inputs) - set(program.buffers))
@@ -287,9 +378,8 @@ class CompiledProgram:
                 raise PolyfuseError(f"input {name!r} is a sub-buffer; give the contents of its "
                                     f"root buffer {program.root(name)[0]!r} instead")
         self.dtypes = buffer_dtypes(program)
-        self.roots = list(self.dtypes)
         sizes: dict[str, int] = {}
-        for root in self.roots:
+        for root in self.dtypes:
             buf = program.buffers[root]
             if buf.size is None:
                 if root in inputs:
@@ -304,12 +394,11 @@ class CompiledProgram:
             if sizes[root] <= 0:
                 raise PolyfuseError(f"buffer {root!r} has size {sizes[root]} bytes",
                                     *where(buf.loc))
-        counts = [sizes[r] // self.dtypes[r].itemsize for r in self.roots]
+        counts = [sizes[r] // self.dtypes[r].itemsize for r in self.dtypes]
         int_bound = min([c for c in counts if c > 0] + [MAX_RANDOM_INT])
         self.sizes = sizes
-        self.initial: dict[str, np.ndarray] = {}
-        for root in self.roots:
-            dt = self.dtypes[root]
+        initial: dict[str, np.ndarray] = {}
+        for root, dt in self.dtypes.items():
             raw = random_contents(root, sizes[root], dt, seed, int_bound)
             if root in inputs:
                 data = _as_bytes(inputs[root], dt)
@@ -317,20 +406,82 @@ class CompiledProgram:
                     raise PolyfuseError(f"input for buffer {root!r} has {len(data)} bytes, the "
                                         f"buffer {len(raw)}")
                 raw[: len(data)] = data
-            self.initial[root] = raw
-        self.mirror = {r: raw.copy() for r, raw in self.initial.items()}
+            initial[root] = raw
+        src = emit_program(program)
+        options = program_options(program)
+        self._setup(ctx, queue, _build_source(program, src, options, ctx, binary_cache)
+                    if program.launches else None, initial)
+        self.image = ProgramImage(program.name, src.text, options, self.dtypes, sizes, initial,
+                                  self._compile())
+        self.steps: tuple[_Step, ...] = self._bind_steps(self.image.steps)
+        #: launches per execution (host loops unrolled)
+        self.launch_count = sum(1 for s in self.steps if s.kind == "launch")
+
+    @classmethod
+    def from_image(cls, image: ProgramImage, *, ctx: cl.Context, queue: cl.CommandQueue,
+                   binary_cache: bool = False) -> CompiledProgram:
+        """Set up ``image`` on ``queue``'s device: build, allocate, bind; no symbolic work."""
+        self = cls.__new__(cls)
+        self.program = None
+        self.params = {}
+        self.dtypes, self.sizes, self.image = dict(image.dtypes), dict(image.sizes), image
+        has_launches = any(st.kind == "launch" for st in image.steps)
+        self._setup(ctx, queue, build_program(ctx, image.source, image.options,
+                                              binary_cache=binary_cache)
+                    if has_launches else None, image.initial)
+        self.steps = self._bind_steps(image.steps)
+        self.launch_count = sum(1 for s in self.steps if s.kind == "launch")
+        return self
+
+    def _setup(self, ctx: cl.Context, queue: cl.CommandQueue,
+               cl_program: Optional[cl.Program], initial: Mapping[str, np.ndarray]) -> None:
+        """The device side: buffers, host mirrors, the built program."""
+        self.ctx = ctx
+        self.queue = queue
+        self.device = queue.device
+        self.roots = list(self.dtypes)
+        self.initial = dict(initial)
+        self.mirror = _Mirrors(self.initial)
         mf = cl.mem_flags
-        self.cl_buffers = {r: cl.Buffer(ctx, mf.READ_WRITE, sizes[r]) for r in self.roots}
+        self.cl_buffers = {r: cl.Buffer(ctx, mf.READ_WRITE, self.sizes[r]) for r in self.roots}
         self._subs: dict[tuple[str, int, int], cl.Buffer] = {}
-        self.cl_program = build(program, ctx) if program.launches else None
-        self.align = max(1, int(self.device.mem_base_addr_align) // 8)
-        self.size_t = np.uint64 if int(self.device.address_bits) == 64 else np.uint32
+        self.cl_program = cl_program
         self._kernels: dict[tuple, cl.Kernel] = {}
         self._pending: list[cl.Event] = []
         self._locals: dict[int, cl.LocalMemory] = {}
-        self.steps: tuple[_Step, ...] = self._compile()
-        #: launches per execution (host loops unrolled)
-        self.launch_count = sum(1 for s in self.steps if s.kind == "launch")
+
+    def _bind_steps(self, steps: Sequence[_Step]) -> tuple[_Step, ...]:
+        """The image's steps with each kernel call made a ``cl.Kernel`` with its arguments set
+        (one per distinct kernel and arguments)."""
+        out = []
+        for st in steps:
+            if st.launch is not None:
+                lid, call, gs, ls, off = st.launch
+                assert isinstance(call, KernelCall)
+                key = (call.kernel, *(_arg_key(a) for a in call.args))
+                k = self._kernels.get(key)
+                if k is None:
+                    k = self._kernels[key] = cl.Kernel(self.cl_program, call.kernel)
+                    k.set_args(*(self._arg_value(a) for a in call.args))
+                st = dataclasses.replace(st, launch=(lid, k, gs, ls, off))
+            out.append(st)
+        return tuple(out)
+
+    def _arg_value(self, arg: tuple[Any, ...]) -> Any:
+        """The value ``set_args`` takes for an evaluated argument (:class:`KernelCall`)."""
+        if arg[0] == "local":
+            if arg[1] not in self._locals:
+                self._locals[arg[1]] = cl.LocalMemory(arg[1])
+            return self._locals[arg[1]]
+        if arg[0] == "scalar":
+            return arg[1]
+        _kind, root, start, n = arg
+        if start == 0 and n == self.sizes[root]:
+            return self.cl_buffers[root]
+        sub = self._subs.get((root, start, n))
+        if sub is None:
+            sub = self._subs[(root, start, n)] = self.cl_buffers[root].get_sub_region(start, n)
+        return sub
 
     # ------------------------------------------------------------------ compilation
     def _compile(self) -> tuple[_Step, ...]:
@@ -404,15 +555,10 @@ class CompiledProgram:
             if err.file is None and launch.loc is not None:
                 raise type(err)(err.message, launch.loc.file, launch.loc.line) from None
             raise
-        key = (launch.kernel, *(_arg_key(a) for a in args))
-        k = self._kernels.get(key)
-        if k is None:
-            k = self._kernels[key] = cl.Kernel(self.cl_program, launch.kernel)
-            k.set_args(*args)
-        return launch.id, k, gs, ls, off
+        return launch.id, KernelCall(launch.kernel, tuple(args)), gs, ls, off
 
     def _arg(self, kernel: Kernel, p: KernelParam, launch: Launch, env: Mapping[str, Any],
-             tag: str) -> Any:
+             tag: str) -> tuple[Any, ...]:
         try:
             b: Optional[ArgBinding] = launch.arg(p.index)
         except KeyError:
@@ -420,16 +566,13 @@ class CompiledProgram:
         if p.pointer and p.address_space == "local":
             if b is None or b.kind != "local" or b.local_bytes is None:
                 raise PolyfuseError(f"{tag}: __local argument {p.name} has no size")
-            nbytes = max(1, eval_host_int(b.local_bytes, env, f"{tag} {p.name} bytes"))
-            if nbytes not in self._locals:
-                self._locals[nbytes] = cl.LocalMemory(nbytes)
-            return self._locals[nbytes]
+            return ("local", max(1, eval_host_int(b.local_bytes, env, f"{tag} {p.name} bytes")))
         if p.pointer:
             if b is None or b.kind != "buffer" or b.buffer is None:
                 raise PolyfuseError(f"{tag}: buffer argument {p.name} is not bound to a buffer")
             if b.buffer not in self.program.buffers:
                 raise PolyfuseError(f"{tag}: argument {p.name} names unknown buffer {b.buffer!r}")
-            return self.cl_buffer(b.buffer, env)
+            return self._buffer_arg(b.buffer, env)
         dt = c_dtype(p.type)
         if p.type == "size_t":
             dt = np.dtype(self.size_t)
@@ -443,15 +586,18 @@ class CompiledProgram:
         else:
             raise PolyfuseError(f"{tag}: the value of scalar argument {p.name} is unknown: pass "
                                 f"--param {p.name}=VALUE (params={{'{p.name}': ...}} in Python)")
-        return np.array(value).astype(dt)[()]
+        return ("scalar", np.array(value).astype(dt)[()])
 
     # ------------------------------------------------------------------ buffers
     def reset(self) -> None:
         """Upload the initial contents to every root buffer and the host mirrors."""
         for root in self.roots:
-            self.mirror[root][:] = self.initial[root]
-            self._pending.append(cl.enqueue_copy(self.queue, self.cl_buffers[root],
-                                                 self.mirror[root], is_blocking=False))
+            src = self.initial[root]
+            if root in self.mirror:
+                self.mirror[root][:] = src
+                src = self.mirror[root]
+            self._pending.append(cl.enqueue_copy(self.queue, self.cl_buffers[root], src,
+                                                 is_blocking=False))
         self.finish()
 
     def _extent(self, name: str, env: Mapping[str, Any]) -> tuple[str, int, int]:
@@ -469,14 +615,11 @@ class CompiledProgram:
                                 *where(self.program.buffers[name].loc))
         return root, start, n
 
-    def cl_buffer(self, name: str, env: Mapping[str, Any]) -> cl.Buffer:
-        """The OpenCL buffer a kernel argument bound to ``name`` receives."""
+    def _buffer_arg(self, name: str, env: Mapping[str, Any]) -> tuple[str, str, int, int]:
+        """The (sub-)buffer a kernel argument bound to ``name`` receives, checked to be one
+        OpenCL can create on this device."""
         root, start, n = self._extent(name, env)
-        if start == 0 and n == self.sizes[root]:
-            return self.cl_buffers[root]
-        key = (root, start, n)
-        sub = self._subs.get(key)
-        if sub is None:
+        if not (start == 0 and n == self.sizes[root]):
             if start % self.align:
                 raise PolyfuseError(
                     f"sub-buffer {name!r} starts at byte {start} of {root!r}, not a multiple of "
@@ -485,8 +628,7 @@ class CompiledProgram:
             if n == 0:
                 raise PolyfuseError(f"sub-buffer {name!r} is empty",
                                     *where(self.program.buffers[name].loc))
-            sub = self._subs[key] = self.cl_buffers[root].get_sub_region(start, n)
-        return sub
+        return ("buffer", root, start, n)
 
     def _range(self, rg: BufferRange, env: Mapping[str, Any], what: str) -> tuple[str, int, int]:
         root, start, n = self._extent(rg.buffer, env)
@@ -513,22 +655,26 @@ class CompiledProgram:
                 try:
                     evt = nd_range(queue, k, gs, ls, global_work_offset=off)
                 except cl.Error as err:
-                    launch = self.program.op(lid)
                     raise PolyfuseError(f"launch {lid} ({k.function_name}): enqueue failed with "
                                         f"global size {gs}, local size {ls}: {err}",
-                                        *where(launch.loc)) from None
+                                        *self._where(lid)) from None
                 if profile:
                     events.append((lid, evt))
             else:
                 try:
                     evt = self._enqueue_host(s, reads)
                 except cl.Error as err:
-                    op = self.program.op(s.op_id)
-                    raise PolyfuseError(f"{op.name or op.kind} (op {op.id}) failed on the "
-                                        f"device: {err}", *where(op.loc)) from None
+                    op = self.program.op(s.op_id) if self.program is not None else None
+                    raise PolyfuseError(f"{op.name or op.kind if op else s.kind} (op {s.op_id}) "
+                                        f"failed on the device: {err}",
+                                        *self._where(s.op_id)) from None
                 if evt is not None:
                     self._pending.append(evt)
         return events
+
+    def _where(self, op_id: int) -> tuple[Optional[str], Optional[int]]:
+        """Where the host program does operation ``op_id`` (unknown without the program)."""
+        return where(self.program.op(op_id).loc) if self.program is not None else (None, None)
 
     def finish(self) -> None:
         """Wait for everything enqueued; host arrays of transfers may be released after.
@@ -598,7 +744,7 @@ class CompiledProgram:
         self.finish()
         initial = {r: _view(raw.copy(), self.dtypes[r]) for r, raw in self.initial.items()}
         return RunResult(final, reads, times, self.launch_count, initial, wall,
-                         self.program.name)
+                         self.image.name)
 
 
 def _arg_key(arg: Any) -> Any:
@@ -755,7 +901,7 @@ def _time_compiled(ex: CompiledProgram, repeat: int, warmup: int) -> ProgramTimi
         ex.finish()
     kernel: list[float] = []
     wall: list[float] = []
-    per: dict[int, list[float]] = {op.id: [] for op in ex.program.launches}
+    per: dict[int, list[float]] = {s.launch[0]: [] for s in ex.steps if s.launch is not None}
     for _ in range(repeat):
         ex.reset()
         t0 = time.perf_counter()
@@ -768,7 +914,7 @@ def _time_compiled(ex: CompiledProgram, repeat: int, warmup: int) -> ProgramTimi
         kernel.append(sum(sums.values()))
         for lid, t in sums.items():
             per[lid].append(t)
-    return ProgramTiming(ex.program.name, statistics.median(kernel), statistics.median(wall),
+    return ProgramTiming(ex.image.name, statistics.median(kernel), statistics.median(wall),
                          ex.launch_count, {lid: statistics.median(v) for lid, v in per.items()},
                          tuple(kernel), tuple(wall))
 
