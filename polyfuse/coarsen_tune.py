@@ -39,7 +39,7 @@ from polyfuse.codegen.coarsen import (
 )
 from polyfuse.program import Launch, PolyfuseError, Program
 from polyfuse.runtime.device import DeviceLimits, DeviceSpec, device_key, get_context
-from polyfuse.runtime.execute import build, run_program, time_interleaved
+from polyfuse.runtime.execute import build, precheck_programs, run_program, time_interleaved
 from polyfuse.runtime.verify import Verification, compare_runs, verify_programs
 from polyfuse.tune import (
     default_cache_dir,
@@ -322,10 +322,9 @@ def tune_launch(program: Program, launch: Launch, *, params: Mapping[str, Any],
             return LaunchTuning(launch.id, launch.kernel, wd, rows, chosen,
                                 hit.get("original_time_s"), hit.get("chosen_time_s"),
                                 "cached choice", True, geom)
-    orig_priv, _ = _kernel_info(sub, ctx, dev)
-    ref = run_program(sub, params=params, ctx=ctx, queue=queue) if verify else None
     rows: dict[Factors, VariantRow] = {}
     progs: dict[Factors, Program] = {}
+    variants: dict[Factors, CoarsenedProgram] = {}
     for f in cands:
         if f.identity:
             rows[f] = VariantRow(f, "timed", "original", verified=True)
@@ -337,11 +336,27 @@ def tune_launch(program: Program, launch: Launch, *, params: Mapping[str, Any],
             rows[f] = VariantRow(f, "illegal", str(err))
             continue
         info = cp.launches[0]
-        geo = tuple(info.to_dict()["launches"])
         if info.local_bytes > limits.local_mem_size:
             rows[f] = VariantRow(f, "pruned", f"__local use {info.local_bytes} B exceeds the "
                                  f"device's {limits.local_mem_size} B", local_mem_bytes=
-                                 info.local_bytes, geometry=geo)
+                                 info.local_bytes, geometry=tuple(info.to_dict()["launches"]))
+            continue
+        variants[f] = cp
+    # each variant (and the original) run once in a worker first: one the device compiler
+    # rejects or aborts on is skipped with why, the others are tuned
+    original, *why = precheck_programs([sub, *(cp.program for cp in variants.values())],
+                                       params, dev)
+    if original is not None:
+        raise PolyfuseError(f"launch {launch.id} ({launch.kernel}): {original}")
+    orig_priv, _ = _kernel_info(sub, ctx, dev)
+    ref = run_program(sub, params=params, ctx=ctx, queue=queue) if verify else None
+    for (f, cp), rejected in zip(variants.items(), why):
+        info = cp.launches[0]
+        geo = tuple(info.to_dict()["launches"])
+        if rejected is not None:
+            rows[f] = VariantRow(f, "failed", f"skipped: {rejected}", geometry=geo)
+            say(f"launch {launch.id} ({launch.kernel}): variant {f.label(wd)} skipped "
+                f"({rejected})")
             continue
         try:
             priv, wgmax = _kernel_info(cp.program, ctx, dev)

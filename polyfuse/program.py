@@ -478,6 +478,12 @@ def host_expr_to_isl(expr: HostExpr) -> str:
 
 
 def _floor_expr_to_isl(expr: HostExpr) -> str:
+    if isinstance(expr, (sympy.Min, sympy.Max)):  # a guarded host loop's bound
+        fn = "min" if isinstance(expr, sympy.Min) else "max"
+        text = host_expr_to_isl(expr.args[0])
+        for a in expr.args[1:]:
+            text = f"{fn}({text}, {host_expr_to_isl(a)})"
+        return text
     if isinstance(expr, sympy.floor):
         inner = expr.args[0]
         num, den = sympy.fraction(sympy.together(inner))

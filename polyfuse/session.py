@@ -37,7 +37,7 @@ from polyfuse.frontend.onnx import OnnxModel
 from polyfuse.fusion.plan import FusionPlan
 from polyfuse.program import PolyfuseError, Program
 from polyfuse.runtime.device import DeviceSpec, device_target, get_context
-from polyfuse.runtime.execute import CompiledProgram, program_source
+from polyfuse.runtime.execute import CompiledProgram, precheck_programs, program_source
 
 _ONNX_TYPES = {"float32": "float", "float64": "double", "float16": "float16", "int64": "int64",
                "int32": "int32", "int16": "int16", "int8": "int8", "uint8": "uint8",
@@ -128,6 +128,12 @@ class InferenceSession:
         #: the OpenCL C source the session built
         self.source: str = program_source(self.program)
         ctx, queue = get_context(device)
+        # run once in a worker first (cached per source and device): a device compiler that
+        # aborts must not take the caller's Python process (a notebook's kernel) with it
+        why = precheck_programs([self.program], params, queue.device)[0]
+        if why is not None:
+            raise PolyfuseError(f"InferenceSession: the kernels of {self.program.name!r} cannot "
+                                f"run on {queue.device.name.strip()}: {why}")
         self._ex = CompiledProgram(self.program, params, None, 0, ctx=ctx, queue=queue)
         self._ex.reset()
         self._inputs, self._outputs = self._bind(model)

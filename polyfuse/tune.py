@@ -49,7 +49,12 @@ from polyfuse.fusion.plan import FusionPlan
 from polyfuse.program import PolyfuseError, Program
 from polyfuse.runtime.build import build_fused
 from polyfuse.runtime.device import DeviceSpec, device_key, device_target, get_context
-from polyfuse.runtime.execute import ProgramTiming, program_source, time_program
+from polyfuse.runtime.execute import (
+    ProgramTiming,
+    precheck_programs,
+    program_source,
+    time_program,
+)
 from polyfuse.runtime.verify import verify_programs
 from polyfuse.uar import UAR, build_uar
 
@@ -476,6 +481,7 @@ class _Tuner:
         rows: dict[str, VariantResult] = {}
         built: dict[str, FusedProgram] = {}
         first_with: dict[str, str] = {}  # plan signature -> first variant with it
+        generated: dict[str, FusedProgram] = {}
         signatures: dict[str, str] = {}
         for variant in variants:
             try:
@@ -491,9 +497,25 @@ class _Tuner:
                 self.say(f"{self.name}: {variant}: same plan as {first_with[sig]}, skipped")
                 continue
             first_with[sig] = variant
-            rows[variant], fused = self._checked(variant, plan)
-            if fused is not None:
-                built[variant] = fused
+            try:
+                generated[variant] = generate(plan, target=self.target)
+            except Exception as err:  # a generation failure discards the variant
+                self.say(f"{self.name}: {variant}: code generation failed: {_short(err)}")
+                rows[variant] = VariantResult(variant, error=f"codegen failed: {_short(err)}")
+        # each variant (and the unfused program) runs once in a worker first: one the device
+        # compiler rejects or aborts on is skipped with why, the others are tuned
+        original, *why = precheck_programs(
+            [self.program, *(f.program for f in generated.values())], self.params, self.dev)
+        if original is not None:
+            raise PolyfuseError(f"{self.name}: the unfused program cannot run: {original}")
+        for (variant, fused), rejected in zip(generated.items(), why):
+            if rejected is not None:
+                self.say(f"{self.name}: {variant}: skipped ({rejected})")
+                rows[variant] = VariantResult(variant, error=f"skipped: {rejected}")
+                continue
+            rows[variant], checked = self._checked(variant, fused)
+            if checked is not None:
+                built[variant] = checked
         if not built:
             table = tuple(rows[v] for v in variants)
             raise TuneError(f"{self.name}: no orchestration variant verified: "
@@ -501,10 +523,10 @@ class _Tuner:
                             table)
         return rows, built, signatures
 
-    def _checked(self, variant: str, plan: FusionPlan
+    def _checked(self, variant: str, fused: FusedProgram
                  ) -> tuple[VariantResult, Optional[FusedProgram]]:
         try:
-            fused = self.generate(plan)
+            build_fused(fused, self.dev)
         except Exception as err:  # a generation failure discards the variant
             self.say(f"{self.name}: {variant}: code generation failed: {_short(err)}")
             return VariantResult(variant, error=f"codegen failed: {_short(err)}"), None

@@ -209,15 +209,30 @@ def test_bad_plans_refused() -> None:
         generate(make_plan(p, rest))
 
 
-def test_barrier_fragment_needs_whole_groups() -> None:
+def _partial_gemm_plan() -> FusionPlan:
+    """gemm_bias_relu_transpose with the tiled GEMM's work-item (0, 0) of every group left
+    out: a guard on local ids around a fragment with barriers."""
     p = load("gemm_bias_relu_transpose")
     partial = ("{ F[g0, g1, l0, l1] -> L4[g0, g1, l0, l1] : 0 <= g0 < 4 and 0 <= g1 < 4 and "
                "0 <= l0 < 16 and 0 <= l1 < 16 and l0 + l1 > 0 }")
-    plan = make_plan(p, [("single", [(4, partial)]),
+    return make_plan(p, [("single", [(4, partial)]),
                          ("single", [(5, identity(5, cond=G1.format(ng=64)))]),
                          ("single", [(6, identity(6, "g0, g1, l0, l1", G2))])])
-    with pytest.raises(CodegenError, match="plan group 0.*barrier"):
-        generate(plan)
+
+
+def test_barrier_fragment_on_part_of_its_groups_keeps_barriers_unguarded() -> None:
+    """The guard on local ids goes below the tiled GEMM's barriers (whose loop bounds are the
+    same for every work-item), so no barrier is under work-item-dependent control flow."""
+    from pycparser import c_ast
+
+    from polyfuse.c import cpp
+    from polyfuse.codegen.barrier_guard import has_barrier_call
+
+    fused = generate(_partial_gemm_plan())
+    ast = cpp.parse(fused.source, "fused.cl")
+    for node in cpp.walk(ast):
+        if isinstance(node, c_ast.If) and "get_local_id" in cpp.generate(node.cond):
+            assert not has_barrier_call(node.iftrue) and not has_barrier_call(node.iffalse)
 
 
 EARLY_RETURN = """

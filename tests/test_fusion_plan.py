@@ -526,7 +526,8 @@ def test_no_wavefront_when_a_dependence_stays_on_an_anti_diagonal():
 def test_barrier_kernel_on_a_symbolic_size_is_left_apart_with_the_way_out():
     """``gs = n`` with local size 64: for n not a multiple of 64 the reduction's last group is
     partial, so fused its barriers would sit under a guard; planning keeps it alone and says so,
-    and its own group is generated (its launch as the host makes it)."""
+    and its own group is generated on whole groups, the guard on the padding work-items below
+    its barriers."""
     d = HOST_PROGRAMS / "symbolic_reduction"
     prog = polyfuse.load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"))
     plan = plan_of(polyfuse.build_uar(prog))
@@ -536,7 +537,15 @@ def test_barrier_kernel_on_a_symbolic_size_is_left_apart_with_the_way_out():
     assert why and all("barriers" in r and "values of n" in r and "--param" in r for r in why)
     fused = polyfuse.generate(plan)
     own = next(k for k in fused.groups if plan.groups[k.group].members == (sumsq,))
-    assert [str(x) for x in own.global_size] == ["n"]
+    assert [str(x) for x in own.global_size] == ["64*floor(n/64 + 63/64)"]
+    from pycparser import c_ast
+
+    from polyfuse.c import cpp
+    from polyfuse.codegen.barrier_guard import has_barrier_call
+
+    for node in cpp.walk(cpp.parse(fused.source, "fused.cl")):
+        if isinstance(node, c_ast.If) and "get_" in cpp.generate(node.cond):
+            assert not has_barrier_call(node.iftrue) and not has_barrier_call(node.iffalse)
     fixed = polyfuse.load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"),
                                  params={"n": 4096})
     assert members(plan_of(polyfuse.build_uar(fixed))) == [tuple(op.id for op in fixed.launches)]

@@ -66,7 +66,8 @@ def test_default_is_a_gpu_and_fuse_verify_runs_there(tmp_path: Path) -> None:
     """Without --device or PYOPENCL_CTX, `polyfuse devices` names a GPU by its rule and
     `polyfuse fuse ... --verify` verifies there, with no other step."""
     env = {k: v for k, v in os.environ.items() if k != "PYOPENCL_CTX"}
-    env.update({"POLYFUSE_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)})
+    env.update({"POLYFUSE_CACHE": str(tmp_path / "cache"), "PYTHONPATH": os.pathsep.join(
+        [str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])})
 
     def cli(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "polyfuse.cli", *args], cwd=ROOT, env=env,

@@ -156,3 +156,25 @@ def test_guard_moves_below_barriers_and_memory_reads_stay_guarded() -> None:
 def test_guard_that_cannot_move_is_refused(text: str, words: str) -> None:
     with pytest.raises(BarrierGuardError, match=words):
         push_guard_below_barriers(_body(text), _guard)
+
+
+def test_guard_on_work_items_needs_headers_the_same_for_the_whole_group() -> None:
+    """A guard that leaves some work-items of a group out (a symbolic size padded to whole
+    groups) moves below the barriers only when no header around them depends on the
+    work-item: the left-out work-items run the barriers as well."""
+    items = _body("""
+        const int l = get_local_id(0);
+        red[l] = x[get_global_id(0)];
+        for (int s = 2; s > 0; s >>= 1) {
+          barrier(CLK_LOCAL_MEM_FENCE);
+          if (l < s) red[l] += red[l + s];
+        }
+    """)
+    push_guard_below_barriers(items, _guard, item_dependent=True)  # uniform headers: fine
+    diverging = _body("""
+        const int l = get_local_id(0);
+        for (int s = l; s > 0; s >>= 1) { barrier(CLK_LOCAL_MEM_FENCE); red[l] += red[s]; }
+    """)
+    push_guard_below_barriers(diverging, _guard)  # a group guard: headers as the kernel had
+    with pytest.raises(BarrierGuardError, match="depends on the work-item"):
+        push_guard_below_barriers(diverging, _guard, item_dependent=True)

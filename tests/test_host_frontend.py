@@ -487,6 +487,37 @@ def test_designated_region_and_field_assignment():
     assert (prog.buffers["s2"].origin, prog.buffers["s2"].size) == (0, 4096)
 
 
+def test_compound_literal_region_and_sizes():
+    """A compound literal (NPB's ``(Vec3){...}`` style) read through clang under pycparser 3,
+    whose ``CompoundLiteral`` takes a storage list (issue 26 item 9)."""
+    prog, _ = _parse(r"""
+    cl_mem big = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 8192, NULL, &err);
+    cl_buffer_region r = (cl_buffer_region){ .origin = 1024, .size = 512 };
+    cl_mem s = clCreateSubBuffer(big, 0, CL_BUFFER_CREATE_TYPE_REGION, &r, &err);
+    """)
+    assert (prog.buffers["s"].origin, prog.buffers["s"].size) == (1024, 512)
+
+
+def test_sse_header_brings_what_the_real_one_includes():
+    """``<xmmintrin.h>`` includes ``<stdlib.h>`` through ``<mm_malloc.h>``: a host using
+    ``EXIT_FAILURE`` and ``_mm_malloc`` after it alone still parses (issue 26 item 7)."""
+    src = r"""
+    #include <CL/cl.h>
+    #include <xmmintrin.h>
+    int main(void) {
+        float *h = (float *)_mm_malloc(64 * sizeof(float), 16);
+        if (!h) return EXIT_FAILURE;
+        cl_int err;
+        cl_context ctx = clCreateContext(NULL, 0, NULL, NULL, NULL, &err);
+        cl_mem c = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 256, NULL, &err);
+        _mm_free(h);
+        return 0;
+    }
+    """
+    prog = parse_host(src, KERNELS, filename="host.c")
+    assert prog.buffers["c"].size == 256
+
+
 def test_map_and_blocking_flags():
     prog, _ = _parse(r"""
     cl_mem a = clCreateBuffer(ctx, CL_MEM_ALLOC_HOST_PTR, 4096, NULL, &err);
@@ -735,9 +766,14 @@ cleanup:
     """)
     ctx = param_context(prog)
     assert ctx.is_equal(type(ctx)("[n] -> { : n mod 64 = 0 and n <= 4096 }"))
+    r = sympy.Symbol("r")
     assert [la.global_size for la in prog.launches] == \
-        [(n,), (sympy.floor(n / 2),), (sympy.floor(n / 2),), (64,), (66,)]
+        [(n,), (sympy.floor(n / 2),), (sympy.floor(n / 2),), (r + 64,)]
     assert prog.launches[0].arg(1).value == 2.0
+    # `if (r % 2 == 0)` is an affine guard: a 0-or-1-trip loop, the r loop stays symbolic
+    outer, guard = prog.launches[3].loops
+    assert (outer.iterator, outer.upper) == ("r", 4) and guard.lower == 0
+    assert [sympy.sympify(guard.upper).subs(r, v) for v in range(4)] == [1, 0, 1, 0]
 
 
 def test_error_break_under_data_dependent_condition():
@@ -755,3 +791,34 @@ def test_error_break_under_data_dependent_condition():
     }
     """, "if (converged(a)) break;", cls=UnsupportedError)
     assert "left early" in err.message
+
+
+def test_sizes_read_back_from_the_device_are_named():
+    """A value read back from the device is data: never the variable's old value. An integer
+    becomes a parameter named after its variable; a float that sizes a launch is refused naming
+    the read-back and the --param that fixes it."""
+    body = r"""
+    cl_mem a = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 4096, NULL, &err);
+    cl_kernel k = clCreateKernel(program, "scale", &err);
+    float alpha = 1.0f;
+    int n = 1024;
+    clSetKernelArg(k, 0, sizeof(cl_mem), &a);
+    clSetKernelArg(k, 1, sizeof(float), &alpha);
+    clSetKernelArg(k, 2, sizeof(int), &n);
+    int count = 0;
+    float total = 0.0f;
+    clEnqueueReadBuffer(queue, a, CL_TRUE, 0, sizeof(int), &count, 0, NULL, NULL);
+    clEnqueueReadBuffer(queue, a, CL_TRUE, 4, sizeof(float), &total, 0, NULL, NULL);
+    size_t g = count;
+    clEnqueueNDRangeKernel(queue, k, 1, NULL, &g, NULL, 0, NULL, NULL);
+    size_t h = (size_t)(total * 64);
+    clEnqueueNDRangeKernel(queue, k, 1, NULL, &h, NULL, 0, NULL, NULL);
+    """
+    err = _error(body, "clEnqueueNDRangeKernel(queue, k, 1, NULL, &h", cls=UnsupportedError)
+    src = _host(body)
+    assert f"'total', read back from the device by clEnqueueReadBuffer at bad.c:" \
+        f"{_line(src, 'sizeof(float), &total')}" in err.message
+    assert "--param total=VALUE" in err.message
+    prog = parse_host(src, KERNELS, filename="ok.c", params={"total": 2.0}, check_params=True)
+    assert prog.params == ("count",)
+    assert [la.global_size for la in prog.launches] == [(sympy.Symbol("count"),), (128,)]

@@ -13,10 +13,11 @@ from typing import Any
 
 import islpy as isl
 import pytest
+import sympy
 
 from polyfuse.cli import main as cli_main
 from polyfuse.frontend.host import load_opencl
-from polyfuse.program import PolyfuseError, Program
+from polyfuse.program import PolyfuseError, Program, UnsupportedError
 from polyfuse.testing.bruteforce import brute_force_dependences, edge_index
 from polyfuse.uar import build_uar
 
@@ -206,6 +207,53 @@ def test_build_options_and_define_strings_are_honoured(tmp_path: Path, sources: 
     assert "3.0f" in code and "1.0f" not in code
 
 
+BLOCK_KERNEL = """
+__kernel void scale(__global float *a, __global float *b) {
+    __local float tile[BLOCK_SIZE];
+    int i = get_global_id(0), l = get_local_id(0);
+    tile[l] = a[i];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    b[i] = 2.0f * tile[BLOCK_SIZE - 1 - l];
+}
+"""
+
+
+def test_build_options_made_at_run_time_define_what_the_kernel_needs(tmp_path: Path) -> None:
+    """The kernel file on the command line uses BLOCK_SIZE, which only the host's sprintf'd
+    options define: it is parsed when the host builds it, not before the host runs."""
+    (tmp_path / "scale.cl").write_text(BLOCK_KERNEL)
+    (tmp_path / "host.c").write_text(SCALE_HOST.replace("SOURCES", """
+    int bs = 16;
+    char opts[64];
+    sprintf(opts, "-DBLOCK_SIZE=%d", bs);
+    const char *src = load("scale.cl");
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    clBuildProgram(prog, 0, NULL, opts, NULL, NULL);"""))
+    program = load_opencl(str(tmp_path / "scale.cl"), host=str(tmp_path / "host.c"))
+    assert "-DBLOCK_SIZE=16" in program.kernels["scale"].build_options
+    assert [op.kernel for op in program.launches] == ["scale"]
+
+
+def test_one_kernel_name_in_two_files_the_host_loads_one(tmp_path: Path) -> None:
+    """Tutorial suites keep one kernel name in several files; the one the host builds is
+    the kernel, and only a fallback to the command line's files is ambiguous."""
+    for name, op in (("scale.cl", "*"), ("scale_v2.cl", "+")):
+        (tmp_path / name).write_text("__kernel void scale(__global float *a, __global float "
+                                     "*b) { int i = get_global_id(0); b[i] = a[i] "
+                                     f"{op} 3.0f; }}\n")
+    (tmp_path / "host.c").write_text(SCALE_HOST.replace("SOURCES", """
+    const char *src = load("scale_v2.cl");
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);"""))
+    files = [str(tmp_path / "scale.cl"), str(tmp_path / "scale_v2.cl")]
+    program = load_opencl(files[1:], host=str(tmp_path / "host.c"))
+    assert "a[i] + 3.0f" in program.kernels["scale"].source
+    (tmp_path / "host.c").write_text(SCALE_HOST.replace("SOURCES", """
+    const char *src = 0;
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);"""))
+    with pytest.raises(PolyfuseError, match="'scale' is defined in .*scale.cl and .*scale_v2"):
+        load_opencl(files, host=str(tmp_path / "host.c"))
+
+
 def test_same_kernel_name_in_two_programs_is_two_kernels(tmp_path: Path) -> None:
     for name, body in (("a.cl", "c[i] = a[i] + 1.0f;"), ("b.cl", "c[i] = a[i] * 2.0f;")):
         (tmp_path / name).write_text("__kernel void mmul(__global const float *a, "
@@ -345,6 +393,42 @@ def test_cpp_references_templates_and_std_string() -> None:
     assert _edge(widths, "add", "add", program) == "thread"
     symbolic = load_opencl(None, host=str(PROGRAMS / "cpp_refs" / "main.cpp"))
     assert len(symbolic.params) == 1 and symbolic.params[0].startswith("n")
+
+
+def test_old_cpp_dialect_host() -> None:
+    """A host written for C++98-era g++ (issue 26 item 2): ``throw()`` specifications, a
+    narrowing ``{n}``, a global ``data`` against C++17's ``std::data``, ``main`` without its
+    ``int``, and template methods with ``T(v)`` and ``Base<T>::scale(...)``."""
+    program = load_opencl(None, host=str(PROGRAMS / "old_cpp" / "main.cpp"))
+    assert [(op.kernel, op.global_size) for op in program.launches] == [("twice", (64,))] * 2
+    widths = check_against_oracle(program)
+    assert _edge(widths, "twice", "twice", program) == "thread"
+
+
+def test_c_file_the_makefile_compiles_as_cpp(tmp_path: Path) -> None:
+    """A ``.c`` file built with ``CC=g++`` includes ``<iostream>``: parsed as C++ when it does
+    not parse as C."""
+    (tmp_path / "scale.cl").write_text(SCALE_KERNEL)
+    host = SCALE_HOST.replace("#include <stdio.h>", "#include <stdio.h>\n#include <iostream>")
+    host = host.replace("SOURCES", """const char *src = load("scale.cl");
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    std::cout << "built" << std::endl;""")
+    (tmp_path / "host.c").write_text(host)
+    program = load_opencl(None, host=str(tmp_path / "host.c"))
+    assert [op.kernel for op in program.launches] == ["scale"]
+
+
+def test_kernels_in_std_containers_and_options_in_a_std_string() -> None:
+    """``std::vector<cl_kernel>``, ``std::map<std::string, cl_kernel>``, a kernel name passed
+    as a by-value ``std::string``, build options assembled with ``+=``/``append``/
+    ``std::to_string``, and ``throw`` on error paths (issue 26 item 8)."""
+    program = load_opencl(None, host=str(PROGRAMS / "cpp_containers" / "main.cpp"))
+    assert [(op.kernel, op.arg(0).buffer, op.arg(1).buffer) for op in program.launches] == \
+        [("shift", "a", "b"), ("square", "b", "c"), ("shift", "c", "a")]
+    assert "-DOFFSET=3.0f" in program.kernels["shift"].build_options
+    widths = check_against_oracle(program)
+    assert _edge(widths, "shift", "square", program) == "thread"
+    assert _edge(widths, "square", "shift", program) == "thread"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -521,17 +605,40 @@ def test_runtime_builds_with_the_hosts_options(tmp_path: Path, capsys: Any) -> N
 GRAMSCHMIDT = PROGRAMS / "polybench_gramschmidt" / "gramschmidt.c"
 
 
+def _unfoldable_gramschmidt(tmp_path: Path) -> Path:
+    """gramschmidt with its launch guard written ``size3(k) != 0``: no conjunction of affine
+    bounds, so the k loop is unrolled (a long sequence of launches)."""
+    src = GRAMSCHMIDT.parent
+    for f in src.iterdir():
+        text = f.read_text()
+        if f.name == GRAMSCHMIDT.name:
+            text = text.replace("if (globalWorkSizeKernel3[0] > 1)",
+                                "if (globalWorkSizeKernel3[0] != 0)")
+        (tmp_path / f.name).write_text(text)
+    return tmp_path / GRAMSCHMIDT.name
+
+
+def test_gramschmidt_guarded_launch_stays_symbolic() -> None:
+    """PolyBench's ``if (size3(k) > 1) launch k3(k)``, a float ``ceil`` of ``k``: a guard loop,
+    not 2048 unrolled launches; exact against brute force."""
+    program = load_opencl(None, host=str(GRAMSCHMIDT), defines={"MINI_DATASET": None})
+    assert [len(op.loops) for op in program.launches] == [1, 1, 2]
+    check_against_oracle(program)
+    assert load_opencl(None, host=str(GRAMSCHMIDT)).launches[2].loops[0].upper == 2048
+
+
 @pytest.mark.parametrize("windowed", [False, True])
-def test_gramschmidt_unrolled_launches_against_the_oracle(windowed: bool, monkeypatch: Any
-                                                          ) -> None:
-    """``for k: launch k1(k); launch k2(k); if (size3(k) > 1) launch k3(k)`` with a global
+def test_gramschmidt_unrolled_launches_against_the_oracle(windowed: bool, monkeypatch: Any,
+                                                          tmp_path: Path) -> None:
+    """``for k: launch k1(k); launch k2(k); if (size3(k) != 0) launch k3(k)`` with a global
     size that is a float ``ceil`` of ``k``: unrolled, every edge as brute force finds it (with
     the whole-sequence flow and the sink-by-sink flow of long sequences)."""
     from polyfuse.uar import deps
 
     if windowed:
         monkeypatch.setattr(deps, "WINDOW_MIN_OPS", 0)
-    program = load_opencl(None, host=str(GRAMSCHMIDT), defines={"MINI_DATASET": None})
+    program = load_opencl(None, host=str(_unfoldable_gramschmidt(tmp_path)),
+                          defines={"MINI_DATASET": None})
     kinds = [op.kernel[-1] for op in program.launches]
     assert kinds == ["1", "2", "3"] * 7 + ["1", "2"]
     assert [op.global_size for op in program.launches if op.kernel.endswith("3")] == \
@@ -539,13 +646,15 @@ def test_gramschmidt_unrolled_launches_against_the_oracle(windowed: bool, monkey
     check_against_oracle(program)
 
 
-def test_windowed_dependences_equal_the_whole_sequence_flow(monkeypatch: Any) -> None:
+def test_windowed_dependences_equal_the_whole_sequence_flow(monkeypatch: Any, tmp_path: Path
+                                                           ) -> None:
     """The sink-by-sink flow of unrolled sequences gives exactly isl's whole-sequence
     dataflow (same edges, equal relations)."""
     from polyfuse.uar import deps
     from polyfuse.uar.effects import instantiate
 
-    programs = [load_opencl(None, host=str(GRAMSCHMIDT), defines={"NI": "12", "NJ": "12"}),
+    programs = [load_opencl(None, host=str(_unfoldable_gramschmidt(tmp_path)),
+                            defines={"NI": "12", "NJ": "12"}),
                 load_opencl(None, host=str(PROGRAMS / "kernels_in_program" / "host.c")),
                 load_opencl(None, host=str(PROGRAMS / "linked_list" / "host.c"))]
     for program in programs:
@@ -561,8 +670,9 @@ def test_windowed_dependences_equal_the_whole_sequence_flow(monkeypatch: Any) ->
         assert all(whole[k].is_equal(windowed[k]) for k in whole), program.name
 
 
-def test_too_many_unrolled_launches_are_refused_with_a_hint(capsys: Any) -> None:
-    code, _, err = _run_cli(capsys, "analyze", "--host", str(GRAMSCHMIDT))
+def test_too_many_unrolled_launches_are_refused_with_a_hint(capsys: Any, tmp_path: Path
+                                                            ) -> None:
+    code, _, err = _run_cli(capsys, "analyze", "--host", str(_unfoldable_gramschmidt(tmp_path)))
     assert code == 1 and "gramschmidt.c:" in err and "2048 exceeds" in err
     assert "-D SMALL_DATASET" in err and "Traceback" not in err
 
@@ -703,3 +813,84 @@ def test_handson_cpp_pi_work_group_size_query(tmp_path: Path) -> None:
     assert launch.arg(2).kind == "local" and launch.arg(2).local_bytes == 64
     assert program.buffers["d_partial_sums"].size == 64
     assert launch.arg(1).value == pytest.approx(1.0 / 4096)
+
+
+def test_affine_guard_on_loop_iterator_keeps_the_loop_symbolic() -> None:
+    """``if (k < steps - 1) launch; else launch;`` in a host loop: each branch's launch gets a
+    0-or-1-trip guard loop, so the loop is not unrolled and the UAR honours the guard exactly."""
+    d = PROGRAMS / "guarded_loop"
+    program = load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"))
+    assert program.params == ("n", "steps")
+    scale, update, finish = program.launches
+    assert [lp.iterator for lp in scale.loops] == ["k"]
+    assert [lp.upper for lp in update.loops[:1]] == [sympy.Symbol("steps")]
+    assert len(update.loops) == len(finish.loops) == 2
+    small = load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"), argv=["8", "4"])
+    widths = check_against_oracle(small)
+    assert _edge(widths, "scale", "update", small) == "thread"
+    assert _edge(widths, "scale", "finish", small) == "thread"
+
+
+@pytest.mark.parametrize(("argv", "size", "iters"), [
+    (["-p", "0", "-d", "1", "--", "--size", "64", "--iters=3"], 64, 3),
+    (["-v", "--", "-s", "16", "-i", "2", "-q"], 16, 2),
+    (["--", "--size", "128"], 128, 1),
+])
+def test_harness_moves_argv_then_getopt_long(argv: list, size: int, iters: int) -> None:
+    """A harness reads its options character by character (``av[i][0] != '-'``,
+    ``switch (av[i][1])``) and moves ``argv`` past them; the rest goes to getopt_long with
+    ``--name value``, ``--name=value`` and short options."""
+    d = PROGRAMS / "cmdline_c"
+    program = load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"), argv=argv)
+    (launch,) = program.launches
+    assert launch.global_size == (size,) and [lp.upper for lp in launch.loops] == [iters]
+
+
+def test_setup_loops_without_opencl_calls_are_summarised(monkeypatch: Any) -> None:
+    """A 230,400-element two-variable ``for`` fill and 2.2 million iterations of nested
+    flag set-up: one iteration budget for the whole nest, then a summary (what the loops
+    write becomes unknown: host data, and a float scale that stays a kernel parameter)."""
+    from polyfuse.frontend import host_c
+
+    executed = [0]
+    original = host_c.CSemantics._exec
+
+    def counting(self: Any, node: Any) -> None:
+        executed[0] += 1
+        original(self, node)
+
+    monkeypatch.setattr(host_c.CSemantics, "_exec", counting)
+    d = PROGRAMS / "setup_loops"
+    program = load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"))
+    assert executed[0] < 40_000, executed[0]
+    (launch,) = program.launches
+    assert launch.global_size == (sympy.Symbol("n"),) and launch.arg(3).value is None
+    small = load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"), argv=["16"])
+    assert small.launches[0].global_size == (16,) and small.buffers["d_in"].size == 64
+
+
+def test_sizes_and_breaks_computed_from_data_are_named() -> None:
+    """A size counted in a ``while (!feof(f))`` loop is a parameter named after its variable,
+    which --param binds; a relaxation loop left when the residual read back from the device
+    is small is refused naming the read-back, its line and the --param that lets it go on."""
+    d = PROGRAMS / "data_sizes"
+    host = d / "host.c"
+    lines = host.read_text().splitlines()
+
+    def line(needle: str) -> int:
+        return next(i + 1 for i, t in enumerate(lines) if needle in t)
+
+    def load(**kw: Any) -> Program:
+        return load_opencl(str(d / "kernels.cl"), host=str(host), argv=["values.txt"], **kw)
+
+    with pytest.raises(UnsupportedError) as exc:
+        load()
+    err = exc.value
+    assert err.line == line("if (residual < tol) break;"), str(err)
+    assert f"'residual', read back from the device by clEnqueueReadBuffer at {host}:" \
+        f"{line('clEnqueueReadBuffer(q, d_r')}" in err.message
+    assert "--param residual=VALUE" in err.message
+    assert load(params={"residual": 1.0}).params == ("count",)
+    fixed = load(params={"residual": 1.0, "count": 16}, check_params=True)
+    assert [lp.upper for lp in fixed.launches[0].loops] == [8]
+    check_against_oracle(fixed)

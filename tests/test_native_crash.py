@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -36,3 +37,102 @@ def test_a_device_failing_a_probe_kernel_is_unusable() -> None:
     assert dv.probe(dev, kernels=good[:1]).reason is None
     why = dv.probe(dev, kernels=(wrong,)).reason
     assert why is not None and "probe kernel 'vector4'" in why and "miscompiled" in why
+
+
+def _device_or_skip() -> None:
+    from polyfuse.runtime.device import list_devices
+
+    if not list_devices():
+        pytest.skip("no OpenCL device")
+
+
+def test_roofline_skips_a_kernel_whose_build_aborts(tmp_path, monkeypatch, capfd) -> None:
+    """The FLOP kernel's check aborts its worker: the point is skipped with the stage, the
+    kernel and the signal, and the command completes."""
+    import json
+
+    from polyfuse.cli import main
+    from polyfuse.runtime.device import CRASH_HOOK
+
+    _device_or_skip()
+    monkeypatch.setenv("POLYFUSE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv(CRASH_HOOK, "poly")
+    assert main(["roofline", "--quick", "--max-mib", "1", "--out", str(tmp_path / "rl")]) == 0
+    skipped = json.loads((tmp_path / "rl" / "roofline.json").read_text())["skipped"]
+    assert skipped and all("'poly'" in s and "SIGABRT" in s for s in skipped)
+    out, err = capfd.readouterr()
+    assert "peak  not measured" in out and "skipped flops degree 1: building OpenCL kernel " \
+        "'poly'" in out
+    assert "RuntimeWarning" not in err and "log-scaled" not in err  # no ceiling at zero
+
+
+def test_session_construction_survives_an_abort_in_its_build(tmp_path, monkeypatch) -> None:
+    """A native crash while a session's kernels are built is one PolyfuseError line; this
+    process (a user's notebook) lives on, and a session that builds is checked once."""
+    from polyfuse import InferenceSession
+    from polyfuse.program import PolyfuseError
+    from polyfuse.runtime import device as dv
+
+    _device_or_skip()
+    qkv = str(Path(__file__).resolve().parent.parent / "examples" / "models" / "bert_qkv.onnx")
+    monkeypatch.setenv("POLYFUSE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv(dv.CRASH_HOOK, "fused_g0")
+    with pytest.raises(PolyfuseError) as info:
+        InferenceSession(qkv, _form="tiled")
+    line = str(info.value)
+    assert "\n" not in line and line.startswith("InferenceSession: ")
+    assert "'fused_g0'" in line and "SIGABRT" in line
+    monkeypatch.delenv(dv.CRASH_HOOK)
+    dv._CHECKED.clear()  # checked in this cache, not by an earlier test
+    InferenceSession(qkv, _form="tiled")
+    dv._CHECKED.clear()  # a new process: the verdict is on disk, no worker is started
+
+    def no_worker(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a worker was started for a checked source")
+
+    monkeypatch.setattr(dv, "call_with_budget", no_worker)
+    InferenceSession(qkv, _form="tiled")
+
+
+def test_coarsen_tuner_skips_a_variant_whose_build_aborts(tmp_path, monkeypatch) -> None:
+    """The thread-factor-2 variant's check aborts its worker: that variant is skipped with the
+    stage, its kernel and the signal; the other is still verified and timed."""
+    from polyfuse.builder import ProgramBuilder
+    from polyfuse.coarsen_tune import tune_coarsening
+    from polyfuse.codegen.coarsen import Factors
+    from polyfuse.runtime.device import CRASH_HOOK
+
+    _device_or_skip()
+    b = ProgramBuilder("__kernel void k(__global const float *x, __global float *y)\n"
+                       "{ const int i = get_global_id(0); y[i] = 2.0f * x[i]; }\n")
+    b.buffer("x", 4 * 128)
+    b.buffer("y", 4 * 128)
+    b.launch("k", (128,), (16,), ["x", "y"])
+    prog = b.build()
+    monkeypatch.setenv("POLYFUSE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv(CRASH_HOOK, "k__t2_b1_L0")
+    rep = tune_coarsening(prog, factors=[Factors.of((2,), (1,)), Factors.of((4,), (1,))],
+                          repeat=2, rounds=1, use_cache=False)
+    rows = {v.factors.label(1): v for v in rep.launches[0].variants}
+    assert rows["t2_b1"].status == "failed" and rows["t2_b1"].reason.startswith("skipped: ")
+    assert "'k__t2_b1_L0'" in rows["t2_b1"].reason and "SIGABRT" in rows["t2_b1"].reason
+    assert rows["t4_b1"].status == "timed" and rows["t4_b1"].verified is True
+    assert "skipped: " in rep.markdown()
+
+
+def test_autotune_skips_variants_whose_build_aborts(tmp_path, monkeypatch) -> None:
+    """Every orchestration variant's fused kernel aborts its check: each is skipped with the
+    signal, and tuning says none verified instead of dying."""
+    import polyfuse
+    from polyfuse import tune as at
+    from polyfuse.runtime.device import CRASH_HOOK
+
+    _device_or_skip()
+    qkv = Path(__file__).resolve().parent.parent / "examples" / "qkv"
+    program = polyfuse.load_opencl(str(qkv / "kernels.cl"), host=str(qkv / "host.c"))
+    monkeypatch.setenv("POLYFUSE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv(CRASH_HOOK, "fused_g0")
+    with pytest.raises(at.TuneError) as info:
+        at.autotune(program, repeat=1, cache_dir=tmp_path / "tune")
+    skipped = [r.error for r in info.value.table if r.error]
+    assert skipped and all(e.startswith("skipped: ") and "SIGABRT" in e for e in skipped)

@@ -283,6 +283,23 @@ def test_torchscript_pad_subgraph_folds(tmp_path: Path) -> None:
     _verified(path)
 
 
+def test_pad_by_nothing_is_an_alias(tmp_path: Path) -> None:
+    """A UNet up block pads the upsampled features to the skip connection's size
+    (``F.pad(x, [dx // 2, dx - dx // 2, ...])``); when the sizes already match, both exporters
+    keep a Pad whose pads are all 0, which moves no data: an alias, not a copy launch."""
+    nodes = [
+        N("Relu", ["X"], ["R"], name="relu"),
+        N("Pad", ["R", "pads", ""], ["P"], name="pad_to_skip", mode="constant"),
+        N("Concat", ["S", "P"], ["Y"], name="cat", axis=1),
+    ]
+    path = _model(tmp_path, "pad_nothing", nodes, {"X": [1, 3, 5, 7], "S": [1, 2, 5, 7]},
+                  (_ints("pads", [0] * 8),))
+    model = load_onnx_model(path)
+    assert model.nodes["pad_to_skip"].startswith("alias of")
+    assert sorted(k for k, v in model.nodes.items() if v.startswith("launch")) == ["cat", "relu"]
+    _verified(path)
+
+
 # ------------------------------------------------------------------------------ float16
 
 

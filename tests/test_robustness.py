@@ -679,3 +679,57 @@ def test_cli_param_beyond_the_budget_plans_symbolically_and_verifies_small(tmp_p
     report = (tmp_path / "o" / "report.md").read_text()
     assert "The given sizes (n = 2000000000) exceed the run budget: verified at the small " \
            "instance n = 64" in report
+
+
+@pytest.mark.parametrize("tile, launched", [("16", "64"), ("WG / 2", "WG")])
+def test_local_tile_smaller_than_the_work_group_is_refused(tmp_path: Path, tile: str,
+                                                           launched: str) -> None:
+    """A work-group reduction whose ``__local`` tile is smaller than the work-groups the host
+    launches writes outside the tile: undefined behaviour (PoCL computes something, NVIDIA's
+    driver drops the queue), refused at the kernel's line before anything runs."""
+    (tmp_path / "kernels.cl").write_text(f"""#define WG 64
+__kernel void block_sum(__global const float *x, __global float *sums, const int n)
+{{
+    __local float tile[{tile}];
+    const int l = get_local_id(0);
+    const int i = get_global_id(0);
+    tile[l] = i < n ? x[i] : 0.0f;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = get_local_size(0) / 2; s > 0; s >>= 1) {{
+        if (l < s)
+            tile[l] += tile[l + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }}
+    if (l == 0)
+        sums[get_group_id(0)] = tile[0];
+}}
+""")
+    (tmp_path / "host.c").write_text(f"""#include <CL/cl.h>
+#include <stdio.h>
+#define WG 64
+int main(void) {{
+    const int n = 4096;
+    cl_platform_id platform; cl_device_id device; cl_int err;
+    clGetPlatformIDs(1, &platform, NULL);
+    clGetDeviceIDs(platform, CL_DEVICE_TYPE_DEFAULT, 1, &device, NULL);
+    cl_context ctx = clCreateContext(NULL, 1, &device, NULL, NULL, &err);
+    cl_command_queue q = clCreateCommandQueue(ctx, device, 0, &err);
+    FILE *f = fopen("kernels.cl", "r");
+    char src[8192]; size_t len = fread(src, 1, sizeof src, f); fclose(f);
+    const char *s = src;
+    cl_program p = clCreateProgramWithSource(ctx, 1, &s, &len, &err);
+    clBuildProgram(p, 1, &device, NULL, NULL, NULL);
+    cl_kernel k = clCreateKernel(p, "block_sum", &err);
+    cl_mem x = clCreateBuffer(ctx, CL_MEM_READ_ONLY, n * sizeof(float), NULL, &err);
+    cl_mem sums = clCreateBuffer(ctx, CL_MEM_WRITE_ONLY, n / WG * sizeof(float), NULL, &err);
+    clSetKernelArg(k, 0, sizeof(cl_mem), &x);
+    clSetKernelArg(k, 1, sizeof(cl_mem), &sums);
+    clSetKernelArg(k, 2, sizeof(int), &n);
+    size_t global = n, local = {launched};
+    clEnqueueNDRangeKernel(q, k, 1, NULL, &global, &local, 0, NULL, NULL);
+    clFinish(q);
+    return 0;
+}}
+""")
+    _one_line_error(_cli("analyze", tmp_path / "kernels.cl", "--host", tmp_path / "host.c"),
+                    "kernels.cl:4", "local array tile", "out of its bounds")

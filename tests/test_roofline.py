@@ -133,3 +133,20 @@ def test_kernel_markers_are_numbered_and_data_movement_is_listed(tmp_path):
     assert "not placed: no floating-point work" in table[1]
     assert "GFLOP/s" in table[0] and "not placed" not in table[0]
     assert rl.plot_roofline(_synthetic(), kernels, tmp_path / "r.png").stat().st_size > 0
+
+
+def test_unmeasured_ceilings_are_said_and_not_drawn(tmp_path, recwarn):
+    """Every benchmark kernel skipped (a device whose compiler crashes on them): the summary
+    says what was not measured and why, the JSON keeps it, the plot has no log of zero."""
+    from polyfuse.perf.roofline import Roofline, plot_roofline
+
+    roof = Roofline({"name": "dev"}, "key", "now", True, [], 0.0,
+                    {"wall": 1.0, "profiled": 1.0, "pipelined": 1.0},
+                    skipped=["bandwidth read: crashed (SIGABRT)", "flops degree 1: rejected"])
+    text = roof.summary()
+    assert "peak  not measured" in text and "no bandwidth level" in text
+    assert "skipped flops degree 1: rejected" in text
+    assert Roofline.from_dict(roof.to_dict()).skipped == roof.skipped
+    assert roof.ridge_points() == {} and roof.dram_gbs == 0.0
+    plot_roofline(roof, [], tmp_path / "r.png")
+    assert not [w for w in recwarn if issubclass(w.category, (RuntimeWarning, UserWarning))]

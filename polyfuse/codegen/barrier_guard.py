@@ -18,9 +18,13 @@ so the generated code never puts a barrier under a guard:
 
 A group outside the domain then executes only barriers, skeleton headers and side-effect-free
 declarations, the same in every work-item, and the guarded groups compute exactly what they did
-under the enclosing ``if``.  A skeleton header (loop bounds, a branch on a uniform value) that
-reads a variable the guarded statements assign, or that reads memory, would not be uniform in
-the groups outside the domain: that is refused (:class:`BarrierGuardError`), never emitted.
+under the enclosing ``if``.  The same holds for a guard that leaves some work-items of a group
+out (a symbolic global size padded to whole groups) when every skeleton header is the same for
+all work-items of a group: the work-items left out only take part in the barriers, as the
+missing work-items of a partial group take part in none.  A skeleton header (loop bounds, a
+branch on a uniform value) that reads a variable the guarded statements assign, or that reads
+memory, would not be uniform in the groups outside the domain: that is refused
+(:class:`BarrierGuardError`), never emitted.
 """
 
 from __future__ import annotations
@@ -79,11 +83,18 @@ def _unqualified(decl_type: Any) -> Any:
     return t
 
 
+#: work-item functions whose value differs between the work-items of one group
+_ITEM_CALLS = frozenset({"get_global_id", "get_local_id"})
+
+
 class _Pusher:
-    def __init__(self, guard: Callable[[], Any]):
+    def __init__(self, guard: Callable[[], Any], item_dependent: bool):
         self.guard = guard
+        self.item_dependent = item_dependent
         #: variables the guarded statements assign or declare-and-assign
         self.guarded_vars: set[str] = set()
+        #: variables whose value may differ between the work-items of one group
+        self.item_vars: set[str] = set()
         #: (header text, its free variables) of every skeleton header, checked at the end
         self.headers: list[tuple[Any, set[str]]] = []
 
@@ -97,6 +108,9 @@ class _Pusher:
         if d.init is None or not _reads_memory_or_acts(d.init):
             if d.init is not None and syntax.free_ids(d.init) & self.guarded_vars:
                 self.guarded_vars.add(d.name)
+            if d.init is not None and (syntax.free_ids(d.init) & self.item_vars
+                                       or syntax.called(d.init) & _ITEM_CALLS):
+                self.item_vars.add(d.name)
             out.append(d)
             return
         if isinstance(d.init, c_ast.InitList) or not isinstance(d.type, c_ast.TypeDecl):
@@ -177,6 +191,10 @@ class _Pusher:
                 raise BarrierGuardError(f"the header '{cpp.generate(h)}' around a barrier uses "
                                         f"{sorted(bad)[0]}, which only the guarded statements "
                                         "compute")
+            if self.item_dependent and (free & self.item_vars or syntax.called(h) & _ITEM_CALLS):
+                raise BarrierGuardError(f"the header '{cpp.generate(h)}' around a barrier "
+                                        "depends on the work-item, and the guard leaves some "
+                                        "work-items of a group out")
 
 
 def _is_loop_step(header: Any, expr: Any) -> bool:
@@ -188,13 +206,18 @@ def _is_loop_step(header: Any, expr: Any) -> bool:
     return False
 
 
-def push_guard_below_barriers(items: list[Any], guard: Callable[[], Any]) -> list[Any]:
+def push_guard_below_barriers(items: list[Any], guard: Callable[[], Any], *,
+                              item_dependent: bool = False) -> list[Any]:
     """``items`` (a fragment's statements, barriers among them) with ``guard()`` — a fresh copy
-    of a condition on group ids and kernel parameters only — around each barrier-free run
-    instead of around the whole (module doc).  Raises :class:`BarrierGuardError`."""
+    of the fragment's condition — around each barrier-free run instead of around the whole
+    (module doc).  ``item_dependent``: the guard also tests local or global ids (a domain that
+    covers only part of some work-groups, as a symbolic global size padded to whole groups
+    gives); then every header around a barrier must also be the same for all work-items of a
+    group (no local or global id, directly or through a variable), since the work-items the
+    guard leaves out run the barriers too.  Raises :class:`BarrierGuardError`."""
     if not any(has_barrier_call(s) for s in items):
         raise BarrierGuardError("the barriers are in a called function")
-    pusher = _Pusher(guard)
+    pusher = _Pusher(guard, item_dependent)
     out = pusher.items(items)
     pusher.check_headers()
     return out

@@ -19,11 +19,11 @@ copy of the original kernel's body, placed by its re-indexing map:
   ``if (!(c))``): a fragment must fall through to the next one, and neither the polyhedral
   front-end nor the interpreter accepts ``goto``.
 * **Guards.**  A fragment runs on the domain of its re-indexing map, as an ``if`` on the fused
-  work-item ids.  A barrier is never put under work-item-dependent control flow: a fragment with
-  barriers must have a guard that depends on group ids only, else generation refuses, naming the
-  group; that guard is pushed below the barriers (:mod:`polyfuse.codegen.barrier_guard`), so
-  no barrier is under any guard.  ``barrier_before`` puts a work-group barrier at kernel top
-  level (reached by all).
+  work-item ids.  A barrier is never put under any guard: a fragment with barriers has its guard
+  pushed below its barriers (:mod:`polyfuse.codegen.barrier_guard`); where the guard leaves
+  some work-items of a group out, the headers around the barriers must be the same for every
+  work-item of a group, else generation refuses, naming the group.  ``barrier_before`` puts a
+  work-group barrier at kernel top level (reached by all).
 * **Orchestration.**  ``vertical``/``single``/``hybrid`` run the fragments in sequence in each
   work-item; ``horizontal`` branches on the group id (``if (...) {..} else if (...) {..}``).
   With optimizations on, independent fragments with the same barrier skeleton are merged into
@@ -278,9 +278,6 @@ class _KernelBuilder:
     fusion_barriers: set[int] = field(default_factory=set)
     #: models and isl answers shared by the groups of one program (identical layers)
     models: KernelModels = field(default_factory=KernelModels)
-    #: the group is one launch with barriers on its own NDRange, which its work-groups fill
-    #: only in part for some sizes: run on the launch's own global size, unguarded
-    own_ndrange: bool = False
 
     @property
     def where(self) -> str:
@@ -816,10 +813,6 @@ def _assemble_group(plan: FusionPlan, group: FusedGroup, inst: Instantiation,
     items = list(kb.local_decls) + body
     func = c_ast.FuncDef(decl=None, param_decls=None, body=c_ast.Compound(items))
     gsz = tuple(sympy.simplify(ngroups[d] * ls[d]) for d in range(wd))
-    if kb.own_ndrange:
-        launch = plan.program.op(group.fragments[0].launch)
-        assert isinstance(launch, Launch)
-        gsz = tuple(sympy.sympify(x) for x in launch.global_size[:wd])
     return _GroupCode(kb, func, gsz, tuple(ls), last_pos)
 
 
@@ -957,25 +950,16 @@ def _sequential_body(kb: _KernelBuilder, frags: list[tuple], box: isl.Set, box_p
         d_p = exprs.dims_to_params(dom.reset_tuple_id(), n_in, names)
         guard = exprs.set_to_c(d_p, box_p, kb.ids)
         if guard is not None and has_bar:
-            gpart, uniform = _uniform_part(dom, box, n_h, wd)
-            if not uniform and len(group.fragments) == 1 and n_h == 0 and \
-                    _reindex_map(f.reindex, where).reset_tuple_id(isl.dim_type.in_) \
-                    .reset_tuple_id(isl.dim_type.out).is_identity():
-                # the launch as the host makes it: its partial last group is the original's
-                kb.own_ndrange, guard = True, None
-            elif not uniform:
-                raise CodegenError(
-                    f"{where}: fragment {k} (launch #{f.launch}) has barriers but its "
-                    "re-indexing domain does not cover whole work-groups: its guard would "
-                    "put a barrier under work-item-dependent control flow")
-        if guard is not None and has_bar:
+            _, uniform = _uniform_part(dom, box, n_h, wd)
             try:
                 stmt = c_ast.Compound(barrier_guard.push_guard_below_barriers(
-                    items, lambda g=guard: syntax.clone(g)))
+                    items, lambda g=guard: syntax.clone(g), item_dependent=not uniform))
             except barrier_guard.BarrierGuardError as why:
+                part = ("does not cover whole work-groups" if not uniform else
+                        "runs in only some work-groups")
                 raise CodegenError(f"{where}: fragment {k} (launch #{f.launch}) has barriers "
-                                   f"and runs in only some work-groups, but its group guard "
-                                   f"cannot be moved below its barriers: {why}") from None
+                                   f"and its re-indexing domain {part}, but its guard cannot "
+                                   f"be moved below its barriers: {why}") from None
         else:
             block = c_ast.Compound(items)
             stmt = block if guard is None else c_ast.If(guard, block, None)

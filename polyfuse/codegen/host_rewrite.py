@@ -106,9 +106,9 @@ def _parse_calls(path: str, text: str, include_dirs: Iterable[str],
     from clang import cindex
 
     base = os.path.dirname(os.path.abspath(path))
-    args = clang_host.compile_args(path, include_dirs=[base, *include_dirs], defines=defines)
-    tu = index.parse(path, args=args, unsaved_files=[(path, text)],
-                     options=cindex.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD)
+    tu, _ = clang_host.parse_unit(
+        path, text, include_dirs=[base, *include_dirs], defines=defines,
+        options=cindex.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD)
     main = os.path.abspath(path)
     calls: list[_Call] = []
     fors: list[_For] = []

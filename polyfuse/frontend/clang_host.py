@@ -51,6 +51,16 @@ _GCC_LENIENT = (
     "-Wno-implicit-function-declaration", "-Wno-deprecated-declarations",
     "-ferror-limit=0", "-fno-spell-checking",
 )
+#: what g++ (the suites' compiler) only warns about in C++, which clang refuses
+_GXX_LENIENT = ("-Wno-c++11-narrowing", "-Wno-dynamic-exception-spec")
+#: standard containers whose elements the interpreter keeps (``v[k] = x`` stores)
+_CONTAINERS = ("vector", "map", "unordered_map")
+#: C++ dialects tried in turn: suites written for older g++ defaults use what C++17 removed
+#: (``throw()`` specifications) or clashes with what it added (``std::data`` against a global)
+_CXX_STDS = ("gnu++17", "gnu++14", "gnu++98")
+#: clang's error for an implicit ``int``, which g++ accepts for ``main`` with -fpermissive
+_IMPLICIT_INT = ("a type specifier is required for all declarations",
+                 "C++ requires a type specifier for all declarations")
 
 
 def available() -> bool:
@@ -100,10 +110,11 @@ def system_include_dirs(cxx: bool) -> tuple[str, ...]:
 
 def compile_args(path: str, *, include_dirs: Iterable[str] = (),
                  defines: Mapping[str, Optional[str]] = {},  # noqa: B006 - read only
-                 ) -> list[str]:
-    """clang arguments that parse ``path`` as its own compiler would (C or C++)."""
-    cxx = path.endswith(CXX_SUFFIXES)
-    args = ["-x", "c++", "-std=gnu++17"] if cxx else ["-x", "c", "-std=gnu11"]
+                 cxx: Optional[bool] = None, std: Optional[str] = None) -> list[str]:
+    """clang arguments that parse ``path`` as its own compiler would (C or C++; by default
+    as its suffix says, in the newest dialect)."""
+    cxx = path.endswith(CXX_SUFFIXES) if cxx is None else cxx
+    args = ["-x", "c++" if cxx else "c", f"-std={std or ('gnu++17' if cxx else 'gnu11')}"]
     args += ["-nostdinc", "-nostdinc++"] if cxx else ["-nostdinc"]
     args += ["-DCL_TARGET_OPENCL_VERSION=300", "-DCL_USE_DEPRECATED_OPENCL_1_2_APIS",
              "-DCL_HPP_TARGET_OPENCL_VERSION=300", "-DCL_HPP_MINIMUM_OPENCL_VERSION=120"]
@@ -115,8 +126,30 @@ def compile_args(path: str, *, include_dirs: Iterable[str] = (),
     for d in system_include_dirs(cxx):
         args += ["-isystem", d]
     args += ["-idirafter", str(_INCLUDE)]  # polyfuse's CL stubs when no OpenCL SDK is installed
-    args += list(_GCC_LENIENT)
+    args += list(_GCC_LENIENT) + (list(_GXX_LENIENT) if cxx else [])
     return args
+
+
+def parse_unit(path: str, text: str, *, include_dirs: Iterable[str] = (),
+               defines: Mapping[str, Optional[str]] = {},  # noqa: B006 - read only
+               options: int = 0) -> tuple[Any, list[str]]:
+    """(translation unit, clang arguments) of one file in the first dialect that parses it, as
+    the suite's own compiler would: C++17, then 14, then 98; a ``.c`` file that only parses
+    as C++ (a Makefile's ``CC=g++``) as C++.  When none parses, the first attempt's unit (its
+    errors are the ones to report)."""
+    index = libclang_index()
+    include_dirs = list(include_dirs)
+    dialects = [(True, std) for std in _CXX_STDS] if path.endswith(CXX_SUFFIXES) else \
+        [(False, None)] + [(True, std) for std in _CXX_STDS[1:]]
+    first: Optional[tuple[Any, list[str]]] = None
+    for cxx, std in dialects:
+        args = compile_args(path, include_dirs=include_dirs, defines=defines, cxx=cxx, std=std)
+        tu = index.parse(path, args=args, unsaved_files=[(path, text)], options=options)
+        if _user_error(tu, path, text) is None:
+            return tu, args
+        first = first or (tu, args)
+    assert first is not None
+    return first
 
 
 def parse_units(paths_and_texts: Sequence[tuple[str, str]], *,
@@ -136,12 +169,12 @@ def parse_units(paths_and_texts: Sequence[tuple[str, str]], *,
     for name, text in paths_and_texts:
         path = name if not name.startswith("<") else "host.c"
         base_dir = os.path.dirname(os.path.abspath(path))
-        args = compile_args(path, include_dirs=[base_dir, *include_dirs], defines=defines)
         try:
-            tu = index.parse(path, args=args, unsaved_files=[(path, text)])
+            tu, _ = parse_unit(path, text, include_dirs=[base_dir, *include_dirs],
+                               defines=defines)
         except cindex.TranslationUnitLoadError as err:
             raise PolyfuseError(f"clang cannot parse the host program: {err}", name) from None
-        _check_diagnostics(tu, name, path)
+        _check_diagnostics(tu, name, path, text)
         try:
             merged.unit(tu, path, name)
         except PolyfuseError:
@@ -154,21 +187,37 @@ def parse_units(paths_and_texts: Sequence[tuple[str, str]], *,
     return merged.file_ast()
 
 
-def _check_diagnostics(tu: Any, name: str, path: str) -> None:
+def _user_error(tu: Any, path: str, text: str) -> Any:
+    """The first error that is the user's (or fatal), or None; ``main()`` without its ``int``
+    is not one (g++ takes it, and clang declares it ``int`` all the same)."""
+    lines = text.splitlines()
     for d in tu.diagnostics:
         if d.severity < cindex.Diagnostic.Error:
             continue
         loc = d.location
         file = loc.file.name if loc.file is not None else path
+        if d.spelling in _IMPLICIT_INT and file == path and 0 < loc.line <= len(lines) and \
+                lines[loc.line - 1][loc.column - 1:].startswith("main"):
+            continue
         # the wrapper header a program ships (-I Cpp_common) is not the user's code either
         in_user = loc.file is None or not (_is_system(file) or _is_wrapper_file(file))
         if d.severity >= cindex.Diagnostic.Fatal or in_user:
-            shown = name if file == path else file
-            hint = ""
-            if "file not found" in d.spelling:
-                hint = " (pass its directory with -I DIR)"
-            what = "syntax error: " if d.category_name == "Parse Issue" else ""
-            raise PolyfuseError(f"{what}{d.spelling}{hint}", shown, loc.line or None)
+            return d
+    return None
+
+
+def _check_diagnostics(tu: Any, name: str, path: str, text: str) -> None:
+    d = _user_error(tu, path, text)
+    if d is None:
+        return
+    loc = d.location
+    file = loc.file.name if loc.file is not None else path
+    shown = name if file == path else file
+    hint = ""
+    if "file not found" in d.spelling:
+        hint = " (pass its directory with -I DIR)"
+    what = "syntax error: " if d.category_name == "Parse Issue" else ""
+    raise PolyfuseError(f"{what}{d.spelling}{hint}", shown, loc.line or None)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -542,7 +591,7 @@ class _Translator:
                 ref.semantic_parent.kind != K.NAMESPACE:
             callee = self._strip(kids[0]) if kids else None
             if callee is not None and callee.kind == K.MEMBER_REF_EXPR:
-                mk = list(callee.get_children())
+                mk = _operands(callee)  # `Base<T>::f()` names its class: the object is this
                 obj = self._expr(mk[0]) if mk else c_ast.ID("this")
                 if mk and mk[0].type.get_canonical().kind == cindex.TypeKind.POINTER:
                     obj = c_ast.UnaryOp("*", obj)
@@ -564,6 +613,10 @@ class _Translator:
         elem = t.get_template_argument_type(0) if t.get_num_template_arguments() > 0 else None
         size = elem.get_canonical().get_size() if elem is not None else -1
         args = list(ic.get_arguments())
+        if not args and size > 0:  # default-constructed: empty
+            return c_ast.FuncCall(c_ast.ID("__polyfuse_vector"), c_ast.ExprList(
+                [c_ast.Constant("int", "0"), c_ast.Constant("int", str(size))]),
+                coord=self._coord(ic))
         if not args or not _is_integral(args[0].type) or size <= 0:
             return c_ast.FuncCall(c_ast.ID("__polyfuse_vector"), c_ast.ExprList([]),
                                   coord=self._coord(ic))
@@ -816,7 +869,8 @@ class _Translator:
                 node = c_ast.UnaryOp("*", node, coord=co)
             return node
         if k == K.MEMBER_REF_EXPR:
-            if not kids:  # implicit this->field inside a method
+            kids = _operands(c)
+            if not kids:  # implicit this->field inside a method (or `Base::field`)
                 base: c_ast.Node = c_ast.ID("this", coord=co)
                 arrow = "->"
             else:
@@ -847,6 +901,13 @@ class _Translator:
             if op is None or op in (".*", "->*", "<=>"):
                 raise _Unsupported("a binary operator polyfuse does not model", c)
             if op.endswith("=") and op not in ("==", "!=", "<=", ">="):
+                cls, _, meth = left.name.name.partition("__") if isinstance(
+                    left, c_ast.FuncCall) and isinstance(left.name, c_ast.ID) else ("", "", "")
+                if cls in _CONTAINERS and meth in ("operator[]", "at"):
+                    # `v[k] = x` stores into the container, which a call cannot be assigned
+                    value = right if op == "=" else c_ast.BinaryOp(op[:-1], left, right)
+                    return c_ast.FuncCall(c_ast.ID(f"{cls}__set"), c_ast.ExprList(
+                        list(left.args.exprs) + [value]), coord=co)
                 return c_ast.Assignment(op, left, right, coord=co)
             if op == ",":
                 return c_ast.ExprList([left, right], coord=co)
@@ -868,10 +929,21 @@ class _Translator:
             if init is None:
                 raise _Unsupported("a compound literal without initializer", c)
             return c_ast.CompoundLiteral(c_ast.Typename(None, [], None, self._type(c.type, None)),
-                                         self._expr(init), coord=co)
+                                         self._expr(init), [], coord=co)
         if k == K.CXX_THROW_EXPR:
             return c_ast.FuncCall(c_ast.ID("abort"), c_ast.ExprList([]), coord=co)
-        if k.name in ("STMT_EXPR", "LAMBDA_EXPR"):
+        if k.name == "LAMBDA_EXPR":
+            # a host-only helper (a comparison, a predicate) is an opaque function value; one
+            # that reaches OpenCL or the user's functions would hide launches
+            for d in c.walk_preorder():
+                ref = d.referenced if d.kind == K.CALL_EXPR else None
+                if ref is not None and ref.location.file is not None and (
+                        ref.spelling.startswith("cl") or clhpp_name(ref) is not None or
+                        not _is_system(ref.location.file.name)) and ref.kind != K.CXX_METHOD:
+                    raise _Unsupported("a lambda that calls OpenCL or the program's own "
+                                       "functions", c)
+            return c_ast.FuncCall(c_ast.ID("__polyfuse_opaque"), c_ast.ExprList([]), coord=co)
+        if k.name == "STMT_EXPR":
             raise _Unsupported(f"{k.name.lower()}", c)
         if kids and k == K.UNEXPOSED_EXPR:
             # a C++ expression libclang does not expose (temporaries, construct expressions):
@@ -915,17 +987,19 @@ class _Translator:
                     not isinstance(operator_obj, c_ast.FuncCall):
                 operator_obj = c_ast.UnaryOp("&", operator_obj)
         if ref is not None and ref.kind in (K.FUNCTION_DECL, K.CXX_METHOD, K.CONSTRUCTOR):
+            library = ref.location.file is None or _is_system(ref.location.file.name)
             for i, p in enumerate(list(ref.get_arguments())[:len(args)]):
                 if p.type.kind in (cindex.TypeKind.LVALUEREFERENCE,
                                    cindex.TypeKind.RVALUEREFERENCE) and \
-                        not p.type.get_pointee().is_const_qualified():
+                        not p.type.get_pointee().is_const_qualified() and \
+                        not (library and _is_temporary(args[i])):
                     args[i] = c_ast.UnaryOp("&", args[i])
         if ref is not None and ref.kind in (K.CXX_METHOD, K.CONSTRUCTOR, K.DESTRUCTOR,
                                             K.CONVERSION_FUNCTION):
             obj = operator_obj
             callee = self._strip(kids[0]) if kids and obj is None else None
             if callee is not None and callee.kind == K.MEMBER_REF_EXPR:
-                mk = list(callee.get_children())
+                mk = _operands(callee)  # `Base<T>::f()` names its class: the object is this
                 if mk:
                     b = mk[0]
                     obj = self._expr(b)
@@ -941,10 +1015,29 @@ class _Translator:
             name = ref.spelling
         elif kids and self._strip(kids[0]).kind == K.DECL_REF_EXPR:
             name = self._strip(kids[0]).spelling
+        elif kids and not kids[0].kind.is_expression():
+            # `T(a, b)` in a template (the type names no function): a value made from its
+            # operands, like the constructions libclang does not expose
+            ops = [self._expr(x) for x in kids if x.kind.is_expression()]
+            return c_ast.FuncCall(c_ast.ID("__polyfuse_opaque"), c_ast.ExprList(ops), coord=co)
         else:
             return c_ast.FuncCall(self._expr(kids[0]) if kids else c_ast.ID("__polyfuse_opaque"),
                                   c_ast.ExprList(args), coord=co)
         return c_ast.FuncCall(c_ast.ID(name), c_ast.ExprList(args), coord=co)
+
+
+def _is_temporary(node: c_ast.Node) -> bool:
+    """A value with no address (``s = std::string("")`` binds it to ``string&&``): a library
+    function receives it as the value."""
+    while isinstance(node, c_ast.Cast):
+        node = node.expr
+    return isinstance(node, (c_ast.FuncCall, c_ast.Constant, c_ast.BinaryOp))
+
+
+def _operands(c: Any) -> list:
+    """The expression children of a cursor (without the ``TYPE_REF``/``TEMPLATE_REF`` of a
+    qualified name)."""
+    return [ch for ch in c.get_children() if ch.kind.is_expression()]
 
 
 def _qualified(ref: Any) -> list[str]:

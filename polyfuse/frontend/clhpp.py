@@ -56,10 +56,19 @@ class LocalArg:
 
 @dataclass(frozen=True)
 class Vec:
-    """A ``std::vector`` of ``length`` elements of ``elem`` bytes (None: not known)."""
+    """A ``std::vector`` of ``length`` elements of ``elem`` bytes (None: not known), and its
+    elements while every one is a known handle or number (``std::vector<cl_kernel>``)."""
 
     length: Any
     elem: int
+    items: Optional[tuple] = None
+
+
+@dataclass(frozen=True)
+class StdMap:
+    """A ``std::map``/``std::unordered_map``: its (key, value) pairs while all are known."""
+
+    items: Optional[tuple] = None
 
 
 @dataclass(frozen=True)
@@ -78,7 +87,8 @@ _CLASS_ALIASES = {"functionImplementation": "make_kernel",
 
 def handles(name: str) -> bool:
     """Whether a lowered call is the wrapper's or a tracked ``std::vector`` operation."""
-    return name.startswith(PREFIX) or name in _VECTOR
+    return name.startswith(PREFIX) or name in _VECTOR or \
+        name.split("__", 1)[0] in ("map", "unordered_map")
 
 
 def call(interpreter: Any, name: str, node: c_ast.FuncCall, args: list) -> Any:
@@ -87,6 +97,8 @@ def call(interpreter: Any, name: str, node: c_ast.FuncCall, args: list) -> Any:
     model = _Model(interp, node)
     if name in _VECTOR:
         return model.vector(name, args)
+    if name.startswith(("map__", "unordered_map__")):
+        return model.std_map(name.split("__", 1)[1], args)
     key = name[len(PREFIX):]
     cls_, sep, rest = key.partition("__")
     key = _CLASS_ALIASES.get(cls_, cls_) + sep + rest
@@ -224,7 +236,7 @@ class _Model:
         if name == "__polyfuse_vector":
             if len(args) == 2 and isinstance(args[0], i.Num) and isinstance(args[1], i.Num):
                 n = i.as_int(args[0], "vector length", self.node, required=False)
-                return Vec(n, int(args[1].e))
+                return Vec(n, int(args[1].e), () if n == 0 else None)
             return Vec(None, 0)
         vec = self.vec_of(args[0]) if args else None
         if name in ("begin", "cbegin", "vector__begin", "vector__cbegin"):
@@ -239,14 +251,65 @@ class _Model:
             old = vec.elem if vec is not None else 0
             i.write(args[0], Vec(n, old))
             return i.UNK
+        items = vec.items if vec is not None else None
+        if name in ("vector__push_back", "vector__emplace_back") and items is not None and \
+                len(args) == 2 and _element(i, args[1]):
+            i.write(args[0], Vec(vec.length + 1, vec.elem, items + (args[1],)))
+            return i.UNK
+        if name == "vector__set" and vec is not None and isinstance(args[0], i.Ref):
+            # v[k] = x: the length stays
+            k = _index(i, args[1], len(items)) if items is not None else None
+            known = k is not None and _element(i, args[2])
+            i.write(args[0], Vec(vec.length, vec.elem, items[:k] + (args[2],) + items[k + 1:]
+                                 if known else None))
+            return args[2]
         if name in ("vector__push_back", "vector__emplace_back", "vector__clear",
-                    "vector__assign", "vector__insert", "vector__pop_back"):
+                    "vector__assign", "vector__insert", "vector__pop_back", "vector__set"):
             if vec is not None and isinstance(args[0], i.Ref):
-                i.write(args[0], Vec(None, vec.elem))
+                i.write(args[0], Vec(0, vec.elem, ()) if name == "vector__clear" else
+                        Vec(None, vec.elem))
                 return i.UNK
             return i.unknown_call(name, args, self.node)
-        # element access and data(): host memory polyfuse does not track element-wise
+        if name in ("vector__operator[]", "vector__at", "vector__front", "vector__back") and \
+                items:
+            k = {"vector__front": 0, "vector__back": len(items) - 1}.get(name)
+            k = _index(i, args[1], len(items)) if k is None and len(args) > 1 else k
+            if k is not None:
+                return items[k]
+        # data() and elements not known: host memory polyfuse does not track element-wise
         return i.UNK
+
+    def std_map(self, method: str, args: list) -> Any:
+        """A map's known (key, value) pairs: keys that are strings or integers, values that
+        are handles or numbers; any other use forgets them (the value is then unknown)."""
+        i = self.i
+        if method == "ctor":
+            return StdMap(() if not args else None)
+        m = i.read(args[0]) if args and isinstance(args[0], i.Ref) else None
+        items = dict(m.items) if isinstance(m, StdMap) and m.items is not None else None
+        key = _key(i, args[1]) if len(args) > 1 else None
+        if method in ("operator[]", "at") and items is not None and key is not None:
+            if key not in items:  # operator[] inserts a value-initialized element
+                items[key] = i.ZERO
+                i.write(args[0], StdMap(tuple(items.items())))
+            return items[key]
+        if method == "count" and items is not None and key is not None:
+            return i.Num(sympy.Integer(int(key in items)))
+        if method == "size" and items is not None:
+            return i.Num(sympy.Integer(len(items)))
+        if method in ("operator[]", "at", "count", "size", "find", "begin", "end", "dtor"):
+            return i.UNK
+        if isinstance(m, StdMap):  # m[k] = v, insert, erase, clear
+            if method == "set" and items is not None and key is not None and \
+                    _element(i, args[2]):
+                items[key] = args[2]
+            elif method == "clear":
+                items = {}
+            else:
+                items = None
+            i.write(args[0], StdMap(tuple(items.items()) if items is not None else None))
+            return args[2] if method == "set" else i.UNK
+        return i.unknown_call(f"std::map::{method}", args, self.node)
 
     # -- objects --------------------------------------------------------------------------------
 
@@ -466,10 +529,34 @@ class _Model:
         return i.ZERO
 
 
+def _element(i: Any, v: Any) -> bool:
+    """A value a container keeps by copy and polyfuse can follow: a handle or a number
+    (strings and records have members that may change it in place)."""
+    return isinstance(v, (i.Num, i.KObj, i.ProgObj, i.BufRef, i.Handle))
+
+
+def _index(i: Any, v: Any, n: int) -> Optional[int]:
+    """A known index into ``n`` elements, else None."""
+    if isinstance(v, i.Num) and v.e.is_Integer and 0 <= int(v.e) < n:
+        return int(v.e)
+    return None
+
+
+def _key(i: Any, v: Any) -> Any:
+    """A map key polyfuse can compare: a string's text or an integer, else None."""
+    if isinstance(v, i.Ref):
+        v = i.read(v)
+    if isinstance(v, i.Str):
+        return ("s", v.s)
+    if isinstance(v, i.Num) and v.e.is_Integer:
+        return ("i", int(v.e))
+    return None
+
+
 _VECTOR = {
     "__polyfuse_vector", "begin", "end", "cbegin", "cend", "vector__begin", "vector__end",
     "vector__cbegin", "vector__cend", "vector__size", "vector__resize", "vector__push_back",
     "vector__emplace_back", "vector__clear", "vector__assign", "vector__insert",
     "vector__pop_back", "vector__data", "vector__operator[]", "vector__at", "vector__front",
-    "vector__back",
+    "vector__back", "vector__set",
 }

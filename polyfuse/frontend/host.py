@@ -37,7 +37,13 @@ The interpreter tracks what the polyhedral model needs and nothing else:
   descending or non-affine ``for``) are iterated concretely while their condition is known (at
   most :data:`.host_c.MAX_UNROLL` times); otherwise they must not contain operations, and the
   variables they assign become unknown.  A loop with operations that a ``break``/``continue``
-  under an open condition may leave early is refused.
+  under an open condition may leave early is refused.  An affine guard on loop iterators
+  (``if (k < n - 1) launch``) becomes a loop of 0 or 1 iteration around what it guards, so the
+  loop stays symbolic.  Loops without OpenCL calls share one budget of concrete iterations per
+  loop nest (:data:`.host_c.NEST_BUDGET`); past it they are summarised.
+* **Data**: a value the program computes from its data (read back from the device, read from a
+  file, counted by a summarised loop) is named after the variable it is stored in: a
+  parameter ``--param`` binds, and a refusal that depends on it names the read and its line.
 * **Synchronization**: ``clFinish``, ``clWaitForEvents`` and every *blocking* read, write or map
   give a separate ``sync`` :class:`HostOp` right after the operation (ids stay in program order).
   ``clFlush`` and queue barriers/markers are ignored (in-order queue).
@@ -83,6 +89,7 @@ from polyfuse.frontend.host_c import (
     _op_syms,
     _Ref,
     _Signal,
+    _Source,
     _State,
     _Str,
     _syms,
@@ -159,7 +166,8 @@ def parse_host(
     prog = interp.run()
     interp.check_kernel_files()
     if check_params:
-        known = set(prog.params) | interp.int_params | interp.applied | interp.float_names
+        known = set(prog.params) | interp.int_params | interp.applied | interp.float_names | \
+            interp.data_names
         unknown = [n for n in params if n not in known]
         if unknown:
             names = ", ".join(sorted(known)) or "none"
@@ -200,6 +208,12 @@ def load_opencl(
     kernels: dict[str, Kernel] = {}
     kfiles: list[str] = []
     for src in sources:
+        shown = _display_name(src, "<kernels>")
+        if host is not None and not shown.startswith("<"):
+            # parsed when the host builds it, with that build's options (a -DBLOCK_SIZE=%d
+            # made at run time), and only if it does: each program resolves its own names
+            kfiles.append(shown)
+            continue
         ks = opencl.parse_kernels(os.fspath(src), include_dirs=include_dirs,
                                   defines=dict(defines))
         for name, k in ks.items():
@@ -208,7 +222,6 @@ def load_opencl(
                                     "polyfuse cannot tell which one the host means",
                                     _display_name(src, "<kernels>"))
             kernels[name] = k
-        shown = _display_name(src, "<kernels>")
         kfiles.append(shown)
     if host is None:
         if not sources:
@@ -219,7 +232,7 @@ def load_opencl(
 
         prog = default_program(kernels, params=params or {})
         return dataclasses.replace(prog, files=tuple(kfiles))
-    if kernel_source_override and not kernels:
+    if kernel_source_override and not sources:
         raise PolyfuseError("--kernel-source-override: no kernel file given to build in place "
                             "of the host's")
     hosts = [host] if isinstance(host, (str, os.PathLike)) else list(host)
@@ -328,6 +341,13 @@ class _Interpreter(OpenCLModel, CSemantics):
         self.node: Optional[c_ast.Node] = None
         self.type_cache: dict[int, _CType] = {}
         self.open_structs: set[str] = set()
+        self.guard_names: dict[int, str] = {}  # if statement -> its guard loop's iterator
+        self.break_src: dict[int, _Source] = {}  # if statement -> the data its break tests
+        self.data_names: set[str] = set()  # values computed from data, by name (--param binds)
+        self.summarising = 0  # loops being summarised, nested
+        self.name_suffix: dict[str, int] = {}  # parameter base name -> next suffix to try
+        self.nest_depth = 0  # loop statements being interpreted, nested
+        self.iterations_left = 0  # of the current loop nest's budget
 
     # -- driver -------------------------------------------------------------------------------
 

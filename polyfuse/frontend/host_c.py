@@ -36,6 +36,9 @@ _log = logging.getLogger("polyfuse.frontend.host")
 
 #: the largest trip count of a host loop that polyfuse unrolls when it cannot keep it symbolic
 MAX_UNROLL = 1024
+#: iterations of loops without OpenCL calls interpreted one by one in a whole loop nest; past
+#: it, such loops are summarised
+NEST_BUDGET = 4 * MAX_UNROLL
 _MAX_CALL_DEPTH = 48
 
 # ----------------------------------------------------------------------------------------------
@@ -52,13 +55,30 @@ class _Num:
 
 
 @dataclass(frozen=True)
+class _Source:
+    """Where a value computed from the program's data comes from (a read-back, a file, a
+    summarised loop): named by the variable it is stored in, which ``--param`` binds."""
+
+    what: str  # "read back from the device by clEnqueueReadBuffer"
+    loc: str  # file:line
+    name: str = ""
+
+    def describe(self) -> str:
+        named = f"'{self.name}', " if self.name else ""
+        return f"{named}{self.what} at {self.loc}"
+
+
+@dataclass(frozen=True)
 class _Unknown:
     flt: bool = False
+    src: Optional[_Source] = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
 class _Runtime:
     """A loop-invariant integer read at run time; becomes a parameter when stored."""
+
+    src: Optional[_Source] = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -118,6 +138,8 @@ class _Arr:
         return self.default if self.default is not None else _UNK
 
     def set(self, i: int, v: Any) -> _Arr:
+        if not self.elems or self.elems[-1][0] < i:  # filling in order: no search, no sort
+            return _Arr(self.length, self.elems + ((i, v),), self.default)
         d = dict(self.elems)
         d[i] = v
         return _Arr(self.length, tuple(sorted(d.items())), self.default)
@@ -432,14 +454,19 @@ class CSemantics:
     def _coerce(self, value: Any, ctype: _CType, name: str, path: tuple = ()) -> Any:
         """Adapt a value stored into a variable of ``ctype``; run-time values become params."""
         if isinstance(value, _Runtime):
-            if ctype.kind == "float" and not self.loops:
-                pname = re.sub(r"\W", "_", _var_name(name, path))
+            pname = re.sub(r"\W", "_", _var_name(name, path))
+            src = dataclasses.replace(value.src, name=pname) if value.src else None
+            if ctype.kind == "float" and (not self._varies() or src is not None):
                 self.float_names.add(pname)
                 if pname in self.param_values:
                     self.applied.add(pname)
                     return _Num(sympy.Float(float(self.param_values[pname])), True)
-            if self.loops or ctype.kind == "float":
-                return _UNKF if ctype.kind == "float" else _UNK
+            if self._varies() and src is not None and ctype.kind == "int":
+                self.data_names.add(pname)
+                if pname in self.param_values:  # fixed by the user for every iteration
+                    return self._new_param(pname)
+            if self._varies() or ctype.kind == "float":
+                return _Unknown(ctype.kind == "float", src)
             value = self._new_param(_var_name(name, path))
             if ctype.kind == "int" and isinstance(value.e, sympy.Symbol):
                 self.int_params.add(str(value.e))
@@ -452,8 +479,13 @@ class CSemantics:
             if ctype.kind == "int" and value.flt:
                 return _float_to_int(value.e)
         if isinstance(value, _Unknown) and ctype.kind == "float":
-            return _UNKF
+            return _Unknown(True, value.src)
         return value
+
+    def _varies(self) -> bool:
+        """Whether a value computed here may differ between executions of this point (inside a
+        host loop, or a loop being summarised): then it is no parameter."""
+        return bool(self.loops) or self.summarising > 0
 
     def _new_param(self, name: str) -> _Num:
         name = re.sub(r"\W", "_", name) or "p"
@@ -464,7 +496,12 @@ class CSemantics:
                 raise PolyfuseError(f"--param {name}={value}: '{name}' is an integer in the "
                                     "host program", self.filename)
             return _Num(sympy.Integer(int(value)))
-        unique = syntax.fresh_name(name, self.names_used.__contains__)
+        k = self.name_suffix.get(name, 0)  # the suffixes below k are taken: O(1) per name
+        unique = f"{name}_{k}" if k else name
+        while unique in self.names_used:
+            k += 1
+            unique = f"{name}_{k}"
+        self.name_suffix[name] = k + 1
         self.names_used.add(unique)
         sym = sympy.Symbol(unique)
         self.params[unique] = sym
@@ -690,6 +727,13 @@ class CSemantics:
                 arr = arr.set(idx, self._coerce(v, elem, name, (idx,)))
                 idx += 1
             return arr
+        if ctype.kind == "struct" and not ctype.fields:
+            # a struct declared only in a system header polyfuse does not read (getopt's
+            # ``struct option``): its values by position, ``"0"``, ``"1"``, ...
+            return _Rec(tuple((str(i), self._init_list(e, _UNK_TYPE, f"{name}_{i}")
+                               if isinstance(e, c_ast.InitList) else self._eval_named(
+                                   e, f"{name}_{i}"))
+                              for i, e in enumerate(init.exprs)))
         if ctype.kind == "struct":
             rec = self._default(ctype, True)
             names = [n for n, _ in ctype.fields]
@@ -731,10 +775,10 @@ class CSemantics:
         elif truth is False:
             self._exec(node.iffalse)
         else:
-            self._branches(node, [node.iftrue, node.iffalse], _rel(cond))
+            self._branches(node, [node.iftrue, node.iffalse], _rel(cond), src=_src_of(cond))
 
     def _branches(self, node: c_ast.Node, bodies: list, rel: Any, *,
-                  switch: bool = False) -> None:
+                  switch: bool = False, src: Optional[_Source] = None) -> None:
         """Explore bodies whose choice is not known; keep the non-error paths and merge them.
 
         In a ``switch`` (``switch=True``) a ``break`` ends its case normally."""
@@ -764,6 +808,8 @@ class CSemantics:
                 self.frames[-1].cond_returns.append(sig.value)
             if isinstance(sig, (_Break, _Continue)):
                 base.uncertain_break = node
+                if src is not None:
+                    self.break_src[id(node)] = src
             if rel is not None and len(bodies) == 2:
                 facts.append(sympy.Not(rel) if k == 0 else rel)
             elif isinstance(sig, (_Exit, _Return)) and self.frames[-1].name == "main":
@@ -773,12 +819,21 @@ class CSemantics:
         self.state = base
         if not results:
             self._reraise(signals)
-        for _, st in results:
+        for k, st in results:
             new_ops = st.ops[len(base.ops):]
+            if new_ops and rel is not None and _syms(rel) & self.loop_syms:
+                guard = self._guard_loop(node, rel if k == 0 else sympy.Not(rel))
+                if guard is not None:
+                    depth = len(self.loops)
+                    st.ops[len(base.ops):] = [dataclasses.replace(
+                        op, loops=op.loops[:depth] + (guard,) + op.loops[depth:])
+                        for op in new_ops]
+                    continue
             for op in new_ops:
                 if isinstance(op, Launch) or op.kind in ("write", "copy", "unknown"):
                     if rel is not None and _syms(rel) & self.loop_syms:
-                        raise _NeedUnroll("operation under a condition on a host loop iterator")
+                        raise _NeedUnroll("operation under a condition on a host loop iterator "
+                                          "that is not a conjunction of affine bounds")
                     what = "launch" if isinstance(op, Launch) else f"{op.name or op.kind}"
                     raise self._error(
                         f"{what} under data-dependent host condition (line "
@@ -789,6 +844,26 @@ class CSemantics:
         self.state.facts.extend(facts)
         if base.uncertain_break is not None:
             self.state.uncertain_break = base.uncertain_break
+
+    def _guard_loop(self, node: c_ast.Node, rel: Any) -> Optional[HostLoop]:
+        """An affine guard on host loop iterators (``if (k < n - 1)``) as a loop of 0 or 1
+        iteration around the operations it guards: their domain honours it exactly and the
+        enclosing loop stays symbolic.  None when the guard is not a conjunction of affine
+        bounds (``!=``, ``||``)."""
+        bounds = _affine_bounds(rel)
+        if bounds is None:
+            return None
+        name = self.guard_names.get(id(node))
+        if name is None:
+            active = {lp.iterator for lp in self.loops}
+            loc = self._loc(node)
+            name = syntax.fresh_name(f"if{loc.line if loc else ''}",
+                                     lambda n: n in self.names_used or n in active)
+            self.names_used.add(name)
+            self.guard_names[id(node)] = name
+        return HostLoop(iterator=name, lower=sympy.Integer(0),
+                        upper=sympy.Min(sympy.Integer(1), *(b + 1 for b in bounds)),
+                        loc=self._loc(node))
 
     def _reraise(self, signals: list[_Signal]) -> None:
         rets = [s for s in signals if isinstance(s, _Return)]
@@ -842,7 +917,7 @@ class CSemantics:
             if any(isinstance(v, _Num) and v.flt or isinstance(v, _Unknown) and v.flt
                    for v in values):
                 return _UNKF
-            if self.loops or any(isinstance(v, (_Unknown, _Cond)) for v in values):
+            if self._varies() or any(isinstance(v, (_Unknown, _Cond)) for v in values):
                 return _UNK
             for v in values:  # a parameter already named after this variable wins
                 if isinstance(v, _Num) and isinstance(v.e, sympy.Symbol) and \
@@ -898,24 +973,39 @@ class CSemantics:
 
     # -- loops --------------------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def _loop_nest(self) -> Iterator[None]:
+        """One budget of concretely interpreted iterations for a whole loop nest (a loop
+        inside a loop must not multiply the work)."""
+        if self.nest_depth == 0:
+            self.iterations_left = NEST_BUDGET
+        self.nest_depth += 1
+        try:
+            yield
+        finally:
+            self.nest_depth -= 1
+
     def _s_For(self, node: c_ast.For) -> None:
         self.frames[-1].scopes.append({})
         try:
-            counted = self._counted(node)
-            if counted is not None:
-                self._counted_loop(node, *counted)
-            else:
-                if node.init is not None:
-                    self._exec(node.init)
-                self._generic_loop(node, node.cond, node.stmt, node.next, False)
+            with self._loop_nest():
+                counted = self._counted(node)
+                if counted is not None:
+                    self._counted_loop(node, *counted)
+                else:
+                    if node.init is not None:
+                        self._exec(node.init)
+                    self._generic_loop(node, node.cond, node.stmt, node.next, False)
         finally:
             self.frames[-1].scopes.pop()
 
     def _s_While(self, node: c_ast.While) -> None:
-        self._generic_loop(node, node.cond, node.stmt, None, False)
+        with self._loop_nest():
+            self._generic_loop(node, node.cond, node.stmt, None, False)
 
     def _s_DoWhile(self, node: c_ast.DoWhile) -> None:
-        self._generic_loop(node, node.cond, node.stmt, None, True)
+        with self._loop_nest():
+            self._generic_loop(node, node.cond, node.stmt, None, True)
 
     def _counted(self, node: c_ast.For) -> Optional[tuple]:
         """(iterator, lower node, upper node, inclusive, step) of a counted loop, or None."""
@@ -980,6 +1070,11 @@ class CSemantics:
             if trip is None and need.why == "the loop body always breaks" and \
                     self._first_iteration_breaks(node, sid, lo):
                 return
+            if (trip is None or trip > min(MAX_UNROLL, self.iterations_left)) and \
+                    self._summarise(node, node.stmt, None, None, sid, False):
+                final = hi if trip is None else lo + step * trip
+                self._write(_Ref(sid), _Num(final) if step == 1 or trip is not None else _UNK)
+                return
             if trip is None or trip > MAX_UNROLL:
                 what = "its trip count is not a constant" if trip is None else \
                     (f"its trip count {trip} exceeds {MAX_UNROLL}; analyze a smaller problem "
@@ -1004,9 +1099,7 @@ class CSemantics:
             s1 = self.state
             ops1 = s1.ops[len(s0.ops):]
             if ops1 and s1.uncertain_break is not None:
-                raise self._error("launches in a host loop that may be left early (break or "
-                                  "continue under a data-dependent condition)",
-                                  s1.uncertain_break, UnsupportedError)
+                raise self._early_exit_error(s1.uncertain_break)
             variant_slots = [k for k in s0.slots if k != sid and k in s1.slots
                              and s0.slots[k].value != s1.slots[k].value]
             variant_k = [o for o in s0.kobjs if o in s1.kobjs and s0.kobjs[o] != s1.kobjs[o]]
@@ -1091,6 +1184,7 @@ class CSemantics:
 
     def _unroll(self, node: c_ast.For, sid: int, values: list) -> None:
         with self._no_early_exit():
+            self.iterations_left -= len(values)
             for v in values:
                 self._write(_Ref(sid), _Num(sympy.Integer(v)))
                 try:
@@ -1102,6 +1196,12 @@ class CSemantics:
             if values:
                 self._write(_Ref(sid), _Num(sympy.Integer(values[-1]) + 1))
 
+    def _early_exit_error(self, node: c_ast.Node) -> PolyfuseError:
+        src = self.break_src.get(id(node))
+        why = f": its condition depends on {src.describe()}{_param_hint(src)}" if src else ""
+        return self._error("launches in a host loop that may be left early (break or continue "
+                           f"under a data-dependent condition){why}", node, UnsupportedError)
+
     @contextlib.contextmanager
     def _no_early_exit(self) -> Iterator[None]:
         """Refuse a loop with operations that a data-dependent break/continue may cut short."""
@@ -1110,9 +1210,7 @@ class CSemantics:
         yield
         flag = self.state.uncertain_break
         if flag is not None and len(self.state.ops) > n_ops:
-            raise self._error("launches in a host loop that may be left early (break or "
-                              "continue under a data-dependent condition)", flag,
-                              UnsupportedError)
+            raise self._early_exit_error(flag)
         self.state.uncertain_break = saved
 
     def _generic_loop(self, node: c_ast.Node, cond: Optional[c_ast.Node], body: c_ast.Node,
@@ -1129,6 +1227,9 @@ class CSemantics:
                         return
                     if t is None or i == MAX_UNROLL:
                         break
+                    if self.iterations_left <= 0 and len(self.state.ops) == len(base.ops):
+                        break
+                self.iterations_left -= 1
                 try:
                     self._exec(body)
                 except _Continue:
@@ -1140,6 +1241,8 @@ class CSemantics:
         # the condition is not known: the body must not contain operations
         self.state = base
         self.frames[-1].scopes = scopes
+        if self._summarise(node, body, cond, nxt, None, do_first):
+            return
         s0 = self.state.clone()
         self.state.uncertain_break = None
         if cond is not None and not do_first:
@@ -1160,6 +1263,64 @@ class CSemantics:
                 self.state.slots[k] = dataclasses.replace(
                     slot, value=_havoc_diff(slot.value, self.state.slots[k].value))
         self.state.uncertain_break = s0.uncertain_break
+
+    def _summarise(self, loop: c_ast.Node, body: c_ast.Node, cond: Optional[c_ast.Node],
+                   nxt: Optional[c_ast.Node], sid: Optional[int], do_first: bool) -> bool:
+        """A loop that makes no OpenCL call, summarised instead of interpreted iteration by
+        iteration: what it may write becomes unknown (until nothing more changes).  False,
+        with the state untouched, when the body does make operations."""
+        base = self.state.clone()
+        scopes = [dict(s) for s in self.frames[-1].scopes]
+        self.summarising += 1
+        try:
+            done = self._summary_passes(base, scopes, body, cond, nxt, sid, do_first)
+        finally:
+            self.summarising -= 1
+        if not done:
+            return False
+        self.state.uncertain_break = base.uncertain_break
+        src = self._source("computed by a loop polyfuse summarises", loop)
+        for k, slot in list(self.state.slots.items()):
+            old = base.slots.get(k)
+            if old is not None and old.value != slot.value and slot.ctype.kind in ("int", "float") \
+                    and isinstance(slot.value, _Unknown) and k != sid:
+                # a count or total the loop computes: named, so that --param can bind it
+                self.state.slots[k] = dataclasses.replace(
+                    slot, value=self._coerce(_Runtime(src), slot.ctype, slot.name))
+        return True
+
+    def _summary_passes(self, base: _State, scopes: list, body: c_ast.Node,
+                        cond: Optional[c_ast.Node], nxt: Optional[c_ast.Node], sid: Optional[int],
+                        do_first: bool) -> bool:
+        for _ in range(4):
+            s0 = self.state.clone()
+            if sid is not None:
+                self._write(_Ref(sid), _UNK)
+            try:
+                if cond is not None and not do_first:
+                    self._eval(cond)
+                self._exec(body)
+                if nxt is not None:
+                    self._eval(nxt)
+            except (_Break, _Continue):
+                pass
+            except PolyfuseError:  # an operation that needs the iterations: not summarisable
+                self.state = base
+                return False
+            finally:
+                self.frames[-1].scopes = [dict(sc) for sc in scopes]
+            if (len(self.state.ops) != len(base.ops) or set(self.state.buffers) != set(base.buffers)
+                    or self.state.kobjs != base.kobjs):
+                self.state = base
+                return False
+            changed = [k for k, slot in s0.slots.items()
+                       if k in self.state.slots and self.state.slots[k].value != slot.value]
+            for k in changed:
+                self.state.slots[k] = dataclasses.replace(
+                    s0.slots[k], value=_havoc_diff(s0.slots[k].value, self.state.slots[k].value))
+            if not changed:
+                break
+        return True
 
     # -- expressions --------------------------------------------------------------------------
 
@@ -1250,7 +1411,7 @@ class CSemantics:
             if t.kind == "int" and v.flt:
                 return _float_to_int(v.e)
         if isinstance(v, _Unknown) and t.kind in ("int", "float"):
-            return _Unknown(t.kind == "float")
+            return _Unknown(t.kind == "float", v.src)
         return v
 
     def _e_TernaryOp(self, node: c_ast.TernaryOp) -> Any:
@@ -1263,7 +1424,7 @@ class CSemantics:
         if a == b:
             return a
         if isinstance(a, (_Num, _Runtime)) and isinstance(b, (_Num, _Runtime)):
-            if self.loops:
+            if self._varies():
                 return _UNK
             return _RUNTIME
         if isinstance(a, (_Num, _Unknown, _Runtime)) and isinstance(b, (_Num, _Unknown, _Runtime)):
@@ -1376,8 +1537,11 @@ class CSemantics:
         return None
 
     def _e_ArrayRef(self, node: c_ast.ArrayRef) -> Any:
-        base = self._pointer_of(node.name)
+        value = self._eval(node.name)
+        base = value if isinstance(value, _Ref) else None
         idx = self._eval(node.subscript)
+        if isinstance(value, _Str):  # argv[i][0] == '-', switch (argv[i][1])
+            return _char_at(value.s, idx)
         if base is None:
             return _UNK
         ref = self._index(base, idx)
@@ -1434,6 +1598,8 @@ class CSemantics:
             return ref if ref is not None else _Handle("pointer")
         if op == "*":
             p = self._eval(node.expr)
+            if isinstance(p, _Str):
+                return _char_at(p.s, _ZERO)
             if isinstance(p, _Ref):
                 ref = self._index(p, _ZERO)
                 return self._deref_value(ref) if isinstance(ref, _Ref) else _UNK
@@ -1450,7 +1616,7 @@ class CSemantics:
             t = _truth(v)
             if t is None:
                 rel = _rel(v)
-                return _Cond(sympy.Not(rel)) if rel is not None else _UNK
+                return _Cond(sympy.Not(rel)) if rel is not None else _Unknown(False, _src_of(v))
             return _ZERO if t else _ONE
         if isinstance(v, _Num):
             if op == "-":
@@ -1460,8 +1626,8 @@ class CSemantics:
             if op == "~" and v.e.is_Integer:
                 return _Num(sympy.Integer(~int(v.e)))
         if isinstance(v, _Runtime):
-            return _RUNTIME
-        return _Unknown(isinstance(v, _Num) and v.flt)
+            return v
+        return _Unknown(isinstance(v, _Num) and v.flt, _src_of(v))
 
     def _e_BinaryOp(self, node: c_ast.BinaryOp) -> Any:
         op = node.op
@@ -1497,17 +1663,21 @@ class CSemantics:
                 if isinstance(other, _Num) and other.e == 0:
                     return _ZERO if op == "==" else _ONE
                 return _UNK
+        if isinstance(a, _Str) and isinstance(b, _Num) and op == "+" and b.e.is_Integer and \
+                0 <= int(b.e) <= len(a.s):
+            return _Str(a.s[int(b.e):])  # a pointer into a known string (argv[i] + 2)
         if isinstance(a, _Ref) and isinstance(b, _Num) and op in ("+", "-") and b.e.is_Integer:
             r = self._index(a, _Num(b.e if op == "+" else -b.e))
             return r if isinstance(r, _Ref) else _Handle("pointer")
         if not (isinstance(a, _Num) and isinstance(b, _Num)):
+            src = _src_of(a, b)
             if isinstance(a, (_Runtime, _Num)) and isinstance(b, (_Runtime, _Num)) and \
                     not (_num_syms(a) | _num_syms(b)) & self.loop_syms:
                 if op in ("<", ">", "<=", ">=", "==", "!="):
-                    return _UNK
-                return _RUNTIME
+                    return _Unknown(False, src)
+                return _Runtime(src)
             flt = any(isinstance(x, (_Num, _Unknown)) and x.flt for x in (a, b))
-            return _Unknown(flt)
+            return _Unknown(flt, src)
         x, y = a.e, b.e
         flt = a.flt or b.flt
         try:
@@ -1594,12 +1764,13 @@ class CSemantics:
         if name in ("exit", "abort", "_exit", "quick_exit"):
             raise _Exit()
         if name in _READ_INT:
-            return _RUNTIME if not self.loops else _UNK
+            return _RUNTIME if not self._varies() else _UNK
         if name in ("scanf", "fscanf", "sscanf"):
             start = 1 if name == "scanf" else 2
+            src = self._source(f"read by {name}", node)
             for a in args[start:]:
                 if isinstance(a, _Ref):
-                    self._write(a, _RUNTIME)
+                    self._write(a, _Runtime(src))
             return _UNK
         if name in _ALLOC:
             zero = name == "calloc"
@@ -1616,6 +1787,27 @@ class CSemantics:
                 self._query(args[1:])
             return _ZERO if name.startswith("cl") else _UNK
         return self._unknown_call(name, args, node)
+
+    def _source(self, what: str, node: c_ast.Node) -> _Source:
+        loc = self._loc(node)
+        return _Source(what, f"{loc.file}:{loc.line}" if loc else self.filename)
+
+    def _read_back(self, ptr: Any, call: str, node: c_ast.Node) -> None:
+        """Host memory a read from the device fills holds data polyfuse does not know (never
+        its old value), named after the variable it is read into."""
+        if not isinstance(ptr, _Ref):
+            return
+        value = _Runtime(self._source(f"read back from the device by {call}", node))
+        cur = self._read(ptr)
+        if isinstance(cur, _Arr):
+            self._write(ptr, _Arr(cur.length, tuple((i, value) for i, _ in cur.elems), value))
+        elif ptr.path and isinstance(ptr.path[-1], int) and ptr.path[-1] == 0 and \
+                isinstance(self._read(_Ref(ptr.slot, ptr.path[:-1])), _Arr):
+            arr = self._read(_Ref(ptr.slot, ptr.path[:-1]))
+            self._write(_Ref(ptr.slot, ptr.path[:-1]),
+                        _Arr(arr.length, tuple((i, value) for i, _ in arr.elems), value))
+        elif isinstance(cur, (_Unknown, _Num, _Runtime)):
+            self._write(ptr, value)
 
     def _unknown_call(self, name: str, args: list, node: c_ast.Node) -> Any:
         for a in args:  # a kernel file opened by a library call (std::ifstream, open)
@@ -1695,6 +1887,10 @@ class CSemantics:
             return None
         if isinstance(v, _Poison):
             raise self._error(f"{what} {v.reason}", node, UnsupportedError)
+        src = _src_of(v)
+        if src is not None:
+            raise self._error(f"{what} depends on a value the program computes from its data "
+                              f"({src.describe()}){_param_hint(src)}", node, UnsupportedError)
         hint = "" if self.argv is not None else \
             " (if it comes from the command line, give it with --args \"...\")"
         raise self._error(f"{what} is not an integer polyfuse can determine from the host code"
@@ -1716,19 +1912,35 @@ class CSemantics:
         if name in ("stof", "stod", "stold"):
             return self._read_number("atof", args)
         first = self._arg(args, 0)
+        if name == "to_string":
+            return _Str(str(int(first.e))) if isinstance(first, _Num) and first.e.is_Integer \
+                and not first.flt else _UNK
+        if name == "operator+":  # a + b of strings
+            a, b = self._string(first), self._string(self._arg(args, 1))
+            return _Str(a + b) if a is not None and b is not None else _UNK
         if name in ("basic_string__basic_string", "basic_string__ctor"):
-            return first if isinstance(first, _Str) else _UNK
+            text = self._string(first) if args else ""
+            return _Str(text) if text is not None else _UNK
         target = self._read(first) if isinstance(first, _Ref) else first
         if name in ("basic_string__c_str", "basic_string__data"):
             return target if isinstance(target, _Str) else _UNK
-        if name == "basic_string__operator=":
-            value = self._arg(args, 1)
-            if isinstance(first, _Ref):
-                self._write(first, value if isinstance(value, _Str) else _UNK)
-            return first
         if name in ("basic_string__size", "basic_string__length"):
             return _Num(sympy.Integer(len(target.s))) if isinstance(target, _Str) else _UNK
-        return _UNK
+        if name == "basic_string__empty":
+            return _Num(sympy.Integer(int(not target.s))) if isinstance(target, _Str) else _UNK
+        # the assignments: the string becomes unknown unless every part is known
+        value = self._string(self._arg(args, 1)) if name != "basic_string__clear" else ""
+        if name in ("basic_string__append", "basic_string__operator+=") and value is not None:
+            value = target.s + value if isinstance(target, _Str) else None
+        if isinstance(first, _Ref):
+            self._write(first, _Str(value) if value is not None else _UNK)
+        return first
+
+    def _string(self, v: Any) -> Optional[str]:
+        """The text a ``std::string``, a string literal or a written char buffer holds."""
+        if isinstance(v, _Ref) and v.slot not in self.str_slots:
+            v = self._read(v)
+        return self._text(v)
 
     def _cl_memcpy(self, node: c_ast.FuncCall, args: list) -> Any:
         """Library calls that write through their first argument: what they write is known
@@ -1808,7 +2020,7 @@ class CSemantics:
             return _UNKF if name in ("atof", "strtod", "strtof") else _UNK
         if name in ("atof", "strtod", "strtof"):
             return _UNKF
-        return _RUNTIME if not self.loops else _UNK
+        return _RUNTIME if not self._varies() else _UNK
 
     def _cl_atoi(self, node: c_ast.FuncCall, args: list) -> Any:
         return self._read_number("atoi", args)
@@ -1842,35 +2054,109 @@ class CSemantics:
 
     def _cl_getopt(self, node: c_ast.FuncCall, args: list) -> Any:
         """POSIX ``getopt`` over the ``--args`` command line (unknown without it)."""
+        return self._getopt(args, None)
+
+    def _cl_getopt_long(self, node: c_ast.FuncCall, args: list) -> Any:
+        """GNU ``getopt_long``: ``--name``, ``--name=value`` and ``--name value`` from the
+        ``struct option`` table, short options as ``getopt``."""
+        return self._getopt(args, self._arg(args, 3))
+
+    def _getopt(self, args: list, longopts: Any) -> Any:
         spec = self._arg(args, 2)
-        if self.argv is None or not isinstance(spec, _Str):
+        argv = self._words(self._arg(args, 0), self._arg(args, 1))
+        if argv is None or not isinstance(spec, _Str):
             return _UNK
-        argv = self.argv
-        if self.optind >= len(argv) or not argv[self.optind].startswith("-") or \
-                argv[self.optind] == "-":
+        optind = self._opt_index()
+        if optind >= len(argv) or not argv[optind].startswith("-") or argv[optind] == "-":
             return _Num(sympy.Integer(-1))
-        word = argv[self.optind]
+        word = argv[optind]
         if word == "--":
-            self.optind += 1
+            self._set_opt(optind + 1, None)
             return _Num(sympy.Integer(-1))
+        if word.startswith("--") and longopts is not None:
+            return self._long_option(argv, optind, word[2:], longopts)
         opt = word[1]
         pos = spec.s.find(opt)
         if pos < 0 or opt == ":":
-            self.optind += 1
+            self._set_opt(optind + 1, None)
             return _Num(sympy.Integer(ord("?")))
         if spec.s[pos + 1:pos + 2] == ":":
             if len(word) > 2:
-                self.optarg = _Str(word[2:])
-                self.optind += 1
-            elif self.optind + 1 < len(argv):
-                self.optarg = _Str(argv[self.optind + 1])
-                self.optind += 2
+                self._set_opt(optind + 1, word[2:])
+            elif optind + 1 < len(argv):
+                self._set_opt(optind + 2, argv[optind + 1])
             else:
-                self.optind += 1
+                self._set_opt(optind + 1, None)
                 return _Num(sympy.Integer(ord("?")))
         else:
-            self.optind += 1
+            self._set_opt(optind + 1, None)
         return _Num(sympy.Integer(ord(opt)))
+
+    def _long_option(self, argv: list[str], optind: int, word: str, longopts: Any) -> Any:
+        name, eq, value = word.partition("=")
+        i = 0
+        while isinstance(longopts, _Ref) and i <= 256:
+            entry = self._read(_Ref(longopts.slot, longopts.path[:-1] + (longopts.path[-1] + i,))
+                               if longopts.path and isinstance(longopts.path[-1], int)
+                               else _Ref(longopts.slot, longopts.path + (i,)))
+            if not isinstance(entry, _Rec):
+                return _UNK
+            fields = ("name", "has_arg", "flag", "val") if entry.get("name") != _UNK else \
+                ("0", "1", "2", "3")  # struct option {name, has_arg, flag, val}
+            opt_name, has_arg, flag, val = (entry.get(f) for f in fields)
+            if not isinstance(opt_name, _Str):
+                break  # the table's terminating { 0, 0, 0, 0 }
+            if opt_name.s == name:
+                if not isinstance(has_arg, _Num) or not has_arg.e.is_Integer:
+                    return _UNK
+                if int(has_arg.e) == 0 or eq:
+                    self._set_opt(optind + 1, value if eq else None)
+                elif optind + 1 < len(argv):
+                    self._set_opt(optind + 2, argv[optind + 1])
+                elif int(has_arg.e) == 1:
+                    self._set_opt(optind + 1, None)
+                    return _Num(sympy.Integer(ord("?")))
+                else:
+                    self._set_opt(optind + 1, None)
+                if isinstance(flag, _Ref):
+                    self._write(flag, val)
+                    return _ZERO
+                return val
+            i += 1
+        self._set_opt(optind + 1, None)
+        return _Num(sympy.Integer(ord("?")))
+
+    def _words(self, argc: Any, argv: Any) -> Optional[list[str]]:
+        """The strings an ``argc``/``argv`` pair holds (also after a harness moved ``argv``
+        past its own options), or None when polyfuse does not know them."""
+        if self.argv is None or not isinstance(argc, _Num) or not argc.e.is_Integer:
+            return None
+        if not isinstance(argv, _Ref):
+            return None
+        words = []
+        for k in range(int(argc.e)):
+            ref = self._index(argv, _Num(sympy.Integer(k)))
+            w = self._read(ref) if isinstance(ref, _Ref) else None
+            if not isinstance(w, _Str):
+                return None
+            words.append(w.s)
+        return words
+
+    def _opt_index(self) -> int:
+        sid = self._lookup("optind")
+        v = self._read(_Ref(sid)) if sid is not None else None
+        if isinstance(v, _Num) and v.e.is_Integer:
+            self.optind = int(v.e)
+        return self.optind
+
+    def _set_opt(self, optind: int, optarg: Optional[str]) -> None:
+        """getopt's globals, in polyfuse's state and in the host's own ``extern`` declarations."""
+        self.optind = optind
+        self.optarg = _Str(optarg) if optarg is not None else _ZERO
+        for name, value in (("optind", _Num(sympy.Integer(optind))), ("optarg", self.optarg)):
+            sid = self._lookup(name)
+            if sid is not None:
+                self._write(_Ref(sid), value)
 
 
 @dataclass(frozen=True)
@@ -1895,6 +2181,26 @@ def _align(t: _CType) -> int:
     if t.kind == "struct":
         return max((_align(f) for _, f in t.fields), default=1)
     return max(1, t.size)
+
+
+def _src_of(*values: Any) -> Optional[_Source]:
+    """The data source an unknown value was computed from, if one of ``values`` has one."""
+    for v in values:
+        if isinstance(v, (_Unknown, _Runtime)) and v.src is not None:
+            return v.src
+    return None
+
+
+def _char_at(text: str, idx: Any) -> Any:
+    """A character of a known C string (its terminating NUL included), else unknown."""
+    if isinstance(idx, _Num) and idx.e.is_Integer and 0 <= int(idx.e) <= len(text):
+        return _Num(sympy.Integer(ord(text[int(idx.e)]) if int(idx.e) < len(text) else 0))
+    return _UNK
+
+
+def _param_hint(src: _Source) -> str:
+    return f"; pass --param {src.name}=VALUE to analyse the program with that value" \
+        if src.name else ""
 
 
 def _truth(v: Any) -> Optional[bool]:
@@ -2002,7 +2308,7 @@ def _math(name: str, args: list) -> Any:
     exact on symbolic sizes (``ceil((float)n / 32)``)."""
     base = name[:-1] if name.endswith(("f", "l")) and name[:-1] in _MATH else name
     if not args or not all(isinstance(a, _Num) for a in args):
-        return _UNKF
+        return _Unknown(True, _src_of(*args))
     vals = [_exact(a.e) for a in args]
     if base in _MATH_EXACT:
         try:
@@ -2033,7 +2339,9 @@ _STD_STRING = {
     "stoi", "stol", "stoll", "stoul", "stoull", "stof", "stod", "stold",
     "basic_string__basic_string", "basic_string__ctor", "basic_string__c_str",
     "basic_string__data", "basic_string__operator=", "basic_string__size",
-    "basic_string__length",
+    "basic_string__length", "basic_string__empty", "basic_string__append",
+    "basic_string__operator+=", "basic_string__assign", "basic_string__clear", "operator+",
+    "to_string",
 }
 def _c_unescape(s: str) -> str:
     """The characters of a C string literal's body (``\\n`` → newline)."""
@@ -2191,6 +2499,33 @@ def _int_const(text: str) -> Optional[int]:
         return int(text.rstrip("uUlL"), 0)
     except ValueError:
         return None
+
+
+def _affine_bounds(rel: Any) -> Optional[list]:
+    """``rel`` as integer affine expressions that are all ``>= 0`` exactly when it holds; None
+    when it is no such conjunction."""
+    if isinstance(rel, sympy.And):
+        out: list = []
+        for a in rel.args:
+            part = _affine_bounds(a)
+            if part is None:
+                return None
+            out += part
+        return out
+    diffs = {sympy.StrictLessThan: lambda a, b: [b - a - 1], sympy.LessThan: lambda a, b: [b - a],
+             sympy.StrictGreaterThan: lambda a, b: [a - b - 1],
+             sympy.GreaterThan: lambda a, b: [a - b],
+             sympy.Equality: lambda a, b: [a - b, b - a]}
+    make = diffs.get(type(rel))
+    if make is None:
+        return None
+    out = [sympy.expand(_mod_free(d)) for d in make(rel.lhs, rel.rhs)]
+    try:
+        for d in out:
+            host_expr_to_isl(d)
+    except (ValueError, TypeError):
+        return None
+    return out
 
 
 def _fact_to_isl(rel: Any) -> Optional[str]:

@@ -243,19 +243,26 @@ class OpenCLModel:
 
     def _cli_kernels(self, node: c_ast.Node, defines: Mapping[str, Optional[str]] = {},  # noqa: B006
                      include_dirs: Sequence[str] = ()) -> dict[str, Kernel]:
+        """The kernels given on the command line, standing in for a source polyfuse cannot
+        follow: parsed now, with the build's options; one name in two files is ambiguous."""
         self.cli_used = True
-        if not defines and not include_dirs:
-            if not self.kernels and not self.kernel_files.files:
-                raise self._error("cannot tell which kernel source the host builds; pass the "
-                                  ".cl file(s)", node)
-            return dict(self.kernels)
-        out: dict[str, Kernel] = {}
-        for f in self.kernel_files.files:
-            out.update(self._parse_kernel_text(None, f, defines, include_dirs))
-        if not self.kernel_files.files:
+        if not self.kernels and not self.kernel_files.files:
+            raise self._error("cannot tell which kernel source the host builds; pass the "
+                              ".cl file(s)", node)
+        if (defines or include_dirs) and not self.kernel_files.files:
             raise self._error("build options define macros, but the kernels were given "
                               "without their source file; pass the .cl file", node,
                               UnsupportedError)
+        out: dict[str, Kernel] = {} if defines or include_dirs else dict(self.kernels)
+        where: dict[str, str] = {}
+        for f in self.kernel_files.files:
+            for name, k in self._parse_kernel_text(None, f, defines, include_dirs).items():
+                if name in out:
+                    first = where.get(name, "the kernel source")
+                    raise self._error(f"kernel '{name}' is defined in {first} and {f}; "
+                                      "polyfuse cannot tell which one the host means", node)
+                out[name] = k
+                where[name] = f
         return out
 
     def _parse_program(self, info: _ProgInfo, node: c_ast.Node) -> dict[str, Kernel]:
@@ -283,9 +290,6 @@ class OpenCLModel:
         self.sources_built += [(f, info.loc) for f in files[1:]]
         if len(info.pieces) == 1 and files:
             path = files[0]
-            for f in self.kernel_files.files:  # the file the user gave: already parsed
-                if not defines and not include_dirs and _same_file(f, path) and self.kernels:
-                    return _with_options(dict(self.kernels), flags)
             return _with_options(self._parse_kernel_text(None, path, defines, include_dirs),
                                  flags)
         text = []
@@ -580,6 +584,7 @@ class OpenCLModel:
             self._op(HostOp(id=0, kind="write", writes=(rng,), name=call), node)
         else:
             self._op(HostOp(id=0, kind="read", reads=(rng,), name=call), node)
+            self._read_back(self._arg(args, 10 if rect else 5), call, node)
         if self._blocking(self._arg(args, 2)):
             self._sync(call, node)
         return _ZERO

@@ -769,7 +769,7 @@ class _Translator:
             return
         self.infer_node(node)
         if (op in ALIAS_OPS or op == "Transpose" and self.moves_unit_axes_only(node, attrs, where)
-                ) and self.alias(node, op, attrs, where):
+                or op == "Pad" and self.pads_nothing(node)) and self.alias(node, op, attrs, where):
             self.nodes[label] = f"alias of {self.tensor_buffer[node.output[0]]}"
             return
         if op == "Gather" and self.gather_as_slice(index, node, label, attrs, where):
@@ -788,6 +788,12 @@ class _Translator:
             return False  # the operator kernel reports the bad permutation
         kept = [p for p in perm if shape[p] != 1]
         return kept == sorted(kept)
+
+    def pads_nothing(self, node: Any) -> bool:
+        """A Pad whose pads are all 0 is a re-view: the UNet up block's ``F.pad`` to the skip
+        connection's size, with pads computed from sizes that already match."""
+        pads = node.input[1] if len(node.input) > 1 else ""
+        return pads in self.consts and not np.any(self.consts[pads])
 
     def gather_as_slice(self, index: int, node: Any, label: str, attrs: dict[str, Any],
                         where: str) -> bool:

@@ -26,6 +26,7 @@ from polyfuse.oplib import OPERATORS
 #: How the front-end treats operators that are not plain kernels.
 _SPECIAL = {
     "Transpose": "kernel; an alias when it moves only unit axes",
+    "Pad": "kernel; an alias when every pad is 0",
     "Gather": "kernel; a Slice when the indices are a constant arithmetic progression",
     "SplitToSequence": "a list of slices of its input (constant split)",
     "SequenceAt": "the Slice of one SplitToSequence piece (constant position)",

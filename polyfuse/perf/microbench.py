@@ -28,6 +28,7 @@ neighbouring addresses (``interleaved``, coalesced).  The default follows the de
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -37,14 +38,16 @@ import numpy as np
 import pyopencl as cl
 
 from polyfuse.runtime.device import (
+    Check,
     DeviceLimits,
     TimingResult,
     build_kernel,
     get_context,
-    precheck_sources,
+    precheck,
     time_host,
     time_kernel,
 )
+from polyfuse.watchdog import stage
 
 log = logging.getLogger("polyfuse.perf")
 
@@ -80,6 +83,30 @@ def _env(queue: Optional[cl.CommandQueue]) -> _Env:
     if queue is None:
         _, queue = get_context()
     return _Env(queue.context, queue, DeviceLimits.from_device(queue.device))
+
+
+def _launch_once(name: str, local: int, args: tuple[Any, ...], ctx: cl.Context,
+                 queue: cl.CommandQueue, prog: cl.Program) -> None:
+    """In a precheck worker: one work-group of kernel ``name`` (PoCL compiles a kernel for its
+    work-group size at its first launch, and that compile can abort).  A Python ``int`` in
+    ``args`` is a buffer of that many bytes (filled with 0.5f), anything else is passed as is."""
+    real: list[Any] = []
+    for a in args:
+        if type(a) is int:
+            buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, a)
+            _fill(queue, buf, a, 0.5)
+            real.append(buf)
+        else:
+            real.append(a)
+    with stage(f"running OpenCL kernel '{name}' on {ctx.devices[0].name.strip()}"):
+        cl.Kernel(prog, name)(queue, (local,), (local,), *real)
+        queue.finish()
+
+
+def _trial(source: str, name: str, local: int, *args: Any) -> Check:
+    """The precheck of a benchmark kernel: built, then one work-group launched."""
+    return Check(source, (), functools.partial(_launch_once, name, local, args),
+                 f"{name} local={local} args={args!r}")
 
 
 def _pow2_floor(n: int) -> int:
@@ -231,6 +258,8 @@ class BandwidthResult(_Result):
     vector_width: int
     unroll: int
     points: list[BandwidthPoint] = field(default_factory=list)
+    #: why the kind was not measured (the device compiler rejected or crashed on its kernel)
+    skipped: Optional[str] = None
 
     def curve(self) -> tuple[list[int], list[float]]:
         """(working-set bytes, GB/s) of every point, smallest first."""
@@ -320,14 +349,25 @@ def bandwidth(
     sizes = sorted({int(s) for s in sizes if s // arrays >= unit * unroll})
     if not sizes:
         raise ValueError("no working-set size is large enough for one unrolled iteration")
-    kernel = build_kernel(env.ctx, stream_source(kind, vec, unroll, layout), f"bw_{kind}")
+    source = stream_source(kind, vec, unroll, layout)
+    result = BandwidthResult(kind, layout, vec, unroll)
+    # tried in a worker first: a compiler abort loses this kind, not the run
+    local = stream_geometry(lim, _pow2_floor(max(sizes) // arrays // unit), unroll, layout).local
+    data, n = local * unroll * unit, np.int32(unroll)
+    check = {"read": _trial(source, "bw_read", local, data, local * 4, n, np.int32(1)),
+             "rmw": _trial(source, "bw_rmw", local, data, n, np.int32(1), np.float32(1e-3)),
+             "copy": _trial(source, "bw_copy", local, data, data, n, np.int32(1))}[kind]
+    result.skipped = precheck(env.queue.device, [check])[0]
+    if result.skipped is not None:
+        _say(progress, f"bandwidth {kind:4s}: skipped ({result.skipped})")
+        return result
+    kernel = build_kernel(env.ctx, source, f"bw_{kind}")
     per_array = max(sizes) // arrays
     mf = cl.mem_flags
     a = cl.Buffer(env.ctx, mf.READ_WRITE, per_array)
     _fill(env.queue, a, per_array, 0.5)
     b = cl.Buffer(env.ctx, mf.READ_WRITE, per_array) if kind == "copy" else None
     out = None
-    result = BandwidthResult(kind, layout, vec, unroll)
     for ws in sizes:
         n_units = _pow2_floor(ws // arrays // unit)
         geo = stream_geometry(lim, n_units, unroll, layout)
@@ -534,20 +574,20 @@ def flops(
     ops = dict.fromkeys((_mad_op(lim), "mad"))
     sources = {(d, op): flops_source(d, vec, accumulators, layout, op)
                for d in degrees for op in ops}
-    # built in a worker first: a compiler abort on one kernel loses that point, not the run
-    why = precheck_sources(env.queue.device, list(sources.values()))
+    # built and launched once in a worker first: a compiler abort (at the build or, PoCL
+    # compiling lazily, at the first launch) on one kernel loses that point, not the run
+    keys = list(sources)
+    verdicts = precheck(env.queue.device, [
+        _trial(sources[k], "poly", geo.local, geo.local * accumulators * vec * 4,
+               np.int32(accumulators), np.int32(1)) for k in keys])
+    why = dict(zip(keys, verdicts))
     for d in degrees:
-        op = next((o for o in ops if why[sources[(d, o)]] is None), None)
+        op = next((o for o in ops if why[(d, o)] is None), None)
         if op is None:
-            res.skipped.append(f"degree {d}: {why[sources[(d, _mad_op(lim))]]}")
-            _say(progress, f"flops degree {d:4d}: skipped ({res.skipped[-1]})")
+            res.skipped.append(f"degree {d}: {why[(d, _mad_op(lim))]}")
+            _say(progress, f"flops degree {d:4d}: skipped ({why[(d, _mad_op(lim))]})")
             continue
-        try:
-            kernel = build_kernel(env.ctx, sources[(d, op)], "poly")
-        except cl.Error as err:  # PoCL caches a crashed build: the kernel is then missing
-            res.skipped.append(f"degree {d}: {str(err).strip().splitlines()[0]}")
-            _say(progress, f"flops degree {d:4d}: skipped ({res.skipped[-1]})")
-            continue
+        kernel = build_kernel(env.ctx, sources[(d, op)], "poly")
         reps, timing = _timed(
             env.queue, kernel, (geo.items,), (geo.local,),
             lambda r: [a, np.int32(geo.units_per_item), np.int32(r)],

@@ -43,7 +43,7 @@ SCHEMA = "polyfuse.roofline/1"
 JSON_KEYS = (
     "schema", "device", "device_key", "measured_at", "quick", "elapsed_seconds", "levels",
     "level_source", "dram_reached", "dram_bandwidth_gbs", "peak_gflops", "ridge_points",
-    "launch_overhead_us", "bandwidth", "flops",
+    "launch_overhead_us", "bandwidth", "flops", "skipped",
 )
 
 
@@ -149,11 +149,14 @@ class Roofline:
     level_source: str = "read"
     dram_reached: bool = False
     elapsed_seconds: float = 0.0
+    #: the benchmark kernels not measured, each with why (the device compiler rejected or
+    #: crashed on it): ``"flops degree 8: ..."``, ``"bandwidth copy: ..."``
+    skipped: list[str] = field(default_factory=list)
 
     @property
     def dram_gbs(self) -> float:
-        """Bandwidth of the level with the largest working sets."""
-        return self.levels[-1].bandwidth_gbs
+        """Bandwidth of the level with the largest working sets (0 when none was measured)."""
+        return self.levels[-1].bandwidth_gbs if self.levels else 0.0
 
     def level(self, name: str) -> BandwidthLevel:
         for lv in self.levels:
@@ -164,7 +167,7 @@ class Roofline:
     def ridge_points(self) -> dict[str, float]:
         """Arithmetic intensity (FLOP/byte) where each bandwidth ceiling meets the compute one."""
         return {lv.name: self.peak_gflops / lv.bandwidth_gbs for lv in self.levels
-                if lv.bandwidth_gbs > 0}
+                if lv.bandwidth_gbs > 0 and self.peak_gflops > 0}
 
     def attainable_gflops(self, intensity: float, level: str = "DRAM") -> float:
         """Roofline bound ``min(peak, bandwidth * intensity)`` at one level."""
@@ -187,6 +190,7 @@ class Roofline:
             "launch_overhead_us": self.launch_overhead_us,
             "bandwidth": self.bandwidth,
             "flops": self.flops,
+            "skipped": self.skipped,
         }
 
     def to_json(self, indent: int = 2) -> str:
@@ -201,7 +205,7 @@ class Roofline:
             peak_gflops=d["peak_gflops"], launch_overhead_us=d["launch_overhead_us"],
             bandwidth=d.get("bandwidth", {}), flops=d.get("flops", []),
             level_source=d.get("level_source", "read"), dram_reached=d.get("dram_reached", False),
-            elapsed_seconds=d.get("elapsed_seconds", 0.0),
+            elapsed_seconds=d.get("elapsed_seconds", 0.0), skipped=d.get("skipped", []),
         )
 
     @classmethod
@@ -227,8 +231,15 @@ class Roofline:
         for lv in self.levels:
             band = f"{_human(lv.min_working_set_bytes)} .. {_human(lv.max_working_set_bytes)}"
             lines.append(f"  {lv.name:5s} {lv.bandwidth_gbs:9.2f} GB/s   working sets {band}")
-        op = self.flops[0].get("op", "mad") if self.flops else "mad"
-        lines.append(f"  peak  {self.peak_gflops:9.2f} GFLOP/s (float32 {op}, Horner in cache)")
+        if not self.levels:
+            lines.append("  no bandwidth level: the read benchmark was not measured")
+        if self.flops:
+            op = self.flops[0].get("op", "mad")
+            lines.append(f"  peak  {self.peak_gflops:9.2f} GFLOP/s (float32 {op}, Horner in "
+                         "cache)")
+        else:
+            lines.append("  peak  not measured: no FLOP benchmark kernel ran on this device")
+        lines += [f"  skipped {why}" for why in self.skipped]
         lo = self.launch_overhead_us
         lines.append(f"  launch {lo['wall']:.1f} us wall, {lo['profiled']:.1f} us profiled, "
                      f"{lo['pipelined']:.1f} us pipelined")
@@ -276,7 +287,9 @@ def measure_roofline(
     fl = mb.flops(queue, quick=quick, progress=progress)
     launch = mb.launch_overhead(queue, quick=quick, progress=progress)
     sizes, gbs = sweep["read"].curve()
-    levels = detect_levels(sizes, gbs)
+    levels = detect_levels(sizes, gbs) if sizes else []
+    skipped = [f"bandwidth {k}: {r.skipped}" for k, r in sweep.items() if r.skipped]
+    skipped += [f"flops {why}" for why in fl.skipped]
     cache = lim.global_mem_cache_size
     return Roofline(
         device=lim.to_dict(),
@@ -294,8 +307,9 @@ def measure_roofline(
                 "gflops_best": p.gflops_best, "op": p.op, "spread": p.spread}
                for p in fl.points],
         level_source="read",
-        dram_reached=bool(cache > 0 and max(sizes) > cache),
+        dram_reached=bool(cache > 0 and sizes and max(sizes) > cache),
         elapsed_seconds=time.perf_counter() - t0,
+        skipped=skipped,
     )
 
 
@@ -335,11 +349,17 @@ def plot_roofline(roofline: Roofline, kernels: Sequence[KernelPoint] = (),
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
     colors = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown"]
+    # a ceiling that was not measured (its benchmark kernel skipped) is left out, not drawn at 0
     for i, lv in enumerate(roofline.levels):
-        ax.plot(ai, np.minimum(peak, lv.bandwidth_gbs * ai), color=colors[i % len(colors)],
-                label=f"{lv.name}: {lv.bandwidth_gbs:.1f} GB/s")
-    ax.axhline(peak, color="black", linestyle="--", linewidth=1,
-               label=f"compute: {peak:.1f} GFLOP/s")
+        ax.plot(ai, np.minimum(peak, lv.bandwidth_gbs * ai) if peak > 0 else lv.bandwidth_gbs * ai,
+                color=colors[i % len(colors)], label=f"{lv.name}: {lv.bandwidth_gbs:.1f} GB/s")
+    if peak > 0:
+        ax.axhline(peak, color="black", linestyle="--", linewidth=1,
+                   label=f"compute: {peak:.1f} GFLOP/s")
+    if roofline.skipped:
+        ax.text(0.01, 0.01, "not measured: " + "; ".join(w.split(":")[0] for w in
+                                                         roofline.skipped),
+                transform=ax.transAxes, fontsize=7, va="bottom")
     if roofline.flops:
         ax.plot([p["arithmetic_intensity"] for p in roofline.flops],
                 [p["gflops"] for p in roofline.flops], "x", color="gray",
@@ -368,7 +388,8 @@ def plot_roofline(roofline: Roofline, kernels: Sequence[KernelPoint] = (),
     ax.set_title(f"{roofline.device.get('name', '?')} — {roofline.measured_at}", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     # the legend outside the axes, so it never hides a point
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    if ax.get_legend_handles_labels()[0]:  # nothing measured: no legend to draw
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     if table:
         fig.text(0.01, 0.01, "\n".join(["  #  kernel"] + table), family="monospace",
                  fontsize=7, va="bottom")
@@ -429,8 +450,9 @@ def run_roofline(out_dir: Union[str, Path], device: DeviceSpec = None, quick: bo
         >>> info["json"], info["png"], info["levels"]["DRAM"]             # doctest: +SKIP
         ('results/rl/roofline.json', 'results/rl/roofline.png', 12.3)
 
-    Returns paths, the level bandwidths (GB/s), peak GFLOP/s, launch overhead (µs) and a
-    human-readable ``summary``; progress goes to ``progress`` / logging, never stdout.
+    Returns paths, the level bandwidths (GB/s), peak GFLOP/s, launch overhead (µs), the
+    benchmark kernels ``skipped`` with why, and a human-readable ``summary``; progress goes to
+    ``progress`` / logging, never stdout.
     """
     roof = measure_roofline(device, quick=quick, max_bytes=max_bytes, progress=progress)
     json_path = roof.save(out_dir)
@@ -450,4 +472,5 @@ def run_roofline(out_dir: Union[str, Path], device: DeviceSpec = None, quick: bo
         "launch_overhead_us": roof.launch_overhead_us,
         "summary": roof.summary(),
         "kernels": placed,
+        "skipped": roof.skipped,
     }

@@ -10,7 +10,7 @@ import pyopencl as cl
 
 from polyfuse.codegen import CodegenError, FusedProgram
 from polyfuse.codegen.fuse import source_error
-from polyfuse.runtime.device import DeviceSpec, build_log, get_context
+from polyfuse.runtime.device import DeviceSpec, build_log, get_context, quiet_build
 
 #: clang prints "FILE:LINE:COL: error: MSG"; PoCL 3.x "error: FILE:LINE:COL: MSG"
 _ERROR_LINE = re.compile(r"^(?:error: )?[^\s:]*:(\d+):\d+: (?:error: )?(.*)$", re.M)
@@ -22,7 +22,8 @@ def build_fused(fused: FusedProgram, device: DeviceSpec = None) -> None:
     ctx, _queue = get_context(device)
     prog = cl.Program(ctx, fused.source)
     try:
-        prog.build(options=["-cl-std=CL1.2"])
+        with quiet_build():
+            prog.build(options=["-cl-std=CL1.2"])
         return
     except cl.Error as err:
         log = build_log(prog, ctx, err)

@@ -12,12 +12,14 @@ the spread (IQR / median) saying how much to trust it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
+import tempfile
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Optional, TypeVar, Union
 
@@ -303,6 +305,16 @@ def build_log(program: cl.Program, ctx: cl.Context, err: Exception) -> str:
     return "\n".join(s.strip() for s in logs if s and s.strip()) or str(err)
 
 
+@contextlib.contextmanager
+def quiet_build() -> Iterator[None]:
+    """pyopencl warns (``CompilerWarning``) whenever a successful build printed anything: the
+    NVIDIA driver's remarks on generated kernels filled every ``fuse`` run with them.  A failed
+    build's log is reported in full either way."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cl.CompilerWarning)
+        yield
+
+
 def build_program(ctx: cl.Context, source: str, options: Sequence[str] = ()) -> cl.Program:
     """Build (once per context, source and options) and explain failures in one line.
 
@@ -317,7 +329,8 @@ def build_program(ctx: cl.Context, source: str, options: Sequence[str] = ()) -> 
     try:
         with stage(f"building OpenCL kernel {kernel_names(source)} on "
                    f"{ctx.devices[0].name.strip()}"):
-            prog = cl.Program(ctx, source).build(options=list(options))
+            with quiet_build():
+                prog = cl.Program(ctx, source).build(options=list(options))
     except (cl.RuntimeError, cl.LogicError) as err:
         text = str(err)
         lines = [ln.strip() for ln in text.splitlines() if "error" in ln.lower()]
@@ -362,54 +375,181 @@ def device_spec(dev: cl.Device) -> str:
     raise PolyfuseError(f"OpenCL device '{dev.name.strip()}' is not listed by its platform")
 
 
-def _build_job(spec: str, sources: Sequence[str], options: Sequence[str],
+#: a trial: run a built program's kernels once, as the real launches will (module level, so
+#: a worker can unpickle it)
+Trial = Callable[[cl.Context, cl.CommandQueue, cl.Program], None]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One kernel source to try in a worker before this process builds it: built with
+    ``options``, each kernel created by name, then ``trial`` run once (without one, the
+    program's binaries are asked for, which makes PoCL generate code).  ``key`` names what the
+    trial's launches depend on beyond the source (sizes, work-group shapes)."""
+
+    source: str
+    options: tuple[str, ...] = ()
+    trial: Optional[Trial] = None
+    key: str = ""
+
+
+#: a kernel name that makes a check abort its worker while building it: no driver crashes on
+#: demand, and tests must show that a native crash is contained
+CRASH_HOOK = "POLYFUSE_TEST_CRASH_KERNEL"
+#: the stage a worker is in during each check, ending with the check's index
+_CHECK_STAGE = re.compile(r"^checking OpenCL kernel .* \(check (\d+)\)$")
+
+
+def _check_job(spec: str, checks: Sequence[Check], log: str,
                progress: Callable[[str], None]) -> list[Optional[str]]:
-    """In a worker: build each source on device ``spec``; why each failed (None: built)."""
+    """In a worker: each check on device ``spec``; why each failed (None: it built and ran).
+    Native stderr goes to ``log``: a compiler's last words are the parent's to report."""
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(fd, 2)
+    os.close(fd)
+    warnings.simplefilter("ignore", cl.CompilerWarning)
     ctx = cl.Context([get_device(spec)])
+    queue = cl.CommandQueue(ctx)
+    doomed = os.environ.get(CRASH_HOOK)
     out: list[Optional[str]] = []
-    for source in sources:
-        try:
-            build_program(ctx, source, options).all_kernels()
-            out.append(None)
-        except PolyfuseError as err:
-            out.append(err.message)
-        except cl.Error as err:  # PoCL caches a crashed build: its kernels are then missing
-            out.append((str(err).strip().splitlines() or [type(err).__name__])[0])
+    for i, check in enumerate(checks):
+        with stage(f"checking OpenCL kernel {kernel_names(check.source)} (check {i})"):
+            out.append(_check_one(ctx, queue, check, doomed))
     return out
 
 
-#: (device key, options, source) -> why it does not build (None: it builds)
-_CHECKED: dict[tuple[str, str, str], Optional[str]] = {}
+def _check_one(ctx: cl.Context, queue: cl.CommandQueue, check: Check,
+               doomed: Optional[str]) -> Optional[str]:
+    """Why ``check`` fails in this (worker) process, None when it builds and runs."""
+    names = re.findall(r"__kernel\s+void\s+(\w+)", check.source)
+    try:
+        if doomed and doomed in names:
+            with stage(f"building OpenCL kernel '{doomed}' on {ctx.devices[0].name.strip()}"):
+                os.abort()
+        prog = build_program(ctx, check.source, check.options)
+        for name in names:
+            try:
+                cl.Kernel(prog, name)
+            except cl.Error:  # PoCL caches a build its compiler crashed on, with no kernels
+                return (f"kernel '{name}' is missing from the built program: the device "
+                        "compiler failed on it (in an earlier process, if PoCL cached the build)")
+        if check.trial is not None:
+            check.trial(ctx, queue, prog)
+            queue.finish()
+        else:  # PoCL compiles lazily, at the first launch or when asked for binaries
+            with stage(f"generating code for OpenCL kernel {kernel_names(check.source)} on "
+                       f"{ctx.devices[0].name.strip()}"):
+                prog.get_info(cl.program_info.BINARY_SIZES)
+    except PolyfuseError as err:
+        return err.message.splitlines()[0]
+    except cl.Error as err:
+        return (str(err).strip().splitlines() or [type(err).__name__])[0]
+    return None
 
 
-def precheck_sources(device: DeviceSpec, sources: Sequence[str],
-                     options: Sequence[str] = ()) -> dict[str, Optional[str]]:
-    """Why each source does not build on ``device`` (None: it builds), found by building it
-    in a worker process first, once per device and source: the device compiler can abort the
-    process (PoCL's LLVM: "Cannot select ... fma"), and then only that kernel is lost, with
-    the stage and signal as its reason, instead of the whole command."""
+def _compiler_key(dev: cl.Device) -> str:
+    """What decides how a device compiles (not device_key: PoCL's reported memory follows the
+    host's free memory, the compiler does not)."""
+    return "|".join(x.strip() for x in (dev.platform.name, dev.platform.version, dev.name,
+                                        dev.driver_version))
+
+
+#: bump when what a check does changes, so cached verdicts are redone
+_CHECK_VERSION = 1
+#: check digest -> why it failed (None: it built and ran)
+_CHECKED: dict[str, Optional[str]] = {}
+
+
+def _check_digest(dev_key: str, check: Check) -> str:
+    ident = "\0".join([dev_key, str(_CHECK_VERSION), os.environ.get(CRASH_HOOK, ""),
+                        " ".join(check.options), check.key, check.source])
+    return hashlib.sha1(ident.encode()).hexdigest()
+
+
+def _check_cache_file(digest: str) -> str:
+    return os.path.join(os.path.dirname(_cache_path()), "precheck", f"{digest}.json")
+
+
+def _cached_verdict(digest: str) -> tuple[bool, Optional[str]]:
+    """(found, reason) from memory, then disk: a new process then pays no worker again."""
+    import json
+
+    if digest in _CHECKED:
+        return True, _CHECKED[digest]
+    try:
+        with open(_check_cache_file(digest), encoding="utf-8") as fh:
+            why = json.load(fh)["reason"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False, None
+    _CHECKED[digest] = why if isinstance(why, str) else None
+    return True, _CHECKED[digest]
+
+
+def _store_verdict(digest: str, why: Optional[str]) -> None:
+    import json
+
+    _CHECKED[digest] = why
+    path = _check_cache_file(digest)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump({"reason": why}, fh)
+    except OSError:
+        pass  # an unwritable cache only costs the check next time
+
+
+def _last_words(log: str) -> str:
+    """``; LLVM ERROR: Cannot select: i64 = fadd``: the error line a crashed worker wrote,
+    without the compiler's node addresses, or nothing."""
+    try:
+        with open(log, encoding="utf-8", errors="replace") as fh:
+            lines = [ln.strip() for ln in fh if "ERROR" in ln or "error:" in ln]
+    except OSError:
+        return ""
+    if not lines:
+        return ""
+    text = re.sub(r"\s*0x[0-9a-f]+(:|,)?", "", lines[0])
+    return "; " + (text[:117] + "..." if len(text) > 120 else text)
+
+
+def precheck(device: DeviceSpec, checks: Sequence[Check]) -> list[Optional[str]]:
+    """Why each check fails on ``device`` (None: it builds and runs), found in a worker process
+    first, once per device and check (cached in memory and on disk): the device compiler can
+    abort the process (PoCL's LLVM: "Cannot select ... fma"), at the build or lazily at the
+    first launch, and then only that kernel is lost, with the stage and signal as its reason,
+    instead of the whole command or the caller's Python session."""
     dev = get_device(device)
-    key = device_key(dev)
-    opts = " ".join(options)
-    todo = list(dict.fromkeys(s for s in sources if (key, opts, s) not in _CHECKED))
-    while todo:
-        try:
-            reasons = call_with_budget(_build_job, (device_spec(dev), todo, tuple(options)))
-        except WorkerCrashed as err:
-            crashed = next((s for s in todo if kernel_names(s) in err.stage), None)
-            if crashed is None:  # not in a build: the device itself is broken
-                raise
-            done = todo[:todo.index(crashed)]
-            reasons = [None] * len(done) + [
-                f"the device compiler crashed on {kernel_names(crashed)} ({err.signal})"]
-            todo = todo[len(done) + 1:]
-            for s, why in zip(done + [crashed], reasons):
-                _CHECKED[(key, opts, s)] = why
-            continue
-        for s, why in zip(todo, reasons):
-            _CHECKED[(key, opts, s)] = why
-        todo = []
-    return {s: _CHECKED[(key, opts, s)] for s in sources}
+    dev_key = _compiler_key(dev)
+    digests = [_check_digest(dev_key, c) for c in checks]
+    todo: dict[str, Check] = {}
+    for d, c in zip(digests, checks):
+        if d not in todo and not _cached_verdict(d)[0]:
+            todo[d] = c
+    pending = list(todo.items())
+    current = [-1]  # the check the worker is in
+
+    def seen(name: str) -> None:
+        m = _CHECK_STAGE.match(name)
+        if m:
+            current[0] = int(m.group(1))
+
+    while pending:
+        current[0] = -1
+        with tempfile.TemporaryDirectory(prefix="polyfuse-check-") as tmp:
+            log = os.path.join(tmp, "stderr")
+            try:
+                reasons = call_with_budget(
+                    _check_job, (device_spec(dev), [c for _, c in pending], log), on_stage=seen)
+            except WorkerCrashed as err:
+                i = current[0]
+                if i < 0:  # before any check: the device itself is broken
+                    raise
+                reasons = [None] * i + [f"{err.stage}: crashed ({err.signal or 'no signal'}"
+                                        f"{_last_words(log)})"]
+        for (d, _), why in zip(pending, reasons):
+            _store_verdict(d, why)
+        pending = pending[len(reasons):]
+    return [_cached_verdict(d)[1] for d in digests]
 
 
 _WORKING_DEVICE: list[cl.Device] = []
@@ -696,7 +836,6 @@ def _probe_job(spec: str, kernels: Sequence[ProbeKernel],
                progress: Callable[[str], None]) -> DeviceProbe:
     """In a worker: ``kernels`` on device ``spec``, stopping at the first that fails (the
     compiler's remarks on the probe kernels are not the user's business)."""
-    warnings.simplefilter("ignore", cl.CompilerWarning)
     ctx = cl.Context([get_device(spec)])
     queue = cl.CommandQueue(ctx)
     for k in kernels:

@@ -35,6 +35,7 @@ reproducible:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import statistics
 import time
@@ -64,7 +65,15 @@ from polyfuse.program import (
     shared_runtime_options,
     where,
 )
-from polyfuse.runtime.device import DeviceSpec, build_log, build_program, get_context
+from polyfuse.runtime.device import (
+    Check,
+    DeviceSpec,
+    build_log,
+    build_program,
+    get_context,
+    precheck,
+)
+from polyfuse.watchdog import stage
 
 #: options every program is built with
 BUILD_OPTIONS = ("-cl-std=CL1.2",)
@@ -522,8 +531,20 @@ class CompiledProgram:
         return events
 
     def finish(self) -> None:
-        """Wait for everything enqueued; host arrays of transfers may be released after."""
-        self.queue.finish()
+        """Wait for everything enqueued; host arrays of transfers may be released after.
+
+        A kernel that fails while it runs surfaces here, as the queue's error: NVIDIA's driver,
+        for one, drops the whole queue after an access outside a buffer or ``__local`` array
+        (``INVALID_COMMAND_QUEUE``), where PoCL reads or writes whatever is there."""
+        try:
+            self.queue.finish()
+        except cl.Error as err:
+            kernels = ", ".join(dict.fromkeys(
+                self.program.op(s.launch[0]).kernel for s in self.steps if s.kind == "launch"))
+            raise PolyfuseError(f"program {self.program.name!r}: the device failed while running "
+                                f"its kernels ({kernels}): {err}; a kernel may access memory "
+                                "outside a buffer or __local array (the device's driver may then "
+                                "drop the command queue)") from None
         self._pending.clear()
 
     def _enqueue_host(self, s: _Step,
@@ -626,6 +647,48 @@ def run_program(
         raise PolyfuseError("profiling needs a queue with PROFILING_ENABLE (use get_context)")
     return compile_program(program, params=params, inputs=inputs, seed=seed, ctx=ctx,
                            queue=queue).execute(profile=profile)
+
+
+def _program_trial(program: Program, params: Mapping[str, int], ctx: cl.Context,
+                   queue: cl.CommandQueue, _built: cl.Program) -> None:
+    """In a precheck worker: every launch of ``program`` once, from random contents, each in a
+    stage naming its kernel (PoCL compiles a kernel for its work-group size at its first
+    launch, and that compile can abort)."""
+    ex = CompiledProgram(program, params, ctx=ctx, queue=queue)
+    ex.reset()
+    where_ = ctx.devices[0].name.strip()
+    for s in ex.steps:
+        if s.kind != "launch":
+            ex.enqueue([s])
+            continue
+        with stage(f"running OpenCL kernel '{s.launch[1].function_name}' on {where_}"):  # type: ignore[index]
+            ex.enqueue([s])
+            ex.finish()
+    ex.finish()
+
+
+def program_check(program: Program, params: Optional[Mapping[str, int]] = None) -> Check:
+    """The :class:`~polyfuse.runtime.device.Check` of running ``program`` once: its source built
+    as :func:`build` builds it and every launch made.  Float data (weights) stays behind, the
+    worker runs on random contents; integer data (indices) travels, so data-dependent
+    subscripts stay in range."""
+    data = {k: v for k, v in (program.data or {}).items()
+            if program.buffers[k].size is None or np.asarray(v).dtype.kind in "iub"}
+    light = dataclasses.replace(program, data=data)
+    values = {k: int(v) for k, v in (params or {}).items()}
+    geometry = [(op.kernel, op.global_size, op.local_size, op.global_offset, op.loops)
+                for op in program.launches]
+    return Check(program_source(program), program_options(program),
+                 functools.partial(_program_trial, light, values),
+                 repr((sorted(values.items()), geometry)))
+
+
+def precheck_programs(programs: Sequence[Program], params: Optional[Mapping[str, int]] = None,
+                      device: DeviceSpec = None) -> list[Optional[str]]:
+    """Why each program cannot be built and run on ``device`` (None: it can), each run once in
+    a worker process first (:func:`~polyfuse.runtime.device.precheck`, cached): a device
+    compiler that aborts costs a reason, not the caller's process."""
+    return precheck(device, [program_check(p, params) for p in programs])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -778,6 +841,8 @@ def time_interleaved(
 __all__ = [
     "CompiledProgram",
     "compile_program",
+    "precheck_programs",
+    "program_check",
     "InterleavedTiming",
     "time_interleaved",
     "BUILD_OPTIONS",

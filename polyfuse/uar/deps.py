@@ -26,6 +26,11 @@ from polyfuse.islutil import IslQuotaExceeded, bounded, coalesce
 from polyfuse.uar.effects import Effects, Instantiation, OpInstances
 
 KINDS = ("RAW", "WAR", "WAW")
+#: isl's operation quota for one buffer's dataflow analysis: ten times the default, since one
+#: analysis covers every operation on the buffer and racing may-writers multiply its work (a
+#: 2-launch generated program with racy writes needed more than the default); a 56x56
+#: convolution still stops at it instead of running for hours
+DATAFLOW_OPERATIONS = 2_000_000
 
 
 @dataclass(frozen=True, eq=False)
@@ -255,7 +260,7 @@ def _flow(inst: Instantiation, schedule: dict[int, isl.Map], buffer: str, ids: l
         .set_may_source(tags["may"][0]),
     }
     try:
-        with bounded():
+        with bounded(DATAFLOW_OPERATIONS):
             return _exact_flow(inst, buffer, by_name, effs, flows, tsched, reads, writes, tags)
     except IslQuotaExceeded:
         return _coarse_flow(inst, buffer, ids, sinks)

@@ -33,6 +33,7 @@ from polyfuse.islutil import IslQuotaExceeded, bounded, coalesce
 from polyfuse.program import (
     GLOBAL_SIZE_PARAMS,
     LOCAL_SIZE_PARAMS,
+    ArrayDecl,
     HostLoop,
     HostOp,
     Kernel,
@@ -312,6 +313,38 @@ def _kernel_effects(kernel: Kernel, work_dim: int) -> dict[tuple[str, str, bool]
     return {k: coalesce(v) for k, v in out.items()}
 
 
+def _array_accesses(kernel: Kernel, work_dim: int) -> list[tuple[ArrayDecl, str, isl.Map]]:
+    """``(array, direction, K[g0,g1,g2,l0,l1,l2] -> A[...])`` of the exact accesses to each
+    ``__local`` or private array of constant shape, loops projected (as :func:`_kernel_effects`
+    does for buffers)."""
+    arrays = {(a.name, a.address_space): a for a in kernel.arrays
+              if a.shape and all(isinstance(n, int) and n > 0 for n in a.shape)}
+    out = []
+    for stmt in kernel.statements:
+        if not stmt.exact_domain:
+            continue
+        for acc in stmt.accesses:
+            array = arrays.get((acc.array, acc.address_space))
+            if array is None or not acc.exact or \
+                    acc.relation.dim(isl.dim_type.out) != len(array.shape):
+                continue
+            rel = acc.relation.intersect_domain(stmt.domain)
+            n_in = rel.dim(isl.dim_type.in_)
+            if n_in > 6:
+                rel = rel.project_out(isl.dim_type.in_, 6, n_in - 6)
+            for d in range(work_dim, 3):
+                rel = rel.fix_val(isl.dim_type.in_, d, 0).fix_val(isl.dim_type.in_, 3 + d, 0)
+            out.append((array, acc.direction, rel.set_tuple_name(isl.dim_type.out, "A")))
+    return out
+
+
+def _array_box(array: ArrayDecl, header: str) -> isl.Set:
+    """The elements of a constant-shape array: ``A[i0, ...] : 0 <= ik < shape[k]``."""
+    dims = [f"i{k}" for k in range(len(array.shape))]
+    cons = " and ".join(f"0 <= {d} < {n}" for d, n in zip(dims, array.shape))
+    return isl.Set(f"{header} -> {{ A[{', '.join(dims)}] : {cons} }}")
+
+
 def _unit_groups(kernel: Kernel, d: int) -> bool:
     """True when the kernel model pins local id ``d`` to 0 (unit work-groups)."""
     domains = [s.domain for s in kernel.statements] + [b.domain for b in kernel.barriers]
@@ -517,22 +550,10 @@ class _Builder:
         inst = self.op_instances(launch, host_dims, cons, exact, wd,
                                  tuple(x or 0 for x in local))
         domain = inst.domain
-        for (pname, direction, acc_exact), rel in sorted(keff.items()):
-            try:
-                arg = launch.arg(kernel0.param(pname).index)
-            except KeyError:
-                arg = None
-            if arg is None or arg.kind != "buffer" or arg.buffer is None:
-                raise UnsupportedError(f"launch {launch.id}: kernel argument {pname!r} of "
-                                       f"{kernel0.name} is not bound to a buffer",
-                                       *_where(launch))
-            root, origin, end, root_end = self._extent(arg.buffer, its, f"{tag}_{pname}")
-            unit = self.units[root]
-            esize = type_size(kernel0.param(pname).type, kernel0.struct_sizes)
-            btuple = self.tuples[root]
-            cmap = (f"[__origin] -> {{ V[i] -> {btuple}[e] : __origin + {esize}*i <= {unit}*e "
-                    f"<= __origin + {esize}*i + {esize - 1} }}")
-            rel = rel.apply_range(isl.Map(cmap))
+
+        def instantiate(rel: isl.Map, origin: Optional[str] = None) -> tuple[isl.Map, bool]:
+            """A kernel-level ``K[g, l] -> X`` relation over this launch's instances, its
+            parameters bound to the host's values; and whether a binding was lost."""
             names = [rel.get_dim_name(isl.dim_type.param, j)
                      for j in range(rel.dim(isl.dim_type.param))]
             rel = rel.move_dims(isl.dim_type.in_, 0, isl.dim_type.param, 0, len(names))
@@ -550,10 +571,34 @@ class _Builder:
             wi += [f"l{d}" if d < wd else "0" for d in range(3)]
             wdims = [f"_w{j}" for j in range(6)]
             bcons += [f"{w} = {v}" for w, v in zip(wdims, wi)]
-            dims = host_dims + tuple(f"g{d}" for d in range(wd)) + tuple(f"l{d}" for d in range(wd))
+            dims = host_dims + tuple(f"g{d}" for d in range(wd)) + \
+                tuple(f"l{d}" for d in range(wd))
             btext = (f"{self.binder.header()} -> {{ {f'L{launch.id}'}[{', '.join(dims)}] -> "
                      f"K[{', '.join(kdims + wdims)}] : {' and '.join(bcons)} }}")
-            res = isl.Map(btext).apply_range(rel).intersect_domain(domain)
+            return isl.Map(btext).apply_range(rel).intersect_domain(domain), lost
+
+        if not approx:
+            for array, direction, rel in _array_accesses(kernel, wd):
+                res, lost = instantiate(rel)
+                if not lost:
+                    self._check_in_bounds(launch, kernel0.name, array.name, direction, res,
+                                          _array_box(array, self.binder.header()), array)
+        for (pname, direction, acc_exact), rel in sorted(keff.items()):
+            try:
+                arg = launch.arg(kernel0.param(pname).index)
+            except KeyError:
+                arg = None
+            if arg is None or arg.kind != "buffer" or arg.buffer is None:
+                raise UnsupportedError(f"launch {launch.id}: kernel argument {pname!r} of "
+                                       f"{kernel0.name} is not bound to a buffer",
+                                       *_where(launch))
+            root, origin, end, root_end = self._extent(arg.buffer, its, f"{tag}_{pname}")
+            unit = self.units[root]
+            esize = type_size(kernel0.param(pname).type, kernel0.struct_sizes)
+            btuple = self.tuples[root]
+            cmap = (f"[__origin] -> {{ V[i] -> {btuple}[e] : __origin + {esize}*i <= {unit}*e "
+                    f"<= __origin + {esize}*i + {esize - 1} }}")
+            res, lost = instantiate(rel.apply_range(isl.Map(cmap)), origin)
             rng = ["e >= 0"]
             if end is not None:
                 rng.append(f"{unit}*e + {unit} <= {end}")
@@ -570,7 +615,8 @@ class _Builder:
         return self._effects(inst, per_kind)
 
     def _check_in_bounds(self, launch: Launch, kernel: str, pname: str, direction: str,
-                         access: isl.Map, inside: isl.Set) -> None:
+                         access: isl.Map, inside: isl.Set,
+                         array: Optional[ArrayDecl] = None) -> None:
         """Refuse an exact kernel access that leaves its buffer for every admissible parameter
         value: the original program's behaviour is undefined there, and clipping the access to
         the buffer (as the effects do) would model a program that does not exist.  An access
@@ -599,6 +645,17 @@ class _Builder:
             return
         except isl.Error:
             return
+        if array is not None:
+            elem = [witness.get_coordinate_val(isl.dim_type.set, j).to_python()
+                    for j in range(len(array.shape))]
+            raise PolyfuseError(f"launch {launch.id} of {kernel}: the kernel "
+                                f"{'reads' if direction == 'read' else 'writes'} the "
+                                f"{array.address_space} array {array.name}"
+                                f"{''.join(f'[{n}]' for n in array.shape)} out of its bounds "
+                                f"(e.g. {array.name}{''.join(f'[{e}]' for e in elem)}); the "
+                                "original program's behaviour is undefined",
+                                *(_where(launch) if array.loc is None else
+                                  (array.loc.file, array.loc.line)))
         elem = witness.get_coordinate_val(isl.dim_type.set, 0).to_python()
         buf = launch.arg(self.program.kernels[launch.kernel].param(pname).index).buffer
         raise PolyfuseError(f"launch {launch.id} of {kernel}: the kernel "
