@@ -10,7 +10,9 @@ RAW is the last-writer dataflow (``must`` sources: exact writes, ``may`` sources
 writes).  WAR relates a write to the reads since the last exact write that covers the element
 (reads are ``may`` sources, exact writes kill).  WAW relates a write to the last writer.  Flow is
 computed per root buffer, with only the operations touching it, which keeps a long chain of
-launches linear in its length.
+launches linear in its length.  isl's dataflow (:func:`_flow`) serves buffers used inside host
+loops; on the others every operation runs once, and a walk back from each sink gives the same
+relations (:func:`_windowed_flow`) without subtracting footprints where nothing is overwritten.
 """
 
 from __future__ import annotations
