@@ -107,3 +107,28 @@ def test_conv_block_widths_equal_the_oracle(tmp_path: Path, variant: str, hw: in
     uar = build_uar(program)
     assert _approximate(uar) == []
     assert width_mismatches(program, uar) == []
+
+
+@pytest.mark.parametrize("variant", ["blocked", "tiled"])
+def test_conv_block_walk_equals_isl_dataflow(tmp_path: Path, variant: str,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a small block, the walk that loop-free buffers get gives exactly isl's dataflow (same
+    dependences, equal relations)."""
+    from polyfuse.uar import deps
+    from polyfuse.uar.effects import instantiate
+
+    path = tmp_path / "block.onnx"
+    onnx.save(conv_block(8, 16, 8), str(path))
+    with kernel_variant(variant):
+        program = load_onnx(str(path))
+    inst = instantiate(program)
+    sched = deps.host_schedule(inst)
+    found = {}
+    for threshold in (10**9, 0):
+        monkeypatch.setattr(deps, "WINDOW_MIN_OPS", threshold)
+        found[threshold] = {(d.kind, d.buffer, d.src, d.dst): d for d in
+                            deps.dependences(inst, sched)}
+    whole, walk = found[10**9], found[0]
+    assert whole and set(whole) == set(walk)
+    assert not any(d.approximate for d in whole.values())
+    assert all(whole[k].relation.is_equal(walk[k].relation) for k in whole)
