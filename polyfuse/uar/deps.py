@@ -30,8 +30,8 @@ from polyfuse.uar.effects import Effects, Instantiation, OpInstances
 KINDS = ("RAW", "WAR", "WAW")
 #: isl's operation quota for one buffer's dataflow analysis: ten times the default, since one
 #: analysis covers every operation on the buffer and racing may-writers multiply its work (a
-#: 2-launch generated program with racy writes needed more than the default); a 56x56
-#: convolution still stops at it instead of running for hours
+#: 2-launch generated program with racy writes needed more than the default); a problem whose
+#: size explodes still stops at it instead of running for hours
 DATAFLOW_OPERATIONS = 2_000_000
 
 
