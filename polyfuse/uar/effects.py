@@ -626,12 +626,12 @@ class _Builder:
         lost."""
         try:
             with bounded():
-                # an emptiness test first: the range of a convolution's access, subtracted,
-                # hit the quota (its existential variables); this takes milliseconds
-                outside = access.intersect_range(inside.complement())
-                if outside.is_empty():
+                # an emptiness test first, in milliseconds: the range of a convolution's
+                # access, subtracted, hit the quota (its existential variables); only an access
+                # that does leave its buffer pays for it
+                if access.intersect_range(inside.complement()).is_empty():
                     return
-                outside = outside.range()
+                outside = access.range().subtract(inside)
                 context = isl.Set(self.program.context)
                 params = outside.params()
                 context = context.align_params(params.get_space())
