@@ -386,6 +386,8 @@ def cmd_fuse(args: argparse.Namespace) -> int:
     _progress(args, f"wrote {paths['plan']}, {paths['source']}, {paths['report']}"
               + "".join(f", {v}" for k, v in paths.items() if k.startswith("host")
                         and k != "host_error"))
+    if not ok and ": cannot verify: " in first:
+        raise PolyfuseError(f"{first} differs from it there (see {paths['report']})")
     if not ok:
         raise PolyfuseError(f"{first}: the fused program does not match the original "
                             f"(see {paths['report']})")
@@ -400,8 +402,9 @@ def _fuse_opencl_job(args: argparse.Namespace, progress: Optional[Callable[[str]
                      announce_loading: bool = False
                      ) -> tuple[list[str], bool, dict[str, Path], str]:
     """Load, fuse and write one OpenCL program: (summary row, verified ok, written paths, the
-    program's first file).  Module level so that the worker process can run it (and name its
-    stages, ``loading the program`` included)."""
+    program's first file, with why verification cannot decide when the original races).
+    Module level so that the worker process can run it (and name its stages, ``loading the
+    program`` included)."""
     from polyfuse.c.cpp import RECURSION_LIMIT, recursion_limit
     from polyfuse.pipeline import fuse_program, size_buffers, summary_row, write_outputs
 
@@ -425,7 +428,10 @@ def _fuse_opencl_job(args: argparse.Namespace, progress: Optional[Callable[[str]
                               host_defines={n: (v if sep else None) for n, sep, v in
                                             (d.partition("=") for d in args.define)})
         row = summary_row(Path(program.files[0]).parent.name or program.name, result)
-        return row, result.ok, paths, program.files[0]
+        first = program.files[0]
+        if not result.ok and result.undetermined:
+            first += f": cannot verify: {result.undetermined}; the fused program"
+        return row, result.ok, paths, first
 
 
 def _symbolic_if_too_big(args: argparse.Namespace, program: Program, params: dict[str, int],

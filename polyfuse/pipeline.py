@@ -70,6 +70,20 @@ class FuseResult:
         return self.verification is None or bool(self.verification.ok)
 
     @property
+    def undetermined(self) -> Optional[str]:
+        """Why a failed verification says nothing about fusion: every buffer that differs is
+        one the original writes from several work-items of a launch at once (a race), so its
+        contents depend on the order they run; None otherwise."""
+        if self.verification is None or self.verification.ok:
+            return None
+        races = {r.buffer: r for r in self.uar.instantiation.races}
+        failed = [b.name for b in self.verification.failed]
+        if not failed or any(self.program.root(name)[0] not in races for name in failed):
+            return None
+        return "the original program's result is not determined: " + "; ".join(
+            races[self.program.root(name)[0]].describe() for name in dict.fromkeys(failed))
+
+    @property
     def optimizations(self) -> Mapping[str, Any]:
         """The post-fusion optimizations that fired (``fused.optimizations``)."""
         return self.fused.optimizations
@@ -216,6 +230,9 @@ def _fuse_program(program: Program, *, params: Optional[dict[str, int]], orchest
         verification = verify_programs(program, fused.program, params=at,
                                        buffers=list(fused.compared_buffers), device=device)
         verified = dict(verification.to_dict(), device=device_name(device))
+        racing = [r.describe() for r in uar.instantiation.races]
+        if racing:
+            verified["races"] = racing
         if instance:
             verified["instance"] = instance
         if too_big:

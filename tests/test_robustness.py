@@ -733,3 +733,16 @@ int main(void) {{
 """)
     _one_line_error(_cli("analyze", tmp_path / "kernels.cl", "--host", tmp_path / "host.c"),
                     "kernels.cl:4", "local array tile", "out of its bounds")
+
+
+def test_local_argument_smaller_than_the_kernel_reads_is_refused(tmp_path: Path) -> None:
+    """The host sizes a ``__local`` argument for its own work-group size (``WG`` 16) while the
+    kernel's tree reduction starts from its own (``WG`` 64): the kernel reads past the
+    argument, undefined behaviour that fused and unfused runs resolve differently."""
+    example = ROOT / "examples" / "reduction"
+    (tmp_path / "kernels.cl").write_bytes((example / "kernels.cl").read_bytes())
+    host = (example / "host.c").read_text()
+    assert "#define WG 64" in host
+    (tmp_path / "host.c").write_text(host.replace("#define WG 64", "#define WG 16"))
+    _one_line_error(_cli("analyze", tmp_path / "kernels.cl", "--host", tmp_path / "host.c"),
+                    "host.c:", "reduce_partial", "local array scratch[16]", "out of its bounds")

@@ -671,3 +671,82 @@ def test_builder_program_end_to_end():
     syncs = [op.id for op in uar.program.ops if isinstance(op, HostOp) and op.kind == "sync"]
     assert syncs and all(any(v.dst == s for v in uar.virtual_edges) for s in syncs)
     json.dumps(uar.to_json())
+
+
+RACY = """
+__kernel void scatter(__global const float *x, __global float *out, const int n) {
+  int i = get_global_id(0);
+  if (i < n) out[i / 2] = x[i];
+}
+__kernel void broadcast_flag(__global const float *x, __global float *flag, const int n) {
+  int i = get_global_id(2);
+  if (i < n) flag[i] = x[get_global_id(0)];
+}
+__kernel void copy(__global const float *x, __global float *out, const int n) {
+  int i = get_global_id(0);
+  if (i < n) out[i] = x[i];
+}
+"""
+
+
+@pytest.mark.parametrize("kernel, racy_element", [("scatter", 0), ("broadcast_flag", 0),
+                                                   ("copy", None)])
+def test_write_races_are_found_per_host_iteration(kernel: str, racy_element) -> None:
+    """Two work-items of one launch writing one element (no atomic) is a race: the original's
+    result there is not determined, which verification must know. The same launch repeated in
+    a host loop writes the same elements again without racing."""
+    builder = pytest.importorskip("polyfuse.builder")
+    b = builder.ProgramBuilder(RACY, name="races")
+    b.buffer("X", 4 * 64)
+    b.buffer("Y", 4 * 64)
+    b.write("X")
+    with b.loop("t", 0, 3):
+        launch = b.launch(kernel, (64,), (16,), {"x": "X", "out" if kernel != "broadcast_flag"
+                                                 else "flag": "Y", "n": 64})
+    b.read("Y", blocking=True)
+    races = build_uar(b.build()).instantiation.races
+    if racy_element is None:
+        assert races == ()
+    else:
+        assert [(r.launch, r.kernel, r.buffer) for r in races] == [(launch, kernel, "Y")]
+        assert races[0].element == racy_element
+
+
+def test_bundled_examples_have_no_write_races() -> None:
+    import polyfuse
+
+    for name in ("qkv", "stencil3", "reduction", "lstm2", "gemm_bias_relu_transpose"):
+        d = EXAMPLES / name
+        uar = build_uar(polyfuse.load_opencl(str(d / "kernels.cl"), host=str(d / "host.c")))
+        assert uar.instantiation.races == (), name
+
+
+def test_verification_differing_only_where_the_original_races_says_so() -> None:
+    """A device may order racing writers differently in the fused and the unfused program (the
+    H200 did, on a mutated example): such a difference is not a fusion error, and the result
+    says the original's own result is not determined there, naming the launch."""
+    from dataclasses import replace
+
+    from polyfuse.pipeline import fuse_program
+    from polyfuse.runtime.verify import BufferCheck, Verification
+
+    builder = pytest.importorskip("polyfuse.builder")
+    b = builder.ProgramBuilder(RACY, name="races")
+    b.buffer("X", 4 * 64)
+    b.buffer("Y", 4 * 64)
+    b.buffer("Z", 4 * 64)
+    b.write("X")
+    b.launch("copy", (64,), (16,), {"x": "X", "out": "Z", "n": 64})
+    b.launch("scatter", (64,), (16,), {"x": "Z", "out": "Y", "n": 64})
+    b.read("Y", blocking=True)
+    result = fuse_program(b.build())
+
+    def failing(*names: str) -> Verification:
+        checks = tuple(BufferCheck(n, "float32", n not in names, 64, int(n in names), 1.0, 1.0)
+                       for n in ("Y", "Z"))
+        return Verification(False, "unfused", 1.0, 1.0, checks, "", 1e-5, 1e-6)
+
+    racy = replace(result, verification=failing("Y"))
+    assert not racy.ok and "not determined" in racy.undetermined
+    assert "(scatter) writes element 0 of 'Y'" in racy.undetermined
+    assert replace(result, verification=failing("Y", "Z")).undetermined is None

@@ -271,6 +271,8 @@ class _KernelBuilder:
     notes: list[str] = field(default_factory=list)
     #: fused param name -> (root buffer, byte offset, element type) for buffer params
     buffer_params: dict[str, tuple[str, Any, str]] = field(default_factory=dict)
+    #: (root buffer, byte offset, element type) -> the one ``__global`` pointer parameter
+    pointer_of: dict[tuple[str, str, str], str] = field(default_factory=dict)
     #: code motion that fired: (detail, barrier statements saved)
     motion: list[tuple[str, int]] = field(default_factory=list)
     #: ids of the barrier statements fusion put between fragments (``barrier_before``): the only
@@ -568,10 +570,28 @@ def _bind_params(kb: _KernelBuilder, k: int, kernel: Kernel, launch: Launch,
             raise CodegenError(f"{where}: argument {p.index} ({p.name}) is not bound") from None
         new = f"f{k}_{p.name}"
         if p.pointer:
+            # one buffer, one pointer: device compilers take two kernel arguments for distinct
+            # memory (both PoCL builds read a buffer through a const parameter before the
+            # same work-item's store through another had landed), so fragments share it
+            key = None
+            if b.kind == "buffer" and b.buffer is not None and p.address_space == "global":
+                root, o = _root_offset(program, b.buffer)  # views (Reshape aliases) included
+                key = (root, str(o), p.type)
+            if key is not None and key in kb.pointer_of:
+                shared = kb.pointer_of[key]
+                renames[p.name] = shared
+                if not p.const:  # a writer: the shared declaration must not say const
+                    d = syntax.clone(pdecl)
+                    syntax.rename(d, {p.name: shared})
+                    param = next(q for q in kb.params if q.name == shared)
+                    param.decl = cpp.generate(d)
+                continue
             renames[p.name] = new
             d = syntax.clone(pdecl)
             syntax.rename(d, {p.name: new})
             kb.params.append(_Param(cpp.generate(d), new, replace(b)))
+            if key is not None:
+                kb.pointer_of[key] = new
             if b.kind == "buffer" and b.buffer is not None:
                 root, o = _root_offset(program, b.buffer)
                 kb.buffer_params[new] = (root, o, p.type)

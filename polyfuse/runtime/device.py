@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import re
 import tempfile
@@ -472,7 +473,6 @@ def _check_cache_file(digest: str) -> str:
 
 def _cached_verdict(digest: str) -> tuple[bool, Optional[str]]:
     """(found, reason) from memory, then disk: a new process then pays no worker again."""
-    import json
 
     if digest in _CHECKED:
         return True, _CHECKED[digest]
@@ -486,7 +486,6 @@ def _cached_verdict(digest: str) -> tuple[bool, Optional[str]]:
 
 
 def _store_verdict(digest: str, why: Optional[str]) -> None:
-    import json
 
     _CHECKED[digest] = why
     path = _check_cache_file(digest)
@@ -679,7 +678,6 @@ def _first_working_device(platforms: list) -> cl.Device:
         _WORKING_DEVICE.append(working[0])
         _DEFAULT_REASON.append("the only device that builds and runs kernels")
         return working[0]
-    import json
 
     keys = [device_key(d) for d in working]
     path = _cache_path()
@@ -697,19 +695,8 @@ def _first_working_device(platforms: list) -> cl.Device:
         index, probe, seconds = choose_default(working, _is_gpu,
                                                lambda d, name: PROBES[name](d))
         best, times = working[index], dict(zip(keys, seconds))
-        try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            try:
-                with open(path, encoding="utf-8") as fh:
-                    table = json.load(fh)
-            except (OSError, ValueError):
-                table = {}
-            table["|".join(sorted(keys))] = {"key": device_key(best), "seconds": times,
-                                             "probe": probe}
-            with open(path, "w", encoding="utf-8") as fh:
-                json.dump(table, fh, indent=1)
-        except OSError:
-            pass  # an unwritable cache only costs the measurement next time
+        _remember(path, "|".join(sorted(keys)),
+                  {"key": device_key(best), "seconds": times, "probe": probe})
     _WORKING_DEVICE.append(best)
     detail = ", ".join(f"{d.name.strip()} {times.get(k, float('nan')) * 1e6:.0f} us"
                        for k, d in zip(keys, working))
@@ -854,6 +841,23 @@ _PROBE_VERSION = 2
 _PROBED: dict[str, DeviceProbe] = {}
 
 
+def _remember(path: str, key: str, value: object) -> None:
+    """Set ``key`` in the JSON table at ``path`` (a cache: an unwritable one only costs the
+    measurement or probe next time)."""
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        try:
+            with open(path, encoding="utf-8") as fh:
+                table = json.load(fh)
+        except (OSError, ValueError):
+            table = {}
+        table[key] = value
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(table, fh, indent=1)
+    except OSError:
+        pass
+
+
 def _probe_cache_path() -> str:
     return os.path.join(os.path.dirname(_cache_path()), "device_probe.json")
 
@@ -864,7 +868,6 @@ def probe(dev: cl.Device, kernels: Optional[Sequence[ProbeKernel]] = None,
     process: a driver can list a device whose compiler aborts on or miscompiles real kernels
     though it builds a one-line one, and an abort there must not kill polyfuse.  Cached per
     device in memory and on disk; ``kernels`` (for tests) replaces the set, uncached."""
-    import json
 
     # not device_key: PoCL's reported memory follows the host's free memory, the compiler not
     key = "|".join(x.strip() for x in (dev.platform.name, dev.platform.version, dev.name,
@@ -892,18 +895,8 @@ def probe(dev: cl.Device, kernels: Optional[Sequence[ProbeKernel]] = None,
         return DeviceProbe(str(err).splitlines()[0], {})  # a time-out: not a verdict to keep
     if cached:
         _PROBED[key] = result
-        try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            try:
-                with open(path, encoding="utf-8") as fh:
-                    table = json.load(fh)
-            except (OSError, ValueError):
-                table = {}
-            table[entry_key] = {"reason": result.reason, "capabilities": result.capabilities}
-            with open(path, "w", encoding="utf-8") as fh:
-                json.dump(table, fh, indent=1)
-        except OSError:
-            pass  # an unwritable cache only costs the probe next time
+        _remember(path, entry_key,
+                  {"reason": result.reason, "capabilities": result.capabilities})
     return result
 
 

@@ -41,6 +41,7 @@ from polyfuse.program import (
     Launch,
     PolyfuseError,
     Program,
+    Statement,
     UnsupportedError,
     host_expr_to_isl,
     host_loop_ids,
@@ -166,6 +167,24 @@ class Effects:
             isl.dim_type.in_, inst.name)
 
 
+@dataclass(frozen=True)
+class WriteRace:
+    """Several work-items of one launch write one element (in one host iteration), with no
+    atomic: the original program's result there depends on the order they run, so no run of
+    it, fused or not, can be compared with another on that buffer."""
+
+    launch: int
+    kernel: str
+    #: root buffer
+    buffer: str
+    #: one element written by several work-items (in units of the root buffer)
+    element: int
+
+    def describe(self) -> str:
+        return (f"launch {self.launch} ({self.kernel}) writes element {self.element} of "
+                f"'{self.buffer}' from several work-items at once")
+
+
 @dataclass(frozen=True, eq=False)
 class Instantiation:
     """Every operation's instances and effects, plus what naming choices were made."""
@@ -183,6 +202,8 @@ class Instantiation:
     params: tuple[str, ...]
     context: isl.Set
     notes: tuple[str, ...] = ()
+    #: launches whose plain (non-atomic) writes race
+    races: tuple[WriteRace, ...] = ()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -290,6 +311,18 @@ def _loop_constraints(
 # ----------------------------------------------------------------------------------------------
 
 
+def _per_work_item(relation: isl.Map, stmt: Statement, work_dim: int) -> isl.Map:
+    """A statement's access as ``K[g0,g1,g2,l0,l1,l2] -> element``: its domain applied, its
+    loops projected out, NDRange dims >= ``work_dim`` pinned to 0."""
+    rel = relation.intersect_domain(stmt.domain)
+    n_in = rel.dim(isl.dim_type.in_)
+    if n_in > 6:
+        rel = rel.project_out(isl.dim_type.in_, 6, n_in - 6)
+    for d in range(work_dim, 3):
+        rel = rel.fix_val(isl.dim_type.in_, d, 0).fix_val(isl.dim_type.in_, 3 + d, 0)
+    return rel.set_tuple_name(isl.dim_type.in_, "K")
+
+
 def _kernel_effects(kernel: Kernel, work_dim: int) -> dict[tuple[str, str, bool], isl.Map]:
     """``{K[g0,g1,g2,l0,l1,l2] -> V[i]}`` per (buffer param, direction, exact), loops projected.
 
@@ -301,23 +334,48 @@ def _kernel_effects(kernel: Kernel, work_dim: int) -> dict[tuple[str, str, bool]
         for acc in stmt.accesses:
             if acc.address_space not in ("global", "constant") or acc.array not in buffers:
                 continue
-            rel = acc.relation.intersect_domain(stmt.domain)
-            n_in = rel.dim(isl.dim_type.in_)
-            if n_in > 6:
-                rel = rel.project_out(isl.dim_type.in_, 6, n_in - 6)
-            for d in range(work_dim, 3):
-                rel = rel.fix_val(isl.dim_type.in_, d, 0).fix_val(isl.dim_type.in_, 3 + d, 0)
-            rel = rel.set_tuple_name(isl.dim_type.in_, "K").set_tuple_name(isl.dim_type.out, "V")
+            rel = _per_work_item(acc.relation, stmt, work_dim).set_tuple_name(
+                isl.dim_type.out, "V")
             key = (acc.array, acc.direction, bool(acc.exact and stmt.exact_domain))
             out[key] = out[key].union(rel) if key in out else rel
     return {k: coalesce(v) for k, v in out.items()}
 
 
-def _array_accesses(kernel: Kernel, work_dim: int) -> list[tuple[ArrayDecl, str, isl.Map]]:
+def _injective(rel: isl.Map) -> bool:
+    """Whether no two work-items may write one element, for every size (an undecided check
+    counts as injective: it only decides whether races are looked for per launch)."""
+    try:
+        with bounded():
+            return bool(rel.is_injective())
+    except (IslQuotaExceeded, isl.Error):
+        return True
+
+
+def _local_arguments(kernel: Kernel, launch: Launch) -> tuple[ArrayDecl, ...]:
+    """The ``__local`` pointer parameters the host sizes with a constant
+    (``clSetKernelArg(k, i, bytes, NULL)``), as arrays of that many elements."""
+    out = []
+    for p in kernel.params:
+        if not (p.pointer and p.address_space == "local"):
+            continue
+        try:
+            arg = launch.arg(p.index)
+        except KeyError:
+            continue
+        if arg.kind == "local" and _is_int(arg.local_bytes):
+            n = int(arg.local_bytes) // type_size(p.type, kernel.struct_sizes)
+            if n > 0:
+                out.append(ArrayDecl(p.name, p.type, (n,), "local"))
+    return tuple(out)
+
+
+def _array_accesses(kernel: Kernel, work_dim: int, arguments: tuple[ArrayDecl, ...] = ()
+                    ) -> list[tuple[ArrayDecl, str, isl.Map]]:
     """``(array, direction, K[g0,g1,g2,l0,l1,l2] -> A[...])`` of the exact accesses to each
-    ``__local`` or private array of constant shape, loops projected (as :func:`_kernel_effects`
-    does for buffers)."""
-    arrays = {(a.name, a.address_space): a for a in kernel.arrays
+    ``__local`` or private array of constant shape (declared in the kernel, or a ``__local``
+    pointer argument in ``arguments``), loops projected (as :func:`_kernel_effects` does for
+    buffers)."""
+    arrays = {(a.name, a.address_space): a for a in kernel.arrays + arguments
               if a.shape and all(isinstance(n, int) and n > 0 for n in a.shape)}
     out = []
     for stmt in kernel.statements:
@@ -328,13 +386,8 @@ def _array_accesses(kernel: Kernel, work_dim: int) -> list[tuple[ArrayDecl, str,
             if array is None or not acc.exact or \
                     acc.relation.dim(isl.dim_type.out) != len(array.shape):
                 continue
-            rel = acc.relation.intersect_domain(stmt.domain)
-            n_in = rel.dim(isl.dim_type.in_)
-            if n_in > 6:
-                rel = rel.project_out(isl.dim_type.in_, 6, n_in - 6)
-            for d in range(work_dim, 3):
-                rel = rel.fix_val(isl.dim_type.in_, d, 0).fix_val(isl.dim_type.in_, 3 + d, 0)
-            out.append((array, acc.direction, rel.set_tuple_name(isl.dim_type.out, "A")))
+            out.append((array, acc.direction, _per_work_item(acc.relation, stmt, work_dim)
+                        .set_tuple_name(isl.dim_type.out, "A")))
     return out
 
 
@@ -370,6 +423,8 @@ class _Builder:
         self.notes: list[str] = []
         self._spec_cache: dict[tuple[str, KernelContext], Kernel] = {}
         self._keff_cache: dict[tuple[int, int], dict] = {}
+        self._injective_cache: dict[tuple[int, int], dict[str, bool]] = {}
+        self.races: list[WriteRace] = []
         for op in program.ops:
             names = [a.buffer for a in op.args if a.kind == "buffer"] if isinstance(
                 op, Launch) else [r.buffer for r in op.reads + op.writes]
@@ -545,6 +600,11 @@ class _Builder:
                                                   f"{tag}_{_ident(name)}")
             return bindings[name]
 
+        keff_injective = self._injective_cache.get((id(kernel), wd))
+        if keff_injective is None:
+            keff_injective = {pname: _injective(rel) for (pname, direction, acc_exact), rel
+                              in keff.items() if direction == "write" and acc_exact}
+            self._injective_cache[(id(kernel), wd)] = keff_injective
         per_kind: dict[tuple[str, str, bool], isl.Map] = {}
         approx = not exact
         inst = self.op_instances(launch, host_dims, cons, exact, wd,
@@ -578,7 +638,8 @@ class _Builder:
             return isl.Map(btext).apply_range(rel).intersect_domain(domain), lost
 
         if not approx:
-            for array, direction, rel in _array_accesses(kernel, wd):
+            for array, direction, rel in _array_accesses(kernel, wd,
+                                                         _local_arguments(kernel0, launch)):
                 res, lost = instantiate(rel)
                 if not lost:
                     self._check_in_bounds(launch, kernel0.name, array.name, direction, res,
@@ -612,7 +673,32 @@ class _Builder:
             res = res.intersect_range(inside)
             key = (root, direction, must)
             per_kind[key] = per_kind[key].union(res) if key in per_kind else res
+            if must and direction == "write" and not keff_injective.get(pname, True):
+                self._check_race(launch, kernel0.name, root, res, len(host_dims))
         return self._effects(inst, per_kind)
+
+    def _check_race(self, launch: Launch, kernel: str, root: str, writes: isl.Map,
+                    n_host: int) -> None:
+        """Record a :class:`WriteRace` when two work-items of one host iteration of ``launch``
+        write one element (only asked when the kernel's writes are not injective)."""
+        try:
+            with bounded():
+                same = writes.apply_range(writes.reverse())
+                space = same.get_space()
+                one_iteration = isl.Map.universe(space)
+                for d in range(n_host):
+                    one_iteration = one_iteration.equate(isl.dim_type.in_, d,
+                                                         isl.dim_type.out, d)
+                pairs = same.intersect(isl.Map.lex_lt(space.domain())).intersect(one_iteration)
+                if pairs.is_empty():
+                    return
+                point = writes.intersect_domain(pairs.domain()).range().sample_point()
+        except (IslQuotaExceeded, isl.Error):
+            self.notes.append(f"launch {launch.id} ({kernel}): whether its writes to {root} "
+                              "race was not decided (isl's quota)")
+            return
+        self.races.append(WriteRace(launch.id, kernel, root,
+                                    point.get_coordinate_val(isl.dim_type.set, 0).to_python()))
 
     def _check_in_bounds(self, launch: Launch, kernel: str, pname: str, direction: str,
                          access: isl.Map, inside: isl.Set,
@@ -757,4 +843,5 @@ def instantiate(program: Program) -> Instantiation:
         params=params,
         context=context,
         notes=tuple(dict.fromkeys(b.notes)),
+        races=tuple(b.races),
     )
