@@ -10,7 +10,9 @@ RAW is the last-writer dataflow (``must`` sources: exact writes, ``may`` sources
 writes).  WAR relates a write to the reads since the last exact write that covers the element
 (reads are ``may`` sources, exact writes kill).  WAW relates a write to the last writer.  Flow is
 computed per root buffer, with only the operations touching it, which keeps a long chain of
-launches linear in its length.
+launches linear in its length.  isl's dataflow (:func:`_flow`) serves buffers used inside host
+loops; on the others every operation runs once, and a walk back from each sink gives the same
+relations (:func:`_windowed_flow`) without subtracting footprints where nothing is overwritten.
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ from polyfuse.uar.effects import Effects, Instantiation, OpInstances
 KINDS = ("RAW", "WAR", "WAW")
 #: isl's operation quota for one buffer's dataflow analysis: ten times the default, since one
 #: analysis covers every operation on the buffer and racing may-writers multiply its work (a
-#: 2-launch generated program with racy writes needed more than the default); a 56x56
-#: convolution still stops at it instead of running for hours
+#: 2-launch generated program with racy writes needed more than the default); a problem whose
+#: size explodes still stops at it instead of running for hours
 DATAFLOW_OPERATIONS = 2_000_000
 
 
@@ -127,9 +129,11 @@ def dependences(inst: Instantiation, schedule: dict[int, isl.Map]) -> list[Depen
     return out
 
 
-#: a buffer used by more operations than this, none inside a host loop (an unrolled sequence
-#: of launches), gets its dependences sink by sink over short windows (see _windowed_flow)
-WINDOW_MIN_OPS = 48
+#: a buffer used by more operations than this, none inside a host loop (an ONNX graph, an
+#: unrolled sequence of launches), gets its dependences sink by sink (see _windowed_flow)
+WINDOW_MIN_OPS = 0
+#: past this many operations on a buffer, the walk bounds what earlier ones touch by a hull
+HULL_MIN_OPS = 48
 
 
 def _windowed_flow(inst: Instantiation, schedule: dict[int, isl.Map], buffer: str,
@@ -137,13 +141,17 @@ def _windowed_flow(inst: Instantiation, schedule: dict[int, isl.Map], buffer: st
     """The dependences of :func:`_flow` for operations that each run once, sink by sink.
 
     isl's dataflow over a long sequence of operations (1,000+ unrolled launches) grows faster
-    than quadratically.  Without host loops every operation is one instance and program order
-    is the schedule, so the flow into a sink ``t`` is found by walking back from ``t`` with the
-    elements it touches that are not yet overwritten: an earlier ``s`` is a source for the
-    elements it accesses among them (RAW, WAW: its writes; WAR: its reads), and its exact
-    writes then kill those elements.  The walk stops when nothing remains or no operation
-    before ``s`` touches what remains.  The relations are those :func:`_flow` gives: source
-    work-items to sink work-items that access a common element of the flow.
+    than quadratically, and over a convolution's footprint (existentially quantified: the
+    work-item's block of channels and columns, the padded window) it subtracts footprints to
+    find the elements no source wrote, which took minutes at 56x56.  Without host loops every
+    operation is one instance and program order is the schedule, so the flow into a sink ``t``
+    is found by walking back from ``t`` with the elements it touches that are not yet
+    overwritten: an earlier ``s`` is a source for the elements it accesses among them (RAW,
+    WAW: its writes; WAR: its reads), and its exact writes then kill those elements.  The walk
+    stops when nothing remains or no operation before ``s`` touches what remains, so a buffer
+    written once (every tensor of an ONNX graph) subtracts nothing.  The relations are those
+    :func:`_flow` gives: source work-items to sink work-items that access a common element of
+    the flow.  A kill that exceeds isl's quota gives the buffer :func:`_coarse_flow`.
     """
     effs = {i: inst.effects[i] for i in ids}
 
@@ -155,8 +163,10 @@ def _windowed_flow(inst: Instantiation, schedule: dict[int, isl.Map], buffer: st
     elems = {(i, d): elements(effs[i].access(d, buffer, "kernel"))
              for i in ids for d in ("read", "write")}
     must = {i: elements(effs[i].access("write", buffer, "kernel", must_only=True)) for i in ids}
-    # a superset of the elements touched by the operations before each (a convex hull: a
-    # larger set only makes a walk go further back, and stays cheap over 1,000s of operations)
+    # the elements touched by the operations before each: exact for a few operations, a
+    # superset (a convex hull) for long sequences, where it stays cheap over 1,000s of them (a
+    # larger set only makes a walk go further back)
+    hull = len(ids) > HULL_MIN_OPS
     touched: list[Optional[isl.Set]] = []
     seen: Optional[isl.Set] = None
     for i in ids:
@@ -164,13 +174,16 @@ def _windowed_flow(inst: Instantiation, schedule: dict[int, isl.Map], buffer: st
         for d in ("read", "write"):
             e = elems[(i, d)]
             if e is not None:
-                seen = isl.Set.from_basic_set((e if seen is None else seen.union(e))
-                                              .simple_hull())
+                seen = e if seen is None else seen.union(e)
+                if hull:
+                    seen = isl.Set.from_basic_set(seen.simple_hull())
     out: list[Dependence] = []
     for pos, t in enumerate(ids):
         sinks = {"RAW": acc[(t, "read")], "WAR": acc[(t, "write")], "WAW": acc[(t, "write")]}
         remaining = {"RAW": elems[(t, "read")], "WAR": elems[(t, "write")],
                      "WAW": elems[(t, "write")]}
+        # kinds whose remaining elements were cut by a kill (the others are the sink's own)
+        cut: set[str] = set()
         for start in range(pos - 1, -1, -1):
             live = [k for k, r in remaining.items() if r is not None and not r.is_empty()]
             if not live:
@@ -181,18 +194,34 @@ def _windowed_flow(inst: Instantiation, schedule: dict[int, isl.Map], buffer: st
                 src_elems = elems[(s, direction)]
                 if src_elems is None or src_elems.intersect(remaining[kind]).is_empty():
                     continue
-                sink = sinks[kind].intersect_range(remaining[kind])
+                sink = sinks[kind]
+                if kind in cut:
+                    sink = sink.intersect_range(remaining[kind])
                 rel = acc[(s, direction)].apply_range(sink.reverse())
                 if not rel.is_empty():
                     out.append(Dependence(kind, buffer, s, t, coalesce(rel)))
-            if must[s] is not None:
-                remaining = {k: r if r is None else r.subtract(must[s])
-                             for k, r in remaining.items()}
-            before = touched[start]
-            if before is None or all(r is None or r.intersect(before).is_empty()
-                                     for r in remaining.values()):
+            # before the kills: subtracting footprints with existentially quantified
+            # variables (convolutions) is isl's costliest step, and often not needed
+            if _untouched(remaining, touched[start]):
                 break
+            if must[s] is not None:
+                for k in live:
+                    if not remaining[k].intersect(must[s]).is_empty():
+                        try:
+                            with bounded():
+                                remaining[k] = remaining[k].subtract(must[s])
+                        except IslQuotaExceeded:
+                            return _coarse_flow(inst, buffer, ids, ids)
+                        cut.add(k)
+                if _untouched(remaining, touched[start]):
+                    break
     return out
+
+
+def _untouched(remaining: dict[str, Optional[isl.Set]], before: Optional[isl.Set]) -> bool:
+    """Whether no operation before (which touched ``before``) touches what ``remaining`` holds."""
+    return before is None or all(r is None or r.intersect(before).is_empty()
+                                 for r in remaining.values())
 
 
 def _flow(inst: Instantiation, schedule: dict[int, isl.Map], buffer: str, ids: list[int],
