@@ -157,6 +157,10 @@ def call_with_budget(fn: Callable, args: Sequence[Any] = (),
     ``cpu_timeout`` bounds the CPU seconds of the worker (and its children) instead of the
     wall clock: on a loaded machine it tells a job that hangs from one that waits for a core.
     """
+    if multiprocessing.current_process().daemon:
+        # a daemonic process (a dask or multiprocessing-pool worker, itself the isolation the
+        # batch gives each model) may not start children: the job runs here, unbudgeted
+        return fn(*args, progress=on_stage or (lambda _stage: None), **(kwargs or {}))
     ctx = multiprocessing.get_context("spawn")
     # a pipe, not a Queue: a message is written when sent, so the stage a crash happened in
     # has reached the parent even when the worker dies right after
