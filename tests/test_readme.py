@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SLOW = re.compile(r"^make\b|analysis/|\*\.onnx|\broofline\b")
+#: not run here: long jobs, and what installs packages or starts a server (JupyterLab)
+SLOW = re.compile(r"^make\b|analysis/|\*\.onnx|\broofline\b|pip install|\bjupyter\b")
 INTERNAL = re.compile(r"DESIGN|\b[Ss]eeds? 00\d\b|\.\./shared|§")
 
 
