@@ -746,3 +746,81 @@ def test_local_argument_smaller_than_the_kernel_reads_is_refused(tmp_path: Path)
     (tmp_path / "host.c").write_text(host.replace("#define WG 64", "#define WG 16"))
     _one_line_error(_cli("analyze", tmp_path / "kernels.cl", "--host", tmp_path / "host.c"),
                     "host.c:", "reduce_partial", "local array scratch[16]", "out of its bounds")
+
+
+# -- integer values the device computes in its width -------------------------------------------
+
+_NEIGHBOR = """#define WG 64
+__kernel void neighbor(__global const float* c, __global float* out, const int n)
+{{
+    int i = get_global_id(0);
+    int g = get_group_id(0);
+    int l = get_local_id(0);
+    if (i < n)
+        out[i] = c[i] + c[g * WG + {index}];
+}}
+"""
+
+
+@pytest.mark.parametrize("index, message", [
+    # the left neighbour written with INT_MAX in place of WG - 1: l + INT_MAX overflows
+    ("(l + 2147483647) % WG", "l + 2147483647 overflows its type int"),
+    # an unsigned wrap: at l == 0 the device divides 4294967295, the exact model -1
+    ("(uint)(l - 1) % WG", "wraps around its type uint"),
+    # a narrowing conversion into a signed variable before the division
+    ("(int)(l + 2147483648L) / 2 % WG", "overflows its type int"),
+])
+def test_integer_overflow_before_a_division_is_refused(index: str, message: str) -> None:
+    """An index the model computes exactly but the device in 32 bits differs after ``%``/``/``:
+    refused at its line, since fused and unfused runs would resolve it differently."""
+    source = _NEIGHBOR.format(index=index)
+    with pytest.raises(PolyfuseError, match="whenever the kernel runs") as err:
+        parse_kernels(source, "neighbor.cl", context=KernelContext(
+            local_size=(64, None, None), values=(("n", 4096),)))["neighbor"]
+    assert message in str(err.value)
+    assert err.value.line == 8
+
+
+@pytest.mark.parametrize("index", [
+    "(l + WG - 1) % WG",         # the same neighbour without overflow
+    "(l + n) % WG",              # overflows only for some n: left to the program's guards
+    "(int)(i * 2147483647L % WG)",  # computed in long: no overflow
+])
+def test_integer_arithmetic_within_its_type_is_modelled(index: str) -> None:
+    values = () if "n" in index else (("n", 4096),)
+    kernel = parse_kernels(_NEIGHBOR.format(index=index), "neighbor.cl", context=KernelContext(
+        local_size=(64, None, None), values=values))["neighbor"]
+    assert kernel.statements
+
+
+def test_overflowing_index_in_a_host_program_is_one_line_error(tmp_path: Path) -> None:
+    example = ROOT / "examples" / "group_neighbor"
+    kernels = (example / "kernels.cl").read_text()
+    assert "(l + 1) % WG" in kernels
+    (tmp_path / "kernels.cl").write_text(kernels.replace("(l + 1) % WG",
+                                                         "(l + 2147483647) % WG"))
+    (tmp_path / "host.c").write_bytes((example / "host.c").read_bytes())
+    _one_line_error(_cli("fuse", tmp_path / "kernels.cl", "--host", tmp_path / "host.c",
+                         "--out", tmp_path / "out"),
+                    "kernels.cl:", "l + 2147483647 overflows its type int")
+
+
+def test_loop_that_steps_by_zero_is_refused_at_its_line() -> None:
+    """``j += STRIDE`` with ``STRIDE`` defined 0: every work-item with ``lid < nparts`` loops
+    forever, so running the original program (``--verify``) would hang."""
+    source = ROOT.joinpath("examples", "reduction", "kernels.cl").read_text()
+    assert "j += WG" in source
+    source = "#define STRIDE 0\n" + source.replace("j += WG", "j += STRIDE")
+    with pytest.raises(PolyfuseError, match="steps by 0 .* it never ends") as err:
+        parse_kernels(source, "kernels.cl", context=KernelContext(
+            local_size=(64, None, None), values=(("nparts", 256),)))
+    assert err.value.line == source[:source.index("j += STRIDE")].count("\n") + 1
+    # a zero-step loop whose condition never holds on entry does nothing: modelled
+    parse_kernels(source.replace("j < nparts", "j < 0"), "kernels.cl",
+                  context=KernelContext(local_size=(64, None, None)))
+
+
+def test_zero_size_array_is_refused() -> None:
+    source = ROOT.joinpath("examples", "reduction", "kernels.cl").read_text()
+    with pytest.raises(PolyfuseError, match="array scratch has size 0"):
+        parse_kernels(source.replace("#define WG 64", "#define WG 0"), "kernels.cl")

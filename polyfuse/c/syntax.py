@@ -262,6 +262,12 @@ def loop_shape(node: c_ast.For) -> tuple[Optional[str], Any, Optional[int]]:
         it, lb = init.lvalue.name, init.rvalue
     if it is None:
         return None, None, None
+    step = counted_step(node, it)
+    return it, lb, None if step == 0 else step
+
+
+def counted_step(node: c_ast.For, it: str) -> Optional[int]:
+    """The constant step of ``it`` in a for loop's update (0 included), or None."""
     nxt = node.next
     step = None
     if isinstance(nxt, c_ast.UnaryOp) and isinstance(nxt.expr, c_ast.ID) and nxt.expr.name == it:
@@ -279,6 +285,4 @@ def loop_shape(node: c_ast.For) -> tuple[Optional[str], Any, Optional[int]]:
                 step = None if c is None else (c if r.op == "+" else -c)
             elif r.op == "+" and isinstance(r.right, c_ast.ID) and r.right.name == it:
                 step = const_int(r.left)
-    if step == 0:
-        step = None
-    return it, lb, step
+    return step

@@ -20,7 +20,7 @@ import islpy as isl
 from pycparser import c_ast
 
 from polyfuse.c import cpp, syntax, types
-from polyfuse.program import WORK_ITEM_FUNCTIONS, PolyfuseError
+from polyfuse.program import WORK_ITEM_FUNCTIONS, PolyfuseError, UnsupportedError
 
 
 class NonAffine(Exception):
@@ -48,6 +48,7 @@ class Var:
     unit: int = 1  # ptr: base elements per pointee element (casts to wider vector types)
     why: str = ""  # why value/offset is unknown
     dim: Optional[int] = None  # int: the loop dimension it iterates (loop iterators)
+    ctype: Optional[str] = None  # int: the declared C type, when known
 
 
 @dataclass
@@ -92,6 +93,8 @@ class AffineExtractor:
         self.filename = filename
         #: what errors name first (``kernel k``)
         self.what = what
+        #: declared C types of integer scalars that are not variables (kernel parameters)
+        self.scalar_types: dict[str, str] = {}
         self.pinned = [True, True, True]
         self.L: list[Any] = [None, None, None]
         self.G: list[Any] = [None, None, None]
@@ -202,6 +205,69 @@ class AffineExtractor:
             return self.const(st, int(name == "true"))
         raise NonAffine(f"{name} is not an integer parameter or variable")
 
+    def int_type(self, node: Any, st: State) -> Optional[types.Scalar]:
+        """The C type of an integer expression after the usual arithmetic conversions, or None
+        where it is not known (then no range is checked)."""
+        if isinstance(node, c_ast.Constant):
+            if node.type == "char":
+                return types.SCALARS["int"]
+            try:
+                v = syntax.int_literal(node.value)
+            except ValueError:
+                return None
+            suffix = re.search(r"[uUlL]*$", node.value).group().lower()
+            unsigned = "u" in suffix or (v > 2**31 - 1 and v <= 2**32 - 1
+                                         and not node.value.isdigit())
+            wide = "l" in suffix or v > (2**32 - 1 if unsigned else 2**31 - 1)
+            return types.SCALARS[("u" if unsigned else "") + ("long" if wide else "int")]
+        if isinstance(node, c_ast.ID):
+            var = st.env.get(node.name)
+            name = var.ctype if var is not None else self.scalar_types.get(node.name)
+            return _promoted(types.scalar(name)) if name else None
+        if isinstance(node, c_ast.Cast) and not isinstance(node.to_type.type, c_ast.PtrDecl):
+            return _promoted(types.scalar(types.type_name(node.to_type.type)))
+        if isinstance(node, c_ast.UnaryOp) and node.op in ("-", "+"):
+            return self.int_type(node.expr, st)
+        if isinstance(node, c_ast.BinaryOp) and node.op in ("+", "-", "*", "/", "%"):
+            return _common(self.int_type(node.left, st), self.int_type(node.right, st))
+        if isinstance(node, c_ast.BinaryOp) and node.op in ("<<", ">>"):
+            return self.int_type(node.left, st)
+        if isinstance(node, c_ast.FuncCall) and isinstance(node.name, c_ast.ID) \
+                and node.name.name in WORK_ITEM_FUNCTIONS:
+            return types.SCALARS["uint" if node.name.name == "get_work_dim" else "size_t"]
+        return None
+
+    def check_representable(self, value: isl.PwAff, ctype: Optional[types.Scalar], node: Any,
+                            st: State) -> None:
+        """Refuse an integer value that leaves its C type on every run of the statement.
+
+        The model computes integers exactly, the device in the type's width: a signed overflow
+        is undefined and an unsigned one wraps, and after a division, a comparison or a
+        narrowing conversion the two differ (sums and products agree modulo the width, so
+        they are checked only where they are consumed).  As with out-of-bounds accesses, a
+        value that overflows only for some parameter values is left to the program's guards;
+        over an inexact domain nothing is decided.
+        """
+        if ctype is None or not ctype.integer or ctype.kind == "bool" or not st.exact \
+                or st.divergent:
+            return
+        bits = 8 * ctype.size
+        lo, hi = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if ctype.signed else (0, 2**bits - 1)
+        # on a copy: isl may rewrite the representation of a set it reads, and the domain's
+        # representation decides which witness points later reports sample
+        dom = isl.Set.read_from_str(st.dom.get_ctx(), st.dom.to_str()).intersect(value.domain())
+        universe = self._universe(st)
+        outside = value.lt_set(isl.PwAff.val_on_domain(universe, isl.Val(str(lo)))).union(
+            value.gt_set(isl.PwAff.val_on_domain(universe, isl.Val(str(hi)))))
+        outside = outside.intersect(dom)
+        if outside.is_empty() or not dom.params().is_subset(outside.params()):
+            return
+        what = "overflows" if ctype.signed else "wraps around"
+        raise self.error(f"{cpp.generate(node)} {what} its type {ctype.name} (its exact value "
+                         f"leaves [{lo}, {hi}]) whenever the kernel runs: polyfuse models "
+                         "integers exactly and cannot represent the device's result", node,
+                         UnsupportedError)
+
     def _cst(self, pw: isl.PwAff) -> Optional[int]:
         if not pw.is_cst():
             return None
@@ -228,6 +294,8 @@ class AffineExtractor:
             if ca is not None:
                 return b.scale_val(isl.Val(ca)) if ca else self.const(st, 0)
             raise NonAffine(f"{cpp.generate(node)} is a non-constant product")
+        if op in ("/", "%", ">>"):
+            self.check_representable(a, self.int_type(node, st), node.left, st)
         if op in ("/", "%"):
             if syntax.const_int(node.right) == 0:
                 raise self.error(f"integer division by zero in {cpp.generate(node)}", node)
@@ -250,20 +318,28 @@ class AffineExtractor:
                     return x.mod_val(isl.Val(c + 1))
         raise NonAffine(f"{cpp.generate(node)} is not affine")
 
-    def cond(self, node: Any, st: State) -> isl.Set:
-        """The set of instances where an integer condition holds."""
+    def cond(self, node: Any, st: State, check: bool = True) -> isl.Set:
+        """The set of instances where an integer condition holds.
+
+        ``check=False`` skips the range check of the compared values: a loop's own bound is
+        read over a domain the bound has not yet limited."""
         if isinstance(node, c_ast.BinaryOp):
             op = node.op
             if op == "&&":
-                return self.cond(node.left, st).intersect(self.cond(node.right, st))
+                return self.cond(node.left, st, check).intersect(self.cond(node.right, st, check))
             if op == "||":
-                return self.cond(node.left, st).union(self.cond(node.right, st))
+                return self.cond(node.left, st, check).union(self.cond(node.right, st, check))
             if op in ("<", "<=", ">", ">=", "==", "!="):
                 a, b = self.aff(node.left, st), self.aff(node.right, st)
+                if check:
+                    common = _common(self.int_type(node.left, st),
+                                     self.int_type(node.right, st))
+                    self.check_representable(a, common, node.left, st)
+                    self.check_representable(b, common, node.right, st)
                 return {"<": a.lt_set, "<=": a.le_set, ">": a.gt_set, ">=": a.ge_set,
                         "==": a.eq_set, "!=": a.ne_set}[op](b)
         if isinstance(node, c_ast.UnaryOp) and node.op == "!":
-            return self.cond(node.expr, st).complement()
+            return self.cond(node.expr, st, check).complement()
         return self.aff(node, st).ne_set(self.const(st, 0))
 
     def _call_value(self, node: c_ast.FuncCall, st: State) -> isl.PwAff:
@@ -350,3 +426,24 @@ class AffineExtractor:
         if len(names) != len(args):
             return None
         return syntax.substitute(copy.deepcopy(items[0].expr), dict(zip(names, args)))
+
+
+def _promoted(t: Optional[types.Scalar]) -> Optional[types.Scalar]:
+    """C's integer promotion: types narrower than ``int`` compute as ``int``."""
+    if t is None or not t.integer:
+        return None
+    return types.SCALARS["int"] if t.size < 4 else types.standard(t)
+
+
+def _common(a: Optional[types.Scalar], b: Optional[types.Scalar]) -> Optional[types.Scalar]:
+    """The type of a binary arithmetic operation on ``a`` and ``b`` (C's usual arithmetic
+    conversions), or None when either is unknown."""
+    a, b = _promoted(a), _promoted(b)
+    if a is None or b is None:
+        return None
+    if a.signed == b.signed:
+        return a if a.size >= b.size else b
+    unsigned, signed = (a, b) if not a.signed else (b, a)
+    if unsigned.size >= signed.size:
+        return unsigned
+    return signed

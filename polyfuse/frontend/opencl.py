@@ -151,6 +151,7 @@ class _Extractor(AffineExtractor):
             local = [(rq[d] if d < len(rq) else 1) for d in range(3)]
         self.context = replace(context, local_size=tuple(local))
         self.params_decl = self._params()
+        self.scalar_types = {p.name: p.type for p in self.params_decl if not p.pointer}
         self._geometry()
         self.alive = isl.Set.universe(self._space(0))
 
@@ -783,6 +784,8 @@ class _Extractor(AffineExtractor):
                         n = None
                 if n is None:
                     raise self.error(f"array {d.name} needs a constant size", d, UnsupportedError)
+                if n <= 0:
+                    raise self.error(f"array {d.name} has size {n}", d, UnsupportedError)
                 shape.append(n)
                 t = t.type
             arr = Array(d.name, space or "private", types.type_name(t), tuple(shape))
@@ -806,13 +809,17 @@ class _Extractor(AffineExtractor):
             return
         tname = types.type_name(d.type)
         if types.is_integer(tname):
-            var = Var("int", why=f"{d.name} is not initialized")
+            ctype = types.normalize(tname)
+            var = Var("int", why=f"{d.name} is not initialized", ctype=ctype)
             if d.init is not None:
                 self._emit(d.init, st, d)
                 try:
-                    var = Var("int", value=(self.aff(d.init, st), st.depth))
+                    value = self.aff(d.init, st)
+                    self.check_representable(value, types.scalar(ctype), d.init, st)
+                    var = Var("int", value=(value, st.depth), ctype=ctype)
                 except NonAffine as e:
-                    var = Var("int", why=f"{d.name} = {cpp.generate(d.init)}: {e.reason}")
+                    var = Var("int", why=f"{d.name} = {cpp.generate(d.init)}: {e.reason}",
+                              ctype=ctype)
             st.env[d.name] = var
         else:
             if d.init is not None:
@@ -844,11 +851,15 @@ class _Extractor(AffineExtractor):
                 return
             expr = node.rvalue if node.op == "=" else c_ast.BinaryOp(
                 node.op[:-1], c_ast.ID(name), node.rvalue, node.coord)
+            ctype = var.ctype if var is not None else self.scalar_types.get(name)
             try:
-                st.env[name] = Var("int", value=(self.aff(expr, st), st.depth))
+                value = self.aff(expr, st)
+                self.check_representable(value, types.scalar(ctype) if ctype else None,
+                                         node.rvalue, st)
+                st.env[name] = Var("int", value=(value, st.depth), ctype=ctype)
             except NonAffine as e:
                 st.env[name] = Var("int", why=f"{name} = {cpp.generate(node.rvalue)}: "
-                                               f"{e.reason}")
+                                               f"{e.reason}", ctype=ctype)
             return
         if isinstance(node, c_ast.UnaryOp) and node.op in ("++", "--", "p++", "p--") \
                 and isinstance(node.expr, c_ast.ID):
@@ -982,6 +993,8 @@ class _Extractor(AffineExtractor):
         it, lb_node, step = syntax.loop_shape(node)
         body_mod = syntax.modified(node.stmt)
         escapes = syntax.escapes(node.stmt)
+        if it is not None and it not in body_mod and syntax.counted_step(node, it) == 0:
+            self._refuse_endless(node, it, lb_node, st)
         seq = None
         if it is not None and step is None and it not in body_mod:
             seq = self._sequence(node, it, lb_node, st, body_mod)
@@ -999,7 +1012,11 @@ class _Extractor(AffineExtractor):
         inner = self._enter(st, name)
         pos = 6 + st.depth
         iv = self.dim(inner, pos)
-        inner.env[it] = Var("int", dim=pos)
+        declared = node.init.decls[0].type if isinstance(node.init, c_ast.DeclList) else None
+        previous = st.env.get(it)
+        inner.env[it] = Var("int", dim=pos, ctype=types.normalize(types.type_name(declared))
+                            if declared is not None else previous.ctype if previous is not None
+                            else self.scalar_types.get(it))
         problems = []
         if seq is not None:
             self._enumerated(inner, pos, seq)
@@ -1023,7 +1040,7 @@ class _Extractor(AffineExtractor):
         if seq is None and step is not None and node.cond is not None:
             cnode = _ne_to_bound(node.cond, it, step)
             try:
-                cset = self.cond(cnode, inner)
+                cset = self.cond(cnode, inner, check=False)
                 if not self.monotone(cset, inner, pos, step):
                     problems.append(f"condition {cpp.generate(node.cond)} is not a bound on {it}")
                 else:
@@ -1050,6 +1067,22 @@ class _Extractor(AffineExtractor):
         if escapes and "return" in escapes:
             self.maybe_returned = self.maybe_returned or \
                 f"after a loop at line {node.coord.line} that may return"
+
+    def _refuse_endless(self, node: c_ast.For, it: str, lb_node: Any, st: State) -> None:
+        """Refuse a loop whose step is 0 and whose condition holds on entry whenever the kernel
+        runs: its work-items never finish, so the program (and its verification) would hang."""
+        if node.cond is None or not st.exact or st.divergent:
+            return
+        entry = st.copy()
+        try:
+            entry.env[it] = Var("int", value=(self.aff(lb_node, st), st.depth))
+            runs = self.cond(node.cond, entry, check=False).intersect(st.dom)
+        except NonAffine:
+            return
+        if not runs.is_empty() and st.dom.params().is_subset(runs.params()):
+            raise self.error(f"the loop over {it} steps by 0 and its condition "
+                             f"{cpp.generate(node.cond)} holds on entry: it never ends", node,
+                             UnsupportedError)
 
     def _sequence(self, node: c_ast.For, it: str, lb_node: Any, st: State,
                   body_mod: set[str]) -> Optional[list[int]]:
