@@ -47,7 +47,7 @@ import sympy
 from pycparser import c_ast
 
 from polyfuse.c import cpp, emit, syntax, types
-from polyfuse.codegen import barrier_guard, exprs, wavefront
+from polyfuse.codegen import barrier_guard, exprs, store_order, wavefront
 from polyfuse.codegen.models import KernelModels
 from polyfuse.fusion.plan import Fragment, FusedGroup, FusionPlan
 from polyfuse.islutil import coalesce, map_from_text
@@ -832,6 +832,8 @@ def _assemble_group(plan: FusionPlan, group: FusedGroup, inst: Instantiation,
     # kernel scope: hoisted __local arrays first
     items = list(kb.local_decls) + body
     func = c_ast.FuncDef(decl=None, param_decls=None, body=c_ast.Compound(items))
+    store_order.order_sibling_stores(func.body, {name: etype for name, (_, _, etype)
+                                                 in kb.buffer_params.items()})
     gsz = tuple(sympy.simplify(ngroups[d] * ls[d]) for d in range(wd))
     return _GroupCode(kb, func, gsz, tuple(ls), last_pos)
 
