@@ -101,7 +101,7 @@ def _summary_fields(s: ModelSummary) -> dict:
 
 def fuse_model(path: str, out_root: str, *, verify: bool = False, tune: bool = False,
                timing: bool = True, params: Optional[dict[str, int]] = None,
-               repeat: int = 5, cache: bool = True,
+               repeat: int = 5, cache: bool = True, device: Optional[str] = None,
                progress: Optional[Callable[[str], None]] = None) -> ModelSummary:
     """Fuse one model and write its outputs; errors become the summary's ``error``."""
     from polyfuse import cache as disk
@@ -118,12 +118,12 @@ def fuse_model(path: str, out_root: str, *, verify: bool = False, tune: bool = F
                 from polyfuse.runtime.device import get_device, stable_device_key
 
                 # the plan is made for the device's limits: its key is part of the entry's
-                key = disk.key([path], options, stable_device_key(get_device()))
+                key = disk.key([path], options, stable_device_key(get_device(device)))
                 hit = disk.load(key, out_dir)
             if hit is not None:
                 return ModelSummary(**hit, stages=stage.times, cached=True)
         summary = _fuse_uncached(path, out_dir, stem, stage, verify=verify, tune=tune,
-                                 timing=timing, params=params, repeat=repeat)
+                                 timing=timing, params=params, repeat=repeat, device=device)
         if key is not None and summary.error is None:
             disk.store(key, out_dir, _summary_fields(summary))
         return summary
@@ -136,7 +136,7 @@ def fuse_model(path: str, out_root: str, *, verify: bool = False, tune: bool = F
 
 def _fuse_uncached(path: str, out_dir: Path, stem: str, stage: _Stages, *, verify: bool,
                    tune: bool, timing: bool, params: Optional[dict[str, int]],
-                   repeat: int) -> ModelSummary:
+                   repeat: int, device: Optional[str]) -> ModelSummary:
     from polyfuse.onnx_run import fuse_onnx
     from polyfuse.pipeline import fuse_program, write_outputs
 
@@ -154,14 +154,14 @@ def _fuse_uncached(path: str, out_dir: Path, stem: str, stage: _Stages, *, verif
         from polyfuse.frontend.onnx import load_onnx_model
         from polyfuse.runtime.device import device_target
 
-        model = load_onnx_model(path, params=params, target=device_target())
+        model = load_onnx_model(path, params=params, target=device_target(device))
     try:
         if verify:  # fuse_onnx checks against onnxruntime and the unfused program
-            result = fuse_onnx(path, verify=True, params=params, tune=tune,
+            result = fuse_onnx(path, verify=True, params=params, tune=tune, device=device,
                                progress=pipeline_stage)
         else:
             result = dataclasses.replace(
-                fuse_program(model.program, tune=tune, progress=pipeline_stage),
+                fuse_program(model.program, tune=tune, device=device, progress=pipeline_stage),
                 source_nodes=dict(model.nodes))
     finally:
         if current[0] is not None:
@@ -171,7 +171,8 @@ def _fuse_uncached(path: str, out_dir: Path, stem: str, stage: _Stages, *, verif
 
         with stage("coarsen"):
             result = dataclasses.replace(result, coarsening=tune_coarsening(
-                result.fused.program, params=params, factors=fused_candidates, time_whole=False))
+                result.fused.program, params=params, factors=fused_candidates, time_whole=False,
+                device=device))
     with stage("write"):
         write_outputs(result, out_dir)
     unfused_ms = fused_ms = None
@@ -181,8 +182,10 @@ def _fuse_uncached(path: str, out_dir: Path, stem: str, stage: _Stages, *, verif
 
         check_run_budget(model.program, params, runs=2, what="timing")
         with stage("timing"):
-            unfused_ms = time_program(model.program, repeat=repeat).kernel_time * 1e3
-            fused_ms = time_program(result.fused.program, repeat=repeat).kernel_time * 1e3
+            unfused_ms = time_program(model.program, repeat=repeat,
+                                      device=device).kernel_time * 1e3
+            fused_ms = time_program(result.fused.program, repeat=repeat,
+                                    device=device).kernel_time * 1e3
     v = result.verified
     return ModelSummary(model=stem, nodes=model.op_count,
                         launches_before=_count(result.plan.launches_before),

@@ -108,18 +108,17 @@ def load_and_fuse(path: str, params: Optional[Mapping[str, int]], device: Any,
                   tune: bool = False, progress: Any = None, form: Optional[str] = None
                   ) -> tuple[OnnxModel, FuseResult]:
     """Load and fuse once per file version, parameters, device and kernel variant
-    (:func:`polyfuse.oplib.kernel_variant`; fusion takes seconds)."""
-    from polyfuse.oplib import kernel_variant
+    (:data:`polyfuse.program.KERNEL_VARIANTS`; fusion takes seconds)."""
     from polyfuse.runtime.device import device_target
 
     form = form or "tiled"
     key = _key(path, params, device) + (tune, form)
     hit = _FUSED_CACHE.get(key)
     if hit is None:
-        with kernel_variant(form):
-            model = load_onnx_model(path, params=params, target=device_target(device))
-        result = fuse_program(model.program, verify=False, device=device, tune=tune,
-                              progress=progress, coarsen=False)
+        target = device_target(device).with_variant(form)
+        model = load_onnx_model(path, params=params, target=target)
+        result = fuse_program(model.program, verify=False, device=device, target=target,
+                              tune=tune, progress=progress, coarsen=False)
         result = dataclasses.replace(result, source_nodes=dict(model.nodes))
         hit = _FUSED_CACHE[key] = (model, result)
     return hit

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,7 @@ from polyfuse.uar import UAR, build_uar
 
 if TYPE_CHECKING:  # imported where they run (they load pyopencl)
     from polyfuse.coarsen_tune import CoarsenReport
+    from polyfuse.runtime.device import DeviceSpec
     from polyfuse.runtime.verify import Verification
     from polyfuse.tune import TuneResult
 
@@ -148,23 +150,34 @@ def size_buffers(program: Program, params: Optional[dict[str, int]] = None,
 
 def fuse_program(program: Program, *, params: Optional[dict[str, int]] = None,
                  orchestration: str = "auto", verify: bool = False, tune: bool = False,
-                 device: Any = None, build: bool = True, progress: Progress = None,
+                 device: DeviceSpec = None, target: Optional[Target] = None,
+                 build: bool = True, progress: Progress = None,
                  coarsen: Optional[bool] = None) -> FuseResult:
     """Plan, generate and optionally verify (fused vs unfused on random inputs) or autotune.
 
-    With ``tune`` (or ``coarsen=True``) the fused kernels are then coarsened, factors chosen by
-    timing (:func:`polyfuse.coarsen_tune.tune_coarsening`): fuse first, then coarsen.
+    Planning and code generation read the limits of ``target`` (default: the device's when
+    the fused program is built on ``device``, else the reference target).  With ``tune`` (or
+    ``coarsen=True``) the fused kernels are then coarsened, factors chosen by timing
+    (:func:`polyfuse.coarsen_tune.tune_coarsening`): fuse first, then coarsen.
     """
     from polyfuse.c.cpp import RECURSION_LIMIT, recursion_limit
 
+    if device is False:  # the old spelling of "no device"
+        warnings.warn("fuse_program(device=False) is deprecated: give target=REFERENCE_TARGET "
+                      "(or build=False)", DeprecationWarning, stacklevel=2)
+        device, target = None, target or REFERENCE_TARGET
+    if target is None:
+        target = _target(device, build)
+
     with recursion_limit(RECURSION_LIMIT):  # kernels' syntax trees are copied and walked
         return _fuse_program(program, params=params, orchestration=orchestration,
-                             verify=verify, tune=tune, device=device, build=build,
-                             progress=progress, coarsen=coarsen)
+                             verify=verify, tune=tune, device=device, target=target,
+                             build=build, progress=progress, coarsen=coarsen)
 
 
 def _fuse_program(program: Program, *, params: Optional[dict[str, int]], orchestration: str,
-                  verify: bool, tune: bool, device: Any, build: bool, progress: Progress,
+                  verify: bool, tune: bool, device: DeviceSpec, target: Target, build: bool,
+                  progress: Progress,
                   coarsen: Optional[bool]) -> FuseResult:
     say = progress or (lambda _msg: None)
     too_big: dict[str, int] = {}  # given sizes beyond the run budget, verified scaled down
@@ -188,11 +201,10 @@ def _fuse_program(program: Program, *, params: Optional[dict[str, int]], orchest
 
         say("autotuning orchestration variants")
         tuning = autotune(program, params=params, device=device, progress=progress,
-                          variants=TUNE_VARIANTS, uar=uar)
+                          variants=TUNE_VARIANTS, uar=uar, target=target)
         plan, fused = tuning.plan, tuning.fused
     else:
         say("planning fusion")
-        target = _target(device, build)
         plan = plan_fusion(uar, orchestration=orchestration, target=target)
         say("planning: certifying every fused group (isl checks)")
         plan = certify(plan)
@@ -242,7 +254,7 @@ def _fuse_program(program: Program, *, params: Optional[dict[str, int]], orchest
                       coarsening=coarsening)
 
 
-def device_name(device: Any) -> str:
+def device_name(device: DeviceSpec) -> str:
     """The device a run used, as ``plan.json``'s ``verified.device`` names it (which one the
     default rule picked is otherwise invisible in the results)."""
     from polyfuse.runtime.device import device_limits
@@ -251,9 +263,9 @@ def device_name(device: Any) -> str:
     return f"{lim.name} ({lim.platform})"
 
 
-def _target(device: Any, build: bool) -> Target:
+def _target(device: DeviceSpec, build: bool) -> Target:
     """The device's limits for planning (the reference target when no device is used)."""
-    if build is False or device is False:
+    if not build:
         return REFERENCE_TARGET
     from polyfuse.runtime.device import device_target
 

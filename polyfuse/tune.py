@@ -46,7 +46,7 @@ from polyfuse.codegen import FusedProgram, generate
 from polyfuse.fusion import plan_fusion
 from polyfuse.fusion.certify import certify
 from polyfuse.fusion.plan import FusionPlan
-from polyfuse.program import PolyfuseError, Program
+from polyfuse.program import PolyfuseError, Program, Target
 from polyfuse.runtime.build import build_fused
 from polyfuse.runtime.device import DeviceSpec, device_key, device_target, get_context
 from polyfuse.runtime.execute import (
@@ -351,6 +351,7 @@ def autotune(
     queue: Optional[cl.CommandQueue] = None,
     prune_factor: Optional[float] = 3.0,
     uar: Optional[UAR] = None,
+    target: Optional[Target] = None,
 ) -> TuneResult:
     """Choose the fastest verified orchestration variant of ``program`` (module docstring).
 
@@ -363,8 +364,9 @@ def autotune(
     (:mod:`polyfuse.perf.model`) predicts to be more than that many times slower than the best
     prediction are not timed; the factor is wide because the model is coarse on CPUs (see
     ``analysis/model_accuracy.py``), and a model that cannot predict prunes nothing.  ``uar`` is
-    the program's UAR when the caller has built it already.  Raises :class:`TuneError` when no
-    variant verifies.
+    the program's UAR when the caller has built it already, ``target`` the limits planning
+    reads (default: the queue's device's).  Raises :class:`TuneError` when no variant
+    verifies.
     """
     if not variants:
         raise ValueError("autotune needs at least one variant")
@@ -380,7 +382,8 @@ def autotune(
     if queue is None:
         queue = cl.CommandQueue(ctx, ctx.devices[0],
                                 properties=cl.command_queue_properties.PROFILING_ENABLE)
-    tuner = _Tuner(program, dict(params or {}), ctx, queue, progress or (lambda _msg: None), uar)
+    tuner = _Tuner(program, dict(params or {}), ctx, queue, progress or (lambda _msg: None), uar,
+                   target)
     cdir = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     cpath = _cache_file(cdir, tuner.dkey, tuner.phash)
     ekey = _entry_key(variants, metric)
@@ -418,7 +421,8 @@ class _Tuner:
     """One program on one queue: plans, builds, verifies and times its variants."""
 
     def __init__(self, program: Program, params: dict[str, int], ctx: cl.Context,
-                 queue: cl.CommandQueue, say: Progress, uar: Optional[UAR]):
+                 queue: cl.CommandQueue, say: Progress, uar: Optional[UAR],
+                 target: Optional[Target]):
         self.program, self.params, self.ctx, self.queue, self.say = (program, params, ctx,
                                                                      queue, say)
         self.dev = ctx.devices[0]
@@ -431,7 +435,7 @@ class _Tuner:
             say(f"{self.name}: UAR built ({len(program.launches)} launches, "
                 f"{time.perf_counter() - t0:.2f}s)")
         self.uar = uar
-        self.target = device_target(self.dev)
+        self.target = target or device_target(self.dev)
 
     def plan(self, variant: str) -> FusionPlan:
         return certify(plan_fusion(self.uar, orchestration=variant, target=self.target))
