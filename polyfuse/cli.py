@@ -408,7 +408,8 @@ def _fuse_opencl_job(args: argparse.Namespace, progress: Optional[Callable[[str]
     Module level so that the worker process can run it (and name its stages, ``loading the
     program`` included)."""
     from polyfuse.c.cpp import RECURSION_LIMIT, recursion_limit
-    from polyfuse.pipeline import fuse_program, size_buffers, summary_row, write_outputs
+    from polyfuse.compilation import Compilation, Options
+    from polyfuse.pipeline import compile_program, result_of, size_buffers, summary_row, target_of
 
     if progress is not None and announce_loading:
         progress(_LOADING)
@@ -424,12 +425,15 @@ def _fuse_opencl_job(args: argparse.Namespace, progress: Optional[Callable[[str]
             program = _symbolic_if_too_big(args, program, params, progress)
         if args.verify:
             program = size_buffers(program, params)
-        result = fuse_program(program, params=params, orchestration=args.orchestration,
-                              verify=args.verify, tune=args.tune, device=args.device,
-                              progress=progress)
-        paths = write_outputs(result, args.out, host_include_dirs=tuple(args.include),
-                              host_defines={n: (v if sep else None) for n, sep, v in
-                                            (d.partition("=") for d in args.define)})
+        options = Options(params=params, orchestration=args.orchestration, verify=args.verify,
+                          tune=args.tune, coarsen=args.tune, device=args.device, out=args.out,
+                          host_include_dirs=tuple(args.include),
+                          host_defines={n: (v if sep else None) for n, sep, v in
+                                        (d.partition("=") for d in args.define)})
+        c = compile_program(Compilation(
+            target=target_of(args.device), options=options, program=program,
+            progress=None if progress is None else (lambda event: progress(event.message))))
+        result, paths = result_of(c), dict(c.written or {})
         row = summary_row(Path(program.files[0]).parent.name or program.name, result)
         first = program.files[0]
         if not result.ok and result.undetermined:
