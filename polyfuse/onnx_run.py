@@ -49,7 +49,7 @@ RTOL_FP16, ATOL_FP16 = 1e-2, 1e-3
 _FUSED_CACHE: dict[tuple, Compilation] = {}
 
 
-def _key(path: str, params: Optional[Mapping[str, int]], device: Any) -> tuple:
+def _key(path: str, params: Optional[Mapping[str, int]], device: DeviceSpec) -> tuple:
     st = os.stat(path)
     return (os.path.abspath(path), st.st_mtime_ns, st.st_size,
             tuple(sorted((params or {}).items())), str(device))
@@ -98,7 +98,7 @@ def _outputs(model: OnnxModel, buffers: Mapping[str, np.ndarray]) -> dict[str, n
     return out
 
 
-def _execute(model: OnnxModel, program: Program, inputs: Mapping[str, Any], device: Any,
+def _execute(model: OnnxModel, program: Program, inputs: Mapping[str, Any], device: DeviceSpec,
              seed: int = 0, profile: bool = False) -> RunResult:
     from polyfuse.runtime.budget import check_run_budget
     from polyfuse.runtime.execute import run_program
@@ -108,7 +108,7 @@ def _execute(model: OnnxModel, program: Program, inputs: Mapping[str, Any], devi
                        profile=profile)
 
 
-def _run(model: OnnxModel, program: Program, inputs: Mapping[str, Any], device: Any,
+def _run(model: OnnxModel, program: Program, inputs: Mapping[str, Any], device: DeviceSpec,
          seed: int = 0) -> dict[str, np.ndarray]:
     return _outputs(model, _execute(model, program, inputs, device, seed).buffers)
 
@@ -153,7 +153,7 @@ class OnnxRun:
 
 
 def execute_onnx(path: PathLike, inputs: Mapping[str, Any], *, fused: bool = True,
-                 params: Optional[Mapping[str, int]] = None, device: Any = None) -> OnnxRun:
+                 params: Optional[Mapping[str, int]] = None, device: DeviceSpec = None) -> OnnxRun:
     """Execute a model once on the OpenCL device (``fused``: the program fusion produced, else
     the one-launch-per-node program): outputs and times."""
     path = os.fspath(path)
@@ -168,7 +168,7 @@ def execute_onnx(path: PathLike, inputs: Mapping[str, Any], *, fused: bool = Tru
 
 
 def run_onnx(path: PathLike, inputs: Mapping[str, Any], *, fused: bool = True,
-             params: Optional[Mapping[str, int]] = None, device: Any = None
+             params: Optional[Mapping[str, int]] = None, device: DeviceSpec = None
              ) -> dict[str, np.ndarray]:
     """Execute a model on the OpenCL device; outputs by their ONNX names.
 
