@@ -93,7 +93,8 @@ def check_original(args: argparse.Namespace, program: Program,
     defines = {n: (v if sep else None) for n, sep, v in (d.partition("=") for d in args.define)}
     params = {k: v for k, v in _parse_params(args.param).items() if isinstance(v, int)}
     res = check_against_original(program, args.host, argv=shlex.split(args.program_args or ""),
-                                 params=params, include_dirs=args.include, defines=defines)
+                                 params=params, include_dirs=args.include, defines=defines,
+                                 device=args.device)
     return res.summary()
 
 

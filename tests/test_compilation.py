@@ -4,6 +4,7 @@ model once and coarsen it once."""
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 
@@ -100,3 +101,24 @@ def test_batch_with_tune_coarsens_once(tmp_path, monkeypatch):
     summary = fuse_model(str(BERT_QKV), str(tmp_path), tune=True, timing=False, cache=False)
     assert summary.error is None, summary
     assert calls == [1]  # the fused program (one launch), once
+
+
+def test_device_option_travels_as_an_argument(tmp_path, monkeypatch):
+    """``--device`` reaches the passes that run on a device (the verification names it) and
+    is not written into the environment."""
+    import json
+
+    from polyfuse.cli import main
+    from polyfuse.compilation import device_name
+    from polyfuse.runtime.device import list_devices, probe_device
+
+    usable = [i for i, _, dev in list_devices() if probe_device(dev) is None]
+    if not usable:
+        pytest.skip("no usable OpenCL device")
+    monkeypatch.delenv("PYOPENCL_CTX", raising=False)
+    dev = usable[-1]
+    assert main(["--device", dev, "fuse", "-q", str(QKV / "kernels.cl"), "--host",
+                 str(QKV / "host.c"), "--verify", "--out", str(tmp_path)]) == 0
+    assert "PYOPENCL_CTX" not in os.environ
+    verified = json.loads((tmp_path / "plan.json").read_text())["verified"]
+    assert verified["ok"] and verified["device"] == device_name(dev)
