@@ -22,7 +22,6 @@ one line per stage.
 
 from __future__ import annotations
 
-import dataclasses
 import multiprocessing
 import sys
 import time
@@ -33,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
 
+from polyfuse.compilation import Stage
 from polyfuse.mathtext import readable
 from polyfuse.program import PolyfuseError
 
@@ -41,6 +41,12 @@ SUMMARY_HEADERS = ["model", "nodes", "launches before", "launches after", "max a
 
 #: pipeline stages in the order they run (the ``--profile`` table's rows)
 STAGES = ("cache", "load", "build_uar", "plan", "generate", "verify", "write", "timing")
+#: the ``--profile`` row each pass's time is counted in (coarsening has a timer of its own)
+STAGE_OF: dict[Stage, str] = {
+    Stage.LOAD: "load", Stage.UAR: "build_uar", Stage.TUNE: "plan", Stage.PLAN: "plan",
+    Stage.CERTIFY: "plan", Stage.GENERATE: "generate", Stage.BUILD: "generate",
+    Stage.COARSEN: "coarsen", Stage.VERIFY: "verify", Stage.WRITE: "write", Stage.TIME: "timing",
+}
 
 
 @dataclass(frozen=True)
@@ -101,7 +107,7 @@ def _summary_fields(s: ModelSummary) -> dict:
 
 def fuse_model(path: str, out_root: str, *, verify: bool = False, tune: bool = False,
                timing: bool = True, params: Optional[dict[str, int]] = None,
-               repeat: int = 5, cache: bool = True,
+               repeat: int = 5, cache: bool = True, device: Optional[str] = None,
                progress: Optional[Callable[[str], None]] = None) -> ModelSummary:
     """Fuse one model and write its outputs; errors become the summary's ``error``."""
     from polyfuse import cache as disk
@@ -118,12 +124,12 @@ def fuse_model(path: str, out_root: str, *, verify: bool = False, tune: bool = F
                 from polyfuse.runtime.device import get_device, stable_device_key
 
                 # the plan is made for the device's limits: its key is part of the entry's
-                key = disk.key([path], options, stable_device_key(get_device()))
+                key = disk.key([path], options, stable_device_key(get_device(device)))
                 hit = disk.load(key, out_dir)
             if hit is not None:
                 return ModelSummary(**hit, stages=stage.times, cached=True)
         summary = _fuse_uncached(path, out_dir, stem, stage, verify=verify, tune=tune,
-                                 timing=timing, params=params, repeat=repeat)
+                                 timing=timing, params=params, repeat=repeat, device=device)
         if key is not None and summary.error is None:
             disk.store(key, out_dir, _summary_fields(summary))
         return summary
@@ -136,76 +142,46 @@ def fuse_model(path: str, out_root: str, *, verify: bool = False, tune: bool = F
 
 def _fuse_uncached(path: str, out_dir: Path, stem: str, stage: _Stages, *, verify: bool,
                    tune: bool, timing: bool, params: Optional[dict[str, int]],
-                   repeat: int) -> ModelSummary:
-    from polyfuse.onnx_run import fuse_onnx
-    from polyfuse.pipeline import fuse_program, write_outputs
+                   repeat: int, device: Optional[str]) -> ModelSummary:
+    """The model through the ONNX passes (loaded once, coarsened once with ``tune``), its
+    outputs written before it is timed; each pass's events start its stage timer."""
+    from polyfuse.compilation import Compilation, Event, Options
+    from polyfuse.onnx_run import ONNX_PASSES
+    from polyfuse.pipeline import compile_program, target_of
 
     current: list[Any] = [None]
 
-    def pipeline_stage(message: str) -> None:
-        """Map the pipeline's progress messages onto stage timers."""
-        name = _stage_of(message)
+    def on_event(event: Event) -> None:
+        name = STAGE_OF[event.stage]
         if current[0] is not None:
             current[0].__exit__(None, None, None)
         current[0] = stage(name)
         current[0].__enter__()
 
-    with stage("load"):
-        from polyfuse.frontend.onnx import load_onnx_model
-        from polyfuse.runtime.device import device_target
-
-        model = load_onnx_model(path, params=params, target=device_target())
+    options = Options(params=dict(params or {}), tune=tune, coarsen=tune, verify=verify,
+                      timing=timing, repeat=repeat, device=device, out=str(out_dir))
     try:
-        if verify:  # fuse_onnx checks against onnxruntime and the unfused program
-            result = fuse_onnx(path, verify=True, params=params, tune=tune,
-                               progress=pipeline_stage)
-        else:
-            result = dataclasses.replace(
-                fuse_program(model.program, tune=tune, progress=pipeline_stage),
-                source_nodes=dict(model.nodes))
+        c = compile_program(Compilation(target=target_of(device), options=options, source=path,
+                                        progress=on_event), ONNX_PASSES)
     finally:
         if current[0] is not None:
             current[0].__exit__(None, None, None)
-    if tune:  # fuse first, then coarsen the fused operator kernels (coarsened.cl)
-        from polyfuse.coarsen_tune import fused_candidates, tune_coarsening
-
-        with stage("coarsen"):
-            result = dataclasses.replace(result, coarsening=tune_coarsening(
-                result.fused.program, params=params, factors=fused_candidates, time_whole=False))
-    with stage("write"):
-        write_outputs(result, out_dir)
-    unfused_ms = fused_ms = None
-    if timing:
-        from polyfuse.runtime import time_program
-        from polyfuse.runtime.budget import check_run_budget
-
-        check_run_budget(model.program, params, runs=2, what="timing")
-        with stage("timing"):
-            unfused_ms = time_program(model.program, repeat=repeat).kernel_time * 1e3
-            fused_ms = time_program(result.fused.program, repeat=repeat).kernel_time * 1e3
-    v = result.verified
-    return ModelSummary(model=stem, nodes=model.op_count,
-                        launches_before=_count(result.plan.launches_before),
-                        launches_after=_count(result.fused.launches_after),
+    assert c.model is not None and c.plan is not None and c.fused is not None
+    v = c.verified
+    return ModelSummary(model=stem, nodes=c.model.op_count,
+                        launches_before=_count(c.plan.launches_before),
+                        launches_after=_count(c.fused.launches_after),
                         max_abs_err=None if v is None else float(v["max_abs_err"]),
                         verified=None if v is None else bool(v["ok"]),
-                        unfused_ms=unfused_ms, fused_ms=fused_ms, stages=stage.times)
+                        unfused_ms=None if c.timing is None else c.timing.unfused_ms,
+                        fused_ms=None if c.timing is None else c.timing.fused_ms,
+                        stages=stage.times)
 
 
 def _count(value: Any) -> Union[int, str]:
     """A launch count as the summary keeps it: an int, else the exact str (it crosses
     processes and Dask as plain data)."""
     return value if isinstance(value, int) else str(value)
-
-
-def _stage_of(message: str) -> str:
-    """The stage a pipeline progress message starts (:func:`polyfuse.pipeline.fuse_program`)."""
-    m = message.lower()
-    for word, name in (("uar", "build_uar"), ("planning", "plan"), ("autotun", "plan"),
-                       ("generat", "generate"), ("verif", "verify"), ("onnxruntime", "verify")):
-        if word in m:
-            return name
-    return "load"
 
 
 def _fuse_model_job(args: tuple) -> dict:

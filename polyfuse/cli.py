@@ -93,7 +93,8 @@ def check_original(args: argparse.Namespace, program: Program,
     defines = {n: (v if sep else None) for n, sep, v in (d.partition("=") for d in args.define)}
     params = {k: v for k, v in _parse_params(args.param).items() if isinstance(v, int)}
     res = check_against_original(program, args.host, argv=shlex.split(args.program_args or ""),
-                                 params=params, include_dirs=args.include, defines=defines)
+                                 params=params, include_dirs=args.include, defines=defines,
+                                 device=args.device)
     return res.summary()
 
 
@@ -268,7 +269,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
     default = None
     if any(usable.values()):
         try:
-            chosen = get_device()
+            chosen = get_device(args.device)
             default = next((i for i, _, d in list_devices() if d == chosen), None)
         except PolyfuseError:
             default = None
@@ -296,7 +297,9 @@ def cmd_devices(args: argparse.Namespace) -> int:
                       "local", "global", "usable"], rows))
         from polyfuse.runtime.device import default_device_reason
 
-        if os.environ.get("PYOPENCL_CTX"):
+        if args.device:
+            how = "from --device"
+        elif os.environ.get("PYOPENCL_CTX"):
             how = "from PYOPENCL_CTX; --device overrides it"
         elif default:
             how = f"{default_device_reason()}; --device or PYOPENCL_CTX chooses another"
@@ -344,7 +347,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         raise PolyfuseError(f"bundled model not found: {model}")
     _progress(args, f"demo: fusing {model.name} (BERT QKV: 3 x (MatMul + Add + Reshape + "
                     "Transpose)) and verifying it against onnxruntime and the unfused program")
-    result = fuse_onnx(str(model), verify=True,
+    result = fuse_onnx(str(model), verify=True, device=args.device,
                        progress=None if args.quiet else (lambda m: _progress(args, m)))
     paths = write_outputs(result, args.out)
     v = result.verified or {}
@@ -406,7 +409,8 @@ def _fuse_opencl_job(args: argparse.Namespace, progress: Optional[Callable[[str]
     Module level so that the worker process can run it (and name its stages, ``loading the
     program`` included)."""
     from polyfuse.c.cpp import RECURSION_LIMIT, recursion_limit
-    from polyfuse.pipeline import fuse_program, size_buffers, summary_row, write_outputs
+    from polyfuse.compilation import Compilation, Options
+    from polyfuse.pipeline import compile_program, result_of, size_buffers, summary_row, target_of
 
     if progress is not None and announce_loading:
         progress(_LOADING)
@@ -422,11 +426,15 @@ def _fuse_opencl_job(args: argparse.Namespace, progress: Optional[Callable[[str]
             program = _symbolic_if_too_big(args, program, params, progress)
         if args.verify:
             program = size_buffers(program, params)
-        result = fuse_program(program, params=params, orchestration=args.orchestration,
-                              verify=args.verify, tune=args.tune, progress=progress)
-        paths = write_outputs(result, args.out, host_include_dirs=tuple(args.include),
-                              host_defines={n: (v if sep else None) for n, sep, v in
-                                            (d.partition("=") for d in args.define)})
+        options = Options(params=params, orchestration=args.orchestration, verify=args.verify,
+                          tune=args.tune, coarsen=args.tune, device=args.device, out=args.out,
+                          host_include_dirs=tuple(args.include),
+                          host_defines={n: (v if sep else None) for n, sep, v in
+                                        (d.partition("=") for d in args.define)})
+        c = compile_program(Compilation(
+            target=target_of(args.device), options=options, program=program,
+            progress=None if progress is None else (lambda event: progress(event.message))))
+        result, paths = result_of(c), dict(c.written or {})
         row = summary_row(Path(program.files[0]).parent.name or program.name, result)
         first = program.files[0]
         if not result.ok and result.undetermined:
@@ -471,7 +479,7 @@ def _fuse_onnx_batch(args: argparse.Namespace, models: list[str]) -> int:
                             timing=not args.no_timing, cache=not args.no_cache,
                             scheduler=scheduler, quiet=args.quiet, timeout=args.timeout,
                             stage_timeout=args.stage_timeout,
-                            isolate=args.verify and not scheduler)
+                            isolate=args.verify and not scheduler, device=args.device)
     print(_table(SUMMARY_HEADERS, [s.row() for s in summaries]
                  + [[Path(m).stem, "-", "-", "-", "-", "-", "-", "-", "FAILED: no such file"]
                     for m in missing]))
@@ -524,7 +532,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     kind = "unfused" if args.unfused else "fused"
     _progress(args, f"running {kind} {args.model}")
     sess = InferenceSession(args.model, params=_parse_params(args.param), fused=not args.unfused,
-                            cache=not args.no_cache)
+                            cache=not args.no_cache, device=args.device)
     if sess.cached:
         _progress(args, f"the {kind} program, its kernel variant and device binary come from "
                         f"the cache ({cache.cache_root()}; --no-cache to redo them)")
@@ -618,10 +626,16 @@ def cmd_count(args: argparse.Namespace) -> int:
     program = load_program_inputs(args, args.kernels) if args.host else None
     if not args.host and len(args.kernels) != 1:
         raise _UsageError("count takes one KERNELS.cl without --host")
+    subgroup_size = args.subgroup_size
+    if subgroup_size is None and args.device:  # else the default device's, when it has one
+        from polyfuse.runtime.device import device_limits
+
+        lim = device_limits(args.device)
+        subgroup_size = lim.sub_group_size or lim.preferred_work_group_size_multiple
     report = count_report(args.kernels[0] if args.kernels else program.files[0],
                           host=args.host[0] if args.host else None, kernel=args.kernel,
                           program=program,
-                          params=_parse_params(args.param), subgroup_size=args.subgroup_size,
+                          params=_parse_params(args.param), subgroup_size=subgroup_size,
                           granularity=args.granularity)
     if args.json:
         json.dump(report, sys.stdout, indent=2)
@@ -640,18 +654,21 @@ def _roofline_points(args: argparse.Namespace) -> list:
         from polyfuse.frontend.onnx import load_onnx
         from polyfuse.runtime.device import device_target
 
-        program = load_onnx(args.model, params=params, target=device_target())
+        program = load_onnx(args.model, params=params, target=device_target(args.device))
     else:
         from polyfuse.frontend.host import load_opencl
 
         program = load_opencl(args.program, host=args.host, params=params)
     _progress(args, f"placing the {len(program.launches)} launches of {program.name}")
-    points = kernel_points(program, params=params)
+    from polyfuse.runtime.device import get_context
+
+    _, queue = get_context(args.device)
+    points = kernel_points(program, params=params, queue=queue)
     if args.fused:
         from polyfuse.pipeline import fuse_program
 
-        fused = fuse_program(program, params=params).fused.program
-        points += kernel_points(fused, params=params, label="fused:")
+        fused = fuse_program(program, params=params, device=args.device).fused.program
+        points += kernel_points(fused, params=params, label="fused:", queue=queue)
     return points
 
 
@@ -730,6 +747,7 @@ def cmd_coarsen(args: argparse.Namespace) -> int:
     rep = tune_coarsening(program, params=params, kernel=args.kernel,
                           factors=factors_for if specs else None, tune=args.tune,
                           verify=args.verify or args.tune, use_cache=not args.no_cache,
+                          device=args.device,
                           progress=None if args.quiet else (lambda m: _progress(args, m)))
     if specs and not args.tune:  # one requested variant: refusing it is an error
         for lt in rep.launches:
@@ -989,8 +1007,6 @@ def _command_job(args: argparse.Namespace, progress: Optional[Callable[[str], No
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.device:
-        os.environ["PYOPENCL_CTX"] = args.device
     from polyfuse import drivers
 
     # before anything enumerates OpenCL platforms: the ICD loader reads its vendors folder once

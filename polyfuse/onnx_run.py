@@ -22,11 +22,20 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 import numpy as np
 
+from polyfuse.compilation import Compilation, Options, Pass, Progress, Stage, verify
 from polyfuse.frontend.onnx import GraphIO, OnnxModel, load_onnx_model
-from polyfuse.pipeline import FuseResult, device_name, fuse_program
+from polyfuse.pipeline import (
+    PASSES,
+    FuseResult,
+    compile_program,
+    device_name,
+    result_of,
+    target_of,
+)
 from polyfuse.program import PolyfuseError, Program
 
 if TYPE_CHECKING:
+    from polyfuse.runtime.device import DeviceSpec
     from polyfuse.runtime.execute import RunResult
 
 PathLike = Union[str, os.PathLike]
@@ -37,10 +46,10 @@ RTOL, ATOL = 1e-4, 1e-5
 #: The same for float16 outputs: half storage rounds every stored value to 11 bits.
 RTOL_FP16, ATOL_FP16 = 1e-2, 1e-3
 
-_FUSED_CACHE: dict[tuple, tuple[OnnxModel, FuseResult]] = {}
+_FUSED_CACHE: dict[tuple, Compilation] = {}
 
 
-def _key(path: str, params: Optional[Mapping[str, int]], device: Any) -> tuple:
+def _key(path: str, params: Optional[Mapping[str, int]], device: DeviceSpec) -> tuple:
     st = os.stat(path)
     return (os.path.abspath(path), st.st_mtime_ns, st.st_size,
             tuple(sorted((params or {}).items())), str(device))
@@ -89,7 +98,7 @@ def _outputs(model: OnnxModel, buffers: Mapping[str, np.ndarray]) -> dict[str, n
     return out
 
 
-def _execute(model: OnnxModel, program: Program, inputs: Mapping[str, Any], device: Any,
+def _execute(model: OnnxModel, program: Program, inputs: Mapping[str, Any], device: DeviceSpec,
              seed: int = 0, profile: bool = False) -> RunResult:
     from polyfuse.runtime.budget import check_run_budget
     from polyfuse.runtime.execute import run_program
@@ -99,30 +108,35 @@ def _execute(model: OnnxModel, program: Program, inputs: Mapping[str, Any], devi
                        profile=profile)
 
 
-def _run(model: OnnxModel, program: Program, inputs: Mapping[str, Any], device: Any,
+def _run(model: OnnxModel, program: Program, inputs: Mapping[str, Any], device: DeviceSpec,
          seed: int = 0) -> dict[str, np.ndarray]:
     return _outputs(model, _execute(model, program, inputs, device, seed).buffers)
 
 
-def load_and_fuse(path: str, params: Optional[Mapping[str, int]], device: Any,
-                  tune: bool = False, progress: Any = None, form: Optional[str] = None
-                  ) -> tuple[OnnxModel, FuseResult]:
-    """Load and fuse once per file version, parameters, device and kernel variant
-    (:func:`polyfuse.oplib.kernel_variant`; fusion takes seconds)."""
-    from polyfuse.oplib import kernel_variant
-    from polyfuse.runtime.device import device_target
-
+def compile_onnx(path: str, params: Optional[Mapping[str, int]], device: DeviceSpec,
+                 tune: bool = False, progress: Optional[Progress] = None,
+                 form: Optional[str] = None) -> Compilation:
+    """The model loaded and fused (:data:`ONNX_PASSES`, no verification), once per file
+    version, parameters, device and kernel variant (:data:`polyfuse.program.KERNEL_VARIANTS`;
+    fusion takes seconds)."""
     form = form or "tiled"
     key = _key(path, params, device) + (tune, form)
     hit = _FUSED_CACHE.get(key)
     if hit is None:
-        with kernel_variant(form):
-            model = load_onnx_model(path, params=params, target=device_target(device))
-        result = fuse_program(model.program, verify=False, device=device, tune=tune,
-                              progress=progress, coarsen=False)
-        result = dataclasses.replace(result, source_nodes=dict(model.nodes))
-        hit = _FUSED_CACHE[key] = (model, result)
+        options = Options(params=dict(params or {}), tune=tune, device=device)
+        hit = _FUSED_CACHE[key] = compile_program(Compilation(
+            target=target_of(device).with_variant(form), options=options, source=path,
+            progress=progress), ONNX_PASSES)
     return hit
+
+
+def load_and_fuse(path: str, params: Optional[Mapping[str, int]], device: DeviceSpec,
+                  tune: bool = False, progress: Optional[Progress] = None,
+                  form: Optional[str] = None) -> tuple[OnnxModel, FuseResult]:
+    """:func:`compile_onnx`'s model and fusion result."""
+    c = compile_onnx(path, params, device, tune, progress, form)
+    assert c.model is not None
+    return c.model, result_of(c)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,7 +153,7 @@ class OnnxRun:
 
 
 def execute_onnx(path: PathLike, inputs: Mapping[str, Any], *, fused: bool = True,
-                 params: Optional[Mapping[str, int]] = None, device: Any = None) -> OnnxRun:
+                 params: Optional[Mapping[str, int]] = None, device: DeviceSpec = None) -> OnnxRun:
     """Execute a model once on the OpenCL device (``fused``: the program fusion produced, else
     the one-launch-per-node program): outputs and times."""
     path = os.fspath(path)
@@ -147,16 +161,14 @@ def execute_onnx(path: PathLike, inputs: Mapping[str, Any], *, fused: bool = Tru
         model, result = load_and_fuse(path, params, device)
         program = result.fused.program
     else:
-        from polyfuse.runtime.device import device_target
-
-        model = load_onnx_model(path, params=params, target=device_target(device))
+        model = load_onnx_model(path, params=params, target=target_of(device))
         program = model.program
     res = _execute(model, program, inputs, device, profile=True)
     return OnnxRun(_outputs(model, res.buffers), res.wall_time, res.kernel_time, res.launches)
 
 
 def run_onnx(path: PathLike, inputs: Mapping[str, Any], *, fused: bool = True,
-             params: Optional[Mapping[str, int]] = None, device: Any = None
+             params: Optional[Mapping[str, int]] = None, device: DeviceSpec = None
              ) -> dict[str, np.ndarray]:
     """Execute a model on the OpenCL device; outputs by their ONNX names.
 
@@ -223,49 +235,61 @@ def _compare(outputs: Mapping[str, np.ndarray], ref: Mapping[str, np.ndarray], l
         skipped=tuple(sorted(set(ref) - set(outputs))))
 
 
-def fuse_onnx(path: PathLike, *, verify: bool = False, params: Optional[Mapping[str, int]] = None,
-              device: Any = None, seed: int = 0, tune: bool = False,
-              progress: Any = None) -> FuseResult:
-    """Load, plan, generate and (``verify``) check the fused program twice: its graph outputs
-    against onnxruntime on seeded random inputs, and every compared buffer against the unfused
-    program.  The result's ``verified`` holds both (``references``) and their combined verdict."""
-    path = os.fspath(path)
-    model, result = load_and_fuse(path, params, device, tune, progress)
-    if not verify:
-        return result
+def verify_onnx(c: Compilation) -> Compilation:
+    """The verification pass of an ONNX model: the fused program checked twice, its graph
+    outputs against onnxruntime on seeded random inputs, and every compared buffer against the
+    unfused program.  ``verified`` holds both (``references``) and their combined verdict;
+    ``verification`` the failing check when there is one (what ``FuseResult.ok`` reads)."""
+    if not c.options.verify or c.verified is not None:
+        return c
     from polyfuse.runtime import verify_programs
 
-    if progress is not None:
-        progress("verifying against onnxruntime and the unfused program")
+    assert c.model is not None and c.fused is not None and c.source is not None
+    model, device, seed = c.model, c.options.device, c.options.seed
+    c.say(Stage.VERIFY, "verifying against onnxruntime and the unfused program")
     inputs = random_inputs(model, seed)
-    fused_out = _run(model, result.fused.program, inputs, device, seed)
+    fused_out = _run(model, c.fused.program, inputs, device, seed)
     checks = []
     try:
-        ref = onnxruntime_reference(path, inputs)
+        ref = onnxruntime_reference(c.source, inputs)
     except PolyfuseError as err:
         ort_check: Optional[dict[str, Any]] = {"ok": None, "reason": err.message}
     else:
         ort = _compare(fused_out, ref, "onnxruntime")
         checks.append(ort)
         ort_check = ort.to_dict()
-    unfused = verify_programs(model.program, result.fused.program,
-                              buffers=list(result.fused.compared_buffers), device=device,
-                              seed=seed)
+    unfused = verify_programs(model.program, c.fused.program,
+                              buffers=list(c.fused.compared_buffers), device=device, seed=seed)
     checks.append(unfused)
     verified = {
-        "ok": all(c.ok for c in checks),
-        "reference": " + ".join(c.reference for c in checks),
-        "max_abs_err": max(c.max_abs_err for c in checks),
-        "max_rel_err": max(c.max_rel_err for c in checks),
+        "ok": all(ch.ok for ch in checks),
+        "reference": " + ".join(ch.reference for ch in checks),
+        "max_abs_err": max(ch.max_abs_err for ch in checks),
+        "max_rel_err": max(ch.max_rel_err for ch in checks),
         "rtol": RTOL,
         "atol": ATOL,
         "references": {"onnxruntime": ort_check, "unfused": unfused.to_dict()},
         "device": device_name(device),
     }
-    # FuseResult.ok reads ``verification``: keep the failing check when there is one
-    worst = next((c for c in checks if not c.ok), unfused)
-    return dataclasses.replace(result, verified=verified, verification=worst)
+    worst = next((ch for ch in checks if not ch.ok), unfused)
+    return c.replace(verified=verified, verification=worst)
 
 
-__all__ = ["ATOL", "RTOL", "OnnxRun", "execute_onnx", "fuse_onnx", "load_and_fuse",
+#: :data:`polyfuse.pipeline.PASSES` with the ONNX model's verification
+ONNX_PASSES: tuple[Pass, ...] = tuple(verify_onnx if p is verify else p for p in PASSES)
+
+
+def fuse_onnx(path: PathLike, *, verify: bool = False, params: Optional[Mapping[str, int]] = None,
+              device: DeviceSpec = None, seed: int = 0, tune: bool = False,
+              progress: Optional[Progress] = None) -> FuseResult:
+    """Load, plan, generate and (``verify``) check the fused program (:func:`verify_onnx`)."""
+    c = compile_onnx(os.fspath(path), params, device, tune, progress)
+    if verify:
+        c = verify_onnx(c.replace(options=dataclasses.replace(c.options, verify=True, seed=seed),
+                                  progress=progress))
+    return result_of(c)
+
+
+__all__ = ["ATOL", "ONNX_PASSES", "RTOL", "OnnxRun", "compile_onnx", "execute_onnx", "fuse_onnx",
+           "load_and_fuse", "verify_onnx",
            "onnxruntime_reference", "random_inputs", "run_onnx"]

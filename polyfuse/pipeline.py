@@ -24,25 +24,43 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
-from polyfuse.codegen import FusedProgram, generate
-from polyfuse.fusion import FusionPlan, plan_fusion, plan_to_json, plan_to_text, size_json
-from polyfuse.fusion.certify import certify
+from polyfuse.codegen import FusedProgram
+from polyfuse.compilation import (
+    Compilation,
+    Options,
+    Pass,
+    Progress,
+    Stage,
+    build,
+    build_uar,
+    certify,
+    check_budget,
+    generate,
+    load,
+    plan,
+    run_passes,
+    stage_progress,
+    time_runs,
+    verify,
+)
+from polyfuse.compilation import device_name as compilation_device_name
+from polyfuse.fusion import FusionPlan, plan_to_json, plan_to_text, size_json
 from polyfuse.mathtext import readable
 from polyfuse.program import REFERENCE_TARGET, PolyfuseError, Program, Target
-from polyfuse.uar import UAR, build_uar
+from polyfuse.uar import UAR
+from polyfuse.uar import build_uar as uar_of
 
 if TYPE_CHECKING:  # imported where they run (they load pyopencl)
     from polyfuse.coarsen_tune import CoarsenReport
+    from polyfuse.runtime.device import DeviceSpec
     from polyfuse.runtime.verify import Verification
     from polyfuse.tune import TuneResult
-
-Progress = Optional[Callable[[str], None]]
-
 
 @dataclass(frozen=True)
 class FuseResult:
@@ -64,6 +82,8 @@ class FuseResult:
     #: thread/block coarsening of the fused kernels (``fuse --tune``), a
     #: polyfuse.coarsen_tune.CoarsenReport; written as coarsened.cl + coarsening.json
     coarsening: Optional[CoarsenReport] = None
+    #: the compilation record the result was read from (target, options, timings)
+    compilation: Optional[Compilation] = field(default=None, compare=False, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -113,7 +133,7 @@ def size_buffers(program: Program, params: Optional[dict[str, int]] = None,
     if not unsized:
         return program
     params = dict(params or {})
-    uar = uar or build_uar(program)
+    uar = uar or uar_of(program)
     missing = [p for p in uar.params if p not in params]
     if missing:
         raise PolyfuseError(
@@ -148,116 +168,117 @@ def size_buffers(program: Program, params: Optional[dict[str, int]] = None,
 
 def fuse_program(program: Program, *, params: Optional[dict[str, int]] = None,
                  orchestration: str = "auto", verify: bool = False, tune: bool = False,
-                 device: Any = None, build: bool = True, progress: Progress = None,
+                 device: DeviceSpec = None, target: Optional[Target] = None,
+                 build: bool = True, progress: Optional[Progress] = None,
                  coarsen: Optional[bool] = None) -> FuseResult:
-    """Plan, generate and optionally verify (fused vs unfused on random inputs) or autotune.
+    """Plan, generate and optionally verify (fused vs unfused on random inputs) or autotune:
+    :data:`PASSES` over a :class:`~polyfuse.compilation.Compilation` of ``program``.
 
-    With ``tune`` (or ``coarsen=True``) the fused kernels are then coarsened, factors chosen by
-    timing (:func:`polyfuse.coarsen_tune.tune_coarsening`): fuse first, then coarsen.
+    Planning and code generation read the limits of ``target`` (default: the device's when
+    the fused program is built on ``device``, else the reference target).  With ``tune`` (or
+    ``coarsen=True``) the fused kernels are then coarsened, factors chosen by timing
+    (:func:`polyfuse.coarsen_tune.tune_coarsening`): fuse first, then coarsen.  ``progress``
+    receives :class:`~polyfuse.compilation.Event` records (``str(event)`` is the message).
     """
+    if device is False:  # the old spelling of "no device"
+        warnings.warn("fuse_program(device=False) is deprecated: give target=REFERENCE_TARGET "
+                      "(or build=False)", DeprecationWarning, stacklevel=2)
+        device, target = None, target or REFERENCE_TARGET
+    options = Options(params=dict(params or {}), orchestration=orchestration, build=build,
+                      tune=tune, coarsen=tune if coarsen is None else coarsen, verify=verify,
+                      device=device)
+    return result_of(compile_program(Compilation(
+        target=target or target_of(device, build), options=options, program=program,
+        progress=progress)))
+
+
+def compile_program(compilation: Compilation, passes: tuple[Pass, ...] = ()) -> Compilation:
+    """``compilation`` through ``passes`` (default :data:`PASSES`)."""
     from polyfuse.c.cpp import RECURSION_LIMIT, recursion_limit
 
     with recursion_limit(RECURSION_LIMIT):  # kernels' syntax trees are copied and walked
-        return _fuse_program(program, params=params, orchestration=orchestration,
-                             verify=verify, tune=tune, device=device, build=build,
-                             progress=progress, coarsen=coarsen)
+        return run_passes(compilation, passes or PASSES)
 
 
-def _fuse_program(program: Program, *, params: Optional[dict[str, int]], orchestration: str,
-                  verify: bool, tune: bool, device: Any, build: bool, progress: Progress,
-                  coarsen: Optional[bool]) -> FuseResult:
-    say = progress or (lambda _msg: None)
-    too_big: dict[str, int] = {}  # given sizes beyond the run budget, verified scaled down
-    if verify:
-        from polyfuse.runtime.budget import check_run_budget
-
-        try:
-            check_run_budget(program, params, runs=2, what="verification")  # before planning
-        except PolyfuseError as err:
-            # the plan and the fused code are made for symbolic sizes: when the values beyond
-            # the budget are parameters, a small instance verifies the same code
-            too_big = {k: v for k, v in (params or {}).items() if k in program.params}
-            if not too_big:
-                raise
-            say(f"note: {err.message}; verifying a small instance instead")
-    say("building the UAR")
-    uar = build_uar(program)
-    tuning = None
-    if tune:
-        from polyfuse.tune import autotune
-
-        say("autotuning orchestration variants")
-        tuning = autotune(program, params=params, device=device, progress=progress,
-                          variants=TUNE_VARIANTS, uar=uar)
-        plan, fused = tuning.plan, tuning.fused
-    else:
-        say("planning fusion")
-        target = _target(device, build)
-        plan = plan_fusion(uar, orchestration=orchestration, target=target)
-        say("planning: certifying every fused group (isl checks)")
-        plan = certify(plan)
-        say(f"generating {len(plan.groups)} fused kernel(s)")
-        if build:
-            from polyfuse.runtime.build import build_fused
-
-            fused = generate(plan, target=target)
-            build_fused(fused, device)
-        else:
-            fused = generate(plan)
-    coarsening = None
-    if coarsen if coarsen is not None else tune:
-        from polyfuse.coarsen_tune import fused_candidates, tune_coarsening
-
-        say("coarsening the fused kernels (factors chosen by timing)")
-        try:
-            coarsening = tune_coarsening(fused.program, params=params, device=device,
-                                         factors=fused_candidates, progress=progress,
-                                         time_whole=False)
-        except PolyfuseError as err:
-            say(f"coarsening not applied: {err}")
-    verification = verified = None
-    if verify:
-        from polyfuse.runtime import verify_programs
-        from polyfuse.runtime.budget import small_instance
-
-        # symbolic sizes: the plan and the fused code hold for every value, so a small
-        # instance of the same fused code is verified (the values are in the report)
-        kept = {k: v for k, v in (params or {}).items() if k not in too_big}
-        instance = small_instance(program, kept) if program.launches else {}
-        at = dict(kept, **instance)
-        say("verifying fused against unfused on random inputs" + (
-            " at " + ", ".join(f"{k}={v}" for k, v in instance.items()) if instance else ""))
-        verification = verify_programs(program, fused.program, params=at,
-                                       buffers=list(fused.compared_buffers), device=device)
-        verified = dict(verification.to_dict(), device=device_name(device))
-        racing = [r.describe() for r in uar.instantiation.races]
-        if racing:
-            verified["races"] = racing
-        if instance:
-            verified["instance"] = instance
-        if too_big:
-            verified["instead_of"] = too_big
-    return FuseResult(program=program, uar=uar, plan=plan, fused=fused,
-                      verification=verification, verified=verified, tuning=tuning,
-                      coarsening=coarsening)
+def result_of(c: Compilation) -> FuseResult:
+    """The :class:`FuseResult` of a compilation that ran through generation."""
+    assert c.program is not None and c.uar is not None and c.plan is not None \
+        and c.fused is not None
+    return FuseResult(program=c.program, uar=c.uar, plan=c.plan, fused=c.fused,
+                      verification=c.verification, verified=c.verified,
+                      tuning=cast(Optional["TuneResult"], c.tuning),
+                      source_nodes=None if c.model is None else dict(c.model.nodes),
+                      coarsening=cast(Optional["CoarsenReport"], c.coarsening), compilation=c)
 
 
-def device_name(device: Any) -> str:
-    """The device a run used, as ``plan.json``'s ``verified.device`` names it (which one the
-    default rule picked is otherwise invisible in the results)."""
-    from polyfuse.runtime.device import device_limits
-
-    lim = device_limits(device)
-    return f"{lim.name} ({lim.platform})"
-
-
-def _target(device: Any, build: bool) -> Target:
-    """The device's limits for planning (the reference target when no device is used)."""
-    if build is False or device is False:
+def target_of(device: DeviceSpec, build: bool = True) -> Target:
+    """The device's limits for planning (the reference target when nothing is built): the one
+    place an application turns its device into a :class:`~polyfuse.program.Target`."""
+    if not build:
         return REFERENCE_TARGET
     from polyfuse.runtime.device import device_target
 
     return device_target(device)
+
+
+def tune(c: Compilation) -> Compilation:
+    """The tuning pass: with ``options.tune``, the orchestration chosen by timing
+    (:func:`polyfuse.tune.autotune`); it plans, certifies, generates and builds each variant
+    with the passes of :mod:`polyfuse.compilation`, so the record comes back built."""
+    if not c.options.tune or c.tuning is not None:
+        return c
+    from polyfuse.tune import autotune
+
+    c.say(Stage.TUNE, "autotuning orchestration variants")
+    assert c.program is not None
+    tuning = autotune(c.program, params=c.params, device=c.options.device,
+                      progress=stage_progress(c.progress, Stage.TUNE), variants=TUNE_VARIANTS,
+                      uar=c.uar, target=c.target)
+    return c.replace(tuning=tuning, plan=tuning.plan, certified=True, fused=tuning.fused,
+                     built=True)
+
+
+def coarsen(c: Compilation) -> Compilation:
+    """The coarsening pass: with ``options.coarsen``, thread/block coarsening of the fused
+    kernels, factors chosen by timing (once; ``fused.cl`` stays uncoarsened)."""
+    if not c.options.coarsen or c.coarsening is not None:
+        return c
+    from polyfuse.coarsen_tune import fused_candidates, tune_coarsening
+
+    assert c.fused is not None
+    c.say(Stage.COARSEN, "coarsening the fused kernels (factors chosen by timing)")
+    try:
+        coarsening = tune_coarsening(c.fused.program, params=c.params, device=c.options.device,
+                                     factors=fused_candidates,
+                                     progress=stage_progress(c.progress, Stage.COARSEN),
+                                     time_whole=False)
+    except PolyfuseError as err:
+        c.say(Stage.COARSEN, f"coarsening not applied: {err}")
+        return c
+    return c.replace(coarsening=coarsening)
+
+
+def write(c: Compilation) -> Compilation:
+    """The write pass: with ``options.out``, the output files (:func:`write_outputs`)."""
+    if c.options.out is None or c.written is not None:
+        return c
+    c.say(Stage.WRITE, f"writing {c.options.out}")
+    paths = write_outputs(result_of(c), c.options.out,
+                          host_include_dirs=c.options.host_include_dirs,
+                          host_defines=dict(c.options.host_defines))
+    return c.replace(written=paths)
+
+
+#: The passes every application runs, in order; each fills in its stage when the options ask
+#: for it (ONNX verification swaps :func:`~polyfuse.compilation.verify` for
+#: :func:`polyfuse.onnx_run.verify_onnx`).
+PASSES: tuple[Pass, ...] = (load, check_budget, build_uar, tune, plan, certify, generate, build,
+                            coarsen, verify, write, time_runs)
+
+
+def device_name(device: DeviceSpec) -> str:
+    """The device a run used (:func:`polyfuse.compilation.device_name`)."""
+    return compilation_device_name(device)
 
 
 #: orchestration variants ``fuse --tune`` times (heterogeneous horizontal fusion only wins

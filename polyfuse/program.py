@@ -26,7 +26,7 @@ Conventions (relied on by every stage):
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional, Union
 
 import islpy as isl
@@ -79,6 +79,33 @@ class UnsupportedError(PolyfuseError):
 
 
 @dataclass(frozen=True)
+class KernelVariant:
+    """How the ONNX operator kernels (:mod:`polyfuse.oplib`) are laid out.
+
+    ``tiled`` is what planning and the checked-in schedules use (one output per work-item, wide
+    work-groups: fuses best); ``blocked`` fits CPU-like devices (register-blocked matrix
+    products, few-lane row reductions).  :class:`polyfuse.InferenceSession` measures both.  It
+    travels in the :class:`Target` the front-end is given, so nothing global steers the kernels.
+    """
+
+    name: str = "tiled"
+    #: the matrix-product kernel MatMul and Gemm get: ``"tiled"`` (``__local`` tiles, one
+    #: output per work-item) or ``"blocked"`` (a block of outputs per work-item in registers)
+    product_form: str = "tiled"
+    #: upper bound on the lanes of a row reduction (few on devices that loop over a work-group)
+    reduction_lanes: int = 128
+    #: columns per work-item of the blocked product (a device's: two native float vectors)
+    block_cols: int = 16
+
+
+#: the kernel variants by name (:meth:`Target.with_variant`)
+KERNEL_VARIANTS: dict[str, KernelVariant] = {
+    "tiled": KernelVariant(),
+    "blocked": KernelVariant(name="blocked", product_form="blocked", reduction_lanes=8),
+}
+
+
+@dataclass(frozen=True)
 class Target:
     """What planning and code generation need to know of a device, without the device.
 
@@ -98,6 +125,16 @@ class Target:
     preferred_vector_width: int = 1
     extensions: frozenset[str] = frozenset()
     is_cpu: bool = False
+    #: the layout of generated operator kernels (ONNX front-end)
+    kernel: KernelVariant = KernelVariant()
+
+    def with_variant(self, name: str) -> Target:
+        """This target generating kernels of variant ``name`` (:data:`KERNEL_VARIANTS`); the
+        device's block width is kept."""
+        if name not in KERNEL_VARIANTS:
+            raise ValueError(f"unknown kernel variant {name!r}; known: {sorted(KERNEL_VARIANTS)}")
+        return replace(self, kernel=replace(KERNEL_VARIANTS[name],
+                                            block_cols=self.kernel.block_cols))
 
     @property
     def simd_width(self) -> Optional[int]:

@@ -120,14 +120,12 @@ class InferenceSession:
                 return
             from polyfuse.frontend.onnx import load_onnx_model
             from polyfuse.onnx_run import load_and_fuse
-            from polyfuse.oplib import kernel_variant
 
             if fused:
                 model, result = load_and_fuse(path, params, device, tune, form=_form)
             else:
-                with kernel_variant(_form):
-                    model, result = load_onnx_model(path, params=params,
-                                                    target=device_target(device)), None
+                model, result = load_onnx_model(
+                    path, params=params, target=device_target(device).with_variant(_form)), None
             program = model.program
         else:
             if isinstance(path_or_program, OnnxModel):
@@ -247,7 +245,6 @@ class InferenceSession:
         """The plan and program of a session set up from the cache, made again (fusion)."""
         from polyfuse.frontend.onnx import load_onnx_model
         from polyfuse.onnx_run import load_and_fuse
-        from polyfuse.oplib import kernel_variant
 
         assert self._origin is not None
         path, params, fused, device, tune, form = self._origin
@@ -255,9 +252,8 @@ class InferenceSession:
             _model, result = load_and_fuse(path, params, device, tune, form=form)
             self._plan, self._program = result.plan, result.fused.program
         else:
-            with kernel_variant(form):
-                self._program = load_onnx_model(path, params=params,
-                                                target=device_target(device)).program
+            self._program = load_onnx_model(
+                path, params=params, target=device_target(device).with_variant(form)).program
         self._origin = None
 
     @property
@@ -473,7 +469,7 @@ def _cached_form(path: str, params: Mapping[str, int], fused: bool, tune: bool,
 
 def _choose_form(path: str, params: Mapping[str, int], fused: bool, device: DeviceSpec,
                  tune: bool, cache: bool) -> InferenceSession:
-    """The session of the kernel variant (:func:`polyfuse.oplib.kernel_variant`) that runs
+    """The session of the kernel variant (:data:`polyfuse.program.KERNEL_VARIANTS`) that runs
     this model fastest on this device, by measurement; with ``cache``, the choice and the
     winning session are kept in the disk cache.
 

@@ -42,12 +42,11 @@ from typing import Any, Optional
 import pyopencl as cl
 import sympy
 
-from polyfuse.codegen import FusedProgram, generate
-from polyfuse.fusion import plan_fusion
-from polyfuse.fusion.certify import certify
+from polyfuse import compilation as passes
+from polyfuse.codegen import FusedProgram
+from polyfuse.compilation import Compilation, Options, run_passes
 from polyfuse.fusion.plan import FusionPlan
-from polyfuse.program import PolyfuseError, Program
-from polyfuse.runtime.build import build_fused
+from polyfuse.program import PolyfuseError, Program, Target
 from polyfuse.runtime.device import DeviceSpec, device_key, device_target, get_context
 from polyfuse.runtime.execute import (
     ProgramTiming,
@@ -351,6 +350,7 @@ def autotune(
     queue: Optional[cl.CommandQueue] = None,
     prune_factor: Optional[float] = 3.0,
     uar: Optional[UAR] = None,
+    target: Optional[Target] = None,
 ) -> TuneResult:
     """Choose the fastest verified orchestration variant of ``program`` (module docstring).
 
@@ -363,8 +363,9 @@ def autotune(
     (:mod:`polyfuse.perf.model`) predicts to be more than that many times slower than the best
     prediction are not timed; the factor is wide because the model is coarse on CPUs (see
     ``analysis/model_accuracy.py``), and a model that cannot predict prunes nothing.  ``uar`` is
-    the program's UAR when the caller has built it already.  Raises :class:`TuneError` when no
-    variant verifies.
+    the program's UAR when the caller has built it already, ``target`` the limits planning
+    reads (default: the queue's device's).  Raises :class:`TuneError` when no variant
+    verifies.
     """
     if not variants:
         raise ValueError("autotune needs at least one variant")
@@ -380,7 +381,8 @@ def autotune(
     if queue is None:
         queue = cl.CommandQueue(ctx, ctx.devices[0],
                                 properties=cl.command_queue_properties.PROFILING_ENABLE)
-    tuner = _Tuner(program, dict(params or {}), ctx, queue, progress or (lambda _msg: None), uar)
+    tuner = _Tuner(program, dict(params or {}), ctx, queue, progress or (lambda _msg: None), uar,
+                   target)
     cdir = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     cpath = _cache_file(cdir, tuner.dkey, tuner.phash)
     ekey = _entry_key(variants, metric)
@@ -418,7 +420,8 @@ class _Tuner:
     """One program on one queue: plans, builds, verifies and times its variants."""
 
     def __init__(self, program: Program, params: dict[str, int], ctx: cl.Context,
-                 queue: cl.CommandQueue, say: Progress, uar: Optional[UAR]):
+                 queue: cl.CommandQueue, say: Progress, uar: Optional[UAR],
+                 target: Optional[Target]):
         self.program, self.params, self.ctx, self.queue, self.say = (program, params, ctx,
                                                                      queue, say)
         self.dev = ctx.devices[0]
@@ -431,15 +434,33 @@ class _Tuner:
             say(f"{self.name}: UAR built ({len(program.launches)} launches, "
                 f"{time.perf_counter() - t0:.2f}s)")
         self.uar = uar
-        self.target = device_target(self.dev)
+        self.target = target or device_target(self.dev)
+        #: the compilation every variant starts from (the passes fill in the rest)
+        self.base = Compilation(target=self.target, program=program, uar=uar,
+                                options=Options(params=params, device=self.dev))
 
     def plan(self, variant: str) -> FusionPlan:
-        return certify(plan_fusion(self.uar, orchestration=variant, target=self.target))
+        """The certified plan of ``variant`` (the plan and certify passes)."""
+        base = self.base.replace(options=dataclasses.replace(self.base.options,
+                                                             orchestration=variant))
+        c = run_passes(base, (passes.plan, passes.certify))
+        assert c.plan is not None
+        return c.plan
+
+    def unbuilt(self, plan: FusionPlan) -> FusedProgram:
+        """Fused code for ``plan`` (the generate pass)."""
+        fused = passes.generate(self.base.replace(plan=plan, certified=True)).fused
+        assert fused is not None
+        return fused
+
+    def build(self, fused: FusedProgram) -> None:
+        """``fused`` built on the device (the build pass: a kernel that does not build fails)."""
+        passes.build(self.base.replace(fused=fused))
 
     def generate(self, plan: FusionPlan) -> FusedProgram:
-        """Fused code for ``plan``, built on the device (a kernel that does not build fails)."""
-        fused = generate(plan, target=self.target)
-        build_fused(fused, self.dev)
+        """Fused code for ``plan``, built on the device."""
+        fused = self.unbuilt(plan)
+        self.build(fused)
         return fused
 
     def verify(self, fused: FusedProgram) -> tuple[bool, Optional[str], Optional[float],
@@ -498,7 +519,7 @@ class _Tuner:
                 continue
             first_with[sig] = variant
             try:
-                generated[variant] = generate(plan, target=self.target)
+                generated[variant] = self.unbuilt(plan)
             except Exception as err:  # a generation failure discards the variant
                 self.say(f"{self.name}: {variant}: code generation failed: {_short(err)}")
                 rows[variant] = VariantResult(variant, error=f"codegen failed: {_short(err)}")
@@ -526,7 +547,7 @@ class _Tuner:
     def _checked(self, variant: str, fused: FusedProgram
                  ) -> tuple[VariantResult, Optional[FusedProgram]]:
         try:
-            build_fused(fused, self.dev)
+            self.build(fused)
         except Exception as err:  # a generation failure discards the variant
             self.say(f"{self.name}: {variant}: code generation failed: {_short(err)}")
             return VariantResult(variant, error=f"codegen failed: {_short(err)}"), None

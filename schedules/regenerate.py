@@ -48,7 +48,7 @@ def plan_text(example: Path) -> str:
     else:
         program = polyfuse.load_opencl(str(example / "kernels.cl"),
                                        host=str(example / "host.c"))
-    result = fuse_program(program, build=False, device=False)
+    result = fuse_program(program, build=False)
     text = plan_to_text(plan_json(result.fused))
     return text.replace(str(ROOT) + "/", "")
 

@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 
 import polyfuse
+from polyfuse import compilation as passes
 from polyfuse import tune as at
 from polyfuse.codegen import FusedProgram
+from polyfuse.compilation import Compilation
 from polyfuse.program import Launch
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -93,14 +95,14 @@ def _make_variants_distinct(monkeypatch: pytest.MonkeyPatch) -> dict[int, str]:
     """Record which variant produced each plan, and keep every plan distinct for the tuner
     (the planner may give identical plans, which would hide the variant under test)."""
     made: dict[int, str] = {}
-    real_plan = at.plan_fusion
+    real_plan = passes.plan
 
-    def plan(uar: Any, *, orchestration: str = "auto", **kw: Any) -> Any:
-        p = real_plan(uar, orchestration=orchestration, **kw)
-        made[id(p)] = orchestration
-        return p
+    def plan(c: Compilation) -> Compilation:
+        out = real_plan(c)
+        made[id(out.plan)] = c.options.orchestration
+        return out
 
-    monkeypatch.setattr(at, "plan_fusion", plan)
+    monkeypatch.setattr(passes, "plan", plan)
     monkeypatch.setattr(at, "plan_signature", lambda p: f"{made.get(id(p))}-{id(p)}")
     return made
 
@@ -117,13 +119,13 @@ def test_variant_failing_verification_is_never_chosen(bad: str, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch,
                                                       timing_calls: list[str]) -> None:
     made = _make_variants_distinct(monkeypatch)
-    real_generate = at.generate
+    real_generate = passes.generate
 
-    def generate(plan: Any, **kw: Any) -> FusedProgram:
-        fused = real_generate(plan, **kw)
-        return _corrupt(fused) if made.get(id(plan)) == bad else fused
+    def generate(c: Compilation) -> Compilation:
+        out = real_generate(c)
+        return out.replace(fused=_corrupt(out.fused)) if made.get(id(c.plan)) == bad else out
 
-    monkeypatch.setattr(at, "generate", generate)
+    monkeypatch.setattr(passes, "generate", generate)
     res = at.autotune(load("qkv"), repeat=1, cache_dir=tmp_path)
     good = "horizontal" if bad == "vertical" else "vertical"
     rows = {r.variant: r for r in res.table}
@@ -135,8 +137,13 @@ def test_variant_failing_verification_is_never_chosen(bad: str, tmp_path: Path,
 
 
 def test_all_variants_failing_raises(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    real_generate = at.generate
-    monkeypatch.setattr(at, "generate", lambda plan, **kw: _corrupt(real_generate(plan, **kw)))
+    real_generate = passes.generate
+
+    def generate(c: Compilation) -> Compilation:
+        out = real_generate(c)
+        return out.replace(fused=_corrupt(out.fused))
+
+    monkeypatch.setattr(passes, "generate", generate)
     with pytest.raises(at.TuneError) as info:
         at.autotune(load("qkv"), repeat=1, cache_dir=tmp_path)
     assert info.value.table and all(not r.verified for r in info.value.table)

@@ -11,6 +11,7 @@ rational Erf/Tanh those chains use (polyfuse/oplib/fastmath.py) against the exac
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,8 @@ import polyfuse  # noqa: E402
 from polyfuse.frontend.onnx import load_onnx_model  # noqa: E402
 from polyfuse.fusion import check_plan  # noqa: E402
 from polyfuse.onnx_run import ATOL, RTOL, load_and_fuse, onnxruntime_reference, random_inputs  # noqa: E402
-from polyfuse.oplib import kernel_variant, linalg, op_kernel  # noqa: E402
+from polyfuse.oplib import linalg, op_kernel  # noqa: E402
+from polyfuse.program import KERNEL_VARIANTS, REFERENCE_TARGET  # noqa: E402
 from polyfuse.runtime.oplib_run import run_op  # noqa: E402
 from polyfuse.testing.bruteforce import width_mismatches  # noqa: E402
 from polyfuse.uar import build_uar  # noqa: E402
@@ -72,8 +74,7 @@ def test_widths_equal_the_bruteforce_oracle(tmp_path: Path) -> None:
     """Small shapes: every UAR edge has the oracle's width, and the product's consumers are
     thread-width (fusable with no barrier)."""
     path = _attention_head(tmp_path, batch=2, seq=4, hidden=8, heads=2)
-    with kernel_variant("blocked"):
-        model = load_onnx_model(str(path))
+    model = load_onnx_model(str(path), target=REFERENCE_TARGET.with_variant("blocked"))
     program = model.program
     # every node runs on the product's grid (one work-item per 4 x 8 block)
     assert {tuple(op.global_size) for op in program.launches} == {(1, 2)}
@@ -134,12 +135,8 @@ def test_block_columns_follow_the_device_vector_width() -> None:
     rng = np.random.default_rng(0)
     a = rng.random((2, 8, 24), dtype=np.float32)
     b = rng.random((24, 32), dtype=np.float32)
-    token = linalg.block_cols.set(linalg.block_cols_for(4))
-    try:
-        with kernel_variant("blocked"):
-            opk = op_kernel("MatMul", {}, [a.shape, b.shape], [(2, 8, 32)], name="mm")
-    finally:
-        linalg.block_cols.reset(token)
+    variant = replace(KERNEL_VARIANTS["blocked"], block_cols=linalg.block_cols_for(4))
+    opk = op_kernel("MatMul", {}, [a.shape, b.shape], [(2, 8, 32)], name="mm", variant=variant)
     assert opk.block is not None and (opk.block.rows, opk.block.cols) == (4, 8)
     (y,) = run_op(opk, [a, b], [(2, 8, 32)])
     np.testing.assert_allclose(y, a @ b, rtol=1e-5, atol=1e-5)

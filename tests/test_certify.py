@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import polyfuse
-import polyfuse.pipeline as pipeline
+import polyfuse.fusion
 from polyfuse.fusion import FusionPlan, check_plan, plan_fusion
 from polyfuse.fusion.certify import REFUSED, certify
 from polyfuse.pipeline import fuse_program, write_outputs
@@ -99,7 +99,7 @@ def test_the_pipeline_refuses_the_forged_group_and_still_verifies(monkeypatch, t
     """Through fuse_program (what ``polyfuse fuse`` runs): the forged plan is certified, split,
     generated and verified against the unfused program; plan.json and report.md say why."""
     program = _program("group_neighbor")
-    monkeypatch.setattr(pipeline, "plan_fusion",
+    monkeypatch.setattr(polyfuse.fusion, "plan_fusion",  # what the plan pass calls
                         lambda uar, **kw: _without_barrier(plan_fusion(uar, **kw)))
     result = fuse_program(program, verify=True)
     assert result.ok, result.verification.summary()

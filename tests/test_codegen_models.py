@@ -125,7 +125,7 @@ def test_models_equal_print_and_parse(name: str, encoder2: Path,
         return real_extract(*args, **kw)
 
     monkeypatch.setattr(opencl, "extract_kernel", counting)
-    result = fuse_program(program, build=False, device=False)
+    result = fuse_program(program, build=False)
     shared_count = len(extracted)
     fused = result.fused
     # the oracle: the printed source parsed whole, as codegen did before
@@ -143,7 +143,7 @@ def test_models_equal_print_and_parse(name: str, encoder2: Path,
     # generation with nothing shared: byte-identical source, plan and models
     _unshared(monkeypatch)
     extracted.clear()
-    again = fuse_program(program, build=False, device=False)
+    again = fuse_program(program, build=False)
     assert again.fused.source == fused.source
     assert plan_to_text(plan_json(again.fused)) == plan_to_text(plan_json(fused))
     assert again.fused.dropped_buffers == fused.dropped_buffers

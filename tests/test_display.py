@@ -288,7 +288,7 @@ def test_drawings_save_as_svg_and_dot(tmp_path: Path):
     assert dot.startswith("digraph ") and dot.rstrip().endswith("}")
     assert (tmp_path / "uar.dot").read_text(encoding="utf-8") == dot
     assert 'xlabel="Q RAW"' in dot and "->" in dot
-    result = fuse_program(program, build=False, device=False)
+    result = fuse_program(program, build=False)
     kernel = result.fused.groups[0].kernel
     plan_svg = result.to_svg(tmp_path / "plan.svg")
     frames = [g.find(f"{SVG}text").text for g in ET.fromstring(plan_svg).iter(f"{SVG}g")

@@ -16,7 +16,7 @@ onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from polyfuse.frontend.onnx import load_onnx  # noqa: E402
-from polyfuse.oplib import kernel_variant  # noqa: E402
+from polyfuse.program import REFERENCE_TARGET  # noqa: E402
 from polyfuse.testing.bruteforce import width_mismatches  # noqa: E402
 from polyfuse.uar import build_uar  # noqa: E402
 from polyfuse.uar.graph import APPROXIMATE_REASON, UAR  # noqa: E402
@@ -77,8 +77,7 @@ def test_conv_block_uar_in_seconds_and_exact(tmp_path: Path, variant: str, block
     path = tmp_path / "block.onnx"
     model = bottleneck(56) if block == "bottleneck" else conv_block(56, 32, 192, group=192)
     onnx.save(model, str(path))
-    with kernel_variant(variant):
-        program = load_onnx(str(path))
+    program = load_onnx(str(path), target=REFERENCE_TARGET.with_variant(variant))
     t0 = time.perf_counter()
     uar = build_uar(program)
     assert time.perf_counter() - t0 < 10
@@ -102,8 +101,7 @@ def test_conv_block_widths_equal_the_oracle(tmp_path: Path, variant: str, hw: in
                                              narrow: int, group: int, stride: int) -> None:
     path = tmp_path / "block.onnx"
     onnx.save(conv_block(hw, wide, narrow, group, stride, residual=stride == 1), str(path))
-    with kernel_variant(variant):
-        program = load_onnx(str(path))
+    program = load_onnx(str(path), target=REFERENCE_TARGET.with_variant(variant))
     uar = build_uar(program)
     assert _approximate(uar) == []
     assert width_mismatches(program, uar) == []
@@ -119,8 +117,7 @@ def test_conv_block_walk_equals_isl_dataflow(tmp_path: Path, variant: str,
 
     path = tmp_path / "block.onnx"
     onnx.save(conv_block(8, 16, 8), str(path))
-    with kernel_variant(variant):
-        program = load_onnx(str(path))
+    program = load_onnx(str(path), target=REFERENCE_TARGET.with_variant(variant))
     inst = instantiate(program)
     sched = deps.host_schedule(inst)
     found = {}

@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("code generation", {"codegen"}),
     ("the device: build, run, time, verify", {"runtime"}),
     ("performance: counts, model, measurements", {"perf"}),
+    ("the compilation record and its passes", {"compilation"}),
     ("tuning by measurement", {"tune", "coarsen_tune"}),
     ("the pipeline", {"pipeline"}),
     ("applications", {"onnx_run", "session", "batch", "autopar", "testing", "cli", "builder",
@@ -149,3 +150,82 @@ def test_the_core_loads_no_opencl(module: str):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=PACKAGE.parent)
     assert out.stdout.strip() == "False", out
+
+
+#: writes to ``os.environ`` inside the package, each a documented necessity: the OpenCL ICD
+#: loader and PoCL read their settings from the environment once, when the first platform is
+#: enumerated, so they can only be said there: ``drivers.py`` registers a driver folder
+#: (``OCL_ICD_VENDORS``, ``polyfuse devices --register``), ``runtime/device.py`` asks PoCL for
+#: its single-threaded device beside the default one (``POCL_DEVICES``, the user's own setting
+#: wins).  No option travels this way.
+ENVIRON_WRITES = {("polyfuse/drivers.py", "OCL_ICD_VENDORS"),
+                  ("polyfuse/runtime/device.py", "POCL_DEVICES")}
+
+
+def _environ_writes(tree: ast.AST) -> list[tuple[int, object]]:
+    """(line, variable) of each statement that assigns, deletes or updates ``os.environ``
+    (``os.environ[k] = v``, ``os.environ.update/setdefault/pop``, ``os.putenv``); the variable
+    is its name when written as a literal, else None."""
+    def key(node: ast.AST) -> object:
+        return node.value if isinstance(node, ast.Constant) else None
+
+    def is_environ(node: ast.AST) -> bool:
+        return isinstance(node, ast.Attribute) and node.attr == "environ" \
+            and isinstance(node.value, ast.Name) and node.value.id == "os"
+
+    lines = []
+    for node in ast.walk(tree):
+        targets: list[ast.AST] = []
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.Delete)):
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) \
+                else [node.target]
+        lines += [(node.lineno, key(t.slice)) for t in targets
+                  if isinstance(t, ast.Subscript) and is_environ(t.value)]
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            f = node.func
+            if (is_environ(f.value) and f.attr in ("update", "setdefault", "pop", "clear",
+                                                   "popitem")) or \
+                    (isinstance(f.value, ast.Name) and f.value.id == "os"
+                     and f.attr in ("putenv", "unsetenv")):
+                lines.append((node.lineno, key(node.args[0]) if node.args else None))
+    return lines
+
+
+def test_no_environment_variable_carries_an_option():
+    """The device and every option travel as arguments and records, never through the
+    environment (``--device`` was once written into ``PYOPENCL_CTX``)."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE.parent).as_posix()
+        found += [f"{rel}:{n} {k}" for n, k in _environ_writes(ast.parse(path.read_text(), rel))
+                  if (rel, k) not in ENVIRON_WRITES]
+    assert not found, found
+    assert _environ_writes(ast.parse("import os\nos.environ['A'] = '1'\nos.environ.pop('B')")
+                           ) == [(2, "A"), (3, "B")]
+
+
+def test_no_context_variable():
+    """Nothing global steers a stage: what a kernel looks like is in the Target it is given
+    (the kernel variant once travelled in ContextVars)."""
+    found = [f"{path.relative_to(PACKAGE.parent)}:{line}" for path in sorted(PACKAGE.rglob("*.py"))
+             for line, name in _imports(path) if name.split(".")[0] == "contextvars"]
+    found += [f"{path.relative_to(PACKAGE.parent)}" for path in sorted(PACKAGE.rglob("*.py"))
+              if "ContextVar(" in path.read_text()]
+    assert not found, found
+
+
+def test_passes_take_and_return_the_record():
+    """Every pass of the pipeline takes the compilation record and returns one, never text:
+    the stages hand each other objects (their annotations say so)."""
+    import typing
+
+    from polyfuse.compilation import Compilation
+    from polyfuse.onnx_run import ONNX_PASSES
+    from polyfuse.pipeline import PASSES
+
+    assert len(PASSES) == len(ONNX_PASSES) >= 10
+    for p in dict.fromkeys(PASSES + ONNX_PASSES):
+        hints = typing.get_type_hints(p)
+        params = [k for k in hints if k != "return"]
+        assert len(params) == 1 and hints[params[0]] is Compilation, p.__qualname__
+        assert hints["return"] is Compilation, p.__qualname__

@@ -52,7 +52,7 @@ def test_report_and_summary_row_print_counts_readable() -> None:
     from polyfuse.pipeline import fuse_program, report_markdown, summary_row
 
     program = polyfuse.load_opencl(str(LSTM2 / "kernels.cl"), host=str(LSTM2 / "host.c"))
-    result = fuse_program(program, build=False, device=False)
+    result = fuse_program(program, build=False)
     row = summary_row("lstm2", result)
     assert row[1] == "4·steps for steps ≥ 1, otherwise 0" and "Piecewise" not in " ".join(row)
     report = report_markdown(result)

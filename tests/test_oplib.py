@@ -7,16 +7,20 @@ limits, negative axes/steps/indices, optional inputs and outputs.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
+import sys
 
 import numpy as np
 import pytest
 
 from polyfuse.frontend.opencl import parse_kernels
-from polyfuse.oplib import SUPPORTED_OPS, OpKernel, linalg, op_kernel
-from polyfuse.program import KernelContext, PolyfuseError, UnsupportedError
+from polyfuse.oplib import SUPPORTED_OPS, OpKernel, op_kernel
+from polyfuse.program import KERNEL_VARIANTS, KernelContext, PolyfuseError, UnsupportedError
 from polyfuse.runtime.oplib_run import KernelBuildError, run_op
+
+_op_kernel = op_kernel
 
 RNG = np.random.default_rng(1234)
 ERF = np.vectorize(math.erf)
@@ -184,11 +188,12 @@ MATMUL_CASES = [
 
 
 @pytest.fixture(params=["tiled", "blocked"])
-def form(request):
-    """Both matrix-product kernels, each checked for values and exact analysability."""
-    token = linalg.product_form.set(request.param)
-    yield request.param
-    linalg.product_form.reset(token)
+def form(request, monkeypatch):
+    """Both matrix-product kernels, each checked for values and exact analysability: every
+    ``op_kernel`` call of the test generates the variant's kernels."""
+    monkeypatch.setattr(sys.modules[__name__], "op_kernel", functools.partial(
+        _op_kernel, variant=KERNEL_VARIANTS[request.param]))
+    return request.param
 
 
 @pytest.mark.parametrize("sa,sb,limits", MATMUL_CASES)

@@ -42,7 +42,14 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from polyfuse.program import REFERENCE_TARGET, PolyfuseError, Program, Target, UnsupportedError
+from polyfuse.program import (
+    REFERENCE_TARGET,
+    KernelVariant,
+    PolyfuseError,
+    Program,
+    Target,
+    UnsupportedError,
+)
 
 #: ONNX default-domain opsets this front-end reads (the oplib implements their semantics).
 #: Opsets 21-23 only widen type constraints (int4/uint4, bfloat16 Conv, float4 Cast) of the
@@ -533,7 +540,8 @@ class _LaunchSpec:
 class _Translator:
     """Walks the (topologically sorted) nodes once, building buffers, host ops and launches."""
 
-    def __init__(self, model: Any, path: str, max_wg: int, local_mem: int, fp16: bool):
+    def __init__(self, model: Any, path: str, max_wg: int, local_mem: int, fp16: bool,
+                 variant: KernelVariant):
         from polyfuse.oplib import op_kernel
 
         #: whether the target has cl_khr_fp16: float16 tensors live in half buffers
@@ -543,6 +551,8 @@ class _Translator:
         self.path = path
         self.max_wg = max_wg
         self.local_mem = local_mem
+        #: the kernel layout the target asks for
+        self.variant = variant
         self.graph = model.graph
         self.opset = max((int(i.version) for i in model.opset_import
                           if i.domain in ("", "ai.onnx")), default=MAX_OPSET)
@@ -1079,7 +1089,7 @@ class _Translator:
             return self.stored_half(spec, self.op_kernel(
                 spec.op, spec.attrs, spec.in_shapes, spec.out_shapes, name=kname,
                 max_work_group_size=self.max_wg, local_mem_size=self.local_mem,
-                whole_rows=whole_rows, row_of_group=row_of_group))
+                whole_rows=whole_rows, row_of_group=row_of_group, variant=self.variant))
         except PolyfuseError as err:
             msg = re.sub(r"^\w+ \(kernel '[^']*'\): ", "", err.message)
             raise type(err)(f"{spec.where}: {msg}", self.path) from None
@@ -1105,10 +1115,8 @@ class _Translator:
         thread-width on one launch shape, which fusion joins.  Only the tiled product form has
         the whole-row layout; a row too wide for it keeps the tiled kernel, and the product's
         node says why."""
-        from polyfuse.oplib import linalg
-
         shape = in_shapes[0] if in_shapes else None
-        if linalg.product_form.get() != "tiled" or not shape:
+        if self.variant.product_form != "tiled" or not shape:
             return
         try:
             axis = int(attrs.get("axis", -1))
@@ -1212,12 +1220,11 @@ class _Translator:
         """The block layout of a register-blocked producer of one of the node's inputs when
         the node has a form covering its blocks (:mod:`polyfuse.oplib.blocked`): then the
         dependence is thread-width and fusion joins the node to its producer."""
-        from polyfuse.oplib import linalg
         from polyfuse.oplib.blocked import covers
 
         if len(out_shapes) != 1 or out_shapes[0] is None:
             return None
-        if linalg.product_form.get() == "tiled":
+        if self.variant.product_form == "tiled":
             # the tiled form's only layouts are whole-row products': the launches between one
             # and its row reduction take its layout when that reduction is generated
             # (whole_rows_for); any other consumer fuses better with tiled producers as is
@@ -1289,30 +1296,22 @@ def load_onnx_model(path: Union[str, os.PathLike], *, params: Optional[Mapping[s
     """Read an ONNX file into an :class:`OnnxModel` (see the module docstring for the rules).
 
     Kernels are tiled for ``target``'s limits (or the explicit ``max_work_group_size`` /
-    ``local_mem_size``), so one model can be specialized for different devices
-    (:func:`polyfuse.runtime.device.device_target` gives a device's).
+    ``local_mem_size``) and laid out as its kernel variant says (``target.kernel``), so one
+    model can be specialized for different devices (the application gives a device's target,
+    :func:`polyfuse.runtime.device.device_target`).
     """
     path = os.fspath(path)
     model = _read_model(path)
     _fix_inputs(model, dict(params or {}), path)
     model = _infer_shapes(model, path)
-    from polyfuse.oplib import linalg
-
-    cols = linalg.block_cols.get()
     if max_work_group_size is None or local_mem_size is None:
         max_work_group_size = max_work_group_size or target.max_work_group_size
         local_mem_size = local_mem_size or target.local_mem_size
-        if target != REFERENCE_TARGET:  # a device's: its vector width
-            cols = linalg.block_cols_for(target.preferred_vector_width)
     tr = _Translator(model, path, int(max_work_group_size), int(local_mem_size),
-                     "cl_khr_fp16" in target.extensions)
+                     "cl_khr_fp16" in target.extensions, target.kernel)
     inputs = tr.graph_inputs()
-    token = linalg.block_cols.set(cols)
-    try:
-        for i, node in enumerate(model.graph.node):
-            tr.node(i, node)
-    finally:
-        linalg.block_cols.reset(token)
+    for i, node in enumerate(model.graph.node):
+        tr.node(i, node)
     outputs = tr.graph_outputs()
     name = _identifier(Path(path).stem, "model")
     program = tr.program(name)

@@ -21,16 +21,16 @@ Conventions:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
 from polyfuse.oplib import elementwise, linalg, movement, pool, reduce
-from polyfuse.oplib._common import REDUCTION_MAX_LANES, Node, OpKernel
-from polyfuse.program import UnsupportedError
+from polyfuse.oplib._common import Node, OpKernel
+from polyfuse.program import KERNEL_VARIANTS as _VARIANTS
+from polyfuse.program import KernelVariant, UnsupportedError
 
-__all__ = ["KERNEL_VARIANTS", "OPERATORS", "OpKernel", "OpSpec", "kernel_variant", "op_kernel",
+__all__ = ["KERNEL_VARIANTS", "OPERATORS", "KernelVariant", "OpKernel", "OpSpec", "op_kernel",
            "SUPPORTED_OPS"]
 
 @dataclass(frozen=True)
@@ -99,28 +99,9 @@ OPERATORS: dict[str, OpSpec] = {
        for op, attrs in movement.COPY_OPS.items()},
 }
 
-#: Kernel variants: ``tiled`` is what planning and the checked-in schedules use (one output per
-#: work-item, wide work-groups: fuses best); ``blocked`` fits CPU-like devices (register-blocked
-#: matrix products, few-lane row reductions).  :class:`polyfuse.InferenceSession` measures both.
-KERNEL_VARIANTS: dict[str, tuple[str, int]] = {
-    "tiled": ("tiled", REDUCTION_MAX_LANES),
-    "blocked": ("blocked", 8),
-}
-
-
-@contextmanager
-def kernel_variant(name: str) -> Iterator[None]:
-    """Generate kernels of variant ``name`` (see :data:`KERNEL_VARIANTS`) inside the block."""
-    if name not in KERNEL_VARIANTS:
-        raise ValueError(f"unknown kernel variant {name!r}; known: {sorted(KERNEL_VARIANTS)}")
-    product, lanes = KERNEL_VARIANTS[name]
-    t1 = linalg.product_form.set(product)
-    t2 = reduce.reduction_lanes.set(lanes)
-    try:
-        yield
-    finally:
-        reduce.reduction_lanes.reset(t2)
-        linalg.product_form.reset(t1)
+#: Kernel variants by name (:class:`~polyfuse.program.KernelVariant`; a target carries one,
+#: :meth:`~polyfuse.program.Target.with_variant`).
+KERNEL_VARIANTS = _VARIANTS
 
 
 #: ONNX operator types :func:`op_kernel` implements.
@@ -138,6 +119,7 @@ def op_kernel(
     local_mem_size: int = 32768,
     whole_rows: bool = False,
     row_of_group: str = "grp",
+    variant: KernelVariant = _VARIANTS["tiled"],
 ) -> OpKernel:
     """The kernel for one ONNX node (opset 13-23 semantics), specialized to its shapes.
 
@@ -145,6 +127,7 @@ def op_kernel(
     tiles are chosen to fit ``max_work_group_size`` and ``local_mem_size`` (bytes).  Raises
     :class:`~polyfuse.program.UnsupportedError` naming the op and attribute for anything outside
     the library, and :class:`~polyfuse.program.PolyfuseError` for inconsistent shapes.
+    ``variant`` is the kernel layout (the target's :class:`~polyfuse.program.KernelVariant`).
 
     ``whole_rows`` (MatMul and Gemm): a row reduction over the output's last axis follows, so
     the tiled product computes each output row in one work-group laid out like that reduction
@@ -159,7 +142,8 @@ def op_kernel(
     if max_work_group_size < 1 or local_mem_size < 4:
         raise UnsupportedError(f"{op_type} (kernel '{name}'): device limits are too small")
     node = Node.of(
-        op_type, attrs, input_shapes, output_shapes, name, max_work_group_size, local_mem_size
+        op_type, attrs, input_shapes, output_shapes, name, max_work_group_size, local_mem_size,
+        variant,
     )
     if whole_rows and op_type in ("MatMul", "Gemm"):
         return (linalg.matmul if op_type == "MatMul" else linalg.gemm)(

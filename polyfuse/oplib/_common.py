@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from polyfuse.program import PolyfuseError, UnsupportedError
+from polyfuse.program import KERNEL_VARIANTS, KernelVariant, PolyfuseError, UnsupportedError
 
 Shape = tuple[int, ...]
 
@@ -24,6 +24,8 @@ Shape = tuple[int, ...]
 ELEMENTWISE_LOCAL_SIZE = 64
 #: Upper bound on the lanes of a work-group reduction (one work-group per reduced row).
 REDUCTION_MAX_LANES = 128
+#: the default kernel layout (one output per work-item: what planning and the schedules use)
+TILED: KernelVariant = KERNEL_VARIANTS["tiled"]
 #: Largest index an ``int`` subscript may reach.
 INT_MAX = 2**31 - 1
 
@@ -102,6 +104,8 @@ class Node:
     name: str
     max_work_group_size: int
     local_mem_size: int
+    #: the kernel layout asked for (the target's, :class:`~polyfuse.program.KernelVariant`)
+    variant: KernelVariant = TILED
 
     @staticmethod
     def of(
@@ -112,6 +116,7 @@ class Node:
         name: str,
         max_work_group_size: int,
         local_mem_size: int,
+        variant: KernelVariant = TILED,
     ) -> Node:
         """The node from caller-supplied values, normalised once for every generator entry."""
         return Node(
@@ -126,6 +131,7 @@ class Node:
             name=name,
             max_work_group_size=int(max_work_group_size),
             local_mem_size=int(local_mem_size),
+            variant=variant,
         )
 
     def where(self) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from contextvars import ContextVar
 from dataclasses import replace
 from typing import Optional
 
@@ -34,12 +33,6 @@ from polyfuse.oplib._common import (
     strides_of,
 )
 from polyfuse.oplib.reduce import lanes_for
-
-#: Which matrix-product kernel MatMul and Gemm get: ``"tiled"`` (one output per work-item,
-#: ``__local`` tiles; fuses with one-element-per-work-item consumers) or ``"blocked"`` (a block
-#: of outputs per work-item in registers; 20-40x faster on CPU devices, but its consumers are
-#: not thread-width).  :class:`polyfuse.InferenceSession` builds both and keeps the faster.
-product_form: ContextVar[str] = ContextVar("polyfuse_product_form", default="tiled")
 
 #: Preferred tile edge of the tiled matrix product.
 TILE = 16
@@ -122,11 +115,6 @@ def _largest_divisor(n: int, cap: int) -> int:
     return d
 
 
-#: Columns per work-item of the blocked product on the device kernels are generated for
-#: (:func:`block_cols_for`; the front-end sets it from the device it queries).
-block_cols: ContextVar[int] = ContextVar("polyfuse_block_cols", default=BLOCK_COLS)
-
-
 def block_cols_for(native_vector_width_float: int) -> int:
     """Columns per work-item for a device whose native float vector has this many lanes: two
     vectors per row of the block (the compiler vectorizes the contiguous columns), between 4
@@ -135,10 +123,11 @@ def block_cols_for(native_vector_width_float: int) -> int:
                                                        BLOCK_COLS)))
 
 
-def block_shape(m: int, n: int) -> tuple[int, int]:
+def block_shape(m: int, n: int, cols: int = BLOCK_COLS) -> tuple[int, int]:
     """Outputs per work-item (rows, columns) of an ``m x n`` product: the largest block up to
-    BLOCK_ROWS x :data:`block_cols` that divides the output, so no edge guards are needed."""
-    return _largest_divisor(m, BLOCK_ROWS), _largest_divisor(n, block_cols.get())
+    BLOCK_ROWS x ``cols`` (the target's :attr:`~polyfuse.program.KernelVariant.block_cols`)
+    that divides the output, so no edge guards are needed."""
+    return _largest_divisor(m, BLOCK_ROWS), _largest_divisor(n, cols)
 
 
 def _at(expr: str, value: str, name: str) -> str:
@@ -170,7 +159,7 @@ def _blocked_product(
     (``row``, ``col``); each ``row``/``col`` becomes ``r0 + i``/``c0 + j``, so every subscript
     stays affine in the ids and the loop iterator.
     """
-    rb, cb = block_shape(m, n)
+    rb, cb = block_shape(m, n, node.variant.block_cols)
     gx, gy = n // cb, m // rb
     lx = _largest_divisor(gx, 16)
     ly = _largest_divisor(gy, max(1, 16 // lx))
@@ -308,14 +297,15 @@ def _product(
     row_store: Optional[Callable[[str], str]] = None,
     row_of_group: str = "grp",
 ) -> OpKernel:
-    """The tiled or blocked product (see :data:`product_form`) from one description: ``a``/``b``
-    give the A/B element at a reduction index variable, ``store`` the write of an accumulator.
+    """The tiled or blocked product (the node's variant's ``product_form``) from one
+    description: ``a``/``b`` give the A/B element at a reduction index variable, ``store``
+    the write of an accumulator.
 
     ``whole_rows`` (a row reduction consumes the output) asks the tiled form for the whole-row
     layout (:func:`_row_product`; ``row_*`` describe A, B and the store with ``row`` the flat
     output row, default ``a``/``b``/``store``; ``row_of_group`` orders the rows); where the row
     does not fit, the tiled kernel says why in its ``note``."""
-    if product_form.get() == "tiled":
+    if node.variant.product_form == "tiled":
         why = row_form_problem(node, n) if whole_rows else None
         if whole_rows and why is None:
             return _row_product(
@@ -504,7 +494,7 @@ def conv(node: Node) -> OpKernel:
         "PH": pads[0], "PW": pads[1],
     }
     x_index = "((n * C + g * CPG + c) * H + ih) * W + iw"
-    if product_form.get() == "blocked":
+    if node.variant.product_form == "blocked":
         # a block of MB output channels x OB output columns per work-item: each input value
         # and weight loaded once feeds several independent accumulators
         mb, ob = _largest_divisor(cout // group, 4), _largest_divisor(ow, 8)
@@ -579,7 +569,7 @@ y[gid] = acc;
         f"dilations={dil} pads={pads} -> {shape_str(out)}"
     )
     opk = elementwise_kernel(node, total, params, defines, stmts, inputs, ["y"], comment)
-    if product_form.get() != "blocked":
+    if node.variant.product_form != "blocked":
         return opk
     n_lit = f"gid / {(ow // ob) * oh * (cout // mb)}" if batch > 1 else "0"
     prologue = "\n".join([

@@ -8,8 +8,6 @@ followed by a barrier outside the condition), so it stays affine and barriers st
 
 from __future__ import annotations
 
-from contextvars import ContextVar
-
 from polyfuse.oplib._common import (
     REDUCTION_MAX_LANES,
     Node,
@@ -28,16 +26,12 @@ from polyfuse.oplib._common import (
 )
 from polyfuse.oplib.movement import copy_kernel
 
-#: Upper bound on the lanes of a row reduction in the current kernel variant.  Devices that run a
-#: work-group as a loop (CPUs) pay per barrier and per tree level, so their variant uses few
-#: lanes, each summing a longer stretch of the row (see :func:`polyfuse.oplib.kernel_variant`).
-reduction_lanes: ContextVar[int] = ContextVar("polyfuse_reduction_lanes",
-                                              default=REDUCTION_MAX_LANES)
-
 
 def lanes_for(node: Node, row_length: int) -> int:
-    """Work-group size for rows of ``row_length``: a power of two fitting the device."""
-    cap = min(REDUCTION_MAX_LANES, reduction_lanes.get(), node.max_work_group_size,
+    """Work-group size for rows of ``row_length``: a power of two fitting the device, at most
+    the kernel variant's lanes (devices that run a work-group as a loop, CPUs, pay per barrier
+    and per tree level, so their variant uses few lanes, each summing a longer stretch)."""
+    cap = min(REDUCTION_MAX_LANES, node.variant.reduction_lanes, node.max_work_group_size,
               node.local_mem_size // 4)
     return max(1, min(pow2_floor(cap), pow2_ceil(max(row_length, 1))))
 

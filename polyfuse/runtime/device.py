@@ -28,7 +28,7 @@ import numpy as np
 import pyopencl as cl
 
 from polyfuse import cache, drivers
-from polyfuse.program import PolyfuseError, Target
+from polyfuse.program import KernelVariant, PolyfuseError, Target
 from polyfuse.watchdog import WorkerCrashed, call_with_budget, stage
 
 DeviceSpec = Union[str, "cl.Device", None]
@@ -247,13 +247,18 @@ class DeviceLimits:
         return "CPU" in self.device_type.upper()
 
     def target(self, extensions: frozenset[str] = frozenset()) -> Target:
-        """The device-free :class:`~polyfuse.program.Target` the planning stages take."""
+        """The device-free :class:`~polyfuse.program.Target` the planning stages take, its
+        blocked products as wide as two of the device's native float vectors."""
+        from polyfuse.oplib.linalg import block_cols_for
+
         return Target(name=self.name, max_work_group_size=self.max_work_group_size,
                       max_work_item_sizes=self.max_work_item_sizes,
                       local_mem_size=self.local_mem_size, sub_group_size=self.sub_group_size,
                       preferred_work_group_size_multiple=self.preferred_work_group_size_multiple,
                       preferred_vector_width=self.native_vector_width_float,
-                      extensions=extensions, is_cpu=self.is_cpu)
+                      extensions=extensions, is_cpu=self.is_cpu,
+                      kernel=KernelVariant(block_cols=block_cols_for(
+                          self.native_vector_width_float)))
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -31,11 +31,14 @@ import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
 from polyfuse.program import PolyfuseError, Program
+
+if TYPE_CHECKING:
+    from polyfuse.runtime.device import DeviceSpec
 
 #: the LD_PRELOAD shim: no OpenCL headers needed (handles are pointers, sizes are size_t)
 SHIM_SOURCE = r"""
@@ -292,9 +295,11 @@ def check_against_original(program: Program, hosts: Sequence[str], *,
                            argv: Sequence[str] = (), params: Optional[Mapping[str, int]] = None,
                            include_dirs: Sequence[str] = (),
                            defines: Optional[Mapping[str, Optional[str]]] = None,
-                           cwd: Optional[str] = None, rtol: float = 1e-4) -> OriginalCheck:
-    """Run the original program and polyfuse's unfused model on the same host data; raise a
-    :class:`PolyfuseError` naming the first read-back that differs (module doc)."""
+                           cwd: Optional[str] = None, rtol: float = 1e-4,
+                           device: DeviceSpec = None) -> OriginalCheck:
+    """Run the original program and polyfuse's unfused model (on ``device``) on the same host
+    data; raise a :class:`PolyfuseError` naming the first read-back that differs (module
+    doc)."""
     from polyfuse.runtime.execute import compile_program
     from polyfuse.runtime.verify import compare_arrays
 
@@ -313,7 +318,7 @@ def check_against_original(program: Program, hosts: Sequence[str], *,
     reads = [e for e in events if e.kind == "read"]
     launches = sum(1 for e in events if e.kind == "launch")
 
-    cp = compile_program(program, params=params)
+    cp = compile_program(program, params=params, device=device)
     steps = cp.steps
     wsteps = [s for s in steps if s.kind == "write"]
     rsteps = [s for s in steps if s.kind == "read"]
