@@ -138,7 +138,8 @@ def _fuse_uncached(path: str, out_dir: Path, stem: str, stage: _Stages, *, verif
                    tune: bool, timing: bool, params: Optional[dict[str, int]],
                    repeat: int) -> ModelSummary:
     from polyfuse.onnx_run import fuse_onnx
-    from polyfuse.pipeline import fuse_program, write_outputs
+    from polyfuse.pipeline import fuse_program
+    from polyfuse.report import write_outputs
 
     current: list[Any] = [None]
 
@@ -352,14 +353,3 @@ def _on_dask(paths: Sequence[str], out_root: str, scheduler: str, jobs: int, bar
         client.close()
         if cluster is not None:
             cluster.close()
-
-
-def profile_table(summaries: Sequence[ModelSummary]) -> list[list[str]]:
-    """Rows of the ``--profile`` table: seconds per stage and model, and the total."""
-    rows = []
-    for s in summaries:
-        total = sum(s.stages.values())
-        rows.append([s.model + (" (cached)" if s.cached else "")]
-                    + [f"{s.stages[k]:.2f}" if k in s.stages else "-" for k in STAGES]
-                    + [f"{total:.2f}"])
-    return rows
