@@ -19,9 +19,9 @@ import polyfuse
 from polyfuse.codegen import models
 from polyfuse.frontend import opencl
 from polyfuse.frontend.onnx import load_onnx_model
-from polyfuse.fusion import plan_to_text
-from polyfuse.pipeline import fuse_program, plan_json
+from polyfuse.pipeline import fuse_program
 from polyfuse.program import Kernel, shared_runtime_options
+from polyfuse.report import plan_json, plan_to_text
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
