@@ -163,7 +163,7 @@ def _fuse_uncached(path: str, out_dir: Path, stem: str, stage: _Stages, *, verif
         else:
             result = dataclasses.replace(
                 fuse_program(model.program, tune=tune, progress=pipeline_stage),
-                source_nodes=dict(model.nodes))
+                source_nodes=dict(model.outcomes))
     finally:
         if current[0] is not None:
             current[0].__exit__(None, None, None)

@@ -120,7 +120,7 @@ def load_and_fuse(path: str, params: Optional[Mapping[str, int]], device: Any,
             model = load_onnx_model(path, params=params, target=device_target(device))
         result = fuse_program(model.program, verify=False, device=device, tune=tune,
                               progress=progress, coarsen=False)
-        result = dataclasses.replace(result, source_nodes=dict(model.nodes))
+        result = dataclasses.replace(result, source_nodes=dict(model.outcomes))
         hit = _FUSED_CACHE[key] = (model, result)
     return hit
 

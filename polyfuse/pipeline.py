@@ -37,6 +37,7 @@ from polyfuse.uar import UAR, build_uar
 
 if TYPE_CHECKING:  # imported where they run (they load pyopencl)
     from polyfuse.coarsen_tune import CoarsenReport
+    from polyfuse.frontend.onnx_nodes import NodeOutcome
     from polyfuse.runtime.verify import Verification
     from polyfuse.tune import TuneResult
 
@@ -57,9 +58,8 @@ class FuseResult:
     #: "max_abs_err", "max_rel_err", ...}); None when verification did not run
     verified: Optional[dict[str, Any]] = None
     tuning: Optional[TuneResult] = None
-    #: where the launches came from, for the report (ONNX: node -> "launch k" / "alias of b" /
-    #: "folded on the host")
-    source_nodes: Optional[dict[str, str]] = None
+    #: where the launches came from, for the report (ONNX: node -> its launch, alias or fold)
+    source_nodes: Optional[dict[str, NodeOutcome]] = None
     #: thread/block coarsening of the fused kernels (``fuse --tune``), a
     #: polyfuse.coarsen_tune.CoarsenReport; written as coarsened.cl + coarsening.json
     coarsening: Optional[CoarsenReport] = None

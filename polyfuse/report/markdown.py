@@ -4,12 +4,12 @@ decisions, the fused program, verification, tuning and coarsening), and the row 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from polyfuse.codegen.decisions import FragmentPlaced, KernelNote
+from polyfuse.frontend.onnx_nodes import Fate, NodeOutcome
 from polyfuse.fusion.decisions import Apart, GroupNote, GroupStart, StartReason
 from polyfuse.fusion.plan import FusedGroup, FusionPlan
 from polyfuse.mathtext import readable
@@ -70,10 +70,10 @@ REPORT_LEGEND = """\
 - **step**: the launch step the isl scheduler gave the group (groups run in step order)."""
 
 
-def _onnx_summary(nodes: dict[str, str]) -> str:
-    launches = sum(1 for v in nodes.values() if v.startswith("launch"))
-    aliases = sum(1 for v in nodes.values() if v.startswith("alias"))
-    folded = sum(1 for v in nodes.values() if v.startswith("folded"))
+def _onnx_summary(nodes: Mapping[str, NodeOutcome]) -> str:
+    launches = sum(1 for v in nodes.values() if v.fate is Fate.LAUNCH)
+    aliases = sum(1 for v in nodes.values() if v.fate is Fate.ALIAS)
+    folded = sum(1 for v in nodes.values() if v.fate is Fate.FOLDED)
     parts = [f"{launches} kernel launch(es)"]
     if aliases:
         parts.append(f"{aliases} alias(es) (a Reshape, Squeeze, ... is a new view of the same "
@@ -86,11 +86,11 @@ def _onnx_summary(nodes: dict[str, str]) -> str:
     return f"The model's {len(nodes)} ONNX ops became " + ", ".join(parts) + "."
 
 
-def _kernel_form_notes(nodes: dict[str, str]) -> list[str]:
+def _kernel_form_notes(nodes: Mapping[str, NodeOutcome]) -> list[str]:
     """How the front-end laid out the kernels of nodes whose form depends on their consumers
     (a matrix product computing whole rows for its row reduction, or why it could not)."""
-    notes = [(label, m.group(1)) for label, desc in nodes.items()
-             if (m := re.fullmatch(r"launch \S+ \((.*)\)", desc))]
+    notes = [(label, ") (".join(v.forms)) for label, v in nodes.items()
+             if v.fate is Fate.LAUNCH and v.forms]
     if not notes:
         return []
     return ["", "Kernel forms chosen for fusion:", ""] + [f"- `{label}`: {why}"
