@@ -1,4 +1,4 @@
-"""Deprecated: ``plan.json`` rendering moved to :mod:`polyfuse.report.plan_json`
+"""Deprecated: ``plan.json`` rendering moved to :mod:`polyfuse.report.plan_file`
 (docs/interfaces.md); this module re-exports it for one release."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import warnings
 
-    from polyfuse.report import plan_json
+    from polyfuse import report
 
     warnings.warn(f"polyfuse.fusion.serialize.{name} moved to polyfuse.report.{name}",
                   DeprecationWarning, stacklevel=2)
-    return getattr(plan_json, name)
+    return getattr(report, name)

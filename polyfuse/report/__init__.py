@@ -6,7 +6,7 @@ The stages produce records (the :class:`~polyfuse.uar.UAR`, the
 :class:`~polyfuse.pipeline.FuseResult`); this package reads them and writes what people and
 tools read, without parsing any text back:
 
-* :mod:`.plan_json`: ``plan.json`` (:func:`plan_json`, :func:`plan_to_json`, :func:`plan_to_text`);
+* :mod:`.plan_file`: ``plan.json`` (:func:`plan_json`, :func:`plan_to_json`, :func:`plan_to_text`);
 * :mod:`.markdown`: ``report.md`` (:func:`report_markdown`) and the ``fuse`` summary row;
 * :mod:`.outputs`: the files of a run (:func:`write_outputs`);
 * :mod:`.decisions`: the wording of planning and code generation decisions;
@@ -22,8 +22,8 @@ from importlib import import_module
 from typing import Any
 
 _EXPORTS = {
-    "plan_json": "plan_json", "plan_to_json": "plan_json", "plan_to_text": "plan_json",
-    "size_json": "plan_json",
+    "plan_json": "plan_file", "plan_to_json": "plan_file", "plan_to_text": "plan_file",
+    "size_json": "plan_file",
     "REPORT_LEGEND": "markdown", "report_markdown": "markdown", "summary_row": "markdown",
     "write_outputs": "outputs",
     "apart_text": "decisions", "note_text": "decisions", "refusal_text": "decisions",

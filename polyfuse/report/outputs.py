@@ -8,7 +8,7 @@ from typing import Optional, Union
 
 from polyfuse.pipeline import FuseResult
 from polyfuse.report.markdown import report_markdown
-from polyfuse.report.plan_json import plan_json, plan_to_text
+from polyfuse.report.plan_file import plan_json, plan_to_text
 
 
 def write_outputs(result: FuseResult, out_dir: Union[str, Path], *,
