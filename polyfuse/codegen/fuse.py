@@ -96,8 +96,8 @@ class FusedKernel:
     #: the NDRange it is launched on (global sizes may be host expressions)
     global_size: tuple[Any, ...]
     local_size: tuple[int, ...]
-    #: code generation's notes on the group (fragments, code motion, wavefront launch fusion),
-    #: for report.md; ``plan.json`` lists them after the plan's notes
+    #: code generation's decisions on the group (fragments, code motion, wavefront launch
+    #: fusion; polyfuse.codegen.decisions), rendered after the plan's notes by polyfuse.report
     notes: tuple[KernelNote, ...] = ()
 
 
