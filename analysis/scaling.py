@@ -129,7 +129,8 @@ def time_stages(path: Path, out_dir: Path) -> dict[str, float]:
     from polyfuse.frontend.onnx import load_onnx_model
     from polyfuse.fusion import plan_fusion
     from polyfuse.fusion.reindex import clear_memo
-    from polyfuse.pipeline import FuseResult, write_outputs
+    from polyfuse.pipeline import FuseResult
+    from polyfuse.report import write_outputs
     from polyfuse.uar import build_uar
 
     clear_memo()  # each model cold, as in a fresh ``polyfuse fuse`` process

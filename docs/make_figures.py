@@ -20,7 +20,7 @@ if str(ROOT) not in sys.path:
 def uar_qkv_svg() -> str:
     """The SVG of the QKV example's UAR."""
     import polyfuse
-    from polyfuse.uar.display import uar_to_svg
+    from polyfuse.report.display import uar_to_svg
 
     example = ROOT / "examples" / "qkv"
     program = polyfuse.load_opencl(str(example / "kernels.cl"), host=str(example / "host.c"))

@@ -20,7 +20,7 @@ _EXPORTS = {
     "load_onnx": "polyfuse.frontend.onnx",
     "parse_kernels": "polyfuse.frontend.opencl", "specialize": "polyfuse.frontend.opencl",
     "FusionPlan": "polyfuse.fusion", "check_plan": "polyfuse.fusion",
-    "plan_fusion": "polyfuse.fusion", "plan_to_json": "polyfuse.fusion",
+    "plan_fusion": "polyfuse.fusion", "plan_to_json": "polyfuse.report",
     "HostOp": "polyfuse.program", "Kernel": "polyfuse.program",
     "KernelContext": "polyfuse.program", "Launch": "polyfuse.program",
     "PolyfuseError": "polyfuse.program", "Program": "polyfuse.program",

@@ -328,14 +328,3 @@ def _on_dask(paths: Sequence[str], out_root: str, scheduler: str, jobs: int, bar
         client.close()
         if cluster is not None:
             cluster.close()
-
-
-def profile_table(summaries: Sequence[ModelSummary]) -> list[list[str]]:
-    """Rows of the ``--profile`` table: seconds per stage and model, and the total."""
-    rows = []
-    for s in summaries:
-        total = sum(s.stages.values())
-        rows.append([s.model + (" (cached)" if s.cached else "")]
-                    + [f"{s.stages[k]:.2f}" if k in s.stages else "-" for k in STAGES]
-                    + [f"{total:.2f}"])
-    return rows

@@ -36,7 +36,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-#: files of one fusion result, as written by :func:`polyfuse.pipeline.write_outputs`
+#: files of one fusion result, as written by :func:`polyfuse.report.write_outputs`
 RESULT_FILES = ("plan.json", "fused.cl", "report.md")
 #: bump when the layout of an entry changes
 LAYOUT = 1

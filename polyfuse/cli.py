@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Optional, Union
 
 from polyfuse.program import PolyfuseError, Program
+from polyfuse.report.tables import format_uar_report
+from polyfuse.report.tables import text_table as _table
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 
@@ -122,90 +124,6 @@ def load_program_inputs(args: argparse.Namespace, kernels: Sequence[str]) -> Pro
 
 class _UsageError(Exception):
     pass
-
-
-def _fmt(value: object) -> str:
-    if isinstance(value, (list, tuple)):
-        return "(" + ", ".join(_fmt(v) for v in value) + ")"
-    return "-" if value is None else str(value)
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    cells = [[str(h) for h in headers]] + [[_fmt(c) for c in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-def short_condition(text: str, limit: int = 100) -> str:
-    """An isl parameter set as its constraints only, simplified (redundant constraints and
-    divisions dropped), cut at ``limit`` characters (``--json`` has the full set)."""
-    import islpy as isl
-
-    from polyfuse.islutil import coalesce
-
-    try:
-        s = coalesce(isl.Set(text)).detect_equalities().remove_redundancies()
-        body = str(s)
-    except isl.Error:
-        body = text
-    if ":" in body and body.rstrip().endswith("}"):
-        body = body.split(":", 1)[1].rstrip().removesuffix("}").strip() or "always"
-    return body if len(body) <= limit else body[: limit - 3].rstrip() + "..."
-
-
-def format_uar_report(data: dict, host_ops: Sequence[tuple[int, str, str]] = (),
-                      sources: Optional[dict[int, str]] = None) -> str:
-    """The readable form of ``UAR.to_json()``: one table of the operations (launches, and the
-    host operations ``(id, what, where)`` given, so every id an edge names is listed) and one of
-    the edges."""
-    n_host = f" and {len(host_ops)} host operations" if host_ops else ""
-    out = [f"{len(data['launches'])} launches{n_host}, {len(data['edges'])} dependence edges",
-           ""]
-    rows: list[tuple[int, list[object]]] = [
-        (launch["id"], [launch["id"], f"launch {launch['kernel']}", launch["global_size"],
-                        launch["local_size"],
-                        ", ".join(_fmt_loop(h) for h in launch["host_loops"]) or "-",
-                        (sources or {}).get(launch["id"], "")])
-        for launch in data["launches"]]
-    rows += [(i, [i, what, "", "", "", where]) for i, what, where in host_ops]
-    out.append(_table(["id", "operation", "global_size", "local_size", "host_loops", "source"],
-                      [r for _, r in sorted(rows, key=lambda x: x[0])]))
-    out.append("")
-    rows = []
-    for e in data["edges"]:
-        cond = "; ".join(f"{k} when {short_condition(v)}"
-                         for k, v in (e.get("conditions") or {}).items())
-        rows.append(
-            [
-                f"{e['src']}->{e['dst']}",
-                f"{e['src_kernel'] or 'host'}->{e['dst_kernel'] or 'host'}",
-                e["array"],
-                e["kind"],
-                e["width"] + (" (host)" if e.get("host") else ""),
-                "yes" if e.get("loop_carried") else "no",
-                cond or "-",
-            ]
-        )
-    out.append(
-        _table(["edge", "kernels", "array", "kind", "width", "loop-carried", "conditions"], rows)
-    )
-    witnesses = [e for e in data["edges"] if e.get("witness")]
-    if witnesses:
-        out.append("")
-        out.append("witnesses of global edges:")
-        for e in witnesses:
-            w = e["witness"]
-            text = w.get("text") if isinstance(w, dict) else str(w)
-            out.append(f"  {e['src']}->{e['dst']} {e['array']} {e['kind']}: {text}")
-    return "\n".join(out)
-
-
-def _fmt_loop(loop: object) -> str:
-    if isinstance(loop, dict):
-        return f"{loop.get('iterator')} in [{loop.get('lower')}, {loop.get('upper')})"
-    return str(loop)
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
@@ -340,7 +258,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """Fuse the bundled BERT QKV graph (SIRIUS' motivating example), verify, print the plan."""
     from polyfuse.mathtext import readable
     from polyfuse.onnx_run import fuse_onnx
-    from polyfuse.pipeline import write_outputs
+    from polyfuse.report import write_outputs
 
     model = EXAMPLES_DIR / "models" / "bert_qkv.onnx"
     if not model.is_file():
@@ -410,7 +328,8 @@ def _fuse_opencl_job(args: argparse.Namespace, progress: Optional[Callable[[str]
     program`` included)."""
     from polyfuse.c.cpp import RECURSION_LIMIT, recursion_limit
     from polyfuse.compilation import Compilation, Options
-    from polyfuse.pipeline import compile_program, result_of, size_buffers, summary_row, target_of
+    from polyfuse.pipeline import compile_program, result_of, size_buffers, target_of
+    from polyfuse.report import summary_row
 
     if progress is not None and announce_loading:
         progress(_LOADING)
@@ -484,10 +403,12 @@ def _fuse_onnx_batch(args: argparse.Namespace, models: list[str]) -> int:
                  + [[Path(m).stem, "-", "-", "-", "-", "-", "-", "-", "FAILED: no such file"]
                     for m in missing]))
     if args.profile:
-        from polyfuse.batch import STAGES, profile_table
+        from polyfuse.batch import STAGES
+        from polyfuse.report.tables import profile_table
 
         print("seconds per stage:", file=sys.stderr)
-        print(_table(["model", *STAGES, "total"], profile_table(summaries)), file=sys.stderr)
+        print(_table(["model", *STAGES, "total"], profile_table(summaries, STAGES)),
+              file=sys.stderr)
     if args.jobs > 1 and not args.no_timing and len(present) > 1:
         _progress(args, f"times were measured with {args.jobs} models fusing at once: "
                         "indicative only (--jobs 1, or analysis/onnx_models.py, to compare)")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,16 +24,6 @@ _QUOTA_TEXT = "maximal number of operations exceeded"
 
 class IslQuotaExceeded(Exception):
     """An isl computation hit its operation quota; the caller falls back to a safe answer."""
-
-
-@functools.lru_cache(maxsize=4096)
-def map_from_text(text: str) -> isl.Map:
-    """``isl.Map(text)``, parsed once per text.  Plans keep their re-indexing maps as isl text
-    (``Fragment.reindex``, the form ``plan.json`` stores); certification and code generation ask
-    about each several times, and the identical layers of a model repeat the same texts.  isl
-    objects are values (every operation returns a new one), so sharing one is safe.  Raises
-    ``isl.Error`` for invalid text."""
-    return isl.Map(text)
 
 
 def coalesce(obj: T) -> T:

@@ -234,7 +234,7 @@ def plan_signature(plan: FusionPlan) -> str:
     generate the same code, so only the first is generated and timed."""
     groups = [
         (g.members, g.orchestration, g.step, g.global_size, g.local_size,
-         tuple((f.launch, f.kernel, f.reindex, f.barrier_before) for f in g.fragments))
+         tuple((f.launch, f.kernel, f.reindex_text, f.barrier_before) for f in g.fragments))
         for g in plan.groups
     ]
     return hashlib.sha256(repr(_canon(groups)).encode()).hexdigest()[:20]

@@ -38,8 +38,8 @@ def plan_name(example: Path) -> str:
 def plan_text(example: Path) -> str:
     """The plan.json text polyfuse computes for one bundled program or model."""
     import polyfuse
-    from polyfuse.fusion import plan_to_text
-    from polyfuse.pipeline import fuse_program, plan_json
+    from polyfuse.pipeline import fuse_program
+    from polyfuse.report import plan_json, plan_to_text
 
     if example.suffix == ".onnx":
         from polyfuse.frontend.onnx import load_onnx_model

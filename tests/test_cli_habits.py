@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from polyfuse import cli
+from polyfuse.report.tables import short_condition
 
 ROOT = Path(__file__).resolve().parent.parent
 QKV = ROOT / "examples" / "models" / "bert_qkv.onnx"
@@ -150,7 +151,7 @@ def test_analyze_lists_every_operation_and_short_conditions(capsys: pytest.Captu
     cond = [line for line in out.splitlines() if "thread when" in line][0]
     assert "{" not in cond and "floor" not in cond
     assert "thread when (m < 0 and n <= -m) or (m > 0 and n <= m) or m = 0" in cond
-    assert cli.short_condition("[n] -> { : n >= 1 and n >= 0 }") == "n > 0"
+    assert short_condition("[n] -> { : n >= 1 and n >= 0 }") == "n > 0"
 
 
 def test_run_prints_outputs_and_time_and_saves_only_when_asked(tmp_path: Path):

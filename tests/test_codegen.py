@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import islpy as isl
 import pytest
 
 import polyfuse
@@ -33,8 +34,8 @@ def make_plan(program: polyfuse.Program, groups: list[tuple[str, list[tuple]]]) 
     """groups: (orchestration, [(launch id, reindex, barrier_before?), ...])."""
     out = []
     for gid, (orch, frags) in enumerate(groups):
-        fr = tuple(Fragment(f[0], program.op(f[0]).kernel, f[1], bool(f[2]) if len(f) > 2
-                            else False) for f in frags)
+        fr = tuple(Fragment(f[0], program.op(f[0]).kernel, isl.Map(f[1]),
+                            bool(f[2]) if len(f) > 2 else False) for f in frags)
         out.append(FusedGroup(gid, tuple(f[0] for f in frags), orch, fr))
     n = len(program.launches)
     return FusionPlan(program, None, tuple(out), n, len(out))

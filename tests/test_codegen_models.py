@@ -19,10 +19,9 @@ import polyfuse
 from polyfuse.codegen import models
 from polyfuse.frontend import opencl
 from polyfuse.frontend.onnx import load_onnx_model
-from polyfuse.fusion import plan_to_text
-from polyfuse.islutil import map_from_text
-from polyfuse.pipeline import fuse_program, plan_json
+from polyfuse.pipeline import fuse_program
 from polyfuse.program import Kernel, shared_runtime_options
+from polyfuse.report import plan_json, plan_to_text
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -184,5 +183,3 @@ def test_canonical_blanks_names_and_comments_only() -> None:
         other.replace("1.0f", "2.0f"), "fused_g9")
     # the name used in the body as well: not shared (the rename could not be exact)
     assert models.canonical(text.replace("f1_x[0]", "fused_g3[0]"), "fused_g3") is None
-    assert map_from_text("{ F[g0, l0] -> L1[g0, l0] }") is map_from_text(
-        "{ F[g0, l0] -> L1[g0, l0] }")

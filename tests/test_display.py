@@ -12,7 +12,7 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from polyfuse.uar.display import (
+from polyfuse.report.display import (
     HOST_COLOR,
     VIRTUAL_COLOR,
     WIDTH_COLORS,
@@ -301,7 +301,7 @@ def test_drawings_save_as_svg_and_dot(tmp_path: Path):
 
 
 def test_dot_bundles_parallel_edges_and_frames_loops():
-    from polyfuse.uar.display import uar_to_dot
+    from polyfuse.report.display import uar_to_dot
 
     dot = uar_to_dot(stub())
     lines = [ln for ln in dot.splitlines() if '"1" -> "2"' in ln]

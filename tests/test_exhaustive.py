@@ -19,6 +19,7 @@ import pytest
 import polyfuse
 import polyfuse.fusion.exhaustive as exhaustive
 from polyfuse.fusion import check_plan, plan_fusion
+from polyfuse.fusion.decisions import Searched
 from polyfuse.pipeline import fuse_program
 from polyfuse.program import REFERENCE_TARGET
 from polyfuse.testing.kernelgen import (
@@ -56,8 +57,7 @@ def test_search_fuses_identical_launches_at_different_depths(
     assert check_plan(plan) == []
     blurs = tuple(op.id for op in program.launches if op.kernel == "blur3")
     assert [g.members for g in plan.groups][-1] == blurs
-    assert all(any(n.startswith(exhaustive.SEARCHED) and "greedy planning gave 3" in n
-                   for n in g.notes) for g in plan.groups)
+    assert all(Searched(2, 3) in g.notes for g in plan.groups)
     result = fuse_program(program, verify=True)
     assert result.plan.launches_after == 2
     assert result.verification is not None and result.verification.ok, result.verified
@@ -85,7 +85,7 @@ def test_greedy_plan_kept_on_a_tie_and_above_the_threshold(
                                         "qkv" / "host.c"))
     plan = plan_fusion(polyfuse.build_uar(qkv))
     assert plan.launches_after == 1 and calls == []  # one launch: nothing to search
-    assert not any(exhaustive.SEARCHED in n for g in plan.groups for n in g.notes)
+    assert not any(isinstance(n, Searched) for g in plan.groups for n in g.notes)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import islpy as isl
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -242,9 +243,9 @@ def test_mislabelled_global_edge_is_caught(cl_env) -> None:
         # fuse by hand with the identity re-indexing it would use for a true thread edge
         frags = tuple(f for g in plan.groups for f in g.fragments)
         assert [f.launch for f in frags] == [src, dst]
-        ident = tuple(dataclasses.replace(f, reindex=f"{{ F[g0, l0] -> L{f.launch}[g0, l0] : "
-                                          "0 <= g0 < 16 and 0 <= l0 < 64 }")
-                      for f in frags)
+        ident = tuple(dataclasses.replace(f, reindex=isl.Map(
+            f"{{ F[g0, l0] -> L{f.launch}[g0, l0] : 0 <= g0 < 16 and 0 <= l0 < 64 }}"))
+            for f in frags)
         plan = dataclasses.replace(plan, groups=(FusedGroup(
             0, (src, dst), "vertical", ident),), launches_after=1)
     assert check_plan(plan), "the certificate accepts a fusion across a global edge"

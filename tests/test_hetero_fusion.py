@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import islpy as isl
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -18,8 +19,10 @@ from hypothesis import strategies as st
 import polyfuse
 from polyfuse.codegen import generate
 from polyfuse.fusion import check_plan, plan_fusion
-from polyfuse.pipeline import FuseResult, report_markdown
+from polyfuse.fusion.decisions import Apart
+from polyfuse.pipeline import FuseResult
 from polyfuse.program import Target
+from polyfuse.report import apart_text, report_markdown
 from polyfuse.runtime import device_target, get_context, verify_programs
 from polyfuse.testing.kernelgen import (
     GenAccess,
@@ -89,7 +92,7 @@ def _check(gp: GenProgram, cl_env: tuple[Any, Any]) -> Any:
     v = verify_programs(program, fused.program, buffers=fused.compared_buffers, ctx=ctx,
                         queue=queue)
     assert v.ok, f"{v.summary()}{context}\n--- fused ---\n{fused.source}"
-    apart = {(a, b) for a, b, _ in plan.apart}
+    apart = {(r.a, r.b) for r in plan.apart}
     for i, g in enumerate(plan.groups):
         for h in plan.groups[i + 1:]:
             assert (g.members, h.members) in apart, context
@@ -142,7 +145,8 @@ def test_left_apart_with_reasons(cl_env: tuple[Any, Any]) -> None:
     uar = polyfuse.build_uar(gp.build())
     plan = plan_fusion(uar)
     assert len(plan.groups) == 2
-    assert [r for _, _, r in plan.apart] == [
+    assert [r.kind for r in plan.apart] == [Apart.NOT_IN_VARIANT]
+    assert [apart_text(r) for r in plan.apart] == [
         "not fused in this variant: heterogeneous horizontal fusion (orchestration 'hetero') "
         "is chosen only when measured faster (--tune times it against leaving them apart)"]
     k1 = GenKernel("k1", 2, GenAccess("out", Term("gx")), (GenAccess("in0", Term("lx")),))
@@ -151,7 +155,8 @@ def test_left_apart_with_reasons(cl_env: tuple[Any, Any]) -> None:
     uar2 = polyfuse.build_uar(gp2.build())
     plan2 = plan_fusion(uar2, orchestration="hetero")
     assert len(plan2.groups) == 2
-    assert plan2.apart[0][2].startswith("incompatible dimensionality (1-D and 2-D NDRange)")
+    assert plan2.apart[0].kind is Apart.INCOMPATIBLE
+    assert plan2.apart[0].detail.startswith("incompatible dimensionality (1-D and 2-D NDRange)")
     fused = generate(plan2, target=device_target(cl_env[0].devices[0]))
     text = report_markdown(FuseResult(gp2.build(), uar2, fused.plan, fused))
     assert "Independent launches left apart" in text and "incompatible dimensionality" in text
@@ -198,8 +203,9 @@ def test_a_consumer_between_them_keeps_them_apart(cl_env: tuple[Any, Any]) -> No
     v = verify_programs(program, fused.program, buffers=fused.compared_buffers, ctx=ctx,
                         queue=queue)
     assert v.ok, v.summary()
-    apart = {(a, b): why for a, b, why in plan.apart}
-    assert "would run at the later one's place" in apart[((0,), (2,))]
+    apart = {(r.a, r.b): r for r in plan.apart}
+    assert apart[((0,), (2,))].kind is Apart.PLACEMENT
+    assert "would run at the later one's place" in apart_text(apart[((0,), (2,))])
 
 
 def test_check_plan_rejects_wrong_padded_fragments() -> None:
@@ -214,7 +220,7 @@ def test_check_plan_rejects_wrong_padded_fragments() -> None:
 
     def with_fragment(i: int, reindex: str) -> Any:
         frags = list(g.fragments)
-        frags[i] = dataclasses.replace(frags[i], reindex=reindex)
+        frags[i] = dataclasses.replace(frags[i], reindex=isl.Map(reindex))
         return dataclasses.replace(plan, groups=(dataclasses.replace(g, fragments=tuple(frags)),))
 
     into_padding = with_fragment(0, "{ F[g0, l0] -> L0[g0' = g0, l0' = l0] : 0 <= g0 <= 3 and "
@@ -256,6 +262,6 @@ __kernel void colscale(__global const float* b, __global float* out) {
     for orchestration in ("auto", "hetero"):
         plan = plan_fusion(uar, orchestration=orchestration, target=small)
         assert [g.members for g in plan.groups] == [(0,), (1,)]
-        assert [why for _, _, why in plan.apart] == [
+        assert [apart_text(r) for r in plan.apart] == [
             "local memory over the device limit (2048 B + 2048 B of __local memory > 3072 B "
             "on small)"]

@@ -33,12 +33,19 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("the compilation record and its passes", {"compilation"}),
     ("tuning by measurement", {"tune", "coarsen_tune"}),
     ("the pipeline", {"pipeline"}),
+    ("reports: report.md, plan.json, tables and drawings rendered from the records", {"report"}),
     ("applications", {"onnx_run", "session", "batch", "autopar", "testing", "cli", "builder",
                       "__init__"}),
 ]
 LAYER_OF = {unit: i for i, (_, units) in enumerate(LAYERS) for unit in units}
 #: the first layer allowed to import pyopencl
 DEVICE_LAYER = LAYER_OF["runtime"]
+#: functions that hand a record to its renderer: a record's display methods, a module's
+#: deprecated re-exports (PEP 562 ``__getattr__``) and the pipeline's ``write`` pass import
+#: :mod:`polyfuse.report` when called.  The record does not depend on its rendering, so such an
+#: import is no edge between units.
+DELEGATIONS = {"__getattr__", "_repr_html_", "_repr_svg_", "to_svg", "to_dot", "write"}
+RENDERER = "polyfuse.report"
 
 
 def _module_name(path: Path) -> str:
@@ -61,9 +68,13 @@ def _imports(path: Path) -> list[tuple[int, str]]:
     module = _module_name(path)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     out = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    delegating = {id(n) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
+                  and f.name in DELEGATIONS for n in ast.walk(f)}
+    for node in ast.walk(tree):
+        found: list[tuple[int, str]] = []
         if isinstance(node, ast.Import):
-            out += [(node.lineno, a.name) for a in node.names]
+            found = [(node.lineno, a.name) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")[: len(package.split(".")) - node.level + 1]
@@ -72,7 +83,11 @@ def _imports(path: Path) -> list[tuple[int, str]]:
                 name = node.module or ""
             # ``from polyfuse import uar`` imports the sub-package, ``__version__`` the package
             units = [a.name for a in node.names if name == "polyfuse" and _is_unit(a.name)]
-            out += [(node.lineno, f"{name}.{u}") for u in units] or [(node.lineno, name)]
+            found = [(node.lineno, f"{name}.{u}") for u in units] or [(node.lineno, name)]
+        if id(node) in delegating:
+            found = [(line, name) for line, name in found
+                     if not (name == RENDERER or name.startswith(RENDERER + "."))]
+        out += found
     return out
 
 
@@ -141,6 +156,26 @@ def test_the_rule_sees_imports_inside_functions():
     edges = _edges()
     assert ("frontend", "oplib") in edges  # onnx.py imports the kernel library in a function
     assert ("pipeline", "tune") in edges  # pipeline imports the tuner inside a function
+
+
+def test_records_reach_the_renderer_only_through_delegations():
+    """Below the reports, only display methods and deprecated re-exports import them: the
+    exemption is taken (records display themselves) and nothing else is exempted."""
+    edges = _edges()
+    below = [a for (a, b) in edges if b == "report" and LAYER_OF[a] < LAYER_OF["report"]]
+    assert not below, below
+    delegated = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        for f in ast.walk(tree):
+            if isinstance(f, ast.FunctionDef) and f.name in DELEGATIONS:
+                delegated += [f"{path.name}:{f.name}" for n in ast.walk(f)
+                              if isinstance(n, ast.ImportFrom) and (
+                                  (n.module or "").startswith(RENDERER) or (
+                                      n.module == "polyfuse"
+                                      and any(a.name == "report" for a in n.names)))]
+    assert "graph.py:_repr_html_" in delegated and "pipeline.py:__getattr__" in delegated
+    assert "pipeline.py:write" in delegated
 
 
 @pytest.mark.parametrize("module", ["polyfuse.fusion", "polyfuse.uar", "polyfuse.codegen",

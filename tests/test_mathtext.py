@@ -49,7 +49,8 @@ def test_plan_json_keeps_the_exact_count_and_adds_a_readable_one() -> None:
 
 def test_report_and_summary_row_print_counts_readable() -> None:
     import polyfuse
-    from polyfuse.pipeline import fuse_program, report_markdown, summary_row
+    from polyfuse.pipeline import fuse_program
+    from polyfuse.report import report_markdown, summary_row
 
     program = polyfuse.load_opencl(str(LSTM2 / "kernels.cl"), host=str(LSTM2 / "host.c"))
     result = fuse_program(program, build=False)

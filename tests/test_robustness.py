@@ -642,7 +642,8 @@ def _symbolic_chain(local: int, assume: str = ""):
     (64, "", 64), (48, "", 96), (16, "n >= 300", 512), (5, "", 100)])
 def test_symbolic_sizes_verify_at_a_small_legal_instance(local: int, assume: str,
                                                          expected: int) -> None:
-    from polyfuse.pipeline import fuse_program, report_markdown
+    from polyfuse.pipeline import fuse_program
+    from polyfuse.report import report_markdown
 
     result = fuse_program(_symbolic_chain(local, assume), verify=True)
     assert result.plan.launches_after == 1 and result.verification.ok
@@ -659,7 +660,8 @@ def test_no_legal_small_instance_is_a_clear_error() -> None:
 
 
 def test_given_sizes_beyond_the_budget_verify_a_small_instance_of_the_same_code() -> None:
-    from polyfuse.pipeline import fuse_program, report_markdown
+    from polyfuse.pipeline import fuse_program
+    from polyfuse.report import report_markdown
 
     result = fuse_program(_symbolic_chain(64), params={"n": 64 * 10**8}, verify=True)
     assert result.verification.ok and result.verified["instance"] == {"n": 64}

@@ -30,7 +30,7 @@ from polyfuse.frontend.onnx import load_onnx_model  # noqa: E402
 from polyfuse.fusion import check_plan  # noqa: E402
 from polyfuse.onnx_run import fuse_onnx  # noqa: E402
 from polyfuse.oplib import linalg, op_kernel  # noqa: E402
-from polyfuse.pipeline import report_markdown  # noqa: E402
+from polyfuse.report import report_markdown  # noqa: E402
 from polyfuse.runtime.oplib_run import run_op  # noqa: E402
 from polyfuse.testing.bruteforce import width_mismatches  # noqa: E402
 from polyfuse.uar import build_uar  # noqa: E402

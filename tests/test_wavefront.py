@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from polyfuse.codegen import generate
+from polyfuse.codegen.decisions import NoWavefront, WavefrontLaunch
 from polyfuse.frontend.host import load_opencl
+from polyfuse.fusion.decisions import WavefrontSchedule
 from polyfuse.fusion.global_ import wavefront_proof
 from polyfuse.pipeline import fuse_program
 from polyfuse.runtime.execute import compile_program
@@ -43,7 +45,7 @@ def test_lstm_runs_one_launch_per_wavefront_step(steps: int) -> None:
     assert launch.kernel == "pf_wave_g0"
     assert [lp.iterator for lp in launch.loops] == ["pf_w"]
     assert compile_program(fused.program).launch_count == layers + steps - 1
-    assert any(n.startswith("wavefront launch fusion: one launch of 2 fragments per step l + t")
+    assert any(isinstance(n, WavefrontLaunch) and (n.slots, n.outer, n.inner) == (2, "l", "t")
                for n in result.fused.groups[0].notes)
 
 
@@ -76,18 +78,19 @@ def test_dependence_on_one_antidiagonal_is_not_a_wavefront(tmp_path: Path) -> No
     assert result.verification is not None and result.verification.ok
     assert not result.fused.wavefronts
     assert "pf_wave" not in result.fused.source
-    assert not any("wavefront" in n for g in result.plan.groups for n in g.notes)
-    assert not any("wavefront" in n for k in result.fused.groups for n in k.notes)
+    assert not any(isinstance(n, WavefrontSchedule) for g in result.plan.groups for n in g.notes)
+    assert not any(isinstance(n, (WavefrontLaunch, NoWavefront))
+                   for k in result.fused.groups for n in k.notes)
     assert compile_program(result.fused.program).launch_count == 2 * 4
     # a plan claiming the wavefront anyway (say, an edited plan.json) is proved wrong again
     [group] = [g for g in result.plan.groups if len(g.members) == 2]
     assert wavefront_proof(result.uar, group.members) == \
         "a dependence stays within a wavefront step (or goes backwards)"
     forged = dataclasses.replace(group, schedule="{ G0[l, t] -> [l + t, t] }",
-                                 notes=group.notes + ("wavefront schedule l + t (forged)",))
+                                 notes=group.notes + (WavefrontSchedule("l + t"),))
     plan = dataclasses.replace(result.plan, groups=tuple(
         forged if g.id == group.id else g for g in result.plan.groups))
     fused = generate(plan)
     assert not fused.wavefronts
-    assert any(n.startswith("wavefront launch fusion not applied: a dependence stays within")
+    assert any(isinstance(n, NoWavefront) and n.why.startswith("a dependence stays within")
                for k in fused.groups for n in k.notes)

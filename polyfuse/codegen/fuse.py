@@ -48,9 +48,18 @@ from pycparser import c_ast
 
 from polyfuse.c import cpp, emit, syntax, types
 from polyfuse.codegen import barrier_guard, exprs, store_order, wavefront
+from polyfuse.codegen.decisions import (
+    CodeMotion,
+    FragmentPartial,
+    FragmentPlaced,
+    KernelNote,
+    NoWavefront,
+    WavefrontLaunch,
+)
 from polyfuse.codegen.models import KernelModels
+from polyfuse.fusion.decisions import WavefrontSchedule
 from polyfuse.fusion.plan import Fragment, FusedGroup, FusionPlan
-from polyfuse.islutil import coalesce, map_from_text
+from polyfuse.islutil import coalesce
 from polyfuse.program import (
     WORK_ITEM_FUNCTIONS,
     ArgBinding,
@@ -87,9 +96,9 @@ class FusedKernel:
     #: the NDRange it is launched on (global sizes may be host expressions)
     global_size: tuple[Any, ...]
     local_size: tuple[int, ...]
-    #: code generation's notes on the group (fragments, code motion, wavefront launch fusion),
-    #: for report.md; ``plan.json`` lists them after the plan's notes
-    notes: tuple[str, ...] = ()
+    #: code generation's decisions on the group (fragments, code motion, wavefront launch
+    #: fusion; polyfuse.codegen.decisions), rendered after the plan's notes by polyfuse.report
+    notes: tuple[KernelNote, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -268,7 +277,7 @@ class _KernelBuilder:
     comments: dict[int, str] = field(default_factory=dict)
     constants: dict[str, Any] = field(default_factory=dict)
     helpers: dict[str, c_ast.FuncDef] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
+    notes: list[KernelNote] = field(default_factory=list)
     #: fused param name -> (root buffer, byte offset, element type) for buffer params
     buffer_params: dict[str, tuple[str, Any, str]] = field(default_factory=dict)
     #: (root buffer, byte offset, element type) -> the one ``__global`` pointer parameter
@@ -360,8 +369,8 @@ def _fragment(kb: _KernelBuilder, k: int, frag: Fragment, box: isl.Set,
         items = eliminate_returns(items, where)
     items = local_copies + items
     has_barrier = facts.barriers or bool(kernel.barriers)
-    loc = f" ({launch.loc.file.rsplit('/', 1)[-1]}:{launch.loc.line})" if launch.loc else ""
-    kb.notes.append(f"fragment {k}: launch #{launch.id} {kernel.name}{loc}")
+    loc = f"{launch.loc.file.rsplit('/', 1)[-1]}:{launch.loc.line}" if launch.loc else None
+    kb.notes.append(FragmentPlaced(k, launch.id, kernel.name, loc))
     return items, work_items.domain, has_barrier
 
 
@@ -437,14 +446,13 @@ class _WorkItems:
         self.wdo = wdo = launch.work_dim
         # the launch's own name (``L<id>``) is no part of the answer: identical layers share it
         key = ("work-items",
-               str(_reindex_map(frag.reindex, where).reset_tuple_id(isl.dim_type.out)),
+               str(frag.reindex.reset_tuple_id(isl.dim_type.out)),
                str(oi.domain.reset_tuple_id()), str(box), kb.n_h, kb.wd, wdo,
                len(oi.host_dims))
         self.domain, self.dom_p, self.comps, partial = kb.models.answer(
             key, lambda: _reindexing(kb, launch, oi, frag, box, where))
         if partial:
-            kb.notes.append(f"fragment {k}: some work-items of launch #{launch.id} are not "
-                            "run (outside the re-indexing map's range)")
+            kb.notes.append(FragmentPartial(k, launch.id))
         self.ls = _orig_local_size(launch, tuple(oi.local_size))
         self.gs = [sympy.sympify(x) for x in launch.global_size]
         self.off = [sympy.sympify(x) for x in (launch.global_offset or (0,) * wdo)]
@@ -504,7 +512,7 @@ def _reindexing(kb: _KernelBuilder, launch: Launch, oi: Any, frag: Fragment, box
     """A fragment's re-indexing map checked (module docstring): its domain in the fused space,
     that domain over parameters, the original work-item as parametric expressions, and whether
     some work-items of the launch are not run."""
-    rmap = _reindex_map(frag.reindex, where)
+    rmap = frag.reindex
     n_in = rmap.dim(isl.dim_type.in_)
     n_out = rmap.dim(isl.dim_type.out)
     wdo = launch.work_dim
@@ -538,14 +546,6 @@ def _reindexing(kb: _KernelBuilder, launch: Launch, oi: Any, frag: Fragment, box
     comps = [exprs.dims_to_params(pma.get_pw_aff(j), n_in, names, isl.dim_type.in_)
              for j in range(n_out)]
     return dom, dom_p, comps, partial
-
-
-def _reindex_map(text: str, where: str) -> isl.Map:
-    """A fragment's re-indexing map (``Fragment.reindex``), parsed once per text."""
-    try:
-        return map_from_text(text)
-    except isl.Error as err:
-        raise CodegenError(f"{where}: re-indexing map is not valid isl: {err}") from None
 
 
 def _bind_params(kb: _KernelBuilder, k: int, kernel: Kernel, launch: Launch,
@@ -783,7 +783,7 @@ def _barrier_stmt() -> c_ast.Node:
 
 
 def _frag_domain(frag: Fragment, n_h: int, wd: int, where: str) -> isl.Set:
-    rmap = _reindex_map(frag.reindex, where)
+    rmap = frag.reindex
     if rmap.dim(isl.dim_type.in_) != n_h + 2 * wd:
         raise CodegenError(f"{where}: re-indexing map {frag.reindex} has "
                            f"{rmap.dim(isl.dim_type.in_)} input dims; expected {n_h + 2 * wd} "
@@ -849,7 +849,7 @@ def _group_frame(program: Program, group: FusedGroup, where: str) -> tuple[int, 
             raise CodegenError(f"{where}: launch {f.launch} is not in the program")
     last_pos = max(positions[f.launch] for f in group.fragments)
     n_h = len(program.ops[last_pos].loops)
-    n_in = _reindex_map(group.fragments[0].reindex, where).dim(isl.dim_type.in_)
+    n_in = group.fragments[0].reindex.dim(isl.dim_type.in_)
     if (n_in - n_h) % 2 or n_in < n_h:
         raise CodegenError(f"{where}: fused space has {n_in} dims, not h({n_h}) + g + l")
     wd = (n_in - n_h) // 2
@@ -959,7 +959,7 @@ def _sequential_body(kb: _KernelBuilder, frags: list[tuple], box: isl.Set, box_p
             label = f"fragments {text}: {launches}; code motion: {shared}"
             kb.motion.append((f"group {group.id}: fragments {text} ({launches}) {shared}",
                               entry.saved))
-            kb.notes.append(f"code motion: fragments {text} {shared}")
+            kb.notes.append(CodeMotion(tuple(m.k for m in ms), entry.barriers, entry.saved))
         else:
             k, f, dom, items, has_bar = (entry.k, entry.frag, entry.dom, entry.items,
                                          entry.has_barrier)
@@ -1144,11 +1144,11 @@ def _wavefronts(plan: FusionPlan, codes: list[_GroupCode], texts: list[str]
     per step (group id -> wavefront), why each was or was not, and the wave kernels' source."""
     program: Program = plan.program
     waves: dict[int, Any] = {}
-    wave_notes: dict[int, str] = {}
+    wave_notes: dict[int, KernelNote] = {}
     wave_texts: list[str] = []
     for gc, text in zip(codes, texts):
         g = gc.kb.group
-        if not any(n.startswith("wavefront schedule") for n in g.notes):
+        if not any(isinstance(n, WavefrontSchedule) for n in g.notes):
             continue
         last = program.ops[gc.position]
         step = Launch(id=last.id, kernel=gc.kb.name, work_dim=gc.kb.wd,
@@ -1159,12 +1159,11 @@ def _wavefronts(plan: FusionPlan, codes: list[_GroupCode], texts: list[str]
         try:
             wf, wtext = wavefront.plan_wavefront(plan.uar, g, step, text)
         except wavefront.WavefrontError as err:
-            wave_notes[g.id] = f"wavefront launch fusion not applied: {err}"
+            wave_notes[g.id] = NoWavefront(str(err))
             continue
         waves[g.id] = wf
         wave_texts.append(wtext)
-        wave_notes[g.id] = (f"wavefront launch fusion: one launch of {wf.slots} fragments per "
-                            f"step {wf.outer} + {wf.inner} (kernel {wf.kernel})")
+        wave_notes[g.id] = WavefrontLaunch(wf.slots, wf.outer, wf.inner, wf.kernel)
     return waves, wave_notes, wave_texts
 
 

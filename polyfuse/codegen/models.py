@@ -10,8 +10,7 @@ device compiles is what is modelled.  Models identical layers would repeat are s
   layers of a transformer are parsed and modelled once each; a kernel whose text repeats another
   one gets the first one's model renamed and moved to its own lines (:func:`_moved`), which is
   what parsing it would give (the oracle test checks this on the bundled programs);
-* isl answers about one shared model (``memo``) are asked once;
-* re-indexing maps are parsed once per text (:func:`polyfuse.islutil.map_from_text`).
+* isl answers about one shared model (``memo``) are asked once.
 
 Building the model from the fragments' own models and their re-indexing maps instead of
 re-parsing is not exact: the extractor models the printed control flow (guards as C ``if``,

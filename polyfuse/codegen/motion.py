@@ -45,8 +45,8 @@ from pycparser import c_ast
 
 from polyfuse.c import cpp, syntax
 from polyfuse.c.cpp import block_items as _items
+from polyfuse.codegen.decisions import KeptApart
 from polyfuse.fusion.plan import Fragment
-from polyfuse.islutil import map_from_text
 from polyfuse.program import WORK_ITEM_FUNCTIONS, Launch, Program
 
 _BARRIERS = ("barrier", "work_group_barrier")
@@ -324,8 +324,8 @@ class _Deps:
 
 def _same_work_items(a: FragCode, b: FragCode) -> bool:
     try:
-        ma = map_from_text(a.frag.reindex).reset_tuple_id(isl.dim_type.out)
-        mb = map_from_text(b.frag.reindex).reset_tuple_id(isl.dim_type.out)
+        ma = a.frag.reindex.reset_tuple_id(isl.dim_type.out)
+        mb = b.frag.reindex.reset_tuple_id(isl.dim_type.out)
         ma, mb = ma.align_params(mb.get_space()), mb.align_params(ma.get_space())
         da = a.dom.align_params(b.dom.get_space())
         return ma.is_equal(mb) and da.is_equal(b.dom.align_params(da.get_space()))
@@ -334,14 +334,14 @@ def _same_work_items(a: FragCode, b: FragCode) -> bool:
 
 
 def share_barriers(frags: Sequence[FragCode], program: Program, uar: Any,
-                   shared_names: frozenset[str]) -> tuple[list[Any], list[str]]:
+                   shared_names: frozenset[str]) -> tuple[list[Any], list[KeptApart]]:
     """The group's fragments with independent, skeleton-identical ones merged (module doc).
 
     Returns the new sequence (:class:`FragCode` or :class:`Merged`, in emission order) and one
     note per fragment that was considered but kept apart.
     """
     deps = _Deps(program, uar)
-    notes: list[str] = []
+    notes: list[KeptApart] = []
     prepared: dict[int, tuple[list[Any], Any]] = {}
     for i, fc in enumerate(frags):
         if not fc.has_barrier:
@@ -349,12 +349,12 @@ def share_barriers(frags: Sequence[FragCode], program: Program, uar: Any,
         kernel = program.kernels[program.op(fc.frag.launch).kernel]
         if kernel.ast is not None and any(isinstance(n, c_ast.Return)
                                           for n in cpp.walk(kernel.ast.body)):
-            notes.append(f"code motion: fragment {fc.k} kept apart (early return)")
+            notes.append(KeptApart(fc.k, "early return"))
             continue
         try:
             prepared[i] = _prepare(fc, shared_names)
         except _NotMergeable as why:
-            notes.append(f"code motion: fragment {fc.k} kept apart ({why})")
+            notes.append(KeptApart(fc.k, str(why)))
     taken: set[int] = set()
     sets: dict[int, list[int]] = {}
     for i in sorted(prepared):

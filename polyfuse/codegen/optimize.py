@@ -38,6 +38,7 @@ import islpy as isl
 from pycparser import c_ast
 
 from polyfuse.c import cpp, syntax
+from polyfuse.codegen.decisions import OptimizationsSkipped
 from polyfuse.codegen.models import KernelModels
 from polyfuse.islutil import IslQuotaExceeded, bounded
 from polyfuse.program import HostOp, Kernel, KernelContext, Launch, PolyfuseError, Program
@@ -71,12 +72,12 @@ def _model(gc: Any, helpers_text: str, models: KernelModels
         k = models.model(helpers_text, _kernel_text(gc), kb.name, f"<fused {kb.name}>",
                          KernelContext(local_size=ls, global_size=gs))
     except PolyfuseError as err:
-        kb.notes.append(f"post-fusion optimizations skipped: {err}")
+        kb.notes.append(OptimizationsSkipped(str(err)))
         return None
     mine = _shape_walk(gc.func.body)
     theirs = models.answer(("shape", id(k)), lambda: _shape_walk(k.ast.body))
     if len(mine) != len(theirs) or any(type(a) is not type(b) for a, b in zip(mine, theirs)):
-        kb.notes.append("post-fusion optimizations skipped: re-parsed kernel differs in shape")
+        kb.notes.append(OptimizationsSkipped("re-parsed kernel differs in shape"))
         return None
     return k, {id(t): m for t, m in zip(theirs, mine)}
 

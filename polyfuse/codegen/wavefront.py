@@ -27,6 +27,7 @@ from typing import Any, Optional
 import islpy as isl
 import sympy
 
+from polyfuse.fusion.decisions import WavefrontSchedule
 from polyfuse.program import ArgBinding, HostLoop, Launch, PolyfuseError, Program
 
 #: iterator of the wavefront-step loop in the fused program
@@ -109,8 +110,7 @@ def plan_wavefront(uar: Any, group: Any, step: Launch, text: str) -> tuple[Wavef
     legality is proved again with isl on the program's UAR (never taken from the plan)."""
     from polyfuse.fusion.global_ import wavefront_proof
 
-    if group.schedule is None or not any(n.startswith("wavefront schedule")
-                                         for n in group.notes):
+    if group.schedule is None or not any(isinstance(n, WavefrontSchedule) for n in group.notes):
         raise WavefrontError("no wavefront schedule")
     if uar is None:
         raise WavefrontError("the plan has no UAR to prove the wavefront on")

@@ -42,6 +42,7 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
+from polyfuse.frontend.onnx_nodes import Fate, NodeOutcome
 from polyfuse.program import (
     REFERENCE_TARGET,
     KernelVariant,
@@ -123,8 +124,11 @@ class OnnxModel:
     program: Program
     inputs: tuple[TensorInfo, ...]
     outputs: tuple[TensorInfo, ...]
-    #: node name -> what happened to it ("launch <kernel>", "alias of <buffer>", "folded")
+    #: node name -> what happened to it ("launch <kernel>", "alias of <buffer>", "folded"):
+    #: :attr:`outcomes` in words
     nodes: Mapping[str, str] = field(default_factory=dict)
+    #: node name -> what happened to it, as a record
+    outcomes: Mapping[str, NodeOutcome] = field(default_factory=dict)
     #: number of nodes in the graph
     op_count: int = 0
     #: graph input -> (axis size, node) of the Gather that reads it as indices: values outside
@@ -565,7 +569,7 @@ class _Translator:
         self.ops: list[tuple] = []  # ("write"|"read", buffer) or ("launch", OpKernel, args)
         self.kernels: dict[str, Any] = {}  # kernel name -> OpKernel
         self.names: set[str] = set()
-        self.nodes: dict[str, str] = {}
+        self.nodes: dict[str, NodeOutcome] = {}
         #: sequence name -> its tensors as (source tensor, axis, start, end, keep the axis)
         self.sequences: dict[str, list[tuple[str, int, int, int, bool]]] = {}
         self.index_bounds: dict[str, tuple[int, str]] = {}
@@ -791,12 +795,12 @@ class _Translator:
             return
         if op in FOLDERS and self.foldable(op, ins):
             self.fold(node, op, attrs, where)
-            self.nodes[label] = "folded on the host"
+            self.nodes[label] = NodeOutcome(Fate.FOLDED)
             return
         self.infer_node(node)
         if (op in ALIAS_OPS or op == "Transpose" and self.moves_unit_axes_only(node, attrs, where)
                 or op == "Pad" and self.pads_nothing(node)) and self.alias(node, op, attrs, where):
-            self.nodes[label] = f"alias of {self.tensor_buffer[node.output[0]]}"
+            self.nodes[label] = NodeOutcome(Fate.ALIAS, self.tensor_buffer[node.output[0]])
             return
         if op == "Gather" and self.gather_as_slice(index, node, label, attrs, where):
             return
@@ -862,7 +866,7 @@ class _Translator:
         return True
 
     def sequence_op(self, index: int, node: Any, op: str, label: str, attrs: dict[str, Any],
-                    where: str) -> str:
+                    where: str) -> NodeOutcome:
         """``SplitToSequence`` then ``SequenceAt`` with constant positions (what the dynamo
         exporter emits for ``chunk``/``split`` without its optimizer): the sequence is a list of
         slices of one tensor, and each ``SequenceAt`` becomes a Split-like Slice of its own."""
@@ -897,7 +901,7 @@ class _Translator:
             starts = np.cumsum([0] + sizes)
             self.sequences[node.output[0]] = [(src, axis, int(a), int(b), keep)
                                               for a, b in zip(starts[:-1], starts[1:])]
-            return f"sequence of {len(sizes)} slices of {src}"
+            return NodeOutcome(Fate.SEQUENCE, f"sequence of {len(sizes)} slices of {src}")
         if op != "SequenceAt":
             raise self.error(f"{where}: sequence operator is not supported", UnsupportedError)
         seq, pos = node.input[0], node.input[1]
@@ -920,7 +924,7 @@ class _Translator:
             value = np.take(self.consts[src], np.arange(start, end), axis=axis)
             self.consts[out] = value if keep else np.squeeze(value, axis)
             self.shapes[out] = tuple(self.consts[out].shape)
-            return "folded on the host"
+            return NodeOutcome(Fate.FOLDED)
         names = [f"{out}::{k}" for k in ("starts", "ends", "axes")]
         for name, v in zip(names, (start, end, axis)):
             self.consts[name] = np.array([v], np.int64)
@@ -1069,7 +1073,7 @@ class _Translator:
             self.layouts[args[opk.outputs[0]]] = opk.block
         self.kernels[kname] = opk
         self.ops.append(("launch", opk, args))
-        self.nodes[label] = f"launch {kname}"
+        self.nodes[label] = NodeOutcome(Fate.LAUNCH, kname)
         self.specs[kname] = spec
         for pname in opk.outputs:
             if pname:
@@ -1143,10 +1147,14 @@ class _Translator:
         product = self.specs[chain[0]]
         opk = self.generate(chain[0], product, whole_rows=True, row_of_group=leads[chain[0]])
         if opk.block is None:
-            if not self.nodes[product.label].endswith(")"):  # said once per product
-                self.nodes[product.label] += f" ({opk.note or 'tiled'}; rows for {label})"
+            said = self.nodes[product.label]
+            if not said.forms:  # said once per product
+                self.nodes[product.label] = replace(
+                    said, forms=(f"{opk.note or 'tiled'}; rows for {label}",))
             return
-        self.nodes[product.label] += f" (one work-group per row for {label})"
+        said = self.nodes[product.label]
+        self.nodes[product.label] = replace(
+            said, forms=said.forms + (f"one work-group per row for {label}",))
         self.replace_kernel(chain[0], opk)
         for prev, kname in zip(chain, chain[1:]):
             layout = replace(opk.block, lead=leads[prev])  # the layout of its chain input
@@ -1316,7 +1324,8 @@ def load_onnx_model(path: Union[str, os.PathLike], *, params: Optional[Mapping[s
     name = _identifier(Path(path).stem, "model")
     program = tr.program(name)
     return OnnxModel(path=path, program=program, inputs=tuple(inputs), outputs=tuple(outputs),
-                     nodes=dict(tr.nodes), op_count=len(model.graph.node),
+                     nodes={k: v.text for k, v in tr.nodes.items()}, outcomes=dict(tr.nodes),
+                     op_count=len(model.graph.node),
                      index_bounds={t.name: tr.index_bounds[t.name] for t in inputs
                                    if t.name in tr.index_bounds})
 

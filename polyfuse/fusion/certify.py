@@ -29,12 +29,13 @@ import dataclasses
 
 import sympy
 
+from polyfuse.fusion.decisions import CertificateSplit, Refusal, Refused
 from polyfuse.fusion.global_ import _count_value, _global_size, _named, _trip_count
 from polyfuse.fusion.local import group_problems
 from polyfuse.fusion.plan import BlockedFusion, FusedGroup, FusionPlan
-from polyfuse.fusion.reindex import identity_frame, reindex_text
+from polyfuse.fusion.reindex import identity_frame, reindex_map
 
-REFUSED = "refused by the legality certificate"
+REFUSED = Refused.CERTIFICATE.value
 
 
 def certify(plan: FusionPlan) -> FusionPlan:
@@ -51,14 +52,16 @@ def _split(plan: FusionPlan, refused: dict[int, list[str]]) -> FusionPlan:
     uar = plan.uar
     pos = {op.id: k for k, op in enumerate(uar.program.ops)}
     pieces: list[tuple[int, int, FusedGroup]] = []  # (step, host position, group)
-    why_of: dict[int, str] = {}
+    why_of: dict[int, Refusal] = {}
     for g in plan.groups:
         if g.id not in refused:
             shift = sum(len(plan.groups[r].members) - 1 for r in refused
                         if plan.groups[r].step < g.step)
             pieces.append((g.step + shift, pos[g.members[0]], g))
             continue
-        why = f"{REFUSED}: group {list(g.members)} not fused ({'; '.join(refused[g.id])})"
+        split = CertificateSplit(tuple(g.members), tuple(refused[g.id]))
+        why = Refusal(Refused.CERTIFICATE, REFUSED,
+                      f"group {list(g.members)} not fused ({'; '.join(refused[g.id])})")
         base = g.step + sum(len(plan.groups[r].members) - 1 for r in refused
                             if plan.groups[r].step < g.step)
         for k, m in enumerate(sorted(g.members, key=pos.get)):
@@ -67,10 +70,10 @@ def _split(plan: FusionPlan, refused: dict[int, list[str]]) -> FusionPlan:
             alone = identity_frame(uar, m)
             pieces.append((base + k, pos[m], FusedGroup(
                 id=-1, members=(m,), orchestration="single",
-                fragments=(dataclasses.replace(frag, barrier_before=False, reindex=reindex_text(
+                fragments=(dataclasses.replace(frag, barrier_before=False, reindex=reindex_map(
                     _named(alone, alone.maps[m]))),),
                 step=base + k, global_size=_global_size(uar, alone),
-                local_size=tuple(alone.local_size), notes=(why,))))
+                local_size=tuple(alone.local_size), notes=(split,))))
     pieces.sort(key=lambda p: (p[0], p[1]))
     groups = tuple(dataclasses.replace(g, id=k, step=step)
                    for k, (step, _, g) in enumerate(pieces))

@@ -36,6 +36,17 @@ from typing import Optional
 
 import networkx as nx
 
+from polyfuse.fusion.decisions import (
+    Anchor,
+    GroupNote,
+    GroupStart,
+    P1Rebuilt,
+    P1Step,
+    P3Merge,
+    Refusal,
+    Refused,
+    Searched,
+)
 from polyfuse.fusion.global_ import (
     Unit,
     _connected,
@@ -230,7 +241,7 @@ class _Search:
         grid, else the consumer's, else the chain rebuilt consumer-first (as local fusion)."""
         uar = self.uar
         frame = identity_frame(uar, members[0])
-        notes = [f"L{members[0]} ({_kernel(uar, members[0])}): starts a group"]
+        notes: list[GroupNote] = [GroupStart(members[0], _kernel(uar, members[0]))]
         rest = members[1:]
         while rest:
             y = next((m for m in rest if any(self.graph.has_edge(x, m) or self.graph.has_edge(m, x)
@@ -238,24 +249,21 @@ class _Search:
             rest.remove(y)
             yf = identity_frame(uar, y)
             merged, _ = merge_frames(uar, frame, yf, _between(uar, frame, yf))
-            how = "anchored on the producer"
+            how = Anchor.PRODUCER
             if merged is None:
                 merged, _ = merge_frames(uar, yf, frame, _between(uar, yf, frame))
-                how = "anchored on the consumer"
+                how = Anchor.CONSUMER
             if merged is None:
                 return self._rebuilt(members)
             frame = merged
-            bar = " (barrier before it)" if y in frame.barriers else ""
-            notes.append(f"L{y} ({_kernel(uar, y)}) fused by P1, {how}{bar}")
+            notes.append(P1Step(y, _kernel(uar, y), how, y in frame.barriers))
         return LocalGroup(frame, notes, {"P1"} if len(members) > 1 else set())
 
     def _rebuilt(self, members: list[int]) -> Optional[LocalGroup]:
         frame = _consumer_first(self.uar, members)
         if frame is None:
             return None
-        names = ", ".join(f"L{m}" for m in members)
-        return LocalGroup(frame, [f"{names} fused by P1, rebuilt anchored on each consumer"],
-                          {"P1"})
+        return LocalGroup(frame, [P1Rebuilt(tuple(members))], {"P1"})
 
     def _p3(self, a: Unit, b: Unit) -> Optional[Unit]:
         assert a.group is not None and b.group is not None
@@ -272,9 +280,7 @@ class _Search:
             orch = "hybrid" if chains and (mode == "horizontal" or a.orchestration != "vertical"
                                            ) else mode
             notes = a.group.notes + b.group.notes + [
-                f"P3: {', '.join(f'L{m}' for m in b.members)} fused with "
-                f"{', '.join(f'L{m}' for m in a.members)} ({mode}): identical code, no "
-                "dependence between them"]
+                P3Merge(tuple(b.members), tuple(a.members), mode)]
             group = LocalGroup(replace(frame, barriers=need), notes,
                                a.group.how | b.group.how | {"P3"})
             return Unit("G", tuple(order), group, orch, sig=a.sig + b.sig)
@@ -290,7 +296,7 @@ def _plan_of(search: _Search, sets: list[frozenset[int]], cost: int, greedy: int
              target: Target) -> Optional[FusionPlan]:
     """The plan of a grouping the search found: scheduled like the greedy plan's groups."""
     uar = search.uar
-    why = f"{SEARCHED}: {cost} launches where greedy planning gave {greedy}"
+    why = Searched(cost, greedy)
     units: list[Unit] = []
     for k, s in enumerate(sorted(sets, key=lambda s: min(map(search.pos.get, s)))):
         u = search.unit(s)
@@ -304,9 +310,10 @@ def _plan_of(search: _Search, sets: list[frozenset[int]], cost: int, greedy: int
     except ValueError:
         return None
     group_of = {m: u.name for u in units for m in u.members}
-    reasons = {edge_key(e): ("global dependence (P2)" if e.width == "global" else
-                             f"left apart by the {SEARCHED} (no grouping with fewer launches "
-                             "joins them)")
+    apart = Refusal(Refused.SEARCHED, f"left apart by the {SEARCHED} (no grouping with fewer "
+                    "launches joins them)")
+    reasons = {edge_key(e): (Refusal(Refused.GLOBAL, Refused.GLOBAL.value)
+                             if e.width == "global" else apart)
                for e in uar.edges if not e.host and group_of.get(e.src) != group_of.get(e.dst)}
     starters = [m for u in units if u.group is not None for m in u.members
                 if not any(search.graph.has_edge(x, m) for x in u.members)]

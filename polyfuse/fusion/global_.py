@@ -41,16 +41,23 @@ side), ``hybrid`` (P3 of P1 chains side by side: chains vertical, copies horizon
 
 from __future__ import annotations
 
-import re
 import types
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Optional
 
 import islpy as isl
 import networkx as nx
 import sympy
 
+from polyfuse.fusion.decisions import (
+    GroupStart,
+    P3Merge,
+    Refusal,
+    Refused,
+    StartReason,
+    WavefrontSchedule,
+)
 from polyfuse.fusion.hetero import apart_reasons, hetero_fusion
 from polyfuse.fusion.local import (
     LocalGroup,
@@ -66,7 +73,7 @@ from polyfuse.fusion.reindex import (
     edge_in_iteration,
     frame_problems,
     normalize,
-    reindex_text,
+    reindex_map,
 )
 from polyfuse.fusion.similarity import kernel_signature
 from polyfuse.islutil import coalesce, pwqp_to_sympy
@@ -84,7 +91,6 @@ class Unit:
     members: tuple[int, ...]
     group: Optional[LocalGroup] = None
     orchestration: str = "single"
-    notes: list[str] = field(default_factory=list)
     #: structural signature of one copy (kept when P3 fuses identical copies)
     sig: tuple[str, ...] = ()
 
@@ -230,7 +236,8 @@ def global_schedule(uar: UAR, units: Sequence[Unit]) -> tuple[isl.Schedule, dict
     return schedule, asap_steps(steps, constraints, {u.name for u in units if u.group is None})
 
 
-def wavefront_schedules(uar: UAR, units: Sequence[Unit]) -> dict[str, tuple[isl.Map, str]]:
+def wavefront_schedules(uar: UAR, units: Sequence[Unit]
+                        ) -> dict[str, tuple[isl.Map, WavefrontSchedule]]:
     """Wavefront schedules of groups in a nest of two or more host loops (SIRIUS §7.5).
 
     A recurrence such as a stacked RNN over (layer, time) carries dependences along both host
@@ -279,10 +286,7 @@ def wavefront_schedules(uar: UAR, units: Sequence[Unit]) -> dict[str, tuple[isl.
         count = str(n_fronts.card()).strip() if hasattr(n_fronts, "card") else ""
         if count.startswith("{") and count.endswith("}") and ":" not in count:
             count = count[1:-1].strip()  # a constant: "{ 6 }" -> "6"
-        how = f" in {count} steps" if count else ""
-        out[u.name] = (wave, f"wavefront schedule {front}{how}: every loop-carried "
-                       "dependence crosses to a later step, so the launches of one step are "
-                       "independent")
+        out[u.name] = (wave, WavefrontSchedule(front, count))
     return out
 
 
@@ -411,9 +415,7 @@ def p3_fusion(uar: UAR, units: list[Unit], steps: dict[str, int], orchestration:
                     else:
                         orch = "hybrid" if multi else "horizontal"
                     notes = a.group.notes + b.group.notes + [
-                        f"P3: {', '.join(f'L{m}' for m in b.members)} fused with "
-                        f"{', '.join(f'L{m}' for m in a.members)} ({mode}): same step "
-                        f"{steps[a.name]}, identical code, no dependence between them"]
+                        P3Merge(tuple(b.members), tuple(a.members), mode, steps[a.name])]
                     merged = LocalGroup(frame, notes, a.group.how | b.group.how | {"P3"})
                     a.group, a.members, a.orchestration = merged, tuple(order), orch
                     alive.remove(b)
@@ -500,8 +502,7 @@ def plan_fusion(uar: UAR, *, orchestration: str = "auto", anchor: str = "auto",
                       local.graph)
     if orchestration == "hetero":
         units = hetero_fusion(uar, units, steps, local.graph, target)
-    starters = [int(m.group(1)) for g in local.groups for n in g.notes
-                if (m := re.match(r"^L(\d+) \(.*\): starts a group$", n))]
+    starters = [n.launch for g in local.groups for n in g.notes if isinstance(n, GroupStart)]
     plan = assemble_plan(uar, units, schedule, steps, waves, local.reasons, starters,
                          local.graph, hetero=orchestration == "hetero", target=target)
     if (orchestration, anchor) != ("auto", "auto"):
@@ -512,8 +513,8 @@ def plan_fusion(uar: UAR, *, orchestration: str = "auto", anchor: str = "auto",
 
 
 def assemble_plan(uar: UAR, units: list[Unit], schedule: isl.Schedule, steps: dict[str, int],
-                  waves: dict[str, tuple[isl.Map, str]],
-                  reasons: dict[tuple[int, int, str, str], str], starters: list[int],
+                  waves: dict[str, tuple[isl.Map, WavefrontSchedule]],
+                  reasons: dict[tuple[int, int, str, str], Refusal], starters: list[int],
                   graph: nx.DiGraph, *, hetero: bool, target: Target) -> FusionPlan:
     """The plan of the final ``units`` (groups and host operations) at their launch ``steps``;
     ``reasons`` say why an edge between groups was not fused, ``starters`` are the launches
@@ -528,7 +529,7 @@ def assemble_plan(uar: UAR, units: list[Unit], schedule: isl.Schedule, steps: di
         assert u.group is not None
         frame = u.group.frame
         frags = tuple(Fragment(launch=m, kernel=_launch(uar, m).kernel,
-                               reindex=reindex_text(_named(frame, frame.maps[m])),
+                               reindex=reindex_map(_named(frame, frame.maps[m])),
                                barrier_before=m in frame.barriers)
                       for m in u.members)
         gsched = sched_map.intersect_domain(isl.UnionSet(
@@ -552,8 +553,8 @@ def assemble_plan(uar: UAR, units: list[Unit], schedule: isl.Schedule, steps: di
             continue
         reason = reasons.get(edge_key(e))
         if reason is None:
-            reason = ("global dependence (P2)" if e.width == "global"
-                      else "endpoints placed in different groups")
+            kind = Refused.GLOBAL if e.width == "global" else Refused.ENDPOINTS
+            reason = Refusal(kind, kind.value)
         blocked.append(BlockedFusion(src=e.src, dst=e.dst, array=e.array, kind=e.kind,
                                      width=e.width, reason=reason, witness=e.witness))
     return FusionPlan(program=uar.program, uar=uar, groups=tuple(fused),
@@ -563,9 +564,9 @@ def assemble_plan(uar: UAR, units: list[Unit], schedule: isl.Schedule, steps: di
                       apart=tuple(apart_reasons(uar, units, steps, graph, hetero, target)))
 
 
-def _start_reasons(uar: UAR, starters: list[int], reasons: dict[tuple[int, int, str, str], str],
-                   groups: list[Unit], steps: dict[str, int], group_of: dict[int, int]
-                   ) -> dict[int, str]:
+def _start_reasons(uar: UAR, starters: list[int],
+                   reasons: dict[tuple[int, int, str, str], Refusal], groups: list[Unit],
+                   steps: dict[str, int], group_of: dict[int, int]) -> dict[int, StartReason]:
     """Why each launch that starts a local group does (data for report.md)."""
     from polyfuse.fusion.explain import start_reasons
 

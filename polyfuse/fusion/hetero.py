@@ -34,6 +34,7 @@ import networkx as nx
 import sympy
 
 from polyfuse.c.types import type_size
+from polyfuse.fusion.decisions import Apart, ApartReason, HeteroPlacement
 from polyfuse.fusion.local import LocalGroup, placement_problem
 from polyfuse.fusion.reindex import frame_problems
 from polyfuse.program import REFERENCE_TARGET, Target
@@ -174,10 +175,7 @@ def hetero_fusion(uar: Any, units: list[Any], steps: dict[str, int], graph: nx.D
                     continue
                 frame = replace(frame, barriers=need)
                 notes = a.group.notes + b.group.notes + [
-                    f"heterogeneous horizontal fusion: {', '.join(f'L{m}' for m in b.members)} "
-                    f"placed beside {', '.join(f'L{m}' for m in a.members)} (independent: no "
-                    f"dependence path; same step {steps[a.name]}; concatenated grids, a "
-                    "group-id branch per fragment)"]
+                    HeteroPlacement(tuple(b.members), tuple(a.members), steps[a.name])]
                 multi = any(len(u.members) > 1 and u.orchestration != "horizontal"
                             for u in (a, b))
                 a.group = LocalGroup(frame, notes, a.group.how | b.group.how | {"P3h"})
@@ -194,8 +192,8 @@ def hetero_fusion(uar: Any, units: list[Any], steps: dict[str, int], graph: nx.D
 
 def apart_reasons(uar: Any, units: Sequence[Any], steps: dict[str, int], graph: nx.DiGraph,
                   hetero_tried: bool, target: Target = REFERENCE_TARGET
-                  ) -> list[tuple[tuple[int, ...], tuple[int, ...], str]]:
-    """For every pair of independent groups left apart: (members, members, why)."""
+                  ) -> list[ApartReason]:
+    """For every pair of independent groups left apart: why."""
     groups = [u for u in units if u.group is not None]
     paths = dependence_paths(uar, list(units))
     reach = {n: nx.descendants(paths, n) for n in paths.nodes}
@@ -204,21 +202,21 @@ def apart_reasons(uar: Any, units: Sequence[Any], steps: dict[str, int], graph: 
         for b in groups[i + 1:]:
             if b.name in reach[a.name] or a.name in reach[b.name]:
                 continue
+            members = (tuple(a.members), tuple(b.members))
             why = _why_apart(uar, a, b, steps, target)
-            if why is None:
-                unit_of = {m: id(u) for u in groups for m in u.members}
-                place = placement_problem(uar, graph, a.members + b.members, unit_of)
-                if place:
-                    why = f"the fused launch would run at the later one's place: {place}"
-                elif hetero_tried:
-                    frame, fail = _side_by_side(uar, a, b)
-                    why = (f"no concatenated grid ({fail})" if frame is None else
-                           "the fused launch would break a dependence or barrier placement")
-                else:
-                    why = ("not fused in this variant: heterogeneous horizontal fusion "
-                           "(orchestration 'hetero') is chosen only when measured faster "
-                           "(--tune times it against leaving them apart)")
-            out.append((tuple(a.members), tuple(b.members), why))
+            if why is not None:
+                out.append(ApartReason(*members, Apart.INCOMPATIBLE, why))
+                continue
+            unit_of = {m: id(u) for u in groups for m in u.members}
+            place = placement_problem(uar, graph, a.members + b.members, unit_of)
+            if place:
+                out.append(ApartReason(*members, Apart.PLACEMENT, place))
+            elif hetero_tried:
+                frame, fail = _side_by_side(uar, a, b)
+                out.append(ApartReason(*members, Apart.NO_GRID, fail) if frame is None else
+                           ApartReason(*members, Apart.BREAKS))
+            else:
+                out.append(ApartReason(*members, Apart.NOT_IN_VARIANT))
     return out
 
 

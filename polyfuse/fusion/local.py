@@ -31,6 +31,16 @@ from typing import Optional
 import islpy as isl
 import networkx as nx
 
+from polyfuse.fusion.decisions import (
+    Anchor,
+    CommonConsumer,
+    EdgeRef,
+    GroupNote,
+    GroupStart,
+    P1Merge,
+    Refusal,
+    Refused,
+)
 from polyfuse.fusion.plan import FusedGroup, FusionPlan
 from polyfuse.fusion.reindex import (
     FUSED,
@@ -46,7 +56,7 @@ from polyfuse.fusion.reindex import (
     partial_groups,
     partial_groups_reason,
 )
-from polyfuse.islutil import IslQuotaExceeded, bounded, map_from_text
+from polyfuse.islutil import IslQuotaExceeded, bounded
 from polyfuse.program import HostOp, Launch
 from polyfuse.uar.graph import UAR, Edge
 
@@ -58,7 +68,7 @@ class LocalGroup:
     """A group under construction: its frame and why it looks like it does."""
 
     frame: Frame
-    notes: list[str] = field(default_factory=list)
+    notes: list[GroupNote] = field(default_factory=list)
     #: "P1" when some member joined through a dependence
     how: set[str] = field(default_factory=set)
 
@@ -67,7 +77,7 @@ class LocalGroup:
 class LocalResult:
     groups: list[LocalGroup]
     #: (src, dst, array, kind) -> why the edge was not fused inside one group
-    reasons: dict[tuple[int, int, str, str], str]
+    reasons: dict[tuple[int, int, str, str], Refusal]
     #: operation graph: same-iteration data dependences between non-sync operations
     graph: nx.DiGraph
 
@@ -151,7 +161,7 @@ def _local_pass(uar: UAR, modes: Sequence[str], join_producers: bool) -> LocalRe
     pos = {op.id: k for k, op in enumerate(uar.program.ops)}
     groups: list[Optional[LocalGroup]] = []
     unit_of: dict[int, int] = {}
-    reasons: dict[tuple[int, int, str, str], str] = {}
+    reasons: dict[tuple[int, int, str, str], Refusal] = {}
     for op in uar.program.launches:
         y = op.id
         preds: list[int] = []
@@ -190,7 +200,7 @@ def _local_pass(uar: UAR, modes: Sequence[str], join_producers: bool) -> LocalRe
             break
         if not merged:
             frame = identity_frame(uar, y)
-            groups.append(LocalGroup(frame, [f"L{y} ({op.kernel}): starts a group"]))
+            groups.append(LocalGroup(frame, [GroupStart(y, op.kernel)]))
             unit_of[y] = len(groups) - 1
     return LocalResult([g for g in groups if g is not None], reasons, graph)
 
@@ -201,50 +211,49 @@ def _kernel(uar: UAR, lid: int) -> str:
 
 
 def _merged(uar: UAR, parts: Sequence[Optional[LocalGroup]], members: list[int], frame: Frame,
-            anchor: str, details: list[str]) -> LocalGroup:
+            anchor: Anchor, details: list[EdgeRef]) -> LocalGroup:
     """The group of ``parts`` joined by P1 with the last of ``members`` on ``frame``, its notes
     saying how (``anchor``) and on which edges (``details``)."""
     y = members[-1]
     notes = [n for p in parts if p is not None for n in p.notes]
     how = set().union(*(p.how for p in parts if p is not None)) | {"P1"}
-    bar = " (barrier before it)" if y in frame.barriers else ""
-    names = ", ".join(f"L{m}" for m in members[:-1])
-    notes.append(f"L{y} ({_kernel(uar, y)}) fused with {names} by P1, {anchor}{bar}: "
-                 + "; ".join(details))
+    notes.append(P1Merge(y, _kernel(uar, y), tuple(members[:-1]), anchor, y in frame.barriers,
+                         tuple(details)))
     return LocalGroup(frame, notes, how)
 
 
 def _try_merge(uar: UAR, graph: nx.DiGraph, groups: list[Optional[LocalGroup]],
                unit_of: dict[int, int], attempt: list[int], y: int, modes: Sequence[str]
-               ) -> tuple[Optional[LocalGroup], str, dict]:
+               ) -> tuple[Optional[LocalGroup], Optional[Refusal], dict]:
     parts = [groups[g] for g in attempt]
     assert all(p is not None for p in parts)
     frames = [p.frame for p in parts if p is not None]
     members = [m for f in frames for m in f.members] + [y]
     unit = {m: i for i, f in enumerate(frames) for m in f.members}
     unit[y] = len(frames)
-    blame: dict[tuple[int, int, str, str], str] = {}
+    blame: dict[tuple[int, int, str, str], Refusal] = {}
     cross = [e for e in uar.edges if not e.host and e.src in unit and e.dst in unit
              and unit[e.src] != unit[e.dst]]
     loops = {uar.instances(m).loop_ids for m in members}
     if len(loops) > 1:
-        why = "different host loops enclose the launches (only one loop body is fused)"
+        why = Refusal(Refused.HOST_LOOPS, Refused.HOST_LOOPS.value)
         for e in cross:  # only the edges this is true of: others are blocked by their own
             if uar.instances(e.src).loop_ids != uar.instances(e.dst).loop_ids:
                 blame[edge_key(e)] = why
         return None, why, blame
-    details: list[str] = []
+    details: list[EdgeRef] = []
     for e in cross:
         if edge_in_iteration(uar, e).is_empty():
             continue
         w, witness = iteration_width(uar, e)
         if w == "global":
             text = witness.get("text") if witness else ""
-            blame[edge_key(e)] = f"global dependence (P2): {text}".rstrip(": ")
+            blame[edge_key(e)] = Refusal(Refused.GLOBAL, Refused.GLOBAL.value, text or "")
             return None, blame[edge_key(e)], blame
-        details.append(f"{e.kind} L{e.src}->L{e.dst} on {e.array} ({w})")
-    why = placement_problem(uar, graph, members, unit_of)
-    if why is not None:
+        details.append(EdgeRef(e.kind, e.src, e.dst, e.array, w))
+    place = placement_problem(uar, graph, members, unit_of)
+    if place is not None:
+        why = Refusal(Refused.PLACEMENT, place)
         for e in cross:
             blame[edge_key(e)] = why
         return None, why, blame
@@ -263,17 +272,19 @@ def _try_merge(uar: UAR, graph: nx.DiGraph, groups: list[Optional[LocalGroup]],
                 break
         if frame is None:
             continue
-        group = _merged(uar, parts, members, frame, f"anchored on the {mode}", details)
+        group = _merged(uar, parts, members, frame, Anchor(f"anchored on the {mode}"), details)
         if len(frames) > 1:
-            group.notes.append(f"L{y} is a common consumer: its producers' groups are fused too "
-                               "(each re-indexed onto the consumer's work-items)")
-        return group, "", blame
+            group.notes.append(CommonConsumer(y))
+        return group, None, blame
     if len(modes) > 1 and len(frames) == 1:
         rebuilt = _consumer_first(uar, [*frames[0].members, y])
         if rebuilt is not None:
-            anchor = "the group rebuilt anchored on each consumer"
-            return _merged(uar, parts, members, rebuilt, anchor, details), "", blame
-    why = last_why if PARTIAL_GROUPS in last_why else f"no consistent re-indexing: {last_why}"
+            return _merged(uar, parts, members, rebuilt, Anchor.REBUILT, details), None, blame
+    if PARTIAL_GROUPS in last_why:
+        summary, _, detail = last_why.partition(": ")
+        why = Refusal(Refused.PARTIAL_GROUPS, summary, detail)
+    else:
+        why = Refusal(Refused.NO_REINDEXING, Refused.NO_REINDEXING.value, last_why)
     for e in cross:
         blame[edge_key(e)] = why
     return None, why, blame
@@ -307,7 +318,7 @@ def _between(uar: UAR, a: Frame, b: Frame) -> list[Edge]:
 def _frame_of_group(uar: UAR, group) -> Frame:
     maps: dict[int, isl.Map] = {}
     for f in group.fragments:
-        maps[f.launch] = map_from_text(f.reindex)
+        maps[f.launch] = f.reindex
     first = uar.instances(group.members[0])
     wd = max((uar.instances(m).work_dim for m in group.members), default=1)
     any_map = next(iter(maps.values()))

@@ -14,7 +14,7 @@ barrier (a block-level edge to an earlier fragment).
 The plan holds planning decisions only.  What code generation makes of it (kernel names, the
 launched NDRanges, optimizations) is :class:`polyfuse.codegen.FusedProgram`'s, and the
 verification summary is the pipeline's (:class:`polyfuse.pipeline.FuseResult`); ``plan.json``
-(docs/interfaces.md) is assembled from the three by :func:`polyfuse.pipeline.plan_json`.
+(docs/interfaces.md) is assembled from the three by :func:`polyfuse.report.plan_json`.
 """
 
 from __future__ import annotations
@@ -23,6 +23,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Union
+
+import islpy as isl
+
+from polyfuse.fusion.decisions import ApartReason, GroupNote, Refusal, StartReason
 
 if TYPE_CHECKING:  # records of lower layers, for annotations only
     from polyfuse.program import Program
@@ -37,10 +41,27 @@ class Fragment:
 
     launch: int
     kernel: str
-    #: isl map string, fused work-item -> original work-item (see module docstring)
-    reindex: str
+    #: fused work-item -> original work-item (see module docstring)
+    reindex: isl.Map
     #: a work-group barrier separates this fragment from the previous one (block-level edge)
     barrier_before: bool = False
+    #: the map's isl text (``plan.json``).  Kept as first printed: isl may print a map read
+    #: back from its text differently, and a plan read from a cache must write the same file
+    reindex_text: str = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "reindex_text", str(self.reindex))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # islpy cannot pickle a map whose input and output dims share names (F[g0] -> L1[g0])
+        return _fragment, (self.launch, self.kernel, self.reindex_text, self.barrier_before)
+
+
+def _fragment(launch: int, kernel: str, text: str, barrier_before: bool) -> Fragment:
+    """A pickled :class:`Fragment`, its map read from its text and the text kept."""
+    frag = Fragment(launch, kernel, isl.Map(text), barrier_before)
+    object.__setattr__(frag, "reindex_text", text)
+    return frag
 
 
 @dataclass(frozen=True)
@@ -57,8 +78,8 @@ class FusedGroup:
     #: code generation launches it as :class:`polyfuse.codegen.FusedKernel` says)
     global_size: Optional[tuple[Any, ...]] = None
     local_size: Optional[tuple[int, ...]] = None
-    #: why members were (not) merged: one line per decision, for report.md
-    notes: tuple[str, ...] = ()
+    #: why members were (not) merged: one record per decision (polyfuse.fusion.decisions)
+    notes: tuple[GroupNote, ...] = ()
     #: the isl schedule of the group's instances (host-loop iterations -> time), as text
     schedule: Optional[str] = None
 
@@ -72,7 +93,7 @@ class BlockedFusion:
     array: str
     kind: str
     width: str
-    reason: str
+    reason: Refusal
     witness: Optional[dict[str, Any]] = None
 
 
@@ -91,9 +112,9 @@ class FusionPlan:
     #: the isl schedule tree computed by global fusion (groups G<id>, host ops H<id>), as text
     schedule: Optional[str] = None
     #: launch id -> why it starts a group in local fusion (polyfuse.fusion.explain)
-    starts: dict[int, str] = field(default_factory=dict)
-    #: every pair of independent groups left apart: (members, members, why) (fusion.hetero)
-    apart: tuple[tuple[tuple[int, ...], tuple[int, ...], str], ...] = ()
+    starts: dict[int, StartReason] = field(default_factory=dict)
+    #: every pair of independent groups left apart, with why (fusion.hetero)
+    apart: tuple[ApartReason, ...] = ()
 
     def group_frames(self, names: Optional[Mapping[int, str]] = None) -> dict[int, str]:
         """Launch id -> the frame its fused group is drawn in (groups of several launches;
@@ -106,7 +127,7 @@ class FusionPlan:
                names: Optional[Mapping[int, str]] = None) -> str:
         """The launches and their dependences with a frame per fused group, as SVG (also
         written to ``path``): which launches became one kernel, and the edges left between."""
-        from polyfuse.uar.display import uar_to_svg, write_text
+        from polyfuse.report.display import uar_to_svg, write_text
 
         return write_text(uar_to_svg(self.uar, launches_only=True,
                                      clusters=self.group_frames(names)), path)
@@ -114,7 +135,7 @@ class FusionPlan:
     def to_dot(self, path: Union[str, os.PathLike, None] = None,
                names: Optional[Mapping[int, str]] = None) -> str:
         """:meth:`to_svg`'s drawing as Graphviz DOT (also written to ``path``)."""
-        from polyfuse.uar.display import uar_to_dot, write_text
+        from polyfuse.report.display import uar_to_dot, write_text
 
         return write_text(uar_to_dot(self.uar, launches_only=True,
                                      clusters=self.group_frames(names)), path)

@@ -674,6 +674,6 @@ def partial_groups_reason(uar: UAR, frame: Frame, lid: int) -> str:
             "flow (fix the sizes with --args or --param to fuse it)")
 
 
-def reindex_text(rel: isl.Map) -> str:
-    """The isl text of a re-indexing (params kept, simplified)."""
-    return str(coalesce(rel))
+def reindex_map(rel: isl.Map) -> isl.Map:
+    """A re-indexing as a plan keeps it (params kept, simplified)."""
+    return coalesce(rel)

@@ -232,7 +232,7 @@ class Outcome:
 
 def _fuse_verify_job(path: str, out: str, progress: Optional[Callable] = None) -> dict:
     from polyfuse.onnx_run import fuse_onnx
-    from polyfuse.pipeline import write_outputs
+    from polyfuse.report import write_outputs
 
     result = fuse_onnx(path, verify=True, progress=progress)
     write_outputs(result, out)

@@ -71,7 +71,7 @@ class Edge:
         }
 
     def _repr_html_(self) -> str:
-        from polyfuse.uar.display import edge_to_html
+        from polyfuse.report.display import edge_to_html
 
         return edge_to_html(self)
 
@@ -219,21 +219,21 @@ class UAR:
                 + f"{params}>")
 
     def _repr_html_(self) -> str:
-        from polyfuse.uar.display import uar_to_html
+        from polyfuse.report.display import uar_to_html
 
         return uar_to_html(self)
 
     def to_svg(self, path: Union[str, os.PathLike, None] = None,
                launches_only: bool = False) -> str:
         """The drawing Jupyter shows, as standalone SVG (also written to ``path``)."""
-        from polyfuse.uar.display import uar_to_svg, write_text
+        from polyfuse.report.display import uar_to_svg, write_text
 
         return write_text(uar_to_svg(self, launches_only), path)
 
     def to_dot(self, path: Union[str, os.PathLike, None] = None,
                launches_only: bool = False) -> str:
         """The drawing as Graphviz DOT (also written to ``path``): ``dot -Tpng`` renders it."""
-        from polyfuse.uar.display import uar_to_dot, write_text
+        from polyfuse.report.display import uar_to_dot, write_text
 
         return write_text(uar_to_dot(self, launches_only), path)
 
