@@ -850,16 +850,16 @@ def test_setup_loops_without_opencl_calls_are_summarised(monkeypatch: Any) -> No
     """A 230,400-element two-variable ``for`` fill and 2.2 million iterations of nested
     flag set-up: one iteration budget for the whole nest, then a summary (what the loops
     write becomes unknown: host data, and a float scale that stays a kernel parameter)."""
-    from polyfuse.frontend import host_c
+    from polyfuse.frontend.host import evaluator
 
     executed = [0]
-    original = host_c.CSemantics._exec
+    original = evaluator.CEvaluator.exec
 
     def counting(self: Any, node: Any) -> None:
         executed[0] += 1
         original(self, node)
 
-    monkeypatch.setattr(host_c.CSemantics, "_exec", counting)
+    monkeypatch.setattr(evaluator.CEvaluator, "exec", counting)
     d = PROGRAMS / "setup_loops"
     program = load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"))
     assert executed[0] < 40_000, executed[0]
