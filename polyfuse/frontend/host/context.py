@@ -49,7 +49,7 @@ class Context:
 
 
     def error(self, msg: str, node: Optional[c_ast.Node] = None,
-               cls: type = PolyfuseError) -> PolyfuseError:
+              cls: type = PolyfuseError) -> PolyfuseError:
         loc = self.loc(node)
         if loc is None:
             return cls(msg, self.filename)

@@ -135,7 +135,7 @@ class CEvaluator:
     def call_function(self, fd: c_ast.FuncDef, args: list, node: c_ast.Node) -> Any:
         if len(self.mem.frames) > _MAX_CALL_DEPTH:
             raise self.ctx.error(f"call depth exceeds {_MAX_CALL_DEPTH} (recursion?) in "
-                              f"'{fd.decl.name}'", node, UnsupportedError)
+                                 f"'{fd.decl.name}'", node, UnsupportedError)
         frame = Frame(fd.decl.name, [{}])
         params = fd.decl.type.args.params if fd.decl.type.args is not None else []
         decls = [p for p in params if isinstance(p, c_ast.Decl) and p.name]
@@ -213,11 +213,11 @@ class CEvaluator:
         src = src_of(v)
         if src is not None:
             raise self.ctx.error(f"{what} depends on a value the program computes from its data "
-                              f"({src.describe()}){param_hint(src)}", node, UnsupportedError)
+                                 f"({src.describe()}){param_hint(src)}", node, UnsupportedError)
         hint = "" if self.libc.argv is not None else \
             " (if it comes from the command line, give it with --args \"...\")"
         raise self.ctx.error(f"{what} is not an integer polyfuse can determine from the host code"
-                          f"{hint}", node, UnsupportedError)
+                             f"{hint}", node, UnsupportedError)
 
     def concrete(self, v: Any, what: str, node: c_ast.Node) -> int:
         e = self.int_value(v, what, node)

@@ -111,7 +111,7 @@ def expr_list(ev: CEvaluator, node: c_ast.ExprList) -> Any:
 
 def init_list_value(ev: CEvaluator, node: c_ast.InitList) -> Any:
     return Arr(len(node.exprs), tuple((i, ev.eval(e)) for i, e in enumerate(node.exprs)),
-                ZERO)
+               ZERO)
 
 
 def compound_literal(ev: CEvaluator, node: c_ast.CompoundLiteral) -> Any:
@@ -248,7 +248,7 @@ def array_ref(ev: CEvaluator, node: c_ast.ArrayRef) -> Any:
             if any(isinstance(v, TRACKED) for v in vals):
                 if ref.loop:
                     raise NeedUnroll("a handle is read at an index that depends on a host "
-                                      "loop iterator")
+                                     "loop iterator")
                 return Poison("read at an unknown index")
         return UNK
     return ev.mem.deref(ref)
@@ -431,9 +431,9 @@ def init_list(ev: CEvaluator, init: c_ast.InitList, ctype: CType, name: str) -> 
         # a struct declared only in a system header polyfuse does not read (getopt's
         # ``struct option``): its values by position, ``"0"``, ``"1"``, ...
         return Rec(tuple((str(i), init_list(ev, e, UNK_TYPE, f"{name}_{i}")
-                           if isinstance(e, c_ast.InitList) else ev.eval_named(
+                          if isinstance(e, c_ast.InitList) else ev.eval_named(
                                e, f"{name}_{i}"))
-                          for i, e in enumerate(init.exprs)))
+                         for i, e in enumerate(init.exprs)))
     if ctype.kind == "struct":
         rec = ev.types.default(ctype, True)
         names = [n for n, _ in ctype.fields]

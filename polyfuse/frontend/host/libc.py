@@ -346,8 +346,8 @@ def long_option(ev: CEvaluator, argv: list[str], optind: int, word: str, longopt
     i = 0
     while isinstance(longopts, Ref) and i <= 256:
         entry = ev.mem.read(Ref(longopts.slot, longopts.path[:-1] + (longopts.path[-1] + i,))
-                           if longopts.path and isinstance(longopts.path[-1], int)
-                           else Ref(longopts.slot, longopts.path + (i,)))
+                            if longopts.path and isinstance(longopts.path[-1], int)
+                            else Ref(longopts.slot, longopts.path + (i,)))
         if not isinstance(entry, Rec):
             return UNK
         fields = ("name", "has_arg", "flag", "val") if entry.get("name") != UNK else \
@@ -487,7 +487,7 @@ LIBC: dict[str, Handler] = {
     "strcmp": strcmp, "strncmp": strncmp, "strlen": strlen, "getopt": getopt_short,
     "getopt_long": getopt_long, "fopen": fopen, "fread": fread,
     **{n: _reads_number(n) for n in ("atoi", "atol", "atoll", "strtol", "strtoul", "strtoll",
-                                      "strtoull", "atof", "strtod", "strtof")},
+                                     "strtoull", "atof", "strtod", "strtof")},
 }
 for _names, _handler in (
         (("exit", "abort", "_exit", "quick_exit"), _exit),

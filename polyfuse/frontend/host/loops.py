@@ -197,7 +197,7 @@ def counted_bounds(ev: CEvaluator, node: c_ast.For) -> Optional[tuple]:
 
 
 def counted_loop(ev: CEvaluator, node: c_ast.For, it: str, lower_n: c_ast.Node, upper_n: c_ast.Node,
-                  inclusive: bool, step: int) -> None:
+                 inclusive: bool, step: int) -> None:
     if isinstance(node.init, c_ast.DeclList):
         ev.exec(node.init)
     else:
@@ -365,7 +365,7 @@ def early_exit_error(ev: CEvaluator, node: c_ast.Node) -> PolyfuseError:
     src = ev.break_src.get(id(node))
     why = f": its condition depends on {src.describe()}{param_hint(src)}" if src else ""
     return ev.ctx.error("launches in a host loop that may be left early (break or continue "
-                       f"under a data-dependent condition){why}", node, UnsupportedError)
+                        f"under a data-dependent condition){why}", node, UnsupportedError)
 
 
 @contextlib.contextmanager
@@ -381,7 +381,7 @@ def no_early_exit(ev: CEvaluator) -> Iterator[None]:
 
 
 def generic_loop(ev: CEvaluator, node: c_ast.Node, cond: Optional[c_ast.Node], body: c_ast.Node,
-                  nxt: Optional[c_ast.Node], do_first: bool) -> None:
+                 nxt: Optional[c_ast.Node], do_first: bool) -> None:
     """A loop that is not counted: iterate it while its condition is known, else summarize."""
     base = ev.mem.state.clone()
     scopes = [dict(s) for s in ev.mem.frames[-1].scopes]
@@ -423,8 +423,8 @@ def generic_loop(ev: CEvaluator, node: c_ast.Node, cond: Optional[c_ast.Node], b
     if (len(ev.mem.state.ops) > len(s0.ops) or set(ev.mem.state.buffers) != set(s0.buffers)
             or ev.mem.state.kobjs != s0.kobjs):
         raise ev.ctx.error("launches or buffer operations in a loop whose trip count "
-                          "polyfuse cannot determine (not a counted for loop with affine "
-                          "bounds)", node, UnsupportedError)
+                           "polyfuse cannot determine (not a counted for loop with affine "
+                           "bounds)", node, UnsupportedError)
     for k, slot in s0.slots.items():
         if k in ev.mem.state.slots and ev.mem.state.slots[k].value != slot.value:
             ev.mem.state.slots[k] = dataclasses.replace(
@@ -433,7 +433,7 @@ def generic_loop(ev: CEvaluator, node: c_ast.Node, cond: Optional[c_ast.Node], b
 
 
 def summarise(ev: CEvaluator, loop: c_ast.Node, body: c_ast.Node, cond: Optional[c_ast.Node],
-               nxt: Optional[c_ast.Node], sid: Optional[int], do_first: bool) -> bool:
+              nxt: Optional[c_ast.Node], sid: Optional[int], do_first: bool) -> bool:
     """A loop that makes no OpenCL call, summarised instead of interpreted iteration by
     iteration: what it may write becomes unknown (until nothing more changes).  False,
     with the state untouched, when the body does make operations."""
@@ -459,8 +459,8 @@ def summarise(ev: CEvaluator, loop: c_ast.Node, body: c_ast.Node, cond: Optional
 
 
 def summary_passes(ev: CEvaluator, base: State, scopes: list, body: c_ast.Node,
-                    cond: Optional[c_ast.Node], nxt: Optional[c_ast.Node], sid: Optional[int],
-                    do_first: bool) -> bool:
+                   cond: Optional[c_ast.Node], nxt: Optional[c_ast.Node], sid: Optional[int],
+                   do_first: bool) -> bool:
     for _ in range(4):
         s0 = ev.mem.state.clone()
         if sid is not None:

@@ -206,7 +206,7 @@ class Memory:
             if isinstance(value, TRACKED) or isinstance(value, (Rec, Arr)):
                 if ref.loop:
                     raise NeedUnroll("a handle is stored at an index that depends on a host "
-                                      "loop iterator")
+                                     "loop iterator")
                 value = Poison("stored at an unknown index")
             else:
                 value = UNK
@@ -214,7 +214,7 @@ class Memory:
             arr = self.read(whole)
             if isinstance(arr, Arr):
                 new = Arr(arr.length, tuple((i, join_unknown(v, value)) for i, v in arr.elems),
-                           join_unknown(arr.default, value))
+                          join_unknown(arr.default, value))
                 self.write(whole, new)
             return
         self.write(ref, value)

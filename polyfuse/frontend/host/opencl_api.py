@@ -118,12 +118,12 @@ def buffer_arg(ev: CEvaluator, v: Any, what: str, node: c_ast.Node) -> str:
     if isinstance(v, BufRef):
         if v.name not in ev.mem.state.buffers:
             raise ev.ctx.error(f"{what}: buffer '{v.name}' was not created on this path",
-                              node)
+                               node)
         return v.name
     if isinstance(v, Poison):
         raise ev.ctx.error(f"{what}: the buffer is {v.reason}", node, UnsupportedError)
     raise ev.ctx.error(f"{what} is not a buffer created with clCreateBuffer or "
-                      "clCreateSubBuffer", node, UnsupportedError)
+                       "clCreateSubBuffer", node, UnsupportedError)
 
 
 def sync(ev: CEvaluator, name: str, node: c_ast.Node) -> None:
@@ -151,8 +151,8 @@ def create_buffer(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
     ev.mem.state.buffers[name] = Buffer(name=name, size=size, flags=names, loc=ev.ctx.loc(node))
     if flags & ((1 << 5) | (1 << 3)):
         ev.record(HostOp(id=0, kind="write", writes=(BufferRange(name, sympy.Integer(0),
-                                                                  size),),
-                        name="clCreateBuffer"), node)
+                                                                 size),),
+                         name="clCreateBuffer"), node)
     return BufRef(name)
 
 
@@ -166,7 +166,7 @@ def create_sub_buffer(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
     region = ev.mem.read(info) if isinstance(info, Ref) else None
     if not isinstance(region, Rec):
         raise ev.ctx.error("clCreateSubBuffer: the region is not a cl_buffer_region polyfuse "
-                          "can follow", node, UnsupportedError)
+                           "can follow", node, UnsupportedError)
     origin = ev.int_value(region.get("origin"), "sub-buffer origin", node)
     size = ev.int_value(region.get("size"), "sub-buffer size", node)
     if ev.ctx.loops:
@@ -174,7 +174,7 @@ def create_sub_buffer(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
     name = new_buffer_name(ev)
     names = tuple(n for bit, n in _MEM_FLAGS.items() if flags & bit)
     ev.mem.state.buffers[name] = Buffer(name=name, size=size, parent=parent, origin=origin,
-                                      flags=names, loc=ev.ctx.loc(node))
+                                        flags=names, loc=ev.ctx.loc(node))
     return BufRef(name)
 
 
@@ -184,12 +184,12 @@ def create_kernel(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
     kname = arg_at(args, 1)
     if not isinstance(kname, Str):
         raise ev.ctx.error("clCreateKernel: the kernel name is not a string polyfuse can "
-                          "follow", node, UnsupportedError)
+                           "follow", node, UnsupportedError)
     names = ev.sources.program_kernels(arg_at(args, 0), node)
     if kname.s not in names:
         avail = ", ".join(sorted(names)) or "none"
         raise ev.ctx.error(f"clCreateKernel: no kernel named '{kname.s}' (available: "
-                          f"{avail})", node)
+                           f"{avail})", node)
     if ev.ctx.loops:
         raise NeedUnroll("a kernel object is created inside a host loop")
     oid = ev.cl.next_oid
@@ -243,8 +243,8 @@ def build_program(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
             info.options = ev.mem.texts[opts.slot]
         elif not (isinstance(opts, Num) and opts.e == 0):
             raise ev.ctx.error("clBuildProgram: build options polyfuse cannot determine "
-                              "(they may define macros the kernels use)", node,
-                              UnsupportedError)
+                               "(they may define macros the kernels use)", node,
+                               UnsupportedError)
     return ZERO
 
 
@@ -254,7 +254,7 @@ def kernel_object(ev: CEvaluator, v: Any, node: c_ast.Node) -> KState:
     if isinstance(v, Poison):
         raise ev.ctx.error(f"the kernel object is {v.reason}", node, UnsupportedError)
     raise ev.ctx.error("not a kernel object created with clCreateKernel", node,
-                      UnsupportedError)
+                       UnsupportedError)
 
 
 @handler("clSetKernelArg")
@@ -265,7 +265,7 @@ def set_kernel_arg(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
     idx = ev.concrete(arg_at(args, 1), "clSetKernelArg index", node)
     if idx < 0 or idx >= len(kernel.params):
         raise ev.ctx.error(f"clSetKernelArg: argument index {idx} out of range for kernel "
-                          f"'{kernel.name}' ({len(kernel.params)} parameters)", node)
+                           f"'{kernel.name}' ({len(kernel.params)} parameters)", node)
     param = kernel.params[idx]
     size = arg_at(args, 2)
     ptr = arg_at(args, 3)
@@ -277,46 +277,46 @@ def set_kernel_arg(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
             binding = ArgBinding(idx, "local", local_bytes=nbytes, loc=loc)
         else:
             raise ev.ctx.error(f"clSetKernelArg: NULL value for {pdesc}, which is not a "
-                              "__local pointer", node)
+                               "__local pointer", node)
     elif isinstance(ptr, Ref):
         value = ev.mem.deref(ptr)
         if param.pointer and param.address_space == "local":
             raise ev.ctx.error(f"clSetKernelArg: {pdesc} is a __local pointer; its value "
-                              "must be NULL with a size", node)
+                               "must be NULL with a size", node)
         nbytes = size.e if isinstance(size, Num) and size.e.is_Integer else None
         if isinstance(value, BufRef):
             if nbytes is not None and nbytes != 8:
                 raise ev.ctx.error(f"clSetKernelArg: size {nbytes} for buffer "
-                                  f"'{value.name}' bound to {pdesc}; a cl_mem argument "
-                                  "takes sizeof(cl_mem)", node)
+                                   f"'{value.name}' bound to {pdesc}; a cl_mem argument "
+                                   "takes sizeof(cl_mem)", node)
             if not param.is_buffer:
                 raise ev.ctx.error(f"clSetKernelArg: buffer '{value.name}' bound to {pdesc}, "
-                                  "which is not a __global/__constant pointer", node)
+                                   "which is not a __global/__constant pointer", node)
             buffer_arg(ev, value, "clSetKernelArg", node)
             binding = ArgBinding(idx, "buffer", buffer=value.name, loc=loc)
         elif isinstance(value, Poison):
             if param.pointer:
                 raise ev.ctx.error(f"clSetKernelArg: the buffer for {pdesc} is "
-                                  f"{value.reason}", node, UnsupportedError)
+                                   f"{value.reason}", node, UnsupportedError)
             binding = ArgBinding(idx, "scalar", value=None, loc=loc)
         elif param.pointer:
             raise ev.ctx.error(f"clSetKernelArg: {pdesc} is a pointer but the value is not a "
-                              "buffer (pass &buf with a cl_mem created by clCreateBuffer)",
-                              node)
+                               "buffer (pass &buf with a cl_mem created by clCreateBuffer)",
+                               node)
         else:
             want = types.size_of(param.type)
             if nbytes is not None and want is not None and nbytes != want:
                 raise ev.ctx.error(f"clSetKernelArg: size {nbytes} for {pdesc} of type "
-                                  f"{param.type} ({want} bytes)", node)
+                                   f"{param.type} ({want} bytes)", node)
             binding = ArgBinding(idx, "scalar", value=scalar_value(value, param.type),
                                  loc=loc)
     elif isinstance(ptr, BufRef):
         raise ev.ctx.error(f"clSetKernelArg: pass the address of the cl_mem (&{ptr.name}) "
-                          f"for {pdesc}", node)
+                           f"for {pdesc}", node)
     else:
         if param.pointer:
             raise ev.ctx.error(f"clSetKernelArg: cannot tell which buffer is bound to {pdesc}",
-                              node, UnsupportedError)
+                               node, UnsupportedError)
         binding = ArgBinding(idx, "scalar", value=None, loc=loc)
     ev.mem.state.kobjs[kv.oid] = ks.bind(idx, binding)
     return ZERO
@@ -327,7 +327,7 @@ def sizes(ev: CEvaluator, v: Any, dim: int, what: str, node: c_ast.Node) -> Opti
         return None
     if not isinstance(v, Ref):
         raise ev.ctx.error(f"{what}: not a size_t array polyfuse can follow", node,
-                          UnsupportedError)
+                           UnsupportedError)
     target = ev.mem.read(v)
     if isinstance(target, Arr):
         elems = [target.get(i) for i in range(dim)]
@@ -348,7 +348,7 @@ def enqueue_nd_range_kernel(ev: CEvaluator, node: c_ast.FuncCall, args: list) ->
     dim = ev.concrete(arg_at(args, 2), "work_dim", node)
     if dim not in (1, 2, 3):
         raise ev.ctx.error(f"clEnqueueNDRangeKernel: work_dim must be 1, 2 or 3, got {dim}",
-                          node)
+                           node)
     offset = sizes(ev, arg_at(args, 3), dim, "global work offset", node)
     gsize = sizes(ev, arg_at(args, 4), dim, "global work size", node)
     if gsize is None:
@@ -367,23 +367,23 @@ def enqueue_task(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
 
 
 def launch(ev: CEvaluator, ks: KState, dim: int, gsize: tuple, lsize: Optional[tuple],
-            offset: Optional[tuple], node: c_ast.Node) -> None:
+           offset: Optional[tuple], node: c_ast.Node) -> None:
     kernel = ev.sources.kernels[ks.kernel]
     bound = ks.bound()
     missing = [p.index for p in kernel.params if p.index not in bound]
     if missing:
         names = ", ".join(f"{i} ({kernel.params[i].name})" for i in missing)
         raise ev.ctx.error(f"launch of kernel '{kernel.name}' with unset arguments: {names}",
-                          node)
+                           node)
     for i, b in bound.items():
         if isinstance(b, Poison):
             if ks.kernel and ev.ctx.loops:
                 raise NeedUnroll(f"argument {i} {b.reason}")
             raise ev.ctx.error(f"launch of kernel '{kernel.name}': argument {i} "
-                              f"({kernel.params[i].name}) {b.reason}", node, UnsupportedError)
+                               f"({kernel.params[i].name}) {b.reason}", node, UnsupportedError)
     ev.record(Launch(id=0, kernel=kernel.name, work_dim=dim, global_size=gsize,
-                    local_size=lsize, args=tuple(bound[i] for i in sorted(bound)),
-                    global_offset=offset, kernel_object=ks.var), node)
+                     local_size=lsize, args=tuple(bound[i] for i in sorted(bound)),
+                     global_offset=offset, kernel_object=ks.var), node)
 
 
 def byte_range(ev: CEvaluator, buf: str, off: Any, size: Any, node: c_ast.Node) -> BufferRange:
@@ -398,12 +398,12 @@ def byte_range(ev: CEvaluator, buf: str, off: Any, size: Any, node: c_ast.Node) 
         below = sympy.simplify(v) if what == "offset" else None
         if below is not None and below.is_number and below < 0:
             raise ev.ctx.error(f"transfer on buffer '{buf}' starts at negative offset {v}",
-                              node)
+                               node)
         if what == "end" and bsize is not None:
             over = sympy.simplify(v - bsize)
             if over.is_number and over > 0:
                 raise ev.ctx.error(f"transfer on buffer '{buf}' reaches byte {v}, past the "
-                                  f"end of the buffer ({bsize} bytes)", node)
+                                   f"end of the buffer ({bsize} bytes)", node)
     return BufferRange(buf, o, s)
 
 
@@ -434,9 +434,9 @@ def enqueue_copy_buffer(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any
     dst = buffer_arg(ev, arg_at(args, 2), "clEnqueueCopyBuffer destination", node)
     size = arg_at(args, 5)
     ev.record(HostOp(id=0, kind="copy",
-                    reads=(byte_range(ev, src, arg_at(args, 3), size, node),),
-                    writes=(byte_range(ev, dst, arg_at(args, 4), size, node),),
-                    name="clEnqueueCopyBuffer"), node)
+                     reads=(byte_range(ev, src, arg_at(args, 3), size, node),),
+                     writes=(byte_range(ev, dst, arg_at(args, 4), size, node),),
+                     name="clEnqueueCopyBuffer"), node)
     return ZERO
 
 
@@ -445,7 +445,7 @@ def enqueue_copy_buffer_rect(ev: CEvaluator, node: c_ast.FuncCall, args: list) -
     src = buffer_arg(ev, arg_at(args, 1), "clEnqueueCopyBufferRect source", node)
     dst = buffer_arg(ev, arg_at(args, 2), "clEnqueueCopyBufferRect destination", node)
     ev.record(HostOp(id=0, kind="copy", reads=(BufferRange(src),),
-                    writes=(BufferRange(dst),), name="clEnqueueCopyBufferRect"), node)
+                     writes=(BufferRange(dst),), name="clEnqueueCopyBufferRect"), node)
     return ZERO
 
 
@@ -469,7 +469,7 @@ def enqueue_map_buffer(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
     if not flags & (_CL_MAP_READ | _CL_MAP_WRITE | _CL_MAP_WRITE_INVALIDATE):
         reads = writes = (rng,)
     ev.record(HostOp(id=0, kind="write" if writes else "read", reads=reads, writes=writes,
-                    name="clEnqueueMapBuffer"), node)
+                     name="clEnqueueMapBuffer"), node)
     if blocking(ev, arg_at(args, 2)):
         sync(ev, "clEnqueueMapBuffer", node)
     sid = ev.mem.new_slot("mapped", CType("array", 0, elem=UNK_TYPE), Arr(None, (), UNK))
@@ -507,7 +507,7 @@ def create_kernels_in_program(ev: CEvaluator, node: c_ast.FuncCall, args: list) 
             ref = ev.mem.index(out, Num(sympy.Integer(i)))
             if not isinstance(ref, Ref):
                 raise ev.ctx.error("clCreateKernelsInProgram: the kernel array is not one "
-                                  "polyfuse can follow", node, UnsupportedError)
+                                   "polyfuse can follow", node, UnsupportedError)
             oid = ev.cl.next_oid
             ev.cl.next_oid += 1
             var = f"{ev.ctx.name_hint or ev.mem.state.slots[out.slot].name}_{i}"
@@ -515,7 +515,7 @@ def create_kernels_in_program(ev: CEvaluator, node: c_ast.FuncCall, args: list) 
             ev.mem.write(ref, KObj(oid))
     elif not (isinstance(out, Num) and out.e == 0):
         raise ev.ctx.error("clCreateKernelsInProgram: the kernel array is not one polyfuse "
-                          "can follow", node, UnsupportedError)
+                           "can follow", node, UnsupportedError)
     return ZERO
 
 
@@ -554,7 +554,7 @@ def read_back(ev: CEvaluator, ptr: Any, call: str, node: c_ast.Node) -> None:
             isinstance(ev.mem.read(Ref(ptr.slot, ptr.path[:-1])), Arr):
         arr = ev.mem.read(Ref(ptr.slot, ptr.path[:-1]))
         ev.mem.write(Ref(ptr.slot, ptr.path[:-1]),
-                    Arr(arr.length, tuple((i, value) for i, _ in arr.elems), value))
+                     Arr(arr.length, tuple((i, value) for i, _ in arr.elems), value))
     elif isinstance(cur, (Unknown, Num, Runtime)):
         ev.mem.write(ptr, value)
 

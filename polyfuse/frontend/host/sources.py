@@ -85,17 +85,17 @@ class KernelSources:
 
 
     def cli_kernels(self, node: c_ast.Node, defines: Mapping[str, Optional[str]] = {},  # noqa: B006
-                     include_dirs: Sequence[str] = ()) -> dict[str, Kernel]:
+                    include_dirs: Sequence[str] = ()) -> dict[str, Kernel]:
         """The kernels given on the command line, standing in for a source polyfuse cannot
         follow: parsed now, with the build's options; one name in two files is ambiguous."""
         self.cli_used = True
         if not self.given and not self.files.files:
             raise self.ctx.error("cannot tell which kernel source the host builds; pass the "
-                              ".cl file(s)", node)
+                                 ".cl file(s)", node)
         if (defines or include_dirs) and not self.files.files:
             raise self.ctx.error("build options define macros, but the kernels were given "
-                              "without their source file; pass the .cl file", node,
-                              UnsupportedError)
+                                 "without their source file; pass the .cl file", node,
+                                 UnsupportedError)
         out: dict[str, Kernel] = {} if defines or include_dirs else dict(self.given)
         where: dict[str, str] = {}
         for f in self.files.files:
@@ -103,7 +103,7 @@ class KernelSources:
                 if name in out:
                     first = where.get(name, "the kernel source")
                     raise self.ctx.error(f"kernel '{name}' is defined in {first} and {f}; "
-                                      "polyfuse cannot tell which one the host means", node)
+                                         "polyfuse cannot tell which one the host means", node)
                 out[name] = k
                 where[name] = f
         return out
@@ -124,10 +124,10 @@ class KernelSources:
             why = next(p[1] for p in pieces if p[0] == "unknown")
             if known:
                 raise self.ctx.error(f"clCreateProgramWithSource: {why}; polyfuse would model a "
-                                  "different program", node, UnsupportedError)
+                                     "different program", node, UnsupportedError)
             if not self.given and not self.files.files:
                 raise self.ctx.error(f"clCreateProgramWithSource: {why}; pass the kernel file(s) "
-                                  "on the command line", node)
+                                     "on the command line", node)
             return _with_options(self.cli_kernels(node, defines, include_dirs), flags)
         files = [p[1] for p in info.pieces if p[0] == "file"]
         self.built.append((files[0] if files else "", info.loc))
@@ -149,7 +149,7 @@ class KernelSources:
                 text.append("\n")
         name = files[0] if files else (info.loc.file if info.loc else self.ctx.filename)
         return _with_options(self.parse_kernel_text("".join(text), name, defines,
-                                                     include_dirs), flags)
+                                                    include_dirs), flags)
 
 
     def check_kernel_files(self) -> None:
@@ -170,8 +170,8 @@ class KernelSources:
 
 
     def parse_kernel_text(self, text: Optional[str], path: str,
-                           defines: Mapping[str, Optional[str]],
-                           include_dirs: Sequence[str]) -> dict[str, Kernel]:
+                          defines: Mapping[str, Optional[str]],
+                          include_dirs: Sequence[str]) -> dict[str, Kernel]:
         from polyfuse.frontend import opencl
 
         kf = self.files
@@ -199,7 +199,7 @@ class KernelSources:
             words = shlex.split(options)
         except ValueError:
             raise self.ctx.error(f"clBuildProgram: cannot read the build options {options!r}",
-                              node) from None
+                                 node) from None
         defines: dict[str, Optional[str]] = {}
         include_dirs: list[str] = []
         i = 0

@@ -146,7 +146,7 @@ def if_(ev: CEvaluator, node: c_ast.If) -> None:
 
 
 def branches(ev: CEvaluator, node: c_ast.Node, bodies: list, rel: Any, *,
-              switch: bool = False, src: Optional[Source] = None) -> None:
+             switch: bool = False, src: Optional[Source] = None) -> None:
     """Explore bodies whose choice is not known; keep the non-error paths and merge them.
 
     In a ``switch`` (``switch=True``) a ``break`` ends its case normally."""
@@ -183,7 +183,7 @@ def branches(ev: CEvaluator, node: c_ast.Node, bodies: list, rel: Any, *,
         elif isinstance(sig, (Exit, Return)) and ev.mem.frames[-1].name == "main":
             # main's own early exits (helpers' I/O error checks are routine)
             ev.ctx.warn("assuming the path that ends the program here is not taken: its "
-                       "condition depends on a value polyfuse does not know", node)
+                        "condition depends on a value polyfuse does not know", node)
     ev.mem.state = base
     if not results:
         reraise(ev, signals)
@@ -195,13 +195,13 @@ def branches(ev: CEvaluator, node: c_ast.Node, bodies: list, rel: Any, *,
                 depth = len(ev.ctx.loops)
                 st.ops[len(base.ops):] = [dataclasses.replace(
                     op, loops=op.loops[:depth] + (guard,) + op.loops[depth:])
-                    for op in new_ops]
+                                          for op in new_ops]
                 continue
         for op in new_ops:
             if isinstance(op, Launch) or op.kind in ("write", "copy", "unknown"):
                 if rel is not None and free_syms(rel) & ev.ctx.loop_syms:
                     raise NeedUnroll("operation under a condition on a host loop iterator "
-                                      "that is not a conjunction of affine bounds")
+                                     "that is not a conjunction of affine bounds")
                 what = "launch" if isinstance(op, Launch) else f"{op.name or op.kind}"
                 raise ev.ctx.error(
                     f"{what} under data-dependent host condition (line "

@@ -106,7 +106,7 @@ class TypeTable:
         if isinstance(node, c_ast.Union):
             fields = tuple((d.name, self.of(d.type)) for d in node.decls or ())
             return CType("struct", max((t.size for _, t in fields), default=0),
-                          name=node.name or "", fields=fields)
+                         name=node.name or "", fields=fields)
         if isinstance(node, c_ast.Enum):
             self.collect_tags(node)
             return INT
