@@ -9,7 +9,7 @@ model (:mod:`.clhpp`) maps ``cl::Buffer``, ``cl::Kernel::setArg``,
 one entry::
 
     @handler("clEnqueueSVMMemFill")
-    def enqueue_svm_mem_fill(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Value:
+    def enqueue_svm_mem_fill(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
         ...
 
 Every call is assumed to succeed: create calls store ``CL_SUCCESS`` through their
