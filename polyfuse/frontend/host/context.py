@@ -31,12 +31,12 @@ class Context:
         self.warnings: list[str] = []
 
     def loc(self, node: Optional[c_ast.Node] = None) -> Optional[SourceLoc]:
+        """Where ``node`` (default: the current statement) is in the user's files."""
         node = node if node is not None else self.node
         coord = getattr(node, "coord", None)
         if coord is None or not coord.line:
             return None
         return SourceLoc(coord.file or self.filename, coord.line, coord.column or 0)
-
 
     def warn(self, msg: str, node: Optional[c_ast.Node] = None) -> None:
         """A warning on stderr naming file:line (once per place)."""
@@ -47,14 +47,13 @@ class Context:
             self.warnings.append(text)
             _log.warning("polyfuse: warning: %s", text)
 
-
     def error(self, msg: str, node: Optional[c_ast.Node] = None,
               cls: type = PolyfuseError) -> PolyfuseError:
+        """An error of class ``cls`` naming the file and line of ``node``."""
         loc = self.loc(node)
         if loc is None:
             return cls(msg, self.filename)
         return cls(msg, loc.file, loc.line)
-
 
     def varies(self) -> bool:
         """Whether a value computed here may differ between executions of this point (inside a

@@ -133,6 +133,7 @@ class CEvaluator:
             self.ctx.name_hint = None
 
     def call_function(self, fd: c_ast.FuncDef, args: list, node: c_ast.Node) -> Any:
+        """Inline a call of a function of the program; its (joined) return value."""
         if len(self.mem.frames) > _MAX_CALL_DEPTH:
             raise self.ctx.error(f"call depth exceeds {_MAX_CALL_DEPTH} (recursion?) in "
                                  f"'{fd.decl.name}'", node, UnsupportedError)
@@ -166,6 +167,8 @@ class CEvaluator:
         return Source(what, f"{loc.file}:{loc.line}" if loc else self.ctx.filename)
 
     def unknown_call(self, name: str, args: list, node: c_ast.Node) -> Any:
+        """A function polyfuse does not know: it reads and writes every buffer it receives
+        and what it may write through pointers becomes a run-time value."""
         for a in args:  # a kernel file opened by a library call (std::ifstream, open)
             if isinstance(a, Str) and a.s.endswith((".cl", ".ocl", ".clh")):
                 found = self.sources.find_file(a.s)
@@ -182,6 +185,7 @@ class CEvaluator:
         return UNK
 
     def buffers_in(self, v: Any, depth: int) -> list[str]:
+        """The buffers a value holds or points to (a few levels deep)."""
         if isinstance(v, BufRef):
             return [v.name]
         if depth > 3:
@@ -220,6 +224,7 @@ class CEvaluator:
                              f"{hint}", node, UnsupportedError)
 
     def concrete(self, v: Any, what: str, node: c_ast.Node) -> int:
+        """``v`` as a Python int; an error (or an unroll request) when it is symbolic."""
         e = self.int_value(v, what, node)
         if e.is_Integer:
             return int(e)

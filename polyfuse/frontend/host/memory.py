@@ -106,26 +106,27 @@ class Memory:
         self.file_texts: dict[int, str] = {}  # heap slot -> path of the file read into it
 
     def new_slot(self, name: str, ctype: CType, value: Any) -> int:
+        """A new variable (not in any scope) holding ``value``; its slot id."""
         sid = self.next_slot
         self.next_slot += 1
         self.state.slots[sid] = Slot(name, ctype, self.params.coerce(value, ctype, name))
         return sid
 
-
     def declare(self, name: str, ctype: CType, value: Any) -> int:
+        """A new variable ``name`` in the innermost scope; its slot id."""
         sid = self.new_slot(name, ctype, value)
         self.frames[-1].scopes[-1][name] = sid
         return sid
 
-
     def lookup(self, name: str) -> Optional[int]:
+        """The slot of the variable ``name`` seen from the current scope, else None."""
         for scope in reversed(self.frames[-1].scopes):
             if name in scope:
                 return scope[name]
         return self.globals.get(name)
 
-
     def read(self, ref: Ref) -> Any:
+        """The value ``ref`` points to (unknown where memory is not tracked)."""
         slot = self.state.slots.get(ref.slot)
         if slot is None:
             return UNK
@@ -141,8 +142,8 @@ class Memory:
                 return UNK
         return v
 
-
     def write(self, ref: Ref, value: Any) -> None:
+        """Store ``value`` where ``ref`` points, converted to the C type stored there."""
         slot = self.state.slots.get(ref.slot)
         if slot is None:
             return
@@ -150,24 +151,22 @@ class Memory:
         for p in ref.path:
             ctype = (ctype.elem if isinstance(p, int) else ctype.field(p)) or UNK_TYPE
         value = self.params.coerce(value, ctype, slot.name, ref.path)
-        new = self.update(slot.value, ref.path, value)
+        new = self._update(slot.value, ref.path, value)
         self.state.slots[ref.slot] = dataclasses.replace(slot, value=new)
 
-
-    def update(self, cur: Any, path: tuple, value: Any) -> Any:
+    def _update(self, cur: Any, path: tuple, value: Any) -> Any:
         if not path:
             return value
         p, rest = path[0], path[1:]
         if isinstance(cur, Arr) and isinstance(p, int):
-            return cur.set(p, self.update(cur.get(p), rest, value))
+            return cur.set(p, self._update(cur.get(p), rest, value))
         if isinstance(cur, Rec) and isinstance(p, str):
-            return cur.set(p, self.update(cur.get(p), rest, value))
+            return cur.set(p, self._update(cur.get(p), rest, value))
         if isinstance(p, int) and p == 0 and not isinstance(cur, (Arr, Rec)):
-            return self.update(cur, rest, value)
+            return self._update(cur, rest, value)
         if isinstance(p, str):
-            return Rec(((p, self.update(UNK, rest, value)),))
-        return Arr(None, ((p, self.update(UNK, rest, value)),), UNK)
-
+            return Rec(((p, self._update(UNK, rest, value)),))
+        return Arr(None, ((p, self._update(UNK, rest, value)),), UNK)
 
     def index(self, base: Ref, idx: Any) -> Any:
         """The element ``base[idx]`` of an array (or of the array a pointer points into)."""
@@ -188,8 +187,8 @@ class Memory:
             return SymIndex(base.slot, base.path[:-1], loop)
         return None
 
-
     def deref(self, ref: Ref) -> Any:
+        """``*ref`` as an rvalue: an array decays to the pointer to it."""
         v = self.read(ref)
         slot = self.state.slots.get(ref.slot)
         if slot is not None:
@@ -200,8 +199,8 @@ class Memory:
                 return ref
         return v
 
-
     def store(self, ref: Ref, value: Any, node: c_ast.Node) -> None:
+        """An assignment through ``ref``; at an unknown index the whole array is affected."""
         if isinstance(ref, SymIndex):
             if isinstance(value, TRACKED) or isinstance(value, (Rec, Arr)):
                 if ref.loop:
@@ -219,7 +218,6 @@ class Memory:
             return
         self.write(ref, value)
 
-
     def text(self, v: Any) -> Optional[str]:
         """The C string a value holds: a literal, or a buffer polyfuse wrote text into."""
         if isinstance(v, Str):
@@ -228,13 +226,11 @@ class Memory:
             return self.texts.get(v.slot)
         return None
 
-
     def string(self, v: Any) -> Optional[str]:
         """The text a ``std::string``, a string literal or a written char buffer holds."""
         if isinstance(v, Ref) and v.slot not in self.texts:
             v = self.read(v)
         return self.text(v)
-
 
     def forget_through(self, args: list) -> None:
         """Values an info query stores through its pointers are known only at run time."""

@@ -115,6 +115,7 @@ def succeed(ev: CEvaluator, args: list) -> None:
 
 
 def buffer_arg(ev: CEvaluator, v: Any, what: str, node: c_ast.Node) -> str:
+    """The name of the buffer an argument holds; an error naming ``what`` otherwise."""
     if isinstance(v, BufRef):
         if v.name not in ev.mem.state.buffers:
             raise ev.ctx.error(f"{what}: buffer '{v.name}' was not created on this path",
@@ -127,10 +128,12 @@ def buffer_arg(ev: CEvaluator, v: Any, what: str, node: c_ast.Node) -> str:
 
 
 def sync(ev: CEvaluator, name: str, node: c_ast.Node) -> None:
+    """Record a ``sync`` operation (the host waits for the queue) made by ``name``."""
     ev.record(HostOp(id=0, kind="sync", name=name), node)
 
 
 def new_buffer_name(ev: CEvaluator) -> str:
+    """A fresh buffer name after the variable the handle is stored in."""
     name = syntax.fresh_name(re.sub(r"\W", "_", ev.ctx.name_hint or "buffer"),
                              ev.cl.buffer_names.__contains__)
     ev.cl.buffer_names.add(name)
@@ -249,6 +252,7 @@ def build_program(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
 
 
 def kernel_object(ev: CEvaluator, v: Any, node: c_ast.Node) -> KState:
+    """The kernel object a value holds; an error otherwise."""
     if isinstance(v, KObj) and v.oid in ev.mem.state.kobjs:
         return ev.mem.state.kobjs[v.oid]
     if isinstance(v, Poison):
@@ -323,6 +327,7 @@ def set_kernel_arg(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
 
 
 def sizes(ev: CEvaluator, v: Any, dim: int, what: str, node: c_ast.Node) -> Optional[tuple]:
+    """The ``dim`` integers of a ``size_t`` array argument (None for NULL)."""
     if isinstance(v, Num) and v.e == 0:
         return None
     if not isinstance(v, Ref):
@@ -368,6 +373,7 @@ def enqueue_task(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
 
 def launch(ev: CEvaluator, ks: KState, dim: int, gsize: tuple, lsize: Optional[tuple],
            offset: Optional[tuple], node: c_ast.Node) -> None:
+    """Record a :class:`Launch` of a kernel object with its current bindings."""
     kernel = ev.sources.kernels[ks.kernel]
     bound = ks.bound()
     missing = [p.index for p in kernel.params if p.index not in bound]
@@ -387,6 +393,7 @@ def launch(ev: CEvaluator, ks: KState, dim: int, gsize: tuple, lsize: Optional[t
 
 
 def byte_range(ev: CEvaluator, buf: str, off: Any, size: Any, node: c_ast.Node) -> BufferRange:
+    """The bytes a transfer touches, checked against the buffer's size."""
     o = ev.int_value(off, "offset", node, required=False)
     s = ev.int_value(size, "size", node, required=False)
     if o is None:
@@ -407,7 +414,8 @@ def byte_range(ev: CEvaluator, buf: str, off: Any, size: Any, node: c_ast.Node) 
     return BufferRange(buf, o, s)
 
 
-def blocking(ev: CEvaluator, v: Any) -> bool:
+def blocking(v: Any) -> bool:
+    """Whether a ``blocking_*`` argument may be true (then the call synchronizes)."""
     return truth_of(v) is not False
 
 
@@ -423,7 +431,7 @@ def transfer(ev: CEvaluator, node: c_ast.FuncCall, args: list, *, call: str, rec
     else:
         ev.record(HostOp(id=0, kind="read", reads=(rng,), name=call), node)
         read_back(ev, arg_at(args, 10 if rect else 5), call, node)
-    if blocking(ev, arg_at(args, 2)):
+    if blocking(arg_at(args, 2)):
         sync(ev, call, node)
     return ZERO
 
@@ -470,7 +478,7 @@ def enqueue_map_buffer(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
         reads = writes = (rng,)
     ev.record(HostOp(id=0, kind="write" if writes else "read", reads=reads, writes=writes,
                      name="clEnqueueMapBuffer"), node)
-    if blocking(ev, arg_at(args, 2)):
+    if blocking(arg_at(args, 2)):
         sync(ev, "clEnqueueMapBuffer", node)
     sid = ev.mem.new_slot("mapped", CType("array", 0, elem=UNK_TYPE), Arr(None, (), UNK))
     return Ref(sid)

@@ -76,8 +76,8 @@ class Params:
             return Unknown(True, value.src)
         return value
 
-
     def new(self, name: str) -> Num:
+        """A new parameter named after ``name`` (its ``--param`` value when given)."""
         name = re.sub(r"\W", "_", name) or "p"
         if name in self.values:
             self.applied.add(name)

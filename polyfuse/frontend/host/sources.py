@@ -83,7 +83,6 @@ class KernelSources:
             info.names = self.adopt(self.parse_program(info, node), info)
         return info.names
 
-
     def cli_kernels(self, node: c_ast.Node, defines: Mapping[str, Optional[str]] = {},  # noqa: B006
                     include_dirs: Sequence[str] = ()) -> dict[str, Kernel]:
         """The kernels given on the command line, standing in for a source polyfuse cannot
@@ -107,7 +106,6 @@ class KernelSources:
                 out[name] = k
                 where[name] = f
         return out
-
 
     def parse_program(self, info: ProgInfo, node: c_ast.Node) -> dict[str, Kernel]:
         defines, include_dirs, flags = self.build_options(info.options, node)
@@ -151,7 +149,6 @@ class KernelSources:
         return _with_options(self.parse_kernel_text("".join(text), name, defines,
                                                     include_dirs), flags)
 
-
     def check_kernel_files(self) -> None:
         """A kernel file named on the command line that the host never builds is an error: the
         source the host reads is what runs, so modelling it would silently ignore the user's."""
@@ -167,7 +164,6 @@ class KernelSources:
                 f"command line; pass {path or 'no kernel file'}, or --kernel-source-override "
                 f"to build '{given}' in its place", loc.file if loc else self.ctx.filename,
                 loc.line if loc else None)
-
 
     def parse_kernel_text(self, text: Optional[str], path: str,
                           defines: Mapping[str, Optional[str]],
@@ -189,7 +185,6 @@ class KernelSources:
                 self.parse_cache[key] = opencl.parse_kernels(text, path, include_dirs=dirs,
                                                              defines=defs)
         return self.parse_cache[key]
-
 
     def build_options(self, options: str, node: c_ast.Node
                        ) -> tuple[dict[str, Optional[str]], list[str], tuple[str, ...]]:
@@ -216,7 +211,6 @@ class KernelSources:
             i += 1
         return defines, include_dirs, runtime_options(words)
 
-
     def adopt(self, kernels: Mapping[str, Kernel], info: Optional[ProgInfo]
                ) -> dict[str, str]:
         """Add a program's kernels to the record; a name already taken by a different kernel
@@ -234,7 +228,6 @@ class KernelSources:
             names[name] = new
         return names
 
-
     def find_file(self, path: str) -> Optional[str]:
         """A path the host opens, found relative to the host's directory or the cwd."""
         if os.path.isabs(path):
@@ -245,7 +238,6 @@ class KernelSources:
                 rel = os.path.relpath(cand)
                 return rel if not rel.startswith("..") else os.path.normpath(cand)
         return None
-
 
     def kernel_names(self) -> list[tuple[str, str]]:
         """(name in its program's source, name in the record) of every kernel created."""

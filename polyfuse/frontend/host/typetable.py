@@ -56,21 +56,22 @@ class TypeTable:
             node = getattr(node, "type", None)
 
     def const_int(self, node: c_ast.Node) -> int:
+        """A constant integer expression's value (enumerators, designated indices)."""
         v = self.evaluate(node)
         if isinstance(v, Num) and v.e.is_Integer:
             return int(v.e)
         raise self.ctx.error("enumerator value is not a constant", node)
 
     def of(self, node: Any) -> CType:
+        """The C type a declaration's type node denotes."""
         key = id(node)
         if key in self.cache:
             return self.cache[key]
-        t = self.uncached(node)
+        t = self._uncached(node)
         self.cache[key] = t
         return t
 
-
-    def uncached(self, node: Any) -> CType:
+    def _uncached(self, node: Any) -> CType:
         if node is None:
             return INT
         if isinstance(node, (c_ast.TypeDecl, c_ast.Typename)):
@@ -100,7 +101,7 @@ class TypeTable:
             if node.name:
                 self.open_structs.add(node.name)
             try:
-                return self.struct_type(node.name or "", decls)
+                return self._struct_type(node.name or "", decls)
             finally:
                 self.open_structs.discard(node.name)
         if isinstance(node, c_ast.Union):
@@ -117,8 +118,7 @@ class TypeTable:
             return self.of(inner)
         return INT
 
-
-    def struct_type(self, name: str, decls: list) -> CType:
+    def _struct_type(self, name: str, decls: list) -> CType:
         fields = []
         size = 0
         align = 1
@@ -131,8 +131,8 @@ class TypeTable:
         size = (size + align - 1) // align * align
         return CType("struct", size, name=name, fields=tuple(fields))
 
-
     def default(self, ctype: CType, zero: bool) -> Any:
+        """The value of a variable of ``ctype`` before any store: zero, or unknown."""
         if ctype.kind == "array":
             return Arr(ctype.length, (), self.default(ctype.elem or INT, zero))
         if ctype.kind == "struct":
@@ -141,8 +141,8 @@ class TypeTable:
             return UNKF if ctype.kind == "float" else UNK
         return Num(sympy.Integer(0), ctype.kind == "float")
 
-
     def of_expr(self, node: c_ast.Node) -> CType:
+        """The C type of an expression, as far as ``sizeof`` needs it."""
         if isinstance(node, c_ast.ID):
             sid = self.mem.lookup(node.name)
             return self.mem.state.slots[sid].ctype if sid is not None else INT
