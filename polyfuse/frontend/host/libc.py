@@ -59,7 +59,7 @@ _IGNORED = {
     "rewind", "feof", "ferror", "remove", "free", "memset", "memcpy", "memmove", "memcmp",
     "strlen", "strcpy", "strncpy", "strcat", "strncat", "strcmp", "strncmp", "strchr", "strrchr",
     "strstr", "strdup", "strtok", "strerror", "srand", "rand", "srand48", "drand48", "time",
-    "clock", "clock_gettime", "gettimeofday", "difftime", "localtime", "sleep", "usleep",
+    "gettimeofday", "difftime", "localtime", "sleep", "usleep",
     "getenv", "system", "qsort", "atexit", "abs", "labs", "access", "sysconf",
 }
 
@@ -479,13 +479,19 @@ def _no_effect(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
     return UNK
 
 
+def _clock(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+    """``clock``/``clock_gettime`` return 0: timing never changes what the host launches."""
+    return ZERO
+
+
 #: the C library's handlers, by function name
 LIBC: dict[str, Handler] = {
     "memcpy": memcpy, "memmove": memcpy, "strcpy": memcpy, "strncpy": memcpy,
     "strcat": memcpy, "strncat": memcpy, "fgets": memcpy, "memset": memset,
     "posix_memalign": posix_memalign, "sprintf": sprintf, "snprintf": snprintf,
     "strcmp": strcmp, "strncmp": strncmp, "strlen": strlen, "getopt": getopt_short,
-    "getopt_long": getopt_long, "fopen": fopen, "fread": fread,
+    "getopt_long": getopt_long, "fopen": fopen, "fread": fread, "clock": _clock,
+    "clock_gettime": _clock,
     **{n: _reads_number(n) for n in ("atoi", "atol", "atoll", "strtol", "strtoul", "strtoll",
                                      "strtoull", "atof", "strtod", "strtof")},
 }
