@@ -172,7 +172,7 @@ class CEvaluator:
         for a in args:  # a kernel file opened by a library call (std::ifstream, open)
             if isinstance(a, Str) and a.s.endswith((".cl", ".ocl", ".clh")):
                 found = self.sources.find_file(a.s)
-                self.sources.opened.append(found or a.s)
+                self.sources.open_file(found or a.s)
         bufs = []
         for a in args:
             bufs += self.buffers_in(a, 0)

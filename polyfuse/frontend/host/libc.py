@@ -417,10 +417,10 @@ def fopen(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
         found = ev.sources.find_file(path.s)
         if found is not None:
             if found.endswith((".cl", ".clh", ".ocl")) or looks_like_opencl(found):
-                ev.sources.opened.append(found)
+                ev.sources.open_file(found)
             return Handle("file:" + found)
         if path.s.endswith((".cl", ".ocl")):
-            ev.sources.opened.append(path.s)
+            ev.sources.open_file(path.s)
             return Handle("file:" + path.s)
     return Handle("fopen")
 

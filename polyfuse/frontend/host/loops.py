@@ -248,7 +248,7 @@ def counted_loop(ev: CEvaluator, node: c_ast.For, it: str, lower_n: c_ast.Node, 
 
 def symbolic_loop(ev: CEvaluator, node: c_ast.For, sid: int, sym: sympy.Symbol,
                   hl: HostLoop) -> None:
-    ev.params.names_used.add(hl.iterator)  # parameters never take an iterator's name
+    ev.params.reserve(hl.iterator)  # parameters never take an iterator's name
     ev.ctx.loops.append(hl)
     ev.ctx.loop_syms.add(sym)
     try:

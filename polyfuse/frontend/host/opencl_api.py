@@ -106,6 +106,19 @@ class OpenCLObjects:
         self.next_oid = 0
         self.buffer_names: set[str] = set()
 
+    def new_buffer_name(self, hint: Optional[str]) -> str:
+        """A fresh buffer name after the variable the handle is stored in (``bufs[1]`` →
+        ``bufs_1``; a second buffer in the same variable gets ``_1``)."""
+        name = syntax.fresh_name(re.sub(r"\W", "_", hint or "buffer"),
+                                 self.buffer_names.__contains__)
+        self.buffer_names.add(name)
+        return name
+
+    def new_kernel_object(self) -> int:
+        """The id of a new ``cl_kernel`` object."""
+        self.next_oid += 1
+        return self.next_oid - 1
+
 
 def succeed(ev: CEvaluator, args: list) -> None:
     """OpenCL create calls succeed: ``*errcode_ret = CL_SUCCESS`` (their last argument)."""
@@ -132,12 +145,6 @@ def sync(ev: CEvaluator, name: str, node: c_ast.Node) -> None:
     ev.record(HostOp(id=0, kind="sync", name=name), node)
 
 
-def new_buffer_name(ev: CEvaluator) -> str:
-    """A fresh buffer name after the variable the handle is stored in."""
-    name = syntax.fresh_name(re.sub(r"\W", "_", ev.ctx.name_hint or "buffer"),
-                             ev.cl.buffer_names.__contains__)
-    ev.cl.buffer_names.add(name)
-    return name
 
 
 @handler("clCreateBuffer")
@@ -149,7 +156,7 @@ def create_buffer(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
     size = ev.int_value(arg_at(args, 2), "buffer size", node, required=False)
     if ev.ctx.loops:
         raise NeedUnroll("a buffer is created inside a host loop")
-    name = new_buffer_name(ev)
+    name = ev.cl.new_buffer_name(ev.ctx.name_hint)
     names = tuple(n for bit, n in _MEM_FLAGS.items() if flags & bit)
     ev.mem.state.buffers[name] = Buffer(name=name, size=size, flags=names, loc=ev.ctx.loc(node))
     if flags & ((1 << 5) | (1 << 3)):
@@ -174,7 +181,7 @@ def create_sub_buffer(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
     size = ev.int_value(region.get("size"), "sub-buffer size", node)
     if ev.ctx.loops:
         raise NeedUnroll("a sub-buffer is created inside a host loop")
-    name = new_buffer_name(ev)
+    name = ev.cl.new_buffer_name(ev.ctx.name_hint)
     names = tuple(n for bit, n in _MEM_FLAGS.items() if flags & bit)
     ev.mem.state.buffers[name] = Buffer(name=name, size=size, parent=parent, origin=origin,
                                         flags=names, loc=ev.ctx.loc(node))
@@ -195,8 +202,7 @@ def create_kernel(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
                            f"{avail})", node)
     if ev.ctx.loops:
         raise NeedUnroll("a kernel object is created inside a host loop")
-    oid = ev.cl.next_oid
-    ev.cl.next_oid += 1
+    oid = ev.cl.new_kernel_object()
     ev.mem.state.kobjs[oid] = KState(var=ev.ctx.name_hint or kname.s, kernel=names[kname.s])
     return KObj(oid)
 
@@ -516,8 +522,7 @@ def create_kernels_in_program(ev: CEvaluator, node: c_ast.FuncCall, args: list) 
             if not isinstance(ref, Ref):
                 raise ev.ctx.error("clCreateKernelsInProgram: the kernel array is not one "
                                    "polyfuse can follow", node, UnsupportedError)
-            oid = ev.cl.next_oid
-            ev.cl.next_oid += 1
+            oid = ev.cl.new_kernel_object()
             var = f"{ev.ctx.name_hint or ev.mem.state.slots[out.slot].name}_{i}"
             ev.mem.state.kobjs[oid] = KState(var=var, kernel=record_name)
             ev.mem.write(ref, KObj(oid))

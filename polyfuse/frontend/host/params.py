@@ -40,6 +40,14 @@ class Params:
         self.int_params: set[str] = set()  # parameters stored in integer variables
         self.data_names: set[str] = set()  # values computed from data, by name (--param binds)
 
+    def taken(self, name: str) -> bool:
+        """Whether ``name`` is a parameter's or a reserved name."""
+        return name in self.names_used
+
+    def reserve(self, name: str) -> None:
+        """Keep ``name`` (a host loop's iterator) from ever naming a parameter."""
+        self.names_used.add(name)
+
     def known(self) -> set[str]:
         """The names ``--param`` may bind besides the program's parameters."""
         return self.int_params | self.applied | self.float_names | \

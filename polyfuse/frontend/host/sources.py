@@ -68,6 +68,10 @@ class KernelSources:
         self.cli_used = False  # the kernels given by the user stood in for a program's source
         self.parse_cache: dict[tuple, dict[str, Kernel]] = {}
 
+    def open_file(self, path: str) -> None:
+        """The host opened the kernel file ``path`` (a source it may read into memory)."""
+        self.opened.append(path)
+
     def create(self, pieces: list, loc: Optional[SourceLoc]) -> ProgObj:
         """A new program built from ``pieces``."""
         pid = len(self.programs)

@@ -227,8 +227,8 @@ def guard_loop(ev: CEvaluator, node: c_ast.Node, rel: Any) -> Optional[HostLoop]
         active = {lp.iterator for lp in ev.ctx.loops}
         loc = ev.ctx.loc(node)
         name = syntax.fresh_name(f"if{loc.line if loc else ''}",
-                                 lambda n: n in ev.params.names_used or n in active)
-        ev.params.names_used.add(name)
+                                 lambda n: ev.params.taken(n) or n in active)
+        ev.params.reserve(name)
         ev.guard_names[id(node)] = name
     return HostLoop(iterator=name, lower=sympy.Integer(0),
                     upper=sympy.Min(sympy.Integer(1), *(b + 1 for b in bounds)),
