@@ -37,14 +37,14 @@ PREFIX = "__clhpp__"
 
 
 @dataclass(frozen=True)
-class Range:
+class Range(values.Value):
     """A ``cl::NDRange`` (empty for ``cl::NullRange``)."""
 
     sizes: tuple
 
 
 @dataclass(frozen=True)
-class EnqueueArgs:
+class EnqueueArgs(values.Value):
     """A ``cl::EnqueueArgs``: the launch geometry of a functor call."""
 
     offset: Range
@@ -53,14 +53,14 @@ class EnqueueArgs:
 
 
 @dataclass(frozen=True)
-class LocalArg:
+class LocalArg(values.Value):
     """A ``cl::LocalSpaceArg`` (``cl::Local(bytes)``)."""
 
     size: Any
 
 
 @dataclass(frozen=True)
-class Vec:
+class Vec(values.Value):
     """A ``std::vector`` of ``length`` elements of ``elem`` bytes (None: not known), and its
     elements while every one is a known handle or number (``std::vector<cl_kernel>``)."""
 
@@ -70,14 +70,14 @@ class Vec:
 
 
 @dataclass(frozen=True)
-class StdMap:
+class StdMap(values.Value):
     """A ``std::map``/``std::unordered_map``: its (key, value) pairs while all are known."""
 
     items: Optional[tuple] = None
 
 
 @dataclass(frozen=True)
-class Iter:
+class Iter(values.Value):
     """An iterator into a vector: ``base + pos`` (``begin``: 0, ``end``: the length)."""
 
     vec: Vec

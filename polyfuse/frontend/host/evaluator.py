@@ -40,6 +40,7 @@ from polyfuse.frontend.host.values import (
     Ref,
     Source,
     Str,
+    Value,
     param_hint,
     relation_of,
     src_of,
@@ -69,7 +70,7 @@ class CEvaluator:
         self.nest_depth = 0  # loop statements being interpreted, nested
         self.iterations_left = 0  # of the current loop nest's budget
 
-    def eval_named(self, node: c_ast.Node, hint: str) -> Any:
+    def eval_named(self, node: c_ast.Node, hint: str) -> Value:
         """The value of ``node``, computed to be stored in the variable ``hint``."""
         self.ctx.name_hint = hint
         try:
@@ -88,7 +89,7 @@ class CEvaluator:
         else:
             self.eval(node)
 
-    def eval(self, node: Optional[c_ast.Node]) -> Any:
+    def eval(self, node: Optional[c_ast.Node]) -> Value:
         """The value of an expression (unknown for a construct polyfuse does not model)."""
         if node is None:
             return UNK
@@ -97,7 +98,7 @@ class CEvaluator:
             return UNK
         return run(self, node)
 
-    def call(self, node: c_ast.FuncCall) -> Any:
+    def call(self, node: c_ast.FuncCall) -> Value:
         """A call: to a function of the program (inlined), ``assert``, the C++ wrapper, an
         OpenCL or C library handler, else an unknown function."""
         name = node.name.name if isinstance(node.name, c_ast.ID) else None
@@ -132,7 +133,7 @@ class CEvaluator:
         finally:
             self.ctx.name_hint = None
 
-    def call_function(self, fd: c_ast.FuncDef, args: list, node: c_ast.Node) -> Any:
+    def call_function(self, fd: c_ast.FuncDef, args: list[Value], node: c_ast.Node) -> Value:
         """Inline a call of a function of the program; its (joined) return value."""
         if len(self.mem.frames) > _MAX_CALL_DEPTH:
             raise self.ctx.error(f"call depth exceeds {_MAX_CALL_DEPTH} (recursion?) in "
@@ -166,7 +167,7 @@ class CEvaluator:
         loc = self.ctx.loc(node)
         return Source(what, f"{loc.file}:{loc.line}" if loc else self.ctx.filename)
 
-    def unknown_call(self, name: str, args: list, node: c_ast.Node) -> Any:
+    def unknown_call(self, name: str, args: list[Value], node: c_ast.Node) -> Value:
         """A function polyfuse does not know: it reads and writes every buffer it receives
         and what it may write through pointers becomes a run-time value."""
         for a in args:  # a kernel file opened by a library call (std::ifstream, open)
@@ -184,7 +185,7 @@ class CEvaluator:
         self.mem.forget_through([a for a in args if isinstance(a, Ref)])
         return UNK
 
-    def buffers_in(self, v: Any, depth: int) -> list[str]:
+    def buffers_in(self, v: Value, depth: int) -> list[str]:
         """The buffers a value holds or points to (a few levels deep)."""
         if isinstance(v, BufRef):
             return [v.name]
@@ -204,7 +205,7 @@ class CEvaluator:
             return out
         return []
 
-    def int_value(self, v: Any, what: str, node: c_ast.Node, *, required: bool = True) -> Any:
+    def int_value(self, v: Value, what: str, node: c_ast.Node, *, required: bool = True) -> Any:
         """A sympy integer expression for ``v``; an error (or None) when it is not known."""
         if isinstance(v, Num) and not v.flt:
             return v.e
@@ -223,7 +224,7 @@ class CEvaluator:
         raise self.ctx.error(f"{what} is not an integer polyfuse can determine from the host code"
                              f"{hint}", node, UnsupportedError)
 
-    def concrete(self, v: Any, what: str, node: c_ast.Node) -> int:
+    def concrete(self, v: Value, what: str, node: c_ast.Node) -> int:
         """``v`` as a Python int; an error (or an unroll request) when it is symbolic."""
         e = self.int_value(v, what, node)
         if e.is_Integer:

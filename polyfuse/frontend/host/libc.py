@@ -30,6 +30,7 @@ from polyfuse.frontend.host.values import (
     Runtime,
     Str,
     Unknown,
+    Value,
     arg_at,
     exact_rational,
     src_of,
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from polyfuse.frontend.host.evaluator import CEvaluator
 
 #: a call's handler: the evaluator, the call's node and its evaluated arguments -> its value
-Handler = Callable[["CEvaluator", c_ast.FuncCall, list], Any]
+Handler = Callable[["CEvaluator", c_ast.FuncCall, list[Value]], Value]
 
 
 class LibcState:
@@ -218,7 +219,7 @@ def std_string(ev: CEvaluator, name: str, args: list) -> Any:
     return first
 
 
-def memcpy(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+def memcpy(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     """Library calls that write through their first argument: what they write is known
     only at run time (never "no effect": a size copied into a variable must not keep its
     old value)."""
@@ -228,7 +229,7 @@ def memcpy(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
     return dst
 
 
-def memset(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+def memset(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     dst, value = arg_at(args, 0), arg_at(args, 1)
     if isinstance(dst, Ref):
         cur = ev.mem.read(dst)
@@ -238,7 +239,7 @@ def memset(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
     return dst
 
 
-def posix_memalign(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+def posix_memalign(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     ptr = arg_at(args, 0)
     if isinstance(ptr, Ref):
         sid = ev.mem.new_slot("heap", CType("array", 0, elem=UNK_TYPE), Arr(None, (), UNK))
@@ -246,11 +247,11 @@ def posix_memalign(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
     return ZERO
 
 
-def sprintf(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+def sprintf(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     return format_into(ev, arg_at(args, 0), args[1:])
 
 
-def snprintf(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+def snprintf(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     return format_into(ev, arg_at(args, 0), args[2:])
 
 
@@ -265,14 +266,14 @@ def format_into(ev: CEvaluator, buf: Any, args: list) -> Any:
     return Num(sympy.Integer(len(text)))
 
 
-def strcmp(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+def strcmp(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     a, b = ev.mem.text(arg_at(args, 0)), ev.mem.text(arg_at(args, 1))
     if a is not None and b is not None:
         return Num(sympy.Integer((a > b) - (a < b)))
     return UNK
 
 
-def strncmp(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+def strncmp(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     a, b, n = ev.mem.text(arg_at(args, 0)), ev.mem.text(arg_at(args, 1)), \
         arg_at(args, 2)
     if a is not None and b is not None and isinstance(n, Num) and n.e.is_Integer:
@@ -281,7 +282,7 @@ def strncmp(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
     return UNK
 
 
-def strlen(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+def strlen(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     a = ev.mem.text(arg_at(args, 0))
     return Num(sympy.Integer(len(a))) if a is not None else UNK
 
@@ -298,12 +299,12 @@ def read_number(ev: CEvaluator, name: str, args: list) -> Any:
     return RUNTIME if not ev.ctx.varies() else UNK
 
 
-def getopt_short(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+def getopt_short(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     """POSIX ``getopt`` over the ``--args`` command line (unknown without it)."""
     return getopt(ev, args, None)
 
 
-def getopt_long(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+def getopt_long(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     """GNU ``getopt_long``: ``--name``, ``--name=value`` and ``--name value`` from the
     ``struct option`` table, short options as ``getopt``."""
     return getopt(ev, args, arg_at(args, 3))
@@ -411,7 +412,7 @@ def set_opt(ev: CEvaluator, optind: int, optarg: Optional[str]) -> None:
             ev.mem.write(Ref(sid), value)
 
 
-def fopen(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+def fopen(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     path = arg_at(args, 0)
     if isinstance(path, Str):
         found = ev.sources.find_file(path.s)
@@ -425,7 +426,7 @@ def fopen(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
     return Handle("fopen")
 
 
-def fread(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+def fread(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     buf, f = arg_at(args, 0), arg_at(args, 3)
     if isinstance(buf, Ref) and isinstance(f, Handle) and f.kind.startswith("file:") and \
             f.kind[5:] in ev.sources.opened:
@@ -436,18 +437,18 @@ def fread(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
 
 
 def _reads_number(name: str) -> Handler:
-    def handler(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+    def handler(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
         return read_number(ev, name, args)
     return handler
 
 
-def _exit(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+def _exit(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     raise Exit()
 
 
 def _scan(first: int) -> Handler:
     """``scanf``/``fscanf``/``sscanf``: what they store is read at run time."""
-    def handler(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+    def handler(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
         name = node.name.name
         src = ev.source(f"read by {name}", node)
         for a in args[first:]:
@@ -459,27 +460,27 @@ def _scan(first: int) -> Handler:
 
 def _alloc(zero: bool) -> Handler:
     """Fresh host memory, named after the variable the pointer is stored in."""
-    def handler(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+    def handler(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
         sid = ev.mem.new_slot(ev.ctx.name_hint or "heap", CType("array", 0, elem=UNK_TYPE),
                               Arr(None, (), ZERO if zero else UNK))
         return Ref(sid)
     return handler
 
 
-def _math_call(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+def _math_call(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     return _math(node.name.name, args)
 
 
-def _handle(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+def _handle(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     succeed(ev, args)
     return Handle(node.name.name)
 
 
-def _no_effect(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+def _no_effect(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     return UNK
 
 
-def _clock(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+def _clock(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     """``clock``/``clock_gettime`` return 0: timing never changes what the host launches."""
     return ZERO
 

@@ -34,6 +34,7 @@ from polyfuse.frontend.host.values import (
     Str,
     SymIndex,
     Unknown,
+    Value,
     join_unknown,
 )
 from polyfuse.program import Buffer, Operation
@@ -105,14 +106,14 @@ class Memory:
         self.texts: dict[int, str] = {}  # char buffer slot -> text written by sprintf
         self.file_texts: dict[int, str] = {}  # heap slot -> path of the file read into it
 
-    def new_slot(self, name: str, ctype: CType, value: Any) -> int:
+    def new_slot(self, name: str, ctype: CType, value: Value) -> int:
         """A new variable (not in any scope) holding ``value``; its slot id."""
         sid = self.next_slot
         self.next_slot += 1
         self.state.slots[sid] = Slot(name, ctype, self.params.coerce(value, ctype, name))
         return sid
 
-    def declare(self, name: str, ctype: CType, value: Any) -> int:
+    def declare(self, name: str, ctype: CType, value: Value) -> int:
         """A new variable ``name`` in the innermost scope; its slot id."""
         sid = self.new_slot(name, ctype, value)
         self.frames[-1].scopes[-1][name] = sid
@@ -125,7 +126,7 @@ class Memory:
                 return scope[name]
         return self.globals.get(name)
 
-    def read(self, ref: Ref) -> Any:
+    def read(self, ref: Ref) -> Value:
         """The value ``ref`` points to (unknown where memory is not tracked)."""
         slot = self.state.slots.get(ref.slot)
         if slot is None:
@@ -142,7 +143,7 @@ class Memory:
                 return UNK
         return v
 
-    def write(self, ref: Ref, value: Any) -> None:
+    def write(self, ref: Ref, value: Value) -> None:
         """Store ``value`` where ``ref`` points, converted to the C type stored there."""
         slot = self.state.slots.get(ref.slot)
         if slot is None:
@@ -187,7 +188,7 @@ class Memory:
             return SymIndex(base.slot, base.path[:-1], loop)
         return None
 
-    def deref(self, ref: Ref) -> Any:
+    def deref(self, ref: Ref) -> Value:
         """``*ref`` as an rvalue: an array decays to the pointer to it."""
         v = self.read(ref)
         slot = self.state.slots.get(ref.slot)
@@ -199,7 +200,7 @@ class Memory:
                 return ref
         return v
 
-    def store(self, ref: Ref, value: Any, node: c_ast.Node) -> None:
+    def store(self, ref: Ref, value: Value, node: c_ast.Node) -> None:
         """An assignment through ``ref``; at an unknown index the whole array is affected."""
         if isinstance(ref, SymIndex):
             if isinstance(value, TRACKED) or isinstance(value, (Rec, Arr)):
@@ -218,7 +219,7 @@ class Memory:
             return
         self.write(ref, value)
 
-    def text(self, v: Any) -> Optional[str]:
+    def text(self, v: Value) -> Optional[str]:
         """The C string a value holds: a literal, or a buffer polyfuse wrote text into."""
         if isinstance(v, Str):
             return v.s
@@ -226,13 +227,13 @@ class Memory:
             return self.texts.get(v.slot)
         return None
 
-    def string(self, v: Any) -> Optional[str]:
+    def string(self, v: Value) -> Optional[str]:
         """The text a ``std::string``, a string literal or a written char buffer holds."""
         if isinstance(v, Ref) and v.slot not in self.texts:
             v = self.read(v)
         return self.text(v)
 
-    def forget_through(self, args: list) -> None:
+    def forget_through(self, args: list[Value]) -> None:
         """Values an info query stores through its pointers are known only at run time."""
         for a in args:
             if isinstance(a, Ref):

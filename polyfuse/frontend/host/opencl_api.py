@@ -9,7 +9,7 @@ model (:mod:`.clhpp`) maps ``cl::Buffer``, ``cl::Kernel::setArg``,
 one entry::
 
     @handler("clEnqueueSVMMemFill")
-    def enqueue_svm_mem_fill(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+    def enqueue_svm_mem_fill(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
         ...
 
 Every call is assumed to succeed: create calls store ``CL_SUCCESS`` through their
@@ -46,6 +46,7 @@ from polyfuse.frontend.host.values import (
     Runtime,
     Str,
     Unknown,
+    Value,
     arg_at,
     c_unescape,
     scalar_value,
@@ -78,7 +79,7 @@ _CL_MAP_READ, _CL_MAP_WRITE, _CL_MAP_WRITE_INVALIDATE = 1, 2, 4
 _CL_KERNEL_FUNCTION_NAME, _CL_KERNEL_NUM_ARGS = 0x1190, 0x1191
 
 #: a call's handler: the evaluator, the call's node and its evaluated arguments -> its value
-Handler = Callable[["CEvaluator", c_ast.FuncCall, list], Any]
+Handler = Callable[["CEvaluator", c_ast.FuncCall, list[Value]], Value]
 
 #: the OpenCL API's handlers, by function name
 HANDLERS: dict[str, Handler] = {}
@@ -93,7 +94,7 @@ def handler(*names: str) -> Callable[[Handler], Handler]:
     return register
 
 
-def call(name: str, ev: CEvaluator, node: c_ast.Node, args: list) -> Any:
+def call(name: str, ev: CEvaluator, node: c_ast.Node, args: list[Value]) -> Value:
     """The value of the API call ``name`` with ``args`` (the C++ wrapper's calls go here)."""
     return HANDLERS[name](ev, node, args)
 
@@ -148,7 +149,7 @@ def sync(ev: CEvaluator, name: str, node: c_ast.Node) -> None:
 
 
 @handler("clCreateBuffer")
-def create_buffer(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+def create_buffer(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     succeed(ev, args)
     flags_v = arg_at(args, 1)
     flags = ev.concrete(flags_v, "clCreateBuffer flags", node) if isinstance(
@@ -167,7 +168,7 @@ def create_buffer(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
 
 
 @handler("clCreateSubBuffer")
-def create_sub_buffer(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+def create_sub_buffer(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     succeed(ev, args)
     parent = buffer_arg(ev, arg_at(args, 0), "clCreateSubBuffer parent", node)
     flags_v = arg_at(args, 1)
@@ -189,7 +190,7 @@ def create_sub_buffer(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
 
 
 @handler("clCreateKernel")
-def create_kernel(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+def create_kernel(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     succeed(ev, args)
     kname = arg_at(args, 1)
     if not isinstance(kname, Str):
@@ -208,7 +209,7 @@ def create_kernel(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
 
 
 @handler("clCreateProgramWithSource")
-def create_program_with_source(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+def create_program_with_source(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     succeed(ev, args)
     count = arg_at(args, 1)
     n = int(count.e) if isinstance(count, Num) and count.e.is_Integer else 1
@@ -223,7 +224,7 @@ def create_program_with_source(ev: CEvaluator, node: c_ast.FuncCall, args: list)
 
 
 @handler("clCreateProgramWithBinary")
-def create_program_with_binary(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+def create_program_with_binary(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     succeed(ev, args)
     return ev.sources.create([("unknown", "built from a binary")], ev.ctx.loc(node))
 
@@ -241,7 +242,7 @@ def source_piece(ev: CEvaluator, v: Any) -> tuple[str, str]:
 
 
 @handler("clBuildProgram", "clCompileProgram")
-def build_program(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+def build_program(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     prog = arg_at(args, 0)
     opts = arg_at(args, 3)
     if isinstance(prog, ProgObj):
@@ -268,7 +269,7 @@ def kernel_object(ev: CEvaluator, v: Any, node: c_ast.Node) -> KState:
 
 
 @handler("clSetKernelArg")
-def set_kernel_arg(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+def set_kernel_arg(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     kv = arg_at(args, 0)
     ks = kernel_object(ev, kv, node)
     kernel = ev.sources.kernels[ks.kernel]
@@ -354,7 +355,7 @@ def sizes(ev: CEvaluator, v: Any, dim: int, what: str, node: c_ast.Node) -> Opti
 
 
 @handler("clEnqueueNDRangeKernel")
-def enqueue_nd_range_kernel(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+def enqueue_nd_range_kernel(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     ks = kernel_object(ev, arg_at(args, 1), node)
     dim = ev.concrete(arg_at(args, 2), "work_dim", node)
     if dim not in (1, 2, 3):
@@ -370,7 +371,7 @@ def enqueue_nd_range_kernel(ev: CEvaluator, node: c_ast.FuncCall, args: list) ->
 
 
 @handler("clEnqueueTask")
-def enqueue_task(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+def enqueue_task(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     ks = kernel_object(ev, arg_at(args, 1), node)
     one = (sympy.Integer(1),)
     launch(ev, ks, 1, one, one, None, node)
@@ -443,7 +444,7 @@ def transfer(ev: CEvaluator, node: c_ast.FuncCall, args: list, *, call: str, rec
 
 
 @handler("clEnqueueCopyBuffer")
-def enqueue_copy_buffer(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+def enqueue_copy_buffer(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     src = buffer_arg(ev, arg_at(args, 1), "clEnqueueCopyBuffer source", node)
     dst = buffer_arg(ev, arg_at(args, 2), "clEnqueueCopyBuffer destination", node)
     size = arg_at(args, 5)
@@ -455,7 +456,7 @@ def enqueue_copy_buffer(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any
 
 
 @handler("clEnqueueCopyBufferRect")
-def enqueue_copy_buffer_rect(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+def enqueue_copy_buffer_rect(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     src = buffer_arg(ev, arg_at(args, 1), "clEnqueueCopyBufferRect source", node)
     dst = buffer_arg(ev, arg_at(args, 2), "clEnqueueCopyBufferRect destination", node)
     ev.record(HostOp(id=0, kind="copy", reads=(BufferRange(src),),
@@ -464,7 +465,7 @@ def enqueue_copy_buffer_rect(ev: CEvaluator, node: c_ast.FuncCall, args: list) -
 
 
 @handler("clEnqueueFillBuffer")
-def enqueue_fill_buffer(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+def enqueue_fill_buffer(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     buf = buffer_arg(ev, arg_at(args, 1), "clEnqueueFillBuffer", node)
     rng = byte_range(ev, buf, arg_at(args, 4), arg_at(args, 5), node)
     ev.record(HostOp(id=0, kind="write", writes=(rng,), name="clEnqueueFillBuffer"), node)
@@ -472,7 +473,7 @@ def enqueue_fill_buffer(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any
 
 
 @handler("clEnqueueMapBuffer")
-def enqueue_map_buffer(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+def enqueue_map_buffer(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     succeed(ev, args)
     buf = buffer_arg(ev, arg_at(args, 1), "clEnqueueMapBuffer", node)
     fl = arg_at(args, 3)
@@ -491,19 +492,19 @@ def enqueue_map_buffer(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
 
 
 @handler("clFinish")
-def finish(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+def finish(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     sync(ev, "clFinish", node)
     return ZERO
 
 
 @handler("clWaitForEvents")
-def wait_for_events(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+def wait_for_events(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     sync(ev, "clWaitForEvents", node)
     return ZERO
 
 
 @handler("clCreateKernelsInProgram")
-def create_kernels_in_program(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+def create_kernels_in_program(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     """One kernel object per kernel of the program, in source order (programs then find
     theirs by ``clGetKernelInfo(CL_KERNEL_FUNCTION_NAME)``); the count through the last
     argument."""
@@ -533,7 +534,7 @@ def create_kernels_in_program(ev: CEvaluator, node: c_ast.FuncCall, args: list) 
 
 
 @handler("clGetKernelInfo")
-def get_kernel_info(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+def get_kernel_info(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     """``CL_KERNEL_FUNCTION_NAME`` and ``CL_KERNEL_NUM_ARGS`` of a kernel object are known;
     other queries are run-time values."""
     k, what, out = arg_at(args, 0), arg_at(args, 1), arg_at(args, 3)
@@ -606,12 +607,12 @@ _CREATES_HANDLE = {
 }
 
 
-def _creates_handle(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+def _creates_handle(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     succeed(ev, args)
     return Handle(node.name.name)
 
 
-def _boilerplate(ev: CEvaluator, node: c_ast.FuncCall, args: list) -> Any:
+def _boilerplate(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     """Nothing to model; what an info query (``clGet*``) stores is a run-time value."""
     if node.name.name.startswith("clGet"):
         ev.mem.forget_through(args[1:])

@@ -23,8 +23,15 @@ from polyfuse.frontend.host.symbolic import exact_rational, no_ceiling
 # ----------------------------------------------------------------------------------------------
 
 
+class Value:
+    """What a C expression evaluates to: one of the classes below (or a C++ wrapper object of
+    :mod:`.clhpp`).  Values are immutable and compare by content."""
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True)
-class Num:
+class Num(Value):
     """An integer (or, with ``flt``, floating) value as a sympy expression."""
 
     e: Any
@@ -46,56 +53,56 @@ class Source:
 
 
 @dataclass(frozen=True)
-class Unknown:
+class Unknown(Value):
     flt: bool = False
     src: Optional[Source] = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
-class Runtime:
+class Runtime(Value):
     """A loop-invariant integer read at run time; becomes a parameter when stored."""
 
     src: Optional[Source] = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
-class Cond:
+class Cond(Value):
     """A truth value that is not known, with the relation it stands for (for context facts)."""
 
     rel: Any
 
 
 @dataclass(frozen=True)
-class BufRef:
+class BufRef(Value):
     name: str
 
 
 @dataclass(frozen=True)
-class KObj:
+class KObj(Value):
     oid: int
 
 
 @dataclass(frozen=True)
-class ProgObj:
+class ProgObj(Value):
     """A ``cl_program`` created with ``clCreateProgramWithSource``."""
 
     pid: int
 
 
 @dataclass(frozen=True)
-class Handle:
+class Handle(Value):
     """A non-NULL handle polyfuse does not track (context, queue, FILE *, ...)."""
 
     kind: str
 
 
 @dataclass(frozen=True)
-class Str:
+class Str(Value):
     s: str
 
 
 @dataclass(frozen=True)
-class Ref:
+class Ref(Value):
     """A pointer to (a part of) a variable: slot id and a path of indices and field names."""
 
     slot: int
@@ -103,7 +110,7 @@ class Ref:
 
 
 @dataclass(frozen=True)
-class Arr:
+class Arr(Value):
     length: Optional[int]
     elems: tuple = ()  # sorted ((index, value), ...)
     default: Any = None
@@ -123,7 +130,7 @@ class Arr:
 
 
 @dataclass(frozen=True)
-class Rec:
+class Rec(Value):
     fields: tuple = ()  # ((name, value), ...)
 
     def get(self, name: str) -> Any:
@@ -139,14 +146,14 @@ class Rec:
 
 
 @dataclass(frozen=True)
-class Poison:
+class Poison(Value):
     """A value that differs between paths polyfuse cannot tell apart; an error when used."""
 
     reason: str
 
 
 @dataclass(frozen=True)
-class SymIndex:
+class SymIndex(Value):
     """An array element at an index that is not a constant (the whole array is affected)."""
 
     slot: int
@@ -338,6 +345,6 @@ def c_unescape(s: str) -> str:
         return s
 
 
-def arg_at(args: list, i: int) -> Any:
+def arg_at(args: list[Value], i: int) -> Value:
     """The ``i``-th argument of a call (unknown when the call has fewer)."""
     return args[i] if i < len(args) else UNK
