@@ -176,7 +176,7 @@ class _Host:
         return self.Ref(self.x.mem.new_slot("arg", values.CType("void", 8), value))
 
     def c_api(self, name: str, node: c_ast.Node, args: list) -> Any:
-        return opencl_api.call(name, self.x, node, args)
+        return opencl_api.HANDLERS[name](self.x, node, args)
 
     def create_buffer_call(self, node: c_ast.Node, args: list) -> Any:
         return self.c_api("clCreateBuffer", node, args + [self.UNK, self.UNK])

@@ -49,7 +49,7 @@ from polyfuse.program import BufferRange, HostOp, Operation, UnsupportedError
 
 _MAX_CALL_DEPTH = 48
 _STATEMENTS = {**statements.STATEMENTS, **loops.STATEMENTS}
-_EXPRESSIONS = {**expressions.EXPRESSIONS, "FuncCall": lambda ev, node: ev.call(node)}
+_EXPRESSIONS = dict(expressions.EXPRESSIONS)  # and "FuncCall", below the class
 
 
 class CEvaluator:
@@ -237,3 +237,8 @@ class CEvaluator:
         """Record an operation at ``node``, inside the host loops around it."""
         op = dataclasses.replace(op, loops=tuple(self.ctx.loops), loc=self.ctx.loc(node))
         self.mem.state.ops.append(op)
+
+
+# a call is evaluated by the evaluator itself (no wrapper: the Python stack per C call level
+# stays what it was, so deep hosts reach the recursion limit at the same place)
+_EXPRESSIONS["FuncCall"] = CEvaluator.call

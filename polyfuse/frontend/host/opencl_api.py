@@ -5,8 +5,7 @@
 call's value and recording its effects (buffers created, :class:`~polyfuse.program.Launch`
 and :class:`~polyfuse.program.HostOp` operations, kernel argument bindings).  The C++ wrapper
 model (:mod:`.clhpp`) maps ``cl::Buffer``, ``cl::Kernel::setArg``,
-``enqueueNDRangeKernel``... onto the same entries through :func:`call`.  Adding an API call is
-one entry::
+``enqueueNDRangeKernel``... onto the same entries.  Adding an API call is one entry::
 
     @handler("clEnqueueSVMMemFill")
     def enqueue_svm_mem_fill(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
@@ -92,11 +91,6 @@ def handler(*names: str) -> Callable[[Handler], Handler]:
             HANDLERS[name] = fn
         return fn
     return register
-
-
-def call(name: str, ev: CEvaluator, node: c_ast.Node, args: list[Value]) -> Value:
-    """The value of the API call ``name`` with ``args`` (the C++ wrapper's calls go here)."""
-    return HANDLERS[name](ev, node, args)
 
 
 class OpenCLObjects:
