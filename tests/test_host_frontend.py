@@ -822,3 +822,67 @@ def test_sizes_read_back_from_the_device_are_named():
     prog = parse_host(src, KERNELS, filename="ok.c", params={"total": 2.0}, check_params=True)
     assert prog.params == ("count",)
     assert [la.global_size for la in prog.launches] == [(sympy.Symbol("count"),), (128,)]
+
+
+# ----------------------------------------------------------------------------------------------
+# The parts of the front-end: the OpenCL API table, public interfaces between parts
+# ----------------------------------------------------------------------------------------------
+
+WORK_SIZE_BODY = r"""
+    cl_kernel k = clCreateKernel(program, "scale", &err);
+    cl_mem d_c = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 1024, NULL, &err);
+    size_t global = clPolyfuseTestWorkSize(queue, 256);
+    float alpha = 2.0f;
+    int len = 256;
+    clSetKernelArg(k, 0, sizeof(cl_mem), &d_c);
+    clSetKernelArg(k, 1, sizeof(float), &alpha);
+    clSetKernelArg(k, 2, sizeof(int), &len);
+    clEnqueueNDRangeKernel(queue, k, 1, NULL, &global, NULL, 0, NULL, NULL);
+"""
+WORK_SIZE_DECL = "size_t clPolyfuseTestWorkSize(cl_command_queue queue, int n);\n"
+
+
+def test_an_api_call_is_one_table_entry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A handler added to the OpenCL API table is what a host's call of that name runs.  Not
+    registered, the call is an unknown function and the work size it returns is not known;
+    registered (one entry), its value and effect (a sync) are in the model."""
+    from polyfuse.frontend.host import opencl_api
+
+    with pytest.raises(UnsupportedError, match="global work size"):
+        _parse(WORK_SIZE_BODY, extra=WORK_SIZE_DECL)
+    calls = []
+
+    def work_size(ev: object, node: object, args: list) -> object:
+        calls.append(ev.ctx.loc(node).line)
+        opencl_api.sync(ev, "clPolyfuseTestWorkSize", node)
+        return args[1]
+
+    monkeypatch.setitem(opencl_api.HANDLERS, "clPolyfuseTestWorkSize", work_size)
+    prog, src = _parse(WORK_SIZE_BODY, extra=WORK_SIZE_DECL)
+    assert calls == [_line(src, "clPolyfuseTestWorkSize(queue, 256)")]
+    (launch,) = prog.launches
+    assert launch.global_size == (256,)
+    assert [(op.kind, op.name) for op in prog.ops if isinstance(op, HostOp)] == \
+        [("sync", "clPolyfuseTestWorkSize")]
+
+
+def test_host_parts_use_only_public_names_of_each_other() -> None:
+    """The front-end's parts (memory, evaluator, API tables, the C++ wrapper model...) reach
+    each other through public interfaces: no ``x._name`` on another object and no import of a
+    ``_name`` from another module of the package."""
+    import ast
+    from pathlib import Path
+
+    import polyfuse.frontend.host as host
+
+    found = []
+    for path in sorted(Path(host.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and \
+                    not node.attr.startswith("__") and \
+                    not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                found.append(f"{path.name}:{node.lineno}: .{node.attr}")
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("polyfuse."):
+                found += [f"{path.name}:{node.lineno}: import {a.name}" for a in node.names
+                          if a.name.startswith("_")]
+    assert not found, found

@@ -482,6 +482,26 @@ def test_handson_cpp_kernel_setarg_ndrange_and_functor_with_local_memory() -> No
     assert _edge(widths, "mmul", "rowsum", program) == "global"
 
 
+def test_cpp_wrapper_shares_the_opencl_api_table(monkeypatch: Any) -> None:
+    """``cl::Buffer``, ``setArg`` and ``enqueueReadBuffer`` of the C++ wrapper run the C API's
+    handlers from the one table: a handler replaced there sees the wrapper's calls."""
+    from polyfuse.frontend.host import opencl_api
+
+    seen: list[str] = []
+    for name in ("clCreateBuffer", "clSetKernelArg", "clEnqueueReadBuffer"):
+        def counting(ev: Any, node: Any, args: list, name: str = name,
+                     run: Any = opencl_api.HANDLERS[name]) -> Any:
+            seen.append(name)
+            return run(ev, node, args)
+
+        monkeypatch.setitem(opencl_api.HANDLERS, name, counting)
+    program = load_opencl(None, host=str(HANDSON / "matmul.cpp"), include_dirs=[str(CPP_COMMON)])
+    assert len(program.launches) == 2
+    assert seen.count("clEnqueueReadBuffer") == 2
+    assert seen.count("clCreateBuffer") == len(program.buffers)
+    assert seen.count("clSetKernelArg") >= sum(len(la.args) for la in program.launches)
+
+
 def test_handson_cpp_fuse_and_verify_through_the_cli(tmp_path: Path, capsys: Any) -> None:
     import json
 
@@ -850,16 +870,16 @@ def test_setup_loops_without_opencl_calls_are_summarised(monkeypatch: Any) -> No
     """A 230,400-element two-variable ``for`` fill and 2.2 million iterations of nested
     flag set-up: one iteration budget for the whole nest, then a summary (what the loops
     write becomes unknown: host data, and a float scale that stays a kernel parameter)."""
-    from polyfuse.frontend import host_c
+    from polyfuse.frontend.host import evaluator
 
     executed = [0]
-    original = host_c.CSemantics._exec
+    original = evaluator.CEvaluator.exec
 
     def counting(self: Any, node: Any) -> None:
         executed[0] += 1
         original(self, node)
 
-    monkeypatch.setattr(host_c.CSemantics, "_exec", counting)
+    monkeypatch.setattr(evaluator.CEvaluator, "exec", counting)
     d = PROGRAMS / "setup_loops"
     program = load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"))
     assert executed[0] < 40_000, executed[0]

@@ -561,7 +561,7 @@ class _Translator:
                       arg_cursors: list) -> Optional[c_ast.Node]:
         """A call into the C++ OpenCL wrapper (``cl::Buffer(...)``, ``queue.finish()``,
         ``k(cl::EnqueueArgs(...), a, b)``) as a call to ``__clhpp__Class__method`` with the
-        object first, for :mod:`polyfuse.frontend.clhpp` to model at the API level; the
+        object first, for :mod:`polyfuse.frontend.host.clhpp` to model at the API level; the
         header's template bodies are never interpreted."""
         name = clhpp_name(ref)
         if name is None:

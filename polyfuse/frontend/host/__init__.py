@@ -33,14 +33,14 @@ The interpreter tracks what the polyhedral model needs and nothing else:
   becomes a :class:`HostLoop` whose iterator is a sympy symbol.  When its iterations differ in a
   way that changes the operations (ping-pong buffer swaps, setting an argument after the launch,
   creating buffers in the loop) it is unrolled if the trip count is a constant (at most
-  :data:`.host_c.MAX_UNROLL`), otherwise it is refused.  Other loops (``while``, ``do``,
+  :data:`.loops.MAX_UNROLL`), otherwise it is refused.  Other loops (``while``, ``do``,
   descending or non-affine ``for``) are iterated concretely while their condition is known (at
-  most :data:`.host_c.MAX_UNROLL` times); otherwise they must not contain operations, and the
+  most :data:`.loops.MAX_UNROLL` times); otherwise they must not contain operations, and the
   variables they assign become unknown.  A loop with operations that a ``break``/``continue``
   under an open condition may leave early is refused.  An affine guard on loop iterators
   (``if (k < n - 1) launch``) becomes a loop of 0 or 1 iteration around what it guards, so the
   loop stays symbolic.  Loops without OpenCL calls share one budget of concrete iterations per
-  loop nest (:data:`.host_c.NEST_BUDGET`); past it they are summarised.
+  loop nest (:data:`.loops.NEST_BUDGET`); past it they are summarised.
 * **Data**: a value the program computes from its data (read back from the device, read from a
   file, counted by a summarised loop) is named after the variable it is stored in: a
   parameter ``--param`` binds, and a refusal that depends on it names the read and its line.
@@ -53,9 +53,13 @@ The interpreter tracks what the polyhedral model needs and nothing else:
   functions (``malloc``, ``calloc``, ``posix_memalign``, ``aligned_alloc``, ``new``) give fresh
   host memory.
 
-This module holds the entry points and the interpreter class; the interpreter composes the C
-semantics (:mod:`polyfuse.frontend.host_c`) with the OpenCL API model
-(:mod:`polyfuse.frontend.host_opencl`), one idea per module.
+The front-end is composed of parts with public interfaces (docs/ARCHITECTURE.md, "The host
+front-end"): the value model (:mod:`.values`), memory (:mod:`.memory`), host parameters
+(:mod:`.params`), C types (:mod:`.typetable`), the C evaluator (:mod:`.evaluator` with
+:mod:`.statements`, :mod:`.loops`, :mod:`.expressions`), the C library table (:mod:`.libc`),
+the OpenCL API table (:mod:`.opencl_api`) that the C++ wrapper model (:mod:`.clhpp`) shares,
+kernel sources (:mod:`.sources`), and the :class:`~.interpreter.Interpreter` that composes
+them.  This module holds the entry points.
 """
 
 from __future__ import annotations
@@ -64,47 +68,16 @@ import dataclasses
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Union
-
-import islpy as isl
-import sympy
-from pycparser import c_ast
+from typing import Optional, Union
 
 from polyfuse.c import cpp
-from polyfuse.frontend.host_c import (
-    _PTR_VOID,
-    _RUNTIME,
-    _ZERO,
-    CSemantics,
-    _Arr,
-    _CType,
-    _Exit,
-    _fact_to_isl,
-    _Frame,
-    _Goto,
-    _Handle,
-    _Num,
-    _op_syms,
-    _Ref,
-    _Signal,
-    _Source,
-    _State,
-    _Str,
-    _syms,
-)
-from polyfuse.frontend.host_opencl import (
-    OpenCLModel,
-    _ProgInfo,
-)
+from polyfuse.frontend.host.interpreter import Interpreter
+from polyfuse.frontend.host.sources import KernelFiles
 from polyfuse.program import (
-    HostLoop,
     Kernel,
     PolyfuseError,
     Program,
-    SourceLoc,
-    UnsupportedError,
 )
 
 # ----------------------------------------------------------------------------------------------
@@ -162,12 +135,11 @@ def parse_host(
         kernel_files = KernelFiles(search_dirs=tuple(dict.fromkeys(dirs + [os.getcwd()])),
                                    include_dirs=tuple(include_dirs),
                                    defines=tuple(defines.items()))
-    interp = _Interpreter(ast, kernels, main_file, dict(params), kernel_files, argv)
+    interp = Interpreter(ast, kernels, main_file, dict(params), kernel_files, argv)
     prog = interp.run()
-    interp.check_kernel_files()
+    interp.sources.check_kernel_files()
     if check_params:
-        known = set(prog.params) | interp.int_params | interp.applied | interp.float_names | \
-            interp.data_names
+        known = set(prog.params) | interp.params.known()
         unknown = [n for n in params if n not in known]
         if unknown:
             names = ", ".join(sorted(known)) or "none"
@@ -274,165 +246,3 @@ def _display_name(source_or_path: Union[str, os.PathLike], default: str) -> str:
     if "\n" not in source_or_path and os.path.exists(source_or_path):
         return source_or_path
     return default
-
-
-# ----------------------------------------------------------------------------------------------
-# The interpreter
-
-@dataclass(frozen=True)
-class KernelFiles:
-    """How the host front-end finds and parses kernel sources the host reads.
-
-    ``files`` are the kernel files given by the user (fallback when the host's own source
-    cannot be followed; one the host never builds is an error); with ``replace`` they are built
-    in place of every program's own source (``--kernel-source-override``); ``search_dirs`` are
-    tried, in order, for relative paths the host opens; ``include_dirs``/``defines`` apply to
-    every kernel parse, before the program's own build options.
-    """
-
-    files: tuple[str, ...] = ()
-    search_dirs: tuple[str, ...] = ()
-    include_dirs: tuple[str, ...] = ()
-    defines: tuple[tuple[str, Optional[str]], ...] = ()
-    replace: bool = False
-
-
-class _Interpreter(OpenCLModel, CSemantics):
-    def __init__(self, ast: c_ast.FileAST, kernels: Mapping[str, Kernel], filename: str,
-                 param_values: Mapping[str, Union[int, float]],
-                 kernel_files: KernelFiles = KernelFiles(),
-                 argv: Optional[Sequence[str]] = None):
-        self.ast = ast
-        self.kernels = kernels
-        self.kernel_files = kernel_files
-        self.argv = None if argv is None else [Path(filename).stem, *argv]
-        self.optind = 1
-        self.optarg: Any = _ZERO
-        self.programs: dict[int, _ProgInfo] = {}
-        self.out_kernels: dict[str, Kernel] = {}
-        self.file_texts: dict[int, str] = {}  # heap slot -> path of the file read into it
-        self.str_slots: dict[int, str] = {}  # char buffer slot -> text written by sprintf
-        self.opened: list[str] = []  # kernel files the host opened, in order
-        # what each program the host builds reads: a kernel file ("" for source strings), where
-        self.sources_built: list[tuple[str, Optional[SourceLoc]]] = []
-        self.cli_used = False  # the kernels given by the user stood in for a program's source
-        self.parse_cache: dict[tuple, dict[str, Kernel]] = {}
-        self.warnings: list[str] = []
-        self.applied: set[str] = set()  # --param names the host read
-        self.float_names: set[str] = set()  # floating values read at run time, by name
-        self.int_params: set[str] = set()  # parameters stored in integer variables
-        self.filename = filename
-        self.param_values = param_values
-        self.state = _State()
-        self.typedefs: dict[str, c_ast.Node] = {}
-        self.structs: dict[str, c_ast.Struct] = {}
-        self.enums: dict[str, int] = {}
-        self.funcs: dict[str, c_ast.FuncDef] = {}
-        self.globals: dict[str, int] = {}
-        self.frames: list[_Frame] = []
-        self.loops: list[HostLoop] = []
-        self.loop_syms: set = set()
-        self.params: dict[str, sympy.Symbol] = {}  # name -> symbol, in creation order
-        self.names_used: set[str] = set()
-        self.buffer_names: set[str] = set()
-        self.next_slot = 0
-        self.next_oid = 0
-        self.name_hint: Optional[str] = None
-        self.node: Optional[c_ast.Node] = None
-        self.type_cache: dict[int, _CType] = {}
-        self.open_structs: set[str] = set()
-        self.guard_names: dict[int, str] = {}  # if statement -> its guard loop's iterator
-        self.break_src: dict[int, _Source] = {}  # if statement -> the data its break tests
-        self.data_names: set[str] = set()  # values computed from data, by name (--param binds)
-        self.summarising = 0  # loops being summarised, nested
-        self.name_suffix: dict[str, int] = {}  # parameter base name -> next suffix to try
-        self.nest_depth = 0  # loop statements being interpreted, nested
-        self.iterations_left = 0  # of the current loop nest's budget
-
-    # -- driver -------------------------------------------------------------------------------
-
-    def run(self) -> Program:
-        try:
-            return self._run()
-        except PolyfuseError:
-            raise
-        except _Goto as sig:
-            raise self._error(f"goto {sig.label}: only forward jumps within a block and "
-                              "error-handling jumps are supported", cls=UnsupportedError) from None
-        except _Signal as sig:
-            raise self._error(f"control flow polyfuse cannot follow ({type(sig).__name__})",
-                              cls=UnsupportedError) from None
-        except RecursionError:
-            raise self._error("host program nests too deeply for polyfuse") from None
-        except Exception as err:  # never a raw traceback for bad input
-            raise self._error(f"cannot interpret host code: {type(err).__name__}: {err}") from None
-
-    def _run(self) -> Program:
-        self.frames.append(_Frame("<globals>", [self.globals]))
-        for ext in self.ast.ext:
-            self.node = ext
-            if isinstance(ext, c_ast.FuncDef):
-                self.funcs[ext.decl.name] = ext
-            elif isinstance(ext, c_ast.Typedef):
-                self.typedefs[ext.name] = ext.type
-                self._collect_tags(ext.type)
-            elif isinstance(ext, c_ast.Decl):
-                self._collect_tags(ext.type)
-                if ext.name and not isinstance(ext.type, c_ast.FuncDecl):
-                    self._exec_decl(ext)
-        main = self.funcs.get("main")
-        if main is None:
-            raise PolyfuseError("no main function in the host program", self.filename)
-        argc: Any = _RUNTIME
-        argv: Any = _Handle("argv")
-        if self.argv is not None:
-            n = len(self.argv)
-            arr = _Arr(n + 1, tuple((i, _Str(a)) for i, a in enumerate(self.argv)), _ZERO)
-            argv = _Ref(self._new_slot("argv", _CType("array", 8 * (n + 1), elem=_PTR_VOID,
-                                                      length=n + 1), arr))
-            argc = _Num(sympy.Integer(n))
-        try:
-            self._call_function(main, [argc, argv], main)
-        except _Exit:
-            pass
-        return self._program()
-
-    def _program(self) -> Program:
-        ops = tuple(dataclasses.replace(op, id=i) for i, op in enumerate(self.state.ops))
-        used: set[str] = set()
-        for b in self.state.buffers.values():
-            used |= _syms(b.size, b.origin)
-        for op in ops:
-            used |= _op_syms(op)
-        params = tuple(n for n in self.params if n in used)
-        facts = []
-        for f in dict.fromkeys(self.state.facts):
-            names = {str(s) for s in f.free_symbols}
-            if names and names <= set(params):
-                txt = _fact_to_isl(f)
-                if txt is not None:
-                    facts.append(txt)
-        context = "{ : }"
-        if params:
-            body = " and ".join(facts)
-            context = f"[{', '.join(params)}] -> {{ : {body} }}" if body else \
-                f"[{', '.join(params)}] -> {{ : }}"
-            try:
-                context = str(isl.Set(context))
-            except isl.Error:
-                context = f"[{', '.join(params)}] -> {{ : }}"
-        name = Path(self.filename).stem if not self.filename.startswith("<") else "program"
-        kernels = dict(self.out_kernels) if self.out_kernels else dict(self.kernels)
-        return Program(kernels=kernels, buffers=dict(self.state.buffers), ops=ops,
-                       params=params, context=context, name=name, files=(self.filename,))
-
-    def _collect_tags(self, node: Any) -> None:
-        while node is not None:
-            if isinstance(node, c_ast.Struct) and node.name and node.decls is not None:
-                self.structs[node.name] = node
-            if isinstance(node, c_ast.Enum) and node.values is not None:
-                val = -1
-                for e in node.values.enumerators:
-                    val = self._const_int(e.value) if e.value is not None else val + 1
-                    self.enums[e.name] = val
-            node = getattr(node, "type", None)

@@ -7,10 +7,11 @@ create ``cl::Buffer``/``cl::Program``/``cl::Kernel`` objects, launch through
 move data with ``cl::copy``.  Interpreting the header's template bodies would drown the model in
 reference counting and exceptions; instead :mod:`polyfuse.frontend.clang_host` lowers every call
 into namespace ``cl`` to ``__clhpp__Class__method(object, args...)`` and this module maps each
-onto the C-API model of :mod:`polyfuse.frontend.host_opencl` (``clCreateBuffer``,
-``clSetKernelArg``, ``clEnqueueNDRangeKernel``...).  A wrapper call that is not modelled is
-treated like any unknown library call (buffers it receives are read and written entirely); one
-that would change the launches in a way polyfuse cannot follow is refused with file:line.
+onto the entries of the OpenCL API table :data:`.opencl_api.HANDLERS` (``clCreateBuffer``,
+``clSetKernelArg``, ``clEnqueueNDRangeKernel``...), through public interfaces only.  A wrapper
+call that is not modelled is treated like any unknown library call (buffers it receives are
+read and written entirely); one that would change the launches in a way polyfuse cannot follow
+is refused with file:line.
 
 ``std::vector`` lengths are tracked (``std::vector<float> h(n)``), because the wrapper sizes
 buffers from a vector's iterators.
@@ -20,26 +21,30 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import sympy
 from pycparser import c_ast
 
+from polyfuse.frontend.host import opencl_api, values
 from polyfuse.program import UnsupportedError
+
+if TYPE_CHECKING:
+    from polyfuse.frontend.host.evaluator import CEvaluator
 
 #: the prefix clang_host gives lowered wrapper calls
 PREFIX = "__clhpp__"
 
 
 @dataclass(frozen=True)
-class Range:
+class Range(values.Value):
     """A ``cl::NDRange`` (empty for ``cl::NullRange``)."""
 
     sizes: tuple
 
 
 @dataclass(frozen=True)
-class EnqueueArgs:
+class EnqueueArgs(values.Value):
     """A ``cl::EnqueueArgs``: the launch geometry of a functor call."""
 
     offset: Range
@@ -48,14 +53,14 @@ class EnqueueArgs:
 
 
 @dataclass(frozen=True)
-class LocalArg:
+class LocalArg(values.Value):
     """A ``cl::LocalSpaceArg`` (``cl::Local(bytes)``)."""
 
     size: Any
 
 
 @dataclass(frozen=True)
-class Vec:
+class Vec(values.Value):
     """A ``std::vector`` of ``length`` elements of ``elem`` bytes (None: not known), and its
     elements while every one is a known handle or number (``std::vector<cl_kernel>``)."""
 
@@ -65,14 +70,14 @@ class Vec:
 
 
 @dataclass(frozen=True)
-class StdMap:
+class StdMap(values.Value):
     """A ``std::map``/``std::unordered_map``: its (key, value) pairs while all are known."""
 
     items: Optional[tuple] = None
 
 
 @dataclass(frozen=True)
-class Iter:
+class Iter(values.Value):
     """An iterator into a vector: ``base + pos`` (``begin``: 0, ``end``: the length)."""
 
     vec: Vec
@@ -91,9 +96,9 @@ def handles(name: str) -> bool:
         name.split("__", 1)[0] in ("map", "unordered_map")
 
 
-def call(interpreter: Any, name: str, node: c_ast.FuncCall, args: list) -> Any:
+def call(ev: CEvaluator, name: str, node: c_ast.FuncCall, args: list) -> Any:
     """The value of a wrapper call, with its effects recorded through the host interpreter."""
-    interp = _Host(interpreter)
+    interp = _Host(ev)
     model = _Model(interp, node)
     if name in _VECTOR:
         return model.vector(name, args)
@@ -128,50 +133,50 @@ def call(interpreter: Any, name: str, node: c_ast.FuncCall, args: list) -> Any:
 
 
 class _Host:
-    """The host interpreter as this model uses it: its value types and the C-API handlers."""
+    """The host interpreter as this model uses it: the value types and the evaluator's public
+    parts (memory, diagnostics, the OpenCL API table)."""
 
-    def __init__(self, interp: Any) -> None:
-        from polyfuse.frontend import host_c as h
+    Num, Unknown, Handle, Ref, Str = values.Num, values.Unknown, values.Handle, values.Ref, \
+        values.Str
+    KObj, ProgObj, BufRef = values.KObj, values.ProgObj, values.BufRef
+    UNK, ZERO, ONE, RUNTIME = values.UNK, values.ZERO, values.ONE, values.RUNTIME
 
-        self.h = h
-        self.x = interp
-        self.Num, self.Unknown, self.Handle, self.Ref = h._Num, h._Unknown, h._Handle, h._Ref
-        self.Str, self.KObj, self.ProgObj, self.BufRef = h._Str, h._KObj, h._ProgObj, h._BufRef
-        self.UNK, self.ZERO, self.ONE, self.RUNTIME = h._UNK, h._ZERO, h._ONE, h._RUNTIME
+    def __init__(self, ev: CEvaluator) -> None:
+        self.x = ev
 
     def error(self, msg: str, node: c_ast.Node, cls: type = UnsupportedError) -> Exception:
-        return self.x._error(msg, node, cls)
+        return self.x.ctx.error(msg, node, cls)
 
     def as_int(self, v: Any, what: str, node: c_ast.Node, *, required: bool = True) -> Any:
-        return self.x._int(v, what, node, required=required)
+        return self.x.int_value(v, what, node, required=required)
 
     def concrete(self, v: Any, what: str, node: c_ast.Node) -> int:
-        return self.x._concrete(v, what, node)
+        return self.x.concrete(v, what, node)
 
     def truth(self, v: Any) -> Optional[bool]:
-        return self.h._truth(v)
+        return values.truth_of(v)
 
     def read(self, ref: Any) -> Any:
-        return self.x._read(ref)
+        return self.x.mem.read(ref)
 
     def write(self, ref: Any, value: Any) -> None:
-        self.x._write(ref, value)
+        self.x.mem.write(ref, value)
 
     def query(self, args: list) -> None:
-        self.x._query([a for a in args if isinstance(a, self.Ref)])
+        self.x.mem.forget_through([a for a in args if isinstance(a, self.Ref)])
 
     def unknown_call(self, name: str, args: list, node: c_ast.Node) -> Any:
-        return self.x._unknown_call(name, args, node)
+        return self.x.unknown_call(name, args, node)
 
     def string_at(self, ref: Any) -> Optional[str]:
-        return self.x.str_slots.get(ref.slot)
+        return self.x.mem.texts.get(ref.slot)
 
     def temp_ref(self, value: Any) -> Any:
         """A pointer to a fresh variable holding ``value`` (an argument passed by value)."""
-        return self.Ref(self.x._new_slot("arg", self.h._CType("void", 8), value))
+        return self.Ref(self.x.mem.new_slot("arg", values.CType("void", 8), value))
 
     def c_api(self, name: str, node: c_ast.Node, args: list) -> Any:
-        return getattr(self.x, "_cl_" + name)(node, args)
+        return opencl_api.HANDLERS[name](self.x, node, args)
 
     def create_buffer_call(self, node: c_ast.Node, args: list) -> Any:
         return self.c_api("clCreateBuffer", node, args + [self.UNK, self.UNK])
@@ -181,10 +186,9 @@ class _Host:
                                               self.Num(size) if size is not None else self.UNK])
 
     def create_program(self, node: c_ast.Node, sources: list) -> Any:
-        x = self.x
-        slot = x._new_slot("sources", self.h._CType("array", 8, elem=self.h._PTR_VOID,
-                                                    length=len(sources)),
-                           self.h._Arr(len(sources), tuple(enumerate(sources)), self.UNK))
+        slot = self.x.mem.new_slot(
+            "sources", values.CType("array", 8, elem=values.PTR_VOID, length=len(sources)),
+            values.Arr(len(sources), tuple(enumerate(sources)), self.UNK))
         return self.c_api("clCreateProgramWithSource", node,
                           [self.Handle("context"), self.Num(sympy.Integer(len(sources))),
                            self.Ref(slot), self.ZERO, self.ZERO])
@@ -203,8 +207,8 @@ class _Host:
 
     def launch_kernel(self, node: c_ast.Node, kobj: Any, dim: int, gsize: tuple,
                       lsize: Optional[tuple], offset: Optional[tuple]) -> None:
-        ks = self.x._kobj(kobj, node)
-        self.x._launch(ks, dim, gsize, lsize, offset, node)
+        opencl_api.launch(self.x, opencl_api.kernel_object(self.x, kobj, node), dim, gsize,
+                          lsize, offset, node)
 
 
 class _Model:

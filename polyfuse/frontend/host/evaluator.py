@@ -1,0 +1,244 @@
+"""The C evaluator of the host front-end: statements, expressions and calls.
+
+:class:`CEvaluator` is composed of the parts it uses, each owning its state: the position and
+diagnostics (:class:`~.context.Context`), host parameters (:class:`~.params.Params`), memory
+(:class:`~.memory.Memory`), types (:class:`~.typetable.TypeTable`), the programs and kernels
+(:class:`~.sources.KernelSources`), the OpenCL objects (:class:`~.opencl_api.OpenCLObjects`)
+and the C library's state (:class:`~.libc.LibcState`).  The node kinds are functions in
+:mod:`.statements`, :mod:`.loops` and :mod:`.expressions`; a call goes to a function of the
+program (inlined), the C++ wrapper model (:mod:`.clhpp`), or a handler of the OpenCL API table
+(:data:`.opencl_api.HANDLERS`) or the C library table (:data:`.libc.LIBC`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Optional
+
+import sympy
+from pycparser import c_ast
+
+from polyfuse.frontend.host import clhpp, expressions, loops, statements
+from polyfuse.frontend.host.context import Context
+from polyfuse.frontend.host.libc import LIBC, STD_STRING, LibcState, std_string
+from polyfuse.frontend.host.memory import Frame, Memory
+from polyfuse.frontend.host.opencl_api import HANDLERS, OpenCLObjects
+from polyfuse.frontend.host.params import Params
+from polyfuse.frontend.host.signals import Break, Continue, NeedUnroll, Return
+from polyfuse.frontend.host.sources import KernelSources
+from polyfuse.frontend.host.statements import join_all
+from polyfuse.frontend.host.symbolic import free_syms
+from polyfuse.frontend.host.typetable import TypeTable
+from polyfuse.frontend.host.values import (
+    UNK,
+    Arr,
+    BufRef,
+    CType,
+    Num,
+    Poison,
+    Rec,
+    Ref,
+    Source,
+    Str,
+    Value,
+    param_hint,
+    relation_of,
+    src_of,
+)
+from polyfuse.program import BufferRange, HostOp, Operation, UnsupportedError
+
+_MAX_CALL_DEPTH = 48
+_STATEMENTS = {**statements.STATEMENTS, **loops.STATEMENTS}
+_EXPRESSIONS = dict(expressions.EXPRESSIONS)  # and "FuncCall", below the class
+
+
+class CEvaluator:
+    """Interprets C: each statement changes :attr:`mem`, each expression has a value."""
+
+    def __init__(self, ctx: Context, params: Params, mem: Memory, sources: KernelSources,
+                 libc: LibcState) -> None:
+        self.ctx = ctx
+        self.params = params
+        self.mem = mem
+        self.sources = sources
+        self.libc = libc
+        self.types = TypeTable(ctx, mem, self.eval)
+        self.cl = OpenCLObjects()
+        self.funcs: dict[str, c_ast.FuncDef] = {}
+        self.guard_names: dict[int, str] = {}  # if statement -> its guard loop's iterator
+        self.break_src: dict[int, Source] = {}  # if statement -> the data its break tests
+        self.nest_depth = 0  # loop statements being interpreted, nested
+        self.iterations_left = 0  # of the current loop nest's budget
+
+    def eval_named(self, node: c_ast.Node, hint: str) -> Value:
+        """The value of ``node``, computed to be stored in the variable ``hint``."""
+        self.ctx.name_hint = hint
+        try:
+            return self.eval(node)
+        finally:
+            self.ctx.name_hint = None
+
+    def exec(self, node: Optional[c_ast.Node]) -> None:
+        """Execute a statement (an expression statement is evaluated)."""
+        if node is None:
+            return
+        self.ctx.node = node
+        run = _STATEMENTS.get(type(node).__name__)
+        if run is not None:
+            run(self, node)
+        else:
+            self.eval(node)
+
+    def eval(self, node: Optional[c_ast.Node]) -> Value:
+        """The value of an expression (unknown for a construct polyfuse does not model)."""
+        if node is None:
+            return UNK
+        run = _EXPRESSIONS.get(type(node).__name__)
+        if run is None:
+            return UNK
+        return run(self, node)
+
+    def call(self, node: c_ast.FuncCall) -> Value:
+        """A call: to a function of the program (inlined), ``assert``, the C++ wrapper, an
+        OpenCL or C library handler, else an unknown function."""
+        name = node.name.name if isinstance(node.name, c_ast.ID) else None
+        hint, self.ctx.name_hint = self.ctx.name_hint, None
+        argn = list(node.args.exprs) if node.args is not None else []
+        if name == "assert":
+            v = self.eval(argn[0]) if argn else UNK
+            rel = relation_of(v)
+            if rel is not None:
+                self.mem.state.facts.append(rel)
+            return UNK
+        args = [self.eval(a) for a in argn]
+        self.ctx.node = node
+        if name is None:
+            return self.unknown_call("(function pointer)", args, node)
+        if name in self.funcs and name != "main":
+            return self.call_function(self.funcs[name], args, node)
+        if name in STD_STRING:
+            return std_string(self, name, args)
+        if clhpp.handles(name):
+            self.ctx.name_hint = hint
+            try:
+                return clhpp.call(self, name, node, args)
+            finally:
+                self.ctx.name_hint = None
+        handler = HANDLERS.get(name) or LIBC.get(name)
+        if handler is None:
+            return self.unknown_call(name, args, node)
+        self.ctx.name_hint = hint
+        try:
+            return handler(self, node, args)
+        finally:
+            self.ctx.name_hint = None
+
+    def call_function(self, fd: c_ast.FuncDef, args: list[Value], node: c_ast.Node) -> Value:
+        """Inline a call of a function of the program; its (joined) return value."""
+        if len(self.mem.frames) > _MAX_CALL_DEPTH:
+            raise self.ctx.error(f"call depth exceeds {_MAX_CALL_DEPTH} (recursion?) in "
+                                 f"'{fd.decl.name}'", node, UnsupportedError)
+        frame = Frame(fd.decl.name, [{}])
+        params = fd.decl.type.args.params if fd.decl.type.args is not None else []
+        decls = [p for p in params if isinstance(p, c_ast.Decl) and p.name]
+        self.mem.frames.append(frame)
+        try:
+            for i, p in enumerate(decls):
+                ctype = self.types.of(p.type)
+                if ctype.kind == "array":
+                    ctype = CType("ptr", 8, elem=ctype.elem)
+                self.mem.declare(p.name, ctype, args[i] if i < len(args) else UNK)
+            self.ctx.node = fd.body
+            try:
+                self.exec(fd.body)
+                result: Any = UNK
+            except Return as r:
+                result = r.value
+            except (Break, Continue):
+                raise self.ctx.error("break or continue outside a loop", fd) from None
+            if frame.cond_returns:
+                result = join_all(self, frame.cond_returns + [result], "result")
+            return result
+        finally:
+            self.mem.frames.pop()
+
+    def source(self, what: str, node: c_ast.Node) -> Source:
+        """Where a value computed from the program's data comes from (``node``'s line)."""
+        loc = self.ctx.loc(node)
+        return Source(what, f"{loc.file}:{loc.line}" if loc else self.ctx.filename)
+
+    def unknown_call(self, name: str, args: list[Value], node: c_ast.Node) -> Value:
+        """A function polyfuse does not know: it reads and writes every buffer it receives
+        and what it may write through pointers becomes a run-time value."""
+        for a in args:  # a kernel file opened by a library call (std::ifstream, open)
+            if isinstance(a, Str) and a.s.endswith((".cl", ".ocl", ".clh")):
+                found = self.sources.find_file(a.s)
+                self.sources.open_file(found or a.s)
+        bufs = []
+        for a in args:
+            bufs += self.buffers_in(a, 0)
+        bufs = list(dict.fromkeys(bufs))
+        if bufs:
+            ranges = tuple(BufferRange(b) for b in bufs)
+            self.record(HostOp(id=0, kind="unknown", reads=ranges, writes=ranges, name=name), node)
+        # host variables it may write through pointers hold values known only at run time
+        self.mem.forget_through([a for a in args if isinstance(a, Ref)])
+        return UNK
+
+    def buffers_in(self, v: Value, depth: int) -> list[str]:
+        """The buffers a value holds or points to (a few levels deep)."""
+        if isinstance(v, BufRef):
+            return [v.name]
+        if depth > 3:
+            return []
+        if isinstance(v, Ref):
+            return self.buffers_in(self.mem.read(Ref(v.slot, v.path)), depth + 1)
+        if isinstance(v, Arr):
+            out = []
+            for _, e in v.elems:
+                out += self.buffers_in(e, depth + 1)
+            return out
+        if isinstance(v, Rec):
+            out = []
+            for _, e in v.fields:
+                out += self.buffers_in(e, depth + 1)
+            return out
+        return []
+
+    def int_value(self, v: Value, what: str, node: c_ast.Node, *, required: bool = True) -> Any:
+        """A sympy integer expression for ``v``; an error (or None) when it is not known."""
+        if isinstance(v, Num) and not v.flt:
+            return v.e
+        if isinstance(v, Num) and v.e.is_number:
+            return sympy.Integer(int(v.e))
+        if not required:
+            return None
+        if isinstance(v, Poison):
+            raise self.ctx.error(f"{what} {v.reason}", node, UnsupportedError)
+        src = src_of(v)
+        if src is not None:
+            raise self.ctx.error(f"{what} depends on a value the program computes from its data "
+                                 f"({src.describe()}){param_hint(src)}", node, UnsupportedError)
+        hint = "" if self.libc.argv is not None else \
+            " (if it comes from the command line, give it with --args \"...\")"
+        raise self.ctx.error(f"{what} is not an integer polyfuse can determine from the host code"
+                             f"{hint}", node, UnsupportedError)
+
+    def concrete(self, v: Value, what: str, node: c_ast.Node) -> int:
+        """``v`` as a Python int; an error (or an unroll request) when it is symbolic."""
+        e = self.int_value(v, what, node)
+        if e.is_Integer:
+            return int(e)
+        if free_syms(e) & self.ctx.loop_syms:
+            raise NeedUnroll(f"{what} depends on a host loop iterator")
+        raise self.ctx.error(f"{what} must be a constant, got {e}", node, UnsupportedError)
+
+    def record(self, op: Operation, node: c_ast.Node) -> None:
+        """Record an operation at ``node``, inside the host loops around it."""
+        op = dataclasses.replace(op, loops=tuple(self.ctx.loops), loc=self.ctx.loc(node))
+        self.mem.state.ops.append(op)
+
+
+# a call is evaluated by the evaluator itself (no wrapper: the Python stack per C call level
+# stays what it was, so deep hosts reach the recursion limit at the same place)
+_EXPRESSIONS["FuncCall"] = CEvaluator.call

@@ -1,0 +1,507 @@
+"""The C library a host uses, as a table of handlers: strings, numbers read from text,
+``getopt``, files (kernel sources the host reads), allocation, math, and calls with no effect
+on the model.  :data:`LIBC` maps a function name to its handler; the evaluator looks a call up
+here after the OpenCL API table (:data:`.opencl_api.HANDLERS`)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Optional
+
+import sympy
+from pycparser import c_ast
+
+from polyfuse.frontend.host.opencl_api import succeed
+from polyfuse.frontend.host.signals import Exit
+from polyfuse.frontend.host.sources import looks_like_opencl
+from polyfuse.frontend.host.values import (
+    RUNTIME,
+    UNK,
+    UNK_TYPE,
+    UNKF,
+    ZERO,
+    Arr,
+    CType,
+    Handle,
+    Num,
+    Rec,
+    Ref,
+    Runtime,
+    Str,
+    Unknown,
+    Value,
+    arg_at,
+    exact_rational,
+    src_of,
+)
+
+if TYPE_CHECKING:
+    from polyfuse.frontend.host.evaluator import CEvaluator
+
+#: a call's handler: the evaluator, the call's node and its evaluated arguments -> its value
+Handler = Callable[["CEvaluator", c_ast.FuncCall, list[Value]], Value]
+
+
+class LibcState:
+    """What the C library keeps between calls: the command line and ``getopt``'s globals."""
+
+    def __init__(self, argv: Optional[list[str]]) -> None:
+        self.argv = argv  # the program's command line (with its name), None when not given
+        self.optind = 1
+        self.optarg: Any = ZERO
+
+
+#: calls with no effect polyfuse cares about (buffers they receive, if any, are not read
+#: or written)
+_IGNORED = {
+    "printf", "fprintf", "sprintf", "snprintf", "puts", "fputs", "putchar", "fputc", "perror",
+    "fflush", "fopen", "fclose", "fread", "fwrite", "fgets", "fgetc", "getchar", "fseek", "ftell",
+    "rewind", "feof", "ferror", "remove", "free", "memset", "memcpy", "memmove", "memcmp",
+    "strlen", "strcpy", "strncpy", "strcat", "strncat", "strcmp", "strncmp", "strchr", "strrchr",
+    "strstr", "strdup", "strtok", "strerror", "srand", "rand", "srand48", "drand48", "time",
+    "gettimeofday", "difftime", "localtime", "sleep", "usleep",
+    "getenv", "system", "qsort", "atexit", "abs", "labs", "access", "sysconf",
+}
+
+
+_MATH = {
+    "sqrt", "sqrtf", "fabs", "fabsf", "exp", "expf", "log", "logf", "log2", "log2f", "log10",
+    "log10f", "pow", "powf", "sin", "sinf", "cos", "cosf", "tan", "tanf", "tanh", "tanhf", "atan",
+    "atan2", "floor", "floorf", "ceil", "ceilf", "round", "roundf", "fmin", "fminf", "fmax",
+    "fmaxf", "fmod", "fmodf", "erf", "erff", "atof", "strtod", "strtof", "trunc", "truncf",
+    "exp2", "exp2f", "cbrt", "cbrtf", "hypot", "hypotf", "fabsl", "lround", "lroundf",
+}
+
+
+_ALLOC = {"malloc", "calloc", "realloc", "aligned_alloc", "memalign", "valloc", "_mm_malloc",
+          "pvalloc"}
+
+
+#: calls that return a non-NULL handle polyfuse does not follow
+_HANDLE_RESULT = {
+    "getenv", "strdup", "localtime",
+}
+
+
+_MATH_EXACT = {"ceil": sympy.ceiling, "floor": sympy.floor, "fabs": sympy.Abs,
+               "fmin": sympy.Min, "fmax": sympy.Max}
+
+
+def _math(name: str, args: list) -> Any:
+    """C math functions of known values; ``ceil``/``floor``/``fabs``/``fmin``/``fmax`` stay
+    exact on symbolic sizes (``ceil((float)n / 32)``)."""
+    base = name[:-1] if name.endswith(("f", "l")) and name[:-1] in _MATH else name
+    if not args or not all(isinstance(a, Num) for a in args):
+        return Unknown(True, src_of(*args))
+    vals = [exact_rational(a.e) for a in args]
+    if base in _MATH_EXACT:
+        try:
+            return Num(_MATH_EXACT[base](*vals), True)
+        except (TypeError, ValueError):
+            return UNKF
+    if not all(v.is_number for v in vals):
+        return UNKF
+    import math
+
+    fns = {"sqrt": math.sqrt, "exp": math.exp, "log": math.log, "log2": math.log2,
+           "log10": math.log10, "pow": math.pow, "sin": math.sin, "cos": math.cos,
+           "tan": math.tan, "tanh": math.tanh, "atan": math.atan, "atan2": math.atan2,
+           "fmod": math.fmod, "erf": math.erf, "trunc": math.trunc, "exp2": lambda x: 2.0 ** x,
+           "cbrt": lambda x: math.copysign(abs(x) ** (1 / 3), x), "hypot": math.hypot,
+           "round": lambda x: math.floor(x + 0.5) if x >= 0 else -math.floor(-x + 0.5),
+           "lround": lambda x: math.floor(x + 0.5) if x >= 0 else -math.floor(-x + 0.5)}
+    fn = fns.get(base)
+    if fn is None:
+        return UNKF
+    try:
+        return Num(sympy.Float(float(fn(*(float(v) for v in vals)))), True)
+    except (ValueError, OverflowError, ZeroDivisionError, TypeError):
+        return UNKF
+
+
+STD_STRING = {
+    "stoi", "stol", "stoll", "stoul", "stoull", "stof", "stod", "stold",
+    "basic_string__basic_string", "basic_string__ctor", "basic_string__c_str",
+    "basic_string__data", "basic_string__operator=", "basic_string__size",
+    "basic_string__length", "basic_string__empty", "basic_string__append",
+    "basic_string__operator+=", "basic_string__assign", "basic_string__clear", "operator+",
+    "to_string",
+}
+
+
+
+
+def _c_number(text: str, func: str, base_v: Any) -> Optional[Num]:
+    """What ``atoi``/``strtol``/``atof`` return for a known string (C's leading-prefix rules)."""
+    t = text.strip()
+    if func in ("atof", "strtod", "strtof"):
+        m = re.match(r"[+-]?(\d+\.?\d*([eE][+-]?\d+)?|\.\d+([eE][+-]?\d+)?)", t)
+        return Num(sympy.Float(float(m.group(0))), True) if m else Num(sympy.Float(0.0), True)
+    base = int(base_v.e) if func.startswith("strto") and isinstance(base_v, Num) and \
+        base_v.e.is_Integer else 10
+    if base == 0:
+        m = re.match(r"[+-]?(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9]\d*)", t)
+        if not m:
+            return Num(sympy.Integer(0))
+        return Num(sympy.Integer(int(m.group(0), 0) if not re.fullmatch(
+            r"[+-]?0[0-7]+", m.group(0)) else int(m.group(0), 8)))
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"[:base]
+    m = re.match(r"[+-]?[" + digits + digits.upper() + "]+", t) if base != 10 else \
+        re.match(r"[+-]?\d+", t)
+    return Num(sympy.Integer(int(m.group(0), base) if m else 0))
+
+
+def _c_format(args: list) -> Optional[str]:
+    """``sprintf`` of known values (build option strings such as ``"-DBS=%d"``), else None."""
+    if not args or not isinstance(args[0], Str):
+        return None
+    vals = list(args[1:])
+    out = []
+    fmt = args[0].s.encode().decode("unicode_escape", errors="replace")
+    pos = 0
+    for m in re.finditer(r"%([-+ #0]*\d*(?:\.\d+)?)(hh|h|ll|l|z|j|t|L)?([diouxXfFeEgGcs%])",
+                         fmt):
+        out.append(fmt[pos:m.start()])
+        pos = m.end()
+        conv = m.group(3)
+        if conv == "%":
+            out.append("%")
+            continue
+        if not vals:
+            return None
+        v = vals.pop(0)
+        if conv == "s":
+            if not isinstance(v, Str):
+                return None
+            out.append(("%" + m.group(1) + "s") % v.s)
+        elif isinstance(v, Num) and v.e.is_number:
+            if conv in "diouxXc":
+                out.append(("%" + m.group(1) + conv.replace("u", "d")) % int(v.e))
+            else:
+                out.append(("%" + m.group(1) + conv) % float(v.e))
+        else:
+            return None
+    out.append(fmt[pos:])
+    return "".join(out)
+
+
+def std_string(ev: CEvaluator, name: str, args: list) -> Any:
+    """``std::string`` as the C string it holds (the C++ front-end lowers its members to
+    these calls), and ``std::stoi``-style conversions."""
+    if name in ("stoi", "stol", "stoll", "stoul", "stoull"):
+        return read_number(ev, "atoi", args)
+    if name in ("stof", "stod", "stold"):
+        return read_number(ev, "atof", args)
+    first = arg_at(args, 0)
+    if name == "to_string":
+        return Str(str(int(first.e))) if isinstance(first, Num) and first.e.is_Integer \
+            and not first.flt else UNK
+    if name == "operator+":  # a + b of strings
+        a, b = ev.mem.string(first), ev.mem.string(arg_at(args, 1))
+        return Str(a + b) if a is not None and b is not None else UNK
+    if name in ("basic_string__basic_string", "basic_string__ctor"):
+        text = ev.mem.string(first) if args else ""
+        return Str(text) if text is not None else UNK
+    target = ev.mem.read(first) if isinstance(first, Ref) else first
+    if name in ("basic_string__c_str", "basic_string__data"):
+        return target if isinstance(target, Str) else UNK
+    if name in ("basic_string__size", "basic_string__length"):
+        return Num(sympy.Integer(len(target.s))) if isinstance(target, Str) else UNK
+    if name == "basic_string__empty":
+        return Num(sympy.Integer(int(not target.s))) if isinstance(target, Str) else UNK
+    # the assignments: the string becomes unknown unless every part is known
+    value = ev.mem.string(arg_at(args, 1)) if name != "basic_string__clear" else ""
+    if name in ("basic_string__append", "basic_string__operator+=") and value is not None:
+        value = target.s + value if isinstance(target, Str) else None
+    if isinstance(first, Ref):
+        ev.mem.write(first, Str(value) if value is not None else UNK)
+    return first
+
+
+def memcpy(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    """Library calls that write through their first argument: what they write is known
+    only at run time (never "no effect": a size copied into a variable must not keep its
+    old value)."""
+    dst = arg_at(args, 0)
+    if isinstance(dst, Ref):
+        ev.mem.forget_through([dst])
+    return dst
+
+
+def memset(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    dst, value = arg_at(args, 0), arg_at(args, 1)
+    if isinstance(dst, Ref):
+        cur = ev.mem.read(dst)
+        if isinstance(cur, (Unknown, Num, Runtime)):
+            zero = isinstance(value, Num) and value.e == 0
+            ev.mem.write(dst, ZERO if zero else UNK)
+    return dst
+
+
+def posix_memalign(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    ptr = arg_at(args, 0)
+    if isinstance(ptr, Ref):
+        sid = ev.mem.new_slot("heap", CType("array", 0, elem=UNK_TYPE), Arr(None, (), UNK))
+        ev.mem.write(ptr, Ref(sid))
+    return ZERO
+
+
+def sprintf(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    return format_into(ev, arg_at(args, 0), args[1:])
+
+
+def snprintf(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    return format_into(ev, arg_at(args, 0), args[2:])
+
+
+def format_into(ev: CEvaluator, buf: Any, args: list) -> Any:
+    if not isinstance(buf, Ref):
+        return UNK
+    text = _c_format(args)
+    if text is None:
+        ev.mem.texts.pop(buf.slot, None)
+        return UNK
+    ev.mem.texts[buf.slot] = text
+    return Num(sympy.Integer(len(text)))
+
+
+def strcmp(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    a, b = ev.mem.text(arg_at(args, 0)), ev.mem.text(arg_at(args, 1))
+    if a is not None and b is not None:
+        return Num(sympy.Integer((a > b) - (a < b)))
+    return UNK
+
+
+def strncmp(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    a, b, n = ev.mem.text(arg_at(args, 0)), ev.mem.text(arg_at(args, 1)), \
+        arg_at(args, 2)
+    if a is not None and b is not None and isinstance(n, Num) and n.e.is_Integer:
+        k = int(n.e)
+        return Num(sympy.Integer((a[:k] > b[:k]) - (a[:k] < b[:k])))
+    return UNK
+
+
+def strlen(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    a = ev.mem.text(arg_at(args, 0))
+    return Num(sympy.Integer(len(a))) if a is not None else UNK
+
+
+def read_number(ev: CEvaluator, name: str, args: list) -> Any:
+    a = arg_at(args, 0)
+    if isinstance(a, Str):
+        v = _c_number(a.s, name, arg_at(args, 2))
+        if v is not None:
+            return v
+        return UNKF if name in ("atof", "strtod", "strtof") else UNK
+    if name in ("atof", "strtod", "strtof"):
+        return UNKF
+    return RUNTIME if not ev.ctx.varies() else UNK
+
+
+def getopt_short(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    """POSIX ``getopt`` over the ``--args`` command line (unknown without it)."""
+    return getopt(ev, args, None)
+
+
+def getopt_long(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    """GNU ``getopt_long``: ``--name``, ``--name=value`` and ``--name value`` from the
+    ``struct option`` table, short options as ``getopt``."""
+    return getopt(ev, args, arg_at(args, 3))
+
+
+def getopt(ev: CEvaluator, args: list, longopts: Any) -> Any:
+    spec = arg_at(args, 2)
+    argv = words(ev, arg_at(args, 0), arg_at(args, 1))
+    if argv is None or not isinstance(spec, Str):
+        return UNK
+    optind = opt_index(ev)
+    if optind >= len(argv) or not argv[optind].startswith("-") or argv[optind] == "-":
+        return Num(sympy.Integer(-1))
+    word = argv[optind]
+    if word == "--":
+        set_opt(ev, optind + 1, None)
+        return Num(sympy.Integer(-1))
+    if word.startswith("--") and longopts is not None:
+        return long_option(ev, argv, optind, word[2:], longopts)
+    opt = word[1]
+    pos = spec.s.find(opt)
+    if pos < 0 or opt == ":":
+        set_opt(ev, optind + 1, None)
+        return Num(sympy.Integer(ord("?")))
+    if spec.s[pos + 1:pos + 2] == ":":
+        if len(word) > 2:
+            set_opt(ev, optind + 1, word[2:])
+        elif optind + 1 < len(argv):
+            set_opt(ev, optind + 2, argv[optind + 1])
+        else:
+            set_opt(ev, optind + 1, None)
+            return Num(sympy.Integer(ord("?")))
+    else:
+        set_opt(ev, optind + 1, None)
+    return Num(sympy.Integer(ord(opt)))
+
+
+def long_option(ev: CEvaluator, argv: list[str], optind: int, word: str, longopts: Any) -> Any:
+    name, eq, value = word.partition("=")
+    i = 0
+    while isinstance(longopts, Ref) and i <= 256:
+        entry = ev.mem.read(Ref(longopts.slot, longopts.path[:-1] + (longopts.path[-1] + i,))
+                            if longopts.path and isinstance(longopts.path[-1], int)
+                            else Ref(longopts.slot, longopts.path + (i,)))
+        if not isinstance(entry, Rec):
+            return UNK
+        fields = ("name", "has_arg", "flag", "val") if entry.get("name") != UNK else \
+            ("0", "1", "2", "3")  # struct option {name, has_arg, flag, val}
+        opt_name, has_arg, flag, val = (entry.get(f) for f in fields)
+        if not isinstance(opt_name, Str):
+            break  # the table's terminating { 0, 0, 0, 0 }
+        if opt_name.s == name:
+            if not isinstance(has_arg, Num) or not has_arg.e.is_Integer:
+                return UNK
+            if int(has_arg.e) == 0 or eq:
+                set_opt(ev, optind + 1, value if eq else None)
+            elif optind + 1 < len(argv):
+                set_opt(ev, optind + 2, argv[optind + 1])
+            elif int(has_arg.e) == 1:
+                set_opt(ev, optind + 1, None)
+                return Num(sympy.Integer(ord("?")))
+            else:
+                set_opt(ev, optind + 1, None)
+            if isinstance(flag, Ref):
+                ev.mem.write(flag, val)
+                return ZERO
+            return val
+        i += 1
+    set_opt(ev, optind + 1, None)
+    return Num(sympy.Integer(ord("?")))
+
+
+def words(ev: CEvaluator, argc: Any, argv: Any) -> Optional[list[str]]:
+    """The strings an ``argc``/``argv`` pair holds (also after a harness moved ``argv``
+    past its own options), or None when polyfuse does not know them."""
+    if ev.libc.argv is None or not isinstance(argc, Num) or not argc.e.is_Integer:
+        return None
+    if not isinstance(argv, Ref):
+        return None
+    words = []
+    for k in range(int(argc.e)):
+        ref = ev.mem.index(argv, Num(sympy.Integer(k)))
+        w = ev.mem.read(ref) if isinstance(ref, Ref) else None
+        if not isinstance(w, Str):
+            return None
+        words.append(w.s)
+    return words
+
+
+def opt_index(ev: CEvaluator) -> int:
+    sid = ev.mem.lookup("optind")
+    v = ev.mem.read(Ref(sid)) if sid is not None else None
+    if isinstance(v, Num) and v.e.is_Integer:
+        ev.libc.optind = int(v.e)
+    return ev.libc.optind
+
+
+def set_opt(ev: CEvaluator, optind: int, optarg: Optional[str]) -> None:
+    """getopt's globals, in polyfuse's state and in the host's own ``extern`` declarations."""
+    ev.libc.optind = optind
+    ev.libc.optarg = Str(optarg) if optarg is not None else ZERO
+    for name, value in (("optind", Num(sympy.Integer(optind))), ("optarg", ev.libc.optarg)):
+        sid = ev.mem.lookup(name)
+        if sid is not None:
+            ev.mem.write(Ref(sid), value)
+
+
+def fopen(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    path = arg_at(args, 0)
+    if isinstance(path, Str):
+        found = ev.sources.find_file(path.s)
+        if found is not None:
+            if found.endswith((".cl", ".clh", ".ocl")) or looks_like_opencl(found):
+                ev.sources.open_file(found)
+            return Handle("file:" + found)
+        if path.s.endswith((".cl", ".ocl")):
+            ev.sources.open_file(path.s)
+            return Handle("file:" + path.s)
+    return Handle("fopen")
+
+
+def fread(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    buf, f = arg_at(args, 0), arg_at(args, 3)
+    if isinstance(buf, Ref) and isinstance(f, Handle) and f.kind.startswith("file:") and \
+            f.kind[5:] in ev.sources.opened:
+        ev.mem.file_texts[buf.slot] = f.kind[5:]
+    elif isinstance(buf, Ref):  # data read at run time (sizes read from input files)
+        ev.mem.forget_through([buf])
+    return UNK
+
+
+def _reads_number(name: str) -> Handler:
+    def handler(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+        return read_number(ev, name, args)
+    return handler
+
+
+def _exit(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    raise Exit()
+
+
+def _scan(first: int) -> Handler:
+    """``scanf``/``fscanf``/``sscanf``: what they store is read at run time."""
+    def handler(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+        name = node.name.name
+        src = ev.source(f"read by {name}", node)
+        for a in args[first:]:
+            if isinstance(a, Ref):
+                ev.mem.write(a, Runtime(src))
+        return UNK
+    return handler
+
+
+def _alloc(zero: bool) -> Handler:
+    """Fresh host memory, named after the variable the pointer is stored in."""
+    def handler(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+        sid = ev.mem.new_slot(ev.ctx.name_hint or "heap", CType("array", 0, elem=UNK_TYPE),
+                              Arr(None, (), ZERO if zero else UNK))
+        return Ref(sid)
+    return handler
+
+
+def _math_call(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    return _math(node.name.name, args)
+
+
+def _handle(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    succeed(ev, args)
+    return Handle(node.name.name)
+
+
+def _no_effect(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    return UNK
+
+
+def _clock(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    """``clock``/``clock_gettime`` return 0: timing never changes what the host launches."""
+    return ZERO
+
+
+#: the C library's handlers, by function name
+LIBC: dict[str, Handler] = {
+    "memcpy": memcpy, "memmove": memcpy, "strcpy": memcpy, "strncpy": memcpy,
+    "strcat": memcpy, "strncat": memcpy, "fgets": memcpy, "memset": memset,
+    "posix_memalign": posix_memalign, "sprintf": sprintf, "snprintf": snprintf,
+    "strcmp": strcmp, "strncmp": strncmp, "strlen": strlen, "getopt": getopt_short,
+    "getopt_long": getopt_long, "fopen": fopen, "fread": fread, "clock": _clock,
+    "clock_gettime": _clock,
+    **{n: _reads_number(n) for n in ("atoi", "atol", "atoll", "strtol", "strtoul", "strtoll",
+                                     "strtoull", "atof", "strtod", "strtof")},
+}
+for _names, _handler in (
+        (("exit", "abort", "_exit", "quick_exit"), _exit),
+        (("scanf",), _scan(1)), (("fscanf", "sscanf"), _scan(2)),
+        (("calloc",), _alloc(True)), (_ALLOC - {"calloc"}, _alloc(False)),
+        (_MATH, _math_call),
+        (_HANDLE_RESULT, _handle),
+        (_IGNORED, _no_effect)):
+    for _name in sorted(_names):
+        LIBC.setdefault(_name, _handler)

@@ -1,0 +1,497 @@
+"""C loops in the host program: a counted ``for`` becomes a symbolic :class:`HostLoop` (or is
+unrolled); other loops are iterated while their condition is known; loops without OpenCL
+calls are summarised past a budget of iterations per loop nest."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Optional
+
+import sympy
+from pycparser import c_ast
+
+from polyfuse.c import syntax
+from polyfuse.frontend.host.memory import State
+from polyfuse.frontend.host.signals import (
+    Break,
+    Continue,
+    NeedUnroll,
+)
+from polyfuse.frontend.host.symbolic import free_syms, subs_value
+from polyfuse.frontend.host.values import (
+    ONE,
+    UNK,
+    Num,
+    Poison,
+    Ref,
+    Runtime,
+    Unknown,
+    havoc_diff,
+    param_hint,
+    truth_of,
+)
+from polyfuse.program import ArgBinding, HostLoop, PolyfuseError, UnsupportedError
+
+if TYPE_CHECKING:
+    from polyfuse.frontend.host.evaluator import CEvaluator
+
+#: the largest trip count of a host loop that polyfuse unrolls when it cannot keep it symbolic
+MAX_UNROLL = 1024
+
+
+#: iterations of loops without OpenCL calls interpreted one by one in a whole loop nest; past
+#: it, such loops are summarised
+NEST_BUDGET = 4 * MAX_UNROLL
+
+
+_READ_ONLY_ADDRESS = {"clSetKernelArg", "printf", "fprintf"}
+
+
+def _names(node: Any) -> set[str]:
+    out: set[str] = set()
+
+    class V(c_ast.NodeVisitor):
+        def visit_ID(self, n: c_ast.ID) -> None:
+            out.add(n.name)
+
+    if node is not None:
+        V().visit(node)
+    return out
+
+
+def _assigned_names(node: Any) -> set[str]:
+    """Variables a statement may assign (directly, by ++/--, or by taking their address)."""
+    out: set[str] = set()
+
+    def base(n: Any) -> Optional[str]:
+        while isinstance(n, (c_ast.ArrayRef, c_ast.StructRef)):
+            n = n.name
+        return n.name if isinstance(n, c_ast.ID) else None
+
+    class V(c_ast.NodeVisitor):
+        def visit_Assignment(self, n: c_ast.Assignment) -> None:
+            b = base(n.lvalue)
+            if b:
+                out.add(b)
+            self.generic_visit(n)
+
+        def visit_FuncCall(self, n: c_ast.FuncCall) -> None:
+            name = n.name.name if isinstance(n.name, c_ast.ID) else ""
+            if name in _READ_ONLY_ADDRESS and n.args is not None:
+                for a in n.args.exprs:  # &x handed to these calls is only read
+                    while isinstance(a, c_ast.Cast):
+                        a = a.expr
+                    if isinstance(a, c_ast.UnaryOp) and a.op == "&":
+                        self.generic_visit(a.expr)
+                    else:
+                        self.visit(a)
+                return
+            self.generic_visit(n)
+
+        def visit_UnaryOp(self, n: c_ast.UnaryOp) -> None:
+            if n.op in ("++", "--", "p++", "p--", "&"):
+                b = base(n.expr)
+                if b:
+                    out.add(b)
+            self.generic_visit(n)
+
+    if node is not None:
+        V().visit(node)
+    return out
+
+
+def _step_of(nxt: Any, it: str) -> Optional[int]:
+    if isinstance(nxt, c_ast.UnaryOp) and nxt.op in ("++", "p++") and \
+            isinstance(nxt.expr, c_ast.ID) and nxt.expr.name == it:
+        return 1
+    if isinstance(nxt, c_ast.Assignment) and isinstance(nxt.lvalue, c_ast.ID) and \
+            nxt.lvalue.name == it:
+        r = nxt.rvalue
+        if nxt.op == "+=" and isinstance(r, c_ast.Constant) and r.type == "int":
+            return _int_const(r.value)
+        if nxt.op == "=" and isinstance(r, c_ast.BinaryOp) and r.op == "+":
+            if isinstance(r.left, c_ast.ID) and r.left.name == it and \
+                    isinstance(r.right, c_ast.Constant) and r.right.type == "int":
+                return _int_const(r.right.value)
+    return None
+
+
+def _int_const(text: str) -> Optional[int]:
+    try:
+        return int(text.rstrip("uUlL"), 0)
+    except ValueError:
+        return None
+
+
+
+@contextlib.contextmanager
+def loop_nest(ev: CEvaluator) -> Iterator[None]:
+    """One budget of concretely interpreted iterations for a whole loop nest (a loop
+    inside a loop must not multiply the work)."""
+    if ev.nest_depth == 0:
+        ev.iterations_left = NEST_BUDGET
+    ev.nest_depth += 1
+    try:
+        yield
+    finally:
+        ev.nest_depth -= 1
+
+
+def for_(ev: CEvaluator, node: c_ast.For) -> None:
+    ev.mem.frames[-1].scopes.append({})
+    try:
+        with loop_nest(ev):
+            counted = counted_bounds(ev, node)
+            if counted is not None:
+                counted_loop(ev, node, *counted)
+            else:
+                if node.init is not None:
+                    ev.exec(node.init)
+                generic_loop(ev, node, node.cond, node.stmt, node.next, False)
+    finally:
+        ev.mem.frames[-1].scopes.pop()
+
+
+def while_(ev: CEvaluator, node: c_ast.While) -> None:
+    with loop_nest(ev):
+        generic_loop(ev, node, node.cond, node.stmt, None, False)
+
+
+def do_while(ev: CEvaluator, node: c_ast.DoWhile) -> None:
+    with loop_nest(ev):
+        generic_loop(ev, node, node.cond, node.stmt, None, True)
+
+
+def counted_bounds(ev: CEvaluator, node: c_ast.For) -> Optional[tuple]:
+    """(iterator, lower node, upper node, inclusive, step) of a counted loop, or None."""
+    it = lower = None
+    init = node.init
+    if isinstance(init, c_ast.DeclList) and len(init.decls) == 1 and init.decls[0].init:
+        it, lower = init.decls[0].name, init.decls[0].init
+    elif isinstance(init, c_ast.Assignment) and init.op == "=" and \
+            isinstance(init.lvalue, c_ast.ID):
+        it, lower = init.lvalue.name, init.rvalue
+    if it is None or not isinstance(node.cond, c_ast.BinaryOp):
+        return None
+    c = node.cond
+    flip = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "!=": "!="}
+    if isinstance(c.left, c_ast.ID) and c.left.name == it:
+        op, upper = c.op, c.right
+    elif isinstance(c.right, c_ast.ID) and c.right.name == it and c.op in flip:
+        op, upper = flip[c.op], c.left
+    else:
+        return None
+    if op not in ("<", "<=", "!="):
+        return None
+    step = _step_of(node.next, it)
+    if step is None or step <= 0 or (op == "!=" and step != 1):
+        return None
+    assigned = _assigned_names(node.stmt)
+    if it in assigned or _names(upper) & (assigned | {it}):
+        return None
+    if isinstance(init, c_ast.DeclList) and _names(lower) & {it}:
+        return None
+    return it, lower, upper, op == "<=", step
+
+
+def counted_loop(ev: CEvaluator, node: c_ast.For, it: str, lower_n: c_ast.Node, upper_n: c_ast.Node,
+                 inclusive: bool, step: int) -> None:
+    if isinstance(node.init, c_ast.DeclList):
+        ev.exec(node.init)
+    else:
+        ev.eval(node.init)
+    sid = ev.mem.lookup(it)
+    lower = ev.mem.read(Ref(sid)) if sid is not None else UNK
+    upper = ev.eval(upper_n)
+    if not (isinstance(lower, Num) and not lower.flt and isinstance(upper, Num)
+            and not upper.flt):
+        generic_loop(ev, node, node.cond, node.stmt, node.next, False)
+        return
+    lo, hi = lower.e, upper.e + (1 if inclusive else 0)
+    trip = None
+    if (hi - lo).is_number:
+        trip = max(0, -int((lo - hi) // step))
+        if trip == 0:
+            ev.mem.write(Ref(sid), Num(lo))
+            return
+    base = ev.mem.state.clone()
+    active = {lp.iterator for lp in ev.ctx.loops}
+    name = syntax.fresh_name(it, lambda n: n in ev.params.symbols or n in active)
+    sym = sympy.Symbol(name)
+    hl = HostLoop(iterator=name, lower=lo, upper=hi, step=step, loc=ev.ctx.loc(node))
+    try:
+        symbolic_loop(ev, node, sid, sym, hl)
+    except NeedUnroll as need:
+        ev.mem.state = base
+        if trip is None and need.why == "the loop body always breaks" and \
+                first_iteration_breaks(ev, node, sid, lo):
+            return
+        if (trip is None or trip > min(MAX_UNROLL, ev.iterations_left)) and \
+                summarise(ev, node, node.stmt, None, None, sid, False):
+            final = hi if trip is None else lo + step * trip
+            ev.mem.write(Ref(sid), Num(final) if step == 1 or trip is not None else UNK)
+            return
+        if trip is None or trip > MAX_UNROLL:
+            what = "its trip count is not a constant" if trip is None else \
+                (f"its trip count {trip} exceeds {MAX_UNROLL}; analyze a smaller problem "
+                 "size (-D SMALL_DATASET, -D N=256, or --args with a smaller size)")
+            raise ev.ctx.error(
+                f"host loop cannot be kept symbolic ({need.why}) and cannot be unrolled: "
+                f"{what}", node, UnsupportedError) from None
+        unroll(ev, node, sid, [lo + i * step for i in range(trip)])
+        return
+    last = lo + step * (trip - 1) if trip is not None else (hi - 1 if step == 1 else None)
+    leave_loop(ev, sym, last, sid, hi if trip is None else lo + step * trip)
+
+
+def symbolic_loop(ev: CEvaluator, node: c_ast.For, sid: int, sym: sympy.Symbol,
+                  hl: HostLoop) -> None:
+    ev.params.reserve(hl.iterator)  # parameters never take an iterator's name
+    ev.ctx.loops.append(hl)
+    ev.ctx.loop_syms.add(sym)
+    try:
+        s0 = ev.mem.state.clone()
+        ev.mem.write(Ref(sid), Num(sym))
+        ev.mem.state.uncertain_break = None
+        body_once(ev, node.stmt)
+        s1 = ev.mem.state
+        ops1 = s1.ops[len(s0.ops):]
+        if ops1 and s1.uncertain_break is not None:
+            raise early_exit_error(ev, s1.uncertain_break)
+        variant_slots = [k for k in s0.slots if k != sid and k in s1.slots
+                         and s0.slots[k].value != s1.slots[k].value]
+        variant_k = [o for o in s0.kobjs if o in s1.kobjs and s0.kobjs[o] != s1.kobjs[o]]
+        new_k = [o for o in s1.kobjs if o not in s0.kobjs]
+        if new_k or set(s1.buffers) - set(s0.buffers):
+            raise NeedUnroll("buffers or kernels are created inside the loop")
+        if variant_slots or variant_k:
+            s2 = s1.clone()
+            for k in variant_slots:
+                slot = s2.slots[k]
+                s2.slots[k] = dataclasses.replace(
+                    slot, value=havoc_diff(s0.slots[k].value, slot.value))
+            for o in variant_k:
+                ks = s2.kobjs[o]
+                s2.kobjs[o] = dataclasses.replace(ks, bindings=tuple(
+                    (i, b if s0.kobjs[o].bound().get(i) == b else
+                     Poison("changes from one iteration to the next"))
+                    for i, b in ks.bindings))
+            s2.ops = list(s0.ops)
+            ev.mem.state = s2
+            try:
+                ev.mem.write(Ref(sid), Num(sym))
+                body_once(ev, node.stmt)
+            except PolyfuseError:
+                raise NeedUnroll("the loop carries host state its operations use") from None
+            if ev.mem.state.ops[len(s0.ops):] != ops1:
+                raise NeedUnroll("the loop carries host state its operations use")
+            ev.mem.state.ops = s0.ops + ops1
+            for k in variant_slots:
+                if k in ev.mem.state.slots:
+                    slot = ev.mem.state.slots[k]
+                    ev.mem.state.slots[k] = dataclasses.replace(
+                        slot, value=havoc_diff(s0.slots[k].value, slot.value))
+        ev.mem.state.uncertain_break = s0.uncertain_break
+    finally:
+        ev.ctx.loops.pop()
+        ev.ctx.loop_syms.discard(sym)
+
+
+def first_iteration_breaks(ev: CEvaluator, node: c_ast.For, sid: int, lo: Any) -> bool:
+    """A search loop with a run-time trip count that leaves in its first iteration
+    (``for (i = 0; i < nplatforms; i++) { ...; if (found) break; }``): run that iteration.
+    Only for loops without operations; otherwise the caller refuses the loop."""
+    base = ev.mem.state.clone()
+    ev.mem.write(Ref(sid), Num(lo))
+    try:
+        ev.exec(node.stmt)
+    except Break:
+        if len(ev.mem.state.ops) == len(base.ops) and ev.mem.state.buffers == base.buffers:
+            return True
+    except Continue:
+        pass
+    ev.mem.state = base
+    return False
+
+
+def body_once(ev: CEvaluator, body: c_ast.Node) -> None:
+    try:
+        ev.exec(body)
+    except Continue:
+        pass
+    except Break:
+        raise NeedUnroll("the loop body always breaks") from None
+
+
+def leave_loop(ev: CEvaluator, sym: sympy.Symbol, last: Any, sid: int, final: Any) -> None:
+    """Replace the iterator in bindings that outlive the loop by its last value."""
+    for o, ks in list(ev.mem.state.kobjs.items()):
+        binds = []
+        for i, b in ks.bindings:
+            if isinstance(b, ArgBinding) and sym in free_syms(b.value, b.local_bytes):
+                if last is None:
+                    b = dataclasses.replace(b, value=None)
+                else:
+                    b = dataclasses.replace(
+                        b, value=subs_value(b.value, sym, last),
+                        local_bytes=subs_value(b.local_bytes, sym, last))
+            binds.append((i, b))
+        ev.mem.state.kobjs[o] = dataclasses.replace(ks, bindings=tuple(binds))
+    for k, slot in list(ev.mem.state.slots.items()):
+        if isinstance(slot.value, Num) and sym in slot.value.e.free_symbols:
+            ev.mem.state.slots[k] = dataclasses.replace(slot, value=UNK)
+    if sid in ev.mem.state.slots:
+        ev.mem.write(Ref(sid), Num(final) if final is not None else UNK)
+
+
+def unroll(ev: CEvaluator, node: c_ast.For, sid: int, values: list) -> None:
+    with no_early_exit(ev):
+        ev.iterations_left -= len(values)
+        for v in values:
+            ev.mem.write(Ref(sid), Num(sympy.Integer(v)))
+            try:
+                ev.exec(node.stmt)
+            except Continue:
+                pass
+            except Break:
+                return
+        if values:
+            ev.mem.write(Ref(sid), Num(sympy.Integer(values[-1]) + 1))
+
+
+def early_exit_error(ev: CEvaluator, node: c_ast.Node) -> PolyfuseError:
+    src = ev.break_src.get(id(node))
+    why = f": its condition depends on {src.describe()}{param_hint(src)}" if src else ""
+    return ev.ctx.error("launches in a host loop that may be left early (break or continue "
+                        f"under a data-dependent condition){why}", node, UnsupportedError)
+
+
+@contextlib.contextmanager
+def no_early_exit(ev: CEvaluator) -> Iterator[None]:
+    """Refuse a loop with operations that a data-dependent break/continue may cut short."""
+    saved, n_ops = ev.mem.state.uncertain_break, len(ev.mem.state.ops)
+    ev.mem.state.uncertain_break = None
+    yield
+    flag = ev.mem.state.uncertain_break
+    if flag is not None and len(ev.mem.state.ops) > n_ops:
+        raise early_exit_error(ev, flag)
+    ev.mem.state.uncertain_break = saved
+
+
+def generic_loop(ev: CEvaluator, node: c_ast.Node, cond: Optional[c_ast.Node], body: c_ast.Node,
+                 nxt: Optional[c_ast.Node], do_first: bool) -> None:
+    """A loop that is not counted: iterate it while its condition is known, else summarize."""
+    base = ev.mem.state.clone()
+    scopes = [dict(s) for s in ev.mem.frames[-1].scopes]
+    with no_early_exit(ev):
+        for i in range(MAX_UNROLL + 1):
+            if i or not do_first:
+                c = ev.eval(cond) if cond is not None else ONE
+                t = truth_of(c)
+                if t is False:
+                    return
+                if t is None or i == MAX_UNROLL:
+                    break
+                if ev.iterations_left <= 0 and len(ev.mem.state.ops) == len(base.ops):
+                    break
+            ev.iterations_left -= 1
+            try:
+                ev.exec(body)
+            except Continue:
+                pass
+            except Break:
+                return
+            if nxt is not None:
+                ev.eval(nxt)
+    # the condition is not known: the body must not contain operations
+    ev.mem.state = base
+    ev.mem.frames[-1].scopes = scopes
+    if summarise(ev, node, body, cond, nxt, None, do_first):
+        return
+    s0 = ev.mem.state.clone()
+    ev.mem.state.uncertain_break = None
+    if cond is not None and not do_first:
+        ev.eval(cond)
+    try:
+        ev.exec(body)
+        if nxt is not None:
+            ev.eval(nxt)
+    except (Break, Continue):
+        pass
+    if (len(ev.mem.state.ops) > len(s0.ops) or set(ev.mem.state.buffers) != set(s0.buffers)
+            or ev.mem.state.kobjs != s0.kobjs):
+        raise ev.ctx.error("launches or buffer operations in a loop whose trip count "
+                           "polyfuse cannot determine (not a counted for loop with affine "
+                           "bounds)", node, UnsupportedError)
+    for k, slot in s0.slots.items():
+        if k in ev.mem.state.slots and ev.mem.state.slots[k].value != slot.value:
+            ev.mem.state.slots[k] = dataclasses.replace(
+                slot, value=havoc_diff(slot.value, ev.mem.state.slots[k].value))
+    ev.mem.state.uncertain_break = s0.uncertain_break
+
+
+def summarise(ev: CEvaluator, loop: c_ast.Node, body: c_ast.Node, cond: Optional[c_ast.Node],
+              nxt: Optional[c_ast.Node], sid: Optional[int], do_first: bool) -> bool:
+    """A loop that makes no OpenCL call, summarised instead of interpreted iteration by
+    iteration: what it may write becomes unknown (until nothing more changes).  False,
+    with the state untouched, when the body does make operations."""
+    base = ev.mem.state.clone()
+    scopes = [dict(s) for s in ev.mem.frames[-1].scopes]
+    ev.ctx.summarising += 1
+    try:
+        done = summary_passes(ev, base, scopes, body, cond, nxt, sid, do_first)
+    finally:
+        ev.ctx.summarising -= 1
+    if not done:
+        return False
+    ev.mem.state.uncertain_break = base.uncertain_break
+    src = ev.source("computed by a loop polyfuse summarises", loop)
+    for k, slot in list(ev.mem.state.slots.items()):
+        old = base.slots.get(k)
+        if old is not None and old.value != slot.value and slot.ctype.kind in ("int", "float") \
+                and isinstance(slot.value, Unknown) and k != sid:
+            # a count or total the loop computes: named, so that --param can bind it
+            ev.mem.state.slots[k] = dataclasses.replace(
+                slot, value=ev.params.coerce(Runtime(src), slot.ctype, slot.name))
+    return True
+
+
+def summary_passes(ev: CEvaluator, base: State, scopes: list, body: c_ast.Node,
+                   cond: Optional[c_ast.Node], nxt: Optional[c_ast.Node], sid: Optional[int],
+                   do_first: bool) -> bool:
+    for _ in range(4):
+        s0 = ev.mem.state.clone()
+        if sid is not None:
+            ev.mem.write(Ref(sid), UNK)
+        try:
+            if cond is not None and not do_first:
+                ev.eval(cond)
+            ev.exec(body)
+            if nxt is not None:
+                ev.eval(nxt)
+        except (Break, Continue):
+            pass
+        except PolyfuseError:  # an operation that needs the iterations: not summarisable
+            ev.mem.state = base
+            return False
+        finally:
+            ev.mem.frames[-1].scopes = [dict(sc) for sc in scopes]
+        if (len(ev.mem.state.ops) != len(base.ops) or set(ev.mem.state.buffers) != set(base.buffers)
+                or ev.mem.state.kobjs != base.kobjs):
+            ev.mem.state = base
+            return False
+        changed = [k for k, slot in s0.slots.items()
+                   if k in ev.mem.state.slots and ev.mem.state.slots[k].value != slot.value]
+        for k in changed:
+            ev.mem.state.slots[k] = dataclasses.replace(
+                s0.slots[k], value=havoc_diff(s0.slots[k].value, ev.mem.state.slots[k].value))
+        if not changed:
+            break
+    return True
+
+
+
+#: the statement kinds this module executes, by pycparser class name
+STATEMENTS = {"For": for_, "While": while_, "DoWhile": do_while}

@@ -1,0 +1,244 @@
+"""The host's memory along one path: variables, what they hold, and the OpenCL objects made.
+
+A variable is a slot (:class:`Slot`: name, C type, value); a pointer is a
+:class:`~.values.Ref` to a slot and a path inside it.  :class:`State` is everything one path
+through the host program changes (slots, buffers, kernel objects, the operations recorded,
+the facts learnt); it is cloned to explore both sides of a condition.  :class:`Memory` owns the
+current state, the call frames and their scopes, and the text written into char buffers."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from pycparser import c_ast
+
+from polyfuse.frontend.host.context import Context
+from polyfuse.frontend.host.params import Params
+from polyfuse.frontend.host.signals import NeedUnroll
+from polyfuse.frontend.host.symbolic import free_syms
+from polyfuse.frontend.host.values import (
+    RUNTIME,
+    TRACKED,
+    UNK,
+    UNK_TYPE,
+    Arr,
+    CType,
+    Handle,
+    Num,
+    Poison,
+    Rec,
+    Ref,
+    Runtime,
+    Str,
+    SymIndex,
+    Unknown,
+    Value,
+    join_unknown,
+)
+from polyfuse.program import Buffer, Operation
+
+
+@dataclass(frozen=True)
+class Slot:
+    name: str
+    ctype: CType
+    value: Any
+
+
+@dataclass(frozen=True)
+class KState:
+    """A ``cl_kernel`` object: the variable it was created in, its kernel and its bindings."""
+
+    var: str
+    kernel: str
+    bindings: tuple = ()  # ((index, ArgBinding | Poison), ...)
+
+    def bound(self) -> dict[int, Any]:
+        return dict(self.bindings)
+
+    def bind(self, index: int, b: Any) -> KState:
+        d = self.bound()
+        d[index] = b
+        return dataclasses.replace(self, bindings=tuple(sorted(d.items())))
+
+
+class State:
+    """Everything a path through the host program changes; cloned to explore both branches."""
+
+    def __init__(self) -> None:
+        self.slots: dict[int, Slot] = {}
+        self.buffers: dict[str, Buffer] = {}
+        self.kobjs: dict[int, KState] = {}
+        self.ops: list[Operation] = []
+        self.facts: list[Any] = []
+        self.uncertain_break: Optional[c_ast.Node] = None
+
+    def clone(self) -> State:
+        s = State()
+        s.slots = dict(self.slots)
+        s.buffers = dict(self.buffers)
+        s.kobjs = dict(self.kobjs)
+        s.ops = list(self.ops)
+        s.facts = list(self.facts)
+        s.uncertain_break = self.uncertain_break
+        return s
+
+
+@dataclass
+class Frame:
+    name: str
+    scopes: list = field(default_factory=list)
+    cond_returns: list = field(default_factory=list)
+
+
+class Memory:
+    """Host memory: the current path's :class:`State`, call frames, and char buffers' text."""
+
+    def __init__(self, ctx: Context, params: Params) -> None:
+        self.ctx = ctx
+        self.params = params
+        self.state = State()
+        self.frames: list[Frame] = []
+        self.globals: dict[str, int] = {}
+        self.next_slot = 0
+        self.texts: dict[int, str] = {}  # char buffer slot -> text written by sprintf
+        self.file_texts: dict[int, str] = {}  # heap slot -> path of the file read into it
+
+    def new_slot(self, name: str, ctype: CType, value: Value) -> int:
+        """A new variable (not in any scope) holding ``value``; its slot id."""
+        sid = self.next_slot
+        self.next_slot += 1
+        self.state.slots[sid] = Slot(name, ctype, self.params.coerce(value, ctype, name))
+        return sid
+
+    def declare(self, name: str, ctype: CType, value: Value) -> int:
+        """A new variable ``name`` in the innermost scope; its slot id."""
+        sid = self.new_slot(name, ctype, value)
+        self.frames[-1].scopes[-1][name] = sid
+        return sid
+
+    def lookup(self, name: str) -> Optional[int]:
+        """The slot of the variable ``name`` seen from the current scope, else None."""
+        for scope in reversed(self.frames[-1].scopes):
+            if name in scope:
+                return scope[name]
+        return self.globals.get(name)
+
+    def read(self, ref: Ref) -> Value:
+        """The value ``ref`` points to (unknown where memory is not tracked)."""
+        slot = self.state.slots.get(ref.slot)
+        if slot is None:
+            return UNK
+        v = slot.value
+        for p in ref.path:
+            if isinstance(v, Arr) and isinstance(p, int):
+                v = v.get(p)
+            elif isinstance(v, Rec) and isinstance(p, str):
+                v = v.get(p)
+            elif isinstance(p, int) and p == 0 and not isinstance(v, (Arr, Rec)):
+                continue
+            else:
+                return UNK
+        return v
+
+    def write(self, ref: Ref, value: Value) -> None:
+        """Store ``value`` where ``ref`` points, converted to the C type stored there."""
+        slot = self.state.slots.get(ref.slot)
+        if slot is None:
+            return
+        ctype = slot.ctype
+        for p in ref.path:
+            ctype = (ctype.elem if isinstance(p, int) else ctype.field(p)) or UNK_TYPE
+        value = self.params.coerce(value, ctype, slot.name, ref.path)
+        new = self._update(slot.value, ref.path, value)
+        self.state.slots[ref.slot] = dataclasses.replace(slot, value=new)
+
+    def _update(self, cur: Any, path: tuple, value: Any) -> Any:
+        if not path:
+            return value
+        p, rest = path[0], path[1:]
+        if isinstance(cur, Arr) and isinstance(p, int):
+            return cur.set(p, self._update(cur.get(p), rest, value))
+        if isinstance(cur, Rec) and isinstance(p, str):
+            return cur.set(p, self._update(cur.get(p), rest, value))
+        if isinstance(p, int) and p == 0 and not isinstance(cur, (Arr, Rec)):
+            return self._update(cur, rest, value)
+        if isinstance(p, str):
+            return Rec(((p, self._update(UNK, rest, value)),))
+        return Arr(None, ((p, self._update(UNK, rest, value)),), UNK)
+
+    def index(self, base: Ref, idx: Any) -> Any:
+        """The element ``base[idx]`` of an array (or of the array a pointer points into)."""
+        target = self.read(base)
+        if isinstance(idx, Num) and idx.e.is_Integer:
+            i = int(idx.e)
+            if isinstance(target, Arr):
+                return Ref(base.slot, base.path + (i,))
+            if base.path and isinstance(base.path[-1], int):
+                return Ref(base.slot, base.path[:-1] + (base.path[-1] + i,))
+            if i == 0:
+                return base
+            return None
+        loop = isinstance(idx, Num) and bool(free_syms(idx.e) & self.ctx.loop_syms)
+        if isinstance(target, Arr):
+            return SymIndex(base.slot, base.path, loop)
+        if base.path and isinstance(base.path[-1], int):
+            return SymIndex(base.slot, base.path[:-1], loop)
+        return None
+
+    def deref(self, ref: Ref) -> Value:
+        """``*ref`` as an rvalue: an array decays to the pointer to it."""
+        v = self.read(ref)
+        slot = self.state.slots.get(ref.slot)
+        if slot is not None:
+            t = slot.ctype
+            for p in ref.path:
+                t = (t.elem if isinstance(p, int) else t.field(p)) or UNK_TYPE
+            if t.kind == "array":
+                return ref
+        return v
+
+    def store(self, ref: Ref, value: Value, node: c_ast.Node) -> None:
+        """An assignment through ``ref``; at an unknown index the whole array is affected."""
+        if isinstance(ref, SymIndex):
+            if isinstance(value, TRACKED) or isinstance(value, (Rec, Arr)):
+                if ref.loop:
+                    raise NeedUnroll("a handle is stored at an index that depends on a host "
+                                     "loop iterator")
+                value = Poison("stored at an unknown index")
+            else:
+                value = UNK
+            whole = Ref(ref.slot, ref.path)
+            arr = self.read(whole)
+            if isinstance(arr, Arr):
+                new = Arr(arr.length, tuple((i, join_unknown(v, value)) for i, v in arr.elems),
+                          join_unknown(arr.default, value))
+                self.write(whole, new)
+            return
+        self.write(ref, value)
+
+    def text(self, v: Value) -> Optional[str]:
+        """The C string a value holds: a literal, or a buffer polyfuse wrote text into."""
+        if isinstance(v, Str):
+            return v.s
+        if isinstance(v, Ref) and v.path in ((), (0,)):
+            return self.texts.get(v.slot)
+        return None
+
+    def string(self, v: Value) -> Optional[str]:
+        """The text a ``std::string``, a string literal or a written char buffer holds."""
+        if isinstance(v, Ref) and v.slot not in self.texts:
+            v = self.read(v)
+        return self.text(v)
+
+    def forget_through(self, args: list[Value]) -> None:
+        """Values an info query stores through its pointers are known only at run time."""
+        for a in args:
+            if isinstance(a, Ref):
+                cur = self.read(a)
+                if isinstance(cur, (Unknown, Num, Runtime)):
+                    self.write(a, RUNTIME)
+                elif not isinstance(cur, (Arr, Rec)):
+                    self.write(a, Handle("queried"))

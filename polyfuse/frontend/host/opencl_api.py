@@ -1,0 +1,618 @@
+"""The OpenCL C API as a table of handlers, shared by C hosts and the C++ wrapper.
+
+:data:`HANDLERS` maps an API function's name to a :data:`Handler`: a function of the evaluator
+(:class:`~.evaluator.CEvaluator`), the call's node and its evaluated arguments, returning the
+call's value and recording its effects (buffers created, :class:`~polyfuse.program.Launch`
+and :class:`~polyfuse.program.HostOp` operations, kernel argument bindings).  The C++ wrapper
+model (:mod:`.clhpp`) maps ``cl::Buffer``, ``cl::Kernel::setArg``,
+``enqueueNDRangeKernel``... onto the same entries.  Adding an API call is one entry::
+
+    @handler("clEnqueueSVMMemFill")
+    def enqueue_svm_mem_fill(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+        ...
+
+Every call is assumed to succeed: create calls store ``CL_SUCCESS`` through their
+``errcode_ret`` pointer (:func:`succeed`), and handles are non-NULL.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING, Any, Optional
+
+import sympy
+from pycparser import c_ast
+
+from polyfuse.c import syntax, types
+from polyfuse.frontend.host.memory import KState
+from polyfuse.frontend.host.signals import NeedUnroll
+from polyfuse.frontend.host.values import (
+    UNK,
+    UNK_TYPE,
+    ZERO,
+    Arr,
+    BufRef,
+    CType,
+    Handle,
+    KObj,
+    Num,
+    Poison,
+    ProgObj,
+    Rec,
+    Ref,
+    Runtime,
+    Str,
+    Unknown,
+    Value,
+    arg_at,
+    c_unescape,
+    scalar_value,
+    truth_of,
+)
+from polyfuse.program import (
+    ArgBinding,
+    Buffer,
+    BufferRange,
+    HostOp,
+    Launch,
+    UnsupportedError,
+)
+
+if TYPE_CHECKING:
+    from polyfuse.frontend.host.evaluator import CEvaluator
+
+_MEM_FLAGS = {
+    1 << 0: "CL_MEM_READ_WRITE",
+    1 << 1: "CL_MEM_WRITE_ONLY",
+    1 << 2: "CL_MEM_READ_ONLY",
+    1 << 3: "CL_MEM_USE_HOST_PTR",
+    1 << 4: "CL_MEM_ALLOC_HOST_PTR",
+    1 << 5: "CL_MEM_COPY_HOST_PTR",
+    1 << 7: "CL_MEM_HOST_WRITE_ONLY",
+    1 << 8: "CL_MEM_HOST_READ_ONLY",
+    1 << 9: "CL_MEM_HOST_NO_ACCESS",
+}
+_CL_MAP_READ, _CL_MAP_WRITE, _CL_MAP_WRITE_INVALIDATE = 1, 2, 4
+_CL_KERNEL_FUNCTION_NAME, _CL_KERNEL_NUM_ARGS = 0x1190, 0x1191
+
+#: a call's handler: the evaluator, the call's node and its evaluated arguments -> its value
+Handler = Callable[["CEvaluator", c_ast.FuncCall, list[Value]], Value]
+
+#: the OpenCL API's handlers, by function name
+HANDLERS: dict[str, Handler] = {}
+
+
+def handler(*names: str) -> Callable[[Handler], Handler]:
+    """Register the decorated function as the handler of the API calls ``names``."""
+    def register(fn: Handler) -> Handler:
+        for name in names:
+            HANDLERS[name] = fn
+        return fn
+    return register
+
+
+class OpenCLObjects:
+    """The counters that name the OpenCL objects of one run (the objects themselves live in
+    :class:`~.memory.State`, which branches clone)."""
+
+    def __init__(self) -> None:
+        self.next_oid = 0
+        self.buffer_names: set[str] = set()
+
+    def new_buffer_name(self, hint: Optional[str]) -> str:
+        """A fresh buffer name after the variable the handle is stored in (``bufs[1]`` →
+        ``bufs_1``; a second buffer in the same variable gets ``_1``)."""
+        name = syntax.fresh_name(re.sub(r"\W", "_", hint or "buffer"),
+                                 self.buffer_names.__contains__)
+        self.buffer_names.add(name)
+        return name
+
+    def new_kernel_object(self) -> int:
+        """The id of a new ``cl_kernel`` object."""
+        self.next_oid += 1
+        return self.next_oid - 1
+
+
+def succeed(ev: CEvaluator, args: list) -> None:
+    """OpenCL create calls succeed: ``*errcode_ret = CL_SUCCESS`` (their last argument)."""
+    if args and isinstance(args[-1], Ref) and \
+            isinstance(ev.mem.read(args[-1]), (Unknown, Num, Runtime)):
+        ev.mem.write(args[-1], ZERO)
+
+
+def buffer_arg(ev: CEvaluator, v: Any, what: str, node: c_ast.Node) -> str:
+    """The name of the buffer an argument holds; an error naming ``what`` otherwise."""
+    if isinstance(v, BufRef):
+        if v.name not in ev.mem.state.buffers:
+            raise ev.ctx.error(f"{what}: buffer '{v.name}' was not created on this path",
+                               node)
+        return v.name
+    if isinstance(v, Poison):
+        raise ev.ctx.error(f"{what}: the buffer is {v.reason}", node, UnsupportedError)
+    raise ev.ctx.error(f"{what} is not a buffer created with clCreateBuffer or "
+                       "clCreateSubBuffer", node, UnsupportedError)
+
+
+def sync(ev: CEvaluator, name: str, node: c_ast.Node) -> None:
+    """Record a ``sync`` operation (the host waits for the queue) made by ``name``."""
+    ev.record(HostOp(id=0, kind="sync", name=name), node)
+
+
+
+
+@handler("clCreateBuffer")
+def create_buffer(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    succeed(ev, args)
+    flags_v = arg_at(args, 1)
+    flags = ev.concrete(flags_v, "clCreateBuffer flags", node) if isinstance(
+        flags_v, Num) else 0
+    size = ev.int_value(arg_at(args, 2), "buffer size", node, required=False)
+    if ev.ctx.loops:
+        raise NeedUnroll("a buffer is created inside a host loop")
+    name = ev.cl.new_buffer_name(ev.ctx.name_hint)
+    names = tuple(n for bit, n in _MEM_FLAGS.items() if flags & bit)
+    ev.mem.state.buffers[name] = Buffer(name=name, size=size, flags=names, loc=ev.ctx.loc(node))
+    if flags & ((1 << 5) | (1 << 3)):
+        ev.record(HostOp(id=0, kind="write", writes=(BufferRange(name, sympy.Integer(0),
+                                                                 size),),
+                         name="clCreateBuffer"), node)
+    return BufRef(name)
+
+
+@handler("clCreateSubBuffer")
+def create_sub_buffer(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    succeed(ev, args)
+    parent = buffer_arg(ev, arg_at(args, 0), "clCreateSubBuffer parent", node)
+    flags_v = arg_at(args, 1)
+    flags = int(flags_v.e) if isinstance(flags_v, Num) and flags_v.e.is_Integer else 0
+    info = arg_at(args, 3)
+    region = ev.mem.read(info) if isinstance(info, Ref) else None
+    if not isinstance(region, Rec):
+        raise ev.ctx.error("clCreateSubBuffer: the region is not a cl_buffer_region polyfuse "
+                           "can follow", node, UnsupportedError)
+    origin = ev.int_value(region.get("origin"), "sub-buffer origin", node)
+    size = ev.int_value(region.get("size"), "sub-buffer size", node)
+    if ev.ctx.loops:
+        raise NeedUnroll("a sub-buffer is created inside a host loop")
+    name = ev.cl.new_buffer_name(ev.ctx.name_hint)
+    names = tuple(n for bit, n in _MEM_FLAGS.items() if flags & bit)
+    ev.mem.state.buffers[name] = Buffer(name=name, size=size, parent=parent, origin=origin,
+                                        flags=names, loc=ev.ctx.loc(node))
+    return BufRef(name)
+
+
+@handler("clCreateKernel")
+def create_kernel(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    succeed(ev, args)
+    kname = arg_at(args, 1)
+    if not isinstance(kname, Str):
+        raise ev.ctx.error("clCreateKernel: the kernel name is not a string polyfuse can "
+                           "follow", node, UnsupportedError)
+    names = ev.sources.program_kernels(arg_at(args, 0), node)
+    if kname.s not in names:
+        avail = ", ".join(sorted(names)) or "none"
+        raise ev.ctx.error(f"clCreateKernel: no kernel named '{kname.s}' (available: "
+                           f"{avail})", node)
+    if ev.ctx.loops:
+        raise NeedUnroll("a kernel object is created inside a host loop")
+    oid = ev.cl.new_kernel_object()
+    ev.mem.state.kobjs[oid] = KState(var=ev.ctx.name_hint or kname.s, kernel=names[kname.s])
+    return KObj(oid)
+
+
+@handler("clCreateProgramWithSource")
+def create_program_with_source(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    succeed(ev, args)
+    count = arg_at(args, 1)
+    n = int(count.e) if isinstance(count, Num) and count.e.is_Integer else 1
+    strings = arg_at(args, 2)
+    pieces: list = []
+    for i in range(max(n, 1)):
+        ref = ev.mem.index(strings, Num(sympy.Integer(i))) if isinstance(strings, Ref) \
+            else None
+        v = ev.mem.read(ref) if isinstance(ref, Ref) else UNK
+        pieces.append(source_piece(ev, v))
+    return ev.sources.create(pieces, ev.ctx.loc(node))
+
+
+@handler("clCreateProgramWithBinary")
+def create_program_with_binary(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    succeed(ev, args)
+    return ev.sources.create([("unknown", "built from a binary")], ev.ctx.loc(node))
+
+
+def source_piece(ev: CEvaluator, v: Any) -> tuple[str, str]:
+    if isinstance(v, Str):
+        return ("text", c_unescape(v.s))
+    if isinstance(v, Ref) and v.slot in ev.mem.file_texts:
+        return ("file", ev.mem.file_texts[v.slot])
+    if isinstance(v, Ref) and v.slot in ev.mem.texts:
+        return ("text", ev.mem.texts[v.slot])
+    if ev.sources.opened:  # a kernel file the host opened but read in a way polyfuse did not see
+        return ("file", ev.sources.opened[-1])
+    return ("unknown", "a source string polyfuse cannot follow")
+
+
+@handler("clBuildProgram", "clCompileProgram")
+def build_program(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    prog = arg_at(args, 0)
+    opts = arg_at(args, 3)
+    if isinstance(prog, ProgObj):
+        info = ev.sources.programs[prog.pid]
+        if isinstance(opts, Str):
+            info.options = opts.s
+        elif isinstance(opts, Ref) and opts.slot in ev.mem.texts:
+            info.options = ev.mem.texts[opts.slot]
+        elif not (isinstance(opts, Num) and opts.e == 0):
+            raise ev.ctx.error("clBuildProgram: build options polyfuse cannot determine "
+                               "(they may define macros the kernels use)", node,
+                               UnsupportedError)
+    return ZERO
+
+
+def kernel_object(ev: CEvaluator, v: Any, node: c_ast.Node) -> KState:
+    """The kernel object a value holds; an error otherwise."""
+    if isinstance(v, KObj) and v.oid in ev.mem.state.kobjs:
+        return ev.mem.state.kobjs[v.oid]
+    if isinstance(v, Poison):
+        raise ev.ctx.error(f"the kernel object is {v.reason}", node, UnsupportedError)
+    raise ev.ctx.error("not a kernel object created with clCreateKernel", node,
+                       UnsupportedError)
+
+
+@handler("clSetKernelArg")
+def set_kernel_arg(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    kv = arg_at(args, 0)
+    ks = kernel_object(ev, kv, node)
+    kernel = ev.sources.kernels[ks.kernel]
+    idx = ev.concrete(arg_at(args, 1), "clSetKernelArg index", node)
+    if idx < 0 or idx >= len(kernel.params):
+        raise ev.ctx.error(f"clSetKernelArg: argument index {idx} out of range for kernel "
+                           f"'{kernel.name}' ({len(kernel.params)} parameters)", node)
+    param = kernel.params[idx]
+    size = arg_at(args, 2)
+    ptr = arg_at(args, 3)
+    loc = ev.ctx.loc(node)
+    pdesc = f"parameter {idx} ('{param.name}') of kernel '{kernel.name}'"
+    if isinstance(ptr, Num) and ptr.e == 0:
+        if param.pointer and param.address_space == "local":
+            nbytes = ev.int_value(size, "local memory size", node)
+            binding = ArgBinding(idx, "local", local_bytes=nbytes, loc=loc)
+        else:
+            raise ev.ctx.error(f"clSetKernelArg: NULL value for {pdesc}, which is not a "
+                               "__local pointer", node)
+    elif isinstance(ptr, Ref):
+        value = ev.mem.deref(ptr)
+        if param.pointer and param.address_space == "local":
+            raise ev.ctx.error(f"clSetKernelArg: {pdesc} is a __local pointer; its value "
+                               "must be NULL with a size", node)
+        nbytes = size.e if isinstance(size, Num) and size.e.is_Integer else None
+        if isinstance(value, BufRef):
+            if nbytes is not None and nbytes != 8:
+                raise ev.ctx.error(f"clSetKernelArg: size {nbytes} for buffer "
+                                   f"'{value.name}' bound to {pdesc}; a cl_mem argument "
+                                   "takes sizeof(cl_mem)", node)
+            if not param.is_buffer:
+                raise ev.ctx.error(f"clSetKernelArg: buffer '{value.name}' bound to {pdesc}, "
+                                   "which is not a __global/__constant pointer", node)
+            buffer_arg(ev, value, "clSetKernelArg", node)
+            binding = ArgBinding(idx, "buffer", buffer=value.name, loc=loc)
+        elif isinstance(value, Poison):
+            if param.pointer:
+                raise ev.ctx.error(f"clSetKernelArg: the buffer for {pdesc} is "
+                                   f"{value.reason}", node, UnsupportedError)
+            binding = ArgBinding(idx, "scalar", value=None, loc=loc)
+        elif param.pointer:
+            raise ev.ctx.error(f"clSetKernelArg: {pdesc} is a pointer but the value is not a "
+                               "buffer (pass &buf with a cl_mem created by clCreateBuffer)",
+                               node)
+        else:
+            want = types.size_of(param.type)
+            if nbytes is not None and want is not None and nbytes != want:
+                raise ev.ctx.error(f"clSetKernelArg: size {nbytes} for {pdesc} of type "
+                                   f"{param.type} ({want} bytes)", node)
+            binding = ArgBinding(idx, "scalar", value=scalar_value(value, param.type),
+                                 loc=loc)
+    elif isinstance(ptr, BufRef):
+        raise ev.ctx.error(f"clSetKernelArg: pass the address of the cl_mem (&{ptr.name}) "
+                           f"for {pdesc}", node)
+    else:
+        if param.pointer:
+            raise ev.ctx.error(f"clSetKernelArg: cannot tell which buffer is bound to {pdesc}",
+                               node, UnsupportedError)
+        binding = ArgBinding(idx, "scalar", value=None, loc=loc)
+    ev.mem.state.kobjs[kv.oid] = ks.bind(idx, binding)
+    return ZERO
+
+
+def sizes(ev: CEvaluator, v: Any, dim: int, what: str, node: c_ast.Node) -> Optional[tuple]:
+    """The ``dim`` integers of a ``size_t`` array argument (None for NULL)."""
+    if isinstance(v, Num) and v.e == 0:
+        return None
+    if not isinstance(v, Ref):
+        raise ev.ctx.error(f"{what}: not a size_t array polyfuse can follow", node,
+                           UnsupportedError)
+    target = ev.mem.read(v)
+    if isinstance(target, Arr):
+        elems = [target.get(i) for i in range(dim)]
+    elif v.path and isinstance(v.path[-1], int):
+        arr = ev.mem.read(Ref(v.slot, v.path[:-1]))
+        k = v.path[-1]
+        elems = [arr.get(k + i) if isinstance(arr, Arr) else UNK for i in range(dim)]
+    elif dim == 1:
+        elems = [target]
+    else:
+        raise ev.ctx.error(f"{what}: {dim} dimensions but a single value", node)
+    return tuple(ev.int_value(e, f"{what}[{i}]", node) for i, e in enumerate(elems))
+
+
+@handler("clEnqueueNDRangeKernel")
+def enqueue_nd_range_kernel(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    ks = kernel_object(ev, arg_at(args, 1), node)
+    dim = ev.concrete(arg_at(args, 2), "work_dim", node)
+    if dim not in (1, 2, 3):
+        raise ev.ctx.error(f"clEnqueueNDRangeKernel: work_dim must be 1, 2 or 3, got {dim}",
+                           node)
+    offset = sizes(ev, arg_at(args, 3), dim, "global work offset", node)
+    gsize = sizes(ev, arg_at(args, 4), dim, "global work size", node)
+    if gsize is None:
+        raise ev.ctx.error("clEnqueueNDRangeKernel: the global work size is NULL", node)
+    lsize = sizes(ev, arg_at(args, 5), dim, "local work size", node)
+    launch(ev, ks, dim, gsize, lsize, offset, node)
+    return ZERO
+
+
+@handler("clEnqueueTask")
+def enqueue_task(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    ks = kernel_object(ev, arg_at(args, 1), node)
+    one = (sympy.Integer(1),)
+    launch(ev, ks, 1, one, one, None, node)
+    return ZERO
+
+
+def launch(ev: CEvaluator, ks: KState, dim: int, gsize: tuple, lsize: Optional[tuple],
+           offset: Optional[tuple], node: c_ast.Node) -> None:
+    """Record a :class:`Launch` of a kernel object with its current bindings."""
+    kernel = ev.sources.kernels[ks.kernel]
+    bound = ks.bound()
+    missing = [p.index for p in kernel.params if p.index not in bound]
+    if missing:
+        names = ", ".join(f"{i} ({kernel.params[i].name})" for i in missing)
+        raise ev.ctx.error(f"launch of kernel '{kernel.name}' with unset arguments: {names}",
+                           node)
+    for i, b in bound.items():
+        if isinstance(b, Poison):
+            if ks.kernel and ev.ctx.loops:
+                raise NeedUnroll(f"argument {i} {b.reason}")
+            raise ev.ctx.error(f"launch of kernel '{kernel.name}': argument {i} "
+                               f"({kernel.params[i].name}) {b.reason}", node, UnsupportedError)
+    ev.record(Launch(id=0, kernel=kernel.name, work_dim=dim, global_size=gsize,
+                     local_size=lsize, args=tuple(bound[i] for i in sorted(bound)),
+                     global_offset=offset, kernel_object=ks.var), node)
+
+
+def byte_range(ev: CEvaluator, buf: str, off: Any, size: Any, node: c_ast.Node) -> BufferRange:
+    """The bytes a transfer touches, checked against the buffer's size."""
+    o = ev.int_value(off, "offset", node, required=False)
+    s = ev.int_value(size, "size", node, required=False)
+    if o is None:
+        return BufferRange(buf)
+    bsize = ev.mem.state.buffers[buf].size if buf in ev.mem.state.buffers else None
+    for what, v in (("offset", o), ("end", None if s is None else o + s)):
+        if v is None:
+            continue
+        below = sympy.simplify(v) if what == "offset" else None
+        if below is not None and below.is_number and below < 0:
+            raise ev.ctx.error(f"transfer on buffer '{buf}' starts at negative offset {v}",
+                               node)
+        if what == "end" and bsize is not None:
+            over = sympy.simplify(v - bsize)
+            if over.is_number and over > 0:
+                raise ev.ctx.error(f"transfer on buffer '{buf}' reaches byte {v}, past the "
+                                   f"end of the buffer ({bsize} bytes)", node)
+    return BufferRange(buf, o, s)
+
+
+def blocking(v: Any) -> bool:
+    """Whether a ``blocking_*`` argument may be true (then the call synchronizes)."""
+    return truth_of(v) is not False
+
+
+def transfer(ev: CEvaluator, node: c_ast.FuncCall, args: list, *, call: str, rect: bool) -> Any:
+    """``clEnqueue{Read,Write}Buffer[Rect]``: a host read or write of the bytes it moves (a
+    rectangular transfer: the whole buffer, a safe over-approximation), synchronizing the
+    queue when it blocks."""
+    buf = buffer_arg(ev, arg_at(args, 1), call, node)
+    rng = BufferRange(buf) if rect else \
+        byte_range(ev, buf, arg_at(args, 3), arg_at(args, 4), node)
+    if "Write" in call:
+        ev.record(HostOp(id=0, kind="write", writes=(rng,), name=call), node)
+    else:
+        ev.record(HostOp(id=0, kind="read", reads=(rng,), name=call), node)
+        read_back(ev, arg_at(args, 10 if rect else 5), call, node)
+    if blocking(arg_at(args, 2)):
+        sync(ev, call, node)
+    return ZERO
+
+
+@handler("clEnqueueCopyBuffer")
+def enqueue_copy_buffer(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    src = buffer_arg(ev, arg_at(args, 1), "clEnqueueCopyBuffer source", node)
+    dst = buffer_arg(ev, arg_at(args, 2), "clEnqueueCopyBuffer destination", node)
+    size = arg_at(args, 5)
+    ev.record(HostOp(id=0, kind="copy",
+                     reads=(byte_range(ev, src, arg_at(args, 3), size, node),),
+                     writes=(byte_range(ev, dst, arg_at(args, 4), size, node),),
+                     name="clEnqueueCopyBuffer"), node)
+    return ZERO
+
+
+@handler("clEnqueueCopyBufferRect")
+def enqueue_copy_buffer_rect(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    src = buffer_arg(ev, arg_at(args, 1), "clEnqueueCopyBufferRect source", node)
+    dst = buffer_arg(ev, arg_at(args, 2), "clEnqueueCopyBufferRect destination", node)
+    ev.record(HostOp(id=0, kind="copy", reads=(BufferRange(src),),
+                     writes=(BufferRange(dst),), name="clEnqueueCopyBufferRect"), node)
+    return ZERO
+
+
+@handler("clEnqueueFillBuffer")
+def enqueue_fill_buffer(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    buf = buffer_arg(ev, arg_at(args, 1), "clEnqueueFillBuffer", node)
+    rng = byte_range(ev, buf, arg_at(args, 4), arg_at(args, 5), node)
+    ev.record(HostOp(id=0, kind="write", writes=(rng,), name="clEnqueueFillBuffer"), node)
+    return ZERO
+
+
+@handler("clEnqueueMapBuffer")
+def enqueue_map_buffer(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    succeed(ev, args)
+    buf = buffer_arg(ev, arg_at(args, 1), "clEnqueueMapBuffer", node)
+    fl = arg_at(args, 3)
+    flags = int(fl.e) if isinstance(fl, Num) and fl.e.is_Integer else 3
+    rng = byte_range(ev, buf, arg_at(args, 4), arg_at(args, 5), node)
+    reads = (rng,) if flags & _CL_MAP_READ or not flags & _CL_MAP_WRITE_INVALIDATE else ()
+    writes = (rng,) if flags & (_CL_MAP_WRITE | _CL_MAP_WRITE_INVALIDATE) else ()
+    if not flags & (_CL_MAP_READ | _CL_MAP_WRITE | _CL_MAP_WRITE_INVALIDATE):
+        reads = writes = (rng,)
+    ev.record(HostOp(id=0, kind="write" if writes else "read", reads=reads, writes=writes,
+                     name="clEnqueueMapBuffer"), node)
+    if blocking(arg_at(args, 2)):
+        sync(ev, "clEnqueueMapBuffer", node)
+    sid = ev.mem.new_slot("mapped", CType("array", 0, elem=UNK_TYPE), Arr(None, (), UNK))
+    return Ref(sid)
+
+
+@handler("clFinish")
+def finish(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    sync(ev, "clFinish", node)
+    return ZERO
+
+
+@handler("clWaitForEvents")
+def wait_for_events(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    sync(ev, "clWaitForEvents", node)
+    return ZERO
+
+
+@handler("clCreateKernelsInProgram")
+def create_kernels_in_program(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    """One kernel object per kernel of the program, in source order (programs then find
+    theirs by ``clGetKernelInfo(CL_KERNEL_FUNCTION_NAME)``); the count through the last
+    argument."""
+    names = list(ev.sources.program_kernels(arg_at(args, 0), node).items())
+    count, out = arg_at(args, 3), arg_at(args, 2)
+    if isinstance(count, Ref):
+        ev.mem.write(count, Num(sympy.Integer(len(names))))
+    if isinstance(out, Ref):
+        if ev.ctx.loops:
+            raise NeedUnroll("kernel objects are created inside a host loop")
+        room = arg_at(args, 1)
+        n = min(len(names), int(room.e)) if isinstance(room, Num) and room.e.is_Integer \
+            else len(names)
+        for i, (_, record_name) in enumerate(names[:n]):
+            ref = ev.mem.index(out, Num(sympy.Integer(i)))
+            if not isinstance(ref, Ref):
+                raise ev.ctx.error("clCreateKernelsInProgram: the kernel array is not one "
+                                   "polyfuse can follow", node, UnsupportedError)
+            oid = ev.cl.new_kernel_object()
+            var = f"{ev.ctx.name_hint or ev.mem.state.slots[out.slot].name}_{i}"
+            ev.mem.state.kobjs[oid] = KState(var=var, kernel=record_name)
+            ev.mem.write(ref, KObj(oid))
+    elif not (isinstance(out, Num) and out.e == 0):
+        raise ev.ctx.error("clCreateKernelsInProgram: the kernel array is not one polyfuse "
+                           "can follow", node, UnsupportedError)
+    return ZERO
+
+
+@handler("clGetKernelInfo")
+def get_kernel_info(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    """``CL_KERNEL_FUNCTION_NAME`` and ``CL_KERNEL_NUM_ARGS`` of a kernel object are known;
+    other queries are run-time values."""
+    k, what, out = arg_at(args, 0), arg_at(args, 1), arg_at(args, 3)
+    ret = arg_at(args, 4)
+    if isinstance(k, KObj) and k.oid in ev.mem.state.kobjs and isinstance(what, Num):
+        kernel = ev.sources.kernels[ev.mem.state.kobjs[k.oid].kernel]
+        name = next((n for n, r in ev.sources.kernel_names() if r == kernel.name), kernel.name)
+        if what.e == _CL_KERNEL_FUNCTION_NAME:
+            if isinstance(out, Ref):
+                ev.mem.texts[out.slot] = name
+            if isinstance(ret, Ref):
+                ev.mem.write(ret, Num(sympy.Integer(len(name) + 1)))
+            return ZERO
+        if what.e == _CL_KERNEL_NUM_ARGS and isinstance(out, Ref):
+            ev.mem.write(out, Num(sympy.Integer(len(kernel.params))))
+            return ZERO
+    ev.mem.forget_through(args[1:])
+    return ZERO
+
+
+def read_back(ev: CEvaluator, ptr: Any, call: str, node: c_ast.Node) -> None:
+    """Host memory a read from the device fills holds data polyfuse does not know (never
+    its old value), named after the variable it is read into."""
+    if not isinstance(ptr, Ref):
+        return
+    value = Runtime(ev.source(f"read back from the device by {call}", node))
+    cur = ev.mem.read(ptr)
+    if isinstance(cur, Arr):
+        ev.mem.write(ptr, Arr(cur.length, tuple((i, value) for i, _ in cur.elems), value))
+    elif ptr.path and isinstance(ptr.path[-1], int) and ptr.path[-1] == 0 and \
+            isinstance(ev.mem.read(Ref(ptr.slot, ptr.path[:-1])), Arr):
+        arr = ev.mem.read(Ref(ptr.slot, ptr.path[:-1]))
+        ev.mem.write(Ref(ptr.slot, ptr.path[:-1]),
+                     Arr(arr.length, tuple((i, value) for i, _ in arr.elems), value))
+    elif isinstance(cur, (Unknown, Num, Runtime)):
+        ev.mem.write(ptr, value)
+
+
+for _name, _call, _rect in (("clEnqueueWriteBuffer", "clEnqueueWriteBuffer", False),
+                            ("clEnqueueReadBuffer", "clEnqueueReadBuffer", False),
+                            ("clEnqueueWriteBufferRect", "clEnqueueWriteBufferRect", True),
+                            ("clEnqueueReadBufferRect", "clEnqueueReadBufferRect", True)):
+    HANDLERS[_name] = partial(transfer, call=_call, rect=_rect)
+
+
+#: calls that change nothing polyfuse models (platforms, devices, contexts, queues, info
+#: queries, retain/release, flushes, barriers and markers of an in-order queue)
+_BOILERPLATE = {
+    "clGetPlatformIDs", "clGetPlatformInfo", "clGetDeviceIDs",
+    "clGetDeviceInfo", "clRetainDevice", "clReleaseDevice", "clCreateContext",
+    "clCreateContextFromType", "clRetainContext", "clReleaseContext", "clGetContextInfo",
+    "clCreateCommandQueue", "clCreateCommandQueueWithProperties", "clRetainCommandQueue",
+    "clReleaseCommandQueue", "clGetCommandQueueInfo", "clRetainMemObject", "clReleaseMemObject",
+    "clGetMemObjectInfo", "clCreateProgramWithSource", "clCreateProgramWithBinary",
+    "clRetainProgram", "clReleaseProgram", "clBuildProgram", "clCompileProgram",
+    "clGetProgramInfo", "clGetProgramBuildInfo", "clRetainKernel", "clReleaseKernel",
+    "clGetKernelInfo", "clGetKernelWorkGroupInfo", "clGetEventInfo", "clCreateUserEvent",
+    "clRetainEvent", "clReleaseEvent", "clSetUserEventStatus", "clGetEventProfilingInfo",
+    "clFlush", "clEnqueueMarkerWithWaitList", "clEnqueueBarrierWithWaitList", "clEnqueueMarker",
+    "clEnqueueBarrier", "clEnqueueWaitForEvents", "clEnqueueUnmapMemObject",
+    "clEnqueueMigrateMemObjects",
+}
+
+
+#: calls that return a handle polyfuse does not follow (contexts, queues, user events)
+_CREATES_HANDLE = {
+    "clCreateContext", "clCreateContextFromType", "clCreateCommandQueue",
+    "clCreateCommandQueueWithProperties", "clCreateProgramWithSource", "clCreateProgramWithBinary",
+    "clCreateUserEvent",
+}
+
+
+def _creates_handle(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    succeed(ev, args)
+    return Handle(node.name.name)
+
+
+def _boilerplate(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    """Nothing to model; what an info query (``clGet*``) stores is a run-time value."""
+    if node.name.name.startswith("clGet"):
+        ev.mem.forget_through(args[1:])
+    return ZERO
+
+
+for _names, _handler in ((_CREATES_HANDLE, _creates_handle), (_BOILERPLATE, _boilerplate)):
+    for _name in sorted(_names):
+        HANDLERS.setdefault(_name, _handler)
