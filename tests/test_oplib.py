@@ -280,6 +280,19 @@ def test_conv_blocked_channels_and_columns(form):
         assert "#define MB 4" in opk.source and "#define OB 8" in opk.source
 
 
+@pytest.mark.parametrize("bias", [True, False])
+def test_conv_pointwise_is_a_product(form, bias):
+    """A 1x1 convolution in the blocked variant is the product W @ X per image (output
+    channels x pixels blocks, the image on NDRange dimension 2); values and exact modelling
+    as for any Conv."""
+    x, w, b = rand(2, 12, 5, 8), rand(16, 12, 1, 1), rand(16)
+    ref = conv_ref(x, w, b if bias else None, [0, 0, 0, 0], [1, 1], [1, 1], 1)
+    opk = check("Conv", {}, [x, w, b] if bias else [x, w], [ref])
+    if form == "blocked":
+        assert "as the product" in opk.source and opk.global_size == (4, 5, 2)
+        assert opk.block is not None and (opk.block.rows, opk.block.cols) == (4, 8)
+
+
 def test_conv_1d(form):
     x, w, b = rand(2, 3, 10), rand(4, 3, 3), rand(4)
     attrs = {"strides": [2], "pads": [1, 1], "dilations": [2]}

@@ -522,6 +522,9 @@ def conv(node: Node) -> OpKernel:
         "KH": kh, "KW": kw, "SH": strides[0], "SW": strides[1], "DH": dil[0], "DW": dil[1],
         "PH": pads[0], "PW": pads[1],
     }
+    if product_form.get() == "blocked" and group == 1 and (kh, kw) == (1, 1) and \
+            strides == [1, 1] and not any(pads):
+        return _pointwise_conv(node, sx, sw, out, bias, batch, cin, cout, h * w)
     x_index = "((n * C + g * CPG + c) * H + ih) * W + iw"
     if product_form.get() == "blocked":
         # a block of MB output channels x OB output columns per work-item: each input value
@@ -616,6 +619,32 @@ y[gid] = acc;
     )
     return replace(opk, block=layout)
 
+
+
+def _pointwise_conv(node: Node, sx: tuple[int, ...], sw: tuple[int, ...],
+                    out: tuple[int, ...], bias: Optional[tuple[int, ...]], batch: int, cin: int,
+                    cout: int, hw: int) -> OpKernel:
+    """A 1x1 convolution (stride 1, no padding, one group) is per image the product
+    ``W (cout x cin) @ X (cin x H*W)``: the blocked product, output channels as rows and pixels
+    as columns, the image as the batch.  Its block layout (rows: image and channel, columns:
+    pixel) is the direct Conv's, so the same consumers cover it."""
+    params = [Param("x", sx), Param("w", sw)]
+    inputs = ["x", "w"]
+    value = "{acc}"
+    if bias is not None:
+        params.append(Param("bias", bias))
+        inputs.append("bias")
+        value = "{acc} + bias[row]"
+    params.append(Param("y", out, const=False))
+    x_off = "batch * K * N + " if batch > 1 else ""
+    y_off = "batch * M * N + " if batch > 1 else ""
+    comment = (f"Conv 1x1 X {shape_str(sx)} W {shape_str(sw)} -> {shape_str(out)} as the "
+               f"product W ({cout}x{cin}) @ X ({cin}x{hw}) per image")
+    return _blocked_product(
+        node, cout, hw, cin, a_elem="w[row * K + kk]", b_elem=f"x[{x_off}kk * N + col]",
+        store=f"y[{y_off}row * N + col] = {value.format(acc='acc[i][j]')}",
+        params=params, inputs=inputs, batch=batch, comment=comment,
+    )
 
 
 def einsum(node: Node) -> OpKernel:
