@@ -4,11 +4,14 @@ For each product shape of a BERT-base layer (sequence 128: the q/k/v and output 
 128x768x768, the FFN 128x768x3072 and 128x3072x768, attention's batched 12x128x64x128 and
 12x128x128x64, and the output projection as PyTorch's Gemm with ``transB=1`` read in place) the
 ``blocked`` kernel :func:`polyfuse.oplib.op_kernel` generates is built on every PoCL device of
-the ``basic`` (one-thread) kind and timed by profiling events, alternating with numpy's
-``matmul`` on the same shape (one BLAS thread: set ``OPENBLAS_NUM_THREADS=1``) in ``--rounds``
-rounds, so load drift on a shared machine hits both alike.  Prints GFLOP/s medians, the
-kernel/numpy ratio (median [min-max] over the rounds) and the ratio of the best times of each
-(the least disturbed by other load).  Values are checked against numpy first.
+the ``basic`` (one-thread) kind and timed alternating with numpy's ``matmul`` on the same shape
+(one BLAS thread: set ``OPENBLAS_NUM_THREADS=1``) in ``--rounds`` rounds, so load drift on a
+shared machine hits both alike.  Both are timed in CPU time of the calling thread (PoCL's
+``basic`` device runs a kernel in the thread that waits for it): on a machine shared with other
+jobs, wall time and profiling events also count the time the thread waits for a core.  Prints
+GFLOP/s medians, the kernel/numpy ratio (median [min-max] over the rounds) and the ratio of the
+best times of each (the least disturbed by other load).  Values are checked against numpy
+first.
 
     OPENBLAS_NUM_THREADS=1 python analysis/product_kernels.py [--rounds 9] [--device basic]
 """
@@ -46,11 +49,12 @@ def reference(op: str, attrs: dict, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return a @ (b.T if attrs.get("transB") else b)
 
 
-def kernel_runner(dev: cl.Device, op: str, attrs: dict, a: np.ndarray, b: np.ndarray):
+def kernel_runner(dev: cl.Device, op: str, attrs: dict, a: np.ndarray, b: np.ndarray,
+                  cols: int = 0):
     """A callable timing one launch of the library's blocked kernel (seconds), and its
-    output after a first run."""
+    output after a first run; ``cols``: block columns instead of the device's default."""
     out = reference(op, attrs, a, b).shape
-    token = linalg.block_cols.set(linalg.block_cols_for(dev.native_vector_width_float))
+    token = linalg.block_cols.set(cols or linalg.block_cols_for(dev.native_vector_width_float))
     try:
         with kernel_variant("blocked"):
             opk = op_kernel(op, attrs, [a.shape, b.shape], [out], name="prod")
@@ -64,9 +68,9 @@ def kernel_runner(dev: cl.Device, op: str, attrs: dict, a: np.ndarray, b: np.nda
     y = cl.Buffer(ctx, mf.WRITE_ONLY, int(np.prod(out)) * 4)
 
     def run() -> float:
-        evt = kernel(queue, opk.global_size, opk.local_size, *bufs, y)
-        evt.wait()
-        return (evt.profile.end - evt.profile.start) * 1e-9
+        t0 = time.thread_time()
+        kernel(queue, opk.global_size, opk.local_size, *bufs, y).wait()
+        return time.thread_time() - t0
 
     run()
     got = np.empty(out, np.float32)
@@ -80,6 +84,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--device", default="basic", help="device name prefix (default: basic)")
     ap.add_argument("--only", nargs="*", help="labels (substrings) to run")
+    ap.add_argument("--cols", type=int, default=0, help="block columns (default: the device's)")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
     devices = [(p, d) for p in cl.get_platforms() for d in p.get_devices()
@@ -95,12 +100,12 @@ def main(argv: list[str]) -> int:
             b = rng.standard_normal(sb, dtype=np.float32)
             bb = b.T.copy() if attrs.get("transB") else b
             flops = 2 * a.size * bb.shape[-1]
-            run, opk = kernel_runner(dev, op, attrs, a, b)
+            run, opk = kernel_runner(dev, op, attrs, a, b, args.cols)
             ours, theirs = [], []
             for _ in range(args.rounds):
-                t0 = time.perf_counter()
+                t0 = time.thread_time()
                 np.matmul(a, bb)
-                theirs.append(time.perf_counter() - t0)
+                theirs.append(time.thread_time() - t0)
                 ours.append(run())
             ratio = [t / o for t, o in zip(theirs, ours)]
             block = f"{opk.block.rows}x{opk.block.cols}" if opk.block else "-"

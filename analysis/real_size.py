@@ -10,8 +10,9 @@ layer and 12 layers, a GPT-2 MLP block, a ResNet-50 bottleneck, a MobileNetV2 bl
 * ``run`` wall times of onnxruntime, fused and unfused alternating in ``--rounds`` rounds in one
   process: medians and IQR/median spread;
 * a per-kernel table of the fused session (profiling events, median of ``--profile`` runs): for
-  each launch the nodes it computes, its time, and for those holding a MatMul/Gemm the product's
-  GFLOP/s and the fraction of numpy's one-thread sgemm on the same shape (timed alternately).
+  each launch the nodes it computes, its time, and for those holding a MatMul/Gemm/Conv the
+  product's GFLOP/s and the fraction of numpy's one-thread sgemm on the same shape (a Conv as
+  its implicit product per image and group).
 
     OPENBLAS_NUM_THREADS=1 python analysis/real_size.py [--only bert_layer gpt2_mlp ...]
         [--dir out/real_size] [--rounds 5] [--repeat 20] [--build-timeout 300] [--device SPEC]
@@ -76,7 +77,8 @@ def build(path: str, fused: bool, timeout: int, device: Optional[str]
 
 
 def products(path: str) -> dict[str, tuple[int, int, int, int]]:
-    """Node label -> (batch, M, N, K) of every MatMul/Gemm of the model."""
+    """Node label -> (batch, M, N, K) of every MatMul/Gemm of the model, and of every Conv
+    as the product it is per image and group (output channels x pixels x window)."""
     model = onnx.shape_inference.infer_shapes(onnx.load(path))
     g = model.graph
     shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
@@ -84,11 +86,15 @@ def products(path: str) -> dict[str, tuple[int, int, int, int]]:
     shapes.update({t.name: list(t.dims) for t in g.initializer})
     out = {}
     for i, node in enumerate(g.node):
-        if node.op_type not in ("MatMul", "Gemm"):
+        if node.op_type not in ("MatMul", "Gemm", "Conv"):
             continue
         sa, sb = shapes[node.input[0]], shapes[node.input[1]]
         attrs = {a.name: a.i for a in node.attribute}
-        if node.op_type == "Gemm":
+        if node.op_type == "Conv":  # as the implicit product per image and group
+            group, so = attrs.get("group", 1), shapes[node.output[0]]
+            out[node.name or f"Conv_{i}"] = (so[0] * group, so[1] // group, math.prod(so[2:]),
+                                             math.prod(sb[1:]))
+        elif node.op_type == "Gemm":
             m, k = sa[::-1] if attrs.get("transA") else sa
             n = sb[0] if attrs.get("transB") else sb[1]
             out[node.name or f"Gemm_{i}"] = (1, m, n, k)
