@@ -202,6 +202,28 @@ def test_matmul(sa, sb, limits, form):
         assert "batch folded into M = 48" in opk.source and len(opk.global_size) == 2
 
 
+def test_block_shape_follows_the_panel_of_b():
+    """Wide 4 x 32 blocks while B's K x 32 panel fits PANEL_BYTES, taller and narrower past
+    it (8 x 16 at BERT's FFN2, K 3072); always dividing the output."""
+    assert linalg.block_shape(128, 768, 768) == (4, 32)
+    assert linalg.block_shape(128, 768, 3072) == (8, 16)
+    assert linalg.block_shape(20, 768, 3072) == (4, 32)  # 8 rows do not divide 20
+    assert linalg.block_shape(17, 9, 33) == (1, 1)
+
+
+def test_tall_blocks_compute_the_product(monkeypatch):
+    """A product whose B panel exceeds the (lowered) panel size runs 16 x 8 blocks: values
+    and exact modelling as for the wide blocks."""
+    monkeypatch.setattr(linalg, "PANEL_BYTES", 1024)
+    token = linalg.product_form.set("blocked")
+    try:
+        a, b = rand(32, 40), rand(40, 64)
+        opk = check("MatMul", {}, [a, b], [a.astype(np.float64) @ b])
+    finally:
+        linalg.product_form.reset(token)
+    assert opk.block is not None and (opk.block.rows, opk.block.cols) == (16, 8)
+
+
 GEMM_CASES = [
     ({}, (9,)),
     ({"transA": 1, "transB": 1, "alpha": 0.5, "beta": 2.0}, (17, 1)),
