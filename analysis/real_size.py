@@ -7,15 +7,19 @@ layer and 12 layers, a GPT-2 MLP block, a ResNet-50 bottleneck, a MobileNetV2 bl
   past ``--build-timeout`` seconds is abandoned and reported with the stage it was in;
 * the outputs of both sessions checked against onnxruntime's (rtol 1e-3, atol 1e-4) before
   anything is timed;
-* ``run`` wall times of onnxruntime, fused and unfused alternating in ``--rounds`` rounds in one
-  process: medians and IQR/median spread;
+* ``run`` times of onnxruntime, fused and unfused alternating in ``--rounds`` rounds in one
+  process: medians and IQR/median spread; wall time, or with ``--clock cpu`` the calling
+  thread's CPU time (onnxruntime with one thread and PoCL's ``basic`` device compute in that
+  thread; on a machine shared with other jobs wall time also counts the waits for a core);
 * a per-kernel table of the fused session (profiling events, median of ``--profile`` runs): for
   each launch the nodes it computes, its time, and for those holding a MatMul/Gemm/Conv the
   product's GFLOP/s and the fraction of numpy's one-thread sgemm on the same shape (a Conv as
-  its implicit product per image and group).
+  its implicit product per image and group); with ``--clock cpu`` each launch is run and
+  timed alone in CPU time, numpy too.
 
     OPENBLAS_NUM_THREADS=1 python analysis/real_size.py [--only bert_layer gpt2_mlp ...]
         [--dir out/real_size] [--rounds 5] [--repeat 20] [--build-timeout 300] [--device SPEC]
+        [--clock wall|cpu]
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "analysis"))
 
 import onnx  # noqa: E402
-from vs_onnxruntime import interleaved, ort_session, spread  # noqa: E402
+from vs_onnxruntime import ort_session, spread  # noqa: E402
 
 import polyfuse  # noqa: E402
 from polyfuse.onnx_run import random_inputs  # noqa: E402
@@ -107,20 +111,21 @@ def products(path: str) -> dict[str, tuple[int, int, int, int]]:
     return out
 
 
-def numpy_gflops(shape: tuple[int, int, int, int], reps: int = 5) -> float:
+def numpy_gflops(shape: tuple[int, int, int, int], cpu: bool, reps: int = 5) -> float:
     b, m, n, k = shape
     rng = np.random.default_rng(0)
     a = rng.standard_normal((b, m, k), dtype=np.float32)
     w = rng.standard_normal((b, k, n), dtype=np.float32)
+    clock = time.thread_time if cpu else time.perf_counter
     ts = []
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0 = clock()
         np.matmul(a, w)
-        ts.append(time.perf_counter() - t0)
+        ts.append(clock() - t0)
     return 2 * b * m * n * k / float(np.median(ts)) / 1e9
 
 
-def kernel_table(sess: Any, path: str, runs: int) -> list[str]:
+def kernel_table(sess: Any, path: str, runs: int, cpu: bool) -> list[str]:
     """One line per launch of the session's program: kernel, nodes, median time, and for a
     product its GFLOP/s and fraction of numpy's sgemm on the same shape."""
     prods = products(path)
@@ -131,8 +136,16 @@ def kernel_table(sess: Any, path: str, runs: int) -> list[str]:
         for grp in sess.plan.groups:
             members[f"fused_g{grp.id}"] = [f.kernel for f in grp.fragments]
     samples: dict[int, list[float]] = {lid: [] for lid in names}
+    ex = sess._ex
     for _ in range(runs):
-        ex = sess._ex
+        if cpu:  # one launch at a time, in the calling thread's CPU time
+            for step in sess._steps:
+                c0 = time.thread_time()
+                ex.enqueue([step])
+                ex.finish()
+                if step.kind == "launch":
+                    samples[step.launch[0]].append(time.thread_time() - c0)
+            continue
         events = ex.enqueue(sess._steps, profile=True)
         ex.finish()
         for lid, evt in events:
@@ -148,7 +161,7 @@ def kernel_table(sess: Any, path: str, runs: int) -> list[str]:
                   if p.startswith(_ident(lab) + "_") and p[len(_ident(lab)) + 1:].isdigit()]
         if shapes:
             flops = sum(2 * math.prod(s) for _, s in shapes)
-            ref = sum(2 * math.prod(s) / numpy_gflops(s) for _, s in shapes) / 1e9
+            ref = sum(2 * math.prod(s) / numpy_gflops(s, cpu) for _, s in shapes) / 1e9
             gf, frac = flops / t / 1e9, ref / t
             desc = ", ".join("x".join(map(str, s)) for _, s in shapes)
             lines.append(f"    {name:14s} {t * 1e3:7.3f} {t / total:6.1%} {gf:8.1f} {frac:8.2f}  "
@@ -164,6 +177,25 @@ def _ident(label: str) -> str:
     from polyfuse.frontend.onnx import _identifier
 
     return _identifier(label, "")
+
+
+def interleaved(fns: dict[str, Any], repeat: int, rounds: int
+                ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Wall-time and thread-CPU-time samples of each callable, alternating in rounds (one
+    warm-up each first)."""
+    for fn in fns.values():
+        fn()
+    per = max(1, -(-repeat // rounds))
+    wall: dict[str, list[float]] = {k: [] for k in fns}
+    cpu: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            for _ in range(per):
+                t0, c0 = time.perf_counter(), time.thread_time()
+                fn()
+                cpu[name].append(time.thread_time() - c0)
+                wall[name].append(time.perf_counter() - t0)
+    return wall, cpu
 
 
 def check(outs: list, ref: list) -> Optional[str]:
@@ -186,6 +218,10 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--profile", type=int, default=5)
     ap.add_argument("--build-timeout", type=int, default=300)
     ap.add_argument("--device", default=None)
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="cpu: the calling thread's CPU time (what a loaded machine does not "
+                         "inflate; valid where everything runs in that thread: onnxruntime "
+                         "with 1 thread, PoCL's basic device)")
     args = ap.parse_args(argv)
     rows, tables = [], []
     for name in args.only:
@@ -211,7 +247,8 @@ def main(argv: list[str]) -> int:
                 continue
             fns[label] = lambda s=sess, f=feeds: s.run(None, f)
         log(f"{name}: timing {sorted(fns)}")
-        samples = interleaved(fns, args.repeat, args.rounds)
+        wall, cpu = interleaved(fns, args.repeat, args.rounds)
+        samples = cpu if args.clock == "cpu" else wall
         med = {k: float(np.median(v)) for k, v in samples.items()}
         sp = {k: spread(v) for k, v in samples.items()}
         form = fused.form_choice.get("form") if fused and fused.form_choice else "-"
@@ -219,7 +256,8 @@ def main(argv: list[str]) -> int:
         rows.append((name, med, sp, t_fused if fused else None, t_unfused if unfused else None,
                      form, launches, notes))
         if fused is not None and "fused" in fns:
-            tables.append((name, kernel_table(fused, path, args.profile)))
+            tables.append((name, kernel_table(fused, path, args.profile, args.clock == "cpu")))
+    print(f"clock: {args.clock}")
     print("| model | onnxruntime ms | fused ms | unfused ms | fused/ort | fused/unfused | "
           "build fused s | build unfused s | form | launches f/u | notes |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
@@ -247,7 +285,8 @@ def main(argv: list[str]) -> int:
         print(f"\ngeomean fused/onnxruntime {math.exp(np.mean(np.log(ratios_o))):.2f}"
               + (f", fused/unfused {math.exp(np.mean(np.log(ratios_u))):.2f}" if ratios_u else ""))
     for name, lines in tables:
-        print(f"\n{name}, fused session, per kernel (median of profiled runs):")
+        how = "launches run one at a time, CPU time" if args.clock == "cpu" else "profiling events"
+        print(f"\n{name}, fused session, per kernel (median of {args.profile} runs, {how}):")
         print("\n".join(lines))
     return 0
 
