@@ -11,7 +11,7 @@ layer and 12 layers, a GPT-2 MLP block, a ResNet-50 bottleneck, a MobileNetV2 bl
   process: medians and IQR/median spread; wall time, or with ``--clock cpu`` the calling
   thread's CPU time (onnxruntime with one thread and PoCL's ``basic`` device compute in that
   thread; on a machine shared with other jobs wall time also counts the waits for a core);
-* a per-kernel table of the fused session (profiling events, median of ``--profile`` runs): for
+* a per-kernel table of each session (profiling events, median of ``--profile`` runs): for
   each launch the nodes it computes, its time, and for those holding a MatMul/Gemm/Conv the
   product's GFLOP/s and the fraction of numpy's one-thread sgemm on the same shape (a Conv as
   its implicit product per image and group); with ``--clock cpu`` each launch is run and
@@ -255,8 +255,10 @@ def main(argv: list[str]) -> int:
         launches = f"{fused.launches if fused else '-'}/{unfused.launches if unfused else '-'}"
         rows.append((name, med, sp, t_fused if fused else None, t_unfused if unfused else None,
                      form, launches, notes))
-        if fused is not None and "fused" in fns:
-            tables.append((name, kernel_table(fused, path, args.profile, args.clock == "cpu")))
+        for label, sess in (("fused", fused), ("unfused", unfused)):
+            if sess is not None and label in fns:
+                tables.append((f"{name}, {label} session", kernel_table(
+                    sess, path, args.profile, args.clock == "cpu")))
     print(f"clock: {args.clock}")
     print("| model | onnxruntime ms | fused ms | unfused ms | fused/ort | fused/unfused | "
           "build fused s | build unfused s | form | launches f/u | notes |")
@@ -286,7 +288,7 @@ def main(argv: list[str]) -> int:
               + (f", fused/unfused {math.exp(np.mean(np.log(ratios_u))):.2f}" if ratios_u else ""))
     for name, lines in tables:
         how = "launches run one at a time, CPU time" if args.clock == "cpu" else "profiling events"
-        print(f"\n{name}, fused session, per kernel (median of {args.profile} runs, {how}):")
+        print(f"\n{name}, per kernel (median of {args.profile} runs, {how}):")
         print("\n".join(lines))
     return 0
 
