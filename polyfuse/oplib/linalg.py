@@ -184,6 +184,7 @@ def _blocked_product(
     inputs: list[str],
     batch: int,
     comment: str,
+    init: str = "0.0f",
 ) -> OpKernel:
     """Each work-item computes an R x C block of the output in private accumulators.
 
@@ -195,7 +196,9 @@ def _blocked_product(
     stays in memory).  ``a_elem`` indexes A at (``row``, ``kk``), ``b_elem`` B at (``kk``,
     ``col``); ``store`` writes ``acc[i][j]`` at (``row``, ``col``); each ``row``/``col``
     becomes ``r0 + i``/``c0 + j``, so every subscript stays affine in the ids and the loop
-    iterator.
+    iterator.  ``init`` (of ``row``/``col``) starts the accumulators: an additive term of the
+    result (a bias) belongs there, not in ``store``; added after the loop it cost PoCL 2.3x on
+    a 1x1 Conv (103 against 42 GFLOP/s).
 
     Row blocks lie on NDRange dimension 0, which CPU runtimes iterate fastest: consecutive
     work-items read the same K x C panel of B while it is in cache, and B streams from memory
@@ -214,7 +217,8 @@ def _blocked_product(
     lines = ["const int r0 = get_global_id(0) * RB;", "const int c0 = get_global_id(1) * CB;"]
     if batch > 1:
         lines.append("const int batch = get_global_id(2);")
-    lines += [f"float {a} = 0.0f;" for r in acc for a in r]
+    lines += [f"float {acc[i][j]} = {_at(_at(init, rows[i], 'row'), cols[j], 'col')};"
+              for i in range(rb) for j in range(cb)]
     lines.append("for (int kk = 0; kk < K; kk++) {")
     lines += [f"    const float bv_{j} = {_at(b_elem, cols[j], 'col')};" for j in range(cb)]
     for i in range(rb):
@@ -338,9 +342,12 @@ def _product(
     row_b: Optional[Callable[[str], str]] = None,
     row_store: Optional[Callable[[str], str]] = None,
     row_of_group: str = "grp",
+    blocked_init: Optional[tuple[str, Callable[[str], str]]] = None,
 ) -> OpKernel:
     """The tiled or blocked product (see :data:`product_form`) from one description: ``a``/``b``
-    give the A/B element at a reduction index variable, ``store`` the write of an accumulator.
+    give the A/B element at a reduction index variable, ``store`` the write of an accumulator;
+    ``blocked_init``, when given, is the blocked form's accumulator start and the store that
+    goes with it (see :func:`_blocked_product`).
 
     ``whole_rows`` (a row reduction consumes the output) asks the tiled form for the whole-row
     layout (:func:`_row_product`; ``row_*`` describe A, B and the store with ``row`` the flat
@@ -359,9 +366,10 @@ def _product(
             params=params, inputs=inputs, batch=batch, comment=comment,
         )
         return replace(opk, note=f"tiled, not whole-row: {why}") if why else opk
+    init, blocked_store = blocked_init or ("0.0f", store)
     return _blocked_product(
-        node, m, n, k, a_elem=a("kk"), b_elem=b("kk"), store=store("acc[i][j]"),
-        params=params, inputs=inputs, batch=batch, comment=comment,
+        node, m, n, k, a_elem=a("kk"), b_elem=b("kk"), store=blocked_store("acc[i][j]"),
+        params=params, inputs=inputs, batch=batch, comment=comment, init=init,
     )
 
 
@@ -448,6 +456,10 @@ def gemm(node: Node, whole_rows: bool = False, row_of_group: str = "grp") -> OpK
             c_val = f"c[{c_index}]" if beta == 1.0 else f"{flt(beta)} * c[{c_index}]"
             value = f"{value} + {c_val}"
     params.append(Param("y", (m, n), const=False))
+    blocked_init = None
+    if has_c and alpha == 1.0:  # C starts the blocked form's accumulators
+        blocked_init = (value.removeprefix("{acc} + ").format(row="row", col="col"),
+                        lambda acc: f"y[row * N + col] = {acc}")
     return _product(
         node, m, n, k,
         a=lambda kv: f"a[{kv} * M + row]" if ta else f"a[row * K + {kv}]",
@@ -459,6 +471,7 @@ def gemm(node: Node, whole_rows: bool = False, row_of_group: str = "grp") -> OpK
         comment=f"Gemm {shape_str(sa)} x {shape_str(sb)} transA={ta} transB={tb}",
         whole_rows=whole_rows,
         row_of_group=row_of_group,
+        blocked_init=blocked_init,
     )
 
 
@@ -642,11 +655,9 @@ def _pointwise_conv(node: Node, sx: tuple[int, ...], sw: tuple[int, ...],
     pixel) is the direct Conv's, so the same consumers cover it."""
     params = [Param("x", sx), Param("w", sw)]
     inputs = ["x", "w"]
-    value = "{acc}"
     if bias is not None:
         params.append(Param("bias", bias))
         inputs.append("bias")
-        value = "{acc} + bias[row]"
     params.append(Param("y", out, const=False))
     x_off = "batch * K * N + " if batch > 1 else ""
     y_off = "batch * M * N + " if batch > 1 else ""
@@ -654,8 +665,8 @@ def _pointwise_conv(node: Node, sx: tuple[int, ...], sw: tuple[int, ...],
                f"product W ({cout}x{cin}) @ X ({cin}x{hw}) per image")
     return _blocked_product(
         node, cout, hw, cin, a_elem="w[row * K + kk]", b_elem=f"x[{x_off}kk * N + col]",
-        store=f"y[{y_off}row * N + col] = {value.format(acc='acc[i][j]')}",
-        params=params, inputs=inputs, batch=batch, comment=comment,
+        store=f"y[{y_off}row * N + col] = acc[i][j]", params=params, inputs=inputs,
+        batch=batch, comment=comment, init="bias[row]" if bias is not None else "0.0f",
     )
 
 
