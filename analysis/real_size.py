@@ -69,11 +69,14 @@ def build(path: str, fused: bool, timeout: int, device: Optional[str]
     try:
         sess = polyfuse.InferenceSession(path, fused=fused, cache=False, device=device)
         return sess, time.perf_counter() - t0, ""
-    except BuildTimeout:
+    except BuildTimeout as err:
         import traceback
 
-        stage = [f.name for f in traceback.extract_stack()][-3:]
-        return None, time.perf_counter() - t0, f"not built in {timeout} s ({'/'.join(stage)})"
+        # the innermost polyfuse functions it was in: the stage that takes the time
+        stage = [f"{Path(f.filename).stem}.{f.name}" for f in
+                 traceback.extract_tb(err.__traceback__) if "/polyfuse/" in f.filename][-3:]
+        where = " > ".join(stage)
+        return None, time.perf_counter() - t0, f"not built in {timeout} s (in {where})"
     except Exception as err:  # noqa: BLE001 - reported, not hidden
         return None, time.perf_counter() - t0, f"{type(err).__name__}: {str(err)[:200]}"
     finally:
