@@ -76,8 +76,8 @@ def test_widths_equal_the_bruteforce_oracle(tmp_path: Path) -> None:
     path = _attention_head(tmp_path, batch=2, seq=4, hidden=8, heads=2)
     model = load_onnx_model(str(path), target=REFERENCE_TARGET.with_variant("blocked"))
     program = model.program
-    # every node runs on the product's grid (one work-item per 4 x 8 block)
-    assert {tuple(op.global_size) for op in program.launches} == {(1, 2)}
+    # every node runs on the product's grid (one work-item per 4 x 8 block, row blocks first)
+    assert {tuple(op.global_size) for op in program.launches} == {(2, 1)}
     uar = build_uar(program)
     assert width_mismatches(program, uar) == []
     widths = {(e.src_kernel, e.dst_kernel): e.width for e in uar.edges if not e.host}
@@ -129,9 +129,9 @@ def test_rational_erf_tanh_over_all_floats(op: str, exact: Any) -> None:
 
 
 def test_block_columns_follow_the_device_vector_width() -> None:
-    """Two native float vectors of columns per work-item (4 to 16); a product generated for a
+    """Two native float vectors of columns per work-item (4 to 32); a product generated for a
     4-lane device uses 4 x 8 blocks and still computes A @ B."""
-    assert [linalg.block_cols_for(w) for w in (1, 2, 4, 8, 16, 3)] == [4, 4, 8, 16, 16, 4]
+    assert [linalg.block_cols_for(w) for w in (1, 2, 4, 8, 16, 3)] == [4, 4, 8, 16, 32, 4]
     rng = np.random.default_rng(0)
     a = rng.random((2, 8, 24), dtype=np.float32)
     b = rng.random((24, 32), dtype=np.float32)

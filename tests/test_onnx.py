@@ -171,6 +171,29 @@ def test_dynamic_dimension_from_params(tmp_path: Path) -> None:
                       onnxruntime_reference(path, x))
 
 
+def test_constant_transposed_gemm_weight_is_packed_once(tmp_path: Path) -> None:
+    """A Gemm with a constant ``transB=1`` weight (PyTorch's Linear) and another reading the
+    same weight: both read one transposed copy row by row (``transB=0``), the original is not
+    uploaded, and the outputs equal onnxruntime's."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((12, 8)).astype(np.float32)
+    path = _save(tmp_path, "linear", [
+        helper.make_node("Gemm", ["X", "W", "B"], ["H"], name="fc1", transB=1),
+        helper.make_node("Gemm", ["X", "W"], ["Y"], name="fc2", transB=1, alpha=0.5),
+    ], [_vi("X", [16, 8])], [_vi("H", [16, 12]), _vi("Y", [16, 12])],
+        (numpy_helper.from_array(w, "W"),
+         numpy_helper.from_array(rng.standard_normal(12).astype(np.float32), "B")))
+    model = load_onnx_model(path)
+    packed = [v for k, v in model.program.data.items() if k.startswith("W")]
+    assert len(packed) == 1 and "W" not in model.program.data
+    np.testing.assert_array_equal(packed[0], w.T.ravel())
+    # B (8 x 12 now) read along its rows: column ``col`` of row ``kb``
+    assert all("b[(kb * 12) + col]" in k.source for k in model.program.kernels.values())
+    x = {"X": rng.standard_normal((16, 8)).astype(np.float32)}
+    for fused in (False, True):
+        _assert_match(run_onnx(path, x, fused=fused), onnxruntime_reference(path, x))
+
+
 def test_params_the_model_does_not_have_are_an_error(tmp_path: Path) -> None:
     """A size given for a dimension the model does not have (a typo, or a static export) is
     refused, naming the dimensions there are, on every path that takes params."""

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from polyfuse.frontend.opencl import parse_kernels
-from polyfuse.oplib import SUPPORTED_OPS, OpKernel, op_kernel
+from polyfuse.oplib import SUPPORTED_OPS, OpKernel, linalg, op_kernel
 from polyfuse.program import KERNEL_VARIANTS, KernelContext, PolyfuseError, UnsupportedError
 from polyfuse.runtime.oplib_run import KernelBuildError, run_op
 
@@ -207,6 +207,26 @@ def test_matmul(sa, sb, limits, form):
         assert "batch folded into M = 48" in opk.source and len(opk.global_size) == 2
 
 
+def test_block_shape_follows_the_panel_of_b():
+    """Wide 4 x 32 blocks while B's K x 32 panel fits PANEL_BYTES, taller and narrower past
+    it (8 x 16 at BERT's FFN2, K 3072); always dividing the output."""
+    assert linalg.block_shape(128, 768, 768) == (4, 32)
+    assert linalg.block_shape(128, 768, 3072) == (8, 16)
+    assert linalg.block_shape(20, 768, 3072) == (4, 32)  # 8 rows do not divide 20
+    assert linalg.block_shape(17, 9, 33) == (1, 1)
+
+
+def test_tall_blocks_compute_the_product(monkeypatch):
+    """A product whose B panel exceeds the (lowered) panel size runs 16 x 8 blocks: values
+    and exact modelling as for the wide blocks."""
+    monkeypatch.setattr(linalg, "PANEL_BYTES", 1024)
+    monkeypatch.setattr(sys.modules[__name__], "op_kernel", functools.partial(
+        _op_kernel, variant=KERNEL_VARIANTS["blocked"]))
+    a, b = rand(32, 40), rand(40, 64)
+    opk = check("MatMul", {}, [a, b], [a.astype(np.float64) @ b])
+    assert opk.block is not None and (opk.block.rows, opk.block.cols) == (16, 8)
+
+
 GEMM_CASES = [
     ({}, (9,)),
     ({"transA": 1, "transB": 1, "alpha": 0.5, "beta": 2.0}, (17, 1)),
@@ -283,6 +303,19 @@ def test_conv_blocked_channels_and_columns(form):
     opk = check("Conv", {"group": 2, "pads": [1, 1, 1, 1]}, [x, w, b], [ref])
     if form == "blocked":
         assert "#define MB 4" in opk.source and "#define OB 8" in opk.source
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_conv_pointwise_is_a_product(form, bias):
+    """A 1x1 convolution in the blocked variant is the product W @ X per image (output
+    channels x pixels blocks, the image on NDRange dimension 2); values and exact modelling
+    as for any Conv."""
+    x, w, b = rand(2, 12, 5, 8), rand(16, 12, 1, 1), rand(16)
+    ref = conv_ref(x, w, b if bias else None, [0, 0, 0, 0], [1, 1], [1, 1], 1)
+    opk = check("Conv", {}, [x, w, b] if bias else [x, w], [ref])
+    if form == "blocked":
+        assert "as the product" in opk.source and opk.global_size == (4, 5, 2)
+        assert opk.block is not None and (opk.block.rows, opk.block.cols) == (4, 8)
 
 
 def test_conv_1d(form):

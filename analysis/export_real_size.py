@@ -1,0 +1,145 @@
+"""Export the real-size PyTorch blocks :mod:`analysis.real_size` measures (a dev tool: polyfuse
+never needs torch).
+
+    PYTHONPATH=/path/to/torch .venv/bin/python analysis/export_real_size.py [OUT_DIR]
+
+Writes ``OUT_DIR/<model>.onnx`` (default ``out/real_size``, ignored by git: the files hold
+real-size weights, 0.1-340 MB) with the TorchScript exporter (``dynamo=False``, opset 17),
+float32, static shapes, batch 1, seeded random weights, every module in eval mode:
+
+* ``bert_layer``: one BERT-base encoder layer as Hugging Face writes it (d 768, 12 heads of 64,
+  FFN 3072, exact GELU, post-LayerNorm), sequence 128;
+* ``bert_12``: twelve of them;
+* ``gpt2_mlp``: a GPT-2 MLP block (LayerNorm, Linear 768->3072, tanh-GELU, Linear 3072->768,
+  residual), 256 tokens;
+* ``resnet_bottleneck``: a ResNet-50 bottleneck (1x1 256->64, 3x3 64->64, 1x1 64->256, each with
+  BatchNorm, ReLU, identity residual), 56x56;
+* ``mobilenet_block``: a MobileNetV2 inverted residual (1x1 expand 32->192, BatchNorm, ReLU6,
+  depthwise 3x3, BatchNorm, ReLU6, 1x1 project 192->32, BatchNorm, residual), 56x56.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+ROOT = Path(__file__).resolve().parent.parent
+OPSET = 17
+
+
+class BertLayer(nn.Module):
+    """Self-attention (separate q/k/v Linear layers, heads by view/permute), output Linear,
+    residual and LayerNorm, then the FFN with exact GELU, residual and LayerNorm."""
+
+    def __init__(self, d: int = 768, heads: int = 12, ffn: int = 3072):
+        super().__init__()
+        self.heads, self.dh = heads, d // heads
+        self.q, self.k, self.v, self.o = (nn.Linear(d, d) for _ in range(4))
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.fc1, self.fc2 = nn.Linear(d, ffn), nn.Linear(ffn, d)
+
+    def split(self, t: torch.Tensor) -> torch.Tensor:
+        b, s, _ = t.shape
+        return t.view(b, s, self.heads, self.dh).permute(0, 2, 1, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, d = x.shape
+        q, k, v = self.split(self.q(x)), self.split(self.k(x)), self.split(self.v(x))
+        p = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(self.dh), dim=-1)
+        ctx = (p @ v).permute(0, 2, 1, 3).reshape(b, s, d)
+        h = self.ln1(x + self.o(ctx))
+        return self.ln2(h + self.fc2(F.gelu(self.fc1(h))))
+
+
+class GPT2MLP(nn.Module):
+    def __init__(self, d: int = 768, ffn: int = 3072):
+        super().__init__()
+        self.ln, self.fc, self.proj = nn.LayerNorm(d), nn.Linear(d, ffn), nn.Linear(ffn, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.proj(F.gelu(self.fc(self.ln(x)), approximate="tanh"))
+
+
+def conv_bn(cin: int, cout: int, k: int, groups: int = 1) -> nn.Sequential:
+    return nn.Sequential(nn.Conv2d(cin, cout, k, padding=k // 2, groups=groups, bias=False),
+                         nn.BatchNorm2d(cout))
+
+
+class Bottleneck(nn.Module):
+    def __init__(self, c: int = 256, mid: int = 64):
+        super().__init__()
+        self.a, self.b, self.c = conv_bn(c, mid, 1), conv_bn(mid, mid, 3), conv_bn(mid, c, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.relu(self.a(x))
+        y = F.relu(self.b(y))
+        return F.relu(x + self.c(y))
+
+
+class InvertedResidual(nn.Module):
+    def __init__(self, c: int = 32, expand: int = 6):
+        super().__init__()
+        e = c * expand
+        self.expand, self.dw, self.project = conv_bn(c, e, 1), conv_bn(e, e, 3, e), conv_bn(e, c, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.relu6(self.expand(x))
+        y = F.relu6(self.dw(y))
+        return x + self.project(y)
+
+
+#: name -> (module factory, input shape)
+MODELS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {
+    "bert_layer": (BertLayer, (1, 128, 768)),
+    "bert_12": (lambda: nn.Sequential(*(BertLayer() for _ in range(12))), (1, 128, 768)),
+    "gpt2_mlp": (GPT2MLP, (1, 256, 768)),
+    "resnet_bottleneck": (Bottleneck, (1, 256, 56, 56)),
+    "mobilenet_block": (InvertedResidual, (1, 32, 56, 56)),
+}
+
+
+def randomize_norms(module: nn.Module, gen: torch.Generator) -> None:
+    """BatchNorm statistics and affine parameters away from the identity, so a wrong fold or
+    a skipped normalization shows in the outputs."""
+    for m in module.modules():
+        if isinstance(m, (nn.BatchNorm2d, nn.LayerNorm)):
+            with torch.no_grad():
+                m.weight.copy_(1 + 0.1 * torch.randn(m.weight.shape, generator=gen))
+                m.bias.copy_(0.1 * torch.randn(m.bias.shape, generator=gen))
+                if isinstance(m, nn.BatchNorm2d):
+                    m.running_mean.copy_(0.1 * torch.randn(m.running_mean.shape, generator=gen))
+                    m.running_var.copy_(1 + 0.1 * torch.rand(m.running_var.shape, generator=gen))
+
+
+def export(name: str, out_dir: Path) -> Path:
+    factory, shape = MODELS[name]
+    torch.manual_seed(0)
+    model = factory().eval()
+    randomize_norms(model, torch.Generator().manual_seed(1))
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(2))
+    path = out_dir / f"{name}.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (x,), str(path), input_names=["x"], output_names=["y"],
+                          opset_version=OPSET, dynamo=False)
+    return path
+
+
+def main(argv: list[str]) -> int:
+    out_dir = Path(argv[0]) if argv else ROOT / "out" / "real_size"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in MODELS:
+        path = export(name, out_dir)
+        print(f"{path} ({path.stat().st_size / 1e6:.1f} MB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
