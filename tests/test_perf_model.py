@@ -8,8 +8,10 @@ predicted slower).  No test asserts a measured or predicted absolute time.
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -173,6 +175,45 @@ def test_calibration_json_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert back.calibration_kernels == ["calib_stream"]
     feats = pm.Features({"flop_fma": 1e4, "gmem_unit_bytes": 1e6, "launches": 1})
     assert back.time(feats) == cal.time(feats)
+
+
+def _fake_device(**over: object) -> SimpleNamespace:
+    plat = SimpleNamespace(name="Portable Computing Language", version="OpenCL 3.0 PoCL 3.1")
+    d = dict(platform=plat, name="pthread-cpu", driver_version="3.1",
+             global_mem_size=14 << 30)
+    d.update(over)
+    return SimpleNamespace(**d)
+
+
+def test_calibration_key_ignores_reported_memory_but_not_the_driver():
+    key = pm.calibration_key(_fake_device())
+    # PoCL reports the host's free memory: it changes between processes, the key must not
+    assert pm.calibration_key(_fake_device(global_mem_size=9 << 30)) == key
+    assert pm.calibration_key(_fake_device(driver_version="3.2")) != key
+    assert pm.calibration_key(_fake_device(name="basic-cpu")) != key
+    assert key.startswith("pthread-cpu-") and "/" not in key
+
+
+def test_calibration_json_has_readable_parameters_and_residuals(tmp_path: Path):
+    cal = synthetic_calibration()
+    cal.costs["gmem_unit_bytes"] = 1e-10  # 10 GB/s
+    cal.samples = [{"label": "a", "kernel": "calib_stream", "features": {}, "measured": 1e-5,
+                    "fitted": 1.2e-5},
+                   {"label": "b", "kernel": "calib_fma", "features": {}, "measured": 2e-5,
+                    "fitted": 1e-5}]
+    d = json.loads(cal.save(tmp_path / "c.json").read_text())
+    assert d["parameters"]["gmem_unit_bytes"] == "10 GB/s"
+    assert d["parameters"]["launches"] == "5 us per launch"
+    assert [round(r["residual"], 6) for r in d["residuals"]] == [0.2, -0.5]
+    assert d["fit_geomean_error"] == pytest.approx(math.sqrt(1.2 * 2.0) - 1)
+    assert "10 GB/s" in cal.summary()
+
+
+def test_geomean_error_is_symmetric():
+    assert pm.geomean_error([(2.0, 1.0), (1.0, 2.0)]) == pytest.approx(1.0)
+    assert pm.geomean_error([(1.0, 1.0)]) == 0.0
+    assert pm.geomean_error([(1.1, 1.0), (1.0, 1.1)]) == pytest.approx(0.1)
+    assert math.isnan(pm.geomean_error([]))
 
 
 def test_calibration_kernels_are_named_and_counted():

@@ -73,9 +73,11 @@ with less confidence (see ``analysis/model_accuracy.py`` for what it achieves on
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import math
 import os
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -635,31 +637,63 @@ def count_calibration_kernel(ck: CalibrationKernel, subgroup_size: Optional[int]
     return count_kernel(kernel, subgroup_size=subgroup_size)
 
 
-def _run_calibration_kernel(ck: CalibrationKernel, queue: Any, repeat: int) -> float:
-    """Median profiled seconds of one calibration launch (buffers filled with 0.25)."""
+def _calibration_check(ck: CalibrationKernel) -> Any:
+    """The precheck of one calibration kernel (its source, built and asked for binaries)."""
+    from polyfuse.runtime.device import Check
+
+    return Check(ck.source, key=ck.kernel)
+
+
+def measure_calibration(kernels: Sequence[CalibrationKernel], queue: Any, repeat: int,
+                        progress: Progress = None) -> list[Optional[list[float]]]:
+    """Profiled seconds of every calibration launch, ``repeat`` samples each, interleaved.
+
+    Every kernel is built and its buffers filled (with 0.25) first; then each of ``repeat``
+    rounds launches every kernel once (short ones three times), so a burst of load from other
+    jobs on a shared machine hits every sample of a round alike instead of a few kernels
+    entirely.  A kernel the device compiler rejects or crashes on (checked in a worker first,
+    :func:`polyfuse.runtime.device.precheck`) gets None.
+    """
     import pyopencl as cl
 
-    from polyfuse.runtime.device import build_kernel, time_kernel
+    from polyfuse.runtime.device import build_kernel, precheck, time_kernel
 
+    say = progress or (lambda _m: None)
     ctx = queue.context
-    kernel = build_kernel(ctx, ck.source, ck.kernel)
-    args: list[Any] = []
-    for a in ck.args:
-        if a.kind == "buffer":
-            b = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, int(a.value))
-            cl.enqueue_fill_buffer(queue, b, np.float32(0.25), 0, int(a.value)).wait()
-            args.append(b)
-        elif a.kind == "int":
-            args.append(np.int32(a.value))
-        else:
-            args.append(np.float32(a.value))
-    res = time_kernel(queue, kernel, ck.global_size, ck.local_size, args, repeat=repeat,
-                      warmup=1)
-    if res.median < 200e-6:  # short launches are the noisiest and the cheapest to repeat
-        more = time_kernel(queue, kernel, ck.global_size, ck.local_size, None,
-                           repeat=3 * repeat, warmup=0)
-        return float(np.median(list(res.samples) + list(more.samples)))
-    return res.median
+    why = precheck(queue.device, [_calibration_check(ck) for ck in kernels])
+    built: list[Optional[tuple[Any, CalibrationKernel]]] = []
+    keep: list[Any] = []  # the buffers, alive until the last round
+    for ck, reason in zip(kernels, why):
+        if reason is not None:
+            say(f"calibrate: {ck.label}: skipped ({reason})")
+            built.append(None)
+            continue
+        kernel = build_kernel(ctx, ck.source, ck.kernel)
+        args: list[Any] = []
+        for a in ck.args:
+            if a.kind == "buffer":
+                b = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, int(a.value))
+                cl.enqueue_fill_buffer(queue, b, np.float32(0.25), 0, int(a.value)).wait()
+                args.append(b)
+            elif a.kind == "int":
+                args.append(np.int32(a.value))
+            else:
+                args.append(np.float32(a.value))
+        kernel.set_args(*args)
+        keep.append(args)
+        built.append((kernel, ck))
+    samples: list[list[float]] = [[] for _ in kernels]
+    for r in range(repeat):
+        say(f"calibrate: round {r + 1}/{repeat} of {len(kernels)} micro-benchmarks")
+        for i, item in enumerate(built):
+            if item is None:
+                continue
+            kernel, ck = item
+            short = bool(samples[i]) and float(np.median(samples[i])) < 200e-6
+            res = time_kernel(queue, kernel, ck.global_size, ck.local_size, None,
+                              repeat=3 if short else 1, warmup=1 if r == 0 else 0)
+            samples[i].extend(res.samples)
+    return [s if built[i] is not None else None for i, s in enumerate(samples)]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -679,10 +713,47 @@ def default_model_dir() -> Path:
     return Path("~/.cache/polyfuse/model").expanduser()
 
 
+def calibration_key(device: Any) -> str:
+    """File-name-safe key of a device's calibration: its name and a digest of
+    :func:`~polyfuse.runtime.device.stable_device_key` (platform, platform version, device,
+    driver version).  Not the memory sizes: PoCL reports the host's free memory as global
+    memory, which changes from one process to the next, and a calibration keyed on it would be
+    measured again every time."""
+    from polyfuse.runtime.device import stable_device_key
+
+    dev = device if hasattr(device, "driver_version") else _device_of(device)
+    stable = stable_device_key(dev)
+    digest = hashlib.sha1(stable.encode()).hexdigest()[:12]
+    slug = re.sub(r"[^a-z0-9]+", "-", dev.name.strip().lower()).strip("-")[:40]
+    return f"{slug}-{digest}"
+
+
+#: how each feature's cost reads in the JSON: (unit, scale) with readable = scale / cost
+#: for rates, scale * cost for durations
+_READABLE = {
+    "flop_simple": ("Gop/s", 1e-9, "rate"), "flop_fma": ("Gfma/s", 1e-9, "rate"),
+    "flop_div": ("Gop/s", 1e-9, "rate"), "flop_special": ("Gop/s", 1e-9, "rate"),
+    "local_access": ("G accesses/s", 1e-9, "rate"),
+    "loop_accesses": ("G accesses/s", 1e-9, "rate"),
+    "work_items": ("ns per work-item", 1e9, "time"),
+    "launches": ("us per launch", 1e6, "time"),
+    "group_barriers": ("ns per barrier and work-group", 1e9, "time"),
+    "work_groups": ("ns per work-group", 1e9, "time"),
+}
+
+
+def readable_cost(feature: str, cost: float) -> str:
+    """A cost in the unit a person thinks in: GB/s for bytes, Gop/s for ops, us per launch."""
+    unit, scale, kind = _READABLE.get(feature, ("GB/s", 1e-9, "rate"))
+    if kind == "rate":
+        return "not charged (0)" if cost <= 0 else f"{scale / cost:.4g} {unit}"
+    return f"{scale * cost:.4g} {unit}"
+
+
 @dataclass
 class Calibration:
     """Fitted per-feature costs of one device (seconds per unit), the overlap exponent ``p``,
-    and the measurements they were fitted to."""
+    and the measurements they were fitted to (with their residuals)."""
 
     device_key: str
     costs: dict[str, float]
@@ -692,8 +763,13 @@ class Calibration:
     quick: bool = False
     created: str = ""
     fit_rms_rel_error: float = 0.0
-    #: one record per calibration launch: label, kernel, features, measured and fitted seconds
+    #: one record per calibration launch: label, kernel, features, measured and fitted seconds,
+    #: the spread (IQR / median) of the measured samples
     samples: list[dict[str, Any]] = field(default_factory=list)
+    #: the stable device identity the key digests (platform, versions, device name)
+    stable_key: str = ""
+    #: calibration launches the device could not build or run, with the reason
+    skipped: dict[str, str] = field(default_factory=dict)
 
     @property
     def cost_vector(self) -> np.ndarray:
@@ -703,6 +779,12 @@ class Calibration:
     def calibration_kernels(self) -> list[str]:
         """Kernel names the costs were fitted on (exclude them when judging the model)."""
         return sorted({s["kernel"] for s in self.samples})
+
+    @property
+    def fit_geomean_error(self) -> float:
+        """:func:`geomean_error` of the fitted against the measured calibration times."""
+        return geomean_error([(s["fitted"], s["measured"]) for s in self.samples
+                              if s.get("fitted")])
 
     def time(self, features: Features) -> float:
         """Predicted seconds of one feature vector."""
@@ -720,28 +802,65 @@ class Calibration:
         return {"on_chip": on, "memory": mem, "overlapped": ov, **rest,
                 "total": ov + sum(rest.values())}
 
+    def residuals(self) -> list[dict[str, Any]]:
+        """Per calibration launch: measured and fitted seconds, ``fitted/measured - 1``."""
+        return [{"label": s["label"], "measured_s": s["measured"], "fitted_s": s.get("fitted"),
+                 "residual": (s["fitted"] / s["measured"] - 1.0) if s.get("fitted") else None,
+                 "spread": s.get("spread")}
+                for s in self.samples]
+
+    def summary(self) -> str:
+        """The fitted parameters in readable units and the fit's quality, for a person."""
+        lines = [f"calibration of {self.device} (key {self.device_key}, {self.created})",
+                 f"  overlap exponent p = {self.p:g} (1: on-chip and memory add up; large: the "
+                 "slower hides the other)"]
+        for f in FEATURES:
+            lines.append(f"  {f:22s} {readable_cost(f, self.costs.get(f, 0.0))}")
+        worst = sorted(self.residuals(), key=lambda r: -abs(r["residual"] or 0.0))[:3]
+        lines.append(f"  fit over {len(self.samples)} micro-benchmark launches: rms relative "
+                     f"residual {self.fit_rms_rel_error:.1%}, geomean error "
+                     f"{self.fit_geomean_error:.1%}; worst: " +
+                     ", ".join(f"{r['label']} {r['residual']:+.0%}" for r in worst))
+        for label, why in self.skipped.items():
+            lines.append(f"  skipped {label}: {why}")
+        return "\n".join(lines)
+
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "device_key": self.device_key, "device": self.device,
-                "created": self.created, "quick": self.quick, "p": self.p,
-                "subgroup_size": self.subgroup_size, "features": list(FEATURES),
+                "stable_key": self.stable_key, "created": self.created, "quick": self.quick,
+                "p": self.p, "subgroup_size": self.subgroup_size, "features": list(FEATURES),
                 "costs": {f: float(self.costs.get(f, 0.0)) for f in FEATURES},
-                "fit_rms_rel_error": self.fit_rms_rel_error, "samples": self.samples}
+                "parameters": {f: readable_cost(f, self.costs.get(f, 0.0)) for f in FEATURES},
+                "fit_rms_rel_error": self.fit_rms_rel_error,
+                "fit_geomean_error": (None if math.isnan(self.fit_geomean_error)
+                                      else self.fit_geomean_error),
+                "residuals": self.residuals(), "skipped": dict(self.skipped),
+                "samples": self.samples}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Calibration:
         if d.get("schema") != SCHEMA:
             raise PolyfuseError(f"not a polyfuse model calibration (schema {d.get('schema')!r})")
+        if list(d.get("features", FEATURES)) != list(FEATURES):
+            raise PolyfuseError("the calibration was fitted on other features (an older "
+                                "polyfuse): calibrate again")
         return cls(device_key=d["device_key"], costs={k: float(v) for k, v in d["costs"].items()},
                    p=float(d["p"]), subgroup_size=int(d["subgroup_size"]),
                    device=d.get("device", ""), quick=bool(d.get("quick", False)),
                    created=d.get("created", ""),
                    fit_rms_rel_error=float(d.get("fit_rms_rel_error", 0.0)),
-                   samples=list(d.get("samples", [])))
+                   samples=list(d.get("samples", [])), stable_key=d.get("stable_key", ""),
+                   skipped=dict(d.get("skipped", {})))
 
     @staticmethod
     def path_for(device_key: str, directory: Optional[Union[str, Path]] = None) -> Path:
         """Where the calibration of ``device_key`` is cached."""
         return Path(directory or default_model_dir()) / f"{device_key}.json"
+
+    @property
+    def path(self) -> Path:
+        """Where this calibration is (or would be) cached."""
+        return self.path_for(self.device_key)
 
     def save(self, path: Optional[Union[str, Path]] = None) -> Path:
         """Write the JSON (default: :meth:`path_for` this device) and return its path."""
@@ -760,21 +879,22 @@ class Calibration:
         Raises :class:`FileNotFoundError` when there is none (:meth:`for_device` calibrates).
         """
         if path is None:
-            from polyfuse.runtime.device import device_key
-
-            path = cls.path_for(device_key(_device_of(device)))
+            path = cls.path_for(calibration_key(device))
         return cls.from_dict(json.loads(Path(path).read_text()))
 
     @classmethod
-    def for_device(cls, device: Any = None, *, quick: bool = False,
+    def for_device(cls, device: Any = None, *, quick: bool = False, recalibrate: bool = False,
                    progress: Progress = None) -> Calibration:
-        """The cached calibration of ``device``, calibrating (and caching) when there is none."""
-        try:
-            return cls.load(device)
-        except (FileNotFoundError, PolyfuseError, KeyError, ValueError):
-            cal = calibrate(device, quick=quick, progress=progress)
-            cal.save()
-            return cal
+        """The cached calibration of ``device``, calibrating (and caching) when there is none,
+        when the cached one is unreadable or from older features, or when ``recalibrate``."""
+        if not recalibrate:
+            try:
+                return cls.load(device)
+            except (FileNotFoundError, PolyfuseError, KeyError, ValueError):
+                pass
+        cal = calibrate(device, quick=quick, progress=progress)
+        cal.save()
+        return cal
 
 
 def _device_of(device: Any) -> Any:
@@ -785,6 +905,8 @@ def _device_of(device: Any) -> Any:
         return device.device
     if isinstance(device, cl.Context):
         return device.devices[0]
+    if isinstance(device, cl.Device):
+        return device
     from polyfuse.runtime.device import get_device
 
     return get_device(device)
@@ -799,7 +921,7 @@ def calibrate(device: Any = None, *, quick: bool = False, progress: Progress = N
     ``queue`` reuses a profiling queue.  The result is not saved (see :meth:`Calibration.save`).
     """
     from polyfuse.perf.counts import default_subgroup_size
-    from polyfuse.runtime.device import DeviceLimits, device_key, get_context
+    from polyfuse.runtime.device import DeviceLimits, get_context, stable_device_key
 
     say = progress or (lambda _m: None)
     if queue is None:
@@ -808,20 +930,32 @@ def calibrate(device: Any = None, *, quick: bool = False, progress: Progress = N
     sg = lim.sub_group_size or lim.preferred_work_group_size_multiple or default_subgroup_size()
     repeat = repeat or (5 if quick else 9)
     t0 = time.perf_counter()
+    kernels = calibration_kernels(quick, local_size=min(64, lim.max_work_group_size),
+                                  max_group=min(256, lim.max_work_group_size))
+    say(f"calibrate: counting {len(kernels)} micro-benchmark launches")
+    feats = [features_of(count_calibration_kernel(ck, sg)) for ck in kernels]
+    measured = measure_calibration(kernels, queue, repeat, progress)
     rows: list[np.ndarray] = []
     times: list[float] = []
     samples: list[dict[str, Any]] = []
-    for ck in calibration_kernels(quick, local_size=min(64, lim.max_work_group_size),
-                                  max_group=min(256, lim.max_work_group_size)):
-        feats = features_of(count_calibration_kernel(ck, sg))
-        t = _run_calibration_kernel(ck, queue, repeat)
-        if not t > 0:
+    skipped: dict[str, str] = {}
+    for ck, f, ts in zip(kernels, feats, measured):
+        if ts is None:
+            skipped[ck.label] = "the device compiler rejected or crashed on it"
             continue
-        rows.append(feats.vector())
+        t = float(np.median(ts))
+        if not t > 0:
+            skipped[ck.label] = "no positive time measured"
+            continue
+        q1, q3 = np.percentile(ts, [25, 75])
+        rows.append(f.vector())
         times.append(t)
-        samples.append({"label": ck.label, "kernel": ck.kernel, "features": feats.to_dict(),
-                        "measured": t})
+        samples.append({"label": ck.label, "kernel": ck.kernel, "features": f.to_dict(),
+                        "measured": t, "spread": float((q3 - q1) / t)})
         say(f"calibrate: {ck.label:28s} {t * 1e6:10.1f} us")
+    if len(times) < len(FEATURES):
+        raise PolyfuseError(f"calibration: only {len(times)} micro-benchmarks ran on "
+                            f"{lim.name}; too few to fit {len(FEATURES)} costs")
     x = np.array(rows)
     tm = np.array(times)
     costs, p, rms = fit_model(x, tm, p_grid)
@@ -831,10 +965,23 @@ def calibrate(device: Any = None, *, quick: bool = False, progress: Progress = N
     say(f"calibrate: p = {p:g}, rms relative error {rms:.1%} over {len(tm)} launches "
         f"({time.perf_counter() - t0:.1f} s)")
     return Calibration(
-        device_key=device_key(lim), costs=dict(zip(FEATURES, map(float, costs))), p=p,
-        subgroup_size=int(sg), device=lim.name, quick=quick,
+        device_key=calibration_key(queue.device), costs=dict(zip(FEATURES, map(float, costs))),
+        p=p, subgroup_size=int(sg), device=lim.name, quick=quick,
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        fit_rms_rel_error=rms, samples=samples)
+        fit_rms_rel_error=rms, samples=samples, stable_key=stable_device_key(queue.device),
+        skipped=skipped)
+
+
+def geomean_error(pairs: Sequence[tuple[float, float]]) -> float:
+    """Geomean of ``max(p/m, m/p)`` over (predicted, measured) pairs, minus 1 (0 = perfect).
+
+    Symmetric in over- and under-prediction (a prediction twice too fast and one twice too slow
+    are both 100 % off); pairs with a non-positive value are left out; NaN when none is left.
+    """
+    logs = [abs(math.log(p / m)) for p, m in pairs if p > 0 and m > 0]
+    if not logs:
+        return float("nan")
+    return math.exp(sum(logs) / len(logs)) - 1.0
 
 
 # ----------------------------------------------------------------------------------------------
@@ -931,8 +1078,9 @@ def prune_variants(programs: Sequence[Target], calibration: Optional[Calibration
 __all__ = [
     "CALIBRATION_KERNELS", "FEATURES", "MEMORY_FEATURES", "ONCHIP_FEATURES",
     "OVERHEAD_FEATURES", "P_GRID", "Calibration", "CalibrationKernel", "Features",
-    "calibrate", "calibration_kernels", "count_calibration_kernel", "default_model_dir",
-    "dtype_bytes", "features_of", "features_of_target", "fit_costs", "fit_model",
-    "model_time", "nnls", "op_class", "predict", "prune_variants", "rank_variants",
-    "smooth_max", "specialize_kernel", "stride_class",
+    "calibrate", "calibration_key", "calibration_kernels", "count_calibration_kernel",
+    "default_model_dir", "dtype_bytes", "features_of", "features_of_target", "fit_costs",
+    "fit_model", "geomean_error", "measure_calibration", "model_time", "nnls", "op_class",
+    "predict", "prune_variants", "rank_variants", "readable_cost", "smooth_max",
+    "specialize_kernel", "stride_class",
 ]
