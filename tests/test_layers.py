@@ -33,7 +33,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("tuning by measurement", {"tune", "coarsen_tune"}),
     ("the pipeline", {"pipeline"}),
     ("applications", {"onnx_run", "session", "batch", "autopar", "testing", "cli", "builder",
-                      "__init__"}),
+                      "prediction", "__init__"}),
 ]
 LAYER_OF = {unit: i for i, (_, units) in enumerate(LAYERS) for unit in units}
 #: the first layer allowed to import pyopencl

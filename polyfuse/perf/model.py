@@ -656,7 +656,7 @@ def measure_calibration(kernels: Sequence[CalibrationKernel], queue: Any, repeat
     """
     import pyopencl as cl
 
-    from polyfuse.runtime.device import build_kernel, precheck, time_kernel
+    from polyfuse.runtime.device import build_program, precheck, time_kernel
 
     say = progress or (lambda _m: None)
     ctx = queue.context
@@ -668,7 +668,9 @@ def measure_calibration(kernels: Sequence[CalibrationKernel], queue: Any, repeat
             say(f"calibrate: {ck.label}: skipped ({reason})")
             built.append(None)
             continue
-        kernel = build_kernel(ctx, ck.source, ck.kernel)
+        # a kernel object of its own: the launches of one source differ in their arguments,
+        # set once here (build_kernel's shared object would keep only the last ones)
+        kernel = cl.Kernel(build_program(ctx, ck.source), ck.kernel)
         args: list[Any] = []
         for a in ck.args:
             if a.kind == "buffer":
