@@ -4,12 +4,12 @@ when asked, the measured time beside it.
 The counts are exact (:func:`polyfuse.perf.counts.count_program`, barvinok), the costs those of
 the device's calibration (:meth:`polyfuse.perf.model.Calibration.for_device`, measured once per
 device and cached); the prediction of a launch is the model's time of its feature vector
-(docs/performance.md).  Measuring (``measure=True``) runs the whole program ``repeat`` times on
-the device and takes, per launch, the median of its profiled time over the runs: every run goes
-through every launch, so the launches' samples are interleaved and a burst of load from other
-jobs hits all of them alike.  The program is first run once in a worker process
-(:func:`polyfuse.runtime.execute.precheck_programs`), so a device compiler that aborts costs an
-error naming the kernel, not the caller's process.
+(docs/performance.md).  Measuring (``measure=True``) builds the program once, runs it once to
+warm up and then ``repeat`` times, and takes, per launch, the median of its profiled time over
+the runs: every run goes through every launch, so the launches' samples are interleaved and a
+burst of load from other jobs hits all of them alike.  The program is first run once in a
+worker process (:func:`polyfuse.runtime.execute.precheck_programs`), so a device compiler that
+aborts costs an error naming the kernel, not the caller's process.
 
 Times are per instance: a launch inside a host loop runs ``count`` times per execution, and its
 ``predicted_s`` / ``measured_s`` are the mean of one instance.
@@ -205,13 +205,19 @@ def predict_program(program: Program, calibration: Calibration, *,
 def measure_launches(program: Program, launches: Sequence[LaunchPrediction], *,
                      params: Optional[Mapping[str, int]] = None, device: Any = None,
                      repeat: int = 7, progress: Progress = None) -> list[LaunchPrediction]:
-    """``launches`` with their measured seconds: median over ``repeat`` runs of the program."""
+    """``launches`` with their measured seconds: median over ``repeat`` runs of the program.
+
+    The program is built and its buffers allocated once, then run once unrecorded (the device
+    compiles a kernel for its work-group size at the first launch, and fresh memory faults in
+    at the first touch) and ``repeat`` times recorded, each run from the same initial
+    contents; a launch's sample of a run is the sum of its instances' profiled times.
+    """
     import dataclasses
 
     import numpy as np
 
     from polyfuse.runtime.device import get_context
-    from polyfuse.runtime.execute import precheck_programs, time_program
+    from polyfuse.runtime.execute import CompiledProgram, precheck_programs
 
     say = progress or (lambda _m: None)
     ints = {k: int(v) for k, v in (params or {}).items()}
@@ -219,24 +225,33 @@ def measure_launches(program: Program, launches: Sequence[LaunchPrediction], *,
     why = precheck_programs([program], ints, device)[0]
     if why is not None:
         raise PolyfuseError(f"{program.name}: cannot be measured on this device: {why}")
-    _, queue = get_context(device)
+    ctx, queue = get_context(device)
+    ex = CompiledProgram(program, ints, None, 0, ctx=ctx, queue=queue)
     samples: dict[int, list[float]] = {lp.launch: [] for lp in launches}
-    for r in range(repeat):
-        say(f"measuring: run {r + 1}/{repeat} of {len(launches)} launches")
-        t = time_program(program, params=ints, repeat=1, warmup=1 if r == 0 else 0, queue=queue)
-        for lid, s in t.per_launch.items():
-            if lid in samples:
-                samples[lid].append(s)
+    for r in range(repeat + 1):
+        say(f"measuring: run {r}/{repeat} of {len(launches)} launches"
+            + (" (warm-up)" if r == 0 else ""))
+        ex.reset()
+        events = ex.enqueue(ex.steps, profile=True)
+        ex.finish()
+        if r == 0:
+            continue
+        sums = dict.fromkeys(samples, 0.0)
+        for lid, e in events:
+            if lid in sums:
+                sums[lid] += (e.profile.end - e.profile.start) * 1e-9
+        for lid, t in sums.items():
+            samples[lid].append(t)
     out = []
     for lp in launches:
         s = samples.get(lp.launch) or []
-        if not s:
+        med = float(np.median(s)) if s else 0.0
+        if med <= 0:
             out.append(lp)
             continue
-        med = float(np.median(s))
         q1, q3 = np.percentile(s, [25, 75])
         out.append(dataclasses.replace(lp, measured_s=med / lp.count,
-                                       spread=float((q3 - q1) / med) if med > 0 else 0.0))
+                                       spread=float((q3 - q1) / med)))
     return out
 
 

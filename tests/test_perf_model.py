@@ -70,17 +70,58 @@ def test_features_of_tiled_matmul_are_exact():
     groups = (n // ts) ** 2
     assert f["work_items"] == n * n and f["work_groups"] == groups
     assert f["flop_fma"] == n * n * n / SG  # n fma per output element
-    # a and b: each work-item loads one element per tile step (n/ts of them, in a loop), each
-    # element is loaded n/ts times: footprint n*n, the rest re-reads; y stored once
-    assert f["gmem_unit_loop_bytes"] == 2 * n * n * 4
-    assert f["gmem_unit_bytes"] == n * n * 4
+    # a and b: each work-item loads one element per tile step, in the tile loop that holds
+    # the barriers (the work-group runs it in lockstep: no work-item loop); each element is
+    # loaded n/ts times: footprint n*n, the rest re-reads; y stored once
+    assert f["gmem_unit_bytes"] == 3 * n * n * 4 and f["gmem_unit_loop_bytes"] == 0
     assert f["gmem_reuse_bytes"] == 2 * (n // ts - 1) * n * n * 4
-    assert f["loop_accesses"] >= 2 * n * n * (n // ts)
+    # the inner product loop over a tile has no barrier: each work-item runs it on its own,
+    # two __local loads and an fma per step, n steps per output element
+    assert f["sync_loop_accesses"] == 2 * n * n * n and f["loop_accesses"] == 0
+    assert f["loop_flops"] == n * n * n
     # 2 barriers per tile, n/ts tiles, per work-group
     assert f["group_barriers"] == groups * 2 * (n // ts)
     # local: per sub-group, one store to each tile per tile step, 2*ts loads per tile step
     subgroups = n * n // SG
     assert f["local_access"] == subgroups * (n // ts) * (2 + 2 * ts)
+
+
+def test_loop_accesses_are_those_of_work_item_loops():
+    """Straight-line re-reads are no loop; a loop around barriers is no work-item loop (the
+    work-group runs it in lockstep); a loop without barriers in a kernel with barriers is."""
+    src = """
+    __kernel void twice(__global const float *x, __global float *y) {
+        int i = get_global_id(0); y[i] = x[i] * x[i] + x[i];
+    }
+    __kernel void walk(__global const float *x, __global float *y, const int rows) {
+        int i = get_global_id(0); float acc = 0.0f;
+        for (int k = 0; k < rows; ++k) acc += x[k * 256 + i];
+        y[i] = acc;
+    }
+    __kernel void lockstep(__global const float *x, __global float *y) {
+        __local float s[64]; int l = get_local_id(0); float acc = 0.0f;
+        for (int r = 0; r < 8; ++r) {
+            s[l] = x[r * 256 + get_global_id(0)];
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (int k = 0; k < 4; ++k) acc += s[(l + k) % 64];
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        y[get_global_id(0)] = acc;
+    }"""
+    ks = parse_kernels(src)
+    f = pm.features_of(count_kernel(pm.specialize_kernel(ks["twice"], (256,), (64,)),
+                                    subgroup_size=SG)).values
+    assert f["loop_accesses"] == 0 and f["loop_flops"] == 0
+    assert f["gmem_unit_bytes"] == 2 * 256 * 4 and f["gmem_unit_loop_bytes"] == 0
+    f = pm.features_of(count_kernel(pm.specialize_kernel(ks["walk"], (256,), (64,),
+                                                         {"rows": 5}), subgroup_size=SG)).values
+    assert f["loop_accesses"] == 5 * 256 and f["loop_flops"] == 5 * 256
+    assert f["gmem_unit_loop_bytes"] == 5 * 256 * 4 and f["gmem_unit_bytes"] == 256 * 4
+    f = pm.features_of(count_kernel(pm.specialize_kernel(ks["lockstep"], (256,), (64,)),
+                                    subgroup_size=SG)).values
+    # x loads and s stores run in lockstep; the 4-step inner loop is each work-item's own
+    assert f["gmem_unit_loop_bytes"] == 0 and f["gmem_unit_bytes"] == (8 + 1) * 256 * 4
+    assert f["sync_loop_accesses"] == 8 * 4 * 256 and f["loop_accesses"] == 0
 
 
 def test_broadcast_access_is_uniform_and_reused():

@@ -96,7 +96,7 @@ SCHEMA = "polyfuse.model/1"
 
 #: Features whose costs overlap with each other through the on-chip side of ``smax_p``.
 ONCHIP_FEATURES = ("flop_simple", "flop_fma", "flop_div", "flop_special", "local_access",
-                   "loop_accesses", "work_items")
+                   "loop_accesses", "sync_loop_accesses", "loop_flops", "work_items")
 #: Features on the memory side of ``smax_p``.
 MEMORY_FEATURES = ("gmem_unit_bytes", "gmem_unit_loop_bytes", "gmem_strided_bytes",
                    "gmem_uniform_bytes", "gmem_reuse_bytes")
@@ -209,14 +209,16 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
     out = dict.fromkeys(FEATURES, 0.0)
     for r in kc.ops:
         out[op_class(r.op)] += _value(r.count, f"op {r.op}", name)
-    wi_total = _value(kc.geometry["work_items"], "work-items", name)
+        if r.loop_count is not None:
+            out["loop_flops"] += _value(r.loop_count, f"op {r.op} in loops", name)
     for m in kc.mem:
         n = _value(m.count, f"{m.space} {m.direction} of {m.array}", name)
         acc = m.accesses.value
         acc_f = float(Fraction(acc)) if acc is not None else n
-        per_item = acc_f / wi_total if wi_total else 1.0
-        if per_item > 1.0 and m.space in ("global", "constant", "local"):
-            out["loop_accesses"] += acc_f
+        looped = m.loop_accesses.value if m.loop_accesses is not None else 0
+        loop_f = float(Fraction(looped)) if looped is not None else acc_f
+        if m.space in ("global", "constant", "local"):
+            out["loop_accesses"] += loop_f
         if m.space == "local":
             out["local_access"] += n
             continue
@@ -232,10 +234,13 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
             fp = float(Fraction(m.footprint.value))
         first = min(n, fp) if fp is not None else n
         out["gmem_reuse_bytes"] += (n - first) * size
-        if cls == "unit":
-            if per_item > 1.0:
-                cls = "unit_loop"  # each work-item repeats it: a loop over the array
-        out[f"gmem_{cls}_bytes"] += first * size
+        if cls == "unit" and loop_f > 0 and acc_f > 0:
+            # the share made inside kernel loops: a loop over the array in each work-item
+            share = min(1.0, loop_f / acc_f)
+            out["gmem_unit_loop_bytes"] += share * first * size
+            out["gmem_unit_bytes"] += (1.0 - share) * first * size
+        else:
+            out[f"gmem_{cls}_bytes"] += first * size
     launches = 1.0
     barriers = 0.0
     for s in kc.sync:
@@ -243,6 +248,12 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
             launches = _value(s.count, "kernel launches", name)
         else:
             barriers += _value(s.count, s.kind, name)
+    if barriers > 0:
+        # a kernel with barriers: a CPU OpenCL compiler runs each region between barriers as a
+        # loop over the work-items and keeps private values in memory across them, so a
+        # work-item's own loop costs several times more than in a barrier-free kernel
+        out["sync_loop_accesses"] = out["loop_accesses"]
+        out["loop_accesses"] = 0.0
     wi = _value(kc.geometry["work_items"], "work-items", name)
     wg = _value(kc.geometry["work_groups"], "work-groups", name)
     group_size = wi / wg if wg else 1.0
@@ -336,14 +347,20 @@ def model_time(x: np.ndarray, costs: np.ndarray, p: float) -> np.ndarray:
     return smooth_max(on, mem, p) + rest
 
 
-def fit_costs(x: np.ndarray, t: np.ndarray, p: float, *, iters: int = 60
-              ) -> tuple[np.ndarray, float]:
-    """Non-negative costs minimizing the relative error of ``model_time(x, c, p)`` against ``t``.
+def fit_costs(x: np.ndarray, t: np.ndarray, p: float, *, iters: int = 60,
+              weights: Optional[np.ndarray] = None) -> tuple[np.ndarray, float]:
+    """Non-negative costs minimizing the log error ``log(model_time(x, c, p) / t)`` in the
+    least-squares sense (``weights`` scale each row).
 
-    Rows are weighted by ``1/t`` (relative error), columns of the weighted system scaled to
-    unit norm for NNLS's conditioning.  The smooth max is linearized as ``α·on + β·mem`` with
-    weights recomputed from the current costs until they settle (see the module docstring).
-    Returns the costs and the root-mean-square relative error of the fit.
+    Log, not relative, error: a relative error cannot fall below -100 % however far a kernel
+    is under-predicted, while over-prediction is unbounded, so a relative fit leaves whole
+    classes of kernels predicted 20x too fast rather than pay for a few over-predictions.
+    Gauss-Newton on the log: with ``f`` the current prediction, ``log(a·c / t) ≈ a·c/f - 1 +
+    log(f/t)``, an NNLS problem with rows ``a/f`` and right-hand side ``1 - log(f/t)``; the
+    first step, from ``f = t``, is the relative-error fit.  The smooth max is linearized as
+    ``α·on + β·mem`` with weights recomputed from the current costs (module docstring).
+    Columns of each system are scaled to unit norm for NNLS's conditioning.  Returns the costs
+    and the root-mean-square relative error of the fit.
     """
     x = np.asarray(x, dtype=float)
     t = np.asarray(t, dtype=float)
@@ -351,17 +368,19 @@ def fit_costs(x: np.ndarray, t: np.ndarray, p: float, *, iters: int = 60
         raise ValueError(f"x must be n×{len(FEATURES)} and t of length n")
     if np.any(t <= 0):
         raise ValueError("measured times must be positive")
-    w = 1.0 / t
-    scale = np.linalg.norm(x * w[:, None], axis=0)  # unit columns of the weighted system
-    scale = np.where(scale > 0, scale, 1.0)
+    rw = np.ones(len(t)) if weights is None else np.asarray(weights, dtype=float)
     alpha = np.ones(len(t))
     beta = np.ones(len(t))
     costs = np.zeros(x.shape[1])
+    f = t.copy()
     for _ in range(iters):
         a = x.copy()
         a[:, _ON] *= alpha[:, None]
         a[:, _MEM] *= beta[:, None]
-        sol = nnls((a / scale) * w[:, None], t * w)
+        w = rw / f
+        scale = np.linalg.norm(a * w[:, None], axis=0)
+        scale = np.where(scale > 0, scale, 1.0)
+        sol = nnls((a / scale) * w[:, None], rw * (1.0 - np.log(f / t)))
         new = sol / scale
         on = x[:, _ON] @ new[_ON]
         mem = x[:, _MEM] @ new[_MEM]
@@ -369,24 +388,41 @@ def fit_costs(x: np.ndarray, t: np.ndarray, p: float, *, iters: int = 60
         pos = s > 0
         alpha = np.where(pos, (on / np.where(pos, s, 1)) ** (p - 1), 1.0)
         beta = np.where(pos, (mem / np.where(pos, s, 1)) ** (p - 1), 1.0)
-        done = np.allclose(new, costs, rtol=1e-6, atol=0)
+        done = np.allclose(new, costs, rtol=1e-5, atol=0)
         costs = new
-        if done or p == 1.0:
+        # the next linearization point; kept within 1000x of the measurement (a row the
+        # current costs cannot reach at all must not get an infinite weight)
+        f = np.clip(model_time(x, costs, p), t / 1e3, t * 1e3)
+        if done:
             break
     err = model_time(x, costs, p) / t - 1.0
     return costs, float(np.sqrt(np.mean(err ** 2)))
 
 
-def fit_model(x: np.ndarray, t: np.ndarray, p_grid: Sequence[float] = P_GRID
-              ) -> tuple[np.ndarray, float, float]:
-    """:func:`fit_costs` for every ``p`` of ``p_grid``; the (costs, p, rms) with least error."""
-    best: Optional[tuple[np.ndarray, float, float]] = None
+def fit_model(x: np.ndarray, t: np.ndarray, p_grid: Sequence[float] = P_GRID, *,
+              robust: int = 3) -> tuple[np.ndarray, float, float]:
+    """:func:`fit_costs` for every ``p`` of ``p_grid``; the (costs, p, rms) whose geomean error
+    on the calibration set is least.
+
+    ``robust`` rounds of Huber reweighting follow each fit: a micro-benchmark whose log
+    residual is beyond twice the robust spread (1.4826 × the median absolute log residual) of
+    the others gets a weight that caps its pull, so one disturbed measurement on a shared
+    machine (or a kernel the device compiles unlike the rest) does not drag every cost.
+    """
+    best: Optional[tuple[np.ndarray, float, float, float]] = None
     for p in p_grid:
-        costs, rms = fit_costs(x, t, float(p))
-        if best is None or rms < best[2] - 1e-12:
-            best = (costs, float(p), rms)
+        weights = np.ones(len(t))
+        for _ in range(1 + max(0, robust)):
+            costs, rms = fit_costs(x, t, float(p), weights=weights)
+            fitted = model_time(x, costs, float(p))
+            r = np.abs(np.log(np.maximum(fitted, 1e-30) / t))
+            k = 2.0 * 1.4826 * float(np.median(r)) or 1e-12
+            weights = np.where(r <= k, 1.0, k / np.maximum(r, 1e-30))
+        score = float(np.mean(r))
+        if best is None or score < best[3] - 1e-12:
+            best = (costs, float(p), rms, score)
     assert best is not None
-    return best
+    return best[0], best[1], best[2]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -457,6 +493,50 @@ def _loop_source() -> str:
             "    const int g = get_global_size(0);\n    float acc = 0.0f;\n"
             "    for (int k = 0; k < rows; ++k)\n        acc = fma(x[k * g + i], c[k], acc);\n"
             "    y[i] = acc;\n}\n")
+
+
+def _tile_loop_source(tile: int) -> str:
+    """Kernel ``calib_tile``: the tile loop of a tiled product, on a ``tile × tile``
+    work-group: each round every work-item stores one element into each of two ``__local``
+    tiles, then (between barriers) runs ``tile`` iterations of ``acc += ta[lr][k] * tb[k][lc]``
+    — one broadcast and one unit-stride ``__local`` load and an fma per iteration, a
+    loop-carried dependence through ``acc``.  The tiles are rows of ``x`` at a row ``pitch``
+    (no product is computed: both tiles read the same rows)."""
+    t = tile
+    return ("__kernel void calib_tile(__global const float *x, __global float *y, "
+            "const int rounds, const int pitch)\n{\n"
+            f"    __local float ta[{t}][{t}];\n    __local float tb[{t}][{t}];\n"
+            "    const int lc = get_local_id(0);\n    const int lr = get_local_id(1);\n"
+            "    const int gx = get_global_id(0);\n    const int gy = get_global_id(1);\n"
+            "    float acc = 0.0f;\n"
+            "    for (int r = 0; r < rounds; ++r) {\n"
+            f"        ta[lr][lc] = x[gy * pitch + r * {t} + lc];\n"
+            f"        tb[lr][lc] = x[(r * {t} + lr) * pitch + gx];\n"
+            "        barrier(CLK_LOCAL_MEM_FENCE);\n"
+            f"        for (int k = 0; k < {t}; ++k)\n"
+            "            acc += ta[lr][k] * tb[k][lc];\n"
+            "        barrier(CLK_LOCAL_MEM_FENCE);\n"
+            "    }\n    y[gy * get_global_size(0) + gx] = acc;\n}\n")
+
+
+def _row_loop_source(local_size: int) -> str:
+    """Kernel ``calib_rowloop``: one work-group per row of ``cols`` floats, each work-item
+    walking the row at a stride of the group size with an ``exp`` and an add per element,
+    then a tree reduction through ``__local`` memory with a barrier per level — the shape of a
+    row reduction (normalizations, row maxima and sums)."""
+    ls = local_size
+    return ("__kernel void calib_rowloop(__global const float *x, __global float *y, "
+            "const int cols)\n{\n"
+            f"    __local float s[{ls}];\n"
+            "    const int lid = get_local_id(0);\n    const int row = get_group_id(0);\n"
+            "    float acc = 0.0f;\n"
+            f"    for (int c = 0; c < cols / {ls}; ++c)\n"
+            f"        acc += exp(x[row * cols + c * {ls} + lid]);\n"
+            "    s[lid] = acc;\n    barrier(CLK_LOCAL_MEM_FENCE);\n"
+            f"    for (int h = {ls // 2}; h > 0; h >>= 1) {{\n"
+            "        if (lid < h)\n            s[lid] += s[lid + h];\n"
+            "        barrier(CLK_LOCAL_MEM_FENCE);\n    }\n"
+            "    if (lid == 0)\n        y[row] = s[0];\n}\n")
 
 
 def _reuse_source(table: int) -> str:
@@ -565,9 +645,29 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
             [buf(4 * items), buf(4 * items), ival(iters)], {"iters": iters})
 
     lp = _loop_source()
-    for rows, n in (((32, 1 << 14),) if quick else ((8, 1 << 15), (64, 1 << 14), (256, 4096))):
+    # row pitches of tensor shapes (56·56, 28·28·4, 768·4 floats): a column walk at a
+    # power-of-two pitch instead maps every access of a work-item to one cache set, a cost
+    # 5-15x higher on a CPU that the features do not describe
+    for rows, n in (((32, 3136), (128, 3072)) if quick else
+                    ((8, 3136), (64, 3136), (256, 3136), (32, 12544), (128, 3072))):
         add(f"calib_loop rows={rows} n={n}", lp, "calib_loop", n,
             [buf(4 * rows * n), buf(4 * rows), buf(4 * n), ival(rows)], {"rows": rows})
+
+    for tile, rounds, gx, gy in (((16, 16, 256, 64),) if quick else
+                                 ((16, 8, 512, 64), (16, 32, 192, 64), (8, 32, 256, 64))):
+        if tile * tile > max_group:
+            continue
+        pitch = max(gx, rounds * tile) + 48  # a row pitch that is no multiple of a cache way
+        rows = max(gy, rounds * tile)
+        out.append(CalibrationKernel(
+            f"calib_tile {tile}x{tile} rounds={rounds} {gx}x{gy}", _tile_loop_source(tile),
+            "calib_tile", (gx, gy), (tile, tile),
+            (buf(4 * rows * pitch), buf(4 * gx * gy), ival(rounds), ival(pitch)),
+            (("pitch", pitch), ("rounds", rounds))))
+
+    for rows, cols in (((512, 256),) if quick else ((1024, 128), (192, 768), (64, 3072))):
+        add(f"calib_rowloop {rows}x{cols}", _row_loop_source(ls), "calib_rowloop", rows * ls,
+            [buf(4 * rows * cols), buf(4 * rows), ival(cols)], {"cols": cols})
 
     for table, n in (((256, 1 << 18),) if quick else ((256, 1 << 16), (4096, 1 << 19))):
         add(f"calib_reuse t={table} n={n}", _reuse_source(table), "calib_reuse", n,
@@ -601,8 +701,9 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
 
 #: Kernel names of the calibration set (what the accuracy study must not evaluate on).
 CALIBRATION_KERNELS = ("empty", "calib_stream", "calib_fma", "calib_fma_loop", "calib_simple",
-                       "calib_exp", "calib_div", "calib_loop", "calib_reuse", "lmem_read",
-                       "calib_barrier", "calib_nobarrier", "strided")
+                       "calib_exp", "calib_div", "calib_loop", "calib_tile", "calib_rowloop",
+                       "calib_reuse", "lmem_read", "calib_barrier", "calib_nobarrier",
+                       "strided")
 
 
 def _pad3(t: Sequence[int]) -> tuple[Optional[int], Optional[int], Optional[int]]:
@@ -649,10 +750,11 @@ def measure_calibration(kernels: Sequence[CalibrationKernel], queue: Any, repeat
     """Profiled seconds of every calibration launch, ``repeat`` samples each, interleaved.
 
     Every kernel is built and its buffers filled (with 0.25) first; then each of ``repeat``
-    rounds launches every kernel once (short ones three times), so a burst of load from other
-    jobs on a shared machine hits every sample of a round alike instead of a few kernels
-    entirely.  A kernel the device compiler rejects or crashes on (checked in a worker first,
-    :func:`polyfuse.runtime.device.precheck`) gets None.
+    rounds launches every kernel once, so a burst of load from other jobs on a shared machine
+    hits every sample of a round alike instead of a few kernels entirely, and each launch
+    finds the caches as a launch in a program does: holding what other kernels touched, not
+    its own data from a launch just before.  A kernel the device compiler rejects or crashes
+    on (checked in a worker first, :func:`polyfuse.runtime.device.precheck`) gets None.
     """
     import pyopencl as cl
 
@@ -691,9 +793,8 @@ def measure_calibration(kernels: Sequence[CalibrationKernel], queue: Any, repeat
             if item is None:
                 continue
             kernel, ck = item
-            short = bool(samples[i]) and float(np.median(samples[i])) < 200e-6
             res = time_kernel(queue, kernel, ck.global_size, ck.local_size, None,
-                              repeat=3 if short else 1, warmup=1 if r == 0 else 0)
+                              repeat=1, warmup=1 if r == 0 else 0)
             samples[i].extend(res.samples)
     return [s if built[i] is not None else None for i, s in enumerate(samples)]
 
@@ -737,6 +838,8 @@ _READABLE = {
     "flop_div": ("Gop/s", 1e-9, "rate"), "flop_special": ("Gop/s", 1e-9, "rate"),
     "local_access": ("G accesses/s", 1e-9, "rate"),
     "loop_accesses": ("G accesses/s", 1e-9, "rate"),
+    "sync_loop_accesses": ("G accesses/s", 1e-9, "rate"),
+    "loop_flops": ("G loop ops/s", 1e-9, "rate"),
     "work_items": ("ns per work-item", 1e9, "time"),
     "launches": ("us per launch", 1e6, "time"),
     "group_barriers": ("ns per barrier and work-group", 1e9, "time"),
@@ -930,7 +1033,7 @@ def calibrate(device: Any = None, *, quick: bool = False, progress: Progress = N
         _, queue = get_context(_device_of(device) if device is not None else None)
     lim = DeviceLimits.from_device(queue.device)
     sg = lim.sub_group_size or lim.preferred_work_group_size_multiple or default_subgroup_size()
-    repeat = repeat or (5 if quick else 9)
+    repeat = repeat or (5 if quick else 11)
     t0 = time.perf_counter()
     kernels = calibration_kernels(quick, local_size=min(64, lim.max_work_group_size),
                                   max_group=min(256, lim.max_work_group_size))
