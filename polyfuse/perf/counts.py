@@ -291,6 +291,8 @@ class KernelCounts:
     params: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     values: Mapping[str, int] = field(default_factory=dict)
+    #: the work-group size per dimension where the launch fixes it (None: unknown)
+    local_size: tuple[Optional[int], ...] = ()
 
     def evaluate(self, values: Mapping[str, int]) -> KernelCounts:
         """The same counts with every ``value`` filled that ``values`` determines."""
@@ -760,7 +762,8 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
     sync.append(SyncRecord("kernel_launch", "launch", Count(sympy.Integer(1))))
 
     kc = KernelCounts(kernel.name, sg, tuple(ops), tuple(mem), tuple(sync), geo.counts(),
-                      tuple(geo.params), tuple(notes), dict(kernel.context.values))
+                      tuple(geo.params), tuple(notes), dict(kernel.context.values),
+                      tuple(v if isinstance(v, int) else None for v in geo.L))
     return kc.evaluate({})
 
 

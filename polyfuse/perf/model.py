@@ -9,25 +9,28 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
    * on-chip: float ops by class — ``flop_simple`` (add/sub/mul/neg/compare/min/max/abs),
      ``flop_fma``, ``flop_div`` (div, sqrt, rsqrt), ``flop_special`` (exp, log, tanh, erf, pow,
      trigonometry, ...), each counted per sub-group instruction as the counts give them;
-     ``local_access`` (``__local`` loads and stores per sub-group); ``loop_accesses`` (element
-     accesses, global or local, that a work-item repeats — the per-iteration cost of a loop
-     walking memory: address arithmetic, integer index math that the counts leave out, and on
-     a CPU the scalar execution of a loop the compiler cannot vectorize across work-items);
-     ``work_items`` (the per
-     work-item cost of running the kernel body: index arithmetic, the loop PoCL wraps around a
-     work-group, scheduling of a SIMD lane on a GPU);
+     ``local_access`` (``__local`` loads and stores per sub-group); the work of *work-item
+     loops* — loops whose body holds no barrier, so that each work-item runs them on its own
+     (:attr:`~polyfuse.perf.counts.MemRecord.loop_accesses`; a loop around barriers runs in
+     lockstep across the work-group and its body counts as straight-line code):
+     ``loop_accesses`` (element accesses, global or local, in such loops), ``loop_flops`` (their
+     float ops, per work-item) and ``sync_loop_accesses`` (``loop_accesses`` of a kernel with
+     barriers) — on a CPU such a loop runs scalar, iteration after iteration (a CPU OpenCL
+     compiler vectorizes across work-items only straight-line code), and in a kernel with
+     barriers PoCL keeps private values in memory across the regions between barriers, which
+     makes its loops several times dearer; ``work_items`` (the per work-item cost of running the
+     kernel body: index arithmetic, the loop PoCL wraps around a work-group, scheduling of a
+     SIMD lane on a GPU);
    * memory: global (and ``__constant``) bytes split by stride class — ``gmem_unit_bytes``
      (local-id stride ±1 along dimension 0: coalesced on a GPU, vectorizable on a CPU),
      ``gmem_uniform_bytes`` (local-id stride 0 in every dimension a sub-group spans: one
      broadcast load per sub-group) and ``gmem_strided_bytes`` (anything else, including
      may-accesses and non-affine subscripts).  Two refinements from the access-to-footprint
      ratio (Stevens & Klöckner classify by AFR too): only the footprint (distinct elements) is
-     charged
-     to its stride class, the accesses beyond it (AFR > 1: re-reads a cache can serve) go to
-     ``gmem_reuse_bytes``; and unit-stride accesses that each work-item repeats (more than one
-     element access per work-item: a loop walking the array) go to ``gmem_unit_loop_bytes`` —
-     on a GPU they cost what ``gmem_unit_bytes`` costs, but a CPU OpenCL compiler (PoCL)
-     vectorizes across work-items only loop-free code, and the fit should be free to see that;
+     charged to its stride class, the accesses beyond it (AFR > 1: re-reads a cache can serve)
+     go to ``gmem_reuse_bytes``; and the share of unit-stride bytes accessed in work-item loops
+     goes to ``gmem_unit_loop_bytes`` — on a GPU they cost what ``gmem_unit_bytes`` costs, on a
+     CPU they are scalar loads, and the fit is free to see that;
    * overheads that do not overlap with the rest: ``launches``, ``group_barriers`` (barriers
      executed per work-group, summed over work-groups, as Stevens & Klöckner's ``barrier ×
      groups``) and
@@ -43,27 +46,31 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
    ``smax_p`` is the overlap term: ``p = 1`` is no overlap (on-chip work and memory traffic add
    up), ``p → ∞`` is perfect overlap (the slower one hides the other); in between it is smooth,
    as the paper's differentiable max.  ``p`` is *fitted*: :func:`fit_costs` is run for each
-   ``p`` of :data:`P_GRID` and the one with the smallest relative calibration error is kept.
+   ``p`` of :data:`P_GRID` and the one with the smallest calibration error is kept.
 
 3. **Calibration.**  :func:`calibrate` runs the generated micro-benchmarks of
    :func:`calibration_kernels` (listed in :data:`CALIBRATION_KERNELS`; none is an oplib kernel or
    an example, so :mod:`analysis.model_accuracy` evaluates on kernels the fit never saw), counts
-   each one's features with ``count_kernel`` on the very source it runs, takes the median of
-   repeated profiled runs, and fits the costs by non-negative least squares on *relative*
-   errors (rows weighted by 1/measured time; kernel times span four orders of magnitude and a
-   plain least-squares fit would only care about the slowest).  Costs must be non-negative
-   (a negative cost per flop would make "more work" predict "faster"), and scipy is not a
-   dependency, so :func:`nnls` is a small Lawson–Hanson active-set solver over ``numpy.linalg``.
-   Since ``smax_p`` is homogeneous of degree 1, ``smax_p(a, b) = α·a + β·b`` with
-   ``α = (a/S)^(p-1)``, ``β = (b/S)^(p-1)``, ``S = smax_p(a, b)``; the fit alternates between
-   solving the (then linear) NNLS for fixed ``α, β`` and recomputing them — the usual
-   fixed-point / iteratively-reweighted scheme.
+   each one's features with ``count_kernel`` on the very source it runs, times them in
+   interleaved rounds (:func:`measure_calibration`: each launch finds the caches as a launch in
+   a program does, holding other kernels' data) and keeps the median of each.  The costs are
+   fitted by non-negative least squares on the *log* error (kernel times span five orders of
+   magnitude, and a relative error cannot fall below -100 % while over-prediction is unbounded:
+   a relative fit leaves whole classes of kernels predicted 20x too fast), by Gauss-Newton from
+   the relative-error fit, followed by Huber reweighting of outliers (a disturbed measurement on
+   a shared machine).  Costs must be non-negative (a negative cost per flop would make "more
+   work" predict "faster"), and scipy is not a dependency, so :func:`nnls` is a small
+   Lawson–Hanson active-set solver over ``numpy.linalg``.  Since ``smax_p`` is homogeneous of
+   degree 1, ``smax_p(a, b) = α·a + β·b`` with ``α = (a/S)^(p-1)``, ``β = (b/S)^(p-1)``,
+   ``S = smax_p(a, b)``; each step solves the (then linear) NNLS for fixed ``α, β`` and
+   recomputes them.  ``p`` is chosen from :data:`P_GRID` by the geomean error of the fit.
 
 4. **Use.**  :func:`predict` for a kernel + launch geometry, an oplib ``OpKernel``, a
    ``KernelCounts`` or a whole ``Program`` (summed over launches, host loops included);
    :func:`rank_variants` / :func:`prune_variants` let the autotuner drop variants predicted to be
    far slower than the best before timing them.  Calibrations are cached per device as JSON
-   (:meth:`Calibration.save`, :meth:`Calibration.load`).
+   under :func:`calibration_key` (:meth:`Calibration.save`, :meth:`Calibration.load`), with
+   the costs in readable units and every micro-benchmark's residual.
 
 The model is a throughput model: it knows nothing about caches (working sets are not a feature)
 and nothing about occupancy.  Kernels far outside the calibrated range of sizes are predicted
@@ -98,8 +105,12 @@ SCHEMA = "polyfuse.model/1"
 ONCHIP_FEATURES = ("flop_simple", "flop_fma", "flop_div", "flop_special", "local_access",
                    "loop_accesses", "sync_loop_accesses", "loop_flops", "work_items")
 #: Features on the memory side of ``smax_p``.
-MEMORY_FEATURES = ("gmem_unit_bytes", "gmem_unit_loop_bytes", "gmem_strided_bytes",
-                   "gmem_uniform_bytes", "gmem_reuse_bytes")
+MEMORY_FEATURES = ("gmem_unit_bytes", "gmem_narrow_bytes", "gmem_unit_loop_bytes",
+                   "gmem_strided_bytes", "gmem_uniform_bytes", "gmem_reuse_bytes")
+#: a work-group narrower than this along dimension 0 fills no full vector register of floats
+#: on a CPU (PoCL vectorizes the work-item loop along dimension 0): its unit-stride bytes are
+#: ``gmem_narrow_bytes``
+NARROW_GROUP = 16
 #: Additive overheads (never hidden by other work).
 OVERHEAD_FEATURES = ("launches", "group_barriers", "work_groups")
 #: Every feature, in the order of :meth:`Features.vector` and of the fitted cost vector.
@@ -207,6 +218,10 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
     kc = counts.evaluate(values) if values else counts
     name = kc.kernel
     out = dict.fromkeys(FEATURES, 0.0)
+    ls = [v for v in kc.local_size if v is not None]
+    # a multi-dimensional work-group whose rows are shorter than a vector
+    narrow = len(kc.local_size) > 1 and bool(ls) and ls[0] < NARROW_GROUP and \
+        any(v > 1 for v in ls[1:])
     for r in kc.ops:
         out[op_class(r.op)] += _value(r.count, f"op {r.op}", name)
         if r.loop_count is not None:
@@ -239,6 +254,8 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
             share = min(1.0, loop_f / acc_f)
             out["gmem_unit_loop_bytes"] += share * first * size
             out["gmem_unit_bytes"] += (1.0 - share) * first * size
+        elif cls == "unit" and narrow:
+            out["gmem_narrow_bytes"] += first * size
         else:
             out[f"gmem_{cls}_bytes"] += first * size
     launches = 1.0
@@ -405,7 +422,7 @@ def fit_model(x: np.ndarray, t: np.ndarray, p_grid: Sequence[float] = P_GRID, *,
     on the calibration set is least.
 
     ``robust`` rounds of Huber reweighting follow each fit: a micro-benchmark whose log
-    residual is beyond twice the robust spread (1.4826 × the median absolute log residual) of
+    residual is beyond three times the robust spread (1.4826 × the median absolute log residual) of
     the others gets a weight that caps its pull, so one disturbed measurement on a shared
     machine (or a kernel the device compiles unlike the rest) does not drag every cost.
     """
@@ -416,7 +433,7 @@ def fit_model(x: np.ndarray, t: np.ndarray, p_grid: Sequence[float] = P_GRID, *,
             costs, rms = fit_costs(x, t, float(p), weights=weights)
             fitted = model_time(x, costs, float(p))
             r = np.abs(np.log(np.maximum(fitted, 1e-30) / t))
-            k = 2.0 * 1.4826 * float(np.median(r)) or 1e-12
+            k = 3.0 * 1.4826 * float(np.median(r)) or 1e-12
             weights = np.where(r <= k, 1.0, k / np.maximum(r, 1e-30))
         score = float(np.mean(r))
         if best is None or score < best[3] - 1e-12:
@@ -493,6 +510,29 @@ def _loop_source() -> str:
             "    const int g = get_global_size(0);\n    float acc = 0.0f;\n"
             "    for (int k = 0; k < rows; ++k)\n        acc = fma(x[k * g + i], c[k], acc);\n"
             "    y[i] = acc;\n}\n")
+
+
+def _stream2d_source() -> str:
+    """Kernel ``calib_stream2d``: ``y = x + 1`` over a ``W × H`` grid of ``8 × 8``
+    work-groups — rows of 8 floats per work-group, the shape of an element-wise kernel over
+    an image-like tensor."""
+    return ("__kernel void calib_stream2d(__global const float *x, __global float *y)\n{\n"
+            "    const int i = get_global_id(1) * get_global_size(0) + get_global_id(0);\n"
+            "    y[i] = x[i] + 1.0f;\n}\n")
+
+
+def _guarded_loop_source() -> str:
+    """Kernel ``calib_gloop``: ``calib_loop`` with a bounds test in the loop body, as loops
+    over a window or a padded input have; ``bound`` is given at run time, so the compiler can
+    neither drop the test nor hoist it out of the loop."""
+    return ("__kernel void calib_gloop(__global const float *x, __global const float *c, "
+            "__global float *y, const int rows, const int bound)\n{\n"
+            "    const int i = get_global_id(0);\n"
+            "    const int g = get_global_size(0);\n    float acc = 0.0f;\n"
+            "    for (int k = 0; k < rows; ++k) {\n"
+            "        if (i + k < bound)\n"
+            "            acc = fma(x[k * g + i], c[k], acc);\n"
+            "    }\n    y[i] = acc;\n}\n")
 
 
 def _tile_loop_source(tile: int) -> str:
@@ -592,14 +632,17 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
     """The calibration set: generated micro-benchmarks at several sizes.
 
     Generated here: ``calib_stream`` (1-3 unit-stride input arrays, 1-2 outputs, 16 Ki to
-    2 Mi elements, two group sizes), ``calib_fma``, ``calib_simple``, ``calib_exp``,
+    2 Mi elements, two group sizes), ``calib_stream2d`` (8×8 work-groups over an image-like
+    grid, :func:`_stream2d_source`), ``calib_fma``, ``calib_simple``, ``calib_exp``,
     ``calib_div`` (straight-line op chains) and ``calib_fma_loop`` (an op chain in a loop), see
-    :func:`_chain_source`; ``calib_loop`` (loads and fma in a per-work-item loop,
-    :func:`_loop_source`); ``calib_reuse`` (a re-read table, :func:`_reuse_source`);
-    ``calib_barrier`` / ``calib_nobarrier`` (:func:`_barrier_source`).  From
-    :mod:`polyfuse.perf.microbench`: ``empty`` (launch and per-group overhead at 1 to 16 Ki
-    groups of two sizes), ``lmem_read`` (``__local`` loads) and ``strided`` (loads in a loop at
-    lid strides 1, 4, 16 and 0 = uniform).
+    :func:`_chain_source`; ``calib_loop`` / ``calib_gloop`` (loads and a reduction in a
+    work-item loop, without and with a bounds test, :func:`_loop_source`); ``calib_tile`` (the
+    tile loop of a tiled product, :func:`_tile_loop_source`); ``calib_rowloop`` (a row
+    reduction, :func:`_row_loop_source`); ``calib_reuse`` (a re-read table,
+    :func:`_reuse_source`); ``calib_barrier`` / ``calib_nobarrier`` (:func:`_barrier_source`).
+    From :mod:`polyfuse.perf.microbench`: ``empty`` (launch and per-group overhead at 1 to
+    16 Ki groups of two sizes) and ``strided`` (loads in a loop at lid strides 1, 4, 16 and
+    0 = uniform).  Row pitches are those of tensor shapes, not powers of two.
     None of them is an oplib kernel or an example kernel (:data:`CALIBRATION_KERNELS`).
     """
     from polyfuse.perf import microbench as mb
@@ -635,6 +678,12 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
                 add(f"stream {n_in}->{n_out} n={n} l={lsz}", src, "calib_stream", n,
                     [buf(4 * n)] * (n_in + n_out), {}, local=lsz)
 
+    s2 = _stream2d_source()
+    for w, h in (((56, 1792),) if quick else ((56, 448), (56, 3584), (112, 7168))):
+        if 64 <= max_group:
+            out.append(CalibrationKernel(f"stream2d {w}x{h} l=8x8", s2, "calib_stream2d",
+                                         (w, h), (8, 8), (buf(4 * w * h), buf(4 * w * h)), ()))
+
     items = 8192
     for op in ("fma", "simple", "exp", "div"):
         for steps in ((8,) if quick else (2, 16)):
@@ -648,10 +697,14 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
     # row pitches of tensor shapes (56·56, 28·28·4, 768·4 floats): a column walk at a
     # power-of-two pitch instead maps every access of a work-item to one cache set, a cost
     # 5-15x higher on a CPU that the features do not describe
-    for rows, n in (((32, 3136), (128, 3072)) if quick else
-                    ((8, 3136), (64, 3136), (256, 3136), (32, 12544), (128, 3072))):
+    for rows, n in (((32, 3136),) if quick else ((64, 3136), (256, 3136))):
         add(f"calib_loop rows={rows} n={n}", lp, "calib_loop", n,
             [buf(4 * rows * n), buf(4 * rows), buf(4 * n), ival(rows)], {"rows": rows})
+    gp = _guarded_loop_source()
+    for rows, n in (((128, 3072),) if quick else ((9, 12544), (64, 3136), (128, 3072))):
+        add(f"calib_gloop rows={rows} n={n}", gp, "calib_gloop", n,
+            [buf(4 * rows * n), buf(4 * rows), buf(4 * n), ival(rows), ival(n + rows)],
+            {"rows": rows, "bound": n + rows})
 
     for tile, rounds, gx, gy in (((16, 16, 256, 64),) if quick else
                                  ((16, 8, 512, 64), (16, 32, 192, 64), (8, 32, 256, 64))):
@@ -672,12 +725,6 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
     for table, n in (((256, 1 << 18),) if quick else ((256, 1 << 16), (4096, 1 << 19))):
         add(f"calib_reuse t={table} n={n}", _reuse_source(table), "calib_reuse", n,
             [buf(4 * n), buf(4 * table), buf(4 * n)], {})
-
-    lsrc = mb.local_memory_source(ls, 1024)
-    groups = 16
-    for iters in ((64,) if quick else (16, 128)):
-        add(f"lmem_read iters={iters}", lsrc, "lmem_read", groups * ls,
-            [buf(4 * 1024), buf(4 * groups * ls), ival(iters)], {"iters": iters})
 
     groups = 64
     for bar in (True, False):
@@ -700,10 +747,10 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
 
 
 #: Kernel names of the calibration set (what the accuracy study must not evaluate on).
-CALIBRATION_KERNELS = ("empty", "calib_stream", "calib_fma", "calib_fma_loop", "calib_simple",
-                       "calib_exp", "calib_div", "calib_loop", "calib_tile", "calib_rowloop",
-                       "calib_reuse", "lmem_read", "calib_barrier", "calib_nobarrier",
-                       "strided")
+CALIBRATION_KERNELS = ("empty", "calib_stream", "calib_stream2d", "calib_fma", "calib_fma_loop",
+                       "calib_simple", "calib_exp", "calib_div", "calib_loop", "calib_gloop",
+                       "calib_tile", "calib_rowloop", "calib_reuse", "calib_barrier",
+                       "calib_nobarrier", "strided")
 
 
 def _pad3(t: Sequence[int]) -> tuple[Optional[int], Optional[int], Optional[int]]:
