@@ -205,6 +205,10 @@ class MemRecord:
     #: repeating it), as opposed to straight-line code that a CPU compiler vectorizes across
     #: work-items; None: no such statement
     loop_accesses: Optional[Count] = None
+    #: ``loop_accesses`` weighted by the work-item loops around them beyond the innermost one
+    #: (an access three work-item loops deep counts twice): the loop control and index
+    #: arithmetic of a nest, which the float counts leave out; None: no such statement
+    nested_loop_accesses: Optional[Count] = None
 
     @property
     def afr(self) -> Optional[sympy.Expr]:
@@ -230,7 +234,9 @@ class MemRecord:
                        accesses=self.accesses.evaluate(values),
                        footprint=self.footprint.evaluate(values) if self.footprint else None,
                        loop_accesses=(self.loop_accesses.evaluate(values)
-                                      if self.loop_accesses else None))
+                                      if self.loop_accesses else None),
+                       nested_loop_accesses=(self.nested_loop_accesses.evaluate(values)
+                                             if self.nested_loop_accesses else None))
 
     def to_json(self) -> dict[str, Any]:
         afr = self.afr
@@ -617,6 +623,13 @@ def _in_work_item_loop(domain: isl.Set, with_barrier: set[tuple[str, ...]]) -> b
     return bool(nest) and nest not in with_barrier
 
 
+def _work_item_loop_depth(domain: isl.Set, with_barrier: set[tuple[str, ...]]) -> int:
+    """How many of a statement's enclosing loops each work-item runs on its own (those inside
+    the innermost loop that holds a barrier)."""
+    nest = _loop_nest(domain)
+    return sum(1 for i in range(1, len(nest) + 1) if nest[:i] not in with_barrier)
+
+
 def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
                  granularity: Optional[str] = None,
                  target: Optional[Target] = None) -> KernelCounts:
@@ -709,7 +722,8 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
             key = (space, acc.array, features.numpy_dtype(acc.dtype), direction, lid, gid,
                    acc.exact, gran)
             grp = mem_groups.setdefault(key, {"count": [], "wi": [], "ranges": None,
-                                              "reason": acc.reason, "loop": []})
+                                              "reason": acc.reason, "loop": [],
+                                              "nested": []})
             dom = acc.relation.domain()
             if acc.exact:
                 wi = counter.elements(acc.relation)
@@ -720,6 +734,9 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
             grp["wi"].append(wi)
             if _in_work_item_loop(dom, with_barrier):
                 grp["loop"].append(wi)
+                depth = _work_item_loop_depth(dom, with_barrier)
+                if depth > 1:
+                    grp["nested"].append(wi.scale_val(isl.Val(depth - 1)))
             grp["count"].append(wi if gran == "work-item" else counter.instances(dom, gran))
     mem = []
     for key, grp in mem_groups.items():
@@ -732,10 +749,12 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
         if c.unbounded:
             reason = reason or "unbounded: an enclosing loop is not modelled exactly"
         loop = _sum(grp["loop"]) if grp["loop"] else None
+        nested = _sum(grp["nested"]) if grp["nested"] else None
         mem.append(MemRecord(space, array, dtype, direction, lid, gid, gran, c,
                              Count.of(_sum(grp["wi"]), ctx), footprint,
                              exact and not c.unbounded, reason,
-                             Count.of(loop, ctx) if loop is not None else None))
+                             Count.of(loop, ctx) if loop is not None else None,
+                             Count.of(nested, ctx) if nested is not None else None))
     mem.sort(key=lambda r: ({"global": 0, "constant": 1, "local": 2}.get(r.space, 3), r.array,
                             r.direction, str(r.lid_strides)))
 
@@ -878,7 +897,9 @@ def count_program(program: Program, *, subgroup_size: Optional[int] = None,
                               footprint=None if r.footprint is None else
                               bind(r.footprint),
                               loop_accesses=None if r.loop_accesses is None else
-                              bind(r.loop_accesses)) for r in kc.mem),
+                              bind(r.loop_accesses),
+                              nested_loop_accesses=None if r.nested_loop_accesses is None
+                              else bind(r.nested_loop_accesses)) for r in kc.mem),
             sync=tuple(replace(r, count=bind(r.count if r.kind != "kernel_launch" else inst))
                        for r in kc.sync),
             geometry={k: _bind(c, subs, (), values) for k, c in kc.geometry.items()},

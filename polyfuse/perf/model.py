@@ -14,9 +14,11 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
      (:attr:`~polyfuse.perf.counts.MemRecord.loop_accesses`; a loop around barriers runs in
      lockstep across the work-group and its body counts as straight-line code):
      ``loop_accesses`` (element accesses, global or local, in such loops), ``loop_flops`` (their
-     float ops, per work-item) and ``sync_loop_accesses`` (``loop_accesses`` of a kernel with
-     barriers) — on a CPU such a loop runs scalar, iteration after iteration (a CPU OpenCL
-     compiler vectorizes across work-items only straight-line code), and in a kernel with
+     float ops, per work-item), ``sync_loop_accesses`` (``loop_accesses`` of a kernel with
+     barriers) and ``nested_loop_accesses`` (loop accesses weighted by the work-item loops
+     around them beyond the innermost: a nest's loop control and index arithmetic) — on a
+     CPU such a loop runs scalar, iteration after iteration (a CPU OpenCL compiler
+     vectorizes across work-items only straight-line code), and in a kernel with
      barriers PoCL keeps private values in memory across the regions between barriers, which
      makes its loops several times dearer; ``work_items`` (the per work-item cost of running the
      kernel body: index arithmetic, the loop PoCL wraps around a work-group, scheduling of a
@@ -103,7 +105,8 @@ SCHEMA = "polyfuse.model/1"
 
 #: Features whose costs overlap with each other through the on-chip side of ``smax_p``.
 ONCHIP_FEATURES = ("flop_simple", "flop_fma", "flop_div", "flop_special", "local_access",
-                   "loop_accesses", "sync_loop_accesses", "loop_flops", "work_items")
+                   "loop_accesses", "sync_loop_accesses", "nested_loop_accesses", "loop_flops",
+                   "work_items")
 #: Features on the memory side of ``smax_p``.
 MEMORY_FEATURES = ("gmem_unit_bytes", "gmem_narrow_bytes", "gmem_unit_loop_bytes",
                    "gmem_strided_bytes", "gmem_uniform_bytes", "gmem_reuse_bytes")
@@ -234,6 +237,8 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
         loop_f = float(Fraction(looped)) if looped is not None else acc_f
         if m.space in ("global", "constant", "local"):
             out["loop_accesses"] += loop_f
+            if m.nested_loop_accesses is not None and m.nested_loop_accesses.value is not None:
+                out["nested_loop_accesses"] += float(Fraction(m.nested_loop_accesses.value))
         if m.space == "local":
             out["local_access"] += n
             continue
@@ -535,6 +540,22 @@ def _guarded_loop_source() -> str:
             "    }\n    y[i] = acc;\n}\n")
 
 
+def _nested_loop_source(outer: int, a: int, b: int) -> str:
+    """Kernel ``calib_nest``: a three-deep work-item loop nest (``outer × a × b``) with a
+    bounds test, reducing the products of a plane-strided input and a uniform table — loops
+    over channels and a window, as sliding-window kernels have."""
+    return ("__kernel void calib_nest(__global const float *x, __global const float *c, "
+            "__global float *y, const int plane)\n{\n"
+            "    const int i = get_global_id(0);\n    float acc = 0.0f;\n"
+            f"    for (int p = 0; p < {outer}; ++p)\n"
+            f"        for (int u = 0; u < {a}; ++u)\n"
+            f"            for (int v = 0; v < {b}; ++v)\n"
+            "                if (i + u + v < plane)\n"
+            f"                    acc += x[p * plane + i + u * {b} + v]\n"
+            f"                           * c[(p * {a} + u) * {b} + v];\n"
+            "    y[i] = acc;\n}\n")
+
+
 def _tile_loop_source(tile: int) -> str:
     """Kernel ``calib_tile``: the tile loop of a tiled product, on a ``tile × tile``
     work-group: each round every work-item stores one element into each of two ``__local``
@@ -636,7 +657,8 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
     grid, :func:`_stream2d_source`), ``calib_fma``, ``calib_simple``, ``calib_exp``,
     ``calib_div`` (straight-line op chains) and ``calib_fma_loop`` (an op chain in a loop), see
     :func:`_chain_source`; ``calib_loop`` / ``calib_gloop`` (loads and a reduction in a
-    work-item loop, without and with a bounds test, :func:`_loop_source`); ``calib_tile`` (the
+    work-item loop, without and with a bounds test, :func:`_loop_source`); ``calib_nest`` (a
+    three-deep work-item loop nest, :func:`_nested_loop_source`); ``calib_tile`` (the
     tile loop of a tiled product, :func:`_tile_loop_source`); ``calib_rowloop`` (a row
     reduction, :func:`_row_loop_source`); ``calib_reuse`` (a re-read table,
     :func:`_reuse_source`); ``calib_barrier`` / ``calib_nobarrier`` (:func:`_barrier_source`).
@@ -706,6 +728,13 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
             [buf(4 * rows * n), buf(4 * rows), buf(4 * n), ival(rows), ival(n + rows)],
             {"rows": rows, "bound": n + rows})
 
+    for outer, a, b, n in (((16, 3, 3, 3136),) if quick else
+                           ((16, 3, 3, 3136), (96, 1, 1, 3136), (8, 5, 5, 12544))):
+        plane = n + 64  # the planes' pitch, past the last window
+        add(f"calib_nest {outer}x{a}x{b} n={n}", _nested_loop_source(outer, a, b),
+            "calib_nest", n, [buf(4 * (outer * plane + a * b + 64)), buf(4 * outer * a * b),
+                              buf(4 * n), ival(plane)], {"plane": plane})
+
     for tile, rounds, gx, gy in (((16, 16, 256, 64),) if quick else
                                  ((16, 8, 512, 64), (16, 32, 192, 64), (8, 32, 256, 64))):
         if tile * tile > max_group:
@@ -749,6 +778,7 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
 #: Kernel names of the calibration set (what the accuracy study must not evaluate on).
 CALIBRATION_KERNELS = ("empty", "calib_stream", "calib_stream2d", "calib_fma", "calib_fma_loop",
                        "calib_simple", "calib_exp", "calib_div", "calib_loop", "calib_gloop",
+                       "calib_nest",
                        "calib_tile", "calib_rowloop", "calib_reuse", "calib_barrier",
                        "calib_nobarrier", "strided")
 
@@ -886,6 +916,7 @@ _READABLE = {
     "local_access": ("G accesses/s", 1e-9, "rate"),
     "loop_accesses": ("G accesses/s", 1e-9, "rate"),
     "sync_loop_accesses": ("G accesses/s", 1e-9, "rate"),
+    "nested_loop_accesses": ("G accesses/s", 1e-9, "rate"),
     "loop_flops": ("G loop ops/s", 1e-9, "rate"),
     "work_items": ("ns per work-item", 1e9, "time"),
     "launches": ("us per launch", 1e6, "time"),
