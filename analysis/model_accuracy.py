@@ -55,7 +55,8 @@ from polyfuse.prediction import LaunchPrediction, predict  # noqa: E402
 EXAMPLES = ROOT / "examples"
 #: host values of examples whose sizes come from argv
 EXAMPLE_PARAMS: dict[str, dict[str, int]] = {"elementwise_chain": {"n": 1 << 20},
-                                             "runtime_offset": {"m": 64, "n": 1 << 20}}
+                                             "runtime_offset": {"m": 64, "n": 1 << 20},
+                                             "lstm2": {"steps": 6}}
 
 
 @dataclass

@@ -822,6 +822,10 @@ def _calibration_check(ck: CalibrationKernel) -> Any:
     return Check(ck.source, key=ck.kernel)
 
 
+#: calibration launches shorter than this are measured warm (:func:`measure_calibration`)
+TINY_LAUNCH_S = 20e-6
+
+
 def measure_calibration(kernels: Sequence[CalibrationKernel], queue: Any, repeat: int,
                         progress: Progress = None) -> list[Optional[list[float]]]:
     """Profiled seconds of every calibration launch, ``repeat`` samples each, interleaved.
@@ -830,7 +834,9 @@ def measure_calibration(kernels: Sequence[CalibrationKernel], queue: Any, repeat
     rounds launches every kernel once, so a burst of load from other jobs on a shared machine
     hits every sample of a round alike instead of a few kernels entirely, and each launch
     finds the caches as a launch in a program does: holding what other kernels touched, not
-    its own data from a launch just before.  A kernel the device compiler rejects or crashes
+    its own data from a launch just before (except launches under :data:`TINY_LAUNCH_S`,
+    mostly launch overhead, timed right after a launch of their own as in a program's
+    back-to-back launches).  A kernel the device compiler rejects or crashes
     on (checked in a worker first, :func:`polyfuse.runtime.device.precheck`) gets None.
     """
     import pyopencl as cl
@@ -870,8 +876,11 @@ def measure_calibration(kernels: Sequence[CalibrationKernel], queue: Any, repeat
             if item is None:
                 continue
             kernel, ck = item
+            # a launch of a few microseconds is mostly launch overhead, which in a program is
+            # paid back to back: such a one is launched twice in a row and the second kept
+            tiny = bool(samples[i]) and float(np.median(samples[i])) < TINY_LAUNCH_S
             res = time_kernel(queue, kernel, ck.global_size, ck.local_size, None,
-                              repeat=1, warmup=1 if r == 0 else 0)
+                              repeat=1, warmup=1 if (r == 0 or tiny) else 0)
             samples[i].extend(res.samples)
     return [s if built[i] is not None else None for i, s in enumerate(samples)]
 
