@@ -56,7 +56,7 @@ def test_features_of_elementwise_kernel_are_exact():
     assert f["flop_simple"] == 0 and f["flop_special"] == 0
     assert f["gmem_unit_bytes"] == 3 * 4096 * 4  # x, y loaded and z stored once each
     assert f["gmem_strided_bytes"] == 0 and f["gmem_uniform_bytes"] == 0
-    assert f["gmem_reuse_bytes"] == 0 and f["gmem_unit_loop_bytes"] == 0
+    assert f["gmem_reuse_bytes"] == 0 and f["gmem_loop_bytes"] == 0
     assert f["loop_accesses"] == 0 and f["local_access"] == 0
     assert f["work_items"] == 4096 and f["work_groups"] == 64
     assert f["launches"] == 1 and f["group_barriers"] == 0
@@ -73,7 +73,7 @@ def test_features_of_tiled_matmul_are_exact():
     # a and b: each work-item loads one element per tile step, in the tile loop that holds
     # the barriers (the work-group runs it in lockstep: no work-item loop); each element is
     # loaded n/ts times: footprint n*n, the rest re-reads; y stored once
-    assert f["gmem_unit_bytes"] == 3 * n * n * 4 and f["gmem_unit_loop_bytes"] == 0
+    assert f["gmem_unit_bytes"] == 3 * n * n * 4 and f["gmem_loop_bytes"] == 0
     assert f["gmem_reuse_bytes"] == 2 * (n // ts - 1) * n * n * 4
     # the inner product loop over a tile has no barrier: each work-item runs it on its own,
     # two __local loads and an fma per step, n steps per output element
@@ -112,15 +112,15 @@ def test_loop_accesses_are_those_of_work_item_loops():
     f = pm.features_of(count_kernel(pm.specialize_kernel(ks["twice"], (256,), (64,)),
                                     subgroup_size=SG)).values
     assert f["loop_accesses"] == 0 and f["loop_flops"] == 0
-    assert f["gmem_unit_bytes"] == 2 * 256 * 4 and f["gmem_unit_loop_bytes"] == 0
+    assert f["gmem_unit_bytes"] == 2 * 256 * 4 and f["gmem_loop_bytes"] == 0
     f = pm.features_of(count_kernel(pm.specialize_kernel(ks["walk"], (256,), (64,),
                                                          {"rows": 5}), subgroup_size=SG)).values
     assert f["loop_accesses"] == 5 * 256 and f["loop_flops"] == 5 * 256
-    assert f["gmem_unit_loop_bytes"] == 5 * 256 * 4 and f["gmem_unit_bytes"] == 256 * 4
+    assert f["gmem_loop_bytes"] == 5 * 256 * 4 and f["gmem_unit_bytes"] == 256 * 4
     f = pm.features_of(count_kernel(pm.specialize_kernel(ks["lockstep"], (256,), (64,)),
                                     subgroup_size=SG)).values
     # x loads and s stores run in lockstep; the 4-step inner loop is each work-item's own
-    assert f["gmem_unit_loop_bytes"] == 0 and f["gmem_unit_bytes"] == (8 + 1) * 256 * 4
+    assert f["gmem_loop_bytes"] == 0 and f["gmem_unit_bytes"] == (8 + 1) * 256 * 4
     assert f["sync_loop_accesses"] == 8 * 4 * 256 and f["loop_accesses"] == 0
 
 

@@ -30,9 +30,11 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
      may-accesses and non-affine subscripts).  Two refinements from the access-to-footprint
      ratio (Stevens & Klöckner classify by AFR too): only the footprint (distinct elements) is
      charged to its stride class, the accesses beyond it (AFR > 1: re-reads a cache can serve)
-     go to ``gmem_reuse_bytes``; and the share of unit-stride bytes accessed in work-item loops
-     goes to ``gmem_unit_loop_bytes`` — on a GPU they cost what ``gmem_unit_bytes`` costs, on a
-     CPU they are scalar loads, and the fit is free to see that;
+     go to ``gmem_reuse_bytes``; the share of bytes (of any stride class) accessed in
+     work-item loops goes to ``gmem_loop_bytes`` — on a GPU they cost what their stride class
+     costs, on a CPU they are scalar loads, and the fit is free to see that; unit-stride bytes
+     of a multi-dimensional work-group narrower than :data:`NARROW_GROUP` along dimension 0 go
+     to ``gmem_narrow_bytes``;
    * overheads that do not overlap with the rest: ``launches``, ``group_barriers`` (barriers
      executed per work-group, summed over work-groups, as Stevens & Klöckner's ``barrier ×
      groups``) and
@@ -108,7 +110,7 @@ ONCHIP_FEATURES = ("flop_simple", "flop_fma", "flop_div", "flop_special", "local
                    "loop_accesses", "sync_loop_accesses", "nested_loop_accesses", "loop_flops",
                    "work_items")
 #: Features on the memory side of ``smax_p``.
-MEMORY_FEATURES = ("gmem_unit_bytes", "gmem_narrow_bytes", "gmem_unit_loop_bytes",
+MEMORY_FEATURES = ("gmem_unit_bytes", "gmem_narrow_bytes", "gmem_loop_bytes",
                    "gmem_strided_bytes", "gmem_uniform_bytes", "gmem_reuse_bytes")
 #: a work-group narrower than this along dimension 0 fills no full vector register of floats
 #: on a CPU (PoCL vectorizes the work-item loop along dimension 0): its unit-stride bytes are
@@ -254,15 +256,13 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
             fp = float(Fraction(m.footprint.value))
         first = min(n, fp) if fp is not None else n
         out["gmem_reuse_bytes"] += (n - first) * size
-        if cls == "unit" and loop_f > 0 and acc_f > 0:
-            # the share made inside kernel loops: a loop over the array in each work-item
-            share = min(1.0, loop_f / acc_f)
-            out["gmem_unit_loop_bytes"] += share * first * size
-            out["gmem_unit_bytes"] += (1.0 - share) * first * size
-        elif cls == "unit" and narrow:
-            out["gmem_narrow_bytes"] += first * size
-        else:
-            out[f"gmem_{cls}_bytes"] += first * size
+        if cls == "unit" and narrow:
+            cls = "narrow"
+        # the share made inside work-item loops, of any stride: scalar loads, one iteration
+        # after the other, on a CPU
+        share = min(1.0, loop_f / acc_f) if loop_f > 0 and acc_f > 0 else 0.0
+        out["gmem_loop_bytes"] += share * first * size
+        out[f"gmem_{cls}_bytes"] += (1.0 - share) * first * size
     launches = 1.0
     barriers = 0.0
     for s in kc.sync:
@@ -526,6 +526,23 @@ def _stream2d_source() -> str:
             "    y[i] = x[i] + 1.0f;\n}\n")
 
 
+def _gather_source(rows: int, cols: int) -> str:
+    """Kernel ``calib_gather``: a transpose, ``y[i] = x[(i % rows) * cols + i / rows]`` —
+    straight-line loads at a stride of ``cols`` elements across work-items, unit-stride
+    stores."""
+    return ("__kernel void calib_gather(__global const float *x, __global float *y)\n{\n"
+            "    const int i = get_global_id(0);\n"
+            f"    y[i] = x[(i % {rows}) * {cols} + i / {rows}];\n}}\n")
+
+
+def _broadcast_source(run: int) -> str:
+    """Kernel ``calib_bcast``: ``y[i] = x[i] * b[i / run]`` — a straight-line load that a whole
+    run of ``run`` work-items shares (uniform across a sub-group), beside a stream."""
+    return ("__kernel void calib_bcast(__global const float *x, __global const float *b, "
+            "__global float *y)\n{\n    const int i = get_global_id(0);\n"
+            f"    y[i] = x[i] * b[i / {run}];\n}}\n")
+
+
 def _guarded_loop_source() -> str:
     """Kernel ``calib_gloop``: ``calib_loop`` with a bounds test in the loop body, as loops
     over a window or a padded input have; ``bound`` is given at run time, so the compiler can
@@ -654,7 +671,9 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
 
     Generated here: ``calib_stream`` (1-3 unit-stride input arrays, 1-2 outputs, 16 Ki to
     2 Mi elements, two group sizes), ``calib_stream2d`` (8×8 work-groups over an image-like
-    grid, :func:`_stream2d_source`), ``calib_fma``, ``calib_simple``, ``calib_exp``,
+    grid, :func:`_stream2d_source`), ``calib_gather`` / ``calib_bcast`` (straight-line strided
+    and shared loads, :func:`_gather_source`, :func:`_broadcast_source`), ``calib_fma``,
+    ``calib_simple``, ``calib_exp``,
     ``calib_div`` (straight-line op chains) and ``calib_fma_loop`` (an op chain in a loop), see
     :func:`_chain_source`; ``calib_loop`` / ``calib_gloop`` (loads and a reduction in a
     work-item loop, without and with a bounds test, :func:`_loop_source`); ``calib_nest`` (a
@@ -705,6 +724,14 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
         if 64 <= max_group:
             out.append(CalibrationKernel(f"stream2d {w}x{h} l=8x8", s2, "calib_stream2d",
                                          (w, h), (8, 8), (buf(4 * w * h), buf(4 * w * h)), ()))
+
+    for rows, cols in (((64, 256),) if quick else ((64, 64), (64, 1024), (256, 2048))):
+        n = rows * cols
+        add(f"calib_gather {rows}x{cols}", _gather_source(rows, cols), "calib_gather", n,
+            [buf(4 * n), buf(4 * n)], {})
+    for run, n in (((64, 1 << 16),) if quick else ((64, 4096), (128, 1 << 16), (64, 1 << 19))):
+        add(f"calib_bcast run={run} n={n}", _broadcast_source(run), "calib_bcast", n,
+            [buf(4 * n), buf(4 * (n // run)), buf(4 * n)], {})
 
     items = 8192
     for op in ("fma", "simple", "exp", "div"):
@@ -776,7 +803,8 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
 
 
 #: Kernel names of the calibration set (what the accuracy study must not evaluate on).
-CALIBRATION_KERNELS = ("empty", "calib_stream", "calib_stream2d", "calib_fma", "calib_fma_loop",
+CALIBRATION_KERNELS = ("empty", "calib_stream", "calib_stream2d", "calib_gather", "calib_bcast",
+                       "calib_fma", "calib_fma_loop",
                        "calib_simple", "calib_exp", "calib_div", "calib_loop", "calib_gloop",
                        "calib_nest",
                        "calib_tile", "calib_rowloop", "calib_reuse", "calib_barrier",
