@@ -28,6 +28,7 @@ _EXPORTS = {
     "CoarsenedProgram": "polyfuse.codegen.coarsen", "CoarsenError": "polyfuse.codegen.coarsen",
     "Factors": "polyfuse.codegen.coarsen", "coarsen": "polyfuse.codegen.coarsen",
     "InferenceSession": "polyfuse.session", "NodeArg": "polyfuse.session",
+    "predict": "polyfuse.prediction",
     "UAR": "polyfuse.uar", "Edge": "polyfuse.uar", "build_uar": "polyfuse.uar",
 }
 
@@ -84,5 +85,6 @@ __all__ = [
     "parse_kernels",
     "plan_fusion",
     "plan_to_json",
+    "predict",
     "specialize",
 ]

@@ -615,6 +615,23 @@ def cmd_roofline(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_predict(args: argparse.Namespace) -> int:
+    from polyfuse.prediction import predict
+
+    if args.repeat < 1:
+        raise _UsageError("--repeat must be at least 1")
+    pred = predict(args.source, device=args.device, host=args.host or None,
+                   params=_parse_params(args.param), fused=args.fused, measure=args.measure,
+                   repeat=args.repeat, recalibrate=args.recalibrate,
+                   progress=None if args.quiet else (lambda m: _progress(args, m)))
+    if args.json:
+        json.dump(pred.to_dict(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(pred.table())
+    return 0
+
+
 def _coarsen_specs(items: Sequence[str]) -> list:
     """``--factors`` specs: ``t2``, ``b3``, ``t2x1,b1x4`` (per dimension), ``total=4`` (thread
     factor spread over the non-unit dimensions) or ``btotal=4`` (block factor, likewise)."""
@@ -894,6 +911,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="summary as JSON on stdout")
     p.set_defaults(func=cmd_roofline)
 
+    p = _subcommand(sub, "predict", "the performance model's time of every launch (and with "
+                    "--measure the measured time and the error)",
+                    epilog="The device's calibration (micro-benchmarks fitted by least "
+                           "squares) is measured once and cached; its path is printed.")
+    p.add_argument("source", metavar="KERNELS.cl|MODEL.onnx",
+                   help="OpenCL C file (with --host) or ONNX model")
+    p.add_argument("--host", action="append", default=[], metavar="HOST.c",
+                   help="host program of KERNELS.cl (C or C++)")
+    add_param_flag(p, "fix a value the host reads at run time, or an ONNX dynamic dimension")
+    p.add_argument("--fused", action="store_true", help="predict the fused program instead")
+    p.add_argument("--measure", action="store_true",
+                   help="also run it: median profiled time per launch over --repeat runs")
+    p.add_argument("--repeat", type=int, default=7, help="runs measured (default: 7)")
+    p.add_argument("--recalibrate", action="store_true",
+                   help="measure the device's calibration again (and cache it)")
+    p.add_argument("--json", action="store_true", help="JSON on stdout")
+    p.set_defaults(func=cmd_predict)
+
     p = _subcommand(sub, "cache", "the disk cache of fusion results")
     p.add_argument("action", choices=["clear", "dir"],
                    help="clear: remove every entry; dir: print the cache directory")
@@ -908,7 +943,7 @@ def build_parser() -> argparse.ArgumentParser:
 #: commands that build or run kernels on the device in this process (``fuse`` has its own
 #: worker): they run in a worker process, so a native crash of the device compiler or driver is
 #: one line naming the stage (the kernel being built) and the signal
-_BUILDS_KERNELS = (cmd_roofline, cmd_run, cmd_coarsen, cmd_demo)
+_BUILDS_KERNELS = (cmd_roofline, cmd_run, cmd_coarsen, cmd_demo, cmd_predict)
 
 
 def _command_job(args: argparse.Namespace, progress: Optional[Callable[[str], None]] = None

@@ -35,7 +35,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("the pipeline", {"pipeline"}),
     ("reports: report.md, plan.json, tables and drawings rendered from the records", {"report"}),
     ("applications", {"onnx_run", "session", "batch", "autopar", "testing", "cli", "builder",
-                      "__init__"}),
+                      "prediction", "__init__"}),
 ]
 LAYER_OF = {unit: i for i, (_, units) in enumerate(LAYERS) for unit in units}
 #: the first layer allowed to import pyopencl

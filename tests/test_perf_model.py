@@ -8,8 +8,10 @@ predicted slower).  No test asserts a measured or predicted absolute time.
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -54,7 +56,7 @@ def test_features_of_elementwise_kernel_are_exact():
     assert f["flop_simple"] == 0 and f["flop_special"] == 0
     assert f["gmem_unit_bytes"] == 3 * 4096 * 4  # x, y loaded and z stored once each
     assert f["gmem_strided_bytes"] == 0 and f["gmem_uniform_bytes"] == 0
-    assert f["gmem_reuse_bytes"] == 0 and f["gmem_unit_loop_bytes"] == 0
+    assert f["gmem_reuse_bytes"] == 0 and f["gmem_loop_bytes"] == 0
     assert f["loop_accesses"] == 0 and f["local_access"] == 0
     assert f["work_items"] == 4096 and f["work_groups"] == 64
     assert f["launches"] == 1 and f["group_barriers"] == 0
@@ -68,17 +70,58 @@ def test_features_of_tiled_matmul_are_exact():
     groups = (n // ts) ** 2
     assert f["work_items"] == n * n and f["work_groups"] == groups
     assert f["flop_fma"] == n * n * n / SG  # n fma per output element
-    # a and b: each work-item loads one element per tile step (n/ts of them, in a loop), each
-    # element is loaded n/ts times: footprint n*n, the rest re-reads; y stored once
-    assert f["gmem_unit_loop_bytes"] == 2 * n * n * 4
-    assert f["gmem_unit_bytes"] == n * n * 4
+    # a and b: each work-item loads one element per tile step, in the tile loop that holds
+    # the barriers (the work-group runs it in lockstep: no work-item loop); each element is
+    # loaded n/ts times: footprint n*n, the rest re-reads; y stored once
+    assert f["gmem_unit_bytes"] == 3 * n * n * 4 and f["gmem_loop_bytes"] == 0
     assert f["gmem_reuse_bytes"] == 2 * (n // ts - 1) * n * n * 4
-    assert f["loop_accesses"] >= 2 * n * n * (n // ts)
+    # the inner product loop over a tile has no barrier: each work-item runs it on its own,
+    # two __local loads and an fma per step, n steps per output element
+    assert f["sync_loop_accesses"] == 2 * n * n * n and f["loop_accesses"] == 0
+    assert f["loop_flops"] == n * n * n
     # 2 barriers per tile, n/ts tiles, per work-group
     assert f["group_barriers"] == groups * 2 * (n // ts)
     # local: per sub-group, one store to each tile per tile step, 2*ts loads per tile step
     subgroups = n * n // SG
     assert f["local_access"] == subgroups * (n // ts) * (2 + 2 * ts)
+
+
+def test_loop_accesses_are_those_of_work_item_loops():
+    """Straight-line re-reads are no loop; a loop around barriers is no work-item loop (the
+    work-group runs it in lockstep); a loop without barriers in a kernel with barriers is."""
+    src = """
+    __kernel void twice(__global const float *x, __global float *y) {
+        int i = get_global_id(0); y[i] = x[i] * x[i] + x[i];
+    }
+    __kernel void walk(__global const float *x, __global float *y, const int rows) {
+        int i = get_global_id(0); float acc = 0.0f;
+        for (int k = 0; k < rows; ++k) acc += x[k * 256 + i];
+        y[i] = acc;
+    }
+    __kernel void lockstep(__global const float *x, __global float *y) {
+        __local float s[64]; int l = get_local_id(0); float acc = 0.0f;
+        for (int r = 0; r < 8; ++r) {
+            s[l] = x[r * 256 + get_global_id(0)];
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (int k = 0; k < 4; ++k) acc += s[(l + k) % 64];
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        y[get_global_id(0)] = acc;
+    }"""
+    ks = parse_kernels(src)
+    f = pm.features_of(count_kernel(pm.specialize_kernel(ks["twice"], (256,), (64,)),
+                                    subgroup_size=SG)).values
+    assert f["loop_accesses"] == 0 and f["loop_flops"] == 0
+    assert f["gmem_unit_bytes"] == 2 * 256 * 4 and f["gmem_loop_bytes"] == 0
+    f = pm.features_of(count_kernel(pm.specialize_kernel(ks["walk"], (256,), (64,),
+                                                         {"rows": 5}), subgroup_size=SG)).values
+    assert f["loop_accesses"] == 5 * 256 and f["loop_flops"] == 5 * 256
+    assert f["gmem_loop_bytes"] == 5 * 256 * 4 and f["gmem_unit_bytes"] == 256 * 4
+    f = pm.features_of(count_kernel(pm.specialize_kernel(ks["lockstep"], (256,), (64,)),
+                                    subgroup_size=SG)).values
+    # x loads and s stores run in lockstep; the 4-step inner loop is each work-item's own
+    assert f["gmem_loop_bytes"] == 0 and f["gmem_unit_bytes"] == (8 + 1) * 256 * 4
+    assert f["sync_loop_accesses"] == 8 * 4 * 256 and f["loop_accesses"] == 0
 
 
 def test_broadcast_access_is_uniform_and_reused():
@@ -173,6 +216,45 @@ def test_calibration_json_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert back.calibration_kernels == ["calib_stream"]
     feats = pm.Features({"flop_fma": 1e4, "gmem_unit_bytes": 1e6, "launches": 1})
     assert back.time(feats) == cal.time(feats)
+
+
+def _fake_device(**over: object) -> SimpleNamespace:
+    plat = SimpleNamespace(name="Portable Computing Language", version="OpenCL 3.0 PoCL 3.1")
+    d = dict(platform=plat, name="pthread-cpu", driver_version="3.1",
+             global_mem_size=14 << 30)
+    d.update(over)
+    return SimpleNamespace(**d)
+
+
+def test_calibration_key_ignores_reported_memory_but_not_the_driver():
+    key = pm.calibration_key(_fake_device())
+    # PoCL reports the host's free memory: it changes between processes, the key must not
+    assert pm.calibration_key(_fake_device(global_mem_size=9 << 30)) == key
+    assert pm.calibration_key(_fake_device(driver_version="3.2")) != key
+    assert pm.calibration_key(_fake_device(name="basic-cpu")) != key
+    assert key.startswith("pthread-cpu-") and "/" not in key
+
+
+def test_calibration_json_has_readable_parameters_and_residuals(tmp_path: Path):
+    cal = synthetic_calibration()
+    cal.costs["gmem_unit_bytes"] = 1e-10  # 10 GB/s
+    cal.samples = [{"label": "a", "kernel": "calib_stream", "features": {}, "measured": 1e-5,
+                    "fitted": 1.2e-5},
+                   {"label": "b", "kernel": "calib_fma", "features": {}, "measured": 2e-5,
+                    "fitted": 1e-5}]
+    d = json.loads(cal.save(tmp_path / "c.json").read_text())
+    assert d["parameters"]["gmem_unit_bytes"] == "10 GB/s"
+    assert d["parameters"]["launches"] == "5 us per launch"
+    assert [round(r["residual"], 6) for r in d["residuals"]] == [0.2, -0.5]
+    assert d["fit_geomean_error"] == pytest.approx(math.sqrt(1.2 * 2.0) - 1)
+    assert "10 GB/s" in cal.summary()
+
+
+def test_geomean_error_is_symmetric():
+    assert pm.geomean_error([(2.0, 1.0), (1.0, 2.0)]) == pytest.approx(1.0)
+    assert pm.geomean_error([(1.0, 1.0)]) == 0.0
+    assert pm.geomean_error([(1.1, 1.0), (1.0, 1.1)]) == pytest.approx(0.1)
+    assert math.isnan(pm.geomean_error([]))
 
 
 def test_calibration_kernels_are_named_and_counted():

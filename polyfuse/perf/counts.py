@@ -56,6 +56,7 @@ from polyfuse.perf import features
 from polyfuse.program import (
     GLOBAL_SIZE_PARAMS,
     LOCAL_SIZE_PARAMS,
+    WORK_ITEM_DIMS,
     Access,
     Kernel,
     KernelContext,
@@ -167,6 +168,10 @@ class OpRecord:
     count: Count
     exact: bool = True
     notes: tuple[str, ...] = ()
+    #: the ops of statements inside a loop of the kernel, per work-item (each work-item runs
+    #: them one iteration after the other; straight-line ops a CPU compiler vectorizes across
+    #: work-items); None: no such statement
+    loop_count: Optional[Count] = None
 
     def to_json(self) -> dict[str, Any]:
         d = {"dtype": self.dtype, "op": self.op, "granularity": self.granularity,
@@ -196,6 +201,14 @@ class MemRecord:
     footprint: Optional[Count]
     exact: bool = True
     reason: Optional[str] = None
+    #: the part of ``accesses`` made by statements inside a loop of the kernel (a work-item
+    #: repeating it), as opposed to straight-line code that a CPU compiler vectorizes across
+    #: work-items; None: no such statement
+    loop_accesses: Optional[Count] = None
+    #: ``loop_accesses`` weighted by the work-item loops around them beyond the innermost one
+    #: (an access three work-item loops deep counts twice): the loop control and index
+    #: arithmetic of a nest, which the float counts leave out; None: no such statement
+    nested_loop_accesses: Optional[Count] = None
 
     @property
     def afr(self) -> Optional[sympy.Expr]:
@@ -219,7 +232,11 @@ class MemRecord:
     def evaluate(self, values: Mapping[str, int]) -> MemRecord:
         return replace(self, count=self.count.evaluate(values),
                        accesses=self.accesses.evaluate(values),
-                       footprint=self.footprint.evaluate(values) if self.footprint else None)
+                       footprint=self.footprint.evaluate(values) if self.footprint else None,
+                       loop_accesses=(self.loop_accesses.evaluate(values)
+                                      if self.loop_accesses else None),
+                       nested_loop_accesses=(self.nested_loop_accesses.evaluate(values)
+                                             if self.nested_loop_accesses else None))
 
     def to_json(self) -> dict[str, Any]:
         afr = self.afr
@@ -280,13 +297,17 @@ class KernelCounts:
     params: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     values: Mapping[str, int] = field(default_factory=dict)
+    #: the work-group size per dimension where the launch fixes it (None: unknown)
+    local_size: tuple[Optional[int], ...] = ()
 
     def evaluate(self, values: Mapping[str, int]) -> KernelCounts:
         """The same counts with every ``value`` filled that ``values`` determines."""
         vals = {**self.values, **{k: int(v) for k, v in values.items()}}
         return replace(
             self,
-            ops=tuple(replace(r, count=r.count.evaluate(vals)) for r in self.ops),
+            ops=tuple(replace(r, count=r.count.evaluate(vals),
+                              loop_count=None if r.loop_count is None else
+                              r.loop_count.evaluate(vals)) for r in self.ops),
             mem=tuple(r.evaluate(vals) for r in self.mem),
             sync=tuple(replace(r, count=r.count.evaluate(vals)) for r in self.sync),
             geometry={k: c.evaluate(vals) for k, c in self.geometry.items()},
@@ -578,6 +599,37 @@ def _size_context(geo: _Geometry) -> Optional[isl.Set]:
     return isl.Set(f"[{', '.join(geo.params)}] -> {{ : {' and '.join(cons)} }}")
 
 
+def _loop_nest(domain: isl.Set) -> tuple[str, ...]:
+    """The iterators of the kernel loops around a statement (its domain's dims after the ids)."""
+    n = domain.dim(isl.dim_type.set)
+    return tuple(domain.get_dim_name(isl.dim_type.set, i) or f"_{i}"
+                 for i in range(len(WORK_ITEM_DIMS), n))
+
+
+def _loops_with_barriers(kernel: Kernel) -> set[tuple[str, ...]]:
+    """Loop nests (as iterator tuples) that contain a barrier, every enclosing one included."""
+    out: set[tuple[str, ...]] = set()
+    for b in kernel.barriers:
+        nest = _loop_nest(b.domain)
+        out.update(nest[:i] for i in range(1, len(nest) + 1))
+    return out
+
+
+def _in_work_item_loop(domain: isl.Set, with_barrier: set[tuple[str, ...]]) -> bool:
+    """Whether a statement sits in a loop each work-item runs on its own: its innermost
+    enclosing loop holds no barrier (a loop around barriers runs in lockstep across the
+    work-group, its body as straight-line code between them)."""
+    nest = _loop_nest(domain)
+    return bool(nest) and nest not in with_barrier
+
+
+def _work_item_loop_depth(domain: isl.Set, with_barrier: set[tuple[str, ...]]) -> int:
+    """How many of a statement's enclosing loops each work-item runs on its own (those inside
+    the innermost loop that holds a barrier)."""
+    nest = _loop_nest(domain)
+    return sum(1 for i in range(1, len(nest) + 1) if nest[:i] not in with_barrier)
+
+
 def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
                  granularity: Optional[str] = None,
                  target: Optional[Target] = None) -> KernelCounts:
@@ -616,6 +668,8 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
     op_parts: dict[tuple[str, str], list[isl.PwQPolynomial]] = {}
     op_exact: dict[tuple[str, str], bool] = {}
     op_notes: dict[tuple[str, str], list[str]] = {}
+    op_loop: dict[tuple[str, str], list[isl.PwQPolynomial]] = {}
+    with_barrier = _loops_with_barriers(kernel)
     for st in kernel.statements:
         if env is None or st.node is None:
             continue
@@ -623,8 +677,12 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
         if not sops.ops:
             continue
         card = counter.instances(st.domain, op_gran)
+        looped = _in_work_item_loop(st.domain, with_barrier)
+        per_item = counter.instances(st.domain, "work-item") if looped else None
         for key, n in sops.ops.items():
             op_parts.setdefault(key, []).append(card.scale_val(isl.Val(n)))
+            if per_item is not None:
+                op_loop.setdefault(key, []).append(per_item.scale_val(isl.Val(n)))
             ex = sops.exact and st.exact_domain
             op_exact[key] = op_exact.get(key, True) and ex
             lst = op_notes.setdefault(key, [])
@@ -640,8 +698,10 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
         qp = _sum(op_parts[key])
         assert qp is not None
         c = Count.of(qp, ctx)
+        loop = _sum(op_loop[key]) if key in op_loop else None
         ops.append(OpRecord(key[0], key[1], op_gran, c, op_exact[key] and not c.unbounded,
-                            tuple(op_notes[key]) + gflags(op_gran)))
+                            tuple(op_notes[key]) + gflags(op_gran),
+                            Count.of(loop, ctx) if loop is not None else None))
 
     # -- memory
     mem_groups: dict[tuple, dict[str, Any]] = {}
@@ -662,7 +722,8 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
             key = (space, acc.array, features.numpy_dtype(acc.dtype), direction, lid, gid,
                    acc.exact, gran)
             grp = mem_groups.setdefault(key, {"count": [], "wi": [], "ranges": None,
-                                              "reason": acc.reason})
+                                              "reason": acc.reason, "loop": [],
+                                              "nested": []})
             dom = acc.relation.domain()
             if acc.exact:
                 wi = counter.elements(acc.relation)
@@ -671,6 +732,11 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
             else:
                 wi = counter.instances(dom, "work-item")
             grp["wi"].append(wi)
+            if _in_work_item_loop(dom, with_barrier):
+                grp["loop"].append(wi)
+                depth = _work_item_loop_depth(dom, with_barrier)
+                if depth > 1:
+                    grp["nested"].append(wi.scale_val(isl.Val(depth - 1)))
             grp["count"].append(wi if gran == "work-item" else counter.instances(dom, gran))
     mem = []
     for key, grp in mem_groups.items():
@@ -682,9 +748,13 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
         reason = None if exact else grp["reason"]
         if c.unbounded:
             reason = reason or "unbounded: an enclosing loop is not modelled exactly"
+        loop = _sum(grp["loop"]) if grp["loop"] else None
+        nested = _sum(grp["nested"]) if grp["nested"] else None
         mem.append(MemRecord(space, array, dtype, direction, lid, gid, gran, c,
                              Count.of(_sum(grp["wi"]), ctx), footprint,
-                             exact and not c.unbounded, reason))
+                             exact and not c.unbounded, reason,
+                             Count.of(loop, ctx) if loop is not None else None,
+                             Count.of(nested, ctx) if nested is not None else None))
     mem.sort(key=lambda r: ({"global": 0, "constant": 1, "local": 2}.get(r.space, 3), r.array,
                             r.direction, str(r.lid_strides)))
 
@@ -711,7 +781,8 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
     sync.append(SyncRecord("kernel_launch", "launch", Count(sympy.Integer(1))))
 
     kc = KernelCounts(kernel.name, sg, tuple(ops), tuple(mem), tuple(sync), geo.counts(),
-                      tuple(geo.params), tuple(notes), dict(kernel.context.values))
+                      tuple(geo.params), tuple(notes), dict(kernel.context.values),
+                      tuple(v if isinstance(v, int) else None for v in geo.L))
     return kc.evaluate({})
 
 
@@ -819,10 +890,16 @@ def count_program(program: Program, *, subgroup_size: Optional[int] = None,
         inst = Count(sympy.Integer(1))
         kc = replace(
             kc,
-            ops=tuple(replace(r, count=bind(r.count)) for r in kc.ops),
+            ops=tuple(replace(r, count=bind(r.count),
+                              loop_count=None if r.loop_count is None else bind(r.loop_count))
+                      for r in kc.ops),
             mem=tuple(replace(r, count=bind(r.count), accesses=bind(r.accesses),
                               footprint=None if r.footprint is None else
-                              bind(r.footprint)) for r in kc.mem),
+                              bind(r.footprint),
+                              loop_accesses=None if r.loop_accesses is None else
+                              bind(r.loop_accesses),
+                              nested_loop_accesses=None if r.nested_loop_accesses is None
+                              else bind(r.nested_loop_accesses)) for r in kc.mem),
             sync=tuple(replace(r, count=bind(r.count if r.kind != "kernel_launch" else inst))
                        for r in kc.sync),
             geometry={k: _bind(c, subs, (), values) for k, c in kc.geometry.items()},

@@ -9,25 +9,32 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
    * on-chip: float ops by class — ``flop_simple`` (add/sub/mul/neg/compare/min/max/abs),
      ``flop_fma``, ``flop_div`` (div, sqrt, rsqrt), ``flop_special`` (exp, log, tanh, erf, pow,
      trigonometry, ...), each counted per sub-group instruction as the counts give them;
-     ``local_access`` (``__local`` loads and stores per sub-group); ``loop_accesses`` (element
-     accesses, global or local, that a work-item repeats — the per-iteration cost of a loop
-     walking memory: address arithmetic, integer index math that the counts leave out, and on
-     a CPU the scalar execution of a loop the compiler cannot vectorize across work-items);
-     ``work_items`` (the per
-     work-item cost of running the kernel body: index arithmetic, the loop PoCL wraps around a
-     work-group, scheduling of a SIMD lane on a GPU);
+     ``local_access`` (``__local`` loads and stores per sub-group); the work of *work-item
+     loops* — loops whose body holds no barrier, so that each work-item runs them on its own
+     (:attr:`~polyfuse.perf.counts.MemRecord.loop_accesses`; a loop around barriers runs in
+     lockstep across the work-group and its body counts as straight-line code):
+     ``loop_accesses`` (element accesses, global or local, in such loops), ``loop_flops`` (their
+     float ops, per work-item), ``sync_loop_accesses`` (``loop_accesses`` of a kernel with
+     barriers) and ``nested_loop_accesses`` (loop accesses weighted by the work-item loops
+     around them beyond the innermost: a nest's loop control and index arithmetic) — on a
+     CPU such a loop runs scalar, iteration after iteration (a CPU OpenCL compiler
+     vectorizes across work-items only straight-line code), and in a kernel with
+     barriers PoCL keeps private values in memory across the regions between barriers, which
+     makes its loops several times dearer; ``work_items`` (the per work-item cost of running the
+     kernel body: index arithmetic, the loop PoCL wraps around a work-group, scheduling of a
+     SIMD lane on a GPU);
    * memory: global (and ``__constant``) bytes split by stride class — ``gmem_unit_bytes``
      (local-id stride ±1 along dimension 0: coalesced on a GPU, vectorizable on a CPU),
      ``gmem_uniform_bytes`` (local-id stride 0 in every dimension a sub-group spans: one
      broadcast load per sub-group) and ``gmem_strided_bytes`` (anything else, including
      may-accesses and non-affine subscripts).  Two refinements from the access-to-footprint
      ratio (Stevens & Klöckner classify by AFR too): only the footprint (distinct elements) is
-     charged
-     to its stride class, the accesses beyond it (AFR > 1: re-reads a cache can serve) go to
-     ``gmem_reuse_bytes``; and unit-stride accesses that each work-item repeats (more than one
-     element access per work-item: a loop walking the array) go to ``gmem_unit_loop_bytes`` —
-     on a GPU they cost what ``gmem_unit_bytes`` costs, but a CPU OpenCL compiler (PoCL)
-     vectorizes across work-items only loop-free code, and the fit should be free to see that;
+     charged to its stride class, the accesses beyond it (AFR > 1: re-reads a cache can serve)
+     go to ``gmem_reuse_bytes``; the share of bytes (of any stride class) accessed in
+     work-item loops goes to ``gmem_loop_bytes`` — on a GPU they cost what their stride class
+     costs, on a CPU they are scalar loads, and the fit is free to see that; unit-stride bytes
+     of a multi-dimensional work-group narrower than :data:`NARROW_GROUP` along dimension 0 go
+     to ``gmem_narrow_bytes``;
    * overheads that do not overlap with the rest: ``launches``, ``group_barriers`` (barriers
      executed per work-group, summed over work-groups, as Stevens & Klöckner's ``barrier ×
      groups``) and
@@ -43,27 +50,31 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
    ``smax_p`` is the overlap term: ``p = 1`` is no overlap (on-chip work and memory traffic add
    up), ``p → ∞`` is perfect overlap (the slower one hides the other); in between it is smooth,
    as the paper's differentiable max.  ``p`` is *fitted*: :func:`fit_costs` is run for each
-   ``p`` of :data:`P_GRID` and the one with the smallest relative calibration error is kept.
+   ``p`` of :data:`P_GRID` and the one with the smallest calibration error is kept.
 
 3. **Calibration.**  :func:`calibrate` runs the generated micro-benchmarks of
    :func:`calibration_kernels` (listed in :data:`CALIBRATION_KERNELS`; none is an oplib kernel or
    an example, so :mod:`analysis.model_accuracy` evaluates on kernels the fit never saw), counts
-   each one's features with ``count_kernel`` on the very source it runs, takes the median of
-   repeated profiled runs, and fits the costs by non-negative least squares on *relative*
-   errors (rows weighted by 1/measured time; kernel times span four orders of magnitude and a
-   plain least-squares fit would only care about the slowest).  Costs must be non-negative
-   (a negative cost per flop would make "more work" predict "faster"), and scipy is not a
-   dependency, so :func:`nnls` is a small Lawson–Hanson active-set solver over ``numpy.linalg``.
-   Since ``smax_p`` is homogeneous of degree 1, ``smax_p(a, b) = α·a + β·b`` with
-   ``α = (a/S)^(p-1)``, ``β = (b/S)^(p-1)``, ``S = smax_p(a, b)``; the fit alternates between
-   solving the (then linear) NNLS for fixed ``α, β`` and recomputing them — the usual
-   fixed-point / iteratively-reweighted scheme.
+   each one's features with ``count_kernel`` on the very source it runs, times them in
+   interleaved rounds (:func:`measure_calibration`: each launch finds the caches as a launch in
+   a program does, holding other kernels' data) and keeps the median of each.  The costs are
+   fitted by non-negative least squares on the *log* error (kernel times span five orders of
+   magnitude, and a relative error cannot fall below -100 % while over-prediction is unbounded:
+   a relative fit leaves whole classes of kernels predicted 20x too fast), by Gauss-Newton from
+   the relative-error fit, followed by Huber reweighting of outliers (a disturbed measurement on
+   a shared machine).  Costs must be non-negative (a negative cost per flop would make "more
+   work" predict "faster"), and scipy is not a dependency, so :func:`nnls` is a small
+   Lawson–Hanson active-set solver over ``numpy.linalg``.  Since ``smax_p`` is homogeneous of
+   degree 1, ``smax_p(a, b) = α·a + β·b`` with ``α = (a/S)^(p-1)``, ``β = (b/S)^(p-1)``,
+   ``S = smax_p(a, b)``; each step solves the (then linear) NNLS for fixed ``α, β`` and
+   recomputes them.  ``p`` is chosen from :data:`P_GRID` by the geomean error of the fit.
 
 4. **Use.**  :func:`predict` for a kernel + launch geometry, an oplib ``OpKernel``, a
    ``KernelCounts`` or a whole ``Program`` (summed over launches, host loops included);
    :func:`rank_variants` / :func:`prune_variants` let the autotuner drop variants predicted to be
    far slower than the best before timing them.  Calibrations are cached per device as JSON
-   (:meth:`Calibration.save`, :meth:`Calibration.load`).
+   under :func:`calibration_key` (:meth:`Calibration.save`, :meth:`Calibration.load`), with
+   the costs in readable units and every micro-benchmark's residual.
 
 The model is a throughput model: it knows nothing about caches (working sets are not a feature)
 and nothing about occupancy.  Kernels far outside the calibrated range of sizes are predicted
@@ -73,9 +84,11 @@ with less confidence (see ``analysis/model_accuracy.py`` for what it achieves on
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import math
 import os
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -94,10 +107,15 @@ SCHEMA = "polyfuse.model/1"
 
 #: Features whose costs overlap with each other through the on-chip side of ``smax_p``.
 ONCHIP_FEATURES = ("flop_simple", "flop_fma", "flop_div", "flop_special", "local_access",
-                   "loop_accesses", "work_items")
+                   "loop_accesses", "sync_loop_accesses", "nested_loop_accesses", "loop_flops",
+                   "work_items")
 #: Features on the memory side of ``smax_p``.
-MEMORY_FEATURES = ("gmem_unit_bytes", "gmem_unit_loop_bytes", "gmem_strided_bytes",
-                   "gmem_uniform_bytes", "gmem_reuse_bytes")
+MEMORY_FEATURES = ("gmem_unit_bytes", "gmem_narrow_bytes", "gmem_loop_bytes",
+                   "gmem_strided_bytes", "gmem_uniform_bytes", "gmem_reuse_bytes")
+#: a work-group narrower than this along dimension 0 fills no full vector register of floats
+#: on a CPU (PoCL vectorizes the work-item loop along dimension 0): its unit-stride bytes are
+#: ``gmem_narrow_bytes``
+NARROW_GROUP = 16
 #: Additive overheads (never hidden by other work).
 OVERHEAD_FEATURES = ("launches", "group_barriers", "work_groups")
 #: Every feature, in the order of :meth:`Features.vector` and of the fitted cost vector.
@@ -205,16 +223,24 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
     kc = counts.evaluate(values) if values else counts
     name = kc.kernel
     out = dict.fromkeys(FEATURES, 0.0)
+    ls = [v for v in kc.local_size if v is not None]
+    # a multi-dimensional work-group whose rows are shorter than a vector
+    narrow = len(kc.local_size) > 1 and bool(ls) and ls[0] < NARROW_GROUP and \
+        any(v > 1 for v in ls[1:])
     for r in kc.ops:
         out[op_class(r.op)] += _value(r.count, f"op {r.op}", name)
-    wi_total = _value(kc.geometry["work_items"], "work-items", name)
+        if r.loop_count is not None:
+            out["loop_flops"] += _value(r.loop_count, f"op {r.op} in loops", name)
     for m in kc.mem:
         n = _value(m.count, f"{m.space} {m.direction} of {m.array}", name)
         acc = m.accesses.value
         acc_f = float(Fraction(acc)) if acc is not None else n
-        per_item = acc_f / wi_total if wi_total else 1.0
-        if per_item > 1.0 and m.space in ("global", "constant", "local"):
-            out["loop_accesses"] += acc_f
+        looped = m.loop_accesses.value if m.loop_accesses is not None else 0
+        loop_f = float(Fraction(looped)) if looped is not None else acc_f
+        if m.space in ("global", "constant", "local"):
+            out["loop_accesses"] += loop_f
+            if m.nested_loop_accesses is not None and m.nested_loop_accesses.value is not None:
+                out["nested_loop_accesses"] += float(Fraction(m.nested_loop_accesses.value))
         if m.space == "local":
             out["local_access"] += n
             continue
@@ -230,10 +256,13 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
             fp = float(Fraction(m.footprint.value))
         first = min(n, fp) if fp is not None else n
         out["gmem_reuse_bytes"] += (n - first) * size
-        if cls == "unit":
-            if per_item > 1.0:
-                cls = "unit_loop"  # each work-item repeats it: a loop over the array
-        out[f"gmem_{cls}_bytes"] += first * size
+        if cls == "unit" and narrow:
+            cls = "narrow"
+        # the share made inside work-item loops, of any stride: scalar loads, one iteration
+        # after the other, on a CPU
+        share = min(1.0, loop_f / acc_f) if loop_f > 0 and acc_f > 0 else 0.0
+        out["gmem_loop_bytes"] += share * first * size
+        out[f"gmem_{cls}_bytes"] += (1.0 - share) * first * size
     launches = 1.0
     barriers = 0.0
     for s in kc.sync:
@@ -241,6 +270,12 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
             launches = _value(s.count, "kernel launches", name)
         else:
             barriers += _value(s.count, s.kind, name)
+    if barriers > 0:
+        # a kernel with barriers: a CPU OpenCL compiler runs each region between barriers as a
+        # loop over the work-items and keeps private values in memory across them, so a
+        # work-item's own loop costs several times more than in a barrier-free kernel
+        out["sync_loop_accesses"] = out["loop_accesses"]
+        out["loop_accesses"] = 0.0
     wi = _value(kc.geometry["work_items"], "work-items", name)
     wg = _value(kc.geometry["work_groups"], "work-groups", name)
     group_size = wi / wg if wg else 1.0
@@ -334,14 +369,20 @@ def model_time(x: np.ndarray, costs: np.ndarray, p: float) -> np.ndarray:
     return smooth_max(on, mem, p) + rest
 
 
-def fit_costs(x: np.ndarray, t: np.ndarray, p: float, *, iters: int = 60
-              ) -> tuple[np.ndarray, float]:
-    """Non-negative costs minimizing the relative error of ``model_time(x, c, p)`` against ``t``.
+def fit_costs(x: np.ndarray, t: np.ndarray, p: float, *, iters: int = 60,
+              weights: Optional[np.ndarray] = None) -> tuple[np.ndarray, float]:
+    """Non-negative costs minimizing the log error ``log(model_time(x, c, p) / t)`` in the
+    least-squares sense (``weights`` scale each row).
 
-    Rows are weighted by ``1/t`` (relative error), columns of the weighted system scaled to
-    unit norm for NNLS's conditioning.  The smooth max is linearized as ``α·on + β·mem`` with
-    weights recomputed from the current costs until they settle (see the module docstring).
-    Returns the costs and the root-mean-square relative error of the fit.
+    Log, not relative, error: a relative error cannot fall below -100 % however far a kernel
+    is under-predicted, while over-prediction is unbounded, so a relative fit leaves whole
+    classes of kernels predicted 20x too fast rather than pay for a few over-predictions.
+    Gauss-Newton on the log: with ``f`` the current prediction, ``log(a·c / t) ≈ a·c/f - 1 +
+    log(f/t)``, an NNLS problem with rows ``a/f`` and right-hand side ``1 - log(f/t)``; the
+    first step, from ``f = t``, is the relative-error fit.  The smooth max is linearized as
+    ``α·on + β·mem`` with weights recomputed from the current costs (module docstring).
+    Columns of each system are scaled to unit norm for NNLS's conditioning.  Returns the costs
+    and the root-mean-square relative error of the fit.
     """
     x = np.asarray(x, dtype=float)
     t = np.asarray(t, dtype=float)
@@ -349,17 +390,19 @@ def fit_costs(x: np.ndarray, t: np.ndarray, p: float, *, iters: int = 60
         raise ValueError(f"x must be n×{len(FEATURES)} and t of length n")
     if np.any(t <= 0):
         raise ValueError("measured times must be positive")
-    w = 1.0 / t
-    scale = np.linalg.norm(x * w[:, None], axis=0)  # unit columns of the weighted system
-    scale = np.where(scale > 0, scale, 1.0)
+    rw = np.ones(len(t)) if weights is None else np.asarray(weights, dtype=float)
     alpha = np.ones(len(t))
     beta = np.ones(len(t))
     costs = np.zeros(x.shape[1])
+    f = t.copy()
     for _ in range(iters):
         a = x.copy()
         a[:, _ON] *= alpha[:, None]
         a[:, _MEM] *= beta[:, None]
-        sol = nnls((a / scale) * w[:, None], t * w)
+        w = rw / f
+        scale = np.linalg.norm(a * w[:, None], axis=0)
+        scale = np.where(scale > 0, scale, 1.0)
+        sol = nnls((a / scale) * w[:, None], rw * (1.0 - np.log(f / t)))
         new = sol / scale
         on = x[:, _ON] @ new[_ON]
         mem = x[:, _MEM] @ new[_MEM]
@@ -367,24 +410,41 @@ def fit_costs(x: np.ndarray, t: np.ndarray, p: float, *, iters: int = 60
         pos = s > 0
         alpha = np.where(pos, (on / np.where(pos, s, 1)) ** (p - 1), 1.0)
         beta = np.where(pos, (mem / np.where(pos, s, 1)) ** (p - 1), 1.0)
-        done = np.allclose(new, costs, rtol=1e-6, atol=0)
+        done = np.allclose(new, costs, rtol=1e-5, atol=0)
         costs = new
-        if done or p == 1.0:
+        # the next linearization point; kept within 1000x of the measurement (a row the
+        # current costs cannot reach at all must not get an infinite weight)
+        f = np.clip(model_time(x, costs, p), t / 1e3, t * 1e3)
+        if done:
             break
     err = model_time(x, costs, p) / t - 1.0
     return costs, float(np.sqrt(np.mean(err ** 2)))
 
 
-def fit_model(x: np.ndarray, t: np.ndarray, p_grid: Sequence[float] = P_GRID
-              ) -> tuple[np.ndarray, float, float]:
-    """:func:`fit_costs` for every ``p`` of ``p_grid``; the (costs, p, rms) with least error."""
-    best: Optional[tuple[np.ndarray, float, float]] = None
+def fit_model(x: np.ndarray, t: np.ndarray, p_grid: Sequence[float] = P_GRID, *,
+              robust: int = 3) -> tuple[np.ndarray, float, float]:
+    """:func:`fit_costs` for every ``p`` of ``p_grid``; the (costs, p, rms) whose geomean error
+    on the calibration set is least.
+
+    ``robust`` rounds of Huber reweighting follow each fit: a micro-benchmark whose log
+    residual is beyond three times the robust spread (1.4826 × the median absolute log residual) of
+    the others gets a weight that caps its pull, so one disturbed measurement on a shared
+    machine (or a kernel the device compiles unlike the rest) does not drag every cost.
+    """
+    best: Optional[tuple[np.ndarray, float, float, float]] = None
     for p in p_grid:
-        costs, rms = fit_costs(x, t, float(p))
-        if best is None or rms < best[2] - 1e-12:
-            best = (costs, float(p), rms)
+        weights = np.ones(len(t))
+        for _ in range(1 + max(0, robust)):
+            costs, rms = fit_costs(x, t, float(p), weights=weights)
+            fitted = model_time(x, costs, float(p))
+            r = np.abs(np.log(np.maximum(fitted, 1e-30) / t))
+            k = 3.0 * 1.4826 * float(np.median(r)) or 1e-12
+            weights = np.where(r <= k, 1.0, k / np.maximum(r, 1e-30))
+        score = float(np.mean(r))
+        if best is None or score < best[3] - 1e-12:
+            best = (costs, float(p), rms, score)
     assert best is not None
-    return best
+    return best[0], best[1], best[2]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -457,6 +517,106 @@ def _loop_source() -> str:
             "    y[i] = acc;\n}\n")
 
 
+def _stream2d_source() -> str:
+    """Kernel ``calib_stream2d``: ``y = x + 1`` over a ``W × H`` grid of ``8 × 8``
+    work-groups — rows of 8 floats per work-group, the shape of an element-wise kernel over
+    an image-like tensor."""
+    return ("__kernel void calib_stream2d(__global const float *x, __global float *y)\n{\n"
+            "    const int i = get_global_id(1) * get_global_size(0) + get_global_id(0);\n"
+            "    y[i] = x[i] + 1.0f;\n}\n")
+
+
+def _gather_source(rows: int, cols: int) -> str:
+    """Kernel ``calib_gather``: a transpose, ``y[i] = x[(i % rows) * cols + i / rows]`` —
+    straight-line loads at a stride of ``cols`` elements across work-items, unit-stride
+    stores."""
+    return ("__kernel void calib_gather(__global const float *x, __global float *y)\n{\n"
+            "    const int i = get_global_id(0);\n"
+            f"    y[i] = x[(i % {rows}) * {cols} + i / {rows}];\n}}\n")
+
+
+def _broadcast_source(run: int) -> str:
+    """Kernel ``calib_bcast``: ``y[i] = x[i] * b[i / run]`` — a straight-line load that a whole
+    run of ``run`` work-items shares (uniform across a sub-group), beside a stream."""
+    return ("__kernel void calib_bcast(__global const float *x, __global const float *b, "
+            "__global float *y)\n{\n    const int i = get_global_id(0);\n"
+            f"    y[i] = x[i] * b[i / {run}];\n}}\n")
+
+
+def _guarded_loop_source() -> str:
+    """Kernel ``calib_gloop``: ``calib_loop`` with a bounds test in the loop body, as loops
+    over a window or a padded input have; ``bound`` is given at run time, so the compiler can
+    neither drop the test nor hoist it out of the loop."""
+    return ("__kernel void calib_gloop(__global const float *x, __global const float *c, "
+            "__global float *y, const int rows, const int bound)\n{\n"
+            "    const int i = get_global_id(0);\n"
+            "    const int g = get_global_size(0);\n    float acc = 0.0f;\n"
+            "    for (int k = 0; k < rows; ++k) {\n"
+            "        if (i + k < bound)\n"
+            "            acc = fma(x[k * g + i], c[k], acc);\n"
+            "    }\n    y[i] = acc;\n}\n")
+
+
+def _nested_loop_source(outer: int, a: int, b: int) -> str:
+    """Kernel ``calib_nest``: a three-deep work-item loop nest (``outer × a × b``) with a
+    bounds test, reducing the products of a plane-strided input and a uniform table — loops
+    over channels and a window, as sliding-window kernels have."""
+    return ("__kernel void calib_nest(__global const float *x, __global const float *c, "
+            "__global float *y, const int plane)\n{\n"
+            "    const int i = get_global_id(0);\n    float acc = 0.0f;\n"
+            f"    for (int p = 0; p < {outer}; ++p)\n"
+            f"        for (int u = 0; u < {a}; ++u)\n"
+            f"            for (int v = 0; v < {b}; ++v)\n"
+            "                if (i + u + v < plane)\n"
+            f"                    acc += x[p * plane + i + u * {b} + v]\n"
+            f"                           * c[(p * {a} + u) * {b} + v];\n"
+            "    y[i] = acc;\n}\n")
+
+
+def _tile_loop_source(tile: int) -> str:
+    """Kernel ``calib_tile``: the tile loop of a tiled product, on a ``tile × tile``
+    work-group: each round every work-item stores one element into each of two ``__local``
+    tiles, then (between barriers) runs ``tile`` iterations of ``acc += ta[lr][k] * tb[k][lc]``
+    — one broadcast and one unit-stride ``__local`` load and an fma per iteration, a
+    loop-carried dependence through ``acc``.  The tiles are rows of ``x`` at a row ``pitch``
+    (no product is computed: both tiles read the same rows)."""
+    t = tile
+    return ("__kernel void calib_tile(__global const float *x, __global float *y, "
+            "const int rounds, const int pitch)\n{\n"
+            f"    __local float ta[{t}][{t}];\n    __local float tb[{t}][{t}];\n"
+            "    const int lc = get_local_id(0);\n    const int lr = get_local_id(1);\n"
+            "    const int gx = get_global_id(0);\n    const int gy = get_global_id(1);\n"
+            "    float acc = 0.0f;\n"
+            "    for (int r = 0; r < rounds; ++r) {\n"
+            f"        ta[lr][lc] = x[gy * pitch + r * {t} + lc];\n"
+            f"        tb[lr][lc] = x[(r * {t} + lr) * pitch + gx];\n"
+            "        barrier(CLK_LOCAL_MEM_FENCE);\n"
+            f"        for (int k = 0; k < {t}; ++k)\n"
+            "            acc += ta[lr][k] * tb[k][lc];\n"
+            "        barrier(CLK_LOCAL_MEM_FENCE);\n"
+            "    }\n    y[gy * get_global_size(0) + gx] = acc;\n}\n")
+
+
+def _row_loop_source(local_size: int) -> str:
+    """Kernel ``calib_rowloop``: one work-group per row of ``cols`` floats, each work-item
+    walking the row at a stride of the group size with an ``exp`` and an add per element,
+    then a tree reduction through ``__local`` memory with a barrier per level — the shape of a
+    row reduction (normalizations, row maxima and sums)."""
+    ls = local_size
+    return ("__kernel void calib_rowloop(__global const float *x, __global float *y, "
+            "const int cols)\n{\n"
+            f"    __local float s[{ls}];\n"
+            "    const int lid = get_local_id(0);\n    const int row = get_group_id(0);\n"
+            "    float acc = 0.0f;\n"
+            f"    for (int c = 0; c < cols / {ls}; ++c)\n"
+            f"        acc += exp(x[row * cols + c * {ls} + lid]);\n"
+            "    s[lid] = acc;\n    barrier(CLK_LOCAL_MEM_FENCE);\n"
+            f"    for (int h = {ls // 2}; h > 0; h >>= 1) {{\n"
+            "        if (lid < h)\n            s[lid] += s[lid + h];\n"
+            "        barrier(CLK_LOCAL_MEM_FENCE);\n    }\n"
+            "    if (lid == 0)\n        y[row] = s[0];\n}\n")
+
+
 def _reuse_source(table: int) -> str:
     """Kernel ``calib_reuse``: ``y[i] = x[i] + t[i % table]`` — a small table re-read by every
     work-group (access-to-footprint ratio n/table), next to a streaming load and store."""
@@ -510,14 +670,20 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
     """The calibration set: generated micro-benchmarks at several sizes.
 
     Generated here: ``calib_stream`` (1-3 unit-stride input arrays, 1-2 outputs, 16 Ki to
-    2 Mi elements, two group sizes), ``calib_fma``, ``calib_simple``, ``calib_exp``,
+    2 Mi elements, two group sizes), ``calib_stream2d`` (8×8 work-groups over an image-like
+    grid, :func:`_stream2d_source`), ``calib_gather`` / ``calib_bcast`` (straight-line strided
+    and shared loads, :func:`_gather_source`, :func:`_broadcast_source`), ``calib_fma``,
+    ``calib_simple``, ``calib_exp``,
     ``calib_div`` (straight-line op chains) and ``calib_fma_loop`` (an op chain in a loop), see
-    :func:`_chain_source`; ``calib_loop`` (loads and fma in a per-work-item loop,
-    :func:`_loop_source`); ``calib_reuse`` (a re-read table, :func:`_reuse_source`);
-    ``calib_barrier`` / ``calib_nobarrier`` (:func:`_barrier_source`).  From
-    :mod:`polyfuse.perf.microbench`: ``empty`` (launch and per-group overhead at 1 to 16 Ki
-    groups of two sizes), ``lmem_read`` (``__local`` loads) and ``strided`` (loads in a loop at
-    lid strides 1, 4, 16 and 0 = uniform).
+    :func:`_chain_source`; ``calib_loop`` / ``calib_gloop`` (loads and a reduction in a
+    work-item loop, without and with a bounds test, :func:`_loop_source`); ``calib_nest`` (a
+    three-deep work-item loop nest, :func:`_nested_loop_source`); ``calib_tile`` (the
+    tile loop of a tiled product, :func:`_tile_loop_source`); ``calib_rowloop`` (a row
+    reduction, :func:`_row_loop_source`); ``calib_reuse`` (a re-read table,
+    :func:`_reuse_source`); ``calib_barrier`` / ``calib_nobarrier`` (:func:`_barrier_source`).
+    From :mod:`polyfuse.perf.microbench`: ``empty`` (launch and per-group overhead at 1 to
+    16 Ki groups of two sizes) and ``strided`` (loads in a loop at lid strides 1, 4, 16 and
+    0 = uniform).  Row pitches are those of tensor shapes, not powers of two.
     None of them is an oplib kernel or an example kernel (:data:`CALIBRATION_KERNELS`).
     """
     from polyfuse.perf import microbench as mb
@@ -553,6 +719,20 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
                 add(f"stream {n_in}->{n_out} n={n} l={lsz}", src, "calib_stream", n,
                     [buf(4 * n)] * (n_in + n_out), {}, local=lsz)
 
+    s2 = _stream2d_source()
+    for w, h in (((56, 1792),) if quick else ((56, 448), (56, 3584), (112, 7168))):
+        if 64 <= max_group:
+            out.append(CalibrationKernel(f"stream2d {w}x{h} l=8x8", s2, "calib_stream2d",
+                                         (w, h), (8, 8), (buf(4 * w * h), buf(4 * w * h)), ()))
+
+    for rows, cols in (((64, 256),) if quick else ((64, 64), (64, 1024), (256, 2048))):
+        n = rows * cols
+        add(f"calib_gather {rows}x{cols}", _gather_source(rows, cols), "calib_gather", n,
+            [buf(4 * n), buf(4 * n)], {})
+    for run, n in (((64, 1 << 16),) if quick else ((64, 4096), (128, 1 << 16), (64, 1 << 19))):
+        add(f"calib_bcast run={run} n={n}", _broadcast_source(run), "calib_bcast", n,
+            [buf(4 * n), buf(4 * (n // run)), buf(4 * n)], {})
+
     items = 8192
     for op in ("fma", "simple", "exp", "div"):
         for steps in ((8,) if quick else (2, 16)):
@@ -563,19 +743,44 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
             [buf(4 * items), buf(4 * items), ival(iters)], {"iters": iters})
 
     lp = _loop_source()
-    for rows, n in (((32, 1 << 14),) if quick else ((8, 1 << 15), (64, 1 << 14), (256, 4096))):
+    # row pitches of tensor shapes (56·56, 28·28·4, 768·4 floats): a column walk at a
+    # power-of-two pitch instead maps every access of a work-item to one cache set, a cost
+    # 5-15x higher on a CPU that the features do not describe
+    for rows, n in (((32, 3136),) if quick else ((64, 3136), (256, 3136))):
         add(f"calib_loop rows={rows} n={n}", lp, "calib_loop", n,
             [buf(4 * rows * n), buf(4 * rows), buf(4 * n), ival(rows)], {"rows": rows})
+    gp = _guarded_loop_source()
+    for rows, n in (((128, 3072),) if quick else ((9, 12544), (64, 3136), (128, 3072))):
+        add(f"calib_gloop rows={rows} n={n}", gp, "calib_gloop", n,
+            [buf(4 * rows * n), buf(4 * rows), buf(4 * n), ival(rows), ival(n + rows)],
+            {"rows": rows, "bound": n + rows})
+
+    for outer, a, b, n in (((16, 3, 3, 3136),) if quick else
+                           ((16, 3, 3, 3136), (96, 1, 1, 3136), (8, 5, 5, 12544))):
+        plane = n + 64  # the planes' pitch, past the last window
+        add(f"calib_nest {outer}x{a}x{b} n={n}", _nested_loop_source(outer, a, b),
+            "calib_nest", n, [buf(4 * (outer * plane + a * b + 64)), buf(4 * outer * a * b),
+                              buf(4 * n), ival(plane)], {"plane": plane})
+
+    for tile, rounds, gx, gy in (((16, 16, 256, 64),) if quick else
+                                 ((16, 8, 512, 64), (16, 32, 192, 64), (8, 32, 256, 64))):
+        if tile * tile > max_group:
+            continue
+        pitch = max(gx, rounds * tile) + 48  # a row pitch that is no multiple of a cache way
+        rows = max(gy, rounds * tile)
+        out.append(CalibrationKernel(
+            f"calib_tile {tile}x{tile} rounds={rounds} {gx}x{gy}", _tile_loop_source(tile),
+            "calib_tile", (gx, gy), (tile, tile),
+            (buf(4 * rows * pitch), buf(4 * gx * gy), ival(rounds), ival(pitch)),
+            (("pitch", pitch), ("rounds", rounds))))
+
+    for rows, cols in (((512, 256),) if quick else ((1024, 128), (192, 768), (64, 3072))):
+        add(f"calib_rowloop {rows}x{cols}", _row_loop_source(ls), "calib_rowloop", rows * ls,
+            [buf(4 * rows * cols), buf(4 * rows), ival(cols)], {"cols": cols})
 
     for table, n in (((256, 1 << 18),) if quick else ((256, 1 << 16), (4096, 1 << 19))):
         add(f"calib_reuse t={table} n={n}", _reuse_source(table), "calib_reuse", n,
             [buf(4 * n), buf(4 * table), buf(4 * n)], {})
-
-    lsrc = mb.local_memory_source(ls, 1024)
-    groups = 16
-    for iters in ((64,) if quick else (16, 128)):
-        add(f"lmem_read iters={iters}", lsrc, "lmem_read", groups * ls,
-            [buf(4 * 1024), buf(4 * groups * ls), ival(iters)], {"iters": iters})
 
     groups = 64
     for bar in (True, False):
@@ -598,9 +803,12 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
 
 
 #: Kernel names of the calibration set (what the accuracy study must not evaluate on).
-CALIBRATION_KERNELS = ("empty", "calib_stream", "calib_fma", "calib_fma_loop", "calib_simple",
-                       "calib_exp", "calib_div", "calib_loop", "calib_reuse", "lmem_read",
-                       "calib_barrier", "calib_nobarrier", "strided")
+CALIBRATION_KERNELS = ("empty", "calib_stream", "calib_stream2d", "calib_gather", "calib_bcast",
+                       "calib_fma", "calib_fma_loop",
+                       "calib_simple", "calib_exp", "calib_div", "calib_loop", "calib_gloop",
+                       "calib_nest",
+                       "calib_tile", "calib_rowloop", "calib_reuse", "calib_barrier",
+                       "calib_nobarrier", "strided")
 
 
 def _pad3(t: Sequence[int]) -> tuple[Optional[int], Optional[int], Optional[int]]:
@@ -635,31 +843,74 @@ def count_calibration_kernel(ck: CalibrationKernel, subgroup_size: Optional[int]
     return count_kernel(kernel, subgroup_size=subgroup_size)
 
 
-def _run_calibration_kernel(ck: CalibrationKernel, queue: Any, repeat: int) -> float:
-    """Median profiled seconds of one calibration launch (buffers filled with 0.25)."""
+def _calibration_check(ck: CalibrationKernel) -> Any:
+    """The precheck of one calibration kernel (its source, built and asked for binaries)."""
+    from polyfuse.runtime.device import Check
+
+    return Check(ck.source, key=ck.kernel)
+
+
+#: calibration launches shorter than this are measured warm (:func:`measure_calibration`)
+TINY_LAUNCH_S = 20e-6
+
+
+def measure_calibration(kernels: Sequence[CalibrationKernel], queue: Any, repeat: int,
+                        progress: Progress = None) -> list[Optional[list[float]]]:
+    """Profiled seconds of every calibration launch, ``repeat`` samples each, interleaved.
+
+    Every kernel is built and its buffers filled (with 0.25) first; then each of ``repeat``
+    rounds launches every kernel once, so a burst of load from other jobs on a shared machine
+    hits every sample of a round alike instead of a few kernels entirely, and each launch
+    finds the caches as a launch in a program does: holding what other kernels touched, not
+    its own data from a launch just before (except launches under :data:`TINY_LAUNCH_S`,
+    mostly launch overhead, timed right after a launch of their own as in a program's
+    back-to-back launches).  A kernel the device compiler rejects or crashes
+    on (checked in a worker first, :func:`polyfuse.runtime.device.precheck`) gets None.
+    """
     import pyopencl as cl
 
-    from polyfuse.runtime.device import build_kernel, time_kernel
+    from polyfuse.runtime.device import build_program, precheck, time_kernel
 
+    say = progress or (lambda _m: None)
     ctx = queue.context
-    kernel = build_kernel(ctx, ck.source, ck.kernel)
-    args: list[Any] = []
-    for a in ck.args:
-        if a.kind == "buffer":
-            b = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, int(a.value))
-            cl.enqueue_fill_buffer(queue, b, np.float32(0.25), 0, int(a.value)).wait()
-            args.append(b)
-        elif a.kind == "int":
-            args.append(np.int32(a.value))
-        else:
-            args.append(np.float32(a.value))
-    res = time_kernel(queue, kernel, ck.global_size, ck.local_size, args, repeat=repeat,
-                      warmup=1)
-    if res.median < 200e-6:  # short launches are the noisiest and the cheapest to repeat
-        more = time_kernel(queue, kernel, ck.global_size, ck.local_size, None,
-                           repeat=3 * repeat, warmup=0)
-        return float(np.median(list(res.samples) + list(more.samples)))
-    return res.median
+    why = precheck(queue.device, [_calibration_check(ck) for ck in kernels])
+    built: list[Optional[tuple[Any, CalibrationKernel]]] = []
+    keep: list[Any] = []  # the buffers, alive until the last round
+    for ck, reason in zip(kernels, why):
+        if reason is not None:
+            say(f"calibrate: {ck.label}: skipped ({reason})")
+            built.append(None)
+            continue
+        # a kernel object of its own: the launches of one source differ in their arguments,
+        # set once here (build_kernel's shared object would keep only the last ones)
+        kernel = cl.Kernel(build_program(ctx, ck.source), ck.kernel)
+        args: list[Any] = []
+        for a in ck.args:
+            if a.kind == "buffer":
+                b = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, int(a.value))
+                cl.enqueue_fill_buffer(queue, b, np.float32(0.25), 0, int(a.value)).wait()
+                args.append(b)
+            elif a.kind == "int":
+                args.append(np.int32(a.value))
+            else:
+                args.append(np.float32(a.value))
+        kernel.set_args(*args)
+        keep.append(args)
+        built.append((kernel, ck))
+    samples: list[list[float]] = [[] for _ in kernels]
+    for r in range(repeat):
+        say(f"calibrate: round {r + 1}/{repeat} of {len(kernels)} micro-benchmarks")
+        for i, item in enumerate(built):
+            if item is None:
+                continue
+            kernel, ck = item
+            # a launch of a few microseconds is mostly launch overhead, which in a program is
+            # paid back to back: such a one is launched twice in a row and the second kept
+            tiny = bool(samples[i]) and float(np.median(samples[i])) < TINY_LAUNCH_S
+            res = time_kernel(queue, kernel, ck.global_size, ck.local_size, None,
+                              repeat=1, warmup=1 if (r == 0 or tiny) else 0)
+            samples[i].extend(res.samples)
+    return [s if built[i] is not None else None for i, s in enumerate(samples)]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -679,10 +930,50 @@ def default_model_dir() -> Path:
     return Path("~/.cache/polyfuse/model").expanduser()
 
 
+def calibration_key(device: Any) -> str:
+    """File-name-safe key of a device's calibration: its name and a digest of
+    :func:`~polyfuse.runtime.device.stable_device_key` (platform, platform version, device,
+    driver version).  Not the memory sizes: PoCL reports the host's free memory as global
+    memory, which changes from one process to the next, and a calibration keyed on it would be
+    measured again every time."""
+    from polyfuse.runtime.device import stable_device_key
+
+    dev = device if hasattr(device, "driver_version") else _device_of(device)
+    stable = stable_device_key(dev)
+    digest = hashlib.sha1(stable.encode()).hexdigest()[:12]
+    slug = re.sub(r"[^a-z0-9]+", "-", dev.name.strip().lower()).strip("-")[:40]
+    return f"{slug}-{digest}"
+
+
+#: how each feature's cost reads in the JSON: (unit, scale) with readable = scale / cost
+#: for rates, scale * cost for durations
+_READABLE = {
+    "flop_simple": ("Gop/s", 1e-9, "rate"), "flop_fma": ("Gfma/s", 1e-9, "rate"),
+    "flop_div": ("Gop/s", 1e-9, "rate"), "flop_special": ("Gop/s", 1e-9, "rate"),
+    "local_access": ("G accesses/s", 1e-9, "rate"),
+    "loop_accesses": ("G accesses/s", 1e-9, "rate"),
+    "sync_loop_accesses": ("G accesses/s", 1e-9, "rate"),
+    "nested_loop_accesses": ("G accesses/s", 1e-9, "rate"),
+    "loop_flops": ("G loop ops/s", 1e-9, "rate"),
+    "work_items": ("ns per work-item", 1e9, "time"),
+    "launches": ("us per launch", 1e6, "time"),
+    "group_barriers": ("ns per barrier and work-group", 1e9, "time"),
+    "work_groups": ("ns per work-group", 1e9, "time"),
+}
+
+
+def readable_cost(feature: str, cost: float) -> str:
+    """A cost in the unit a person thinks in: GB/s for bytes, Gop/s for ops, us per launch."""
+    unit, scale, kind = _READABLE.get(feature, ("GB/s", 1e-9, "rate"))
+    if kind == "rate":
+        return "not charged (0)" if cost <= 0 else f"{scale / cost:.4g} {unit}"
+    return f"{scale * cost:.4g} {unit}"
+
+
 @dataclass
 class Calibration:
     """Fitted per-feature costs of one device (seconds per unit), the overlap exponent ``p``,
-    and the measurements they were fitted to."""
+    and the measurements they were fitted to (with their residuals)."""
 
     device_key: str
     costs: dict[str, float]
@@ -692,8 +983,13 @@ class Calibration:
     quick: bool = False
     created: str = ""
     fit_rms_rel_error: float = 0.0
-    #: one record per calibration launch: label, kernel, features, measured and fitted seconds
+    #: one record per calibration launch: label, kernel, features, measured and fitted seconds,
+    #: the spread (IQR / median) of the measured samples
     samples: list[dict[str, Any]] = field(default_factory=list)
+    #: the stable device identity the key digests (platform, versions, device name)
+    stable_key: str = ""
+    #: calibration launches the device could not build or run, with the reason
+    skipped: dict[str, str] = field(default_factory=dict)
 
     @property
     def cost_vector(self) -> np.ndarray:
@@ -703,6 +999,12 @@ class Calibration:
     def calibration_kernels(self) -> list[str]:
         """Kernel names the costs were fitted on (exclude them when judging the model)."""
         return sorted({s["kernel"] for s in self.samples})
+
+    @property
+    def fit_geomean_error(self) -> float:
+        """:func:`geomean_error` of the fitted against the measured calibration times."""
+        return geomean_error([(s["fitted"], s["measured"]) for s in self.samples
+                              if s.get("fitted")])
 
     def time(self, features: Features) -> float:
         """Predicted seconds of one feature vector."""
@@ -720,28 +1022,65 @@ class Calibration:
         return {"on_chip": on, "memory": mem, "overlapped": ov, **rest,
                 "total": ov + sum(rest.values())}
 
+    def residuals(self) -> list[dict[str, Any]]:
+        """Per calibration launch: measured and fitted seconds, ``fitted/measured - 1``."""
+        return [{"label": s["label"], "measured_s": s["measured"], "fitted_s": s.get("fitted"),
+                 "residual": (s["fitted"] / s["measured"] - 1.0) if s.get("fitted") else None,
+                 "spread": s.get("spread")}
+                for s in self.samples]
+
+    def summary(self) -> str:
+        """The fitted parameters in readable units and the fit's quality, for a person."""
+        lines = [f"calibration of {self.device} (key {self.device_key}, {self.created})",
+                 f"  overlap exponent p = {self.p:g} (1: on-chip and memory add up; large: the "
+                 "slower hides the other)"]
+        for f in FEATURES:
+            lines.append(f"  {f:22s} {readable_cost(f, self.costs.get(f, 0.0))}")
+        worst = sorted(self.residuals(), key=lambda r: -abs(r["residual"] or 0.0))[:3]
+        lines.append(f"  fit over {len(self.samples)} micro-benchmark launches: rms relative "
+                     f"residual {self.fit_rms_rel_error:.1%}, geomean error "
+                     f"{self.fit_geomean_error:.1%}; worst: " +
+                     ", ".join(f"{r['label']} {r['residual']:+.0%}" for r in worst))
+        for label, why in self.skipped.items():
+            lines.append(f"  skipped {label}: {why}")
+        return "\n".join(lines)
+
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "device_key": self.device_key, "device": self.device,
-                "created": self.created, "quick": self.quick, "p": self.p,
-                "subgroup_size": self.subgroup_size, "features": list(FEATURES),
+                "stable_key": self.stable_key, "created": self.created, "quick": self.quick,
+                "p": self.p, "subgroup_size": self.subgroup_size, "features": list(FEATURES),
                 "costs": {f: float(self.costs.get(f, 0.0)) for f in FEATURES},
-                "fit_rms_rel_error": self.fit_rms_rel_error, "samples": self.samples}
+                "parameters": {f: readable_cost(f, self.costs.get(f, 0.0)) for f in FEATURES},
+                "fit_rms_rel_error": self.fit_rms_rel_error,
+                "fit_geomean_error": (None if math.isnan(self.fit_geomean_error)
+                                      else self.fit_geomean_error),
+                "residuals": self.residuals(), "skipped": dict(self.skipped),
+                "samples": self.samples}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Calibration:
         if d.get("schema") != SCHEMA:
             raise PolyfuseError(f"not a polyfuse model calibration (schema {d.get('schema')!r})")
+        if list(d.get("features", FEATURES)) != list(FEATURES):
+            raise PolyfuseError("the calibration was fitted on other features (an older "
+                                "polyfuse): calibrate again")
         return cls(device_key=d["device_key"], costs={k: float(v) for k, v in d["costs"].items()},
                    p=float(d["p"]), subgroup_size=int(d["subgroup_size"]),
                    device=d.get("device", ""), quick=bool(d.get("quick", False)),
                    created=d.get("created", ""),
                    fit_rms_rel_error=float(d.get("fit_rms_rel_error", 0.0)),
-                   samples=list(d.get("samples", [])))
+                   samples=list(d.get("samples", [])), stable_key=d.get("stable_key", ""),
+                   skipped=dict(d.get("skipped", {})))
 
     @staticmethod
     def path_for(device_key: str, directory: Optional[Union[str, Path]] = None) -> Path:
         """Where the calibration of ``device_key`` is cached."""
         return Path(directory or default_model_dir()) / f"{device_key}.json"
+
+    @property
+    def path(self) -> Path:
+        """Where this calibration is (or would be) cached."""
+        return self.path_for(self.device_key)
 
     def save(self, path: Optional[Union[str, Path]] = None) -> Path:
         """Write the JSON (default: :meth:`path_for` this device) and return its path."""
@@ -760,21 +1099,22 @@ class Calibration:
         Raises :class:`FileNotFoundError` when there is none (:meth:`for_device` calibrates).
         """
         if path is None:
-            from polyfuse.runtime.device import device_key
-
-            path = cls.path_for(device_key(_device_of(device)))
+            path = cls.path_for(calibration_key(device))
         return cls.from_dict(json.loads(Path(path).read_text()))
 
     @classmethod
-    def for_device(cls, device: Any = None, *, quick: bool = False,
+    def for_device(cls, device: Any = None, *, quick: bool = False, recalibrate: bool = False,
                    progress: Progress = None) -> Calibration:
-        """The cached calibration of ``device``, calibrating (and caching) when there is none."""
-        try:
-            return cls.load(device)
-        except (FileNotFoundError, PolyfuseError, KeyError, ValueError):
-            cal = calibrate(device, quick=quick, progress=progress)
-            cal.save()
-            return cal
+        """The cached calibration of ``device``, calibrating (and caching) when there is none,
+        when the cached one is unreadable or from older features, or when ``recalibrate``."""
+        if not recalibrate:
+            try:
+                return cls.load(device)
+            except (FileNotFoundError, PolyfuseError, KeyError, ValueError):
+                pass
+        cal = calibrate(device, quick=quick, progress=progress)
+        cal.save()
+        return cal
 
 
 def _device_of(device: Any) -> Any:
@@ -785,6 +1125,8 @@ def _device_of(device: Any) -> Any:
         return device.device
     if isinstance(device, cl.Context):
         return device.devices[0]
+    if isinstance(device, cl.Device):
+        return device
     from polyfuse.runtime.device import get_device
 
     return get_device(device)
@@ -799,29 +1141,41 @@ def calibrate(device: Any = None, *, quick: bool = False, progress: Progress = N
     ``queue`` reuses a profiling queue.  The result is not saved (see :meth:`Calibration.save`).
     """
     from polyfuse.perf.counts import default_subgroup_size
-    from polyfuse.runtime.device import DeviceLimits, device_key, get_context
+    from polyfuse.runtime.device import DeviceLimits, get_context, stable_device_key
 
     say = progress or (lambda _m: None)
     if queue is None:
         _, queue = get_context(_device_of(device) if device is not None else None)
     lim = DeviceLimits.from_device(queue.device)
     sg = lim.sub_group_size or lim.preferred_work_group_size_multiple or default_subgroup_size()
-    repeat = repeat or (5 if quick else 9)
+    repeat = repeat or (5 if quick else 11)
     t0 = time.perf_counter()
+    kernels = calibration_kernels(quick, local_size=min(64, lim.max_work_group_size),
+                                  max_group=min(256, lim.max_work_group_size))
+    say(f"calibrate: counting {len(kernels)} micro-benchmark launches")
+    feats = [features_of(count_calibration_kernel(ck, sg)) for ck in kernels]
+    measured = measure_calibration(kernels, queue, repeat, progress)
     rows: list[np.ndarray] = []
     times: list[float] = []
     samples: list[dict[str, Any]] = []
-    for ck in calibration_kernels(quick, local_size=min(64, lim.max_work_group_size),
-                                  max_group=min(256, lim.max_work_group_size)):
-        feats = features_of(count_calibration_kernel(ck, sg))
-        t = _run_calibration_kernel(ck, queue, repeat)
-        if not t > 0:
+    skipped: dict[str, str] = {}
+    for ck, f, ts in zip(kernels, feats, measured):
+        if ts is None:
+            skipped[ck.label] = "the device compiler rejected or crashed on it"
             continue
-        rows.append(feats.vector())
+        t = float(np.median(ts))
+        if not t > 0:
+            skipped[ck.label] = "no positive time measured"
+            continue
+        q1, q3 = np.percentile(ts, [25, 75])
+        rows.append(f.vector())
         times.append(t)
-        samples.append({"label": ck.label, "kernel": ck.kernel, "features": feats.to_dict(),
-                        "measured": t})
+        samples.append({"label": ck.label, "kernel": ck.kernel, "features": f.to_dict(),
+                        "measured": t, "spread": float((q3 - q1) / t)})
         say(f"calibrate: {ck.label:28s} {t * 1e6:10.1f} us")
+    if len(times) < len(FEATURES):
+        raise PolyfuseError(f"calibration: only {len(times)} micro-benchmarks ran on "
+                            f"{lim.name}; too few to fit {len(FEATURES)} costs")
     x = np.array(rows)
     tm = np.array(times)
     costs, p, rms = fit_model(x, tm, p_grid)
@@ -831,10 +1185,23 @@ def calibrate(device: Any = None, *, quick: bool = False, progress: Progress = N
     say(f"calibrate: p = {p:g}, rms relative error {rms:.1%} over {len(tm)} launches "
         f"({time.perf_counter() - t0:.1f} s)")
     return Calibration(
-        device_key=device_key(lim), costs=dict(zip(FEATURES, map(float, costs))), p=p,
-        subgroup_size=int(sg), device=lim.name, quick=quick,
+        device_key=calibration_key(queue.device), costs=dict(zip(FEATURES, map(float, costs))),
+        p=p, subgroup_size=int(sg), device=lim.name, quick=quick,
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        fit_rms_rel_error=rms, samples=samples)
+        fit_rms_rel_error=rms, samples=samples, stable_key=stable_device_key(queue.device),
+        skipped=skipped)
+
+
+def geomean_error(pairs: Sequence[tuple[float, float]]) -> float:
+    """Geomean of ``max(p/m, m/p)`` over (predicted, measured) pairs, minus 1 (0 = perfect).
+
+    Symmetric in over- and under-prediction (a prediction twice too fast and one twice too slow
+    are both 100 % off); pairs with a non-positive value are left out; NaN when none is left.
+    """
+    logs = [abs(math.log(p / m)) for p, m in pairs if p > 0 and m > 0]
+    if not logs:
+        return float("nan")
+    return math.exp(sum(logs) / len(logs)) - 1.0
 
 
 # ----------------------------------------------------------------------------------------------
@@ -931,8 +1298,9 @@ def prune_variants(programs: Sequence[Target], calibration: Optional[Calibration
 __all__ = [
     "CALIBRATION_KERNELS", "FEATURES", "MEMORY_FEATURES", "ONCHIP_FEATURES",
     "OVERHEAD_FEATURES", "P_GRID", "Calibration", "CalibrationKernel", "Features",
-    "calibrate", "calibration_kernels", "count_calibration_kernel", "default_model_dir",
-    "dtype_bytes", "features_of", "features_of_target", "fit_costs", "fit_model",
-    "model_time", "nnls", "op_class", "predict", "prune_variants", "rank_variants",
-    "smooth_max", "specialize_kernel", "stride_class",
+    "calibrate", "calibration_key", "calibration_kernels", "count_calibration_kernel",
+    "default_model_dir", "dtype_bytes", "features_of", "features_of_target", "fit_costs",
+    "fit_model", "geomean_error", "measure_calibration", "model_time", "nnls", "op_class",
+    "predict", "prune_variants", "rank_variants", "readable_cost", "smooth_max",
+    "specialize_kernel", "stride_class",
 ]

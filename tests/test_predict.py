@@ -1,0 +1,140 @@
+"""``polyfuse predict`` and ``polyfuse.predict``: the model's time per launch, the measured
+time and the error beside it, and clear errors on bad input.
+
+The tests run against a synthetic calibration saved under the default device's key (the suite's
+cache is a temporary directory), so they do not spend the calibration's seconds; no test asserts
+a measured time, only that it is there and consistent with the error reported.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import polyfuse
+from polyfuse.perf import model as pm
+from polyfuse.prediction import LaunchPrediction, Prediction
+
+ROOT = Path(__file__).resolve().parent.parent
+CHAIN = ROOT / "examples" / "elementwise_chain"
+LAUNCH_KEYS = {"kernel", "count", "predicted_s", "measured_s", "error", "counts", "features"}
+
+
+def synthetic() -> pm.Calibration:
+    costs = {f: 1e-10 for f in pm.FEATURES}
+    costs["launches"] = 5e-6
+    return pm.Calibration(device_key="", costs=costs, p=2.0, subgroup_size=8,
+                          device="synthetic")
+
+
+@pytest.fixture
+def saved_calibration() -> pm.Calibration:
+    """A synthetic calibration cached for the default device (what the CLI loads)."""
+    cal = synthetic()
+    cal.device_key = pm.calibration_key(None)
+    cal.save()
+    return cal
+
+
+def run_cli(*args: object) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "polyfuse.cli", *map(str, args)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_cli_json_schema_with_measurement(saved_calibration: pm.Calibration):
+    r = run_cli("predict", CHAIN / "kernels.cl", "--host", CHAIN / "host.c", "--param",
+                "n=4096", "--measure", "--repeat", "3", "--json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)  # stdout holds the JSON alone
+    assert data["device"] and data["calibration"].endswith(".json")
+    assert [lp["kernel"] for lp in data["launches"]] == ["scale", "add", "relu", "copy"]
+    for lp in data["launches"]:
+        assert LAUNCH_KEYS <= set(lp)
+        assert lp["count"] == 1 and lp["predicted_s"] > 0 and lp["measured_s"] > 0
+        p, m = lp["predicted_s"], lp["measured_s"]
+        assert lp["error"] == pytest.approx(max(p / m, m / p) - 1)
+        assert lp["counts"]["work_items"] == 4096
+    # each launch streams n floats in and out: 4 bytes each way per work-item at least
+    assert all(lp["counts"]["gmem_bytes"] >= 8 * 4096 for lp in data["launches"])
+    assert data["geomean_error"] == pytest.approx(
+        pm.geomean_error([(lp["predicted_s"], lp["measured_s"]) for lp in data["launches"]]))
+    assert "calibration of" in r.stderr  # progress, and where the calibration is
+
+
+def test_cli_text_table_without_measurement(saved_calibration: pm.Calibration):
+    r = run_cli("predict", CHAIN / "kernels.cl", "--host", CHAIN / "host.c", "--param",
+                "n=4096")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].split()[:3] == ["launch", "kernel", "count"]
+    assert "predicted us" in lines[0] and "measured us" not in lines[0]
+    assert {ln.split()[1] for ln in lines[2:6]} == {"scale", "add", "relu", "copy"}
+    assert any(ln.startswith("calibration: ") and ln.endswith(".json") for ln in lines)
+
+
+@pytest.mark.parametrize("args, message", [
+    (("missing.cl", "--host", "x.c"), "missing.cl: no such file"),
+    ((CHAIN / "kernels.cl",), "give the host program (--host HOST.c)"),
+    ((CHAIN / "host.c", "--host", CHAIN / "host.c"), ""),  # a host as kernels: one line
+    ((ROOT / "README.md",), "not an ONNX model (.onnx) nor OpenCL C (.cl)"),
+])
+def test_cli_bad_input_is_one_line(saved_calibration: pm.Calibration, args, message):
+    r = run_cli("predict", *args)
+    assert r.returncode == 1
+    assert r.stdout == ""
+    err = r.stderr.strip().splitlines()[-1]
+    assert err.startswith("polyfuse: error:") and message in err
+    assert "Traceback" not in r.stderr
+
+
+def test_python_api_program_and_onnx(saved_calibration: pm.Calibration):
+    prog = polyfuse.load_opencl(str(CHAIN / "kernels.cl"), host=str(CHAIN / "host.c"),
+                                params={"n": 2048})
+    pred = polyfuse.predict(prog, calibration=saved_calibration, measure=True, repeat=2)
+    assert isinstance(pred, Prediction) and len(pred.launches) == 4
+    assert pred.predicted_s == pytest.approx(sum(lp.predicted_s for lp in pred.launches))
+    assert pred.geomean_error is not None and pred.geomean_error >= 0
+    assert json.loads(json.dumps(pred.to_dict()))["launches"][0]["kernel"] == "scale"
+    onnx = polyfuse.predict(ROOT / "examples" / "models" / "mlp_gelu_ln.onnx",
+                            calibration=saved_calibration)
+    assert onnx.launches and all(lp.measured_s is None for lp in onnx.launches)
+    assert all(lp.predicted_s > 0 for lp in onnx.launches)
+
+
+def test_launch_in_host_loop_is_per_instance():
+    """A launch repeated by a host loop: count = instances, times per instance."""
+    b = polyfuse.ProgramBuilder(str(CHAIN / "kernels.cl"), name="looped")
+    b.buffer("x", 4 * 1024)
+    b.buffer("a", 4 * 1024)
+    b.write("x")
+    with b.loop("t", 0, 5):
+        b.launch("scale", (1024,), (64,), {"x": "x", "a": "a", "alpha": 2, "n": 1024})
+    b.read("a")
+    b.finish()
+    cal = synthetic()
+    looped = polyfuse.predict(b.build(), calibration=cal).launches
+    b1 = polyfuse.ProgramBuilder(str(CHAIN / "kernels.cl"), name="once")
+    b1.buffer("x", 4 * 1024)
+    b1.buffer("a", 4 * 1024)
+    b1.write("x")
+    b1.launch("scale", (1024,), (64,), {"x": "x", "a": "a", "alpha": 2, "n": 1024})
+    b1.read("a")
+    b1.finish()
+    once = polyfuse.predict(b1.build(), calibration=cal).launches
+    assert looped[0].count == 5 and once[0].count == 1
+    assert looped[0].predicted_s == pytest.approx(once[0].predicted_s, rel=0.05)
+
+
+def test_error_measure():
+    lp = LaunchPrediction(0, "k", 1, {}, predicted_s=2e-6, measured_s=1e-6)
+    assert lp.error == pytest.approx(1.0)
+    assert LaunchPrediction(0, "k", 1, {}, 1e-6, 2e-6).error == pytest.approx(1.0)
+    assert LaunchPrediction(0, "k", 1, {}, 1e-6).error is None
+    pred = Prediction("p", "d", "k", "c.json", False, (
+        LaunchPrediction(0, "a", 1, {}, 4e-6, 1e-6), LaunchPrediction(1, "b", 1, {}, 1e-6, 1e-6)))
+    assert pred.geomean_error == pytest.approx(math.sqrt(4.0) - 1)
