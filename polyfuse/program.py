@@ -95,7 +95,7 @@ class KernelVariant:
     #: upper bound on the lanes of a row reduction (few on devices that loop over a work-group)
     reduction_lanes: int = 128
     #: columns per work-item of the blocked product (a device's: two native float vectors)
-    block_cols: int = 16
+    block_cols: int = 32
 
 
 #: the kernel variants by name (:meth:`Target.with_variant`)
