@@ -155,9 +155,9 @@ def load_example(name: str) -> polyfuse.Program:
 
 def variants(program: polyfuse.Program) -> dict[str, polyfuse.Program]:
     """unfused, vertical and horizontal orchestration (duplicates of a plan left out)."""
-    from polyfuse.codegen import generate
+    from polyfuse.codegen import generate_fused
     from polyfuse.fusion import plan_fusion
-    from polyfuse.tune import plan_signature
+    from polyfuse.passes.orchestration_tuning import plan_signature
     from polyfuse.uar import build_uar
 
     out = {"unfused": program}
@@ -169,7 +169,7 @@ def variants(program: polyfuse.Program) -> dict[str, polyfuse.Program]:
         if sig in seen:
             continue
         seen.add(sig)
-        out[v] = generate(plan).program
+        out[v] = generate_fused(plan).program
     return out
 
 

@@ -125,7 +125,7 @@ def block_cols_for(native_vector_width_float: int) -> int:
 
 def block_shape(m: int, n: int, cols: int = BLOCK_COLS) -> tuple[int, int]:
     """Outputs per work-item (rows, columns) of an ``m x n`` product: the largest block up to
-    BLOCK_ROWS x ``cols`` (the target's :attr:`~polyfuse.program.KernelVariant.block_cols`)
+    BLOCK_ROWS x ``cols`` (the target's :attr:`~polyfuse.core.program.KernelVariant.block_cols`)
     that divides the output, so no edge guards are needed."""
     return _largest_divisor(m, BLOCK_ROWS), _largest_divisor(n, cols)
 
