@@ -116,6 +116,12 @@ def test_every_unit_has_a_layer():
     assert len(LAYER_OF) == sum(len(u) for _, u in LAYERS), "a unit is in two layers"
 
 
+def test_the_root_holds_only_the_public_api():
+    """Modules live in the folder of their layer (``core/``, ``passes/``, ``apps/``, a stage's
+    package); the root has the package's face only."""
+    assert sorted(p.name for p in PACKAGE.glob("*.py")) == ["__init__.py", "__main__.py"]
+
+
 def test_imports_go_down_the_layers():
     wrong = {f"{a} -> {b}": where for (a, b), where in _edges().items()
              if LAYER_OF[b] > LAYER_OF[a]}
