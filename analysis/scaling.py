@@ -159,7 +159,7 @@ def time_cli(path: Path, out_dir: Path, *extra: str) -> float:
     import subprocess
 
     t = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "polyfuse.apps.cli", "-q", "fuse", str(path), "--out",
+    subprocess.run([sys.executable, "-m", "polyfuse", "-q", "fuse", str(path), "--out",
                     str(out_dir), "--no-timing", *extra], check=True,
                    stdout=subprocess.DEVNULL)
     return time.perf_counter() - t

@@ -37,7 +37,7 @@ sys.exit(main(sys.argv[1:]))
 
 def _run(mode: str, example: Path, out: Path) -> tuple[float, float]:
     """(wall seconds, CPU seconds of the command and its children) of one ``fuse --verify``."""
-    head = [sys.executable, "-m", "polyfuse.apps.cli"] if mode == "worker" else \
+    head = [sys.executable, "-m", "polyfuse"] if mode == "worker" else \
         [sys.executable, "-c", _IN_PROCESS]
     argv = [*head, "fuse", str(example / "kernels.cl"), "--host", str(example / "host.c"),
             "--out", str(out), "--verify", "-q"]

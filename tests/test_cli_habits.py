@@ -20,7 +20,7 @@ STENCIL = ROOT / "examples" / "stencil3" / "kernels.cl"
 
 
 def run_cli(*args: object) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "polyfuse.apps.cli", *map(str, args)], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "polyfuse", *map(str, args)], cwd=ROOT,
                           capture_output=True, text=True, timeout=600)
 
 

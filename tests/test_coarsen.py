@@ -322,7 +322,7 @@ def test_benchmark_programs_coarsen_and_verify(name):
 def test_cli_coarsen_writes_report(tmp_path):
     d = EXAMPLES / "reduction"
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, "-m", "polyfuse.apps.cli", "coarsen", str(d / "kernels.cl"),
+    r = subprocess.run([sys.executable, "-m", "polyfuse", "coarsen", str(d / "kernels.cl"),
                         "--host", str(d / "host.c"), "--out", str(out), "--factors", "t2,b3",
                         "--verify"], capture_output=True, text=True, cwd=ROOT,
                        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
@@ -389,7 +389,7 @@ def test_untuned_run_keeps_the_original():
 
 def test_cli_refused_variant_is_one_line_error(tmp_path):
     d = EXAMPLES / "reduction"
-    r = subprocess.run([sys.executable, "-m", "polyfuse.apps.cli", "coarsen", str(d / "kernels.cl"),
+    r = subprocess.run([sys.executable, "-m", "polyfuse", "coarsen", str(d / "kernels.cl"),
                         "--host", str(d / "host.c"), "--out", str(tmp_path / "o"),
                         "--factors", "t3", "-q"], capture_output=True, text=True,
                        cwd=ROOT, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})

@@ -70,7 +70,7 @@ def test_default_is_a_gpu_and_fuse_verify_runs_there(tmp_path: Path) -> None:
         [str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])})
 
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "polyfuse.apps.cli", *args], cwd=ROOT, env=env,
+        return subprocess.run([sys.executable, "-m", "polyfuse", *args], cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=600)
 
     devices = cli("devices")

@@ -361,7 +361,7 @@ def test_own_model_guide_commands_run(tmp_path: Path) -> None:
     for block in re.findall(r"```sh\n(.*?)```", text, flags=re.S):
         for line in filter(None, (ln.strip() for ln in block.splitlines())):
             assert line.startswith("polyfuse "), line
-            argv = [sys.executable, "-m", "polyfuse.apps.cli", *shlex.split(line)[1:]]
+            argv = [sys.executable, "-m", "polyfuse", *shlex.split(line)[1:]]
             done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
             assert done.returncode == 0, (line, done.stderr)
     compare = re.findall(r"```python\n(.*?)```", text, flags=re.S)[-1]

@@ -41,7 +41,7 @@ __kernel void saxpy(__global const float *x, __global float *y, const float alph
 
 
 def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "polyfuse.apps.cli", *map(str, args)], cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "polyfuse", *map(str, args)], cwd=cwd,
                           capture_output=True, text=True, timeout=300)
 
 
@@ -378,7 +378,7 @@ def test_cli_fuse_survives_a_native_crash_of_the_device_step(tmp_path: Path) -> 
         "        ctypes.string_at(0)\n"
         "rt.verify_programs = crash\n")
     example = ROOT / "examples" / "elementwise_chain"
-    r = subprocess.run([sys.executable, "-m", "polyfuse.apps.cli", "fuse", example / "kernels.cl",
+    r = subprocess.run([sys.executable, "-m", "polyfuse", "fuse", example / "kernels.cl",
                         "--host", example / "host.c", "--out", tmp_path / "out", "--verify"],
                        cwd=ROOT, capture_output=True, text=True, timeout=300,
                        env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"})

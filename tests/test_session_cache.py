@@ -77,7 +77,7 @@ def test_run_says_when_it_starts_from_the_cache(tmp_path: Path) -> None:
     model = str(ROOT / "examples" / "models" / "torch_conv_ts.onnx")
 
     def run(*extra: str) -> subprocess.CompletedProcess:
-        res = subprocess.run([sys.executable, "-m", "polyfuse.apps.cli", "run", model, "--random",
+        res = subprocess.run([sys.executable, "-m", "polyfuse", "run", model, "--random",
                               *extra], env=env, cwd=ROOT, capture_output=True, text=True,
                              timeout=900)
         assert res.returncode == 0, res.stderr

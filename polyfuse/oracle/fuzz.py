@@ -254,7 +254,7 @@ def check_model(path: str, *, timeout: float = 120.0) -> Outcome:
     from polyfuse.core.watchdog import BudgetExceeded, call_with_budget
 
     out = tempfile.mkdtemp(prefix="polyfuse-fuzz-out-")
-    cmd = (f"{sys.executable} -m polyfuse.apps.cli fuse {path} --out {path}.out --verify "
+    cmd = (f"{sys.executable} -m polyfuse fuse {path} --out {path}.out --verify "
            f"--no-timing --timeout {timeout:g}")
     start = time.monotonic()
     try:
