@@ -312,12 +312,14 @@ def test_chain_fuses_only_with_consumer_anchoring(kernels):
 
 
 def test_final_reduction_by_one_group_not_fused(kernels):
+    from polyfuse.frontend.builder import local
+
     b = _builder(kernels, 0)
     b.buffer("x", 4 * 64 * 64)
     b.buffer("p", 4 * 64)
     b.buffer("r", 4)
     b.write("x")
-    b.launch("partial", (64 * 64,), (64,), {"x": "x", "p": "p", "s": polyfuse.builder.local(256)})
+    b.launch("partial", (64 * 64,), (64,), {"x": "x", "p": "p", "s": local(256)})
     b.launch("final1", (64,), (64,), {"p": "p", "r": "r"})
     b.read("r", blocking=True)
     uar = polyfuse.build_uar(b.build())
