@@ -48,7 +48,7 @@ SEED ?= 0
 FUZZ_JOBS ?= 2
 FUZZ_OUT ?= out/fuzz-$(SEED)
 fuzz: $(VENV)/.installed
-	$(BIN)/python -m polyfuse.testing.fuzz --minutes $(MINUTES) --seed $(SEED) \
+	$(BIN)/python -m polyfuse.oracle.fuzz --minutes $(MINUTES) --seed $(SEED) \
 		--jobs $(FUZZ_JOBS) --out $(FUZZ_OUT) $(if $(CASES),--cases $(CASES))
 
 figures: $(VENV)/.installed

@@ -2,13 +2,14 @@
 
 For each program under ``examples/coarsening/`` (PolyBench-ACC, Rodinia and NVIDIA-SDK style
 OpenCL host + kernel programs: stencils, GEMM, tiled transpose, reduction, convolution,
-gaussian, hotspot, pathfinder, matrix-vector): :func:`polyfuse.coarsen_tune.tune_coarsening`
-generates the variants of every launch, refuses the illegal ones, prunes, verifies the rest
-against the original on random inputs, times them interleaved with the original and confirms
-the fastest against the original in a second interleaved run (the original is kept when it is
-not beaten).  The per-launch speedup is original / chosen kernel time (medians) from that
-confirmation run; the whole program, coarsened with every launch's choice and verified, is also
-timed against the original.  The tuning cache is not used, so every figure is measured now.
+gaussian, hotspot, pathfinder, matrix-vector):
+:func:`polyfuse.passes.coarsening_tuning.tune_coarsening` generates the variants of every launch,
+refuses the illegal ones, prunes, verifies the rest against the original on random inputs, times
+them interleaved with the original and confirms the fastest against the original in a second
+interleaved run (the original is kept when it is not beaten).  The per-launch speedup is original /
+chosen kernel time (medians) from that confirmation run; the whole program, coarsened with every
+launch's choice and verified, is also timed against the original.  The tuning cache is not used, so
+every figure is measured now.
 
     python analysis/coarsening.py [--examples gemm ...] [--repeat 10] [--device SPEC] [--out DIR]
 
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import polyfuse
-from polyfuse.coarsen_tune import tune_coarsening
+from polyfuse.passes.coarsening_tuning import tune_coarsening
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "coarsening"

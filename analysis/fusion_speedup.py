@@ -32,11 +32,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 import polyfuse
-from polyfuse.codegen import FusedProgram, generate
+from polyfuse.codegen import FusedProgram, generate_fused
 from polyfuse.fusion import plan_fusion
+from polyfuse.passes.orchestration_tuning import TuneError, autotune
 from polyfuse.runtime import device_target, get_context, verify_programs
 from polyfuse.runtime.execute import time_interleaved
-from polyfuse.tune import TuneError, autotune
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -150,7 +150,7 @@ def bench_example(d: Path, *, repeat: int, tune: bool, extra: Mapping[str, int],
                            queue=queue, progress=lambda m: log(f"  {m}"), metric=metric)
             fused, row.variant, row.tuned_from_cache = res.fused, res.variant, res.cached
         else:
-            fused = generate(plan_fusion(polyfuse.build_uar(program)),
+            fused = generate_fused(plan_fusion(polyfuse.build_uar(program)),
                              target=device_target(ctx.devices[0]))
             orch = sorted({g.orchestration for g in fused.plan.groups})
             row.variant = "auto:" + "+".join(orch)
@@ -261,7 +261,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--repeat", type=int, default=60,
                     help="timed executions per program (split into 5 alternating rounds)")
     ap.add_argument("--tune", action="store_true",
-                    help="choose the orchestration variant with polyfuse.tune")
+                    help="choose the orchestration variant by timing "
+                         "(polyfuse.passes.orchestration_tuning)")
     ap.add_argument("--metric", choices=("kernel", "wall"), default="kernel",
                     help="with --tune: the median that decides (kernel events or wall time)")
     ap.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",

@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import polyfuse  # noqa: E402
-from polyfuse.pipeline import device_name  # noqa: E402
+from polyfuse.passes.pipeline import device_name  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("scaling", ROOT / "analysis" / "scaling.py")
 scaling = importlib.util.module_from_spec(_spec)

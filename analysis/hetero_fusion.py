@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 import polyfuse
-from polyfuse.codegen import generate
+from polyfuse.codegen import generate_fused
 from polyfuse.fusion import plan_fusion
 from polyfuse.runtime import device_target, get_context, verify_programs
 from polyfuse.runtime.execute import time_interleaved
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         variants = {"apart": plan_fusion(uar), "hetero": plan_fusion(uar, orchestration="hetero")}
         progs = {"unfused": program}
         for name, plan in variants.items():
-            fused = generate(plan, target=device_target(ctx.devices[0]))
+            fused = generate_fused(plan, target=device_target(ctx.devices[0]))
             v = verify_programs(program, fused.program, buffers=fused.compared_buffers, ctx=ctx,
                                 queue=queue)
             if not v.ok:

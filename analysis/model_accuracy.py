@@ -49,8 +49,8 @@ from typing import Any, Optional
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from polyfuse.apps.prediction import LaunchPrediction, predict  # noqa: E402
 from polyfuse.perf import model as pm  # noqa: E402
-from polyfuse.prediction import LaunchPrediction, predict  # noqa: E402
 
 EXAMPLES = ROOT / "examples"
 #: host values of examples whose sizes come from argv

@@ -1,7 +1,7 @@
 """Bundled ONNX models: launches, and unfused vs fused vs onnxruntime latency, in one run.
 
 For each ``examples/models/*.onnx``: load it (ONNX node count, launches of the one-launch-per-node
-program), fuse and verify it with :func:`polyfuse.onnx_run.fuse_onnx` (against onnxruntime and
+program), fuse and verify it with :func:`polyfuse.apps.onnx_run.fuse_onnx` (against onnxruntime and
 the unfused program), then time on one OpenCL queue the unfused and the fused program — in
 alternating rounds, so that drift from other load on a shared machine hits both alike — and,
 when onnxruntime is installed, ``InferenceSession.run`` on its CPU provider (median of repeated
@@ -34,9 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from polyfuse.apps.onnx_run import _feeds, fuse_onnx, random_inputs
+from polyfuse.core.program import PolyfuseError
 from polyfuse.frontend.onnx import load_onnx_model
-from polyfuse.onnx_run import _feeds, fuse_onnx, random_inputs
-from polyfuse.program import PolyfuseError
 from polyfuse.runtime import device_target, get_context
 from polyfuse.runtime.execute import time_interleaved
 

@@ -33,8 +33,8 @@ import pyopencl as cl  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from polyfuse.core.program import KERNEL_VARIANTS  # noqa: E402
 from polyfuse.oplib import linalg, op_kernel  # noqa: E402
-from polyfuse.program import KERNEL_VARIANTS  # noqa: E402
 
 #: label -> (op, attrs, A shape, B shape); B is (N, K) for transB=1
 SHAPES: dict[str, tuple[str, dict, tuple[int, ...], tuple[int, ...]]] = {

@@ -42,7 +42,7 @@ import onnx  # noqa: E402
 from vs_onnxruntime import ort_session, spread  # noqa: E402
 
 import polyfuse  # noqa: E402
-from polyfuse.onnx_run import random_inputs  # noqa: E402
+from polyfuse.apps.onnx_run import random_inputs  # noqa: E402
 
 DEFAULT_MODELS = ["bert_layer", "gpt2_mlp", "resnet_bottleneck", "mobilenet_block", "bert_12"]
 RTOL, ATOL = 1e-3, 1e-4

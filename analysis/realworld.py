@@ -40,7 +40,7 @@ MANIFEST = Path("/work/shared/realworld-dev/manifest.tsv")
 
 def command(row: dict[str, str], out: Path) -> list[str]:
     """The ``polyfuse fuse`` command line of one manifest row."""
-    cmd = [sys.executable, "-m", "polyfuse.cli", "-q", "fuse", *row["kernels"].split()]
+    cmd = [sys.executable, "-m", "polyfuse", "-q", "fuse", *row["kernels"].split()]
     for host in row["hosts"].split():
         cmd += ["--host", host]
     return cmd + shlex.split(row["flags"]) + ["--out", str(out), "--verify"]

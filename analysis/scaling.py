@@ -125,11 +125,11 @@ def _cpu() -> float:
 
 def time_stages(path: Path, out_dir: Path) -> dict[str, float]:
     """CPU seconds of each pipeline stage on one model (no disk cache), launches and memory."""
-    from polyfuse.codegen import generate
+    from polyfuse.codegen import generate_fused
     from polyfuse.frontend.onnx import load_onnx_model
     from polyfuse.fusion import plan_fusion
     from polyfuse.fusion.reindex import clear_memo
-    from polyfuse.pipeline import FuseResult
+    from polyfuse.passes.pipeline import FuseResult
     from polyfuse.report import write_outputs
     from polyfuse.uar import build_uar
 
@@ -142,7 +142,7 @@ def time_stages(path: Path, out_dir: Path) -> dict[str, float]:
     row["build_uar"], t = _cpu() - t, _cpu()
     plan = plan_fusion(uar)
     row["plan"], t = _cpu() - t, _cpu()
-    fused = generate(plan)
+    fused = generate_fused(plan)
     row["generate"], t = _cpu() - t, _cpu()
     write_outputs(FuseResult(program=model.program, uar=uar, plan=fused.plan, fused=fused),
                   out_dir / path.stem)
@@ -159,7 +159,7 @@ def time_cli(path: Path, out_dir: Path, *extra: str) -> float:
     import subprocess
 
     t = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "polyfuse.cli", "-q", "fuse", str(path), "--out",
+    subprocess.run([sys.executable, "-m", "polyfuse", "-q", "fuse", str(path), "--out",
                     str(out_dir), "--no-timing", *extra], check=True,
                    stdout=subprocess.DEVNULL)
     return time.perf_counter() - t

@@ -63,7 +63,7 @@ def _analyze_cpu(n: int) -> float:
     """CPU seconds of ``polyfuse analyze`` (child process) on the host at size ``n``."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     before = os.times()
-    subprocess.run([sys.executable, "-m", "polyfuse.cli", "analyze", "--host", str(HOST),
+    subprocess.run([sys.executable, "-m", "polyfuse", "analyze", "--host", str(HOST),
                     "-D", f"NI={n}", "-D", f"NJ={n}"], check=True, env=env,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     after = os.times()

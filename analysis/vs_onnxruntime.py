@@ -32,7 +32,7 @@ from typing import Any, Optional
 import numpy as np
 
 import polyfuse
-from polyfuse.onnx_run import ATOL, RTOL, random_inputs
+from polyfuse.apps.onnx_run import ATOL, RTOL, random_inputs
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "examples" / "models"

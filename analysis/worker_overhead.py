@@ -1,10 +1,10 @@
 """Cost of running ``polyfuse fuse`` in a worker process (so a native crash is one line).
 
-The CLI's OpenCL ``fuse`` runs its job in a spawned worker (:mod:`polyfuse.watchdog`); the worker
-imports polyfuse again.  This script runs ``fuse --verify`` on a bundled example both ways,
-alternately, ``--repeat`` times: ``worker`` is the CLI as shipped, ``in-process`` the same CLI
-with the worker call replaced by a direct call.  It reports the medians and the spread
-(min..max) of wall time and of CPU time (the command's process tree).
+The CLI's OpenCL ``fuse`` runs its job in a spawned worker
+(:mod:`polyfuse.core.watchdog`); the worker imports polyfuse again.  This script runs ``fuse
+--verify`` on a bundled example both ways, alternately, ``--repeat`` times: ``worker`` is the CLI as
+shipped, ``in-process`` the same CLI with the worker call replaced by a direct call.  It reports the
+medians and the spread (min..max) of wall time and of CPU time (the command's process tree).
 
     python analysis/worker_overhead.py [--example elementwise_chain] [--repeat 5] [--out DIR]
 
@@ -27,17 +27,17 @@ ROOT = Path(__file__).resolve().parent.parent
 
 _IN_PROCESS = """
 import sys
-import polyfuse.watchdog as w
+import polyfuse.core.watchdog as w
 w.call_with_budget = lambda fn, args=(), kwargs=None, **kw: fn(*args, progress=None,
                                                                **(kwargs or {}))
-from polyfuse.cli import main
+from polyfuse.apps.cli import main
 sys.exit(main(sys.argv[1:]))
 """
 
 
 def _run(mode: str, example: Path, out: Path) -> tuple[float, float]:
     """(wall seconds, CPU seconds of the command and its children) of one ``fuse --verify``."""
-    head = [sys.executable, "-m", "polyfuse.cli"] if mode == "worker" else \
+    head = [sys.executable, "-m", "polyfuse"] if mode == "worker" else \
         [sys.executable, "-c", _IN_PROCESS]
     argv = [*head, "fuse", str(example / "kernels.cl"), "--host", str(example / "host.c"),
             "--out", str(out), "--verify", "-q"]

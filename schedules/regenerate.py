@@ -38,7 +38,7 @@ def plan_name(example: Path) -> str:
 def plan_text(example: Path) -> str:
     """The plan.json text polyfuse computes for one bundled program or model."""
     import polyfuse
-    from polyfuse.pipeline import fuse_program
+    from polyfuse.passes.pipeline import fuse_program
     from polyfuse.report import plan_json, plan_to_text
 
     if example.suffix == ".onnx":

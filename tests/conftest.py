@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from polyfuse.cache import cache_root
+from polyfuse.core.cache import cache_root
 
 #: device verdicts copied from the developer's cache (see _isolated_polyfuse_cache)
 PROBE_FILES = ("device_probe.json", "default_device.json")

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 import polyfuse
-from polyfuse import compilation as passes
-from polyfuse import tune as at
 from polyfuse.codegen import FusedProgram
-from polyfuse.compilation import Compilation
-from polyfuse.program import Launch
+from polyfuse.core.program import Launch
+from polyfuse.passes import compilation as passes
+from polyfuse.passes import orchestration_tuning as at
+from polyfuse.passes.compilation import Compilation
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 PARAMS = {"qkv": {}, "elementwise_chain": {"n": 1024}}

@@ -24,13 +24,13 @@ pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import polyfuse  # noqa: E402
+from polyfuse.apps.onnx_run import ATOL, RTOL, load_and_fuse, onnxruntime_reference, random_inputs  # noqa: E402
+from polyfuse.core.program import KERNEL_VARIANTS, REFERENCE_TARGET  # noqa: E402
 from polyfuse.frontend.onnx import load_onnx_model  # noqa: E402
 from polyfuse.fusion import check_plan  # noqa: E402
-from polyfuse.onnx_run import ATOL, RTOL, load_and_fuse, onnxruntime_reference, random_inputs  # noqa: E402
 from polyfuse.oplib import linalg, op_kernel  # noqa: E402
-from polyfuse.program import KERNEL_VARIANTS, REFERENCE_TARGET  # noqa: E402
+from polyfuse.oracle.bruteforce import width_mismatches  # noqa: E402
 from polyfuse.runtime.oplib_run import run_op  # noqa: E402
-from polyfuse.testing.bruteforce import width_mismatches  # noqa: E402
 from polyfuse.uar import build_uar  # noqa: E402
 
 MODELS = Path(__file__).resolve().parent.parent / "examples" / "models"

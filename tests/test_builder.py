@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import sympy
 
-from polyfuse.builder import ProgramBuilder, default_program, local
+from polyfuse.core.program import Kernel, KernelContext, KernelParam, PolyfuseError, param_context
+from polyfuse.frontend.builder import ProgramBuilder, default_program, local
 from polyfuse.frontend.host import parse_host
-from polyfuse.program import Kernel, KernelContext, KernelParam, PolyfuseError, param_context
 
 n, t = sympy.symbols("n t")
 

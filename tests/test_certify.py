@@ -20,7 +20,7 @@ import polyfuse.fusion
 from polyfuse.fusion import FusionPlan, check_plan, plan_fusion
 from polyfuse.fusion.certify import REFUSED, certify
 from polyfuse.fusion.decisions import CertificateSplit, Refused
-from polyfuse.pipeline import fuse_program
+from polyfuse.passes.pipeline import fuse_program
 from polyfuse.report import write_outputs
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

@@ -17,7 +17,7 @@ LAUNCH_KEYS = {"id", "kernel", "global_size", "local_size", "host_loops"}
 
 def run_cli(*args, cwd=ROOT):
     return subprocess.run(
-        [sys.executable, "-m", "polyfuse.cli", *map(str, args)],
+        [sys.executable, "-m", "polyfuse", *map(str, args)],
         cwd=cwd, capture_output=True, text=True, timeout=300,
     )
 

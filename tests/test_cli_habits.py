@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from polyfuse import cli
+from polyfuse.apps import cli
 from polyfuse.report.tables import short_condition
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -20,7 +20,7 @@ STENCIL = ROOT / "examples" / "stencil3" / "kernels.cl"
 
 
 def run_cli(*args: object) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "polyfuse.cli", *map(str, args)], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "polyfuse", *map(str, args)], cwd=ROOT,
                           capture_output=True, text=True, timeout=600)
 
 
@@ -108,7 +108,7 @@ def test_fuse_verify_without_host_sizes_buffers_from_params(tmp_path: Path):
 
 def test_size_buffers_is_exactly_what_the_kernels_touch():
     import polyfuse
-    from polyfuse.pipeline import size_buffers
+    from polyfuse.passes.pipeline import size_buffers
 
     program = polyfuse.load_opencl(str(STENCIL))
     sized = size_buffers(program, {"n": 100, "produce_gs0": 64, "stencil3_gs0": 128})
@@ -171,7 +171,7 @@ def test_run_prints_outputs_and_time_and_saves_only_when_asked(tmp_path: Path):
 
 def test_progress_is_one_line_per_stage_when_stderr_is_no_terminal(
         capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch):
-    from polyfuse import batch
+    from polyfuse.apps import batch
 
     with batch._bar(2, quiet=False) as bar:
         for stage in ("bert_qkv: building the UAR", "bert_qkv: building the UAR",

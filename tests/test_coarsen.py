@@ -17,7 +17,6 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import polyfuse
-from polyfuse.builder import ProgramBuilder, local
 from polyfuse.codegen.coarsen import (
     CoarsenError,
     Factors,
@@ -25,6 +24,7 @@ from polyfuse.codegen.coarsen import (
     launch_geometry,
     spread_factors,
 )
+from polyfuse.frontend.builder import ProgramBuilder, local
 from polyfuse.runtime.verify import verify_programs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -322,7 +322,7 @@ def test_benchmark_programs_coarsen_and_verify(name):
 def test_cli_coarsen_writes_report(tmp_path):
     d = EXAMPLES / "reduction"
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, "-m", "polyfuse.cli", "coarsen", str(d / "kernels.cl"),
+    r = subprocess.run([sys.executable, "-m", "polyfuse", "coarsen", str(d / "kernels.cl"),
                         "--host", str(d / "host.c"), "--out", str(out), "--factors", "t2,b3",
                         "--verify"], capture_output=True, text=True, cwd=ROOT,
                        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
@@ -348,7 +348,7 @@ def test_cli_coarsen_writes_report(tmp_path):
 def test_tuner_rows_pruning_illegal_and_cache(tmp_path):
     import dataclasses
 
-    from polyfuse.coarsen_tune import tune_coarsening, tune_launch
+    from polyfuse.passes.coarsening_tuning import tune_coarsening, tune_launch
     from polyfuse.runtime.device import DeviceLimits, get_context
 
     prog = _one_launch(GROUP_BRANCH, (128,), (16,), ["x", "y"])
@@ -376,7 +376,7 @@ def test_tuner_rows_pruning_illegal_and_cache(tmp_path):
 
 
 def test_untuned_run_keeps_the_original():
-    from polyfuse.coarsen_tune import tune_coarsening
+    from polyfuse.passes.coarsening_tuning import tune_coarsening
 
     prog = _one_launch(GROUP_BRANCH, (128,), (16,), ["x", "y"])
     rep = tune_coarsening(prog, tune=False, use_cache=False)
@@ -389,7 +389,7 @@ def test_untuned_run_keeps_the_original():
 
 def test_cli_refused_variant_is_one_line_error(tmp_path):
     d = EXAMPLES / "reduction"
-    r = subprocess.run([sys.executable, "-m", "polyfuse.cli", "coarsen", str(d / "kernels.cl"),
+    r = subprocess.run([sys.executable, "-m", "polyfuse", "coarsen", str(d / "kernels.cl"),
                         "--host", str(d / "host.c"), "--out", str(tmp_path / "o"),
                         "--factors", "t3", "-q"], capture_output=True, text=True,
                        cwd=ROOT, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})

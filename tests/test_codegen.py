@@ -15,7 +15,7 @@ import islpy as isl
 import pytest
 
 import polyfuse
-from polyfuse.codegen import CodegenError, FusedProgram, generate
+from polyfuse.codegen import CodegenError, FusedProgram, generate_fused
 from polyfuse.fusion.plan import Fragment, FusedGroup, FusionPlan
 from polyfuse.runtime.verify import verify_programs
 
@@ -57,7 +57,7 @@ def test_elementwise_chain_vertical_private_intermediates() -> None:
     p = load("elementwise_chain")
     dom = "[n] -> {{ F[g0, l0] -> L{i}[g0, l0] : g0 >= 0 and 64g0 < n and 0 <= l0 < 64 }}"
     plan = make_plan(p, [("vertical", [(i, dom.format(i=i)) for i in (3, 4, 5, 6)])])
-    fused = generate(plan)
+    fused = generate_fused(plan)
     assert fused.group_kernels == {0: "fused_g0"}
     assert "/* fragment 2: launch #4 add (host.c:" in fused.source
     assert "2.0f" in fused.source  # alpha constant-propagated
@@ -80,7 +80,7 @@ def test_gemm_bias_relu_transpose_reindexed() -> None:
     bias = f"{{ F[g0, g1, l0, l1] -> L5[16g1 + l1, 16g0 + l0] : {G2} }}"
     plan = make_plan(p, [("vertical", [(4, identity(4, "g0, g1, l0, l1", G2)), (5, bias),
                                        (6, identity(6, "g0, g1, l0, l1", G2))])])
-    fused = generate(plan)
+    fused = generate_fused(plan)
     src = fused.source
     # 2-D -> 1-D re-indexing: bias_relu's global id from the GEMM's 2-D work-item
     assert "get_group_id(1)" in src and "__local float f1_As[16][16]" in src
@@ -96,7 +96,7 @@ def test_qkv_vertical() -> None:
     p = load("qkv")
     comb = f"{{ F[g0, g1, l0, l1] -> L10[16g1 + l1, 16g0 + l0] : {G2} }}"
     frags = [(i, identity(i, "g0, g1, l0, l1", G2)) for i in (7, 8, 9)] + [(10, comb)]
-    fused = generate(make_plan(p, [("vertical", frags)]))
+    fused = generate_fused(make_plan(p, [("vertical", frags)]))
     assert fused.optimizations["stores_eliminated"] == 3  # Q, K, V never reach memory
     check(p, fused)
 
@@ -111,7 +111,7 @@ def test_qkv_horizontal() -> None:
                          "0 <= l1 < 16 }"))
     plan = make_plan(p, [("horizontal", frags), ("single", [(10, identity(10, cond=G1.format(
         ng=64)))])])
-    fused = generate(plan)
+    fused = generate_fused(plan)
     assert fused.groups[0].global_size == (192, 64)
     assert "else" in fused.source and "get_group_id(0)) <= 3" in fused.source
     assert fused.optimizations.get("stores_eliminated", 0) == 0
@@ -127,7 +127,7 @@ def test_shift_offset_and_guard() -> None:
              "1 <= 64g0 + l0 <= 1024 and 0 <= l0 < 64 }")
     plan = make_plan(p, [("single", [(1, identity(1))]), ("vertical", [(2, rot), (3, shift)]),
                          ("single", [(4, identity(4))])])
-    fused = generate(plan)
+    fused = generate_fused(plan)
     assert fused.groups[1].global_size == (17 * 64,)
     assert "if (" in fused.source
     assert "b" in fused.dropped_buffers  # the shifted read is the same work-item's value
@@ -150,7 +150,7 @@ __kernel void neighbour(__global const float* t, __global float* y)
 
 
 def block_program(tmp_path: Path) -> polyfuse.Program:
-    from polyfuse.builder import ProgramBuilder
+    from polyfuse.frontend.builder import ProgramBuilder
 
     cl = tmp_path / "block.cl"
     cl.write_text(BLOCK_EDGE)
@@ -170,7 +170,7 @@ def test_block_edge_barrier_kept(tmp_path: Path) -> None:
     cond = G1.format(ng=8)
     plan = make_plan(p, [("vertical", [(ids[0], identity(ids[0], cond=cond)),
                                        (ids[1], identity(ids[1], cond=cond), True)])])
-    fused = generate(plan)
+    fused = generate_fused(plan)
     assert "barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE)" in fused.source
     assert fused.optimizations.get("barriers_removed", 0) == 0
     check(p, fused)
@@ -182,7 +182,7 @@ def test_redundant_barrier_removed() -> None:
     dom = "[n] -> {{ F[g0, l0] -> L{i}[g0, l0] : g0 >= 0 and 64g0 < n and 0 <= l0 < 64 }}"
     plan = make_plan(p, [("vertical", [(3, dom.format(i=3)), (4, dom.format(i=4), True)]),
                          ("vertical", [(5, dom.format(i=5)), (6, dom.format(i=6))])])
-    fused = generate(plan)
+    fused = generate_fused(plan)
     assert fused.optimizations["barriers_removed"] == 1
     assert "barrier(" not in fused.source
     check(p, fused, {"n": 200})
@@ -194,7 +194,7 @@ def test_wrong_reindex_is_caught() -> None:
     wrong = f"{{ F[g0, g1, l0, l1] -> L5[16g0 + l0, 16g1 + l1] : {G2} }}"
     plan = make_plan(p, [("vertical", [(4, identity(4, "g0, g1, l0, l1", G2)), (5, wrong),
                                        (6, identity(6, "g0, g1, l0, l1", G2))])])
-    fused = generate(plan)
+    fused = generate_fused(plan)
     v = verify_programs(p, fused.program, buffers=fused.compared_buffers)
     assert not v.ok
 
@@ -205,9 +205,9 @@ def test_bad_plans_refused() -> None:
     rest = [("single", [(i, f"[n] -> {{ F[g0, l0] -> L{i}[g0, l0] : g0 >= 0 and 64g0 < n and "
                             "0 <= l0 < 64 }")]) for i in (4, 5, 6)]
     with pytest.raises(CodegenError, match="plan group 0.*not injective"):
-        generate(make_plan(p, [("single", [(3, dom)])] + rest))
+        generate_fused(make_plan(p, [("single", [(3, dom)])] + rest))
     with pytest.raises(CodegenError, match="leaves launches"):
-        generate(make_plan(p, rest))
+        generate_fused(make_plan(p, rest))
 
 
 def _partial_gemm_plan() -> FusionPlan:
@@ -226,13 +226,13 @@ def test_barrier_fragment_on_part_of_its_groups_keeps_barriers_unguarded() -> No
     same for every work-item), so no barrier is under work-item-dependent control flow."""
     from pycparser import c_ast
 
-    from polyfuse.c import cpp
+    from polyfuse.c import preprocessor, printer, syntax
     from polyfuse.codegen.barrier_guard import has_barrier_call
 
-    fused = generate(_partial_gemm_plan())
-    ast = cpp.parse(fused.source, "fused.cl")
-    for node in cpp.walk(ast):
-        if isinstance(node, c_ast.If) and "get_local_id" in cpp.generate(node.cond):
+    fused = generate_fused(_partial_gemm_plan())
+    ast = preprocessor.parse(fused.source, "fused.cl")
+    for node in syntax.walk(ast):
+        if isinstance(node, c_ast.If) and "get_local_id" in printer.opencl_source(node.cond):
             assert not has_barrier_call(node.iftrue) and not has_barrier_call(node.iffalse)
 
 
@@ -254,7 +254,7 @@ __kernel void second(__global const float* t, __global float* y, const int n)
 
 
 def test_early_return_rewritten(tmp_path: Path) -> None:
-    from polyfuse.builder import ProgramBuilder
+    from polyfuse.frontend.builder import ProgramBuilder
 
     cl = tmp_path / "ret.cl"
     cl.write_text(EARLY_RETURN)
@@ -267,7 +267,7 @@ def test_early_return_rewritten(tmp_path: Path) -> None:
     p = b.build()
     ids = [lc.id for lc in p.launches]
     cond = G1.format(ng=4)
-    fused = generate(make_plan(p, [("vertical", [(i, identity(i, cond=cond)) for i in ids])]))
+    fused = generate_fused(make_plan(p, [("vertical", [(i, identity(i, cond=cond)) for i in ids])]))
     assert "return;" not in fused.source and "if (!(i >= " in fused.source
     check(p, fused)
 
@@ -279,7 +279,7 @@ def test_planned_examples_verify(example: str) -> None:
     from polyfuse.fusion import plan_fusion
 
     p = load(example)
-    fused = generate(plan_fusion(polyfuse.build_uar(p)))
+    fused = generate_fused(plan_fusion(polyfuse.build_uar(p)))
     assert [k.group for k in fused.groups] == [g.id for g in fused.plan.groups]
     assert all(k.kernel in fused.program.kernels for k in fused.groups)
     check(p, fused, {n: 300 for n in p.params})
@@ -299,7 +299,7 @@ def test_build_failure_names_source_line_and_plan_group(monkeypatch):
     plan = polyfuse.plan_fusion(polyfuse.build_uar(program))
     monkeypatch.setattr(fuse_mod, "literal", lambda value, ctype: c_ast.ID("pf_undeclared"))
     with pytest.raises(polyfuse.PolyfuseError) as info:
-        build_fused(polyfuse.generate(plan))
+        build_fused(polyfuse.generate_fused(plan))
     err = info.value
     assert err.file == "fused.cl" and err.line and err.line > 1
     assert "plan group" in str(err) and "pf_undeclared" in str(err)
@@ -366,7 +366,7 @@ __kernel void combine(__global const float* q, __global const float* k, __global
 def tiled_program(tmp_path: Path, launches: list[tuple[str, str, str, str, int]],
                   combine: bool = False) -> polyfuse.Program:
     """launches: (kernel, A, B, C, K) with M = N = 64; buffers sized for K <= 64."""
-    from polyfuse.builder import ProgramBuilder
+    from polyfuse.frontend.builder import ProgramBuilder
 
     cl = tmp_path / "tiled.cl"
     cl.write_text(TILED)
@@ -402,9 +402,9 @@ def test_code_motion_qkv_tiled_shares_barriers(tmp_path: Path) -> None:
     comb = f"{{ F[g0, g1, l0, l1] -> L{ids[3]}[16g1 + l1, 16g0 + l0] : {G2} }}"
     frags = [(i, identity(i, "g0, g1, l0, l1", G2)) for i in ids[:3]] + [(ids[3], comb)]
     plan = make_plan(p, [("vertical", frags)])
-    plain = generate(plan, optimize=False)
+    plain = generate_fused(plan, optimize=False)
     assert barriers_in(plain.source) == 6
-    fused = generate(plan)
+    fused = generate_fused(plan)
     assert barriers_in(fused.source) == 2
     opt = fused.optimizations
     assert opt["barriers_shared"] == 4
@@ -426,7 +426,7 @@ def test_code_motion_with_uar_edges(tmp_path: Path) -> None:
     p = tiled_program(tmp_path, [("tiled", "X", "Wq", "Q", 64), ("tiled", "X", "Wk", "K", 64)])
     ids = [lc.id for lc in p.launches]
     plan = make_plan(p, [("vertical", [(i, identity(i, "g0, g1, l0, l1", G2)) for i in ids])])
-    fused = generate(replace(plan, uar=polyfuse.build_uar(p)))
+    fused = generate_fused(replace(plan, uar=polyfuse.build_uar(p)))
     assert barriers_in(fused.source) == 2 and fused.optimizations["barriers_shared"] == 2
     check(p, fused)
 
@@ -441,7 +441,7 @@ def test_code_motion_refuses_dependent_fragments(tmp_path: Path) -> None:
     ids = [lc.id for lc in p.launches]
     plan = make_plan(p, [("vertical", [(i, identity(i, "g0, g1, l0, l1", G2)) for i in ids])])
     for pl in (plan, replace(plan, uar=polyfuse.build_uar(p))):
-        fused = generate(pl)
+        fused = generate_fused(pl)
         assert barriers_in(fused.source) == 4
         assert "barriers_shared" not in fused.optimizations
         check(p, fused)
@@ -452,7 +452,7 @@ def test_code_motion_refuses_different_structure(tmp_path: Path) -> None:
     p = tiled_program(tmp_path, [("tiled", "X", "Wq", "Q", 64), ("tiled", "X", "Wk", "K", 32)])
     ids = [lc.id for lc in p.launches]
     plan = make_plan(p, [("vertical", [(i, identity(i, "g0, g1, l0, l1", G2)) for i in ids])])
-    fused = generate(plan)
+    fused = generate_fused(plan)
     assert barriers_in(fused.source) == 4
     assert "barriers_shared" not in fused.optimizations
     check(p, fused)
@@ -464,7 +464,7 @@ def test_code_motion_crosses_only_independent_fragments(tmp_path: Path, middle_o
     """Q projection, an element-wise fragment, K projection: K moves up across the middle
     fragment to share Q's barriers only when the middle one does not touch K (here it writes
     O, or K: a WAW that pins the order)."""
-    from polyfuse.builder import ProgramBuilder
+    from polyfuse.frontend.builder import ProgramBuilder
 
     cl = tmp_path / "tiled.cl"
     cl.write_text(TILED)
@@ -485,7 +485,7 @@ def test_code_motion_crosses_only_independent_fragments(tmp_path: Path, middle_o
     comb = f"{{ F[g0, g1, l0, l1] -> L{ids[1]}[16g1 + l1, 16g0 + l0] : {G2} }}"
     frags = [(ids[0], identity(ids[0], "g0, g1, l0, l1", G2)), (ids[1], comb),
              (ids[2], identity(ids[2], "g0, g1, l0, l1", G2))]
-    fused = generate(make_plan(p, [("vertical", frags)]))
+    fused = generate_fused(make_plan(p, [("vertical", frags)]))
     assert barriers_in(fused.source) == (2 if merged else 4)
     assert fused.optimizations.get("barriers_shared", 0) == (2 if merged else 0)
     if merged:
@@ -497,7 +497,7 @@ def test_code_motion_crosses_only_independent_fragments(tmp_path: Path, middle_o
 def test_code_motion_bert_qkv_onnx() -> None:
     """The BERT QKV model: its three tiled MatMuls share one tile loop (6 -> 2 barriers) and the
     fused program matches onnxruntime and the unfused program."""
-    from polyfuse.onnx_run import fuse_onnx
+    from polyfuse.apps.onnx_run import fuse_onnx
 
     r = fuse_onnx(EXAMPLES / "models" / "bert_qkv.onnx", verify=True)
     assert barriers_in(r.fused.source) == 2

@@ -17,10 +17,10 @@ import pytest
 
 import polyfuse
 from polyfuse.codegen import models
+from polyfuse.core.program import Kernel, shared_runtime_options
 from polyfuse.frontend import opencl
 from polyfuse.frontend.onnx import load_onnx_model
-from polyfuse.pipeline import fuse_program
-from polyfuse.program import Kernel, shared_runtime_options
+from polyfuse.passes.pipeline import fuse_program
 from polyfuse.report import plan_json, plan_to_text
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,6 +1,6 @@
-"""The compilation record and its passes (polyfuse/compilation.py, polyfuse.pipeline.PASSES):
-each pass fills in its stage once, progress comes as typed events, and the applications load a
-model once and coarsen it once."""
+"""The compilation record and its passes (polyfuse/passes/compilation.py,
+polyfuse.passes.pipeline.PASSES): each pass fills in its stage once, progress comes as typed events,
+and the applications load a model once and coarsen it once."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 import polyfuse
-from polyfuse import coarsen_tune
-from polyfuse.compilation import Compilation, Event, Options, Stage
+from polyfuse.core.program import REFERENCE_TARGET, PolyfuseError
 from polyfuse.frontend import onnx as onnx_frontend
-from polyfuse.pipeline import PASSES, compile_program, fuse_program, result_of
-from polyfuse.program import REFERENCE_TARGET, PolyfuseError
+from polyfuse.passes import coarsening_tuning
+from polyfuse.passes.compilation import Compilation, Event, Options, Stage
+from polyfuse.passes.pipeline import PASSES, compile_program, fuse_program, result_of
 
 ROOT = Path(__file__).resolve().parent.parent
 QKV = ROOT / "examples" / "qkv"
@@ -69,7 +69,7 @@ def test_kernel_variant_travels_in_the_target():
 
 
 def test_batch_with_verify_loads_the_model_once(tmp_path, monkeypatch):
-    from polyfuse.batch import fuse_model
+    from polyfuse.apps.batch import fuse_model
 
     loads: list[str] = []
     real = onnx_frontend.load_onnx_model
@@ -89,7 +89,7 @@ def test_batch_with_verify_loads_the_model_once(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_batch_with_tune_coarsens_once(tmp_path, monkeypatch):
-    from polyfuse.batch import fuse_model
+    from polyfuse.apps.batch import fuse_model
 
     calls: list[int] = []
 
@@ -97,7 +97,7 @@ def test_batch_with_tune_coarsens_once(tmp_path, monkeypatch):
         calls.append(len(program.launches))
         raise PolyfuseError("not in this test")
 
-    monkeypatch.setattr(coarsen_tune, "tune_coarsening", refusing)
+    monkeypatch.setattr(coarsening_tuning, "tune_coarsening", refusing)
     summary = fuse_model(str(BERT_QKV), str(tmp_path), tune=True, timing=False, cache=False)
     assert summary.error is None, summary
     assert calls == [1]  # the fused program (one launch), once
@@ -108,8 +108,8 @@ def test_device_option_travels_as_an_argument(tmp_path, monkeypatch):
     is not written into the environment."""
     import json
 
-    from polyfuse.cli import main
-    from polyfuse.compilation import device_name
+    from polyfuse.apps.cli import main
+    from polyfuse.passes.compilation import device_name
     from polyfuse.runtime.device import list_devices, probe_device
 
     usable = [i for i, _, dev in list_devices() if probe_device(dev) is None]

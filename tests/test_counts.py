@@ -1,6 +1,6 @@
 """Exact kernel feature counts (polyfuse.perf.counts) against brute-force execution.
 
-The oracle runs the kernel with :mod:`polyfuse.testing.interp` over every work-item of small
+The oracle runs the kernel with :mod:`polyfuse.oracle.interp` over every work-item of small
 NDRanges: global and ``__local`` accesses come from its traces, barriers from its phases, and
 statement executions from an instrumented copy of the kernel (each modelled statement also writes
 ``_pfc[<statement index>]``), times the statement's per-instance op vector.  Symbolic counts are
@@ -28,13 +28,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pycparser import c_ast
 
-from polyfuse import islutil
-from polyfuse.c import cpp
+from polyfuse.c import preprocessor, printer
+from polyfuse.core import islutil
+from polyfuse.core.program import Kernel, KernelContext, PolyfuseError
 from polyfuse.frontend.opencl import parse_kernels, specialize
+from polyfuse.oracle import interp
 from polyfuse.perf import counts as pc
 from polyfuse.perf import features
-from polyfuse.program import Kernel, KernelContext, PolyfuseError
-from polyfuse.testing import interp
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*/kernels.cl"))
@@ -86,11 +86,12 @@ def instrument(kernel: Kernel) -> str:
             node.expr = c_ast.ExprList([mark(i), node.expr])
         else:
             put(node, c_ast.ExprList([mark(i), node]))
-    extra = cpp.parse("__kernel void f(__global int* _pfc) {}", "<x>")
+    extra = preprocessor.parse("__kernel void f(__global int* _pfc) {}", "<x>")
     fdx = [e for e in extra.ext if isinstance(e, c_ast.FuncDef)][0]
     fd.decl.type.args.params.append(fdx.decl.type.args.params[0])
     helpers = features.helper_defs(kernel)
-    return "\n".join([cpp.generate(h) for h in helpers.values()] + [cpp.generate(fd)])
+    return "\n".join([printer.opencl_source(h) for h in helpers.values()]
+                     + [printer.opencl_source(fd)])
 
 
 class _OneTrace(interp._Ctx):

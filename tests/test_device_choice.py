@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def _devices(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
     full = {k: v for k, v in os.environ.items() if k != "PYOPENCL_CTX"}
     full.update({"POLYFUSE_CACHE": str(tmp_path), "PYTHONPATH": str(ROOT), **env})
-    return subprocess.run([sys.executable, "-m", "polyfuse.cli", "devices"], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "polyfuse", "devices"], cwd=ROOT,
                           capture_output=True, text=True, timeout=300, env=full)
 
 

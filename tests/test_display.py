@@ -276,7 +276,7 @@ def test_edges_never_cross_a_box_they_do_not_join():
 
 def test_drawings_save_as_svg_and_dot(tmp_path: Path):
     import polyfuse
-    from polyfuse.pipeline import fuse_program
+    from polyfuse.passes.pipeline import fuse_program
 
     ex = ROOT / "examples" / "qkv"
     program = polyfuse.load_opencl(str(ex / "kernels.cl"), host=str(ex / "host.c"))

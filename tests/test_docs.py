@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from polyfuse.cli import build_parser
+from polyfuse.apps.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 INTERNAL = re.compile(r"DESIGN|\b[Ss]eeds? 00\d\b|\.\./shared|§")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from polyfuse import drivers
+from polyfuse.core import drivers
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -89,7 +89,7 @@ def _devices(cache: Path, lib: Path, *flags: str) -> subprocess.CompletedProcess
            if k not in ("PYOPENCL_CTX", "OCL_ICD_VENDORS", drivers.ENV_SWITCH)}
     env.update({"POLYFUSE_CACHE": str(cache), drivers.ENV_PATH: str(lib),
                 "PYTHONPATH": str(ROOT)})
-    return subprocess.run([sys.executable, "-m", "polyfuse.cli", "devices", *flags], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "polyfuse", "devices", *flags], cwd=ROOT,
                           capture_output=True, text=True, timeout=300, env=env)
 
 

@@ -1,7 +1,7 @@
 """Whole-program execution on the OpenCL device, verification and timing.
 
 Final buffers are checked against an independent computation: the brute-force interpreter
-(:func:`polyfuse.testing.simulate`, given the same initial contents) or numpy.
+(:func:`polyfuse.oracle.simulate`, given the same initial contents) or numpy.
 """
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from polyfuse.builder import ProgramBuilder
+from polyfuse.core.program import PolyfuseError, Program, UnsupportedError
+from polyfuse.frontend.builder import ProgramBuilder
 from polyfuse.frontend.host import load_opencl
 from polyfuse.frontend.opencl import parse_kernels
-from polyfuse.program import PolyfuseError, Program, UnsupportedError
+from polyfuse.oracle import simulate
 from polyfuse.runtime import (
     compare_runs,
     program_source,
@@ -25,7 +26,6 @@ from polyfuse.runtime import (
 )
 from polyfuse.runtime.device import build_program, get_context
 from polyfuse.runtime.execute import RunResult, c_dtype
-from polyfuse.testing import simulate
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

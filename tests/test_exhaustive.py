@@ -18,11 +18,10 @@ import pytest
 
 import polyfuse
 import polyfuse.fusion.exhaustive as exhaustive
+from polyfuse.core.program import REFERENCE_TARGET
 from polyfuse.fusion import check_plan, plan_fusion
 from polyfuse.fusion.decisions import Searched
-from polyfuse.pipeline import fuse_program
-from polyfuse.program import REFERENCE_TARGET
-from polyfuse.testing.kernelgen import (
+from polyfuse.oracle.kernelgen import (
     C,
     Ex,
     GenAccess,
@@ -32,6 +31,7 @@ from polyfuse.testing.kernelgen import (
     T,
     add,
 )
+from polyfuse.passes.pipeline import fuse_program
 
 DENOISE = Path(__file__).resolve().parent / "fused_host_programs" / "denoise"
 

@@ -19,8 +19,8 @@ pytest.importorskip("onnxruntime")
 import onnx  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from polyfuse.onnx_run import fuse_onnx  # noqa: E402
-from polyfuse.program import Launch  # noqa: E402
+from polyfuse.apps.onnx_run import fuse_onnx  # noqa: E402
+from polyfuse.core.program import Launch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from polyfuse.cli import main as cli_main
+from polyfuse.apps.cli import main as cli_main
 from polyfuse.codegen.host_rewrite import COUNT_ENV
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -139,14 +139,14 @@ def test_lstm_not_fused_across_iterations():
 def test_plan_json_contract_and_determinism():
     """plan.json is the plan's decisions plus what code generation (kernel names, NDRanges,
     optimizations) and verification made of them; the plan record itself holds none of those."""
-    from polyfuse.codegen import generate
+    from polyfuse.codegen import generate_fused
 
     uar = example_uar("reduction")
     plan = plan_of(uar)
     mine = plan_to_json(plan)
     assert not {"optimizations", "verified"} & set(mine)
     assert all("kernel" not in g for g in mine["groups"])
-    fused = generate(plan)
+    fused = generate_fused(plan)
     assert fused.plan is plan
     js = plan_json(fused)
     for key in ("launches_before", "launches_after", "groups", "edges", "blocked",
@@ -312,12 +312,14 @@ def test_chain_fuses_only_with_consumer_anchoring(kernels):
 
 
 def test_final_reduction_by_one_group_not_fused(kernels):
+    from polyfuse.frontend.builder import local
+
     b = _builder(kernels, 0)
     b.buffer("x", 4 * 64 * 64)
     b.buffer("p", 4 * 64)
     b.buffer("r", 4)
     b.write("x")
-    b.launch("partial", (64 * 64,), (64,), {"x": "x", "p": "p", "s": polyfuse.builder.local(256)})
+    b.launch("partial", (64 * 64,), (64,), {"x": "x", "p": "p", "s": local(256)})
     b.launch("final1", (64,), (64,), {"p": "p", "r": "r"})
     b.read("r", blocking=True)
     uar = polyfuse.build_uar(b.build())
@@ -543,16 +545,16 @@ def test_barrier_kernel_on_a_symbolic_size_is_left_apart_with_the_way_out():
     assert (sumsq,) in members(plan)
     why = [refusal_text(b.reason) for b in plan.blocked if sumsq in (b.src, b.dst)]
     assert why and all("barriers" in r and "values of n" in r and "--param" in r for r in why)
-    fused = polyfuse.generate(plan)
+    fused = polyfuse.generate_fused(plan)
     own = next(k for k in fused.groups if plan.groups[k.group].members == (sumsq,))
     assert [str(x) for x in own.global_size] == ["64*floor(n/64 + 63/64)"]
     from pycparser import c_ast
 
-    from polyfuse.c import cpp
+    from polyfuse.c import preprocessor, printer, syntax
     from polyfuse.codegen.barrier_guard import has_barrier_call
 
-    for node in cpp.walk(cpp.parse(fused.source, "fused.cl")):
-        if isinstance(node, c_ast.If) and "get_" in cpp.generate(node.cond):
+    for node in syntax.walk(preprocessor.parse(fused.source, "fused.cl")):
+        if isinstance(node, c_ast.If) and "get_" in printer.opencl_source(node.cond):
             assert not has_barrier_call(node.iftrue) and not has_barrier_call(node.iffalse)
     fixed = polyfuse.load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"),
                                  params={"n": 4096})

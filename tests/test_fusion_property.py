@@ -7,7 +7,7 @@ that OpenCL defines the result) go through the whole pipeline — ``build_uar``,
 contain two launches joined by a ``global`` edge (its same-iteration part: the loop-carried part
 of an edge is ordered by the host loop, a group being launched once per iteration).
 
-Two generators feed the property: :func:`polyfuse.testing.kernelgen.kernel_chains` (broad, but
+Two generators feed the property: :func:`polyfuse.oracle.kernelgen.kernel_chains` (broad, but
 its independent grids and subscripts rarely fuse) and :func:`fusable_chains` below, which shares
 one grid between the launches and chains each kernel to the previous one's output through the
 producer's own subscript, a shift, or a random (quasi-)affine subscript — so plans with ``thread``,
@@ -30,11 +30,10 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import polyfuse
-from polyfuse.codegen import generate
+from polyfuse.codegen import generate_fused
 from polyfuse.fusion import FusedGroup, check_plan, plan_fusion
 from polyfuse.fusion.reindex import edge_in_iteration, iteration_width
-from polyfuse.runtime import device_target, get_context, verify_programs
-from polyfuse.testing.kernelgen import (
+from polyfuse.oracle.kernelgen import (
     C,
     Ex,
     GenAccess,
@@ -49,7 +48,8 @@ from polyfuse.testing.kernelgen import (
     kernel_chains,
     subscripts,
 )
-from polyfuse.testing.kernelgen import T as Term
+from polyfuse.oracle.kernelgen import T as Term
+from polyfuse.runtime import device_target, get_context, verify_programs
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 #: no shrinking: one example costs ~0.4 s, so shrinking a failure takes minutes; the assertion
@@ -155,7 +155,7 @@ def check_fused_equals_unfused(gp: GenProgram, cl_env: tuple[Any, Any]) -> Any:
     context = f"\n--- kernels ---\n{gp.source}\n--- host ---\n{gp.host_description()}"
     assert not _global_edges_split(plan), "\n".join(_global_edges_split(plan)) + context
     assert check_plan(plan) == [], context
-    fused = generate(plan, target=device_target(ctx.devices[0]))
+    fused = generate_fused(plan, target=device_target(ctx.devices[0]))
     v = verify_programs(program, fused.program, buffers=fused.compared_buffers, ctx=ctx,
                         queue=queue)
     assert v.ok, f"{v.summary()}{context}\n--- fused ---\n{fused.source}"
@@ -197,7 +197,8 @@ def test_two_d_chain_in_host_loop_builds_a_uar(cl_env) -> None:
     """Found by the property: a 2-D chain in a host loop whose WAR dependence (L1 reads ``a``,
     L0 rewrites it at ``+ t`` in the next iteration) made isl's coalesce fail inside
     ``build_uar`` (an isl simplification bug on the in-memory map; the same map printed and
-    re-parsed coalesces fine).  ``polyfuse.islutil.coalesce`` keeps the map uncoalesced then."""
+    re-parsed coalesces fine).  ``polyfuse.core.islutil.coalesce`` keeps the map uncoalesced
+    then."""
     wr = Term("gx")
     k0 = GenKernel("k0", 2, GenAccess("out", add(add(Ex("mul", (5, Term("gy"))), wr),
                                                   add(C(3), Term("t")))), (), uses_t=True)
@@ -249,7 +250,7 @@ def test_mislabelled_global_edge_is_caught(cl_env) -> None:
         plan = dataclasses.replace(plan, groups=(FusedGroup(
             0, (src, dst), "vertical", ident),), launches_after=1)
     assert check_plan(plan), "the certificate accepts a fusion across a global edge"
-    fused = generate(plan, target=device_target(ctx.devices[0]))
+    fused = generate_fused(plan, target=device_target(ctx.devices[0]))
     assert len(fused.program.launches) == 1
     assert "y" in fused.compared_buffers
     v = verify_programs(program, fused.program, buffers=fused.compared_buffers, ctx=ctx,

@@ -15,8 +15,8 @@ import pyopencl as cl
 import pytest
 
 import polyfuse
-from polyfuse.onnx_run import fuse_onnx
-from polyfuse.pipeline import device_name, fuse_program, size_buffers
+from polyfuse.apps.onnx_run import fuse_onnx
+from polyfuse.passes.pipeline import device_name, fuse_program, size_buffers
 from polyfuse.runtime.device import list_devices, probe_device
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,7 +70,7 @@ def test_default_is_a_gpu_and_fuse_verify_runs_there(tmp_path: Path) -> None:
         [str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])})
 
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "polyfuse.cli", *args], cwd=ROOT, env=env,
+        return subprocess.run([sys.executable, "-m", "polyfuse", *args], cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=600)
 
     devices = cli("devices")

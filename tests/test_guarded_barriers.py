@@ -21,13 +21,13 @@ import onnx  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from pycparser import c_ast  # noqa: E402
 
-from polyfuse.c import cpp  # noqa: E402
+from polyfuse.apps.onnx_run import fuse_onnx  # noqa: E402
+from polyfuse.c import preprocessor, printer, syntax  # noqa: E402
 from polyfuse.codegen.barrier_guard import (  # noqa: E402
     BarrierGuardError,
     has_barrier_call,
     push_guard_below_barriers,
 )
-from polyfuse.onnx_run import fuse_onnx  # noqa: E402
 
 
 def _model(tmp_path: Path, name: str, nodes: list, inputs: dict[str, list[int]],
@@ -93,18 +93,18 @@ def test_row_reduction_fused_with_other_shapes_gives_the_right_numbers(tmp_path:
 
 def _barriers_under_group_guards(source: str) -> list[str]:
     """Conditions on group ids that enclose a barrier, in every kernel of ``source``."""
-    ast = cpp.parse(source, "fused.cl")
+    ast = preprocessor.parse(source, "fused.cl")
     found: list[str] = []
-    for node in cpp.walk(ast):
-        if isinstance(node, c_ast.If) and "get_group_id" in cpp.generate(node.cond) and (
+    for node in syntax.walk(ast):
+        if isinstance(node, c_ast.If) and "get_group_id" in printer.opencl_source(node.cond) and (
                 has_barrier_call(node.iftrue) or has_barrier_call(node.iffalse)):
-            found.append(cpp.generate(node.cond))
+            found.append(printer.opencl_source(node.cond))
     return found
 
 
 def _body(text: str) -> list:
-    ast = cpp.parse("__kernel void k(__global float *x, __local float *red) {\n" + text + "\n}",
-                    "k.cl")
+    ast = preprocessor.parse(
+        "__kernel void k(__global float *x, __local float *red) {\n" + text + "\n}", "k.cl")
     return list(ast.ext[-1].body.block_items)
 
 
@@ -127,19 +127,19 @@ def test_guard_moves_below_barriers_and_memory_reads_stay_guarded() -> None:
         x[get_group_id(0) * 4 + lane] = v / red[0];
     """)
     out = push_guard_below_barriers(items, _guard)
-    text = cpp.generate(c_ast.Compound(out))
+    text = printer.opencl_source(c_ast.Compound(out))
     assert _barriers_under_group_guards("__kernel void k(__global float *x) {"
                                         + text + "}") == []
     # the pure declaration keeps its place and const; the load moved under the guard
     assert "const int lane = get_local_id(0);" in text
     assert "float v;" in text and "const float v" not in text
     guarded = [s for s in out if isinstance(s, c_ast.If)]
-    assert all("get_group_id(0) < rows" == cpp.generate(s.cond) for s in guarded)
-    assert any("v = x[" in cpp.generate(s) for s in guarded)
+    assert all("get_group_id(0) < rows" == printer.opencl_source(s.cond) for s in guarded)
+    assert any("v = x[" in printer.opencl_source(s) for s in guarded)
     # every memory access is under a guard
     for s in out:
         if not isinstance(s, c_ast.If) and not isinstance(s, c_ast.For):
-            assert "x[" not in cpp.generate(s) and "red[" not in cpp.generate(s)
+            assert "x[" not in printer.opencl_source(s) and "red[" not in printer.opencl_source(s)
 
 
 @pytest.mark.parametrize("text, words", [

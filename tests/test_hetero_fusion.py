@@ -17,14 +17,11 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import polyfuse
-from polyfuse.codegen import generate
+from polyfuse.codegen import generate_fused
+from polyfuse.core.program import Target
 from polyfuse.fusion import check_plan, plan_fusion
 from polyfuse.fusion.decisions import Apart
-from polyfuse.pipeline import FuseResult
-from polyfuse.program import Target
-from polyfuse.report import apart_text, report_markdown
-from polyfuse.runtime import device_target, get_context, verify_programs
-from polyfuse.testing.kernelgen import (
+from polyfuse.oracle.kernelgen import (
     GenAccess,
     GenKernel,
     GenLaunch,
@@ -34,7 +31,10 @@ from polyfuse.testing.kernelgen import (
     injective_subscripts,
     subscripts,
 )
-from polyfuse.testing.kernelgen import T as Term
+from polyfuse.oracle.kernelgen import T as Term
+from polyfuse.passes.pipeline import FuseResult
+from polyfuse.report import apart_text, report_markdown
+from polyfuse.runtime import device_target, get_context, verify_programs
 
 PHASES = (Phase.explicit, Phase.reuse, Phase.generate)
 
@@ -88,7 +88,7 @@ def _check(gp: GenProgram, cl_env: tuple[Any, Any]) -> Any:
     plan = plan_fusion(uar, orchestration="hetero")
     context = f"\n--- kernels ---\n{gp.source}\n--- host ---\n{gp.host_description()}"
     assert check_plan(plan) == [], context
-    fused = generate(plan, target=device_target(ctx.devices[0]))
+    fused = generate_fused(plan, target=device_target(ctx.devices[0]))
     v = verify_programs(program, fused.program, buffers=fused.compared_buffers, ctx=ctx,
                         queue=queue)
     assert v.ok, f"{v.summary()}{context}\n--- fused ---\n{fused.source}"
@@ -157,7 +157,7 @@ def test_left_apart_with_reasons(cl_env: tuple[Any, Any]) -> None:
     assert len(plan2.groups) == 2
     assert plan2.apart[0].kind is Apart.INCOMPATIBLE
     assert plan2.apart[0].detail.startswith("incompatible dimensionality (1-D and 2-D NDRange)")
-    fused = generate(plan2, target=device_target(cl_env[0].devices[0]))
+    fused = generate_fused(plan2, target=device_target(cl_env[0].devices[0]))
     text = report_markdown(FuseResult(gp2.build(), uar2, fused.plan, fused))
     assert "Independent launches left apart" in text and "incompatible dimensionality" in text
     assert "starts a group: independent" in text
@@ -176,7 +176,7 @@ def test_different_local_sizes_are_padded(cl_env: tuple[Any, Any]) -> None:
         [((0, 1), (40,), (8,))]
     # the certificate accepts the padded fragment (no barriers, its local ids kept)
     assert check_plan(plan) == []
-    fused = generate(plan, target=device_target(ctx.devices[0]))
+    fused = generate_fused(plan, target=device_target(ctx.devices[0]))
     assert "get_local_id(0)) <= 3" in fused.source
     v = verify_programs(program, fused.program, buffers=fused.compared_buffers, ctx=ctx,
                         queue=queue)
@@ -199,7 +199,7 @@ def test_a_consumer_between_them_keeps_them_apart(cl_env: tuple[Any, Any]) -> No
     ctx, queue = cl_env
     program = gp.build()
     plan = plan_fusion(polyfuse.build_uar(program), orchestration="hetero")
-    fused = generate(plan, target=device_target(ctx.devices[0]))
+    fused = generate_fused(plan, target=device_target(ctx.devices[0]))
     v = verify_programs(program, fused.program, buffers=fused.compared_buffers, ctx=ctx,
                         queue=queue)
     assert v.ok, v.summary()

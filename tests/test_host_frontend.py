@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 import sympy
 
-from polyfuse.frontend.host import load_opencl, parse_host
-from polyfuse.program import (
+from polyfuse.core.program import (
     HostOp,
     Kernel,
     KernelParam,
@@ -15,6 +14,7 @@ from polyfuse.program import (
     UnsupportedError,
     param_context,
 )
+from polyfuse.frontend.host import load_opencl, parse_host
 
 n, m, t = sympy.symbols("n m t")
 

@@ -2,7 +2,7 @@
 C++, several translation units and kernel files, build options, linked lists, program
 arguments; and the refusals that keep a model from being silently empty or wrong.
 
-Each program's UAR is checked against the brute-force oracle (``polyfuse.testing``) at the
+Each program's UAR is checked against the brute-force oracle (``polyfuse.oracle``) at the
 program's own (small) sizes.
 """
 
@@ -15,10 +15,10 @@ import islpy as isl
 import pytest
 import sympy
 
-from polyfuse.cli import main as cli_main
+from polyfuse.apps.cli import main as cli_main
+from polyfuse.core.program import PolyfuseError, Program, UnsupportedError
 from polyfuse.frontend.host import load_opencl
-from polyfuse.program import PolyfuseError, Program, UnsupportedError
-from polyfuse.testing.bruteforce import brute_force_dependences, edge_index
+from polyfuse.oracle.bruteforce import brute_force_dependences, edge_index
 from polyfuse.uar import build_uar
 
 pytest.importorskip("clang.cindex")

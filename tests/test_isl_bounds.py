@@ -15,9 +15,9 @@ import pytest
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
+from polyfuse.core.program import REFERENCE_TARGET  # noqa: E402
 from polyfuse.frontend.onnx import load_onnx  # noqa: E402
-from polyfuse.program import REFERENCE_TARGET  # noqa: E402
-from polyfuse.testing.bruteforce import width_mismatches  # noqa: E402
+from polyfuse.oracle.bruteforce import width_mismatches  # noqa: E402
 from polyfuse.uar import build_uar  # noqa: E402
 from polyfuse.uar.graph import APPROXIMATE_REASON, UAR  # noqa: E402
 from polyfuse.uar.width import QUOTA_REASON  # noqa: E402

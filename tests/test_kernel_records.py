@@ -1,6 +1,6 @@
 """Kernel records own their source (helper functions, typedefs, constant tables, struct sizes),
 so nothing is read from disk again and nothing is remembered between files; planning and code
-generation take a device's limits as a :class:`~polyfuse.program.Target` and never open one."""
+generation take a device's limits as a :class:`~polyfuse.core.program.Target` and never open one."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 import polyfuse
-from polyfuse.codegen import CodegenError, generate
+from polyfuse.codegen import CodegenError, generate_fused
+from polyfuse.core.program import Target
 from polyfuse.frontend.builder import default_program
 from polyfuse.frontend.opencl import parse_kernels
-from polyfuse.program import Target
 from polyfuse.runtime.execute import program_source, run_program
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -71,7 +71,7 @@ def test_code_generation_checks_the_target_it_is_given():
     program = polyfuse.load_opencl(str(EXAMPLES / "elementwise_chain" / "kernels.cl"),
                                    host=str(EXAMPLES / "elementwise_chain" / "host.c"))
     plan = polyfuse.plan_fusion(polyfuse.build_uar(program))
-    assert generate(plan).source == generate(plan, target=Target()).source
+    assert generate_fused(plan).source == generate_fused(plan, target=Target()).source
     small = Target(name="tiny", max_work_group_size=8, max_work_item_sizes=(8, 8, 8))
     with pytest.raises(CodegenError, match="max work-group size 8"):
-        generate(plan, target=small)
+        generate_fused(plan, target=small)

@@ -2,7 +2,7 @@
 level or inside a function, goes from a unit to a unit of the same or a lower layer, the units
 form no import cycle, and only the layers from ``runtime`` up touch OpenCL.
 
-A unit is a sub-package (``polyfuse/uar/``) or a top-level module (``polyfuse/pipeline.py``).
+A unit is a sub-package (``polyfuse/uar/``) or a top-level module (``polyfuse/passes/pipeline.py``).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "polyfuse"
 
 #: the layer order, lowest first: a unit may import units of its own layer or of a lower one
 LAYERS: list[tuple[str, set[str]]] = [
-    ("records and C utilities", {"program", "islutil", "mathtext", "c", "cache", "watchdog",
-                                 "drivers"}),
+    ("records and C utilities", {"core", "core.program", "core.islutil", "core.mathtext", "c",
+                                 "core.cache", "core.watchdog", "core.drivers"}),
     ("operator kernel library (OpenCL source templates)", {"oplib"}),
     ("front-ends: OpenCL C, C/C++ host, ONNX, the builder API", {"frontend"}),
     ("unified abstract representation", {"uar"}),
@@ -30,12 +30,13 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("code generation", {"codegen"}),
     ("the device: build, run, time, verify", {"runtime"}),
     ("performance: counts, model, measurements", {"perf"}),
-    ("the compilation record and its passes", {"compilation"}),
-    ("tuning by measurement", {"tune", "coarsen_tune"}),
-    ("the pipeline", {"pipeline"}),
+    ("the compilation record and its passes", {"passes", "passes.compilation"}),
+    ("tuning by measurement", {"passes.orchestration_tuning", "passes.coarsening_tuning"}),
+    ("the pipeline", {"passes.pipeline"}),
     ("reports: report.md, plan.json, tables and drawings rendered from the records", {"report"}),
-    ("applications", {"onnx_run", "session", "batch", "autopar", "testing", "cli", "builder",
-                      "prediction", "__init__"}),
+    ("applications", {"apps", "apps.onnx_run", "apps.session", "apps.batch", "apps.cli",
+                      "apps.prediction",
+                      "autopar", "oracle", "__init__", "__main__"}),
 ]
 LAYER_OF = {unit: i for i, (_, units) in enumerate(LAYERS) for unit in units}
 #: the first layer allowed to import pyopencl
@@ -53,13 +54,21 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+#: packages whose modules are units each
+GROUPS = {"core", "passes", "apps"}
+
+
 def _unit(module: str) -> str:
     parts = module.split(".")
+    if len(parts) > 2 and parts[1] in GROUPS:
+        return f"{parts[1]}.{parts[2]}"
     return parts[1] if len(parts) > 1 else "__init__"
 
 
-def _is_unit(name: str) -> bool:
-    return (PACKAGE / name).is_dir() or (PACKAGE / f"{name}.py").is_file()
+def _is_module(package: str, name: str) -> bool:
+    """``from package import name`` imports a module (not a name defined in the package)."""
+    folder = PACKAGE.parent.joinpath(*package.split("."), name)
+    return folder.is_dir() or folder.with_suffix(".py").is_file()
 
 
 @functools.cache
@@ -82,7 +91,8 @@ def _imports(path: Path) -> list[tuple[int, str]]:
             else:
                 name = node.module or ""
             # ``from polyfuse import uar`` imports the sub-package, ``__version__`` the package
-            units = [a.name for a in node.names if name == "polyfuse" and _is_unit(a.name)]
+            units = [a.name for a in node.names
+                     if name.startswith("polyfuse") and _is_module(name, a.name)]
             found = [(node.lineno, f"{name}.{u}") for u in units] or [(node.lineno, name)]
         if id(node) in delegating:
             found = [(line, name) for line, name in found
@@ -105,6 +115,23 @@ def test_every_unit_has_a_layer():
     units = {_unit(_module_name(p)) for p in PACKAGE.rglob("*.py")}
     assert units - set(LAYER_OF) == set(), "add the new unit to LAYERS (and docs/ARCHITECTURE.md)"
     assert len(LAYER_OF) == sum(len(u) for _, u in LAYERS), "a unit is in two layers"
+
+
+def test_the_root_holds_only_the_public_api():
+    """Modules live in the folder of their layer (``core/``, ``passes/``, ``apps/``, a stage's
+    package); the root has the package's face only."""
+    assert sorted(p.name for p in PACKAGE.glob("*.py")) == ["__init__.py", "__main__.py"]
+
+
+def test_the_package_imports_no_deprecated_path():
+    """Old module paths (``polyfuse.pipeline``) work for users, with a warning; the package
+    itself names modules where they are (an old path would also have no layer here)."""
+    import polyfuse
+
+    old = [f"{path.relative_to(PACKAGE.parent)}:{line} {name}"
+           for path in sorted(PACKAGE.rglob("*.py")) for line, name in _imports(path)
+           if name.startswith("polyfuse.") and polyfuse._moved(name) is not None]
+    assert not old, old
 
 
 def test_imports_go_down_the_layers():
@@ -155,7 +182,8 @@ def test_no_private_name_crosses_units():
 def test_the_rule_sees_imports_inside_functions():
     edges = _edges()
     assert ("frontend", "oplib") in edges  # onnx.py imports the kernel library in a function
-    assert ("pipeline", "tune") in edges  # pipeline imports the tuner inside a function
+    # the pipeline imports the tuner inside a function
+    assert ("passes.pipeline", "passes.orchestration_tuning") in edges
 
 
 def test_records_reach_the_renderer_only_through_delegations():
@@ -178,9 +206,9 @@ def test_records_reach_the_renderer_only_through_delegations():
     assert "pipeline.py:write" in delegated
 
 
-@pytest.mark.parametrize("module", ["polyfuse.fusion", "polyfuse.uar", "polyfuse.codegen",
-                                    "polyfuse.frontend.onnx"])
-def test_the_core_loads_no_opencl(module: str):
+@pytest.mark.parametrize("module", ["polyfuse.core.program", "polyfuse.fusion", "polyfuse.uar",
+                                    "polyfuse.codegen", "polyfuse.frontend.onnx"])
+def test_the_stages_below_the_device_load_no_opencl(module: str):
     code = f"import sys, {module}; print('pyopencl' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=PACKAGE.parent)
@@ -193,7 +221,7 @@ def test_the_core_loads_no_opencl(module: str):
 #: (``OCL_ICD_VENDORS``, ``polyfuse devices --register``), ``runtime/device.py`` asks PoCL for
 #: its single-threaded device beside the default one (``POCL_DEVICES``, the user's own setting
 #: wins).  No option travels this way.
-ENVIRON_WRITES = {("polyfuse/drivers.py", "OCL_ICD_VENDORS"),
+ENVIRON_WRITES = {("polyfuse/core/drivers.py", "OCL_ICD_VENDORS"),
                   ("polyfuse/runtime/device.py", "POCL_DEVICES")}
 
 
@@ -254,9 +282,9 @@ def test_passes_take_and_return_the_record():
     the stages hand each other objects (their annotations say so)."""
     import typing
 
-    from polyfuse.compilation import Compilation
-    from polyfuse.onnx_run import ONNX_PASSES
-    from polyfuse.pipeline import PASSES
+    from polyfuse.apps.onnx_run import ONNX_PASSES
+    from polyfuse.passes.compilation import Compilation
+    from polyfuse.passes.pipeline import PASSES
 
     assert len(PASSES) == len(ONNX_PASSES) >= 10
     for p in dict.fromkeys(PASSES + ONNX_PASSES):

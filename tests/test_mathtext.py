@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import sympy
 
-from polyfuse.mathtext import parse_count, readable
+from polyfuse.core.mathtext import parse_count, readable
 
 ROOT = Path(__file__).resolve().parent.parent
 LSTM2 = ROOT / "examples" / "lstm2"
@@ -49,7 +49,7 @@ def test_plan_json_keeps_the_exact_count_and_adds_a_readable_one() -> None:
 
 def test_report_and_summary_row_print_counts_readable() -> None:
     import polyfuse
-    from polyfuse.pipeline import fuse_program
+    from polyfuse.passes.pipeline import fuse_program
     from polyfuse.report import report_markdown, summary_row
 
     program = polyfuse.load_opencl(str(LSTM2 / "kernels.cl"), host=str(LSTM2 / "host.c"))
@@ -62,7 +62,7 @@ def test_report_and_summary_row_print_counts_readable() -> None:
 
 
 def test_batch_row_prints_a_symbolic_count_readable() -> None:
-    from polyfuse.batch import ModelSummary
+    from polyfuse.apps.batch import ModelSummary
 
     row = ModelSummary("m", launches_before="Piecewise((4*b, b >= 1), (0, True))",
                        launches_after=1).row()

@@ -11,8 +11,8 @@ import numpy as np
 import pyopencl as cl
 import pytest
 
+from polyfuse.core.program import PolyfuseError
 from polyfuse.perf import microbench as mb
-from polyfuse.program import PolyfuseError
 from polyfuse.runtime import device as dv
 
 # --------------------------------------------------------------------------- no device needed

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from polyfuse.watchdog import WorkerCrashed, call_with_budget, stage
+from polyfuse.core.watchdog import WorkerCrashed, call_with_budget, stage
 
 
 def _abort_in_build(progress: object = None) -> None:
@@ -51,7 +51,7 @@ def test_roofline_skips_a_kernel_whose_build_aborts(tmp_path, monkeypatch, capfd
     kernel and the signal, and the command completes."""
     import json
 
-    from polyfuse.cli import main
+    from polyfuse.apps.cli import main
     from polyfuse.runtime.device import CRASH_HOOK
 
     _device_or_skip()
@@ -70,7 +70,7 @@ def test_session_construction_survives_an_abort_in_its_build(tmp_path, monkeypat
     """A native crash while a session's kernels are built is one PolyfuseError line; this
     process (a user's notebook) lives on, and a session that builds is checked once."""
     from polyfuse import InferenceSession
-    from polyfuse.program import PolyfuseError
+    from polyfuse.core.program import PolyfuseError
     from polyfuse.runtime import device as dv
 
     _device_or_skip()
@@ -97,9 +97,9 @@ def test_session_construction_survives_an_abort_in_its_build(tmp_path, monkeypat
 def test_coarsen_tuner_skips_a_variant_whose_build_aborts(tmp_path, monkeypatch) -> None:
     """The thread-factor-2 variant's check aborts its worker: that variant is skipped with the
     stage, its kernel and the signal; the other is still verified and timed."""
-    from polyfuse.builder import ProgramBuilder
-    from polyfuse.coarsen_tune import tune_coarsening
     from polyfuse.codegen.coarsen import Factors
+    from polyfuse.frontend.builder import ProgramBuilder
+    from polyfuse.passes.coarsening_tuning import tune_coarsening
     from polyfuse.runtime.device import CRASH_HOOK
 
     _device_or_skip()
@@ -124,7 +124,7 @@ def test_autotune_skips_variants_whose_build_aborts(tmp_path, monkeypatch) -> No
     """Every orchestration variant's fused kernel aborts its check: each is skipped with the
     signal, and tuning says none verified instead of dying."""
     import polyfuse
-    from polyfuse import tune as at
+    from polyfuse.passes import orchestration_tuning as at
     from polyfuse.runtime.device import CRASH_HOOK
 
     _device_or_skip()

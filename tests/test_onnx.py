@@ -23,14 +23,14 @@ import onnx  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import polyfuse  # noqa: E402
-from polyfuse.frontend.onnx import load_onnx, load_onnx_model  # noqa: E402
-from polyfuse.onnx_run import (  # noqa: E402
+from polyfuse.apps.onnx_run import (  # noqa: E402
     fuse_onnx,
     onnxruntime_reference,
     random_inputs,
     run_onnx,
 )
-from polyfuse.program import PolyfuseError, UnsupportedError  # noqa: E402
+from polyfuse.core.program import PolyfuseError, UnsupportedError  # noqa: E402
+from polyfuse.frontend.onnx import load_onnx, load_onnx_model  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS_DIR = ROOT / "examples" / "models"

@@ -14,7 +14,7 @@ QUICK = [MODELS / "bert_qkv.onnx", MODELS / "resnext_block.onnx"]
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "polyfuse.cli", *map(str, args)], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "polyfuse", *map(str, args)], cwd=ROOT,
                           capture_output=True, text=True, timeout=600)
 
 

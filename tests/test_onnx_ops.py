@@ -27,11 +27,11 @@ import onnx  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import polyfuse  # noqa: E402
+from polyfuse.apps.onnx_run import fuse_onnx  # noqa: E402
+from polyfuse.core.program import Target, UnsupportedError  # noqa: E402
 from polyfuse.frontend.onnx import ALIAS_OPS, FOLDERS, load_onnx_model  # noqa: E402
 from polyfuse.frontend.onnx_ops import markdown, operator_rows  # noqa: E402
-from polyfuse.onnx_run import fuse_onnx  # noqa: E402
 from polyfuse.oplib import OPERATORS, op_kernel  # noqa: E402
-from polyfuse.program import Target, UnsupportedError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 N = helper.make_node
@@ -328,7 +328,7 @@ def test_float16_kernels_store_half_on_a_device_with_cl_khr_fp16(tmp_path: Path)
     assert types["Y32"] == "float"
     assert model.program.data["W"].dtype == np.float16
     plan = polyfuse.plan_fusion(polyfuse.build_uar(model.program))
-    fused = polyfuse.generate(plan, target=F16)
+    fused = polyfuse.generate_fused(plan, target=F16)
     assert "#pragma OPENCL EXTENSION cl_khr_fp16 : enable" in fused.source
     assert "__global const half *" in fused.source
 
@@ -361,7 +361,7 @@ def test_own_model_guide_commands_run(tmp_path: Path) -> None:
     for block in re.findall(r"```sh\n(.*?)```", text, flags=re.S):
         for line in filter(None, (ln.strip() for ln in block.splitlines())):
             assert line.startswith("polyfuse "), line
-            argv = [sys.executable, "-m", "polyfuse.cli", *shlex.split(line)[1:]]
+            argv = [sys.executable, "-m", "polyfuse", *shlex.split(line)[1:]]
             done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
             assert done.returncode == 0, (line, done.stderr)
     compare = re.findall(r"```python\n(.*?)```", text, flags=re.S)[-1]

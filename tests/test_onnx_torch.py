@@ -22,10 +22,10 @@ pytest.importorskip("onnxruntime")
 import onnx  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
+from polyfuse.apps.onnx_run import fuse_onnx, onnxruntime_reference, random_inputs, run_onnx  # noqa: E402
+from polyfuse.core.program import UnsupportedError  # noqa: E402
 from polyfuse.frontend.onnx import load_onnx_model  # noqa: E402
-from polyfuse.onnx_run import fuse_onnx, onnxruntime_reference, random_inputs, run_onnx  # noqa: E402
 from polyfuse.oplib import op_kernel  # noqa: E402
-from polyfuse.program import UnsupportedError  # noqa: E402
 from polyfuse.runtime.oplib_run import run_op  # noqa: E402
 
 MODELS_DIR = Path(__file__).resolve().parent.parent / "examples" / "models"

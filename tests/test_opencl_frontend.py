@@ -13,10 +13,10 @@ import islpy as isl
 import numpy as np
 import pytest
 
-from polyfuse.c import cpp
+from polyfuse.c import preprocessor
+from polyfuse.core.program import Kernel, KernelContext, PolyfuseError, UnsupportedError
 from polyfuse.frontend.opencl import parse_kernels, specialize
-from polyfuse.program import Kernel, KernelContext, PolyfuseError, UnsupportedError
-from polyfuse.testing.interp import LocalArg, run_kernel
+from polyfuse.oracle.interp import LocalArg, run_kernel
 
 # ----------------------------------------------------------------------------------------------
 # helpers
@@ -100,11 +100,11 @@ def test_parse_qualifier_forms_and_attributes():
         t[get_local_id(1)][get_local_id(0)] = w[0];
     }
     """
-    ast = cpp.parse(src, "q.cl")
+    ast = preprocessor.parse(src, "q.cl")
     (fd,) = [e for e in ast.ext if type(e).__name__ == "FuncDef"]
-    assert cpp.is_kernel(fd)
-    assert cpp.reqd_work_group_size(fd) == (8, 4, 1)
-    spaces = [cpp.address_space_of(p) for p in fd.decl.type.args.params]
+    assert preprocessor.is_kernel(fd)
+    assert preprocessor.reqd_work_group_size(fd) == (8, 4, 1)
+    spaces = [preprocessor.address_space_of(p) for p in fd.decl.type.args.params]
     assert spaces == ["global", "local", "constant", None]
     k = parse_kernels(src, "q.cl")["f"]
     assert k.context.local_size == (8, 4, 1)

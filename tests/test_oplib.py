@@ -15,9 +15,9 @@ import sys
 import numpy as np
 import pytest
 
+from polyfuse.core.program import KERNEL_VARIANTS, KernelContext, PolyfuseError, UnsupportedError
 from polyfuse.frontend.opencl import parse_kernels
 from polyfuse.oplib import SUPPORTED_OPS, OpKernel, linalg, op_kernel
-from polyfuse.program import KERNEL_VARIANTS, KernelContext, PolyfuseError, UnsupportedError
 from polyfuse.runtime.oplib_run import KernelBuildError, run_op
 
 _op_kernel = op_kernel

@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 import sympy
 
-from polyfuse.program import ArgBinding, Buffer, BufferRange, HostLoop, HostOp, Launch, Program
-from polyfuse.testing.bruteforce import (
+from polyfuse.core.program import ArgBinding, Buffer, BufferRange, HostLoop, HostOp, Launch, Program
+from polyfuse.oracle.bruteforce import (
     brute_force_dependences,
     concrete_width,
     edge_index,
     kernels_from_source,
     simulate,
 )
-from polyfuse.testing.interp import InterpError, LocalArg, compile_kernel, run_kernel
+from polyfuse.oracle.interp import InterpError, LocalArg, compile_kernel, run_kernel
 
 # ----------------------------------------------------------------------------------------------
 # Interpreter: values

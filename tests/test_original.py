@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from polyfuse.core.program import PolyfuseError
 from polyfuse.frontend.host import load_opencl
-from polyfuse.program import PolyfuseError
 from polyfuse.runtime.original import check_against_original
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,7 +80,7 @@ def test_elements_no_one_writes_are_left_out_and_counted() -> None:
 
 
 def test_cli_check_original(tmp_path: Path) -> None:
-    args = [sys.executable, "-m", "polyfuse.cli", "fuse", "--host", str(BUILD_OPTION / "host.c"),
+    args = [sys.executable, "-m", "polyfuse", "fuse", "--host", str(BUILD_OPTION / "host.c"),
             "--out", str(tmp_path / "o"), "--check-original", "--verify"]
     r = subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert r.returncode == 0, r.stderr

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 import polyfuse
+from polyfuse.apps.prediction import LaunchPrediction, Prediction
 from polyfuse.perf import model as pm
-from polyfuse.prediction import LaunchPrediction, Prediction
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAIN = ROOT / "examples" / "elementwise_chain"
@@ -42,7 +42,7 @@ def saved_calibration() -> pm.Calibration:
 
 
 def run_cli(*args: object) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "polyfuse.cli", *map(str, args)], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "polyfuse.apps.cli", *map(str, args)], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
 
 

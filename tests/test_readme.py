@@ -53,7 +53,7 @@ def _as_run_here(command: str) -> str:
 
     def local(m: re.Match) -> str:
         if m.group(1) == "polyfuse":
-            return f"{shlex.quote(sys.executable)} -m polyfuse.cli"
+            return f"{shlex.quote(sys.executable)} -m polyfuse"
         return shlex.quote(str(bin_dir / m.group(1)))
 
     return re.sub(r"(?<![\w/.])\.venv/bin/(\S+)", local, command)

@@ -66,8 +66,8 @@ def test_refusals_starts_and_apart_reasons_read_as_before() -> None:
 
 
 @pytest.mark.parametrize("module, name", [
-    ("polyfuse.pipeline", "plan_json"), ("polyfuse.pipeline", "report_markdown"),
-    ("polyfuse.pipeline", "write_outputs"), ("polyfuse.pipeline", "summary_row"),
+    ("polyfuse.passes.pipeline", "plan_json"), ("polyfuse.passes.pipeline", "report_markdown"),
+    ("polyfuse.passes.pipeline", "write_outputs"), ("polyfuse.passes.pipeline", "summary_row"),
     ("polyfuse.fusion", "plan_to_json"), ("polyfuse.fusion", "plan_to_text"),
     ("polyfuse.fusion.serialize", "size_json"), ("polyfuse.uar.display", "uar_to_svg")])
 def test_old_import_paths_warn_and_still_work(module: str, name: str) -> None:

@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from polyfuse.builder import ProgramBuilder
-from polyfuse.c import cpp
+from polyfuse.c import preprocessor
+from polyfuse.core.program import KernelContext, PolyfuseError
+from polyfuse.frontend.builder import ProgramBuilder
 from polyfuse.frontend.opencl import parse_kernel_batch, parse_kernels
-from polyfuse.program import KernelContext, PolyfuseError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -41,7 +41,7 @@ __kernel void saxpy(__global const float *x, __global float *y, const float alph
 
 
 def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "polyfuse.cli", *map(str, args)], cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "polyfuse", *map(str, args)], cwd=cwd,
                           capture_output=True, text=True, timeout=300)
 
 
@@ -72,9 +72,9 @@ def test_non_utf8_bytes_in_comments_are_read(tmp_path: Path, junk: bytes) -> Non
 def test_utf8_bom_and_latin1_read_source(tmp_path: Path) -> None:
     bom = tmp_path / "bom.cl"
     bom.write_bytes(b"\xef\xbb\xbf" + SAXPY.encode())
-    assert cpp.read_source(str(bom)).startswith("/* saxpy")
+    assert preprocessor.read_source(str(bom)).startswith("/* saxpy")
     with pytest.raises(PolyfuseError, match="cannot read"):
-        cpp.read_source(str(tmp_path / "missing.cl"))
+        preprocessor.read_source(str(tmp_path / "missing.cl"))
 
 
 def test_non_utf8_host_is_fused_and_rewritten(tmp_path: Path) -> None:
@@ -129,7 +129,7 @@ def test_nested_ifs_within_the_limits_are_modelled() -> None:
 
 def test_deep_but_accepted_nesting_fuses_and_verifies() -> None:
     import polyfuse
-    from polyfuse.pipeline import fuse_program
+    from polyfuse.passes.pipeline import fuse_program
 
     src = ("__kernel void a(__global const float *x, __global float *y)\n{ int i = "
            f"get_global_id(0); y[i] = {_nested_expr(150)}; }}\n"
@@ -222,7 +222,7 @@ def _scale_program(n: int, loop: int = 0):
 
 
 def test_verify_of_huge_buffers_is_refused_before_planning() -> None:
-    from polyfuse.pipeline import fuse_program
+    from polyfuse.passes.pipeline import fuse_program
 
     start = time.monotonic()
     with pytest.raises(PolyfuseError, match=r"verification needs about .* GiB .*buffers x"):
@@ -286,7 +286,7 @@ def test_undeclared_local_array_blamed_on_the_kernel_file(tmp_path: Path) -> Non
 
 
 def test_cli_turns_unexpected_exceptions_into_one_line(monkeypatch, capsys) -> None:
-    from polyfuse import cli
+    from polyfuse.apps import cli
 
     def boom(args):
         raise RuntimeError("something polyfuse did not expect\nsecond line")
@@ -323,7 +323,7 @@ def _buggy_job(progress=None) -> None:
 
 
 def test_watchdog_names_the_stage_that_overran() -> None:
-    from polyfuse.watchdog import BudgetExceeded, call_with_budget
+    from polyfuse.core.watchdog import BudgetExceeded, call_with_budget
 
     assert call_with_budget(_slow_job, (0.0,), timeout=120) == "done"
     with pytest.raises(BudgetExceeded, match="stage 'planning fusion'") as info:
@@ -342,7 +342,7 @@ def _busy_job(progress=None) -> None:
 
 
 def test_watchdog_cpu_budget_counts_the_worker_s_cpu_not_the_wall_clock() -> None:
-    from polyfuse.watchdog import BudgetExceeded, call_with_budget
+    from polyfuse.core.watchdog import BudgetExceeded, call_with_budget
 
     start = time.monotonic()
     with pytest.raises(BudgetExceeded, match="after 3 s of CPU time in stage 'planning fusion'"):
@@ -361,7 +361,7 @@ def _crashing_job(progress=None) -> None:
 
 
 def test_watchdog_turns_a_native_crash_into_one_line() -> None:
-    from polyfuse.watchdog import call_with_budget
+    from polyfuse.core.watchdog import call_with_budget
 
     with pytest.raises(PolyfuseError, match=r"^p.cl: stage 'verifying fused against unfused on "
                        r"random inputs' crashed \(signal 11, SIGSEGV\) in native code"):
@@ -378,7 +378,7 @@ def test_cli_fuse_survives_a_native_crash_of_the_device_step(tmp_path: Path) -> 
         "        ctypes.string_at(0)\n"
         "rt.verify_programs = crash\n")
     example = ROOT / "examples" / "elementwise_chain"
-    r = subprocess.run([sys.executable, "-m", "polyfuse.cli", "fuse", example / "kernels.cl",
+    r = subprocess.run([sys.executable, "-m", "polyfuse", "fuse", example / "kernels.cl",
                         "--host", example / "host.c", "--out", tmp_path / "out", "--verify"],
                        cwd=ROOT, capture_output=True, text=True, timeout=300,
                        env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"})
@@ -422,7 +422,7 @@ def test_constant_gather_index_out_of_range_names_the_node(tmp_path: Path, shape
 
 
 def test_constant_gather_negative_indices_in_range_match_onnxruntime(tmp_path: Path) -> None:
-    from polyfuse.onnx_run import onnxruntime_reference, run_onnx
+    from polyfuse.apps.onnx_run import onnxruntime_reference, run_onnx
 
     idx = np.asarray([[-1, 0], [2, -3]], dtype=np.int64)
     path = _save(tmp_path, "gather_ok", [helper.make_node("Gather", ["X", "idx"], ["Y"],
@@ -449,7 +449,7 @@ def test_cyclic_graph_error_names_the_node_fully(tmp_path: Path) -> None:
 @pytest.mark.parametrize("op,n_in", [("Relu", 1), ("Max", 2), ("Min", 2), ("Max", 3),
                                      ("Min", 3), ("Sigmoid", 1), ("Abs", 1)])
 def test_nan_and_inf_follow_onnxruntime(tmp_path: Path, op: str, n_in: int) -> None:
-    from polyfuse.onnx_run import onnxruntime_reference, run_onnx
+    from polyfuse.apps.onnx_run import onnxruntime_reference, run_onnx
 
     special = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 3e38, -3e38, 1e-40,
                         88.0, -88.0, 0.5, -2.0, np.nan, 7.0], dtype=np.float32)
@@ -465,8 +465,8 @@ def test_nan_and_inf_follow_onnxruntime(tmp_path: Path, op: str, n_in: int) -> N
 
 
 def test_operator_kernels_are_preprocessed_once_per_model(tmp_path: Path, monkeypatch) -> None:
+    from polyfuse.apps.onnx_run import onnxruntime_reference, run_onnx
     from polyfuse.frontend.onnx import load_onnx_model
-    from polyfuse.onnx_run import onnxruntime_reference, run_onnx
 
     ops = ["Relu", "Sigmoid", "Tanh", "Neg", "Abs"]
     nodes, prev = [], "X"
@@ -476,8 +476,9 @@ def test_operator_kernels_are_preprocessed_once_per_model(tmp_path: Path, monkey
         prev = out
     path = _save(tmp_path, "chain40", nodes, [_vi("X", (3, 7))], [_vi("Y", (3, 7))])
     calls = []
-    real = cpp.preprocess
-    monkeypatch.setattr(cpp, "preprocess", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = preprocessor.preprocess
+    monkeypatch.setattr(preprocessor, "preprocess",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
     model = load_onnx_model(path)
     assert len(calls) == 1
     kernels = model.program.kernels
@@ -498,7 +499,7 @@ def test_kernel_batch_keeps_each_file_name_in_errors() -> None:
 
 
 def test_batch_timeout_names_the_stage(tmp_path: Path) -> None:
-    from polyfuse.batch import fuse_models
+    from polyfuse.apps.batch import fuse_models
 
     path = _save(tmp_path, "tiny", [helper.make_node("Relu", ["X"], ["Y"])],
                  [_vi("X", (2, 3))], [_vi("Y", (2, 3))])
@@ -509,8 +510,8 @@ def test_batch_timeout_names_the_stage(tmp_path: Path) -> None:
 
 
 def test_gather_indices_fed_at_run_time_are_range_checked(tmp_path: Path) -> None:
+    from polyfuse.apps.onnx_run import onnxruntime_reference, random_inputs, run_onnx
     from polyfuse.frontend.onnx import load_onnx_model
-    from polyfuse.onnx_run import onnxruntime_reference, random_inputs, run_onnx
 
     table = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(6, 2), "table")
     path = _save(tmp_path, "embed", [helper.make_node("Gather", ["table", "ids"], ["Y"],
@@ -642,7 +643,7 @@ def _symbolic_chain(local: int, assume: str = ""):
     (64, "", 64), (48, "", 96), (16, "n >= 300", 512), (5, "", 100)])
 def test_symbolic_sizes_verify_at_a_small_legal_instance(local: int, assume: str,
                                                          expected: int) -> None:
-    from polyfuse.pipeline import fuse_program
+    from polyfuse.passes.pipeline import fuse_program
     from polyfuse.report import report_markdown
 
     result = fuse_program(_symbolic_chain(local, assume), verify=True)
@@ -653,14 +654,14 @@ def test_symbolic_sizes_verify_at_a_small_legal_instance(local: int, assume: str
 
 
 def test_no_legal_small_instance_is_a_clear_error() -> None:
-    from polyfuse.pipeline import fuse_program
+    from polyfuse.passes.pipeline import fuse_program
 
     with pytest.raises(PolyfuseError, match="no small instance of n to verify at .*--param"):
         fuse_program(_symbolic_chain(7, "n >= 5000"), verify=True)
 
 
 def test_given_sizes_beyond_the_budget_verify_a_small_instance_of_the_same_code() -> None:
-    from polyfuse.pipeline import fuse_program
+    from polyfuse.passes.pipeline import fuse_program
     from polyfuse.report import report_markdown
 
     result = fuse_program(_symbolic_chain(64), params={"n": 64 * 10**8}, verify=True)

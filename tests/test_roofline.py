@@ -9,8 +9,8 @@ import numpy as np
 import pyopencl as cl
 import pytest
 
+from polyfuse.core.program import PolyfuseError
 from polyfuse.perf import roofline as rl
-from polyfuse.program import PolyfuseError
 from polyfuse.runtime import device as dv
 
 KiB, MiB = 1024, 1024 * 1024

@@ -26,13 +26,13 @@ pytest.importorskip("onnxruntime")
 import onnx  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
+from polyfuse.apps.onnx_run import fuse_onnx  # noqa: E402
 from polyfuse.frontend.onnx import load_onnx_model  # noqa: E402
 from polyfuse.fusion import check_plan  # noqa: E402
-from polyfuse.onnx_run import fuse_onnx  # noqa: E402
 from polyfuse.oplib import linalg, op_kernel  # noqa: E402
+from polyfuse.oracle.bruteforce import width_mismatches  # noqa: E402
 from polyfuse.report import report_markdown  # noqa: E402
 from polyfuse.runtime.oplib_run import run_op  # noqa: E402
-from polyfuse.testing.bruteforce import width_mismatches  # noqa: E402
 from polyfuse.uar import build_uar  # noqa: E402
 
 

@@ -21,9 +21,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from polyfuse import islutil
-from polyfuse.batch import fuse_models
-from polyfuse.onnx_run import fuse_onnx
+from polyfuse.apps.batch import fuse_models
+from polyfuse.apps.onnx_run import fuse_onnx
+from polyfuse.core import islutil
 from polyfuse.report import refusal_text
 from polyfuse.uar.width import QUOTA_REASON, bijective_params, classify
 
@@ -145,7 +145,7 @@ def test_cli_cache_hit_profile_and_clear(tmp_path: Path) -> None:
            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
     def fuse(*extra: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "polyfuse.cli", "fuse", str(QKV), "--out",
+        return subprocess.run([sys.executable, "-m", "polyfuse", "fuse", str(QKV), "--out",
                                str(tmp_path / "out"), "--no-timing", "--profile", *extra],
                               env=env, capture_output=True, text=True)
 
@@ -158,7 +158,7 @@ def test_cli_cache_hit_profile_and_clear(tmp_path: Path) -> None:
     fresh = fuse("--no-cache")
     assert fresh.returncode == 0 and "(cached)" not in fresh.stderr
     assert (tmp_path / "out" / "bert_qkv" / "plan.json").read_bytes() == plan
-    clear = subprocess.run([sys.executable, "-m", "polyfuse.cli", "cache", "clear"], env=env,
+    clear = subprocess.run([sys.executable, "-m", "polyfuse", "cache", "clear"], env=env,
                            capture_output=True, text=True)
     assert clear.returncode == 0 and "removed" in clear.stderr
     assert not (tmp_path / "cache").exists()

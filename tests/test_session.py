@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import polyfuse
-from polyfuse.onnx_run import ATOL, RTOL, onnxruntime_reference
+from polyfuse.apps.onnx_run import ATOL, RTOL, onnxruntime_reference
 
 MODELS = Path(__file__).resolve().parent.parent / "examples" / "models"
 QKV = str(MODELS / "bert_qkv.onnx")
@@ -97,8 +97,8 @@ def test_run_does_no_symbolic_work(sessions, monkeypatch):
                        (islpy, ("Set", "Map", "BasicSet", "BasicMap", "UnionMap", "UnionSet"))):
         for name in names:
             monkeypatch.setattr(mod, name, boom)
-    monkeypatch.setattr(polyfuse.program, "eval_host_expr", boom)
-    monkeypatch.setattr(polyfuse.program, "host_instances", boom)
+    monkeypatch.setattr(polyfuse.core.program, "eval_host_expr", boom)
+    monkeypatch.setattr(polyfuse.core.program, "host_instances", boom)
     import polyfuse.runtime.execute as execute
 
     monkeypatch.setattr(execute, "eval_host_expr", boom)

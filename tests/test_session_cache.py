@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 import polyfuse
-from polyfuse import cache
-from polyfuse.builder import ProgramBuilder, local
+from polyfuse.core import cache
+from polyfuse.core.program import PolyfuseError
+from polyfuse.frontend.builder import ProgramBuilder, local
 from polyfuse.frontend.opencl import parse_kernels
-from polyfuse.program import PolyfuseError
 from polyfuse.runtime.device import build_program, get_context
 from polyfuse.runtime.execute import CompiledProgram, ProgramImage
 
@@ -77,7 +77,7 @@ def test_run_says_when_it_starts_from_the_cache(tmp_path: Path) -> None:
     model = str(ROOT / "examples" / "models" / "torch_conv_ts.onnx")
 
     def run(*extra: str) -> subprocess.CompletedProcess:
-        res = subprocess.run([sys.executable, "-m", "polyfuse.cli", "run", model, "--random",
+        res = subprocess.run([sys.executable, "-m", "polyfuse", "run", model, "--random",
                               *extra], env=env, cwd=ROOT, capture_output=True, text=True,
                              timeout=900)
         assert res.returncode == 0, res.stderr

@@ -18,9 +18,9 @@ pytest.importorskip("onnxruntime")
 import onnx  # noqa: E402
 from onnx import TensorProto, helper  # noqa: E402
 
-from polyfuse.c import cpp  # noqa: E402
+from polyfuse.apps.onnx_run import fuse_onnx  # noqa: E402
+from polyfuse.c import preprocessor, printer  # noqa: E402
 from polyfuse.codegen.store_order import order_sibling_stores  # noqa: E402
-from polyfuse.onnx_run import fuse_onnx  # noqa: E402
 
 
 def _model(tmp_path: Path, name: str, nodes: list, inputs: dict[str, list[int]],
@@ -69,7 +69,7 @@ def test_concat_fused_with_its_reader_gives_the_right_numbers(tmp_path: Path, ma
 
 
 def _body(source: str) -> object:
-    return cpp.parse(source, "k.cl").ext[-1].body
+    return preprocessor.parse(source, "k.cl").ext[-1].body
 
 
 _SIBLINGS = """__kernel void k(__global const float *x, __global float *t, __global float *y)
@@ -85,7 +85,7 @@ _SIBLINGS = """__kernel void k(__global const float *x, __global float *t, __glo
 def test_sibling_stores_read_later_go_through_a_volatile_pointer() -> None:
     body = _body(_SIBLINGS)
     order_sibling_stores(body, {"x": "float", "t": "float", "y": "float"})
-    text = cpp.generate(body)
+    text = printer.opencl_source(body)
     assert "volatile float *pf_volatile_t = t;" in text
     assert text.count("pf_volatile_t[c] =") == 2
     assert "y[c] = t[c]" in text  # the load and other stores keep their form
@@ -98,6 +98,6 @@ def test_sibling_stores_read_later_go_through_a_volatile_pointer() -> None:
 ])
 def test_other_shapes_are_left_alone(source: str) -> None:
     body = _body(source)
-    before = cpp.generate(body)
+    before = printer.opencl_source(body)
     order_sibling_stores(body, {"x": "float", "t": "float", "y": "float"})
-    assert cpp.generate(body) == before
+    assert printer.opencl_source(body) == before

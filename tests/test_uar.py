@@ -2,7 +2,7 @@
 
 Programs are built by hand (kernels from OpenCL source through the front-end, or hand-written
 isl models), and several are checked against the brute-force oracle of
-:mod:`polyfuse.testing.bruteforce`.
+:mod:`polyfuse.oracle.bruteforce`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import islpy as isl
 import pytest
 import sympy
 
-from polyfuse.program import (
+from polyfuse.core.program import (
     Access,
     ArgBinding,
     Buffer,
@@ -285,7 +285,7 @@ def test_partial_overwrite_does_not_kill():
 
 
 def test_bad_bindings_are_clear_errors():
-    from polyfuse.program import PolyfuseError
+    from polyfuse.core.program import PolyfuseError
 
     with pytest.raises(PolyfuseError, match="not bound to a buffer"):
         build_uar(program(COPY, [launch(1, "copy", N, 64, "a")], buffers("a")))
@@ -503,7 +503,7 @@ ORACLE_BODIES = [
 
 @pytest.mark.parametrize("body", ORACLE_BODIES)
 def test_against_bruteforce(body):
-    bf = pytest.importorskip("polyfuse.testing.bruteforce")
+    bf = pytest.importorskip("polyfuse.oracle.bruteforce")
     src, uar = chain(body, consumer_ls=16, producer_ls=16, n=128)
     concrete = bf.edge_index(bf.brute_force_dependences(uar.program, sources=src))
     ours = {(e.src, e.dst, e.array, e.kind): e for e in uar.edges}
@@ -515,7 +515,7 @@ def test_against_bruteforce(body):
 
 
 def test_loop_program_against_bruteforce():
-    bf = pytest.importorskip("polyfuse.testing.bruteforce")
+    bf = pytest.importorskip("polyfuse.oracle.bruteforce")
     t = HostLoop("t", S(0), S(3))
     ops = [HostOp(1, "write", writes=(BufferRange("a"),)),
            launch(2, "copy", 128, 32, "a", "b", loops=[t]),
@@ -592,7 +592,7 @@ def _label_at(edge, values):
     ("runtime_offset", {"n": 64, "m": 5}), ("runtime_offset", {"n": 130, "m": -70}),
 ])
 def test_examples_against_bruteforce(name, values):
-    bf = pytest.importorskip("polyfuse.testing.bruteforce")
+    bf = pytest.importorskip("polyfuse.oracle.bruteforce")
     host = pytest.importorskip("polyfuse.frontend.host")
     d = EXAMPLES / name
     if not d.exists():
@@ -616,7 +616,7 @@ def test_examples_against_bruteforce(name, values):
 # ----------------------------------------------------------------------------------------------
 
 hypothesis = pytest.importorskip("hypothesis")
-kernelgen = pytest.importorskip("polyfuse.testing.kernelgen")
+kernelgen = pytest.importorskip("polyfuse.oracle.kernelgen")
 
 _COARSER = {"thread": 0, "block": 1, "global": 2}
 
@@ -625,7 +625,7 @@ _COARSER = {"thread": 0, "block": 1, "global": 2}
                      suppress_health_check=list(hypothesis.HealthCheck))
 @hypothesis.given(kernelgen.kernel_chains(gathers=True))
 def test_random_chains_against_bruteforce(gp):
-    bf = pytest.importorskip("polyfuse.testing.bruteforce")
+    bf = pytest.importorskip("polyfuse.oracle.bruteforce")
     p = gp.to_program(parse_kernels(gp.source))
     uar = build_uar(p)
     concrete = bf.edge_index(bf.brute_force_dependences(p, sources=gp.source))
@@ -649,7 +649,7 @@ def test_random_chains_against_bruteforce(gp):
 
 
 def test_builder_program_end_to_end():
-    builder = pytest.importorskip("polyfuse.builder")
+    builder = pytest.importorskip("polyfuse.frontend.builder")
     b = builder.ProgramBuilder(COPY, name="pingpong")
     n = b.param("n", min=64)
     b.assume("n % 64 = 0")
@@ -695,7 +695,7 @@ def test_write_races_are_found_per_host_iteration(kernel: str, racy_element) -> 
     """Two work-items of one launch writing one element (no atomic) is a race: the original's
     result there is not determined, which verification must know. The same launch repeated in
     a host loop writes the same elements again without racing."""
-    builder = pytest.importorskip("polyfuse.builder")
+    builder = pytest.importorskip("polyfuse.frontend.builder")
     b = builder.ProgramBuilder(RACY, name="races")
     b.buffer("X", 4 * 64)
     b.buffer("Y", 4 * 64)
@@ -727,10 +727,10 @@ def test_verification_differing_only_where_the_original_races_says_so() -> None:
     says the original's own result is not determined there, naming the launch."""
     from dataclasses import replace
 
-    from polyfuse.pipeline import fuse_program
+    from polyfuse.passes.pipeline import fuse_program
     from polyfuse.runtime.verify import BufferCheck, Verification
 
-    builder = pytest.importorskip("polyfuse.builder")
+    builder = pytest.importorskip("polyfuse.frontend.builder")
     b = builder.ProgramBuilder(RACY, name="races")
     b.buffer("X", 4 * 64)
     b.buffer("Y", 4 * 64)

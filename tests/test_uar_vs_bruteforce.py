@@ -1,6 +1,6 @@
 """The UAR's dependences and widths against brute-force enumeration (docs/definitions.md).
 
-Random kernel chains (:mod:`polyfuse.testing.kernelgen`) are parsed by the OpenCL front-end, put
+Random kernel chains (:mod:`polyfuse.oracle.kernelgen`) are parsed by the OpenCL front-end, put
 into a :class:`Program` and analysed by :func:`polyfuse.uar.build_uar`; the oracle executes the
 same program.  Soundness: every concrete dependence is in the UAR, with a relation containing its
 pairs and a width no finer.  Exactness for (quasi-)affine programs: the same edges, the same
@@ -15,14 +15,14 @@ import islpy as isl
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from polyfuse.testing.bruteforce import ConcreteEdge, brute_force_dependences, edge_index
-from polyfuse.testing.kernelgen import GenProgram, kernel_chains
+from polyfuse.oracle.bruteforce import ConcreteEdge, brute_force_dependences, edge_index
+from polyfuse.oracle.kernelgen import GenProgram, kernel_chains
 
 opencl = pytest.importorskip("polyfuse.frontend.opencl")
 uar_mod = pytest.importorskip("polyfuse.uar")
 
 try:
-    import polyfuse.builder  # noqa: F401
+    import polyfuse.frontend.builder  # noqa: F401
 
     HAVE_BUILDER = True
 except ImportError:  # pragma: no cover - the builder not there yet
@@ -162,7 +162,7 @@ __kernel void final(__global const float *p, __global float *r) {
 
 def test_uar_matches_bruteforce_on_gemm_bias_reduce() -> None:
     """Barriers, ``__local`` tiles and a two-level reduction, by hand."""
-    builder = pytest.importorskip("polyfuse.builder")
+    builder = pytest.importorskip("polyfuse.frontend.builder")
     kernels = opencl.parse_kernels(HAND_KERNELS)
     b = builder.ProgramBuilder(kernels, name="hand")
     for name, n in (("A", 16), ("B", 16), ("C", 16), ("bb", 4), ("D", 16), ("P", 4),

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from polyfuse.codegen import generate
+from polyfuse.codegen import generate_fused
 from polyfuse.codegen.decisions import NoWavefront, WavefrontLaunch
 from polyfuse.frontend.host import load_opencl
 from polyfuse.fusion.decisions import WavefrontSchedule
 from polyfuse.fusion.global_ import wavefront_proof
-from polyfuse.pipeline import fuse_program
+from polyfuse.passes.pipeline import fuse_program
 from polyfuse.runtime.execute import compile_program
 
 LSTM2 = Path(__file__).resolve().parent.parent / "examples" / "lstm2"
@@ -90,7 +90,7 @@ def test_dependence_on_one_antidiagonal_is_not_a_wavefront(tmp_path: Path) -> No
                                  notes=group.notes + (WavefrontSchedule("l + t"),))
     plan = dataclasses.replace(result.plan, groups=tuple(
         forged if g.id == group.id else g for g in result.plan.groups))
-    fused = generate(plan)
+    fused = generate_fused(plan)
     assert not fused.wavefronts
     assert any(isinstance(n, NoWavefront) and n.why.startswith("a dependence stays within")
                for k in fused.groups for n in k.notes)

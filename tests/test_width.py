@@ -2,7 +2,7 @@
 
 Relations are written directly in isl: ``P[g0, l0] -> C[g0', l0']`` with work-groups of 64
 (one group dim each side) unless stated otherwise; each case is also checked against the
-concrete definition (:func:`polyfuse.testing.bruteforce.concrete_width`) by enumeration at fixed
+concrete definition (:func:`polyfuse.oracle.bruteforce.concrete_width`) by enumeration at fixed
 parameter values.
 """
 
@@ -34,7 +34,7 @@ def enumerate_pairs(r: isl.Map) -> list[tuple[tuple[int, ...], tuple[int, ...]]]
 
 
 def concrete(r: isl.Map) -> str:
-    bf = pytest.importorskip("polyfuse.testing.bruteforce")
+    bf = pytest.importorskip("polyfuse.oracle.bruteforce")
     return bf.concrete_width(enumerate_pairs(r), 1, 1)
 
 

@@ -38,7 +38,7 @@ and common vision and language blocks written as their reference implementations
 
 The files are checked in (``tests/test_onnx_torch.py`` runs them without torch), so the bytes
 depend on the torch version that wrote them; regenerate with torch 2.13.0.  ``--check`` also runs
-``polyfuse.onnx_run.fuse_onnx(path, verify=True)`` on each file and prints launches before/after.
+``polyfuse.apps.onnx_run.fuse_onnx(path, verify=True)`` on each file and prints launches before/after.
 """
 
 from __future__ import annotations
@@ -348,7 +348,7 @@ def main(argv: list[str]) -> int:
     if check:
         import onnx
 
-        from polyfuse.onnx_run import fuse_onnx
+        from polyfuse.apps.onnx_run import fuse_onnx
 
         for path in paths:
             ops = len(onnx.load(str(path)).graph.node)

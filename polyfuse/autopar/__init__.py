@@ -11,8 +11,8 @@ maps parallel loops onto NDRange dimensions (:mod:`~polyfuse.autopar.parallelize
   prevents parallelism with a witness, the NDRange mapping; regions that could not be modelled
   with the construct and line that stopped them.
 
-:attr:`ParallelizeResult.program` is the same work as a :class:`polyfuse.program.Program` (kernels,
-launches inside host loops, host copies) for :func:`polyfuse.runtime.run_program`.
+:attr:`ParallelizeResult.program` is the same work as a :class:`polyfuse.core.program.Program`
+(kernels, launches inside host loops, host copies) for :func:`polyfuse.runtime.run_program`.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ import sympy
 from polyfuse.autopar import codegen as CG
 from polyfuse.autopar import parallelize as P
 from polyfuse.autopar import scop as S
-from polyfuse.c import cpp, syntax, types
-from polyfuse.program import (
+from polyfuse.c import preprocessor, printer, syntax, types
+from polyfuse.core.program import (
     ArgBinding,
     Buffer,
     BufferRange,
@@ -88,7 +88,7 @@ def parallelize_file(
 ) -> ParallelizeResult:
     """Parallelize the SCoPs of a C file; write host C, kernels and report under ``out_dir``."""
     path = Path(path)
-    source = cpp.read_source(str(path))
+    source = preprocessor.read_source(str(path))
     res = parallelize_source(source, str(path), include_dirs=include_dirs, defines=defines,
                              function=function)
     if out_dir is not None:
@@ -114,14 +114,16 @@ def parallelize_source(
     function: Optional[str] = None,
 ) -> ParallelizeResult:
     """:func:`parallelize_file` on a source text, writing nothing."""
-    ast = cpp.parse(source, filename, include_dirs=include_dirs, defines=defines, opencl=False)
+    ast = preprocessor.parse(source, filename, include_dirs=include_dirs, defines=defines,
+                             opencl=False)
     if function is not None and not any(
             isinstance(e, S.c_ast.FuncDef) and e.decl.name == function for e in ast.ext):
         raise PolyfuseError(f"no function named {function}", filename)
     regions, notes = S.find_regions(ast, filename, function)
     globals_ = {e.name: S.symbol_of(e, "global") for e in ast.ext
                 if isinstance(e, S.c_ast.Decl) and e.name
-                and not isinstance(e.type, S.c_ast.FuncDecl) and not cpp.is_polyfuse_header(e)}
+                and not isinstance(e.type, S.c_ast.FuncDecl)
+                and not preprocessor.is_polyfuse_header(e)}
     plans: list[P.RegionPlan] = []
     codes: list[tuple[S.Region, CG.RegionCode]] = []
     slots: dict[str, int] = {}
@@ -289,7 +291,7 @@ def _program(filename: str, codes: list[tuple[S.Region, CG.RegionCode]],
                     it, lb, _step = syntax.loop_shape(node.loop.node)
                     cond = node.loop.node.cond
                     ub = _upper(cond, it)
-                    walk(node.body, loops + (HostLoop(it, _sym(cpp.generate(lb)), ub,
+                    walk(node.body, loops + (HostLoop(it, _sym(printer.opencl_source(lb)), ub,
                                                       node.loop.step,
                                                       SourceLoc(filename, node.loop.line)),), r)
                 else:
@@ -316,9 +318,9 @@ def _upper(cond: Any, it: str) -> Any:
     """Exclusive upper bound of ``it < e`` / ``it <= e`` as a sympy expression."""
     if isinstance(cond, S.c_ast.BinaryOp) and isinstance(cond.left, S.c_ast.ID) \
             and cond.left.name == it and cond.op in ("<", "<="):
-        e = _sym(cpp.generate(cond.right))
+        e = _sym(printer.opencl_source(cond.right))
         return e if cond.op == "<" else e + 1
-    raise ValueError(f"host loop condition {cpp.generate(cond)} is not `{it} < e`")
+    raise ValueError(f"host loop condition {printer.opencl_source(cond)} is not `{it} < e`")
 
 
 def summary_text(res: ParallelizeResult) -> str:

@@ -31,7 +31,7 @@ from polyfuse.autopar.parallelize import (
     RegionPlan,
 )
 from polyfuse.autopar.scop import Block, Item, Loop, Region, Symbol
-from polyfuse.c import cpp, syntax
+from polyfuse.c import syntax
 
 _OCL_INT = {"int": ("int", "cl_int"), "long": ("long", "cl_long"), "unsigned": ("uint", "cl_uint"),
             "unsigned int": ("uint", "cl_uint"), "unsigned long": ("ulong", "cl_ulong"),
@@ -147,7 +147,7 @@ def _ids(items: list[Item], chain: list[Loop]) -> set[str]:
         else:
             nodes.append(it.node)
     for nd in nodes:
-        for n in cpp.walk(nd):
+        for n in syntax.walk(nd):
             if isinstance(n, c_ast.ID):
                 names.add(n.name)
             if isinstance(n, c_ast.FuncCall) and isinstance(n.name, c_ast.ID):
@@ -162,7 +162,7 @@ def _loops_in(items: list[Item]) -> list[Loop]:
             out.append(it)
             out += _loops_in(it.children)
         else:
-            for n in cpp.walk(it.node):
+            for n in syntax.walk(it.node):
                 if isinstance(n, c_ast.For):
                     out.append(Loop("", n, "", 1, isl.Set("{ : }"), 0, None, [], 0))
     return out
@@ -176,10 +176,10 @@ def kernel_code(region: Region, k: KernelPlan, symbols: dict[str, Symbol]) -> Ke
     arrays = sorted(n for n in names if n in region.arrays)
     for a in arrays:
         for e in region.arrays[a].extents[1:]:
-            for n in cpp.walk(e):
+            for n in syntax.walk(e):
                 if isinstance(n, c_ast.ID):
                     names.add(n.name)
-    declared_inside = {n.name for it in k.body for n in cpp.walk(it.node)
+    declared_inside = {n.name for it in k.body for n in syntax.walk(it.node)
                        if isinstance(n, c_ast.Decl)}
     chain_iters = [lp.iterator for lp in k.chain]
     body_loops = _loops_in(k.body)

@@ -24,7 +24,7 @@ from typing import Optional
 import islpy as isl
 
 from polyfuse.autopar.scop import Loop, Region, Stmt
-from polyfuse.islutil import coalesce
+from polyfuse.core.islutil import coalesce
 
 
 @dataclass

@@ -29,7 +29,7 @@ from pycparser import c_ast
 
 from polyfuse.autopar import deps as D
 from polyfuse.autopar.scop import Block, Item, Loop, Region, Stmt
-from polyfuse.c import cpp
+from polyfuse.c import syntax
 
 MAX_DIMS = 3
 
@@ -295,7 +295,7 @@ class _Planner:
             if isinstance(node, c_ast.Decl):
                 for j in range(k + 1, n):
                     if any(isinstance(x, c_ast.ID) and x.name == node.name
-                           for x in cpp.walk(kids[j].node)):
+                           for x in syntax.walk(kids[j].node)):
                         join(k, j)
         groups: list[list[Item]] = []
         for k in range(n):

@@ -1,6 +1,6 @@
 """Static control parts (SCoPs) of plain C functions and their polyhedral model.
 
-Sources are read with :func:`polyfuse.c.cpp.parse` (``gcc -E`` with polyfuse's headers and
+Sources are read with :func:`polyfuse.c.preprocessor.parse` (``gcc -E`` with polyfuse's headers and
 the user's ``-I``/``-D``, ``opencl=False``).  On that path the preprocessor keeps ``#pragma`` lines
 and pycparser turns them into :class:`~pycparser.c_ast.Pragma` nodes *in place* among the block
 items, so ``#pragma scop`` / ``#pragma endscop`` are found directly in the syntax tree (no
@@ -30,7 +30,7 @@ from typing import Any, Optional, Union
 import islpy as isl
 from pycparser import c_ast
 
-from polyfuse.c import cpp, syntax
+from polyfuse.c import preprocessor, printer, syntax
 from polyfuse.frontend.affine import AffineExtractor, NonAffine, State, Var
 
 #: calls allowed inside a SCoP: C99 <math.h> functions without side effects
@@ -231,7 +231,7 @@ class _Builder:
         used: set[str] = set()
         for item in self.r.items:
             written |= syntax.modified(item)
-            for n in cpp.walk(item):
+            for n in syntax.walk(item):
                 if isinstance(n, c_ast.For):
                     it = syntax.loop_shape(n)[0]
                     if it:
@@ -257,14 +257,14 @@ class _Builder:
         try:
             return self.aff.aff(node, st)
         except NonAffine as e:
-            raise self.fail(f"non-affine expression {cpp.generate(node)} ({e.reason})",
+            raise self.fail(f"non-affine expression {printer.opencl_source(node)} ({e.reason})",
                             node) from None
 
     def condition(self, node: Any, st: State) -> isl.Set:
         try:
             return self.aff.cond(node, st)
         except NonAffine as e:
-            raise self.fail(f"non-affine condition {cpp.generate(node)} ({e.reason})",
+            raise self.fail(f"non-affine condition {printer.opencl_source(node)} ({e.reason})",
                             node) from None
 
     def element_map(self, name: str, idx: list[isl.PwAff], dom: isl.Set) -> isl.Map:
@@ -291,12 +291,12 @@ class _Builder:
         if isinstance(node, c_ast.ArrayRef):
             base, subs = syntax.flatten_ref(node)
             if not isinstance(base, c_ast.ID):
-                raise self.fail(f"array access through {cpp.generate(base)}", node)
+                raise self.fail(f"array access through {printer.opencl_source(base)}", node)
             s = self.sym.get(base.name)
             if s is None or s.kind != "array":
                 raise self.fail(f"{base.name} is not an array of int/float elements", node)
             if len(subs) != len(s.extents):
-                raise self.fail(f"{cpp.generate(node)} does not select one element of "
+                raise self.fail(f"{printer.opencl_source(node)} does not select one element of "
                                 f"{base.name} ({len(s.extents)} dimensions)", node)
             idx = [self.int_value(x, st) for x in subs]
             for x in subs:
@@ -336,7 +336,7 @@ class _Builder:
                 self.expr_accesses(a, st, env, out)
             return
         if isinstance(node, c_ast.StructRef):
-            raise self.fail(f"structure access {cpp.generate(node)}", node)
+            raise self.fail(f"structure access {printer.opencl_source(node)}", node)
         raise self.fail(f"unsupported expression {type(node).__name__}", node)
 
     def scalar_access(self, node: c_ast.ID, st: State, env: dict[str, Var], out: list[Access],
@@ -432,9 +432,9 @@ class _Builder:
                         f"statement", node)
 
     def check_pure_condition(self, cond: Any, env: dict[str, Var], st: State) -> None:
-        for n in cpp.walk(cond):
+        for n in syntax.walk(cond):
             if isinstance(n, (c_ast.ArrayRef, c_ast.FuncCall)):
-                raise self.fail(f"data-dependent condition {cpp.generate(cond)}", cond)
+                raise self.fail(f"data-dependent condition {printer.opencl_source(cond)}", cond)
 
     def decl(self, node: c_ast.Decl, loops: list[Loop], dom: isl.Set, env: dict[str, Var],
              position: list[int]) -> None:
@@ -469,7 +469,7 @@ class _Builder:
         elif isinstance(node, c_ast.Assignment):
             self.expr_accesses(node.rvalue, st, env, acc)
             if not isinstance(node.lvalue, (c_ast.ID, c_ast.ArrayRef)):
-                raise self.fail(f"assignment to {cpp.generate(node.lvalue)}", node)
+                raise self.fail(f"assignment to {printer.opencl_source(node.lvalue)}", node)
             if node.op != "=":
                 self.expr_accesses(node.lvalue, st, env, acc)  # compound: reads the target
             self.expr_accesses(node.lvalue, st, env, acc, write=True)
@@ -481,7 +481,7 @@ class _Builder:
         else:  # ++ / --
             if node.op not in ("++", "--", "p++", "p--") or not isinstance(
                     node.expr, (c_ast.ID, c_ast.ArrayRef)):
-                raise self.fail(f"expression statement {cpp.generate(node)}", node)
+                raise self.fail(f"expression statement {printer.opencl_source(node)}", node)
             self.expr_accesses(node.expr, st, env, acc)
             self.expr_accesses(node.expr, st, env, acc, write=True)
             reduction = None
@@ -537,16 +537,17 @@ class _Builder:
             d = d.intersect(iv.sub(lb2).mod_val(isl.Val(step)).eq_set(self.aff.const(st, 0)))
         if node.cond is None:
             raise self.fail("for loop without a condition", node)
-        for n in cpp.walk(node.cond):
+        for n in syntax.walk(node.cond):
             if isinstance(n, (c_ast.ArrayRef, c_ast.FuncCall)) and not (
                     isinstance(n, c_ast.FuncCall) and isinstance(n.name, c_ast.ID)
                     and n.name.name in ("min", "max")):
-                raise self.fail(f"data-dependent loop bound {cpp.generate(node.cond)}", node)
+                raise self.fail("data-dependent loop bound "
+                                f"{printer.opencl_source(node.cond)}", node)
         c = self.condition(node.cond, st)
         # the condition must bound the iterator from above (it must stop the loop)
         if not self.aff.monotone(c, st, depth, step):
-            raise self.fail(f"loop condition {cpp.generate(node.cond)} is not an upper bound "
-                            f"on {it}", node)
+            raise self.fail(f"loop condition {printer.opencl_source(node.cond)} is not an "
+                            f"upper bound on {it}", node)
         d = d.intersect(c)
         lp.domain = d
         st = self.state(loops + [lp], d, env2)
@@ -608,13 +609,13 @@ def _reduction_of(node: c_ast.Assignment) -> Optional[str]:
 
 
 def _same(a: Any, b: Any) -> bool:
-    return cpp.generate(a) == cpp.generate(b)
+    return printer.opencl_source(a) == printer.opencl_source(b)
 
 
 def _mentions(expr: Any, lv: Any) -> bool:
     base = syntax.flatten_ref(lv)[0] if isinstance(lv, c_ast.ArrayRef) else lv
     name = base.name if isinstance(base, c_ast.ID) else None
-    return any(isinstance(n, c_ast.ID) and n.name == name for n in cpp.walk(expr))
+    return any(isinstance(n, c_ast.ID) and n.name == name for n in syntax.walk(expr))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -629,7 +630,7 @@ def function_symbols(fd: c_ast.FuncDef, globals_: dict[str, Symbol]) -> dict[str
     for p in params:
         if isinstance(p, c_ast.Decl) and p.name:
             out[p.name] = symbol_of(p, "param")
-    for n in cpp.walk(fd.body):
+    for n in syntax.walk(fd.body):
         if isinstance(n, c_ast.Decl) and n.name and not isinstance(n.type, c_ast.FuncDecl):
             out.setdefault(n.name, symbol_of(n, "local"))
             if out[n.name].scope == "global":
@@ -638,7 +639,7 @@ def function_symbols(fd: c_ast.FuncDef, globals_: dict[str, Symbol]) -> dict[str
 
 
 def _last_line(node: Any) -> int:
-    return max((_line(n) for n in cpp.walk(node)), default=_line(node))
+    return max((_line(n) for n in syntax.walk(node)), default=_line(node))
 
 
 def build_region(index: int, fd: c_ast.FuncDef, block: c_ast.Compound, lo: int, hi: int,
@@ -672,19 +673,19 @@ def find_regions(ast: c_ast.FileAST, filename: str, function: Optional[str] = No
     globals_: dict[str, Symbol] = {}
     for e in ast.ext:
         if isinstance(e, c_ast.Decl) and e.name and not isinstance(e.type, c_ast.FuncDecl) \
-                and not cpp.is_polyfuse_header(e):
+                and not preprocessor.is_polyfuse_header(e):
             globals_[e.name] = symbol_of(e, "global")
     regions: list[Region] = []
     notes: list[dict[str, Any]] = []
     for fd in ast.ext:
-        if not isinstance(fd, c_ast.FuncDef) or cpp.is_polyfuse_header(fd):
+        if not isinstance(fd, c_ast.FuncDef) or preprocessor.is_polyfuse_header(fd):
             continue
         if fd.coord is not None and fd.coord.file != filename:
             continue
         if function is not None and fd.decl.name != function:
             continue
         symbols = function_symbols(fd, globals_)
-        pragma_blocks = [n for n in cpp.walk(fd.body) if isinstance(n, c_ast.Compound) and any(
+        pragma_blocks = [n for n in syntax.walk(fd.body) if isinstance(n, c_ast.Compound) and any(
             isinstance(x, c_ast.Pragma) and x.string.strip() == "scop"
             for x in (n.block_items or []))]
         if pragma_blocks:
@@ -708,7 +709,7 @@ def find_regions(ast: c_ast.FileAST, filename: str, function: Optional[str] = No
 
 
 def _has_loop(node: Any) -> bool:
-    return any(isinstance(n, (c_ast.For, c_ast.While, c_ast.DoWhile)) for n in cpp.walk(node))
+    return any(isinstance(n, (c_ast.For, c_ast.While, c_ast.DoWhile)) for n in syntax.walk(node))
 
 
 def _auto(fd: c_ast.FuncDef, block: c_ast.Compound, symbols: dict[str, Symbol],
@@ -796,5 +797,5 @@ def _dedupe(regions: list[Region]) -> None:
 
 
 def _contains(outer: Region, inner: Region) -> bool:
-    ids = {id(n) for it in outer.items for n in cpp.walk(it)}
+    ids = {id(n) for it in outer.items for n in syntax.walk(it)}
     return all(id(n) in ids for n in inner.items)

@@ -1,6 +1,6 @@
 """One emitter: the OpenCL C source of a program's kernels, each with the helper functions it
 calls and the file-scope declarations (typedefs, structs, ``__constant`` tables) of its
-translation unit, all held by the :class:`~polyfuse.program.Kernel` records themselves (so
+translation unit, all held by the :class:`~polyfuse.core.program.Kernel` records themselves (so
 kernels made from strings, e.g. fused ones, work as well as parsed files).  Code generation uses
 the same pieces for the fused and the coarsened kernels."""
 
@@ -11,8 +11,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from polyfuse.c import cpp
-from polyfuse.program import PolyfuseError, Program, where
+from polyfuse.c import preprocessor, printer
+from polyfuse.core.program import PolyfuseError, Program, where
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ def extension_pragmas(texts: Iterable[str]) -> str:
 
 def declaration_text(node: Any) -> str:
     """One file-scope declaration as a line of C."""
-    return cpp.generate(node).rstrip().rstrip(";") + ";\n"
+    return printer.opencl_source(node).rstrip().rstrip(";") + ";\n"
 
 
 def declarations_text(nodes: Iterable[Any]) -> str:
@@ -46,12 +46,12 @@ def declarations_text(nodes: Iterable[Any]) -> str:
 
 def helper_functions(helpers: Mapping[str, Any]) -> dict[str, Any]:
     """The helper functions of a kernel's file (:attr:`Kernel.helpers` without the kernels)."""
-    return {name: fd for name, fd in helpers.items() if not cpp.is_kernel(fd)}
+    return {name: fd for name, fd in helpers.items() if not preprocessor.is_kernel(fd)}
 
 
 def prototypes_text(helpers: Mapping[str, Any]) -> str:
     """Prototypes of helper functions, so they may call each other in any order."""
-    return "".join(cpp.generate(fd.decl) + ";\n" for fd in helpers.values())
+    return "".join(printer.opencl_source(fd.decl) + ";\n" for fd in helpers.values())
 
 
 def helpers_text(helpers: Mapping[str, Any]) -> str:
@@ -59,7 +59,7 @@ def helpers_text(helpers: Mapping[str, Any]) -> str:
     if not helpers:
         return ""
     return (prototypes_text(helpers) + "\n"
-            + "\n".join(cpp.generate(fd) for fd in helpers.values()) + "\n")
+            + "\n".join(printer.opencl_source(fd) for fd in helpers.values()) + "\n")
 
 
 def emit_program(program: Program) -> Source:
@@ -82,14 +82,14 @@ def emit_program(program: Program) -> Source:
         for name, fd in helper_functions(kernel.helpers).items():
             if fd is kernel.ast:
                 continue
-            text = cpp.generate(fd)
+            text = printer.opencl_source(fd)
             old = helpers.get(name)
             if old is not None and old[0] != text:
                 raise PolyfuseError(f"helper function {name} differs between the files of "
                                     f"kernels {old[1]} and {kernel.name}; cannot build them "
                                     f"into one program", *where(kernel.loc))
             helpers.setdefault(name, (text, kernel.name, fd))
-        kernel_texts.append((kernel.name, cpp.generate(kernel.ast)))
+        kernel_texts.append((kernel.name, printer.opencl_source(kernel.ast)))
     parts: list[tuple[str, str]] = [("", "".join(dict.fromkeys(decls)))]
     if helpers:
         parts.append(("", prototypes_text({n: fd for n, (_t, _k, fd) in helpers.items()}) + "\n"))

@@ -9,8 +9,7 @@ from typing import Any, Optional
 
 from pycparser import c_ast
 
-from polyfuse.c.cpp import walk
-from polyfuse.program import SourceLoc
+from polyfuse.core.program import SourceLoc
 
 
 def child_slots(node: c_ast.Node) -> Iterator[str]:
@@ -286,3 +285,23 @@ def counted_step(node: c_ast.For, it: str) -> Optional[int]:
             elif r.op == "+" and isinstance(r.right, c_ast.ID) and r.right.name == it:
                 step = const_int(r.left)
     return step
+
+
+def walk(node: Any) -> Iterator[Any]:
+    """Every pycparser node below ``node`` (pre-order, children in ``children()`` order)."""
+    if node is None:
+        return
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(c for _, c in reversed(n.children()))
+
+
+def block_items(stmt: Any) -> list[Any]:
+    """The statements of a compound statement, or ``[stmt]`` for a single one."""
+    if stmt is None:
+        return []
+    if isinstance(stmt, c_ast.Compound):
+        return list(stmt.block_items or [])
+    return [stmt]

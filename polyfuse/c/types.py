@@ -15,7 +15,7 @@ from typing import Any, Optional
 import numpy as np
 from pycparser import c_ast
 
-from polyfuse.c import cpp, syntax
+from polyfuse.c import preprocessor, syntax
 
 
 @dataclass(frozen=True)
@@ -153,7 +153,7 @@ def resolve_typedefs(ast: c_ast.FileAST) -> dict[str, int]:
     scalars: dict[str, list[str]] = {}
     structs: dict[str, int] = {}
     for ext in ast.ext:
-        if not isinstance(ext, (c_ast.Typedef, c_ast.Decl)) or cpp.is_polyfuse_header(ext):
+        if not isinstance(ext, (c_ast.Typedef, c_ast.Decl)) or preprocessor.is_polyfuse_header(ext):
             continue
         t = ext.type
         inner = t.type if isinstance(t, c_ast.TypeDecl) else None
@@ -175,7 +175,7 @@ def resolve_typedefs(ast: c_ast.FileAST) -> dict[str, int]:
                     structs[ext.name] = size
     if not scalars:
         return structs
-    for node in cpp.walk(ast):
+    for node in syntax.walk(ast):
         if isinstance(node, c_ast.IdentifierType) and len(node.names) == 1 and \
                 node.names[0] in scalars:
             node.names = list(scalars[node.names[0]])
@@ -216,6 +216,6 @@ def _struct_size(struct: Any, scalars: Mapping[str, list[str]],
 
 def type_size(name: str, structs: Mapping[str, int] = {}) -> Optional[int]:  # noqa: B006
     """Size in bytes of an OpenCL scalar or vector type, or of one of ``structs`` (a kernel's
-    :attr:`~polyfuse.program.Kernel.struct_sizes`), or None."""
+    :attr:`~polyfuse.core.program.Kernel.struct_sizes`), or None."""
     size = size_of(name)
     return size if size is not None else structs.get(normalize(name))

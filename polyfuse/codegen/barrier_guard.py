@@ -34,8 +34,8 @@ from typing import Any
 
 from pycparser import c_ast
 
-from polyfuse.c import cpp, syntax
-from polyfuse.c.cpp import block_items
+from polyfuse.c import printer, syntax
+from polyfuse.c.syntax import block_items
 
 _BARRIERS = ("barrier", "work_group_barrier")
 _LOOPS = (c_ast.For, c_ast.While, c_ast.DoWhile)
@@ -57,12 +57,12 @@ def _is_barrier_call(node: Any) -> bool:
 
 def has_barrier_call(node: Any) -> bool:
     """Whether a barrier call appears anywhere in ``node``."""
-    return node is not None and any(_is_barrier_call(n) for n in cpp.walk(node))
+    return node is not None and any(_is_barrier_call(n) for n in syntax.walk(node))
 
 
 def _reads_memory_or_acts(node: Any) -> bool:
     """An expression that dereferences, assigns, increments or calls a non-pure function."""
-    for n in cpp.walk(node):
+    for n in syntax.walk(node):
         if isinstance(n, (c_ast.ArrayRef, c_ast.Assignment)):
             return True
         if isinstance(n, c_ast.StructRef) and n.type == "->":
@@ -184,15 +184,16 @@ class _Pusher:
             else:
                 inits = [h]
             if any(_reads_memory_or_acts(x) for x in inits if not _is_loop_step(h, x)):
-                raise BarrierGuardError(f"the header '{cpp.generate(h)}' around a barrier "
+                raise BarrierGuardError(f"the header '{printer.opencl_source(h)}' around a barrier "
                                         "reads memory or calls a function")
             bad = free & self.guarded_vars
             if bad:
-                raise BarrierGuardError(f"the header '{cpp.generate(h)}' around a barrier uses "
+                raise BarrierGuardError(f"the header '{printer.opencl_source(h)}' around a "
+                                        "barrier uses "
                                         f"{sorted(bad)[0]}, which only the guarded statements "
                                         "compute")
             if self.item_dependent and (free & self.item_vars or syntax.called(h) & _ITEM_CALLS):
-                raise BarrierGuardError(f"the header '{cpp.generate(h)}' around a barrier "
+                raise BarrierGuardError(f"the header '{printer.opencl_source(h)}' around a barrier "
                                         "depends on the work-item, and the guard leaves some "
                                         "work-items of a group out")
 

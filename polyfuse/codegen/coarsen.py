@@ -47,10 +47,9 @@ from typing import Any, Optional
 import sympy
 from pycparser import c_ast
 
-from polyfuse.c import cpp, syntax, types
+from polyfuse.c import preprocessor, printer, syntax, types
 from polyfuse.c.emit import declarations_text, helper_functions
-from polyfuse.frontend.opencl import parse_kernels
-from polyfuse.program import (
+from polyfuse.core.program import (
     Kernel,
     Launch,
     PolyfuseError,
@@ -58,6 +57,7 @@ from polyfuse.program import (
     UnsupportedError,
     eval_host_int,
 )
+from polyfuse.frontend.opencl import parse_kernels
 
 __all__ = [
     "CoarsenError",
@@ -185,7 +185,7 @@ def _is_barrier(n: Any) -> bool:
 
 
 def _has_barrier(n: Any) -> bool:
-    return any(_is_barrier(x) for x in cpp.walk(n))
+    return any(_is_barrier(x) for x in syntax.walk(n))
 
 
 def _escapes(body: Any) -> list[Any]:
@@ -233,7 +233,7 @@ class _Analysis:
         if e is None:
             return False
         skip: set[int] = set()
-        for n in cpp.walk(e):
+        for n in syntax.walk(e):
             if isinstance(n, c_ast.StructRef):
                 skip.add(id(n.field))
                 if n.type == "->":
@@ -269,7 +269,7 @@ class _Analysis:
 
     def _writes(self, n: Any, lvl: int) -> None:
         """Mark variables written inside ``n`` (an expression or declaration)."""
-        for x in cpp.walk(n):
+        for x in syntax.walk(n):
             if isinstance(x, c_ast.Assignment):
                 base = _base_id(x.lvalue)
                 if base is None:
@@ -292,7 +292,7 @@ class _Analysis:
                     if base is not None:
                         self._assign(base)
             elif isinstance(x, c_ast.Decl) and x.name and not isinstance(x.type, c_ast.FuncDecl):
-                if cpp.address_space_of(x) == "local":
+                if preprocessor.address_space_of(x) == "local":
                     continue
                 self.decl_level[x.name] = min(self.decl_level.get(x.name, lvl), lvl)
                 if not isinstance(x.type, (c_ast.TypeDecl, c_ast.PtrDecl)) or \
@@ -309,9 +309,9 @@ class _Analysis:
             if any(d.name in self.varying or self.expr_varies(d.init) for d in n.init.decls):
                 return True
         if isinstance(n, c_ast.For):
-            written = {_base_id(x.lvalue) for x in cpp.walk(n.next) if
+            written = {_base_id(x.lvalue) for x in syntax.walk(n.next) if
                        isinstance(x, c_ast.Assignment)} | \
-                      {_base_id(x.expr) for x in cpp.walk(n.next) if
+                      {_base_id(x.expr) for x in syntax.walk(n.next) if
                        isinstance(x, c_ast.UnaryOp) and x.op in ("++", "--", "p++", "p--")}
             if written & self.varying:
                 return True
@@ -376,7 +376,7 @@ class _Analysis:
         """A simple statement must run once per copy (not once for all)."""
         if self.expr_varies(s):
             return True
-        for x in cpp.walk(s):
+        for x in syntax.walk(s):
             if isinstance(x, c_ast.Assignment):
                 if not isinstance(x.lvalue, c_ast.ID) or x.lvalue.name in self.varying or \
                         x.lvalue.name in self.local_names:
@@ -406,7 +406,7 @@ def _base_id(n: Any) -> Optional[str]:
 
 
 def _side_effect_free(e: Any) -> bool:
-    for n in cpp.walk(e):
+    for n in syntax.walk(e):
         if isinstance(n, c_ast.Assignment):
             return False
         if isinstance(n, c_ast.UnaryOp) and n.op in ("++", "--", "p++", "p--"):
@@ -467,7 +467,7 @@ class _Rewriter:
         self._check_helpers(fd.body)
         body = copy.deepcopy(fd.body)
         items = list(body.block_items or [])
-        if any(isinstance(n, c_ast.Return) for n in cpp.walk(body)):
+        if any(isinstance(n, c_ast.Return) for n in syntax.walk(body)):
             from polyfuse.codegen.fuse import eliminate_returns
 
             try:
@@ -475,14 +475,14 @@ class _Rewriter:
             except UnsupportedError as err:
                 raise CoarsenError(str(err)) from None
         self.body = c_ast.Compound(items)
-        taken = {n.name for n in cpp.walk(self.body) if isinstance(n, c_ast.ID)}
+        taken = {n.name for n in syntax.walk(self.body) if isinstance(n, c_ast.ID)}
         if any(_SUFFIX in t for t in taken):
             raise CoarsenError(f"kernel {kernel.name}: identifiers containing {_SUFFIX} are "
                                "reserved for coarsening")
         self.local_params = [p for p in kernel.params if p.pointer and p.address_space == "local"]
-        self.local_decls = {n.name for n in cpp.walk(self.body)
+        self.local_decls = {n.name for n in syntax.walk(self.body)
                             if isinstance(n, c_ast.Decl) and n.name and
-                            cpp.address_space_of(n) == "local"}
+                            preprocessor.address_space_of(n) == "local"}
         wd = geom.work_dim
         self.varying_calls: set[tuple[str, int]] = set()
         for d in range(3):
@@ -506,12 +506,12 @@ class _Rewriter:
         todo = [body]
         while todo:
             b = todo.pop()
-            for n in cpp.walk(b):
+            for n in syntax.walk(b):
                 f = _call_name(n)
                 if f in self.helpers and f not in seen:
                     seen.add(f)
                     hb = self.helpers[f].body
-                    if any(_call_name(x) in _WI + _BARRIERS for x in cpp.walk(hb)):
+                    if any(_call_name(x) in _WI + _BARRIERS for x in syntax.walk(hb)):
                         raise CoarsenError(f"kernel {self.kernel.name}: helper {f}() calls "
                                            "work-item functions or barriers; coarsening does not "
                                            "rewrite inside helpers")
@@ -639,7 +639,7 @@ class _Rewriter:
             return self._per_copy(s, "a switch")
         if isinstance(s, (c_ast.Break, c_ast.Continue, c_ast.EmptyStatement, c_ast.Pragma)):
             return [copy.deepcopy(s)]
-        if isinstance(s, c_ast.Decl) and cpp.address_space_of(s) == "local":
+        if isinstance(s, c_ast.Decl) and preprocessor.address_space_of(s) == "local":
             if not self.is_block:
                 return [copy.deepcopy(s)]
             seen: dict[int, Any] = {}
@@ -650,7 +650,7 @@ class _Rewriter:
             raise CoarsenError(f"kernel {self.kernel.name}: {type(s).__name__.lower()} is not "
                                "supported by coarsening")
         if an.stmt_varies(s):
-            for x in cpp.walk(s):
+            for x in syntax.walk(s):
                 if isinstance(x, c_ast.Assignment) and isinstance(x.lvalue, c_ast.ID) and \
                         x.lvalue.name not in an.varying and x.lvalue.name not in an.local_names:
                     raise CoarsenError(f"kernel {self.kernel.name}: a statement at line "
@@ -662,7 +662,7 @@ class _Rewriter:
     def _block(self, s: Any) -> Any:
         if s is None:
             return None
-        return c_ast.Compound(self.emit(cpp.block_items(s)), getattr(s, "coord", None))
+        return c_ast.Compound(self.emit(syntax.block_items(s)), getattr(s, "coord", None))
 
     def prologue(self) -> list[Any]:
         """Per-copy copies of varying parameters and ``__local`` pointer replicas."""
@@ -697,7 +697,7 @@ class _Rewriter:
         body = self.prologue() + self.emit(self.body.block_items or [])
         fd = copy.deepcopy(self.kernel.ast)
         fd.decl.name = name
-        for x in cpp.walk(fd.decl):
+        for x in syntax.walk(fd.decl):
             if isinstance(x, c_ast.TypeDecl) and x.declname == self.kernel.name:
                 x.declname = name
             if isinstance(x, c_ast.Attribute) and x.name == "reqd_work_group_size":
@@ -715,7 +715,7 @@ def _renamed(decl: c_ast.Decl, name: str) -> c_ast.Decl:
 
 
 def _drop_const(decl: Any) -> None:
-    for x in cpp.walk(decl):
+    for x in syntax.walk(decl):
         if hasattr(x, "quals") and isinstance(x.quals, list) and "const" in x.quals \
                 and isinstance(x, c_ast.TypeDecl):
             x.quals = [q for q in x.quals if q != "const"]
@@ -821,7 +821,7 @@ def _barriers_group_uniform(kernel: Kernel) -> bool:
     polyhedral model over-approximates, e.g. a ``break`` under a uniform condition)."""
     body = copy.deepcopy(kernel.ast.body)
     items = list(body.block_items or [])
-    if any(isinstance(n, c_ast.Return) for n in cpp.walk(body)):
+    if any(isinstance(n, c_ast.Return) for n in syntax.walk(body)):
         from polyfuse.codegen.fuse import eliminate_returns
 
         try:
@@ -830,8 +830,8 @@ def _barriers_group_uniform(kernel: Kernel) -> bool:
             return False
     body = c_ast.Compound(items)
     calls = {(f, d) for f in ("get_local_id", "get_global_id") for d in range(3)}
-    local = {n.name for n in cpp.walk(body) if isinstance(n, c_ast.Decl) and n.name and
-             cpp.address_space_of(n) == "local"}
+    local = {n.name for n in syntax.walk(body) if isinstance(n, c_ast.Decl) and n.name and
+             preprocessor.address_space_of(n) == "local"}
     local |= {p.name for p in kernel.params if p.pointer and p.address_space == "local"}
     an = _Analysis(body, calls, local)
 
@@ -894,7 +894,7 @@ def coarsen_source(kernel: Kernel, geom: LaunchGeometry, factors: Factors,
         erw.local_elems = dict(local_elems)
         funcs.append(erw.function(ename))
         launches.append((ename, tuple(groups[i] * lp[i] for i in range(3)), lp, tuple(base)))
-    text = "\n".join(cpp.generate(f) for f in funcs)
+    text = "\n".join(printer.opencl_source(f) for f in funcs)
     return text, launches
 
 
@@ -913,7 +913,7 @@ def coarsen(program_or_kernel: Any, factors: Any = None, *,
     ``factors`` is a :class:`Factors` for every launch (of ``kernel`` when given), or a mapping
     launch id → :class:`Factors`; or give ``thread``/``block`` per dimension, or ``total``
     (thread factor spread over the non-unit local dimensions, as the seed does).  A
-    :class:`~polyfuse.program.Kernel` is wrapped in a default one-launch program first.
+    :class:`~polyfuse.core.program.Kernel` is wrapped in a default one-launch program first.
     """
     program = program_or_kernel
     params = dict(params or {})
@@ -973,7 +973,7 @@ def _apply(program: Program, per: Mapping[int, Factors], params: Mapping[str, An
         if k.loc is not None and kfile is None:
             kfile = k.loc.file
         for hn, hfd in helper_functions(k.helpers).items():
-            helpers_text.setdefault(hn, cpp.generate(hfd))
+            helpers_text.setdefault(hn, printer.opencl_source(hfd))
         replaced[lc.id] = launches
         infos.append(CoarsenedLaunch(lc.id, lc.kernel, f, geom, tuple(launches),
                                      sum(lb.values()) * math.prod(f.block)))

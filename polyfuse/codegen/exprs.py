@@ -26,7 +26,7 @@ import islpy as isl
 import sympy
 from pycparser import c_ast
 
-from polyfuse.program import host_expr_to_isl
+from polyfuse.core.program import host_expr_to_isl
 
 #: names of the fused work-item dimensions while they are isl parameters
 H_PREFIX, G_PREFIX, L_PREFIX = "F_h", "F_g", "F_l"

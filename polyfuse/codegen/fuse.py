@@ -46,7 +46,7 @@ import islpy as isl
 import sympy
 from pycparser import c_ast
 
-from polyfuse.c import cpp, emit, syntax, types
+from polyfuse.c import emit, preprocessor, printer, syntax, types
 from polyfuse.codegen import barrier_guard, exprs, store_order, wavefront
 from polyfuse.codegen.decisions import (
     CodeMotion,
@@ -57,10 +57,8 @@ from polyfuse.codegen.decisions import (
     WavefrontLaunch,
 )
 from polyfuse.codegen.models import KernelModels
-from polyfuse.fusion.decisions import WavefrontSchedule
-from polyfuse.fusion.plan import Fragment, FusedGroup, FusionPlan
-from polyfuse.islutil import coalesce
-from polyfuse.program import (
+from polyfuse.core.islutil import coalesce
+from polyfuse.core.program import (
     WORK_ITEM_FUNCTIONS,
     ArgBinding,
     Kernel,
@@ -72,6 +70,8 @@ from polyfuse.program import (
     host_expr_to_isl,
     shared_runtime_options,
 )
+from polyfuse.fusion.decisions import WavefrontSchedule
+from polyfuse.fusion.plan import Fragment, FusedGroup, FusionPlan
 
 if TYPE_CHECKING:  # the UAR's records, for annotations (imported where used)
     from polyfuse.uar.effects import Instantiation
@@ -103,7 +103,7 @@ class FusedKernel:
 
 @dataclass(frozen=True)
 class FusedProgram:
-    """The result of :func:`generate` (see the module docstring)."""
+    """The result of :func:`generate_fused` (see the module docstring)."""
 
     #: OpenCL C 1.2 source of every fused kernel (with helper functions)
     source: str
@@ -150,7 +150,7 @@ def _neg(cond: c_ast.Node) -> c_ast.Node:
     return c_ast.UnaryOp("!", cond)
 
 
-_items = cpp.block_items
+_items = syntax.block_items
 
 
 def eliminate_returns(items: list[Any], where: str) -> list[Any]:
@@ -203,7 +203,7 @@ def _top_decls(stmt: Any) -> set[str]:
     return {s.name for s in _items(stmt) if isinstance(s, c_ast.Decl) and s.name}
 
 
-class _Printer(cpp.OpenCLGenerator):
+class _Printer(printer.OpenCLGenerator):
     """OpenCL printer that puts a comment line before registered statements."""
 
     def __init__(self, comments: Mapping[int, str]):
@@ -397,8 +397,8 @@ def _body_facts(body: c_ast.Node) -> _BodyFacts:
         clash[0] if clash else None, frozenset(syntax.declared(body)),
         frozenset(syntax.modified(body)), syntax.has_return(body),
         syntax.calls_any(body, _BARRIER_FUNCS),
-        any(isinstance(n, c_ast.Decl) and cpp.address_space_of(n) == "local"
-            for n in cpp.walk(body)))
+        any(isinstance(n, c_ast.Decl) and preprocessor.address_space_of(n) == "local"
+            for n in syntax.walk(body)))
 
 
 def _fragment_launch(kb: _KernelBuilder, k: int, frag: Fragment) -> tuple[Launch, Kernel, str]:
@@ -428,7 +428,7 @@ def _collect_helpers(kb: _KernelBuilder, kernel: Kernel, body: Any, where: str) 
                 raise UnsupportedError(f"{where}: helper function {name}() uses work-item "
                                        "functions or barriers; inline it before fusing")
         old = kb.helpers.get(name)
-        if old is not None and cpp.generate(old) != cpp.generate(hfd):
+        if old is not None and printer.opencl_source(old) != printer.opencl_source(hfd):
             raise UnsupportedError(f"{where}: helper function {name}() differs between fused "
                                    "kernels' files")
         kb.helpers[name] = hfd
@@ -584,12 +584,12 @@ def _bind_params(kb: _KernelBuilder, k: int, kernel: Kernel, launch: Launch,
                     d = syntax.clone(pdecl)
                     syntax.rename(d, {p.name: shared})
                     param = next(q for q in kb.params if q.name == shared)
-                    param.decl = cpp.generate(d)
+                    param.decl = printer.opencl_source(d)
                 continue
             renames[p.name] = new
             d = syntax.clone(pdecl)
             syntax.rename(d, {p.name: new})
-            kb.params.append(_Param(cpp.generate(d), new, replace(b)))
+            kb.params.append(_Param(printer.opencl_source(d), new, replace(b)))
             if key is not None:
                 kb.pointer_of[key] = new
             if b.kind == "buffer" and b.buffer is not None:
@@ -613,7 +613,7 @@ def _bind_params(kb: _KernelBuilder, k: int, kernel: Kernel, launch: Launch,
             d = syntax.clone(pdecl)
             d.init = node
             if p.name in assigned:
-                for n in cpp.walk(d):
+                for n in syntax.walk(d):
                     if isinstance(n, c_ast.TypeDecl):
                         n.quals = [q for q in n.quals if q != "const"]
                 d.quals = [q for q in d.quals if q != "const"]
@@ -628,11 +628,11 @@ def _hoist_locals(kb: _KernelBuilder, k: int, kernel: Kernel, body: Any,
     """Move the fragment's ``__local`` arrays to kernel scope, renamed ``f<k>_<name>``; the
     new names."""
     local_names: dict[str, str] = {}
-    for n in cpp.walk(body):
+    for n in syntax.walk(body):
         if isinstance(n, c_ast.Compound) and n.block_items:
             keep = []
             for s in n.block_items:
-                if isinstance(s, c_ast.Decl) and cpp.address_space_of(s) == "local":
+                if isinstance(s, c_ast.Decl) and preprocessor.address_space_of(s) == "local":
                     if s.name in local_names:
                         raise UnsupportedError(f"{where}: two __local arrays named {s.name}")
                     local_names[s.name] = f"f{k}_{s.name}"
@@ -661,7 +661,7 @@ def _rewrite_body(body: Any, renames: Mapping[str, str],
     """The body renamed, scalars substituted and work-item functions re-indexed."""
     syntax.rename(body, renames)
     struct_fields: set[int] = set()
-    for n in cpp.walk(body):
+    for n in syntax.walk(body):
         if isinstance(n, c_ast.StructRef):
             struct_fields.add(id(n.field))
         if isinstance(n, c_ast.FuncCall):
@@ -1028,7 +1028,7 @@ def source_error(message: str, line: int, kernel_lines: Mapping[int, tuple[int, 
     return CodegenError(f"generated kernel does not build: {message} ({owner})", "fused.cl", line)
 
 
-def generate(plan: FusionPlan, *, target: Optional[Target] = None,
+def generate_fused(plan: FusionPlan, *, target: Optional[Target] = None,
              optimize: bool = True) -> FusedProgram:
     """Fused OpenCL kernels and the fused program for ``plan`` (module docstring).
 

@@ -36,8 +36,8 @@ from typing import Any, Optional
 
 import sympy
 
-from polyfuse.c import cpp
-from polyfuse.program import Launch, PolyfuseError, Program, host_loop_ids
+from polyfuse.c import preprocessor
+from polyfuse.core.program import Launch, PolyfuseError, Program, host_loop_ids
 
 #: environment variable: when set, the fused host prints how many fused launches it enqueued
 COUNT_ENV = "POLYFUSE_COUNT_LAUNCHES"
@@ -298,7 +298,7 @@ _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"[^\n]*$', re.M)
 def _inline_includes(path: str, include_dirs: Iterable[str], seen: tuple[str, ...] = ()) -> str:
     """The text of kernel file ``path`` with its ``#include "..."`` files written in, so the
     embedded copy builds without them; an include not found stays as written."""
-    text = cpp.read_source(path)
+    text = preprocessor.read_source(path)
     dirs = [os.path.dirname(os.path.abspath(path)), *include_dirs]
 
     def expand(m: re.Match) -> str:
@@ -582,7 +582,7 @@ def rewrite_hosts(program: Program, fused: Any, host_paths: Sequence[str], *,
     calls: list[_Call] = []
     fors: list[_For] = []
     for path, main in zip(host_paths, files):
-        text = cpp.read_source(path)  # any encoding: a stray byte in a comment is no error
+        text = preprocessor.read_source(path)  # any encoding: a stray byte in a comment is no error
         datas[main] = text.encode()
         file_calls, file_fors, inserts[main] = _parse_calls(path, text, include_dirs, defines)
         calls += file_calls

@@ -1,8 +1,8 @@
 """Polyhedral models of the fused kernels, each distinct kernel modelled once.
 
-The fused kernel's model (the :class:`~polyfuse.program.Kernel` record the runtime, perf counts,
-verification and the post-fusion optimizations use) is extracted from the printed kernel by the
-same front-end as the user's kernels (:func:`polyfuse.frontend.opencl.parse_kernels`): what the
+The fused kernel's model (the :class:`~polyfuse.core.program.Kernel` record the runtime, perf
+counts, verification and the post-fusion optimizations use) is extracted from the printed kernel by
+the same front-end as the user's kernels (:func:`polyfuse.frontend.opencl.parse_kernels`): what the
 device compiles is what is modelled.  Models identical layers would repeat are shared:
 
 * a fused kernel's text is keyed by its canonical form (:func:`canonical`: its name and the
@@ -26,8 +26,8 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
+from polyfuse.core.program import Kernel, KernelContext, SourceLoc
 from polyfuse.frontend import opencl
-from polyfuse.program import Kernel, KernelContext, SourceLoc
 
 #: a comment line codegen writes (``/* fragment 2: launch #17 ... */``): names launch ids and
 #: source lines, which differ between identical layers but not in what the parser sees
@@ -80,8 +80,8 @@ def _moved(kernel: Kernel, name: str, delta: int, lines: tuple[int, int], filena
 
 @dataclass
 class KernelModels:
-    """The models of one :func:`~polyfuse.codegen.fuse.generate` run, shared by canonical text,
-    and a memo of isl answers about them (keys hold the shared records' ids, which stay alive
+    """The models of one :func:`~polyfuse.codegen.fuse.generate_fused` run, shared by canonical
+    text, and a memo of isl answers about them (keys hold the shared records' ids, which stay alive
     as long as this object)."""
 
     _texts: dict[tuple[str, KernelContext], Kernel] = field(default_factory=dict)
@@ -100,7 +100,7 @@ class KernelModels:
         """The model of kernel ``name`` printed as ``text`` after ``head`` (helper functions),
         extracted with ``context``; kernels with the same canonical text share one record,
         named after the first of them (callers match statements to their own tree by shape).
-        Errors are :class:`~polyfuse.program.PolyfuseError` as from ``parse_kernels``."""
+        Errors are :class:`~polyfuse.core.program.PolyfuseError` as from ``parse_kernels``."""
         key_text = canonical(text, name)
         key = (head + key_text, context) if key_text is not None else None
         if key is not None and key in self._texts:

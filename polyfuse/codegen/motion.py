@@ -43,11 +43,11 @@ from typing import Any
 import islpy as isl
 from pycparser import c_ast
 
-from polyfuse.c import cpp, syntax
-from polyfuse.c.cpp import block_items as _items
+from polyfuse.c import printer, syntax
+from polyfuse.c.syntax import block_items as _items
 from polyfuse.codegen.decisions import KeptApart
+from polyfuse.core.program import WORK_ITEM_FUNCTIONS, Launch, Program
 from polyfuse.fusion.plan import Fragment
-from polyfuse.program import WORK_ITEM_FUNCTIONS, Launch, Program
 
 _BARRIERS = ("barrier", "work_group_barrier")
 #: calls allowed in a shared skeleton header (no side effects, same value in every fragment)
@@ -88,11 +88,11 @@ def _is_barrier_call(n: Any) -> bool:
 
 
 def _has_barrier(node: Any) -> bool:
-    return node is not None and any(_is_barrier_call(n) for n in cpp.walk(node))
+    return node is not None and any(_is_barrier_call(n) for n in syntax.walk(node))
 
 
 def _text(node: Any) -> str:
-    return "" if node is None else cpp.generate(node)
+    return "" if node is None else printer.opencl_source(node)
 
 
 def _escapes(stmt: Any, in_loop: bool = False, in_switch: bool = False) -> bool:
@@ -110,7 +110,7 @@ def _escapes(stmt: Any, in_loop: bool = False, in_switch: bool = False) -> bool:
 
 def _header_decls(node: Any) -> set[str]:
     if isinstance(node, c_ast.For) and node.init is not None:
-        return {n.name for n in cpp.walk(node.init) if isinstance(n, c_ast.Decl) and n.name}
+        return {n.name for n in syntax.walk(node.init) if isinstance(n, c_ast.Decl) and n.name}
     return set()
 
 
@@ -261,7 +261,7 @@ def _merge(bodies: list[list[Any]]) -> list[Any]:
 
 
 def _count_barriers(items: list[Any]) -> int:
-    return sum(1 for s in items for n in cpp.walk(s) if _is_barrier_call(n))
+    return sum(1 for s in items for n in syntax.walk(s) if _is_barrier_call(n))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -348,7 +348,7 @@ def share_barriers(frags: Sequence[FragCode], program: Program, uar: Any,
             continue
         kernel = program.kernels[program.op(fc.frag.launch).kernel]
         if kernel.ast is not None and any(isinstance(n, c_ast.Return)
-                                          for n in cpp.walk(kernel.ast.body)):
+                                          for n in syntax.walk(kernel.ast.body)):
             notes.append(KeptApart(fc.k, "early return"))
             continue
         try:

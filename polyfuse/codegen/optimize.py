@@ -37,11 +37,11 @@ from typing import Any, Optional
 import islpy as isl
 from pycparser import c_ast
 
-from polyfuse.c import cpp, syntax
+from polyfuse.c import syntax
 from polyfuse.codegen.decisions import OptimizationsSkipped
 from polyfuse.codegen.models import KernelModels
-from polyfuse.islutil import IslQuotaExceeded, bounded
-from polyfuse.program import HostOp, Kernel, KernelContext, Launch, PolyfuseError, Program
+from polyfuse.core.islutil import IslQuotaExceeded, bounded
+from polyfuse.core.program import HostOp, Kernel, KernelContext, Launch, PolyfuseError, Program
 
 
 @dataclass
@@ -98,7 +98,7 @@ def _shape_walk(node: Any) -> list[Any]:
 
 def _parents(root: Any) -> dict[int, Any]:
     out: dict[int, Any] = {}
-    for n in cpp.walk(root):
+    for n in syntax.walk(root):
         for _, c in n.children():
             out[id(c)] = n
     return out
@@ -275,7 +275,7 @@ def _replace_loads(node: Any, params: set[str], var: str) -> int:
 
 
 def _walk_all(node: Any) -> list[Any]:
-    return list(cpp.walk(node))
+    return list(syntax.walk(node))
 
 
 def _remaining_refs(body: Any, params: set[str], store: Any) -> bool:
@@ -326,7 +326,7 @@ def _sched_map(k: Kernel, sid: str) -> Optional[isl.Map]:
 def _fusion_barriers(k: Kernel, corr: dict[int, Any], gc: Any) -> list[Any]:
     """The model's barriers that fusion put between fragments (``barrier_before``)."""
     by_loc = {}
-    for n in cpp.walk(k.ast.body):
+    for n in syntax.walk(k.ast.body):
         if isinstance(n, c_ast.FuncCall) and isinstance(n.name, c_ast.ID) and \
                 n.name.name in ("barrier", "work_group_barrier") and n.coord is not None:
             by_loc[(n.coord.line, n.coord.column)] = n

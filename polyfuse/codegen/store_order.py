@@ -23,7 +23,7 @@ from typing import Any
 
 from pycparser import c_ast
 
-from polyfuse.c import cpp
+from polyfuse.c import syntax
 
 
 def _stored_base(node: Any) -> str | None:
@@ -35,14 +35,14 @@ def _stored_base(node: Any) -> str | None:
 
 
 def _stores(node: Any, pointers: Mapping[str, str]) -> set[str]:
-    return {base for n in cpp.walk(node) if (base := _stored_base(n)) in pointers}
+    return {base for n in syntax.walk(node) if (base := _stored_base(n)) in pointers}
 
 
 def _reads(body: Any, pointers: Mapping[str, str]) -> set[str]:
     """Pointer parameters some expression of ``body`` loads from."""
-    stored = {id(n.lvalue) for n in cpp.walk(body) if _stored_base(n) is not None
+    stored = {id(n.lvalue) for n in syntax.walk(body) if _stored_base(n) is not None
               and n.op == "="}
-    return {n.name.name for n in cpp.walk(body)
+    return {n.name.name for n in syntax.walk(body)
             if isinstance(n, c_ast.ArrayRef) and isinstance(n.name, c_ast.ID)
             and n.name.name in pointers and id(n) not in stored}
 
@@ -58,7 +58,7 @@ def order_sibling_stores(body: c_ast.Compound, pointers: Mapping[str, str]) -> N
     if not read:
         return
     aliases: dict[str, str] = {}
-    for block in [n for n in cpp.walk(body) if isinstance(n, c_ast.Compound)]:
+    for block in [n for n in syntax.walk(body) if isinstance(n, c_ast.Compound)]:
         ifs = [s for s in block.block_items or [] if isinstance(s, c_ast.If) and s.iffalse is None]
         counts: dict[str, int] = {}
         for s in ifs:
@@ -66,7 +66,7 @@ def order_sibling_stores(body: c_ast.Compound, pointers: Mapping[str, str]) -> N
                 counts[base] = counts.get(base, 0) + 1
         shared = {base for base, n in counts.items() if n > 1 and base in read}
         for s in ifs:
-            for n in cpp.walk(s):
+            for n in syntax.walk(s):
                 if _stored_base(n) in shared:
                     alias = aliases.setdefault(n.lvalue.name.name,
                                                f"pf_volatile_{n.lvalue.name.name}")

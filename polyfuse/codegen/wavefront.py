@@ -27,8 +27,8 @@ from typing import Any, Optional
 import islpy as isl
 import sympy
 
+from polyfuse.core.program import ArgBinding, HostLoop, Launch, PolyfuseError, Program
 from polyfuse.fusion.decisions import WavefrontSchedule
-from polyfuse.program import ArgBinding, HostLoop, Launch, PolyfuseError, Program
 
 #: iterator of the wavefront-step loop in the fused program
 STEP_ITERATOR = "pf_w"

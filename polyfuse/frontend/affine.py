@@ -19,8 +19,8 @@ from typing import Any, Optional
 import islpy as isl
 from pycparser import c_ast
 
-from polyfuse.c import cpp, syntax, types
-from polyfuse.program import WORK_ITEM_FUNCTIONS, PolyfuseError, UnsupportedError
+from polyfuse.c import printer, syntax, types
+from polyfuse.core.program import WORK_ITEM_FUNCTIONS, PolyfuseError, UnsupportedError
 
 
 class NonAffine(Exception):
@@ -184,8 +184,8 @@ class AffineExtractor:
             return self._call_value(node, st)
         if isinstance(node, (c_ast.ArrayRef, c_ast.StructRef)) or (
                 isinstance(node, c_ast.UnaryOp) and node.op == "*"):
-            raise NonAffine(f"{cpp.generate(node)} is data-dependent (reads memory)")
-        raise NonAffine(f"{cpp.generate(node)} is not affine")
+            raise NonAffine(f"{printer.opencl_source(node)} is data-dependent (reads memory)")
+        raise NonAffine(f"{printer.opencl_source(node)} is not affine")
 
     def _id_value(self, name: str, st: State) -> isl.PwAff:
         var = st.env.get(name)
@@ -263,7 +263,8 @@ class AffineExtractor:
         if outside.is_empty() or not dom.params().is_subset(outside.params()):
             return
         what = "overflows" if ctype.signed else "wraps around"
-        raise self.error(f"{cpp.generate(node)} {what} its type {ctype.name} (its exact value "
+        raise self.error(f"{printer.opencl_source(node)} {what} its type {ctype.name} "
+                         "(its exact value "
                          f"leaves [{lo}, {hi}]) whenever the kernel runs: polyfuse models "
                          "integers exactly and cannot represent the device's result", node,
                          UnsupportedError)
@@ -293,14 +294,14 @@ class AffineExtractor:
                 return a.scale_val(isl.Val(cb)) if cb else self.const(st, 0)
             if ca is not None:
                 return b.scale_val(isl.Val(ca)) if ca else self.const(st, 0)
-            raise NonAffine(f"{cpp.generate(node)} is a non-constant product")
+            raise NonAffine(f"{printer.opencl_source(node)} is a non-constant product")
         if op in ("/", "%", ">>"):
             self.check_representable(a, self.int_type(node, st), node.left, st)
         if op in ("/", "%"):
             if syntax.const_int(node.right) == 0:
-                raise self.error(f"integer division by zero in {cpp.generate(node)}", node)
+                raise self.error(f"integer division by zero in {printer.opencl_source(node)}", node)
             if cb is None or cb == 0:
-                raise NonAffine(f"{cpp.generate(node)} divides by a non-constant")
+                raise NonAffine(f"{printer.opencl_source(node)} divides by a non-constant")
             q = self.const(st, abs(cb))
             if op == "/":
                 r = a.tdiv_q(q)
@@ -308,7 +309,7 @@ class AffineExtractor:
             return a.tdiv_r(q)
         if op in ("<<", ">>"):
             if cb is None or cb < 0:
-                raise NonAffine(f"{cpp.generate(node)} shifts by a non-constant")
+                raise NonAffine(f"{printer.opencl_source(node)} shifts by a non-constant")
             if op == "<<":
                 return a.scale_val(isl.Val(2 ** cb))
             return a.scale_down_val(isl.Val(2 ** cb)).floor()
@@ -316,7 +317,7 @@ class AffineExtractor:
             for x, c in ((a, cb), (b, ca)):
                 if c is not None and c > 0 and c & (c + 1) == 0:
                     return x.mod_val(isl.Val(c + 1))
-        raise NonAffine(f"{cpp.generate(node)} is not affine")
+        raise NonAffine(f"{printer.opencl_source(node)} is not affine")
 
     def cond(self, node: Any, st: State, check: bool = True) -> isl.Set:
         """The set of instances where an integer condition holds.

@@ -29,7 +29,7 @@ from typing import Any, Optional, Union
 import islpy as isl
 import sympy
 
-from polyfuse.program import (
+from polyfuse.core.program import (
     ArgBinding,
     Buffer,
     BufferRange,

@@ -31,7 +31,7 @@ from typing import Any, Optional
 from pycparser import c_ast
 from pycparser.c_parser import Coord
 
-from polyfuse.program import PolyfuseError
+from polyfuse.core.program import PolyfuseError
 
 try:  # the package is a dependency; its absence is reported when a host is parsed
     from clang import cindex

@@ -1,4 +1,4 @@
-"""The ONNX front-end: a model graph becomes a :class:`~polyfuse.program.Program`.
+"""The ONNX front-end: a model graph becomes a :class:`~polyfuse.core.program.Program`.
 
 Why it looks the way it does:
 
@@ -25,9 +25,10 @@ Why it looks the way it does:
   an error naming the tensor where it does not; a Cast between float32 and float16 is a copy
   kernel, between equal types an alias.  ``docs/operators.md`` is generated from the registries
   here and in :mod:`polyfuse.oplib` (:mod:`polyfuse.frontend.onnx_ops`).
-* **Errors name the place.**  Every refusal is a :class:`~polyfuse.program.PolyfuseError` whose
+* **Errors name the place.**  Every refusal is a :class:`~polyfuse.core.program.PolyfuseError` whose
   ``file`` is the model path and whose one-line message names the node, operator, input or
-  attribute (oplib's :class:`~polyfuse.program.UnsupportedError` is re-raised with the node name).
+  attribute (oplib's :class:`~polyfuse.core.program.UnsupportedError` is re-raised with the
+  node name).
 """
 
 from __future__ import annotations
@@ -42,8 +43,7 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from polyfuse.frontend.onnx_nodes import Fate, NodeOutcome
-from polyfuse.program import (
+from polyfuse.core.program import (
     REFERENCE_TARGET,
     KernelVariant,
     PolyfuseError,
@@ -51,6 +51,7 @@ from polyfuse.program import (
     Target,
     UnsupportedError,
 )
+from polyfuse.frontend.onnx_nodes import Fate, NodeOutcome
 
 #: ONNX default-domain opsets this front-end reads (the oplib implements their semantics).
 #: Opsets 21-23 only widen type constraints (int4/uint4, bfloat16 Conv, float4 Cast) of the
@@ -1063,7 +1064,7 @@ class _Translator:
             self.whole_rows_for(node, op, kattrs, in_shapes, label)
         spec = _LaunchSpec(node, op, label, where, kattrs, tuple(in_shapes), tuple(out_shapes),
                            len(self.ops))
-        opk = self.generate(kname, spec, self.covering_layout(node, op, out_shapes))
+        opk = self.library_kernel(kname, spec, self.covering_layout(node, op, out_shapes))
         args: dict[str, str] = {}
         for pos, pname in enumerate(opk.inputs):
             if not pname:
@@ -1101,8 +1102,8 @@ class _Translator:
             if pname:
                 self.writer[args[pname]] = kname
 
-    def generate(self, kname: str, spec: _LaunchSpec, layout: Any = None,
-                 whole_rows: bool = False, row_of_group: str = "grp") -> Any:
+    def library_kernel(self, kname: str, spec: _LaunchSpec, layout: Any = None,
+                       whole_rows: bool = False, row_of_group: str = "grp") -> Any:
         """The node's kernel: covering ``layout``'s blocks when given, else the library's
         (whole-row products on request); errors name the node."""
         try:
@@ -1167,7 +1168,7 @@ class _Translator:
             if self.specs[kname].op == "Transpose":
                 lead = self.row_source(self.specs[kname], lead)
         product = self.specs[chain[0]]
-        opk = self.generate(chain[0], product, whole_rows=True, row_of_group=leads[chain[0]])
+        opk = self.library_kernel(chain[0], product, whole_rows=True, row_of_group=leads[chain[0]])
         if opk.block is None:
             said = self.nodes[product.label]
             if not said.forms:  # said once per product
@@ -1180,7 +1181,7 @@ class _Translator:
         self.replace_kernel(chain[0], opk)
         for prev, kname in zip(chain, chain[1:]):
             layout = replace(opk.block, lead=leads[prev])  # the layout of its chain input
-            self.replace_kernel(kname, self.generate(kname, self.specs[kname], layout))
+            self.replace_kernel(kname, self.library_kernel(kname, self.specs[kname], layout))
 
     @staticmethod
     def moves_rows(spec: _LaunchSpec, n: int) -> bool:
@@ -1289,9 +1290,9 @@ class _Translator:
 
     # -- result ----------------------------------------------------------------------------
     def program(self, name: str) -> Program:
+        from polyfuse.core.program import KernelContext
         from polyfuse.frontend.builder import ProgramBuilder
         from polyfuse.frontend.opencl import parse_kernel_batch
-        from polyfuse.program import KernelContext
 
         items = []
         for kname, opk in self.kernels.items():

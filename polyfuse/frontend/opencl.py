@@ -1,6 +1,6 @@
-"""OpenCL C kernels → :class:`~polyfuse.program.Kernel` records with isl domains and accesses.
+"""OpenCL C kernels → :class:`~polyfuse.core.program.Kernel` records with isl domains and accesses.
 
-Conventions (see also :mod:`polyfuse.program`):
+Conventions (see also :mod:`polyfuse.core.program`):
 
 * A statement ``S<n>`` (n = textual index of the leaf statement in the kernel) runs at
   ``S<n>[g0, g1, g2, l0, l1, l2, k...]``; ``k`` are the enclosing loops' iterators, named by their
@@ -44,10 +44,9 @@ from typing import Any, Optional
 import islpy as isl
 from pycparser import c_ast
 
-from polyfuse.c import cpp, syntax, types
-from polyfuse.frontend.affine import AffineExtractor, Array, NonAffine, State, Var
-from polyfuse.islutil import coalesce
-from polyfuse.program import (
+from polyfuse.c import preprocessor, printer, syntax, types
+from polyfuse.core.islutil import coalesce
+from polyfuse.core.program import (
     GLOBAL_SIZE_PARAMS,
     LOCAL_SIZE_PARAMS,
     WORK_ITEM_DIMS,
@@ -62,6 +61,7 @@ from polyfuse.program import (
     Statement,
     UnsupportedError,
 )
+from polyfuse.frontend.affine import AffineExtractor, Array, NonAffine, State, Var
 
 __all__ = ["parse_kernels", "extract_kernel", "specialize", "KernelContext"]
 
@@ -145,7 +145,7 @@ class _Extractor(AffineExtractor):
         self.work_dims = max(self.used_dims, default=-1) + 1
         self.has_barrier = self._calls(funcdef.body, _BARRIERS)
         self.tainted = self._taint()
-        rq = cpp.reqd_work_group_size(funcdef)
+        rq = preprocessor.reqd_work_group_size(funcdef)
         local = list(context.local_size)
         if rq and all(v is None for v in local):
             local = [(rq[d] if d < len(rq) else 1) for d in range(3)]
@@ -164,7 +164,7 @@ class _Extractor(AffineExtractor):
     # -- pre-scans --------------------------------------------------------------------------------
 
     def _check_supported(self, node: Any, seen: set[str]) -> None:
-        for n in cpp.walk(node):
+        for n in syntax.walk(node):
             if isinstance(n, (c_ast.Goto, c_ast.Label)):
                 raise self.error("goto and labels are not supported", n, UnsupportedError)
             if isinstance(n, c_ast.Decl) and _is_function_pointer(n.type):
@@ -186,7 +186,7 @@ class _Extractor(AffineExtractor):
         seen: set[str] = set()
         while todo:
             b = todo.pop()
-            for n in cpp.walk(b):
+            for n in syntax.walk(b):
                 if isinstance(n, c_ast.FuncCall) and isinstance(n.name, c_ast.ID):
                     c = n.name.name
                     if c in self.helpers and c not in seen:
@@ -199,7 +199,7 @@ class _Extractor(AffineExtractor):
         uses: set[str] = set()
         dims: dict[int, set[str]] = {}
         for body in self._bodies():
-            for n in cpp.walk(body):
+            for n in syntax.walk(body):
                 if not (isinstance(n, c_ast.FuncCall) and isinstance(n.name, c_ast.ID)):
                     continue
                 f = n.name.name
@@ -224,7 +224,7 @@ class _Extractor(AffineExtractor):
         """Variables whose value may differ between work-items of a group (flow-insensitive)."""
         assigns: list[tuple[str, Any]] = []
         for body in self._bodies():
-            for n in cpp.walk(body):
+            for n in syntax.walk(body):
                 if isinstance(n, c_ast.Decl) and n.init is not None and n.name:
                     assigns.append((n.name, n.init))
                 elif isinstance(n, c_ast.Assignment) and isinstance(n.lvalue, c_ast.ID):
@@ -242,7 +242,7 @@ class _Extractor(AffineExtractor):
     def _divergent_expr(self, expr: Any, tainted: Optional[set[str]] = None) -> bool:
         """May ``expr`` differ between the work-items of one group?"""
         tainted = self.tainted if tainted is None else tainted
-        for n in cpp.walk(expr):
+        for n in syntax.walk(expr):
             if isinstance(n, c_ast.ID) and n.name in tainted:
                 return True
             if isinstance(n, (c_ast.ArrayRef, c_ast.StructRef)) or (
@@ -258,12 +258,13 @@ class _Extractor(AffineExtractor):
 
     def _calls_divergent(self, fd: c_ast.FuncDef) -> bool:
         return any(isinstance(n, c_ast.FuncCall) and isinstance(n.name, c_ast.ID)
-                   and n.name.name in ("get_local_id", "get_global_id") for n in cpp.walk(fd.body))
+                   and n.name.name in ("get_local_id", "get_global_id")
+                   for n in syntax.walk(fd.body))
 
     def _calls(self, node: Any, names: set[str]) -> bool:
         return any(
             isinstance(n, c_ast.FuncCall) and isinstance(n.name, c_ast.ID) and n.name.name in names
-            for body in self._bodies() for n in cpp.walk(body)
+            for body in self._bodies() for n in syntax.walk(body)
         ) if node is not None else False
 
     # -- parameters and geometry -------------------------------------------------------------------
@@ -278,7 +279,7 @@ class _Extractor(AffineExtractor):
                     and not p.name:
                 continue
             pointer = isinstance(p.type, (c_ast.PtrDecl, c_ast.ArrayDecl))
-            space = cpp.address_space_of(p) or "private"
+            space = preprocessor.address_space_of(p) or "private"
             quals = list(p.quals or [])
             t = p.type
             while not isinstance(t, c_ast.TypeDecl):
@@ -426,15 +427,16 @@ class _Extractor(AffineExtractor):
                         return _Pointer(p.array, self.aff(subs[0], st))
                     except NonAffine as err:
                         return _Pointer(p.array, None, 1, f"subscript: {err.reason}")
-                return _Pointer(p.array, None, 1, f"address {cpp.generate(node)}")
+                return _Pointer(p.array, None, 1, f"address {printer.opencl_source(node)}")
             if isinstance(e, c_ast.ID):
                 return self.pointer(e, st)
         if isinstance(node, c_ast.ArrayRef):
             base, subs = syntax.flatten_ref(node)
             p = self.pointer(base, st)
             if p.array is not None and p.array.shape and len(subs) < len(p.array.shape):
-                return _Pointer(p.array, None, 1, f"row {cpp.generate(node)} of {p.array.name}")
-        return _Pointer(None, None, why=f"{cpp.generate(node)} is not a known pointer")
+                return _Pointer(p.array, None, 1,
+                                f"row {printer.opencl_source(node)} of {p.array.name}")
+        return _Pointer(None, None, why=f"{printer.opencl_source(node)} is not a known pointer")
 
     def _whole(self, arr: Array, st: State, dom: isl.Set) -> isl.Map:
         params = ", ".join(self.param_names)
@@ -513,7 +515,8 @@ class _Extractor(AffineExtractor):
                 ex, why = gexact, greason
             except NonAffine as e:
                 c = self._universe(st)
-                ex, why = False, greason or f"under condition {cpp.generate(cnode)}: {e.reason}"
+                ex, why = False, greason or (f"under condition {printer.opencl_source(cnode)}: "
+                                             f"{e.reason}")
             if isinstance(node, c_ast.TernaryOp):
                 self.accesses(node.iftrue, st, out, guard.intersect(c), ex, why)
                 self.accesses(node.iffalse, st, out,
@@ -554,7 +557,7 @@ class _Extractor(AffineExtractor):
                 rel = self._element(arr, [p.offset.add(k)], dom, p.unit)
         except NonAffine as e:
             exact = False
-            sub = ", ".join(cpp.generate(s) for s in subs)
+            sub = ", ".join(printer.opencl_source(s) for s in subs)
             reason = f"subscript {arr.name}[{sub}]: {e.reason}" if subs else e.reason
             rel = self._whole(arr, st, dom)
         if partial and write:
@@ -771,7 +774,7 @@ class _Extractor(AffineExtractor):
     def _decl(self, d: c_ast.Decl, st: State) -> None:
         if isinstance(d.type, (c_ast.FuncDecl,)) or "typedef" in (d.storage or []):
             return
-        space = cpp.address_space_of(d)
+        space = preprocessor.address_space_of(d)
         if isinstance(d.type, c_ast.ArrayDecl):
             shape = []
             t = d.type
@@ -818,7 +821,7 @@ class _Extractor(AffineExtractor):
                     self.check_representable(value, types.scalar(ctype), d.init, st)
                     var = Var("int", value=(value, st.depth), ctype=ctype)
                 except NonAffine as e:
-                    var = Var("int", why=f"{d.name} = {cpp.generate(d.init)}: {e.reason}",
+                    var = Var("int", why=f"{d.name} = {printer.opencl_source(d.init)}: {e.reason}",
                               ctype=ctype)
             st.env[d.name] = var
         else:
@@ -858,7 +861,7 @@ class _Extractor(AffineExtractor):
                                          node.rvalue, st)
                 st.env[name] = Var("int", value=(value, st.depth), ctype=ctype)
             except NonAffine as e:
-                st.env[name] = Var("int", why=f"{name} = {cpp.generate(node.rvalue)}: "
+                st.env[name] = Var("int", why=f"{name} = {printer.opencl_source(node.rvalue)}: "
                                                f"{e.reason}", ctype=ctype)
             return
         if isinstance(node, c_ast.UnaryOp) and node.op in ("++", "--", "p++", "p--") \
@@ -903,7 +906,7 @@ class _Extractor(AffineExtractor):
             accs.append(Access(r.array.name, r.array.space, r.direction, rel, ex, why,
                                syntax.node_loc(r.node, self.filename) or syntax.node_loc(
                                    stmt_node, self.filename), r.array.dtype))
-        code = cpp.generate(stmt_node)
+        code = printer.opencl_source(stmt_node)
         if isinstance(stmt_node, c_ast.Decl):
             code = code + ";"
         elif not code.rstrip().endswith(("}", ";")):
@@ -939,7 +942,7 @@ class _Extractor(AffineExtractor):
             c_exact, why = True, None
         except NonAffine as e:
             c = self._universe(st)
-            c_exact, why = False, f"under condition {cpp.generate(node.cond)}: {e.reason}"
+            c_exact, why = False, f"under condition {printer.opencl_source(node.cond)}: {e.reason}"
         t = st.copy()
         f = st.copy()
         t.dom = st.dom.intersect(c)
@@ -1032,7 +1035,7 @@ class _Extractor(AffineExtractor):
                     inner.dom = inner.dom.intersect(
                         iv.sub(lb).mod_val(isl.Val(abs(step))).eq_set(self.const(inner, 0)))
             except NonAffine as e:
-                problems.append(f"lower bound {cpp.generate(lb_node)}: {e.reason}")
+                problems.append(f"lower bound {printer.opencl_source(lb_node)}: {e.reason}")
         cst = inner.copy()
         cst.exact, cst.reason = False, st.reason or "reads of a loop condition (evaluated once " \
             "more than the body runs; over-approximated)"
@@ -1042,11 +1045,12 @@ class _Extractor(AffineExtractor):
             try:
                 cset = self.cond(cnode, inner, check=False)
                 if not self.monotone(cset, inner, pos, step):
-                    problems.append(f"condition {cpp.generate(node.cond)} is not a bound on {it}")
+                    problems.append(f"condition {printer.opencl_source(node.cond)} is not a bound "
+                                    f"on {it}")
                 else:
                     inner.dom = inner.dom.intersect(cset)
             except NonAffine as e:
-                problems.append(f"condition {cpp.generate(node.cond)}: {e.reason}")
+                problems.append(f"condition {printer.opencl_source(node.cond)}: {e.reason}")
             if problems:
                 # a constant-step loop whose bounds are not affine (``i * i < 64``): still exact
                 # when its value sequence folds to constants
@@ -1081,7 +1085,8 @@ class _Extractor(AffineExtractor):
             return
         if not runs.is_empty() and st.dom.params().is_subset(runs.params()):
             raise self.error(f"the loop over {it} steps by 0 and its condition "
-                             f"{cpp.generate(node.cond)} holds on entry: it never ends", node,
+                             f"{printer.opencl_source(node.cond)} holds on entry: it never ends",
+                             node,
                              UnsupportedError)
 
     def _sequence(self, node: c_ast.For, it: str, lb_node: Any, st: State,
@@ -1242,7 +1247,7 @@ class _Extractor(AffineExtractor):
             uses=self.uses,
             context=self.context,
             schedule=sched,
-            source=cpp.generate(self.fd),
+            source=printer.opencl_source(self.fd),
             loc=loc,
             notes=tuple(self.notes),
             ast=self.fd,
@@ -1270,7 +1275,7 @@ def _is_function_pointer(t: Any) -> bool:
 def _has_side_effects(node: Any) -> bool:
     return any(isinstance(n, (c_ast.Assignment, c_ast.FuncCall)) or (
         isinstance(n, c_ast.UnaryOp) and n.op in ("++", "--", "p++", "p--"))
-        for n in cpp.walk(node))
+        for n in syntax.walk(node))
 
 
 def _may_be_pointer(node: Any, st: State) -> bool:
@@ -1342,7 +1347,7 @@ def extract_kernel(funcdef: c_ast.FuncDef, *, context: KernelContext = _NO_CONTE
     record keeps them (:attr:`Kernel.helpers`).
     """
     try:
-        with cpp.recursion_limit(cpp.RECURSION_LIMIT):
+        with preprocessor.recursion_limit(preprocessor.RECURSION_LIMIT):
             return _Extractor(funcdef, context, filename, helpers or {}, declarations,
                               struct_sizes).run()
     except PolyfuseError:
@@ -1412,11 +1417,12 @@ def parse_kernels(
     if filename is None:
         if "\n" not in source_or_path and (source_or_path.endswith((".cl", ".h", ".c"))
                                            or os.path.isfile(source_or_path)):
-            source = cpp.read_source(source_or_path)
+            source = preprocessor.read_source(source_or_path)
             filename = source_or_path
         else:
             filename = "<input>"
-    ast = cpp.parse(source, filename, include_dirs=include_dirs, defines=defines, opencl=True)
+    ast = preprocessor.parse(source, filename, include_dirs=include_dirs, defines=defines,
+                             opencl=True)
     structs = types.resolve_typedefs(ast)
     funcs = [e for e in ast.ext if isinstance(e, c_ast.FuncDef)]
     helpers = {f.decl.name: f for f in funcs}
@@ -1429,7 +1435,7 @@ def parse_kernels(
         f"-D{n}" if v is None else f"-D{n}={v}" for n, v in defines.items()) + tuple(options)
     kernels: dict[str, Kernel] = {}
     for f in funcs:
-        if cpp.is_kernel(f):
+        if preprocessor.is_kernel(f):
             if f.decl.name in kernels:
                 raise PolyfuseError(f"kernel {f.decl.name} defined twice",
                                     *_file_line(f, filename))
@@ -1473,7 +1479,7 @@ def parse_kernel_batch(items: Sequence[tuple[str, str, KernelContext]]) -> list[
         return []
     text = "".join(f'# 1 "{items[i][1]}"\n{items[i][0]}'
                    + ("" if items[i][0].endswith("\n") else "\n") for i in unique)
-    ast = cpp.parse(text, items[unique[0]][1], opencl=True)
+    ast = preprocessor.parse(text, items[unique[0]][1], opencl=True)
     file_names = _file_scope_names(ast)
     by_file: dict[str, list[c_ast.FuncDef]] = {}
     for e in ast.ext:
@@ -1484,7 +1490,7 @@ def parse_kernel_batch(items: Sequence[tuple[str, str, KernelContext]]) -> list[
     for i in unique:
         _, fn, ctx = items[i]
         funcs = by_file.get(fn, [])
-        kernels = [f for f in funcs if cpp.is_kernel(f)]
+        kernels = [f for f in funcs if preprocessor.is_kernel(f)]
         if len(kernels) != 1:
             raise PolyfuseError(f"expected one __kernel, found {len(kernels)}", fn)
         helpers = {f.decl.name: f for f in funcs}
@@ -1529,7 +1535,7 @@ def file_declarations(ast: c_ast.FileAST) -> tuple[c_ast.Node, ...]:
     """File-scope declarations a kernel's functions need besides them: typedefs, structs,
     constant tables (not function prototypes, not polyfuse's own header)."""
     return tuple(e for e in ast.ext
-                 if not isinstance(e, c_ast.FuncDef) and not cpp.is_polyfuse_header(e)
+                 if not isinstance(e, c_ast.FuncDef) and not preprocessor.is_polyfuse_header(e)
                  and not (isinstance(e, c_ast.Decl) and isinstance(e.type, c_ast.FuncDecl)))
 
 
@@ -1541,7 +1547,7 @@ def _file_scope_names(ast: c_ast.FileAST) -> set[str]:
             names.add(node.decl.name)
         elif getattr(node, "name", None):
             names.add(node.name)
-        names.update(n.name for n in cpp.walk(node) if isinstance(n, c_ast.Enumerator))
+        names.update(n.name for n in syntax.walk(node) if isinstance(n, c_ast.Enumerator))
     return names
 
 
@@ -1553,7 +1559,7 @@ def _check_declared(fd: c_ast.FuncDef, file_names: set[str], filename: str) -> N
     declared = set(file_names)
     callees: set[int] = set()
     fields: set[int] = set()
-    for n in cpp.walk(fd):
+    for n in syntax.walk(fd):
         if isinstance(n, (c_ast.Decl, c_ast.Enumerator)) and n.name:
             declared.add(n.name)
         elif isinstance(n, c_ast.FuncCall) and isinstance(n.name, c_ast.ID):
@@ -1562,7 +1568,7 @@ def _check_declared(fd: c_ast.FuncDef, file_names: set[str], filename: str) -> N
             fields.add(id(n.field))
         elif isinstance(n, c_ast.NamedInitializer):
             fields.update(id(x) for x in n.name)
-    for n in cpp.walk(fd.body):
+    for n in syntax.walk(fd.body):
         if isinstance(n, c_ast.ID) and id(n) not in callees and id(n) not in fields \
                 and n.name not in declared:
             raise PolyfuseError(f"function {fd.decl.name}: use of undeclared identifier "
@@ -1611,9 +1617,9 @@ def _check_integer_division(fd: c_ast.FuncDef, filename: str) -> None:
     """Refuse an integer ``/`` or ``%`` (or ``/=``, ``%=``) by an operand that folds to the
     constant 0 (``0``, ``(0)``, ``(int)0``, ``4 - 4``, ``WG * 0`` after macro expansion): its
     behaviour is undefined in OpenCL C, wherever it stands (index, value or condition)."""
-    ints = {n.name for n in cpp.walk(fd) if isinstance(n, c_ast.Decl) and n.name
+    ints = {n.name for n in syntax.walk(fd) if isinstance(n, c_ast.Decl) and n.name
             and _integer_type(n.type)}
-    for n in cpp.walk(fd.body):
+    for n in syntax.walk(fd.body):
         if isinstance(n, c_ast.BinaryOp) and n.op in ("/", "%"):
             left, right = n.left, n.right
         elif isinstance(n, c_ast.Assignment) and n.op in ("/=", "%="):
@@ -1622,7 +1628,7 @@ def _check_integer_division(fd: c_ast.FuncDef, filename: str) -> None:
             continue
         if syntax.const_int(right) == 0 and _is_integer(right, ints) and _is_integer(left, ints):
             raise PolyfuseError(f"function {fd.decl.name}: integer division by zero in "
-                                f"{cpp.generate(n)}", *_file_line(n, filename))
+                                f"{printer.opencl_source(n)}", *_file_line(n, filename))
 
 
 def _file_line(node: Any, filename: str) -> tuple[str, Optional[int]]:

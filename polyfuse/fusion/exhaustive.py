@@ -36,6 +36,7 @@ from typing import Optional
 
 import networkx as nx
 
+from polyfuse.core.program import REFERENCE_TARGET, HostOp, Launch, Target
 from polyfuse.fusion.decisions import (
     Anchor,
     GroupNote,
@@ -75,7 +76,6 @@ from polyfuse.fusion.reindex import (
     iteration_width,
     merge_frames,
 )
-from polyfuse.program import REFERENCE_TARGET, HostOp, Launch, Target
 from polyfuse.uar.graph import UAR
 
 #: programs with more kernel launches (host loops not unrolled) keep the greedy plan

@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from polyfuse.core.program import Launch
 from polyfuse.fusion.decisions import EdgeRef, P3Verdict, Refusal, Refused, StartCause, StartReason
 from polyfuse.fusion.reindex import edge_in_iteration
-from polyfuse.program import Launch
 
 
 def _edge(e: Any, why: Refusal | None = None) -> EdgeRef:

@@ -50,6 +50,8 @@ import islpy as isl
 import networkx as nx
 import sympy
 
+from polyfuse.core.islutil import coalesce, pwqp_to_sympy
+from polyfuse.core.program import REFERENCE_TARGET, HostOp, Launch, Target, host_loop_ids
 from polyfuse.fusion.decisions import (
     GroupStart,
     P3Merge,
@@ -76,8 +78,6 @@ from polyfuse.fusion.reindex import (
     reindex_map,
 )
 from polyfuse.fusion.similarity import kernel_signature
-from polyfuse.islutil import coalesce, pwqp_to_sympy
-from polyfuse.program import REFERENCE_TARGET, HostOp, Launch, Target, host_loop_ids
 from polyfuse.uar.graph import UAR
 
 ORCHESTRATION_CHOICES = ("auto", "vertical", "horizontal", "hetero")

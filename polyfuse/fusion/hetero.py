@@ -34,10 +34,10 @@ import networkx as nx
 import sympy
 
 from polyfuse.c.types import type_size
+from polyfuse.core.program import REFERENCE_TARGET, Target
 from polyfuse.fusion.decisions import Apart, ApartReason, HeteroPlacement
 from polyfuse.fusion.local import LocalGroup, placement_problem
 from polyfuse.fusion.reindex import frame_problems
-from polyfuse.program import REFERENCE_TARGET, Target
 
 
 def dependence_paths(uar: Any, units: Sequence[Any]) -> nx.DiGraph:

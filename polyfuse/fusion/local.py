@@ -31,6 +31,8 @@ from typing import Optional
 import islpy as isl
 import networkx as nx
 
+from polyfuse.core.islutil import IslQuotaExceeded, bounded
+from polyfuse.core.program import HostOp, Launch
 from polyfuse.fusion.decisions import (
     Anchor,
     CommonConsumer,
@@ -56,8 +58,6 @@ from polyfuse.fusion.reindex import (
     partial_groups,
     partial_groups_reason,
 )
-from polyfuse.islutil import IslQuotaExceeded, bounded
-from polyfuse.program import HostOp, Launch
 from polyfuse.uar.graph import UAR, Edge
 
 ANCHORS = ("auto", "producer", "consumer")

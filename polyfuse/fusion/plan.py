@@ -13,7 +13,7 @@ barrier (a block-level edge to an earlier fragment).
 
 The plan holds planning decisions only.  What code generation makes of it (kernel names, the
 launched NDRanges, optimizations) is :class:`polyfuse.codegen.FusedProgram`'s, and the
-verification summary is the pipeline's (:class:`polyfuse.pipeline.FuseResult`); ``plan.json``
+verification summary is the pipeline's (:class:`polyfuse.passes.pipeline.FuseResult`); ``plan.json``
 (docs/interfaces.md) is assembled from the three by :func:`polyfuse.report.plan_json`.
 """
 
@@ -29,7 +29,7 @@ import islpy as isl
 from polyfuse.fusion.decisions import ApartReason, GroupNote, Refusal, StartReason
 
 if TYPE_CHECKING:  # records of lower layers, for annotations only
-    from polyfuse.program import Program
+    from polyfuse.core.program import Program
     from polyfuse.uar import UAR
 
 ORCHESTRATIONS = ("single", "vertical", "horizontal", "hybrid")

@@ -39,8 +39,8 @@ from typing import Any, Optional
 
 import islpy as isl
 
-from polyfuse.islutil import IslQuotaExceeded, bounded, coalesce
-from polyfuse.program import Kernel, Launch
+from polyfuse.core.islutil import IslQuotaExceeded, bounded, coalesce
+from polyfuse.core.program import Kernel, Launch
 from polyfuse.uar.graph import UAR, Edge
 from polyfuse.uar.width import classify
 

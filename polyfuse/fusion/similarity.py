@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from polyfuse.program import Kernel
+from polyfuse.core.program import Kernel
 
 _NAME_ATTRS = {"name", "declname"}
 

@@ -25,10 +25,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from polyfuse.core.program import KERNEL_VARIANTS as _VARIANTS
+from polyfuse.core.program import KernelVariant, UnsupportedError
 from polyfuse.oplib import elementwise, linalg, movement, pool, reduce
 from polyfuse.oplib._common import Node, OpKernel
-from polyfuse.program import KERNEL_VARIANTS as _VARIANTS
-from polyfuse.program import KernelVariant, UnsupportedError
 
 __all__ = ["KERNEL_VARIANTS", "OPERATORS", "KernelVariant", "OpKernel", "OpSpec", "op_kernel",
            "SUPPORTED_OPS"]
@@ -99,8 +99,8 @@ OPERATORS: dict[str, OpSpec] = {
        for op, attrs in movement.COPY_OPS.items()},
 }
 
-#: Kernel variants by name (:class:`~polyfuse.program.KernelVariant`; a target carries one,
-#: :meth:`~polyfuse.program.Target.with_variant`).
+#: Kernel variants by name (:class:`~polyfuse.core.program.KernelVariant`; a target carries one,
+#: :meth:`~polyfuse.core.program.Target.with_variant`).
 KERNEL_VARIANTS = _VARIANTS
 
 
@@ -125,9 +125,9 @@ def op_kernel(
 
     ``name`` is the kernel function name (unique per node).  Work-group sizes and ``__local``
     tiles are chosen to fit ``max_work_group_size`` and ``local_mem_size`` (bytes).  Raises
-    :class:`~polyfuse.program.UnsupportedError` naming the op and attribute for anything outside
-    the library, and :class:`~polyfuse.program.PolyfuseError` for inconsistent shapes.
-    ``variant`` is the kernel layout (the target's :class:`~polyfuse.program.KernelVariant`).
+    :class:`~polyfuse.core.program.UnsupportedError` naming the op and attribute for anything
+    outside the library, and :class:`~polyfuse.core.program.PolyfuseError` for inconsistent shapes.
+    ``variant`` is the kernel layout (the target's :class:`~polyfuse.core.program.KernelVariant`).
 
     ``whole_rows`` (MatMul and Gemm): a row reduction over the output's last axis follows, so
     the tiled product computes each output row in one work-group laid out like that reduction

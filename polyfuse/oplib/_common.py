@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from polyfuse.program import KERNEL_VARIANTS, KernelVariant, PolyfuseError, UnsupportedError
+from polyfuse.core.program import KERNEL_VARIANTS, KernelVariant, PolyfuseError, UnsupportedError
 
 Shape = tuple[int, ...]
 
@@ -104,7 +104,7 @@ class Node:
     name: str
     max_work_group_size: int
     local_mem_size: int
-    #: the kernel layout asked for (the target's, :class:`~polyfuse.program.KernelVariant`)
+    #: the kernel layout asked for (the target's, :class:`~polyfuse.core.program.KernelVariant`)
     variant: KernelVariant = TILED
 
     @staticmethod

@@ -134,7 +134,7 @@ PANEL_BYTES = 256 * 1024
 
 def block_shape(m: int, n: int, k: int = 1, cols: int = BLOCK_COLS) -> tuple[int, int]:
     """Outputs per work-item (rows, columns) of an ``m x n x k`` product: BLOCK_ROWS x
-    ``cols`` (the target's :attr:`~polyfuse.program.KernelVariant.block_cols`; one
+    ``cols`` (the target's :attr:`~polyfuse.core.program.KernelVariant.block_cols`; one
     register budget of accumulators), as tall and narrow as it takes
     for the K x C panel of B that every row block re-reads to fit PANEL_BYTES (at K 3072 a
     8 x 16 block reached 0.65x numpy's sgemm where 4 x 32 reached 0.45-0.6x; at K 768 4 x 32

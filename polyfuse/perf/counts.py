@@ -50,10 +50,9 @@ from typing import Any, Optional, Union
 import islpy as isl
 import sympy
 
-from polyfuse.islutil import int_symbol, pwqp_to_sympy, val_to_sympy
-from polyfuse.mathtext import readable
-from polyfuse.perf import features
-from polyfuse.program import (
+from polyfuse.core.islutil import int_symbol, pwqp_to_sympy, val_to_sympy
+from polyfuse.core.mathtext import readable
+from polyfuse.core.program import (
     GLOBAL_SIZE_PARAMS,
     LOCAL_SIZE_PARAMS,
     WORK_ITEM_DIMS,
@@ -65,6 +64,7 @@ from polyfuse.program import (
     Program,
     Target,
 )
+from polyfuse.perf import features
 
 __all__ = [
     "Count", "OpRecord", "MemRecord", "SyncRecord", "KernelCounts", "count_kernel",

@@ -35,7 +35,7 @@ from typing import Any
 
 from pycparser import c_ast
 
-from polyfuse.program import WORK_ITEM_FUNCTIONS, Kernel
+from polyfuse.core.program import WORK_ITEM_FUNCTIONS, Kernel
 
 __all__ = ["OpVector", "StatementOps", "TypeEnv", "numpy_dtype", "statement_ops"]
 

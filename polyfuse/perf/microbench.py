@@ -37,6 +37,7 @@ from typing import Any, Optional
 import numpy as np
 import pyopencl as cl
 
+from polyfuse.core.watchdog import stage
 from polyfuse.runtime.device import (
     Check,
     DeviceLimits,
@@ -47,7 +48,6 @@ from polyfuse.runtime.device import (
     time_host,
     time_kernel,
 )
-from polyfuse.watchdog import stage
 
 log = logging.getLogger("polyfuse.perf")
 

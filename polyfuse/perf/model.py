@@ -98,8 +98,8 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
+from polyfuse.core.program import Kernel, KernelContext, PolyfuseError, Program
 from polyfuse.perf.counts import KernelCounts, count_kernel, count_program
-from polyfuse.program import Kernel, KernelContext, PolyfuseError, Program
 
 Progress = Optional[Callable[[str], None]]
 
@@ -1250,10 +1250,10 @@ def predict(target: Target, params: Optional[Mapping[str, int]] = None,
             local_size: Optional[Sequence[int]] = None) -> float:
     """Predicted device seconds of ``target``.
 
-    ``target`` is a :class:`~polyfuse.program.Kernel` (with ``global_size``/``local_size`` and
+    ``target`` is a :class:`~polyfuse.core.program.Kernel` (with ``global_size``/``local_size`` and
     scalar arguments in ``params``, or already specialized), an oplib ``OpKernel`` (its own
     geometry), a :class:`~polyfuse.perf.counts.KernelCounts`, or a whole
-    :class:`~polyfuse.program.Program` (every launch, host loops included, summed; ``params``
+    :class:`~polyfuse.core.program.Program` (every launch, host loops included, summed; ``params``
     fixes host values such as ``n``).  ``calibration`` defaults to the cached one of the default
     device (calibrating once if there is none).  Counting uses the calibration's sub-group size
     so features mean what they meant when the costs were fitted.

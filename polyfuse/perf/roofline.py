@@ -7,7 +7,7 @@ band; DRAM is the one with the largest working sets).  The compute ceiling is th
 the Horner benchmark.  Kernels are placed on the plot by their arithmetic intensity and measured
 FLOP/s, so one sees which ceiling bounds each.
 
-Command line (wired in :mod:`polyfuse.cli`)::
+Command line (wired in :mod:`polyfuse.apps.cli`)::
 
     polyfuse roofline --out results/roofline            # default device (PYOPENCL_CTX or 0:0)
     polyfuse roofline --device 0:0 --out results/rl --quick

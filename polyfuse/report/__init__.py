@@ -3,7 +3,7 @@
 The stages produce records (the :class:`~polyfuse.uar.UAR`, the
 :class:`~polyfuse.fusion.FusionPlan` with its decision records, the
 :class:`~polyfuse.codegen.FusedProgram`, the pipeline's
-:class:`~polyfuse.pipeline.FuseResult`); this package reads them and writes what people and
+:class:`~polyfuse.passes.pipeline.FuseResult`); this package reads them and writes what people and
 tools read, without parsing any text back:
 
 * :mod:`.plan_file`: ``plan.json`` (:func:`plan_json`, :func:`plan_to_json`, :func:`plan_to_text`);

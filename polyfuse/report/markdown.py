@@ -9,15 +9,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from polyfuse.codegen.decisions import FragmentPlaced, KernelNote
+from polyfuse.core.mathtext import readable
 from polyfuse.frontend.onnx_nodes import Fate, NodeOutcome
 from polyfuse.fusion.decisions import Apart, GroupNote, GroupStart, StartReason
 from polyfuse.fusion.plan import FusedGroup, FusionPlan
-from polyfuse.mathtext import readable
-from polyfuse.pipeline import FuseResult
+from polyfuse.passes.pipeline import FuseResult
 from polyfuse.report.decisions import apart_text, note_text, start_text
 
 if TYPE_CHECKING:
-    from polyfuse.tune import TuneResult
+    from polyfuse.passes.orchestration_tuning import TuneResult
 
 
 def _apart(plan: FusionPlan, tuning: Optional[TuneResult]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional, Union
 
-from polyfuse.pipeline import FuseResult
+from polyfuse.passes.pipeline import FuseResult
 from polyfuse.report.markdown import report_markdown
 from polyfuse.report.plan_file import plan_json, plan_to_text
 
@@ -32,7 +32,7 @@ def write_outputs(result: FuseResult, out_dir: Union[str, Path], *,
     hosts = host_files_of(result.program)
     if hosts:
         try:
-            from polyfuse.program import shared_runtime_options
+            from polyfuse.core.program import shared_runtime_options
 
             # the fused program is built with the host's own -cl-* options
             fhs = rewrite_hosts(result.program, result.fused, hosts,

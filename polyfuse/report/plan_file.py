@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from typing import Any, Optional, Union
 
 from polyfuse.codegen import FusedProgram
+from polyfuse.core.mathtext import readable
 from polyfuse.fusion.plan import BlockedFusion, FusedGroup, FusionPlan
-from polyfuse.mathtext import readable
 from polyfuse.report.decisions import note_text, refusal_text
 
 

@@ -27,7 +27,7 @@ def short_condition(text: str, limit: int = 100) -> str:
     divisions dropped), cut at ``limit`` characters (``--json`` has the full set)."""
     import islpy as isl
 
-    from polyfuse.islutil import coalesce
+    from polyfuse.core.islutil import coalesce
 
     try:
         s = coalesce(isl.Set(text)).detect_equalities().remove_redundancies()
@@ -93,7 +93,8 @@ def _fmt_loop(loop: object) -> str:
 
 
 class StageTimes(Protocol):
-    """What the ``--profile`` table reads of a model's run (``polyfuse.batch.ModelSummary``)."""
+    """What the ``--profile`` table reads of a model's run
+    (``polyfuse.apps.batch.ModelSummary``)."""
 
     model: str
     cached: bool

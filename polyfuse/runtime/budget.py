@@ -6,7 +6,7 @@ too — and the final contents), and a verification keeps the reference run's re
 candidate runs.  A size of 10⁹ elements read from ``--param`` would otherwise end in a numpy
 ``MemoryError`` or a machine swapping for hours.  :func:`check_run_budget` evaluates the buffer
 sizes and the launched work-items at the given parameters, without allocating or unrolling
-anything large, and raises :class:`~polyfuse.program.PolyfuseError` naming the largest buffers
+anything large, and raises :class:`~polyfuse.core.program.PolyfuseError` naming the largest buffers
 when the estimate exceeds the budget:
 
 * memory: ``POLYFUSE_MEMORY_BUDGET`` (bytes, or with a ``K``/``M``/``G`` suffix) when set, else
@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from polyfuse.program import PolyfuseError, Program, eval_host_int
+from polyfuse.core.program import PolyfuseError, Program, eval_host_int
 
 #: copies of each root buffer alive during one run (initial, mirror, device buffer, result)
 COPIES_PER_RUN = 4
@@ -181,7 +181,7 @@ def _legal_instance(program: Program, params: Mapping[str, int]) -> Optional[str
     non-uniform NDRange, or beyond the run budget."""
     import islpy as isl
 
-    from polyfuse.program import Launch, host_instances
+    from polyfuse.core.program import Launch, host_instances
 
     ctx = isl.Set(program.context)
     names = [ctx.get_dim_name(isl.dim_type.param, i) for i in range(ctx.dim(isl.dim_type.param))]

@@ -1,6 +1,6 @@
 """Building generated code on a device: a kernel that does not compile is reported at its line
 in the generated source, with the plan group that produced it (code generation itself is
-device-free, :func:`polyfuse.codegen.generate`)."""
+device-free, :func:`polyfuse.codegen.generate_fused`)."""
 
 from __future__ import annotations
 

@@ -27,14 +27,14 @@ from typing import Any, Optional, TypeVar, Union
 import numpy as np
 import pyopencl as cl
 
-from polyfuse import cache, drivers
-from polyfuse.program import KernelVariant, PolyfuseError, Target
-from polyfuse.watchdog import WorkerCrashed, call_with_budget, stage
+from polyfuse.core import cache, drivers
+from polyfuse.core.program import KernelVariant, PolyfuseError, Target
+from polyfuse.core.watchdog import WorkerCrashed, call_with_budget, stage
 
 DeviceSpec = Union[str, "cl.Device", None]
 
 # A GPU driver installed but not registered is visible only when registered before the ICD
-# loader's first enumeration, which happens in this module (polyfuse.drivers).
+# loader's first enumeration, which happens in this module (polyfuse.core.drivers).
 drivers.apply()
 
 
@@ -247,7 +247,7 @@ class DeviceLimits:
         return "CPU" in self.device_type.upper()
 
     def target(self, extensions: frozenset[str] = frozenset()) -> Target:
-        """The device-free :class:`~polyfuse.program.Target` the planning stages take, its
+        """The device-free :class:`~polyfuse.core.program.Target` the planning stages take, its
         blocked products as wide as two of the device's native float vectors."""
         from polyfuse.oplib.linalg import block_cols_for
 
@@ -272,7 +272,7 @@ def device_limits(device: DeviceSpec = None) -> DeviceLimits:
 
 
 def device_target(device: DeviceSpec = None) -> Target:
-    """The :class:`~polyfuse.program.Target` of the selected device (limits and extensions)."""
+    """The :class:`~polyfuse.core.program.Target` of the selected device (limits and extensions)."""
     dev = get_device(device)
     return DeviceLimits.from_device(dev).target(frozenset(dev.extensions.split()))
 
@@ -371,7 +371,7 @@ def build_program(ctx: cl.Context, source: str, options: Sequence[str] = (), *,
     built against an LLVM that does not know the host CPU fails every build with "unknown target
     CPU 'generic'"; that case gets a hint, since it is an installation problem, not a kernel bug.
     ``binary_cache`` starts from the device binary a previous process kept in the disk cache
-    (:mod:`polyfuse.cache`) and keeps the binary of a build from source; it is off by default
+    (:mod:`polyfuse.core.cache`) and keeps the binary of a build from source; it is off by default
     because asking a driver for its binary can cost as much as the build (PoCL: seconds).
     """
     key = (id(ctx), source, " ".join(options))

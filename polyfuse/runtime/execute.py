@@ -1,4 +1,4 @@
-"""Run a whole :class:`~polyfuse.program.Program` on an OpenCL device, and time it.
+"""Run a whole :class:`~polyfuse.core.program.Program` on an OpenCL device, and time it.
 
 Fusion is checked by running the unfused and the fused program (two ``Program`` records over the
 same buffers) on the same random inputs and comparing the final buffers
@@ -23,7 +23,7 @@ reproducible:
   host program would upload is unknown to polyfuse; the mirror is the stand-in), ``read``
   downloads into it, ``copy`` copies device to device, ``sync`` needs nothing (one in-order
   queue, finished once at the end) and ``unknown`` raises
-  :class:`~polyfuse.program.UnsupportedError` (polyfuse cannot execute code it does not know).
+  :class:`~polyfuse.core.program.UnsupportedError` (polyfuse cannot execute code it does not know).
 * **Compiled once, run many times.**  :class:`CompiledProgram` evaluates every host expression
   (sympy) once and binds every argument once; running it only enqueues (see its docstring).
   :func:`run_program`, :func:`time_program`, :func:`time_interleaved`, verification, the
@@ -49,7 +49,7 @@ import pyopencl as cl
 
 from polyfuse.c import types
 from polyfuse.c.emit import Source, emit_program, program_source
-from polyfuse.program import (
+from polyfuse.core.program import (
     ArgBinding,
     BufferRange,
     HostOp,
@@ -65,6 +65,7 @@ from polyfuse.program import (
     shared_runtime_options,
     where,
 )
+from polyfuse.core.watchdog import stage
 from polyfuse.runtime.device import (
     Check,
     DeviceSpec,
@@ -73,7 +74,6 @@ from polyfuse.runtime.device import (
     get_context,
     precheck,
 )
-from polyfuse.watchdog import stage
 
 #: options every program is built with
 BUILD_OPTIONS = ("-cl-std=CL1.2",)
@@ -286,7 +286,8 @@ class ProgramImage:
     steps: tuple[_Step, ...]
 
     def to_record(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        """JSON-able metadata and the initial bytes, for :func:`polyfuse.cache.store_record`."""
+        """JSON-able metadata and the initial bytes, for
+        :func:`polyfuse.core.cache.store_record`."""
         steps = []
         for st in self.steps:
             d = dataclasses.asdict(st)

@@ -9,8 +9,8 @@ from typing import Optional
 import numpy as np
 import pyopencl as cl
 
+from polyfuse.core.program import PolyfuseError
 from polyfuse.oplib._common import OpKernel
-from polyfuse.program import PolyfuseError
 from polyfuse.runtime.device import build_log, get_device
 
 _CONTEXT: Optional[cl.Context] = None

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
-from polyfuse.program import PolyfuseError, Program
+from polyfuse.core.program import PolyfuseError, Program
 
 if TYPE_CHECKING:
     from polyfuse.runtime.device import DeviceSpec

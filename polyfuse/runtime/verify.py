@@ -18,7 +18,7 @@ from typing import Any, Optional
 import numpy as np
 import pyopencl as cl
 
-from polyfuse.program import PolyfuseError, Program
+from polyfuse.core.program import PolyfuseError, Program
 from polyfuse.runtime.budget import check_run_budget, small_instance
 from polyfuse.runtime.device import DeviceSpec, get_context
 from polyfuse.runtime.execute import RunResult, run_program

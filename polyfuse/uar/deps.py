@@ -24,7 +24,7 @@ from typing import Optional
 
 import islpy as isl
 
-from polyfuse.islutil import IslQuotaExceeded, bounded, coalesce
+from polyfuse.core.islutil import IslQuotaExceeded, bounded, coalesce
 from polyfuse.uar.effects import Effects, Instantiation, OpInstances
 
 KINDS = ("RAW", "WAR", "WAW")

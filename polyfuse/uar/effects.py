@@ -28,9 +28,8 @@ import islpy as isl
 import sympy
 
 from polyfuse.c import types
-from polyfuse.frontend.opencl import specialize_if_needed
-from polyfuse.islutil import IslQuotaExceeded, bounded, coalesce
-from polyfuse.program import (
+from polyfuse.core.islutil import IslQuotaExceeded, bounded, coalesce
+from polyfuse.core.program import (
     GLOBAL_SIZE_PARAMS,
     LOCAL_SIZE_PARAMS,
     ArrayDecl,
@@ -46,6 +45,7 @@ from polyfuse.program import (
     host_expr_to_isl,
     host_loop_ids,
 )
+from polyfuse.frontend.opencl import specialize_if_needed
 
 LEVELS = ("thread", "block", "kernel")
 

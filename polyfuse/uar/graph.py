@@ -18,7 +18,7 @@ import islpy as isl
 import networkx as nx
 import sympy
 
-from polyfuse.program import HostOp, Kernel, Launch, Program
+from polyfuse.core.program import HostOp, Kernel, Launch, Program
 from polyfuse.uar.deps import KINDS, dependences, host_schedule
 from polyfuse.uar.effects import Effects, Instantiation, OpInstances, instantiate
 from polyfuse.uar.width import classify, pair_witness

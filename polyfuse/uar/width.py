@@ -20,7 +20,7 @@ from typing import Optional
 
 import islpy as isl
 
-from polyfuse.islutil import IslQuotaExceeded, bounded, coalesce
+from polyfuse.core.islutil import IslQuotaExceeded, bounded, coalesce
 
 WIDTHS = ("thread", "block", "global")
 
@@ -48,7 +48,7 @@ def bijective_params(rel: isl.Map, context: isl.Set) -> isl.Set:
     ``rel`` involves no parameter, so the answer is all or nothing) no parameter set is needed,
     and they stay cheap where projecting the violation pairs onto the parameters explodes
     (floor/mod subscripts with large constants).  Runs under isl's operation quota: raises
-    :class:`~polyfuse.islutil.IslQuotaExceeded` rather than running unboundedly.
+    :class:`~polyfuse.core.islutil.IslQuotaExceeded` rather than running unboundedly.
     """
     context = _aligned(context, rel)
     rel = rel.align_params(context.get_space()).intersect_params(context)

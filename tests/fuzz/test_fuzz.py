@@ -1,6 +1,6 @@
 """A bounded differential-fuzzing run (issue 9): random ONNX graphs fused and verified against
 onnxruntime, mutated example programs through the ``polyfuse`` command.  Every outcome must be a
-verified success or a one-line refusal; longer campaigns: ``python -m polyfuse.testing.fuzz``."""
+verified success or a one-line refusal; longer campaigns: ``python -m polyfuse.oracle.fuzz``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-from polyfuse.testing.fuzz import mutate_program, random_model, run_campaign  # noqa: E402
+from polyfuse.oracle.fuzz import mutate_program, random_model, run_campaign  # noqa: E402
 
 
 def test_generator_is_reproducible_and_covers_graph_shapes() -> None:

@@ -51,7 +51,7 @@ def device_name() -> str:
 
 def _fuse(args: list[str], cache: str) -> None:
     env = dict(os.environ, POLYFUSE_CACHE=cache)
-    done = subprocess.run([sys.executable, "-m", "polyfuse.cli", "fuse", "-q", *args], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "polyfuse", "fuse", "-q", *args], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
         raise RuntimeError(f"polyfuse fuse {' '.join(args)} failed:\n{done.stderr[-3000:]}")

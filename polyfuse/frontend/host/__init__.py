@@ -71,14 +71,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Optional, Union
 
-from polyfuse.c import cpp
-from polyfuse.frontend.host.interpreter import Interpreter
-from polyfuse.frontend.host.sources import KernelFiles
-from polyfuse.program import (
+from polyfuse.c import preprocessor
+from polyfuse.core.program import (
     Kernel,
     PolyfuseError,
     Program,
 )
+from polyfuse.frontend.host.interpreter import Interpreter
+from polyfuse.frontend.host.sources import KernelFiles
 
 # ----------------------------------------------------------------------------------------------
 # Public entry points
@@ -126,9 +126,9 @@ def parse_host(
         if len(units) > 1:
             raise PolyfuseError("several host files need libclang (pip install libclang)",
                                 main_file)
-        from polyfuse.c import cpp
+        from polyfuse.c import preprocessor
 
-        ast = cpp.parse(units[0][0], main_file, include_dirs=include_dirs, defines=defines,
+        ast = preprocessor.parse(units[0][0], main_file, include_dirs=include_dirs, defines=defines,
                         opencl=False)
     if kernel_files is None:
         dirs = [os.path.dirname(os.path.abspath(n)) for _, n in units if not n.startswith("<")]
@@ -168,8 +168,8 @@ def load_opencl(
     units.  A kernel file the host does not build is an error (what runs is what the host
     reads) unless ``kernel_source_override``: then the given kernels replace every program's
     source.  Without ``host`` every kernel is launched once (see
-    :func:`polyfuse.builder.default_program`).  A host with no kernel launch is an error unless
-    ``allow_empty``: an empty model is never returned silently.
+    :func:`polyfuse.frontend.builder.default_program`).  A host with no kernel launch is an
+    error unless ``allow_empty``: an empty model is never returned silently.
     """
     from polyfuse.frontend import opencl
 
@@ -236,7 +236,7 @@ def read_source(
         and (os.path.exists(source_or_path) or re.search(r"\.(c|h|cl|cpp)$", source_or_path))
     ):
         path = Path(source_or_path)
-        return cpp.read_source(str(path)), filename or str(path)
+        return preprocessor.read_source(str(path)), filename or str(path)
     return str(source_or_path), filename or default
 
 

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any, Optional
 import sympy
 from pycparser import c_ast
 
+from polyfuse.core.program import UnsupportedError
 from polyfuse.frontend.host import opencl_api, values
-from polyfuse.program import UnsupportedError
 
 if TYPE_CHECKING:
     from polyfuse.frontend.host.evaluator import CEvaluator

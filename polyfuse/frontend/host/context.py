@@ -1,7 +1,7 @@
 """Where the host interpreter is: the file, the statement and the host loops around it.
 
 Every part reports errors and warnings through it, so that they name file and line; the
-enclosing :class:`~polyfuse.program.HostLoop` records it holds go into every operation
+enclosing :class:`~polyfuse.core.program.HostLoop` records it holds go into every operation
 recorded, and decide whether a value computed here is the same on every execution
 (:meth:`Context.varies`)."""
 
@@ -12,7 +12,7 @@ from typing import Optional
 
 from pycparser import c_ast
 
-from polyfuse.program import HostLoop, PolyfuseError, SourceLoc
+from polyfuse.core.program import HostLoop, PolyfuseError, SourceLoc
 
 _log = logging.getLogger("polyfuse.frontend.host")
 

@@ -18,6 +18,7 @@ from typing import Any, Optional
 import sympy
 from pycparser import c_ast
 
+from polyfuse.core.program import BufferRange, HostOp, Operation, UnsupportedError
 from polyfuse.frontend.host import clhpp, expressions, loops, statements
 from polyfuse.frontend.host.context import Context
 from polyfuse.frontend.host.libc import LIBC, STD_STRING, LibcState, std_string
@@ -45,7 +46,6 @@ from polyfuse.frontend.host.values import (
     relation_of,
     src_of,
 )
-from polyfuse.program import BufferRange, HostOp, Operation, UnsupportedError
 
 _MAX_CALL_DEPTH = 48
 _STATEMENTS = {**statements.STATEMENTS, **loops.STATEMENTS}

@@ -1,5 +1,5 @@
 """The host interpreter, composed of its parts: it builds them, runs ``main`` and turns the
-final state into a :class:`~polyfuse.program.Program`."""
+final state into a :class:`~polyfuse.core.program.Program`."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import islpy as isl
 import sympy
 from pycparser import c_ast
 
+from polyfuse.core.program import Kernel, PolyfuseError, Program, UnsupportedError
 from polyfuse.frontend.host.context import Context
 from polyfuse.frontend.host.evaluator import CEvaluator
 from polyfuse.frontend.host.libc import LibcState
@@ -32,7 +33,6 @@ from polyfuse.frontend.host.values import (
     Ref,
     Str,
 )
-from polyfuse.program import Kernel, PolyfuseError, Program, UnsupportedError
 
 
 class Interpreter:

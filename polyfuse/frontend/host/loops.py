@@ -13,6 +13,7 @@ import sympy
 from pycparser import c_ast
 
 from polyfuse.c import syntax
+from polyfuse.core.program import ArgBinding, HostLoop, PolyfuseError, UnsupportedError
 from polyfuse.frontend.host.memory import State
 from polyfuse.frontend.host.signals import (
     Break,
@@ -32,7 +33,6 @@ from polyfuse.frontend.host.values import (
     param_hint,
     truth_of,
 )
-from polyfuse.program import ArgBinding, HostLoop, PolyfuseError, UnsupportedError
 
 if TYPE_CHECKING:
     from polyfuse.frontend.host.evaluator import CEvaluator

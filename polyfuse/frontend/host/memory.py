@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 from pycparser import c_ast
 
+from polyfuse.core.program import Buffer, Operation
 from polyfuse.frontend.host.context import Context
 from polyfuse.frontend.host.params import Params
 from polyfuse.frontend.host.signals import NeedUnroll
@@ -37,7 +38,6 @@ from polyfuse.frontend.host.values import (
     Value,
     join_unknown,
 )
-from polyfuse.program import Buffer, Operation
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,8 @@
 
 :data:`HANDLERS` maps an API function's name to a :data:`Handler`: a function of the evaluator
 (:class:`~.evaluator.CEvaluator`), the call's node and its evaluated arguments, returning the
-call's value and recording its effects (buffers created, :class:`~polyfuse.program.Launch`
-and :class:`~polyfuse.program.HostOp` operations, kernel argument bindings).  The C++ wrapper
+call's value and recording its effects (buffers created, :class:`~polyfuse.core.program.Launch`
+and :class:`~polyfuse.core.program.HostOp` operations, kernel argument bindings).  The C++ wrapper
 model (:mod:`.clhpp`) maps ``cl::Buffer``, ``cl::Kernel::setArg``,
 ``enqueueNDRangeKernel``... onto the same entries.  Adding an API call is one entry::
 
@@ -26,6 +26,14 @@ import sympy
 from pycparser import c_ast
 
 from polyfuse.c import syntax, types
+from polyfuse.core.program import (
+    ArgBinding,
+    Buffer,
+    BufferRange,
+    HostOp,
+    Launch,
+    UnsupportedError,
+)
 from polyfuse.frontend.host.memory import KState
 from polyfuse.frontend.host.signals import NeedUnroll
 from polyfuse.frontend.host.values import (
@@ -50,14 +58,6 @@ from polyfuse.frontend.host.values import (
     c_unescape,
     scalar_value,
     truth_of,
-)
-from polyfuse.program import (
-    ArgBinding,
-    Buffer,
-    BufferRange,
-    HostOp,
-    Launch,
-    UnsupportedError,
 )
 
 if TYPE_CHECKING:

@@ -12,6 +12,7 @@ from typing import Any, Union
 
 import sympy
 
+from polyfuse.core.program import PolyfuseError
 from polyfuse.frontend.host.context import Context
 from polyfuse.frontend.host.values import (
     UNK,
@@ -23,7 +24,6 @@ from polyfuse.frontend.host.values import (
     float_to_int,
     var_name,
 )
-from polyfuse.program import PolyfuseError
 
 
 class Params:

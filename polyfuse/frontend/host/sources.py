@@ -19,10 +19,16 @@ from typing import Any, Optional
 
 from pycparser import c_ast
 
-from polyfuse.c import cpp
+from polyfuse.c import preprocessor
+from polyfuse.core.program import (
+    Kernel,
+    PolyfuseError,
+    SourceLoc,
+    UnsupportedError,
+    runtime_options,
+)
 from polyfuse.frontend.host.context import Context
 from polyfuse.frontend.host.values import ProgObj
-from polyfuse.program import Kernel, PolyfuseError, SourceLoc, UnsupportedError, runtime_options
 
 
 @dataclass(frozen=True)
@@ -142,7 +148,7 @@ class KernelSources:
         for kind, value in info.pieces:
             if kind == "file":
                 text.append(f'#line 1 "{value}"\n')
-                text.append(cpp.read_source(value))
+                text.append(preprocessor.read_source(value))
             else:
                 where = info.loc.file if info.loc else self.ctx.filename
                 text.append(f'#line {info.loc.line if info.loc else 1} "{where}"\n')
@@ -273,7 +279,7 @@ def _renamed_kernel(k: Kernel, name: str) -> Kernel:
     """The same kernel under another name (two programs may each define a kernel ``mmul``)."""
     import copy
 
-    from polyfuse.c import cpp
+    from polyfuse.c import printer
 
     if k.ast is None:
         return dataclasses.replace(k, name=name)
@@ -284,7 +290,7 @@ def _renamed_kernel(k: Kernel, name: str) -> Kernel:
         t = t.type
     if isinstance(t, c_ast.TypeDecl):
         t.declname = name
-    return dataclasses.replace(k, name=name, ast=ast, source=cpp.generate(ast))
+    return dataclasses.replace(k, name=name, ast=ast, source=printer.opencl_source(ast))
 
 
 _KERNEL_RE = re.compile(r"\b(__kernel|kernel)\s+(__attribute__|void)\b")

@@ -11,6 +11,7 @@ import sympy
 from pycparser import c_ast
 
 from polyfuse.c import syntax
+from polyfuse.core.program import HostLoop, Launch, UnsupportedError
 from polyfuse.frontend.host.memory import State
 from polyfuse.frontend.host.signals import (
     Break,
@@ -38,7 +39,6 @@ from polyfuse.frontend.host.values import (
     src_of,
     truth_of,
 )
-from polyfuse.program import HostLoop, Launch, UnsupportedError
 
 if TYPE_CHECKING:
     from polyfuse.frontend.host.evaluator import CEvaluator

@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 import sympy
 
-from polyfuse.program import Launch, Operation, host_expr_to_isl
+from polyfuse.core.program import Launch, Operation, host_expr_to_isl
 
 
 def free_syms(*exprs: Any) -> set:

@@ -11,7 +11,7 @@ random inputs (every buffer), time the survivors interleaved with the original, 
 fastest in a second interleaved run against the original: the original (factor 1) stays unless
 the variant is faster there too (by :data:`MARGIN`), so the tuner does not pick something slower
 on noise.  The winner is cached
-per device and program hash (:func:`polyfuse.tune.program_hash`).
+per device and program hash (:func:`polyfuse.passes.orchestration_tuning.program_hash`).
 
 Each launch is tuned on its own: a one-launch program (the launch, with its host loops) from
 random inputs, so other launches neither add noise nor cost time.  The chosen factors of all
@@ -37,16 +37,16 @@ from polyfuse.codegen.coarsen import (
     launch_geometry,
     spread_factors,
 )
-from polyfuse.program import Launch, PolyfuseError, Program
-from polyfuse.runtime.device import DeviceLimits, DeviceSpec, device_key, get_context
-from polyfuse.runtime.execute import build, precheck_programs, run_program, time_interleaved
-from polyfuse.runtime.verify import Verification, compare_runs, verify_programs
-from polyfuse.tune import (
+from polyfuse.core.program import Launch, PolyfuseError, Program
+from polyfuse.passes.orchestration_tuning import (
     default_cache_dir,
     load_cache_entry,
     program_hash,
     store_cache_entry,
 )
+from polyfuse.runtime.device import DeviceLimits, DeviceSpec, device_key, get_context
+from polyfuse.runtime.execute import build, precheck_programs, run_program, time_interleaved
+from polyfuse.runtime.verify import Verification, compare_runs, verify_programs
 
 __all__ = ["VariantRow", "LaunchTuning", "CoarsenReport", "candidate_factors", "fused_candidates",
            "tune_coarsening"]

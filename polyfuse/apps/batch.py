@@ -15,9 +15,9 @@ Where the models run:
   is).
 
 All three return the same summaries in the order of the inputs, and write byte-identical files.
-Results are kept in the disk cache (:mod:`polyfuse.cache`) unless ``cache=False``.  Progress is a
-``tqdm`` bar on stderr when it is a terminal (models done, and the current model's stage), else
-one line per stage.
+Results are kept in the disk cache (:mod:`polyfuse.core.cache`) unless ``cache=False``.
+Progress is a ``tqdm`` bar on stderr when it is a terminal (models done, and the current model's
+stage), else one line per stage.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from polyfuse.compilation import Stage
-from polyfuse.mathtext import readable
-from polyfuse.program import PolyfuseError
+from polyfuse.core.mathtext import readable
+from polyfuse.core.program import PolyfuseError
+from polyfuse.passes.compilation import Stage
 
 SUMMARY_HEADERS = ["model", "nodes", "launches before", "launches after", "max abs err",
                    "verified", "unfused ms", "fused ms", "status"]
@@ -110,7 +110,7 @@ def fuse_model(path: str, out_root: str, *, verify: bool = False, tune: bool = F
                repeat: int = 5, cache: bool = True, device: Optional[str] = None,
                progress: Optional[Callable[[str], None]] = None) -> ModelSummary:
     """Fuse one model and write its outputs; errors become the summary's ``error``."""
-    from polyfuse import cache as disk
+    from polyfuse.core import cache as disk
 
     stem = Path(path).name.removesuffix(".onnx")
     out_dir = Path(out_root) / stem
@@ -145,9 +145,9 @@ def _fuse_uncached(path: str, out_dir: Path, stem: str, stage: _Stages, *, verif
                    repeat: int, device: Optional[str]) -> ModelSummary:
     """The model through the ONNX passes (loaded once, coarsened once with ``tune``), its
     outputs written before it is timed; each pass's events start its stage timer."""
-    from polyfuse.compilation import Compilation, Event, Options
-    from polyfuse.onnx_run import ONNX_PASSES
-    from polyfuse.pipeline import compile_program, target_of
+    from polyfuse.apps.onnx_run import ONNX_PASSES
+    from polyfuse.passes.compilation import Compilation, Event, Options
+    from polyfuse.passes.pipeline import compile_program, target_of
 
     current: list[Any] = [None]
 
@@ -224,7 +224,7 @@ def _bar(total: int, quiet: bool) -> Any:
 def _fuse_model_budgeted(path: str, out_root: str, timeout: Optional[float],
                          stage_timeout: Optional[float], kwargs: dict) -> ModelSummary:
     """:func:`fuse_model` in a worker process stopped when it overruns its time budget."""
-    from polyfuse.watchdog import call_with_budget
+    from polyfuse.core.watchdog import call_with_budget
 
     stem = Path(path).name.removesuffix(".onnx")
     try:

@@ -16,7 +16,7 @@ pycparser's ``c23`` dialect parses:
   lines are dropped.
 
 :func:`address_space_of`, :func:`is_kernel` and :func:`reqd_work_group_size` read the attributes
-back; :class:`OpenCLGenerator` prints them as OpenCL qualifiers again.
+back; :mod:`polyfuse.c.printer` prints them as OpenCL qualifiers again.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Optional
 
-from pycparser import c_ast, c_generator, c_parser
+from pycparser import c_ast, c_parser
 
-from polyfuse.program import PolyfuseError
+from polyfuse.core.program import PolyfuseError
 
 #: polyfuse's shipped headers (``opencl_c.h`` and the host-side ones)
 INCLUDE_DIR = Path(__file__).resolve().parent.parent / "include"
@@ -49,14 +49,6 @@ QUALIFIERS = {
     "private": "private",
     "__kernel": "kernel",
     "kernel": "kernel",
-}
-#: OpenCL spelling printed back for each attribute
-SPELLING = {
-    "global": "__global",
-    "local": "__local",
-    "constant": "__constant",
-    "private": "__private",
-    "kernel": "__kernel",
 }
 _DROPPED = {"__read_only", "__write_only", "read_only", "write_only", "__restrict",
             "__restrict__", "__inline", "__inline__"}
@@ -528,57 +520,21 @@ def is_polyfuse_header(node: c_ast.Node) -> bool:
         return False
 
 
-class OpenCLGenerator(c_generator.CGenerator):
-    """pycparser's C generator printing ``[[ocl::...]]`` attributes as OpenCL qualifiers.
-
-    A whole ``FileAST`` is printed without the declarations of polyfuse's own headers.
-    """
-
-    def visit_AttributeSpecifier(self, n: c_ast.AttributeSpecifier) -> str:
-        parts = []
-        other = []
-        for a in n.attributes or []:
-            if isinstance(a, c_ast.Attribute) and a.namespace == "ocl":
-                if a.name in SPELLING:
-                    parts.append(SPELLING[a.name])
-                else:
-                    parts.append(f"__attribute__(({a.name}({a.arguments or ''})))")
-            else:
-                other.append(self.visit(a))
-        if other:
-            parts.append("[[" + ", ".join(other) + "]]")
-        return " ".join(parts)
-
-    def visit_Cast(self, n: c_ast.Cast) -> str:
-        if isinstance(n.expr, c_ast.ExprList):  # vector literal (float4)(a, b, c, d)
-            return f"({self._generate_type(n.to_type, emit_declname=False)})({self.visit(n.expr)})"
-        return super().visit_Cast(n)
-
-    def visit_FileAST(self, n: c_ast.FileAST) -> str:
-        kept = c_ast.FileAST([e for e in n.ext if not is_polyfuse_header(e)], n.coord)
-        return super().visit_FileAST(kept)
+#: names this module had as ``polyfuse.c.cpp``, now where they belong (deprecated, one release)
+_MOVED = {"generate": ("polyfuse.c.printer", "opencl_source"),
+          "OpenCLGenerator": ("polyfuse.c.printer", "OpenCLGenerator"),
+          "SPELLING": ("polyfuse.c.printer", "SPELLING"),
+          "walk": ("polyfuse.c.syntax", "walk"),
+          "block_items": ("polyfuse.c.syntax", "block_items")}
 
 
-def generate(node: c_ast.Node) -> str:
-    """OpenCL C text of an AST node (a whole file, a function, a statement or an expression)."""
-    return OpenCLGenerator().visit(node)
+def __getattr__(name: str) -> Any:
+    if name not in _MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+    import warnings
 
-
-def walk(node: Any) -> Iterator[Any]:
-    """Every pycparser node below ``node`` (pre-order, children in ``children()`` order)."""
-    if node is None:
-        return
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(c for _, c in reversed(n.children()))
-
-
-def block_items(stmt: Any) -> list[Any]:
-    """The statements of a compound statement, or ``[stmt]`` for a single one."""
-    if stmt is None:
-        return []
-    if isinstance(stmt, c_ast.Compound):
-        return list(stmt.block_items or [])
-    return [stmt]
+    module, new = _MOVED[name]
+    warnings.warn(f"polyfuse.c.cpp.{name} is now {module}.{new}", DeprecationWarning,
+                  stacklevel=2)
+    return getattr(importlib.import_module(module), new)

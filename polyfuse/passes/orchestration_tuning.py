@@ -17,7 +17,7 @@ Progress messages go to the ``progress`` callback (e.g. :func:`stderr_progress`)
 so ``--json`` output of callers stays clean.
 
 >>> import polyfuse
->>> from polyfuse.tune import autotune, stderr_progress
+>>> from polyfuse.passes.orchestration_tuning import autotune, stderr_progress
 >>> p = polyfuse.load_opencl("examples/qkv/kernels.cl",
 ...                           host="examples/qkv/host.c")     # doctest: +SKIP
 >>> res = autotune(p, progress=stderr_progress)               # doctest: +SKIP
@@ -42,11 +42,11 @@ from typing import Any, Optional
 import pyopencl as cl
 import sympy
 
-from polyfuse import compilation as passes
 from polyfuse.codegen import FusedProgram
-from polyfuse.compilation import Compilation, Options, run_passes
+from polyfuse.core.program import PolyfuseError, Program, Target
 from polyfuse.fusion.plan import FusionPlan
-from polyfuse.program import PolyfuseError, Program, Target
+from polyfuse.passes import compilation as passes
+from polyfuse.passes.compilation import Compilation, Options, run_passes
 from polyfuse.runtime.device import DeviceSpec, device_key, device_target, get_context
 from polyfuse.runtime.execute import (
     ProgramTiming,
@@ -457,7 +457,7 @@ class _Tuner:
         """``fused`` built on the device (the build pass: a kernel that does not build fails)."""
         passes.build(self.base.replace(fused=fused))
 
-    def generate(self, plan: FusionPlan) -> FusedProgram:
+    def built(self, plan: FusionPlan) -> FusedProgram:
         """Fused code for ``plan``, built on the device."""
         fused = self.unbuilt(plan)
         self.build(fused)
@@ -480,7 +480,7 @@ class _Tuner:
             plan = self.plan(chosen)
             if plan_signature(plan) != entry.get("plan_signature"):
                 raise LookupError("the planner now gives a different plan")
-            fused = self.generate(plan)
+            fused = self.built(plan)
             ok, err, _a, _r = self.verify(fused)
             if not ok:
                 raise LookupError(err)

@@ -6,7 +6,7 @@ shared across a fork) and reports each stage it enters; the parent kills it when
 exceeds ``timeout`` seconds or one stage exceeds ``stage_timeout``, and raises
 :class:`BudgetExceeded` naming the stage that was running::
 
-    >>> from polyfuse.watchdog import call_with_budget                    # doctest: +SKIP
+    >>> from polyfuse.core.watchdog import call_with_budget                    # doctest: +SKIP
     >>> call_with_budget(fuse_model, ("m.onnx", "out"), timeout=120)      # doctest: +SKIP
     BudgetExceeded: m.onnx: stopped after 120 s in stage 'planning fusion' (--timeout 120)
 
@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Optional
 
-from polyfuse.program import PolyfuseError
+from polyfuse.core.program import PolyfuseError
 
 #: the stage before the job reports its first one (starting the interpreter, importing)
 _STARTING = "starting the worker process"

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
 
+from polyfuse.core.program import PolyfuseError, Program
 from polyfuse.perf.model import Calibration, Features, geomean_error
-from polyfuse.program import PolyfuseError, Program
 
 Progress = Optional[Callable[[str], None]]
 #: what :func:`predict` accepts: a loaded program, an ONNX file or an OpenCL C file (with host)
@@ -261,8 +261,8 @@ def predict(source: Source, device: Any = None, *, host: Optional[Union[str, Seq
             recalibrate: bool = False, progress: Progress = None) -> Prediction:
     """Predicted (and with ``measure`` measured) seconds of every launch of ``source``.
 
-    ``source``: a :class:`~polyfuse.program.Program`, an ONNX model file or an OpenCL C file with
-    its ``host`` program; ``params`` fix sizes the host reads at run time (or an ONNX model's
+    ``source``: a :class:`~polyfuse.core.program.Program`, an ONNX model file or an OpenCL C
+    file with its ``host`` program; ``params`` fix sizes the host reads at run time (or an ONNX model's
     dynamic dimensions); ``fused`` predicts the fused program (the plan ``polyfuse fuse``
     makes) instead.  ``device`` is a ``"P:D"`` spec as ``polyfuse devices`` lists (default: the
     default device); its calibration is measured once and cached (``recalibrate``: measured
@@ -276,7 +276,7 @@ def predict(source: Source, device: Any = None, *, host: Optional[Union[str, Seq
     program = load_source(source, host=host, params=params, device=device)
     ints = {k: int(v) for k, v in (params or {}).items() if float(v).is_integer()}
     if fused:
-        from polyfuse.pipeline import fuse_program
+        from polyfuse.passes.pipeline import fuse_program
 
         say(f"fusing {program.name}")
         program = fuse_program(program, params=ints, device=device,

@@ -11,7 +11,7 @@ polyfuse never writes to ``/etc``.  With the user's consent (``polyfuse devices 
 leaves a setting file under the cache root, or ``POLYFUSE_REGISTER_DRIVERS=1``) :func:`apply`
 writes a vendors folder of its own under the cache root, holding the entries of the folder the
 loader would have read plus one per driver found, and points ``OCL_ICD_VENDORS`` at it.  It must
-run before pyopencl first enumerates platforms: ``polyfuse.cli.main`` and
+run before pyopencl first enumerates platforms: ``polyfuse.apps.cli.main`` and
 ``polyfuse.runtime.device`` (at import) call it.  Child processes inherit the variable.
 """
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from polyfuse.cache import cache_root
+from polyfuse.core.cache import cache_root
 
 #: (vendor, library file) of the GPU drivers whose missing ``.icd`` file is looked for
 KNOWN_DRIVERS: tuple[tuple[str, str], ...] = (

@@ -29,7 +29,7 @@ import numpy as np
 from pycparser import c_ast, c_parser
 
 from polyfuse.c import types as c_types
-from polyfuse.program import PolyfuseError
+from polyfuse.core.program import PolyfuseError
 
 # ----------------------------------------------------------------------------------------------
 # Public records
@@ -2247,11 +2247,11 @@ def _parse_source(source: str) -> c_ast.FileAST:
     already uses the ``[[ocl::...]]`` convention."""
     if "[[ocl::" not in source:
         try:
-            from polyfuse.c import cpp
+            from polyfuse.c import preprocessor
         except ImportError:  # pragma: no cover - front-end not available
-            cpp = None  # type: ignore[assignment]
-        if cpp is not None:
-            return cpp.parse(source, "<kernel>")
+            preprocessor = None  # type: ignore[assignment]
+        if preprocessor is not None:
+            return preprocessor.parse(source, "<kernel>")
     return c_parser.CParser(dialect="c23").parse(_PRELUDE + source, "<kernel>")
 
 

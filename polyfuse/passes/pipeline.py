@@ -9,7 +9,7 @@ verification summary of :class:`FuseResult`; :mod:`polyfuse.report` renders ``pl
 Used by ``polyfuse fuse``, by ``schedules/regenerate.py`` and by research scripts::
 
     >>> import polyfuse
-    >>> from polyfuse.pipeline import fuse_program
+    >>> from polyfuse.passes.pipeline import fuse_program
     >>> from polyfuse.report import write_outputs
     >>> program = polyfuse.load_opencl("examples/qkv/kernels.cl",
     ...                                host="examples/qkv/host.c")         # doctest: +SKIP
@@ -31,7 +31,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
 from polyfuse.codegen import FusedProgram
-from polyfuse.compilation import (
+from polyfuse.core.program import REFERENCE_TARGET, PolyfuseError, Program, Target
+from polyfuse.fusion import FusionPlan
+from polyfuse.passes.compilation import (
     Compilation,
     Options,
     Pass,
@@ -49,18 +51,16 @@ from polyfuse.compilation import (
     time_runs,
     verify,
 )
-from polyfuse.compilation import device_name as compilation_device_name
-from polyfuse.fusion import FusionPlan
-from polyfuse.program import REFERENCE_TARGET, PolyfuseError, Program, Target
+from polyfuse.passes.compilation import device_name as compilation_device_name
 from polyfuse.uar import UAR
 from polyfuse.uar import build_uar as uar_of
 
 if TYPE_CHECKING:  # imported where they run (they load pyopencl)
-    from polyfuse.coarsen_tune import CoarsenReport
     from polyfuse.frontend.onnx_nodes import NodeOutcome
+    from polyfuse.passes.coarsening_tuning import CoarsenReport
+    from polyfuse.passes.orchestration_tuning import TuneResult
     from polyfuse.runtime.device import DeviceSpec
     from polyfuse.runtime.verify import Verification
-    from polyfuse.tune import TuneResult
 
 @dataclass(frozen=True)
 class FuseResult:
@@ -79,7 +79,7 @@ class FuseResult:
     #: where the launches came from, for the report (ONNX: node -> its launch, alias or fold)
     source_nodes: Optional[dict[str, NodeOutcome]] = None
     #: thread/block coarsening of the fused kernels (``fuse --tune``), a
-    #: polyfuse.coarsen_tune.CoarsenReport; written as coarsened.cl + coarsening.json
+    #: polyfuse.passes.coarsening_tuning.CoarsenReport; written as coarsened.cl + coarsening.json
     coarsening: Optional[CoarsenReport] = None
     #: the compilation record the result was read from (target, options, timings)
     compilation: Optional[Compilation] = field(default=None, compare=False, repr=False)
@@ -171,13 +171,14 @@ def fuse_program(program: Program, *, params: Optional[dict[str, int]] = None,
                  build: bool = True, progress: Optional[Progress] = None,
                  coarsen: Optional[bool] = None) -> FuseResult:
     """Plan, generate and optionally verify (fused vs unfused on random inputs) or autotune:
-    :data:`PASSES` over a :class:`~polyfuse.compilation.Compilation` of ``program``.
+    :data:`PASSES` over a :class:`~polyfuse.passes.compilation.Compilation` of ``program``.
 
     Planning and code generation read the limits of ``target`` (default: the device's when
     the fused program is built on ``device``, else the reference target).  With ``tune`` (or
     ``coarsen=True``) the fused kernels are then coarsened, factors chosen by timing
-    (:func:`polyfuse.coarsen_tune.tune_coarsening`): fuse first, then coarsen.  ``progress``
-    receives :class:`~polyfuse.compilation.Event` records (``str(event)`` is the message).
+    (:func:`polyfuse.passes.coarsening_tuning.tune_coarsening`): fuse first, then coarsen.
+    ``progress`` receives :class:`~polyfuse.passes.compilation.Event` records (``str(event)`` is the
+    message).
     """
     if device is False:  # the old spelling of "no device"
         warnings.warn("fuse_program(device=False) is deprecated: give target=REFERENCE_TARGET "
@@ -193,7 +194,7 @@ def fuse_program(program: Program, *, params: Optional[dict[str, int]] = None,
 
 def compile_program(compilation: Compilation, passes: tuple[Pass, ...] = ()) -> Compilation:
     """``compilation`` through ``passes`` (default :data:`PASSES`)."""
-    from polyfuse.c.cpp import RECURSION_LIMIT, recursion_limit
+    from polyfuse.c.preprocessor import RECURSION_LIMIT, recursion_limit
 
     with recursion_limit(RECURSION_LIMIT):  # kernels' syntax trees are copied and walked
         return run_passes(compilation, passes or PASSES)
@@ -212,7 +213,7 @@ def result_of(c: Compilation) -> FuseResult:
 
 def target_of(device: DeviceSpec, build: bool = True) -> Target:
     """The device's limits for planning (the reference target when nothing is built): the one
-    place an application turns its device into a :class:`~polyfuse.program.Target`."""
+    place an application turns its device into a :class:`~polyfuse.core.program.Target`."""
     if not build:
         return REFERENCE_TARGET
     from polyfuse.runtime.device import device_target
@@ -222,11 +223,12 @@ def target_of(device: DeviceSpec, build: bool = True) -> Target:
 
 def tune(c: Compilation) -> Compilation:
     """The tuning pass: with ``options.tune``, the orchestration chosen by timing
-    (:func:`polyfuse.tune.autotune`); it plans, certifies, generates and builds each variant
-    with the passes of :mod:`polyfuse.compilation`, so the record comes back built."""
+    (:func:`polyfuse.passes.orchestration_tuning.autotune`); it plans, certifies, generates and
+    builds each variant with the passes of :mod:`polyfuse.passes.compilation`, so the record comes
+    back built."""
     if not c.options.tune or c.tuning is not None:
         return c
-    from polyfuse.tune import autotune
+    from polyfuse.passes.orchestration_tuning import autotune
 
     c.say(Stage.TUNE, "autotuning orchestration variants")
     assert c.program is not None
@@ -242,7 +244,7 @@ def coarsen(c: Compilation) -> Compilation:
     kernels, factors chosen by timing (once; ``fused.cl`` stays uncoarsened)."""
     if not c.options.coarsen or c.coarsening is not None:
         return c
-    from polyfuse.coarsen_tune import fused_candidates, tune_coarsening
+    from polyfuse.passes.coarsening_tuning import fused_candidates, tune_coarsening
 
     assert c.fused is not None
     c.say(Stage.COARSEN, "coarsening the fused kernels (factors chosen by timing)")
@@ -271,14 +273,14 @@ def write(c: Compilation) -> Compilation:
 
 
 #: The passes every application runs, in order; each fills in its stage when the options ask
-#: for it (ONNX verification swaps :func:`~polyfuse.compilation.verify` for
-#: :func:`polyfuse.onnx_run.verify_onnx`).
+#: for it (ONNX verification swaps :func:`~polyfuse.passes.compilation.verify` for
+#: :func:`polyfuse.apps.onnx_run.verify_onnx`).
 PASSES: tuple[Pass, ...] = (load, check_budget, build_uar, tune, plan, certify, generate, build,
                             coarsen, verify, write, time_runs)
 
 
 def device_name(device: DeviceSpec) -> str:
-    """The device a run used (:func:`polyfuse.compilation.device_name`)."""
+    """The device a run used (:func:`polyfuse.passes.compilation.device_name`)."""
     return compilation_device_name(device)
 
 
@@ -299,7 +301,7 @@ def __getattr__(name: str) -> Any:
 
     from polyfuse import report
 
-    warnings.warn(f"polyfuse.pipeline.{name} moved to polyfuse.report.{name}",
+    warnings.warn(f"polyfuse.passes.pipeline.{name} moved to polyfuse.report.{name}",
                   DeprecationWarning, stacklevel=2)
     return getattr(report, name)
 

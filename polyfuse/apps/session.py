@@ -14,7 +14,8 @@ in user code::
     >>> sess = polyfuse.InferenceSession("examples/models/bert_qkv.onnx")    # doctest: +SKIP
     >>> q, k, v = sess.run(None, {"X": np.zeros((1, 32, 64), np.float32)})  # doctest: +SKIP
 
-A :class:`~polyfuse.program.Program` (e.g. from :func:`polyfuse.load_opencl`) runs the same way:
+A :class:`~polyfuse.core.program.Program` (e.g. from :func:`polyfuse.load_opencl`) runs the
+same way:
 its inputs are the buffers the host program writes, its outputs the buffers it reads, each a
 flat array of the buffer's element type.
 """
@@ -31,9 +32,9 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 import numpy as np
 import pyopencl as cl
 
-from polyfuse import cache as disk
+from polyfuse.core import cache as disk
+from polyfuse.core.program import PolyfuseError, Program
 from polyfuse.frontend.onnx import GraphIO, OnnxModel
-from polyfuse.program import PolyfuseError, Program
 from polyfuse.runtime.device import DeviceSpec, device_target, get_context, stable_device_key
 from polyfuse.runtime.execute import CompiledProgram, ProgramImage, precheck_programs
 
@@ -76,12 +77,12 @@ class InferenceSession:
     """A model or program fused, built and bound once on one device, then run many times.
 
     ``path_or_program``: an ONNX file, an :class:`~polyfuse.frontend.onnx.OnnxModel` or a
-    :class:`~polyfuse.program.Program`.  ``params`` fixes symbolic sizes; ``fused=False`` runs
+    :class:`~polyfuse.core.program.Program`.  ``params`` fixes symbolic sizes; ``fused=False`` runs
     the one-launch-per-node program (the baseline fusion is measured against); ``tune`` picks
-    the fused variant by measurement (:mod:`polyfuse.tune`); ``device`` as
+    the fused variant by measurement (:mod:`polyfuse.passes.orchestration_tuning`); ``device`` as
     everywhere (``--device`` syntax, else ``PYOPENCL_CTX``, else the default device).
 
-    An ONNX file's session is kept in the disk cache (:mod:`polyfuse.cache`): the evaluated
+    An ONNX file's session is kept in the disk cache (:mod:`polyfuse.core.cache`): the evaluated
     program, its device binary and the kernel variant chosen, keyed by the file's bytes, the
     options, the device and polyfuse's source; a later session of the same file, in any
     process, starts from there and :attr:`cached` says so.  ``cache=False`` neither reads nor
@@ -118,8 +119,8 @@ class InferenceSession:
                 self.__dict__.update(_choose_form(path, params, fused, device, tune,
                                                   cache).__dict__)
                 return
+            from polyfuse.apps.onnx_run import load_and_fuse
             from polyfuse.frontend.onnx import load_onnx_model
-            from polyfuse.onnx_run import load_and_fuse
 
             if fused:
                 model, result = load_and_fuse(path, params, device, tune, form=_form)
@@ -136,7 +137,7 @@ class InferenceSession:
             else:
                 raise PolyfuseError("InferenceSession needs an ONNX file, an OnnxModel or a "
                                     f"Program, got {type(path_or_program).__name__}")
-            from polyfuse.pipeline import fuse_program
+            from polyfuse.passes.pipeline import fuse_program
 
             result = fuse_program(program, params=params, device=device, tune=tune) \
                 if fused else None
@@ -197,7 +198,7 @@ class InferenceSession:
             t.buffer_dtype != t.dtype and t.dtype.kind in "iu" for t in self._inputs)
         self._by_output = {t.name: t for t in self._outputs}
         #: the graph's inputs and outputs (ONNX models; None for a Program), e.g. for
-        #: :func:`polyfuse.onnx_run.random_inputs`
+        #: :func:`polyfuse.apps.onnx_run.random_inputs`
         self.io = model_info
         self._bounds = dict(model_info.index_bounds) if model_info is not None else {}
         self.device = ex.queue.device
@@ -243,8 +244,8 @@ class InferenceSession:
 
     def _derive(self) -> None:
         """The plan and program of a session set up from the cache, made again (fusion)."""
+        from polyfuse.apps.onnx_run import load_and_fuse
         from polyfuse.frontend.onnx import load_onnx_model
-        from polyfuse.onnx_run import load_and_fuse
 
         assert self._origin is not None
         path, params, fused, device, tune, form = self._origin
@@ -469,7 +470,7 @@ def _cached_form(path: str, params: Mapping[str, int], fused: bool, tune: bool,
 
 def _choose_form(path: str, params: Mapping[str, int], fused: bool, device: DeviceSpec,
                  tune: bool, cache: bool) -> InferenceSession:
-    """The session of the kernel variant (:data:`polyfuse.program.KERNEL_VARIANTS`) that runs
+    """The session of the kernel variant (:data:`polyfuse.core.program.KERNEL_VARIANTS`) that runs
     this model fastest on this device, by measurement; with ``cache``, the choice and the
     winning session are kept in the disk cache.
 
@@ -482,7 +483,7 @@ def _choose_form(path: str, params: Mapping[str, int], fused: bool, device: Devi
     if len({c.source for c in cands.values()}) == 1:  # no MatMul/Gemm: nothing to choose
         best, walls = _FORMS[0], {}
     else:
-        from polyfuse.onnx_run import random_inputs
+        from polyfuse.apps.onnx_run import random_inputs
 
         feeds = random_inputs(cands[_FORMS[0]].io)
         samples: dict[str, list[float]] = {f: [] for f in cands}

@@ -1,7 +1,7 @@
 """Hypothesis strategies for random kernel chains: OpenCL C text + a matching host description.
 
 Property tests compare the UAR's symbolic widths against brute-force enumeration
-(:mod:`polyfuse.testing.bruteforce`) on programs drawn here: chains of 2–3 launches over a small
+(:mod:`polyfuse.oracle.bruteforce`) on programs drawn here: chains of 2–3 launches over a small
 pool of buffers, each kernel writing one buffer and reading one or two, through random affine and
 quasi-affine subscripts of the global/local/group ids (small coefficients, shifts, ``% c``,
 ``/ c``, reversals, in-group rotations, row-major 2-D layouts and transposes), optional kernel
@@ -21,7 +21,7 @@ from typing import Any, Optional, Union
 import sympy
 from hypothesis import strategies as st
 
-from polyfuse.program import (
+from polyfuse.core.program import (
     ArgBinding,
     Buffer,
     BufferRange,
@@ -214,7 +214,7 @@ class GenProgram:
         default the oracle's minimal records.
         """
         if kernels is None:
-            from polyfuse.testing.bruteforce import kernels_from_source
+            from polyfuse.oracle.bruteforce import kernels_from_source
 
             kernels = kernels_from_source(self.source)
         bufs = {n: Buffer(n, size=sympy.Integer(4 * size), dtype=dt) for n, size, dt in

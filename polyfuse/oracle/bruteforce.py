@@ -1,8 +1,8 @@
-"""Brute-force dependences of a :class:`~polyfuse.program.Program` on small concrete sizes.
+"""Brute-force dependences of a :class:`~polyfuse.core.program.Program` on small concrete sizes.
 
 The oracle the UAR is tested against (docs/ARCHITECTURE.md, "Correctness"): host loops are
 unrolled, every launch instance
-is *executed* by :mod:`polyfuse.testing.interp` on seeded random data, and every global-memory
+is *executed* by :mod:`polyfuse.oracle.interp` on seeded random data, and every global-memory
 access is recorded per work-item.  Dependences are then computed between op instances in host
 order, element by element, and labelled with the width definitions of docs/definitions.md applied
 to the
@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 import numpy as np
 from pycparser import c_ast
 
-from polyfuse.c.cpp import read_source
-from polyfuse.program import (
+from polyfuse.c.preprocessor import read_source
+from polyfuse.core.program import (
     HostOp,
     Kernel,
     KernelParam,
@@ -51,7 +51,7 @@ from polyfuse.program import (
     host_instances,
     host_loop_ids,
 )
-from polyfuse.testing.interp import (
+from polyfuse.oracle.interp import (
     CompiledKernel,
     InterpError,
     KernelRun,
@@ -227,7 +227,7 @@ class _Kernels:
             if src is None:
                 raise err or PolyfuseError(f"brute force: no source for kernel {name!r}")
             if src not in self.files:
-                from polyfuse.testing.interp import _parse_source
+                from polyfuse.oracle.interp import _parse_source
 
                 self.files[src] = _parse_source(src)
             ck = compile_kernel(self.files[src], name)
@@ -546,7 +546,7 @@ def brute_force_dependences(
 def kernels_from_source(source: str) -> dict[str, Kernel]:
     """Minimal :class:`Kernel` records (parameters + AST, no polyhedral model) for every kernel
     of ``source``: enough for :func:`simulate`, independent of the polyhedral front-end."""
-    from polyfuse.testing.interp import _addr_space, _is_kernel, _parse_source
+    from polyfuse.oracle.interp import _addr_space, _is_kernel, _parse_source
 
     file_ast = _parse_source(source)
     out: dict[str, Kernel] = {}

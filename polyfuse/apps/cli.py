@@ -16,11 +16,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Optional, Union
 
-from polyfuse.program import PolyfuseError, Program
+from polyfuse.core.program import PolyfuseError, Program
 from polyfuse.report.tables import format_uar_report
 from polyfuse.report.tables import text_table as _table
 
-EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES_DIR = Path(__file__).resolve().parent.parent.parent / "examples"
 
 
 def _parse_params(items: Sequence[str]) -> dict[str, Union[int, float]]:
@@ -127,7 +127,7 @@ class _UsageError(Exception):
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from polyfuse.program import HostOp
+    from polyfuse.core.program import HostOp
     from polyfuse.uar import build_uar
 
     program = load_program_inputs(args, args.kernels)
@@ -238,7 +238,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
 def _driver_notes() -> list[str]:
     """What ``polyfuse devices`` says about drivers: those registered for polyfuse, those found
     but not registered with the one command that makes each usable."""
-    from polyfuse import drivers
+    from polyfuse.core import drivers
 
     notes = []
     for drv in drivers.REGISTERED:
@@ -256,8 +256,8 @@ def _driver_notes() -> list[str]:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Fuse the bundled BERT QKV graph (SIRIUS' motivating example), verify, print the plan."""
-    from polyfuse.mathtext import readable
-    from polyfuse.onnx_run import fuse_onnx
+    from polyfuse.apps.onnx_run import fuse_onnx
+    from polyfuse.core.mathtext import readable
     from polyfuse.report import write_outputs
 
     model = EXAMPLES_DIR / "models" / "bert_qkv.onnx"
@@ -290,7 +290,7 @@ def cmd_fuse(args: argparse.Namespace) -> int:
         if len(onnx_models) != len(args.inputs) or args.host:
             raise _UsageError("fuse takes either ONNX models or one KERNELS.cl with --host")
         return _fuse_onnx_batch(args, onnx_models)
-    from polyfuse.watchdog import call_with_budget
+    from polyfuse.core.watchdog import call_with_budget
 
     # in a worker process (about 0.7 s of imports): a time budget can stop it, and a native
     # crash while building or running kernels on the device (PoCL, isl) becomes one line
@@ -326,9 +326,9 @@ def _fuse_opencl_job(args: argparse.Namespace, progress: Optional[Callable[[str]
     program's first file, with why verification cannot decide when the original races).
     Module level so that the worker process can run it (and name its stages, ``loading the
     program`` included)."""
-    from polyfuse.c.cpp import RECURSION_LIMIT, recursion_limit
-    from polyfuse.compilation import Compilation, Options
-    from polyfuse.pipeline import compile_program, result_of, size_buffers, target_of
+    from polyfuse.c.preprocessor import RECURSION_LIMIT, recursion_limit
+    from polyfuse.passes.compilation import Compilation, Options
+    from polyfuse.passes.pipeline import compile_program, result_of, size_buffers, target_of
     from polyfuse.report import summary_row
 
     if progress is not None and announce_loading:
@@ -386,7 +386,7 @@ def _symbolic_if_too_big(args: argparse.Namespace, program: Program, params: dic
 
 
 def _fuse_onnx_batch(args: argparse.Namespace, models: list[str]) -> int:
-    from polyfuse.batch import SUMMARY_HEADERS, fuse_models
+    from polyfuse.apps.batch import SUMMARY_HEADERS, fuse_models
 
     missing = [m for m in models if not Path(m).is_file()]
     for m in missing:
@@ -403,7 +403,7 @@ def _fuse_onnx_batch(args: argparse.Namespace, models: list[str]) -> int:
                  + [[Path(m).stem, "-", "-", "-", "-", "-", "-", "-", "FAILED: no such file"]
                     for m in missing]))
     if args.profile:
-        from polyfuse.batch import STAGES
+        from polyfuse.apps.batch import STAGES
         from polyfuse.report.tables import profile_table
 
         print("seconds per stage:", file=sys.stderr)
@@ -420,7 +420,7 @@ def _fuse_onnx_batch(args: argparse.Namespace, models: list[str]) -> int:
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
-    from polyfuse import cache
+    from polyfuse.core import cache
 
     if args.action == "dir":
         print(cache.cache_root())
@@ -433,9 +433,9 @@ def cmd_cache(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from polyfuse import cache
-    from polyfuse.onnx_run import random_inputs
-    from polyfuse.session import InferenceSession
+    from polyfuse.apps.onnx_run import random_inputs
+    from polyfuse.apps.session import InferenceSession
+    from polyfuse.core import cache
 
     if not args.model.endswith(".onnx"):
         raise _UsageError("run takes an ONNX model (MODEL.onnx)")
@@ -495,8 +495,8 @@ def cmd_inputs(args: argparse.Namespace) -> int:
     """The graph inputs (name, shape, dtype); with ``--random --save`` an ``.npz`` of them."""
     import numpy as np
 
+    from polyfuse.apps.onnx_run import random_inputs
     from polyfuse.frontend.onnx import load_onnx_model
-    from polyfuse.onnx_run import random_inputs
 
     if not args.model.endswith(".onnx"):
         raise _UsageError("inputs takes an ONNX model (MODEL.onnx)")
@@ -586,7 +586,7 @@ def _roofline_points(args: argparse.Namespace) -> list:
     _, queue = get_context(args.device)
     points = kernel_points(program, params=params, queue=queue)
     if args.fused:
-        from polyfuse.pipeline import fuse_program
+        from polyfuse.passes.pipeline import fuse_program
 
         fused = fuse_program(program, params=params, device=args.device).fused.program
         points += kernel_points(fused, params=params, label="fused:", queue=queue)
@@ -616,7 +616,7 @@ def cmd_roofline(args: argparse.Namespace) -> int:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from polyfuse.prediction import predict
+    from polyfuse.apps.prediction import predict
 
     if args.repeat < 1:
         raise _UsageError("--repeat must be at least 1")
@@ -663,8 +663,8 @@ def _coarsen_specs(items: Sequence[str]) -> list:
 
 
 def cmd_coarsen(args: argparse.Namespace) -> int:
-    from polyfuse.coarsen_tune import tune_coarsening
     from polyfuse.codegen.coarsen import Factors, spread_factors
+    from polyfuse.passes.coarsening_tuning import tune_coarsening
     from polyfuse.runtime.execute import program_source
 
     params = {k: v for k, v in _parse_params(args.param).items() if isinstance(v, int)}
@@ -755,7 +755,7 @@ def _subcommand(sub: argparse._SubParsersAction, name: str, summary: str,
 def _version() -> str:
     from polyfuse import __version__
 
-    return f"polyfuse {__version__} ({Path(__file__).resolve().parent})"
+    return f"polyfuse {__version__} ({Path(__file__).resolve().parent.parent})"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -949,7 +949,7 @@ _BUILDS_KERNELS = (cmd_roofline, cmd_run, cmd_coarsen, cmd_demo, cmd_predict)
 def _command_job(args: argparse.Namespace, progress: Optional[Callable[[str], None]] = None
                  ) -> int:
     """One command in the worker process (module level, so it can be pickled)."""
-    from polyfuse.c.cpp import RECURSION_LIMIT, recursion_limit
+    from polyfuse.c.preprocessor import RECURSION_LIMIT, recursion_limit
 
     with recursion_limit(RECURSION_LIMIT):
         try:
@@ -963,13 +963,13 @@ def _command_job(args: argparse.Namespace, progress: Optional[Callable[[str], No
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from polyfuse import drivers
+    from polyfuse.core import drivers
 
     # before anything enumerates OpenCL platforms: the ICD loader reads its vendors folder once
     if getattr(args, "register", None) is not None:
         drivers.remember(args.register)
     drivers.apply()
-    from polyfuse.c.cpp import RECURSION_LIMIT, recursion_limit
+    from polyfuse.c.preprocessor import RECURSION_LIMIT, recursion_limit
 
     try:
         if args.device:  # a bad --device fails now, not after minutes of analysis and planning
@@ -978,7 +978,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             get_device(args.device)
         with recursion_limit(RECURSION_LIMIT):  # deeply nested (but accepted) source code
             if args.func in _BUILDS_KERNELS:
-                from polyfuse.watchdog import call_with_budget
+                from polyfuse.core.watchdog import call_with_budget
 
                 return call_with_budget(_command_job, (args,))
             return args.func(args)

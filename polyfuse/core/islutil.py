@@ -10,7 +10,7 @@ from typing import Any, Optional, TypeVar
 import islpy as isl
 import sympy
 
-from polyfuse.program import PolyfuseError
+from polyfuse.core.program import PolyfuseError
 
 T = TypeVar("T")
 

@@ -3,11 +3,11 @@
 The UAR computes dependences symbolically with isl; these modules compute them independently, by
 *executing* the parsed kernels on small concrete sizes, so the two can be compared
 (docs/ARCHITECTURE.md, "Correctness").
-:mod:`polyfuse.testing.kernelgen` (hypothesis strategies) needs the ``test`` extra and is not
+:mod:`polyfuse.oracle.kernelgen` (hypothesis strategies) needs the ``test`` extra and is not
 imported here.
 """
 
-from polyfuse.testing.bruteforce import (  # noqa: F401
+from polyfuse.oracle.bruteforce import (  # noqa: F401
     ConcreteEdge,
     InstanceTrace,
     Simulation,
@@ -18,7 +18,7 @@ from polyfuse.testing.bruteforce import (  # noqa: F401
     kernels_from_source,
     simulate,
 )
-from polyfuse.testing.interp import (  # noqa: F401
+from polyfuse.oracle.interp import (  # noqa: F401
     CompiledKernel,
     InterpError,
     KernelRun,

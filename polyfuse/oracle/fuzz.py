@@ -12,7 +12,7 @@ Two generators, one rule — every outcome is either a verified success or a cle
   :func:`check_program` runs the ``polyfuse`` command on it and accepts exit 0, or exit 1 with
   exactly one ``polyfuse: error:`` line — no traceback, no internal error, no hang.
 
-``python -m polyfuse.testing.fuzz --minutes N`` runs a campaign and writes every failure (the
+``python -m polyfuse.oracle.fuzz --minutes N`` runs a campaign and writes every failure (the
 model or program, and a ``repro.sh`` with the command) under a directory it prints.
 """
 
@@ -231,7 +231,7 @@ class Outcome:
 
 
 def _fuse_verify_job(path: str, out: str, progress: Optional[Callable] = None) -> dict:
-    from polyfuse.onnx_run import fuse_onnx
+    from polyfuse.apps.onnx_run import fuse_onnx
     from polyfuse.report import write_outputs
 
     result = fuse_onnx(path, verify=True, progress=progress)
@@ -250,11 +250,11 @@ WALL_FACTOR = 4.0
 def check_model(path: str, *, timeout: float = 120.0) -> Outcome:
     """Fuse and verify one ONNX model in a worker process under ``timeout`` seconds of CPU
     time (``WALL_FACTOR`` times that of wall-clock time)."""
-    from polyfuse.program import PolyfuseError
-    from polyfuse.watchdog import BudgetExceeded, call_with_budget
+    from polyfuse.core.program import PolyfuseError
+    from polyfuse.core.watchdog import BudgetExceeded, call_with_budget
 
     out = tempfile.mkdtemp(prefix="polyfuse-fuzz-out-")
-    cmd = (f"{sys.executable} -m polyfuse.cli fuse {path} --out {path}.out --verify "
+    cmd = (f"{sys.executable} -m polyfuse fuse {path} --out {path}.out --verify "
            f"--no-timing --timeout {timeout:g}")
     start = time.monotonic()
     try:
@@ -277,7 +277,7 @@ def check_program(kernels: str, host: str, *, params: Optional[dict[str, int]] =
     stall is more than ``timeout`` seconds of CPU time (``WALL_FACTOR`` times that of wall
     time), so a loaded machine does not count as polyfuse hanging."""
     out = tempfile.mkdtemp(prefix="polyfuse-fuzz-out-")
-    args = [sys.executable, "-m", "polyfuse.cli", "fuse", kernels, "--host", host, "--out", out]
+    args = [sys.executable, "-m", "polyfuse", "fuse", kernels, "--host", host, "--out", out]
     args += [f"--param={k}={v}" for k, v in (params or {}).items()]
     args += ["--verify"] if verify else []
     cmd = " ".join(args).replace(f"--out {out}", f"--out {kernels}.out")
@@ -311,7 +311,7 @@ def _run_cpu_bounded(args: list[str], env: dict[str, str], timeout: float
     or ``WALL_FACTOR * timeout`` wall seconds.  Returns the process and why it was stopped."""
     import signal
 
-    from polyfuse.watchdog import tree_cpu_seconds
+    from polyfuse.core.watchdog import tree_cpu_seconds
 
     start = time.monotonic()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
@@ -534,7 +534,7 @@ def run_campaign(*, seconds: float, seed: int = 0, out_dir: Optional[str] = None
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m polyfuse.testing.fuzz",
+    parser = argparse.ArgumentParser(prog="python -m polyfuse.oracle.fuzz",
                                      description="Differential fuzzing campaign of polyfuse.")
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--seed", type=int, default=0)

@@ -54,7 +54,7 @@ def cache_root() -> Path:
 @lru_cache(maxsize=1)
 def code_hash() -> str:
     """SHA-256 of polyfuse's own source files (Python and the bundled headers)."""
-    pkg = Path(__file__).resolve().parent
+    pkg = Path(__file__).resolve().parent.parent
     h = hashlib.sha256()
     for f in sorted(pkg.rglob("*")):
         if f.is_file() and f.suffix in (".py", ".h", ".cl"):

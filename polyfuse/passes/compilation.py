@@ -1,7 +1,7 @@
 """One compilation as a frozen record, and the passes that fill it in, one stage each.
 
-A :class:`Compilation` holds the :class:`~polyfuse.program.Program` (or the ONNX file it is
-loaded from), the :class:`~polyfuse.program.Target` it is compiled for (device limits and the
+A :class:`Compilation` holds the :class:`~polyfuse.core.program.Program` (or the ONNX file it is
+loaded from), the :class:`~polyfuse.core.program.Target` it is compiled for (device limits and the
 kernel variant), the :class:`Options`, and each stage's record once that stage has run: the
 :class:`~polyfuse.uar.UAR`, the certified :class:`~polyfuse.fusion.FusionPlan`, the
 :class:`~polyfuse.codegen.FusedProgram`, the verification, the timings.  A pass is a function
@@ -9,9 +9,9 @@ kernel variant), the :class:`Options`, and each stage's record once that stage h
 filled in yet (so a record that arrives tuned, or from a cache, is not planned again).
 
 Why one record: every application (``polyfuse fuse``, the batch, ``InferenceSession``, the
-ONNX runner, the autotuner) runs the same passes (:data:`polyfuse.pipeline.PASSES`) with other
-options, instead of each sequencing ``plan_fusion -> certify -> generate -> build_fused`` itself;
-and the target travels in the record, so no stage asks a device for its limits.
+ONNX runner, the autotuner) runs the same passes (:data:`polyfuse.passes.pipeline.PASSES`) with
+other options, instead of each sequencing ``plan_fusion -> certify -> generate -> build_fused``
+itself; and the target travels in the record, so no stage asks a device for its limits.
 
 Progress is reported as :class:`Event` records (a :class:`Stage` and a message), so a caller
 that times stages reads the stage instead of parsing the message.
@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Protocol, Union
 
-from polyfuse.program import PolyfuseError, Program, Target
+from polyfuse.core.program import PolyfuseError, Program, Target
 
 if TYPE_CHECKING:  # the records of the stages, imported where they run
     from polyfuse.codegen import FusedProgram
@@ -67,7 +67,8 @@ Progress = Callable[[Event], None]
 
 
 class Tuning(Protocol):
-    """What the tuning pass records (:class:`polyfuse.tune.TuneResult`, a layer above)."""
+    """What the tuning pass records (:class:`polyfuse.passes.orchestration_tuning.TuneResult`, a
+    layer above)."""
 
     variant: str
     plan: FusionPlan
@@ -75,7 +76,8 @@ class Tuning(Protocol):
 
 
 class Coarsening(Protocol):
-    """What the coarsening pass records (:class:`polyfuse.coarsen_tune.CoarsenReport`)."""
+    """What the coarsening pass records
+    (:class:`polyfuse.passes.coarsening_tuning.CoarsenReport`)."""
 
     def to_dict(self) -> dict[str, Any]: ...
 
@@ -90,7 +92,7 @@ class Options:
     orchestration: str = "auto"
     #: build the fused program on the device (``False``: generate only, device-free)
     build: bool = True
-    #: choose the orchestration by timing (:func:`polyfuse.tune.autotune`)
+    #: choose the orchestration by timing (:func:`polyfuse.passes.orchestration_tuning.autotune`)
     tune: bool = False
     #: coarsen the fused kernels, factors chosen by timing
     coarsen: bool = False
@@ -251,7 +253,7 @@ def generate(c: Compilation) -> Compilation:
     that is built (a device-free one is generated for the reference sizes unchecked)."""
     if c.fused is not None:
         return c
-    from polyfuse.codegen import generate as fuse
+    from polyfuse.codegen import generate_fused as fuse
 
     assert c.plan is not None and c.certified
     c.say(Stage.GENERATE, f"generating {len(c.plan.groups)} fused kernel(s)")

@@ -1,14 +1,15 @@
 """Run ONNX models through polyfuse (fused or not) and check them against onnxruntime.
 
 Why a module of its own: the front-end (:mod:`polyfuse.frontend.onnx`) only builds a
-:class:`~polyfuse.program.Program`; running it means mapping ONNX input/output names onto buffers,
+:class:`~polyfuse.core.program.Program`; running it means
+ mapping ONNX input/output names onto buffers,
 starting from the model's weights (``Program.data``), and — for the fused program, which code
 generation builds as a new record without that data — passing the weights explicitly.  The
 verification of a fused ONNX model has two references (docs/ARCHITECTURE.md, "Correctness"): the
 unfused program (fusion
 changed nothing) and onnxruntime (the front-end and the operator kernels mean what ONNX means).
 
-    >>> from polyfuse.onnx_run import run_onnx, onnxruntime_reference       # doctest: +SKIP
+    >>> from polyfuse.apps.onnx_run import run_onnx, onnxruntime_reference       # doctest: +SKIP
     >>> out = run_onnx("examples/models/bert_qkv.onnx", {"X": x})            # doctest: +SKIP
     >>> ref = onnxruntime_reference("examples/models/bert_qkv.onnx", {"X": x})  # doctest: +SKIP
 """
@@ -22,9 +23,10 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 import numpy as np
 
-from polyfuse.compilation import Compilation, Options, Pass, Progress, Stage, verify
+from polyfuse.core.program import PolyfuseError, Program
 from polyfuse.frontend.onnx import GraphIO, OnnxModel, load_onnx_model
-from polyfuse.pipeline import (
+from polyfuse.passes.compilation import Compilation, Options, Pass, Progress, Stage, verify
+from polyfuse.passes.pipeline import (
     PASSES,
     FuseResult,
     compile_program,
@@ -32,7 +34,6 @@ from polyfuse.pipeline import (
     result_of,
     target_of,
 )
-from polyfuse.program import PolyfuseError, Program
 
 if TYPE_CHECKING:
     from polyfuse.runtime.device import DeviceSpec
@@ -117,7 +118,7 @@ def compile_onnx(path: str, params: Optional[Mapping[str, int]], device: DeviceS
                  tune: bool = False, progress: Optional[Progress] = None,
                  form: Optional[str] = None) -> Compilation:
     """The model loaded and fused (:data:`ONNX_PASSES`, no verification), once per file
-    version, parameters, device and kernel variant (:data:`polyfuse.program.KERNEL_VARIANTS`;
+    version, parameters, device and kernel variant (:data:`polyfuse.core.program.KERNEL_VARIANTS`;
     fusion takes seconds)."""
     form = form or "tiled"
     key = _key(path, params, device) + (tune, form)
@@ -275,7 +276,7 @@ def verify_onnx(c: Compilation) -> Compilation:
     return c.replace(verified=verified, verification=worst)
 
 
-#: :data:`polyfuse.pipeline.PASSES` with the ONNX model's verification
+#: :data:`polyfuse.passes.pipeline.PASSES` with the ONNX model's verification
 ONNX_PASSES: tuple[Pass, ...] = tuple(verify_onnx if p is verify else p for p in PASSES)
 
 
