@@ -262,8 +262,8 @@ def predict(source: Source, device: Any = None, *, host: Optional[Union[str, Seq
     """Predicted (and with ``measure`` measured) seconds of every launch of ``source``.
 
     ``source``: a :class:`~polyfuse.core.program.Program`, an ONNX model file or an OpenCL C
-    file with its ``host`` program; ``params`` fix sizes the host reads at run time (or an ONNX model's
-    dynamic dimensions); ``fused`` predicts the fused program (the plan ``polyfuse fuse``
+    file with its ``host`` program; ``params`` fix sizes the host reads at run time (or an ONNX
+    model's dynamic dimensions); ``fused`` predicts the fused program (the plan ``polyfuse fuse``
     makes) instead.  ``device`` is a ``"P:D"`` spec as ``polyfuse devices`` lists (default: the
     default device); its calibration is measured once and cached (``recalibrate``: measured
     again).  Raises :class:`PolyfuseError` on input it cannot load, sizes it cannot count, a
