@@ -8,7 +8,7 @@ import pytest
 from polyfuse.core.cache import cache_root
 
 #: device verdicts copied from the developer's cache (see _isolated_polyfuse_cache)
-PROBE_FILES = ("device_probe.json", "default_device.json")
+PROBE_FILES = ("device_probe.json", "device_speed.json")
 
 #: Tests that take more than a few seconds on a 2-core machine (node-id prefixes).  A test can
 #: also say it itself with ``@pytest.mark.slow``.

@@ -76,7 +76,7 @@ def test_default_is_a_gpu_and_fuse_verify_runs_there(tmp_path: Path) -> None:
     devices = cli("devices")
     assert devices.returncode == 0, devices.stderr
     default = next(ln for ln in devices.stdout.splitlines() if ln.startswith("default:"))
-    assert default.split()[1] in GPUS and "real-size probe" in default, devices.stdout
+    assert default.split()[1] in GPUS and "lowest estimated layer time" in default, devices.stdout
     qkv = ROOT / "examples" / "qkv"
     fused = cli("fuse", str(qkv / "kernels.cl"), "--host", str(qkv / "host.c"), "--out",
                 str(tmp_path / "out"), "--verify")

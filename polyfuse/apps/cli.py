@@ -153,6 +153,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
     from polyfuse.runtime.device import (
         DEFAULT_RULE,
+        device_speeds,
         get_device,
         icd_library,
         list_devices,
@@ -183,6 +184,8 @@ def cmd_devices(args: argparse.Namespace) -> int:
                 "yes" if why is None else f"no: {why}",
             ]
         )
+    measured = [(dev_id, dev) for dev_id, _, dev in list_devices() if usable[dev_id]]
+    speeds = dict(zip([i for i, _ in measured], device_speeds([d for _, d in measured])))
     notes = _driver_notes()
     default = None
     if any(usable.values()):
@@ -202,6 +205,10 @@ def cmd_devices(args: argparse.Namespace) -> int:
                 d["reason"] = r[-1].removeprefix("no: ")
             d["default"] = r[0] == default
             d["capabilities"] = caps[r[0]]
+            speed = speeds.get(r[0])
+            if speed is not None:
+                d["speed"] = {"product_s": speed.product, "chain_s": speed.chain,
+                              "score_s": speed.score}
             out.append(d)
         json.dump(out, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -226,6 +233,8 @@ def cmd_devices(args: argparse.Namespace) -> int:
         name = next((f" {r[4]}, {r[2]}" for r in rows if r[0] == default), "")
         print(f"\ndefault: {default or 'none usable'}{name} ({how})")
         print(f"rule: {DEFAULT_RULE}")
+        for dev_id, speed in speeds.items():
+            print(f"{dev_id} speed: {speed.text() if speed else 'probe failed'}")
         for dev_id, found in caps.items():
             odd = [f"{c}: {v}" for c, v in found.items() if v != "ok"]
             if odd:

@@ -525,7 +525,7 @@ def _check_digest(dev_key: str, check: Check) -> str:
 
 
 def _check_cache_file(digest: str) -> str:
-    return os.path.join(os.path.dirname(_cache_path()), "precheck", f"{digest}.json")
+    return os.path.join(_cache_dir(), "precheck", f"{digest}.json")
 
 
 def _cached_verdict(digest: str) -> tuple[bool, Optional[str]]:
@@ -618,98 +618,181 @@ _DEFAULT_REASON: list[str] = []
 os.environ.setdefault("POCL_DEVICES", "pthread basic")
 
 
-def _probe_seconds(dev: cl.Device) -> float:
-    """Wall time of a small-model-like workload: 16 dependent launches of a 4096-element kernel
-    with one finish (what one inference of a small fused graph costs: launch overhead plus
-    short kernels).  Median of 5 after a warm-up."""
+#: the product of the speed probe, (M, K, N): one BERT-base projection at sequence length
+#: 128, in the library's ``blocked`` MatMul (the form sessions run on CPUs)
+PRODUCT_SHAPE = (128, 768, 768)
+#: launches in the speed probe's chain (one finish at the end)
+CHAIN_LAUNCHES = 16
+#: the representative model the score estimates: one BERT-base encoder layer at sequence
+#: length 128, whose products are about 12 times the probe product's FLOPs (1.86 GFLOP) and
+#: which runs as about 16 launches once fused
+MIX_PRODUCTS = 12
+
+
+@dataclass(frozen=True)
+class DeviceSpeed:
+    """What the speed probe measured on a device, in seconds: one ``PRODUCT_SHAPE`` product
+    (throughput) and a chain of ``CHAIN_LAUNCHES`` small dependent launches (latency)."""
+
+    product: float
+    chain: float
+
+    @property
+    def score(self) -> float:
+        """Estimated seconds of one representative layer (:data:`MIX_PRODUCTS` products and
+        one launch chain): what the default choice minimizes."""
+        return MIX_PRODUCTS * self.product + self.chain
+
+    def text(self) -> str:
+        m, k, n = PRODUCT_SHAPE
+        return (f"product {m}x{k}x{n} {self.product * 1e3:.2f} ms, {CHAIN_LAUNCHES} launches "
+                f"{self.chain * 1e3:.2f} ms, estimated layer {self.score * 1e3:.1f} ms")
+
+
+def _speed_bench(spec: str) -> tuple[Callable[[], None], Callable[[], None], tuple[object, ...]]:
+    """On device ``spec``: (one product, one launch chain, what must stay alive meanwhile)."""
+    from polyfuse.core.program import KERNEL_VARIANTS
+    from polyfuse.oplib import op_kernel  # the library's own kernel, as a session builds it
+
+    dev = get_device(spec)
     ctx = cl.Context([dev])
     queue = cl.CommandQueue(ctx)
-    kernel = build_kernel(ctx, "__kernel void polyfuse_speed(__global float *a) {"
-                          " const int i = get_global_id(0); a[i] = a[i] * 0.5f + 1.0f; }",
-                          "polyfuse_speed")
-    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4 * 4096)
-    kernel.set_args(buf)
+    chain = build_kernel(ctx, "__kernel void polyfuse_speed(__global float *a) {"
+                         " const int i = get_global_id(0); a[i] = a[i] * 0.5f + 1.0f; }",
+                         "polyfuse_speed")
+    mf = cl.mem_flags
+    m, k, n = PRODUCT_SHAPE
+    opk = op_kernel("MatMul", {}, [(m, k), (k, n)], [(m, n)], name="polyfuse_speed_mm",
+                    max_work_group_size=dev.max_work_group_size,
+                    local_mem_size=dev.local_mem_size, variant=KERNEL_VARIANTS["blocked"])
+    product = build_kernel(ctx, opk.source, opk.name)
+    rng = np.random.default_rng(0)
+    # kept by the caller: a kernel's arguments do not keep their buffers alive
+    buffers = tuple(cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR,
+                              hostbuf=rng.standard_normal(shape, dtype=np.float32))
+                    for shape in ((m, k), (k, n))) + (
+        cl.Buffer(ctx, mf.WRITE_ONLY, 4 * m * n), cl.Buffer(ctx, mf.READ_WRITE, 4 * 4096))
+    product.set_args(*buffers[:3])
+    chain.set_args(buffers[3])
 
-    def once() -> None:
-        for _ in range(16):
-            cl.enqueue_nd_range_kernel(queue, kernel, (4096,), (64,))
+    def launches() -> None:
+        for _ in range(CHAIN_LAUNCHES):
+            cl.enqueue_nd_range_kernel(queue, chain, (4096,), (64,))
         queue.finish()
 
-    return time_host(once, repeat=5, warmup=2).median
-
-
-#: the real-size probe's matrix order: big enough that a GPU's throughput, not its launch
-#: latency, decides, small enough for a CPU device to finish in tens of milliseconds
-REAL_SIZE_N = 256
-
-
-def _real_size_seconds(dev: cl.Device) -> float:
-    """Wall time of a real-size workload: one naive ``REAL_SIZE_N``-cubed matrix product (what
-    an encoder layer's projections cost), launch to finish.  Median of 3 after a warm-up."""
-    ctx = cl.Context([dev])
-    queue = cl.CommandQueue(ctx)
-    kernel = build_kernel(ctx, """
-        __kernel void polyfuse_matmul(__global const float *a, __global const float *b,
-                                      __global float *c, const int n) {
-            const int i = get_global_id(1), j = get_global_id(0);
-            float s = 0.0f;
-            for (int k = 0; k < n; ++k) s += a[i * n + k] * b[k * n + j];
-            c[i * n + j] = s;
-        }""", "polyfuse_matmul")
-    n = REAL_SIZE_N
-    bufs = [cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4 * n * n) for _ in range(3)]
-    kernel.set_args(*bufs, np.int32(n))
-
-    def once() -> None:
-        cl.enqueue_nd_range_kernel(queue, kernel, (n, n), None)
+    def matmul() -> None:
+        cl.enqueue_nd_range_kernel(queue, product, opk.global_size, opk.local_size)
         queue.finish()
 
-    return time_host(once, repeat=3, warmup=1).median
+    return matmul, launches, (ctx, queue, buffers)
 
 
-#: the probes the default choice measures with, by name (:func:`choose_default`)
-PROBES: dict[str, Callable[[cl.Device], float]] = {
-    "16-launch": _probe_seconds,
-    "real-size": _real_size_seconds,
-}
+#: rounds of the speed probe (each device runs one product and one chain per round)
+SPEED_ROUNDS = 10
+
+
+def _speed_job(specs: Sequence[str], progress: Callable[[str], None]) -> list[DeviceSpeed]:
+    """In a worker (a device compiler may abort on the product): both figures of the speed
+    probe on each device of ``specs``, wall time launch to finish, the devices taking turns
+    round by round so that they see the same load, each figure the best of
+    :data:`SPEED_ROUNDS` after a warm-up (tens of ms in all on a CPU): on a shared machine
+    the least disturbed run is what a device can do, where a median follows others' load."""
+    warnings.simplefilter("ignore", cl.CompilerWarning)
+    progress("building the speed probe's kernels")
+    benches = [_speed_bench(spec) for spec in specs]
+    progress("running the speed probe")
+    best = [[float("inf"), float("inf")] for _ in specs]
+    for rnd in range(SPEED_ROUNDS + 1):
+        for (matmul, launches, _), fig in zip(benches, best):
+            for i, fn in enumerate((matmul, launches)):
+                t0 = time.perf_counter()
+                fn()
+                if rnd:  # round 0 warms up
+                    fig[i] = min(fig[i], time.perf_counter() - t0)
+    return [DeviceSpeed(product=p, chain=c) for p, c in best]
+
+
+#: bump when the speed probe changes, so cached figures are measured again
+_SPEED_VERSION = 1
+_SPEEDS: dict[str, Optional[DeviceSpeed]] = {}
+
+
+def _speed_cache_path() -> str:
+    return os.path.join(_cache_dir(), "device_speed.json")
+
+
+def _speed_key(dev: cl.Device) -> str:
+    return f"{stable_device_key(dev)}|speed {_SPEED_VERSION}"
+
+
+def _measure_speeds(devs: Sequence[cl.Device], timeout: float) -> list[Optional[DeviceSpeed]]:
+    """The speed probe on ``devs`` together in one worker; when that fails, on each alone,
+    so that a device whose compiler crashes on the product costs only its own figures."""
+    try:
+        return list(call_with_budget(_speed_job, ([device_spec(d) for d in devs],),
+                                     timeout=timeout))
+    except (WorkerCrashed, PolyfuseError):
+        if len(devs) == 1:
+            return [None]
+    return [_measure_speeds([d], timeout)[0] for d in devs]
+
+
+def device_speeds(devs: Sequence[cl.Device], timeout: float = 300.0
+                  ) -> list[Optional[DeviceSpeed]]:
+    """The speed probe's figures on each of ``devs``, measured once per device (in a worker:
+    a native crash costs only the measurement; the devices not yet measured together) and
+    cached under the :func:`stable_device_key`, which does not follow the host's free
+    memory.  None for a device whose probe crashed or overran (not cached)."""
+    path = _speed_cache_path()
+    try:
+        with open(path, encoding="utf-8") as fh:
+            table = json.load(fh)
+    except (OSError, ValueError):
+        table = {}
+    for dev in devs:
+        entry = table.get(_speed_key(dev)) if isinstance(table, dict) else None
+        if _speed_key(dev) not in _SPEEDS and isinstance(entry, dict):
+            with contextlib.suppress(KeyError, TypeError, ValueError):
+                _SPEEDS[_speed_key(dev)] = DeviceSpeed(float(entry["product"]),
+                                                       float(entry["chain"]))
+    todo = [d for d in devs if _speed_key(d) not in _SPEEDS]
+    if todo:
+        for dev, speed in zip(todo, _measure_speeds(todo, timeout)):
+            _SPEEDS[_speed_key(dev)] = speed
+            if speed is not None:
+                _remember(path, _speed_key(dev), {"product": speed.product, "chain": speed.chain})
+    return [_SPEEDS[_speed_key(d)] for d in devs]
+
 
 #: the rule :func:`get_device` follows without a spec, as ``polyfuse devices`` prints it
 DEFAULT_RULE = (
-    "--device, else PYOPENCL_CTX, else among the devices that build and run a probe kernel: "
-    "with a GPU among them, the fastest on a real-size probe (a "
-    f"{REAL_SIZE_N}x{REAL_SIZE_N}x{REAL_SIZE_N} matrix product), so a GPU unless measurement "
-    "says a CPU device is faster; without one, the fastest on a 16-launch probe (small models "
-    "are launch-bound); measured once per set of devices and cached"
+    "--device, else PYOPENCL_CTX, else among the devices that build and run a probe kernel the "
+    "one with the lowest estimated time of a BERT-base layer (seq 128): "
+    f"{MIX_PRODUCTS} x a {PRODUCT_SHAPE[0]}x{PRODUCT_SHAPE[1]}x{PRODUCT_SHAPE[2]} blocked "
+    f"MatMul + a chain of {CHAIN_LAUNCHES} small launches, so a GPU unless measurement says a "
+    "CPU device is faster; measured once per device and cached"
 )
 
 D = TypeVar("D")
 
 
-def probe_for(working: Sequence[D], is_gpu: Callable[[D], bool]) -> str:
-    """The probe :data:`DEFAULT_RULE` measures ``working`` devices with."""
-    return "real-size" if any(is_gpu(d) for d in working) else "16-launch"
+def choose_default(working: Sequence[D],
+                   measure: Callable[[Sequence[D]], Sequence[Optional[DeviceSpeed]]]
+                   ) -> tuple[int, list[Optional[DeviceSpeed]]]:
+    """:data:`DEFAULT_RULE` over ``working`` devices: (index chosen, figures of each); a device
+    whose probe failed (None) is chosen only when every probe failed (then the first)."""
+    speeds = list(measure(working))
+    scores = [s.score if s is not None else float("inf") for s in speeds]
+    return scores.index(min(scores)), speeds
 
 
-def choose_default(working: Sequence[D], is_gpu: Callable[[D], bool],
-                   measure: Callable[[D, str], float]) -> tuple[int, str, list[float]]:
-    """:data:`DEFAULT_RULE` over ``working`` devices: (index chosen, probe name, seconds each)."""
-    probe = probe_for(working, is_gpu)
-    times = [measure(d, probe) for d in working]
-    return times.index(min(times)), probe, times
-
-
-def _cache_path() -> str:
-    root = os.environ.get("POLYFUSE_CACHE") or os.path.expanduser("~/.cache/polyfuse")
-    return os.path.join(root, "default_device.json")
-
-
-def _is_gpu(dev: cl.Device) -> bool:
-    return bool(dev.type & cl.device_type.GPU)
+def _cache_dir() -> str:
+    return os.environ.get("POLYFUSE_CACHE") or os.path.expanduser("~/.cache/polyfuse")
 
 
 def _first_working_device(platforms: list) -> cl.Device:
     """The default device (:data:`DEFAULT_RULE`) among those that build and run a probe
-    kernel, measured once and cached on disk per set of devices."""
+    kernel, each measured once and cached on disk."""
     if _WORKING_DEVICE:
         return _WORKING_DEVICE[0]
     candidates = []
@@ -735,29 +818,13 @@ def _first_working_device(platforms: list) -> cl.Device:
         _WORKING_DEVICE.append(working[0])
         _DEFAULT_REASON.append("the only device that builds and runs kernels")
         return working[0]
-    keys = [device_key(d) for d in working]
-    path = _cache_path()
-    try:
-        with open(path, encoding="utf-8") as fh:
-            cached = json.load(fh).get("|".join(sorted(keys)))
-    except (OSError, ValueError, AttributeError):
-        cached = None
-    expected = probe_for(working, _is_gpu)
-    if (isinstance(cached, dict) and cached.get("key") in keys
-            and cached.get("probe", "16-launch") == expected):
-        best = working[keys.index(cached["key"])]
-        probe, times = expected, cached.get("seconds", {})
-    else:
-        index, probe, seconds = choose_default(working, _is_gpu,
-                                               lambda d, name: PROBES[name](d))
-        best, times = working[index], dict(zip(keys, seconds))
-        _remember(path, "|".join(sorted(keys)),
-                  {"key": device_key(best), "seconds": times, "probe": probe})
+    index, speeds = choose_default(working, device_speeds)
+    best = working[index]
     _WORKING_DEVICE.append(best)
-    detail = ", ".join(f"{d.name.strip()} {times.get(k, float('nan')) * 1e6:.0f} us"
-                       for k, d in zip(keys, working))
-    _DEFAULT_REASON.append(f"fastest on a {probe} probe ({detail}; measured once, cached in "
-                           f"{path})")
+    detail = ", ".join(f"{d.name.strip()} {s.score * 1e3:.1f} ms" if s else
+                       f"{d.name.strip()} probe failed" for d, s in zip(working, speeds))
+    _DEFAULT_REASON.append(f"lowest estimated layer time ({detail}; measured once, cached in "
+                           f"{_speed_cache_path()})")
     return best
 
 
@@ -915,7 +982,7 @@ def _remember(path: str, key: str, value: object) -> None:
 
 
 def _probe_cache_path() -> str:
-    return os.path.join(os.path.dirname(_cache_path()), "device_probe.json")
+    return os.path.join(_cache_dir(), "device_probe.json")
 
 
 def probe(dev: cl.Device, kernels: Optional[Sequence[ProbeKernel]] = None,
