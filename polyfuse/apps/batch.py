@@ -37,7 +37,7 @@ from polyfuse.core.program import PolyfuseError
 from polyfuse.passes.compilation import Stage
 
 SUMMARY_HEADERS = ["model", "nodes", "launches before", "launches after", "max abs err",
-                   "verified", "unfused ms", "fused ms", "status"]
+                   "verified", "unfused ms", "fused ms", "timed", "status"]
 
 #: pipeline stages in the order they run (the ``--profile`` table's rows)
 STAGES = ("cache", "load", "build_uar", "plan", "generate", "verify", "write", "timing")
@@ -62,6 +62,8 @@ class ModelSummary:
     verified: Optional[bool] = None
     unfused_ms: Optional[float] = None
     fused_ms: Optional[float] = None
+    #: what was timed: the kernel form and the runs (``blocked, 5+5 runs``)
+    timed: Optional[str] = None
     error: Optional[str] = None
     stages: dict[str, float] = field(default_factory=dict, compare=False)
     cached: bool = field(default=False, compare=False)
@@ -76,7 +78,7 @@ class ModelSummary:
 
         return [self.model, fmt(self.nodes), count(self.launches_before),
                 count(self.launches_after), fmt(self.max_abs_err, ".2e"), verified,
-                fmt(self.unfused_ms, ".3f"), fmt(self.fused_ms, ".3f"),
+                fmt(self.unfused_ms, ".3f"), fmt(self.fused_ms, ".3f"), fmt(self.timed),
                 f"FAILED: {self.error}" if self.error else "ok"]
 
     @property
@@ -145,7 +147,7 @@ def _fuse_uncached(path: str, out_dir: Path, stem: str, stage: _Stages, *, verif
                    repeat: int, device: Optional[str]) -> ModelSummary:
     """The model through the ONNX passes (loaded once, coarsened once with ``tune``), its
     outputs written before it is timed; each pass's events start its stage timer."""
-    from polyfuse.apps.onnx_run import ONNX_PASSES
+    from polyfuse.apps.onnx_run import ONNX_PASSES, time_session_form
     from polyfuse.passes.compilation import Compilation, Event, Options
     from polyfuse.passes.pipeline import compile_program, target_of
 
@@ -158,11 +160,14 @@ def _fuse_uncached(path: str, out_dir: Path, stem: str, stage: _Stages, *, verif
         current[0] = stage(name)
         current[0].__enter__()
 
+    # timed apart from the passes: in the form a session runs, not the plan's
     options = Options(params=dict(params or {}), tune=tune, coarsen=tune, verify=verify,
-                      timing=timing, repeat=repeat, device=device, out=str(out_dir))
+                      timing=False, repeat=repeat, device=device, out=str(out_dir))
     try:
         c = compile_program(Compilation(target=target_of(device), options=options, source=path,
                                         progress=on_event), ONNX_PASSES)
+        if timing:
+            c = c.replace(timing=time_session_form(c, repeat))
     finally:
         if current[0] is not None:
             current[0].__exit__(None, None, None)
@@ -175,6 +180,8 @@ def _fuse_uncached(path: str, out_dir: Path, stem: str, stage: _Stages, *, verif
                         verified=None if v is None else bool(v["ok"]),
                         unfused_ms=None if c.timing is None else c.timing.unfused_ms,
                         fused_ms=None if c.timing is None else c.timing.fused_ms,
+                        timed=None if c.timing is None else
+                        f"{c.timing.form}, {c.timing.runs[0]}+{c.timing.runs[1]} runs",
                         stages=stage.times)
 
 

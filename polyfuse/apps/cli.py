@@ -396,6 +396,7 @@ def _symbolic_if_too_big(args: argparse.Namespace, program: Program, params: dic
 
 def _fuse_onnx_batch(args: argparse.Namespace, models: list[str]) -> int:
     from polyfuse.apps.batch import SUMMARY_HEADERS, fuse_models
+    from polyfuse.apps.onnx_run import TIMED
 
     missing = [m for m in models if not Path(m).is_file()]
     for m in missing:
@@ -409,8 +410,10 @@ def _fuse_onnx_batch(args: argparse.Namespace, models: list[str]) -> int:
                             stage_timeout=args.stage_timeout,
                             isolate=args.verify and not scheduler, device=args.device)
     print(_table(SUMMARY_HEADERS, [s.row() for s in summaries]
-                 + [[Path(m).stem, "-", "-", "-", "-", "-", "-", "-", "FAILED: no such file"]
-                    for m in missing]))
+                 + [[Path(m).stem, *["-"] * (len(SUMMARY_HEADERS) - 2),
+                     "FAILED: no such file"] for m in missing]))
+    if any(s.timed for s in summaries):
+        print(TIMED)
     if args.profile:
         from polyfuse.apps.batch import STAGES
         from polyfuse.report.tables import profile_table

@@ -35,7 +35,13 @@ import pyopencl as cl
 from polyfuse.core import cache as disk
 from polyfuse.core.program import PolyfuseError, Program
 from polyfuse.frontend.onnx import GraphIO, OnnxModel
-from polyfuse.runtime.device import DeviceSpec, device_target, get_context, stable_device_key
+from polyfuse.runtime.device import (
+    DeviceSpec,
+    device_target,
+    get_context,
+    get_device,
+    stable_device_key,
+)
 from polyfuse.runtime.execute import CompiledProgram, ProgramImage, precheck_programs
 
 if TYPE_CHECKING:
@@ -468,6 +474,22 @@ def _cached_form(path: str, params: Mapping[str, int], fused: bool, tune: bool,
     return form if form in _FORMS else None
 
 
+#: the form a session runs a model in before it has measured that model: the one its
+#: measurement has picked on every device measured so far (PoCL on CPUs, the H200 of issue 22)
+USUAL_FORM = "blocked"
+
+
+def session_form(path: str, params: Optional[Mapping[str, int]] = None,
+                 device: DeviceSpec = None, tune: bool = False) -> tuple[str, str]:
+    """The kernel form a fused session of ``path`` runs on ``device``, and how that is known:
+    the session's measured choice when the disk cache holds one, else :data:`USUAL_FORM`
+    (measuring both forms at full size is what a session's first build pays for)."""
+    form = _cached_form(path, dict(params or {}), True, tune, get_device(device))
+    if form is not None:
+        return form, "the session's measured choice"
+    return USUAL_FORM, "the session's usual choice; not yet measured for this model"
+
+
 def _choose_form(path: str, params: Mapping[str, int], fused: bool, device: DeviceSpec,
                  tune: bool, cache: bool) -> InferenceSession:
     """The session of the kernel variant (:data:`polyfuse.core.program.KERNEL_VARIANTS`) that runs
@@ -506,4 +528,4 @@ def _choose_form(path: str, params: Mapping[str, int], fused: bool, device: Devi
     return winner
 
 
-__all__ = ["InferenceSession", "NodeArg"]
+__all__ = ["USUAL_FORM", "InferenceSession", "NodeArg", "session_form"]

@@ -114,10 +114,13 @@ class Options:
 
 @dataclass(frozen=True)
 class Timing:
-    """Median kernel time of the unfused and the fused program, in milliseconds."""
+    """Median kernel time of the unfused and the fused program, in milliseconds, and what was
+    timed: the kernel form (empty: the compilation's own) and the runs of each program."""
 
     unfused_ms: float
     fused_ms: float
+    form: str = ""
+    runs: tuple[int, int] = (0, 0)
 
 
 @dataclass(frozen=True)
@@ -310,9 +313,11 @@ def time_runs(c: Compilation) -> Compilation:
     check_run_budget(c.program, c.params, runs=2, what="timing")
     c.say(Stage.TIME, f"timing unfused and fused ({c.options.repeat} repeats)")
     kw: dict[str, Any] = {"repeat": c.options.repeat, "device": c.options.device}
-    unfused = time_program(c.program, **kw).kernel_time * 1e3
-    fused = time_program(c.fused.program, **kw).kernel_time * 1e3
-    return c.replace(timing=Timing(unfused, fused))
+    unfused = time_program(c.program, **kw)
+    fused = time_program(c.fused.program, **kw)
+    return c.replace(timing=Timing(unfused.kernel_time * 1e3, fused.kernel_time * 1e3,
+                                   runs=(len(unfused.kernel_samples),
+                                         len(fused.kernel_samples))))
 
 
 def device_name(device: Union[DeviceSpec, None]) -> str:

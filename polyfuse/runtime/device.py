@@ -651,7 +651,6 @@ class DeviceSpeed:
 
 def _speed_bench(spec: str) -> tuple[Callable[[], None], Callable[[], None], tuple[object, ...]]:
     """On device ``spec``: (one product, one launch chain, what must stay alive meanwhile)."""
-    from polyfuse.core.program import KERNEL_VARIANTS
     from polyfuse.oplib import op_kernel  # the library's own kernel, as a session builds it
 
     dev = get_device(spec)
@@ -664,7 +663,8 @@ def _speed_bench(spec: str) -> tuple[Callable[[], None], Callable[[], None], tup
     m, k, n = PRODUCT_SHAPE
     opk = op_kernel("MatMul", {}, [(m, k), (k, n)], [(m, n)], name="polyfuse_speed_mm",
                     max_work_group_size=dev.max_work_group_size,
-                    local_mem_size=dev.local_mem_size, variant=KERNEL_VARIANTS["blocked"])
+                    local_mem_size=dev.local_mem_size,
+                    variant=device_target(dev).with_variant("blocked").kernel)
     product = build_kernel(ctx, opk.source, opk.name)
     rng = np.random.default_rng(0)
     # kept by the caller: a kernel's arguments do not keep their buffers alive

@@ -883,23 +883,36 @@ def time_program(
     device: DeviceSpec = None,
     ctx: Optional[cl.Context] = None,
     queue: Optional[cl.CommandQueue] = None,
+    budget_s: Optional[float] = None,
 ) -> ProgramTiming:
-    """Time whole executions: the buffers are reset to the same contents before each one."""
+    """Time whole executions: the buffers are reset to the same contents before each one.
+    ``budget_s`` bounds the measured runs: as many as fit in it at the last warm-up's wall
+    time, at least one and at most ``repeat`` (a real-size model runs for seconds)."""
     if repeat < 1:
         raise ValueError("repeat must be >= 1")
     ctx, queue = _context(device, ctx, queue)
     if not queue.properties & cl.command_queue_properties.PROFILING_ENABLE:
         raise PolyfuseError("time_program needs a queue with profiling enabled (get_context)")
     ex = CompiledProgram(program, params, None, seed, ctx=ctx, queue=queue)
-    return _time_compiled(ex, repeat, warmup)
+    return _time_compiled(ex, repeat, warmup, budget_s)
 
 
-def _time_compiled(ex: CompiledProgram, repeat: int, warmup: int) -> ProgramTiming:
+def runs_within(budget_s: Optional[float], one_run_s: float, repeat: int) -> int:
+    """How many runs of ``one_run_s`` seconds fit in ``budget_s``: between 1 and ``repeat``."""
+    if budget_s is None or one_run_s <= 0:
+        return repeat
+    return max(1, min(repeat, int(budget_s / one_run_s)))
+
+
+def _time_compiled(ex: CompiledProgram, repeat: int, warmup: int,
+                   budget_s: Optional[float] = None) -> ProgramTiming:
     """Profiled executions of a compiled program, each from its initial contents."""
     for _ in range(max(0, warmup)):
         ex.reset()
+        t0 = time.perf_counter()
         ex.enqueue(ex.steps)
         ex.finish()
+        repeat = runs_within(budget_s, time.perf_counter() - t0, repeat)
     kernel: list[float] = []
     wall: list[float] = []
     per: dict[int, list[float]] = {s.launch[0]: [] for s in ex.steps if s.launch is not None}
