@@ -34,7 +34,7 @@ from typing import Any, Optional, Union
 
 from polyfuse.core.mathtext import readable
 from polyfuse.core.program import PolyfuseError
-from polyfuse.passes.compilation import Stage
+from polyfuse.passes.compilation import Compilation, Stage, Timing
 
 SUMMARY_HEADERS = ["model", "nodes", "launches before", "launches after", "max abs err",
                    "verified", "unfused ms", "fused ms", "timed", "status"]
@@ -142,13 +142,50 @@ def fuse_model(path: str, out_root: str, *, verify: bool = False, tune: bool = F
                             stages=stage.times)
 
 
+#: seconds ``polyfuse fuse`` times each program of a model for, at most a few runs: as many as
+#: fit after one warm-up run, at least one (a 12-layer BERT-base runs for seconds)
+TIMING_BUDGET_S = 5.0
+
+
+#: what the ``timed`` column of ``polyfuse fuse``'s summary means
+TIMED = ("timed: the kernel form an InferenceSession runs (its measured choice when cached, "
+         f"else its usual one), unfused+fused runs after a warm-up, at most about "
+         f"{TIMING_BUDGET_S:g} s each")
+
+
+def time_session_form(c: Compilation, repeat: int = 5) -> Timing:
+    """Kernel time of the unfused and the fused model in the form an
+    :class:`~polyfuse.apps.session.InferenceSession` runs (:func:`session_form`), not the
+    plan's form ``c`` was compiled in (reused when they are the same); each program timed for
+    at most ``repeat`` runs within :data:`TIMING_BUDGET_S`."""
+    from polyfuse.apps.onnx_run import compile_onnx
+    from polyfuse.apps.session import session_form
+    from polyfuse.runtime import time_program
+    from polyfuse.runtime.budget import check_run_budget
+
+    assert c.source is not None
+    device, params = c.options.device, c.options.params
+    form, why = session_form(c.source, params, device, c.options.tune)
+    c.say(Stage.TIME, f"timing unfused and fused in the {form} form ({why}; at most {repeat} "
+                      f"runs or about {TIMING_BUDGET_S:g} s each)")
+    if c.target.kernel.name != form:
+        c = compile_onnx(c.source, params, device, c.options.tune, form=form)
+    assert c.program is not None and c.fused is not None
+    check_run_budget(c.program, c.params, runs=2, what="timing")
+    unfused = time_program(c.program, repeat=repeat, device=device, budget_s=TIMING_BUDGET_S)
+    fused = time_program(c.fused.program, repeat=repeat, device=device,
+                         budget_s=TIMING_BUDGET_S)
+    return Timing(unfused.kernel_time * 1e3, fused.kernel_time * 1e3, form=form,
+                  runs=(len(unfused.kernel_samples), len(fused.kernel_samples)))
+
+
 def _fuse_uncached(path: str, out_dir: Path, stem: str, stage: _Stages, *, verify: bool,
                    tune: bool, timing: bool, params: Optional[dict[str, int]],
                    repeat: int, device: Optional[str]) -> ModelSummary:
     """The model through the ONNX passes (loaded once, coarsened once with ``tune``), its
     outputs written before it is timed; each pass's events start its stage timer."""
-    from polyfuse.apps.onnx_run import ONNX_PASSES, time_session_form
-    from polyfuse.passes.compilation import Compilation, Event, Options
+    from polyfuse.apps.onnx_run import ONNX_PASSES
+    from polyfuse.passes.compilation import Event, Options
     from polyfuse.passes.pipeline import compile_program, target_of
 
     current: list[Any] = [None]

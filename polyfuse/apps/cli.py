@@ -395,8 +395,7 @@ def _symbolic_if_too_big(args: argparse.Namespace, program: Program, params: dic
 
 
 def _fuse_onnx_batch(args: argparse.Namespace, models: list[str]) -> int:
-    from polyfuse.apps.batch import SUMMARY_HEADERS, fuse_models
-    from polyfuse.apps.onnx_run import TIMED
+    from polyfuse.apps.batch import SUMMARY_HEADERS, TIMED, fuse_models
 
     missing = [m for m in models if not Path(m).is_file()]
     for m in missing:

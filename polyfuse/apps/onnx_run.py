@@ -31,7 +31,6 @@ from polyfuse.passes.compilation import (
     Pass,
     Progress,
     Stage,
-    Timing,
     verify,
 )
 from polyfuse.passes.pipeline import (
@@ -137,42 +136,6 @@ def compile_onnx(path: str, params: Optional[Mapping[str, int]], device: DeviceS
             target=target_of(device).with_variant(form), options=options, source=path,
             progress=progress), ONNX_PASSES)
     return hit
-
-
-#: seconds ``polyfuse fuse`` times each program of a model for, at most a few runs: as many as
-#: fit after one warm-up run, at least one (a 12-layer BERT-base runs for seconds)
-TIMING_BUDGET_S = 5.0
-
-
-#: what the ``timed`` column of ``polyfuse fuse``'s summary means
-TIMED = ("timed: the kernel form an InferenceSession runs (its measured choice when cached, "
-         f"else its usual one), unfused+fused runs after a warm-up, at most about "
-         f"{TIMING_BUDGET_S:g} s each")
-
-
-def time_session_form(c: Compilation, repeat: int = 5) -> Timing:
-    """Kernel time of the unfused and the fused model in the form an
-    :class:`~polyfuse.apps.session.InferenceSession` runs (:func:`session_form`), not the
-    plan's form ``c`` was compiled in (reused when they are the same); each program timed for
-    at most ``repeat`` runs within :data:`TIMING_BUDGET_S`."""
-    from polyfuse.apps.session import session_form
-    from polyfuse.runtime import time_program
-    from polyfuse.runtime.budget import check_run_budget
-
-    assert c.source is not None
-    device, params = c.options.device, c.options.params
-    form, why = session_form(c.source, params, device, c.options.tune)
-    c.say(Stage.TIME, f"timing unfused and fused in the {form} form ({why}; at most {repeat} "
-                      f"runs or about {TIMING_BUDGET_S:g} s each)")
-    if c.target.kernel.name != form:
-        c = compile_onnx(c.source, params, device, c.options.tune, form=form)
-    assert c.program is not None and c.fused is not None
-    check_run_budget(c.program, c.params, runs=2, what="timing")
-    unfused = time_program(c.program, repeat=repeat, device=device, budget_s=TIMING_BUDGET_S)
-    fused = time_program(c.fused.program, repeat=repeat, device=device,
-                         budget_s=TIMING_BUDGET_S)
-    return Timing(unfused.kernel_time * 1e3, fused.kernel_time * 1e3, form=form,
-                  runs=(len(unfused.kernel_samples), len(fused.kernel_samples)))
 
 
 def load_and_fuse(path: str, params: Optional[Mapping[str, int]], device: DeviceSpec,
@@ -337,5 +300,4 @@ def fuse_onnx(path: PathLike, *, verify: bool = False, params: Optional[Mapping[
 
 __all__ = ["ATOL", "ONNX_PASSES", "RTOL", "OnnxRun", "compile_onnx", "execute_onnx", "fuse_onnx",
            "load_and_fuse", "verify_onnx",
-           "onnxruntime_reference", "random_inputs", "run_onnx",
-           "TIMED", "time_session_form"]
+           "onnxruntime_reference", "random_inputs", "run_onnx"]
