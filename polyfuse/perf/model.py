@@ -205,8 +205,9 @@ def _value(c: Any, what: str, kernel: str) -> float:
     v = c.value
     if v is None:
         free = sorted(s.name for s in c.expr.free_symbols)
+        given = " ".join(f"--param {name}=VALUE" for name in free) or "--param NAME=VALUE"
         raise PolyfuseError(f"kernel {kernel}: {what} is symbolic in {', '.join(free) or '?'}; "
-                            "pass concrete sizes (params / launch geometry) to predict")
+                            f"give the sizes to predict ({given}, or params= in Python)")
     return float(Fraction(v)) if not isinstance(v, float) else v
 
 
