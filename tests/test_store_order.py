@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("onnxruntime")
@@ -101,3 +102,22 @@ def test_other_shapes_are_left_alone(source: str) -> None:
     before = printer.opencl_source(body)
     order_sibling_stores(body, {"x": "float", "t": "float", "y": "float"})
     assert printer.opencl_source(body) == before
+
+
+def test_device_probe_reports_the_pattern() -> None:
+    """The probe kernel's expected output is what the kernel means (a work-item at a time), and
+    probing the default device reports the capability, which `polyfuse devices` prints."""
+    from polyfuse.runtime.device import _capability_kernels, get_device, probe
+
+    k = _capability_kernels()["sibling guarded stores"]
+    out = np.zeros_like(k.expected)
+    for r in range(k.local_size[1]):
+        for c in range(k.local_size[0]):
+            if c < 2:
+                out[r * 4 + c] = k.inputs[r * 2 + c]
+            if c >= 2:
+                out[r * 4 + c] = k.inputs[r * 2 + c - 2]
+            out[64 + r * 4 + c] = out[r * 4 + c]
+    np.testing.assert_array_equal(out, k.expected)
+    verdict = probe(get_device()).capabilities["sibling guarded stores"]
+    assert verdict == "ok" or verdict.startswith("miscompiled"), verdict

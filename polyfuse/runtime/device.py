@@ -842,8 +842,8 @@ class ProbeKernel:
     source: str
     inputs: np.ndarray
     expected: np.ndarray
-    global_size: int = 256
-    local_size: int = 64
+    global_size: tuple[int, ...] = (256,)
+    local_size: tuple[int, ...] = (64,)
 
 
 def _probe_signature(name: str) -> str:
@@ -906,7 +906,25 @@ def _capability_kernels() -> dict[str, ProbeKernel]:
   { const int i0 = get_local_id(0);
     const int i1 = get_group_id(0);
     if (i0 < 3 && i1 < 5) out[15 + i1 * 3 + i0] = -in[i1 * 3 + i0]; } }""", x, expected,
-        global_size=32, local_size=4)}
+        global_size=(32,), local_size=(4,)),
+        "sibling guarded stores": _sibling_stores_kernel()}
+
+
+def _sibling_stores_kernel() -> ProbeKernel:
+    """Stores to one buffer from two sibling ``if`` blocks, then a load of it in the same
+    work-item, as a Concat fused with its reader has: both PoCL builds of the development
+    machine return the buffer's old contents to the load in a 4 x 16 work-group
+    (``codegen/store_order.py`` stores through a volatile pointer there)."""
+    x = np.arange(32, dtype=np.float32) % 7 - 3.5
+    rows = x.reshape(16, 2)
+    slab = np.concatenate([rows, rows], axis=1).reshape(-1)
+    return ProbeKernel("sibling_stores", _probe_signature("sibling_stores") + """{
+  const int c = get_local_id(0);
+  const int r = get_local_id(1);
+  if (c < 2) out[r * 4 + c] = in[r * 2 + c];
+  if (c >= 2) out[r * 4 + c] = in[r * 2 + c - 2];
+  out[64 + r * 4 + c] = out[r * 4 + c]; }""", x, np.concatenate([slab, slab]),
+        global_size=(4, 16), local_size=(4, 16))
 
 
 @dataclass(frozen=True)
@@ -927,7 +945,7 @@ def _run_probe(ctx: cl.Context, queue: cl.CommandQueue, k: ProbeKernel) -> Optio
         dst = cl.Buffer(ctx, mf.READ_WRITE, k.expected.nbytes)
         cl.enqueue_fill_buffer(queue, dst, np.float32(0), 0, k.expected.nbytes)
         with stage(f"running OpenCL kernel '{k.name}'"):
-            kernel(queue, (k.global_size,), (k.local_size,), src, dst)
+            kernel(queue, k.global_size, k.local_size, src, dst)
             out = np.empty_like(k.expected)
             cl.enqueue_copy(queue, out, dst)
             queue.finish()
@@ -960,7 +978,7 @@ def _probe_job(spec: str, kernels: Sequence[ProbeKernel],
 
 
 #: bump when the probe kernels change, so cached verdicts are redone
-_PROBE_VERSION = 2
+_PROBE_VERSION = 3
 _PROBED: dict[str, DeviceProbe] = {}
 
 
