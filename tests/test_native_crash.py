@@ -136,3 +136,30 @@ def test_autotune_skips_variants_whose_build_aborts(tmp_path, monkeypatch) -> No
         at.autotune(program, repeat=1, cache_dir=tmp_path / "tune")
     skipped = [r.error for r in info.value.table if r.error]
     assert skipped and all(e.startswith("skipped: ") and "SIGABRT" in e for e in skipped)
+
+
+def test_a_worker_does_not_rerun_the_users_script(tmp_path: Path) -> None:
+    """A research script with no ``if __name__ == "__main__"`` guard opens a session at top
+    level: the worker that isolates its builds must not run the script again (spawn would,
+    and the second session's worker then fails to start)."""
+    import subprocess
+    import sys
+
+    (tmp_path / "jobs.py").write_text("def double(x, progress):\n    return 2 * x\n")
+    (tmp_path / "script.py").write_text(
+        "import jobs\nfrom polyfuse.core.watchdog import call_with_budget\n"
+        "print('top level ran', flush=True)\n"
+        "print('answer', call_with_budget(jobs.double, (21,), timeout=120))\n")
+    (tmp_path / "guarded.py").write_text(
+        "from polyfuse.core.watchdog import call_with_budget\n"
+        "def triple(x, progress):\n    return 3 * x\n"
+        "if __name__ == '__main__':\n"
+        "    print('answer', call_with_budget(triple, (14,), timeout=120))\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")]))
+    for script in ("script.py", "guarded.py"):  # the second job lives in the script itself
+        out = subprocess.run([sys.executable, script], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.count("top level ran") == (script == "script.py")
+        assert "answer 42" in out.stdout

@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
 import signal
+import sys
 import time
 import traceback
+import types
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Optional
@@ -144,6 +147,30 @@ def _death(exitcode: Optional[int], stage: str, prefix: str) -> WorkerCrashed:
                          f"'{stage}'", stage, None)
 
 
+@contextmanager
+def _user_script_hidden() -> Iterator[None]:
+    """While a spawned worker is prepared, ``__main__`` is a bare module: the worker then does
+    not run the user's script again (which, without an ``if __name__ == "__main__"`` guard,
+    would open the session that started the worker once more and fail, and with one still
+    re-imports everything the script imports)."""
+    main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
+
+
+def _start_without_user_script(proc: multiprocessing.process.BaseProcess) -> None:
+    """Start ``proc`` without re-running the user's script in it, unless the job needs it (a
+    function or value defined in the script pickles by a reference into ``__main__``)."""
+    try:
+        with _user_script_hidden():
+            proc.start()
+    except (pickle.PicklingError, AttributeError, TypeError):
+        proc.start()
+
+
 def call_with_budget(fn: Callable, args: Sequence[Any] = (),
                      kwargs: Optional[Mapping[str, Any]] = None, *,
                      timeout: Optional[float] = None, stage_timeout: Optional[float] = None,
@@ -169,7 +196,7 @@ def call_with_budget(fn: Callable, args: Sequence[Any] = (),
     # inside a command's worker); the ``finally`` below ends it either way
     proc = ctx.Process(target=_child, args=(send_end, fn, tuple(args), dict(kwargs or {})))
     start = time.monotonic()
-    proc.start()
+    _start_without_user_script(proc)
     send_end.close()
     stage, stage_start = _STARTING, start
     prefix = f"{label}: " if label else ""
