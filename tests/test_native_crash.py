@@ -163,3 +163,42 @@ def test_a_worker_does_not_rerun_the_users_script(tmp_path: Path) -> None:
         assert out.returncode == 0, out.stderr[-2000:]
         assert out.stdout.count("top level ran") == (script == "script.py")
         assert "answer 42" in out.stdout
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+def test_a_worker_dies_with_its_parent(tmp_path: Path) -> None:
+    """A command killed from outside (a timeout) must not leave its worker running: an orphan
+    in a long isl computation would hold a core for minutes."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "jobs.py").write_text(
+        "import os, time\n"
+        "def linger(path, progress):\n"
+        "    open(path, 'w').write(str(os.getpid()))\n"
+        "    time.sleep(120)\n")
+    pid_file = tmp_path / "worker.pid"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(tmp_path), str(Path(__file__).resolve().parent.parent)]))
+    parent = subprocess.Popen(
+        [sys.executable, "-c", "import jobs; from polyfuse.core.watchdog import call_with_budget;"
+         f" call_with_budget(jobs.linger, ({str(pid_file)!r},), timeout=300)"], env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not pid_file.exists() or not pid_file.read_text():
+            assert time.monotonic() < deadline and parent.poll() is None, "no worker started"
+            time.sleep(0.2)
+        worker = int(pid_file.read_text())
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{worker}").exists():
+            state = Path(f"/proc/{worker}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            if state == "Z":  # dead, waiting for init to reap it
+                break
+            assert time.monotonic() < deadline, "the worker outlived its parent"
+            time.sleep(0.2)
+    finally:
+        parent.kill()

@@ -15,6 +15,7 @@ The job is called as ``fn(*args, progress=callback, **kwargs)``; its result must
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
 import pickle
@@ -59,6 +60,8 @@ class WorkerCrashed(PolyfuseError):
         self.signal = signal_name
 
 
+#: ``prctl`` option: the signal a process gets when its parent dies (linux/prctl.h)
+_PR_SET_PDEATHSIG = 1
 #: the running worker's stage reporter (empty outside a worker)
 _REPORTER: list[Callable[[str], None]] = []
 #: the stages entered through :func:`stage`, innermost last
@@ -83,7 +86,27 @@ def stage(name: str) -> Iterator[None]:
             _REPORTER[0](_STAGES[-1])
 
 
+def _die_with_parent() -> None:
+    """Ask the kernel to kill this worker when its parent dies (Linux ``PR_SET_PDEATHSIG``).
+
+    Why: a parent killed from outside (a timeout, Ctrl-C twice, a test runner's kill) cannot
+    stop its worker, and an orphan inside an isl computation or a kernel build would go on
+    using a core for minutes; a thread cannot watch for this, as isl holds the interpreter."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return
+    parent = multiprocessing.parent_process()
+    if parent is not None and os.getppid() != parent.pid:  # it died before prctl
+        os._exit(1)
+
+
 def _child(conn: Any, fn: Callable, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+    _die_with_parent()
+
     def progress(stage: str) -> None:
         conn.send(("stage", stage))
 
