@@ -714,3 +714,28 @@ def test_piecewise_pieces_that_agree_are_merged() -> None:
     assert islutil.floor_expr((n + 7) / 8) == sympy.ceiling(n / 8)
     assert islutil.floor_expr((n + 15) / 8) == sympy.ceiling(n / 8) + 1
     assert islutil.floor_expr((2 * n + 3) / 4) == sympy.floor((2 * n + 3) / 4)
+
+
+def test_real_size_blocked_product_footprints_are_bounded() -> None:
+    """A register-blocked product at BERT-base size: barvinok's exact count of its access
+    ranges (floor divisions by the block) took minutes per kernel; past a quota the footprint
+    is that of a containing polyhedron: an upper bound, close for whole matrices."""
+    from polyfuse.core.program import KERNEL_VARIANTS
+    from polyfuse.oplib import op_kernel
+
+    m, k, n = 128, 768, 768
+    opk = op_kernel("MatMul", {}, [(m, k), (k, n)], [(m, n)], name="k_product",
+                    variant=KERNEL_VARIANTS["blocked"])
+    wd = len(opk.global_size)
+    pad = (None,) * (3 - wd)
+    assert opk.local_size is not None
+    kernel = parse_kernels(opk.source, context=KernelContext(
+        local_size=tuple(opk.local_size) + pad, global_size=tuple(opk.global_size) + pad)
+    )[opk.name]
+    kc = pc.count_kernel(kernel, subgroup_size=8)
+    sizes = {r.array: r.footprint.value for r in kc.mem if r.space == "global"
+             and r.footprint is not None}
+    exact = {"a": m * k, "b": k * n, "y": m * n}
+    assert set(sizes) == set(exact), sizes
+    for array, value in sizes.items():  # an upper bound, within a block row of the truth
+        assert exact[array] <= value <= exact[array] * 1.001, (array, value)

@@ -50,7 +50,13 @@ from typing import Any, Optional, Union
 import islpy as isl
 import sympy
 
-from polyfuse.core.islutil import int_symbol, pwqp_to_sympy, val_to_sympy
+from polyfuse.core.islutil import (
+    IslQuotaExceeded,
+    bounded,
+    int_symbol,
+    pwqp_to_sympy,
+    val_to_sympy,
+)
 from polyfuse.core.mathtext import readable
 from polyfuse.core.program import (
     GLOBAL_SIZE_PARAMS,
@@ -743,7 +749,7 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
         space, array, dtype, direction, lid, gid, exact, gran = key
         footprint = None
         if exact and grp["ranges"] is not None and grp["ranges"].is_bounded():
-            footprint = Count.of(grp["ranges"].card(), ctx)
+            footprint = _footprint(grp["ranges"], ctx)
         c = Count.of(_sum(grp["count"]), ctx)
         reason = None if exact else grp["reason"]
         if c.unbounded:
@@ -847,6 +853,30 @@ def _bind(c: Count, subs: Mapping[sympy.Symbol, Any], loops: tuple,
         else:
             e = e * sympy.Max(0, sympy.ceiling((hi - lo) / lp.step))
     return Count(e).evaluate(values)
+
+
+#: isl operations an exact footprint may take before the bounding polyhedron is counted instead
+FOOTPRINT_OPERATIONS = 1_000_000
+
+
+def _footprint(ranges: isl.Set, ctx: Any) -> Optional[Count]:
+    """The distinct elements of ``ranges``: exact (barvinok) within
+    :data:`FOOTPRINT_OPERATIONS`, else those of a polyhedron that contains them (its divisions
+    dropped, then its simple hull), an upper bound; ``None`` when that overruns too.
+
+    Why bounded: the access ranges of a register-blocked product at real size (floor
+    divisions by the block) took barvinok minutes per kernel, and the footprint only splits
+    a kernel's accesses into compulsory ones and re-reads, where a box is close enough."""
+    try:
+        with bounded(FOOTPRINT_OPERATIONS):
+            return Count.of(ranges.card(), ctx)
+    except IslQuotaExceeded:
+        pass
+    try:
+        with bounded(FOOTPRINT_OPERATIONS):
+            return Count.of(ranges.remove_divs().simple_hull().card(), ctx)
+    except IslQuotaExceeded:
+        return None
 
 
 def _host_subs(values: Mapping[str, int]) -> dict[sympy.Symbol, int]:
