@@ -716,10 +716,11 @@ def test_piecewise_pieces_that_agree_are_merged() -> None:
     assert islutil.floor_expr((2 * n + 3) / 4) == sympy.floor((2 * n + 3) / 4)
 
 
-def test_real_size_blocked_product_footprints_are_bounded() -> None:
-    """A register-blocked product at BERT-base size: barvinok's exact count of its access
-    ranges (floor divisions by the block) took minutes per kernel; past a quota the footprint
-    is that of a containing polyhedron: an upper bound, close for whole matrices."""
+def test_real_size_blocked_product_footprints_are_bounded(monkeypatch) -> None:
+    """A register-blocked product at BERT-base size: barvinok's count of its access ranges
+    (one disjunct per column of the block, with floor divisions) took minutes per kernel;
+    coalesced first it is exact at once, and past the operation quota the footprint is that
+    of a containing polyhedron: an upper bound, close for whole matrices."""
     from polyfuse.core.program import KERNEL_VARIANTS
     from polyfuse.oplib import op_kernel
 
@@ -732,10 +733,57 @@ def test_real_size_blocked_product_footprints_are_bounded() -> None:
     kernel = parse_kernels(opk.source, context=KernelContext(
         local_size=tuple(opk.local_size) + pad, global_size=tuple(opk.global_size) + pad)
     )[opk.name]
-    kc = pc.count_kernel(kernel, subgroup_size=8)
-    sizes = {r.array: r.footprint.value for r in kc.mem if r.space == "global"
-             and r.footprint is not None}
     exact = {"a": m * k, "b": k * n, "y": m * n}
-    assert set(sizes) == set(exact), sizes
-    for array, value in sizes.items():  # an upper bound, within a block row of the truth
+
+    def footprints() -> dict[str, int]:
+        kc = pc.count_kernel(kernel, subgroup_size=8)
+        return {r.array: r.footprint.value for r in kc.mem if r.space == "global"
+                and r.footprint is not None}
+
+    assert footprints() == exact
+    monkeypatch.setattr(pc, "coalesce", lambda s: s)  # the exact count overruns its quota
+    monkeypatch.setattr(pc, "FOOTPRINT_OPERATIONS", 200_000)
+    bounds = footprints()
+    assert set(bounds) == set(exact), bounds
+    for array, value in bounds.items():  # an upper bound, within a block row of the truth
         assert exact[array] <= value <= exact[array] * 1.001, (array, value)
+
+
+def test_kernels_that_differ_only_in_their_names_are_counted_once(monkeypatch) -> None:
+    """A model's repeated layers give kernels that differ only in their names: counted once,
+    each launch's counts under its own kernel's name and equal to counting it alone."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from polyfuse.frontend.onnx import load_onnx
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["h"], name="layer0"),
+         helper.make_node("Relu", ["h"], ["y"], name="layer1")], "layers",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path = str(Path(__file__).parent / "_repeated_layers.onnx")
+    onnx.save(model, path)
+    try:
+        program = load_onnx(path)
+    finally:
+        Path(path).unlink()
+    assert len(program.kernels) == 2
+    counted = []
+    real = pc.count_kernel
+
+    def spy(kernel: Kernel, **kw: Any) -> pc.KernelCounts:
+        counted.append(kernel.name)
+        return real(kernel, **kw)
+
+    monkeypatch.setattr(pc, "count_kernel", spy)
+    counts = pc.count_program(program, subgroup_size=8)
+    assert len(counted) == 1
+    first, second = (counts[op.id] for op in program.launches)
+    assert [first.kernel, second.kernel] == [op.kernel for op in program.launches]
+    monkeypatch.setattr(pc, "_content_key", lambda kernel: kernel.name)  # no sharing
+    alone = pc.count_program(program, subgroup_size=8)
+    assert len(counted) == 3
+    assert second == alone[program.launches[1].id]
+    assert first.mem == second.mem and first.ops == second.ops

@@ -53,3 +53,74 @@ def test_fuse_times_the_sessions_form_and_says_so(tmp_path, monkeypatch):
     assert s.timed == "blocked, 3+3 runs" and s.row()[-2] == "blocked, 3+3 runs"
     assert s.unfused_ms > 0 and s.fused_ms > 0
     assert "acc_0_0" not in (tmp_path / "bert_qkv" / "fused.cl").read_text()
+
+
+def _built_forms(monkeypatch):
+    """Record the forms a cold session builds (``_form`` of the inner sessions)."""
+    from polyfuse.apps import session
+
+    built = []
+    real = session.InferenceSession.__init__
+
+    def spy(self, *args, **kwargs):
+        if kwargs.get("_form") is not None:
+            built.append(kwargs["_form"])
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(session.InferenceSession, "__init__", spy)
+    return built
+
+
+def test_the_model_decides_when_one_form_is_far_slower(monkeypatch):
+    """A form predicted more than FORM_MARGIN times slower is neither built nor timed, and
+    the session says the model chose."""
+    import polyfuse
+    from polyfuse.apps import session
+
+    monkeypatch.setattr(session, "_predicted_forms", lambda *a: (
+        {"tiled": 20.0 * session.FORM_MARGIN, "blocked": 10.0}, ""))
+    built = _built_forms(monkeypatch)
+    sess = polyfuse.InferenceSession(str(BERT_QKV), cache=False)
+    assert built == ["blocked"]
+    assert sess.form_choice["form"] == "blocked"
+    assert sess.form_choice["decided_by"] == "the model"
+    assert sess.form_choice["wall_s"] == {}
+
+
+def test_timing_confirms_forms_the_model_cannot_rank(monkeypatch):
+    """Predictions within the margin (or none: an uncalibrated device) leave both forms to be
+    built and timed, and the session says why it had no prediction."""
+    import polyfuse
+    from polyfuse.apps import session
+
+    monkeypatch.setattr(session, "_predicted_forms", lambda *a: (
+        {"tiled": 1.5, "blocked": 1.0}, ""))
+    built = _built_forms(monkeypatch)
+    sess = polyfuse.InferenceSession(str(BERT_QKV), cache=False)
+    assert sorted(built) == ["blocked", "tiled"]
+    assert sess.form_choice["decided_by"] == "timing"
+    assert set(sess.form_choice["wall_s"]) == {"blocked", "tiled"}
+
+
+def test_an_uncalibrated_device_gives_no_prediction(tmp_path, monkeypatch):
+    from polyfuse.apps import session
+
+    monkeypatch.setenv("POLYFUSE_CACHE", str(tmp_path))
+    predicted, why = session._predicted_forms(str(BERT_QKV), {}, None)
+    assert predicted == {} and "no calibration" in why
+
+
+def test_predictions_of_both_forms_with_a_calibration(tmp_path, monkeypatch):
+    """With a calibration on record, both forms' unfused programs are predicted (a fitted
+    calibration of the cost of each feature; here a fixed one, written as a device's)."""
+    from polyfuse.apps import session
+    from polyfuse.perf.model import FEATURES, Calibration, calibration_key
+    from polyfuse.runtime.device import get_device
+
+    monkeypatch.setenv("POLYFUSE_CACHE", str(tmp_path))
+    cal = Calibration(device_key=calibration_key(get_device(None)),
+                      costs={f: 1e-9 for f in FEATURES}, p=4.0, subgroup_size=8)
+    cal.save()
+    predicted, why = session._predicted_forms(str(BERT_QKV), {}, None)
+    assert why == "" and set(predicted) == {"tiled", "blocked"}
+    assert all(t > 0 for t in predicted.values())

@@ -490,24 +490,68 @@ def session_form(path: str, params: Optional[Mapping[str, int]] = None,
     return USUAL_FORM, "the session's usual choice; not yet measured for this model"
 
 
+#: two forms whose predicted times differ by less than this factor are both timed: the model's
+#: geomean error on kernels it never saw is 60-105 % per device (docs/performance.md), so a
+#: smaller predicted gap does not rank them
+FORM_MARGIN = 3.0
+
+
+def _predicted_forms(path: str, params: Mapping[str, int], device: DeviceSpec
+                     ) -> tuple[dict[str, float], str]:
+    """The calibrated model's seconds of one run of each form's unfused program, and why
+    there are none (no calibration cached for the device, a size the model cannot count).
+
+    Unfused because fusing is most of a session's build and the forms differ in their
+    products, which fusion does not change; the calibration is the one ``polyfuse predict``
+    or ``polyfuse roofline`` measured and cached: a session does not calibrate a device."""
+    from polyfuse.apps.prediction import predict_program
+    from polyfuse.frontend.onnx import load_onnx
+    from polyfuse.perf.model import Calibration
+
+    try:
+        cal = Calibration.load(get_device(device))
+    except (FileNotFoundError, PolyfuseError, KeyError, ValueError):
+        return {}, "the device has no calibration yet (polyfuse predict makes one)"
+    out: dict[str, float] = {}
+    for form in _FORMS:
+        try:
+            program = load_onnx(path, params=dict(params),
+                                target=device_target(device).with_variant(form))
+            out[form] = sum(lp.predicted_s * lp.count
+                            for lp in predict_program(program, cal, params=params))
+        except (PolyfuseError, TypeError, ValueError, ZeroDivisionError) as err:
+            return {}, f"the model cannot predict the {form} form ({str(err)[:120]})"
+    return out, ""
+
+
 def _choose_form(path: str, params: Mapping[str, int], fused: bool, device: DeviceSpec,
                  tune: bool, cache: bool) -> InferenceSession:
     """The session of the kernel variant (:data:`polyfuse.core.program.KERNEL_VARIANTS`) that runs
-    this model fastest on this device, by measurement; with ``cache``, the choice and the
-    winning session are kept in the disk cache.
+    this model fastest on this device: the model decides, timing confirms.  The calibrated
+    model predicts each form; a form predicted more than :data:`FORM_MARGIN` times slower
+    than the fastest is neither built nor timed, and the forms left are built and timed
+    (all of them when the model cannot predict).  With ``cache``, the choice and the winning
+    session are kept in the disk cache.
 
-    Why measure: the blocked variant's kernels are much faster on CPU-like devices, the tiled
+    Why choose: the blocked variant's kernels are much faster on CPU-like devices, the tiled
     one fuses with one-element-per-work-item consumers; which wins depends on the graph and
-    the device.
+    the device.  Why the model first: building and timing the slow form of a real-size model
+    was most of a cold session (a BERT-base layer: tiled runs take seconds each).
     """
+    predicted, why_not = _predicted_forms(path, params, device)
+    forms = list(_FORMS)
+    if predicted:
+        best_predicted = min(predicted.values())
+        forms = [f for f in _FORMS if predicted[f] <= FORM_MARGIN * best_predicted]
     cands = {f: InferenceSession(path, params=params, fused=fused, device=device, tune=tune,
-                                 cache=cache, _form=f, _keep=False) for f in _FORMS}
-    if len({c.source for c in cands.values()}) == 1:  # no MatMul/Gemm: nothing to choose
-        best, walls = _FORMS[0], {}
-    else:
+                                 cache=cache, _form=f, _keep=False) for f in forms}
+    if len({c.source for c in cands.values()}) == 1:  # e.g. no MatMul/Gemm: nothing to choose
+        cands = {forms[0]: cands[forms[0]]}
+    walls: dict[str, float] = {}
+    if len(cands) > 1:
         from polyfuse.apps.onnx_run import random_inputs
 
-        feeds = random_inputs(cands[_FORMS[0]].io)
+        feeds = random_inputs(cands[forms[0]].io)
         samples: dict[str, list[float]] = {f: [] for f in cands}
         for c in cands.values():
             c.run(None, feeds)  # warm-up
@@ -519,11 +563,19 @@ def _choose_form(path: str, params: Mapping[str, int], fused: bool, device: Devi
                     samples[f].append(time.perf_counter() - t0)
         walls = {f: float(np.median(v)) for f, v in samples.items()}
         best = min(walls, key=walls.__getitem__)
+    else:
+        best = next(iter(cands))
+    decided = ("timing" if walls else "the model" if len(forms) == 1 and predicted
+               else "no choice to make")
     winner = cands[best]
-    winner.form_choice = {"form": best, "wall_s": walls, "cached": False}
+    winner.form_choice = {"form": best, "decided_by": decided, "predicted_s": predicted,
+                          "wall_s": walls, "cached": False,
+                          **({"why_no_prediction": why_not} if why_not else {})}
     if cache:
         disk.store_blob("form", _form_key(path, params, fused, tune, winner.device),
-                        json.dumps({"form": best, "wall_s": walls, "model": path}).encode())
+                        json.dumps({"form": best, "decided_by": decided,
+                                    "predicted_s": predicted, "wall_s": walls,
+                                    "model": path}).encode())
         winner._store()
     return winner
 

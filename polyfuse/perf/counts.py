@@ -42,6 +42,7 @@ Conventions:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -53,6 +54,7 @@ import sympy
 from polyfuse.core.islutil import (
     IslQuotaExceeded,
     bounded,
+    coalesce,
     int_symbol,
     pwqp_to_sympy,
     val_to_sympy,
@@ -855,8 +857,8 @@ def _bind(c: Count, subs: Mapping[sympy.Symbol, Any], loops: tuple,
     return Count(e).evaluate(values)
 
 
-#: isl operations an exact footprint may take before the bounding polyhedron is counted instead
-FOOTPRINT_OPERATIONS = 1_000_000
+#: isl operations an exact footprint may take before a containing polyhedron is counted instead
+FOOTPRINT_OPERATIONS = 3_000_000
 
 
 def _footprint(ranges: isl.Set, ctx: Any) -> Optional[Count]:
@@ -864,12 +866,12 @@ def _footprint(ranges: isl.Set, ctx: Any) -> Optional[Count]:
     :data:`FOOTPRINT_OPERATIONS`, else those of a polyhedron that contains them (its divisions
     dropped, then its simple hull), an upper bound; ``None`` when that overruns too.
 
-    Why bounded: the access ranges of a register-blocked product at real size (floor
-    divisions by the block) took barvinok minutes per kernel, and the footprint only splits
-    a kernel's accesses into compulsory ones and re-reads, where a box is close enough."""
+    The ranges are coalesced first: the union of a register-blocked product's per-column
+    ranges (one disjunct per column of the block, each with floor divisions) took barvinok
+    minutes per kernel at real size, and coalesces into the whole matrix."""
     try:
         with bounded(FOOTPRINT_OPERATIONS):
-            return Count.of(ranges.card(), ctx)
+            return Count.of(coalesce(ranges).card(), ctx)
     except IslQuotaExceeded:
         pass
     try:
@@ -877,6 +879,18 @@ def _footprint(ranges: isl.Set, ctx: Any) -> Optional[Count]:
             return Count.of(ranges.remove_divs().simple_hull().card(), ctx)
     except IslQuotaExceeded:
         return None
+
+
+def _content_key(kernel: Kernel) -> str:
+    """What a kernel's counts depend on, as text: its source with its own name blanked out
+    when it calls no other function and has no file-scope declarations (the kernels of a
+    model's repeated layers differ only in their names, so a 12-layer encoder is counted
+    once per distinct kernel, not per layer), else its name (kernels of several files may
+    share a helper's name but not its body)."""
+    if set(kernel.helpers) - {kernel.name} or kernel.declarations or not kernel.source:
+        return kernel.name
+    anonymous = re.sub(rf"\b{re.escape(kernel.name)}\b", "\0", kernel.source)
+    return "\0".join((anonymous, *kernel.build_options))
 
 
 def _host_subs(values: Mapping[str, int]) -> dict[sympy.Symbol, int]:
@@ -897,18 +911,21 @@ def count_program(program: Program, *, subgroup_size: Optional[int] = None,
 
     values = dict(values or {})
     out: dict[int, KernelCounts] = {}
-    cache: dict[tuple[str, KernelContext], KernelCounts] = {}
+    cache: dict[tuple[str, KernelContext, KernelContext], KernelCounts] = {}
     for launch in program.launches:
         kernel0 = program.kernels.get(launch.kernel)
         if kernel0 is None:
             raise PolyfuseError(f"launch {launch.id}: unknown kernel {launch.kernel!r}")
         ctx, symbolic = _launch_context(kernel0, launch)
-        kc = cache.get((kernel0.name, ctx))
+        key = (_content_key(kernel0), kernel0.context, ctx)
+        kc = cache.get(key)
         if kc is None:
             kernel = specialize_if_needed(kernel0, ctx)
             kc = count_kernel(kernel, subgroup_size=subgroup_size, granularity=granularity,
                               target=target)
-            cache[(kernel0.name, ctx)] = kc
+            cache[key] = kc
+        elif kc.kernel != kernel0.name:
+            kc = replace(kc, kernel=kernel0.name)
         subs = {int_symbol(k): v for k, v in symbolic.items()}
         loops = tuple(launch.loops)
 
