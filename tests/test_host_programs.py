@@ -234,6 +234,57 @@ def test_build_options_made_at_run_time_define_what_the_kernel_needs(tmp_path: P
     assert [op.kernel for op in program.launches] == ["scale"]
 
 
+def test_build_options_and_file_name_assembled_with_strcpy_strcat(tmp_path: Path) -> None:
+    """A library build helper copies and appends pieces (strcpy/strcat) into char arrays under
+    a device-type branch; the paths agree on the options, so they are known, and the file
+    name it assembles is the one opened."""
+    (tmp_path / "scale.cl").write_text(BLOCK_KERNEL)
+    (tmp_path / "host.c").write_text(SCALE_HOST.replace("SOURCES", """
+    char file[32], opts[64];
+    cl_device_type type;
+    clGetDeviceInfo(NULL, CL_DEVICE_TYPE, sizeof(type), &type, NULL);
+    strcpy(file, "sca");
+    strncat(file, "lexyz", 2);
+    strcpy(opts, "-DOPENCL ");
+    if (type == CL_DEVICE_TYPE_GPU) {
+        strcat(file, ".cl");
+        strcat(opts, "-DBLOCK_SIZE=16");
+    } else {
+        strcat(file, ".cl");
+        strcat(opts, "-DBLOCK_SIZE=16");
+    }
+    const char *src = load(file);
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    clBuildProgram(prog, 0, NULL, opts, NULL, NULL);""").replace(
+        "#include <stdio.h>", "#include <stdio.h>\n#include <string.h>"))
+    program = load_opencl(None, host=str(tmp_path / "host.c"))
+    assert program.kernels["scale"].build_options[-2:] == ("-DOPENCL", "-DBLOCK_SIZE=16")
+
+
+@pytest.mark.parametrize("build", [
+    # the paths of an open condition append different options
+    """if (type == CL_DEVICE_TYPE_GPU) strcat(opts, "-DBLOCK_SIZE=16");
+    else strcat(opts, "-DBLOCK_SIZE=8");""",
+    # a loop appends once per iteration
+    """for (int i = 0; i < (int)type; i++) strcat(opts, "-DBLOCK_SIZE=16");""",
+])
+def test_build_options_that_differ_between_paths_are_unknown(tmp_path: Path, build: str
+                                                             ) -> None:
+    (tmp_path / "scale.cl").write_text(BLOCK_KERNEL)
+    (tmp_path / "host.c").write_text(SCALE_HOST.replace("SOURCES", f"""
+    char opts[64];
+    cl_device_type type;
+    clGetDeviceInfo(NULL, CL_DEVICE_TYPE, sizeof(type), &type, NULL);
+    strcpy(opts, "");
+    {build}
+    const char *src = load("scale.cl");
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    clBuildProgram(prog, 0, NULL, opts, NULL, NULL);""").replace(
+        "#include <stdio.h>", "#include <stdio.h>\n#include <string.h>"))
+    with pytest.raises(UnsupportedError, match="build options polyfuse cannot determine"):
+        load_opencl(None, host=str(tmp_path / "host.c"))
+
+
 def test_one_kernel_name_in_two_files_the_host_loads_one(tmp_path: Path) -> None:
     """Tutorial suites keep one kernel name in several files; the one the host builds is
     the kernel, and only a fallback to the command line's files is ambiguous."""

@@ -247,6 +247,27 @@ def posix_memalign(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> V
     return ZERO
 
 
+def string_copy(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    """``strcpy``/``strcat`` and their ``n`` forms keep the text of the buffer they write
+    (build options assembled piece by piece) while every piece is known; in a loop the text
+    may grow per iteration, so it is unknown there."""
+    dst = memcpy(ev, node, args)
+    if not (isinstance(dst, Ref) and dst.path in ((), (0,))):
+        return dst
+    name = node.name.name
+    src = ev.mem.text(arg_at(args, 1))
+    if src is not None and name in ("strncpy", "strncat"):
+        n = arg_at(args, 2)
+        k = int(n.e) if isinstance(n, Num) and n.e.is_Integer else -1
+        src = src[:k] if k > len(src) or name == "strncat" and k >= 0 else None
+    old = ev.mem.texts.get(dst.slot, None) if name in ("strcat", "strncat") else ""
+    if src is None or old is None or ev.ctx.varies():
+        ev.mem.texts.pop(dst.slot, None)
+    else:
+        ev.mem.texts[dst.slot] = old + src
+    return dst
+
+
 def sprintf(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     return format_into(ev, arg_at(args, 0), args[1:])
 
@@ -414,6 +435,8 @@ def set_opt(ev: CEvaluator, optind: int, optarg: Optional[str]) -> None:
 
 def fopen(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     path = arg_at(args, 0)
+    text = ev.mem.text(path)
+    path = Str(text) if text is not None else path
     if isinstance(path, Str):
         found = ev.sources.find_file(path.s)
         if found is not None:
@@ -487,8 +510,8 @@ def _clock(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
 
 #: the C library's handlers, by function name
 LIBC: dict[str, Handler] = {
-    "memcpy": memcpy, "memmove": memcpy, "strcpy": memcpy, "strncpy": memcpy,
-    "strcat": memcpy, "strncat": memcpy, "fgets": memcpy, "memset": memset,
+    "memcpy": memcpy, "memmove": memcpy, "strcpy": string_copy, "strncpy": string_copy,
+    "strcat": string_copy, "strncat": string_copy, "fgets": memcpy, "memset": memset,
     "posix_memalign": posix_memalign, "sprintf": sprintf, "snprintf": snprintf,
     "strcmp": strcmp, "strncmp": strncmp, "strlen": strlen, "getopt": getopt_short,
     "getopt_long": getopt_long, "fopen": fopen, "fread": fread, "clock": _clock,

@@ -3,8 +3,8 @@
 A variable is a slot (:class:`Slot`: name, C type, value); a pointer is a
 :class:`~.values.Ref` to a slot and a path inside it.  :class:`State` is everything one path
 through the host program changes (slots, buffers, kernel objects, the operations recorded,
-the facts learnt); it is cloned to explore both sides of a condition.  :class:`Memory` owns the
-current state, the call frames and their scopes, and the text written into char buffers."""
+the facts learnt, the text written into char buffers); it is cloned to explore both sides of a
+condition.  :class:`Memory` owns the current state, the call frames and their scopes."""
 
 from __future__ import annotations
 
@@ -74,6 +74,7 @@ class State:
         self.ops: list[Operation] = []
         self.facts: list[Any] = []
         self.uncertain_break: Optional[c_ast.Node] = None
+        self.texts: dict[int, str] = {}  # char buffer slot -> the text written into it
 
     def clone(self) -> State:
         s = State()
@@ -83,6 +84,7 @@ class State:
         s.ops = list(self.ops)
         s.facts = list(self.facts)
         s.uncertain_break = self.uncertain_break
+        s.texts = dict(self.texts)
         return s
 
 
@@ -103,8 +105,13 @@ class Memory:
         self.frames: list[Frame] = []
         self.globals: dict[str, int] = {}
         self.next_slot = 0
-        self.texts: dict[int, str] = {}  # char buffer slot -> text written by sprintf
         self.file_texts: dict[int, str] = {}  # heap slot -> path of the file read into it
+
+    @property
+    def texts(self) -> dict[int, str]:
+        """The text written into char buffers (``sprintf``, ``strcpy``...) on this path: a
+        buffer written differently on two paths of an open condition holds no known text."""
+        return self.state.texts
 
     def new_slot(self, name: str, ctype: CType, value: Value) -> int:
         """A new variable (not in any scope) holding ``value``; its slot id."""

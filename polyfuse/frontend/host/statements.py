@@ -275,6 +275,8 @@ def merge(ev: CEvaluator, base: State, states: list[State]) -> State:
             else:
                 binds[idx] = Poison("set under a data-dependent host condition")
         out.kobjs[oid] = dataclasses.replace(k0, bindings=tuple(sorted(binds.items())))
+    out.texts = {k: t for k, t in states[0].texts.items()
+                 if all(st.texts.get(k) == t for st in states[1:])}
     common = [f for f in states[0].facts[len(base.facts):]
               if all(f in st.facts for st in states)]
     out.facts = list(base.facts) + common
