@@ -965,3 +965,27 @@ def test_sizes_and_breaks_computed_from_data_are_named() -> None:
     fixed = load(params={"residual": 1.0, "count": 16}, check_params=True)
     assert [lp.upper for lp in fixed.launches[0].loops] == [8]
     check_against_oracle(fixed)
+
+
+def test_loop_count_from_a_file_is_refused_naming_the_read_and_the_param() -> None:
+    """Buffers created per block of a page count read with fscanf: the loop cannot be kept
+    symbolic, and the refusal names the count, the fscanf line it comes from (through the
+    block count a condition chose) and the --param that lets the analysis go on."""
+    d = PROGRAMS / "file_blocks"
+    host = d / "host.c"
+    lines = host.read_text().splitlines()
+
+    def line(needle: str) -> int:
+        return next(i + 1 for i, t in enumerate(lines) if needle in t)
+
+    with pytest.raises(UnsupportedError) as exc:
+        load_opencl(str(d / "kernels.cl"), host=str(host), argv=["pages.txt"])
+    err = exc.value
+    assert err.line == line("for (i = 0; i < num_blocks; i++) {"), str(err)
+    read = line('fscanf(fp, "%u\\n"')
+    assert f"'num_blocks', computed from 'num_pages' (read by fscanf) at {host}:{read}" \
+        in err.message, err.message
+    assert "--param num_blocks=VALUE" in err.message
+    program = load_opencl(str(d / "kernels.cl"), host=str(host), argv=["pages.txt"],
+                          params={"num_blocks": 2})
+    assert [op.kernel for op in program.launches] == ["twice", "twice"]

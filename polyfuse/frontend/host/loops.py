@@ -234,7 +234,9 @@ def counted_loop(ev: CEvaluator, node: c_ast.For, it: str, lower_n: c_ast.Node, 
             ev.mem.write(Ref(sid), Num(final) if step == 1 or trip is not None else UNK)
             return
         if trip is None or trip > MAX_UNROLL:
-            what = "its trip count is not a constant" if trip is None else \
+            what = f"its trip count is not a constant (from {lo} to {hi})" \
+                f"{ev.params.hint(hi - lo)}" \
+                if trip is None else \
                 (f"its trip count {trip} exceeds {MAX_UNROLL}; analyze a smaller problem "
                  "size (-D SMALL_DATASET, -D N=256, or --args with a smaller size)")
             raise ev.ctx.error(

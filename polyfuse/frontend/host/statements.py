@@ -297,7 +297,9 @@ def join_all(ev: CEvaluator, values: list, name: str) -> Any:
             if isinstance(v, Num) and isinstance(v.e, sympy.Symbol) and \
                     re.fullmatch(re.escape(name) + r"(_\d+)?", str(v.e)):
                 return v
-        return ev.params.new(name)
+        joined = ev.params.new(name)
+        ev.params.derive(joined.e, [v.e for v in values if isinstance(v, Num)])
+        return joined
     return Poison(f"'{name}' differs between paths of a data-dependent host condition")
 
 
