@@ -989,3 +989,28 @@ def test_loop_count_from_a_file_is_refused_naming_the_read_and_the_param() -> No
     program = load_opencl(str(d / "kernels.cl"), host=str(host), argv=["pages.txt"],
                           params={"num_blocks": 2})
     assert [op.kernel for op in program.launches] == ["twice", "twice"]
+
+
+def test_unrolling_past_the_operation_budget_is_refused_after_one_iteration(tmp_path: Path
+                                                                           ) -> None:
+    """A helper that creates a scratch buffer per call, called in a 1000-step loop with five
+    operations per step (an HMM forward pass): the loop must be unrolled, and the refusal
+    comes after its first iteration, naming the estimate, not after minutes of unrolling."""
+    (tmp_path / "scale.cl").write_text(SCALE_KERNEL)
+    (tmp_path / "host.c").write_text(SCALE_HOST.replace("SOURCES", """
+    const char *src = load("scale.cl");
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    clBuildProgram(prog, 0, NULL, NULL, NULL, NULL);""").replace(
+        "    clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, NULL);", """
+    float part[64];
+    for (int t = 0; t < 1000; t++) {
+        cl_mem tmp = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 64 * sizeof(float), NULL, &err);
+        clEnqueueWriteBuffer(q, tmp, CL_TRUE, 0, 64 * sizeof(float), part, 0, NULL, NULL);
+        clSetKernelArg(k, 0, sizeof(cl_mem), &tmp);
+        clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, NULL);
+        clEnqueueReadBuffer(q, b, CL_TRUE, 0, 64 * sizeof(float), part, 0, NULL, NULL);
+    }"""))
+    with pytest.raises(UnsupportedError, match=r"unrolling its 1000 iterations gives about "
+                       r"\d+ operations, more than the 4096"):
+        load_opencl(None, host=str(tmp_path / "host.c"))
+
