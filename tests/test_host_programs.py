@@ -1014,3 +1014,37 @@ def test_unrolling_past_the_operation_budget_is_refused_after_one_iteration(tmp_
                        r"\d+ operations, more than the 4096"):
         load_opencl(None, host=str(tmp_path / "host.c"))
 
+
+DEVICE_TYPE_OPTIONS = """
+    char opts[64];
+    cl_device_type type;
+    clGetDeviceInfo(NULL, CL_DEVICE_TYPE, sizeof(type), &type, NULL);
+    if (type == CL_DEVICE_TYPE_GPU) strcpy(opts, "-DSCALE=4.0f");
+    else if (type == CL_DEVICE_TYPE_ACCELERATOR) strcpy(opts, "-DSCALE=8.0f");
+    else strcpy(opts, "-DSCALE=2.0f");
+    const char *src = load("scale.cl");
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    clBuildProgram(prog, 0, NULL, opts, NULL, NULL);"""
+
+
+def test_device_type_query_answered_by_the_verifying_device(tmp_path: Path, capsys: Any
+                                                            ) -> None:
+    """A host picks its build options by CL_DEVICE_TYPE: with the device's answers (what
+    ``fuse --verify`` passes) it is modelled as it runs there; without them the options are
+    unknown and refused."""
+    import json
+
+    (tmp_path / "scale.cl").write_text(SCALE_KERNEL)
+    host = tmp_path / "host.c"
+    host.write_text(SCALE_HOST.replace("SOURCES", DEVICE_TYPE_OPTIONS).replace(
+        "#include <stdio.h>", "#include <stdio.h>\n#include <string.h>"))
+    cpu = load_opencl(None, host=str(host), device_info={0x1000: 2})
+    assert "-DSCALE=2.0f" in cpu.kernels["scale"].build_options
+    gpu = load_opencl(None, host=str(host), device_info={0x1000: 4})
+    assert "-DSCALE=4.0f" in gpu.kernels["scale"].build_options
+    with pytest.raises(UnsupportedError, match="build options polyfuse cannot determine"):
+        load_opencl(None, host=str(host))
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", "--host", str(host), "--out", str(out), "--verify")
+    assert code == 0, err  # refused above without the device's answers
+    assert json.loads((out / "plan.json").read_text())["verified"]["ok"] is True

@@ -271,6 +271,18 @@ def device_limits(device: DeviceSpec = None) -> DeviceLimits:
     return DeviceLimits.from_device(get_device(device))
 
 
+def device_answers(device: DeviceSpec = None) -> dict[int, int]:
+    """The selected device's answers to the ``clGetDeviceInfo`` queries hosts branch on or size
+    launches by (type, compute units, work-group limits, local memory), by ``CL_DEVICE_*``
+    code: the host front-end models the program as it runs on this device."""
+    dev = get_device(device)
+    info = cl.device_info
+    return {int(info.TYPE): int(dev.type), int(info.MAX_COMPUTE_UNITS): int(dev.max_compute_units),
+            int(info.MAX_WORK_ITEM_DIMENSIONS): int(dev.max_work_item_dimensions),
+            int(info.MAX_WORK_GROUP_SIZE): int(dev.max_work_group_size),
+            int(info.LOCAL_MEM_SIZE): int(dev.local_mem_size)}
+
+
 def device_target(device: DeviceSpec = None) -> Target:
     """The :class:`~polyfuse.core.program.Target` of the selected device (limits and extensions)."""
     dev = get_device(device)

@@ -18,7 +18,7 @@ Every call is assumed to succeed: create calls store ``CL_SUCCESS`` through thei
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -97,9 +97,11 @@ class OpenCLObjects:
     """The counters that name the OpenCL objects of one run (the objects themselves live in
     :class:`~.memory.State`, which branches clone)."""
 
-    def __init__(self) -> None:
+    def __init__(self, device_info: Mapping[int, int] = {}) -> None:  # noqa: B006 - read only
         self.next_oid = 0
         self.buffer_names: set[str] = set()
+        #: ``clGetDeviceInfo`` answers (by ``CL_DEVICE_*`` code) of the device that verifies
+        self.device_info = dict(device_info)
 
     def new_buffer_name(self, hint: Optional[str]) -> str:
         """A fresh buffer name after the variable the handle is stored in (``bufs[1]`` →
@@ -524,6 +526,24 @@ def create_kernels_in_program(ev: CEvaluator, node: c_ast.FuncCall, args: list[V
     elif not (isinstance(out, Num) and out.e == 0):
         raise ev.ctx.error("clCreateKernelsInProgram: the kernel array is not one polyfuse "
                            "can follow", node, UnsupportedError)
+    return ZERO
+
+
+@handler("clGetDeviceInfo")
+def get_device_info(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    """A query the device that runs the program answers (``CL_DEVICE_TYPE``, its limits),
+    when polyfuse was given that device (``fuse --verify``): a host that picks its build
+    options or sizes by device type is modelled as it runs there, and a warning says so.
+    Otherwise what it stores is a run-time value."""
+    what, out = arg_at(args, 1), arg_at(args, 3)
+    code = int(what.e) if isinstance(what, Num) and what.e.is_Integer else None
+    if code in ev.cl.device_info and isinstance(out, Ref):
+        ev.mem.write(out, Num(sympy.Integer(ev.cl.device_info[code])))
+        ev.ctx.warn(f"clGetDeviceInfo(0x{code:x}) answered from the device that verifies: "
+                    f"{ev.cl.device_info[code]}", node)
+        ev.mem.forget_through(args[4:])
+        return ZERO
+    ev.mem.forget_through(args[1:])
     return ZERO
 
 
