@@ -1048,3 +1048,49 @@ def test_device_type_query_answered_by_the_verifying_device(tmp_path: Path, caps
     code, _, err = _run_cli(capsys, "fuse", "--host", str(host), "--out", str(out), "--verify")
     assert code == 0, err  # refused above without the device's answers
     assert json.loads((out / "plan.json").read_text())["verified"]["ok"] is True
+
+
+OPERATOR_HOST = r"""
+#include <CL/cl.h>
+#include <iostream>
+#include <cstdio>
+#include <cstdlib>
+class CLError {
+public:
+    CLError(cl_int err, int line = 0) : m_Err(err), m_Line(line) {}
+    cl_int no() const { return m_Err; }
+    int line() const { return m_Line; }
+private:
+    cl_int m_Err;
+    int m_Line;
+};
+inline std::ostream& operator<<(std::ostream& stream, const CLError& x) {
+    stream << "OpenCL error: " << x.no();
+    if (x.line() != 0) stream << " (line: " << x.line() << ")";
+    return stream;
+}
+int main() {
+    cl_int err;
+    cl_context ctx = clCreateContext(NULL, 0, NULL, NULL, NULL, &err);
+    cl_command_queue q = clCreateCommandQueue(ctx, NULL, 0, &err);
+    const char *src = "__kernel void twice(__global float *a) { a[get_global_id(0)] *= 2.0f; }";
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    clBuildProgram(prog, 0, NULL, NULL, NULL, NULL);
+    cl_kernel k = clCreateKernel(prog, "twice", &err);
+    cl_mem a = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 64 * sizeof(float), NULL, &err);
+    clSetKernelArg(k, 0, sizeof(cl_mem), &a);
+    size_t g = 64;
+    std::cout << CLError(clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, NULL), 7)
+              << std::endl;
+    clFinish(q);
+    return 0;
+}
+"""
+
+
+def test_programs_operator_overload_beside_the_librarys(tmp_path: Path) -> None:
+    """``operator<<(std::ostream&, const CLError&)`` of the program calls the library's
+    ``operator<<`` in its body: one name, two functions, and not a recursion."""
+    (tmp_path / "host.cpp").write_text(OPERATOR_HOST)
+    program = load_opencl(None, host=str(tmp_path / "host.cpp"))
+    assert [op.kernel for op in program.launches] == ["twice"]
