@@ -281,7 +281,27 @@ def test_build_options_that_differ_between_paths_are_unknown(tmp_path: Path, bui
     cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
     clBuildProgram(prog, 0, NULL, opts, NULL, NULL);""").replace(
         "#include <stdio.h>", "#include <stdio.h>\n#include <string.h>"))
-    with pytest.raises(UnsupportedError, match="build options polyfuse cannot determine"):
+    with pytest.raises(UnsupportedError, match="build options polyfuse cannot determine "
+                       r"\(they may define macros the kernels use\): (written differently on "
+                       r"the paths of the condition at .*host.c:\d+|strcat at .*host.c:\d+ "
+                       "writes it in a host loop)"):
+        load_opencl(None, host=str(tmp_path / "host.c"))
+
+
+def test_build_options_appending_an_unknown_string_name_the_append(tmp_path: Path) -> None:
+    (tmp_path / "scale.cl").write_text(BLOCK_KERNEL)
+    (tmp_path / "host.c").write_text(SCALE_HOST.replace("SOURCES", """
+    char opts[64];
+    strcpy(opts, "-DBLOCK_SIZE=16 ");
+    if (opts[0] == '-') strcat(opts, getenv("EXTRA_FLAGS"));
+    const char *src = load("scale.cl");
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    clBuildProgram(prog, 0, NULL, opts, NULL, NULL);""").replace(
+        "#include <stdio.h>", "#include <stdio.h>\n#include <string.h>"))
+    line = next(i + 1 for i, t in enumerate((tmp_path / "host.c").read_text().splitlines())
+                if "EXTRA_FLAGS" in t)
+    with pytest.raises(UnsupportedError, match=rf"strcat at .*host.c:{line} writes a string "
+                       "polyfuse cannot follow"):
         load_opencl(None, host=str(tmp_path / "host.c"))
 
 

@@ -12,9 +12,11 @@ The interpreter tracks what the polyhedral model needs and nothing else:
   ``floor`` (host sizes are assumed non-negative).  Floats are kept only when constant.
 * **Programs**: ``clCreateProgramWithSource`` records its source strings (literals, or files the
   host read with ``fopen``/``fread`` or opened through a library call), ``clBuildProgram`` its
-  ``-D``/``-I`` options; the kernels are parsed with them when a kernel is created, and each
-  program keeps its own kernels (a name already taken by another program's kernel gets a
-  suffix).  A source polyfuse cannot follow falls back to the kernel files the user gave.
+  ``-D``/``-I`` options (text a char buffer holds is followed through ``sprintf``/``strcpy``/
+  ``strcat`` per path; options it cannot follow are refused naming the write that lost them);
+  the kernels are parsed with them when a kernel is created, and each program keeps its own
+  kernels (a name already taken by another program's kernel gets a suffix).  A source
+  polyfuse cannot follow falls back to the kernel files the user gave.
 * **OpenCL objects**: ``clCreateBuffer`` / ``clCreateSubBuffer`` give a :class:`Buffer` named
   after the variable the handle is stored in (``bufs[1]`` → ``bufs_1``, ``s.a`` → ``s_a``; a
   second buffer stored in the same variable gets ``_1``...); ``clCreateKernel`` gives a kernel

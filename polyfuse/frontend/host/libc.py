@@ -261,10 +261,16 @@ def string_copy(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Valu
         k = int(n.e) if isinstance(n, Num) and n.e.is_Integer else -1
         src = src[:k] if k > len(src) or name == "strncat" and k >= 0 else None
     old = ev.mem.texts.get(dst.slot, None) if name in ("strcat", "strncat") else ""
-    if src is None or old is None or ev.ctx.varies():
-        ev.mem.texts.pop(dst.slot, None)
+    loc = ev.ctx.loc(node)
+    at = f"{name} at {loc.file}:{loc.line}" if loc else name
+    if src is None:
+        ev.mem.set_text(dst.slot, None, f"{at} writes a string polyfuse cannot follow")
+    elif ev.ctx.varies():
+        ev.mem.set_text(dst.slot, None, f"{at} writes it in a host loop")
+    elif old is None:
+        ev.mem.set_text(dst.slot, None, ev.mem.state.text_why.get(dst.slot, ""))
     else:
-        ev.mem.texts[dst.slot] = old + src
+        ev.mem.set_text(dst.slot, old + src)
     return dst
 
 

@@ -75,6 +75,7 @@ class State:
         self.facts: list[Any] = []
         self.uncertain_break: Optional[c_ast.Node] = None
         self.texts: dict[int, str] = {}  # char buffer slot -> the text written into it
+        self.text_why: dict[int, str] = {}  # char buffer slot -> why its text is not known
 
     def clone(self) -> State:
         s = State()
@@ -85,6 +86,7 @@ class State:
         s.facts = list(self.facts)
         s.uncertain_break = self.uncertain_break
         s.texts = dict(self.texts)
+        s.text_why = dict(self.text_why)
         return s
 
 
@@ -112,6 +114,15 @@ class Memory:
         """The text written into char buffers (``sprintf``, ``strcpy``...) on this path: a
         buffer written differently on two paths of an open condition holds no known text."""
         return self.state.texts
+
+    def set_text(self, slot: int, text: Optional[str], why: str = "") -> None:
+        """The text a char buffer now holds, or (None) why it is not known."""
+        if text is None:
+            self.state.texts.pop(slot, None)
+            self.state.text_why[slot] = why
+        else:
+            self.state.texts[slot] = text
+            self.state.text_why.pop(slot, None)
 
     def new_slot(self, name: str, ctype: CType, value: Value) -> int:
         """A new variable (not in any scope) holding ``value``; its slot id."""

@@ -248,9 +248,10 @@ def build_program(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Va
         elif isinstance(opts, Ref) and opts.slot in ev.mem.texts:
             info.options = ev.mem.texts[opts.slot]
         elif not (isinstance(opts, Num) and opts.e == 0):
+            why = ev.mem.state.text_why.get(opts.slot, "") if isinstance(opts, Ref) else ""
             raise ev.ctx.error("clBuildProgram: build options polyfuse cannot determine "
-                               "(they may define macros the kernels use)", node,
-                               UnsupportedError)
+                               f"(they may define macros the kernels use){': ' if why else ''}"
+                               f"{why}", node, UnsupportedError)
     return ZERO
 
 

@@ -209,6 +209,11 @@ def branches(ev: CEvaluator, node: c_ast.Node, bodies: list, rel: Any, *,
                     "launch or buffer update that may or may not run", node,
                     UnsupportedError)
     ev.mem.state = merge(ev, base, [st for _, st in results])
+    loc = ev.ctx.loc(node)
+    for k in set().union(*(st.texts for _, st in results)) - set(ev.mem.state.texts):
+        ev.mem.state.text_why.setdefault(k, "written differently on the paths of the "
+                                         f"condition at {loc.file}:{loc.line}" if loc else
+                                         "written differently on two paths")
     ev.mem.state.facts.extend(facts)
     if base.uncertain_break is not None:
         ev.mem.state.uncertain_break = base.uncertain_break
@@ -277,6 +282,7 @@ def merge(ev: CEvaluator, base: State, states: list[State]) -> State:
         out.kobjs[oid] = dataclasses.replace(k0, bindings=tuple(sorted(binds.items())))
     out.texts = {k: t for k, t in states[0].texts.items()
                  if all(st.texts.get(k) == t for st in states[1:])}
+    out.text_why = {k: w for st in states for k, w in st.text_why.items() if k not in out.texts}
     common = [f for f in states[0].facts[len(base.facts):]
               if all(f in st.facts for st in states)]
     out.facts = list(base.facts) + common
