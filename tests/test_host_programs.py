@@ -930,11 +930,13 @@ def test_affine_guard_on_loop_iterator_keeps_the_loop_symbolic() -> None:
 def test_harness_moves_argv_then_getopt_long(argv: list, size: int, iters: int) -> None:
     """A harness reads its options character by character (``av[i][0] != '-'``,
     ``switch (av[i][1])``) and moves ``argv`` past them; the rest goes to getopt_long with
-    ``--name value``, ``--name=value`` and short options."""
+    ``--name value``, ``--name=value`` and short options (a loop of one step runs once,
+    with its iterator known, not as a host loop)."""
     d = PROGRAMS / "cmdline_c"
     program = load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"), argv=argv)
     (launch,) = program.launches
-    assert launch.global_size == (size,) and [lp.upper for lp in launch.loops] == [iters]
+    assert launch.global_size == (size,)
+    assert [lp.upper for lp in launch.loops] == ([iters] if iters > 1 else [])
 
 
 def test_setup_loops_without_opencl_calls_are_summarised(monkeypatch: Any) -> None:
@@ -1114,3 +1116,64 @@ def test_programs_operator_overload_beside_the_librarys(tmp_path: Path) -> None:
     (tmp_path / "host.cpp").write_text(OPERATOR_HOST)
     program = load_opencl(None, host=str(tmp_path / "host.cpp"))
     assert [op.kernel for op in program.launches] == ["twice"]
+
+
+def test_counts_read_with_fscanf_from_an_input_file_that_is_there(tmp_path: Path,
+                                                                   monkeypatch: Any) -> None:
+    """Run with its command line in a directory holding its input, the host's fscanf reads
+    the page count (20: two blocks of 16) as the program does; the page values themselves,
+    read in a loop, stay unknown data.  A list of one option runs its loop once, known."""
+    d = PROGRAMS / "file_blocks"
+    (tmp_path / "pages.txt").write_text("20\n" + " ".join(str(i) for i in range(20)) + "\n")
+    (tmp_path / "kernels.cl").write_text((d / "kernels.cl").read_text())
+    monkeypatch.chdir(tmp_path)
+    program = load_opencl(None, host=str(d / "host.c"), argv=["pages.txt"])
+    assert [op.kernel for op in program.launches] == ["twice", "twice"]
+    assert not program.params
+    with pytest.raises(UnsupportedError, match="--param num_blocks=VALUE"):
+        load_opencl(None, host=str(d / "host.c"), argv=["missing.txt"])
+    check_against_oracle(program)
+
+
+@pytest.mark.parametrize(("fmt", "text", "expect"), [
+    ("%u\n%u\n\n", "16\n1024\n\n5 6", ([16, 1024], 9)),
+    ("%d,%f %s", " -3,2.5e1 word rest", ([-3, 25.0, "word"], 14)),
+    ("%*d %x%%", "7 ff%", ([255], 5)),
+    ("%d", "abc", None),
+    ("n=%d", "m=3", None),
+])
+def test_fscanf_scans_as_c_does(fmt: str, text: str, expect: Any) -> None:
+    from polyfuse.frontend.host.datafiles import scan
+
+    assert scan(text, 0, fmt) == expect
+
+
+def test_kernel_work_group_query_answered_by_the_verifying_device(tmp_path: Path) -> None:
+    """``clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)`` sizes the launch: answered for
+    the kernel the object holds (what ``fuse --verify`` passes: the device's answer for that
+    kernel's source and options), otherwise a parameter named after its variable."""
+    from polyfuse.runtime.device import kernel_answers
+
+    (tmp_path / "scale.cl").write_text(SCALE_KERNEL)
+    host = tmp_path / "host.c"
+    host.write_text(SCALE_HOST.replace("SOURCES", """
+    const char *src = load("scale.cl");
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    clBuildProgram(prog, 0, NULL, "-DSCALE=2.0f", NULL, NULL);""").replace(
+        "    clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, NULL);", """
+    size_t wg;
+    clGetKernelWorkGroupInfo(k, NULL, CL_KERNEL_WORK_GROUP_SIZE, sizeof(wg), &wg, NULL);
+    size_t local = wg < 16 ? wg : 16;
+    clEnqueueNDRangeKernel(q, k, 1, NULL, &g, &local, 0, NULL, NULL);"""))
+    asked = []
+
+    def answers(kernel: Any) -> dict:
+        asked.append((kernel.name, kernel.build_options[-1]))
+        return {0x11B0: 8}
+
+    program = load_opencl(None, host=str(host), kernel_info=answers)
+    assert asked == [("scale", "-DSCALE=2.0f")]
+    assert program.launches[0].local_size == (8,)
+    assert load_opencl(None, host=str(host)).params == ("local",)
+    device = kernel_answers(program.kernels["scale"])
+    assert device[0x11B0] >= 1 and device[0x11B3] >= 1

@@ -34,19 +34,23 @@ The interpreter tracks what the polyhedral model needs and nothing else:
   writes and copies under a condition that is still open raise "launch under data-dependent host
   condition"; reads and syncs there are kept, as if always executed (conservative).
 * **Loops**: a counted ``for`` (``i = lo; i < hi`` or ``<=``; ``i++``/``i += c``; affine bounds)
-  becomes a :class:`HostLoop` whose iterator is a sympy symbol.  When its iterations differ in a
-  way that changes the operations (ping-pong buffer swaps, setting an argument after the launch,
-  creating buffers in the loop) it is unrolled if the trip count is a constant (at most
-  :data:`.loops.MAX_UNROLL`), otherwise it is refused.  Other loops (``while``, ``do``,
-  descending or non-affine ``for``) are iterated concretely while their condition is known (at
-  most :data:`.loops.MAX_UNROLL` times); otherwise they must not contain operations, and the
-  variables they assign become unknown.  A loop with operations that a ``break``/``continue``
-  under an open condition may leave early is refused.  An affine guard on loop iterators
-  (``if (k < n - 1) launch``) becomes a loop of 0 or 1 iteration around what it guards, so the
-  loop stays symbolic.  Loops without OpenCL calls share one budget of concrete iterations per
-  loop nest (:data:`.loops.NEST_BUDGET`); past it they are summarised.
-* **Data**: a value the program computes from its data (read back from the device, read from a
-  file, counted by a summarised loop) is named after the variable it is stored in: a
+  becomes a :class:`HostLoop` whose iterator is a sympy symbol (one of a single iteration runs
+  once, its iterator known: ``wg_sizes[k]`` of a one-entry option list is that entry).  When its
+  iterations differ in a way that changes the operations (ping-pong buffer swaps, setting an
+  argument after the launch, creating buffers in the loop) it is unrolled if the trip count is a
+  constant (at most :data:`.loops.MAX_UNROLL`), otherwise it is refused.  Other loops
+  (``while``, ``do``, descending or non-affine ``for``) are iterated concretely while their
+  condition is known (at most :data:`.loops.MAX_UNROLL` times); otherwise they must not contain
+  operations, and the variables they assign become unknown.  A loop with operations that a
+  ``break``/``continue`` under an open condition may leave early is refused.  An affine guard on
+  loop iterators (``if (k < n - 1) launch``) becomes a loop of 0 or 1 iteration around what it
+  guards, so the loop stays symbolic.  Loops without OpenCL calls share one budget of concrete
+  iterations per loop nest (:data:`.loops.NEST_BUDGET`); past it they are summarised.
+* **Data**: ``fscanf`` from an input file that is there (opened relative to the directory the
+  program runs in, with its ``--args``) reads what the program reads, outside enumerated loops
+  (a warning says the model is of this input).  A value the program computes from its data
+  (read back from the device, read from a file that is not there or in a summarised loop,
+  counted by a summarised loop) is named after the variable it is stored in: a
   parameter ``--param`` binds, and a refusal that depends on it names the read and its line.
 * **Synchronization**: ``clFinish``, ``clWaitForEvents`` and every *blocking* read, write or map
   give a separate ``sync`` :class:`HostOp` right after the operation (ids stay in program order).
@@ -71,7 +75,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Optional, Union
 
@@ -104,6 +108,7 @@ def parse_host(
     kernel_files: Optional[KernelFiles] = None,
     check_params: bool = False,
     device_info: Mapping[int, int] = {},  # noqa: B006 - read only
+    kernel_info: Optional[Callable[[Kernel], Mapping[int, int]]] = None,
 ) -> Program:
     """Build the :class:`Program` a C or C++ host program runs.
 
@@ -114,7 +119,7 @@ def parse_host(
     (``--param n=1024``); with ``check_params`` a name the host never reads is an error.
     ``argv`` is the program's command line after its name (``--args``).  ``device_info``
     answers ``clGetDeviceInfo`` queries (by ``CL_DEVICE_*`` code) as the device the program is
-    verified on would.  Raises
+    verified on would, and ``kernel_info`` a kernel's ``clGetKernelWorkGroupInfo`` there.  Raises
     :class:`PolyfuseError` naming file and line for bad input.
     """
     hosts = [source_or_path] if isinstance(source_or_path, (str, os.PathLike)) \
@@ -143,7 +148,7 @@ def parse_host(
                                    include_dirs=tuple(include_dirs),
                                    defines=tuple(defines.items()))
     interp = Interpreter(ast, kernels, main_file, dict(params), kernel_files, argv,
-                         device_info)
+                         device_info, kernel_info)
     prog = interp.run()
     interp.sources.check_kernel_files()
     if check_params:
@@ -169,6 +174,7 @@ def load_opencl(
     check_params: bool = False,
     kernel_source_override: bool = False,
     device_info: Mapping[int, int] = {},  # noqa: B006 - read only
+    kernel_info: Optional[Callable[[Kernel], Mapping[int, int]]] = None,
 ) -> Program:
     """Load an OpenCL program: kernels from ``source_or_path``, host code from ``host``.
 
@@ -179,7 +185,8 @@ def load_opencl(
     source.  Without ``host`` every kernel is launched once (see
     :func:`polyfuse.frontend.builder.default_program`).  A host with no kernel launch is an
     error unless ``allow_empty``: an empty model is never returned silently.
-    ``device_info`` answers the host's device queries (see :func:`parse_host`).
+    ``device_info`` and ``kernel_info`` answer the host's device and kernel queries (see
+    :func:`parse_host`).
     """
     from polyfuse.frontend import opencl
 
@@ -227,7 +234,7 @@ def load_opencl(
                      defines=tuple(defines.items()), replace=kernel_source_override)
     prog = parse_host(hosts, kernels, params=params or {}, include_dirs=include_dirs,
                       defines=defines, argv=argv, kernel_files=kf, check_params=check_params,
-                      device_info=device_info)
+                      device_info=device_info, kernel_info=kernel_info)
     if not prog.launches and not allow_empty:
         raise PolyfuseError("the host program launches no kernel (is a launch on a path "
                             "polyfuse takes as an error path?); pass --allow-empty to accept "

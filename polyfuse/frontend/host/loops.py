@@ -219,6 +219,9 @@ def counted_loop(ev: CEvaluator, node: c_ast.For, it: str, lower_n: c_ast.Node, 
         if trip == 0:
             ev.mem.write(Ref(sid), Num(lo))
             return
+        if trip == 1:  # one iteration: its iterator is known (an option list of one entry)
+            unroll(ev, node, sid, [lo], "it runs once")
+            return
     base = ev.mem.state.clone()
     active = {lp.iterator for lp in ev.ctx.loops}
     name = syntax.fresh_name(it, lambda n: n in ev.params.symbols or n in active)

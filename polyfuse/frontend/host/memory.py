@@ -76,6 +76,7 @@ class State:
         self.uncertain_break: Optional[c_ast.Node] = None
         self.texts: dict[int, str] = {}  # char buffer slot -> the text written into it
         self.text_why: dict[int, str] = {}  # char buffer slot -> why its text is not known
+        self.file_pos: dict[str, int] = {}  # data file handle -> where fscanf reads next
 
     def clone(self) -> State:
         s = State()
@@ -87,6 +88,7 @@ class State:
         s.uncertain_break = self.uncertain_break
         s.texts = dict(self.texts)
         s.text_why = dict(self.text_why)
+        s.file_pos = dict(self.file_pos)
         return s
 
 
@@ -251,12 +253,13 @@ class Memory:
             v = self.read(v)
         return self.text(v)
 
-    def forget_through(self, args: list[Value]) -> None:
-        """Values an info query stores through its pointers are known only at run time."""
+    def forget_through(self, args: list[Value], value: Runtime = RUNTIME) -> None:
+        """Values an info query stores through its pointers are known only at run time
+        (``value`` says where they come from)."""
         for a in args:
             if isinstance(a, Ref):
                 cur = self.read(a)
                 if isinstance(cur, (Unknown, Num, Runtime)):
-                    self.write(a, RUNTIME)
+                    self.write(a, value)
                 elif not isinstance(cur, (Arr, Rec)):
                     self.write(a, Handle("queried"))

@@ -31,6 +31,7 @@ from polyfuse.core.program import (
     Buffer,
     BufferRange,
     HostOp,
+    Kernel,
     Launch,
     UnsupportedError,
 )
@@ -102,6 +103,8 @@ class OpenCLObjects:
         self.buffer_names: set[str] = set()
         #: ``clGetDeviceInfo`` answers (by ``CL_DEVICE_*`` code) of the device that verifies
         self.device_info = dict(device_info)
+        #: that device's ``clGetKernelWorkGroupInfo`` answers for a kernel, when it verifies
+        self.kernel_info: Optional[Callable[[Kernel], Mapping[int, int]]] = None
 
     def new_buffer_name(self, hint: Optional[str]) -> str:
         """A fresh buffer name after the variable the handle is stored in (``bufs[1]`` →
@@ -544,7 +547,28 @@ def get_device_info(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> 
                     f"{ev.cl.device_info[code]}", node)
         ev.mem.forget_through(args[4:])
         return ZERO
-    ev.mem.forget_through(args[1:])
+    ev.mem.forget_through(args[1:], Runtime(ev.source("queried by clGetDeviceInfo", node)))
+    return ZERO
+
+
+@handler("clGetKernelWorkGroupInfo")
+def get_kernel_work_group_info(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    """A kernel's work-group size on the device that verifies (its source built there), with
+    a warning; otherwise what it stores is a run-time value."""
+    k, what, out = arg_at(args, 0), arg_at(args, 2), arg_at(args, 4)
+    code = int(what.e) if isinstance(what, Num) and what.e.is_Integer else None
+    if ev.cl.kernel_info is not None and isinstance(k, KObj) and \
+            k.oid in ev.mem.state.kobjs and isinstance(out, Ref):
+        kernel = ev.sources.kernels[ev.mem.state.kobjs[k.oid].kernel]
+        answers = ev.cl.kernel_info(kernel)
+        if code in answers:
+            ev.mem.write(out, Num(sympy.Integer(answers[code])))
+            ev.ctx.warn(f"clGetKernelWorkGroupInfo(0x{code:x}) of '{kernel.name}' answered "
+                        f"from the device that verifies: {answers[code]}", node)
+            ev.mem.forget_through(args[5:])
+            return ZERO
+    ev.mem.forget_through(args[2:], Runtime(ev.source("queried by clGetKernelWorkGroupInfo",
+                                                      node)))
     return ZERO
 
 
@@ -629,8 +653,9 @@ def _creates_handle(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> 
 
 def _boilerplate(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     """Nothing to model; what an info query (``clGet*``) stores is a run-time value."""
-    if node.name.name.startswith("clGet"):
-        ev.mem.forget_through(args[1:])
+    name = node.name.name
+    if name.startswith("clGet"):
+        ev.mem.forget_through(args[1:], Runtime(ev.source(f"queried by {name}", node)))
     return ZERO
 
 

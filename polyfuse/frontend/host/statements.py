@@ -208,7 +208,11 @@ def branches(ev: CEvaluator, node: c_ast.Node, bodies: list, rel: Any, *,
                     f"{op.loc.line if op.loc else '?'}): polyfuse cannot model a kernel "
                     "launch or buffer update that may or may not run", node,
                     UnsupportedError)
-    ev.mem.state = merge(ev, base, [st for _, st in results])
+    saved, ev.branch_hint = ev.branch_hint, ev.params.hint(rel) if rel is not None else ""
+    try:
+        ev.mem.state = merge(ev, base, [st for _, st in results])
+    finally:
+        ev.branch_hint = saved
     loc = ev.ctx.loc(node)
     for k in set().union(*(st.texts for _, st in results)) - set(ev.mem.state.texts):
         ev.mem.state.text_why.setdefault(k, "written differently on the paths of the "
@@ -283,6 +287,8 @@ def merge(ev: CEvaluator, base: State, states: list[State]) -> State:
     out.texts = {k: t for k, t in states[0].texts.items()
                  if all(st.texts.get(k) == t for st in states[1:])}
     out.text_why = {k: w for st in states for k, w in st.text_why.items() if k not in out.texts}
+    out.file_pos = {k: p for k, p in states[0].file_pos.items()
+                    if all(st.file_pos.get(k) == p for st in states[1:])}
     common = [f for f in states[0].facts[len(base.facts):]
               if all(f in st.facts for st in states)]
     out.facts = list(base.facts) + common
@@ -306,7 +312,8 @@ def join_all(ev: CEvaluator, values: list, name: str) -> Any:
         joined = ev.params.new(name)
         ev.params.derive(joined.e, [v.e for v in values if isinstance(v, Num)])
         return joined
-    return Poison(f"'{name}' differs between paths of a data-dependent host condition")
+    return Poison(f"'{name}' differs between paths of a data-dependent host condition"
+                  f"{ev.branch_hint}")
 
 
 def switch(ev: CEvaluator, node: c_ast.Switch) -> None:
