@@ -234,6 +234,77 @@ def test_build_options_made_at_run_time_define_what_the_kernel_needs(tmp_path: P
     assert [op.kernel for op in program.launches] == ["scale"]
 
 
+def test_build_options_and_file_name_assembled_with_strcpy_strcat(tmp_path: Path) -> None:
+    """A library build helper copies and appends pieces (strcpy/strcat) into char arrays under
+    a device-type branch; the paths agree on the options, so they are known, and the file
+    name it assembles is the one opened."""
+    (tmp_path / "scale.cl").write_text(BLOCK_KERNEL)
+    (tmp_path / "host.c").write_text(SCALE_HOST.replace("SOURCES", """
+    char file[32], opts[64];
+    cl_device_type type;
+    clGetDeviceInfo(NULL, CL_DEVICE_TYPE, sizeof(type), &type, NULL);
+    strcpy(file, "sca");
+    strncat(file, "lexyz", 2);
+    strcpy(opts, "-DOPENCL ");
+    if (type == CL_DEVICE_TYPE_GPU) {
+        strcat(file, ".cl");
+        strcat(opts, "-DBLOCK_SIZE=16");
+    } else {
+        strcat(file, ".cl");
+        strcat(opts, "-DBLOCK_SIZE=16");
+    }
+    const char *src = load(file);
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    clBuildProgram(prog, 0, NULL, opts, NULL, NULL);""").replace(
+        "#include <stdio.h>", "#include <stdio.h>\n#include <string.h>"))
+    program = load_opencl(None, host=str(tmp_path / "host.c"))
+    assert program.kernels["scale"].build_options[-2:] == ("-DOPENCL", "-DBLOCK_SIZE=16")
+
+
+@pytest.mark.parametrize("build", [
+    # the paths of an open condition append different options
+    """if (type == CL_DEVICE_TYPE_GPU) strcat(opts, "-DBLOCK_SIZE=16");
+    else strcat(opts, "-DBLOCK_SIZE=8");""",
+    # a loop appends once per iteration
+    """for (int i = 0; i < (int)type; i++) strcat(opts, "-DBLOCK_SIZE=16");""",
+])
+def test_build_options_that_differ_between_paths_are_unknown(tmp_path: Path, build: str
+                                                             ) -> None:
+    (tmp_path / "scale.cl").write_text(BLOCK_KERNEL)
+    (tmp_path / "host.c").write_text(SCALE_HOST.replace("SOURCES", f"""
+    char opts[64];
+    cl_device_type type;
+    clGetDeviceInfo(NULL, CL_DEVICE_TYPE, sizeof(type), &type, NULL);
+    strcpy(opts, "");
+    {build}
+    const char *src = load("scale.cl");
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    clBuildProgram(prog, 0, NULL, opts, NULL, NULL);""").replace(
+        "#include <stdio.h>", "#include <stdio.h>\n#include <string.h>"))
+    with pytest.raises(UnsupportedError, match="build options polyfuse cannot determine "
+                       r"\(they may define macros the kernels use\): (written differently on "
+                       r"the paths of the condition at .*host.c:\d+|strcat at .*host.c:\d+ "
+                       "writes it in a host loop)"):
+        load_opencl(None, host=str(tmp_path / "host.c"))
+
+
+def test_build_options_appending_an_unknown_string_name_the_append(tmp_path: Path) -> None:
+    (tmp_path / "scale.cl").write_text(BLOCK_KERNEL)
+    (tmp_path / "host.c").write_text(SCALE_HOST.replace("SOURCES", """
+    char opts[64];
+    strcpy(opts, "-DBLOCK_SIZE=16 ");
+    if (opts[0] == '-') strcat(opts, getenv("EXTRA_FLAGS"));
+    const char *src = load("scale.cl");
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    clBuildProgram(prog, 0, NULL, opts, NULL, NULL);""").replace(
+        "#include <stdio.h>", "#include <stdio.h>\n#include <string.h>"))
+    line = next(i + 1 for i, t in enumerate((tmp_path / "host.c").read_text().splitlines())
+                if "EXTRA_FLAGS" in t)
+    with pytest.raises(UnsupportedError, match=rf"strcat at .*host.c:{line} writes a string "
+                       "polyfuse cannot follow"):
+        load_opencl(None, host=str(tmp_path / "host.c"))
+
+
 def test_one_kernel_name_in_two_files_the_host_loads_one(tmp_path: Path) -> None:
     """Tutorial suites keep one kernel name in several files; the one the host builds is
     the kernel, and only a fallback to the command line's files is ambiguous."""
@@ -859,11 +930,13 @@ def test_affine_guard_on_loop_iterator_keeps_the_loop_symbolic() -> None:
 def test_harness_moves_argv_then_getopt_long(argv: list, size: int, iters: int) -> None:
     """A harness reads its options character by character (``av[i][0] != '-'``,
     ``switch (av[i][1])``) and moves ``argv`` past them; the rest goes to getopt_long with
-    ``--name value``, ``--name=value`` and short options."""
+    ``--name value``, ``--name=value`` and short options (a loop of one step runs once,
+    with its iterator known, not as a host loop)."""
     d = PROGRAMS / "cmdline_c"
     program = load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"), argv=argv)
     (launch,) = program.launches
-    assert launch.global_size == (size,) and [lp.upper for lp in launch.loops] == [iters]
+    assert launch.global_size == (size,)
+    assert [lp.upper for lp in launch.loops] == ([iters] if iters > 1 else [])
 
 
 def test_setup_loops_without_opencl_calls_are_summarised(monkeypatch: Any) -> None:
@@ -914,3 +987,193 @@ def test_sizes_and_breaks_computed_from_data_are_named() -> None:
     fixed = load(params={"residual": 1.0, "count": 16}, check_params=True)
     assert [lp.upper for lp in fixed.launches[0].loops] == [8]
     check_against_oracle(fixed)
+
+
+def test_loop_count_from_a_file_is_refused_naming_the_read_and_the_param() -> None:
+    """Buffers created per block of a page count read with fscanf: the loop cannot be kept
+    symbolic, and the refusal names the count, the fscanf line it comes from (through the
+    block count a condition chose) and the --param that lets the analysis go on."""
+    d = PROGRAMS / "file_blocks"
+    host = d / "host.c"
+    lines = host.read_text().splitlines()
+
+    def line(needle: str) -> int:
+        return next(i + 1 for i, t in enumerate(lines) if needle in t)
+
+    with pytest.raises(UnsupportedError) as exc:
+        load_opencl(str(d / "kernels.cl"), host=str(host), argv=["pages.txt"])
+    err = exc.value
+    assert err.line == line("for (i = 0; i < num_blocks; i++) {"), str(err)
+    read = line('fscanf(fp, "%u\\n"')
+    assert f"'num_blocks', computed from 'num_pages' (read by fscanf) at {host}:{read}" \
+        in err.message, err.message
+    assert "--param num_blocks=VALUE" in err.message
+    program = load_opencl(str(d / "kernels.cl"), host=str(host), argv=["pages.txt"],
+                          params={"num_blocks": 2})
+    assert [op.kernel for op in program.launches] == ["twice", "twice"]
+
+
+def test_unrolling_past_the_operation_budget_is_refused_after_one_iteration(tmp_path: Path
+                                                                           ) -> None:
+    """A helper that creates a scratch buffer per call, called in a 1000-step loop with five
+    operations per step (an HMM forward pass): the loop must be unrolled, and the refusal
+    comes after its first iteration, naming the estimate, not after minutes of unrolling."""
+    (tmp_path / "scale.cl").write_text(SCALE_KERNEL)
+    (tmp_path / "host.c").write_text(SCALE_HOST.replace("SOURCES", """
+    const char *src = load("scale.cl");
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    clBuildProgram(prog, 0, NULL, NULL, NULL, NULL);""").replace(
+        "    clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, NULL);", """
+    float part[64];
+    for (int t = 0; t < 1000; t++) {
+        cl_mem tmp = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 64 * sizeof(float), NULL, &err);
+        clEnqueueWriteBuffer(q, tmp, CL_TRUE, 0, 64 * sizeof(float), part, 0, NULL, NULL);
+        clSetKernelArg(k, 0, sizeof(cl_mem), &tmp);
+        clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, NULL);
+        clEnqueueReadBuffer(q, b, CL_TRUE, 0, 64 * sizeof(float), part, 0, NULL, NULL);
+    }"""))
+    with pytest.raises(UnsupportedError, match=r"unrolling its 1000 iterations gives about "
+                       r"\d+ operations, more than the 4096"):
+        load_opencl(None, host=str(tmp_path / "host.c"))
+
+
+DEVICE_TYPE_OPTIONS = """
+    char opts[64];
+    cl_device_type type;
+    clGetDeviceInfo(NULL, CL_DEVICE_TYPE, sizeof(type), &type, NULL);
+    if (type == CL_DEVICE_TYPE_GPU) strcpy(opts, "-DSCALE=4.0f");
+    else if (type == CL_DEVICE_TYPE_ACCELERATOR) strcpy(opts, "-DSCALE=8.0f");
+    else strcpy(opts, "-DSCALE=2.0f");
+    const char *src = load("scale.cl");
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    clBuildProgram(prog, 0, NULL, opts, NULL, NULL);"""
+
+
+def test_device_type_query_answered_by_the_verifying_device(tmp_path: Path, capsys: Any
+                                                            ) -> None:
+    """A host picks its build options by CL_DEVICE_TYPE: with the device's answers (what
+    ``fuse --verify`` passes) it is modelled as it runs there; without them the options are
+    unknown and refused."""
+    import json
+
+    (tmp_path / "scale.cl").write_text(SCALE_KERNEL)
+    host = tmp_path / "host.c"
+    host.write_text(SCALE_HOST.replace("SOURCES", DEVICE_TYPE_OPTIONS).replace(
+        "#include <stdio.h>", "#include <stdio.h>\n#include <string.h>"))
+    cpu = load_opencl(None, host=str(host), device_info={0x1000: 2})
+    assert "-DSCALE=2.0f" in cpu.kernels["scale"].build_options
+    gpu = load_opencl(None, host=str(host), device_info={0x1000: 4})
+    assert "-DSCALE=4.0f" in gpu.kernels["scale"].build_options
+    with pytest.raises(UnsupportedError, match="build options polyfuse cannot determine"):
+        load_opencl(None, host=str(host))
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", "--host", str(host), "--out", str(out), "--verify")
+    assert code == 0, err  # refused above without the device's answers
+    assert json.loads((out / "plan.json").read_text())["verified"]["ok"] is True
+
+
+OPERATOR_HOST = r"""
+#include <CL/cl.h>
+#include <iostream>
+#include <cstdio>
+#include <cstdlib>
+class CLError {
+public:
+    CLError(cl_int err, int line = 0) : m_Err(err), m_Line(line) {}
+    cl_int no() const { return m_Err; }
+    int line() const { return m_Line; }
+private:
+    cl_int m_Err;
+    int m_Line;
+};
+inline std::ostream& operator<<(std::ostream& stream, const CLError& x) {
+    stream << "OpenCL error: " << x.no();
+    if (x.line() != 0) stream << " (line: " << x.line() << ")";
+    return stream;
+}
+int main() {
+    cl_int err;
+    cl_context ctx = clCreateContext(NULL, 0, NULL, NULL, NULL, &err);
+    cl_command_queue q = clCreateCommandQueue(ctx, NULL, 0, &err);
+    const char *src = "__kernel void twice(__global float *a) { a[get_global_id(0)] *= 2.0f; }";
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    clBuildProgram(prog, 0, NULL, NULL, NULL, NULL);
+    cl_kernel k = clCreateKernel(prog, "twice", &err);
+    cl_mem a = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 64 * sizeof(float), NULL, &err);
+    clSetKernelArg(k, 0, sizeof(cl_mem), &a);
+    size_t g = 64;
+    std::cout << CLError(clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, NULL), 7)
+              << std::endl;
+    clFinish(q);
+    return 0;
+}
+"""
+
+
+def test_programs_operator_overload_beside_the_librarys(tmp_path: Path) -> None:
+    """``operator<<(std::ostream&, const CLError&)`` of the program calls the library's
+    ``operator<<`` in its body: one name, two functions, and not a recursion."""
+    (tmp_path / "host.cpp").write_text(OPERATOR_HOST)
+    program = load_opencl(None, host=str(tmp_path / "host.cpp"))
+    assert [op.kernel for op in program.launches] == ["twice"]
+
+
+def test_counts_read_with_fscanf_from_an_input_file_that_is_there(tmp_path: Path,
+                                                                   monkeypatch: Any) -> None:
+    """Run with its command line in a directory holding its input, the host's fscanf reads
+    the page count (20: two blocks of 16) as the program does; the page values themselves,
+    read in a loop, stay unknown data.  A list of one option runs its loop once, known."""
+    d = PROGRAMS / "file_blocks"
+    (tmp_path / "pages.txt").write_text("20\n" + " ".join(str(i) for i in range(20)) + "\n")
+    (tmp_path / "kernels.cl").write_text((d / "kernels.cl").read_text())
+    monkeypatch.chdir(tmp_path)
+    program = load_opencl(None, host=str(d / "host.c"), argv=["pages.txt"])
+    assert [op.kernel for op in program.launches] == ["twice", "twice"]
+    assert not program.params
+    with pytest.raises(UnsupportedError, match="--param num_blocks=VALUE"):
+        load_opencl(None, host=str(d / "host.c"), argv=["missing.txt"])
+    check_against_oracle(program)
+
+
+@pytest.mark.parametrize(("fmt", "text", "expect"), [
+    ("%u\n%u\n\n", "16\n1024\n\n5 6", ([16, 1024], 9)),
+    ("%d,%f %s", " -3,2.5e1 word rest", ([-3, 25.0, "word"], 14)),
+    ("%*d %x%%", "7 ff%", ([255], 5)),
+    ("%d", "abc", None),
+    ("n=%d", "m=3", None),
+])
+def test_fscanf_scans_as_c_does(fmt: str, text: str, expect: Any) -> None:
+    from polyfuse.frontend.host.datafiles import scan
+
+    assert scan(text, 0, fmt) == expect
+
+
+def test_kernel_work_group_query_answered_by_the_verifying_device(tmp_path: Path) -> None:
+    """``clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)`` sizes the launch: answered for
+    the kernel the object holds (what ``fuse --verify`` passes: the device's answer for that
+    kernel's source and options), otherwise a parameter named after its variable."""
+    from polyfuse.runtime.device import kernel_answers
+
+    (tmp_path / "scale.cl").write_text(SCALE_KERNEL)
+    host = tmp_path / "host.c"
+    host.write_text(SCALE_HOST.replace("SOURCES", """
+    const char *src = load("scale.cl");
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    clBuildProgram(prog, 0, NULL, "-DSCALE=2.0f", NULL, NULL);""").replace(
+        "    clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, NULL);", """
+    size_t wg;
+    clGetKernelWorkGroupInfo(k, NULL, CL_KERNEL_WORK_GROUP_SIZE, sizeof(wg), &wg, NULL);
+    size_t local = wg < 16 ? wg : 16;
+    clEnqueueNDRangeKernel(q, k, 1, NULL, &g, &local, 0, NULL, NULL);"""))
+    asked = []
+
+    def answers(kernel: Any) -> dict:
+        asked.append((kernel.name, kernel.build_options[-1]))
+        return {0x11B0: 8}
+
+    program = load_opencl(None, host=str(host), kernel_info=answers)
+    assert asked == [("scale", "-DSCALE=2.0f")]
+    assert program.launches[0].local_size == (8,)
+    assert load_opencl(None, host=str(host)).params == ("local",)
+    device = kernel_answers(program.kernels["scale"])
+    assert device[0x11B0] >= 1 and device[0x11B3] >= 1

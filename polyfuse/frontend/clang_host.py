@@ -22,6 +22,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
@@ -388,6 +389,13 @@ class _Translator:
             parent = c.semantic_parent.spelling if c.semantic_parent is not None else ""
             name = c.spelling.replace("~", "dtor_")
             return f"{parent}__{name}" if parent else name
+        if c.kind == K.FUNCTION_DECL and c.spelling.startswith("operator") and \
+                c.location.file is not None and not _is_system(c.location.file.name):
+            # the program's own `operator<<(ostream&, const E&)` is one overload among the
+            # library's: named by its parameter types, so `stream << "text"` in its body
+            # stays the library's operator and is not a call of itself
+            sig = "_".join(a.spelling for a in c.type.argument_types())
+            return c.spelling + "__" + re.sub(r"\W+", "_", sig)
         return c.spelling
 
     # -- types --------------------------------------------------------------------------------
@@ -1012,7 +1020,7 @@ class _Translator:
                 args = [obj] + args
             return c_ast.FuncCall(c_ast.ID(name), c_ast.ExprList(args), coord=co)
         if ref is not None:
-            name = ref.spelling
+            name = self._func_name(ref) if ref.kind == K.FUNCTION_DECL else ref.spelling
         elif kids and self._strip(kids[0]).kind == K.DECL_REF_EXPR:
             name = self._strip(kids[0]).spelling
         elif kids and not kids[0].kind.is_expression():

@@ -12,17 +12,21 @@ The interpreter tracks what the polyhedral model needs and nothing else:
   ``floor`` (host sizes are assumed non-negative).  Floats are kept only when constant.
 * **Programs**: ``clCreateProgramWithSource`` records its source strings (literals, or files the
   host read with ``fopen``/``fread`` or opened through a library call), ``clBuildProgram`` its
-  ``-D``/``-I`` options; the kernels are parsed with them when a kernel is created, and each
-  program keeps its own kernels (a name already taken by another program's kernel gets a
-  suffix).  A source polyfuse cannot follow falls back to the kernel files the user gave.
+  ``-D``/``-I`` options (text a char buffer holds is followed through ``sprintf``/``strcpy``/
+  ``strcat`` per path; options it cannot follow are refused naming the write that lost them);
+  the kernels are parsed with them when a kernel is created, and each program keeps its own
+  kernels (a name already taken by another program's kernel gets a suffix).  A source
+  polyfuse cannot follow falls back to the kernel files the user gave.
 * **OpenCL objects**: ``clCreateBuffer`` / ``clCreateSubBuffer`` give a :class:`Buffer` named
   after the variable the handle is stored in (``bufs[1]`` → ``bufs_1``, ``s.a`` → ``s_a``; a
   second buffer stored in the same variable gets ``_1``...); ``clCreateKernel`` gives a kernel
   object whose ``clSetKernelArg`` bindings are recorded and copied into each :class:`Launch`.
 * **Boilerplate** (platform, device, context, queue, program build, info queries, releases,
-  printf, malloc/free, timing) is skipped.  Every OpenCL call is assumed to succeed: it returns
-  ``CL_SUCCESS`` and stores it through its ``errcode_ret`` pointer, and handles are non-NULL, so
-  error checks resolve statically.
+  printf, malloc/free, timing) is skipped.  ``clGetDeviceInfo`` queries the device that verifies
+  answers (``device_info``: type, compute units, work-group and local-memory limits) return its
+  values, with a warning; other queries store run-time values.  Every OpenCL call is assumed
+  to succeed: it returns ``CL_SUCCESS`` and stores it through its ``errcode_ret`` pointer,
+  and handles are non-NULL, so error checks resolve statically.
 * **Conditions** that cannot be decided are explored on both sides.  A side that ends in
   ``exit``/``abort``/``return`` (from ``main``) or ``goto`` is an error path and is assumed not
   taken; its condition, when it is a relation over host parameters, becomes a fact of
@@ -30,19 +34,23 @@ The interpreter tracks what the polyhedral model needs and nothing else:
   writes and copies under a condition that is still open raise "launch under data-dependent host
   condition"; reads and syncs there are kept, as if always executed (conservative).
 * **Loops**: a counted ``for`` (``i = lo; i < hi`` or ``<=``; ``i++``/``i += c``; affine bounds)
-  becomes a :class:`HostLoop` whose iterator is a sympy symbol.  When its iterations differ in a
-  way that changes the operations (ping-pong buffer swaps, setting an argument after the launch,
-  creating buffers in the loop) it is unrolled if the trip count is a constant (at most
-  :data:`.loops.MAX_UNROLL`), otherwise it is refused.  Other loops (``while``, ``do``,
-  descending or non-affine ``for``) are iterated concretely while their condition is known (at
-  most :data:`.loops.MAX_UNROLL` times); otherwise they must not contain operations, and the
-  variables they assign become unknown.  A loop with operations that a ``break``/``continue``
-  under an open condition may leave early is refused.  An affine guard on loop iterators
-  (``if (k < n - 1) launch``) becomes a loop of 0 or 1 iteration around what it guards, so the
-  loop stays symbolic.  Loops without OpenCL calls share one budget of concrete iterations per
-  loop nest (:data:`.loops.NEST_BUDGET`); past it they are summarised.
-* **Data**: a value the program computes from its data (read back from the device, read from a
-  file, counted by a summarised loop) is named after the variable it is stored in: a
+  becomes a :class:`HostLoop` whose iterator is a sympy symbol (one of a single iteration runs
+  once, its iterator known: ``wg_sizes[k]`` of a one-entry option list is that entry).  When its
+  iterations differ in a way that changes the operations (ping-pong buffer swaps, setting an
+  argument after the launch, creating buffers in the loop) it is unrolled if the trip count is a
+  constant (at most :data:`.loops.MAX_UNROLL`), otherwise it is refused.  Other loops
+  (``while``, ``do``, descending or non-affine ``for``) are iterated concretely while their
+  condition is known (at most :data:`.loops.MAX_UNROLL` times); otherwise they must not contain
+  operations, and the variables they assign become unknown.  A loop with operations that a
+  ``break``/``continue`` under an open condition may leave early is refused.  An affine guard on
+  loop iterators (``if (k < n - 1) launch``) becomes a loop of 0 or 1 iteration around what it
+  guards, so the loop stays symbolic.  Loops without OpenCL calls share one budget of concrete
+  iterations per loop nest (:data:`.loops.NEST_BUDGET`); past it they are summarised.
+* **Data**: ``fscanf`` from an input file that is there (opened relative to the directory the
+  program runs in, with its ``--args``) reads what the program reads, outside enumerated loops
+  (a warning says the model is of this input).  A value the program computes from its data
+  (read back from the device, read from a file that is not there or in a summarised loop,
+  counted by a summarised loop) is named after the variable it is stored in: a
   parameter ``--param`` binds, and a refusal that depends on it names the read and its line.
 * **Synchronization**: ``clFinish``, ``clWaitForEvents`` and every *blocking* read, write or map
   give a separate ``sync`` :class:`HostOp` right after the operation (ids stay in program order).
@@ -67,7 +75,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Optional, Union
 
@@ -99,6 +107,8 @@ def parse_host(
     argv: Optional[Sequence[str]] = None,
     kernel_files: Optional[KernelFiles] = None,
     check_params: bool = False,
+    device_info: Mapping[int, int] = {},  # noqa: B006 - read only
+    kernel_info: Optional[Callable[[Kernel], Mapping[int, int]]] = None,
 ) -> Program:
     """Build the :class:`Program` a C or C++ host program runs.
 
@@ -107,7 +117,9 @@ def parse_host(
     the host reads the same file); kernel files the host opens are found from ``kernel_files``.
     ``params`` fixes values read at run time by the name of the variable they are stored in
     (``--param n=1024``); with ``check_params`` a name the host never reads is an error.
-    ``argv`` is the program's command line after its name (``--args``).  Raises
+    ``argv`` is the program's command line after its name (``--args``).  ``device_info``
+    answers ``clGetDeviceInfo`` queries (by ``CL_DEVICE_*`` code) as the device the program is
+    verified on would, and ``kernel_info`` a kernel's ``clGetKernelWorkGroupInfo`` there.  Raises
     :class:`PolyfuseError` naming file and line for bad input.
     """
     hosts = [source_or_path] if isinstance(source_or_path, (str, os.PathLike)) \
@@ -135,7 +147,8 @@ def parse_host(
         kernel_files = KernelFiles(search_dirs=tuple(dict.fromkeys(dirs + [os.getcwd()])),
                                    include_dirs=tuple(include_dirs),
                                    defines=tuple(defines.items()))
-    interp = Interpreter(ast, kernels, main_file, dict(params), kernel_files, argv)
+    interp = Interpreter(ast, kernels, main_file, dict(params), kernel_files, argv,
+                         device_info, kernel_info)
     prog = interp.run()
     interp.sources.check_kernel_files()
     if check_params:
@@ -160,6 +173,8 @@ def load_opencl(
     allow_empty: bool = False,
     check_params: bool = False,
     kernel_source_override: bool = False,
+    device_info: Mapping[int, int] = {},  # noqa: B006 - read only
+    kernel_info: Optional[Callable[[Kernel], Mapping[int, int]]] = None,
 ) -> Program:
     """Load an OpenCL program: kernels from ``source_or_path``, host code from ``host``.
 
@@ -170,6 +185,8 @@ def load_opencl(
     source.  Without ``host`` every kernel is launched once (see
     :func:`polyfuse.frontend.builder.default_program`).  A host with no kernel launch is an
     error unless ``allow_empty``: an empty model is never returned silently.
+    ``device_info`` and ``kernel_info`` answer the host's device and kernel queries (see
+    :func:`parse_host`).
     """
     from polyfuse.frontend import opencl
 
@@ -216,7 +233,8 @@ def load_opencl(
                      search_dirs=tuple(dict.fromkeys(dirs)), include_dirs=include_dirs,
                      defines=tuple(defines.items()), replace=kernel_source_override)
     prog = parse_host(hosts, kernels, params=params or {}, include_dirs=include_dirs,
-                      defines=defines, argv=argv, kernel_files=kf, check_params=check_params)
+                      defines=defines, argv=argv, kernel_files=kf, check_params=check_params,
+                      device_info=device_info, kernel_info=kernel_info)
     if not prog.launches and not allow_empty:
         raise PolyfuseError("the host program launches no kernel (is a launch on a path "
                             "polyfuse takes as an error path?); pass --allow-empty to accept "

@@ -68,6 +68,7 @@ class CEvaluator:
         self.guard_names: dict[int, str] = {}  # if statement -> its guard loop's iterator
         self.break_src: dict[int, Source] = {}  # if statement -> the data its break tests
         self.nest_depth = 0  # loop statements being interpreted, nested
+        self.branch_hint = ""  # the --param that decides the condition whose paths are merged
         self.iterations_left = 0  # of the current loop nest's budget
 
     def eval_named(self, node: c_ast.Node, hint: str) -> Value:

@@ -4,7 +4,7 @@ final state into a :class:`~polyfuse.core.program.Program`."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -41,7 +41,9 @@ class Interpreter:
     def __init__(self, ast: c_ast.FileAST, kernels: Mapping[str, Kernel], filename: str,
                  param_values: Mapping[str, Union[int, float]],
                  kernel_files: Optional[KernelFiles] = None,
-                 argv: Optional[Sequence[str]] = None) -> None:
+                 argv: Optional[Sequence[str]] = None,
+                 device_info: Mapping[int, int] = {},  # noqa: B006 - read only
+                 kernel_info: Optional[Callable[[Kernel], Mapping[int, int]]] = None) -> None:
         self.ast = ast
         self.ctx = Context(filename)
         self.params = Params(self.ctx, param_values)
@@ -49,6 +51,8 @@ class Interpreter:
         self.sources = KernelSources(self.ctx, kernels, kernel_files or KernelFiles())
         self.libc = LibcState(None if argv is None else [Path(filename).stem, *argv])
         self.ev = CEvaluator(self.ctx, self.params, self.mem, self.sources, self.libc)
+        self.ev.cl.device_info = dict(device_info)
+        self.ev.cl.kernel_info = kernel_info
 
     def run(self) -> Program:
         """The :class:`Program` ``main`` runs; a :class:`PolyfuseError` naming file and line

@@ -5,6 +5,7 @@ here after the OpenCL API table (:data:`.opencl_api.HANDLERS`)."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Optional
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import sympy
 from pycparser import c_ast
 
+from polyfuse.frontend.host import datafiles
 from polyfuse.frontend.host.opencl_api import succeed
 from polyfuse.frontend.host.signals import Exit
 from polyfuse.frontend.host.sources import looks_like_opencl
@@ -32,6 +34,7 @@ from polyfuse.frontend.host.values import (
     Unknown,
     Value,
     arg_at,
+    c_unescape,
     exact_rational,
     src_of,
 )
@@ -247,6 +250,33 @@ def posix_memalign(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> V
     return ZERO
 
 
+def string_copy(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    """``strcpy``/``strcat`` and their ``n`` forms keep the text of the buffer they write
+    (build options assembled piece by piece) while every piece is known; in a loop the text
+    may grow per iteration, so it is unknown there."""
+    dst = memcpy(ev, node, args)
+    if not (isinstance(dst, Ref) and dst.path in ((), (0,))):
+        return dst
+    name = node.name.name
+    src = ev.mem.text(arg_at(args, 1))
+    if src is not None and name in ("strncpy", "strncat"):
+        n = arg_at(args, 2)
+        k = int(n.e) if isinstance(n, Num) and n.e.is_Integer else -1
+        src = src[:k] if k > len(src) or name == "strncat" and k >= 0 else None
+    old = ev.mem.texts.get(dst.slot, None) if name in ("strcat", "strncat") else ""
+    loc = ev.ctx.loc(node)
+    at = f"{name} at {loc.file}:{loc.line}" if loc else name
+    if src is None:
+        ev.mem.set_text(dst.slot, None, f"{at} writes a string polyfuse cannot follow")
+    elif ev.ctx.varies():
+        ev.mem.set_text(dst.slot, None, f"{at} writes it in a host loop")
+    elif old is None:
+        ev.mem.set_text(dst.slot, None, ev.mem.state.text_why.get(dst.slot, ""))
+    else:
+        ev.mem.set_text(dst.slot, old + src)
+    return dst
+
+
 def sprintf(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     return format_into(ev, arg_at(args, 0), args[1:])
 
@@ -414,11 +444,17 @@ def set_opt(ev: CEvaluator, optind: int, optarg: Optional[str]) -> None:
 
 def fopen(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     path = arg_at(args, 0)
+    text = ev.mem.text(path)
+    path = Str(text) if text is not None else path
     if isinstance(path, Str):
         found = ev.sources.find_file(path.s)
         if found is not None:
             if found.endswith((".cl", ".clh", ".ocl")) or looks_like_opencl(found):
                 ev.sources.open_file(found)
+            elif data_file(ev, path.s, ev.mem.text(arg_at(args, 1))):
+                f = Handle("data:" + os.path.abspath(path.s))
+                ev.mem.state.file_pos[f.kind] = 0
+                return f
             return Handle("file:" + found)
         if path.s.endswith((".cl", ".ocl")):
             ev.sources.open_file(path.s)
@@ -446,10 +482,52 @@ def _exit(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     raise Exit()
 
 
+def data_file(ev: CEvaluator, path: str, mode: Optional[str]) -> bool:
+    """Whether ``fopen(path, mode)`` opens an input file that is there, in the directory
+    the program runs in, to be read as text (with the program's own command line)."""
+    return ev.libc.argv is not None and mode is not None and mode.startswith("r") and \
+        "+" not in mode and os.path.isfile(path) and datafiles.text_of(
+            os.path.abspath(path)) is not None
+
+
+def scan_file(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Optional[Value]:
+    """``fscanf`` from an input file that is there, at a known position, outside loops whose
+    iterations polyfuse does not enumerate: the values it converts and stores; None (the
+    position is then unknown) otherwise."""
+    f, fmt = arg_at(args, 0), ev.mem.text(arg_at(args, 1))
+    if not (isinstance(f, Handle) and f.kind.startswith("data:")):
+        return None
+    pos = ev.mem.state.file_pos.pop(f.kind, None)
+    text = datafiles.text_of(f.kind[5:])
+    if pos is None or fmt is None or text is None or ev.ctx.varies():
+        return None
+    got = datafiles.scan(text, pos, c_unescape(fmt))
+    ptrs = args[2:]
+    if got is None or len(got[0]) > len(ptrs) or not all(isinstance(p, Ref) for p in ptrs):
+        return None
+    values, ev.mem.state.file_pos[f.kind] = got
+    for p, v in zip(ptrs, values):
+        if isinstance(v, str):
+            ev.mem.forget_through([p])
+            if p.path in ((), (0,)):
+                ev.mem.set_text(p.slot, v)
+        else:
+            ev.mem.write(p, Num(sympy.Float(v), True) if isinstance(v, float)
+                         else Num(sympy.Integer(v)))
+    ev.ctx.warn(f"read from {os.path.relpath(f.kind[5:])} as the program reads it (the model "
+                "is of this input)", node)
+    return Num(sympy.Integer(len(values)))
+
+
 def _scan(first: int) -> Handler:
-    """``scanf``/``fscanf``/``sscanf``: what they store is read at run time."""
+    """``scanf``/``fscanf``/``sscanf``: what they store is read at run time, unless
+    ``fscanf`` reads an input file that is there (:func:`scan_file`)."""
     def handler(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
         name = node.name.name
+        if name == "fscanf":
+            read = scan_file(ev, node, args)
+            if read is not None:
+                return read
         src = ev.source(f"read by {name}", node)
         for a in args[first:]:
             if isinstance(a, Ref):
@@ -487,8 +565,8 @@ def _clock(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
 
 #: the C library's handlers, by function name
 LIBC: dict[str, Handler] = {
-    "memcpy": memcpy, "memmove": memcpy, "strcpy": memcpy, "strncpy": memcpy,
-    "strcat": memcpy, "strncat": memcpy, "fgets": memcpy, "memset": memset,
+    "memcpy": memcpy, "memmove": memcpy, "strcpy": string_copy, "strncpy": string_copy,
+    "strcat": string_copy, "strncat": string_copy, "fgets": memcpy, "memset": memset,
     "posix_memalign": posix_memalign, "sprintf": sprintf, "snprintf": snprintf,
     "strcmp": strcmp, "strncmp": strncmp, "strlen": strlen, "getopt": getopt_short,
     "getopt_long": getopt_long, "fopen": fopen, "fread": fread, "clock": _clock,

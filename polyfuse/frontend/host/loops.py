@@ -44,6 +44,9 @@ MAX_UNROLL = 1024
 #: iterations of loops without OpenCL calls interpreted one by one in a whole loop nest; past
 #: it, such loops are summarised
 NEST_BUDGET = 4 * MAX_UNROLL
+#: the operations (launches, transfers) unrolled host loops may record in all: past it the
+#: dependence analysis of the unrolled program would not end in reasonable time
+MAX_OPERATIONS = 4 * MAX_UNROLL
 
 
 _READ_ONLY_ADDRESS = {"clSetKernelArg", "printf", "fprintf"}
@@ -216,6 +219,9 @@ def counted_loop(ev: CEvaluator, node: c_ast.For, it: str, lower_n: c_ast.Node, 
         if trip == 0:
             ev.mem.write(Ref(sid), Num(lo))
             return
+        if trip == 1:  # one iteration: its iterator is known (an option list of one entry)
+            unroll(ev, node, sid, [lo], "it runs once")
+            return
     base = ev.mem.state.clone()
     active = {lp.iterator for lp in ev.ctx.loops}
     name = syntax.fresh_name(it, lambda n: n in ev.params.symbols or n in active)
@@ -234,13 +240,15 @@ def counted_loop(ev: CEvaluator, node: c_ast.For, it: str, lower_n: c_ast.Node, 
             ev.mem.write(Ref(sid), Num(final) if step == 1 or trip is not None else UNK)
             return
         if trip is None or trip > MAX_UNROLL:
-            what = "its trip count is not a constant" if trip is None else \
+            what = f"its trip count is not a constant (from {lo} to {hi})" \
+                f"{ev.params.hint(hi - lo)}" \
+                if trip is None else \
                 (f"its trip count {trip} exceeds {MAX_UNROLL}; analyze a smaller problem "
                  "size (-D SMALL_DATASET, -D N=256, or --args with a smaller size)")
             raise ev.ctx.error(
                 f"host loop cannot be kept symbolic ({need.why}) and cannot be unrolled: "
                 f"{what}", node, UnsupportedError) from None
-        unroll(ev, node, sid, [lo + i * step for i in range(trip)])
+        unroll(ev, node, sid, [lo + i * step for i in range(trip)], need.why)
         return
     last = lo + step * (trip - 1) if trip is not None else (hi - 1 if step == 1 else None)
     leave_loop(ev, sym, last, sid, hi if trip is None else lo + step * trip)
@@ -346,10 +354,11 @@ def leave_loop(ev: CEvaluator, sym: sympy.Symbol, last: Any, sid: int, final: An
         ev.mem.write(Ref(sid), Num(final) if final is not None else UNK)
 
 
-def unroll(ev: CEvaluator, node: c_ast.For, sid: int, values: list) -> None:
+def unroll(ev: CEvaluator, node: c_ast.For, sid: int, values: list, why: str) -> None:
     with no_early_exit(ev):
         ev.iterations_left -= len(values)
-        for v in values:
+        start = len(ev.mem.state.ops)
+        for k, v in enumerate(values):
             ev.mem.write(Ref(sid), Num(sympy.Integer(v)))
             try:
                 ev.exec(node.stmt)
@@ -357,6 +366,15 @@ def unroll(ev: CEvaluator, node: c_ast.For, sid: int, values: list) -> None:
                 pass
             except Break:
                 return
+            per = len(ev.mem.state.ops) - start
+            if per * len(values) > MAX_OPERATIONS * (k + 1) or \
+                    len(ev.mem.state.ops) > MAX_OPERATIONS:
+                raise ev.ctx.error(
+                    f"host loop cannot be kept symbolic ({why}) and unrolling its "
+                    f"{len(values)} iterations gives about {per * len(values) // (k + 1)} "
+                    f"operations, more than the {MAX_OPERATIONS} polyfuse analyses; analyse "
+                    "a smaller problem size (-D, or --args with a smaller size)", node,
+                    UnsupportedError)
         if values:
             ev.mem.write(Ref(sid), Num(sympy.Integer(values[-1]) + 1))
 

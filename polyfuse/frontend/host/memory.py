@@ -3,8 +3,8 @@
 A variable is a slot (:class:`Slot`: name, C type, value); a pointer is a
 :class:`~.values.Ref` to a slot and a path inside it.  :class:`State` is everything one path
 through the host program changes (slots, buffers, kernel objects, the operations recorded,
-the facts learnt); it is cloned to explore both sides of a condition.  :class:`Memory` owns the
-current state, the call frames and their scopes, and the text written into char buffers."""
+the facts learnt, the text written into char buffers); it is cloned to explore both sides of a
+condition.  :class:`Memory` owns the current state, the call frames and their scopes."""
 
 from __future__ import annotations
 
@@ -74,6 +74,9 @@ class State:
         self.ops: list[Operation] = []
         self.facts: list[Any] = []
         self.uncertain_break: Optional[c_ast.Node] = None
+        self.texts: dict[int, str] = {}  # char buffer slot -> the text written into it
+        self.text_why: dict[int, str] = {}  # char buffer slot -> why its text is not known
+        self.file_pos: dict[str, int] = {}  # data file handle -> where fscanf reads next
 
     def clone(self) -> State:
         s = State()
@@ -83,6 +86,9 @@ class State:
         s.ops = list(self.ops)
         s.facts = list(self.facts)
         s.uncertain_break = self.uncertain_break
+        s.texts = dict(self.texts)
+        s.text_why = dict(self.text_why)
+        s.file_pos = dict(self.file_pos)
         return s
 
 
@@ -103,8 +109,22 @@ class Memory:
         self.frames: list[Frame] = []
         self.globals: dict[str, int] = {}
         self.next_slot = 0
-        self.texts: dict[int, str] = {}  # char buffer slot -> text written by sprintf
         self.file_texts: dict[int, str] = {}  # heap slot -> path of the file read into it
+
+    @property
+    def texts(self) -> dict[int, str]:
+        """The text written into char buffers (``sprintf``, ``strcpy``...) on this path: a
+        buffer written differently on two paths of an open condition holds no known text."""
+        return self.state.texts
+
+    def set_text(self, slot: int, text: Optional[str], why: str = "") -> None:
+        """The text a char buffer now holds, or (None) why it is not known."""
+        if text is None:
+            self.state.texts.pop(slot, None)
+            self.state.text_why[slot] = why
+        else:
+            self.state.texts[slot] = text
+            self.state.text_why.pop(slot, None)
 
     def new_slot(self, name: str, ctype: CType, value: Value) -> int:
         """A new variable (not in any scope) holding ``value``; its slot id."""
@@ -233,12 +253,13 @@ class Memory:
             v = self.read(v)
         return self.text(v)
 
-    def forget_through(self, args: list[Value]) -> None:
-        """Values an info query stores through its pointers are known only at run time."""
+    def forget_through(self, args: list[Value], value: Runtime = RUNTIME) -> None:
+        """Values an info query stores through its pointers are known only at run time
+        (``value`` says where they come from)."""
         for a in args:
             if isinstance(a, Ref):
                 cur = self.read(a)
                 if isinstance(cur, (Unknown, Num, Runtime)):
-                    self.write(a, RUNTIME)
+                    self.write(a, value)
                 elif not isinstance(cur, (Arr, Rec)):
                     self.write(a, Handle("queried"))

@@ -18,7 +18,7 @@ Every call is assumed to succeed: create calls store ``CL_SUCCESS`` through thei
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -31,6 +31,7 @@ from polyfuse.core.program import (
     Buffer,
     BufferRange,
     HostOp,
+    Kernel,
     Launch,
     UnsupportedError,
 )
@@ -97,9 +98,13 @@ class OpenCLObjects:
     """The counters that name the OpenCL objects of one run (the objects themselves live in
     :class:`~.memory.State`, which branches clone)."""
 
-    def __init__(self) -> None:
+    def __init__(self, device_info: Mapping[int, int] = {}) -> None:  # noqa: B006 - read only
         self.next_oid = 0
         self.buffer_names: set[str] = set()
+        #: ``clGetDeviceInfo`` answers (by ``CL_DEVICE_*`` code) of the device that verifies
+        self.device_info = dict(device_info)
+        #: that device's ``clGetKernelWorkGroupInfo`` answers for a kernel, when it verifies
+        self.kernel_info: Optional[Callable[[Kernel], Mapping[int, int]]] = None
 
     def new_buffer_name(self, hint: Optional[str]) -> str:
         """A fresh buffer name after the variable the handle is stored in (``bufs[1]`` →
@@ -246,9 +251,10 @@ def build_program(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Va
         elif isinstance(opts, Ref) and opts.slot in ev.mem.texts:
             info.options = ev.mem.texts[opts.slot]
         elif not (isinstance(opts, Num) and opts.e == 0):
+            why = ev.mem.state.text_why.get(opts.slot, "") if isinstance(opts, Ref) else ""
             raise ev.ctx.error("clBuildProgram: build options polyfuse cannot determine "
-                               "(they may define macros the kernels use)", node,
-                               UnsupportedError)
+                               f"(they may define macros the kernels use){': ' if why else ''}"
+                               f"{why}", node, UnsupportedError)
     return ZERO
 
 
@@ -527,6 +533,45 @@ def create_kernels_in_program(ev: CEvaluator, node: c_ast.FuncCall, args: list[V
     return ZERO
 
 
+@handler("clGetDeviceInfo")
+def get_device_info(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    """A query the device that runs the program answers (``CL_DEVICE_TYPE``, its limits),
+    when polyfuse was given that device (``fuse --verify``): a host that picks its build
+    options or sizes by device type is modelled as it runs there, and a warning says so.
+    Otherwise what it stores is a run-time value."""
+    what, out = arg_at(args, 1), arg_at(args, 3)
+    code = int(what.e) if isinstance(what, Num) and what.e.is_Integer else None
+    if code in ev.cl.device_info and isinstance(out, Ref):
+        ev.mem.write(out, Num(sympy.Integer(ev.cl.device_info[code])))
+        ev.ctx.warn(f"clGetDeviceInfo(0x{code:x}) answered from the device that verifies: "
+                    f"{ev.cl.device_info[code]}", node)
+        ev.mem.forget_through(args[4:])
+        return ZERO
+    ev.mem.forget_through(args[1:], Runtime(ev.source("queried by clGetDeviceInfo", node)))
+    return ZERO
+
+
+@handler("clGetKernelWorkGroupInfo")
+def get_kernel_work_group_info(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    """A kernel's work-group size on the device that verifies (its source built there), with
+    a warning; otherwise what it stores is a run-time value."""
+    k, what, out = arg_at(args, 0), arg_at(args, 2), arg_at(args, 4)
+    code = int(what.e) if isinstance(what, Num) and what.e.is_Integer else None
+    if ev.cl.kernel_info is not None and isinstance(k, KObj) and \
+            k.oid in ev.mem.state.kobjs and isinstance(out, Ref):
+        kernel = ev.sources.kernels[ev.mem.state.kobjs[k.oid].kernel]
+        answers = ev.cl.kernel_info(kernel)
+        if code in answers:
+            ev.mem.write(out, Num(sympy.Integer(answers[code])))
+            ev.ctx.warn(f"clGetKernelWorkGroupInfo(0x{code:x}) of '{kernel.name}' answered "
+                        f"from the device that verifies: {answers[code]}", node)
+            ev.mem.forget_through(args[5:])
+            return ZERO
+    ev.mem.forget_through(args[2:], Runtime(ev.source("queried by clGetKernelWorkGroupInfo",
+                                                      node)))
+    return ZERO
+
+
 @handler("clGetKernelInfo")
 def get_kernel_info(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     """``CL_KERNEL_FUNCTION_NAME`` and ``CL_KERNEL_NUM_ARGS`` of a kernel object are known;
@@ -608,8 +653,9 @@ def _creates_handle(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> 
 
 def _boilerplate(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     """Nothing to model; what an info query (``clGet*``) stores is a run-time value."""
-    if node.name.name.startswith("clGet"):
-        ev.mem.forget_through(args[1:])
+    name = node.name.name
+    if name.startswith("clGet"):
+        ev.mem.forget_through(args[1:], Runtime(ev.source(f"queried by {name}", node)))
     return ZERO
 
 

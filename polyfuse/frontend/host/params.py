@@ -20,6 +20,7 @@ from polyfuse.frontend.host.values import (
     CType,
     Num,
     Runtime,
+    Source,
     Unknown,
     float_to_int,
     var_name,
@@ -39,6 +40,7 @@ class Params:
         self.float_names: set[str] = set()  # floating values read at run time, by name
         self.int_params: set[str] = set()  # parameters stored in integer variables
         self.data_names: set[str] = set()  # values computed from data, by name (--param binds)
+        self.origins: dict[str, Source] = {}  # parameter -> the data read that gave it
 
     def taken(self, name: str) -> bool:
         """Whether ``name`` is a parameter's or a reserved name."""
@@ -72,6 +74,8 @@ class Params:
             value = self.new(var_name(name, path))
             if ctype.kind == "int" and isinstance(value.e, sympy.Symbol):
                 self.int_params.add(str(value.e))
+                if src is not None:
+                    self.origins[str(value.e)] = dataclasses.replace(src, name=str(value.e))
             return value
         if isinstance(value, Cond):
             return UNK
@@ -83,6 +87,26 @@ class Params:
         if isinstance(value, Unknown) and ctype.kind == "float":
             return Unknown(True, value.src)
         return value
+
+    def derive(self, param: Any, exprs: list) -> None:
+        """``param`` (a value that differs between the paths of a condition) comes from the
+        data read that gave the parameters of ``exprs``, if one did."""
+        deps = [self.origins[str(s)] for e in exprs for s in getattr(e, "free_symbols", ())
+                if str(s) in self.origins]
+        if deps and isinstance(param, sympy.Symbol):
+            self.origins[str(param)] = Source(f"computed from '{deps[0].name}' ({deps[0].what})",
+                                              deps[0].loc, str(param))
+
+    def hint(self, expr: Any) -> str:
+        """Which host parameters ``expr`` depends on, where each is read, and the ``--param``
+        that fixes it: what a refusal of a symbolic value tells the user."""
+        names = sorted(str(s) for s in getattr(expr, "free_symbols", ()) if str(s) in self.symbols)
+        if not names:
+            return ""
+        said = ", ".join(self.origins[n].describe() if n in self.origins else
+                         f"'{n}', read at run time" for n in names)
+        fix = " ".join(f"--param {n}=VALUE" for n in names)
+        return f"; it depends on {said}: pass {fix} to analyse the program with that value"
 
     def new(self, name: str) -> Num:
         """A new parameter named after ``name`` (its ``--param`` value when given)."""

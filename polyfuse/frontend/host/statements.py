@@ -208,7 +208,16 @@ def branches(ev: CEvaluator, node: c_ast.Node, bodies: list, rel: Any, *,
                     f"{op.loc.line if op.loc else '?'}): polyfuse cannot model a kernel "
                     "launch or buffer update that may or may not run", node,
                     UnsupportedError)
-    ev.mem.state = merge(ev, base, [st for _, st in results])
+    saved, ev.branch_hint = ev.branch_hint, ev.params.hint(rel) if rel is not None else ""
+    try:
+        ev.mem.state = merge(ev, base, [st for _, st in results])
+    finally:
+        ev.branch_hint = saved
+    loc = ev.ctx.loc(node)
+    for k in set().union(*(st.texts for _, st in results)) - set(ev.mem.state.texts):
+        ev.mem.state.text_why.setdefault(k, "written differently on the paths of the "
+                                         f"condition at {loc.file}:{loc.line}" if loc else
+                                         "written differently on two paths")
     ev.mem.state.facts.extend(facts)
     if base.uncertain_break is not None:
         ev.mem.state.uncertain_break = base.uncertain_break
@@ -275,6 +284,11 @@ def merge(ev: CEvaluator, base: State, states: list[State]) -> State:
             else:
                 binds[idx] = Poison("set under a data-dependent host condition")
         out.kobjs[oid] = dataclasses.replace(k0, bindings=tuple(sorted(binds.items())))
+    out.texts = {k: t for k, t in states[0].texts.items()
+                 if all(st.texts.get(k) == t for st in states[1:])}
+    out.text_why = {k: w for st in states for k, w in st.text_why.items() if k not in out.texts}
+    out.file_pos = {k: p for k, p in states[0].file_pos.items()
+                    if all(st.file_pos.get(k) == p for st in states[1:])}
     common = [f for f in states[0].facts[len(base.facts):]
               if all(f in st.facts for st in states)]
     out.facts = list(base.facts) + common
@@ -295,8 +309,11 @@ def join_all(ev: CEvaluator, values: list, name: str) -> Any:
             if isinstance(v, Num) and isinstance(v.e, sympy.Symbol) and \
                     re.fullmatch(re.escape(name) + r"(_\d+)?", str(v.e)):
                 return v
-        return ev.params.new(name)
-    return Poison(f"'{name}' differs between paths of a data-dependent host condition")
+        joined = ev.params.new(name)
+        ev.params.derive(joined.e, [v.e for v in values if isinstance(v, Num)])
+        return joined
+    return Poison(f"'{name}' differs between paths of a data-dependent host condition"
+                  f"{ev.branch_hint}")
 
 
 def switch(ev: CEvaluator, node: c_ast.Switch) -> None:
