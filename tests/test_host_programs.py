@@ -431,6 +431,31 @@ def test_kernels_in_std_containers_and_options_in_a_std_string() -> None:
     assert _edge(widths, "square", "shift", program) == "thread"
 
 
+SDK_HARNESS = PROGRAMS / "sdk_harness" / "main.cpp"
+
+
+def test_sample_harness_objects_made_with_new_and_a_string_option_table() -> None:
+    """An SDK-style harness: ``new`` runs the constructors (a base's, member initialisers),
+    option objects copied into a growing table, a parser matching ``std::string`` names and
+    storing through ``void *`` (``sscanf`` of a known argument converts it), build options
+    in a struct of ``std::string``s; ``throw`` on the paths not taken."""
+    program = load_opencl(None, host=str(SDK_HARNESS),
+                          argv=["--device", "cpu", "-e", "-i", "3", "-x", "16"])
+    assert [(op.kernel, op.global_size, tuple((lp.lower, lp.upper) for lp in op.loops))
+            for op in program.launches] == [("scale", (16,), ((0, 3),)),
+                                            ("bump", (16,), ((0, 3),))]
+    assert "-DSCALE=2.0f" in program.kernels["scale"].build_options
+    widths = check_against_oracle(program)
+    assert _edge(widths, "scale", "bump", program) == "thread"
+
+
+def test_sample_harness_dump_path_reads_its_options_from_a_file() -> None:
+    """``--dump`` takes the path that builds with options read from a file: refused at the
+    build, naming its line (the options may define the kernels' macros)."""
+    with pytest.raises(UnsupportedError, match=r"main.cpp:\d+: clBuildProgram: build options"):
+        load_opencl(None, host=str(SDK_HARNESS), argv=["--device", "cpu", "--dump", "k.bin"])
+
+
 # ----------------------------------------------------------------------------------------------
 # The C++ OpenCL wrapper (cl.hpp / opencl.hpp), modelled at the API level
 # ----------------------------------------------------------------------------------------------

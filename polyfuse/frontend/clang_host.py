@@ -331,6 +331,7 @@ class _Translator:
         self.funcs: dict[str, c_ast.FuncDef] = {}
         self.globals: dict[str, c_ast.Decl] = {}
         self.methods: dict[str, str] = {}  # USR -> lowered function name
+        self.implicit_ctors: dict[str, Optional[str]] = {}  # class USR -> lowered name
         self.path = ""
         self.shown = ""
 
@@ -507,16 +508,151 @@ class _Translator:
         return c_ast.FuncDef(decl, None, stmt, coord=self._coord(c))
 
     def _member_inits(self, c: Any) -> list:
-        """``: rows(r), cols(c)`` as ``this->rows = r; this->cols = c;``."""
+        """What a constructor does before its body, in C++'s order: the bases' constructors
+        (``: Base(args)``, else their default constructors), then the members in declaration
+        order, each from the initialiser list (``: rows(r)``) or its in-class initialiser."""
         K = cindex.CursorKind
-        out = []
         kids = list(c.get_children())
+        named: dict[str, Any] = {}
+        bases: dict[str, Any] = {}
         for i, ch in enumerate(kids[:-1]):
             nxt = kids[i + 1]
             if ch.kind == K.MEMBER_REF and nxt.kind.is_expression():
-                target = c_ast.StructRef(c_ast.ID("this"), "->", c_ast.ID(ch.spelling))
-                out.append(c_ast.Assignment("=", target, self._expr(nxt), coord=self._coord(ch)))
+                named[ch.spelling] = nxt
+            elif ch.kind == K.TYPE_REF and nxt.kind == K.CALL_EXPR and \
+                    nxt.referenced is not None and nxt.referenced.kind == K.CONSTRUCTOR:
+                bases[nxt.referenced.semantic_parent.get_usr()] = nxt
+        return self._construction(c.semantic_parent, named, bases)
+
+    def _construction(self, record: Any, named: dict[str, Any], bases: dict[str, Any]
+                      ) -> list:
+        """``this``'s bases and members initialised (see :meth:`_member_inits`)."""
+        K = cindex.CursorKind
+        this = c_ast.ID("this")
+        out: list[c_ast.Node] = []
+        for ch in record.get_children():
+            if ch.kind == K.CXX_BASE_SPECIFIER:
+                decl = ch.type.get_canonical().get_declaration()
+                call = bases.get(decl.get_usr()) if decl is not None else None
+                if call is not None:
+                    stmt = self._ctor_call(call.referenced, this, list(call.get_arguments()),
+                                           call)
+                else:
+                    stmt = self._default_ctor_call(decl, this, ch) if decl is not None \
+                        else None
+                if stmt is not None:
+                    out.append(stmt)
+            elif ch.kind == K.FIELD_DECL:
+                target = c_ast.StructRef(this, "->", c_ast.ID(ch.spelling))
+                if ch.spelling in named:
+                    value = self._expr(named[ch.spelling])
+                else:
+                    inits = [x for x in ch.get_children() if x.kind.is_expression()]
+                    if not inits:
+                        continue
+                    value = self._init(inits[-1], ch.type)
+                    if value is None:
+                        continue
+                out.append(c_ast.Assignment("=", target, value, coord=self._coord(ch)))
         return out
+
+    def _user_record(self, decl: Any) -> bool:
+        """A class the program defines (not the library's, not the C++ wrapper's)."""
+        d = decl.get_definition() if decl is not None else None
+        return d is not None and d.location.file is not None and \
+            not _is_system(d.location.file.name) and \
+            not _is_wrapper_file(d.location.file.name) and _qualified(d)[0] != "cl"
+
+    def _ctor_call(self, ref: Any, obj: c_ast.Node, arg_cursors: list, at: Any
+                   ) -> Optional[c_ast.Node]:
+        """``T__T(obj, args)`` for a constructor of the user's: its definition, or the
+        implicit one when it has work to do (bases, in-class initialisers); else None."""
+        record = ref.semantic_parent
+        if not self._user_record(record):
+            return None
+        if _written(ref):
+            name = self._func_name(ref)
+        elif ref.is_copy_constructor() or ref.is_move_constructor():
+            return None
+        else:
+            name = self._implicit_ctor(record)
+            if name is None:
+                return None
+        args = [self._expr(a) for a in arg_cursors]
+        for i, p in enumerate(list(ref.get_arguments())[:len(args)]):
+            if p.type.kind in (cindex.TypeKind.LVALUEREFERENCE,
+                               cindex.TypeKind.RVALUEREFERENCE) and not _const_ref(p.type):
+                args[i] = c_ast.UnaryOp("&", args[i])
+        return c_ast.FuncCall(c_ast.ID(name), c_ast.ExprList([obj] + args),
+                              coord=self._coord(at))
+
+    def _default_ctor_call(self, record: Any, obj: c_ast.Node, at: Any
+                           ) -> Optional[c_ast.Node]:
+        """The default construction of a user's class object (None when it does nothing
+        polyfuse tracks)."""
+        K = cindex.CursorKind
+        if not self._user_record(record):
+            return None
+        record = record.get_definition()
+        ctors = [ch for ch in record.get_children() if ch.kind == K.CONSTRUCTOR]
+        default = next((ch for ch in ctors if all(
+            any(x.kind.is_expression() for x in p.get_children())
+            for p in ch.get_arguments())), None)
+        if default is not None:
+            return self._ctor_call(default, obj, [], at)
+        if ctors:
+            return None
+        name = self._implicit_ctor(record)
+        return c_ast.FuncCall(c_ast.ID(name), c_ast.ExprList([obj]), coord=self._coord(at)) \
+            if name is not None else None
+
+    def _implicit_ctor(self, record: Any) -> Optional[str]:
+        """The implicit default constructor of a user's class, lowered when it has work to do
+        (a base's constructor, an in-class initialiser): its name, else None."""
+        record = record.get_definition()
+        key = str(record.get_usr() or record.hash)
+        if key in self.implicit_ctors:
+            return self.implicit_ctors[key]
+        self.implicit_ctors[key] = None  # a class containing itself constructs nothing more
+        body = self._construction(record, {}, {})
+        if not body:
+            return None
+        rec = self._record(record)
+        name = f"{rec}__{rec}"
+        this = c_ast.Decl("this", [], [], [], [], c_ast.PtrDecl(
+            [], c_ast.TypeDecl("this", [], None, c_ast.Struct(rec, None))), None, None)
+        decl = c_ast.Decl(name, [], [], [], [], c_ast.FuncDecl(
+            c_ast.ParamList([this]), c_ast.TypeDecl(name, [], None,
+                                                   c_ast.IdentifierType(["void"]))),
+            None, None, coord=self._coord(record))
+        self.funcs.setdefault(name, c_ast.FuncDef(decl, None, c_ast.Compound(body),
+                                                  coord=self._coord(record)))
+        self.implicit_ctors[key] = name
+        return name
+
+    def _new(self, c: Any, kids: list) -> c_ast.Node:
+        """``new T(args)`` / ``new T[n]`` of a user's class:
+        ``__polyfuse_new((T *) 0, n, T__T(__polyfuse_this, args))``, the constructor run on
+        each new object; anything else is fresh memory (``malloc``)."""
+        K = cindex.CursorKind
+        co = self._coord(c)
+        exprs = [x for x in kids if x.kind.is_expression()]
+        ctor = next((x for x in exprs if x.kind == K.CALL_EXPR and x.referenced is not None
+                     and x.referenced.kind == K.CONSTRUCTOR), None)
+        toks = [t.spelling for t in c.get_tokens()]
+        array = "[" in toks and ("(" not in toks or toks.index("[") < toks.index("("))
+        count = [self._expr(x) for x in exprs if x is not ctor][:1] if array else []
+        record = c.type.get_pointee().get_canonical().get_declaration()
+        if not self._user_record(record):
+            return c_ast.FuncCall(c_ast.ID("malloc"), c_ast.ExprList(count), coord=co)
+        this = c_ast.ID("__polyfuse_this")
+        call = self._ctor_call(ctor.referenced, this, list(ctor.get_arguments()), c) \
+            if ctor is not None else None
+        ptr = c_ast.Typename(None, [], None, self._type(c.type, None))
+        args = [c_ast.Cast(ptr, c_ast.Constant("int", "0")),
+                count[0] if count else c_ast.Constant("int", "1")]
+        return c_ast.FuncCall(c_ast.ID("__polyfuse_new"), c_ast.ExprList(
+            args + ([call] if call is not None else [])), coord=co)
 
     def _where(self, c: Any) -> tuple[str, Optional[int]]:
         co = self._coord(c)
@@ -536,26 +672,26 @@ class _Translator:
                           None, coord=self._coord(c))
 
     def _user_ctor_call(self, c: Any) -> Optional[list]:
-        """``T x(args);`` for a class of the user's: ``struct T x; T__T(&x, args);``."""
+        """``T x(args);`` for a class of the user's: ``struct T x; T__T(&x, args);`` (a copy
+        made by the implicit copy constructor is ``struct T x = y;``)."""
         K = cindex.CursorKind
         ic = _lib.clang_Cursor_getVarDeclInitializer(c)
         if ic is None or ic.kind.is_invalid():
             return None
         ic = self._strip(ic)
         ref = ic.referenced if ic.kind in (K.CALL_EXPR,) else None
-        if ref is None or ref.kind != K.CONSTRUCTOR or ref.location.file is None or \
-                _is_system(ref.location.file.name) or clhpp_name(ref) is not None:
+        if ref is None or ref.kind != K.CONSTRUCTOR or clhpp_name(ref) is not None or \
+                not self._user_record(ref.semantic_parent):
             return None
         decl = c_ast.Decl(c.spelling, [], [], [], [], self._type(c.type, c.spelling), None, None,
                           coord=self._coord(c))
-        args = [self._expr(a) for a in ic.get_arguments()]
-        for i, p in enumerate(list(ref.get_arguments())[:len(args)]):
-            if p.type.kind in (cindex.TypeKind.LVALUEREFERENCE,
-                               cindex.TypeKind.RVALUEREFERENCE) and not _const_ref(p.type):
-                args[i] = c_ast.UnaryOp("&", args[i])
-        call = c_ast.FuncCall(c_ast.ID(self._func_name(ref)), c_ast.ExprList(
-            [c_ast.UnaryOp("&", c_ast.ID(c.spelling))] + args), coord=self._coord(c))
-        return [decl, call]
+        args = list(ic.get_arguments())
+        if (ref.is_copy_constructor() or ref.is_move_constructor()) and len(args) == 1 and \
+                not _written(ref):
+            decl.init = self._expr(args[0])
+            return [decl]
+        call = self._ctor_call(ref, c_ast.UnaryOp("&", c_ast.ID(c.spelling)), args, c)
+        return [decl] + ([call] if call is not None else [])
 
     def _wrapper_call(self, ref: Any, c: Any, obj: Optional[c_ast.Node],
                       arg_cursors: list) -> Optional[c_ast.Node]:
@@ -917,8 +1053,7 @@ class _Translator:
         if k == K.INIT_LIST_EXPR:
             return c_ast.InitList([self._init_item(x) for x in kids], coord=co)
         if k == K.CXX_NEW_EXPR:
-            args = [self._expr(x) for x in kids if x.kind.is_expression()]
-            return c_ast.FuncCall(c_ast.ID("malloc"), c_ast.ExprList(args[:1]), coord=co)
+            return self._new(c, kids)
         if k == K.CXX_DELETE_EXPR:
             return c_ast.FuncCall(c_ast.ID("free"), c_ast.ExprList(
                 [self._expr(x) for x in kids]), coord=co)
@@ -1008,6 +1143,12 @@ class _Translator:
                 elif ref.kind == K.CXX_METHOD and not ref.is_static_method():
                     obj = c_ast.ID("this")
             name = self._func_name(ref)
+            if ref.spelling == "operator=" and obj is not None and len(args) == 1 and \
+                    self._user_record(ref.semantic_parent) and not _written(ref):
+                # the implicit copy (move) assignment of a class of the user's: member-wise
+                target = obj.expr if isinstance(obj, c_ast.UnaryOp) and obj.op == "&" else \
+                    c_ast.UnaryOp("*", obj)
+                return c_ast.Assignment("=", target, args[0], coord=co)
             if obj is not None:
                 args = [obj] + args
             return c_ast.FuncCall(c_ast.ID(name), c_ast.ExprList(args), coord=co)
@@ -1024,6 +1165,16 @@ class _Translator:
             return c_ast.FuncCall(self._expr(kids[0]) if kids else c_ast.ID("__polyfuse_opaque"),
                                   c_ast.ExprList(args), coord=co)
         return c_ast.FuncCall(c_ast.ID(name), c_ast.ExprList(args), coord=co)
+
+
+def _written(fn: Any) -> bool:
+    """Whether a function has a body in the program (not implicit, not ``= default``): the
+    implicit members of a class are placed at the class's name and their bodies are made up."""
+    d = fn.get_definition()
+    parent = fn.semantic_parent
+    if d is None or (parent is not None and d.location == parent.location):
+        return False
+    return any(ch.kind == cindex.CursorKind.COMPOUND_STMT for ch in d.get_children())
 
 
 def _is_temporary(node: c_ast.Node) -> bool:

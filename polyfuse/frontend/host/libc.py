@@ -32,6 +32,7 @@ from polyfuse.frontend.host.values import (
     Unknown,
     Value,
     arg_at,
+    c_unescape,
     exact_rational,
     src_of,
 )
@@ -126,7 +127,7 @@ STD_STRING = {
     "basic_string__data", "basic_string__operator=", "basic_string__size",
     "basic_string__length", "basic_string__empty", "basic_string__append",
     "basic_string__operator+=", "basic_string__assign", "basic_string__clear", "operator+",
-    "to_string",
+    "to_string", "basic_string__compare", "operator==", "operator!=",
 }
 
 
@@ -200,6 +201,14 @@ def std_string(ev: CEvaluator, name: str, args: list) -> Any:
     if name == "operator+":  # a + b of strings
         a, b = ev.mem.string(first), ev.mem.string(arg_at(args, 1))
         return Str(a + b) if a is not None and b is not None else UNK
+    if name in ("basic_string__compare", "operator==", "operator!="):
+        # of known strings (an option table's names against argv); else unknown
+        a, b = ev.mem.string(first), ev.mem.string(arg_at(args, 1))
+        if a is None or b is None or len(args) != 2:
+            return UNK
+        if name != "basic_string__compare":
+            return Num(sympy.Integer(int((a == b) == (name == "operator=="))))
+        return Num(sympy.Integer((a > b) - (a < b)))
     if name in ("basic_string__basic_string", "basic_string__ctor"):
         text = ev.mem.string(first) if args else ""
         return Str(text) if text is not None else UNK
@@ -446,10 +455,78 @@ def _exit(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     raise Exit()
 
 
+def scan_known(text: str, fmt: str) -> Optional[list]:
+    """What ``sscanf`` converts from a known string (``sscanf(argv[i], "%d", &n)``): the
+    values in order (int, float or str; fewer at the first mismatch), or None for a format
+    polyfuse does not follow."""
+    out: list = []
+    pos = 0
+    for m in re.finditer(r"%(\*?)(\d*)(hh|h|ll|l|z|j|t|L)?([diuxfFeEgGsc%])|(\s+)|([^%\s]+)",
+                         fmt):
+        if m.group(5):  # white space matches any amount of it
+            while pos < len(text) and text[pos].isspace():
+                pos += 1
+            continue
+        if m.group(6):
+            if not text.startswith(m.group(6), pos):
+                return out
+            pos += len(m.group(6))
+            continue
+        conv = m.group(4)
+        if conv == "%" or m.group(1) or m.group(2):
+            return None  # literal %, assignment suppression, widths: not followed
+        if conv != "c":
+            while pos < len(text) and text[pos].isspace():
+                pos += 1
+        if pos >= len(text):
+            return out
+        if conv == "c":
+            out.append(ord(text[pos]))
+            pos += 1
+            continue
+        pattern = {"d": r"[+-]?\d+", "i": r"[+-]?(0[xX][0-9a-fA-F]+|\d+)", "u": r"[+-]?\d+",
+                   "x": r"[+-]?(0[xX])?[0-9a-fA-F]+", "s": r"\S+"}.get(
+            conv, r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+        word = re.match(pattern, text[pos:])
+        if word is None:
+            return out
+        pos += word.end()
+        w = word.group(0)
+        out.append(w if conv == "s" else int(w, 16) if conv == "x" else int(w, 0)
+                   if conv == "i" else int(w) if conv in "du" else float(w))
+    return out
+
+
+def _sscanf_known(ev: CEvaluator, args: list) -> Optional[Value]:
+    """``sscanf`` of a known string with a format polyfuse follows: the values stored."""
+    text, fmt = ev.mem.text(arg_at(args, 0)), arg_at(args, 1)
+    if text is None or not isinstance(fmt, Str):
+        return None
+    values = scan_known(text, c_unescape(fmt.s))
+    if values is None:
+        return None
+    stores = list(zip(values, args[2:]))
+    if any(not isinstance(dst, Ref) or isinstance(v, str) and dst.path not in ((), (0,))
+           for v, dst in stores):
+        return None
+    for v, dst in stores:
+        if isinstance(v, str):
+            ev.mem.texts[dst.slot] = v
+        else:
+            ev.mem.write(dst, Num(sympy.Float(v), True) if isinstance(v, float)
+                         else Num(sympy.Integer(v)))
+    return Num(sympy.Integer(len(values) if values or text.strip() else -1))
+
+
 def _scan(first: int) -> Handler:
-    """``scanf``/``fscanf``/``sscanf``: what they store is read at run time."""
+    """``scanf``/``fscanf``/``sscanf``: what they store is read at run time (``sscanf`` of a
+    known string converts it)."""
     def handler(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
         name = node.name.name
+        if name == "sscanf":
+            known = _sscanf_known(ev, args)
+            if known is not None:
+                return known
         src = ev.source(f"read by {name}", node)
         for a in args[first:]:
             if isinstance(a, Ref):

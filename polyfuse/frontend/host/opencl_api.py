@@ -146,6 +146,12 @@ def sync(ev: CEvaluator, name: str, node: c_ast.Node) -> None:
 def create_buffer(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     succeed(ev, args)
     flags_v = arg_at(args, 1)
+    host_ptr = arg_at(args, 3)
+    if isinstance(flags_v, Num) and not flags_v.e.is_Integer and \
+            isinstance(host_ptr, Num) and host_ptr.e == 0:
+        # flags chosen at run time (a vendor's extra flag): without a host pointer no
+        # host-pointer flag can be set, and the access flags do not change what runs
+        flags_v = UNK
     flags = ev.concrete(flags_v, "clCreateBuffer flags", node) if isinstance(
         flags_v, Num) else 0
     size = ev.int_value(arg_at(args, 2), "buffer size", node, required=False)

@@ -31,6 +31,7 @@ from polyfuse.frontend.host.values import (
     Cond,
     Num,
     Poison,
+    Rec,
     Runtime,
     Source,
     Str,
@@ -296,6 +297,21 @@ def join_all(ev: CEvaluator, values: list, name: str) -> Any:
                     re.fullmatch(re.escape(name) + r"(_\d+)?", str(v.e)):
                 return v
         return ev.params.new(name)
+    if all(isinstance(v, Rec) for v in values):  # an object: field by field
+        fields = [dict(v.fields) for v in values]
+        keys = list(dict.fromkeys(k for f in fields for k in f))
+        return Rec(tuple((k, join_all(ev, [f.get(k, UNK) for f in fields], f"{name}_{k}"))
+                         for k in keys))
+    if all(isinstance(v, Arr) and v.length == first.length for v in values):
+        elems = [dict(v.elems) for v in values]
+        keys = sorted(set().union(*elems))
+        defaults = [v.default for v in values]
+        default = defaults[0] if all(d == defaults[0] for d in defaults) else \
+            join_all(ev, [UNK if d is None else d for d in defaults], name)
+        return Arr(first.length, tuple(
+            (k, join_all(ev, [e.get(k, UNK if v.default is None else v.default)
+                              for e, v in zip(elems, values)], f"{name}_{k}"))
+            for k in keys), default)
     return Poison(f"'{name}' differs between paths of a data-dependent host condition")
 
 
