@@ -456,6 +456,31 @@ def test_sample_harness_dump_path_reads_its_options_from_a_file() -> None:
         load_opencl(None, host=str(SDK_HARNESS), argv=["--device", "cpu", "--dump", "k.bin"])
 
 
+class _Answers:
+    """A device's answers to info queries, without a device."""
+
+    name = "test device"
+
+    def device_info(self, param: int) -> Any:
+        return (32, 32, 32) if param == 0x1005 else None  # CL_DEVICE_MAX_WORK_ITEM_SIZES
+
+    def kernel_info(self, param: int, kernel: Any) -> Any:
+        return 4096 if param == 0x11B0 and kernel.name == "blur" else None
+
+
+def test_device_queries_answered_by_the_verifying_device() -> None:
+    """A work-group size chosen from ``clGetKernelWorkGroupInfo`` and ``clGetDeviceInfo``
+    (issue 26 item 7): the device the program is verified on answers; without one the
+    refusal names the query and its line."""
+    host = str(PROGRAMS / "device_queries" / "host.c")
+    (launch,) = load_opencl(None, host=host, device_queries=_Answers()).launches
+    assert launch.global_size == (256,) and launch.local_size == (32,)
+    assert launch.arg(2).local_bytes == 128
+    with pytest.raises(UnsupportedError, match=r"host.c:\d+: local memory size depends on .*"
+                       r"queried from the device by clGetDeviceInfo at .*host.c:\d+.*--verify"):
+        load_opencl(None, host=host)
+
+
 # ----------------------------------------------------------------------------------------------
 # The C++ OpenCL wrapper (cl.hpp / opencl.hpp), modelled at the API level
 # ----------------------------------------------------------------------------------------------

@@ -73,6 +73,7 @@ from typing import Optional, Union
 
 from polyfuse.c import preprocessor
 from polyfuse.core.program import (
+    DeviceQueries,
     Kernel,
     PolyfuseError,
     Program,
@@ -99,6 +100,7 @@ def parse_host(
     argv: Optional[Sequence[str]] = None,
     kernel_files: Optional[KernelFiles] = None,
     check_params: bool = False,
+    device_queries: Optional[DeviceQueries] = None,
 ) -> Program:
     """Build the :class:`Program` a C or C++ host program runs.
 
@@ -107,7 +109,9 @@ def parse_host(
     the host reads the same file); kernel files the host opens are found from ``kernel_files``.
     ``params`` fixes values read at run time by the name of the variable they are stored in
     (``--param n=1024``); with ``check_params`` a name the host never reads is an error.
-    ``argv`` is the program's command line after its name (``--args``).  Raises
+    ``argv`` is the program's command line after its name (``--args``).  With
+    ``device_queries`` the host's ``clGetDeviceInfo``/``clGetKernelWorkGroupInfo`` get that
+    device's answers (a warning says so); otherwise they are run-time values.  Raises
     :class:`PolyfuseError` naming file and line for bad input.
     """
     hosts = [source_or_path] if isinstance(source_or_path, (str, os.PathLike)) \
@@ -135,7 +139,8 @@ def parse_host(
         kernel_files = KernelFiles(search_dirs=tuple(dict.fromkeys(dirs + [os.getcwd()])),
                                    include_dirs=tuple(include_dirs),
                                    defines=tuple(defines.items()))
-    interp = Interpreter(ast, kernels, main_file, dict(params), kernel_files, argv)
+    interp = Interpreter(ast, kernels, main_file, dict(params), kernel_files, argv,
+                         device_queries)
     prog = interp.run()
     interp.sources.check_kernel_files()
     if check_params:
@@ -160,6 +165,7 @@ def load_opencl(
     allow_empty: bool = False,
     check_params: bool = False,
     kernel_source_override: bool = False,
+    device_queries: Optional[DeviceQueries] = None,
 ) -> Program:
     """Load an OpenCL program: kernels from ``source_or_path``, host code from ``host``.
 
@@ -170,6 +176,8 @@ def load_opencl(
     source.  Without ``host`` every kernel is launched once (see
     :func:`polyfuse.frontend.builder.default_program`).  A host with no kernel launch is an
     error unless ``allow_empty``: an empty model is never returned silently.
+    ``device_queries``: the device that answers the host's info queries (see
+    :func:`parse_host`).
     """
     from polyfuse.frontend import opencl
 
@@ -216,7 +224,8 @@ def load_opencl(
                      search_dirs=tuple(dict.fromkeys(dirs)), include_dirs=include_dirs,
                      defines=tuple(defines.items()), replace=kernel_source_override)
     prog = parse_host(hosts, kernels, params=params or {}, include_dirs=include_dirs,
-                      defines=defines, argv=argv, kernel_files=kf, check_params=check_params)
+                      defines=defines, argv=argv, kernel_files=kf, check_params=check_params,
+                      device_queries=device_queries)
     if not prog.launches and not allow_empty:
         raise PolyfuseError("the host program launches no kernel (is a launch on a path "
                             "polyfuse takes as an error path?); pass --allow-empty to accept "

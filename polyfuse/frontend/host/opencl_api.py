@@ -30,6 +30,7 @@ from polyfuse.core.program import (
     ArgBinding,
     Buffer,
     BufferRange,
+    DeviceQueries,
     HostOp,
     Launch,
     UnsupportedError,
@@ -100,6 +101,7 @@ class OpenCLObjects:
     def __init__(self) -> None:
         self.next_oid = 0
         self.buffer_names: set[str] = set()
+        self.queries: Optional[DeviceQueries] = None  # the device that answers info queries
 
     def new_buffer_name(self, hint: Optional[str]) -> str:
         """A fresh buffer name after the variable the handle is stored in (``bufs[1]`` →
@@ -578,6 +580,55 @@ for _name, _call, _rect in (("clEnqueueWriteBuffer", "clEnqueueWriteBuffer", Fal
                             ("clEnqueueWriteBufferRect", "clEnqueueWriteBufferRect", True),
                             ("clEnqueueReadBufferRect", "clEnqueueReadBufferRect", True)):
     HANDLERS[_name] = partial(transfer, call=_call, rect=_rect)
+
+
+#: info queries a device answers with integers (``clGetDeviceInfo``,
+#: ``clGetKernelWorkGroupInfo``), by the value of their ``CL_`` constant
+_QUERIES = {
+    0x1002: "CL_DEVICE_MAX_COMPUTE_UNITS", 0x1003: "CL_DEVICE_MAX_WORK_ITEM_DIMENSIONS",
+    0x1004: "CL_DEVICE_MAX_WORK_GROUP_SIZE", 0x1005: "CL_DEVICE_MAX_WORK_ITEM_SIZES",
+    0x1020: "CL_DEVICE_MAX_CONSTANT_BUFFER_SIZE", 0x1023: "CL_DEVICE_LOCAL_MEM_SIZE",
+    0x11B0: "CL_KERNEL_WORK_GROUP_SIZE", 0x11B1: "CL_KERNEL_COMPILE_WORK_GROUP_SIZE",
+    0x11B2: "CL_KERNEL_LOCAL_MEM_SIZE", 0x11B3: "CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE",
+}
+
+
+@handler("clGetDeviceInfo", "clGetKernelWorkGroupInfo")
+def info_query(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    """A device or kernel limit: the answer of the device the program is analysed for (said in
+    a warning), else a run-time value named after the variable it is stored in."""
+    name = node.name.name
+    kernel_query = name == "clGetKernelWorkGroupInfo"
+    first = 2 if kernel_query else 1
+    param, out = arg_at(args, first), arg_at(args, first + 2)
+    code = int(param.e) if isinstance(param, Num) and param.e.is_Integer else None
+    answer = None
+    queries = ev.cl.queries
+    if queries is not None and code in _QUERIES and isinstance(out, Ref):
+        if kernel_query:
+            k = arg_at(args, 0)
+            kernel = ev.sources.kernels.get(ev.mem.state.kobjs[k.oid].kernel) if isinstance(
+                k, KObj) and k.oid in ev.mem.state.kobjs else None
+            answer = queries.kernel_info(code, kernel) if kernel is not None else None
+        else:
+            answer = queries.device_info(code)
+    ev.mem.forget_through(args[first + 3:first + 4])
+    if answer is None:
+        src = ev.source(f"queried from the device by {name}", node)
+        cur = ev.mem.read(out) if isinstance(out, Ref) else None
+        if isinstance(cur, (Unknown, Num, Runtime)):
+            ev.mem.write(out, Runtime(src))
+        elif isinstance(cur, Arr):  # CL_DEVICE_MAX_WORK_ITEM_SIZES into an array
+            ev.mem.write(out, Arr(cur.length, (), Unknown(False, src)))
+        return ZERO
+    ev.ctx.warn(f"{name}({_QUERIES[code]}) answered by the device that verifies the program "
+                f"({queries.name}): {answer}", node)
+    values = answer if isinstance(answer, tuple) else (answer,)
+    for i, v in enumerate(values):
+        at = ev.mem.index(out, Num(sympy.Integer(i)))
+        if isinstance(at, Ref):
+            ev.mem.write(at, Num(sympy.Integer(v)))
+    return ZERO
 
 
 #: calls that change nothing polyfuse models (platforms, devices, contexts, queues, info
