@@ -438,13 +438,19 @@ def test_sample_harness_objects_made_with_new_and_a_string_option_table() -> Non
     """An SDK-style harness: ``new`` runs the constructors (a base's, member initialisers),
     option objects copied into a growing table, a parser matching ``std::string`` names and
     storing through ``void *`` (``sscanf`` of a known argument converts it), build options
-    in a struct of ``std::string``s; ``throw`` on the paths not taken."""
+    in a struct of ``std::string``s, a member function template; ``throw`` on the paths not
+    taken."""
     program = load_opencl(None, host=str(SDK_HARNESS),
                           argv=["--device", "cpu", "-e", "-i", "3", "-x", "16"])
     assert [(op.kernel, op.global_size, tuple((lp.lower, lp.upper) for lp in op.loops))
             for op in program.launches] == [("scale", (16,), ((0, 3),)),
                                             ("bump", (16,), ((0, 3),))]
     assert "-DSCALE=2.0f" in program.kernels["scale"].build_options
+    # a member template maps the input (a call in its body names an overload set)
+    fill = program.ops[0]
+    assert (fill.kind, fill.name, [w.buffer for w in fill.writes]) == \
+        ("write", "clEnqueueMapBuffer", ["in"])
+    assert not [op for op in program.ops if getattr(op, "kind", "") == "unknown"]
     widths = check_against_oracle(program)
     assert _edge(widths, "scale", "bump", program) == "thread"
 

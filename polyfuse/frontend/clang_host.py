@@ -384,8 +384,7 @@ class _Translator:
         return Coord(self.shown if f == self.path else f, loc.line, loc.column)
 
     def _func_name(self, c: Any) -> str:
-        K = cindex.CursorKind
-        if c.kind in (K.CXX_METHOD, K.CONSTRUCTOR, K.DESTRUCTOR):
+        if _is_member(c):
             parent = c.semantic_parent.spelling if c.semantic_parent is not None else ""
             name = c.spelling.replace("~", "dtor_")
             return f"{parent}__{name}" if parent else name
@@ -484,7 +483,7 @@ class _Translator:
             return None
         name = self._func_name(c)
         params = []
-        if c.kind in (K.CXX_METHOD, K.CONSTRUCTOR, K.DESTRUCTOR) and not c.is_static_method():
+        if _is_member(c) and not c.is_static_method():
             rec = self._record(c.semantic_parent)
             params.append(c_ast.Decl("this", [], [], [], [], c_ast.PtrDecl(
                 [], c_ast.TypeDecl("this", [], None, c_ast.Struct(rec, None))), None, None))
@@ -1155,7 +1154,10 @@ class _Translator:
         if ref is not None:
             name = ref.spelling
         elif kids and self._strip(kids[0]).kind == K.DECL_REF_EXPR:
-            name = self._strip(kids[0]).spelling
+            callee = self._strip(kids[0])
+            # a call with a dependent argument in a template names its overload set
+            name = callee.spelling or next((x.spelling for x in callee.get_children()
+                                            if x.kind == K.OVERLOADED_DECL_REF), "")
         elif kids and not kids[0].kind.is_expression():
             # `T(a, b)` in a template (the type names no function): a value made from its
             # operands, like the constructions libclang does not expose
@@ -1165,6 +1167,17 @@ class _Translator:
             return c_ast.FuncCall(self._expr(kids[0]) if kids else c_ast.ID("__polyfuse_opaque"),
                                   c_ast.ExprList(args), coord=co)
         return c_ast.FuncCall(c_ast.ID(name), c_ast.ExprList(args), coord=co)
+
+
+def _is_member(c: Any) -> bool:
+    """A member function of a class (a member template too: ``template<class T> int
+    S::map(T *&p)``)."""
+    K = cindex.CursorKind
+    if c.kind in (K.CXX_METHOD, K.CONSTRUCTOR, K.DESTRUCTOR):
+        return True
+    parent = c.semantic_parent
+    return c.kind == K.FUNCTION_TEMPLATE and parent is not None and \
+        parent.kind in (K.CLASS_DECL, K.STRUCT_DECL, K.CLASS_TEMPLATE, K.UNION_DECL)
 
 
 def _written(fn: Any) -> bool:

@@ -137,6 +137,7 @@ class Sample {
         build(ctx, data);
         return 0;
     }
+    template <typename T> int fill(cl_command_queue q, cl_mem buf, T *&ptr);
     int run(cl_context ctx, cl_command_queue q) {
         BuildData data;
         data.kernelName = "k.cl";
@@ -149,6 +150,8 @@ class Sample {
         cl_mem in = clCreateBuffer(ctx, CL_MEM_READ_WRITE, bytes, NULL, &err);
         cl_mem out = clCreateBuffer(ctx, CL_MEM_READ_WRITE, bytes, NULL, &err);
         size_t global = length;
+        float *host;
+        fill(q, in, host);
         for (int it = 0; it < iterations; it++) {
             clSetKernelArg(scale, 0, sizeof(cl_mem), &in);
             clSetKernelArg(scale, 1, sizeof(cl_mem), &out);
@@ -160,6 +163,14 @@ class Sample {
         return 0;
     }
 };
+
+template <typename T> int Sample::fill(cl_command_queue q, cl_mem buf, T *&ptr) {
+    cl_int err;
+    ptr = (T *)clEnqueueMapBuffer(q, buf, CL_TRUE, CL_MAP_WRITE, 0, length * sizeof(T), 0, NULL,
+                                  NULL, &err);
+    clEnqueueUnmapMemObject(q, buf, ptr, 0, NULL, NULL);
+    return 0;
+}
 
 int main(int argc, char *argv[]) {
     Sample sample;
