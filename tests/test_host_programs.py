@@ -438,10 +438,11 @@ def test_sample_harness_objects_made_with_new_and_a_string_option_table() -> Non
     """An SDK-style harness: ``new`` runs the constructors (a base's, member initialisers),
     option objects copied into a growing table, a parser matching ``std::string`` names and
     storing through ``void *`` (``sscanf`` of a known argument converts it), build options
-    in a struct of ``std::string``s, a member function template; ``throw`` on the paths not
-    taken."""
+    in a struct of ``std::string``s written with ``std::ostringstream``, a member function
+    template, ``sizeof(T)`` in a function template (the length rounded up to a power of two
+    bit by bit: 13 -> 16); ``throw`` on the paths not taken."""
     program = load_opencl(None, host=str(SDK_HARNESS),
-                          argv=["--device", "cpu", "-e", "-i", "3", "-x", "16"])
+                          argv=["--device", "cpu", "-e", "-i", "3", "-x", "13"])
     assert [(op.kernel, op.global_size, tuple((lp.lower, lp.upper) for lp in op.loops))
             for op in program.launches] == [("scale", (16,), ((0, 3),)),
                                             ("bump", (16,), ((0, 3),))]
@@ -453,6 +454,25 @@ def test_sample_harness_objects_made_with_new_and_a_string_option_table() -> Non
     assert not [op for op in program.ops if getattr(op, "kind", "") == "unknown"]
     widths = check_against_oracle(program)
     assert _edge(widths, "scale", "bump", program) == "thread"
+
+
+def test_loop_carrying_its_launch_geometry_is_run_iteration_by_iteration(tmp_path: Path
+                                                                          ) -> None:
+    """A host loop that updates the launch geometry under ``index % 2 == 0`` (what it needs
+    is known only per iteration) with a constant trip count: unrolled, each launch exact."""
+    (tmp_path / "scale.cl").write_text(SCALE_KERNEL)
+    host = SCALE_HOST.replace("SOURCES", """const char *src = load("scale.cl");
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);""")
+    host = host.replace("clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, NULL);",
+                        """size_t local = 0, gk = g;
+    for (int index = 0; index < 4; index++) {
+        if (index % 2 == 0) { gk -= 16; local = gk / 16; }
+        clEnqueueNDRangeKernel(q, k, 1, NULL, &gk, &local, 0, NULL, NULL);
+    }""")
+    (tmp_path / "host.c").write_text(host)
+    program = load_opencl(None, host=str(tmp_path / "host.c"))
+    assert [(op.global_size, op.local_size, op.loops) for op in program.launches] == \
+        [((48,), (3,), ())] * 2 + [((32,), (2,), ())] * 2
 
 
 def test_sample_harness_dump_path_reads_its_options_from_a_file() -> None:

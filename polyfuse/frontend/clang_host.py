@@ -462,14 +462,25 @@ class _Translator:
                 _qualified(definition)[0] == "cl":
             # library records (FILE, std::vector) and the C++ wrapper's classes stay opaque
             return name
-        fields = []
-        for f in definition.get_children():
-            if f.kind == cindex.CursorKind.FIELD_DECL:
-                fields.append(c_ast.Decl(f.spelling, [], [], [], [],
-                                         self._type(f.type, f.spelling), None, None))
+        fields = [c_ast.Decl(f.spelling, [], [], [], [], self._type(f.type, f.spelling), None,
+                             None) for f in self._fields(definition)]
         self.records[name] = c_ast.Decl(None, [], [], [], [], c_ast.Struct(name, fields), None,
                                         None)
         return name
+
+    def _fields(self, definition: Any) -> list:
+        """The data members of a class, its bases' first (as C++ lays them out)."""
+        K = cindex.CursorKind
+        out = []
+        for f in definition.get_children():
+            if f.kind == K.CXX_BASE_SPECIFIER:
+                base = f.type.get_canonical().get_declaration()
+                base = base.get_definition() if base is not None else None
+                if base is not None and self._user_record(base):
+                    out += self._fields(base)
+            elif f.kind == K.FIELD_DECL:
+                out.append(f)
+        return out
 
     # -- declarations -------------------------------------------------------------------------
 
@@ -493,6 +504,9 @@ class _Translator:
             pname = p.spelling or f"_arg{len(params)}"
             params.append(c_ast.Decl(pname, [], [], [], [], self._type(p.type, pname), None,
                                      None, coord=self._coord(p)))
+        for hidden in _template_params(c):  # what a call's template arguments give the body
+            params.append(c_ast.Decl(hidden, [], [], [], [], c_ast.TypeDecl(
+                hidden, [], None, c_ast.IdentifierType(["long"])), None, None))
         ret = self._type(c.result_type, name) if c.kind not in (K.CONSTRUCTOR, K.DESTRUCTOR) \
             else c_ast.TypeDecl(name, [], None, c_ast.IdentifierType(["void"]))
         fdecl = c_ast.FuncDecl(c_ast.ParamList(params), ret)
@@ -981,6 +995,12 @@ class _Translator:
             if node is not None:
                 return node
             if k == K.CXX_UNARY_EXPR:
+                tparam = next((x.spelling for x in kids if x.kind == K.TYPE_REF and
+                               x.referenced is not None and
+                               x.referenced.kind == K.TEMPLATE_TYPE_PARAMETER), None)
+                if tparam is not None and len(kids) == 1 and \
+                        next(c.get_tokens()).spelling == "sizeof":
+                    return c_ast.ID(f"__sizeof_{tparam}", coord=co)  # given by the call
                 return c_ast.FuncCall(c_ast.ID("__polyfuse_sizeof"), c_ast.ExprList([]),
                                       coord=co)
             raise _Unsupported(f"a literal clang cannot evaluate ({k.name})", c)
@@ -1128,6 +1148,11 @@ class _Translator:
                         not p.type.get_pointee().is_const_qualified() and \
                         not (library and _is_temporary(args[i])):
                     args[i] = c_ast.UnaryOp("&", args[i])
+            hidden = _template_args(ref, co)
+            if hidden:
+                args += [c_ast.FuncCall(c_ast.ID("__polyfuse_opaque"), c_ast.ExprList([]))
+                         for _ in range(len(list(ref.get_arguments())) - len(args))]
+                args += hidden
         if ref is not None and ref.kind in (K.CXX_METHOD, K.CONSTRUCTOR, K.DESTRUCTOR,
                                             K.CONVERSION_FUNCTION):
             obj = operator_obj
@@ -1137,7 +1162,10 @@ class _Translator:
                 if mk:
                     b = mk[0]
                     obj = self._expr(b)
-                    if b.type.get_canonical().kind != cindex.TypeKind.POINTER:
+                    library = ref.location.file is None or _is_system(ref.location.file.name)
+                    if b.type.get_canonical().kind != cindex.TypeKind.POINTER and \
+                            not (library and _is_temporary(obj)):
+                        # a library method of a temporary (`os.str().c_str()`) gets its value
                         obj = c_ast.UnaryOp("&", obj)
                 elif ref.kind == K.CXX_METHOD and not ref.is_static_method():
                     obj = c_ast.ID("this")
@@ -1167,6 +1195,37 @@ class _Translator:
             return c_ast.FuncCall(self._expr(kids[0]) if kids else c_ast.ID("__polyfuse_opaque"),
                                   c_ast.ExprList(args), coord=co)
         return c_ast.FuncCall(c_ast.ID(name), c_ast.ExprList(args), coord=co)
+
+
+def _template_params(c: Any) -> list[str]:
+    """The hidden parameters of a function template's lowered body, one per template
+    parameter: ``__sizeof_T`` for a type (what ``sizeof(T)`` is), ``N`` for a value."""
+    K = cindex.CursorKind
+    if c.kind != K.FUNCTION_TEMPLATE:
+        return []
+    return [f"__sizeof_{ch.spelling}" if ch.kind == K.TEMPLATE_TYPE_PARAMETER else ch.spelling
+            for ch in c.get_children()
+            if ch.kind in (K.TEMPLATE_TYPE_PARAMETER, K.TEMPLATE_NON_TYPE_PARAMETER)]
+
+
+def _template_args(ref: Any, co: Optional[Coord]) -> list:
+    """The values of :func:`_template_params` a call of a template's specialization passes:
+    each type argument's size, each value argument (opaque where clang gives none)."""
+    n = ref.get_num_template_arguments()
+    if n <= 0 or ref.location.file is None or _is_system(ref.location.file.name):
+        return []
+    out: list[c_ast.Node] = []
+    for i in range(n):
+        kind = ref.get_template_argument_kind(i)
+        value = None
+        if kind == cindex.TemplateArgumentKind.TYPE:
+            size = ref.get_template_argument_type(i).get_size()
+            value = size if size > 0 else None
+        elif kind == cindex.TemplateArgumentKind.INTEGRAL:
+            value = ref.get_template_argument_value(i)
+        out.append(c_ast.Constant("long", f"{value}L", coord=co) if value is not None else
+                   c_ast.FuncCall(c_ast.ID("__polyfuse_opaque"), c_ast.ExprList([])))
+    return out
 
 
 def _is_member(c: Any) -> bool:

@@ -128,6 +128,8 @@ STD_STRING = {
     "basic_string__length", "basic_string__empty", "basic_string__append",
     "basic_string__operator+=", "basic_string__assign", "basic_string__clear", "operator+",
     "to_string", "basic_string__compare", "operator==", "operator!=",
+    "basic_stringstream__ctor", "basic_ostringstream__ctor", "basic_stringstream__str",
+    "basic_ostringstream__str", "basic_ostream__operator<<", "operator<<",
 }
 
 
@@ -209,6 +211,14 @@ def std_string(ev: CEvaluator, name: str, args: list) -> Any:
         if name != "basic_string__compare":
             return Num(sympy.Integer(int((a == b) == (name == "operator=="))))
         return Num(sympy.Integer((a > b) - (a < b)))
+    if name.endswith("stringstream__ctor"):  # a string stream starts with its text
+        text = ev.mem.string(first) if args else ""
+        return Str(text) if text is not None else UNK
+    if name in ("basic_ostream__operator<<", "operator<<"):
+        return stream_out(ev, first, arg_at(args, 1), name == "operator<<")
+    if name.endswith("stringstream__str") and len(args) == 1:
+        target = ev.mem.read(first) if isinstance(first, Ref) else first
+        return target if isinstance(target, Str) else UNK
     if name in ("basic_string__basic_string", "basic_string__ctor"):
         text = ev.mem.string(first) if args else ""
         return Str(text) if text is not None else UNK
@@ -226,6 +236,22 @@ def std_string(ev: CEvaluator, name: str, args: list) -> Any:
     if isinstance(first, Ref):
         ev.mem.write(first, Str(value) if value is not None else UNK)
     return first
+
+
+def stream_out(ev: CEvaluator, stream: Any, v: Any, free: bool) -> Any:
+    """``os << v`` into a string stream whose text is known (``ss << n; "K" + ss.str()``):
+    the text grows by ``v`` as ``<<`` formats it (a number given to the free ``operator<<``
+    is a character); other streams (``std::cout``) are left alone.  The stream, for the next
+    ``<<``."""
+    if not isinstance(stream, Ref) or not isinstance(ev.mem.read(stream), Str):
+        return stream
+    text = ev.mem.string(v)
+    if text is None and isinstance(v, Num) and v.e.is_number:
+        text = chr(int(v.e)) if free and not v.flt else \
+            str(int(v.e)) if not v.flt else f"{float(v.e):g}"
+    cur = ev.mem.read(stream)
+    ev.mem.write(stream, Str(cur.s + text) if text is not None else UNK)
+    return stream
 
 
 def memcpy(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
@@ -441,7 +467,7 @@ def fread(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
             f.kind[5:] in ev.sources.opened:
         ev.mem.file_texts[buf.slot] = f.kind[5:]
     elif isinstance(buf, Ref):  # data read at run time (sizes read from input files)
-        ev.mem.forget_through([buf])
+        ev.mem.overwrite_with_data(buf, ev.source("read from a file by fread", node))
     return UNK
 
 

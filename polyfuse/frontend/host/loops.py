@@ -41,6 +41,11 @@ if TYPE_CHECKING:
 MAX_UNROLL = 1024
 
 
+#: the trip count up to which a loop without OpenCL calls that a symbolic pass leaves host
+#: numbers unknown is run iteration by iteration instead
+SMALL_HOST_LOOP = 64
+
+
 #: iterations of loops without OpenCL calls interpreted one by one in a whole loop nest; past
 #: it, such loops are summarised
 NEST_BUDGET = 4 * MAX_UNROLL
@@ -223,6 +228,14 @@ def counted_loop(ev: CEvaluator, node: c_ast.For, it: str, lower_n: c_ast.Node, 
     hl = HostLoop(iterator=name, lower=lo, upper=hi, step=step, loc=ev.ctx.loc(node))
     try:
         symbolic_loop(ev, node, sid, sym, hl)
+    except PolyfuseError:
+        if trip is None or trip > MAX_UNROLL:
+            raise
+        # what the body needs is known only per iteration (a launch geometry the loop carries
+        # and updates under `index % 4 == 0`): run the iterations one by one
+        ev.mem.state = base
+        unroll(ev, node, sid, [lo + i * step for i in range(trip)])
+        return
     except NeedUnroll as need:
         ev.mem.state = base
         if trip is None and need.why == "the loop body always breaks" and \
@@ -242,8 +255,30 @@ def counted_loop(ev: CEvaluator, node: c_ast.For, it: str, lower_n: c_ast.Node, 
                 f"{what}", node, UnsupportedError) from None
         unroll(ev, node, sid, [lo + i * step for i in range(trip)])
         return
+    if trip is not None and trip <= min(SMALL_HOST_LOOP, ev.iterations_left) and \
+            lost_host_values(base, ev.mem.state, sid):
+        # a short loop computing host values (rounding up to a power of two bit by bit):
+        # its iterations one by one give them exactly
+        ev.mem.state = base
+        unroll(ev, node, sid, [lo + i * step for i in range(trip)])
+        return
     last = lo + step * (trip - 1) if trip is not None else (hi - 1 if step == 1 else None)
     leave_loop(ev, sym, last, sid, hi if trip is None else lo + step * trip)
+
+
+def lost_host_values(before: State, after: State, sid: int) -> bool:
+    """Whether a loop without OpenCL operations, kept symbolic, left a host number that was
+    known before it unknown."""
+    if len(after.ops) != len(before.ops) or after.buffers.keys() != before.buffers.keys() or \
+            after.kobjs.keys() != before.kobjs.keys():
+        return False
+    for k, slot in before.slots.items():
+        new = after.slots.get(k)
+        if k != sid and new is not None and isinstance(slot.value, Num) and \
+                slot.value.e.is_number and not (isinstance(new.value, Num) and
+                                                new.value.e.is_number):
+            return True
+    return False
 
 
 def symbolic_loop(ev: CEvaluator, node: c_ast.For, sid: int, sym: sympy.Symbol,

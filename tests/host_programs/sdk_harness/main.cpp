@@ -5,6 +5,7 @@
 #include <CL/cl.h>
 #include <cstdio>
 #include <cstring>
+#include <sstream>
 #include <string>
 
 enum ArgType { ARG_INT, ARG_STRING, NO_ARGUMENT };
@@ -91,6 +92,14 @@ class CLArgs : public ArgsParser {
     bool isDumpBinaryEnabled() { return dumpBinary.size() != 0; }
 };
 
+template <typename T> T roundToPowerOf2(T val) {
+    int bytes = sizeof(T);
+    val--;
+    for (int i = 0; i < bytes; i++) val |= val >> (1 << i);
+    val++;
+    return val;
+}
+
 struct BuildData {
     std::string kernelName;
     std::string flagsStr;
@@ -141,7 +150,9 @@ class Sample {
     int run(cl_context ctx, cl_command_queue q) {
         BuildData data;
         data.kernelName = "k.cl";
-        data.flagsStr.append("-DSCALE=2.0f");
+        std::ostringstream opts;
+        opts << "-DSCALE=" << 2 << ".0f";
+        data.flagsStr.append(opts.str().c_str());
         cl_program p = build(ctx, data);
         cl_int err;
         cl_kernel scale = clCreateKernel(p, "scale", &err);
@@ -176,6 +187,7 @@ int main(int argc, char *argv[]) {
     Sample sample;
     sample.initialize();
     sample.sampleArgs->parse(argv, argc);
+    sample.length = roundToPowerOf2<cl_uint>(sample.length);
     cl_int err;
     cl_context ctx = clCreateContext(NULL, 0, NULL, NULL, NULL, &err);
     cl_command_queue q = clCreateCommandQueue(ctx, NULL, 0, &err);
