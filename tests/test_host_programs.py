@@ -488,7 +488,8 @@ class _Answers:
     name = "test device"
 
     def device_info(self, param: int) -> Any:
-        return (32, 32, 32) if param == 0x1005 else None  # CL_DEVICE_MAX_WORK_ITEM_SIZES
+        # CL_DEVICE_MAX_WORK_ITEM_SIZES, CL_DEVICE_MAX_WORK_GROUP_SIZE
+        return {0x1005: (32, 32, 32), 0x1004: 64}.get(param)
 
     def kernel_info(self, param: int, kernel: Any) -> Any:
         return 4096 if param == 0x11B0 and kernel.name == "blur" else None
@@ -909,6 +910,31 @@ def test_handson_cpp_pi_work_group_size_query(tmp_path: Path) -> None:
     assert launch.arg(2).kind == "local" and launch.arg(2).local_bytes == 64
     assert program.buffers["d_partial_sums"].size == 64
     assert launch.arg(1).value == pytest.approx(1.0 / 4096)
+
+
+def test_cpp_wrapper_device_query_and_a_member_ndrange_set_from_a_size(tmp_path: Path
+                                                                         ) -> None:
+    """``device.getInfo(CL_DEVICE_MAX_WORK_GROUP_SIZE, &n)`` answered by the verifying device,
+    and a ``cl::NDRange`` member assigned a size inside a method (``local = n``: the object
+    of the operator is the member, not ``this``)."""
+    (tmp_path / "pi_ocl.cl").write_text(PI_KERNEL)
+    host = PI_HOST.replace(
+        "work_group_size = ko_pi.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(device);",
+        """device.getInfo(CL_DEVICE_MAX_WORK_GROUP_SIZE, &work_group_size);
+        if (work_group_size > 16) work_group_size = 16;
+        Geometry geo;
+        geo.set(work_group_size);""").replace(
+        "cl::NDRange(work_group_size)),", "geo.local),").replace(
+        "int main(void) {", """struct Geometry {
+    cl::NDRange local;
+    void set(::size_t n) { local = n; }
+};
+int main(void) {""")
+    (tmp_path / "pi.cpp").write_text(host)
+    program = load_opencl(None, host=str(tmp_path / "pi.cpp"), include_dirs=[str(CPP_COMMON)],
+                          device_queries=_Answers())
+    (launch,) = program.launches
+    assert launch.global_size == (256,) and launch.local_size == (16,)
 
 
 def test_affine_guard_on_loop_iterator_keeps_the_loop_symbolic() -> None:

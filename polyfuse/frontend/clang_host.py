@@ -739,12 +739,13 @@ class _Translator:
                 not ref.is_static_method() and ref.semantic_parent is not None and \
                 ref.semantic_parent.kind != K.NAMESPACE:
             callee = self._strip(kids[0]) if kids else None
-            if callee is not None and callee.kind == K.MEMBER_REF_EXPR:
+            if callee is not None and callee.kind == K.MEMBER_REF_EXPR and \
+                    callee.spelling == ref.spelling:
                 mk = _operands(callee)  # `Base<T>::f()` names its class: the object is this
                 obj = self._expr(mk[0]) if mk else c_ast.ID("this")
                 if mk and mk[0].type.get_canonical().kind == cindex.TypeKind.POINTER:
                     obj = c_ast.UnaryOp("*", obj)
-            elif arg_cursors:
+            elif arg_cursors:  # an operator: the object is its first operand (`field = x`)
                 obj = self._expr(arg_cursors[0])
                 arg_cursors = arg_cursors[1:]
         return self._wrapper_call(ref, c, obj, arg_cursors) or c_ast.FuncCall(
