@@ -274,7 +274,7 @@ def lost_host_values(before: State, after: State, sid: int) -> bool:
         return False
     for k, slot in before.slots.items():
         new = after.slots.get(k)
-        if k != sid and new is not None and isinstance(slot.value, Num) and \
+        if k != sid and new is not None and new is not slot and isinstance(slot.value, Num) and \
                 slot.value.e.is_number and not (isinstance(new.value, Num) and
                                                 new.value.e.is_number):
             return True
@@ -295,8 +295,8 @@ def symbolic_loop(ev: CEvaluator, node: c_ast.For, sid: int, sym: sympy.Symbol,
         ops1 = s1.ops[len(s0.ops):]
         if ops1 and s1.uncertain_break is not None:
             raise early_exit_error(ev, s1.uncertain_break)
-        variant_slots = [k for k in s0.slots if k != sid and k in s1.slots
-                         and s0.slots[k].value != s1.slots[k].value]
+        variant_slots = [k for k, slot in s0.slots.items() if k != sid and k in s1.slots
+                         and s1.slots[k] is not slot and slot.value != s1.slots[k].value]
         variant_k = [o for o in s0.kobjs if o in s1.kobjs and s0.kobjs[o] != s1.kobjs[o]]
         new_k = [o for o in s1.kobjs if o not in s0.kobjs]
         if new_k or set(s1.buffers) - set(s0.buffers):
@@ -375,7 +375,8 @@ def leave_loop(ev: CEvaluator, sym: sympy.Symbol, last: Any, sid: int, final: An
             binds.append((i, b))
         ev.mem.state.kobjs[o] = dataclasses.replace(ks, bindings=tuple(binds))
     for k, slot in list(ev.mem.state.slots.items()):
-        if isinstance(slot.value, Num) and sym in slot.value.e.free_symbols:
+        if isinstance(slot.value, Num) and not slot.value.e.is_Number and \
+                sym in slot.value.e.free_symbols:
             ev.mem.state.slots[k] = dataclasses.replace(slot, value=UNK)
     if sid in ev.mem.state.slots:
         ev.mem.write(Ref(sid), Num(final) if final is not None else UNK)

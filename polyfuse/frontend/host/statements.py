@@ -255,10 +255,15 @@ def merge(ev: CEvaluator, base: State, states: list[State]) -> State:
         out.ops.extend(st.ops[len(base.ops):])
         out.buffers.update(st.buffers)
     sids = set().union(*(st.slots for st in states))
+    base_slots = base.slots
     for sid in sids:
+        same = base_slots.get(sid)
+        if same is not None and all(st.slots.get(sid) is same for st in states):
+            continue  # untouched on every path (out is a clone of base)
         vals = [st.slots[sid] for st in states if sid in st.slots]
         first = vals[0]
-        if all(v.value == first.value for v in vals) and len(vals) == len(states):
+        if len(vals) == len(states) and all(v is first or v.value == first.value
+                                             for v in vals):
             out.slots[sid] = first
         else:
             out.slots[sid] = dataclasses.replace(
@@ -279,6 +284,10 @@ def merge(ev: CEvaluator, base: State, states: list[State]) -> State:
               if all(f in st.facts for st in states)]
     out.facts = list(base.facts) + common
     return out
+
+
+#: arrays up to this many stored elements are joined element by element
+_JOINED_ELEMS = 64
 
 
 def join_all(ev: CEvaluator, values: list, name: str) -> Any:
@@ -302,7 +311,8 @@ def join_all(ev: CEvaluator, values: list, name: str) -> Any:
         keys = list(dict.fromkeys(k for f in fields for k in f))
         return Rec(tuple((k, join_all(ev, [f.get(k, UNK) for f in fields], f"{name}_{k}"))
                          for k in keys))
-    if all(isinstance(v, Arr) and v.length == first.length for v in values):
+    if all(isinstance(v, Arr) and v.length == first.length and len(v.elems) <= _JOINED_ELEMS
+           for v in values):  # a small table (not the program's data): element by element
         elems = [dict(v.elems) for v in values]
         keys = sorted(set().union(*elems))
         defaults = [v.default for v in values]
