@@ -475,6 +475,56 @@ def test_loop_carrying_its_launch_geometry_is_run_iteration_by_iteration(tmp_pat
         [((48,), (3,), ())] * 2 + [((32,), (2,), ())] * 2
 
 
+IMAGE_HOST = r"""
+#include <CL/cl.h>
+#include <cstdio>
+struct Header { int width; int height; };
+class Image : public Header {
+  public:
+    bool loaded;
+    Image() : loaded(false) { width = 0; height = 0; }
+    void load(const char *name) {
+        FILE *f = fopen(name, "rb");
+        if (!f) return;
+        fread((Header *)this, sizeof(Header), 1, f);
+        loaded = true;
+    }
+};
+int main() {
+    Image img;
+    img.load("input.bmp");
+    cl_int err;
+    cl_context ctx = clCreateContext(NULL, 0, NULL, NULL, NULL, &err);
+    cl_command_queue q = clCreateCommandQueue(ctx, NULL, 0, &err);
+    const char *src = "__kernel void scale(__global float *a, __global float *b) {"
+                      " int i = get_global_id(0); b[i] = 2.0f * a[i]; }";
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    clBuildProgram(prog, 0, NULL, NULL, NULL, NULL);
+    cl_kernel k = clCreateKernel(prog, "scale", &err);
+    size_t n = img.width;
+    cl_mem a = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 256 * sizeof(float), NULL, &err);
+    cl_mem b = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 256 * sizeof(float), NULL, &err);
+    clSetKernelArg(k, 0, sizeof(cl_mem), &a);
+    clSetKernelArg(k, 1, sizeof(cl_mem), &b);
+    clEnqueueNDRangeKernel(q, k, 1, NULL, &n, NULL, 0, NULL, NULL);
+    return 0;
+}
+"""
+
+
+def test_fread_into_a_base_class_header_names_the_read(tmp_path: Path) -> None:
+    """``fread((Header *)this, ...)`` of an object whose class derives from the header: the
+    object's struct holds its base's fields, and the numbers read are run-time values named
+    after the field (``--param img_width`` binds one; the unbound one is reported)."""
+    (tmp_path / "host.cpp").write_text(IMAGE_HOST)
+    program = load_opencl(None, host=str(tmp_path / "host.cpp"))
+    (launch,) = program.launches
+    assert launch.global_size == (sympy.Symbol("img_width"),)
+    fixed = load_opencl(None, host=str(tmp_path / "host.cpp"), params={"img_width": 64},
+                        check_params=True)
+    assert fixed.launches[0].global_size == (64,)
+
+
 def test_sample_harness_dump_path_reads_its_options_from_a_file() -> None:
     """``--dump`` takes the path that builds with options read from a file: refused at the
     build, naming its line (the options may define the kernels' macros)."""
