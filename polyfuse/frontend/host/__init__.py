@@ -7,7 +7,8 @@ C hosts are preprocessed with polyfuse's own headers and parsed by pycparser) an
 The interpreter tracks what the polyhedral model needs and nothing else:
 
 * **Integers** are sympy expressions.  Values read at run time (``atoi(argv[k])``, ``atol``,
-  ``strtol``, ``scanf``) become host parameters named after the C variable they are stored in;
+  ``strtol``, ``scanf``) become host parameters named after the C variable they are stored in
+  (``atoi``/``sscanf`` of a known ``--args`` word convert it);
   ``params`` replaces them by concrete values.  Integer division of symbolic values is
   ``floor`` (host sizes are assumed non-negative).  Floats are kept only when constant.
 * **Programs**: ``clCreateProgramWithSource`` records its source strings (literals, or files the
@@ -19,7 +20,16 @@ The interpreter tracks what the polyhedral model needs and nothing else:
   after the variable the handle is stored in (``bufs[1]`` → ``bufs_1``, ``s.a`` → ``s_a``; a
   second buffer stored in the same variable gets ``_1``...); ``clCreateKernel`` gives a kernel
   object whose ``clSetKernelArg`` bindings are recorded and copied into each :class:`Launch`.
-* **Boilerplate** (platform, device, context, queue, program build, info queries, releases,
+* **Device queries** (``clGetDeviceInfo``, ``clGetKernelWorkGroupInfo``: work-group and
+  work-item limits, ``__local`` memory) are answered by the device the program is analysed
+  for when one is given (``device_queries``; ``fuse --verify`` gives the verifying device,
+  and a warning says so); otherwise they are run-time values that name the query and line.
+* **C++ objects**: ``new T(args)`` and ``T x(args)`` run ``T``'s constructor (bases' and
+  members' initialisers first), a class's struct holds its bases' fields, implicit copies
+  are member-wise; ``std::string``, ``std::stringstream`` and ``compare``/``==`` hold the
+  text they are given (an option table matched against ``argv``); ``sizeof(T)`` in a
+  function template comes from the call's template arguments.
+* **Boilerplate** (platform, device, context, queue, program build, releases,
   printf, malloc/free, timing) is skipped.  Every OpenCL call is assumed to succeed: it returns
   ``CL_SUCCESS`` and stores it through its ``errcode_ret`` pointer, and handles are non-NULL, so
   error checks resolve statically.
@@ -40,7 +50,10 @@ The interpreter tracks what the polyhedral model needs and nothing else:
   under an open condition may leave early is refused.  An affine guard on loop iterators
   (``if (k < n - 1) launch``) becomes a loop of 0 or 1 iteration around what it guards, so the
   loop stays symbolic.  Loops without OpenCL calls share one budget of concrete iterations per
-  loop nest (:data:`.loops.NEST_BUDGET`); past it they are summarised.
+  loop nest (:data:`.loops.NEST_BUDGET`); past it they are summarised.  A counted loop with a
+  constant trip count whose symbolic pass fails (a geometry it carries from one iteration to
+  the next), or, up to :data:`.loops.SMALL_HOST_LOOP` iterations, leaves a known host number
+  unknown, is run iteration by iteration.
 * **Data**: a value the program computes from its data (read back from the device, read from a
   file, counted by a summarised loop) is named after the variable it is stored in: a
   parameter ``--param`` binds, and a refusal that depends on it names the read and its line.
