@@ -502,6 +502,133 @@ def test_kernels_in_std_containers_and_options_in_a_std_string() -> None:
     assert _edge(widths, "square", "shift", program) == "thread"
 
 
+SDK_HARNESS = PROGRAMS / "sdk_harness" / "main.cpp"
+
+
+def test_sample_harness_objects_made_with_new_and_a_string_option_table() -> None:
+    """An SDK-style harness: ``new`` runs the constructors (a base's, member initialisers),
+    option objects copied into a growing table, a parser matching ``std::string`` names and
+    storing through ``void *`` (``sscanf`` of a known argument converts it), build options
+    in a struct of ``std::string``s written with ``std::ostringstream``, a member function
+    template, ``sizeof(T)`` in a function template (the length rounded up to a power of two
+    bit by bit: 13 -> 16); ``throw`` on the paths not taken."""
+    program = load_opencl(None, host=str(SDK_HARNESS),
+                          argv=["--device", "cpu", "-e", "-i", "3", "-x", "13"])
+    assert [(op.kernel, op.global_size, tuple((lp.lower, lp.upper) for lp in op.loops))
+            for op in program.launches] == [("scale", (16,), ((0, 3),)),
+                                            ("bump", (16,), ((0, 3),))]
+    assert "-DSCALE=2.0f" in program.kernels["scale"].build_options
+    # a member template maps the input (a call in its body names an overload set)
+    fill = program.ops[0]
+    assert (fill.kind, fill.name, [w.buffer for w in fill.writes]) == \
+        ("write", "clEnqueueMapBuffer", ["in"])
+    assert not [op for op in program.ops if getattr(op, "kind", "") == "unknown"]
+    widths = check_against_oracle(program)
+    assert _edge(widths, "scale", "bump", program) == "thread"
+
+
+def test_loop_carrying_its_launch_geometry_is_run_iteration_by_iteration(tmp_path: Path
+                                                                          ) -> None:
+    """A host loop that updates the launch geometry under ``index % 2 == 0`` (what it needs
+    is known only per iteration) with a constant trip count: unrolled, each launch exact."""
+    (tmp_path / "scale.cl").write_text(SCALE_KERNEL)
+    host = SCALE_HOST.replace("SOURCES", """const char *src = load("scale.cl");
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);""")
+    host = host.replace("clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, NULL);",
+                        """size_t local = 0, gk = g;
+    for (int index = 0; index < 4; index++) {
+        if (index % 2 == 0) { gk -= 16; local = gk / 16; }
+        clEnqueueNDRangeKernel(q, k, 1, NULL, &gk, &local, 0, NULL, NULL);
+    }""")
+    (tmp_path / "host.c").write_text(host)
+    program = load_opencl(None, host=str(tmp_path / "host.c"))
+    assert [(op.global_size, op.local_size, op.loops) for op in program.launches] == \
+        [((48,), (3,), ())] * 2 + [((32,), (2,), ())] * 2
+
+
+IMAGE_HOST = r"""
+#include <CL/cl.h>
+#include <cstdio>
+struct Header { int width; int height; };
+class Image : public Header {
+  public:
+    bool loaded;
+    Image() : loaded(false) { width = 0; height = 0; }
+    void load(const char *name) {
+        FILE *f = fopen(name, "rb");
+        if (!f) return;
+        fread((Header *)this, sizeof(Header), 1, f);
+        loaded = true;
+    }
+};
+int main() {
+    Image img;
+    img.load("input.bmp");
+    cl_int err;
+    cl_context ctx = clCreateContext(NULL, 0, NULL, NULL, NULL, &err);
+    cl_command_queue q = clCreateCommandQueue(ctx, NULL, 0, &err);
+    const char *src = "__kernel void scale(__global float *a, __global float *b) {"
+                      " int i = get_global_id(0); b[i] = 2.0f * a[i]; }";
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    clBuildProgram(prog, 0, NULL, NULL, NULL, NULL);
+    cl_kernel k = clCreateKernel(prog, "scale", &err);
+    size_t n = img.width;
+    cl_mem a = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 256 * sizeof(float), NULL, &err);
+    cl_mem b = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 256 * sizeof(float), NULL, &err);
+    clSetKernelArg(k, 0, sizeof(cl_mem), &a);
+    clSetKernelArg(k, 1, sizeof(cl_mem), &b);
+    clEnqueueNDRangeKernel(q, k, 1, NULL, &n, NULL, 0, NULL, NULL);
+    return 0;
+}
+"""
+
+
+def test_fread_into_a_base_class_header_names_the_read(tmp_path: Path) -> None:
+    """``fread((Header *)this, ...)`` of an object whose class derives from the header: the
+    object's struct holds its base's fields, and the numbers read are run-time values named
+    after the field (``--param img_width`` binds one; the unbound one is reported)."""
+    (tmp_path / "host.cpp").write_text(IMAGE_HOST)
+    program = load_opencl(None, host=str(tmp_path / "host.cpp"))
+    (launch,) = program.launches
+    assert launch.global_size == (sympy.Symbol("img_width"),)
+    fixed = load_opencl(None, host=str(tmp_path / "host.cpp"), params={"img_width": 64},
+                        check_params=True)
+    assert fixed.launches[0].global_size == (64,)
+
+
+def test_sample_harness_dump_path_reads_its_options_from_a_file() -> None:
+    """``--dump`` takes the path that builds with options read from a file: refused at the
+    build, naming its line (the options may define the kernels' macros)."""
+    with pytest.raises(UnsupportedError, match=r"main.cpp:\d+: clBuildProgram: build options"):
+        load_opencl(None, host=str(SDK_HARNESS), argv=["--device", "cpu", "--dump", "k.bin"])
+
+
+class _Answers:
+    """A device's answers to info queries, without a device."""
+
+    name = "test device"
+
+    def device_info(self, param: int) -> Any:
+        # CL_DEVICE_MAX_WORK_ITEM_SIZES, CL_DEVICE_MAX_WORK_GROUP_SIZE
+        return {0x1005: (32, 32, 32), 0x1004: 64}.get(param)
+
+    def kernel_info(self, param: int, kernel: Any) -> Any:
+        return 4096 if param == 0x11B0 and kernel.name == "blur" else None
+
+
+def test_device_queries_answered_by_the_verifying_device() -> None:
+    """A work-group size chosen from ``clGetKernelWorkGroupInfo`` and ``clGetDeviceInfo``
+    (issue 26 item 7): the device the program is verified on answers; without one the
+    refusal names the query and its line."""
+    host = str(PROGRAMS / "device_queries" / "host.c")
+    (launch,) = load_opencl(None, host=host, device_queries=_Answers()).launches
+    assert launch.global_size == (256,) and launch.local_size == (32,)
+    assert launch.arg(2).local_bytes == 128
+    with pytest.raises(UnsupportedError, match=r"host.c:\d+: local memory size depends on .*"
+                       r"queried from the device by clGetDeviceInfo at .*host.c:\d+.*--verify"):
+        load_opencl(None, host=host)
+
+
 # ----------------------------------------------------------------------------------------------
 # The C++ OpenCL wrapper (cl.hpp / opencl.hpp), modelled at the API level
 # ----------------------------------------------------------------------------------------------
@@ -906,6 +1033,31 @@ def test_handson_cpp_pi_work_group_size_query(tmp_path: Path) -> None:
     assert launch.arg(1).value == pytest.approx(1.0 / 4096)
 
 
+def test_cpp_wrapper_device_query_and_a_member_ndrange_set_from_a_size(tmp_path: Path
+                                                                         ) -> None:
+    """``device.getInfo(CL_DEVICE_MAX_WORK_GROUP_SIZE, &n)`` answered by the verifying device,
+    and a ``cl::NDRange`` member assigned a size inside a method (``local = n``: the object
+    of the operator is the member, not ``this``)."""
+    (tmp_path / "pi_ocl.cl").write_text(PI_KERNEL)
+    host = PI_HOST.replace(
+        "work_group_size = ko_pi.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(device);",
+        """device.getInfo(CL_DEVICE_MAX_WORK_GROUP_SIZE, &work_group_size);
+        if (work_group_size > 16) work_group_size = 16;
+        Geometry geo;
+        geo.set(work_group_size);""").replace(
+        "cl::NDRange(work_group_size)),", "geo.local),").replace(
+        "int main(void) {", """struct Geometry {
+    cl::NDRange local;
+    void set(::size_t n) { local = n; }
+};
+int main(void) {""")
+    (tmp_path / "pi.cpp").write_text(host)
+    program = load_opencl(None, host=str(tmp_path / "pi.cpp"), include_dirs=[str(CPP_COMMON)],
+                          device_queries=_Answers())
+    (launch,) = program.launches
+    assert launch.global_size == (256,) and launch.local_size == (16,)
+
+
 def test_affine_guard_on_loop_iterator_keeps_the_loop_symbolic() -> None:
     """``if (k < steps - 1) launch; else launch;`` in a host loop: each branch's launch gets a
     0-or-1-trip guard loop, so the loop is not unrolled and the UAR honours the guard exactly."""
@@ -1049,6 +1201,21 @@ DEVICE_TYPE_OPTIONS = """
     clBuildProgram(prog, 0, NULL, opts, NULL, NULL);"""
 
 
+class _DeviceOfType:
+    """A device that answers only ``CL_DEVICE_TYPE``."""
+
+    name = "test device"
+
+    def __init__(self, device_type: int) -> None:
+        self.device_type = device_type
+
+    def device_info(self, param: int) -> Any:
+        return self.device_type if param == 0x1000 else None
+
+    def kernel_info(self, param: int, kernel: Any) -> Any:
+        return None
+
+
 def test_device_type_query_answered_by_the_verifying_device(tmp_path: Path, capsys: Any
                                                             ) -> None:
     """A host picks its build options by CL_DEVICE_TYPE: with the device's answers (what
@@ -1060,9 +1227,9 @@ def test_device_type_query_answered_by_the_verifying_device(tmp_path: Path, caps
     host = tmp_path / "host.c"
     host.write_text(SCALE_HOST.replace("SOURCES", DEVICE_TYPE_OPTIONS).replace(
         "#include <stdio.h>", "#include <stdio.h>\n#include <string.h>"))
-    cpu = load_opencl(None, host=str(host), device_info={0x1000: 2})
+    cpu = load_opencl(None, host=str(host), device_queries=_DeviceOfType(2))
     assert "-DSCALE=2.0f" in cpu.kernels["scale"].build_options
-    gpu = load_opencl(None, host=str(host), device_info={0x1000: 4})
+    gpu = load_opencl(None, host=str(host), device_queries=_DeviceOfType(4))
     assert "-DSCALE=4.0f" in gpu.kernels["scale"].build_options
     with pytest.raises(UnsupportedError, match="build options polyfuse cannot determine"):
         load_opencl(None, host=str(host))
@@ -1152,7 +1319,7 @@ def test_kernel_work_group_query_answered_by_the_verifying_device(tmp_path: Path
     """``clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)`` sizes the launch: answered for
     the kernel the object holds (what ``fuse --verify`` passes: the device's answer for that
     kernel's source and options), otherwise a parameter named after its variable."""
-    from polyfuse.runtime.device import kernel_answers
+    from polyfuse.runtime.execute import device_queries
 
     (tmp_path / "scale.cl").write_text(SCALE_KERNEL)
     host = tmp_path / "host.c"
@@ -1167,13 +1334,16 @@ def test_kernel_work_group_query_answered_by_the_verifying_device(tmp_path: Path
     clEnqueueNDRangeKernel(q, k, 1, NULL, &g, &local, 0, NULL, NULL);"""))
     asked = []
 
-    def answers(kernel: Any) -> dict:
-        asked.append((kernel.name, kernel.build_options[-1]))
-        return {0x11B0: 8}
+    class Answers(_DeviceOfType):
+        def kernel_info(self, param: int, kernel: Any) -> Any:
+            asked.append((kernel.name, kernel.build_options[-1]))
+            return 8 if param == 0x11B0 else None
 
-    program = load_opencl(None, host=str(host), kernel_info=answers)
+    program = load_opencl(None, host=str(host), device_queries=Answers(2))
     assert asked == [("scale", "-DSCALE=2.0f")]
     assert program.launches[0].local_size == (8,)
     assert load_opencl(None, host=str(host)).params == ("local",)
-    device = kernel_answers(program.kernels["scale"])
-    assert device[0x11B0] >= 1 and device[0x11B3] >= 1
+    device = device_queries(None)
+    for query in (0x11B0, 0x11B3):  # work-group size and its preferred multiple
+        answer = device.kernel_info(query, program.kernels["scale"])
+        assert isinstance(answer, int) and answer >= 1

@@ -115,21 +115,18 @@ def load_program_inputs(args: argparse.Namespace, kernels: Sequence[str]) -> Pro
         argv = shlex.split(args.program_args) if args.program_args is not None else None
     except ValueError as err:
         raise _UsageError(f"--args: {err}") from None
-    device_info: dict[int, int] = {}
-    kernel_info = None
-    if args.host and getattr(args, "verify", False):  # the program as it runs there
-        from functools import partial
+    queries = None
+    if getattr(args, "verify", False) and args.host:
+        # the device that verifies the program answers the host's device queries
+        from polyfuse.runtime.execute import device_queries
 
-        from polyfuse.runtime.device import device_answers, kernel_answers
-
-        device_info = device_answers(args.device)
-        kernel_info = partial(kernel_answers, device=args.device)
+        queries = device_queries(args.device)
     return load_opencl(list(kernels) or None, host=list(args.host) or None,
                        params=_parse_params(args.param), include_dirs=args.include,
                        defines=defines, argv=argv, allow_empty=args.allow_empty,
                        check_params=bool(args.host),
                        kernel_source_override=args.kernel_source_override,
-                       device_info=device_info, kernel_info=kernel_info)
+                       device_queries=queries)
 
 
 class _UsageError(Exception):

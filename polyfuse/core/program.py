@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Optional, Union
+from typing import Any, Optional, Protocol, Union
 
 import islpy as isl
 import sympy
@@ -145,6 +145,22 @@ class Target:
 
 #: the device-free default (see :class:`Target`)
 REFERENCE_TARGET = Target()
+
+
+class DeviceQueries(Protocol):
+    """A device's answers to a host's info queries (``clGetDeviceInfo``,
+    ``clGetKernelWorkGroupInfo``), for a program analysed for that device (``fuse --verify``:
+    the device that verifies it); ``None`` where the device gives no integer answer.  Only
+    :mod:`polyfuse.runtime` makes one (:func:`polyfuse.runtime.execute.device_queries`)."""
+
+    name: str
+
+    def device_info(self, param: int) -> Optional[Union[int, tuple[int, ...]]]:
+        """The answer to ``clGetDeviceInfo(param)``."""
+
+    def kernel_info(self, param: int, kernel: Kernel) -> Optional[Union[int, tuple[int, ...]]]:
+        """The answer to ``clGetKernelWorkGroupInfo(param)`` for ``kernel`` built as the
+        host builds it."""
 
 
 @dataclass(frozen=True)

@@ -332,6 +332,7 @@ class _Translator:
         self.funcs: dict[str, c_ast.FuncDef] = {}
         self.globals: dict[str, c_ast.Decl] = {}
         self.methods: dict[str, str] = {}  # USR -> lowered function name
+        self.implicit_ctors: dict[str, Optional[str]] = {}  # class USR -> lowered name
         self.path = ""
         self.shown = ""
 
@@ -384,12 +385,11 @@ class _Translator:
         return Coord(self.shown if f == self.path else f, loc.line, loc.column)
 
     def _func_name(self, c: Any) -> str:
-        K = cindex.CursorKind
-        if c.kind in (K.CXX_METHOD, K.CONSTRUCTOR, K.DESTRUCTOR):
+        if _is_member(c):
             parent = c.semantic_parent.spelling if c.semantic_parent is not None else ""
             name = c.spelling.replace("~", "dtor_")
             return f"{parent}__{name}" if parent else name
-        if c.kind == K.FUNCTION_DECL and c.spelling.startswith("operator") and \
+        if c.kind == cindex.CursorKind.FUNCTION_DECL and c.spelling.startswith("operator") and \
                 c.location.file is not None and not _is_system(c.location.file.name):
             # the program's own `operator<<(ostream&, const E&)` is one overload among the
             # library's: named by its parameter types, so `stream << "text"` in its body
@@ -470,14 +470,25 @@ class _Translator:
                 _qualified(definition)[0] == "cl":
             # library records (FILE, std::vector) and the C++ wrapper's classes stay opaque
             return name
-        fields = []
-        for f in definition.get_children():
-            if f.kind == cindex.CursorKind.FIELD_DECL:
-                fields.append(c_ast.Decl(f.spelling, [], [], [], [],
-                                         self._type(f.type, f.spelling), None, None))
+        fields = [c_ast.Decl(f.spelling, [], [], [], [], self._type(f.type, f.spelling), None,
+                             None) for f in self._fields(definition)]
         self.records[name] = c_ast.Decl(None, [], [], [], [], c_ast.Struct(name, fields), None,
                                         None)
         return name
+
+    def _fields(self, definition: Any) -> list:
+        """The data members of a class, its bases' first (as C++ lays them out)."""
+        K = cindex.CursorKind
+        out = []
+        for f in definition.get_children():
+            if f.kind == K.CXX_BASE_SPECIFIER:
+                base = f.type.get_canonical().get_declaration()
+                base = base.get_definition() if base is not None else None
+                if base is not None and self._user_record(base):
+                    out += self._fields(base)
+            elif f.kind == K.FIELD_DECL:
+                out.append(f)
+        return out
 
     # -- declarations -------------------------------------------------------------------------
 
@@ -491,7 +502,7 @@ class _Translator:
             return None
         name = self._func_name(c)
         params = []
-        if c.kind in (K.CXX_METHOD, K.CONSTRUCTOR, K.DESTRUCTOR) and not c.is_static_method():
+        if _is_member(c) and not c.is_static_method():
             rec = self._record(c.semantic_parent)
             params.append(c_ast.Decl("this", [], [], [], [], c_ast.PtrDecl(
                 [], c_ast.TypeDecl("this", [], None, c_ast.Struct(rec, None))), None, None))
@@ -501,6 +512,9 @@ class _Translator:
             pname = p.spelling or f"_arg{len(params)}"
             params.append(c_ast.Decl(pname, [], [], [], [], self._type(p.type, pname), None,
                                      None, coord=self._coord(p)))
+        for hidden in _template_params(c):  # what a call's template arguments give the body
+            params.append(c_ast.Decl(hidden, [], [], [], [], c_ast.TypeDecl(
+                hidden, [], None, c_ast.IdentifierType(["long"])), None, None))
         ret = self._type(c.result_type, name) if c.kind not in (K.CONSTRUCTOR, K.DESTRUCTOR) \
             else c_ast.TypeDecl(name, [], None, c_ast.IdentifierType(["void"]))
         fdecl = c_ast.FuncDecl(c_ast.ParamList(params), ret)
@@ -515,16 +529,151 @@ class _Translator:
         return c_ast.FuncDef(decl, None, stmt, coord=self._coord(c))
 
     def _member_inits(self, c: Any) -> list:
-        """``: rows(r), cols(c)`` as ``this->rows = r; this->cols = c;``."""
+        """What a constructor does before its body, in C++'s order: the bases' constructors
+        (``: Base(args)``, else their default constructors), then the members in declaration
+        order, each from the initialiser list (``: rows(r)``) or its in-class initialiser."""
         K = cindex.CursorKind
-        out = []
         kids = list(c.get_children())
+        named: dict[str, Any] = {}
+        bases: dict[str, Any] = {}
         for i, ch in enumerate(kids[:-1]):
             nxt = kids[i + 1]
             if ch.kind == K.MEMBER_REF and nxt.kind.is_expression():
-                target = c_ast.StructRef(c_ast.ID("this"), "->", c_ast.ID(ch.spelling))
-                out.append(c_ast.Assignment("=", target, self._expr(nxt), coord=self._coord(ch)))
+                named[ch.spelling] = nxt
+            elif ch.kind == K.TYPE_REF and nxt.kind == K.CALL_EXPR and \
+                    nxt.referenced is not None and nxt.referenced.kind == K.CONSTRUCTOR:
+                bases[nxt.referenced.semantic_parent.get_usr()] = nxt
+        return self._construction(c.semantic_parent, named, bases)
+
+    def _construction(self, record: Any, named: dict[str, Any], bases: dict[str, Any]
+                      ) -> list:
+        """``this``'s bases and members initialised (see :meth:`_member_inits`)."""
+        K = cindex.CursorKind
+        this = c_ast.ID("this")
+        out: list[c_ast.Node] = []
+        for ch in record.get_children():
+            if ch.kind == K.CXX_BASE_SPECIFIER:
+                decl = ch.type.get_canonical().get_declaration()
+                call = bases.get(decl.get_usr()) if decl is not None else None
+                if call is not None:
+                    stmt = self._ctor_call(call.referenced, this, list(call.get_arguments()),
+                                           call)
+                else:
+                    stmt = self._default_ctor_call(decl, this, ch) if decl is not None \
+                        else None
+                if stmt is not None:
+                    out.append(stmt)
+            elif ch.kind == K.FIELD_DECL:
+                target = c_ast.StructRef(this, "->", c_ast.ID(ch.spelling))
+                if ch.spelling in named:
+                    value = self._expr(named[ch.spelling])
+                else:
+                    inits = [x for x in ch.get_children() if x.kind.is_expression()]
+                    if not inits:
+                        continue
+                    value = self._init(inits[-1], ch.type)
+                    if value is None:
+                        continue
+                out.append(c_ast.Assignment("=", target, value, coord=self._coord(ch)))
         return out
+
+    def _user_record(self, decl: Any) -> bool:
+        """A class the program defines (not the library's, not the C++ wrapper's)."""
+        d = decl.get_definition() if decl is not None else None
+        return d is not None and d.location.file is not None and \
+            not _is_system(d.location.file.name) and \
+            not _is_wrapper_file(d.location.file.name) and _qualified(d)[0] != "cl"
+
+    def _ctor_call(self, ref: Any, obj: c_ast.Node, arg_cursors: list, at: Any
+                   ) -> Optional[c_ast.Node]:
+        """``T__T(obj, args)`` for a constructor of the user's: its definition, or the
+        implicit one when it has work to do (bases, in-class initialisers); else None."""
+        record = ref.semantic_parent
+        if not self._user_record(record):
+            return None
+        if _written(ref):
+            name = self._func_name(ref)
+        elif ref.is_copy_constructor() or ref.is_move_constructor():
+            return None
+        else:
+            name = self._implicit_ctor(record)
+            if name is None:
+                return None
+        args = [self._expr(a) for a in arg_cursors]
+        for i, p in enumerate(list(ref.get_arguments())[:len(args)]):
+            if p.type.kind in (cindex.TypeKind.LVALUEREFERENCE,
+                               cindex.TypeKind.RVALUEREFERENCE) and not _const_ref(p.type):
+                args[i] = c_ast.UnaryOp("&", args[i])
+        return c_ast.FuncCall(c_ast.ID(name), c_ast.ExprList([obj] + args),
+                              coord=self._coord(at))
+
+    def _default_ctor_call(self, record: Any, obj: c_ast.Node, at: Any
+                           ) -> Optional[c_ast.Node]:
+        """The default construction of a user's class object (None when it does nothing
+        polyfuse tracks)."""
+        K = cindex.CursorKind
+        if not self._user_record(record):
+            return None
+        record = record.get_definition()
+        ctors = [ch for ch in record.get_children() if ch.kind == K.CONSTRUCTOR]
+        default = next((ch for ch in ctors if all(
+            any(x.kind.is_expression() for x in p.get_children())
+            for p in ch.get_arguments())), None)
+        if default is not None:
+            return self._ctor_call(default, obj, [], at)
+        if ctors:
+            return None
+        name = self._implicit_ctor(record)
+        return c_ast.FuncCall(c_ast.ID(name), c_ast.ExprList([obj]), coord=self._coord(at)) \
+            if name is not None else None
+
+    def _implicit_ctor(self, record: Any) -> Optional[str]:
+        """The implicit default constructor of a user's class, lowered when it has work to do
+        (a base's constructor, an in-class initialiser): its name, else None."""
+        record = record.get_definition()
+        key = str(record.get_usr() or record.hash)
+        if key in self.implicit_ctors:
+            return self.implicit_ctors[key]
+        self.implicit_ctors[key] = None  # a class containing itself constructs nothing more
+        body = self._construction(record, {}, {})
+        if not body:
+            return None
+        rec = self._record(record)
+        name = f"{rec}__{rec}"
+        this = c_ast.Decl("this", [], [], [], [], c_ast.PtrDecl(
+            [], c_ast.TypeDecl("this", [], None, c_ast.Struct(rec, None))), None, None)
+        decl = c_ast.Decl(name, [], [], [], [], c_ast.FuncDecl(
+            c_ast.ParamList([this]), c_ast.TypeDecl(name, [], None,
+                                                   c_ast.IdentifierType(["void"]))),
+            None, None, coord=self._coord(record))
+        self.funcs.setdefault(name, c_ast.FuncDef(decl, None, c_ast.Compound(body),
+                                                  coord=self._coord(record)))
+        self.implicit_ctors[key] = name
+        return name
+
+    def _new(self, c: Any, kids: list) -> c_ast.Node:
+        """``new T(args)`` / ``new T[n]`` of a user's class:
+        ``__polyfuse_new((T *) 0, n, T__T(__polyfuse_this, args))``, the constructor run on
+        each new object; anything else is fresh memory (``malloc``)."""
+        K = cindex.CursorKind
+        co = self._coord(c)
+        exprs = [x for x in kids if x.kind.is_expression()]
+        ctor = next((x for x in exprs if x.kind == K.CALL_EXPR and x.referenced is not None
+                     and x.referenced.kind == K.CONSTRUCTOR), None)
+        toks = [t.spelling for t in c.get_tokens()]
+        array = "[" in toks and ("(" not in toks or toks.index("[") < toks.index("("))
+        count = [self._expr(x) for x in exprs if x is not ctor][:1] if array else []
+        record = c.type.get_pointee().get_canonical().get_declaration()
+        if not self._user_record(record):
+            return c_ast.FuncCall(c_ast.ID("malloc"), c_ast.ExprList(count), coord=co)
+        this = c_ast.ID("__polyfuse_this")
+        call = self._ctor_call(ctor.referenced, this, list(ctor.get_arguments()), c) \
+            if ctor is not None else None
+        ptr = c_ast.Typename(None, [], None, self._type(c.type, None))
+        args = [c_ast.Cast(ptr, c_ast.Constant("int", "0")),
+                count[0] if count else c_ast.Constant("int", "1")]
+        return c_ast.FuncCall(c_ast.ID("__polyfuse_new"), c_ast.ExprList(
+            args + ([call] if call is not None else [])), coord=co)
 
     def _where(self, c: Any) -> tuple[str, Optional[int]]:
         co = self._coord(c)
@@ -544,26 +693,26 @@ class _Translator:
                           None, coord=self._coord(c))
 
     def _user_ctor_call(self, c: Any) -> Optional[list]:
-        """``T x(args);`` for a class of the user's: ``struct T x; T__T(&x, args);``."""
+        """``T x(args);`` for a class of the user's: ``struct T x; T__T(&x, args);`` (a copy
+        made by the implicit copy constructor is ``struct T x = y;``)."""
         K = cindex.CursorKind
         ic = _lib.clang_Cursor_getVarDeclInitializer(c)
         if ic is None or ic.kind.is_invalid():
             return None
         ic = self._strip(ic)
         ref = ic.referenced if ic.kind in (K.CALL_EXPR,) else None
-        if ref is None or ref.kind != K.CONSTRUCTOR or ref.location.file is None or \
-                _is_system(ref.location.file.name) or clhpp_name(ref) is not None:
+        if ref is None or ref.kind != K.CONSTRUCTOR or clhpp_name(ref) is not None or \
+                not self._user_record(ref.semantic_parent):
             return None
         decl = c_ast.Decl(c.spelling, [], [], [], [], self._type(c.type, c.spelling), None, None,
                           coord=self._coord(c))
-        args = [self._expr(a) for a in ic.get_arguments()]
-        for i, p in enumerate(list(ref.get_arguments())[:len(args)]):
-            if p.type.kind in (cindex.TypeKind.LVALUEREFERENCE,
-                               cindex.TypeKind.RVALUEREFERENCE) and not _const_ref(p.type):
-                args[i] = c_ast.UnaryOp("&", args[i])
-        call = c_ast.FuncCall(c_ast.ID(self._func_name(ref)), c_ast.ExprList(
-            [c_ast.UnaryOp("&", c_ast.ID(c.spelling))] + args), coord=self._coord(c))
-        return [decl, call]
+        args = list(ic.get_arguments())
+        if (ref.is_copy_constructor() or ref.is_move_constructor()) and len(args) == 1 and \
+                not _written(ref):
+            decl.init = self._expr(args[0])
+            return [decl]
+        call = self._ctor_call(ref, c_ast.UnaryOp("&", c_ast.ID(c.spelling)), args, c)
+        return [decl] + ([call] if call is not None else [])
 
     def _wrapper_call(self, ref: Any, c: Any, obj: Optional[c_ast.Node],
                       arg_cursors: list) -> Optional[c_ast.Node]:
@@ -598,12 +747,13 @@ class _Translator:
                 not ref.is_static_method() and ref.semantic_parent is not None and \
                 ref.semantic_parent.kind != K.NAMESPACE:
             callee = self._strip(kids[0]) if kids else None
-            if callee is not None and callee.kind == K.MEMBER_REF_EXPR:
+            if callee is not None and callee.kind == K.MEMBER_REF_EXPR and \
+                    callee.spelling == ref.spelling:
                 mk = _operands(callee)  # `Base<T>::f()` names its class: the object is this
                 obj = self._expr(mk[0]) if mk else c_ast.ID("this")
                 if mk and mk[0].type.get_canonical().kind == cindex.TypeKind.POINTER:
                     obj = c_ast.UnaryOp("*", obj)
-            elif arg_cursors:
+            elif arg_cursors:  # an operator: the object is its first operand (`field = x`)
                 obj = self._expr(arg_cursors[0])
                 arg_cursors = arg_cursors[1:]
         return self._wrapper_call(ref, c, obj, arg_cursors) or c_ast.FuncCall(
@@ -854,6 +1004,12 @@ class _Translator:
             if node is not None:
                 return node
             if k == K.CXX_UNARY_EXPR:
+                tparam = next((x.spelling for x in kids if x.kind == K.TYPE_REF and
+                               x.referenced is not None and
+                               x.referenced.kind == K.TEMPLATE_TYPE_PARAMETER), None)
+                if tparam is not None and len(kids) == 1 and \
+                        next(c.get_tokens()).spelling == "sizeof":
+                    return c_ast.ID(f"__sizeof_{tparam}", coord=co)  # given by the call
                 return c_ast.FuncCall(c_ast.ID("__polyfuse_sizeof"), c_ast.ExprList([]),
                                       coord=co)
             raise _Unsupported(f"a literal clang cannot evaluate ({k.name})", c)
@@ -925,8 +1081,7 @@ class _Translator:
         if k == K.INIT_LIST_EXPR:
             return c_ast.InitList([self._init_item(x) for x in kids], coord=co)
         if k == K.CXX_NEW_EXPR:
-            args = [self._expr(x) for x in kids if x.kind.is_expression()]
-            return c_ast.FuncCall(c_ast.ID("malloc"), c_ast.ExprList(args[:1]), coord=co)
+            return self._new(c, kids)
         if k == K.CXX_DELETE_EXPR:
             return c_ast.FuncCall(c_ast.ID("free"), c_ast.ExprList(
                 [self._expr(x) for x in kids]), coord=co)
@@ -1002,6 +1157,11 @@ class _Translator:
                         not p.type.get_pointee().is_const_qualified() and \
                         not (library and _is_temporary(args[i])):
                     args[i] = c_ast.UnaryOp("&", args[i])
+            hidden = _template_args(ref, co)
+            if hidden:
+                args += [c_ast.FuncCall(c_ast.ID("__polyfuse_opaque"), c_ast.ExprList([]))
+                         for _ in range(len(list(ref.get_arguments())) - len(args))]
+                args += hidden
         if ref is not None and ref.kind in (K.CXX_METHOD, K.CONSTRUCTOR, K.DESTRUCTOR,
                                             K.CONVERSION_FUNCTION):
             obj = operator_obj
@@ -1011,18 +1171,30 @@ class _Translator:
                 if mk:
                     b = mk[0]
                     obj = self._expr(b)
-                    if b.type.get_canonical().kind != cindex.TypeKind.POINTER:
+                    library = ref.location.file is None or _is_system(ref.location.file.name)
+                    if b.type.get_canonical().kind != cindex.TypeKind.POINTER and \
+                            not (library and _is_temporary(obj)):
+                        # a library method of a temporary (`os.str().c_str()`) gets its value
                         obj = c_ast.UnaryOp("&", obj)
                 elif ref.kind == K.CXX_METHOD and not ref.is_static_method():
                     obj = c_ast.ID("this")
             name = self._func_name(ref)
+            if ref.spelling == "operator=" and obj is not None and len(args) == 1 and \
+                    self._user_record(ref.semantic_parent) and not _written(ref):
+                # the implicit copy (move) assignment of a class of the user's: member-wise
+                target = obj.expr if isinstance(obj, c_ast.UnaryOp) and obj.op == "&" else \
+                    c_ast.UnaryOp("*", obj)
+                return c_ast.Assignment("=", target, args[0], coord=co)
             if obj is not None:
                 args = [obj] + args
             return c_ast.FuncCall(c_ast.ID(name), c_ast.ExprList(args), coord=co)
         if ref is not None:
             name = self._func_name(ref) if ref.kind == K.FUNCTION_DECL else ref.spelling
         elif kids and self._strip(kids[0]).kind == K.DECL_REF_EXPR:
-            name = self._strip(kids[0]).spelling
+            callee = self._strip(kids[0])
+            # a call with a dependent argument in a template names its overload set
+            name = callee.spelling or next((x.spelling for x in callee.get_children()
+                                            if x.kind == K.OVERLOADED_DECL_REF), "")
         elif kids and not kids[0].kind.is_expression():
             # `T(a, b)` in a template (the type names no function): a value made from its
             # operands, like the constructions libclang does not expose
@@ -1032,6 +1204,58 @@ class _Translator:
             return c_ast.FuncCall(self._expr(kids[0]) if kids else c_ast.ID("__polyfuse_opaque"),
                                   c_ast.ExprList(args), coord=co)
         return c_ast.FuncCall(c_ast.ID(name), c_ast.ExprList(args), coord=co)
+
+
+def _template_params(c: Any) -> list[str]:
+    """The hidden parameters of a function template's lowered body, one per template
+    parameter: ``__sizeof_T`` for a type (what ``sizeof(T)`` is), ``N`` for a value."""
+    K = cindex.CursorKind
+    if c.kind != K.FUNCTION_TEMPLATE:
+        return []
+    return [f"__sizeof_{ch.spelling}" if ch.kind == K.TEMPLATE_TYPE_PARAMETER else ch.spelling
+            for ch in c.get_children()
+            if ch.kind in (K.TEMPLATE_TYPE_PARAMETER, K.TEMPLATE_NON_TYPE_PARAMETER)]
+
+
+def _template_args(ref: Any, co: Optional[Coord]) -> list:
+    """The values of :func:`_template_params` a call of a template's specialization passes:
+    each type argument's size, each value argument (opaque where clang gives none)."""
+    n = ref.get_num_template_arguments()
+    if n <= 0 or ref.location.file is None or _is_system(ref.location.file.name):
+        return []
+    out: list[c_ast.Node] = []
+    for i in range(n):
+        kind = ref.get_template_argument_kind(i)
+        value = None
+        if kind == cindex.TemplateArgumentKind.TYPE:
+            size = ref.get_template_argument_type(i).get_size()
+            value = size if size > 0 else None
+        elif kind == cindex.TemplateArgumentKind.INTEGRAL:
+            value = ref.get_template_argument_value(i)
+        out.append(c_ast.Constant("long", f"{value}L", coord=co) if value is not None else
+                   c_ast.FuncCall(c_ast.ID("__polyfuse_opaque"), c_ast.ExprList([])))
+    return out
+
+
+def _is_member(c: Any) -> bool:
+    """A member function of a class (a member template too: ``template<class T> int
+    S::map(T *&p)``)."""
+    K = cindex.CursorKind
+    if c.kind in (K.CXX_METHOD, K.CONSTRUCTOR, K.DESTRUCTOR):
+        return True
+    parent = c.semantic_parent
+    return c.kind == K.FUNCTION_TEMPLATE and parent is not None and \
+        parent.kind in (K.CLASS_DECL, K.STRUCT_DECL, K.CLASS_TEMPLATE, K.UNION_DECL)
+
+
+def _written(fn: Any) -> bool:
+    """Whether a function has a body in the program (not implicit, not ``= default``): the
+    implicit members of a class are placed at the class's name and their bodies are made up."""
+    d = fn.get_definition()
+    parent = fn.semantic_parent
+    if d is None or (parent is not None and d.location == parent.location):
+        return False
+    return any(ch.kind == cindex.CursorKind.COMPOUND_STMT for ch in d.get_children())
 
 
 def _is_temporary(node: c_ast.Node) -> bool:

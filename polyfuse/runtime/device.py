@@ -28,7 +28,7 @@ import numpy as np
 import pyopencl as cl
 
 from polyfuse.core import cache, drivers
-from polyfuse.core.program import Kernel, KernelVariant, PolyfuseError, Target
+from polyfuse.core.program import KernelVariant, PolyfuseError, Target
 from polyfuse.core.watchdog import WorkerCrashed, call_with_budget, stage
 
 DeviceSpec = Union[str, "cl.Device", None]
@@ -269,36 +269,6 @@ class DeviceLimits:
 def device_limits(device: DeviceSpec = None) -> DeviceLimits:
     """:class:`DeviceLimits` of the selected device."""
     return DeviceLimits.from_device(get_device(device))
-
-
-def device_answers(device: DeviceSpec = None) -> dict[int, int]:
-    """The selected device's answers to the ``clGetDeviceInfo`` queries hosts branch on or size
-    launches by (type, compute units, work-group limits, local memory), by ``CL_DEVICE_*``
-    code: the host front-end models the program as it runs on this device."""
-    dev = get_device(device)
-    info = cl.device_info
-    return {int(info.TYPE): int(dev.type), int(info.MAX_COMPUTE_UNITS): int(dev.max_compute_units),
-            int(info.MAX_WORK_ITEM_DIMENSIONS): int(dev.max_work_item_dimensions),
-            int(info.MAX_WORK_GROUP_SIZE): int(dev.max_work_group_size),
-            int(info.LOCAL_MEM_SIZE): int(dev.local_mem_size)}
-
-
-def kernel_answers(kernel: Kernel, device: DeviceSpec = None) -> dict[int, int]:
-    """The selected device's ``clGetKernelWorkGroupInfo`` answers for ``kernel`` (work-group
-    size and its preferred multiple), by ``CL_KERNEL_*`` code: the kernel's source built there
-    with its program's options; none when it does not build alone."""
-    dev = get_device(device)
-    ctx = cl.Context([dev])
-    try:
-        with quiet_build():
-            prog = cl.Program(ctx, kernel.source).build(options=list(kernel.build_options))
-        k = getattr(prog, kernel.name)
-        info = cl.kernel_work_group_info
-        return {int(info.WORK_GROUP_SIZE): int(k.get_work_group_info(info.WORK_GROUP_SIZE, dev)),
-                int(info.PREFERRED_WORK_GROUP_SIZE_MULTIPLE): int(k.get_work_group_info(
-                    info.PREFERRED_WORK_GROUP_SIZE_MULTIPLE, dev))}
-    except (cl.Error, AttributeError):
-        return {}
 
 
 def device_target(device: DeviceSpec = None) -> Target:

@@ -52,6 +52,7 @@ from polyfuse.c.emit import Source, emit_program, program_source
 from polyfuse.core.program import (
     ArgBinding,
     BufferRange,
+    DeviceQueries,
     HostOp,
     Kernel,
     KernelParam,
@@ -140,6 +141,54 @@ def _build_source(program: Program, src: Source, options: tuple[str, ...], ctx: 
 # ----------------------------------------------------------------------------------------------
 # Buffers
 # ----------------------------------------------------------------------------------------------
+
+
+class _DeviceAnswers:
+    """:class:`~polyfuse.core.program.DeviceQueries` answered by one OpenCL device; a kernel
+    query builds the kernel as the host builds it."""
+
+    def __init__(self, device: DeviceSpec) -> None:
+        self.spec = device
+        self._ctx: Optional[cl.Context] = None  # made at the first query
+
+    @property
+    def ctx(self) -> cl.Context:
+        if self._ctx is None:
+            self._ctx, _ = get_context(self.spec)
+        return self._ctx
+
+    @property
+    def name(self) -> str:
+        return self.ctx.devices[0].name.strip()
+
+    def device_info(self, param: int) -> Optional[Union[int, tuple[int, ...]]]:
+        try:
+            return _integer_answer(self.ctx.devices[0].get_info(param))
+        except (cl.Error, ValueError, TypeError):
+            return None
+
+    def kernel_info(self, param: int, kernel: Kernel) -> Optional[Union[int, tuple[int, ...]]]:
+        alone = Program(kernels={kernel.name: kernel}, buffers={}, ops=())
+        try:
+            built = build(alone, self.ctx)
+            return _integer_answer(cl.Kernel(built, kernel.name).get_work_group_info(
+                param, self.ctx.devices[0]))
+        except (cl.Error, PolyfuseError, ValueError, TypeError):
+            return None
+
+
+def _integer_answer(v: Any) -> Optional[Union[int, tuple[int, ...]]]:
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        return int(v)
+    if isinstance(v, (list, tuple)) and v and all(isinstance(x, (int, np.integer)) for x in v):
+        return tuple(int(x) for x in v)
+    return None
+
+
+def device_queries(device: DeviceSpec = None) -> DeviceQueries:
+    """The device's answers to a host's info queries, for the host front-end
+    (:func:`polyfuse.frontend.host.load_opencl` ``device_queries``)."""
+    return _DeviceAnswers(device)
 
 
 def buffer_dtypes(program: Program) -> dict[str, np.dtype]:

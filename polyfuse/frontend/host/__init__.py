@@ -7,7 +7,8 @@ C hosts are preprocessed with polyfuse's own headers and parsed by pycparser) an
 The interpreter tracks what the polyhedral model needs and nothing else:
 
 * **Integers** are sympy expressions.  Values read at run time (``atoi(argv[k])``, ``atol``,
-  ``strtol``, ``scanf``) become host parameters named after the C variable they are stored in;
+  ``strtol``, ``scanf``) become host parameters named after the C variable they are stored in
+  (``atoi``/``sscanf`` of a known ``--args`` word convert it);
   ``params`` replaces them by concrete values.  Integer division of symbolic values is
   ``floor`` (host sizes are assumed non-negative).  Floats are kept only when constant.
 * **Programs**: ``clCreateProgramWithSource`` records its source strings (literals, or files the
@@ -21,12 +22,20 @@ The interpreter tracks what the polyhedral model needs and nothing else:
   after the variable the handle is stored in (``bufs[1]`` → ``bufs_1``, ``s.a`` → ``s_a``; a
   second buffer stored in the same variable gets ``_1``...); ``clCreateKernel`` gives a kernel
   object whose ``clSetKernelArg`` bindings are recorded and copied into each :class:`Launch`.
-* **Boilerplate** (platform, device, context, queue, program build, info queries, releases,
-  printf, malloc/free, timing) is skipped.  ``clGetDeviceInfo`` queries the device that verifies
-  answers (``device_info``: type, compute units, work-group and local-memory limits) return its
-  values, with a warning; other queries store run-time values.  Every OpenCL call is assumed
-  to succeed: it returns ``CL_SUCCESS`` and stores it through its ``errcode_ret`` pointer,
-  and handles are non-NULL, so error checks resolve statically.
+* **Device queries** (``clGetDeviceInfo``, ``clGetKernelWorkGroupInfo``: device type,
+  compute units, work-group and work-item limits, ``__local`` memory) are answered by the
+  device the program is analysed for when one is given (``device_queries``; ``fuse --verify``
+  gives the verifying device, and a warning says so); otherwise they are run-time values that
+  name the query and line.
+* **C++ objects**: ``new T(args)`` and ``T x(args)`` run ``T``'s constructor (bases' and
+  members' initialisers first), a class's struct holds its bases' fields, implicit copies
+  are member-wise; ``std::string``, ``std::stringstream`` and ``compare``/``==`` hold the
+  text they are given (an option table matched against ``argv``); ``sizeof(T)`` in a
+  function template comes from the call's template arguments.
+* **Boilerplate** (platform, device, context, queue, program build, releases,
+  printf, malloc/free, timing) is skipped.  Every OpenCL call is assumed to succeed: it returns
+  ``CL_SUCCESS`` and stores it through its ``errcode_ret`` pointer, and handles are non-NULL, so
+  error checks resolve statically.
 * **Conditions** that cannot be decided are explored on both sides.  A side that ends in
   ``exit``/``abort``/``return`` (from ``main``) or ``goto`` is an error path and is assumed not
   taken; its condition, when it is a relation over host parameters, becomes a fact of
@@ -45,7 +54,10 @@ The interpreter tracks what the polyhedral model needs and nothing else:
   ``break``/``continue`` under an open condition may leave early is refused.  An affine guard on
   loop iterators (``if (k < n - 1) launch``) becomes a loop of 0 or 1 iteration around what it
   guards, so the loop stays symbolic.  Loops without OpenCL calls share one budget of concrete
-  iterations per loop nest (:data:`.loops.NEST_BUDGET`); past it they are summarised.
+  iterations per loop nest (:data:`.loops.NEST_BUDGET`); past it they are summarised.  A
+  counted loop with a constant trip count whose symbolic pass fails (a geometry it carries from
+  one iteration to the next), or, up to :data:`.loops.SMALL_HOST_LOOP` iterations, leaves a
+  known host number unknown, is run iteration by iteration.
 * **Data**: ``fscanf`` from an input file that is there (opened relative to the directory the
   program runs in, with its ``--args``) reads what the program reads, outside enumerated loops
   (a warning says the model is of this input).  A value the program computes from its data
@@ -75,12 +87,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Optional, Union
 
 from polyfuse.c import preprocessor
 from polyfuse.core.program import (
+    DeviceQueries,
     Kernel,
     PolyfuseError,
     Program,
@@ -107,8 +120,7 @@ def parse_host(
     argv: Optional[Sequence[str]] = None,
     kernel_files: Optional[KernelFiles] = None,
     check_params: bool = False,
-    device_info: Mapping[int, int] = {},  # noqa: B006 - read only
-    kernel_info: Optional[Callable[[Kernel], Mapping[int, int]]] = None,
+    device_queries: Optional[DeviceQueries] = None,
 ) -> Program:
     """Build the :class:`Program` a C or C++ host program runs.
 
@@ -117,9 +129,9 @@ def parse_host(
     the host reads the same file); kernel files the host opens are found from ``kernel_files``.
     ``params`` fixes values read at run time by the name of the variable they are stored in
     (``--param n=1024``); with ``check_params`` a name the host never reads is an error.
-    ``argv`` is the program's command line after its name (``--args``).  ``device_info``
-    answers ``clGetDeviceInfo`` queries (by ``CL_DEVICE_*`` code) as the device the program is
-    verified on would, and ``kernel_info`` a kernel's ``clGetKernelWorkGroupInfo`` there.  Raises
+    ``argv`` is the program's command line after its name (``--args``).  With
+    ``device_queries`` the host's ``clGetDeviceInfo``/``clGetKernelWorkGroupInfo`` get that
+    device's answers (a warning says so); otherwise they are run-time values.  Raises
     :class:`PolyfuseError` naming file and line for bad input.
     """
     hosts = [source_or_path] if isinstance(source_or_path, (str, os.PathLike)) \
@@ -148,7 +160,7 @@ def parse_host(
                                    include_dirs=tuple(include_dirs),
                                    defines=tuple(defines.items()))
     interp = Interpreter(ast, kernels, main_file, dict(params), kernel_files, argv,
-                         device_info, kernel_info)
+                         device_queries)
     prog = interp.run()
     interp.sources.check_kernel_files()
     if check_params:
@@ -173,8 +185,7 @@ def load_opencl(
     allow_empty: bool = False,
     check_params: bool = False,
     kernel_source_override: bool = False,
-    device_info: Mapping[int, int] = {},  # noqa: B006 - read only
-    kernel_info: Optional[Callable[[Kernel], Mapping[int, int]]] = None,
+    device_queries: Optional[DeviceQueries] = None,
 ) -> Program:
     """Load an OpenCL program: kernels from ``source_or_path``, host code from ``host``.
 
@@ -185,7 +196,7 @@ def load_opencl(
     source.  Without ``host`` every kernel is launched once (see
     :func:`polyfuse.frontend.builder.default_program`).  A host with no kernel launch is an
     error unless ``allow_empty``: an empty model is never returned silently.
-    ``device_info`` and ``kernel_info`` answer the host's device and kernel queries (see
+    ``device_queries``: the device that answers the host's info queries (see
     :func:`parse_host`).
     """
     from polyfuse.frontend import opencl
@@ -234,7 +245,7 @@ def load_opencl(
                      defines=tuple(defines.items()), replace=kernel_source_override)
     prog = parse_host(hosts, kernels, params=params or {}, include_dirs=include_dirs,
                       defines=defines, argv=argv, kernel_files=kf, check_params=check_params,
-                      device_info=device_info, kernel_info=kernel_info)
+                      device_queries=device_queries)
     if not prog.launches and not allow_empty:
         raise PolyfuseError("the host program launches no kernel (is a launch on a path "
                             "polyfuse takes as an error path?); pass --allow-empty to accept "

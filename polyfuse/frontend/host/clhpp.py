@@ -509,6 +509,21 @@ class _Model:
     m_Event_waitForEvents = m_CommandQueue_finish
     m_WaitForEvents = m_CommandQueue_finish
 
+    def m_Device_getInfo(self, args: list) -> Any:
+        """``device.getInfo(CL_DEVICE_..., &value)``: ``clGetDeviceInfo``."""
+        if len(args) != 3:
+            return _NOT_HANDLED
+        return self.i.c_api("clGetDeviceInfo", self.node,
+                            [args[0], args[1], self.i.UNK, args[2], self.i.ZERO])
+
+    def m_Kernel_getWorkGroupInfo(self, args: list) -> Any:
+        """``kernel.getWorkGroupInfo(device, CL_KERNEL_..., &value)``:
+        ``clGetKernelWorkGroupInfo``."""
+        if len(args) != 4:
+            return _NOT_HANDLED
+        return self.i.c_api("clGetKernelWorkGroupInfo", self.node,
+                            [args[0], args[1], args[2], self.i.UNK, args[3], self.i.ZERO])
+
     def m_CommandQueue_enqueueUnmapMemObject(self, args: list) -> Any:
         return self.i.ZERO
 

@@ -32,6 +32,7 @@ from polyfuse.frontend.host.symbolic import free_syms
 from polyfuse.frontend.host.typetable import TypeTable
 from polyfuse.frontend.host.values import (
     UNK,
+    UNK_TYPE,
     Arr,
     BufRef,
     CType,
@@ -48,6 +49,7 @@ from polyfuse.frontend.host.values import (
 )
 
 _MAX_CALL_DEPTH = 48
+_MAX_NEW_CONSTRUCTED = 64  # objects of one new[] whose constructor is followed
 _STATEMENTS = {**statements.STATEMENTS, **loops.STATEMENTS}
 _EXPRESSIONS = dict(expressions.EXPRESSIONS)  # and "FuncCall", below the class
 
@@ -105,6 +107,8 @@ class CEvaluator:
         name = node.name.name if isinstance(node.name, c_ast.ID) else None
         hint, self.ctx.name_hint = self.ctx.name_hint, None
         argn = list(node.args.exprs) if node.args is not None else []
+        if name == "__polyfuse_new":
+            return self.new_object(argn, hint or "heap", node)
         if name == "assert":
             v = self.eval(argn[0]) if argn else UNK
             rel = relation_of(v)
@@ -162,6 +166,32 @@ class CEvaluator:
             return result
         finally:
             self.mem.frames.pop()
+
+    def new_object(self, argn: list[c_ast.Node], name: str, node: c_ast.Node) -> Value:
+        """``new T(args)`` / ``new T[n]`` of a class of the program (lowered by the C++
+        front-end as ``__polyfuse_new((T *) 0, n[, T__T(__polyfuse_this, args)])``): fresh
+        memory holding ``n`` objects, each default-initialised (``std::string`` members empty)
+        and then constructed; past :data:`_MAX_NEW_CONSTRUCTED` objects, or ``n`` unknown,
+        a constructor's effects are not followed and the objects are unknown."""
+        elem = self.types.of(argn[0].to_type).elem or UNK_TYPE
+        n = self.eval(argn[1])
+        count = int(n.e) if isinstance(n, Num) and n.e.is_Integer and n.e >= 0 else None
+        ctor = argn[2] if len(argn) > 2 else None
+        follow = count is not None and count <= _MAX_NEW_CONSTRUCTED
+        value = Arr(count, (), self.types.default(elem, False) if follow or ctor is None
+                    else UNK)
+        sid = self.mem.new_slot(name, CType("array", elem.size * (count or 0), elem=elem,
+                                            length=count), value)
+        if ctor is not None and follow:
+            for k in range(count):
+                self.mem.frames[-1].scopes.append({})
+                try:
+                    self.mem.declare("__polyfuse_this", CType("ptr", 8, elem=elem),
+                                     Ref(sid, (k,)))
+                    self.eval(ctor)
+                finally:
+                    self.mem.frames[-1].scopes.pop()
+        return Ref(sid)
 
     def source(self, what: str, node: c_ast.Node) -> Source:
         """Where a value computed from the program's data comes from (``node``'s line)."""

@@ -209,6 +209,11 @@ def lvalue(ev: CEvaluator, node: c_ast.Node) -> Optional[Ref]:
                 base = Ref(base.slot, base.path + (0,))
         else:
             base = lvalue(ev, node.name)
+            if isinstance(base, SymIndex) and base.loop and \
+                    _holds_tracked(ev.mem.read(Ref(base.slot, base.path))):
+                # a field of a table of records (option names, handles) searched by a loop
+                raise NeedUnroll("a field is read at an index that depends on a host loop "
+                                 "iterator")
             if base is None or isinstance(base, SymIndex):
                 return None
         return Ref(base.slot, base.path + (node.field.name,))
@@ -219,7 +224,19 @@ def lvalue(ev: CEvaluator, node: c_ast.Node) -> Optional[Ref]:
         return None
     if isinstance(node, c_ast.Cast):
         return lvalue(ev, node.expr)
+    if isinstance(node, c_ast.TernaryOp):  # a reference bound to `c ? a : b`
+        t = truth_of(ev.eval(node.cond))
+        return None if t is None else lvalue(ev, node.iftrue if t else node.iffalse)
     return None
+
+
+def _holds_tracked(v: Any) -> bool:
+    """Whether an array or record holds strings, pointers or OpenCL handles."""
+    if isinstance(v, Arr):
+        return any(_holds_tracked(e) for _, e in v.elems) or _holds_tracked(v.default)
+    if isinstance(v, Rec):
+        return any(_holds_tracked(e) for _, e in v.fields)
+    return isinstance(v, TRACKED)
 
 
 def pointer_of(ev: CEvaluator, node: c_ast.Node) -> Optional[Ref]:

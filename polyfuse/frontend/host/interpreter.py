@@ -4,7 +4,7 @@ final state into a :class:`~polyfuse.core.program.Program`."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -12,7 +12,13 @@ import islpy as isl
 import sympy
 from pycparser import c_ast
 
-from polyfuse.core.program import Kernel, PolyfuseError, Program, UnsupportedError
+from polyfuse.core.program import (
+    DeviceQueries,
+    Kernel,
+    PolyfuseError,
+    Program,
+    UnsupportedError,
+)
 from polyfuse.frontend.host.context import Context
 from polyfuse.frontend.host.evaluator import CEvaluator
 from polyfuse.frontend.host.libc import LibcState
@@ -42,8 +48,7 @@ class Interpreter:
                  param_values: Mapping[str, Union[int, float]],
                  kernel_files: Optional[KernelFiles] = None,
                  argv: Optional[Sequence[str]] = None,
-                 device_info: Mapping[int, int] = {},  # noqa: B006 - read only
-                 kernel_info: Optional[Callable[[Kernel], Mapping[int, int]]] = None) -> None:
+                 device_queries: Optional[DeviceQueries] = None) -> None:
         self.ast = ast
         self.ctx = Context(filename)
         self.params = Params(self.ctx, param_values)
@@ -51,8 +56,7 @@ class Interpreter:
         self.sources = KernelSources(self.ctx, kernels, kernel_files or KernelFiles())
         self.libc = LibcState(None if argv is None else [Path(filename).stem, *argv])
         self.ev = CEvaluator(self.ctx, self.params, self.mem, self.sources, self.libc)
-        self.ev.cl.device_info = dict(device_info)
-        self.ev.cl.kernel_info = kernel_info
+        self.ev.cl.queries = device_queries
 
     def run(self) -> Program:
         """The :class:`Program` ``main`` runs; a :class:`PolyfuseError` naming file and line

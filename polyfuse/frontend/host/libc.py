@@ -129,7 +129,9 @@ STD_STRING = {
     "basic_string__data", "basic_string__operator=", "basic_string__size",
     "basic_string__length", "basic_string__empty", "basic_string__append",
     "basic_string__operator+=", "basic_string__assign", "basic_string__clear", "operator+",
-    "to_string",
+    "to_string", "basic_string__compare", "operator==", "operator!=",
+    "basic_stringstream__ctor", "basic_ostringstream__ctor", "basic_stringstream__str",
+    "basic_ostringstream__str", "basic_ostream__operator<<", "operator<<",
 }
 
 
@@ -203,6 +205,22 @@ def std_string(ev: CEvaluator, name: str, args: list) -> Any:
     if name == "operator+":  # a + b of strings
         a, b = ev.mem.string(first), ev.mem.string(arg_at(args, 1))
         return Str(a + b) if a is not None and b is not None else UNK
+    if name in ("basic_string__compare", "operator==", "operator!="):
+        # of known strings (an option table's names against argv); else unknown
+        a, b = ev.mem.string(first), ev.mem.string(arg_at(args, 1))
+        if a is None or b is None or len(args) != 2:
+            return UNK
+        if name != "basic_string__compare":
+            return Num(sympy.Integer(int((a == b) == (name == "operator=="))))
+        return Num(sympy.Integer((a > b) - (a < b)))
+    if name.endswith("stringstream__ctor"):  # a string stream starts with its text
+        text = ev.mem.string(first) if args else ""
+        return Str(text) if text is not None else UNK
+    if name in ("basic_ostream__operator<<", "operator<<"):
+        return stream_out(ev, first, arg_at(args, 1), name == "operator<<")
+    if name.endswith("stringstream__str") and len(args) == 1:
+        target = ev.mem.read(first) if isinstance(first, Ref) else first
+        return target if isinstance(target, Str) else UNK
     if name in ("basic_string__basic_string", "basic_string__ctor"):
         text = ev.mem.string(first) if args else ""
         return Str(text) if text is not None else UNK
@@ -220,6 +238,22 @@ def std_string(ev: CEvaluator, name: str, args: list) -> Any:
     if isinstance(first, Ref):
         ev.mem.write(first, Str(value) if value is not None else UNK)
     return first
+
+
+def stream_out(ev: CEvaluator, stream: Any, v: Any, free: bool) -> Any:
+    """``os << v`` into a string stream whose text is known (``ss << n; "K" + ss.str()``):
+    the text grows by ``v`` as ``<<`` formats it (a number given to the free ``operator<<``
+    is a character); other streams (``std::cout``) are left alone.  The stream, for the next
+    ``<<``."""
+    if not isinstance(stream, Ref) or not isinstance(ev.mem.read(stream), Str):
+        return stream
+    text = ev.mem.string(v)
+    if text is None and isinstance(v, Num) and v.e.is_number:
+        text = chr(int(v.e)) if free and not v.flt else \
+            str(int(v.e)) if not v.flt else f"{float(v.e):g}"
+    cur = ev.mem.read(stream)
+    ev.mem.write(stream, Str(cur.s + text) if text is not None else UNK)
+    return stream
 
 
 def memcpy(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
@@ -468,7 +502,7 @@ def fread(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
             f.kind[5:] in ev.sources.opened:
         ev.mem.file_texts[buf.slot] = f.kind[5:]
     elif isinstance(buf, Ref):  # data read at run time (sizes read from input files)
-        ev.mem.forget_through([buf])
+        ev.mem.overwrite_with_data(buf, ev.source("read from a file by fread", node))
     return UNK
 
 
@@ -519,15 +553,82 @@ def scan_file(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Option
     return Num(sympy.Integer(len(values)))
 
 
+def scan_known(text: str, fmt: str) -> Optional[list]:
+    """What ``sscanf`` converts from a known string (``sscanf(argv[i], "%d", &n)``): the
+    values in order (int, float or str; fewer at the first mismatch), or None for a format
+    polyfuse does not follow."""
+    out: list = []
+    pos = 0
+    for m in re.finditer(r"%(\*?)(\d*)(hh|h|ll|l|z|j|t|L)?([diuxfFeEgGsc%])|(\s+)|([^%\s]+)",
+                         fmt):
+        if m.group(5):  # white space matches any amount of it
+            while pos < len(text) and text[pos].isspace():
+                pos += 1
+            continue
+        if m.group(6):
+            if not text.startswith(m.group(6), pos):
+                return out
+            pos += len(m.group(6))
+            continue
+        conv = m.group(4)
+        if conv == "%" or m.group(1) or m.group(2):
+            return None  # literal %, assignment suppression, widths: not followed
+        if conv != "c":
+            while pos < len(text) and text[pos].isspace():
+                pos += 1
+        if pos >= len(text):
+            return out
+        if conv == "c":
+            out.append(ord(text[pos]))
+            pos += 1
+            continue
+        pattern = {"d": r"[+-]?\d+", "i": r"[+-]?(0[xX][0-9a-fA-F]+|\d+)", "u": r"[+-]?\d+",
+                   "x": r"[+-]?(0[xX])?[0-9a-fA-F]+", "s": r"\S+"}.get(
+            conv, r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+        word = re.match(pattern, text[pos:])
+        if word is None:
+            return out
+        pos += word.end()
+        w = word.group(0)
+        out.append(w if conv == "s" else int(w, 16) if conv == "x" else int(w, 0)
+                   if conv == "i" else int(w) if conv in "du" else float(w))
+    return out
+
+
+def _sscanf_known(ev: CEvaluator, args: list) -> Optional[Value]:
+    """``sscanf`` of a known string with a format polyfuse follows: the values stored."""
+    text, fmt = ev.mem.text(arg_at(args, 0)), arg_at(args, 1)
+    if text is None or not isinstance(fmt, Str):
+        return None
+    values = scan_known(text, c_unescape(fmt.s))
+    if values is None:
+        return None
+    stores = list(zip(values, args[2:]))
+    if any(not isinstance(dst, Ref) or isinstance(v, str) and dst.path not in ((), (0,))
+           for v, dst in stores):
+        return None
+    for v, dst in stores:
+        if isinstance(v, str):
+            ev.mem.texts[dst.slot] = v
+        else:
+            ev.mem.write(dst, Num(sympy.Float(v), True) if isinstance(v, float)
+                         else Num(sympy.Integer(v)))
+    return Num(sympy.Integer(len(values) if values or text.strip() else -1))
+
+
 def _scan(first: int) -> Handler:
-    """``scanf``/``fscanf``/``sscanf``: what they store is read at run time, unless
-    ``fscanf`` reads an input file that is there (:func:`scan_file`)."""
+    """``scanf``/``fscanf``/``sscanf``: what they store is read at run time, unless ``fscanf``
+    reads an input file that is there (:func:`scan_file`) or ``sscanf`` a known string."""
     def handler(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
         name = node.name.name
         if name == "fscanf":
             read = scan_file(ev, node, args)
             if read is not None:
                 return read
+        if name == "sscanf":
+            known = _sscanf_known(ev, args)
+            if known is not None:
+                return known
         src = ev.source(f"read by {name}", node)
         for a in args[first:]:
             if isinstance(a, Ref):

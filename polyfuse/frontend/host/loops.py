@@ -41,6 +41,11 @@ if TYPE_CHECKING:
 MAX_UNROLL = 1024
 
 
+#: the trip count up to which a loop without OpenCL calls that a symbolic pass leaves host
+#: numbers unknown is run iteration by iteration instead
+SMALL_HOST_LOOP = 64
+
+
 #: iterations of loops without OpenCL calls interpreted one by one in a whole loop nest; past
 #: it, such loops are summarised
 NEST_BUDGET = 4 * MAX_UNROLL
@@ -229,6 +234,15 @@ def counted_loop(ev: CEvaluator, node: c_ast.For, it: str, lower_n: c_ast.Node, 
     hl = HostLoop(iterator=name, lower=lo, upper=hi, step=step, loc=ev.ctx.loc(node))
     try:
         symbolic_loop(ev, node, sid, sym, hl)
+    except PolyfuseError:
+        if trip is None or trip > MAX_UNROLL:
+            raise
+        # what the body needs is known only per iteration (a launch geometry the loop carries
+        # and updates under `index % 4 == 0`): run the iterations one by one
+        ev.mem.state = base
+        unroll(ev, node, sid, [lo + i * step for i in range(trip)],
+               "what its body needs is known only per iteration")
+        return
     except NeedUnroll as need:
         ev.mem.state = base
         if trip is None and need.why == "the loop body always breaks" and \
@@ -250,8 +264,31 @@ def counted_loop(ev: CEvaluator, node: c_ast.For, it: str, lower_n: c_ast.Node, 
                 f"{what}", node, UnsupportedError) from None
         unroll(ev, node, sid, [lo + i * step for i in range(trip)], need.why)
         return
+    if trip is not None and trip <= min(SMALL_HOST_LOOP, ev.iterations_left) and \
+            lost_host_values(base, ev.mem.state, sid):
+        # a short loop computing host values (rounding up to a power of two bit by bit):
+        # its iterations one by one give them exactly
+        ev.mem.state = base
+        unroll(ev, node, sid, [lo + i * step for i in range(trip)],
+               "it leaves known host numbers unknown")
+        return
     last = lo + step * (trip - 1) if trip is not None else (hi - 1 if step == 1 else None)
     leave_loop(ev, sym, last, sid, hi if trip is None else lo + step * trip)
+
+
+def lost_host_values(before: State, after: State, sid: int) -> bool:
+    """Whether a loop without OpenCL operations, kept symbolic, left a host number that was
+    known before it unknown."""
+    if len(after.ops) != len(before.ops) or after.buffers.keys() != before.buffers.keys() or \
+            after.kobjs.keys() != before.kobjs.keys():
+        return False
+    for k, slot in before.slots.items():
+        new = after.slots.get(k)
+        if k != sid and new is not None and new is not slot and isinstance(slot.value, Num) and \
+                slot.value.e.is_number and not (isinstance(new.value, Num) and
+                                                new.value.e.is_number):
+            return True
+    return False
 
 
 def symbolic_loop(ev: CEvaluator, node: c_ast.For, sid: int, sym: sympy.Symbol,
@@ -268,8 +305,8 @@ def symbolic_loop(ev: CEvaluator, node: c_ast.For, sid: int, sym: sympy.Symbol,
         ops1 = s1.ops[len(s0.ops):]
         if ops1 and s1.uncertain_break is not None:
             raise early_exit_error(ev, s1.uncertain_break)
-        variant_slots = [k for k in s0.slots if k != sid and k in s1.slots
-                         and s0.slots[k].value != s1.slots[k].value]
+        variant_slots = [k for k, slot in s0.slots.items() if k != sid and k in s1.slots
+                         and s1.slots[k] is not slot and slot.value != s1.slots[k].value]
         variant_k = [o for o in s0.kobjs if o in s1.kobjs and s0.kobjs[o] != s1.kobjs[o]]
         new_k = [o for o in s1.kobjs if o not in s0.kobjs]
         if new_k or set(s1.buffers) - set(s0.buffers):
@@ -348,7 +385,8 @@ def leave_loop(ev: CEvaluator, sym: sympy.Symbol, last: Any, sid: int, final: An
             binds.append((i, b))
         ev.mem.state.kobjs[o] = dataclasses.replace(ks, bindings=tuple(binds))
     for k, slot in list(ev.mem.state.slots.items()):
-        if isinstance(slot.value, Num) and sym in slot.value.e.free_symbols:
+        if isinstance(slot.value, Num) and not slot.value.e.is_Number and \
+                sym in slot.value.e.free_symbols:
             ev.mem.state.slots[k] = dataclasses.replace(slot, value=UNK)
     if sid in ev.mem.state.slots:
         ev.mem.write(Ref(sid), Num(final) if final is not None else UNK)

@@ -253,6 +253,23 @@ class Memory:
             v = self.read(v)
         return self.text(v)
 
+    def overwrite_with_data(self, ref: Ref, src: Any) -> None:
+        """Bytes read from a file into a variable, a struct or an array (``fread`` of a
+        header): every number in it becomes a run-time value from ``src`` (named after its
+        field, so ``--param`` binds it), anything else cannot be followed."""
+        def leaves(v: Any, path: tuple) -> None:
+            if isinstance(v, Rec):
+                for k, x in v.fields:
+                    leaves(x, path + (k,))
+            elif isinstance(v, Arr):
+                self.write(Ref(ref.slot, path), Arr(v.length, (), Unknown(False, src)))
+            elif isinstance(v, (Unknown, Num, Runtime)):
+                self.write(Ref(ref.slot, path), Runtime(src))
+            elif not isinstance(v, Str):
+                self.write(Ref(ref.slot, path), Poison(f"overwritten by {src.describe()}"))
+
+        leaves(self.read(ref), ref.path)
+
     def forget_through(self, args: list[Value], value: Runtime = RUNTIME) -> None:
         """Values an info query stores through its pointers are known only at run time
         (``value`` says where they come from)."""

@@ -18,7 +18,7 @@ Every call is assumed to succeed: create calls store ``CL_SUCCESS`` through thei
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -30,8 +30,8 @@ from polyfuse.core.program import (
     ArgBinding,
     Buffer,
     BufferRange,
+    DeviceQueries,
     HostOp,
-    Kernel,
     Launch,
     UnsupportedError,
 )
@@ -98,13 +98,10 @@ class OpenCLObjects:
     """The counters that name the OpenCL objects of one run (the objects themselves live in
     :class:`~.memory.State`, which branches clone)."""
 
-    def __init__(self, device_info: Mapping[int, int] = {}) -> None:  # noqa: B006 - read only
+    def __init__(self) -> None:
         self.next_oid = 0
         self.buffer_names: set[str] = set()
-        #: ``clGetDeviceInfo`` answers (by ``CL_DEVICE_*`` code) of the device that verifies
-        self.device_info = dict(device_info)
-        #: that device's ``clGetKernelWorkGroupInfo`` answers for a kernel, when it verifies
-        self.kernel_info: Optional[Callable[[Kernel], Mapping[int, int]]] = None
+        self.queries: Optional[DeviceQueries] = None  # the device that answers info queries
 
     def new_buffer_name(self, hint: Optional[str]) -> str:
         """A fresh buffer name after the variable the handle is stored in (``bufs[1]`` →
@@ -151,6 +148,12 @@ def sync(ev: CEvaluator, name: str, node: c_ast.Node) -> None:
 def create_buffer(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     succeed(ev, args)
     flags_v = arg_at(args, 1)
+    host_ptr = arg_at(args, 3)
+    if isinstance(flags_v, Num) and not flags_v.e.is_Integer and \
+            isinstance(host_ptr, Num) and host_ptr.e == 0:
+        # flags chosen at run time (a vendor's extra flag): without a host pointer no
+        # host-pointer flag can be set, and the access flags do not change what runs
+        flags_v = UNK
     flags = ev.concrete(flags_v, "clCreateBuffer flags", node) if isinstance(
         flags_v, Num) else 0
     size = ev.int_value(arg_at(args, 2), "buffer size", node, required=False)
@@ -533,45 +536,6 @@ def create_kernels_in_program(ev: CEvaluator, node: c_ast.FuncCall, args: list[V
     return ZERO
 
 
-@handler("clGetDeviceInfo")
-def get_device_info(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
-    """A query the device that runs the program answers (``CL_DEVICE_TYPE``, its limits),
-    when polyfuse was given that device (``fuse --verify``): a host that picks its build
-    options or sizes by device type is modelled as it runs there, and a warning says so.
-    Otherwise what it stores is a run-time value."""
-    what, out = arg_at(args, 1), arg_at(args, 3)
-    code = int(what.e) if isinstance(what, Num) and what.e.is_Integer else None
-    if code in ev.cl.device_info and isinstance(out, Ref):
-        ev.mem.write(out, Num(sympy.Integer(ev.cl.device_info[code])))
-        ev.ctx.warn(f"clGetDeviceInfo(0x{code:x}) answered from the device that verifies: "
-                    f"{ev.cl.device_info[code]}", node)
-        ev.mem.forget_through(args[4:])
-        return ZERO
-    ev.mem.forget_through(args[1:], Runtime(ev.source("queried by clGetDeviceInfo", node)))
-    return ZERO
-
-
-@handler("clGetKernelWorkGroupInfo")
-def get_kernel_work_group_info(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
-    """A kernel's work-group size on the device that verifies (its source built there), with
-    a warning; otherwise what it stores is a run-time value."""
-    k, what, out = arg_at(args, 0), arg_at(args, 2), arg_at(args, 4)
-    code = int(what.e) if isinstance(what, Num) and what.e.is_Integer else None
-    if ev.cl.kernel_info is not None and isinstance(k, KObj) and \
-            k.oid in ev.mem.state.kobjs and isinstance(out, Ref):
-        kernel = ev.sources.kernels[ev.mem.state.kobjs[k.oid].kernel]
-        answers = ev.cl.kernel_info(kernel)
-        if code in answers:
-            ev.mem.write(out, Num(sympy.Integer(answers[code])))
-            ev.ctx.warn(f"clGetKernelWorkGroupInfo(0x{code:x}) of '{kernel.name}' answered "
-                        f"from the device that verifies: {answers[code]}", node)
-            ev.mem.forget_through(args[5:])
-            return ZERO
-    ev.mem.forget_through(args[2:], Runtime(ev.source("queried by clGetKernelWorkGroupInfo",
-                                                      node)))
-    return ZERO
-
-
 @handler("clGetKernelInfo")
 def get_kernel_info(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     """``CL_KERNEL_FUNCTION_NAME`` and ``CL_KERNEL_NUM_ARGS`` of a kernel object are known;
@@ -617,6 +581,56 @@ for _name, _call, _rect in (("clEnqueueWriteBuffer", "clEnqueueWriteBuffer", Fal
                             ("clEnqueueWriteBufferRect", "clEnqueueWriteBufferRect", True),
                             ("clEnqueueReadBufferRect", "clEnqueueReadBufferRect", True)):
     HANDLERS[_name] = partial(transfer, call=_call, rect=_rect)
+
+
+#: info queries a device answers with integers (``clGetDeviceInfo``,
+#: ``clGetKernelWorkGroupInfo``), by the value of their ``CL_`` constant
+_QUERIES = {
+    0x1000: "CL_DEVICE_TYPE",
+    0x1002: "CL_DEVICE_MAX_COMPUTE_UNITS", 0x1003: "CL_DEVICE_MAX_WORK_ITEM_DIMENSIONS",
+    0x1004: "CL_DEVICE_MAX_WORK_GROUP_SIZE", 0x1005: "CL_DEVICE_MAX_WORK_ITEM_SIZES",
+    0x1020: "CL_DEVICE_MAX_CONSTANT_BUFFER_SIZE", 0x1023: "CL_DEVICE_LOCAL_MEM_SIZE",
+    0x11B0: "CL_KERNEL_WORK_GROUP_SIZE", 0x11B1: "CL_KERNEL_COMPILE_WORK_GROUP_SIZE",
+    0x11B2: "CL_KERNEL_LOCAL_MEM_SIZE", 0x11B3: "CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE",
+}
+
+
+@handler("clGetDeviceInfo", "clGetKernelWorkGroupInfo")
+def info_query(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    """A device or kernel limit: the answer of the device the program is analysed for (said in
+    a warning), else a run-time value named after the variable it is stored in."""
+    name = node.name.name
+    kernel_query = name == "clGetKernelWorkGroupInfo"
+    first = 2 if kernel_query else 1
+    param, out = arg_at(args, first), arg_at(args, first + 2)
+    code = int(param.e) if isinstance(param, Num) and param.e.is_Integer else None
+    answer = None
+    queries = ev.cl.queries
+    if queries is not None and code in _QUERIES and isinstance(out, Ref):
+        if kernel_query:
+            k = arg_at(args, 0)
+            kernel = ev.sources.kernels.get(ev.mem.state.kobjs[k.oid].kernel) if isinstance(
+                k, KObj) and k.oid in ev.mem.state.kobjs else None
+            answer = queries.kernel_info(code, kernel) if kernel is not None else None
+        else:
+            answer = queries.device_info(code)
+    ev.mem.forget_through(args[first + 3:first + 4])
+    if answer is None:
+        src = ev.source(f"queried from the device by {name}", node)
+        cur = ev.mem.read(out) if isinstance(out, Ref) else None
+        if isinstance(cur, (Unknown, Num, Runtime)):
+            ev.mem.write(out, Runtime(src))
+        elif isinstance(cur, Arr):  # CL_DEVICE_MAX_WORK_ITEM_SIZES into an array
+            ev.mem.write(out, Arr(cur.length, (), Unknown(False, src)))
+        return ZERO
+    ev.ctx.warn(f"{name}({_QUERIES[code]}) answered by the device that verifies the program "
+                f"({queries.name}): {answer}", node)
+    values = answer if isinstance(answer, tuple) else (answer,)
+    for i, v in enumerate(values):
+        at = ev.mem.index(out, Num(sympy.Integer(i)))
+        if isinstance(at, Ref):
+            ev.mem.write(at, Num(sympy.Integer(v)))
+    return ZERO
 
 
 #: calls that change nothing polyfuse models (platforms, devices, contexts, queues, info

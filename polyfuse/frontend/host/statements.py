@@ -26,11 +26,11 @@ from polyfuse.frontend.host.symbolic import affine_bounds, free_syms
 from polyfuse.frontend.host.values import (
     INT,
     UNK,
-    UNKF,
     Arr,
     Cond,
     Num,
     Poison,
+    Rec,
     Runtime,
     Source,
     Str,
@@ -264,10 +264,15 @@ def merge(ev: CEvaluator, base: State, states: list[State]) -> State:
         out.ops.extend(st.ops[len(base.ops):])
         out.buffers.update(st.buffers)
     sids = set().union(*(st.slots for st in states))
+    base_slots = base.slots
     for sid in sids:
+        same = base_slots.get(sid)
+        if same is not None and all(st.slots.get(sid) is same for st in states):
+            continue  # untouched on every path (out is a clone of base)
         vals = [st.slots[sid] for st in states if sid in st.slots]
         first = vals[0]
-        if all(v.value == first.value for v in vals) and len(vals) == len(states):
+        if len(vals) == len(states) and all(v is first or v.value == first.value
+                                             for v in vals):
             out.slots[sid] = first
         else:
             out.slots[sid] = dataclasses.replace(
@@ -295,16 +300,21 @@ def merge(ev: CEvaluator, base: State, states: list[State]) -> State:
     return out
 
 
+#: arrays up to this many stored elements are joined element by element
+_JOINED_ELEMS = 64
+
+
 def join_all(ev: CEvaluator, values: list, name: str) -> Any:
     first = values[0]
     if all(v == first for v in values):
         return first
     if all(isinstance(v, (Num, Runtime, Unknown, Cond)) for v in values):
+        src = src_of(*values)  # a value computed from data keeps saying where it comes from
         if any(isinstance(v, Num) and v.flt or isinstance(v, Unknown) and v.flt
                for v in values):
-            return UNKF
+            return Unknown(True, src)
         if ev.ctx.varies() or any(isinstance(v, (Unknown, Cond)) for v in values):
-            return UNK
+            return Unknown(False, src)
         for v in values:  # a parameter already named after this variable wins
             if isinstance(v, Num) and isinstance(v.e, sympy.Symbol) and \
                     re.fullmatch(re.escape(name) + r"(_\d+)?", str(v.e)):
@@ -312,6 +322,22 @@ def join_all(ev: CEvaluator, values: list, name: str) -> Any:
         joined = ev.params.new(name)
         ev.params.derive(joined.e, [v.e for v in values if isinstance(v, Num)])
         return joined
+    if all(isinstance(v, Rec) for v in values):  # an object: field by field
+        fields = [dict(v.fields) for v in values]
+        keys = list(dict.fromkeys(k for f in fields for k in f))
+        return Rec(tuple((k, join_all(ev, [f.get(k, UNK) for f in fields], f"{name}_{k}"))
+                         for k in keys))
+    if all(isinstance(v, Arr) and v.length == first.length and len(v.elems) <= _JOINED_ELEMS
+           for v in values):  # a small table (not the program's data): element by element
+        elems = [dict(v.elems) for v in values]
+        keys = sorted(set().union(*elems))
+        defaults = [v.default for v in values]
+        default = defaults[0] if all(d == defaults[0] for d in defaults) else \
+            join_all(ev, [UNK if d is None else d for d in defaults], name)
+        return Arr(first.length, tuple(
+            (k, join_all(ev, [e.get(k, UNK if v.default is None else v.default)
+                              for e, v in zip(elems, values)], f"{name}_{k}"))
+            for k in keys), default)
     return Poison(f"'{name}' differs between paths of a data-dependent host condition"
                   f"{ev.branch_hint}")
 

@@ -24,6 +24,7 @@ from polyfuse.frontend.host.values import (
     CType,
     Num,
     Rec,
+    Str,
     alignment_of,
     base_type,
 )
@@ -135,6 +136,8 @@ class TypeTable:
         """The value of a variable of ``ctype`` before any store: zero, or unknown."""
         if ctype.kind == "array":
             return Arr(ctype.length, (), self.default(ctype.elem or INT, zero))
+        if ctype.kind == "struct" and ctype.name == "basic_string" and not ctype.fields:
+            return Str("")  # a std::string is constructed empty
         if ctype.kind == "struct":
             return Rec(tuple((n, self.default(t, zero)) for n, t in ctype.fields))
         if not zero:

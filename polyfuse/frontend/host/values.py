@@ -254,8 +254,11 @@ def char_at(text: str, idx: Any) -> Any:
 
 
 def param_hint(src: Source) -> str:
-    return f"; pass --param {src.name}=VALUE to analyse the program with that value" \
+    hint = f"; pass --param {src.name}=VALUE to analyse the program with that value" \
         if src.name else ""
+    if src.what.startswith("queried from the device"):
+        hint += "; with --verify the device that verifies the program answers the query"
+    return hint
 
 
 def truth_of(v: Any) -> Optional[bool]:
