@@ -14,7 +14,7 @@ from pycparser import c_ast
 
 from polyfuse.c import syntax
 from polyfuse.core.program import ArgBinding, HostLoop, PolyfuseError, UnsupportedError
-from polyfuse.frontend.host.memory import State
+from polyfuse.frontend.host.memory import State, changed_slots
 from polyfuse.frontend.host.signals import (
     Break,
     Continue,
@@ -260,8 +260,7 @@ def symbolic_loop(ev: CEvaluator, node: c_ast.For, sid: int, sym: sympy.Symbol,
         ops1 = s1.ops[len(s0.ops):]
         if ops1 and s1.uncertain_break is not None:
             raise early_exit_error(ev, s1.uncertain_break)
-        variant_slots = [k for k in s0.slots if k != sid and k in s1.slots
-                         and s0.slots[k].value != s1.slots[k].value]
+        variant_slots = [k for k in changed_slots(s0, s1) if k != sid]
         variant_k = [o for o in s0.kobjs if o in s1.kobjs and s0.kobjs[o] != s1.kobjs[o]]
         new_k = [o for o in s1.kobjs if o not in s0.kobjs]
         if new_k or set(s1.buffers) - set(s0.buffers):
@@ -425,10 +424,10 @@ def generic_loop(ev: CEvaluator, node: c_ast.Node, cond: Optional[c_ast.Node], b
         raise ev.ctx.error("launches or buffer operations in a loop whose trip count "
                            "polyfuse cannot determine (not a counted for loop with affine "
                            "bounds)", node, UnsupportedError)
-    for k, slot in s0.slots.items():
-        if k in ev.mem.state.slots and ev.mem.state.slots[k].value != slot.value:
-            ev.mem.state.slots[k] = dataclasses.replace(
-                slot, value=havoc_diff(slot.value, ev.mem.state.slots[k].value))
+    for k in changed_slots(s0, ev.mem.state):
+        slot = s0.slots[k]
+        ev.mem.state.slots[k] = dataclasses.replace(
+            slot, value=havoc_diff(slot.value, ev.mem.state.slots[k].value))
     ev.mem.state.uncertain_break = s0.uncertain_break
 
 
@@ -448,10 +447,9 @@ def summarise(ev: CEvaluator, loop: c_ast.Node, body: c_ast.Node, cond: Optional
         return False
     ev.mem.state.uncertain_break = base.uncertain_break
     src = ev.source("computed by a loop polyfuse summarises", loop)
-    for k, slot in list(ev.mem.state.slots.items()):
-        old = base.slots.get(k)
-        if old is not None and old.value != slot.value and slot.ctype.kind in ("int", "float") \
-                and isinstance(slot.value, Unknown) and k != sid:
+    for k in changed_slots(base, ev.mem.state):
+        slot = ev.mem.state.slots[k]
+        if slot.ctype.kind in ("int", "float") and isinstance(slot.value, Unknown) and k != sid:
             # a count or total the loop computes: named, so that --param can bind it
             ev.mem.state.slots[k] = dataclasses.replace(
                 slot, value=ev.params.coerce(Runtime(src), slot.ctype, slot.name))
@@ -482,8 +480,7 @@ def summary_passes(ev: CEvaluator, base: State, scopes: list, body: c_ast.Node,
                 or ev.mem.state.kobjs != base.kobjs):
             ev.mem.state = base
             return False
-        changed = [k for k, slot in s0.slots.items()
-                   if k in ev.mem.state.slots and ev.mem.state.slots[k].value != slot.value]
+        changed = changed_slots(s0, ev.mem.state)
         for k in changed:
             ev.mem.state.slots[k] = dataclasses.replace(
                 s0.slots[k], value=havoc_diff(s0.slots[k].value, ev.mem.state.slots[k].value))

@@ -86,6 +86,15 @@ class State:
         return s
 
 
+def changed_slots(old: State, new: State) -> list[int]:
+    """The slots of ``old`` whose value ``new`` changed.  Every write makes a new
+    :class:`Slot`, so a slot neither path wrote is the same object in both: only the others
+    are compared (a host holds thousands of variables; a loop or branch changes a few)."""
+    olds = old.slots
+    return [k for k, v in new.slots.items()
+            if k in olds and olds[k] is not v and olds[k].value != v.value]
+
+
 @dataclass
 class Frame:
     name: str

@@ -254,7 +254,11 @@ def merge(ev: CEvaluator, base: State, states: list[State]) -> State:
     for st in states:
         out.ops.extend(st.ops[len(base.ops):])
         out.buffers.update(st.buffers)
-    sids = set().union(*(st.slots for st in states))
+    # only what some path changed: a slot no path wrote is the very object base holds
+    sids = set()
+    for st in states:
+        bs = base.slots
+        sids.update(k for k, v in st.slots.items() if bs.get(k) is not v)
     for sid in sids:
         vals = [st.slots[sid] for st in states if sid in st.slots]
         first = vals[0]
