@@ -914,3 +914,30 @@ def test_sizes_and_breaks_computed_from_data_are_named() -> None:
     fixed = load(params={"residual": 1.0, "count": 16}, check_params=True)
     assert [lp.upper for lp in fixed.launches[0].loops] == [8]
     check_against_oracle(fixed)
+
+
+def test_recursive_option_parser_is_summarised(monkeypatch: Any, caplog: Any) -> None:
+    """An option parser re-entering itself for a configuration file: with the command line
+    every comparison is decided and it runs as written; without it, the re-entered call
+    (no OpenCL call in it) is summarised instead of inlined level after level under each
+    undecided comparison, so the host is refused at once for the unknown pass count."""
+    from polyfuse.frontend.host import evaluator
+
+    executed = [0]
+    original = evaluator.CEvaluator.exec
+
+    def counting(self: Any, node: Any) -> None:
+        executed[0] += 1
+        if executed[0] > 20_000:
+            raise AssertionError("the recursion is inlined level after level")
+        original(self, node)
+
+    monkeypatch.setattr(evaluator.CEvaluator, "exec", counting)
+    host = str(PROGRAMS / "recursive_options" / "main.cpp")
+    program = load_opencl(None, host=host, argv=["-v", "-n", "3"])
+    (launch,) = program.launches
+    assert [lp.upper for lp in launch.loops] == [3]
+    executed[0] = 0
+    with pytest.raises(UnsupportedError, match=r"main.cpp:59: .*trip count"):
+        load_opencl(None, host=host)
+    assert "recursive call of 'parse' summarised" in caplog.text

@@ -19,7 +19,7 @@ import sympy
 from pycparser import c_ast
 
 from polyfuse.core.program import BufferRange, HostOp, Operation, UnsupportedError
-from polyfuse.frontend.host import clhpp, expressions, loops, statements
+from polyfuse.frontend.host import clhpp, expressions, loops, recursion, statements
 from polyfuse.frontend.host.context import Context
 from polyfuse.frontend.host.libc import LIBC, STD_STRING, LibcState, std_string
 from polyfuse.frontend.host.memory import Frame, Memory
@@ -69,6 +69,7 @@ class CEvaluator:
         self.break_src: dict[int, Source] = {}  # if statement -> the data its break tests
         self.nest_depth = 0  # loop statements being interpreted, nested
         self.iterations_left = 0  # of the current loop nest's budget
+        self.reach_cache: dict[str, tuple[bool, frozenset[str]]] = {}  # see .recursion
 
     def eval_named(self, node: c_ast.Node, hint: str) -> Value:
         """The value of ``node``, computed to be stored in the variable ``hint``."""
@@ -134,10 +135,15 @@ class CEvaluator:
             self.ctx.name_hint = None
 
     def call_function(self, fd: c_ast.FuncDef, args: list[Value], node: c_ast.Node) -> Value:
-        """Inline a call of a function of the program; its (joined) return value."""
+        """Inline a call of a function of the program; its (joined) return value.  A
+        recursive call of a function that makes no OpenCL call is summarised (.recursion)."""
+        if recursion.is_summarised(self, fd):
+            return recursion.summarise_call(self, fd, args, node)
         if len(self.mem.frames) > _MAX_CALL_DEPTH:
-            raise self.ctx.error(f"call depth exceeds {_MAX_CALL_DEPTH} (recursion?) in "
-                                 f"'{fd.decl.name}'", node, UnsupportedError)
+            raise self.ctx.error(f"call depth exceeds {_MAX_CALL_DEPTH} in '{fd.decl.name}': "
+                                 "polyfuse inlines the host's functions and cannot follow "
+                                 "recursion this deep through OpenCL calls", node,
+                                 UnsupportedError)
         frame = Frame(fd.decl.name, [{}])
         params = fd.decl.type.args.params if fd.decl.type.args is not None else []
         decls = [p for p in params if isinstance(p, c_ast.Decl) and p.name]
