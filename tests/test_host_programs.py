@@ -941,3 +941,28 @@ def test_recursive_option_parser_is_summarised(monkeypatch: Any, caplog: Any) ->
     with pytest.raises(UnsupportedError, match=r"main.cpp:59: .*trip count"):
         load_opencl(None, host=host)
     assert "recursive call of 'parse' summarised" in caplog.text
+
+
+@pytest.mark.parametrize("argv, size, passes", [
+    ([], 64, 2), (["-s", "256"], 256, 2), (["--passes", "5", "-v", "-s", "32"], 32, 5)])
+def test_option_records_in_std_maps_decide_the_launches(argv: list, size: int,
+                                                         passes: int) -> None:
+    """A harness's option parser keeps records in a std::map<std::string, Option> member,
+    letters in a std::map<char, std::string>, the command line in a
+    std::vector<std::string> (two overloads of parse), and reads values back through
+    find(), it->second and a std::stringstream: the launch's size and pass count are the
+    command line's."""
+    host = str(PROGRAMS / "cpp_option_parser" / "main.cpp")
+    program = load_opencl(None, host=host, argv=argv)
+    (launch,) = program.launches
+    assert launch.global_size == (size,) and [lp.upper for lp in launch.loops] == [passes]
+    assert program.buffers["a"].size == 4 * size
+
+
+def test_container_elements_are_values() -> None:
+    """Standard containers hold class elements by value: a std::vector<std::string> passed
+    by value is a copy the callee changes alone, a copied std::map keeps its own records
+    while the original's are written through m[k].field."""
+    program = load_opencl(None, host=str(PROGRAMS / "cpp_value_copies" / "main.cpp"))
+    (launch,) = program.launches
+    assert launch.global_size == ((128 + 128) * 2 + 3,)

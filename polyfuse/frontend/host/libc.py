@@ -32,6 +32,7 @@ from polyfuse.frontend.host.values import (
     Unknown,
     Value,
     arg_at,
+    char_at,
     exact_rational,
     src_of,
 )
@@ -126,7 +127,8 @@ STD_STRING = {
     "basic_string__data", "basic_string__operator=", "basic_string__size",
     "basic_string__length", "basic_string__empty", "basic_string__append",
     "basic_string__operator+=", "basic_string__assign", "basic_string__clear", "operator+",
-    "to_string",
+    "to_string", "basic_string__operator[]", "basic_string__substr", "basic_stringstream__ctor",
+    "basic_istringstream__ctor", "basic_istream__operator>>", "operator>>",
 }
 
 
@@ -203,7 +205,22 @@ def std_string(ev: CEvaluator, name: str, args: list) -> Any:
     if name in ("basic_string__basic_string", "basic_string__ctor"):
         text = ev.mem.string(first) if args else ""
         return Str(text) if text is not None else UNK
+    if name in ("basic_stringstream__ctor", "basic_istringstream__ctor"):
+        text = ev.mem.string(first) if args and not isinstance(first, Ref) else None
+        return Str(text) if text is not None else UNK
+    if name in ("basic_istream__operator>>", "operator>>"):
+        return extract(ev, first, arg_at(args, 1))
     target = ev.mem.read(first) if isinstance(first, Ref) else first
+    if name == "basic_string__substr":
+        pos, n = arg_at(args, 1), arg_at(args, 2)
+        if isinstance(target, Str) and all(isinstance(v, Num) and v.e.is_Integer
+                                           for v in (pos, n)[:len(args) - 1]):
+            start = int(pos.e) if len(args) > 1 else 0
+            end = start + int(n.e) if len(args) > 2 else len(target.s)
+            return Str(target.s[start:end]) if start <= len(target.s) else UNK
+        return UNK
+    if name == "basic_string__operator[]":
+        return char_at(target.s, arg_at(args, 1)) if isinstance(target, Str) else UNK
     if name in ("basic_string__c_str", "basic_string__data"):
         return target if isinstance(target, Str) else UNK
     if name in ("basic_string__size", "basic_string__length"):
@@ -217,6 +234,27 @@ def std_string(ev: CEvaluator, name: str, args: list) -> Any:
     if isinstance(first, Ref):
         ev.mem.write(first, Str(value) if value is not None else UNK)
     return first
+
+
+def extract(ev: CEvaluator, stream: Any, into: Any) -> Any:
+    """``ss >> x`` from a string stream whose text is known (``std::stringstream ss(s)``):
+    the next word, as a number or a string as ``x`` is; the stream keeps the rest."""
+    text = ev.mem.read(stream) if isinstance(stream, Ref) else None
+    if not isinstance(into, Ref):
+        return stream
+    if not isinstance(text, Str):
+        ev.mem.forget_through([into])
+        return stream
+    word, _, rest = text.s.lstrip().partition(" ")
+    if isinstance(ev.mem.read(into), Str):
+        value: Any = Str(word)
+    else:
+        slot = ev.mem.state.slots.get(into.slot)
+        flt = slot is not None and not into.path and slot.ctype.kind == "float"
+        value = _c_number(word, "atof" if flt else "atoi", UNK) if word else UNK
+    ev.mem.write(into, value)
+    ev.mem.write(stream, Str(rest))
+    return stream
 
 
 def memcpy(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:

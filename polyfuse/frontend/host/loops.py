@@ -221,8 +221,18 @@ def counted_loop(ev: CEvaluator, node: c_ast.For, it: str, lower_n: c_ast.Node, 
     name = syntax.fresh_name(it, lambda n: n in ev.params.symbols or n in active)
     sym = sympy.Symbol(name)
     hl = HostLoop(iterator=name, lower=lo, upper=hi, step=step, loc=ev.ctx.loc(node))
+    undecided, returns = ev.undecided, list(ev.mem.frames[-1].cond_returns)
     try:
         symbolic_loop(ev, node, sid, sym, hl)
+        if ev.undecided > undecided and trip is not None and \
+                trip <= min(MAX_UNROLL, ev.iterations_left) and \
+                len(ev.mem.state.ops) == len(base.ops):
+            # no operation, but a condition the symbolic iterator leaves open (a
+            # character of a known string, an option letter): a few iterations decide it
+            ev.mem.state = base
+            ev.mem.frames[-1].cond_returns[:] = returns
+            unroll(ev, node, sid, [lo + i * step for i in range(trip)])
+            return
     except NeedUnroll as need:
         ev.mem.state = base
         if trip is None and need.why == "the loop body always breaks" and \

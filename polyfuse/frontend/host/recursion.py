@@ -65,9 +65,9 @@ def reach(ev: CEvaluator, name: str) -> tuple[bool, frozenset[str]]:
     opencl, names = False, set()
     todo, seen = [name], {name}
     while todo:
-        fd = ev.funcs[todo.pop()]
         r = _Reach()
-        r.visit(fd.body)
+        for fd in ev.overloads.get(todo.pop(), ()):
+            r.visit(fd.body)
         names |= r.names
         for callee in r.calls:
             if callee in HANDLERS or callee.startswith(clhpp.PREFIX):
@@ -82,8 +82,7 @@ def reach(ev: CEvaluator, name: str) -> tuple[bool, frozenset[str]]:
 def is_summarised(ev: CEvaluator, fd: c_ast.FuncDef) -> bool:
     """Whether a call of ``fd`` re-enters a function on the call stack that makes no OpenCL
     call (then it is summarised by :func:`summarise_call`, not inlined)."""
-    name = fd.decl.name
-    return any(f.name == name for f in ev.mem.frames) and not reach(ev, name)[0]
+    return any(f.func == id(fd) for f in ev.mem.frames) and not reach(ev, fd.decl.name)[0]
 
 
 def summarise_call(ev: CEvaluator, fd: c_ast.FuncDef, args: list[Value],

@@ -150,6 +150,7 @@ def branches(ev: CEvaluator, node: c_ast.Node, bodies: list, rel: Any, *,
     """Explore bodies whose choice is not known; keep the non-error paths and merge them.
 
     In a ``switch`` (``switch=True``) a ``break`` ends its case normally."""
+    ev.undecided += 1
     base = ev.mem.state
     results = []
     signals: list[Signal] = []
