@@ -253,7 +253,7 @@ def counted_loop(ev: CEvaluator, node: c_ast.For, it: str, lower_n: c_ast.Node, 
         unroll(ev, node, sid, [lo + i * step for i in range(trip)])
         return
     last = lo + step * (trip - 1) if trip is not None else (hi - 1 if step == 1 else None)
-    leave_loop(ev, sym, last, sid, hi if trip is None else lo + step * trip)
+    leave_loop(ev, sym, last, sid, hi if trip is None else lo + step * trip, base)
 
 
 def symbolic_loop(ev: CEvaluator, node: c_ast.For, sid: int, sym: sympy.Symbol,
@@ -334,8 +334,10 @@ def body_once(ev: CEvaluator, body: c_ast.Node) -> None:
         raise NeedUnroll("the loop body always breaks") from None
 
 
-def leave_loop(ev: CEvaluator, sym: sympy.Symbol, last: Any, sid: int, final: Any) -> None:
-    """Replace the iterator in bindings that outlive the loop by its last value."""
+def leave_loop(ev: CEvaluator, sym: sympy.Symbol, last: Any, sid: int, final: Any,
+               before: State) -> None:
+    """Replace the iterator in bindings that outlive the loop by its last value (only the
+    slots the loop wrote can hold it: ``before`` is the state the loop started from)."""
     for o, ks in list(ev.mem.state.kobjs.items()):
         binds = []
         for i, b in ks.bindings:
@@ -348,7 +350,10 @@ def leave_loop(ev: CEvaluator, sym: sympy.Symbol, last: Any, sid: int, final: An
                         local_bytes=subs_value(b.local_bytes, sym, last))
             binds.append((i, b))
         ev.mem.state.kobjs[o] = dataclasses.replace(ks, bindings=tuple(binds))
+    old = before.slots
     for k, slot in list(ev.mem.state.slots.items()):
+        if old.get(k) is slot:
+            continue
         if isinstance(slot.value, Num) and sym in slot.value.e.free_symbols:
             ev.mem.state.slots[k] = dataclasses.replace(slot, value=UNK)
     if sid in ev.mem.state.slots:
