@@ -41,6 +41,11 @@ The interpreter tracks what the polyhedral model needs and nothing else:
   (``if (k < n - 1) launch``) becomes a loop of 0 or 1 iteration around what it guards, so the
   loop stays symbolic.  Loops without OpenCL calls share one budget of concrete iterations per
   loop nest (:data:`.loops.NEST_BUDGET`); past it they are summarised.
+* **C++**: overloads are told apart by their number of arguments; standard containers keep
+  handles and numbers as values and strings and structs in boxes the program writes through
+  (``m[k].field = x``), copied with the container; members a constructor leaves to their
+  default are empty containers and strings.  A recursive call of a function that makes no
+  OpenCL call is summarised (:mod:`.recursion`); one that does is inlined up to a call depth.
 * **Data**: a value the program computes from its data (read back from the device, read from a
   file, counted by a summarised loop) is named after the variable it is stored in: a
   parameter ``--param`` binds, and a refusal that depends on it names the read and its line.
