@@ -966,3 +966,14 @@ def test_container_elements_are_values() -> None:
     program = load_opencl(None, host=str(PROGRAMS / "cpp_value_copies" / "main.cpp"))
     (launch,) = program.launches
     assert launch.global_size == ((128 + 128) * 2 + 3,)
+
+
+def test_sizeof_a_template_parameter_is_refused_naming_it() -> None:
+    """A function template is interpreted once, not per instantiation: a size that depends
+    on sizeof(T) is refused naming sizeof and its line, not as an anonymous unknown."""
+    host = PROGRAMS / "cpp_template_sizeof" / "main.cpp"
+    line = next(i for i, t in enumerate(host.read_text().splitlines(), 1)
+                if "n * sizeof(T)" in t)
+    with pytest.raises(UnsupportedError, match=rf"main.cpp:{line}: local memory size .*"
+                                               rf"sizeof of a template's type parameter"):
+        load_opencl(None, host=str(host))

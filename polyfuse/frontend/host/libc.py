@@ -524,7 +524,16 @@ def _clock(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
 
 
 #: the C library's handlers, by function name
+def template_sizeof(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    """``sizeof(T)`` of a template's type parameter (clang_host lowers it to
+    ``__polyfuse_sizeof()``): unknown, and a refusal that depends on it says why."""
+    return Unknown(False, ev.source("sizeof of a template's type parameter (polyfuse "
+                                    "interprets a function template once, not per "
+                                    "instantiation)", node))
+
+
 LIBC: dict[str, Handler] = {
+    "__polyfuse_sizeof": template_sizeof,
     "memcpy": memcpy, "memmove": memcpy, "strcpy": memcpy, "strncpy": memcpy,
     "strcat": memcpy, "strncat": memcpy, "fgets": memcpy, "memset": memset,
     "posix_memalign": posix_memalign, "sprintf": sprintf, "snprintf": snprintf,
