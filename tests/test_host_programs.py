@@ -1347,3 +1347,64 @@ def test_kernel_work_group_query_answered_by_the_verifying_device(tmp_path: Path
     for query in (0x11B0, 0x11B3):  # work-group size and its preferred multiple
         answer = device.kernel_info(query, program.kernels["scale"])
         assert isinstance(answer, int) and answer >= 1
+
+
+def test_recursive_option_parser_is_summarised(monkeypatch: Any, caplog: Any) -> None:
+    """An option parser re-entering itself for a configuration file: with the command line
+    every comparison is decided and it runs as written; without it, the re-entered call
+    (no OpenCL call in it) is summarised instead of inlined level after level under each
+    undecided comparison, so the host is refused at once for the unknown pass count."""
+    from polyfuse.frontend.host import evaluator
+
+    executed = [0]
+    original = evaluator.CEvaluator.exec
+
+    def counting(self: Any, node: Any) -> None:
+        executed[0] += 1
+        if executed[0] > 20_000:
+            raise AssertionError("the recursion is inlined level after level")
+        original(self, node)
+
+    monkeypatch.setattr(evaluator.CEvaluator, "exec", counting)
+    host = str(PROGRAMS / "recursive_options" / "main.cpp")
+    program = load_opencl(None, host=host, argv=["-v", "-n", "3"])
+    (launch,) = program.launches
+    assert [lp.upper for lp in launch.loops] == [3]
+    executed[0] = 0
+    with pytest.raises(UnsupportedError, match=r"main.cpp:59: .*trip count"):
+        load_opencl(None, host=host)
+    assert "recursive call of 'parse' summarised" in caplog.text
+
+
+@pytest.mark.parametrize("argv, size, passes", [
+    ([], 64, 2), (["-s", "256"], 256, 2), (["--passes", "5", "-v", "-s", "32"], 32, 5)])
+def test_option_records_in_std_maps_decide_the_launches(argv: list, size: int,
+                                                         passes: int) -> None:
+    """A harness's option parser keeps records in a std::map<std::string, Option> member,
+    letters in a std::map<char, std::string>, the command line in a
+    std::vector<std::string> (two overloads of parse), and reads values back through
+    find(), it->second and a std::stringstream: the launch's size and pass count are the
+    command line's."""
+    host = str(PROGRAMS / "cpp_option_parser" / "main.cpp")
+    program = load_opencl(None, host=host, argv=argv)
+    (launch,) = program.launches
+    assert launch.global_size == (size,) and [lp.upper for lp in launch.loops] == [passes]
+    assert program.buffers["a"].size == 4 * size
+
+
+def test_container_elements_are_values() -> None:
+    """Standard containers hold class elements by value: a std::vector<std::string> passed
+    by value is a copy the callee changes alone, a copied std::map keeps its own records
+    while the original's are written through m[k].field."""
+    program = load_opencl(None, host=str(PROGRAMS / "cpp_value_copies" / "main.cpp"))
+    (launch,) = program.launches
+    assert launch.global_size == ((128 + 128) * 2 + 3,)
+
+
+def test_sizeof_a_template_parameter_comes_from_the_instantiation() -> None:
+    """A benchmark written once for float and double: ``sizeof(T)`` in a function template
+    is the size of the type the call instantiates it with (``run<float>``: 4 bytes), so the
+    ``__local`` argument of ``n * sizeof(T)`` bytes is sized."""
+    host = PROGRAMS / "cpp_template_sizeof" / "main.cpp"
+    (launch,) = load_opencl(None, host=str(host)).launches
+    assert launch.arg(1).local_bytes == 64 * 4

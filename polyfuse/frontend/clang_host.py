@@ -329,7 +329,7 @@ class _Translator:
     def __init__(self) -> None:
         self.records: dict[str, c_ast.Node] = {}  # struct name -> Decl of its definition
         self.record_names: dict[str, str] = {}  # clang USR/hash -> struct name
-        self.funcs: dict[str, c_ast.FuncDef] = {}
+        self.funcs: dict[tuple[str, int], c_ast.FuncDef] = {}
         self.globals: dict[str, c_ast.Decl] = {}
         self.methods: dict[str, str] = {}  # USR -> lowered function name
         self.implicit_ctors: dict[str, Optional[str]] = {}  # class USR -> lowered name
@@ -357,8 +357,8 @@ class _Translator:
                        K.FUNCTION_TEMPLATE):
                 if c.is_definition():
                     fd = self._funcdef(c)
-                    if fd is not None:
-                        self.funcs[fd.decl.name] = fd
+                    if fd is not None:  # C++ overloads by arity (the interpreter's choice)
+                        self.funcs[(fd.decl.name, _arity(fd))] = fd
             elif k == K.VAR_DECL and c.semantic_parent.kind in (K.TRANSLATION_UNIT,
                                                                 K.NAMESPACE,
                                                                 K.LINKAGE_SPEC):
@@ -575,7 +575,9 @@ class _Translator:
                     if value is None:
                         continue
                 out.append(c_ast.Assignment("=", target, value, coord=self._coord(ch)))
-        return out
+        # members the constructor leaves to their own default constructor (the standard
+        # containers and strings) start empty, before the explicit ones
+        return _std_member_defaults(record, set(named), this, "->") + out
 
     def _user_record(self, decl: Any) -> bool:
         """A class the program defines (not the library's, not the C++ wrapper's)."""
@@ -712,7 +714,10 @@ class _Translator:
             decl.init = self._expr(args[0])
             return [decl]
         call = self._ctor_call(ref, c_ast.UnaryOp("&", c_ast.ID(c.spelling)), args, c)
-        return [decl] + ([call] if call is not None else [])
+        # the standard members are empty before the constructor runs (an implicit one has
+        # no body the model sees)
+        defaults = _std_member_defaults(ref.semantic_parent, set(), c_ast.ID(c.spelling), ".")
+        return [decl] + defaults + ([call] if call is not None else [])
 
     def _wrapper_call(self, ref: Any, c: Any, obj: Optional[c_ast.Node],
                       arg_cursors: list) -> Optional[c_ast.Node]:
@@ -1187,6 +1192,12 @@ class _Translator:
                 return c_ast.Assignment("=", target, args[0], coord=co)
             if obj is not None:
                 args = [obj] + args
+            element = _record_element(name, ref)
+            if element is not None:
+                # `m[k].field = x`, `v[i].append(s)`: the element is an lvalue the model
+                # tracks; reading it copies it
+                return c_ast.UnaryOp("*", c_ast.FuncCall(c_ast.ID(element), c_ast.ExprList(args),
+                                                         coord=co), coord=co)
             return c_ast.FuncCall(c_ast.ID(name), c_ast.ExprList(args), coord=co)
         if ref is not None:
             name = self._func_name(ref) if ref.kind == K.FUNCTION_DECL else ref.spelling
@@ -1256,6 +1267,58 @@ def _written(fn: Any) -> bool:
     if d is None or (parent is not None and d.location == parent.location):
         return False
     return any(ch.kind == cindex.CursorKind.COMPOUND_STMT for ch in d.get_children())
+
+
+def _arity(fd: c_ast.FuncDef) -> int:
+    args = fd.decl.type.args
+    return len(args.params) if args is not None else 0
+
+
+def _std_member_defaults(cls: Any, skip: set, obj: c_ast.Node, arrow: str) -> list:
+    """``obj.m = <empty>`` for each standard container or string member of class ``cls``
+    not in ``skip`` (what its default constructor makes: the model then tracks it)."""
+    if cls is None:
+        return []
+    out = []
+    for f in cls.get_children():
+        if f.kind == cindex.CursorKind.FIELD_DECL and f.spelling not in skip:
+            init = _std_default(f.type)
+            if init is not None:
+                target = c_ast.StructRef(obj, arrow, c_ast.ID(f.spelling))
+                out.append(c_ast.Assignment("=", target, init))
+    return out
+
+
+def _std_default(t: Any) -> Optional[c_ast.Node]:
+    """The lowered default construction of a standard container or string of type ``t``
+    (an empty one), else None."""
+    t = t.get_canonical()
+    decl = t.get_declaration()
+    if t.kind != cindex.TypeKind.RECORD or decl is None or decl.semantic_parent is None or \
+            decl.semantic_parent.spelling not in ("std", "__1", "__cxx11"):
+        return None
+    name = decl.spelling
+    if name == "vector":
+        elem = t.get_template_argument_type(0) if t.get_num_template_arguments() > 0 else None
+        size = elem.get_canonical().get_size() if elem is not None else -1
+        args = [c_ast.Constant("int", "0"), c_ast.Constant("int", str(size))] if size > 0 \
+            else []
+        return c_ast.FuncCall(c_ast.ID("__polyfuse_vector"), c_ast.ExprList(args))
+    if name in ("map", "unordered_map", "basic_string"):
+        return c_ast.FuncCall(c_ast.ID(f"{name}__ctor"), c_ast.ExprList([]))
+    return None
+
+
+def _record_element(name: str, method: Any) -> Optional[str]:
+    """``{container}__element`` for a standard container's element access that returns a
+    class (a ``std::string``, a struct) by reference, else None."""
+    cls, _, meth = name.partition("__")
+    t = method.result_type.get_canonical()
+    if cls not in _CONTAINERS or meth not in ("operator[]", "at", "front", "back") or \
+            t.kind != cindex.TypeKind.LVALUEREFERENCE or \
+            t.get_pointee().get_canonical().kind != cindex.TypeKind.RECORD:
+        return None
+    return f"{cls}__element" + ("" if meth in ("operator[]", "at") else f"_{meth}")
 
 
 def _is_temporary(node: c_ast.Node) -> bool:

@@ -58,6 +58,11 @@ The interpreter tracks what the polyhedral model needs and nothing else:
   counted loop with a constant trip count whose symbolic pass fails (a geometry it carries from
   one iteration to the next), or, up to :data:`.loops.SMALL_HOST_LOOP` iterations, leaves a
   known host number unknown, is run iteration by iteration.
+* **C++**: overloads are told apart by their number of arguments; standard containers keep
+  handles and numbers as values and strings and structs in boxes the program writes through
+  (``m[k].field = x``), copied with the container; members a constructor leaves to their
+  default are empty containers and strings.  A recursive call of a function that makes no
+  OpenCL call is summarised (:mod:`.recursion`); one that does is inlined up to a call depth.
 * **Data**: ``fscanf`` from an input file that is there (opened relative to the directory the
   program runs in, with its ``--args``) reads what the program reads, outside enumerated loops
   (a warning says the model is of this input).  A value the program computes from its data

@@ -77,6 +77,15 @@ class StdMap(values.Value):
 
 
 @dataclass(frozen=True)
+class MapIter(values.Value):
+    """An iterator from ``m.find(k)`` (``key``) or ``m.end()`` (``key`` None) of the map
+    that ``map`` points to."""
+
+    map: values.Ref
+    key: Any
+
+
+@dataclass(frozen=True)
 class Iter(values.Value):
     """An iterator into a vector: ``base + pos`` (``begin``: 0, ``end``: the length)."""
 
@@ -93,7 +102,8 @@ _CLASS_ALIASES = {"functionImplementation": "make_kernel",
 def handles(name: str) -> bool:
     """Whether a lowered call is the wrapper's or a tracked ``std::vector`` operation."""
     return name.startswith(PREFIX) or name in _VECTOR or \
-        name.split("__", 1)[0] in ("map", "unordered_map")
+        name.split("__", 1)[0] in ("map", "unordered_map") or name in _MAP_ITER_OPS or \
+        name in ("operator==", "operator!=")
 
 
 def call(ev: CEvaluator, name: str, node: c_ast.FuncCall, args: list) -> Any:
@@ -104,6 +114,10 @@ def call(ev: CEvaluator, name: str, node: c_ast.FuncCall, args: list) -> Any:
         return model.vector(name, args)
     if name.startswith(("map__", "unordered_map__")):
         return model.std_map(name.split("__", 1)[1], args)
+    if name in _MAP_ITER_OPS:
+        return model.map_iter(args)
+    if name in ("operator==", "operator!="):
+        return model.compare(name, node, args)
     key = name[len(PREFIX):]
     cls_, sep, rest = key.partition("__")
     key = _CLASS_ALIASES.get(cls_, cls_) + sep + rest
@@ -170,6 +184,18 @@ class _Host:
 
     def string_at(self, ref: Any) -> Optional[str]:
         return self.x.mem.texts.get(ref.slot)
+
+    def new_box(self, value: Any, owner: Any) -> Any:
+        """A class-type element of the container ``owner`` points to."""
+        return self.x.mem.new_box(value, (owner.slot, owner.path))
+
+    def text(self, v: Any) -> Optional[str]:
+        """The text of a string value (or of what a pointer to one points to)."""
+        if isinstance(v, self.Ref):
+            cur = self.read(v)
+            if isinstance(cur, self.Str):
+                return cur.s
+        return self.x.mem.string(v)
 
     def temp_ref(self, value: Any) -> Any:
         """A pointer to a fresh variable holding ``value`` (an argument passed by value)."""
@@ -243,6 +269,8 @@ class _Model:
                 return Vec(n, int(args[1].e), () if n == 0 else None)
             return Vec(None, 0)
         vec = self.vec_of(args[0]) if args else None
+        if name == "vector__vector":  # a copy (its elements are copied where it is stored)
+            return vec if vec is not None and len(args) == 1 else i.UNK
         if name in ("begin", "cbegin", "vector__begin", "vector__cbegin"):
             return Iter(vec, sympy.Integer(0)) if vec is not None else i.UNK
         if name in ("end", "cend", "vector__end", "vector__cend"):
@@ -260,6 +288,15 @@ class _Model:
                 len(args) == 2 and _element(i, args[1]):
             i.write(args[0], Vec(vec.length + 1, vec.elem, items + (args[1],)))
             return i.UNK
+        if name in ("vector__push_back", "vector__emplace_back") and items is not None and \
+                len(args) == 2 and isinstance(args[0], i.Ref):
+            v = i.read(args[1]) if isinstance(args[1], i.Ref) else args[1]
+            if isinstance(v, (i.Str, values.Rec)):  # a string or struct: boxed
+                box = i.new_box(v, args[0])
+                i.write(args[0], Vec(vec.length + 1, vec.elem, items + (box,)))
+                return i.UNK
+        if name.startswith("vector__element"):
+            return self.vector_element(name, vec, args)
         if name == "vector__set" and vec is not None and isinstance(args[0], i.Ref):
             # v[k] = x: the length stays
             k = _index(i, args[1], len(items)) if items is not None else None
@@ -283,15 +320,87 @@ class _Model:
         # data() and elements not known: host memory polyfuse does not track element-wise
         return i.UNK
 
+    def vector_element(self, name: str, vec: Optional[Vec], args: list) -> Any:
+        """``v[k]`` (``at``, ``front``, ``back``) of a vector of class elements: a pointer to
+        its box.  An element polyfuse cannot tell may be written: the elements are forgotten."""
+        i = self.i
+        items = vec.items if vec is not None else None
+        k = None
+        if items:
+            k = {"vector__element_front": 0, "vector__element_back": len(items) - 1}.get(name)
+            k = _index(i, args[1], len(items)) if k is None and len(args) > 1 else k
+        if k is not None and isinstance(items[k], values.Box) and isinstance(args[0], i.Ref) \
+                and items[k].owner == (args[0].slot, args[0].path):
+            return i.Ref(items[k].slot)
+        if vec is not None and items is not None and isinstance(args[0], i.Ref):
+            i.write(args[0], Vec(vec.length, vec.elem))
+        return i.UNK
+
+    def map_element(self, m: Any, items: Optional[dict], key: Any, args: list) -> Any:
+        """``m[k]`` of a map of class elements: a pointer to the element in its (key,
+        value) box, inserted when missing.  A key polyfuse cannot tell may insert one: the
+        map is forgotten."""
+        i = self.i
+        if items is not None and key is not None and isinstance(args[0], i.Ref):
+            box = items.get(key)
+            if box is None:
+                k = i.read(args[1]) if isinstance(args[1], i.Ref) else args[1]
+                box = i.new_box(values.Rec((("first", k), ("second", i.UNK))), args[0])
+                items[key] = box
+                i.write(args[0], StdMap(tuple(items.items())))
+            if isinstance(box, values.Box) and box.owner == (args[0].slot, args[0].path):
+                return i.Ref(box.slot, ("second",))
+        if isinstance(m, StdMap) and isinstance(args[0], i.Ref):
+            i.write(args[0], StdMap(None))
+        return i.UNK
+
+    def map_iter(self, args: list) -> Any:
+        """``it->`` / ``*it`` of a map iterator from ``find``: its (key, value) box."""
+        i = self.i
+        it = i.read(args[0]) if args and isinstance(args[0], i.Ref) else arg0(args)
+        if isinstance(it, MapIter) and it.key is not None:
+            m = i.read(it.map)
+            box = dict(m.items).get(it.key) if isinstance(m, StdMap) and m.items is not None \
+                else None
+            if isinstance(box, values.Box):
+                return i.Ref(box.slot)
+        return i.UNK
+
+    def compare(self, name: str, node: c_ast.FuncCall, args: list) -> Any:
+        """``==``/``!=`` of known strings or of map iterators; else an unknown call."""
+        i = self.i
+        a, b = (i.read(x) if isinstance(x, i.Ref) and isinstance(i.read(x), MapIter) else x
+                for x in (arg0(args), args[1] if len(args) > 1 else i.UNK))
+        same: Optional[bool] = None
+        if isinstance(a, MapIter) and isinstance(b, MapIter) and a.map == b.map:
+            same = a.key == b.key
+        elif not isinstance(a, MapIter) and not isinstance(b, MapIter):
+            ta, tb = i.text(a), i.text(b)
+            if ta is not None and tb is not None:
+                same = ta == tb
+        if same is None:
+            return i.unknown_call(name, args, node)
+        return i.ONE if same == (name == "operator==") else i.ZERO
+
     def std_map(self, method: str, args: list) -> Any:
         """A map's known (key, value) pairs: keys that are strings or integers, values that
         are handles or numbers; any other use forgets them (the value is then unknown)."""
         i = self.i
-        if method == "ctor":
+        if method == "ctor":  # empty, or a copy of another map
+            if len(args) == 1:
+                src = i.read(args[0]) if isinstance(args[0], i.Ref) else args[0]
+                return src if isinstance(src, StdMap) else StdMap(None)
             return StdMap(() if not args else None)
         m = i.read(args[0]) if args and isinstance(args[0], i.Ref) else None
         items = dict(m.items) if isinstance(m, StdMap) and m.items is not None else None
         key = _key(i, args[1]) if len(args) > 1 else None
+        if method == "element":
+            return self.map_element(m, items, key, args)
+        if method == "find" and items is not None and key is not None and \
+                isinstance(args[0], i.Ref):
+            return MapIter(args[0], key if key in items else None)
+        if method == "end" and isinstance(m, StdMap) and isinstance(args[0], i.Ref):
+            return MapIter(args[0], None)
         if method in ("operator[]", "at") and items is not None and key is not None:
             if key not in items:  # operator[] inserts a value-initialized element
                 items[key] = i.ZERO
@@ -572,10 +681,22 @@ def _key(i: Any, v: Any) -> Any:
     return None
 
 
+#: a map iterator's ``->`` and ``*`` (libstdc++'s tree and hash-node iterators)
+_MAP_ITER_OPS = {
+    f"{cls}__{op}" for cls in ("_Rb_tree_iterator", "_Rb_tree_const_iterator", "_Node_iterator",
+                               "_Node_const_iterator") for op in ("operator->", "operator*")
+}
+
+
+def arg0(args: list) -> Any:
+    return args[0] if args else values.UNK
+
+
 _VECTOR = {
     "__polyfuse_vector", "begin", "end", "cbegin", "cend", "vector__begin", "vector__end",
     "vector__cbegin", "vector__cend", "vector__size", "vector__resize", "vector__push_back",
     "vector__emplace_back", "vector__clear", "vector__assign", "vector__insert",
     "vector__pop_back", "vector__data", "vector__operator[]", "vector__at", "vector__front",
-    "vector__back", "vector__set",
+    "vector__back", "vector__set", "vector__vector", "vector__element", "vector__element_front",
+    "vector__element_back",
 }

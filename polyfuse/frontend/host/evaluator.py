@@ -19,7 +19,7 @@ import sympy
 from pycparser import c_ast
 
 from polyfuse.core.program import BufferRange, HostOp, Operation, UnsupportedError
-from polyfuse.frontend.host import clhpp, expressions, loops, statements
+from polyfuse.frontend.host import clhpp, expressions, loops, recursion, statements
 from polyfuse.frontend.host.context import Context
 from polyfuse.frontend.host.libc import LIBC, STD_STRING, LibcState, std_string
 from polyfuse.frontend.host.memory import Frame, Memory
@@ -67,11 +67,14 @@ class CEvaluator:
         self.types = TypeTable(ctx, mem, self.eval)
         self.cl = OpenCLObjects()
         self.funcs: dict[str, c_ast.FuncDef] = {}
+        self.overloads: dict[str, list[c_ast.FuncDef]] = {}  # C++ overloads share a name
         self.guard_names: dict[int, str] = {}  # if statement -> its guard loop's iterator
         self.break_src: dict[int, Source] = {}  # if statement -> the data its break tests
         self.nest_depth = 0  # loop statements being interpreted, nested
         self.branch_hint = ""  # the --param that decides the condition whose paths are merged
+        self.undecided = 0  # conditions explored on both sides so far
         self.iterations_left = 0  # of the current loop nest's budget
+        self.reach_cache: dict[str, tuple[bool, frozenset[str]]] = {}  # see .recursion
 
     def eval_named(self, node: c_ast.Node, hint: str) -> Value:
         """The value of ``node``, computed to be stored in the variable ``hint``."""
@@ -120,7 +123,7 @@ class CEvaluator:
         if name is None:
             return self.unknown_call("(function pointer)", args, node)
         if name in self.funcs and name != "main":
-            return self.call_function(self.funcs[name], args, node)
+            return self.call_function(self.function(name, len(args)), args, node)
         if name in STD_STRING:
             return std_string(self, name, args)
         if clhpp.handles(name):
@@ -130,6 +133,12 @@ class CEvaluator:
             finally:
                 self.ctx.name_hint = None
         handler = HANDLERS.get(name) or LIBC.get(name)
+        if handler is None and name.endswith("__operator=") and args and \
+                isinstance(args[0], Ref):
+            # a class's implicit copy assignment (``m[k] = opt``): the value is copied
+            src = args[1] if len(args) > 1 else UNK
+            self.mem.write(args[0], self.mem.read(src) if isinstance(src, Ref) else src)
+            return args[0]
         if handler is None:
             return self.unknown_call(name, args, node)
         self.ctx.name_hint = hint
@@ -138,12 +147,27 @@ class CEvaluator:
         finally:
             self.ctx.name_hint = None
 
+    def function(self, name: str, nargs: int) -> c_ast.FuncDef:
+        """The program's function ``name`` a call with ``nargs`` arguments means: among C++
+        overloads (lowered to one name), the one taking that many."""
+        fds = self.overloads.get(name, ())
+        if len(fds) > 1:
+            fit = [fd for fd in fds if _arity(fd) == nargs]
+            if fit:
+                return fit[-1]
+        return self.funcs[name]
+
     def call_function(self, fd: c_ast.FuncDef, args: list[Value], node: c_ast.Node) -> Value:
-        """Inline a call of a function of the program; its (joined) return value."""
+        """Inline a call of a function of the program; its (joined) return value.  A
+        recursive call of a function that makes no OpenCL call is summarised (.recursion)."""
+        if recursion.is_summarised(self, fd):
+            return recursion.summarise_call(self, fd, args, node)
         if len(self.mem.frames) > _MAX_CALL_DEPTH:
-            raise self.ctx.error(f"call depth exceeds {_MAX_CALL_DEPTH} (recursion?) in "
-                                 f"'{fd.decl.name}'", node, UnsupportedError)
-        frame = Frame(fd.decl.name, [{}])
+            raise self.ctx.error(f"call depth exceeds {_MAX_CALL_DEPTH} in '{fd.decl.name}': "
+                                 "polyfuse inlines the host's functions and cannot follow "
+                                 "recursion this deep through OpenCL calls", node,
+                                 UnsupportedError)
+        frame = Frame(fd.decl.name, [{}], func=id(fd))
         params = fd.decl.type.args.params if fd.decl.type.args is not None else []
         decls = [p for p in params if isinstance(p, c_ast.Decl) and p.name]
         self.mem.frames.append(frame)
@@ -268,6 +292,11 @@ class CEvaluator:
         """Record an operation at ``node``, inside the host loops around it."""
         op = dataclasses.replace(op, loops=tuple(self.ctx.loops), loc=self.ctx.loc(node))
         self.mem.state.ops.append(op)
+
+
+def _arity(fd: c_ast.FuncDef) -> int:
+    params = fd.decl.type.args.params if fd.decl.type.args is not None else []
+    return len([p for p in params if isinstance(p, c_ast.Decl) and p.name])
 
 
 # a call is evaluated by the evaluator itself (no wrapper: the Python stack per C call level

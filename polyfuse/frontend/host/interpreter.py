@@ -85,6 +85,7 @@ class Interpreter:
             self.ctx.node = ext
             if isinstance(ext, c_ast.FuncDef):
                 ev.funcs[ext.decl.name] = ext
+                ev.overloads.setdefault(ext.decl.name, []).append(ext)
             elif isinstance(ext, c_ast.Typedef):
                 ev.types.typedefs[ext.name] = ext.type
                 ev.types.collect_tags(ext.type)

@@ -35,6 +35,7 @@ from polyfuse.frontend.host.values import (
     Value,
     arg_at,
     c_unescape,
+    char_at,
     exact_rational,
     src_of,
 )
@@ -129,9 +130,11 @@ STD_STRING = {
     "basic_string__data", "basic_string__operator=", "basic_string__size",
     "basic_string__length", "basic_string__empty", "basic_string__append",
     "basic_string__operator+=", "basic_string__assign", "basic_string__clear", "operator+",
-    "to_string", "basic_string__compare", "operator==", "operator!=",
+    "to_string", "basic_string__compare",
     "basic_stringstream__ctor", "basic_ostringstream__ctor", "basic_stringstream__str",
     "basic_ostringstream__str", "basic_ostream__operator<<", "operator<<",
+    "basic_string__operator[]", "basic_string__substr", "basic_istringstream__ctor",
+    "basic_istream__operator>>", "operator>>",
 }
 
 
@@ -205,17 +208,13 @@ def std_string(ev: CEvaluator, name: str, args: list) -> Any:
     if name == "operator+":  # a + b of strings
         a, b = ev.mem.string(first), ev.mem.string(arg_at(args, 1))
         return Str(a + b) if a is not None and b is not None else UNK
-    if name in ("basic_string__compare", "operator==", "operator!="):
-        # of known strings (an option table's names against argv); else unknown
+    if name == "basic_string__compare":
+        # of known strings (an option table's names against argv); else unknown (``==`` and
+        # ``!=`` of strings and of map iterators: :mod:`.clhpp`)
         a, b = ev.mem.string(first), ev.mem.string(arg_at(args, 1))
         if a is None or b is None or len(args) != 2:
             return UNK
-        if name != "basic_string__compare":
-            return Num(sympy.Integer(int((a == b) == (name == "operator=="))))
         return Num(sympy.Integer((a > b) - (a < b)))
-    if name.endswith("stringstream__ctor"):  # a string stream starts with its text
-        text = ev.mem.string(first) if args else ""
-        return Str(text) if text is not None else UNK
     if name in ("basic_ostream__operator<<", "operator<<"):
         return stream_out(ev, first, arg_at(args, 1), name == "operator<<")
     if name.endswith("stringstream__str") and len(args) == 1:
@@ -224,7 +223,22 @@ def std_string(ev: CEvaluator, name: str, args: list) -> Any:
     if name in ("basic_string__basic_string", "basic_string__ctor"):
         text = ev.mem.string(first) if args else ""
         return Str(text) if text is not None else UNK
+    if name.endswith("stringstream__ctor"):  # a string stream starts with its text
+        text = ev.mem.string(first) if args else ""
+        return Str(text) if text is not None else UNK
+    if name in ("basic_istream__operator>>", "operator>>"):
+        return extract(ev, first, arg_at(args, 1))
     target = ev.mem.read(first) if isinstance(first, Ref) else first
+    if name == "basic_string__substr":
+        pos, n = arg_at(args, 1), arg_at(args, 2)
+        if isinstance(target, Str) and all(isinstance(v, Num) and v.e.is_Integer
+                                           for v in (pos, n)[:len(args) - 1]):
+            start = int(pos.e) if len(args) > 1 else 0
+            end = start + int(n.e) if len(args) > 2 else len(target.s)
+            return Str(target.s[start:end]) if start <= len(target.s) else UNK
+        return UNK
+    if name == "basic_string__operator[]":
+        return char_at(target.s, arg_at(args, 1)) if isinstance(target, Str) else UNK
     if name in ("basic_string__c_str", "basic_string__data"):
         return target if isinstance(target, Str) else UNK
     if name in ("basic_string__size", "basic_string__length"):
@@ -253,6 +267,27 @@ def stream_out(ev: CEvaluator, stream: Any, v: Any, free: bool) -> Any:
             str(int(v.e)) if not v.flt else f"{float(v.e):g}"
     cur = ev.mem.read(stream)
     ev.mem.write(stream, Str(cur.s + text) if text is not None else UNK)
+    return stream
+
+
+def extract(ev: CEvaluator, stream: Any, into: Any) -> Any:
+    """``ss >> x`` from a string stream whose text is known (``std::stringstream ss(s)``):
+    the next word, as a number or a string as ``x`` is; the stream keeps the rest."""
+    text = ev.mem.read(stream) if isinstance(stream, Ref) else None
+    if not isinstance(into, Ref):
+        return stream
+    if not isinstance(text, Str):
+        ev.mem.forget_through([into])
+        return stream
+    word, _, rest = text.s.lstrip().partition(" ")
+    if isinstance(ev.mem.read(into), Str):
+        value: Any = Str(word)
+    else:
+        slot = ev.mem.state.slots.get(into.slot)
+        flt = slot is not None and not into.path and slot.ctype.kind == "float"
+        value = _c_number(word, "atof" if flt else "atoi", UNK) if word else UNK
+    ev.mem.write(into, value)
+    ev.mem.write(stream, Str(rest))
     return stream
 
 
@@ -665,7 +700,16 @@ def _clock(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
 
 
 #: the C library's handlers, by function name
+def template_sizeof(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    """``sizeof(T)`` of a template's type parameter (clang_host lowers it to
+    ``__polyfuse_sizeof()``): unknown, and a refusal that depends on it says why."""
+    return Unknown(False, ev.source("sizeof of a template's type parameter (polyfuse "
+                                    "interprets a function template once, not per "
+                                    "instantiation)", node))
+
+
 LIBC: dict[str, Handler] = {
+    "__polyfuse_sizeof": template_sizeof,
     "memcpy": memcpy, "memmove": memcpy, "strcpy": string_copy, "strncpy": string_copy,
     "strcat": string_copy, "strncat": string_copy, "fgets": memcpy, "memset": memset,
     "posix_memalign": posix_memalign, "sprintf": sprintf, "snprintf": snprintf,

@@ -14,7 +14,7 @@ from pycparser import c_ast
 
 from polyfuse.c import syntax
 from polyfuse.core.program import ArgBinding, HostLoop, PolyfuseError, UnsupportedError
-from polyfuse.frontend.host.memory import State
+from polyfuse.frontend.host.memory import State, changed_slots
 from polyfuse.frontend.host.signals import (
     Break,
     Continue,
@@ -232,6 +232,7 @@ def counted_loop(ev: CEvaluator, node: c_ast.For, it: str, lower_n: c_ast.Node, 
     name = syntax.fresh_name(it, lambda n: n in ev.params.symbols or n in active)
     sym = sympy.Symbol(name)
     hl = HostLoop(iterator=name, lower=lo, upper=hi, step=step, loc=ev.ctx.loc(node))
+    undecided, returns = ev.undecided, list(ev.mem.frames[-1].cond_returns)
     try:
         symbolic_loop(ev, node, sid, sym, hl)
     except PolyfuseError:
@@ -264,6 +265,16 @@ def counted_loop(ev: CEvaluator, node: c_ast.For, it: str, lower_n: c_ast.Node, 
                 f"{what}", node, UnsupportedError) from None
         unroll(ev, node, sid, [lo + i * step for i in range(trip)], need.why)
         return
+    if ev.undecided > undecided and trip is not None and \
+            trip <= min(MAX_UNROLL, ev.iterations_left) and \
+            len(ev.mem.state.ops) == len(base.ops):
+        # no operation, but a condition the symbolic iterator leaves open (a character of a
+        # known string, an option letter): a few iterations decide it
+        ev.mem.state = base
+        ev.mem.frames[-1].cond_returns[:] = returns
+        unroll(ev, node, sid, [lo + i * step for i in range(trip)],
+               "a condition on its iterator is decided per iteration")
+        return
     if trip is not None and trip <= min(SMALL_HOST_LOOP, ev.iterations_left) and \
             lost_host_values(base, ev.mem.state, sid):
         # a short loop computing host values (rounding up to a power of two bit by bit):
@@ -273,7 +284,7 @@ def counted_loop(ev: CEvaluator, node: c_ast.For, it: str, lower_n: c_ast.Node, 
                "it leaves known host numbers unknown")
         return
     last = lo + step * (trip - 1) if trip is not None else (hi - 1 if step == 1 else None)
-    leave_loop(ev, sym, last, sid, hi if trip is None else lo + step * trip)
+    leave_loop(ev, sym, last, sid, hi if trip is None else lo + step * trip, base)
 
 
 def lost_host_values(before: State, after: State, sid: int) -> bool:
@@ -305,8 +316,7 @@ def symbolic_loop(ev: CEvaluator, node: c_ast.For, sid: int, sym: sympy.Symbol,
         ops1 = s1.ops[len(s0.ops):]
         if ops1 and s1.uncertain_break is not None:
             raise early_exit_error(ev, s1.uncertain_break)
-        variant_slots = [k for k, slot in s0.slots.items() if k != sid and k in s1.slots
-                         and s1.slots[k] is not slot and slot.value != s1.slots[k].value]
+        variant_slots = [k for k in changed_slots(s0, s1) if k != sid]
         variant_k = [o for o in s0.kobjs if o in s1.kobjs and s0.kobjs[o] != s1.kobjs[o]]
         new_k = [o for o in s1.kobjs if o not in s0.kobjs]
         if new_k or set(s1.buffers) - set(s0.buffers):
@@ -370,8 +380,10 @@ def body_once(ev: CEvaluator, body: c_ast.Node) -> None:
         raise NeedUnroll("the loop body always breaks") from None
 
 
-def leave_loop(ev: CEvaluator, sym: sympy.Symbol, last: Any, sid: int, final: Any) -> None:
-    """Replace the iterator in bindings that outlive the loop by its last value."""
+def leave_loop(ev: CEvaluator, sym: sympy.Symbol, last: Any, sid: int, final: Any,
+               before: State) -> None:
+    """Replace the iterator in bindings that outlive the loop by its last value (only the
+    slots the loop wrote can hold it: ``before`` is the state the loop started from)."""
     for o, ks in list(ev.mem.state.kobjs.items()):
         binds = []
         for i, b in ks.bindings:
@@ -384,7 +396,10 @@ def leave_loop(ev: CEvaluator, sym: sympy.Symbol, last: Any, sid: int, final: An
                         local_bytes=subs_value(b.local_bytes, sym, last))
             binds.append((i, b))
         ev.mem.state.kobjs[o] = dataclasses.replace(ks, bindings=tuple(binds))
+    old = before.slots
     for k, slot in list(ev.mem.state.slots.items()):
+        if old.get(k) is slot:
+            continue
         if isinstance(slot.value, Num) and not slot.value.e.is_Number and \
                 sym in slot.value.e.free_symbols:
             ev.mem.state.slots[k] = dataclasses.replace(slot, value=UNK)
@@ -481,10 +496,10 @@ def generic_loop(ev: CEvaluator, node: c_ast.Node, cond: Optional[c_ast.Node], b
         raise ev.ctx.error("launches or buffer operations in a loop whose trip count "
                            "polyfuse cannot determine (not a counted for loop with affine "
                            "bounds)", node, UnsupportedError)
-    for k, slot in s0.slots.items():
-        if k in ev.mem.state.slots and ev.mem.state.slots[k].value != slot.value:
-            ev.mem.state.slots[k] = dataclasses.replace(
-                slot, value=havoc_diff(slot.value, ev.mem.state.slots[k].value))
+    for k in changed_slots(s0, ev.mem.state):
+        slot = s0.slots[k]
+        ev.mem.state.slots[k] = dataclasses.replace(
+            slot, value=havoc_diff(slot.value, ev.mem.state.slots[k].value))
     ev.mem.state.uncertain_break = s0.uncertain_break
 
 
@@ -504,10 +519,9 @@ def summarise(ev: CEvaluator, loop: c_ast.Node, body: c_ast.Node, cond: Optional
         return False
     ev.mem.state.uncertain_break = base.uncertain_break
     src = ev.source("computed by a loop polyfuse summarises", loop)
-    for k, slot in list(ev.mem.state.slots.items()):
-        old = base.slots.get(k)
-        if old is not None and old.value != slot.value and slot.ctype.kind in ("int", "float") \
-                and isinstance(slot.value, Unknown) and k != sid:
+    for k in changed_slots(base, ev.mem.state):
+        slot = ev.mem.state.slots[k]
+        if slot.ctype.kind in ("int", "float") and isinstance(slot.value, Unknown) and k != sid:
             # a count or total the loop computes: named, so that --param can bind it
             ev.mem.state.slots[k] = dataclasses.replace(
                 slot, value=ev.params.coerce(Runtime(src), slot.ctype, slot.name))
@@ -538,8 +552,7 @@ def summary_passes(ev: CEvaluator, base: State, scopes: list, body: c_ast.Node,
                 or ev.mem.state.kobjs != base.kobjs):
             ev.mem.state = base
             return False
-        changed = [k for k, slot in s0.slots.items()
-                   if k in ev.mem.state.slots and ev.mem.state.slots[k].value != slot.value]
+        changed = changed_slots(s0, ev.mem.state)
         for k in changed:
             ev.mem.state.slots[k] = dataclasses.replace(
                 s0.slots[k], value=havoc_diff(s0.slots[k].value, ev.mem.state.slots[k].value))

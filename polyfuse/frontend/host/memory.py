@@ -25,6 +25,7 @@ from polyfuse.frontend.host.values import (
     UNK,
     UNK_TYPE,
     Arr,
+    Box,
     CType,
     Handle,
     Num,
@@ -92,11 +93,21 @@ class State:
         return s
 
 
+def changed_slots(old: State, new: State) -> list[int]:
+    """The slots of ``old`` whose value ``new`` changed.  Every write makes a new
+    :class:`Slot`, so a slot neither path wrote is the same object in both: only the others
+    are compared (a host holds thousands of variables; a loop or branch changes a few)."""
+    olds = old.slots
+    return [k for k, v in new.slots.items()
+            if k in olds and olds[k] is not v and olds[k].value != v.value]
+
+
 @dataclass
 class Frame:
     name: str
     scopes: list = field(default_factory=list)
     cond_returns: list = field(default_factory=list)
+    func: int = 0  # id of the FuncDef running (C++ overloads share a name)
 
 
 class Memory:
@@ -130,8 +141,42 @@ class Memory:
         """A new variable (not in any scope) holding ``value``; its slot id."""
         sid = self.next_slot
         self.next_slot += 1
-        self.state.slots[sid] = Slot(name, ctype, self.params.coerce(value, ctype, name))
+        value = self.params.coerce(value, ctype, name)
+        self.state.slots[sid] = Slot(name, ctype, self._own(value, (sid,)))
         return sid
+
+    def new_box(self, value: Value, owner: tuple) -> Box:
+        """A container element of class type, held by the container at ``owner``."""
+        sid = self.next_slot
+        self.next_slot += 1
+        self.state.slots[sid] = Slot("element", CType("struct", 0), value)
+        return Box(sid, owner)
+
+    def _own(self, v: Any, at: tuple) -> Any:
+        """``v`` stored at (slot, path) ``at``: the boxes of a container copied there are
+        copied (a container's elements are values, not shared with the one copied)."""
+        if isinstance(v, Rec):
+            fields = tuple((k, self._own(e, at + (k,))) for k, e in v.fields)
+            return v if all(a is b for (_, a), (_, b) in zip(fields, v.fields)) else Rec(fields)
+        items = getattr(v, "items", None)
+        if not isinstance(items, tuple) or not dataclasses.is_dataclass(v):
+            return v
+        owner = (at[0], at[1:])
+        new = tuple(self._own_item(e, owner) for e in items)
+        return v if all(a is b for a, b in zip(new, items)) else \
+            dataclasses.replace(v, items=new)
+
+    def _own_item(self, e: Any, owner: tuple) -> Any:
+        if isinstance(e, tuple) and len(e) == 2:  # a map's (key, value)
+            v = self._own_item(e[1], owner)
+            return e if v is e[1] else (e[0], v)
+        if isinstance(e, Box) and e.owner != owner:
+            slot = self.state.slots.get(e.slot)
+            box = self.new_box(UNK, owner)
+            value = self._own(slot.value, (box.slot,)) if slot is not None else UNK
+            self.state.slots[box.slot] = Slot("element", CType("struct", 0), value)
+            return box
+        return e
 
     def declare(self, name: str, ctype: CType, value: Value) -> int:
         """A new variable ``name`` in the innermost scope; its slot id."""
@@ -171,7 +216,8 @@ class Memory:
         ctype = slot.ctype
         for p in ref.path:
             ctype = (ctype.elem if isinstance(p, int) else ctype.field(p)) or UNK_TYPE
-        value = self.params.coerce(value, ctype, slot.name, ref.path)
+        value = self._own(self.params.coerce(value, ctype, slot.name, ref.path),
+                          (ref.slot,) + ref.path)
         new = self._update(slot.value, ref.path, value)
         self.state.slots[ref.slot] = dataclasses.replace(slot, value=new)
 
@@ -270,9 +316,9 @@ class Memory:
 
         leaves(self.read(ref), ref.path)
 
-    def forget_through(self, args: list[Value], value: Runtime = RUNTIME) -> None:
+    def forget_through(self, args: list[Value], value: Value = RUNTIME) -> None:
         """Values an info query stores through its pointers are known only at run time
-        (``value`` says where they come from)."""
+        (``value``: a :class:`Runtime` that may say where it comes from)."""
         for a in args:
             if isinstance(a, Ref):
                 cur = self.read(a)

@@ -667,9 +667,9 @@ def _creates_handle(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> 
 
 def _boilerplate(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     """Nothing to model; what an info query (``clGet*``) stores is a run-time value."""
-    name = node.name.name
-    if name.startswith("clGet"):
-        ev.mem.forget_through(args[1:], Runtime(ev.source(f"queried by {name}", node)))
+    if node.name.name.startswith("clGet"):
+        src = ev.source(f"queried from the device by {node.name.name}", node)
+        ev.mem.forget_through(args[1:], Runtime(src))
     return ZERO
 
 

@@ -150,6 +150,7 @@ def branches(ev: CEvaluator, node: c_ast.Node, bodies: list, rel: Any, *,
     """Explore bodies whose choice is not known; keep the non-error paths and merge them.
 
     In a ``switch`` (``switch=True``) a ``break`` ends its case normally."""
+    ev.undecided += 1
     base = ev.mem.state
     results = []
     signals: list[Signal] = []
@@ -263,7 +264,11 @@ def merge(ev: CEvaluator, base: State, states: list[State]) -> State:
     for st in states:
         out.ops.extend(st.ops[len(base.ops):])
         out.buffers.update(st.buffers)
-    sids = set().union(*(st.slots for st in states))
+    # only what some path changed: a slot no path wrote is the very object base holds
+    sids = set()
+    for st in states:
+        bs = base.slots
+        sids.update(k for k, v in st.slots.items() if bs.get(k) is not v)
     base_slots = base.slots
     for sid in sids:
         same = base_slots.get(sid)

@@ -161,6 +161,17 @@ class SymIndex(Value):
     loop: bool
 
 
+@dataclass(frozen=True)
+class Box(Value):
+    """A standard container's element that is a class (a ``std::string``, a struct): kept
+    in a slot of its own so that ``m[k].field = x`` and ``v[i].append(s)`` write it; ``owner``
+    is the (slot, path) of the container holding it (a copy of the container gets copies of
+    its boxes when it is stored)."""
+
+    slot: int
+    owner: tuple
+
+
 UNK = Unknown()
 
 
