@@ -271,6 +271,20 @@ def device_limits(device: DeviceSpec = None) -> DeviceLimits:
     return DeviceLimits.from_device(get_device(device))
 
 
+def device_answers(device: DeviceSpec = None) -> dict[int, tuple[int, ...]]:
+    """What ``clGetDeviceInfo`` answers on the selected device, by ``CL_DEVICE_*`` value, for
+    the limits and type host programs size their launches by."""
+    dev = get_device(device)
+    di = cl.device_info
+    out: dict[int, tuple[int, ...]] = {}
+    for what in (di.TYPE, di.MAX_COMPUTE_UNITS, di.MAX_WORK_ITEM_DIMENSIONS,
+                 di.MAX_WORK_GROUP_SIZE, di.MAX_WORK_ITEM_SIZES, di.LOCAL_MEM_SIZE,
+                 di.MAX_MEM_ALLOC_SIZE, di.MAX_CONSTANT_BUFFER_SIZE):
+        v = dev.get_info(what)
+        out[int(what)] = tuple(int(x) for x in v) if isinstance(v, (list, tuple)) else (int(v),)
+    return out
+
+
 def device_target(device: DeviceSpec = None) -> Target:
     """The :class:`~polyfuse.core.program.Target` of the selected device (limits and extensions)."""
     dev = get_device(device)

@@ -22,10 +22,10 @@ from polyfuse.core.program import BufferRange, HostOp, Operation, UnsupportedErr
 from polyfuse.frontend.host import clhpp, expressions, loops, statements
 from polyfuse.frontend.host.context import Context
 from polyfuse.frontend.host.libc import LIBC, STD_STRING, LibcState, std_string
-from polyfuse.frontend.host.memory import Frame, Memory
+from polyfuse.frontend.host.memory import Frame, Memory, State
 from polyfuse.frontend.host.opencl_api import HANDLERS, OpenCLObjects
 from polyfuse.frontend.host.params import Params
-from polyfuse.frontend.host.signals import Break, Continue, NeedUnroll, Return
+from polyfuse.frontend.host.signals import Break, Continue, Exit, NeedUnroll, Return
 from polyfuse.frontend.host.sources import KernelSources
 from polyfuse.frontend.host.statements import join_all
 from polyfuse.frontend.host.symbolic import free_syms
@@ -141,6 +141,7 @@ class CEvaluator:
         frame = Frame(fd.decl.name, [{}])
         params = fd.decl.type.args.params if fd.decl.type.args is not None else []
         decls = [p for p in params if isinstance(p, c_ast.Decl) and p.name]
+        entry = self.mem.state.clone()
         self.mem.frames.append(frame)
         try:
             for i, p in enumerate(decls):
@@ -156,11 +157,31 @@ class CEvaluator:
                 result = r.value
             except (Break, Continue):
                 raise self.ctx.error("break or continue outside a loop", fd) from None
+            except Exit:
+                if not frame.cond_returns:
+                    raise
+                # a search that returns what it finds and ends the program when it finds
+                # nothing: the paths that returned are the ones taken
+                self.mem.state = self.returned_state(entry, frame.cond_states, fd)
+                return join_all(self, frame.cond_returns, "result")
             if frame.cond_returns:
                 result = join_all(self, frame.cond_returns + [result], "result")
             return result
         finally:
             self.mem.frames.pop()
+
+    def returned_state(self, entry: State, states: list[State], fd: c_ast.FuncDef) -> State:
+        """The state after a function whose only paths that go on return early: the
+        merge of those paths, which must agree on the operations they made."""
+        tails = {tuple(st.ops[len(entry.ops):]) for st in states}
+        if len(tails) > 1:
+            raise self.ctx.error(
+                f"'{fd.decl.name}' returns on paths that make different kernel launches or "
+                "buffer operations, under conditions polyfuse cannot decide", fd,
+                UnsupportedError)
+        out = statements.merge(self, entry, states)
+        out.ops = list(states[0].ops)
+        return out
 
     def source(self, what: str, node: c_ast.Node) -> Source:
         """Where a value computed from the program's data comes from (``node``'s line)."""

@@ -41,7 +41,8 @@ class Interpreter:
     def __init__(self, ast: c_ast.FileAST, kernels: Mapping[str, Kernel], filename: str,
                  param_values: Mapping[str, Union[int, float]],
                  kernel_files: Optional[KernelFiles] = None,
-                 argv: Optional[Sequence[str]] = None) -> None:
+                 argv: Optional[Sequence[str]] = None,
+                 device_info: Optional[Mapping[int, tuple[int, ...]]] = None) -> None:
         self.ast = ast
         self.ctx = Context(filename)
         self.params = Params(self.ctx, param_values)
@@ -49,6 +50,7 @@ class Interpreter:
         self.sources = KernelSources(self.ctx, kernels, kernel_files or KernelFiles())
         self.libc = LibcState(None if argv is None else [Path(filename).stem, *argv])
         self.ev = CEvaluator(self.ctx, self.params, self.mem, self.sources, self.libc)
+        self.ev.cl.device_info = dict(device_info or {})
 
     def run(self) -> Program:
         """The :class:`Program` ``main`` runs; a :class:`PolyfuseError` naming file and line

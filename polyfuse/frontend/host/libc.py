@@ -5,6 +5,7 @@ here after the OpenCL API table (:data:`.opencl_api.HANDLERS`)."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Optional
@@ -61,7 +62,7 @@ _IGNORED = {
     "strlen", "strcpy", "strncpy", "strcat", "strncat", "strcmp", "strncmp", "strchr", "strrchr",
     "strstr", "strdup", "strtok", "strerror", "srand", "rand", "srand48", "drand48", "time",
     "gettimeofday", "difftime", "localtime", "sleep", "usleep",
-    "getenv", "system", "qsort", "atexit", "abs", "labs", "access", "sysconf",
+    "system", "qsort", "atexit", "abs", "labs", "access", "sysconf",
 }
 
 
@@ -80,7 +81,7 @@ _ALLOC = {"malloc", "calloc", "realloc", "aligned_alloc", "memalign", "valloc", 
 
 #: calls that return a non-NULL handle polyfuse does not follow
 _HANDLE_RESULT = {
-    "getenv", "strdup", "localtime",
+    "strdup", "localtime",
 }
 
 
@@ -258,6 +259,9 @@ def snprintf(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
 def format_into(ev: CEvaluator, buf: Any, args: list) -> Any:
     if not isinstance(buf, Ref):
         return UNK
+    # a %s argument may be a char buffer an earlier sprintf wrote (options built in steps)
+    args = [Str(t) if isinstance(a, Ref) and (t := ev.mem.text(a)) is not None else a
+            for a in args]
     text = _c_format(args)
     if text is None:
         ev.mem.texts.pop(buf.slot, None)
@@ -271,6 +275,25 @@ def strcmp(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     if a is not None and b is not None:
         return Num(sympy.Integer((a > b) - (a < b)))
     return UNK
+
+
+def strcasecmp(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    a, b = ev.mem.text(arg_at(args, 0)), ev.mem.text(arg_at(args, 1))
+    if a is not None and b is not None:
+        a, b = a.lower(), b.lower()
+        return Num(sympy.Integer((a > b) - (a < b)))
+    return UNK
+
+
+def getenv(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    """The environment the program runs in is polyfuse's own (as ``--args`` is its command
+    line): an unset variable is NULL, a set one its text (a device type chosen by
+    ``OPENCL_DEVICE_TYPE``)."""
+    name = ev.mem.text(arg_at(args, 0))
+    if name is None:
+        return Handle("getenv")
+    value = os.environ.get(name)
+    return ZERO if value is None else Str(value)
 
 
 def strncmp(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
@@ -490,7 +513,8 @@ LIBC: dict[str, Handler] = {
     "memcpy": memcpy, "memmove": memcpy, "strcpy": memcpy, "strncpy": memcpy,
     "strcat": memcpy, "strncat": memcpy, "fgets": memcpy, "memset": memset,
     "posix_memalign": posix_memalign, "sprintf": sprintf, "snprintf": snprintf,
-    "strcmp": strcmp, "strncmp": strncmp, "strlen": strlen, "getopt": getopt_short,
+    "strcmp": strcmp, "strcasecmp": strcasecmp, "strncmp": strncmp, "strlen": strlen,
+    "getenv": getenv, "getopt": getopt_short,
     "getopt_long": getopt_long, "fopen": fopen, "fread": fread, "clock": _clock,
     "clock_gettime": _clock,
     **{n: _reads_number(n) for n in ("atoi", "atol", "atoll", "strtol", "strtoul", "strtoll",

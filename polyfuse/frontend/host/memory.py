@@ -91,6 +91,7 @@ class Frame:
     name: str
     scopes: list = field(default_factory=list)
     cond_returns: list = field(default_factory=list)
+    cond_states: list = field(default_factory=list)  # the state each of cond_returns left
 
 
 class Memory:

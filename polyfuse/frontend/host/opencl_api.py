@@ -18,7 +18,7 @@ Every call is assumed to succeed: create calls store ``CL_SUCCESS`` through thei
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -97,9 +97,12 @@ class OpenCLObjects:
     """The counters that name the OpenCL objects of one run (the objects themselves live in
     :class:`~.memory.State`, which branches clone)."""
 
-    def __init__(self) -> None:
+    def __init__(self, device_info: Optional[Mapping[int, tuple[int, ...]]] = None) -> None:
         self.next_oid = 0
         self.buffer_names: set[str] = set()
+        #: answers to ``clGetDeviceInfo`` by ``CL_DEVICE_*`` value, from the device the
+        #: program is verified on (None: device queries give run-time values)
+        self.device_info = dict(device_info or {})
 
     def new_buffer_name(self, hint: Optional[str]) -> str:
         """A fresh buffer name after the variable the handle is stored in (``bufs[1]`` →
@@ -546,6 +549,31 @@ def get_kernel_info(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> 
             ev.mem.write(out, Num(sympy.Integer(len(kernel.params))))
             return ZERO
     ev.mem.forget_through(args[1:])
+    return ZERO
+
+
+@handler("clGetDeviceInfo")
+def get_device_info(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    """A device limit the host sizes its launches by (``CL_DEVICE_MAX_WORK_GROUP_SIZE``) is
+    the verification device's when the caller gives it, else a run-time value."""
+    what, out = arg_at(args, 1), arg_at(args, 3)
+    answer = ev.cl.device_info.get(int(what.e)) if isinstance(what, Num) and \
+        what.e.is_Integer else None
+    if answer is None or not isinstance(out, Ref):
+        ev.mem.forget_through(args[1:])
+        return ZERO
+    if isinstance(ev.mem.read(out), Arr):
+        for i, v in enumerate(answer):
+            ev.mem.write(Ref(out.slot, out.path + (i,)), Num(sympy.Integer(v)))
+    elif len(answer) > 1 and out.path and isinstance(out.path[-1], int):
+        for i, v in enumerate(answer):
+            ev.mem.write(Ref(out.slot, out.path[:-1] + (out.path[-1] + i,)),
+                         Num(sympy.Integer(v)))
+    else:
+        ev.mem.write(out, Num(sympy.Integer(answer[0])))
+    ev.mem.forget_through(args[4:])
+    ev.ctx.warn(f"clGetDeviceInfo(0x{int(what.e):x}) answered from the verification device: "
+                f"{', '.join(map(str, answer))}", node)
     return ZERO
 
 
