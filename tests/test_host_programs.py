@@ -914,3 +914,68 @@ def test_sizes_and_breaks_computed_from_data_are_named() -> None:
     fixed = load(params={"residual": 1.0, "count": 16}, check_params=True)
     assert [lp.upper for lp in fixed.launches[0].loops] == [8]
     check_against_oracle(fixed)
+
+
+NPB_STYLE = PROGRAMS / "npb_style"
+#: what clGetDeviceInfo answers in the tests below (CL_DEVICE_MAX_WORK_ITEM_SIZES, _GROUP_SIZE)
+NPB_DEVICE = {0x1005: (64, 64, 64), 0x1004: (256,)}
+
+
+def _npb_style(**kw: Any) -> Program:
+    return load_opencl(None, host=[str(NPB_STYLE / "main.c"), str(NPB_STYLE / "util.c")],
+                       argv=[str(NPB_STYLE)], **kw)
+
+
+def test_npb_style_device_search_limits_input_deck_and_level_sizes(monkeypatch: Any) -> None:
+    """A device search that returns from inside its loops and exits when it finds nothing;
+    the device type from an unset environment variable picks the CPU kernel file; options
+    sprintf'd in two steps; an optional input deck that is not there (compiled defaults);
+    device limits answered and clamped per dimension; per-level sizes read at the level
+    loop's iterator (the loop is unrolled); a float argument from rand() stays unknown."""
+    monkeypatch.chdir(NPB_STYLE)
+    monkeypatch.delenv("NPB_STYLE_DEVICE_TYPE", raising=False)
+    program = _npb_style(device_info=NPB_DEVICE)
+    assert [(lc.kernel, lc.global_size, lc.local_size) for lc in program.launches] == [
+        ("smooth", (2,), (2,)), ("shift", (2,), (2,)), ("smooth", (4,), (4,)),
+        ("shift", (4,), (4,)), ("smooth", (8,), (4,)), ("shift", (8,), (4,))]
+    assert [lc.arg(1).value for lc in program.launches[::2]] == [2, 4, 8]
+    assert all([lp.upper for lp in lc.loops] == [2] for lc in program.launches)
+    assert all(lc.arg(2).value is None for lc in program.launches[::2])  # scale
+    monkeypatch.setenv("NPB_STYLE_DEVICE_TYPE", "gpu")
+    with pytest.raises(PolyfuseError, match="k_gpu.cl"):
+        _npb_style(device_info=NPB_DEVICE)
+
+
+def test_npb_style_input_deck_present_sizes_become_data(monkeypatch: Any, tmp_path: Path
+                                                         ) -> None:
+    """With the input deck where the program runs, the iteration count is read from it:
+    a host parameter named after its variable, which --param fixes."""
+    for f in NPB_STYLE.iterdir():
+        (tmp_path / f.name).write_text(f.read_text())
+    (tmp_path / "npb_style.input").write_text("5\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("NPB_STYLE_DEVICE_TYPE", raising=False)
+
+    def load(**kw: Any) -> Program:
+        return load_opencl(None, host=[str(tmp_path / "main.c"), str(tmp_path / "util.c")],
+                           argv=["."], device_info=NPB_DEVICE, **kw)
+
+    assert load().params == ("nit",)
+    fixed = load(params={"nit": 5}, check_params=True)
+    assert all([lp.upper for lp in lc.loops] == [5] for lc in fixed.launches)
+
+
+def test_npb_style_fuses_and_verifies_with_the_devices_limits(monkeypatch: Any, tmp_path: Path,
+                                                              capsys: Any) -> None:
+    """fuse --verify answers the device queries from the verification device and draws the
+    float argument the host computes from data at random, the same for both programs."""
+    import json
+
+    monkeypatch.chdir(NPB_STYLE)
+    monkeypatch.delenv("NPB_STYLE_DEVICE_TYPE", raising=False)
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", "--host", "main.c", "--host", "util.c", "--args",
+                            ".", "--out", str(out), "--verify")
+    assert code == 0, err
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["launches_before"] == 12 and plan["verified"]["ok"] is True

@@ -237,6 +237,8 @@ class CEvaluator:
         if isinstance(v, Poison):
             raise self.ctx.error(f"{what} {v.reason}", node, UnsupportedError)
         src = src_of(v)
+        if src is not None and src.loop_index and self.ctx.loop_syms:
+            raise NeedUnroll(f"{what} depends on {src.what}")
         if src is not None:
             raise self.ctx.error(f"{what} depends on a value the program computes from its data "
                                  f"({src.describe()}){param_hint(src)}", node, UnsupportedError)

@@ -34,6 +34,7 @@ from polyfuse.frontend.host.values import (
     Value,
     arg_at,
     exact_rational,
+    param_hint,
     src_of,
 )
 
@@ -265,9 +266,25 @@ def format_into(ev: CEvaluator, buf: Any, args: list) -> Any:
     text = _c_format(args)
     if text is None:
         ev.mem.texts.pop(buf.slot, None)
+        ev.mem.text_why[buf.slot] = _unformatted_why(ev, args[1:])
         return UNK
     ev.mem.texts[buf.slot] = text
     return Num(sympy.Integer(len(text)))
+
+
+def _unformatted_why(ev: CEvaluator, args: list) -> str:
+    """What keeps a formatted text from being known: a data source, host parameters, or
+    what kept a text it includes from being known."""
+    for a in args:
+        if isinstance(a, Ref) and ev.mem.text_why.get(a.slot):
+            return ev.mem.text_why[a.slot]
+    src = src_of(*args)
+    if src is not None:
+        return f"it depends on {src.describe()}{param_hint(src)}"
+    names = sorted({str(s) for a in args if isinstance(a, Num) for s in a.e.free_symbols})
+    if names:
+        return f"it depends on {', '.join(names)}; pass --param {names[0]}=VALUE"
+    return ""
 
 
 def strcmp(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
@@ -437,6 +454,8 @@ def set_opt(ev: CEvaluator, optind: int, optarg: Optional[str]) -> None:
 
 def fopen(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     path = arg_at(args, 0)
+    if isinstance(path, Ref) and (text := ev.mem.text(path)) is not None:
+        path = Str(text)  # a path sprintf'd from a directory and a file name
     if isinstance(path, Str):
         found = ev.sources.find_file(path.s)
         if found is not None:
@@ -446,7 +465,18 @@ def fopen(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
         if path.s.endswith((".cl", ".ocl")):
             ev.sources.open_file(path.s)
             return Handle("file:" + path.s)
+        if _literal_arg(node, 0) and isinstance(mode := arg_at(args, 1), Str) and \
+                mode.s.startswith("r"):
+            # a file the program names itself (an optional input deck, a flag file) that is
+            # not where it runs: opening it fails as it would there (data files named on the
+            # command line may be given later; they stay run-time values)
+            return ZERO
     return Handle("fopen")
+
+
+def _literal_arg(node: c_ast.FuncCall, k: int) -> bool:
+    exprs = node.args.exprs if node.args is not None else []
+    return k < len(exprs) and isinstance(exprs[k], c_ast.Constant) and exprs[k].type == "string"
 
 
 def fread(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:

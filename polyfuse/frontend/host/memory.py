@@ -37,6 +37,7 @@ from polyfuse.frontend.host.values import (
     Unknown,
     Value,
     join_unknown,
+    src_of,
 )
 
 
@@ -105,6 +106,7 @@ class Memory:
         self.globals: dict[str, int] = {}
         self.next_slot = 0
         self.texts: dict[int, str] = {}  # char buffer slot -> text written by sprintf
+        self.text_why: dict[int, str] = {}  # char buffer slot -> why its text is not known
         self.file_texts: dict[int, str] = {}  # heap slot -> path of the file read into it
 
     def new_slot(self, name: str, ctype: CType, value: Value) -> int:
@@ -210,7 +212,7 @@ class Memory:
                                      "loop iterator")
                 value = Poison("stored at an unknown index")
             else:
-                value = UNK
+                value = Unknown(False, src_of(value))
             whole = Ref(ref.slot, ref.path)
             arr = self.read(whole)
             if isinstance(arr, Arr):

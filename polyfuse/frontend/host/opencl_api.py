@@ -249,9 +249,10 @@ def build_program(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Va
         elif isinstance(opts, Ref) and opts.slot in ev.mem.texts:
             info.options = ev.mem.texts[opts.slot]
         elif not (isinstance(opts, Num) and opts.e == 0):
+            why = ev.mem.text_why.get(opts.slot, "") if isinstance(opts, Ref) else ""
             raise ev.ctx.error("clBuildProgram: build options polyfuse cannot determine "
-                               "(they may define macros the kernels use)", node,
-                               UnsupportedError)
+                               f"(they may define macros the kernels use){': ' if why else ''}"
+                               f"{why}", node, UnsupportedError)
     return ZERO
 
 
@@ -561,6 +562,15 @@ def get_device_info(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> 
         what.e.is_Integer else None
     if answer is None or not isinstance(out, Ref):
         ev.mem.forget_through(args[1:])
+        if isinstance(out, Ref):  # so that a refusal says where the value comes from
+            value = Runtime(ev.source("queried from the device by clGetDeviceInfo (fuse "
+                                      "--verify answers it from the device)", node))
+            cur = ev.mem.read(out)
+            if isinstance(cur, Arr):
+                ev.mem.write(out, Arr(cur.length, tuple((i, value) for i, _ in cur.elems),
+                                      value))
+            elif isinstance(cur, (Unknown, Num, Runtime)):
+                ev.mem.write(out, value)
         return ZERO
     if isinstance(ev.mem.read(out), Arr):
         for i, v in enumerate(answer):

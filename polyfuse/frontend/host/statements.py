@@ -26,7 +26,6 @@ from polyfuse.frontend.host.symbolic import affine_bounds, free_syms
 from polyfuse.frontend.host.values import (
     INT,
     UNK,
-    UNKF,
     Arr,
     Cond,
     Num,
@@ -290,9 +289,9 @@ def join_all(ev: CEvaluator, values: list, name: str) -> Any:
     if all(isinstance(v, (Num, Runtime, Unknown, Cond)) for v in values):
         if any(isinstance(v, Num) and v.flt or isinstance(v, Unknown) and v.flt
                for v in values):
-            return UNKF
+            return Unknown(True, src_of(*values))
         if ev.ctx.varies() or any(isinstance(v, (Unknown, Cond)) for v in values):
-            return UNK
+            return Unknown(False, src_of(*values))
         for v in values:  # a parameter already named after this variable wins
             if isinstance(v, Num) and isinstance(v.e, sympy.Symbol) and \
                     re.fullmatch(re.escape(name) + r"(_\d+)?", str(v.e)):
