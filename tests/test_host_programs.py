@@ -979,3 +979,26 @@ def test_npb_style_fuses_and_verifies_with_the_devices_limits(monkeypatch: Any, 
     assert code == 0, err
     plan = json.loads((out / "plan.json").read_text())
     assert plan["launches_before"] == 12 and plan["verified"]["ok"] is True
+
+
+def test_helper_of_the_same_name_in_two_programs_and_a_pointer_into_a_local_tile(
+        monkeypatch: Any, tmp_path: Path, capsys: Any) -> None:
+    """Two programs each define a helper ``weight`` (one on ``__global``, one on
+    ``__constant`` memory): the second program's is renamed, definition and calls, so both
+    fit in one fused source; a private pointer into a ``__local`` tile declared in a loop
+    stays where it is (only ``__local`` arrays move to kernel scope)."""
+    import json
+
+    d = PROGRAMS / "helper_clash"
+    monkeypatch.chdir(d)
+    program = load_opencl(None, host=str(d / "host.c"))
+    helpers = {k: sorted(n for n in program.kernels[k].helpers if n != k)
+               for k in ("scale", "reduce")}
+    assert helpers == {"scale": ["weight"], "reduce": ["weight_1"]}
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", "--host", "host.c", "--out", str(out), "--verify")
+    assert code == 0, err
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["launches_after"] == 1 and plan["verified"]["ok"] is True
+    fused = (out / "fused.cl").read_text()
+    assert "__local float *o = &f2_tmp[j];" in fused
