@@ -51,7 +51,14 @@ import networkx as nx
 import sympy
 
 from polyfuse.core.islutil import coalesce, pwqp_to_sympy
-from polyfuse.core.program import REFERENCE_TARGET, HostOp, Launch, Target, host_loop_ids
+from polyfuse.core.program import (
+    REFERENCE_TARGET,
+    HostOp,
+    Launch,
+    Target,
+    UnsupportedError,
+    host_loop_ids,
+)
 from polyfuse.fusion.decisions import (
     GroupStart,
     P3Merge,
@@ -225,11 +232,32 @@ def _step_constraints(uar: UAR, units: Sequence[Unit]) -> list[tuple[str, str]]:
     return sorted(out)
 
 
+def _compute_schedule(domain: isl.UnionSet, validity: isl.UnionMap) -> isl.Schedule:
+    """isl's schedule of the units; where its default (Pluto-like) algorithm cannot carry
+    the dependences, Feautrier's algorithm (which carries them one by one); else a refusal
+    naming the cause rather than an isl error."""
+    sc = isl.ScheduleConstraints.on_domain(domain).set_validity(validity).set_proximity(validity)
+    try:
+        return sc.compute_schedule()
+    except isl.Error:
+        pass
+    ctx = domain.get_ctx()
+    algorithm = ctx.get_schedule_algorithm()
+    ctx.set_schedule_algorithm(1)  # ISL_SCHEDULE_ALGORITHM_FEAUTRIER
+    try:
+        return sc.compute_schedule()
+    except isl.Error as err:
+        raise UnsupportedError("global fusion: isl finds no affine schedule of the fusion "
+                               f"groups that carries their host-loop dependences ({err})"
+                               ) from None
+    finally:
+        ctx.set_schedule_algorithm(algorithm)
+
+
 def global_schedule(uar: UAR, units: Sequence[Unit]) -> tuple[isl.Schedule, dict[str, int]]:
     """The isl schedule of all statements and each statement's (separated) launch step."""
     domain, validity = _units_constraints(uar, units)
-    sc = isl.ScheduleConstraints.on_domain(domain).set_validity(validity).set_proximity(validity)
-    schedule = sc.compute_schedule()
+    schedule = _compute_schedule(domain, validity)
     constraints = _step_constraints(uar, units)
     steps = schedule_steps(schedule, {u.name for u in units})
     steps = separate_steps(steps, constraints)
