@@ -141,7 +141,7 @@ class CEvaluator:
         frame = Frame(fd.decl.name, [{}])
         params = fd.decl.type.args.params if fd.decl.type.args is not None else []
         decls = [p for p in params if isinstance(p, c_ast.Decl) and p.name]
-        entry = self.mem.state.clone()
+        entry_ops = len(self.mem.state.ops)
         self.mem.frames.append(frame)
         try:
             for i, p in enumerate(decls):
@@ -162,7 +162,7 @@ class CEvaluator:
                     raise
                 # a search that returns what it finds and ends the program when it finds
                 # nothing: the paths that returned are the ones taken
-                self.mem.state = self.returned_state(entry, frame.cond_states, fd)
+                self.mem.state = self.returned_state(entry_ops, frame.cond_states, fd)
                 return join_all(self, frame.cond_returns, "result")
             if frame.cond_returns:
                 result = join_all(self, frame.cond_returns + [result], "result")
@@ -170,17 +170,18 @@ class CEvaluator:
         finally:
             self.mem.frames.pop()
 
-    def returned_state(self, entry: State, states: list[State], fd: c_ast.FuncDef) -> State:
+    def returned_state(self, entry_ops: int, states: list[State], fd: c_ast.FuncDef) -> State:
         """The state after a function whose only paths that go on return early: the
-        merge of those paths, which must agree on the operations they made."""
-        tails = {tuple(st.ops[len(entry.ops):]) for st in states}
-        if len(tails) > 1:
+        merge of those paths (all descend from the call's state, which had ``entry_ops``
+        operations), which must agree on the operations they made."""
+        if len({tuple(st.ops[entry_ops:]) for st in states}) > 1:
             raise self.ctx.error(
                 f"'{fd.decl.name}' returns on paths that make different kernel launches or "
                 "buffer operations, under conditions polyfuse cannot decide", fd,
                 UnsupportedError)
-        out = statements.merge(self, entry, states)
+        out = statements.merge(self, states[0], states)
         out.ops = list(states[0].ops)
+        out.facts = [f for f in states[0].facts if all(f in st.facts for st in states)]
         return out
 
     def source(self, what: str, node: c_ast.Node) -> Source:
