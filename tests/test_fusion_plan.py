@@ -603,3 +603,20 @@ def test_a_fragment_pickles_with_its_map_and_text():
     again = pickle.loads(pickle.dumps(read))
     assert str(isl.Map(text)) != text and again.reindex_text == text
     assert again.reindex.is_equal(isl.Map(text))
+
+
+def test_dependences_between_host_iterations_only_go_forward():
+    """A dependence relation over-approximated without order (a may-access of a whole buffer
+    in a time-step loop) is cut to its forward part before it constrains the global schedule:
+    to later iterations, or to the same one only when the source comes first.  Otherwise
+    the constraints are cyclic and isl finds no schedule (SNU NPB SP)."""
+    from polyfuse.fusion.global_ import _forward
+
+    rel = isl.Map("{ A[i] -> B[o] : 0 < i <= 10 and 0 < o <= 10 }")
+    assert _forward(rel, strict=False).is_equal(isl.Map("{ A[i] -> B[o] : 0 < i <= o <= 10 }"))
+    assert _forward(rel, strict=True).is_equal(isl.Map("{ A[i] -> B[o] : 0 < i < o <= 10 }"))
+    two = isl.Map("{ A[i, j] -> B[o, p] : 0 <= i, j, o, p < 3 }")
+    assert _forward(two, strict=True).is_equal(isl.Map(
+        "{ A[i, j] -> B[o, p] : 0 <= i, j, o, p < 3 and (o > i or (o = i and p > j)) }"))
+    assert _forward(isl.Map("{ A[] -> B[o] : 0 <= o < 3 }"), strict=True).is_equal(
+        isl.Map("{ A[] -> B[o] : 0 <= o < 3 }"))  # different loops: left as it is

@@ -1408,3 +1408,105 @@ def test_sizeof_a_template_parameter_comes_from_the_instantiation() -> None:
     host = PROGRAMS / "cpp_template_sizeof" / "main.cpp"
     (launch,) = load_opencl(None, host=str(host)).launches
     assert launch.arg(1).local_bytes == 64 * 4
+
+
+NPB_STYLE = PROGRAMS / "npb_style"
+#: what clGetDeviceInfo answers in the tests below (CL_DEVICE_MAX_WORK_ITEM_SIZES, _GROUP_SIZE)
+class _NpbDevice:
+    """A device that answers the work-item and work-group limits."""
+
+    name = "test device"
+
+    def device_info(self, param: int) -> Any:
+        # CL_DEVICE_MAX_WORK_ITEM_SIZES, CL_DEVICE_MAX_WORK_GROUP_SIZE
+        return {0x1005: (64, 64, 64), 0x1004: 256}.get(param)
+
+    def kernel_info(self, param: int, kernel: Any) -> Any:
+        return None
+
+
+NPB_DEVICE = _NpbDevice()
+
+
+def _npb_style(**kw: Any) -> Program:
+    return load_opencl(None, host=[str(NPB_STYLE / "main.c"), str(NPB_STYLE / "util.c")],
+                       argv=[str(NPB_STYLE)], **kw)
+
+
+def test_npb_style_device_search_limits_input_deck_and_level_sizes(monkeypatch: Any) -> None:
+    """A device search that returns from inside its loops and exits when it finds nothing;
+    the device type from an unset environment variable picks the CPU kernel file; options
+    sprintf'd in two steps; an optional input deck that is not there (compiled defaults);
+    device limits answered and clamped per dimension; per-level sizes read at the level
+    loop's iterator (the loop is unrolled); a float argument from rand() stays unknown."""
+    monkeypatch.chdir(NPB_STYLE)
+    monkeypatch.delenv("NPB_STYLE_DEVICE_TYPE", raising=False)
+    program = _npb_style(device_queries=NPB_DEVICE)
+    assert [(lc.kernel, lc.global_size, lc.local_size) for lc in program.launches] == [
+        ("smooth", (2,), (2,)), ("shift", (2,), (2,)), ("smooth", (4,), (4,)),
+        ("shift", (4,), (4,)), ("smooth", (8,), (4,)), ("shift", (8,), (4,))]
+    assert [lc.arg(1).value for lc in program.launches[::2]] == [2, 4, 8]
+    assert all([lp.upper for lp in lc.loops] == [2] for lc in program.launches)
+    assert all(lc.arg(2).value is None for lc in program.launches[::2])  # scale
+    monkeypatch.setenv("NPB_STYLE_DEVICE_TYPE", "gpu")
+    with pytest.raises(PolyfuseError, match="k_gpu.cl"):
+        _npb_style(device_queries=NPB_DEVICE)
+
+
+def test_npb_style_input_deck_present_sizes_become_data(monkeypatch: Any, tmp_path: Path
+                                                         ) -> None:
+    """With the input deck where the program runs, the iteration count is what the program
+    reads from it (the model is of that input, and a warning says so)."""
+    for f in NPB_STYLE.iterdir():
+        (tmp_path / f.name).write_text(f.read_text())
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("NPB_STYLE_DEVICE_TYPE", raising=False)
+
+    def load(**kw: Any) -> Program:
+        return load_opencl(None, host=[str(tmp_path / "main.c"), str(tmp_path / "util.c")],
+                           argv=["."], device_queries=NPB_DEVICE, **kw)
+
+    for nit in (5, 7):
+        (tmp_path / "npb_style.input").write_text(f"{nit}\n")
+        program = load()
+        assert program.params == ()
+        assert all([lp.upper for lp in lc.loops] == [nit] for lc in program.launches)
+
+
+def test_npb_style_fuses_and_verifies_with_the_devices_limits(monkeypatch: Any, tmp_path: Path,
+                                                              capsys: Any) -> None:
+    """fuse --verify answers the device queries from the verification device and draws the
+    float argument the host computes from data at random, the same for both programs."""
+    import json
+
+    monkeypatch.chdir(NPB_STYLE)
+    monkeypatch.delenv("NPB_STYLE_DEVICE_TYPE", raising=False)
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", "--host", "main.c", "--host", "util.c", "--args",
+                            ".", "--out", str(out), "--verify")
+    assert code == 0, err
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["launches_before"] == 12 and plan["verified"]["ok"] is True
+
+
+def test_helper_of_the_same_name_in_two_programs_and_a_pointer_into_a_local_tile(
+        monkeypatch: Any, tmp_path: Path, capsys: Any) -> None:
+    """Two programs each define a helper ``weight`` (one on ``__global``, one on
+    ``__constant`` memory): the second program's is renamed, definition and calls, so both
+    fit in one fused source; a private pointer into a ``__local`` tile declared in a loop
+    stays where it is (only ``__local`` arrays move to kernel scope)."""
+    import json
+
+    d = PROGRAMS / "helper_clash"
+    monkeypatch.chdir(d)
+    program = load_opencl(None, host=str(d / "host.c"))
+    helpers = {k: sorted(n for n in program.kernels[k].helpers if n != k)
+               for k in ("scale", "reduce")}
+    assert helpers == {"scale": ["weight"], "reduce": ["weight_1"]}
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", "--host", "host.c", "--out", str(out), "--verify")
+    assert code == 0, err
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["launches_after"] == 1 and plan["verified"]["ok"] is True
+    fused = (out / "fused.cl").read_text()
+    assert "__local float *o = &f2_tmp[j];" in fused

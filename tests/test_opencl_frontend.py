@@ -688,3 +688,29 @@ def test_enumerated_loop_nested_in_affine_loop():
     k.schedule.foreach_map(lambda m: sched.__setitem__(m.get_tuple_name(isl.dim_type.in_), m))
     order = sorted((p[8:], p[6], p[7]) for p in points(sched["S0"], n=2))
     assert [(i, s) for _, i, s in order] == [(i, s) for i in range(2) for s in (8, 4, 2, 1)]
+
+
+def test_address_space_of_a_cast_is_kept():
+    """``(__global double *)&u[i]`` handed to a helper taking a ``__global`` pointer: the
+    cast keeps its address space when printed (OpenCL 1.2 has no generic one), so the
+    regenerated source builds."""
+    from polyfuse.c.emit import emit_program
+    from polyfuse.frontend.builder import default_program
+
+    src = r"""
+void put(__global double *y, int n) { y[n] = 1.0; }
+void row(__constant double (*c)[4], __global double *y) { y[0] = c[1][2]; }
+__kernel void k(__global double2 *u, __global double *w, __constant double *c) {
+    int i = get_global_id(0);
+    put((__global double *)&u[i], 0);
+    row((__constant double (*)[4])c, w);
+    __global const double *p = (__global const double *)w;
+    w[i] += p[i + 1];
+}
+"""
+    text = emit_program(default_program(parse_kernels(src), params={})).text
+    assert "(__global double *) (&u[i])" in text
+    assert "(__constant double (*)[4]) c" in text
+    assert "(const __global double *) w" in text
+    again = parse_kernels(text)  # what is printed parses to the same casts
+    assert emit_program(default_program(again, params={})).text == text

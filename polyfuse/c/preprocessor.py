@@ -8,7 +8,8 @@ pycparser's ``c23`` dialect parses:
 
 * ``__global``/``global``, ``__local``, ``__constant``, ``__private``, ``__kernel`` are removed
   where they stand and ``[[ocl::global]]`` (etc.) is inserted at the start of the enclosing
-  declaration; inside a cast (``(__global float4 *)p``) they are dropped;
+  declaration; inside a cast (``(__global float4 *)p``) an address space becomes a
+  ``__global`` qualifier of the cast's type (:func:`cast_spaces`), ``__kernel`` is dropped;
 * ``__attribute__((reqd_work_group_size(X, Y, Z)))`` becomes
   ``[[ocl::reqd_work_group_size(X, Y, Z)]]`` at the start of the declaration; other GNU
   attributes are dropped;
@@ -53,6 +54,7 @@ QUALIFIERS = {
 _DROPPED = {"__read_only", "__write_only", "read_only", "write_only", "__restrict",
             "__restrict__", "__inline", "__inline__"}
 _KEEP_ATTRIBUTES = {"reqd_work_group_size"}
+_ADDRESS_SPACES = {"global", "local", "constant", "private"}
 _C_KEYWORDS = {
     "if", "while", "switch", "return", "sizeof", "_Alignof", "alignof", "do", "else", "case",
     "goto", "_Generic", "typeof", "__typeof__", "_Static_assert", "static_assert",
@@ -197,6 +199,8 @@ def rewrite_opencl(text: str) -> str:
             removals[start] = (end, "")
             if not top[1]:
                 _insert_attr(inserts, toks, top[0], f"ocl::{QUALIFIERS[tok]}")
+            elif QUALIFIERS[tok] in _ADDRESS_SPACES:
+                _insert_cast_space(inserts, toks, i + 1, f"ocl::{QUALIFIERS[tok]}")
         elif kind == "id" and tok in _DROPPED:
             removals[start] = (end, "")
         elif kind == "id" and tok in ("__attribute__", "__attribute"):
@@ -238,6 +242,40 @@ def rewrite_opencl(text: str) -> str:
             pos = end
     out.append(text[pos:])
     return "".join(out)
+
+
+def _insert_cast_space(inserts: dict[int, list[str]], toks: list, index: int, attr: str
+                       ) -> None:
+    """An address space in a cast's type name goes after its specifiers
+    (``(__global double *)`` → ``(double [[ocl::global]] *)``), where C23 lets an attribute
+    qualify the type; :func:`cast_spaces` turns it into a qualifier after parsing."""
+    while index < len(toks):
+        kind, tok = toks[index][0], toks[index][1]
+        if kind not in ("marker", "pragma") and tok in ("*", "(", ")", "["):
+            inserts.setdefault(toks[index][2], []).append(attr)
+            return
+        index += 1
+
+
+def cast_spaces(ast: c_ast.Node) -> c_ast.Node:
+    """The address spaces written in casts (``[[ocl::global]]`` on a type name's base
+    type) as ``__global`` qualifiers of that type, which the printer prints back."""
+    for n in _walk(ast):
+        if isinstance(n, c_ast.TypeDecl) and isinstance(n.type, c_ast.AttributedType):
+            attrs = [a for spec in n.type.attributes or [] for a in spec.attributes or []]
+            if attrs and all(isinstance(a, c_ast.Attribute) and a.namespace == "ocl"
+                             and a.name in _ADDRESS_SPACES for a in attrs):
+                n.quals = list(n.quals) + [f"__{a.name}" for a in attrs]
+                n.type = n.type.type
+    return ast
+
+
+def _walk(node: c_ast.Node) -> Iterator[c_ast.Node]:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(c for _, c in n.children())
 
 
 def _insert_attr(inserts: dict[int, list[str]], toks: list, index: int, attr: str) -> None:
@@ -312,6 +350,7 @@ def parse(
     if opencl:
         check_brackets(text, filename)
         text = rewrite_opencl(text)
+        return cast_spaces(parse_preprocessed(text, filename))
     return parse_preprocessed(text, filename)
 
 

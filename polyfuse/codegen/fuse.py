@@ -626,13 +626,14 @@ def _bind_params(kb: _KernelBuilder, k: int, kernel: Kernel, launch: Launch,
 def _hoist_locals(kb: _KernelBuilder, k: int, kernel: Kernel, body: Any,
                   renames: Mapping[str, str], where: str) -> dict[str, str]:
     """Move the fragment's ``__local`` arrays to kernel scope, renamed ``f<k>_<name>``; the
-    new names."""
+    new names.  A pointer to ``__local`` memory is a private variable and stays."""
     local_names: dict[str, str] = {}
     for n in syntax.walk(body):
         if isinstance(n, c_ast.Compound) and n.block_items:
             keep = []
             for s in n.block_items:
-                if isinstance(s, c_ast.Decl) and preprocessor.address_space_of(s) == "local":
+                if isinstance(s, c_ast.Decl) and preprocessor.address_space_of(s) == "local" \
+                        and not isinstance(s.type, c_ast.PtrDecl):  # a pointer is private
                     if s.name in local_names:
                         raise UnsupportedError(f"{where}: two __local arrays named {s.name}")
                     local_names[s.name] = f"f{k}_{s.name}"

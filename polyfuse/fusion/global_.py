@@ -51,7 +51,14 @@ import networkx as nx
 import sympy
 
 from polyfuse.core.islutil import coalesce, pwqp_to_sympy
-from polyfuse.core.program import REFERENCE_TARGET, HostOp, Launch, Target, host_loop_ids
+from polyfuse.core.program import (
+    REFERENCE_TARGET,
+    HostOp,
+    Launch,
+    Target,
+    UnsupportedError,
+    host_loop_ids,
+)
 from polyfuse.fusion.decisions import (
     GroupStart,
     P3Merge,
@@ -124,11 +131,35 @@ def _units_constraints(uar: UAR, units: Sequence[Unit]) -> tuple[isl.UnionSet, i
         rel = proj[e.src].reverse().apply_range(e.relation.align_params(
             proj[e.src].get_space())).apply_range(proj[e.dst])
         rel = _ctx(uar, rel)
+        if uar.instances(e.src).loop_ids == uar.instances(e.dst).loop_ids:
+            rel = _forward(rel, strict=e.src >= e.dst)
         if unit_of[e.src] is unit_of[e.dst]:
             rel = rel.subtract(rel.domain().identity())  # loop-carried part only
         if not rel.is_empty():
             validity = validity.union(isl.UnionMap.from_map(coalesce(rel)))
     return domain, validity
+
+
+def _forward(rel: isl.Map, *, strict: bool) -> isl.Map:
+    """The part of a dependence between host iterations of the same loops that goes forward
+    in program order: to a later iteration, or to the same one when its source comes first
+    (``strict`` when it does not).  A dependence never goes back in time; an edge relation
+    over-approximated without order (a may-access of a whole buffer) must not make the
+    schedule constraints cyclic."""
+    n = rel.dim(isl.dim_type.in_)
+    if n == 0 or n != rel.dim(isl.dim_type.out):
+        return rel
+    ins = [f"i{k}" for k in range(n)]
+    outs = [f"o{k}" for k in range(n)]
+    later = [" and ".join([f"{o} = {i}" for i, o in zip(ins[:k], outs[:k])]
+                          + [f"{outs[k]} > {ins[k]}"]) for k in range(n)]
+    if not strict:
+        later.append(" and ".join(f"{o} = {i}" for i, o in zip(ins, outs)))
+    src = rel.get_tuple_name(isl.dim_type.in_)
+    dst = rel.get_tuple_name(isl.dim_type.out)
+    order = isl.Map(f"{{ {src}[{', '.join(ins)}] -> {dst}[{', '.join(outs)}] : "
+                    f"{' or '.join(f'({c})' for c in later)} }}")
+    return rel.intersect(order.align_params(rel.get_space()))
 
 
 def _names(us: isl.UnionSet) -> set[str]:
@@ -220,16 +251,39 @@ def _step_constraints(uar: UAR, units: Sequence[Unit]) -> list[tuple[str, str]]:
             continue
         if uar.instances(e.src).loop_ids != uar.instances(e.dst).loop_ids:
             continue
+        if e.src >= e.dst:  # within one iteration a dependence goes from earlier to later
+            continue
         if not edge_in_iteration(uar, e).is_empty():
             out.add((a.name, b.name))
     return sorted(out)
 
 
+def _compute_schedule(domain: isl.UnionSet, validity: isl.UnionMap) -> isl.Schedule:
+    """isl's schedule of the units; where its default (Pluto-like) algorithm cannot carry
+    the dependences, Feautrier's algorithm (which carries them one by one); else a refusal
+    naming the cause rather than an isl error."""
+    sc = isl.ScheduleConstraints.on_domain(domain).set_validity(validity).set_proximity(validity)
+    try:
+        return sc.compute_schedule()
+    except isl.Error:
+        pass
+    ctx = domain.get_ctx()
+    algorithm = ctx.get_schedule_algorithm()
+    ctx.set_schedule_algorithm(1)  # ISL_SCHEDULE_ALGORITHM_FEAUTRIER
+    try:
+        return sc.compute_schedule()
+    except isl.Error as err:
+        raise UnsupportedError("global fusion: isl finds no affine schedule of the fusion "
+                               f"groups that carries their host-loop dependences ({err})"
+                               ) from None
+    finally:
+        ctx.set_schedule_algorithm(algorithm)
+
+
 def global_schedule(uar: UAR, units: Sequence[Unit]) -> tuple[isl.Schedule, dict[str, int]]:
     """The isl schedule of all statements and each statement's (separated) launch step."""
     domain, validity = _units_constraints(uar, units)
-    sc = isl.ScheduleConstraints.on_domain(domain).set_validity(validity).set_proximity(validity)
-    schedule = sc.compute_schedule()
+    schedule = _compute_schedule(domain, validity)
     constraints = _step_constraints(uar, units)
     steps = schedule_steps(schedule, {u.name for u in units})
     steps = separate_steps(steps, constraints)

@@ -18,6 +18,8 @@ reproducible:
   and dtype, so two programs sharing buffer names get the same inputs.  ``inputs`` overrides a
   buffer's initial contents (converted to its element type; shorter arrays fill a prefix);
   ``Program.data`` (e.g. ONNX initializers) gives default contents that ``inputs`` may override.
+  A floating-point scalar argument whose value the host computes from data polyfuse does not
+  follow (and no ``--param`` gives) is seeded random in the same way, the same in every program.
 * **Host operations** run in order with host loops unrolled.  The host side keeps a *mirror* per
   root buffer holding the same initial contents: ``write`` uploads the mirror's range (what the
   host program would upload is unknown to polyfuse; the mirror is the stand-in), ``read``
@@ -46,6 +48,7 @@ from typing import Any, Optional, Union
 
 import numpy as np
 import pyopencl as cl
+import sympy
 
 from polyfuse.c import types
 from polyfuse.c.emit import Source, emit_program, program_source
@@ -415,6 +418,7 @@ class CompiledProgram:
         #: the program this was compiled from (None when set up from an image)
         self.program: Optional[Program] = program
         self.params = {k: int(v) for k, v in (params or {}).items()}
+        self.seed = seed
         self.align = max(1, int(queue.device.mem_base_addr_align) // 8)
         self.size_t = np.uint64 if int(queue.device.address_bits) == 64 else np.uint32
         # the program's own data (ONNX initializers) is the default; explicit inputs win
@@ -629,7 +633,13 @@ class CompiledProgram:
         if dt is None or re.search(r"\d$", p.type):
             raise UnsupportedError(f"{tag}: scalar argument {p.name} of type {p.type} is not "
                                    "supported")
-        if b is not None and b.kind == "scalar" and b.value is not None:
+        free = b.value if b is not None and b.kind == "scalar" and b.value is not None \
+            else sympy.Symbol(p.name)
+        if dt.kind == "f" and isinstance(free, sympy.Symbol) and str(free) not in env:
+            # a float the host computes from its data (the fused kernel names it the same):
+            # like the buffers' contents, seeded random
+            value = random_contents(str(free), dt.itemsize, dt, self.seed, 1).view(dt)[0]
+        elif b is not None and b.kind == "scalar" and b.value is not None:
             value = eval_host_expr(b.value, env, f"{tag} argument {p.name}")
         elif p.name in env:
             value = env[p.name]

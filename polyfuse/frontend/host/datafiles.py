@@ -9,6 +9,7 @@ there)."""
 
 from __future__ import annotations
 
+import os
 import re
 from functools import lru_cache
 from typing import Optional, Union
@@ -23,9 +24,18 @@ _FLOAT = r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|inf(?:inity)?|nan)"
 Scanned = Union[int, float, str]
 
 
-@lru_cache(maxsize=16)
 def text_of(path: str) -> Optional[str]:
-    """A data file's text (None when it cannot be read as text)."""
+    """A data file's text (None when it cannot be read as text), read again when the file
+    changed (a notebook edits the input deck and analyses the host once more)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return _text_of(path, st.st_mtime_ns, st.st_size)
+
+
+@lru_cache(maxsize=16)
+def _text_of(path: str, mtime_ns: int, size: int) -> Optional[str]:
     try:
         with open(path, encoding="utf-8") as f:
             return f.read()

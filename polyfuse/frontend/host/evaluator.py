@@ -22,10 +22,10 @@ from polyfuse.core.program import BufferRange, HostOp, Operation, UnsupportedErr
 from polyfuse.frontend.host import clhpp, expressions, loops, recursion, statements
 from polyfuse.frontend.host.context import Context
 from polyfuse.frontend.host.libc import LIBC, STD_STRING, LibcState, std_string
-from polyfuse.frontend.host.memory import Frame, Memory
+from polyfuse.frontend.host.memory import Frame, Memory, State
 from polyfuse.frontend.host.opencl_api import HANDLERS, OpenCLObjects
 from polyfuse.frontend.host.params import Params
-from polyfuse.frontend.host.signals import Break, Continue, NeedUnroll, Return
+from polyfuse.frontend.host.signals import Break, Continue, Exit, NeedUnroll, Return
 from polyfuse.frontend.host.sources import KernelSources
 from polyfuse.frontend.host.statements import join_all
 from polyfuse.frontend.host.symbolic import free_syms
@@ -170,6 +170,7 @@ class CEvaluator:
         frame = Frame(fd.decl.name, [{}], func=id(fd))
         params = fd.decl.type.args.params if fd.decl.type.args is not None else []
         decls = [p for p in params if isinstance(p, c_ast.Decl) and p.name]
+        entry_ops = len(self.mem.state.ops)
         self.mem.frames.append(frame)
         try:
             for i, p in enumerate(decls):
@@ -185,6 +186,13 @@ class CEvaluator:
                 result = r.value
             except (Break, Continue):
                 raise self.ctx.error("break or continue outside a loop", fd) from None
+            except Exit:
+                if not frame.cond_returns:
+                    raise
+                # a search that returns what it finds and ends the program when it finds
+                # nothing: the paths that returned are the ones taken
+                self.mem.state = self.returned_state(entry_ops, frame.cond_states, fd)
+                return join_all(self, frame.cond_returns, "result")
             if frame.cond_returns:
                 result = join_all(self, frame.cond_returns + [result], "result")
             return result
@@ -216,6 +224,20 @@ class CEvaluator:
                 finally:
                     self.mem.frames[-1].scopes.pop()
         return Ref(sid)
+
+    def returned_state(self, entry_ops: int, states: list[State], fd: c_ast.FuncDef) -> State:
+        """The state after a function whose only paths that go on return early: the
+        merge of those paths (all descend from the call's state, which had ``entry_ops``
+        operations), which must agree on the operations they made."""
+        if len({tuple(st.ops[entry_ops:]) for st in states}) > 1:
+            raise self.ctx.error(
+                f"'{fd.decl.name}' returns on paths that make different kernel launches or "
+                "buffer operations, under conditions polyfuse cannot decide", fd,
+                UnsupportedError)
+        out = statements.merge(self, states[0], states)
+        out.ops = list(states[0].ops)
+        out.facts = [f for f in states[0].facts if all(f in st.facts for st in states)]
+        return out
 
     def source(self, what: str, node: c_ast.Node) -> Source:
         """Where a value computed from the program's data comes from (``node``'s line)."""
@@ -271,6 +293,8 @@ class CEvaluator:
         if isinstance(v, Poison):
             raise self.ctx.error(f"{what} {v.reason}", node, UnsupportedError)
         src = src_of(v)
+        if src is not None and src.loop_index and self.ctx.loop_syms:
+            raise NeedUnroll(f"{what} depends on {src.what}")
         if src is not None:
             raise self.ctx.error(f"{what} depends on a value the program computes from its data "
                                  f"({src.describe()}){param_hint(src)}", node, UnsupportedError)

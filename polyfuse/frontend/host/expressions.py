@@ -12,6 +12,7 @@ from pycparser import c_ast
 from polyfuse.frontend.host.signals import (
     NeedUnroll,
 )
+from polyfuse.frontend.host.symbolic import free_syms
 from polyfuse.frontend.host.values import (
     INT,
     ONE,
@@ -138,7 +139,8 @@ def cast(ev: CEvaluator, node: c_ast.Cast) -> Any:
 
 
 def ternary(ev: CEvaluator, node: c_ast.TernaryOp) -> Any:
-    t = truth_of(ev.eval(node.cond))
+    cond = ev.eval(node.cond)
+    t = truth_of(cond)
     if t is True:
         return ev.eval(node.iftrue)
     if t is False:
@@ -146,12 +148,18 @@ def ternary(ev: CEvaluator, node: c_ast.TernaryOp) -> Any:
     a, b = ev.eval(node.iftrue), ev.eval(node.iffalse)
     if a == b:
         return a
+    rel = relation_of(cond)
+    if rel is not None and free_syms(rel) & ev.ctx.loop_syms and \
+            isinstance(a, Num) and isinstance(b, Num):
+        # a wavefront's clamped extent (k < n ? k : n): known once the loop is unrolled
+        return Unknown(a.flt or b.flt, dataclasses.replace(ev.source(
+            "a choice on a condition on a host loop iterator", node), loop_index=True))
     if isinstance(a, (Num, Runtime)) and isinstance(b, (Num, Runtime)):
         if ev.ctx.varies():
             return UNK
         return RUNTIME
     if isinstance(a, (Num, Unknown, Runtime)) and isinstance(b, (Num, Unknown, Runtime)):
-        return UNK
+        return Unknown(False, src_of(a, b, cond))
     return Poison("selected by a data-dependent host condition")
 
 
@@ -267,6 +275,14 @@ def array_ref(ev: CEvaluator, node: c_ast.ArrayRef) -> Any:
                     raise NeedUnroll("a handle is read at an index that depends on a host "
                                      "loop iterator")
                 return Poison("read at an unknown index")
+            if ref.loop and all(isinstance(v, Num) for v in vals):
+                # sizes per level (m1[k]): known once the loop is unrolled
+                return Unknown(False, dataclasses.replace(ev.source(
+                    "an element of a known array read at an index that depends on a host loop "
+                    "iterator", node), loop_index=True))
+            # data the program read (a read-back reduced on the host) stays named
+            return Unknown(any(isinstance(v, (Num, Unknown)) and v.flt for v in vals),
+                           src_of(*vals))
         return UNK
     return ev.mem.deref(ref)
 
@@ -345,7 +361,7 @@ def binary(ev: CEvaluator, node: c_ast.BinaryOp) -> Any:
         ra = relation_of(a) if ta is None else sympy.true
         rb = relation_of(b) if tb is None else sympy.true
         if ra is None or rb is None:
-            return UNK
+            return Unknown(False, src_of(a, b))
         return Cond(sympy.And(ra, rb) if op == "&&" else sympy.Or(
             ra if ta is None else sympy.false, rb if tb is None else sympy.false))
     return binop(ev, op, ev.eval(node.left), ev.eval(node.right), node)

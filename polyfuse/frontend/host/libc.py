@@ -37,6 +37,7 @@ from polyfuse.frontend.host.values import (
     c_unescape,
     char_at,
     exact_rational,
+    param_hint,
     src_of,
 )
 
@@ -65,7 +66,7 @@ _IGNORED = {
     "strlen", "strcpy", "strncpy", "strcat", "strncat", "strcmp", "strncmp", "strchr", "strrchr",
     "strstr", "strdup", "strtok", "strerror", "srand", "rand", "srand48", "drand48", "time",
     "gettimeofday", "difftime", "localtime", "sleep", "usleep",
-    "getenv", "system", "qsort", "atexit", "abs", "labs", "access", "sysconf",
+    "system", "qsort", "atexit", "abs", "labs", "access", "sysconf",
 }
 
 
@@ -84,7 +85,7 @@ _ALLOC = {"malloc", "calloc", "realloc", "aligned_alloc", "memalign", "valloc", 
 
 #: calls that return a non-NULL handle polyfuse does not follow
 _HANDLE_RESULT = {
-    "getenv", "strdup", "localtime",
+    "strdup", "localtime",
 }
 
 
@@ -357,12 +358,31 @@ def snprintf(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
 def format_into(ev: CEvaluator, buf: Any, args: list) -> Any:
     if not isinstance(buf, Ref):
         return UNK
+    # a %s argument may be a char buffer an earlier sprintf wrote (options built in steps)
+    args = [Str(t) if isinstance(a, Ref) and (t := ev.mem.text(a)) is not None else a
+            for a in args]
     text = _c_format(args)
     if text is None:
         ev.mem.texts.pop(buf.slot, None)
+        ev.mem.text_why[buf.slot] = _unformatted_why(ev, args[1:])
         return UNK
     ev.mem.texts[buf.slot] = text
     return Num(sympy.Integer(len(text)))
+
+
+def _unformatted_why(ev: CEvaluator, args: list) -> str:
+    """What keeps a formatted text from being known: a data source, host parameters, or
+    what kept a text it includes from being known."""
+    for a in args:
+        if isinstance(a, Ref) and ev.mem.text_why.get(a.slot):
+            return ev.mem.text_why[a.slot]
+    src = src_of(*args)
+    if src is not None:
+        return f"it depends on {src.describe()}{param_hint(src)}"
+    names = sorted({str(s) for a in args if isinstance(a, Num) for s in a.e.free_symbols})
+    if names:
+        return f"it depends on {', '.join(names)}; pass --param {names[0]}=VALUE"
+    return ""
 
 
 def strcmp(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
@@ -370,6 +390,25 @@ def strcmp(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     if a is not None and b is not None:
         return Num(sympy.Integer((a > b) - (a < b)))
     return UNK
+
+
+def strcasecmp(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    a, b = ev.mem.text(arg_at(args, 0)), ev.mem.text(arg_at(args, 1))
+    if a is not None and b is not None:
+        a, b = a.lower(), b.lower()
+        return Num(sympy.Integer((a > b) - (a < b)))
+    return UNK
+
+
+def getenv(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    """The environment the program runs in is polyfuse's own (as ``--args`` is its command
+    line): an unset variable is NULL, a set one its text (a device type chosen by
+    ``OPENCL_DEVICE_TYPE``)."""
+    name = ev.mem.text(arg_at(args, 0))
+    if name is None:
+        return Handle("getenv")
+    value = os.environ.get(name)
+    return ZERO if value is None else Str(value)
 
 
 def strncmp(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
@@ -528,7 +567,18 @@ def fopen(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
         if path.s.endswith((".cl", ".ocl")):
             ev.sources.open_file(path.s)
             return Handle("file:" + path.s)
+        if _literal_arg(node, 0) and isinstance(mode := arg_at(args, 1), Str) and \
+                mode.s.startswith("r"):
+            # a file the program names itself (an optional input deck, a flag file) that is
+            # not where it runs: opening it fails as it would there (data files named on the
+            # command line may be given later; they stay run-time values)
+            return ZERO
     return Handle("fopen")
+
+
+def _literal_arg(node: c_ast.FuncCall, k: int) -> bool:
+    exprs = node.args.exprs if node.args is not None else []
+    return k < len(exprs) and isinstance(exprs[k], c_ast.Constant) and exprs[k].type == "string"
 
 
 def fread(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
@@ -713,7 +763,8 @@ LIBC: dict[str, Handler] = {
     "memcpy": memcpy, "memmove": memcpy, "strcpy": string_copy, "strncpy": string_copy,
     "strcat": string_copy, "strncat": string_copy, "fgets": memcpy, "memset": memset,
     "posix_memalign": posix_memalign, "sprintf": sprintf, "snprintf": snprintf,
-    "strcmp": strcmp, "strncmp": strncmp, "strlen": strlen, "getopt": getopt_short,
+    "strcmp": strcmp, "strcasecmp": strcasecmp, "strncmp": strncmp, "strlen": strlen,
+    "getenv": getenv, "getopt": getopt_short,
     "getopt_long": getopt_long, "fopen": fopen, "fread": fread, "clock": _clock,
     "clock_gettime": _clock,
     **{n: _reads_number(n) for n in ("atoi", "atol", "atoll", "strtol", "strtoul", "strtoll",

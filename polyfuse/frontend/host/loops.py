@@ -45,6 +45,10 @@ MAX_UNROLL = 1024
 #: numbers unknown is run iteration by iteration instead
 SMALL_HOST_LOOP = 64
 
+#: a counted loop without OpenCL calls of at most this many iterations is run concretely
+#: (within the nest's budget) rather than kept symbolic, so that what it writes stays known
+SMALL_TRIP = 32
+
 
 #: iterations of loops without OpenCL calls interpreted one by one in a whole loop nest; past
 #: it, such loops are summarised
@@ -283,6 +287,14 @@ def counted_loop(ev: CEvaluator, node: c_ast.For, it: str, lower_n: c_ast.Node, 
         unroll(ev, node, sid, [lo + i * step for i in range(trip)],
                "it leaves known host numbers unknown")
         return
+    if trip is not None and trip <= SMALL_TRIP <= ev.iterations_left and \
+            no_operations(base, ev.mem.state):
+        # a few iterations with no OpenCL call (clamping device limits per dimension):
+        # run them, so that what they write stays known
+        ev.mem.state = base
+        unroll(ev, node, sid, [lo + i * step for i in range(trip)],
+               "a few iterations without OpenCL calls")
+        return
     last = lo + step * (trip - 1) if trip is not None else (hi - 1 if step == 1 else None)
     leave_loop(ev, sym, last, sid, hi if trip is None else lo + step * trip, base)
 
@@ -300,6 +312,12 @@ def lost_host_values(before: State, after: State, sid: int) -> bool:
                                                 new.value.e.is_number):
             return True
     return False
+
+
+def no_operations(before: State, after: State) -> bool:
+    """Whether a path from ``before`` to ``after`` made no OpenCL operation or object."""
+    return len(after.ops) == len(before.ops) and set(after.buffers) == set(before.buffers) \
+        and after.kobjs == before.kobjs
 
 
 def symbolic_loop(ev: CEvaluator, node: c_ast.For, sid: int, sym: sympy.Symbol,

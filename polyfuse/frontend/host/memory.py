@@ -38,6 +38,7 @@ from polyfuse.frontend.host.values import (
     Unknown,
     Value,
     join_unknown,
+    src_of,
 )
 
 
@@ -108,6 +109,7 @@ class Frame:
     scopes: list = field(default_factory=list)
     cond_returns: list = field(default_factory=list)
     func: int = 0  # id of the FuncDef running (C++ overloads share a name)
+    cond_states: list = field(default_factory=list)  # the state each of cond_returns left
 
 
 class Memory:
@@ -275,7 +277,7 @@ class Memory:
                                      "loop iterator")
                 value = Poison("stored at an unknown index")
             else:
-                value = UNK
+                value = Unknown(False, src_of(value))
             whole = Ref(ref.slot, ref.path)
             arr = self.read(whole)
             if isinstance(arr, Arr):

@@ -226,7 +226,10 @@ class KernelSources:
         """Add a program's kernels to the record; a name already taken by a different kernel
         (another program's) gets a suffix, so each program keeps its own kernels."""
         names: dict[str, str] = {}
+        renames = self._helper_renames(kernels)
         for name, k in kernels.items():
+            if renames:
+                k = _with_helpers_renamed(k, renames)
             new = name
             n = 1
             while new in self.kernels and not _same_kernel(self.kernels[new], k):
@@ -237,6 +240,28 @@ class KernelSources:
             self.kernels.setdefault(new, k)
             names[name] = new
         return names
+
+    def _helper_renames(self, kernels: Mapping[str, Kernel]) -> dict[str, str]:
+        """New names for a program's helper functions that another program already defines
+        differently (two files' ``exact_solution``, one on ``__global``, one on ``__constant``
+        data): fused into one source, each program keeps its own."""
+        from polyfuse.c import printer
+        from polyfuse.c.emit import helper_functions
+
+        taken: dict[str, str] = {}
+        for k in self.kernels.values():
+            for hn, fd in helper_functions(k.helpers).items():
+                taken.setdefault(hn, printer.opencl_source(fd))
+        out: dict[str, str] = {}
+        for k in kernels.values():
+            for hn, fd in helper_functions(k.helpers).items():
+                if hn in out or hn not in taken or taken[hn] == printer.opencl_source(fd):
+                    continue
+                n = 1
+                while f"{hn}_{n}" in taken or f"{hn}_{n}" in k.helpers:
+                    n += 1
+                out[hn] = f"{hn}_{n}"
+        return out
 
     def find_file(self, path: str) -> Optional[str]:
         """A path the host opens, found relative to the host's directory or the cwd."""
@@ -273,6 +298,48 @@ def _with_options(kernels: Mapping[str, Kernel], flags: Sequence[str]) -> dict[s
         return dict(kernels)
     return {n: dataclasses.replace(k, build_options=k.build_options + tuple(flags))
             for n, k in kernels.items()}
+
+
+def _with_helpers_renamed(k: Kernel, renames: Mapping[str, str]) -> Kernel:
+    """``k`` with its helper functions renamed, definitions and calls."""
+    import copy
+
+    from polyfuse.c import printer
+
+    def rename(fd: c_ast.Node) -> c_ast.Node:
+        fd = copy.deepcopy(fd)
+        for n in _nodes(fd):
+            if isinstance(n, c_ast.FuncCall) and isinstance(n.name, c_ast.ID) and \
+                    n.name.name in renames:
+                n.name.name = renames[n.name.name]
+        if isinstance(fd, c_ast.FuncDef) and fd.decl.name in renames:
+            _set_function_name(fd, renames[fd.decl.name])
+        return fd
+
+    if k.ast is None:
+        return k
+    ast = rename(k.ast)
+    helpers = {renames.get(hn, hn): (ast if fd is k.ast else rename(fd))
+               for hn, fd in k.helpers.items()}
+    return dataclasses.replace(k, ast=ast, helpers=helpers, source=printer.opencl_source(ast))
+
+
+def _nodes(node: c_ast.Node) -> list[c_ast.Node]:
+    out, stack = [], [node]
+    while stack:
+        n = stack.pop()
+        out.append(n)
+        stack.extend(c for _, c in n.children())
+    return out
+
+
+def _set_function_name(fd: c_ast.FuncDef, name: str) -> None:
+    fd.decl.name = name
+    t = fd.decl.type.type
+    while not isinstance(t, c_ast.TypeDecl) and getattr(t, "type", None) is not None:
+        t = t.type
+    if isinstance(t, c_ast.TypeDecl):
+        t.declname = name
 
 
 def _renamed_kernel(k: Kernel, name: str) -> Kernel:

@@ -175,6 +175,7 @@ def branches(ev: CEvaluator, node: c_ast.Node, bodies: list, rel: Any, *,
         signals.append(sig)
         if isinstance(sig, Return) and ev.mem.frames[-1].name != "main":
             ev.mem.frames[-1].cond_returns.append(sig.value)
+            ev.mem.frames[-1].cond_states.append(ev.mem.state)
         if isinstance(sig, (Break, Continue)):
             base.uncertain_break = node
             if src is not None:
@@ -249,6 +250,7 @@ def reraise(ev: CEvaluator, signals: list[Signal]) -> None:
     rets = [s for s in signals if isinstance(s, Return)]
     if rets and ev.mem.frames[-1].name != "main":
         ev.mem.frames[-1].cond_returns.clear()
+        ev.mem.frames[-1].cond_states.clear()
         raise Return(join_all(ev, [r.value for r in rets], "result"))
     for kind in (Break, Continue, Return, Goto):
         for s in signals:

@@ -46,6 +46,8 @@ class Source:
     what: str  # "read back from the device by clEnqueueReadBuffer"
     loc: str  # file:line
     name: str = ""
+    #: an element of a known array read at a host loop iterator: unrolling the loop knows it
+    loop_index: bool = False
 
     def describe(self) -> str:
         named = f"'{self.name}', " if self.name else ""
@@ -294,7 +296,7 @@ def _havoc(v: Any) -> Any:
     if isinstance(v, Num):
         return Unknown(v.flt)
     if isinstance(v, (Unknown, Runtime, Cond)):
-        return UNK
+        return Unknown(isinstance(v, Unknown) and v.flt, src_of(v))
     return Poison("changes from one host loop iteration to the next")
 
 
@@ -317,7 +319,7 @@ def join_unknown(old: Any, new: Any) -> Any:
         return old
     if isinstance(new, Poison) or isinstance(old, TRACKED):
         return Poison("stored at an unknown index")
-    return Unknown(isinstance(old, (Num, Unknown)) and old.flt)
+    return Unknown(isinstance(old, (Num, Unknown)) and old.flt, src_of(new, old))
 
 
 def num_syms(v: Any) -> set:

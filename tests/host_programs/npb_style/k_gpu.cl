@@ -1,0 +1,1 @@
+#error "the host runs on a CPU device here: it must not build the GPU kernels"
