@@ -1510,3 +1510,40 @@ def test_helper_of_the_same_name_in_two_programs_and_a_pointer_into_a_local_tile
     assert plan["launches_after"] == 1 and plan["verified"]["ok"] is True
     fused = (out / "fused.cl").read_text()
     assert "__local float *o = &f2_tmp[j];" in fused
+
+
+SPRINTF_OPTIONS_HOST = r"""
+#include <stdio.h>
+#include <CL/cl.h>
+int main(void) {
+    int block;
+    if (scanf("%d", &block) != 1) return 1;
+    cl_int err;
+    cl_context ctx = clCreateContext(NULL, 0, NULL, NULL, NULL, &err);
+    cl_command_queue q = clCreateCommandQueue(ctx, NULL, 0, &err);
+    const char *src = "__kernel void fill(__global float *a) { a[get_global_id(0)] = BLOCK; }";
+    cl_program p = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    char opts[64];
+    sprintf(opts, "-DBLOCK=%d", block);
+    clBuildProgram(p, 0, NULL, opts, NULL, NULL);
+    cl_kernel k = clCreateKernel(p, "fill", &err);
+    cl_mem a = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 1024 * sizeof(float), NULL, &err);
+    clSetKernelArg(k, 0, sizeof(cl_mem), &a);
+    size_t g = 1024;
+    clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, NULL);
+    clFinish(q);
+    return 0;
+}
+"""
+
+
+def test_sprintf_options_from_an_unknown_value_name_it(tmp_path: Path) -> None:
+    """Build options sprintf'd from a value read at run time are refused naming the value and
+    the --param that fixes it; with the --param the kernel is built with that value."""
+    host = tmp_path / "host.c"
+    host.write_text(SPRINTF_OPTIONS_HOST)
+    with pytest.raises(UnsupportedError, match=r"host.c:14: clBuildProgram: build options .*"
+                                               r"--param block=VALUE"):
+        load_opencl(None, host=str(host))
+    program = load_opencl(None, host=str(host), params={"block": 8})
+    assert "-DBLOCK=8" in program.kernels["fill"].build_options

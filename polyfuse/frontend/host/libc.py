@@ -363,10 +363,9 @@ def format_into(ev: CEvaluator, buf: Any, args: list) -> Any:
             for a in args]
     text = _c_format(args)
     if text is None:
-        ev.mem.texts.pop(buf.slot, None)
-        ev.mem.text_why[buf.slot] = _unformatted_why(ev, args[1:])
+        ev.mem.set_text(buf.slot, None, _unformatted_why(ev, args[1:]))
         return UNK
-    ev.mem.texts[buf.slot] = text
+    ev.mem.set_text(buf.slot, text)
     return Num(sympy.Integer(len(text)))
 
 
@@ -374,8 +373,8 @@ def _unformatted_why(ev: CEvaluator, args: list) -> str:
     """What keeps a formatted text from being known: a data source, host parameters, or
     what kept a text it includes from being known."""
     for a in args:
-        if isinstance(a, Ref) and ev.mem.text_why.get(a.slot):
-            return ev.mem.text_why[a.slot]
+        if isinstance(a, Ref) and ev.mem.state.text_why.get(a.slot):
+            return ev.mem.state.text_why[a.slot]
     src = src_of(*args)
     if src is not None:
         return f"it depends on {src.describe()}{param_hint(src)}"
