@@ -914,3 +914,28 @@ def test_sizes_and_breaks_computed_from_data_are_named() -> None:
     fixed = load(params={"residual": 1.0, "count": 16}, check_params=True)
     assert [lp.upper for lp in fixed.launches[0].loops] == [8]
     check_against_oracle(fixed)
+
+
+def test_search_loop_break_keeps_what_it_stored_and_no_local_size_is_unit_groups(
+        tmp_path: Path, capsys: Any) -> None:
+    """A platform search loop stores the device list and leaves by ``break``: after the
+    loop the list may be set, so ``if (devices == NULL) exit(1)`` is not certain (it was, and
+    the program launched nothing).  Launches without a local size, one of a kernel that
+    indexes __local scratch by its local id, are modelled with work-groups of one work-item
+    (a choice every implementation may make): exact, so the two launches fuse."""
+    import json
+
+    d = PROGRAMS / "device_search"
+    program = load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"), argv=["16"],
+                          params={"local_mem": 256})
+    stage, shift = program.launches
+    assert stage.local_size is None and shift.local_size is None
+    widths = check_against_oracle(program)
+    assert _edge(widths, "stage", "shift", program) == "thread"
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", str(d / "kernels.cl"), "--host", str(d / "host.c"),
+                            "--args", "16", "--out", str(out), "--verify")
+    assert code == 0, err
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["launches_before"] == 2 and plan["launches_after"] == 1
+    assert plan["verified"]["ok"] is True

@@ -152,6 +152,7 @@ def branches(ev: CEvaluator, node: c_ast.Node, bodies: list, rel: Any, *,
     In a ``switch`` (``switch=True``) a ``break`` ends its case normally."""
     base = ev.mem.state
     results = []
+    left: list[State] = []
     signals: list[Signal] = []
     facts = []
     for k, body in enumerate(bodies):
@@ -178,6 +179,8 @@ def branches(ev: CEvaluator, node: c_ast.Node, bodies: list, rel: Any, *,
             base.uncertain_break = node
             if src is not None:
                 ev.break_src[id(node)] = src
+            if leaves_values_only(base, ev.mem.state):
+                left.append(ev.mem.state)
         if rel is not None and len(bodies) == 2:
             facts.append(sympy.Not(rel) if k == 0 else rel)
         elif isinstance(sig, (Exit, Return)) and ev.mem.frames[-1].name == "main":
@@ -187,6 +190,11 @@ def branches(ev: CEvaluator, node: c_ast.Node, bodies: list, rel: Any, *,
     ev.mem.state = base
     if not results:
         reraise(ev, signals)
+    if left:
+        # what a path that leaves the loop (a search loop's ``found = 1; break;``) stored may
+        # hold after the loop: joined into a path that goes on (over-approximated)
+        k, st = results[-1]
+        results[-1] = (k, merge(ev, base, [st, *left]))
     for k, st in results:
         new_ops = st.ops[len(base.ops):]
         if new_ops and rel is not None and free_syms(rel) & ev.ctx.loop_syms:
@@ -212,6 +220,13 @@ def branches(ev: CEvaluator, node: c_ast.Node, bodies: list, rel: Any, *,
     ev.mem.state.facts.extend(facts)
     if base.uncertain_break is not None:
         ev.mem.state.uncertain_break = base.uncertain_break
+
+
+def leaves_values_only(base: State, st: State) -> bool:
+    """Whether a path changed only host values since ``base`` (no operation, buffer or
+    kernel object)."""
+    return len(st.ops) == len(base.ops) and st.buffers.keys() == base.buffers.keys() and \
+        st.kobjs == base.kobjs
 
 
 def guard_loop(ev: CEvaluator, node: c_ast.Node, rel: Any) -> Optional[HostLoop]:
