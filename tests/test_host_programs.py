@@ -939,3 +939,52 @@ def test_search_loop_break_keeps_what_it_stored_and_no_local_size_is_unit_groups
     plan = json.loads((out / "plan.json").read_text())
     assert plan["launches_before"] == 2 and plan["launches_after"] == 1
     assert plan["verified"]["ok"] is True
+
+
+def test_device_query_is_answered_by_the_verifying_device(tmp_path: Path, capsys: Any,
+                                                          caplog: Any) -> None:
+    """``clGetDeviceInfo(CL_DEVICE_LOCAL_MEM_SIZE)`` sizes __local scratch: answered from the
+    device that verifies (a warning says so); without one it is a parameter named after the
+    variable, which --param binds."""
+    from polyfuse.core.program import DeviceAnswers
+
+    d = PROGRAMS / "device_search"
+    args = (str(d / "kernels.cl"),)
+    unknown = load_opencl(*args, host=str(d / "host.c"), argv=["16"])
+    assert unknown.params == ("local_mem",)
+    device = DeviceAnswers("test device", ((0x1023, "CL_DEVICE_LOCAL_MEM_SIZE", 4096),))
+    program = load_opencl(*args, host=str(d / "host.c"), argv=["16"], device=device)
+    assert program.params == () and program.launches[0].arg(2).local_bytes == 4096
+    assert any("host.c:" in r.getMessage() and "clGetDeviceInfo(CL_DEVICE_LOCAL_MEM_SIZE) "
+               "answered from the verifying device 'test device': 4096" in r.getMessage()
+               for r in caplog.records)
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", *args, "--host", str(d / "host.c"), "--args", "16",
+                            "--out", str(out), "--verify")
+    assert code == 0, err
+    assert "small instance" not in (out / "report.md").read_text()
+
+
+def test_local_size_from_an_unanswered_device_query_is_refused_naming_it(
+        tmp_path: Path, capsys: Any) -> None:
+    """A local size from ``clGetDeviceInfo(CL_DEVICE_MAX_WORK_GROUP_SIZE)`` with no device to
+    answer it: the refusal names the launch's host line and the --param that fixes it (not
+    an isl "unbounded optimum"); fixed, the launches fuse."""
+    d = PROGRAMS / "device_search"
+    host = (d / "host.c").read_text().replace(
+        "    size_t gs = n;",
+        "    size_t gs = n;\n    size_t wg;\n"
+        "    clGetDeviceInfo(devices[0], CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof(wg), &wg, NULL);"
+    ).replace("&gs, NULL, 0", "&gs, &wg, 0")
+    assert host.count("&wg, 0") == 2
+    (tmp_path / "host.c").write_text(host)
+    (tmp_path / "kernels.cl").write_text((d / "kernels.cl").read_text())
+    k, h = str(tmp_path / "kernels.cl"), str(tmp_path / "host.c")
+    line = next(i for i, t in enumerate(host.splitlines(), 1) if "k_stage, 1, NULL" in t)
+    code, _, err = _run_cli(capsys, "fuse", k, "--host", h, "--args", "16", "--param",
+                            "local_mem=256", "--out", str(tmp_path / "out"))
+    assert code == 1 and f"host.c:{line}" in err and "--param wg=VALUE" in err, err
+    assert "unbounded optimum" not in err and "Traceback" not in err
+    code, _, err = _run_cli(capsys, "fuse", k, "--host", h, "--args", "16", "--param",
+                            "local_mem=256", "--param", "wg=8", "--out", str(tmp_path / "out"))
+    assert code == 0, err

@@ -115,11 +115,18 @@ def load_program_inputs(args: argparse.Namespace, kernels: Sequence[str]) -> Pro
         argv = shlex.split(args.program_args) if args.program_args is not None else None
     except ValueError as err:
         raise _UsageError(f"--args: {err}") from None
+    device = None
+    if args.host and getattr(args, "verify", False):
+        # the program is modelled as it runs on the device that verifies it: its
+        # clGetDeviceInfo queries are answered from there (each answer is a warning)
+        from polyfuse.runtime.device import device_answers
+
+        device = device_answers(args.device)
     return load_opencl(list(kernels) or None, host=list(args.host) or None,
                        params=_parse_params(args.param), include_dirs=args.include,
                        defines=defines, argv=argv, allow_empty=args.allow_empty,
                        check_params=bool(args.host),
-                       kernel_source_override=args.kernel_source_override)
+                       kernel_source_override=args.kernel_source_override, device=device)
 
 
 class _UsageError(Exception):

@@ -106,6 +106,23 @@ KERNEL_VARIANTS: dict[str, KernelVariant] = {
 
 
 @dataclass(frozen=True)
+class DeviceAnswers:
+    """What one OpenCL device answers to ``clGetDeviceInfo``, for the host front-end to model
+    a run on the device that verifies the program (a size from ``CL_DEVICE_LOCAL_MEM_SIZE``).
+
+    Built by :func:`polyfuse.runtime.device.device_answers`; ``info`` holds
+    ``(code, CL_DEVICE_NAME, value)`` triples, the value an integer, a string or a tuple of
+    integers (``CL_DEVICE_MAX_WORK_ITEM_SIZES``)."""
+
+    device: str
+    info: tuple[tuple[int, str, Union[int, str, tuple[int, ...]]], ...] = ()
+
+    def answer(self, code: int) -> Optional[tuple[str, Union[int, str, tuple[int, ...]]]]:
+        """(name, value) of the query ``code``; None when the device gave no answer."""
+        return next(((n, v) for c, n, v in self.info if c == code), None)
+
+
+@dataclass(frozen=True)
 class Target:
     """What planning and code generation need to know of a device, without the device.
 

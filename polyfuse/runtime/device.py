@@ -28,7 +28,7 @@ import numpy as np
 import pyopencl as cl
 
 from polyfuse.core import cache, drivers
-from polyfuse.core.program import KernelVariant, PolyfuseError, Target
+from polyfuse.core.program import DeviceAnswers, KernelVariant, PolyfuseError, Target
 from polyfuse.core.watchdog import WorkerCrashed, call_with_budget, stage
 
 DeviceSpec = Union[str, "cl.Device", None]
@@ -275,6 +275,27 @@ def device_target(device: DeviceSpec = None) -> Target:
     """The :class:`~polyfuse.core.program.Target` of the selected device (limits and extensions)."""
     dev = get_device(device)
     return DeviceLimits.from_device(dev).target(frozenset(dev.extensions.split()))
+
+
+def device_answers(device: DeviceSpec = None) -> DeviceAnswers:
+    """What the selected device answers to every ``clGetDeviceInfo`` query pyopencl knows
+    (integers, strings, integer lists), for the host front-end to model the run on it."""
+    dev = get_device(device)
+    info = []
+    for name in sorted(n for n in dir(cl.device_info) if n.isupper()):
+        code = int(getattr(cl.device_info, name))
+        try:
+            value = dev.get_info(code)
+        except (cl.Error, cl.LogicError, cl.RuntimeError, TypeError, ValueError):
+            continue
+        if isinstance(value, str):
+            info.append((code, f"CL_DEVICE_{name}", value.strip()))
+        elif isinstance(value, (bool, int)):
+            info.append((code, f"CL_DEVICE_{name}", int(value)))
+        elif isinstance(value, (list, tuple)) and all(isinstance(x, int) for x in value):
+            info.append((code, f"CL_DEVICE_{name}", tuple(int(x) for x in value)))
+    return DeviceAnswers(device=dev.name.strip(), info=tuple(dict(
+        (c, (c, n, v)) for c, n, v in info).values()))
 
 
 def device_key(device: Union[cl.Device, DeviceLimits, str, None]) -> str:

@@ -75,6 +75,7 @@ from typing import Optional, Union
 
 from polyfuse.c import preprocessor
 from polyfuse.core.program import (
+    DeviceAnswers,
     Kernel,
     PolyfuseError,
     Program,
@@ -101,6 +102,7 @@ def parse_host(
     argv: Optional[Sequence[str]] = None,
     kernel_files: Optional[KernelFiles] = None,
     check_params: bool = False,
+    device: Optional[DeviceAnswers] = None,
 ) -> Program:
     """Build the :class:`Program` a C or C++ host program runs.
 
@@ -109,7 +111,8 @@ def parse_host(
     the host reads the same file); kernel files the host opens are found from ``kernel_files``.
     ``params`` fixes values read at run time by the name of the variable they are stored in
     (``--param n=1024``); with ``check_params`` a name the host never reads is an error.
-    ``argv`` is the program's command line after its name (``--args``).  Raises
+    ``argv`` is the program's command line after its name (``--args``); ``device`` answers
+    ``clGetDeviceInfo`` (the device that verifies the program), else queries stay unknown.  Raises
     :class:`PolyfuseError` naming file and line for bad input.
     """
     hosts = [source_or_path] if isinstance(source_or_path, (str, os.PathLike)) \
@@ -137,7 +140,7 @@ def parse_host(
         kernel_files = KernelFiles(search_dirs=tuple(dict.fromkeys(dirs + [os.getcwd()])),
                                    include_dirs=tuple(include_dirs),
                                    defines=tuple(defines.items()))
-    interp = Interpreter(ast, kernels, main_file, dict(params), kernel_files, argv)
+    interp = Interpreter(ast, kernels, main_file, dict(params), kernel_files, argv, device)
     prog = interp.run()
     interp.sources.check_kernel_files()
     if check_params:
@@ -162,6 +165,7 @@ def load_opencl(
     allow_empty: bool = False,
     check_params: bool = False,
     kernel_source_override: bool = False,
+    device: Optional[DeviceAnswers] = None,
 ) -> Program:
     """Load an OpenCL program: kernels from ``source_or_path``, host code from ``host``.
 
@@ -171,7 +175,8 @@ def load_opencl(
     reads) unless ``kernel_source_override``: then the given kernels replace every program's
     source.  Without ``host`` every kernel is launched once (see
     :func:`polyfuse.frontend.builder.default_program`).  A host with no kernel launch is an
-    error unless ``allow_empty``: an empty model is never returned silently.
+    error unless ``allow_empty``: an empty model is never returned silently.  ``device``
+    answers the host's device queries (see :func:`parse_host`).
     """
     from polyfuse.frontend import opencl
 
@@ -218,7 +223,8 @@ def load_opencl(
                      search_dirs=tuple(dict.fromkeys(dirs)), include_dirs=include_dirs,
                      defines=tuple(defines.items()), replace=kernel_source_override)
     prog = parse_host(hosts, kernels, params=params or {}, include_dirs=include_dirs,
-                      defines=defines, argv=argv, kernel_files=kf, check_params=check_params)
+                      defines=defines, argv=argv, kernel_files=kf, check_params=check_params,
+                      device=device)
     if not prog.launches and not allow_empty:
         raise PolyfuseError("the host program launches no kernel (is a launch on a path "
                             "polyfuse takes as an error path?); pass --allow-empty to accept "

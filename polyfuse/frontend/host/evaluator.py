@@ -18,7 +18,13 @@ from typing import Any, Optional
 import sympy
 from pycparser import c_ast
 
-from polyfuse.core.program import BufferRange, HostOp, Operation, UnsupportedError
+from polyfuse.core.program import (
+    BufferRange,
+    DeviceAnswers,
+    HostOp,
+    Operation,
+    UnsupportedError,
+)
 from polyfuse.frontend.host import clhpp, expressions, loops, statements
 from polyfuse.frontend.host.context import Context
 from polyfuse.frontend.host.libc import LIBC, STD_STRING, LibcState, std_string
@@ -69,6 +75,8 @@ class CEvaluator:
         self.break_src: dict[int, Source] = {}  # if statement -> the data its break tests
         self.nest_depth = 0  # loop statements being interpreted, nested
         self.iterations_left = 0  # of the current loop nest's budget
+        #: the verifying device's answers to clGetDeviceInfo (None: queries stay unknown)
+        self.device: Optional[DeviceAnswers] = None
 
     def eval_named(self, node: c_ast.Node, hint: str) -> Value:
         """The value of ``node``, computed to be stored in the variable ``hint``."""

@@ -12,7 +12,13 @@ import islpy as isl
 import sympy
 from pycparser import c_ast
 
-from polyfuse.core.program import Kernel, PolyfuseError, Program, UnsupportedError
+from polyfuse.core.program import (
+    DeviceAnswers,
+    Kernel,
+    PolyfuseError,
+    Program,
+    UnsupportedError,
+)
 from polyfuse.frontend.host.context import Context
 from polyfuse.frontend.host.evaluator import CEvaluator
 from polyfuse.frontend.host.libc import LibcState
@@ -41,7 +47,8 @@ class Interpreter:
     def __init__(self, ast: c_ast.FileAST, kernels: Mapping[str, Kernel], filename: str,
                  param_values: Mapping[str, Union[int, float]],
                  kernel_files: Optional[KernelFiles] = None,
-                 argv: Optional[Sequence[str]] = None) -> None:
+                 argv: Optional[Sequence[str]] = None,
+                 device: Optional[DeviceAnswers] = None) -> None:
         self.ast = ast
         self.ctx = Context(filename)
         self.params = Params(self.ctx, param_values)
@@ -49,6 +56,7 @@ class Interpreter:
         self.sources = KernelSources(self.ctx, kernels, kernel_files or KernelFiles())
         self.libc = LibcState(None if argv is None else [Path(filename).stem, *argv])
         self.ev = CEvaluator(self.ctx, self.params, self.mem, self.sources, self.libc)
+        self.ev.device = device
 
     def run(self) -> Program:
         """The :class:`Program` ``main`` runs; a :class:`PolyfuseError` naming file and line

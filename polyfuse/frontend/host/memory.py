@@ -233,12 +233,13 @@ class Memory:
             v = self.read(v)
         return self.text(v)
 
-    def forget_through(self, args: list[Value]) -> None:
-        """Values an info query stores through its pointers are known only at run time."""
+    def forget_through(self, args: list[Value], value: Value = RUNTIME) -> None:
+        """Values an info query stores through its pointers are known only at run time
+        (``value``: a :class:`Runtime` that says which query)."""
         for a in args:
             if isinstance(a, Ref):
                 cur = self.read(a)
                 if isinstance(cur, (Unknown, Num, Runtime)):
-                    self.write(a, RUNTIME)
+                    self.write(a, value)
                 elif not isinstance(cur, (Arr, Rec)):
                     self.write(a, Handle("queried"))

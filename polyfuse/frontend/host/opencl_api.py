@@ -549,6 +549,44 @@ def get_kernel_info(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> 
     return ZERO
 
 
+@handler("clGetDeviceInfo")
+def get_device_info(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    """Answered from the device that verifies the program, when there is one (and said in a
+    warning); otherwise what the query stores is a run-time value named after the variable
+    it is stored in, which ``--param`` binds and a refusal traces to this line."""
+    code, out, ret = arg_at(args, 1), arg_at(args, 3), arg_at(args, 4)
+    answer = ev.device.answer(int(code.e)) if ev.device is not None and \
+        isinstance(code, Num) and code.e.is_Integer else None
+    if answer is None:
+        what = "the device query clGetDeviceInfo" + (
+            f" (no answer from the verifying device '{ev.device.device}')"
+            if ev.device is not None else "")
+        ev.mem.forget_through(args[1:], Runtime(ev.source(what, node)))
+        return ZERO
+    name, value = answer
+    if isinstance(value, str):
+        nbytes = len(value) + 1
+        if isinstance(out, Ref):
+            ev.mem.texts[out.slot] = value
+    elif isinstance(value, tuple):
+        nbytes = 8 * len(value)
+        if isinstance(out, Ref):
+            for i, v in enumerate(value):
+                ref = ev.mem.index(out, Num(sympy.Integer(i)))
+                if isinstance(ref, Ref):
+                    ev.mem.write(ref, Num(sympy.Integer(v)))
+    else:
+        size = arg_at(args, 2)
+        nbytes = int(size.e) if isinstance(size, Num) and size.e.is_Integer else 8
+        if isinstance(out, Ref):
+            ev.mem.write(out, Num(sympy.Integer(value)))
+    if isinstance(ret, Ref):
+        ev.mem.write(ret, Num(sympy.Integer(nbytes)))
+    ev.ctx.warn(f"clGetDeviceInfo({name}) answered from the verifying device "
+                f"'{ev.device.device}': {value!r}", node)
+    return ZERO
+
+
 def read_back(ev: CEvaluator, ptr: Any, call: str, node: c_ast.Node) -> None:
     """Host memory a read from the device fills holds data polyfuse does not know (never
     its old value), named after the variable it is read into."""
