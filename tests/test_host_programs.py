@@ -988,3 +988,27 @@ def test_local_size_from_an_unanswered_device_query_is_refused_naming_it(
     code, _, err = _run_cli(capsys, "fuse", k, "--host", h, "--args", "16", "--param",
                             "local_mem=256", "--param", "wg=8", "--out", str(tmp_path / "out"))
     assert code == 0, err
+
+
+@pytest.mark.parametrize(("choice", "expect"), [
+    ('const char *name = rand() % 2 ? "scale" : "scale2";',
+     "the kernel name in 'name' is selected by the host condition 'rand() % 2' at "
+     "HOST:LINE, which polyfuse cannot decide"),
+    ('char name[16];\n    strcpy(name, getenv("KERNEL"));',
+     "the kernel name in 'name' is text the host copies or builds at run time"),
+])
+def test_kernel_name_polyfuse_cannot_follow_is_refused_naming_it(
+        tmp_path: Path, capsys: Any, choice: str, expect: str) -> None:
+    """A kernel name chosen by a condition polyfuse cannot decide, or copied at run time:
+    the refusal names the variable, and the condition with its line."""
+    k, h = _write_host(tmp_path, "")
+    text = Path(h).read_text().replace(
+        '    cl_kernel k = clCreateKernel(prog, "scale", &err);',
+        f"    {choice}\n    cl_kernel k = clCreateKernel(prog, name, &err);").replace(
+        "#include <stdlib.h>", "#include <stdlib.h>\n#include <string.h>")
+    Path(h).write_text(text)
+    line = next(i for i, t in enumerate(text.splitlines(), 1) if "name" in t)
+    code, _, err = _run_cli(capsys, "analyze", k, "--host", h)
+    assert code == 1 and expect.replace("HOST", h).replace("LINE", str(line)) in err, err
+    call = next(i for i, t in enumerate(text.splitlines(), 1) if "clCreateKernel" in t)
+    assert f"{h}:{call}: clCreateKernel" in err and "Traceback" not in err

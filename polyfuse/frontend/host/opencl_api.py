@@ -188,8 +188,8 @@ def create_kernel(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Va
     succeed(ev, args)
     kname = arg_at(args, 1)
     if not isinstance(kname, Str):
-        raise ev.ctx.error("clCreateKernel: the kernel name is not a string polyfuse can "
-                           "follow", node, UnsupportedError)
+        raise ev.ctx.error(f"clCreateKernel: {unknown_kernel_name(ev, kname, node)}", node,
+                           UnsupportedError)
     names = ev.sources.program_kernels(arg_at(args, 0), node)
     if kname.s not in names:
         avail = ", ".join(sorted(names)) or "none"
@@ -200,6 +200,23 @@ def create_kernel(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Va
     oid = ev.cl.new_kernel_object()
     ev.mem.state.kobjs[oid] = KState(var=ev.ctx.name_hint or kname.s, kernel=names[kname.s])
     return KObj(oid)
+
+
+def unknown_kernel_name(ev: CEvaluator, v: Any, node: c_ast.FuncCall) -> str:
+    """Why a kernel name is not known, naming the variable that holds it."""
+    arg = node.args.exprs[1] if node.args is not None and len(node.args.exprs) > 1 else None
+    while isinstance(arg, c_ast.Cast):
+        arg = arg.expr
+    named = f" in '{arg.name}'" if isinstance(arg, c_ast.ID) else ""
+    if isinstance(v, Ref) and isinstance(ev.mem.read(v), (Arr, Unknown, Runtime)):
+        return (f"the kernel name{named} is text the host copies or builds at run time "
+                "(strcpy, a library call), which polyfuse does not follow; name the kernel "
+                "with a string literal or a variable initialised with one")
+    if isinstance(v, Ref) and isinstance(ev.mem.read(v), Poison):
+        v = ev.mem.read(v)
+    if isinstance(v, Poison):
+        return f"the kernel name{named} is {v.reason}"
+    return f"the kernel name{named} is not a string polyfuse can follow"
 
 
 @handler("clCreateProgramWithSource")
