@@ -1012,3 +1012,29 @@ def test_kernel_name_polyfuse_cannot_follow_is_refused_naming_it(
     assert code == 1 and expect.replace("HOST", h).replace("LINE", str(line)) in err, err
     call = next(i for i, t in enumerate(text.splitlines(), 1) if "clCreateKernel" in t)
     assert f"{h}:{call}: clCreateKernel" in err and "Traceback" not in err
+
+
+def test_work_group_query_is_answered_by_the_verifying_device(caplog: Any) -> None:
+    """``clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)`` sizes the work-groups: the
+    device that verifies answers it for the kernel as polyfuse builds it (a warning says so)."""
+    from polyfuse.core.program import DeviceAnswers
+
+    host = str(PROGRAMS / "handson_vadd" / "vadd.c")
+    asked = []
+
+    def kernel_info(kernel: Any, code: int) -> tuple:
+        asked.append((kernel.name, code))
+        return ("CL_KERNEL_WORK_GROUP_SIZE", 32)
+
+    program = load_opencl(None, host=host, device=DeviceAnswers("test device",
+                                                                kernel_info=kernel_info))
+    assert program.launches[0].local_size == (32,) and "wg" not in program.params
+    assert asked == [("vadd", 0x11B0)]
+    assert any("clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE) answered from the "
+               "verifying device 'test device': 32" in r.getMessage() for r in caplog.records)
+    pytest.importorskip("pyopencl")
+    from polyfuse.runtime.device import device_answers
+
+    real = load_opencl(None, host=host, device=device_answers())
+    (size,) = real.launches[0].local_size
+    assert isinstance(size, (int, sympy.Integer)) and int(size) >= 1

@@ -25,7 +25,7 @@ Conventions (relied on by every stage):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional, Union
 
@@ -105,6 +105,10 @@ KERNEL_VARIANTS: dict[str, KernelVariant] = {
 }
 
 
+#: what an OpenCL info query answers: an integer, a string or a list of integers
+InfoValue = Union[int, str, tuple[int, ...]]
+
+
 @dataclass(frozen=True)
 class DeviceAnswers:
     """What one OpenCL device answers to ``clGetDeviceInfo``, for the host front-end to model
@@ -115,9 +119,13 @@ class DeviceAnswers:
     integers (``CL_DEVICE_MAX_WORK_ITEM_SIZES``)."""
 
     device: str
-    info: tuple[tuple[int, str, Union[int, str, tuple[int, ...]]], ...] = ()
+    info: tuple[tuple[int, str, InfoValue], ...] = ()
+    #: ``clGetKernelWorkGroupInfo``: (name, value) of a query on a kernel as the device builds
+    #: it (None: no answer)
+    kernel_info: Optional[Callable[[Kernel, int], Optional[tuple[str, InfoValue]]]] = field(
+        default=None, compare=False, repr=False)
 
-    def answer(self, code: int) -> Optional[tuple[str, Union[int, str, tuple[int, ...]]]]:
+    def answer(self, code: int) -> Optional[tuple[str, InfoValue]]:
         """(name, value) of the query ``code``; None when the device gave no answer."""
         return next(((n, v) for c, n, v in self.info if c == code), None)
 

@@ -28,7 +28,15 @@ import numpy as np
 import pyopencl as cl
 
 from polyfuse.core import cache, drivers
-from polyfuse.core.program import DeviceAnswers, KernelVariant, PolyfuseError, Target
+from polyfuse.core.program import (
+    DeviceAnswers,
+    InfoValue,
+    Kernel,
+    KernelVariant,
+    PolyfuseError,
+    Program,
+    Target,
+)
 from polyfuse.core.watchdog import WorkerCrashed, call_with_budget, stage
 
 DeviceSpec = Union[str, "cl.Device", None]
@@ -295,7 +303,36 @@ def device_answers(device: DeviceSpec = None) -> DeviceAnswers:
         elif isinstance(value, (list, tuple)) and all(isinstance(x, int) for x in value):
             info.append((code, f"CL_DEVICE_{name}", tuple(int(x) for x in value)))
     return DeviceAnswers(device=dev.name.strip(), info=tuple(dict(
-        (c, (c, n, v)) for c, n, v in info).values()))
+        (c, (c, n, v)) for c, n, v in info).values()), kernel_info=_kernel_info(dev))
+
+
+def _kernel_info(dev: cl.Device) -> Callable[[Kernel, int], Optional[tuple[str, InfoValue]]]:
+    """``clGetKernelWorkGroupInfo`` on ``dev`` for a kernel record, built as polyfuse builds
+    it (with the host's compiler options); answers kept per kernel and query."""
+    names = {int(getattr(cl.kernel_work_group_info, n)): f"CL_KERNEL_{n}"
+             for n in dir(cl.kernel_work_group_info) if n.isupper()}
+    answers: dict[tuple[str, str, int], Optional[tuple[str, InfoValue]]] = {}
+
+    def answer(kernel: Kernel, code: int) -> Optional[tuple[str, InfoValue]]:
+        from polyfuse.c.emit import emit_program
+        from polyfuse.runtime.execute import program_options
+
+        key = (kernel.name, kernel.source, code)
+        if key not in answers:
+            answers[key] = None
+            if code in names:
+                one = Program(kernels={kernel.name: kernel}, buffers={}, ops=())
+                try:
+                    ctx = cl.Context([dev])
+                    prog = build_program(ctx, emit_program(one).text, program_options(one))
+                    value = cl.Kernel(prog, kernel.name).get_work_group_info(code, dev)
+                except (PolyfuseError, cl.Error):
+                    return None
+                answers[key] = (names[code], tuple(int(x) for x in value)
+                                if isinstance(value, (list, tuple)) else int(value))
+        return answers[key]
+
+    return answer
 
 
 def device_key(device: Union[cl.Device, DeviceLimits, str, None]) -> str:

@@ -580,6 +580,33 @@ def get_device_info(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> 
             if ev.device is not None else "")
         ev.mem.forget_through(args[1:], Runtime(ev.source(what, node)))
         return ZERO
+    store_answer(ev, node, "clGetDeviceInfo", answer, out, arg_at(args, 2), ret)
+    return ZERO
+
+
+@handler("clGetKernelWorkGroupInfo")
+def get_kernel_work_group_info(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]
+                               ) -> Value:
+    """Answered from the verifying device for the kernel as polyfuse builds it, when there is
+    one (and said in a warning); otherwise a run-time value named after its variable."""
+    kv, code, out, ret = arg_at(args, 0), arg_at(args, 2), arg_at(args, 4), arg_at(args, 5)
+    answer = None
+    if ev.device is not None and ev.device.kernel_info is not None and isinstance(kv, KObj) \
+            and kv.oid in ev.mem.state.kobjs and isinstance(code, Num) and code.e.is_Integer:
+        kernel = ev.sources.kernels[ev.mem.state.kobjs[kv.oid].kernel]
+        answer = ev.device.kernel_info(kernel, int(code.e))
+    if answer is None:
+        ev.mem.forget_through(args[2:], Runtime(ev.source(
+            "the kernel query clGetKernelWorkGroupInfo", node)))
+        return ZERO
+    store_answer(ev, node, "clGetKernelWorkGroupInfo", answer, out, arg_at(args, 3), ret)
+    return ZERO
+
+
+def store_answer(ev: CEvaluator, node: c_ast.FuncCall, call: str, answer: tuple, out: Value,
+                 size: Value, ret: Value) -> None:
+    """Store a device's answer ``(name, value)`` to an info query through its value and size
+    pointers, and say so in a warning."""
     name, value = answer
     if isinstance(value, str):
         nbytes = len(value) + 1
@@ -593,15 +620,14 @@ def get_device_info(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> 
                 if isinstance(ref, Ref):
                     ev.mem.write(ref, Num(sympy.Integer(v)))
     else:
-        size = arg_at(args, 2)
         nbytes = int(size.e) if isinstance(size, Num) and size.e.is_Integer else 8
         if isinstance(out, Ref):
             ev.mem.write(out, Num(sympy.Integer(value)))
     if isinstance(ret, Ref):
         ev.mem.write(ret, Num(sympy.Integer(nbytes)))
-    ev.ctx.warn(f"clGetDeviceInfo({name}) answered from the verifying device "
-                f"'{ev.device.device}': {value!r}", node)
-    return ZERO
+    device = ev.device.device if ev.device is not None else "?"
+    ev.ctx.warn(f"{call}({name}) answered from the verifying device '{device}': {value!r}",
+                node)
 
 
 def read_back(ev: CEvaluator, ptr: Any, call: str, node: c_ast.Node) -> None:
