@@ -1038,3 +1038,79 @@ def test_work_group_query_is_answered_by_the_verifying_device(caplog: Any) -> No
     real = load_opencl(None, host=host, device=device_answers())
     (size,) = real.launches[0].local_size
     assert isinstance(size, (int, sympy.Integer)) and int(size) >= 1
+
+
+def test_lambdas_that_launch_kernels_run_where_they_are_called(tmp_path: Path,
+                                                               capsys: Any) -> None:
+    """BabelStream-style harness: kernels launched from lambdas that capture by reference,
+    called directly and through a timing template (``F&& f; f();``); a host-only lambda
+    stays opaque.  The launches land in the host loop that calls the lambdas."""
+    import json
+
+    d = PROGRAMS / "cpp_lambdas"
+    args = (str(d / "kernels.cl"),)
+    program = load_opencl(*args, host=str(d / "main.cpp"), argv=["64", "2"])
+    assert [(op.kernel, op.global_size, [(lp.lower, lp.upper) for lp in op.loops])
+            for op in program.launches] == [("copy", (64,), [(0, 2)]),
+                                            ("scale", (64,), [(0, 2)])]
+    widths = check_against_oracle(program)
+    assert _edge(widths, "copy", "scale", program) == "thread"
+    symbolic = load_opencl(*args, host=str(d / "main.cpp"))
+    assert symbolic.params == ("n", "times")
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", *args, "--host", str(d / "main.cpp"), "--args",
+                            "64 2", "--out", str(out), "--verify")
+    assert code == 0, err
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["launches_before"] == 4 and plan["launches_after"] == 2
+    assert plan["verified"]["ok"] is True
+
+
+CPP_TEMPLATE_HOST = r"""
+#include <CL/cl.h>
+#include <cstdlib>
+template <typename T> struct Stream {
+    virtual ~Stream() {}
+    virtual void copy() = 0;
+};
+int twice(int n) { return 2 * n; }
+int twice(int n, int m) { return 2 * n + m; }
+template <typename T> int size_of(T n) { return twice(n, 1); }
+template <typename T> void bench(Stream<T>* s) { BODY; }
+int main(int argc, char** argv)
+{
+    cl_int err;
+    cl_context ctx = clCreateContext(NULL, 0, NULL, NULL, NULL, &err);
+    cl_command_queue q = clCreateCommandQueue(ctx, NULL, 0, &err);
+    const char* src = "__kernel void scale(__global float* a) { a[get_global_id(0)] *= 2; }";
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    clBuildProgram(prog, 0, NULL, NULL, NULL, NULL);
+    cl_kernel k = clCreateKernel(prog, "scale", &err);
+    size_t g = size_of<int>(twice(8));
+    cl_mem a = clCreateBuffer(ctx, CL_MEM_READ_WRITE, g * sizeof(float), NULL, &err);
+    clSetKernelArg(k, 0, sizeof(cl_mem), &a);
+    bench<float>((Stream<float>*)NULL);
+    clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, NULL);
+    clFinish(q);
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("body", ["", "s->copy()"])
+def test_template_calls_resolve_overloads_and_refuse_unresolved_methods(
+        tmp_path: Path, capsys: Any, body: str) -> None:
+    """In a function template, ``twice(n, 1)`` names an overload set: the program's
+    overload with that many parameters runs (overloads of one name are told apart by their
+    parameter count); ``s->copy()`` on a user class that depends on the template parameter
+    (a pure virtual method, whose overrider may launch kernels) is refused naming it."""
+    host = tmp_path / "host.cpp"
+    host.write_text(CPP_TEMPLATE_HOST.replace("BODY", body))
+    if not body:
+        program = load_opencl(None, host=str(host))
+        assert program.launches[0].global_size == (33,)
+        return
+    code, _, err = _run_cli(capsys, "analyze", "--host", str(host))
+    line = next(i for i, t in enumerate(host.read_text().splitlines(), 1) if "s->copy()" in t)
+    assert code == 1 and f"host.cpp:{line}" in err, err
+    assert "a call of 'copy' on a Stream<T> *" in err and "Traceback" not in err

@@ -40,6 +40,7 @@ from polyfuse.frontend.host.values import (
     UNK,
     Arr,
     BufRef,
+    Closure,
     CType,
     Num,
     Poison,
@@ -122,6 +123,24 @@ class CEvaluator:
         self.ctx.node = node
         if name is None:
             return self.unknown_call("(function pointer)", args, node)
+        if name == "__polyfuse_lambda":
+            return self.make_closure(argn[0])
+        if name == "__polyfuse_overload" and args:  # a call in a template, by name
+            name, args = argn[0].value.strip('"'), args[1:]
+            fd = next((self.funcs[n] for n in (name, f"{name}__{len(args)}")
+                       if n in self.funcs and _arity(self.funcs[n]) == len(args)), None)
+            if fd is None:
+                return self.unknown_call(name, args, node)
+            return self.call_function(fd, args, node)
+        if name == "__polyfuse_refuse":  # a construct the lowering could not model, run here
+            why = argn[0].value[1:-1] if argn and isinstance(argn[0], c_ast.Constant) else ""
+            raise self.ctx.error(f"unsupported host construct: {why}", node, UnsupportedError)
+        if self.mem.lookup(name) is not None:  # a variable shadows a function of that name
+            closure = self.closure_in(name)
+            if closure is None:
+                return self.unknown_call(name, args, node)
+            return self.call_function(self.funcs[closure.func], args, node,
+                                      dict(closure.scope))
         if name in self.funcs and name != "main":
             return self.call_function(self.funcs[name], args, node)
         if name in STD_STRING:
@@ -141,12 +160,36 @@ class CEvaluator:
         finally:
             self.ctx.name_hint = None
 
-    def call_function(self, fd: c_ast.FuncDef, args: list[Value], node: c_ast.Node) -> Value:
-        """Inline a call of a function of the program; its (joined) return value."""
+    def make_closure(self, name: c_ast.Node) -> Value:
+        """A lambda made here: it sees the variables in scope (by reference)."""
+        func = name.value.strip('"') if isinstance(name, c_ast.Constant) else ""
+        if func not in self.funcs:
+            return UNK
+        seen: dict[str, int] = {}
+        for scope in self.mem.frames[-1].scopes:
+            seen.update(scope)
+        return Closure(func, tuple(sorted(seen.items())))
+
+    def closure_in(self, name: str) -> Optional[Closure]:
+        """The lambda a variable ``name`` holds (also through a reference), if it holds one."""
+        sid = self.mem.lookup(name)
+        if sid is None:
+            return None
+        v = self.mem.read(Ref(sid))
+        for _ in range(3):
+            if not isinstance(v, Ref):
+                break
+            v = self.mem.read(v)
+        return v if isinstance(v, Closure) and v.func in self.funcs else None
+
+    def call_function(self, fd: c_ast.FuncDef, args: list[Value], node: c_ast.Node,
+                      seen: Optional[dict[str, int]] = None) -> Value:
+        """Inline a call of a function of the program; its (joined) return value.  ``seen``:
+        the variables a lambda sees where it was made."""
         if len(self.mem.frames) > _MAX_CALL_DEPTH:
             raise self.ctx.error(f"call depth exceeds {_MAX_CALL_DEPTH} (recursion?) in "
                                  f"'{fd.decl.name}'", node, UnsupportedError)
-        frame = Frame(fd.decl.name, [{}])
+        frame = Frame(fd.decl.name, [{}] if seen is None else [seen, {}])
         params = fd.decl.type.args.params if fd.decl.type.args is not None else []
         decls = [p for p in params if isinstance(p, c_ast.Decl) and p.name]
         self.mem.frames.append(frame)
@@ -250,3 +293,9 @@ class CEvaluator:
 # a call is evaluated by the evaluator itself (no wrapper: the Python stack per C call level
 # stays what it was, so deep hosts reach the recursion limit at the same place)
 _EXPRESSIONS["FuncCall"] = CEvaluator.call
+
+
+def _arity(fd: c_ast.FuncDef) -> int:
+    """The number of parameters of a function of the program."""
+    params = fd.decl.type.args.params if fd.decl.type.args is not None else []
+    return len([p for p in params if isinstance(p, c_ast.Decl) and p.name])
