@@ -28,7 +28,6 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
-import re
 import shutil
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
@@ -338,7 +337,6 @@ class _Translator:
         self.funcs: dict[str, c_ast.FuncDef] = {}
         self.globals: dict[str, c_ast.Decl] = {}
         self.methods: dict[str, str] = {}  # USR -> lowered function name
-        self.classes: set[str] = set()  # the user's class and class template names
         self.overloads: dict[str, str] = {}  # free function USR -> lowered name
         self.arity: dict[str, int] = {}  # free function name -> parameters of the first
         self.path = ""
@@ -360,8 +358,6 @@ class _Translator:
             if k in (K.NAMESPACE, K.LINKAGE_SPEC, K.UNEXPOSED_DECL):
                 self._walk_decls(c)
             elif k in (K.STRUCT_DECL, K.CLASS_DECL, K.CLASS_TEMPLATE):
-                if c.spelling:
-                    self.classes.add(c.spelling)
                 self._walk_decls(c)  # methods defined inside the class
             elif k in (K.FUNCTION_DECL, K.CXX_METHOD, K.CONSTRUCTOR, K.DESTRUCTOR,
                        K.FUNCTION_TEMPLATE):
@@ -1027,8 +1023,7 @@ class _Translator:
         words = [t.spelling for t in callee.get_tokens()]
         method = words[-1] if words else "?"
         held = obj.type.spelling if obj is not None else ""
-        user = sorted(n for n in self.classes if re.search(rf"\b{re.escape(n)}\b", held))
-        if not user:
+        if obj is None or not _user_type(obj.type, 2):
             args = [self._expr(x) for x in c.get_arguments()]
             return c_ast.FuncCall(c_ast.ID("__polyfuse_opaque"), c_ast.ExprList(args), coord=co)
         why = (f"a call of '{method}' on a {held} (its class depends on a template parameter; "
@@ -1119,6 +1114,20 @@ class _Translator:
             return c_ast.FuncCall(self._expr(kids[0]) if kids else c_ast.ID("__polyfuse_opaque"),
                                   c_ast.ExprList(args), coord=co)
         return c_ast.FuncCall(c_ast.ID(name), c_ast.ExprList(args), coord=co)
+
+
+def _user_type(t: Any, depth: int) -> bool:
+    """Whether a type is (points to, or has as template argument) a class of the user's."""
+    TK = cindex.TypeKind
+    if t.kind in (TK.POINTER, TK.LVALUEREFERENCE, TK.RVALUEREFERENCE):
+        t = t.get_pointee()
+    decl = t.get_declaration()
+    f = decl.location.file if decl is not None and decl.kind != cindex.CursorKind.NO_DECL_FOUND \
+        else None
+    if f is not None and not _is_system(f.name) and not _is_wrapper_file(f.name):
+        return True
+    return depth > 0 and any(_user_type(t.get_template_argument_type(i), depth - 1)
+                             for i in range(max(0, t.get_num_template_arguments())))
 
 
 def _is_lambda_call(ref: Any) -> bool:

@@ -25,6 +25,7 @@ from polyfuse.frontend.host.values import (
     CType,
     Handle,
     Num,
+    Poison,
     Rec,
     Ref,
     Runtime,
@@ -201,6 +202,8 @@ def std_string(ev: CEvaluator, name: str, args: list) -> Any:
         a, b = ev.mem.string(first), ev.mem.string(arg_at(args, 1))
         return Str(a + b) if a is not None and b is not None else UNK
     if name in ("basic_string__basic_string", "basic_string__ctor"):
+        if isinstance(first, Poison):  # why the text is not known goes with it
+            return first
         text = ev.mem.string(first) if args else ""
         return Str(text) if text is not None else UNK
     target = ev.mem.read(first) if isinstance(first, Ref) else first

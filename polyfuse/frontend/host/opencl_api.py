@@ -205,8 +205,9 @@ def create_kernel(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Va
 def unknown_kernel_name(ev: CEvaluator, v: Any, node: c_ast.FuncCall) -> str:
     """Why a kernel name is not known, naming the variable that holds it."""
     arg = node.args.exprs[1] if node.args is not None and len(node.args.exprs) > 1 else None
-    while isinstance(arg, c_ast.Cast):
-        arg = arg.expr
+    while isinstance(arg, c_ast.Cast) or isinstance(arg, c_ast.FuncCall) and \
+            arg.args is not None and arg.args.exprs:  # a std::string made from the name
+        arg = arg.expr if isinstance(arg, c_ast.Cast) else arg.args.exprs[0]
     named = f" in '{arg.name}'" if isinstance(arg, c_ast.ID) else ""
     if isinstance(v, Ref) and isinstance(ev.mem.read(v), (Arr, Unknown, Runtime)):
         return (f"the kernel name{named} is text the host copies or builds at run time "
