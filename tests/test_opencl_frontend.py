@@ -688,3 +688,17 @@ def test_enumerated_loop_nested_in_affine_loop():
     k.schedule.foreach_map(lambda m: sched.__setitem__(m.get_tuple_name(isl.dim_type.in_), m))
     order = sorted((p[8:], p[6], p[7]) for p in points(sched["S0"], n=2))
     assert [(i, s) for _, i, s in order] == [(i, s) for i in range(2) for s in (8, 4, 2, 1)]
+
+
+def test_gnu_spellings_of_qualifiers_in_casts():
+    """``(__const local float *)`` (OpenCL Programming Guide, SpMV): GNU's ``__const``
+    spelling next to an address space, which OpenCL compilers accept, parses as ``const``."""
+    src = r"""
+    __kernel void copy(__global float *out, __local float *space, __global __volatile int *f) {
+        out[get_global_id(0)] = *((__const local float *) space + get_local_id(0));
+        *((__global __signed__ int *) f) = 1;
+    }
+    """
+    (kernel,) = parse_kernels(src, "gnu.cl").values()
+    assert "const float *" in kernel.source and "__const" not in kernel.source
+    assert "volatile int *f" in kernel.source
