@@ -1114,3 +1114,32 @@ def test_template_calls_resolve_overloads_and_refuse_unresolved_methods(
     line = next(i for i, t in enumerate(host.read_text().splitlines(), 1) if "s->copy()" in t)
     assert code == 1 and f"host.cpp:{line}" in err, err
     assert "a call of 'copy' on a Stream<T> *" in err and "Traceback" not in err
+
+
+def test_helper_return_path_keeps_what_it_stored() -> None:
+    """The device search in a helper that stores the list through a pointer and returns
+    early: the stored list may reach the caller (it did not, and ``if (devices == NULL)
+    exit(1)`` ended the program before any launch)."""
+    d = PROGRAMS / "device_search"
+    program = load_opencl(str(d / "kernels.cl"), host=str(d / "helper.c"), argv=["16"])
+    assert [op.kernel for op in program.launches] == ["stage", "shift"]
+
+
+def test_launch_on_a_path_that_breaks_out_is_refused(tmp_path: Path, capsys: Any) -> None:
+    """A launch on a path that leaves a loop by ``break`` under a data-dependent condition
+    may or may not run: refused naming its line (it was silently dropped), and the condition
+    is no fact about the program's values."""
+    d = PROGRAMS / "device_search"
+    host = (d / "host.c").read_text().replace(
+        "    size_t gs = n;",
+        "    size_t gs = n;\n    for (int r = 0; r < n; r++) {\n"
+        "        if (h[r] > 3.0f) {\n"
+        "            clEnqueueNDRangeKernel(queue, k_shift, 1, NULL, &gs, NULL, 0, NULL, NULL);\n"
+        "            break;\n        }\n    }")
+    (tmp_path / "host.c").write_text(host)
+    (tmp_path / "kernels.cl").write_text((d / "kernels.cl").read_text())
+    line = next(i for i, t in enumerate(host.splitlines(), 1) if "h[r] > 3.0f" in t)
+    code, _, err = _run_cli(capsys, "analyze", str(tmp_path / "kernels.cl"), "--host",
+                            str(tmp_path / "host.c"), "--args", "16")
+    assert code == 1 and f"host.c:{line}" in err and "leaves early" in err, err
+    assert f"(line {line + 1})" in err and "Traceback" not in err
