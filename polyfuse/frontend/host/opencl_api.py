@@ -206,7 +206,8 @@ def unknown_kernel_name(ev: CEvaluator, v: Any, node: c_ast.FuncCall) -> str:
     """Why a kernel name is not known, naming the variable that holds it."""
     arg = node.args.exprs[1] if node.args is not None and len(node.args.exprs) > 1 else None
     while isinstance(arg, c_ast.Cast) or isinstance(arg, c_ast.FuncCall) and \
-            arg.args is not None and arg.args.exprs:  # a std::string made from the name
+            isinstance(arg.name, c_ast.ID) and arg.name.name.startswith("basic_string__") \
+            and arg.args is not None and arg.args.exprs:  # a std::string made from the name
         arg = arg.expr if isinstance(arg, c_ast.Cast) else arg.args.exprs[0]
     named = f" in '{arg.name}'" if isinstance(arg, c_ast.ID) else ""
     if isinstance(v, Ref) and isinstance(ev.mem.read(v), (Arr, Unknown, Runtime)):
