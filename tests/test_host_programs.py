@@ -9,7 +9,7 @@ program's own (small) sizes.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import islpy as isl
 import pytest
@@ -1547,3 +1547,245 @@ def test_sprintf_options_from_an_unknown_value_name_it(tmp_path: Path) -> None:
         load_opencl(None, host=str(host))
     program = load_opencl(None, host=str(host), params={"block": 8})
     assert "-DBLOCK=8" in program.kernels["fill"].build_options
+
+
+def test_search_loop_break_keeps_what_it_stored_and_no_local_size_is_unit_groups(
+        tmp_path: Path, capsys: Any) -> None:
+    """A platform search loop stores the device list and leaves by ``break``: after the
+    loop the list may be set, so ``if (devices == NULL) exit(1)`` is not certain (it was, and
+    the program launched nothing).  Launches without a local size, one of a kernel that
+    indexes __local scratch by its local id, are modelled with work-groups of one work-item
+    (a choice every implementation may make): exact, so the two launches fuse."""
+    import json
+
+    d = PROGRAMS / "device_search"
+    program = load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"), argv=["16"],
+                          params={"local_mem": 256})
+    stage, shift = program.launches
+    assert stage.local_size is None and shift.local_size is None
+    widths = check_against_oracle(program)
+    assert _edge(widths, "stage", "shift", program) == "thread"
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", str(d / "kernels.cl"), "--host", str(d / "host.c"),
+                            "--args", "16", "--out", str(out), "--verify")
+    assert code == 0, err
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["launches_before"] == 2 and plan["launches_after"] == 1
+    assert plan["verified"]["ok"] is True
+
+
+class _Queries:
+    """A device's answers to info queries by ``CL_`` code, without a device."""
+
+    name = "test device"
+
+    def __init__(self, device: Optional[dict] = None) -> None:
+        self.device = device or {}
+
+    def device_info(self, param: int) -> Any:
+        return self.device.get(param)
+
+    def kernel_info(self, param: int, kernel: Any) -> Any:
+        return None
+
+
+def test_device_query_is_answered_by_the_verifying_device(tmp_path: Path, capsys: Any,
+                                                          caplog: Any) -> None:
+    """``clGetDeviceInfo(CL_DEVICE_LOCAL_MEM_SIZE)`` sizes __local scratch: answered from the
+    device that verifies (a warning says so); without one it is a parameter named after the
+    variable, which --param binds."""
+    d = PROGRAMS / "device_search"
+    args = (str(d / "kernels.cl"),)
+    unknown = load_opencl(*args, host=str(d / "host.c"), argv=["16"])
+    assert unknown.params == ("local_mem",)
+    device = _Queries(device={0x1023: 4096})  # CL_DEVICE_LOCAL_MEM_SIZE
+    program = load_opencl(*args, host=str(d / "host.c"), argv=["16"], device_queries=device)
+    assert program.params == () and program.launches[0].arg(2).local_bytes == 4096
+    assert any("host.c:" in r.getMessage() and "clGetDeviceInfo(CL_DEVICE_LOCAL_MEM_SIZE) "
+               "answered by the device that verifies the program (test device): 4096"
+               in r.getMessage() for r in caplog.records)
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", *args, "--host", str(d / "host.c"), "--args", "16",
+                            "--out", str(out), "--verify")
+    assert code == 0, err
+    assert "small instance" not in (out / "report.md").read_text()
+
+
+def test_local_size_from_an_unanswered_device_query_is_refused_naming_it(
+        tmp_path: Path, capsys: Any) -> None:
+    """A local size from ``clGetDeviceInfo(CL_DEVICE_MAX_WORK_GROUP_SIZE)`` with no device to
+    answer it: the refusal names the launch's host line and the --param that fixes it (not
+    an isl "unbounded optimum"); fixed, the launches fuse."""
+    d = PROGRAMS / "device_search"
+    host = (d / "host.c").read_text().replace(
+        "    size_t gs = n;",
+        "    size_t gs = n;\n    size_t wg;\n"
+        "    clGetDeviceInfo(devices[0], CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof(wg), &wg, NULL);"
+    ).replace("&gs, NULL, 0", "&gs, &wg, 0")
+    assert host.count("&wg, 0") == 2
+    (tmp_path / "host.c").write_text(host)
+    (tmp_path / "kernels.cl").write_text((d / "kernels.cl").read_text())
+    k, h = str(tmp_path / "kernels.cl"), str(tmp_path / "host.c")
+    line = next(i for i, t in enumerate(host.splitlines(), 1) if "k_stage, 1, NULL" in t)
+    code, _, err = _run_cli(capsys, "fuse", k, "--host", h, "--args", "16", "--param",
+                            "local_mem=256", "--out", str(tmp_path / "out"))
+    assert code == 1 and f"host.c:{line}" in err and "--param wg=VALUE" in err, err
+    assert "unbounded optimum" not in err and "Traceback" not in err
+    code, _, err = _run_cli(capsys, "fuse", k, "--host", h, "--args", "16", "--param",
+                            "local_mem=256", "--param", "wg=8", "--out", str(tmp_path / "out"))
+    assert code == 0, err
+
+
+@pytest.mark.parametrize(("choice", "expect"), [
+    ('const char *name = rand() % 2 ? "scale" : "scale2";',
+     "the kernel name in 'name' is selected by the host condition 'rand() % 2' at "
+     "HOST:LINE, which polyfuse cannot decide"),
+    ('char name[16];\n    strcpy(name, getenv("KERNEL"));',
+     "the kernel name in 'name' is text the host copies or builds at run time"),
+])
+def test_kernel_name_polyfuse_cannot_follow_is_refused_naming_it(
+        tmp_path: Path, capsys: Any, choice: str, expect: str) -> None:
+    """A kernel name chosen by a condition polyfuse cannot decide, or copied at run time:
+    the refusal names the variable, and the condition with its line."""
+    k, h = _write_host(tmp_path, "")
+    text = Path(h).read_text().replace(
+        '    cl_kernel k = clCreateKernel(prog, "scale", &err);',
+        f"    {choice}\n    cl_kernel k = clCreateKernel(prog, name, &err);").replace(
+        "#include <stdlib.h>", "#include <stdlib.h>\n#include <string.h>")
+    Path(h).write_text(text)
+    line = next(i for i, t in enumerate(text.splitlines(), 1) if "name" in t)
+    code, _, err = _run_cli(capsys, "analyze", k, "--host", h)
+    assert code == 1 and expect.replace("HOST", h).replace("LINE", str(line)) in err, err
+    call = next(i for i, t in enumerate(text.splitlines(), 1) if "clCreateKernel" in t)
+    assert f"{h}:{call}: clCreateKernel" in err and "Traceback" not in err
+
+
+def test_work_group_query_is_answered_by_the_verifying_device(caplog: Any) -> None:
+    """``clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)`` sizes the work-groups: the
+    device that verifies answers it for the kernel as polyfuse builds it (a warning says so)."""
+    host = str(PROGRAMS / "handson_vadd" / "vadd.c")
+    asked = []
+
+    class Asked(_Queries):
+        def kernel_info(self, param: int, kernel: Any) -> Any:
+            asked.append((kernel.name, param))
+            return 32
+
+    program = load_opencl(None, host=host, device_queries=Asked())
+    assert program.launches[0].local_size == (32,) and "wg" not in program.params
+    assert asked == [("vadd", 0x11B0)]
+    assert any("clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE) answered by the device "
+               "that verifies the program (test device): 32" in r.getMessage()
+               for r in caplog.records)
+    pytest.importorskip("pyopencl")
+    from polyfuse.runtime.execute import device_queries
+
+    real = load_opencl(None, host=host, device_queries=device_queries(None))
+    (size,) = real.launches[0].local_size
+    assert isinstance(size, (int, sympy.Integer)) and int(size) >= 1
+
+
+def test_lambdas_that_launch_kernels_run_where_they_are_called(tmp_path: Path,
+                                                               capsys: Any) -> None:
+    """BabelStream-style harness: kernels launched from lambdas that capture by reference,
+    called directly and through a timing template (``F&& f; f();``); a host-only lambda
+    stays opaque.  The launches land in the host loop that calls the lambdas."""
+    import json
+
+    d = PROGRAMS / "cpp_lambdas"
+    args = (str(d / "kernels.cl"),)
+    program = load_opencl(*args, host=str(d / "main.cpp"), argv=["64", "2"])
+    assert [(op.kernel, op.global_size, [(lp.lower, lp.upper) for lp in op.loops])
+            for op in program.launches] == [("copy", (64,), [(0, 2)]),
+                                            ("scale", (64,), [(0, 2)])]
+    widths = check_against_oracle(program)
+    assert _edge(widths, "copy", "scale", program) == "thread"
+    symbolic = load_opencl(*args, host=str(d / "main.cpp"))
+    assert symbolic.params == ("n", "times")
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", *args, "--host", str(d / "main.cpp"), "--args",
+                            "64 2", "--out", str(out), "--verify")
+    assert code == 0, err
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["launches_before"] == 4 and plan["launches_after"] == 2
+    assert plan["verified"]["ok"] is True
+
+
+CPP_TEMPLATE_HOST = r"""
+#include <CL/cl.h>
+#include <cstdlib>
+template <typename T> struct Stream {
+    virtual ~Stream() {}
+    virtual void copy() = 0;
+};
+int twice(int n) { return 2 * n; }
+int twice(int n, int m) { return 2 * n + m; }
+template <typename T> int size_of(T n) { return twice(n, 1); }
+template <typename T> void bench(Stream<T>* s) { BODY; }
+int main(int argc, char** argv)
+{
+    cl_int err;
+    cl_context ctx = clCreateContext(NULL, 0, NULL, NULL, NULL, &err);
+    cl_command_queue q = clCreateCommandQueue(ctx, NULL, 0, &err);
+    const char* src = "__kernel void scale(__global float* a) { a[get_global_id(0)] *= 2; }";
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    clBuildProgram(prog, 0, NULL, NULL, NULL, NULL);
+    cl_kernel k = clCreateKernel(prog, "scale", &err);
+    size_t g = size_of<int>(twice(8));
+    cl_mem a = clCreateBuffer(ctx, CL_MEM_READ_WRITE, g * sizeof(float), NULL, &err);
+    clSetKernelArg(k, 0, sizeof(cl_mem), &a);
+    bench<float>((Stream<float>*)NULL);
+    clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, NULL);
+    clFinish(q);
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("body", ["", "s->copy()"])
+def test_template_calls_resolve_overloads_and_refuse_unresolved_methods(
+        tmp_path: Path, capsys: Any, body: str) -> None:
+    """In a function template, ``twice(n, 1)`` names an overload set: the program's
+    overload with that many parameters runs (overloads of one name are told apart by their
+    parameter count); ``s->copy()`` on a user class that depends on the template parameter
+    (a pure virtual method, whose overrider may launch kernels) is refused naming it."""
+    host = tmp_path / "host.cpp"
+    host.write_text(CPP_TEMPLATE_HOST.replace("BODY", body))
+    if not body:
+        program = load_opencl(None, host=str(host))
+        assert program.launches[0].global_size == (33,)
+        return
+    code, _, err = _run_cli(capsys, "analyze", "--host", str(host))
+    line = next(i for i, t in enumerate(host.read_text().splitlines(), 1) if "s->copy()" in t)
+    assert code == 1 and f"host.cpp:{line}" in err, err
+    assert "a call of 'copy' on a Stream<T> *" in err and "Traceback" not in err
+
+
+def test_helper_return_path_keeps_what_it_stored() -> None:
+    """The device search in a helper that stores the list through a pointer and returns
+    early: the stored list may reach the caller (it did not, and ``if (devices == NULL)
+    exit(1)`` ended the program before any launch)."""
+    d = PROGRAMS / "device_search"
+    program = load_opencl(str(d / "kernels.cl"), host=str(d / "helper.c"), argv=["16"])
+    assert [op.kernel for op in program.launches] == ["stage", "shift"]
+
+
+def test_launch_on_a_path_that_breaks_out_is_refused(tmp_path: Path, capsys: Any) -> None:
+    """A launch on a path that leaves a loop by ``break`` under a data-dependent condition
+    may or may not run: refused naming its line (it was silently dropped), and the condition
+    is no fact about the program's values.  (A condition on data the host computed itself is
+    decided once the loop is unrolled: that launch runs once.)"""
+    d = PROGRAMS / "device_search"
+    host = (d / "host.c").read_text().replace(
+        "    size_t gs = n;",
+        "    size_t gs = n;\n    for (int r = 0; r < n; r++) {\n"
+        "        if (rand() % 4 == 0) {\n"
+        "            clEnqueueNDRangeKernel(queue, k_shift, 1, NULL, &gs, NULL, 0, NULL, NULL);\n"
+        "            break;\n        }\n    }")
+    (tmp_path / "host.c").write_text(host)
+    (tmp_path / "kernels.cl").write_text((d / "kernels.cl").read_text())
+    line = next(i for i, t in enumerate(host.splitlines(), 1) if "rand() % 4 == 0" in t)
+    code, _, err = _run_cli(capsys, "analyze", str(tmp_path / "kernels.cl"), "--host",
+                            str(tmp_path / "host.c"), "--args", "16")
+    assert code == 1 and f"host.c:{line}" in err and "leaves early" in err, err
+    assert f"(line {line + 1})" in err and "Traceback" not in err

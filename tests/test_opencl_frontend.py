@@ -714,3 +714,17 @@ __kernel void k(__global double2 *u, __global double *w, __constant double *c) {
     assert "(const __global double *) w" in text
     again = parse_kernels(text)  # what is printed parses to the same casts
     assert emit_program(default_program(again, params={})).text == text
+
+
+def test_gnu_spellings_of_qualifiers_in_casts():
+    """``(__const local float *)`` (OpenCL Programming Guide, SpMV): GNU's ``__const``
+    spelling next to an address space, which OpenCL compilers accept, parses as ``const``."""
+    src = r"""
+    __kernel void copy(__global float *out, __local float *space, __global __volatile int *f) {
+        out[get_global_id(0)] = *((__const local float *) space + get_local_id(0));
+        *((__global __signed__ int *) f) = 1;
+    }
+    """
+    (kernel,) = parse_kernels(src, "gnu.cl").values()
+    assert "const __local float *" in kernel.source and "__const" not in kernel.source
+    assert "volatile int *f" in kernel.source

@@ -191,12 +191,16 @@ def test_host_define_zero_work_group_is_one_line_error(tmp_path: Path) -> None:
 
 
 def test_unbounded_fused_ndrange_is_a_codegen_error() -> None:
+    from types import SimpleNamespace
+
     import islpy as isl
 
     from polyfuse.codegen.fuse import CodegenError, _bound
 
-    class KB:
+    class KB:  # a group whose launches have constant sizes: the isl bound is what fails
         where = "plan group 0"
+        group = SimpleNamespace(fragments=())
+        plan = SimpleNamespace(program=SimpleNamespace(launches=(), params=()))
 
     unbounded = isl.Set("[maxwg] -> { [g, l] : g >= 0 and 0 <= l < 64 }")
     with pytest.raises(CodegenError, match="no maximum group id 0.*--param"):

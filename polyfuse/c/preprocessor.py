@@ -14,7 +14,8 @@ pycparser's ``c23`` dialect parses:
   ``[[ocl::reqd_work_group_size(X, Y, Z)]]`` at the start of the declaration; other GNU
   attributes are dropped;
 * ``__read_only``/``__write_only``/``read_only``/``write_only``/``__restrict`` and ``#pragma``
-  lines are dropped.
+  lines are dropped; the GNU spellings ``__const``, ``__volatile``, ``__signed`` become the C
+  keywords.
 
 :func:`address_space_of`, :func:`is_kernel` and :func:`reqd_work_group_size` read the attributes
 back; :mod:`polyfuse.c.printer` prints them as OpenCL qualifiers again.
@@ -53,6 +54,9 @@ QUALIFIERS = {
 }
 _DROPPED = {"__read_only", "__write_only", "read_only", "write_only", "__restrict",
             "__restrict__", "__inline", "__inline__"}
+#: GNU spellings of C qualifiers (``(__const local float *)``), which OpenCL compilers accept
+_GNU_KEYWORDS = {"__const": "const", "__const__": "const", "__volatile": "volatile",
+                 "__volatile__": "volatile", "__signed": "signed", "__signed__": "signed"}
 _KEEP_ATTRIBUTES = {"reqd_work_group_size"}
 _ADDRESS_SPACES = {"global", "local", "constant", "private"}
 _C_KEYWORDS = {
@@ -203,6 +207,8 @@ def rewrite_opencl(text: str) -> str:
                 _insert_cast_space(inserts, toks, i + 1, f"ocl::{QUALIFIERS[tok]}")
         elif kind == "id" and tok in _DROPPED:
             removals[start] = (end, "")
+        elif kind == "id" and tok in _GNU_KEYWORDS:
+            removals[start] = (end, _GNU_KEYWORDS[tok])
         elif kind == "id" and tok in ("__attribute__", "__attribute"):
             j, attrs = _gnu_attribute(toks, i)
             span = text[start:toks[j - 1][3]]

@@ -706,9 +706,34 @@ def _bound(kb: _KernelBuilder, dom: isl.Set, pos: int, which: str, what: str) ->
     try:
         return dom.dim_max(pos) if which == "max" else dom.dim_min(pos)
     except isl.Error as err:
+        unknown = _unknown_sizes(kb)
+        if unknown:
+            raise CodegenError(f"{kb.where}: the fused NDRange is unbounded: {unknown}") \
+                from None
         raise CodegenError(f"{kb.where}: the fused NDRange has no {which}imum {what} ({err}); a "
                            "launch size polyfuse cannot bound (e.g. read from a device query) "
                            "must be fixed with --param NAME=VALUE") from None
+
+
+def _unknown_sizes(kb: _KernelBuilder) -> str:
+    """The group's first launch whose local or global size is a value the host computes at
+    run time, with its host line and the ``--param`` that fixes it ("" when none is)."""
+    launches = {op.id: op for op in kb.plan.program.launches}
+    for f in kb.group.fragments:
+        launch = launches.get(f.launch)
+        if launch is None:
+            continue
+        for what, sizes in (("local", launch.local_size), ("global", launch.global_size)):
+            names = sorted({str(s) for x in sizes or () for s in sympy.sympify(x).free_symbols
+                            if str(s) in kb.plan.program.params})
+            if names:
+                at = f" at {launch.loc.file}:{launch.loc.line}" if launch.loc else ""
+                shown = ", ".join(str(x) for x in sizes)
+                return (f"launch #{launch.id} of '{launch.kernel}'{at} has {what} size "
+                        f"({shown}), a value the host reads at run time (a device query, "
+                        f"input); pass --param {names[0]}=VALUE, or --verify to answer device "
+                        "queries from the verifying device")
+    return ""
 
 
 def _fused_box(kb: _KernelBuilder, doms: list[isl.Set], inst: Instantiation

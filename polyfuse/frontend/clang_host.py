@@ -13,7 +13,13 @@ clang's cursors into the same ``c_ast`` nodes, with what only clang knows resolv
 macros are expanded, ``sizeof`` and enumerators are evaluated to constants, typedefs are replaced
 by their canonical types, and the C++ a host uses is lowered to C: references become pointers,
 ``new``/``delete`` become ``malloc``/``free``, methods of the user's classes become functions,
-library objects (``std::vector``, streams) become values polyfuse does not track.  Declarations
+library objects (``std::vector``, streams) become values polyfuse does not track.  A lambda
+that may reach OpenCL or the user's functions becomes a function (``__lambda_LINE_COL``) that
+runs where the lambda is called and sees the variables of the scope that made it; overloads of
+a free function with different parameter counts are ``name__N``.  In a function template, a
+call of an overload set runs the program's function of that name and arity; a method call on a
+user class that depends on the template parameter (or a pure virtual call) is refused where it
+runs: polyfuse does not instantiate templates or resolve virtual calls.  Declarations
 from system headers are not translated; calls into them are library calls for the interpreter.
 """
 
@@ -333,6 +339,8 @@ class _Translator:
         self.globals: dict[str, c_ast.Decl] = {}
         self.methods: dict[str, str] = {}  # USR -> lowered function name
         self.implicit_ctors: dict[str, Optional[str]] = {}  # class USR -> lowered name
+        self.overloads: dict[str, str] = {}  # free function USR -> lowered name
+        self.arity: dict[str, int] = {}  # free function name -> parameters of the first
         self.path = ""
         self.shown = ""
 
@@ -396,7 +404,21 @@ class _Translator:
             # stays the library's operator and is not a call of itself
             sig = "_".join(a.spelling for a in c.type.argument_types())
             return c.spelling + "__" + re.sub(r"\W+", "_", sig)
+        if c.kind == cindex.CursorKind.FUNCTION_DECL:
+            return self._overloaded(c)
         return c.spelling
+
+    def _overloaded(self, c: Any) -> str:
+        """A free function's name; an overload of a name already taken by a function with
+        another number of parameters is ``name__N`` (N parameters), so both are callable."""
+        usr = c.canonical.get_usr() if c.canonical is not None else c.get_usr()
+        if usr in self.overloads:
+            return self.overloads[usr]
+        n = len(list(c.get_arguments()))
+        taken = self.arity.setdefault(c.spelling, n)
+        name = c.spelling if taken == n else f"{c.spelling}__{n}"
+        self.overloads[usr] = name
+        return name
 
     # -- types --------------------------------------------------------------------------------
 
@@ -1102,14 +1124,16 @@ class _Translator:
             return c_ast.FuncCall(c_ast.ID("abort"), c_ast.ExprList([]), coord=co)
         if k.name == "LAMBDA_EXPR":
             # a host-only helper (a comparison, a predicate) is an opaque function value; one
-            # that reaches OpenCL or the user's functions would hide launches
+            # that reaches OpenCL or the user's functions is lowered to a function that runs
+            # where the lambda is called, seeing the variables of the scope that made it
             for d in c.walk_preorder():
-                ref = d.referenced if d.kind == K.CALL_EXPR else None
-                if ref is not None and ref.location.file is not None and (
+                if d.kind != K.CALL_EXPR:
+                    continue
+                ref = d.referenced
+                if ref is None or ref.location.file is not None and (
                         ref.spelling.startswith("cl") or clhpp_name(ref) is not None or
-                        not _is_system(ref.location.file.name)) and ref.kind != K.CXX_METHOD:
-                    raise _Unsupported("a lambda that calls OpenCL or the program's own "
-                                       "functions", c)
+                        not _is_system(ref.location.file.name) or _is_lambda_call(ref)):
+                    return self._lambda(c)  # (a call in a template resolves only there)
             return c_ast.FuncCall(c_ast.ID("__polyfuse_opaque"), c_ast.ExprList([]), coord=co)
         if k.name == "STMT_EXPR":
             raise _Unsupported(f"{k.name.lower()}", c)
@@ -1138,6 +1162,43 @@ class _Translator:
                 return c_ast.NamedInitializer([self._expr(kids[0])], self._expr(kids[1]))
         return self._expr(c)
 
+    def _lambda(self, c: Any) -> c_ast.Node:
+        """A lambda as a function of the program (``__lambda_LINE_COL``) and the value that
+        names it; its captures are the variables in scope where it is made (by reference)."""
+        K = cindex.CursorKind
+        co = self._coord(c)
+        name = f"__lambda_{c.location.line}_{c.location.column}"
+        body = next((ch for ch in c.get_children() if ch.kind == K.COMPOUND_STMT), None)
+        if body is None:
+            raise _Unsupported("a lambda without a body", c)
+        params = [c_ast.Decl(p.spelling or f"_arg{i}", [], [], [], [],
+                             self._type(p.type, p.spelling or f"_arg{i}"), None, None,
+                             coord=self._coord(p))
+                  for i, p in enumerate(ch for ch in c.get_children()
+                                        if ch.kind == K.PARM_DECL)]
+        ret = c_ast.TypeDecl(name, [], None, c_ast.IdentifierType(["void"]))
+        decl = c_ast.Decl(name, [], [], [], [], c_ast.FuncDecl(c_ast.ParamList(params), ret),
+                          None, None, coord=co)
+        self.funcs[name] = c_ast.FuncDef(decl, None, self._stmt(body), coord=co)
+        return c_ast.FuncCall(c_ast.ID("__polyfuse_lambda"), c_ast.ExprList(
+            [c_ast.Constant("string", f'"{name}"')]), coord=co)
+
+    def _dependent_member_call(self, c: Any, callee: Any, co: Optional[Coord]) -> c_ast.Node:
+        """``obj->f()`` in a template, on an object whose class depends on a template
+        parameter: a method of the user's classes (which may launch kernels) is refused if
+        it runs; a library object's method is an opaque value."""
+        obj = next((x for x in callee.get_children() if x.kind.is_expression()), None)
+        words = [t.spelling for t in callee.get_tokens()]
+        method = words[-1] if words else "?"
+        held = obj.type.spelling if obj is not None else ""
+        if obj is None or not _user_type(obj.type, 2):
+            args = [self._expr(x) for x in c.get_arguments()]
+            return c_ast.FuncCall(c_ast.ID("__polyfuse_opaque"), c_ast.ExprList(args), coord=co)
+        why = (f"a call of '{method}' on a {held} (its class depends on a template parameter; "
+               "polyfuse does not instantiate templates)")
+        return c_ast.FuncCall(c_ast.ID("__polyfuse_refuse"), c_ast.ExprList(
+            [c_ast.Constant("string", '"' + why.replace('"', "'") + '"')]), coord=co)
+
     def _call(self, c: Any, kids: list) -> c_ast.Node:
         K = cindex.CursorKind
         co = self._coord(c)
@@ -1145,6 +1206,21 @@ class _Translator:
         arg_cursors = list(c.get_arguments())
         if ref is not None and clhpp_name(ref) is not None:
             return self._wrapper_member_call(ref, c, kids, arg_cursors)
+        if ref is not None and ref.kind == K.CXX_METHOD and ref.is_pure_virtual_method():
+            # the overrider is chosen at run time and may launch kernels: refused if it runs
+            what = "::".join(_qualified(ref))
+            return c_ast.FuncCall(c_ast.ID("__polyfuse_refuse"), c_ast.ExprList([
+                c_ast.Constant("string", f'"a call of the pure virtual method \'{what}\' '
+                               'whose overrider is chosen at run time (polyfuse does not '
+                               'resolve virtual calls)"')]), coord=co)
+        if ref is not None and _is_lambda_call(ref):
+            # `run(b)` on a lambda variable: a call of what the variable holds
+            obj = self._strip(kids[0]) if kids else None
+            if obj is None or obj.kind != K.DECL_REF_EXPR:
+                raise _Unsupported("a call of a lambda that is not held in a variable", c)
+            args = [self._expr(a) for a in arg_cursors[1:]] if len(arg_cursors) == len(
+                list(ref.get_arguments())) + 1 else [self._expr(a) for a in arg_cursors]
+            return c_ast.FuncCall(c_ast.ID(obj.spelling), c_ast.ExprList(args), coord=co)
         args = [self._expr(a) for a in arg_cursors]
         operator_obj = None
         if ref is not None and ref.kind == K.CXX_METHOD and not ref.is_static_method() and \
@@ -1160,7 +1236,8 @@ class _Translator:
                 if p.type.kind in (cindex.TypeKind.LVALUEREFERENCE,
                                    cindex.TypeKind.RVALUEREFERENCE) and \
                         not p.type.get_pointee().is_const_qualified() and \
-                        not (library and _is_temporary(args[i])):
+                        not (library and _is_temporary(args[i])) and \
+                        not _is_lambda_value(args[i]):
                     args[i] = c_ast.UnaryOp("&", args[i])
             hidden = _template_args(ref, co)
             if hidden:
@@ -1199,13 +1276,23 @@ class _Translator:
                 return c_ast.UnaryOp("*", c_ast.FuncCall(c_ast.ID(element), c_ast.ExprList(args),
                                                          coord=co), coord=co)
             return c_ast.FuncCall(c_ast.ID(name), c_ast.ExprList(args), coord=co)
+        callee = self._strip(kids[0]) if kids else None
+        if ref is None and callee is not None and callee.kind == K.MEMBER_REF_EXPR and \
+                not callee.spelling:
+            return self._dependent_member_call(c, callee, co)
         if ref is not None:
-            name = self._func_name(ref) if ref.kind == K.FUNCTION_DECL else ref.spelling
-        elif kids and self._strip(kids[0]).kind == K.DECL_REF_EXPR:
-            callee = self._strip(kids[0])
-            # a call with a dependent argument in a template names its overload set
-            name = callee.spelling or next((x.spelling for x in callee.get_children()
-                                            if x.kind == K.OVERLOADED_DECL_REF), "")
+            name = self._func_name(ref) if ref.kind == K.FUNCTION_DECL and \
+                ref.location.file is not None and not _is_system(ref.location.file.name) \
+                else ref.spelling
+        elif callee is not None and callee.kind == K.DECL_REF_EXPR:
+            over = next((x for x in callee.get_children()
+                         if x.kind == K.OVERLOADED_DECL_REF), None)
+            if not callee.spelling and over is not None:
+                # in a template, `g<T>(x)` names an overload set: the program's function of
+                # that name when its parameters match (else a library call)
+                return c_ast.FuncCall(c_ast.ID("__polyfuse_overload"), c_ast.ExprList(
+                    [c_ast.Constant("string", f'"{over.spelling}"'), *args]), coord=co)
+            name = callee.spelling
         elif kids and not kids[0].kind.is_expression():
             # `T(a, b)` in a template (the type names no function): a value made from its
             # operands, like the constructions libclang does not expose
@@ -1319,6 +1406,32 @@ def _record_element(name: str, method: Any) -> Optional[str]:
             t.get_pointee().get_canonical().kind != cindex.TypeKind.RECORD:
         return None
     return f"{cls}__element" + ("" if meth in ("operator[]", "at") else f"_{meth}")
+
+
+def _user_type(t: Any, depth: int) -> bool:
+    """Whether a type is (points to, or has as template argument) a class of the user's."""
+    TK = cindex.TypeKind
+    if t.kind in (TK.POINTER, TK.LVALUEREFERENCE, TK.RVALUEREFERENCE):
+        t = t.get_pointee()
+    decl = t.get_declaration()
+    f = decl.location.file if decl is not None and decl.kind != cindex.CursorKind.NO_DECL_FOUND \
+        else None
+    if f is not None and not _is_system(f.name) and not _is_wrapper_file(f.name):
+        return True
+    return depth > 0 and any(_user_type(t.get_template_argument_type(i), depth - 1)
+                             for i in range(max(0, t.get_num_template_arguments())))
+
+
+def _is_lambda_call(ref: Any) -> bool:
+    """Whether a call's callee is a lambda's ``operator()``."""
+    return ref.kind == cindex.CursorKind.CXX_METHOD and ref.spelling == "operator()" and \
+        ref.semantic_parent is not None and "(lambda at " in ref.semantic_parent.type.spelling
+
+
+def _is_lambda_value(node: c_ast.Node) -> bool:
+    """A lambda made in place (passed by ``F&&`` it is the value, not its address)."""
+    return isinstance(node, c_ast.FuncCall) and isinstance(node.name, c_ast.ID) and \
+        node.name.name == "__polyfuse_lambda"
 
 
 def _is_temporary(node: c_ast.Node) -> bool:

@@ -28,7 +28,11 @@ import numpy as np
 import pyopencl as cl
 
 from polyfuse.core import cache, drivers
-from polyfuse.core.program import KernelVariant, PolyfuseError, Target
+from polyfuse.core.program import (
+    KernelVariant,
+    PolyfuseError,
+    Target,
+)
 from polyfuse.core.watchdog import WorkerCrashed, call_with_budget, stage
 
 DeviceSpec = Union[str, "cl.Device", None]

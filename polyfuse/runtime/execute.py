@@ -164,9 +164,10 @@ class _DeviceAnswers:
     def name(self) -> str:
         return self.ctx.devices[0].name.strip()
 
-    def device_info(self, param: int) -> Optional[Union[int, tuple[int, ...]]]:
+    def device_info(self, param: int) -> Optional[Union[int, str, tuple[int, ...]]]:
         try:
-            return _integer_answer(self.ctx.devices[0].get_info(param))
+            value = self.ctx.devices[0].get_info(param)
+            return value.strip() if isinstance(value, str) else _integer_answer(value)
         except (cl.Error, ValueError, TypeError):
             return None
 

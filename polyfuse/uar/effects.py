@@ -519,6 +519,11 @@ class _Builder:
 
         launch_local = [const(launch.local_size[d]) if launch.local_size and d < wd else None
                         for d in range(3)]
+        if launch.local_size is None:
+            # the implementation chooses the work-groups (the kernel's required size if it
+            # has one); groups of one work-item are a choice every implementation may make
+            launch_local = [kernel0.context.local_size[d] or 1 if d < wd else None
+                            for d in range(3)]
         for what, sizes in (("local", launch_local),
                             ("global", [const(g) for g in launch.global_size[:wd]])):
             for d, v in enumerate(sizes):

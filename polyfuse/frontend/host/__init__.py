@@ -41,7 +41,10 @@ The interpreter tracks what the polyhedral model needs and nothing else:
   taken; its condition, when it is a relation over host parameters, becomes a fact of
   ``Program.context`` (``if (n <= 0) exit(1);`` gives ``n >= 1``; so does ``assert``).  Launches,
   writes and copies under a condition that is still open raise "launch under data-dependent host
-  condition"; reads and syncs there are kept, as if always executed (conservative).
+  condition"; reads and syncs there are kept, as if always executed (conservative).  A side
+  that leaves early (``break``, ``continue``, a helper's ``return``) is no error path: what it
+  stored (a search loop's ``devices = ...; break;``) and the reads it made are joined into the
+  side that goes on; a launch or buffer update on it is refused.
 * **Loops**: a counted ``for`` (``i = lo; i < hi`` or ``<=``; ``i++``/``i += c``; affine bounds)
   becomes a :class:`HostLoop` whose iterator is a sympy symbol (one of a single iteration runs
   once, its iterator known: ``wg_sizes[k]`` of a one-entry option list is that entry).  When its

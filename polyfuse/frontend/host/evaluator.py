@@ -35,6 +35,7 @@ from polyfuse.frontend.host.values import (
     UNK_TYPE,
     Arr,
     BufRef,
+    Closure,
     CType,
     Num,
     Poison,
@@ -122,6 +123,27 @@ class CEvaluator:
         self.ctx.node = node
         if name is None:
             return self.unknown_call("(function pointer)", args, node)
+        if name == "__polyfuse_lambda":
+            return self.make_closure(argn[0])
+        if name == "__polyfuse_overload" and args:  # a call in a template, by name
+            name, args = argn[0].value.strip('"'), args[1:]
+            fd = next((self.funcs[n] for n in (name, f"{name}__{len(args)}")
+                       if n in self.funcs and _arity(self.funcs[n]) == len(args)), None)
+            if fd is not None:
+                return self.call_function(fd, args, node)
+            # not the program's: the library's or OpenCL's function of that name (a map
+            # call in a member template: clEnqueueUnmapMemObject(q, buf, ptr, ...))
+            node = c_ast.FuncCall(c_ast.ID(name), c_ast.ExprList(argn[1:]), coord=node.coord)
+            self.ctx.node = node
+        if name == "__polyfuse_refuse":  # a construct the lowering could not model, run here
+            why = argn[0].value[1:-1] if argn and isinstance(argn[0], c_ast.Constant) else ""
+            raise self.ctx.error(f"unsupported host construct: {why}", node, UnsupportedError)
+        if self.mem.lookup(name) is not None:  # a variable shadows a function of that name
+            closure = self.closure_in(name)
+            if closure is None:
+                return self.unknown_call(name, args, node)
+            return self.call_function(self.funcs[closure.func], args, node,
+                                      dict(closure.scope))
         if name in self.funcs and name != "main":
             return self.call_function(self.function(name, len(args)), args, node)
         if name in STD_STRING:
@@ -157,9 +179,33 @@ class CEvaluator:
                 return fit[-1]
         return self.funcs[name]
 
-    def call_function(self, fd: c_ast.FuncDef, args: list[Value], node: c_ast.Node) -> Value:
-        """Inline a call of a function of the program; its (joined) return value.  A
-        recursive call of a function that makes no OpenCL call is summarised (.recursion)."""
+    def make_closure(self, name: c_ast.Node) -> Value:
+        """A lambda made here: it sees the variables in scope (by reference)."""
+        func = name.value.strip('"') if isinstance(name, c_ast.Constant) else ""
+        if func not in self.funcs:
+            return UNK
+        seen: dict[str, int] = {}
+        for scope in self.mem.frames[-1].scopes:
+            seen.update(scope)
+        return Closure(func, tuple(sorted(seen.items())))
+
+    def closure_in(self, name: str) -> Optional[Closure]:
+        """The lambda a variable ``name`` holds (also through a reference), if it holds one."""
+        sid = self.mem.lookup(name)
+        if sid is None:
+            return None
+        v = self.mem.read(Ref(sid))
+        for _ in range(3):
+            if not isinstance(v, Ref):
+                break
+            v = self.mem.read(v)
+        return v if isinstance(v, Closure) and v.func in self.funcs else None
+
+    def call_function(self, fd: c_ast.FuncDef, args: list[Value], node: c_ast.Node,
+                      seen: Optional[dict[str, int]] = None) -> Value:
+        """Inline a call of a function of the program; its (joined) return value.  ``seen``:
+        the variables a lambda sees where it was made.  A recursive call of a function that
+        makes no OpenCL call is summarised (.recursion)."""
         if recursion.is_summarised(self, fd):
             return recursion.summarise_call(self, fd, args, node)
         if len(self.mem.frames) > _MAX_CALL_DEPTH:
@@ -167,7 +213,7 @@ class CEvaluator:
                                  "polyfuse inlines the host's functions and cannot follow "
                                  "recursion this deep through OpenCL calls", node,
                                  UnsupportedError)
-        frame = Frame(fd.decl.name, [{}], func=id(fd))
+        frame = Frame(fd.decl.name, [{}] if seen is None else [seen, {}], func=id(fd))
         params = fd.decl.type.args.params if fd.decl.type.args is not None else []
         decls = [p for p in params if isinstance(p, c_ast.Decl) and p.name]
         entry_ops = len(self.mem.state.ops)
@@ -326,3 +372,9 @@ def _arity(fd: c_ast.FuncDef) -> int:
 # a call is evaluated by the evaluator itself (no wrapper: the Python stack per C call level
 # stays what it was, so deep hosts reach the recursion limit at the same place)
 _EXPRESSIONS["FuncCall"] = CEvaluator.call
+
+
+def _arity(fd: c_ast.FuncDef) -> int:
+    """The number of parameters of a function of the program."""
+    params = fd.decl.type.args.params if fd.decl.type.args is not None else []
+    return len([p for p in params if isinstance(p, c_ast.Decl) and p.name])

@@ -7,7 +7,7 @@ import re
 from typing import TYPE_CHECKING, Any, Optional
 
 import sympy
-from pycparser import c_ast
+from pycparser import c_ast, c_generator
 
 from polyfuse.frontend.host.signals import (
     NeedUnroll,
@@ -160,7 +160,10 @@ def ternary(ev: CEvaluator, node: c_ast.TernaryOp) -> Any:
         return RUNTIME
     if isinstance(a, (Num, Unknown, Runtime)) and isinstance(b, (Num, Unknown, Runtime)):
         return Unknown(False, src_of(a, b, cond))
-    return Poison("selected by a data-dependent host condition")
+    loc = ev.ctx.loc(node)
+    at = f" at {loc.file}:{loc.line}" if loc else ""
+    cond = c_generator.CGenerator().visit(node.cond)
+    return Poison(f"selected by the host condition '{cond}'{at}, which polyfuse cannot decide")
 
 
 def assignment(ev: CEvaluator, node: c_ast.Assignment) -> Any:

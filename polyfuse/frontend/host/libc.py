@@ -27,6 +27,7 @@ from polyfuse.frontend.host.values import (
     CType,
     Handle,
     Num,
+    Poison,
     Rec,
     Ref,
     Runtime,
@@ -222,6 +223,8 @@ def std_string(ev: CEvaluator, name: str, args: list) -> Any:
         target = ev.mem.read(first) if isinstance(first, Ref) else first
         return target if isinstance(target, Str) else UNK
     if name in ("basic_string__basic_string", "basic_string__ctor"):
+        if isinstance(first, Poison):  # why the text is not known goes with it
+            return first
         text = ev.mem.string(first) if args else ""
         return Str(text) if text is not None else UNK
     if name.endswith("stringstream__ctor"):  # a string stream starts with its text

@@ -196,8 +196,8 @@ def create_kernel(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Va
     succeed(ev, args)
     kname = arg_at(args, 1)
     if not isinstance(kname, Str):
-        raise ev.ctx.error("clCreateKernel: the kernel name is not a string polyfuse can "
-                           "follow", node, UnsupportedError)
+        raise ev.ctx.error(f"clCreateKernel: {unknown_kernel_name(ev, kname, node)}", node,
+                           UnsupportedError)
     names = ev.sources.program_kernels(arg_at(args, 0), node)
     if kname.s not in names:
         avail = ", ".join(sorted(names)) or "none"
@@ -208,6 +208,25 @@ def create_kernel(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Va
     oid = ev.cl.new_kernel_object()
     ev.mem.state.kobjs[oid] = KState(var=ev.ctx.name_hint or kname.s, kernel=names[kname.s])
     return KObj(oid)
+
+
+def unknown_kernel_name(ev: CEvaluator, v: Any, node: c_ast.FuncCall) -> str:
+    """Why a kernel name is not known, naming the variable that holds it."""
+    arg = node.args.exprs[1] if node.args is not None and len(node.args.exprs) > 1 else None
+    while isinstance(arg, c_ast.Cast) or isinstance(arg, c_ast.FuncCall) and \
+            isinstance(arg.name, c_ast.ID) and arg.name.name.startswith("basic_string__") \
+            and arg.args is not None and arg.args.exprs:  # a std::string made from the name
+        arg = arg.expr if isinstance(arg, c_ast.Cast) else arg.args.exprs[0]
+    named = f" in '{arg.name}'" if isinstance(arg, c_ast.ID) else ""
+    if isinstance(v, Ref) and isinstance(ev.mem.read(v), (Arr, Unknown, Runtime)):
+        return (f"the kernel name{named} is text the host copies or builds at run time "
+                "(strcpy, a library call), which polyfuse does not follow; name the kernel "
+                "with a string literal or a variable initialised with one")
+    if isinstance(v, Ref) and isinstance(ev.mem.read(v), Poison):
+        v = ev.mem.read(v)
+    if isinstance(v, Poison):
+        return f"the kernel name{named} is {v.reason}"
+    return f"the kernel name{named} is not a string polyfuse can follow"
 
 
 @handler("clCreateProgramWithSource")
@@ -583,13 +602,15 @@ for _name, _call, _rect in (("clEnqueueWriteBuffer", "clEnqueueWriteBuffer", Fal
     HANDLERS[_name] = partial(transfer, call=_call, rect=_rect)
 
 
-#: info queries a device answers with integers (``clGetDeviceInfo``,
-#: ``clGetKernelWorkGroupInfo``), by the value of their ``CL_`` constant
+#: info queries a device answers (``clGetDeviceInfo``, ``clGetKernelWorkGroupInfo``) with
+#: integers or text (its name, extensions), by the value of their ``CL_`` constant
 _QUERIES = {
     0x1000: "CL_DEVICE_TYPE",
     0x1002: "CL_DEVICE_MAX_COMPUTE_UNITS", 0x1003: "CL_DEVICE_MAX_WORK_ITEM_DIMENSIONS",
     0x1004: "CL_DEVICE_MAX_WORK_GROUP_SIZE", 0x1005: "CL_DEVICE_MAX_WORK_ITEM_SIZES",
     0x1020: "CL_DEVICE_MAX_CONSTANT_BUFFER_SIZE", 0x1023: "CL_DEVICE_LOCAL_MEM_SIZE",
+    0x102B: "CL_DEVICE_NAME", 0x102C: "CL_DEVICE_VENDOR", 0x102D: "CL_DRIVER_VERSION",
+    0x102F: "CL_DEVICE_VERSION", 0x1030: "CL_DEVICE_EXTENSIONS",
     0x11B0: "CL_KERNEL_WORK_GROUP_SIZE", 0x11B1: "CL_KERNEL_COMPILE_WORK_GROUP_SIZE",
     0x11B2: "CL_KERNEL_LOCAL_MEM_SIZE", 0x11B3: "CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE",
 }
@@ -624,12 +645,22 @@ def info_query(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value
             ev.mem.write(out, Arr(cur.length, (), Unknown(False, src)))
         return ZERO
     ev.ctx.warn(f"{name}({_QUERIES[code]}) answered by the device that verifies the program "
-                f"({queries.name}): {answer}", node)
-    values = answer if isinstance(answer, tuple) else (answer,)
-    for i, v in enumerate(values):
-        at = ev.mem.index(out, Num(sympy.Integer(i)))
-        if isinstance(at, Ref):
-            ev.mem.write(at, Num(sympy.Integer(v)))
+                f"({queries.name}): {answer!r}", node)
+    ret = arg_at(args, first + 3)
+    if isinstance(answer, str):  # the text a char buffer then holds (strstr finds in it)
+        ev.mem.set_text(out.slot, answer)
+        nbytes = len(answer) + 1
+    else:
+        values = answer if isinstance(answer, tuple) else (answer,)
+        for i, v in enumerate(values):
+            at = ev.mem.index(out, Num(sympy.Integer(i)))
+            if isinstance(at, Ref):
+                ev.mem.write(at, Num(sympy.Integer(v)))
+        size = arg_at(args, first + 1)
+        nbytes = 8 * len(values) if isinstance(answer, tuple) else \
+            int(size.e) if isinstance(size, Num) and size.e.is_Integer else 8
+    if isinstance(ret, Ref):
+        ev.mem.write(ret, Num(sympy.Integer(nbytes)))
     return ZERO
 
 

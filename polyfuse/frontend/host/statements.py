@@ -153,6 +153,7 @@ def branches(ev: CEvaluator, node: c_ast.Node, bodies: list, rel: Any, *,
     ev.undecided += 1
     base = ev.mem.state
     results = []
+    left: list[State] = []
     signals: list[Signal] = []
     facts = []
     for k, body in enumerate(bodies):
@@ -173,6 +174,8 @@ def branches(ev: CEvaluator, node: c_ast.Node, bodies: list, rel: Any, *,
             results.append((k, ev.mem.state))
             continue
         signals.append(sig)
+        ends = isinstance(sig, (Exit, Goto)) or isinstance(sig, Return) and \
+            ev.mem.frames[-1].name == "main"  # an error path, assumed not taken
         if isinstance(sig, Return) and ev.mem.frames[-1].name != "main":
             ev.mem.frames[-1].cond_returns.append(sig.value)
             ev.mem.frames[-1].cond_states.append(ev.mem.state)
@@ -180,6 +183,10 @@ def branches(ev: CEvaluator, node: c_ast.Node, bodies: list, rel: Any, *,
             base.uncertain_break = node
             if src is not None:
                 ev.break_src[id(node)] = src
+        if not ends and leaves_values_only(ev, base, ev.mem.state, node, rel):
+            left.append(ev.mem.state)
+        if not ends:
+            continue
         if rel is not None and len(bodies) == 2:
             facts.append(sympy.Not(rel) if k == 0 else rel)
         elif isinstance(sig, (Exit, Return)) and ev.mem.frames[-1].name == "main":
@@ -189,6 +196,11 @@ def branches(ev: CEvaluator, node: c_ast.Node, bodies: list, rel: Any, *,
     ev.mem.state = base
     if not results:
         reraise(ev, signals)
+    if left:
+        # what a path that leaves the loop or helper (a search loop's ``found = 1; break;``)
+        # stored may hold afterwards: joined into a path that goes on (over-approximated)
+        k, st = results[-1]
+        results[-1] = (k, merge(ev, base, [st, *left]))
     for k, st in results:
         new_ops = st.ops[len(base.ops):]
         if new_ops and rel is not None and free_syms(rel) & ev.ctx.loop_syms:
@@ -223,6 +235,26 @@ def branches(ev: CEvaluator, node: c_ast.Node, bodies: list, rel: Any, *,
     ev.mem.state.facts.extend(facts)
     if base.uncertain_break is not None:
         ev.mem.state.uncertain_break = base.uncertain_break
+
+
+def leaves_values_only(ev: CEvaluator, base: State, st: State, node: c_ast.Node,
+                       rel: Any) -> bool:
+    """Whether a path that leaves early (``break``, ``continue``, a helper's ``return``) may
+    be joined into the paths that go on: it changed host values and made reads at most.  A
+    launch or buffer update on it is refused (it may or may not run), unless unrolling the
+    host loop whose iterator the condition tests decides it."""
+    for op in st.ops[len(base.ops):]:
+        if isinstance(op, Launch) or op.kind in ("write", "copy", "unknown"):
+            if rel is not None and free_syms(rel) & ev.ctx.loop_syms:
+                raise NeedUnroll("operation on a path that leaves early under a condition on "
+                                 "a host loop iterator")
+            what = "launch" if isinstance(op, Launch) else f"{op.name or op.kind}"
+            raise ev.ctx.error(
+                f"{what} on a path that leaves early (break, continue or return) under a "
+                f"data-dependent host condition (line {op.loc.line if op.loc else '?'}): "
+                "polyfuse cannot model a kernel launch or buffer update that may or may not "
+                "run", node, UnsupportedError)
+    return st.buffers.keys() == base.buffers.keys() and st.kobjs == base.kobjs
 
 
 def guard_loop(ev: CEvaluator, node: c_ast.Node, rel: Any) -> Optional[HostLoop]:

@@ -99,6 +99,15 @@ class Handle(Value):
 
 
 @dataclass(frozen=True)
+class Closure(Value):
+    """A C++ lambda: the function its body was lowered to and the variables it sees where it
+    was made (name -> slot: captured by reference)."""
+
+    func: str
+    scope: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True)
 class Str(Value):
     s: str
 
