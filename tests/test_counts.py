@@ -324,6 +324,15 @@ def _oplib_case(op: str) -> Optional[tuple[dict, list, list]]:
     return None
 
 
+def _op_model(opk: Any) -> Kernel:
+    """The model of an operator-library kernel at its launch's sizes."""
+    pad = (None,) * (3 - len(opk.global_size))
+    assert opk.local_size is not None
+    return parse_kernels(opk.source, context=KernelContext(
+        local_size=tuple(opk.local_size) + pad, global_size=tuple(opk.global_size) + pad)
+    )[opk.name]
+
+
 def _oplib_ops() -> list[str]:
     try:
         from polyfuse.oplib import SUPPORTED_OPS
@@ -344,12 +353,7 @@ def test_oplib_kernels_match_bruteforce(op: str) -> None:
         opk = op_kernel(op, attrs, ins, outs, name=f"k_{op.lower()}")
     except PolyfuseError as err:
         pytest.fail(f"{op}: the test case does not fit the generator: {err}")
-    wd = len(opk.global_size)
-    pad = (None,) * (3 - wd)
-    assert opk.local_size is not None
-    kernel = parse_kernels(opk.source, context=KernelContext(
-        local_size=tuple(opk.local_size) + pad, global_size=tuple(opk.global_size) + pad)
-    )[opk.name]
+    kernel = _op_model(opk)
     kc = pc.count_kernel(kernel, subgroup_size=4, granularity="work-item")
     oracle = Oracle(kernel, tuple(opk.global_size), tuple(opk.local_size), {})
     check_against(kc, kernel, oracle, {})
@@ -727,12 +731,7 @@ def test_real_size_blocked_product_footprints_are_bounded(monkeypatch) -> None:
     m, k, n = 128, 768, 768
     opk = op_kernel("MatMul", {}, [(m, k), (k, n)], [(m, n)], name="k_product",
                     variant=KERNEL_VARIANTS["blocked"])
-    wd = len(opk.global_size)
-    pad = (None,) * (3 - wd)
-    assert opk.local_size is not None
-    kernel = parse_kernels(opk.source, context=KernelContext(
-        local_size=tuple(opk.local_size) + pad, global_size=tuple(opk.global_size) + pad)
-    )[opk.name]
+    kernel = _op_model(opk)
     exact = {"a": m * k, "b": k * n, "y": m * n}
 
     def footprints() -> dict[str, int]:
