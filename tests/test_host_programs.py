@@ -1510,3 +1510,34 @@ def test_helper_of_the_same_name_in_two_programs_and_a_pointer_into_a_local_tile
     assert plan["launches_after"] == 1 and plan["verified"]["ok"] is True
     fused = (out / "fused.cl").read_text()
     assert "__local float *o = &f2_tmp[j];" in fused
+
+
+class _Extensions(_DeviceOfType):
+    """A device that answers its extension list and name."""
+
+    def __init__(self, extensions: str, name: str) -> None:
+        super().__init__(2)
+        self.texts = {0x1030: extensions, 0x102B: name}
+
+    def device_info(self, param: int) -> Any:
+        return self.texts.get(param)
+
+
+def test_extension_string_query_answered_by_the_verifying_device() -> None:
+    """A host picks its precision by searching ``CL_DEVICE_EXTENSIONS`` (sized by a first
+    query, then read; ``std::string::find`` against ``npos``) and its problem size by
+    ``strstr`` on ``CL_DEVICE_NAME``: the device's text decides each branch."""
+    host = str(PROGRAMS / "extension_query" / "host.cpp")
+
+    def launches(device: Any) -> list:
+        program = load_opencl(None, host=host, device_queries=device)
+        return [(program.kernels[x.kernel].build_options[-1], x.global_size)
+                for x in program.launches]
+
+    khr = launches(_Extensions("cl_khr_byte_addressable_store cl_khr_fp64", "Some GPU"))
+    assert [g for _, g in khr] == [(1024,), (1024,), (2048,)] and khr[1][0] == "-DDOUBLE"
+    amd = launches(_Extensions("cl_amd_fp64 cl_khr_icd", "a CPU"))
+    assert amd[1] == ("-DDOUBLE", (512,)) and len(amd) == 2
+    assert [g for _, g in launches(_Extensions("cl_khr_icd", "a CPU"))] == [(1024,)]
+    with pytest.raises(UnsupportedError, match=r"host.cpp:\d+: launch under data-dependent"):
+        load_opencl(None, host=host)

@@ -150,13 +150,14 @@ REFERENCE_TARGET = Target()
 class DeviceQueries(Protocol):
     """A device's answers to a host's info queries (``clGetDeviceInfo``,
     ``clGetKernelWorkGroupInfo``), for a program analysed for that device (``fuse --verify``:
-    the device that verifies it); ``None`` where the device gives no integer answer.  Only
+    the device that verifies it); ``None`` where the device gives no answer.  Only
     :mod:`polyfuse.runtime` makes one (:func:`polyfuse.runtime.execute.device_queries`)."""
 
     name: str
 
-    def device_info(self, param: int) -> Optional[Union[int, tuple[int, ...]]]:
-        """The answer to ``clGetDeviceInfo(param)``."""
+    def device_info(self, param: int) -> Optional[Union[int, tuple[int, ...], str]]:
+        """The answer to ``clGetDeviceInfo(param)``: a number, numbers, or text
+        (``CL_DEVICE_EXTENSIONS``, ``CL_DEVICE_NAME``)."""
 
     def kernel_info(self, param: int, kernel: Kernel) -> Optional[Union[int, tuple[int, ...]]]:
         """The answer to ``clGetKernelWorkGroupInfo(param)`` for ``kernel`` built as the

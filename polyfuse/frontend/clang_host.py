@@ -284,6 +284,18 @@ def _evaluate(c: Any) -> Optional[tuple[int, Any]]:
         _lib.clang_EvalResult_dispose(res)
 
 
+def _class_constant(c: Any, ref: Any) -> Optional[int]:
+    """The value of a class's static integer constant (``std::string::npos``): the class's
+    declaration is not lowered, so its constants are folded where they are used."""
+    K = cindex.CursorKind
+    parent = ref.semantic_parent
+    if parent is None or parent.kind not in (K.CLASS_DECL, K.STRUCT_DECL, K.CLASS_TEMPLATE) or \
+            not ref.type.is_const_qualified():
+        return None
+    ev = _evaluate(c)
+    return ev[1] if ev is not None and ev[0] == _EVAL_INT else None
+
+
 #: CXBinaryOperatorKind → C spelling
 _BINOPS = {1: ".*", 2: "->*", 3: "*", 4: "/", 5: "%", 6: "+", 7: "-", 8: "<<", 9: ">>",
            10: "<=>", 11: "<", 12: ">", 13: "<=", 14: ">=", 15: "==", 16: "!=", 17: "&",
@@ -1031,6 +1043,9 @@ class _Translator:
                 wrapped = clhpp_name(ref)  # cl::NullRange and the wrapper's other constants
                 if wrapped is not None:
                     return c_ast.FuncCall(c_ast.ID(wrapped), c_ast.ExprList([]), coord=co)
+                const = _class_constant(c, ref)
+                if const is not None:
+                    return c_ast.Constant("int", str(const), coord=co)
             node: c_ast.Node = c_ast.ID(c.spelling, coord=co)
             if ref is not None and ref.kind in (K.VAR_DECL, K.PARM_DECL) and \
                     ref.type.kind in (TK.LVALUEREFERENCE, TK.RVALUEREFERENCE) and \

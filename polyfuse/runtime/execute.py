@@ -164,9 +164,10 @@ class _DeviceAnswers:
     def name(self) -> str:
         return self.ctx.devices[0].name.strip()
 
-    def device_info(self, param: int) -> Optional[Union[int, tuple[int, ...]]]:
+    def device_info(self, param: int) -> Optional[Union[int, tuple[int, ...], str]]:
         try:
-            return _integer_answer(self.ctx.devices[0].get_info(param))
+            v = self.ctx.devices[0].get_info(param)
+            return v if isinstance(v, str) else _integer_answer(v)
         except (cl.Error, ValueError, TypeError):
             return None
 

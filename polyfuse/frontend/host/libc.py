@@ -135,7 +135,7 @@ STD_STRING = {
     "basic_stringstream__ctor", "basic_ostringstream__ctor", "basic_stringstream__str",
     "basic_ostringstream__str", "basic_ostream__operator<<", "operator<<",
     "basic_string__operator[]", "basic_string__substr", "basic_istringstream__ctor",
-    "basic_istream__operator>>", "operator>>",
+    "basic_istream__operator>>", "operator>>", "basic_string__find", "basic_string__rfind",
 }
 
 
@@ -238,6 +238,8 @@ def std_string(ev: CEvaluator, name: str, args: list) -> Any:
             end = start + int(n.e) if len(args) > 2 else len(target.s)
             return Str(target.s[start:end]) if start <= len(target.s) else UNK
         return UNK
+    if name in ("basic_string__find", "basic_string__rfind"):
+        return _string_find(ev, target, args, name.endswith("rfind"))
     if name == "basic_string__operator[]":
         return char_at(target.s, arg_at(args, 1)) if isinstance(target, Str) else UNK
     if name in ("basic_string__c_str", "basic_string__data"):
@@ -253,6 +255,21 @@ def std_string(ev: CEvaluator, name: str, args: list) -> Any:
     if isinstance(first, Ref):
         ev.mem.write(first, Str(value) if value is not None else UNK)
     return first
+
+
+#: ``std::string::npos`` as the ``size_t`` it is
+NPOS = 2 ** 64 - 1
+
+
+def _string_find(ev: CEvaluator, target: Any, args: list, last: bool) -> Any:
+    """``s.find(t[, pos])`` (``rfind``) of known texts: the position, or ``npos``."""
+    word, start = ev.mem.string(arg_at(args, 1)), arg_at(args, 2) if len(args) > 2 else ZERO
+    if not isinstance(target, Str) or word is None or not (isinstance(start, Num)
+                                                          and start.e.is_Integer):
+        return UNK
+    pos = target.s.rfind(word, 0, int(start.e) + len(word)) if last and len(args) > 2 else \
+        target.s.rfind(word) if last else target.s.find(word, int(start.e))
+    return Num(sympy.Integer(NPOS if pos < 0 else pos))
 
 
 def stream_out(ev: CEvaluator, stream: Any, v: Any, free: bool) -> Any:
@@ -363,10 +380,9 @@ def format_into(ev: CEvaluator, buf: Any, args: list) -> Any:
             for a in args]
     text = _c_format(args)
     if text is None:
-        ev.mem.texts.pop(buf.slot, None)
-        ev.mem.text_why[buf.slot] = _unformatted_why(ev, args[1:])
+        ev.mem.set_text(buf.slot, None, _unformatted_why(ev, args[1:]))
         return UNK
-    ev.mem.texts[buf.slot] = text
+    ev.mem.set_text(buf.slot, text)
     return Num(sympy.Integer(len(text)))
 
 
@@ -374,8 +390,8 @@ def _unformatted_why(ev: CEvaluator, args: list) -> str:
     """What keeps a formatted text from being known: a data source, host parameters, or
     what kept a text it includes from being known."""
     for a in args:
-        if isinstance(a, Ref) and ev.mem.text_why.get(a.slot):
-            return ev.mem.text_why[a.slot]
+        if isinstance(a, Ref) and ev.mem.state.text_why.get(a.slot):
+            return ev.mem.state.text_why[a.slot]
     src = src_of(*args)
     if src is not None:
         return f"it depends on {src.describe()}{param_hint(src)}"
@@ -390,6 +406,21 @@ def strcmp(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     if a is not None and b is not None:
         return Num(sympy.Integer((a > b) - (a < b)))
     return UNK
+
+
+def strstr(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    """``strstr`` of known texts (an extension list the device answered): NULL, or a pointer
+    to where the word starts; unknown otherwise."""
+    hay, a, b = arg_at(args, 0), ev.mem.text(arg_at(args, 0)), ev.mem.text(arg_at(args, 1))
+    if a is None or b is None:
+        return UNK
+    pos = a.find(b)
+    if pos < 0:
+        return ZERO
+    if isinstance(hay, Str):
+        return Str(a[pos:])
+    at = ev.mem.index(hay, Num(sympy.Integer(pos))) if isinstance(hay, Ref) else None
+    return at if isinstance(at, Ref) else UNK
 
 
 def strcasecmp(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
@@ -763,7 +794,8 @@ LIBC: dict[str, Handler] = {
     "memcpy": memcpy, "memmove": memcpy, "strcpy": string_copy, "strncpy": string_copy,
     "strcat": string_copy, "strncat": string_copy, "fgets": memcpy, "memset": memset,
     "posix_memalign": posix_memalign, "sprintf": sprintf, "snprintf": snprintf,
-    "strcmp": strcmp, "strcasecmp": strcasecmp, "strncmp": strncmp, "strlen": strlen,
+    "strcmp": strcmp, "strstr": strstr, "strcasecmp": strcasecmp, "strncmp": strncmp,
+    "strlen": strlen,
     "getenv": getenv, "getopt": getopt_short,
     "getopt_long": getopt_long, "fopen": fopen, "fread": fread, "clock": _clock,
     "clock_gettime": _clock,

@@ -593,6 +593,12 @@ _QUERIES = {
     0x11B0: "CL_KERNEL_WORK_GROUP_SIZE", 0x11B1: "CL_KERNEL_COMPILE_WORK_GROUP_SIZE",
     0x11B2: "CL_KERNEL_LOCAL_MEM_SIZE", 0x11B3: "CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE",
 }
+#: device queries answered with text (a host searches the extension list for ``cl_khr_fp64``)
+_TEXT_QUERIES = {
+    0x102B: "CL_DEVICE_NAME", 0x102C: "CL_DEVICE_VENDOR", 0x102D: "CL_DRIVER_VERSION",
+    0x102E: "CL_DEVICE_PROFILE", 0x102F: "CL_DEVICE_VERSION", 0x1030: "CL_DEVICE_EXTENSIONS",
+    0x103D: "CL_DEVICE_OPENCL_C_VERSION",
+}
 
 
 @handler("clGetDeviceInfo", "clGetKernelWorkGroupInfo")
@@ -606,6 +612,10 @@ def info_query(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value
     code = int(param.e) if isinstance(param, Num) and param.e.is_Integer else None
     answer = None
     queries = ev.cl.queries
+    if queries is not None and not kernel_query and code in _TEXT_QUERIES:
+        text = queries.device_info(code)
+        if isinstance(text, str):
+            return _text_answer(ev, node, code, text, out, arg_at(args, first + 3))
     if queries is not None and code in _QUERIES and isinstance(out, Ref):
         if kernel_query:
             k = arg_at(args, 0)
@@ -630,6 +640,19 @@ def info_query(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value
         at = ev.mem.index(out, Num(sympy.Integer(i)))
         if isinstance(at, Ref):
             ev.mem.write(at, Num(sympy.Integer(v)))
+    return ZERO
+
+
+def _text_answer(ev: CEvaluator, node: c_ast.FuncCall, code: int, text: str, out: Value,
+                 size_out: Value) -> Value:
+    """A text query answered by the device: the text into the buffer (when one is given) and
+    its size with the terminating NUL (the size query a host allocates by)."""
+    ev.ctx.warn(f"clGetDeviceInfo({_TEXT_QUERIES[code]}) answered by the device that verifies "
+                f"the program ({ev.cl.queries.name}): {text!r}", node)
+    if isinstance(out, Ref):
+        ev.mem.set_text(out.slot, text)
+    if isinstance(size_out, Ref):
+        ev.mem.write(size_out, Num(sympy.Integer(len(text.encode()) + 1)))
     return ZERO
 
 
