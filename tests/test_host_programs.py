@@ -1541,3 +1541,17 @@ def test_extension_string_query_answered_by_the_verifying_device() -> None:
     assert [g for _, g in launches(_Extensions("cl_khr_icd", "a CPU"))] == [(1024,)]
     with pytest.raises(UnsupportedError, match=r"host.cpp:\d+: launch under data-dependent"):
         load_opencl(None, host=host)
+
+
+def test_option_string_copied_from_a_member_and_a_frontier_loop() -> None:
+    """``return it->second.value`` copy-constructs the string member (the constructor's
+    operand is no object it is called on), so the option decides the branch; the other
+    branch's loop runs until a flag read back from the device is zero: refused, naming the
+    flag and its read-back."""
+    host = str(PROGRAMS / "frontier_loop" / "host.cpp")
+    (launch,) = load_opencl(None, host=host, argv=[]).launches
+    assert launch.global_size == (1024,)
+    with pytest.raises(UnsupportedError, match=r"host.cpp:\d+: launches or buffer operations "
+                       r"in a loop whose trip count .*depends on 'flag', read back from the "
+                       r"device by clEnqueueReadBuffer at .*host.cpp:\d+"):
+        load_opencl(None, host=host, argv=["file.gr"])

@@ -1185,7 +1185,10 @@ class _Translator:
         if ref is not None and ref.kind in (K.CXX_METHOD, K.CONSTRUCTOR, K.DESTRUCTOR,
                                             K.CONVERSION_FUNCTION):
             obj = operator_obj
-            callee = self._strip(kids[0]) if kids and obj is None else None
+            # a constructor's operands are its arguments (`std::string s = it->second.value`
+            # copies a member: that member is no object the constructor is called on)
+            callee = self._strip(kids[0]) if kids and obj is None and \
+                ref.kind != K.CONSTRUCTOR else None
             if callee is not None and callee.kind == K.MEMBER_REF_EXPR:
                 mk = _operands(callee)  # `Base<T>::f()` names its class: the object is this
                 if mk:
