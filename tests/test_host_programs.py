@@ -1555,3 +1555,15 @@ def test_option_string_copied_from_a_member_and_a_frontier_loop() -> None:
                        r"in a loop whose trip count .*depends on 'flag', read back from the "
                        r"device by clEnqueueReadBuffer at .*host.cpp:\d+"):
         load_opencl(None, host=host, argv=["file.gr"])
+
+
+def test_buffer_handle_boxed_behind_a_void_pointer() -> None:
+    """A ``cl_mem`` stored into fresh memory through ``void **`` (``*(cl_mem **)p = new
+    cl_mem; **(cl_mem **)p = clCreateBuffer(...)``): the box passed to ``clSetKernelArg`` is
+    a pointer to that buffer, the transfer through ``*(cl_mem *)p`` writes it."""
+    program = load_opencl(None, host=str(PROGRAMS / "handle_box" / "host.cpp"))
+    (write,) = [o for o in program.ops if getattr(o, "kind", "") == "write"]
+    (launch,) = program.launches
+    (arg,) = launch.args
+    assert arg.kind == "buffer" and (arg.buffer,) == tuple(w.buffer for w in write.writes)
+    assert launch.global_size == (1024,)

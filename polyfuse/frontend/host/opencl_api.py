@@ -294,6 +294,11 @@ def set_kernel_arg(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> V
                                "__local pointer", node)
     elif isinstance(ptr, Ref):
         value = ev.mem.deref(ptr)
+        if value == ptr and isinstance(ev.mem.read(ptr), Arr):
+            # a pointer to the first of several handles (`cl_mem bufs[2]`, or fresh memory a
+            # handle was stored into: `*(cl_mem *)p = clCreateBuffer(...)`): the first
+            at = ev.mem.index(ptr, ZERO)
+            value = ev.mem.read(at) if isinstance(at, Ref) else value
         if param.pointer and param.address_space == "local":
             raise ev.ctx.error(f"clSetKernelArg: {pdesc} is a __local pointer; its value "
                                "must be NULL with a size", node)
