@@ -1567,3 +1567,12 @@ def test_buffer_handle_boxed_behind_a_void_pointer() -> None:
     (arg,) = launch.args
     assert arg.kind == "buffer" and (arg.buffer,) == tuple(w.buffer for w in write.writes)
     assert launch.global_size == (1024,)
+
+
+def test_function_template_specialized_per_type_is_not_one_specialization() -> None:
+    """``dp<T>()`` explicitly specialized for float (false) and double (true): the program
+    model has one function per name, so the result is unknown (refused, saying why),
+    never the last specialization's answer for every instantiation."""
+    host = str(PROGRAMS / "template_specialization" / "host.cpp")
+    with pytest.raises(UnsupportedError, match=r"host.cpp:\d+: clBuildProgram: build options"):
+        load_opencl(None, host=host)

@@ -342,6 +342,8 @@ class _Translator:
         self.records: dict[str, c_ast.Node] = {}  # struct name -> Decl of its definition
         self.record_names: dict[str, str] = {}  # clang USR/hash -> struct name
         self.funcs: dict[tuple[str, int], c_ast.FuncDef] = {}
+        #: (name, arity) -> how many explicit specializations of a function template define it
+        self.specializations: dict[tuple[str, int], int] = {}
         self.globals: dict[str, c_ast.Decl] = {}
         self.methods: dict[str, str] = {}  # USR -> lowered function name
         self.implicit_ctors: dict[str, Optional[str]] = {}  # class USR -> lowered name
@@ -370,7 +372,10 @@ class _Translator:
                 if c.is_definition():
                     fd = self._funcdef(c)
                     if fd is not None:  # C++ overloads by arity (the interpreter's choice)
-                        self.funcs[(fd.decl.name, _arity(fd))] = fd
+                        key = (fd.decl.name, _arity(fd))
+                        self.funcs[key] = fd
+                        if cindex.conf.lib.clang_getSpecializedCursorTemplate(c) is not None:
+                            self.specializations[key] = self.specializations.get(key, 0) + 1
             elif k == K.VAR_DECL and c.semantic_parent.kind in (K.TRANSLATION_UNIT,
                                                                 K.NAMESPACE,
                                                                 K.LINKAGE_SPEC):
@@ -384,7 +389,8 @@ class _Translator:
     def file_ast(self) -> c_ast.FileAST:
         ext: list[c_ast.Node] = list(self.records.values())
         ext += list(self.globals.values())
-        ext += list(self.funcs.values())
+        ext += [_per_type_result(fd) if self.specializations.get(key, 0) > 1 else fd
+                for key, fd in self.funcs.items()]
         return c_ast.FileAST(ext)
 
     # -- helpers ------------------------------------------------------------------------------
@@ -1233,6 +1239,15 @@ class _Translator:
             return c_ast.FuncCall(self._expr(kids[0]) if kids else c_ast.ID("__polyfuse_opaque"),
                                   c_ast.ExprList(args), coord=co)
         return c_ast.FuncCall(c_ast.ID(name), c_ast.ExprList(args), coord=co)
+
+
+def _per_type_result(fd: c_ast.FuncDef) -> c_ast.FuncDef:
+    """A function template explicitly specialized for several types (``dp<float2>`` false,
+    ``dp<double2>`` true): the lowered program has one function per name, so which
+    specialization a call means is not known; it returns an unknown value that says so
+    (``__polyfuse_specialized``), never one specialization's result."""
+    ret = c_ast.Return(c_ast.FuncCall(c_ast.ID("__polyfuse_specialized"), c_ast.ExprList([])))
+    return c_ast.FuncDef(fd.decl, fd.param_decls, c_ast.Compound([ret]), coord=fd.coord)
 
 
 def _template_params(c: Any) -> list[str]:

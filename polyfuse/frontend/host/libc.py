@@ -789,8 +789,16 @@ def template_sizeof(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> 
                                     "instantiation)", node))
 
 
+def template_specialized(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    """The result of a function template explicitly specialized for several types
+    (clang_host lowers its body to ``__polyfuse_specialized()``): unknown, with why."""
+    return Unknown(False, ev.source("the result of a function template explicitly "
+                                    "specialized per type (polyfuse interprets a function "
+                                    "template once, not per instantiation)", node))
+
+
 LIBC: dict[str, Handler] = {
-    "__polyfuse_sizeof": template_sizeof,
+    "__polyfuse_sizeof": template_sizeof, "__polyfuse_specialized": template_specialized,
     "memcpy": memcpy, "memmove": memcpy, "strcpy": string_copy, "strncpy": string_copy,
     "strcat": string_copy, "strncat": string_copy, "fgets": memcpy, "memset": memset,
     "posix_memalign": posix_memalign, "sprintf": sprintf, "snprintf": snprintf,
