@@ -1576,3 +1576,17 @@ def test_function_template_specialized_per_type_is_not_one_specialization() -> N
     host = str(PROGRAMS / "template_specialization" / "host.cpp")
     with pytest.raises(UnsupportedError, match=r"host.cpp:\d+: clBuildProgram: build options"):
         load_opencl(None, host=host)
+
+
+def test_launches_behind_unfollowed_calls_are_named() -> None:
+    """Launches inside a virtual ``operator()`` called through the base class, from a
+    function template (the callee depends on its type parameter) or from a plain function
+    (a pure virtual call): polyfuse follows neither, and the refusal names those calls
+    instead of only saying that nothing is launched."""
+    host = str(PROGRAMS / "template_dispatch" / "host.cpp")
+    with pytest.raises(UnsupportedError, match=r"launches no kernel polyfuse can follow; .*"
+                       r"template's type parameter.*'\* op' at .*host.cpp:\d+"):
+        load_opencl(None, host=host, argv=[])
+    with pytest.raises(UnsupportedError, match=r"launches no kernel polyfuse can follow; .*"
+                       r"pure virtual.*'Op::operator\(\)' at .*host.cpp:\d+"):
+        load_opencl(None, host=host, argv=["plain"])

@@ -1216,6 +1216,12 @@ class _Translator:
                 return c_ast.Assignment("=", target, args[0], coord=co)
             if obj is not None:
                 args = [obj] + args
+            if ref.kind == K.CXX_METHOD and ref.is_pure_virtual_method():
+                # the override it dispatches to is chosen at run time: not followed
+                what = c_ast.Constant("string", f'"{ref.semantic_parent.spelling}::'
+                                                f'{ref.spelling}"')
+                return c_ast.FuncCall(c_ast.ID("__polyfuse_virtual"),
+                                      c_ast.ExprList([what] + args), coord=co)
             element = _record_element(name, ref)
             if element is not None:
                 # `m[k].field = x`, `v[i].append(s)`: the element is an lvalue the model
@@ -1235,10 +1241,30 @@ class _Translator:
             # operands, like the constructions libclang does not expose
             ops = [self._expr(x) for x in kids if x.kind.is_expression()]
             return c_ast.FuncCall(c_ast.ID("__polyfuse_opaque"), c_ast.ExprList(ops), coord=co)
+        elif kids and _dependent_callee(self._strip(kids[0])):
+            # `obj->method(x)` or `(*obj)(x)` on a template's type parameter: which function
+            # it calls is known only per instantiation, which polyfuse does not lower
+            callee = self._strip(kids[0])
+            text = " ".join(t.spelling for t in callee.get_tokens())[:60]
+            base = [self._expr(x) for x in _operands(callee)[:1]] \
+                if callee.kind == K.MEMBER_REF_EXPR else []
+            return c_ast.FuncCall(c_ast.ID("__polyfuse_unresolved"), c_ast.ExprList(
+                [c_ast.Constant("string", '"' + text.replace('"', "'") + '"')] + base + args),
+                coord=co)
         else:
             return c_ast.FuncCall(self._expr(kids[0]) if kids else c_ast.ID("__polyfuse_opaque"),
                                   c_ast.ExprList(args), coord=co)
         return c_ast.FuncCall(c_ast.ID(name), c_ast.ExprList(args), coord=co)
+
+
+def _dependent_callee(c: Any) -> bool:
+    """Whether a call's callee is a member of (or an object of) a type that depends on a
+    template parameter: clang resolves no function for it in the template's body."""
+    K = cindex.CursorKind
+    if c.kind == K.MEMBER_REF_EXPR:
+        return c.referenced is None
+    t = c.type.get_canonical().kind
+    return t in (cindex.TypeKind.DEPENDENT, cindex.TypeKind.UNEXPOSED)
 
 
 def _per_type_result(fd: c_ast.FuncDef) -> c_ast.FuncDef:

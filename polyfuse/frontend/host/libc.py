@@ -797,8 +797,36 @@ def template_specialized(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]
                                     "template once, not per instantiation)", node))
 
 
+def pure_virtual(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    """A call of a pure virtual method (``(*stencil)(data, n)`` through the base class;
+    clang_host lowers it to ``__polyfuse_virtual("Class::method", object, args...)``): the
+    override is not followed, so it is an unknown call, remembered for the refusal of a
+    program that then launches nothing."""
+    what = args[0].s if args and isinstance(args[0], Str) else "a pure virtual method"
+    why = "a pure virtual method (polyfuse does not follow virtual dispatch)"
+    ev.ctx.unfollowed_calls.append((why, f"'{what}' at {ev.ctx.loc(node)}"))
+    ev.ctx.warn(f"call of '{what}', {why}: the launches of what it calls are not modelled",
+                node)
+    return ev.unknown_call(what, args[1:], node)
+
+
+def unresolved_call(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    """A call in a function template's body on an object of a type that depends on its type
+    parameter (clang_host lowers it to ``__polyfuse_unresolved("callee", object, args...)``):
+    which function it calls is not known there, so it is an unknown call, remembered for the
+    refusal of a program that then launches nothing."""
+    what = args[0].s if args and isinstance(args[0], Str) else "a call"
+    why = "the callee depends on a template's type parameter (polyfuse lowers a function " \
+          "template once, from its generic body)"
+    ev.ctx.unfollowed_calls.append((why, f"'{what}' at {ev.ctx.loc(node)}"))
+    ev.ctx.warn(f"call of '{what}': {why}; the launches of what it calls are not modelled",
+                node)
+    return ev.unknown_call(what, args[1:], node)
+
+
 LIBC: dict[str, Handler] = {
-    "__polyfuse_sizeof": template_sizeof, "__polyfuse_specialized": template_specialized,
+    "__polyfuse_sizeof": template_sizeof, "__polyfuse_virtual": pure_virtual,
+    "__polyfuse_specialized": template_specialized, "__polyfuse_unresolved": unresolved_call,
     "memcpy": memcpy, "memmove": memcpy, "strcpy": string_copy, "strncpy": string_copy,
     "strcat": string_copy, "strncat": string_copy, "fgets": memcpy, "memset": memset,
     "posix_memalign": posix_memalign, "sprintf": sprintf, "snprintf": snprintf,
