@@ -654,8 +654,10 @@ def _text_answer(ev: CEvaluator, node: c_ast.FuncCall, code: int, text: str, out
     its size with the terminating NUL (the size query a host allocates by)."""
     ev.ctx.warn(f"clGetDeviceInfo({_TEXT_QUERIES[code]}) answered by the device that verifies "
                 f"the program ({ev.cl.queries.name}): {text!r}", node)
-    if isinstance(out, Ref):
+    if isinstance(out, Ref) and out.path in ((), (0,)):
         ev.mem.set_text(out.slot, text)
+    elif isinstance(out, Ref):  # a buffer inside a record: its text is not tracked
+        ev.mem.forget_through([out])
     if isinstance(size_out, Ref):
         ev.mem.write(size_out, Num(sympy.Integer(len(text.encode()) + 1)))
     return ZERO
