@@ -1590,3 +1590,21 @@ def test_launches_behind_unfollowed_calls_are_named() -> None:
     with pytest.raises(UnsupportedError, match=r"launches no kernel polyfuse can follow; .*"
                        r"pure virtual.*'Op::operator\(\)' at .*host.cpp:\d+"):
         load_opencl(None, host=host, argv=["plain"])
+
+
+def test_build_options_sprintfd_from_a_run_time_value_are_refused_with_why(tmp_path: Path
+                                                                          ) -> None:
+    """Options formatted from a value read at run time: unknown text, and the refusal at the
+    build says what it depends on (a sprintf of an unknown value once crashed)."""
+    (tmp_path / "scale.cl").write_text(BLOCK_KERNEL)
+    (tmp_path / "host.c").write_text(SCALE_HOST.replace("SOURCES", """
+    int bs;
+    scanf("%d", &bs);
+    char opts[64];
+    sprintf(opts, "-DBLOCK_SIZE=%d", bs);
+    const char *src = load("scale.cl");
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    clBuildProgram(prog, 0, NULL, opts, NULL, NULL);"""))
+    with pytest.raises(UnsupportedError, match=r"host.c:\d+: clBuildProgram: build options "
+                       r"polyfuse cannot determine.*bs"):
+        load_opencl(str(tmp_path / "scale.cl"), host=str(tmp_path / "host.c"))
