@@ -1789,3 +1789,102 @@ def test_launch_on_a_path_that_breaks_out_is_refused(tmp_path: Path, capsys: Any
                             str(tmp_path / "host.c"), "--args", "16")
     assert code == 1 and f"host.c:{line}" in err and "leaves early" in err, err
     assert f"(line {line + 1})" in err and "Traceback" not in err
+
+
+class _Extensions(_DeviceOfType):
+    """A device that answers its extension list and name."""
+
+    def __init__(self, extensions: str, name: str) -> None:
+        super().__init__(2)
+        self.texts = {0x1030: extensions, 0x102B: name}
+
+    def device_info(self, param: int) -> Any:
+        return self.texts.get(param)
+
+
+def test_extension_string_query_answered_by_the_verifying_device() -> None:
+    """A host picks its precision by searching ``CL_DEVICE_EXTENSIONS`` (sized by a first
+    query, then read; ``std::string::find`` against ``npos``) and its problem size by
+    ``strstr`` on ``CL_DEVICE_NAME``: the device's text decides each branch."""
+    host = str(PROGRAMS / "extension_query" / "host.cpp")
+
+    def launches(device: Any) -> list:
+        program = load_opencl(None, host=host, device_queries=device)
+        return [(program.kernels[x.kernel].build_options[-1], x.global_size)
+                for x in program.launches]
+
+    khr = launches(_Extensions("cl_khr_byte_addressable_store cl_khr_fp64", "Some GPU"))
+    assert [g for _, g in khr] == [(1024,), (1024,), (2048,)] and khr[1][0] == "-DDOUBLE"
+    amd = launches(_Extensions("cl_amd_fp64 cl_khr_icd", "a CPU"))
+    assert amd[1] == ("-DDOUBLE", (512,)) and len(amd) == 2
+    assert [g for _, g in launches(_Extensions("cl_khr_icd", "a CPU"))] == [(1024,)]
+    with pytest.raises(UnsupportedError, match=r"host.cpp:\d+: launch under data-dependent"):
+        load_opencl(None, host=host)
+
+
+def test_option_string_copied_from_a_member_and_a_frontier_loop() -> None:
+    """``return it->second.value`` copy-constructs the string member (the constructor's
+    operand is no object it is called on), so the option decides the branch; the other
+    branch's loop runs until a flag read back from the device is zero: refused, naming the
+    flag and its read-back."""
+    host = str(PROGRAMS / "frontier_loop" / "host.cpp")
+    (launch,) = load_opencl(None, host=host, argv=[]).launches
+    assert launch.global_size == (1024,)
+    with pytest.raises(UnsupportedError, match=r"host.cpp:\d+: launches or buffer operations "
+                       r"in a loop whose trip count .*depends on 'flag', read back from the "
+                       r"device by clEnqueueReadBuffer at .*host.cpp:\d+"):
+        load_opencl(None, host=host, argv=["file.gr"])
+
+
+def test_buffer_handle_boxed_behind_a_void_pointer() -> None:
+    """A ``cl_mem`` stored into fresh memory through ``void **`` (``*(cl_mem **)p = new
+    cl_mem; **(cl_mem **)p = clCreateBuffer(...)``): the box passed to ``clSetKernelArg`` is
+    a pointer to that buffer, the transfer through ``*(cl_mem *)p`` writes it."""
+    program = load_opencl(None, host=str(PROGRAMS / "handle_box" / "host.cpp"))
+    (write,) = [o for o in program.ops if getattr(o, "kind", "") == "write"]
+    (launch,) = program.launches
+    (arg,) = launch.args
+    assert arg.kind == "buffer" and (arg.buffer,) == tuple(w.buffer for w in write.writes)
+    assert launch.global_size == (1024,)
+
+
+def test_function_template_specialized_per_type_is_not_one_specialization() -> None:
+    """``dp<T>()`` explicitly specialized for float (false) and double (true): the program
+    model has one function per name, so the result is unknown (refused, saying why),
+    never the last specialization's answer for every instantiation."""
+    host = str(PROGRAMS / "template_specialization" / "host.cpp")
+    with pytest.raises(UnsupportedError, match=r"host.cpp:\d+: clBuildProgram: build options"):
+        load_opencl(None, host=host)
+
+
+def test_launches_behind_unfollowed_calls_are_named() -> None:
+    """Launches inside a virtual ``operator()`` called through the base class, from a
+    function template (the callee depends on its type parameter) or from a plain function
+    (a pure virtual call): polyfuse follows neither, and the refusal names those calls
+    instead of only saying that nothing is launched (the pure virtual call is refused where
+    it runs)."""
+    host = str(PROGRAMS / "template_dispatch" / "host.cpp")
+    with pytest.raises(UnsupportedError, match=r"launches no kernel polyfuse can follow; .*"
+                       r"template's type parameter.*'\* op' at .*host.cpp:\d+"):
+        load_opencl(None, host=host, argv=[])
+    with pytest.raises(UnsupportedError, match=r"host.cpp:\d+: .*pure virtual method "
+                       r"'Op::operator\(\)'"):
+        load_opencl(None, host=host, argv=["plain"])
+
+
+def test_build_options_sprintfd_from_a_run_time_value_are_refused_with_why(tmp_path: Path
+                                                                          ) -> None:
+    """Options formatted from a value read at run time: unknown text, and the refusal at the
+    build says what it depends on (a sprintf of an unknown value once crashed)."""
+    (tmp_path / "scale.cl").write_text(BLOCK_KERNEL)
+    (tmp_path / "host.c").write_text(SCALE_HOST.replace("SOURCES", """
+    int bs;
+    scanf("%d", &bs);
+    char opts[64];
+    sprintf(opts, "-DBLOCK_SIZE=%d", bs);
+    const char *src = load("scale.cl");
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    clBuildProgram(prog, 0, NULL, opts, NULL, NULL);"""))
+    with pytest.raises(UnsupportedError, match=r"host.c:\d+: clBuildProgram: build options "
+                       r"polyfuse cannot determine.*bs"):
+        load_opencl(str(tmp_path / "scale.cl"), host=str(tmp_path / "host.c"))

@@ -728,3 +728,22 @@ def test_gnu_spellings_of_qualifiers_in_casts():
     (kernel,) = parse_kernels(src, "gnu.cl").values()
     assert "const __local float *" in kernel.source and "__const" not in kernel.source
     assert "volatile int *f" in kernel.source
+
+
+def test_array_sized_by_its_initializer():
+    """``int r[] = {...}`` and ``char s[] = "..."`` take their length from the initializer
+    (an FFT's bit-reversal table): modelled as arrays of that size."""
+    src = r"""
+    __kernel void perm(__global float *out, __global const float *in) {
+        int rev[] = {0, 2, 1, 3};
+        char tag[] = "ab\n";
+        int i = get_global_id(0);
+        for (int j = 0; j < 4; j++)
+            out[4 * i + j] = in[4 * i + rev[j]] + tag[3];
+    }
+    """
+    k = parse_kernels(src, "p.cl")["perm"]
+    assert {a.name: a.shape for a in k.arrays} == {"rev": (4,), "tag": (4,)}
+    with pytest.raises(UnsupportedError, match="array r needs a constant size"):
+        parse_kernels("__kernel void f(__global int *a, int n) { int r[n]; a[0] = r[0]; }",
+                      "f.cl")

@@ -290,6 +290,18 @@ def _evaluate(c: Any) -> Optional[tuple[int, Any]]:
         _lib.clang_EvalResult_dispose(res)
 
 
+def _class_constant(c: Any, ref: Any) -> Optional[int]:
+    """The value of a class's static integer constant (``std::string::npos``): the class's
+    declaration is not lowered, so its constants are folded where they are used."""
+    K = cindex.CursorKind
+    parent = ref.semantic_parent
+    if parent is None or parent.kind not in (K.CLASS_DECL, K.STRUCT_DECL, K.CLASS_TEMPLATE) or \
+            not ref.type.is_const_qualified():
+        return None
+    ev = _evaluate(c)
+    return ev[1] if ev is not None and ev[0] == _EVAL_INT else None
+
+
 #: CXBinaryOperatorKind → C spelling
 _BINOPS = {1: ".*", 2: "->*", 3: "*", 4: "/", 5: "%", 6: "+", 7: "-", 8: "<<", 9: ">>",
            10: "<=>", 11: "<", 12: ">", 13: "<=", 14: ">=", 15: "==", 16: "!=", 17: "&",
@@ -336,6 +348,8 @@ class _Translator:
         self.records: dict[str, c_ast.Node] = {}  # struct name -> Decl of its definition
         self.record_names: dict[str, str] = {}  # clang USR/hash -> struct name
         self.funcs: dict[tuple[str, int], c_ast.FuncDef] = {}
+        #: (name, arity) -> how many explicit specializations of a function template define it
+        self.specializations: dict[tuple[str, int], int] = {}
         self.globals: dict[str, c_ast.Decl] = {}
         self.methods: dict[str, str] = {}  # USR -> lowered function name
         self.implicit_ctors: dict[str, Optional[str]] = {}  # class USR -> lowered name
@@ -366,7 +380,10 @@ class _Translator:
                 if c.is_definition():
                     fd = self._funcdef(c)
                     if fd is not None:  # C++ overloads by arity (the interpreter's choice)
-                        self.funcs[(fd.decl.name, _arity(fd))] = fd
+                        key = (fd.decl.name, _arity(fd))
+                        self.funcs[key] = fd
+                        if cindex.conf.lib.clang_getSpecializedCursorTemplate(c) is not None:
+                            self.specializations[key] = self.specializations.get(key, 0) + 1
             elif k == K.VAR_DECL and c.semantic_parent.kind in (K.TRANSLATION_UNIT,
                                                                 K.NAMESPACE,
                                                                 K.LINKAGE_SPEC):
@@ -380,7 +397,8 @@ class _Translator:
     def file_ast(self) -> c_ast.FileAST:
         ext: list[c_ast.Node] = list(self.records.values())
         ext += list(self.globals.values())
-        ext += list(self.funcs.values())
+        ext += [_per_type_result(fd) if self.specializations.get(key, 0) > 1 else fd
+                for key, fd in self.funcs.items()]
         return c_ast.FileAST(ext)
 
     # -- helpers ------------------------------------------------------------------------------
@@ -1053,6 +1071,9 @@ class _Translator:
                 wrapped = clhpp_name(ref)  # cl::NullRange and the wrapper's other constants
                 if wrapped is not None:
                     return c_ast.FuncCall(c_ast.ID(wrapped), c_ast.ExprList([]), coord=co)
+                const = _class_constant(c, ref)
+                if const is not None:
+                    return c_ast.Constant("int", str(const), coord=co)
             node: c_ast.Node = c_ast.ID(c.spelling, coord=co)
             if ref is not None and ref.kind in (K.VAR_DECL, K.PARM_DECL) and \
                     ref.type.kind in (TK.LVALUEREFERENCE, TK.RVALUEREFERENCE) and \
@@ -1247,7 +1268,10 @@ class _Translator:
         if ref is not None and ref.kind in (K.CXX_METHOD, K.CONSTRUCTOR, K.DESTRUCTOR,
                                             K.CONVERSION_FUNCTION):
             obj = operator_obj
-            callee = self._strip(kids[0]) if kids and obj is None else None
+            # a constructor's operands are its arguments (`std::string s = it->second.value`
+            # copies a member: that member is no object the constructor is called on)
+            callee = self._strip(kids[0]) if kids and obj is None and \
+                ref.kind != K.CONSTRUCTOR else None
             if callee is not None and callee.kind == K.MEMBER_REF_EXPR:
                 mk = _operands(callee)  # `Base<T>::f()` names its class: the object is this
                 if mk:
@@ -1269,6 +1293,12 @@ class _Translator:
                 return c_ast.Assignment("=", target, args[0], coord=co)
             if obj is not None:
                 args = [obj] + args
+            if ref.kind == K.CXX_METHOD and ref.is_pure_virtual_method():
+                # the override it dispatches to is chosen at run time: not followed
+                what = c_ast.Constant("string", f'"{ref.semantic_parent.spelling}::'
+                                                f'{ref.spelling}"')
+                return c_ast.FuncCall(c_ast.ID("__polyfuse_virtual"),
+                                      c_ast.ExprList([what] + args), coord=co)
             element = _record_element(name, ref)
             if element is not None:
                 # `m[k].field = x`, `v[i].append(s)`: the element is an lvalue the model
@@ -1298,10 +1328,39 @@ class _Translator:
             # operands, like the constructions libclang does not expose
             ops = [self._expr(x) for x in kids if x.kind.is_expression()]
             return c_ast.FuncCall(c_ast.ID("__polyfuse_opaque"), c_ast.ExprList(ops), coord=co)
+        elif kids and _dependent_callee(self._strip(kids[0])):
+            # `obj->method(x)` or `(*obj)(x)` on a template's type parameter: which function
+            # it calls is known only per instantiation, which polyfuse does not lower
+            callee = self._strip(kids[0])
+            text = " ".join(t.spelling for t in callee.get_tokens())[:60]
+            base = [self._expr(x) for x in _operands(callee)[:1]] \
+                if callee.kind == K.MEMBER_REF_EXPR else []
+            return c_ast.FuncCall(c_ast.ID("__polyfuse_unresolved"), c_ast.ExprList(
+                [c_ast.Constant("string", '"' + text.replace('"', "'") + '"')] + base + args),
+                coord=co)
         else:
             return c_ast.FuncCall(self._expr(kids[0]) if kids else c_ast.ID("__polyfuse_opaque"),
                                   c_ast.ExprList(args), coord=co)
         return c_ast.FuncCall(c_ast.ID(name), c_ast.ExprList(args), coord=co)
+
+
+def _dependent_callee(c: Any) -> bool:
+    """Whether a call's callee is a member of (or an object of) a type that depends on a
+    template parameter: clang resolves no function for it in the template's body."""
+    K = cindex.CursorKind
+    if c.kind == K.MEMBER_REF_EXPR:
+        return c.referenced is None
+    t = c.type.get_canonical().kind
+    return t in (cindex.TypeKind.DEPENDENT, cindex.TypeKind.UNEXPOSED)
+
+
+def _per_type_result(fd: c_ast.FuncDef) -> c_ast.FuncDef:
+    """A function template explicitly specialized for several types (``dp<float2>`` false,
+    ``dp<double2>`` true): the lowered program has one function per name, so which
+    specialization a call means is not known; it returns an unknown value that says so
+    (``__polyfuse_specialized``), never one specialization's result."""
+    ret = c_ast.Return(c_ast.FuncCall(c_ast.ID("__polyfuse_specialized"), c_ast.ExprList([])))
+    return c_ast.FuncDef(fd.decl, fd.param_decls, c_ast.Compound([ret]), coord=fd.coord)
 
 
 def _template_params(c: Any) -> list[str]:

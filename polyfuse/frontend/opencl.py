@@ -785,6 +785,8 @@ class _Extractor(AffineExtractor):
                         n = self._cst(self.aff(t.dim, st))
                     except NonAffine:
                         n = None
+                elif t is d.type:
+                    n = _initializer_length(d.init)
                 if n is None:
                     raise self.error(f"array {d.name} needs a constant size", d, UnsupportedError)
                 if n <= 0:
@@ -1634,3 +1636,14 @@ def _check_integer_division(fd: c_ast.FuncDef, filename: str) -> None:
 def _file_line(node: Any, filename: str) -> tuple[str, Optional[int]]:
     loc = syntax.node_loc(node, filename)
     return (loc.file, loc.line) if loc else (filename, None)
+
+
+def _initializer_length(init: Any) -> Optional[int]:
+    """The length an array declared without one takes from its initializer (``int r[] =
+    {0, 4, 2}``, ``char s[] = "ab"``), else None."""
+    if isinstance(init, c_ast.InitList) and not any(
+            isinstance(e, c_ast.NamedInitializer) for e in init.exprs):
+        return len(init.exprs)
+    if isinstance(init, c_ast.Constant) and init.type == "string":
+        return len(init.value.encode().decode("unicode_escape")) - 1
+    return None

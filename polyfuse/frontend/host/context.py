@@ -29,6 +29,8 @@ class Context:
         self.loop_syms: set = set()
         self.summarising = 0  # loops being summarised, nested
         self.warnings: list[str] = []
+        #: calls whose callee polyfuse does not follow (pure virtual, template-dependent)
+        self.unfollowed_calls: list[tuple[str, str]] = []  # (why, 'callee' at file:line)
 
     def loc(self, node: Optional[c_ast.Node] = None) -> Optional[SourceLoc]:
         """Where ``node`` (default: the current statement) is in the user's files."""

@@ -15,6 +15,7 @@ from pycparser import c_ast
 from polyfuse.core.program import (
     DeviceQueries,
     Kernel,
+    Launch,
     PolyfuseError,
     Program,
     UnsupportedError,
@@ -112,6 +113,16 @@ class Interpreter:
 
     def _program(self) -> Program:
         state = self.mem.state
+        if self.ctx.unfollowed_calls and not any(isinstance(op, Launch) for op in state.ops):
+            by_why: dict[str, list[str]] = {}
+            for why, call in dict.fromkeys(self.ctx.unfollowed_calls):
+                by_why.setdefault(why, []).append(call)
+            said = "; ".join(f"{why}: {', '.join(calls[:3])}" + (
+                f" and {len(calls) - 3} more" if len(calls) > 3 else "")
+                for why, calls in by_why.items())
+            raise UnsupportedError("the host program launches no kernel polyfuse can follow; "
+                                   f"it makes calls polyfuse does not follow, {said}",
+                                   self.ctx.filename)
         ops = tuple(dataclasses.replace(op, id=i) for i, op in enumerate(state.ops))
         used: set[str] = set()
         for b in state.buffers.values():

@@ -136,7 +136,7 @@ STD_STRING = {
     "basic_stringstream__ctor", "basic_ostringstream__ctor", "basic_stringstream__str",
     "basic_ostringstream__str", "basic_ostream__operator<<", "operator<<",
     "basic_string__operator[]", "basic_string__substr", "basic_istringstream__ctor",
-    "basic_istream__operator>>", "operator>>",
+    "basic_istream__operator>>", "operator>>", "basic_string__find", "basic_string__rfind",
 }
 
 
@@ -241,6 +241,8 @@ def std_string(ev: CEvaluator, name: str, args: list) -> Any:
             end = start + int(n.e) if len(args) > 2 else len(target.s)
             return Str(target.s[start:end]) if start <= len(target.s) else UNK
         return UNK
+    if name in ("basic_string__find", "basic_string__rfind"):
+        return _string_find(ev, target, args, name.endswith("rfind"))
     if name == "basic_string__operator[]":
         return char_at(target.s, arg_at(args, 1)) if isinstance(target, Str) else UNK
     if name in ("basic_string__c_str", "basic_string__data"):
@@ -256,6 +258,21 @@ def std_string(ev: CEvaluator, name: str, args: list) -> Any:
     if isinstance(first, Ref):
         ev.mem.write(first, Str(value) if value is not None else UNK)
     return first
+
+
+#: ``std::string::npos`` as the ``size_t`` it is
+NPOS = 2 ** 64 - 1
+
+
+def _string_find(ev: CEvaluator, target: Any, args: list, last: bool) -> Any:
+    """``s.find(t[, pos])`` (``rfind``) of known texts: the position, or ``npos``."""
+    word, start = ev.mem.string(arg_at(args, 1)), arg_at(args, 2) if len(args) > 2 else ZERO
+    if not isinstance(target, Str) or word is None or not (isinstance(start, Num)
+                                                          and start.e.is_Integer):
+        return UNK
+    pos = target.s.rfind(word, 0, int(start.e) + len(word)) if last and len(args) > 2 else \
+        target.s.rfind(word) if last else target.s.find(word, int(start.e))
+    return Num(sympy.Integer(NPOS if pos < 0 else pos))
 
 
 def stream_out(ev: CEvaluator, stream: Any, v: Any, free: bool) -> Any:
@@ -392,6 +409,21 @@ def strcmp(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     if a is not None and b is not None:
         return Num(sympy.Integer((a > b) - (a < b)))
     return UNK
+
+
+def strstr(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    """``strstr`` of known texts (an extension list the device answered): NULL, or a pointer
+    to where the word starts; unknown otherwise."""
+    hay, a, b = arg_at(args, 0), ev.mem.text(arg_at(args, 0)), ev.mem.text(arg_at(args, 1))
+    if a is None or b is None:
+        return UNK
+    pos = a.find(b)
+    if pos < 0:
+        return ZERO
+    if isinstance(hay, Str):
+        return Str(a[pos:])
+    at = ev.mem.index(hay, Num(sympy.Integer(pos))) if isinstance(hay, Ref) else None
+    return at if isinstance(at, Ref) else UNK
 
 
 def strcasecmp(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
@@ -760,12 +792,49 @@ def template_sizeof(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> 
                                     "instantiation)", node))
 
 
+def template_specialized(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    """The result of a function template explicitly specialized for several types
+    (clang_host lowers its body to ``__polyfuse_specialized()``): unknown, with why."""
+    return Unknown(False, ev.source("the result of a function template explicitly "
+                                    "specialized per type (polyfuse interprets a function "
+                                    "template once, not per instantiation)", node))
+
+
+def pure_virtual(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    """A call of a pure virtual method (``(*stencil)(data, n)`` through the base class;
+    clang_host lowers it to ``__polyfuse_virtual("Class::method", object, args...)``): the
+    override is not followed, so it is an unknown call, remembered for the refusal of a
+    program that then launches nothing."""
+    what = args[0].s if args and isinstance(args[0], Str) else "a pure virtual method"
+    why = "a pure virtual method (polyfuse does not follow virtual dispatch)"
+    ev.ctx.unfollowed_calls.append((why, f"'{what}' at {ev.ctx.loc(node)}"))
+    ev.ctx.warn(f"call of '{what}', {why}: the launches of what it calls are not modelled",
+                node)
+    return ev.unknown_call(what, args[1:], node)
+
+
+def unresolved_call(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    """A call in a function template's body on an object of a type that depends on its type
+    parameter (clang_host lowers it to ``__polyfuse_unresolved("callee", object, args...)``):
+    which function it calls is not known there, so it is an unknown call, remembered for the
+    refusal of a program that then launches nothing."""
+    what = args[0].s if args and isinstance(args[0], Str) else "a call"
+    why = "the callee depends on a template's type parameter (polyfuse lowers a function " \
+          "template once, from its generic body)"
+    ev.ctx.unfollowed_calls.append((why, f"'{what}' at {ev.ctx.loc(node)}"))
+    ev.ctx.warn(f"call of '{what}': {why}; the launches of what it calls are not modelled",
+                node)
+    return ev.unknown_call(what, args[1:], node)
+
+
 LIBC: dict[str, Handler] = {
-    "__polyfuse_sizeof": template_sizeof,
+    "__polyfuse_sizeof": template_sizeof, "__polyfuse_virtual": pure_virtual,
+    "__polyfuse_specialized": template_specialized, "__polyfuse_unresolved": unresolved_call,
     "memcpy": memcpy, "memmove": memcpy, "strcpy": string_copy, "strncpy": string_copy,
     "strcat": string_copy, "strncat": string_copy, "fgets": memcpy, "memset": memset,
     "posix_memalign": posix_memalign, "sprintf": sprintf, "snprintf": snprintf,
-    "strcmp": strcmp, "strcasecmp": strcasecmp, "strncmp": strncmp, "strlen": strlen,
+    "strcmp": strcmp, "strstr": strstr, "strcasecmp": strcasecmp, "strncmp": strncmp,
+    "strlen": strlen,
     "getenv": getenv, "getopt": getopt_short,
     "getopt_long": getopt_long, "fopen": fopen, "fread": fread, "clock": _clock,
     "clock_gettime": _clock,

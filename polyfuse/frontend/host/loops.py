@@ -28,9 +28,11 @@ from polyfuse.frontend.host.values import (
     Poison,
     Ref,
     Runtime,
+    Source,
     Unknown,
     havoc_diff,
     param_hint,
+    src_of,
     truth_of,
 )
 
@@ -474,6 +476,7 @@ def generic_loop(ev: CEvaluator, node: c_ast.Node, cond: Optional[c_ast.Node], b
     """A loop that is not counted: iterate it while its condition is known, else summarize."""
     base = ev.mem.state.clone()
     scopes = [dict(s) for s in ev.mem.frames[-1].scopes]
+    open_src = None  # what the condition depends on where it is not known
     with no_early_exit(ev):
         for i in range(MAX_UNROLL + 1):
             if i or not do_first:
@@ -482,6 +485,10 @@ def generic_loop(ev: CEvaluator, node: c_ast.Node, cond: Optional[c_ast.Node], b
                 if t is False:
                     return
                 if t is None or i == MAX_UNROLL:
+                    open_src = src_of(c) or next(
+                        (ev.params.origins[str(x)] for x in free_syms(c.e)
+                         if str(x) in ev.params.origins), None) if isinstance(c, Num) \
+                        else src_of(c)
                     break
                 if ev.iterations_left <= 0 and len(ev.mem.state.ops) == len(base.ops):
                     break
@@ -513,12 +520,23 @@ def generic_loop(ev: CEvaluator, node: c_ast.Node, cond: Optional[c_ast.Node], b
             or ev.mem.state.kobjs != s0.kobjs):
         raise ev.ctx.error("launches or buffer operations in a loop whose trip count "
                            "polyfuse cannot determine (not a counted for loop with affine "
-                           "bounds)", node, UnsupportedError)
+                           f"bounds){_open_condition(open_src)}", node, UnsupportedError)
     for k in changed_slots(s0, ev.mem.state):
         slot = s0.slots[k]
         ev.mem.state.slots[k] = dataclasses.replace(
             slot, value=havoc_diff(slot.value, ev.mem.state.slots[k].value))
     ev.mem.state.uncertain_break = s0.uncertain_break
+
+
+def _open_condition(src: Optional[Source]) -> str:
+    """What a loop's undecided condition depends on: a value the device computes each
+    iteration (a frontier flag read back: the trip count is the data's), or one ``--param``
+    can fix."""
+    if src is None:
+        return ""
+    if src.what.startswith("read back from the device"):
+        return f": its condition depends on {src.describe()}, data the loop's launches compute"
+    return f": its condition depends on {src.describe()}{param_hint(src)}"
 
 
 def summarise(ev: CEvaluator, loop: c_ast.Node, body: c_ast.Node, cond: Optional[c_ast.Node],

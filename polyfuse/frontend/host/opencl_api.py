@@ -313,6 +313,11 @@ def set_kernel_arg(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> V
                                "__local pointer", node)
     elif isinstance(ptr, Ref):
         value = ev.mem.deref(ptr)
+        if value == ptr and isinstance(ev.mem.read(ptr), Arr):
+            # a pointer to the first of several handles (`cl_mem bufs[2]`, or fresh memory a
+            # handle was stored into: `*(cl_mem *)p = clCreateBuffer(...)`): the first
+            at = ev.mem.index(ptr, ZERO)
+            value = ev.mem.read(at) if isinstance(at, Ref) else value
         if param.pointer and param.address_space == "local":
             raise ev.ctx.error(f"clSetKernelArg: {pdesc} is a __local pointer; its value "
                                "must be NULL with a size", node)
@@ -602,17 +607,21 @@ for _name, _call, _rect in (("clEnqueueWriteBuffer", "clEnqueueWriteBuffer", Fal
     HANDLERS[_name] = partial(transfer, call=_call, rect=_rect)
 
 
-#: info queries a device answers (``clGetDeviceInfo``, ``clGetKernelWorkGroupInfo``) with
-#: integers or text (its name, extensions), by the value of their ``CL_`` constant
+#: info queries a device answers with integers (``clGetDeviceInfo``,
+#: ``clGetKernelWorkGroupInfo``), by the value of their ``CL_`` constant
 _QUERIES = {
     0x1000: "CL_DEVICE_TYPE",
     0x1002: "CL_DEVICE_MAX_COMPUTE_UNITS", 0x1003: "CL_DEVICE_MAX_WORK_ITEM_DIMENSIONS",
     0x1004: "CL_DEVICE_MAX_WORK_GROUP_SIZE", 0x1005: "CL_DEVICE_MAX_WORK_ITEM_SIZES",
     0x1020: "CL_DEVICE_MAX_CONSTANT_BUFFER_SIZE", 0x1023: "CL_DEVICE_LOCAL_MEM_SIZE",
-    0x102B: "CL_DEVICE_NAME", 0x102C: "CL_DEVICE_VENDOR", 0x102D: "CL_DRIVER_VERSION",
-    0x102F: "CL_DEVICE_VERSION", 0x1030: "CL_DEVICE_EXTENSIONS",
     0x11B0: "CL_KERNEL_WORK_GROUP_SIZE", 0x11B1: "CL_KERNEL_COMPILE_WORK_GROUP_SIZE",
     0x11B2: "CL_KERNEL_LOCAL_MEM_SIZE", 0x11B3: "CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE",
+}
+#: device queries answered with text (a host searches the extension list for ``cl_khr_fp64``)
+_TEXT_QUERIES = {
+    0x102B: "CL_DEVICE_NAME", 0x102C: "CL_DEVICE_VENDOR", 0x102D: "CL_DRIVER_VERSION",
+    0x102E: "CL_DEVICE_PROFILE", 0x102F: "CL_DEVICE_VERSION", 0x1030: "CL_DEVICE_EXTENSIONS",
+    0x103D: "CL_DEVICE_OPENCL_C_VERSION",
 }
 
 
@@ -627,6 +636,10 @@ def info_query(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value
     code = int(param.e) if isinstance(param, Num) and param.e.is_Integer else None
     answer = None
     queries = ev.cl.queries
+    if queries is not None and not kernel_query and code in _TEXT_QUERIES:
+        text = queries.device_info(code)
+        if isinstance(text, str):
+            return _text_answer(ev, node, code, text, out, arg_at(args, first + 3))
     if queries is not None and code in _QUERIES and isinstance(out, Ref):
         if kernel_query:
             k = arg_at(args, 0)
@@ -647,20 +660,31 @@ def info_query(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value
     ev.ctx.warn(f"{name}({_QUERIES[code]}) answered by the device that verifies the program "
                 f"({queries.name}): {answer!r}", node)
     ret = arg_at(args, first + 3)
-    if isinstance(answer, str):  # the text a char buffer then holds (strstr finds in it)
-        ev.mem.set_text(out.slot, answer)
-        nbytes = len(answer) + 1
-    else:
-        values = answer if isinstance(answer, tuple) else (answer,)
-        for i, v in enumerate(values):
-            at = ev.mem.index(out, Num(sympy.Integer(i)))
-            if isinstance(at, Ref):
-                ev.mem.write(at, Num(sympy.Integer(v)))
-        size = arg_at(args, first + 1)
-        nbytes = 8 * len(values) if isinstance(answer, tuple) else \
-            int(size.e) if isinstance(size, Num) and size.e.is_Integer else 8
+    values = answer if isinstance(answer, tuple) else (answer,)
+    for i, v in enumerate(values):
+        at = ev.mem.index(out, Num(sympy.Integer(i)))
+        if isinstance(at, Ref):
+            ev.mem.write(at, Num(sympy.Integer(v)))
+    size = arg_at(args, first + 1)
+    nbytes = 8 * len(values) if isinstance(answer, tuple) else \
+        int(size.e) if isinstance(size, Num) and size.e.is_Integer else 8
     if isinstance(ret, Ref):
         ev.mem.write(ret, Num(sympy.Integer(nbytes)))
+    return ZERO
+
+
+def _text_answer(ev: CEvaluator, node: c_ast.FuncCall, code: int, text: str, out: Value,
+                 size_out: Value) -> Value:
+    """A text query answered by the device: the text into the buffer (when one is given) and
+    its size with the terminating NUL (the size query a host allocates by)."""
+    ev.ctx.warn(f"clGetDeviceInfo({_TEXT_QUERIES[code]}) answered by the device that verifies "
+                f"the program ({ev.cl.queries.name}): {text!r}", node)
+    if isinstance(out, Ref) and out.path in ((), (0,)):
+        ev.mem.set_text(out.slot, text)
+    elif isinstance(out, Ref):  # a buffer inside a record: its text is not tracked
+        ev.mem.forget_through([out])
+    if isinstance(size_out, Ref):
+        ev.mem.write(size_out, Num(sympy.Integer(len(text.encode()) + 1)))
     return ZERO
 
 
