@@ -504,3 +504,19 @@ def test_code_motion_bert_qkv_onnx() -> None:
     assert r.fused.optimizations["barriers_shared"] == 4
     assert r.verified["ok"], r.verified
     assert r.verified["references"]["onnxruntime"]["ok"]
+
+
+def test_unknown_scalars_of_the_same_name_stay_apart() -> None:
+    """``gain(x, c, n)`` then ``offset(x, c, n)``: each ``c`` is a float the host reads at run
+    time, so neither is known; one launch's unknown is not the other's, and the fused kernel
+    takes both (a shared ``pf_c`` applied one coefficient twice)."""
+    d = Path(__file__).resolve().parent / "fused_host_programs" / "calibrate"
+    p = polyfuse.load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"))
+    gain, offset = p.launches
+    plan = make_plan(p, [("vertical", [(gain.id, identity(gain.id)),
+                                       (offset.id, identity(offset.id))])])
+    fused = generate_fused(plan)
+    floats = [q.name for q in fused.program.kernels["fused_g0"].params if "float" in q.type
+              and not q.pointer]
+    assert len(floats) == 2, fused.source
+    check(p, fused, {"n_gain": 1000, "n_offset": 600})

@@ -52,6 +52,9 @@ CASES["helper"] = (PROGRAMS / "helper", "1000 out.txt", ["1000"], True)
 CASES["macro"] = (PROGRAMS / "macro", "1000 out.txt", ["1000"], True)
 #: two identical blurs at different depths: fused by the exhaustive search (greedy: 3 launches)
 CASES["denoise"] = (PROGRAMS / "denoise", "100 out.txt", ["100"], True)
+#: two kernels with a float `c` and an int `n` each, given different values read at run time:
+#: the fused kernel keeps a parameter per launch (one shared `c` applied the gain twice)
+CASES["calibrate"] = (PROGRAMS / "calibrate", None, ["2.5", "-0.75", "1000", "600"], True)
 #: hosts that are not host.c (split: launches in two files, an enqueue inside a CHECK(...) macro)
 HOSTS = {"elementwise_cpp": ["host.cpp"], "split": ["main.c", "stages.c"]}
 #: cases fused with another orchestration than the default

@@ -601,7 +601,7 @@ def _bind_params(kb: _KernelBuilder, k: int, kernel: Kernel, launch: Launch,
             continue
         if b.kind != "scalar":
             raise CodegenError(f"{where}: scalar argument {p.name} is bound to a {b.kind}")
-        value = sympy.sympify(b.value) if b.value is not None else sympy.Symbol(p.name)
+        value = launch.scalar_value(b, p.name)
         if value.is_Number:
             node = literal(value, p.type)
             kb.constants[f"launch {launch.id} {p.name}"] = (
