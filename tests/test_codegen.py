@@ -520,3 +520,18 @@ def test_unknown_scalars_of_the_same_name_stay_apart() -> None:
               and not q.pointer]
     assert len(floats) == 2, fused.source
     check(p, fused, {"n_gain": 1000, "n_offset": 600})
+
+
+def test_helpers_asking_for_their_work_item_are_copied_per_fragment() -> None:
+    """A kernel whose helper calls ``get_global_id`` (AMD's ConcurrentKernel): alone in its
+    group or fused after another launch, the helper answers for the launch that calls it."""
+    d = Path(__file__).resolve().parent / "fused_host_programs" / "helper_index"
+    p = polyfuse.load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"))
+    smooth, mirror, square = p.launches
+    plan = make_plan(p, [("single", [(smooth.id, identity(smooth.id))]),
+                         ("vertical", [(mirror.id, identity(mirror.id)),
+                                       (square.id, identity(square.id))])])
+    fused = generate_fused(plan)
+    assert "pf_g0_f1_load_mine(" in fused.source and "pf_g1_f2_store_mine(" in fused.source
+    assert "get_global_id" not in fused.source
+    check(p, fused)

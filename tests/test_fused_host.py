@@ -55,6 +55,9 @@ CASES["denoise"] = (PROGRAMS / "denoise", "100 out.txt", ["100"], True)
 #: two kernels with a float `c` and an int `n` each, given different values read at run time:
 #: the fused kernel keeps a parameter per launch (one shared `c` applied the gain twice)
 CASES["calibrate"] = (PROGRAMS / "calibrate", None, ["2.5", "-0.75", "1000", "600"], True)
+#: helpers that call get_global_id: each fragment gets its own copy, re-indexed (a group of
+#: one launch included)
+CASES["helper_index"] = (PROGRAMS / "helper_index", None, [], True)
 #: hosts that are not host.c (split: launches in two files, an enqueue inside a CHECK(...) macro)
 HOSTS = {"elementwise_cpp": ["host.cpp"], "split": ["main.c", "stages.c"]}
 #: cases fused with another orchestration than the default

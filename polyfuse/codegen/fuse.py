@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -356,9 +356,10 @@ def _fragment(kb: _KernelBuilder, k: int, frag: Fragment, box: isl.Set,
                                "polyfuse generates (pf_*, f<k>_*)")
     fd: c_ast.FuncDef = syntax.clone(kernel.ast)
     body = fd.body
-    _collect_helpers(kb, kernel, body, where)
     work_items = _WorkItems(kb, k, launch, inst.ops[launch.id], frag, box, where)
+    copies = _collect_helpers(kb, k, kernel, body, work_items, where)
     renames, scalar_subst, local_copies = _bind_params(kb, k, kernel, launch, fd, facts, where)
+    renames.update(copies)
     if facts.local_decls:
         renames.update(_hoist_locals(kb, k, kernel, body, renames, where))
     else:
@@ -417,21 +418,84 @@ def _fragment_launch(kb: _KernelBuilder, k: int, frag: Fragment) -> tuple[Launch
     return launch, kernel, f"{kb.where}, fragment {k} (launch #{launch.id} {kernel.name})"
 
 
-def _collect_helpers(kb: _KernelBuilder, kernel: Kernel, body: Any, where: str) -> None:
-    """The kernel's helper functions, emitted once before the fused kernels: one that uses
-    work-item functions or barriers cannot be re-indexed; two files' must agree."""
-    for name, hfd in emit.helper_functions(kernel.helpers).items():
-        if hfd is kernel.ast:
+def _collect_helpers(kb: _KernelBuilder, k: int, kernel: Kernel, body: Any,
+                     work_items: Callable[[str, Optional[int]], c_ast.Node], where: str
+                     ) -> dict[str, str]:
+    """The kernel's helper functions, emitted once before the fused kernels (two files' must
+    agree); the renames of fragment ``k``'s own copies.
+
+    A helper that uses work-item functions (itself or through a helper it calls) answers them
+    for the launch that calls it, so the fragment gets its own copy, ``pf_g<group>_f<k>_<name>``,
+    with its work-item functions re-indexed as the kernel body's are.  One with barriers
+    cannot be fused: a fragment's guard could not move into it."""
+    helpers = {name: hfd for name, hfd in emit.helper_functions(kernel.helpers).items()
+               if hfd is not kernel.ast}
+    indexed = _calling(helpers, WORK_ITEM_FUNCTIONS)
+    barriers = _calling(helpers, _BARRIER_FUNCS)
+    reached = _reached(helpers, body)
+    if barriers & reached:
+        raise UnsupportedError(f"{where}: helper function {min(barriers & reached)}() uses "
+                               "barriers; inline it before fusing")
+    copies = {name: f"pf_g{kb.group.id}_f{k}_{name}" for name in helpers
+              if name in indexed and name in reached}
+    for name, hfd in helpers.items():
+        if name in copies:
+            own = syntax.clone(hfd)
+            syntax.rename(own, copies)
+            own.body = _rewrite_body(own.body, {}, {}, _in_helper(work_items, name, where),
+                                     where)
+            kb.helpers[copies[name]] = own
             continue
-        if syntax.calls_any(hfd.body, WORK_ITEM_FUNCTIONS + _BARRIER_FUNCS):
-            if syntax.calls_any(body, (name,)):
-                raise UnsupportedError(f"{where}: helper function {name}() uses work-item "
-                                       "functions or barriers; inline it before fusing")
+        if name in indexed:  # no call reaches it: only the copies are emitted
+            continue
         old = kb.helpers.get(name)
         if old is not None and printer.opencl_source(old) != printer.opencl_source(hfd):
             raise UnsupportedError(f"{where}: helper function {name}() differs between fused "
                                    "kernels' files")
         kb.helpers[name] = hfd
+    return copies
+
+
+def _calling(helpers: Mapping[str, c_ast.FuncDef], functions: Iterable[str]) -> set[str]:
+    """The helpers that call one of ``functions``, themselves or through other helpers."""
+    out: set[str] = set()
+    targets = set(functions)
+    while True:
+        more = {name for name, hfd in helpers.items()
+                if name not in out and syntax.calls_any(hfd.body, targets)}
+        if not more:
+            return out
+        out |= more
+        targets |= more
+
+
+def _reached(helpers: Mapping[str, c_ast.FuncDef], body: Any) -> set[str]:
+    """The helpers ``body`` calls, directly or through other helpers."""
+    out: set[str] = set()
+    todo = [n for n in syntax.called(body) if n in helpers]
+    while todo:
+        name = todo.pop()
+        if name not in out:
+            out.add(name)
+            todo += [n for n in syntax.called(helpers[name].body) if n in helpers]
+    return out
+
+
+def _in_helper(work_items: Callable[[str, Optional[int]], c_ast.Node], helper: str,
+               where: str) -> Callable[[str, Optional[int]], c_ast.Node]:
+    """``work_items`` for a helper's body, where only work-item functions and constants are in
+    scope: a re-indexed value that needs the fused kernel's arguments is refused."""
+
+    def answer(func: str, d: Optional[int]) -> c_ast.Node:
+        node = work_items(func, d)
+        names = {id(n.name) for n in syntax.walk(node) if isinstance(n, c_ast.FuncCall)}
+        if any(isinstance(n, c_ast.ID) and id(n) not in names for n in syntax.walk(node)):
+            raise UnsupportedError(f"{where}: helper function {helper}() uses {func}(), whose "
+                                   "value in the fused kernel needs the kernel's arguments; "
+                                   "inline it before fusing")
+        return node
+
+    return answer
 
 
 class _WorkItems:
