@@ -58,6 +58,8 @@ CASES["calibrate"] = (PROGRAMS / "calibrate", None, ["2.5", "-0.75", "1000", "60
 #: helpers that call get_global_id: each fragment gets its own copy, re-indexed (a group of
 #: one launch included)
 CASES["helper_index"] = (PROGRAMS / "helper_index", None, [], True)
+#: a grid-stride loop over get_global_size in a helper, with a size read at run time
+CASES["stride_helper"] = (PROGRAMS / "stride_helper", None, ["1000"], True)
 #: hosts that are not host.c (split: launches in two files, an enqueue inside a CHECK(...) macro)
 HOSTS = {"elementwise_cpp": ["host.cpp"], "split": ["main.c", "stages.c"]}
 #: cases fused with another orchestration than the default
