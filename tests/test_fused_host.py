@@ -60,6 +60,9 @@ CASES["calibrate"] = (PROGRAMS / "calibrate", None, ["2.5", "-0.75", "1000", "60
 CASES["helper_index"] = (PROGRAMS / "helper_index", None, [], True)
 #: a grid-stride loop over get_global_size in a helper, with a size read at run time
 CASES["stride_helper"] = (PROGRAMS / "stride_helper", None, ["1000"], True)
+#: a launch with barriers after an early return, its width read at run time: alone in its
+#: group, it runs as written on its own NDRange (its guard could not move below the barrier)
+CASES["column_filter"] = (PROGRAMS / "column_filter", None, ["256"], True)
 #: hosts that are not host.c (split: launches in two files, an enqueue inside a CHECK(...) macro)
 HOSTS = {"elementwise_cpp": ["host.cpp"], "split": ["main.c", "stages.c"]}
 #: cases fused with another orchestration than the default

@@ -301,6 +301,8 @@ class _KernelBuilder:
     models: KernelModels = field(default_factory=KernelModels)
     #: the fused NDRange: (global size, local size) per dimension, host expressions
     grid: tuple[tuple[Any, ...], tuple[int, ...]] = ((), ())
+    #: a group of one launch run as written: its NDRange and work-item functions, no guard
+    original: bool = False
 
     @property
     def where(self) -> str:
@@ -368,7 +370,9 @@ def _fragment(kb: _KernelBuilder, k: int, frag: Fragment, box: isl.Set,
                                "polyfuse generates (pf_*, f<k>_*)")
     fd: c_ast.FuncDef = syntax.clone(kernel.ast)
     body = fd.body
-    work_items = _WorkItems(kb, k, launch, inst.ops[launch.id], frag, box, where)
+    work_items: Callable[[str, Optional[int]], c_ast.Node] = (
+        _original_work_item if kb.original
+        else _WorkItems(kb, k, launch, inst.ops[launch.id], frag, box, where))
     copies = _collect_helpers(kb, k, launch, kernel, body, work_items, where)
     renames, scalar_subst, local_copies = _bind_params(kb, k, kernel, launch, fd, facts, where)
     renames.update(copies)
@@ -384,7 +388,14 @@ def _fragment(kb: _KernelBuilder, k: int, frag: Fragment, box: isl.Set,
     has_barrier = facts.barriers or bool(kernel.barriers)
     loc = f"{launch.loc.file.rsplit('/', 1)[-1]}:{launch.loc.line}" if launch.loc else None
     kb.notes.append(FragmentPlaced(k, launch.id, kernel.name, loc))
-    return items, work_items.domain, has_barrier
+    return items, box if kb.original else work_items.domain, has_barrier
+
+
+def _original_work_item(func: str, d: Optional[int]) -> c_ast.Node:
+    """``func(d)`` as written: the launch runs on its own NDRange."""
+    return c_ast.FuncCall(c_ast.ID(func),
+                          c_ast.ExprList([c_ast.Constant("int", str(d))]) if d is not None
+                          else None)
 
 
 @dataclass(frozen=True)
@@ -533,8 +544,7 @@ def _in_helper(work_items: Callable[[str, Optional[int]], c_ast.Node], helper: s
 
     def answer(func: str, d: Optional[int]) -> c_ast.Node:
         if same_grid:  # the launch's own work-item functions answer
-            args = c_ast.ExprList([c_ast.Constant("int", str(d))]) if d is not None else None
-            return c_ast.FuncCall(c_ast.ID(func), args)
+            return _original_work_item(func, d)
         node = work_items(func, d)
         names = {id(n.name) for n in syntax.walk(node) if isinstance(n, c_ast.FuncCall)}
         if any(isinstance(n, c_ast.ID) and id(n) not in names for n in syntax.walk(node)):
@@ -918,9 +928,11 @@ class _GroupCode:
 
 def _assemble_group(plan: FusionPlan, group: FusedGroup, inst: Instantiation,
                     limits: Optional[Target], name: str, code_motion: bool = False,
-                    models: Optional[KernelModels] = None) -> _GroupCode:
+                    models: Optional[KernelModels] = None, original: bool = False
+                    ) -> _GroupCode:
     """One fused kernel: its fragments re-indexed into the group's fused grid, guarded and
-    ordered by the group's orchestration."""
+    ordered by the group's orchestration.  ``original``: a group of one launch kept as the
+    launch runs (its NDRange, its own work-item functions, no guard)."""
     where = f"plan group {group.id}"
     last_pos, n_h, wd = _group_frame(plan.program, group, where)
     kb = _KernelBuilder(group, plan, name, n_h, wd, tuple(plan.program.ops[last_pos].loops),
@@ -929,6 +941,16 @@ def _assemble_group(plan: FusionPlan, group: FusedGroup, inst: Instantiation,
             for k, f in enumerate(group.fragments)]
     box, ls, ngroups = _fused_box(kb, doms, inst)
     kb.grid = (tuple(sympy.simplify(ngroups[d] * ls[d]) for d in range(wd)), tuple(ls))
+    if original:
+        launch = plan.program.op(group.fragments[0].launch)
+        if len(group.fragments) != 1 or launch.local_size is None or launch.work_dim != wd or \
+                any(sympy.sympify(o) != 0 for o in launch.global_offset or ()) or \
+                not all(sympy.sympify(x).is_Integer for x in launch.local_size):
+            raise CodegenError(f"{where}: the launch cannot run as written in a fused kernel "
+                               "(no fixed local size, or a global offset)")
+        ls = [int(sympy.sympify(x)) for x in launch.local_size]
+        kb.grid = (tuple(sympy.sympify(x) for x in launch.global_size), tuple(ls))
+        kb.original = True
     _check_work_group(where, ls, limits)
     frags = []
     for k, (f, dom) in enumerate(zip(group.fragments, doms), start=1):
@@ -948,7 +970,7 @@ def _assemble_group(plan: FusionPlan, group: FusedGroup, inst: Instantiation,
     func = c_ast.FuncDef(decl=None, param_decls=None, body=c_ast.Compound(items))
     store_order.order_sibling_stores(func.body, {name: etype for name, (_, _, etype)
                                                  in kb.buffer_params.items()})
-    gsz = tuple(sympy.simplify(ngroups[d] * ls[d]) for d in range(wd))
+    gsz = kb.grid[0]
     return _GroupCode(kb, func, gsz, tuple(ls), last_pos)
 
 
@@ -1084,7 +1106,7 @@ def _sequential_body(kb: _KernelBuilder, frags: list[tuple], box: isl.Set, box_p
             kb.fusion_barriers.add(id(bar))
             body.append(bar)
         d_p = exprs.dims_to_params(dom.reset_tuple_id(), n_in, names)
-        guard = exprs.set_to_c(d_p, box_p, kb.ids)
+        guard = None if kb.original else exprs.set_to_c(d_p, box_p, kb.ids)
         if guard is not None and has_bar:
             _, uniform = _uniform_part(dom, box, n_h, wd)
             try:
@@ -1210,7 +1232,15 @@ def _generate(plan: FusionPlan, inst: Instantiation, target: Optional[Target], o
             codes.append(_assemble_group(plan, g, inst, target, f"fused_g{g.id}",
                                          code_motion=optimize, models=models))
         except (PolyfuseError, isl.Error) as err:
-            if len(g.members) < 2 or plan.uar is None:  # nothing to split, or no UAR to split by
+            if len(g.members) == 1:  # one launch: run as written, or the first refusal stands
+                try:
+                    codes.append(_assemble_group(plan, g, inst, target, f"fused_g{g.id}",
+                                                 code_motion=optimize, models=models,
+                                                 original=True))
+                except (PolyfuseError, isl.Error):
+                    raise err from None
+                continue
+            if plan.uar is None:  # no UAR to split by
                 raise
             refused[g.id] = [err.message if isinstance(err, PolyfuseError) else
                              f"isl: {str(err).splitlines()[0]}"]
