@@ -36,7 +36,9 @@ copy of the original kernel's body, placed by its re-indexing map:
 * **Refusals split, never fail.**  A group of several launches that cannot be produced (any
   refusal while assembling it, or a fused kernel the compiler rejects) is split into its launches
   (:func:`polyfuse.fusion.certify.split_groups`, ``Refused.CODEGEN``, with the refusal as the
-  reason) and generation goes on; ``FusedProgram.plan`` is the plan as generated.
+  reason) and generation goes on; ``FusedProgram.plan`` is the plan as generated.  A group of
+  one launch whose re-indexed form is refused runs as written (its NDRange, its own work-item
+  functions, no guard).
 
 The fused NDRange is the bounding box of the re-indexing domains, in whole work-groups, and is
 checked against the target's limits.  Post-fusion optimizations are in
