@@ -513,15 +513,19 @@ def _same_grid(kb: _KernelBuilder, launch: Launch) -> bool:
     gs, ls = kb.grid
     if len(kb.group.fragments) != 1 or launch.work_dim != len(gs) or launch.local_size is None:
         return False
-    m = kb.group.fragments[0].reindex
-    m = m.reset_tuple_id(isl.dim_type.in_).reset_tuple_id(isl.dim_type.out)
-    if m.dim(isl.dim_type.in_) != m.dim(isl.dim_type.out) or \
-            not m.is_subset(isl.Map.identity(m.get_space())):
+    if not _identity(kb.group.fragments[0].reindex):
         return False
     if any(sympy.sympify(o) != 0 for o in launch.global_offset or ()):
         return False
     return all(_equal_host(a, b) for a, b in zip(launch.global_size, gs)) \
         and all(sympy.sympify(a) == b for a, b in zip(launch.local_size, ls))
+
+
+def _identity(reindex: isl.Map) -> bool:
+    """Whether a re-indexing map keeps every work-item where it is (a launch on its own grid)."""
+    m = reindex.reset_tuple_id(isl.dim_type.in_).reset_tuple_id(isl.dim_type.out)
+    return m.dim(isl.dim_type.in_) == m.dim(isl.dim_type.out) and \
+        m.is_subset(isl.Map.identity(m.get_space()))
 
 
 def _equal_host(a: Any, b: Any) -> bool:
@@ -1234,7 +1238,8 @@ def _generate(plan: FusionPlan, inst: Instantiation, target: Optional[Target], o
             codes.append(_assemble_group(plan, g, inst, target, f"fused_g{g.id}",
                                          code_motion=optimize, models=models))
         except (PolyfuseError, isl.Error) as err:
-            if len(g.members) == 1:  # one launch: run as written, or the first refusal stands
+            if len(g.members) == 1 and _identity(g.fragments[0].reindex):
+                # one launch on its own grid: run as written, or the first refusal stands
                 try:
                     codes.append(_assemble_group(plan, g, inst, target, f"fused_g{g.id}",
                                                  code_motion=optimize, models=models,
@@ -1242,7 +1247,7 @@ def _generate(plan: FusionPlan, inst: Instantiation, target: Optional[Target], o
                 except (PolyfuseError, isl.Error):
                     raise err from None
                 continue
-            if plan.uar is None:  # no UAR to split by
+            if len(g.members) == 1 or plan.uar is None:  # nothing to split, or no UAR to split by
                 raise
             refused[g.id] = [err.message if isinstance(err, PolyfuseError) else
                              f"isl: {str(err).splitlines()[0]}"]
