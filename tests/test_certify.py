@@ -155,3 +155,37 @@ def test_padded_heterogeneous_group_passes():
     result = fuse_program(program, orchestration="hetero", verify=True)
     assert result.plan.launches_after == 1
     assert result.ok, result.verification.summary()
+
+
+def test_a_group_code_generation_cannot_produce_is_split_not_fatal(monkeypatch, tmp_path):
+    """Any refusal while generating a group of several launches (RecursiveGaussian: a guard
+    that cannot move below its barriers) splits that group into its launches, with the
+    refusal as the reason, and the program is still fused, generated and verified."""
+    import polyfuse.codegen.fuse as fuse
+    from polyfuse.codegen import CodegenError
+
+    assemble = fuse._assemble_group
+
+    def refusing(plan, group, *args, **kw):
+        if len(group.members) > 1:
+            raise CodegenError(f"plan group {group.id}: fragment 2 has barriers and its guard "
+                               "cannot be moved below its barriers")
+        return assemble(plan, group, *args, **kw)
+
+    monkeypatch.setattr(fuse, "_assemble_group", refusing)
+    program = _program("elementwise_chain")
+    assert [len(g.members) for g in plan_fusion(polyfuse.build_uar(program)).groups] == [4]
+    result = fuse_program(program, verify=True)
+    assert result.ok, result.verification.summary()
+    assert [g.members for g in result.plan.groups] == [(3,), (4,), (5,), (6,)]
+    assert result.plan.launches_after == 4 and check_plan(result.plan) == []
+    for g in result.plan.groups:
+        (note,) = [n for n in g.notes if isinstance(n, CertificateSplit)]
+        assert note.refused is Refused.CODEGEN and "cannot be moved" in note.problems[0]
+    paths = write_outputs(result, tmp_path)
+    plan_json = json.loads(paths["plan"].read_text())
+    assert plan_json["launches_after"] == 4
+    assert [b["reason"] for b in plan_json["blocked"]
+            if b["reason"].startswith(Refused.CODEGEN.value)], plan_json["blocked"]
+    report = paths["report"].read_text()
+    assert Refused.CODEGEN.value in report and "cannot be moved below its barriers" in report

@@ -504,3 +504,35 @@ def test_code_motion_bert_qkv_onnx() -> None:
     assert r.fused.optimizations["barriers_shared"] == 4
     assert r.verified["ok"], r.verified
     assert r.verified["references"]["onnxruntime"]["ok"]
+
+
+def test_unknown_scalars_of_the_same_name_stay_apart() -> None:
+    """``gain(x, c, n)`` then ``offset(x, c, n)``: each ``c`` is a float the host reads at run
+    time, so neither is known; one launch's unknown is not the other's, and the fused kernel
+    takes both (a shared ``pf_c`` applied one coefficient twice)."""
+    d = Path(__file__).resolve().parent / "fused_host_programs" / "calibrate"
+    p = polyfuse.load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"))
+    gain, offset = p.launches
+    plan = make_plan(p, [("vertical", [(gain.id, identity(gain.id)),
+                                       (offset.id, identity(offset.id))])])
+    fused = generate_fused(plan)
+    floats = [q.name for q in fused.program.kernels["fused_g0"].params if "float" in q.type
+              and not q.pointer]
+    assert len(floats) == 2, fused.source
+    check(p, fused, {"n_gain": 1000, "n_offset": 600})
+
+
+def test_helpers_asking_for_their_work_item_are_copied_per_fragment() -> None:
+    """A kernel whose helper calls ``get_global_id`` (AMD's ConcurrentKernel): alone in its
+    group or fused after another launch, the helper answers for the launch that calls it."""
+    d = Path(__file__).resolve().parent / "fused_host_programs" / "helper_index"
+    p = polyfuse.load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"))
+    smooth, mirror, square = p.launches
+    plan = make_plan(p, [("single", [(smooth.id, identity(smooth.id))]),
+                         ("vertical", [(mirror.id, identity(mirror.id)),
+                                       (square.id, identity(square.id))])])
+    fused = generate_fused(plan)
+    assert "pf_g0_f1_load_mine(" in fused.source and "pf_g1_f2_store_mine(" in fused.source
+    # alone on its own NDRange, smooth's copies keep their calls; fused, square's are re-indexed
+    assert fused.source.count("get_global_id") == 2, fused.source
+    check(p, fused)

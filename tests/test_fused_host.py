@@ -52,6 +52,17 @@ CASES["helper"] = (PROGRAMS / "helper", "1000 out.txt", ["1000"], True)
 CASES["macro"] = (PROGRAMS / "macro", "1000 out.txt", ["1000"], True)
 #: two identical blurs at different depths: fused by the exhaustive search (greedy: 3 launches)
 CASES["denoise"] = (PROGRAMS / "denoise", "100 out.txt", ["100"], True)
+#: two kernels with a float `c` and an int `n` each, given different values read at run time:
+#: the fused kernel keeps a parameter per launch (one shared `c` applied the gain twice)
+CASES["calibrate"] = (PROGRAMS / "calibrate", None, ["2.5", "-0.75", "1000", "600"], True)
+#: helpers that call get_global_id: each fragment gets its own copy, re-indexed (a group of
+#: one launch included)
+CASES["helper_index"] = (PROGRAMS / "helper_index", None, [], True)
+#: a grid-stride loop over get_global_size in a helper, with a size read at run time
+CASES["stride_helper"] = (PROGRAMS / "stride_helper", None, ["1000"], True)
+#: a launch with barriers after an early return, its width read at run time: alone in its
+#: group, it runs as written on its own NDRange (its guard could not move below the barrier)
+CASES["column_filter"] = (PROGRAMS / "column_filter", None, ["256"], True)
 #: hosts that are not host.c (split: launches in two files, an enqueue inside a CHECK(...) macro)
 HOSTS = {"elementwise_cpp": ["host.cpp"], "split": ["main.c", "stages.c"]}
 #: cases fused with another orchestration than the default

@@ -29,6 +29,17 @@ copy of the original kernel's body, placed by its re-indexing map:
   With optimizations on, independent fragments with the same barrier skeleton are merged into
   one body that shares their barriers (code motion, :mod:`polyfuse.codegen.motion`).
 
+* **Helpers** that ask for their work-item are copied per fragment (``pf_g<group>_f<k>_<name>``)
+  with their work-item functions re-indexed like the body's.
+* **Unknown scalars** (a value the host does not show, e.g. a float read at run time) are each
+  launch's own (:func:`~polyfuse.core.program.unknown_arg`): never shared by parameter name.
+* **Refusals split, never fail.**  A group of several launches that cannot be produced (any
+  refusal while assembling it, or a fused kernel the compiler rejects) is split into its launches
+  (:func:`polyfuse.fusion.certify.split_groups`, ``Refused.CODEGEN``, with the refusal as the
+  reason) and generation goes on; ``FusedProgram.plan`` is the plan as generated.  A group of
+  one launch whose re-indexed form is refused runs as written (its NDRange, its own work-item
+  functions, no guard).
+
 The fused NDRange is the bounding box of the re-indexing domains, in whole work-groups, and is
 checked against the target's limits.  Post-fusion optimizations are in
 :mod:`polyfuse.codegen.optimize`.
@@ -38,9 +49,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 import islpy as isl
 import sympy
@@ -70,7 +81,7 @@ from polyfuse.core.program import (
     host_expr_to_isl,
     shared_runtime_options,
 )
-from polyfuse.fusion.decisions import WavefrontSchedule
+from polyfuse.fusion.decisions import Refused, WavefrontSchedule
 from polyfuse.fusion.plan import Fragment, FusedGroup, FusionPlan
 
 if TYPE_CHECKING:  # the UAR's records, for annotations (imported where used)
@@ -109,7 +120,8 @@ class FusedProgram:
     source: str
     #: the fused program: same buffers, host ops, one launch per group
     program: Program
-    #: the plan it was generated from (unchanged)
+    #: the plan it was generated from: the one given, except that a group of several launches
+    #: code generation cannot produce is split into its launches (``Refused.CODEGEN``)
     plan: FusionPlan
     #: one per plan group, in the plan's group order
     groups: tuple[FusedKernel, ...]
@@ -289,6 +301,10 @@ class _KernelBuilder:
     fusion_barriers: set[int] = field(default_factory=set)
     #: models and isl answers shared by the groups of one program (identical layers)
     models: KernelModels = field(default_factory=KernelModels)
+    #: the fused NDRange: (global size, local size) per dimension, host expressions
+    grid: tuple[tuple[Any, ...], tuple[int, ...]] = ((), ())
+    #: a group of one launch run as written: its NDRange and work-item functions, no guard
+    original: bool = False
 
     @property
     def where(self) -> str:
@@ -356,9 +372,12 @@ def _fragment(kb: _KernelBuilder, k: int, frag: Fragment, box: isl.Set,
                                "polyfuse generates (pf_*, f<k>_*)")
     fd: c_ast.FuncDef = syntax.clone(kernel.ast)
     body = fd.body
-    _collect_helpers(kb, kernel, body, where)
-    work_items = _WorkItems(kb, k, launch, inst.ops[launch.id], frag, box, where)
+    work_items: Callable[[str, Optional[int]], c_ast.Node] = (
+        _original_work_item if kb.original
+        else _WorkItems(kb, k, launch, inst.ops[launch.id], frag, box, where))
+    copies = _collect_helpers(kb, k, launch, kernel, body, work_items, where)
     renames, scalar_subst, local_copies = _bind_params(kb, k, kernel, launch, fd, facts, where)
+    renames.update(copies)
     if facts.local_decls:
         renames.update(_hoist_locals(kb, k, kernel, body, renames, where))
     else:
@@ -371,7 +390,14 @@ def _fragment(kb: _KernelBuilder, k: int, frag: Fragment, box: isl.Set,
     has_barrier = facts.barriers or bool(kernel.barriers)
     loc = f"{launch.loc.file.rsplit('/', 1)[-1]}:{launch.loc.line}" if launch.loc else None
     kb.notes.append(FragmentPlaced(k, launch.id, kernel.name, loc))
-    return items, work_items.domain, has_barrier
+    return items, box if kb.original else work_items.domain, has_barrier
+
+
+def _original_work_item(func: str, d: Optional[int]) -> c_ast.Node:
+    """``func(d)`` as written: the launch runs on its own NDRange."""
+    return c_ast.FuncCall(c_ast.ID(func),
+                          c_ast.ExprList([c_ast.Constant("int", str(d))]) if d is not None
+                          else None)
 
 
 @dataclass(frozen=True)
@@ -417,21 +443,123 @@ def _fragment_launch(kb: _KernelBuilder, k: int, frag: Fragment) -> tuple[Launch
     return launch, kernel, f"{kb.where}, fragment {k} (launch #{launch.id} {kernel.name})"
 
 
-def _collect_helpers(kb: _KernelBuilder, kernel: Kernel, body: Any, where: str) -> None:
-    """The kernel's helper functions, emitted once before the fused kernels: one that uses
-    work-item functions or barriers cannot be re-indexed; two files' must agree."""
-    for name, hfd in emit.helper_functions(kernel.helpers).items():
-        if hfd is kernel.ast:
+def _collect_helpers(kb: _KernelBuilder, k: int, launch: Launch, kernel: Kernel, body: Any,
+                     work_items: Callable[[str, Optional[int]], c_ast.Node], where: str
+                     ) -> dict[str, str]:
+    """The kernel's helper functions, emitted once before the fused kernels (two files' must
+    agree); the renames of fragment ``k``'s own copies.
+
+    A helper that uses work-item functions (itself or through a helper it calls) answers them
+    for the launch that calls it, so the fragment gets its own copy, ``pf_g<group>_f<k>_<name>``,
+    with its work-item functions re-indexed as the kernel body's are.  One with barriers
+    cannot be fused: a fragment's guard could not move into it."""
+    helpers = {name: hfd for name, hfd in emit.helper_functions(kernel.helpers).items()
+               if hfd is not kernel.ast}
+    indexed = _calling(helpers, WORK_ITEM_FUNCTIONS)
+    barriers = _calling(helpers, _BARRIER_FUNCS)
+    reached = _reached(helpers, body)
+    if barriers & reached:
+        raise UnsupportedError(f"{where}: helper function {min(barriers & reached)}() uses "
+                               "barriers; inline it before fusing")
+    copies = {name: f"pf_g{kb.group.id}_f{k}_{name}" for name in helpers
+              if name in indexed and name in reached}
+    for name, hfd in helpers.items():
+        if name in copies:
+            own = syntax.clone(hfd)
+            syntax.rename(own, copies)
+            own.body = _rewrite_body(own.body, {}, {},
+                                     _in_helper(work_items, name, _same_grid(kb, launch),
+                                                where), where)
+            kb.helpers[copies[name]] = own
             continue
-        if syntax.calls_any(hfd.body, WORK_ITEM_FUNCTIONS + _BARRIER_FUNCS):
-            if syntax.calls_any(body, (name,)):
-                raise UnsupportedError(f"{where}: helper function {name}() uses work-item "
-                                       "functions or barriers; inline it before fusing")
+        if name in indexed:  # no call reaches it: only the copies are emitted
+            continue
         old = kb.helpers.get(name)
         if old is not None and printer.opencl_source(old) != printer.opencl_source(hfd):
             raise UnsupportedError(f"{where}: helper function {name}() differs between fused "
                                    "kernels' files")
         kb.helpers[name] = hfd
+    return copies
+
+
+def _calling(helpers: Mapping[str, c_ast.FuncDef], functions: Iterable[str]) -> set[str]:
+    """The helpers that call one of ``functions``, themselves or through other helpers."""
+    out: set[str] = set()
+    targets = set(functions)
+    while True:
+        more = {name for name, hfd in helpers.items()
+                if name not in out and syntax.calls_any(hfd.body, targets)}
+        if not more:
+            return out
+        out |= more
+        targets |= more
+
+
+def _reached(helpers: Mapping[str, c_ast.FuncDef], body: Any) -> set[str]:
+    """The helpers ``body`` calls, directly or through other helpers."""
+    out: set[str] = set()
+    todo = [n for n in syntax.called(body) if n in helpers]
+    while todo:
+        name = todo.pop()
+        if name not in out:
+            out.add(name)
+            todo += [n for n in syntax.called(helpers[name].body) if n in helpers]
+    return out
+
+
+def _same_grid(kb: _KernelBuilder, launch: Launch) -> bool:
+    """Whether the fused kernel runs exactly on ``launch``'s NDRange (a group of one launch on
+    its unchanged grid): its work-item functions then answer as the launch's would."""
+    gs, ls = kb.grid
+    if len(kb.group.fragments) != 1 or launch.work_dim != len(gs) or launch.local_size is None:
+        return False
+    if not _identity(kb.group.fragments[0].reindex):
+        return False
+    if any(sympy.sympify(o) != 0 for o in launch.global_offset or ()):
+        return False
+    return all(_equal_host(a, b) for a, b in zip(launch.global_size, gs)) \
+        and all(sympy.sympify(a) == b for a, b in zip(launch.local_size, ls))
+
+
+def _identity(reindex: isl.Map) -> bool:
+    """Whether a re-indexing map keeps every work-item where it is (a launch on its own grid)."""
+    m = reindex.reset_tuple_id(isl.dim_type.in_).reset_tuple_id(isl.dim_type.out)
+    return m.dim(isl.dim_type.in_) == m.dim(isl.dim_type.out) and \
+        m.is_subset(isl.Map.identity(m.get_space()))
+
+
+def _equal_host(a: Any, b: Any) -> bool:
+    """Whether two host expressions are equal for every value of their parameters (isl decides
+    what sympy does not, e.g. nested floors)."""
+    a, b = sympy.sympify(a), sympy.sympify(b)
+    if sympy.simplify(a - b) == 0:
+        return True
+    try:
+        pa, pb = exprs.host_to_pw_aff(a), exprs.host_to_pw_aff(b)
+        pb = pb.align_params(pa.get_space())
+        return pa.align_params(pb.get_space()).ne_set(pb).is_empty()
+    except (isl.Error, ValueError, TypeError, PolyfuseError):
+        return False
+
+
+def _in_helper(work_items: Callable[[str, Optional[int]], c_ast.Node], helper: str,
+               same_grid: bool, where: str) -> Callable[[str, Optional[int]], c_ast.Node]:
+    """``work_items`` for a helper's body, where only work-item functions and constants are in
+    scope: where the fused grid is the launch's own (``same_grid``) the original calls stay,
+    else a re-indexed value that needs the fused kernel's arguments is refused."""
+
+    def answer(func: str, d: Optional[int]) -> c_ast.Node:
+        if same_grid:  # the launch's own work-item functions answer
+            return _original_work_item(func, d)
+        node = work_items(func, d)
+        names = {id(n.name) for n in syntax.walk(node) if isinstance(n, c_ast.FuncCall)}
+        if any(isinstance(n, c_ast.ID) and id(n) not in names for n in syntax.walk(node)):
+            raise UnsupportedError(f"{where}: helper function {helper}() uses {func}(), whose "
+                                   "value in the fused kernel needs the kernel's arguments; "
+                                   "inline it before fusing")
+        return node
+
+    return answer
 
 
 class _WorkItems:
@@ -601,7 +729,7 @@ def _bind_params(kb: _KernelBuilder, k: int, kernel: Kernel, launch: Launch,
             continue
         if b.kind != "scalar":
             raise CodegenError(f"{where}: scalar argument {p.name} is bound to a {b.kind}")
-        value = sympy.sympify(b.value) if b.value is not None else sympy.Symbol(p.name)
+        value = launch.scalar_value(b, p.name)
         if value.is_Number:
             node = literal(value, p.type)
             kb.constants[f"launch {launch.id} {p.name}"] = (
@@ -831,9 +959,11 @@ class _GroupCode:
 
 def _assemble_group(plan: FusionPlan, group: FusedGroup, inst: Instantiation,
                     limits: Optional[Target], name: str, code_motion: bool = False,
-                    models: Optional[KernelModels] = None) -> _GroupCode:
+                    models: Optional[KernelModels] = None, original: bool = False
+                    ) -> _GroupCode:
     """One fused kernel: its fragments re-indexed into the group's fused grid, guarded and
-    ordered by the group's orchestration."""
+    ordered by the group's orchestration.  ``original``: a group of one launch kept as the
+    launch runs (its NDRange, its own work-item functions, no guard)."""
     where = f"plan group {group.id}"
     last_pos, n_h, wd = _group_frame(plan.program, group, where)
     kb = _KernelBuilder(group, plan, name, n_h, wd, tuple(plan.program.ops[last_pos].loops),
@@ -841,6 +971,17 @@ def _assemble_group(plan: FusionPlan, group: FusedGroup, inst: Instantiation,
     doms = [_frag_domain(f, n_h, wd, f"{where}, fragment {k + 1}")
             for k, f in enumerate(group.fragments)]
     box, ls, ngroups = _fused_box(kb, doms, inst)
+    kb.grid = (tuple(sympy.simplify(ngroups[d] * ls[d]) for d in range(wd)), tuple(ls))
+    if original:
+        launch = plan.program.op(group.fragments[0].launch)
+        if len(group.fragments) != 1 or launch.local_size is None or launch.work_dim != wd or \
+                any(sympy.sympify(o) != 0 for o in launch.global_offset or ()) or \
+                not all(sympy.sympify(x).is_Integer for x in launch.local_size):
+            raise CodegenError(f"{where}: the launch cannot run as written in a fused kernel "
+                               "(no fixed local size, or a global offset)")
+        ls = [int(sympy.sympify(x)) for x in launch.local_size]
+        kb.grid = (tuple(sympy.sympify(x) for x in launch.global_size), tuple(ls))
+        kb.original = True
     _check_work_group(where, ls, limits)
     frags = []
     for k, (f, dom) in enumerate(zip(group.fragments, doms), start=1):
@@ -860,7 +1001,7 @@ def _assemble_group(plan: FusionPlan, group: FusedGroup, inst: Instantiation,
     func = c_ast.FuncDef(decl=None, param_decls=None, body=c_ast.Compound(items))
     store_order.order_sibling_stores(func.body, {name: etype for name, (_, _, etype)
                                                  in kb.buffer_params.items()})
-    gsz = tuple(sympy.simplify(ngroups[d] * ls[d]) for d in range(wd))
+    gsz = kb.grid[0]
     return _GroupCode(kb, func, gsz, tuple(ls), last_pos)
 
 
@@ -996,7 +1137,7 @@ def _sequential_body(kb: _KernelBuilder, frags: list[tuple], box: isl.Set, box_p
             kb.fusion_barriers.add(id(bar))
             body.append(bar)
         d_p = exprs.dims_to_params(dom.reset_tuple_id(), n_in, names)
-        guard = exprs.set_to_c(d_p, box_p, kb.ids)
+        guard = None if kb.original else exprs.set_to_c(d_p, box_p, kb.ids)
         if guard is not None and has_bar:
             _, uniform = _uniform_part(dom, box, n_h, wd)
             try:
@@ -1063,14 +1204,80 @@ def generate_fused(plan: FusionPlan, *, target: Optional[Target] = None,
     runs the post-fusion optimizations of :mod:`polyfuse.codegen.optimize`.  Building the source
     on a device is the runtime's (:func:`polyfuse.runtime.build.build_fused`).
     """
+    from polyfuse.fusion.certify import split_groups
     from polyfuse.uar import instantiate
 
     program: Program = plan.program
     inst = getattr(plan.uar, "instantiation", None) or instantiate(program)
-    in_groups = _group_of_launch(plan)
     models = KernelModels()
-    codes = [_assemble_group(plan, g, inst, target, f"fused_g{g.id}", code_motion=optimize,
-                             models=models) for g in plan.groups]
+    while True:
+        made = _generate(plan, inst, target, optimize, models)
+        if isinstance(made, _Generated):
+            break
+        # a multi-launch group code generation cannot produce: its launches run apart
+        plan = split_groups(plan, made, Refused.CODEGEN)
+    codes, stats, dropped, source, lines, waves, wave_notes, kernels = (
+        made.codes, made.stats, made.dropped, made.source, made.lines, made.waves,
+        made.wave_notes, made.kernels)
+    fused_prog = replace(program, kernels=kernels, ops=_fused_ops(program, codes, waves),
+                         name=f"{program.name}_fused")
+    groups = []
+    after = plan.launches_after
+    for gc in codes:
+        gid = gc.kb.group.id
+        gs = tuple(int(x) if sympy.sympify(x).is_Integer else x for x in gc.global_size)
+        notes = tuple(gc.kb.notes) + ((wave_notes[gid],) if gid in wave_notes else ())
+        if gid in waves:
+            after = _wave_count(after, waves[gid])
+        groups.append(FusedKernel(gid, gc.kb.name, gs, gc.local_size, notes))
+    return FusedProgram(source=source, program=fused_prog, plan=plan, groups=tuple(groups),
+                        launches_after=after, optimizations=stats,
+                        dropped_buffers=tuple(sorted(set(dropped))), kernel_lines=lines,
+                        wavefronts=waves)
+
+
+@dataclass
+class _Generated:
+    """What one code generation attempt made of a plan."""
+
+    codes: list[_GroupCode]
+    stats: dict[str, Any]
+    dropped: list[str]
+    source: str
+    lines: dict[int, tuple[int, int]]
+    waves: dict[int, Any]
+    wave_notes: dict[int, Any]
+    kernels: dict[str, Kernel]
+
+
+def _generate(plan: FusionPlan, inst: Instantiation, target: Optional[Target], optimize: bool,
+              models: KernelModels) -> Union[_Generated, dict[int, list[str]]]:
+    """The fused kernels of ``plan``; or, where code generation cannot produce some group of
+    several launches, those groups and why (a group of one launch that fails is an error)."""
+    program: Program = plan.program
+    in_groups = _group_of_launch(plan)
+    codes: list[_GroupCode] = []
+    refused: dict[int, list[str]] = {}
+    for g in plan.groups:
+        try:
+            codes.append(_assemble_group(plan, g, inst, target, f"fused_g{g.id}",
+                                         code_motion=optimize, models=models))
+        except (PolyfuseError, isl.Error) as err:
+            if len(g.members) == 1 and _identity(g.fragments[0].reindex):
+                # one launch on its own grid: run as written, or the first refusal stands
+                try:
+                    codes.append(_assemble_group(plan, g, inst, target, f"fused_g{g.id}",
+                                                 code_motion=optimize, models=models,
+                                                 original=True))
+                except (PolyfuseError, isl.Error):
+                    raise err from None
+                continue
+            if len(g.members) == 1 or plan.uar is None:  # nothing to split, or no UAR to split by
+                raise
+            refused[g.id] = [err.message if isinstance(err, PolyfuseError) else
+                             f"isl: {str(err).splitlines()[0]}"]
+    if refused:
+        return refused
     stats, dropped = _optimize(codes, program, in_groups, models) if optimize else ({}, [])
     consts = {k: v for gc in codes for k, v in gc.kb.constants.items()}
     stats["constants_propagated"] = len(consts)
@@ -1088,22 +1295,12 @@ def generate_fused(plan: FusionPlan, *, target: Optional[Target] = None,
     except PolyfuseError as err:
         if err.line is None:
             raise
+        owner = [gid for gid, (a, b) in lines.items() if a <= err.line <= b]
+        size = {g.id: len(g.members) for g in plan.groups}
+        if owner and size[owner[0]] > 1 and plan.uar is not None:
+            return {owner[0]: [f"the fused kernel does not build: {err.message}"]}
         raise source_error(err.message, err.line, lines, group_kernels) from None
-    fused_prog = replace(program, kernels=kernels, ops=_fused_ops(program, codes, waves),
-                         name=f"{program.name}_fused")
-    groups = []
-    after = plan.launches_after
-    for gc in codes:
-        gid = gc.kb.group.id
-        gs = tuple(int(x) if sympy.sympify(x).is_Integer else x for x in gc.global_size)
-        notes = tuple(gc.kb.notes) + ((wave_notes[gid],) if gid in wave_notes else ())
-        if gid in waves:
-            after = _wave_count(after, waves[gid])
-        groups.append(FusedKernel(gid, gc.kb.name, gs, gc.local_size, notes))
-    return FusedProgram(source=source, program=fused_prog, plan=plan, groups=tuple(groups),
-                        launches_after=after, optimizations=stats,
-                        dropped_buffers=tuple(sorted(set(dropped))), kernel_lines=lines,
-                        wavefronts=waves)
+    return _Generated(codes, stats, dropped, source, lines, waves, wave_notes, kernels)
 
 
 def _group_of_launch(plan: FusionPlan) -> dict[int, int]:

@@ -681,7 +681,7 @@ def rewrite_hosts(program: Program, fused: Any, host_paths: Sequence[str], *,
                 p = orig.params[a.index]
                 if a.kind != "scalar" or p.pointer:
                     continue
-                val = sympy.sympify(a.value) if a.value is not None else sympy.Symbol(p.name)
+                val = m.scalar_value(a, p.name)
                 if val.is_Symbol and str(val) not in sources:
                     sources[str(val)] = (_env_type(p.type), f"pf_get_{_ctype_id(p.type)}"
                                          f"(&s[{k}].args[{a.index}])")
@@ -957,8 +957,8 @@ def _same_scalar(program: Program, members: list[Launch], value: Any, ptype: str
         orig = program.kernels[m.kernel]
         for a in m.args:
             p = orig.params[a.index]
-            if a.kind == "scalar" and not p.pointer and a.value is not None and \
-                    p.type == ptype and sympy.expand(sympy.sympify(a.value) - want) == 0:
+            if a.kind == "scalar" and not p.pointer and p.type == ptype and \
+                    sympy.expand(m.scalar_value(a, p.name) - want) == 0:
                 return k, a.index
     return None
 

@@ -25,6 +25,7 @@ Conventions (relied on by every stage):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional, Protocol, Union
@@ -400,6 +401,29 @@ class ArgBinding:
     loc: Optional[SourceLoc] = None
 
 
+#: ``<parameter>__L<launch id>``: the name of an argument's value polyfuse does not know
+_UNKNOWN_ARG = re.compile(r"^(?P<param>.+)__L(?P<launch>\d+)$")
+
+
+def unknown_arg(launch_id: int, param: str) -> sympy.Symbol:
+    """The value of scalar argument ``param`` of launch ``launch_id`` where the host's value is
+    not known (``ArgBinding.value`` None).
+
+    Named per launch: two launches' unknown arguments are different values even when their
+    parameters share a name (``scale(a, n)`` and ``shift(b, n)`` given two values read at run
+    time), so a fused kernel keeps one parameter for each.  Host variables never look like
+    this (``__`` is reserved in C++ and the host front-end does not make such names).
+    """
+    return sympy.Symbol(f"{param}__L{launch_id}")
+
+
+def unknown_arg_param(expr: Any) -> Optional[str]:
+    """The kernel parameter an :func:`unknown_arg` stands for (None for any other expression):
+    the name ``--param`` gives it a value by."""
+    m = _UNKNOWN_ARG.match(str(expr)) if isinstance(expr, sympy.Symbol) else None
+    return m.group("param") if m else None
+
+
 @dataclass(frozen=True)
 class Launch:
     """One ``clEnqueueNDRangeKernel`` call site; its instances are indexed by ``loops``."""
@@ -421,6 +445,11 @@ class Launch:
             if a.index == index:
                 return a
         raise KeyError(index)
+
+    def scalar_value(self, b: ArgBinding, param: str) -> sympy.Expr:
+        """The host expression scalar argument ``b`` (of parameter ``param``) holds: its value,
+        or this launch's own :func:`unknown_arg` where polyfuse does not know it."""
+        return sympy.sympify(b.value) if b.value is not None else unknown_arg(self.id, param)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,11 @@ with :func:`polyfuse.fusion.local.group_problems` (isl, under the operation quot
 the canonical form so identical layers cost one check) and splits a group that fails, or whose
 check hits the quota, back into single-launch groups.
 
+Code generation splits the same way a multi-launch group it cannot produce (a guard that cannot
+move below the fragment's barriers, a helper it cannot copy, a fused kernel the compiler
+rejects), with its reason (:func:`split_groups`, ``Refused.CODEGEN``): a plan never merges what
+cannot be generated.
+
 Splitting is always legal: a group runs at the host position of its last member, so its
 members, run apart, each run at their own host position, no later than in the group, and in
 host order among themselves; every other group keeps its place.  Steps stay separated: the
@@ -26,6 +31,7 @@ loses its wavefront schedule (its pieces run per host-loop iteration, in host or
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 import sympy
 
@@ -45,10 +51,13 @@ def certify(plan: FusionPlan) -> FusionPlan:
                if (probs := group_problems(plan.uar, g))}
     if not refused:
         return plan
-    return _split(plan, refused)
+    return split_groups(plan, refused, Refused.CERTIFICATE)
 
 
-def _split(plan: FusionPlan, refused: dict[int, list[str]]) -> FusionPlan:
+def split_groups(plan: FusionPlan, refused: Mapping[int, list[str]], by: Refused) -> FusionPlan:
+    """``plan`` with the groups ``refused`` names (group id -> problems) split into single
+    launches, each with the reason ``by`` gives (module docstring): the certificate's, or code
+    generation's for a group it cannot produce."""
     uar = plan.uar
     pos = {op.id: k for k, op in enumerate(uar.program.ops)}
     pieces: list[tuple[int, int, FusedGroup]] = []  # (step, host position, group)
@@ -59,8 +68,8 @@ def _split(plan: FusionPlan, refused: dict[int, list[str]]) -> FusionPlan:
                         if plan.groups[r].step < g.step)
             pieces.append((g.step + shift, pos[g.members[0]], g))
             continue
-        split = CertificateSplit(tuple(g.members), tuple(refused[g.id]))
-        why = Refusal(Refused.CERTIFICATE, REFUSED,
+        split = CertificateSplit(tuple(g.members), tuple(refused[g.id]), by)
+        why = Refusal(by, by.value,
                       f"group {list(g.members)} not fused ({'; '.join(refused[g.id])})")
         base = g.step + sum(len(plan.groups[r].members) - 1 for r in refused
                             if plan.groups[r].step < g.step)
@@ -90,4 +99,4 @@ def _split(plan: FusionPlan, refused: dict[int, list[str]]) -> FusionPlan:
                                blocked=tuple(blocked))
 
 
-__all__ = ["REFUSED", "certify"]
+__all__ = ["REFUSED", "certify", "split_groups"]

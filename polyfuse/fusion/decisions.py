@@ -9,7 +9,7 @@ downstream has to read a decision back from its wording.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, Optional, Union
 
 
@@ -25,7 +25,7 @@ class Decision(enum.Enum):
     HETERO = "heterogeneous horizontal fusion"
     SEARCHED = "grouping found by the exhaustive search"
     WAVEFRONT_SCHEDULE = "wavefront schedule"
-    CERTIFICATE_SPLIT = "group split by the legality certificate"
+    CERTIFICATE_SPLIT = "group split by the legality certificate or code generation"
 
 
 class Anchor(enum.Enum):
@@ -141,12 +141,13 @@ class WavefrontSchedule:
 
 @dataclass(frozen=True)
 class CertificateSplit:
-    """The legality certificate refused group ``members`` (its ``problems``); each member runs
-    alone."""
+    """Group ``members`` was refused (its ``problems``) by the legality certificate or, where
+    ``refused`` says so, by code generation; each member runs alone."""
 
     kind: ClassVar[Decision] = Decision.CERTIFICATE_SPLIT
     members: tuple[int, ...]
     problems: tuple[str, ...]
+    refused: Refused = field(default_factory=lambda: Refused.CERTIFICATE)
 
 
 GroupNote = Union[GroupStart, P1Merge, P1Step, P1Rebuilt, CommonConsumer, P3Merge,
@@ -165,6 +166,7 @@ class Refused(enum.Enum):
     ENDPOINTS = "endpoints placed in different groups"
     SEARCHED = "left apart by the exhaustive search"
     CERTIFICATE = "refused by the legality certificate"
+    CODEGEN = "code generation cannot produce the fused group"
 
 
 @dataclass(frozen=True)

@@ -260,7 +260,9 @@ def generate(c: Compilation) -> Compilation:
 
     assert c.plan is not None and c.certified
     c.say(Stage.GENERATE, f"generating {len(c.plan.groups)} fused kernel(s)")
-    return c.replace(fused=fuse(c.plan, target=c.target) if c.options.build else fuse(c.plan))
+    fused = fuse(c.plan, target=c.target) if c.options.build else fuse(c.plan)
+    # the plan as generated: groups code generation could not produce are split, with why
+    return c.replace(fused=fused, plan=fused.plan)
 
 
 def build(c: Compilation) -> Compilation:

@@ -106,7 +106,7 @@ def _wavefront(n: WavefrontSchedule) -> str:
 
 
 def _split(n: CertificateSplit) -> str:
-    return (f"{Refused.CERTIFICATE.value}: group {list(n.members)} not fused "
+    return (f"{n.refused.value}: group {list(n.members)} not fused "
             f"({'; '.join(n.problems)})")
 
 

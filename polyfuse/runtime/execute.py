@@ -67,6 +67,8 @@ from polyfuse.core.program import (
     eval_host_int,
     host_instances,
     shared_runtime_options,
+    unknown_arg,
+    unknown_arg_param,
     where,
 )
 from polyfuse.core.watchdog import stage
@@ -634,19 +636,21 @@ class CompiledProgram:
         if dt is None or re.search(r"\d$", p.type):
             raise UnsupportedError(f"{tag}: scalar argument {p.name} of type {p.type} is not "
                                    "supported")
-        free = b.value if b is not None and b.kind == "scalar" and b.value is not None \
-            else sympy.Symbol(p.name)
-        if dt.kind == "f" and isinstance(free, sympy.Symbol) and str(free) not in env:
-            # a float the host computes from its data (the fused kernel names it the same):
-            # like the buffers' contents, seeded random
+        free = launch.scalar_value(b, p.name) if b is not None and b.kind == "scalar" \
+            else unknown_arg(launch.id, p.name)
+        # an argument polyfuse does not know, this launch's own (a fused kernel's parameter
+        # carries the name of the launch it came from): --param NAME gives every launch's NAME
+        given = unknown_arg_param(free)
+        if given is not None and str(free) not in env and given in env:
+            value = env[given]
+        elif dt.kind == "f" and isinstance(free, sympy.Symbol) and str(free) not in env:
+            # a float the host computes from its data: like the buffers' contents, seeded random
             value = random_contents(str(free), dt.itemsize, dt, self.seed, 1).view(dt)[0]
-        elif b is not None and b.kind == "scalar" and b.value is not None:
-            value = eval_host_expr(b.value, env, f"{tag} argument {p.name}")
-        elif p.name in env:
-            value = env[p.name]
+        elif given is None or str(free) in env:
+            value = eval_host_expr(free, env, f"{tag} argument {p.name}")
         else:
-            raise PolyfuseError(f"{tag}: the value of scalar argument {p.name} is unknown: pass "
-                                f"--param {p.name}=VALUE (params={{'{p.name}': ...}} in Python)")
+            raise PolyfuseError(f"{tag}: the value of scalar argument {given} is unknown: pass "
+                                f"--param {given}=VALUE (params={{'{given}': ...}} in Python)")
         return ("scalar", np.array(value).astype(dt)[()])
 
     # ------------------------------------------------------------------ buffers

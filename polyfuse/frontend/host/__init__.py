@@ -105,6 +105,7 @@ from polyfuse.core.program import (
     Kernel,
     PolyfuseError,
     Program,
+    unknown_arg,
 )
 from polyfuse.frontend.host.interpreter import Interpreter
 from polyfuse.frontend.host.sources import KernelFiles
@@ -172,7 +173,7 @@ def parse_host(
     prog = interp.run()
     interp.sources.check_kernel_files()
     if check_params:
-        known = set(prog.params) | interp.params.known()
+        known = set(prog.params) | interp.params.known() | _unknown_args(prog)
         unknown = [n for n in params if n not in known]
         if unknown:
             names = ", ".join(sorted(known)) or "none"
@@ -180,6 +181,18 @@ def parse_host(
                                 f"'{unknown[0]}' (known: {names})", main_file)
     files = tuple(n for _, n in units)
     return dataclasses.replace(prog, files=files)
+
+
+def _unknown_args(program: Program) -> set[str]:
+    """The names ``--param`` may give a scalar argument whose value the host does not show:
+    its parameter's (every launch's) and one launch's own (:func:`unknown_arg`)."""
+    out: set[str] = set()
+    for op in program.launches:
+        for a in op.args:
+            if a.kind == "scalar" and a.value is None:
+                name = program.kernels[op.kernel].params[a.index].name
+                out |= {name, str(unknown_arg(op.id, name))}
+    return out
 
 
 def load_opencl(
