@@ -8,6 +8,7 @@ program's own (small) sizes.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -1072,6 +1073,34 @@ def test_affine_guard_on_loop_iterator_keeps_the_loop_symbolic() -> None:
     widths = check_against_oracle(small)
     assert _edge(widths, "scale", "update", small) == "thread"
     assert _edge(widths, "scale", "finish", small) == "thread"
+
+
+@pytest.mark.parametrize("iters", [5, 2000])
+def test_scratch_buffer_of_each_iteration_keeps_the_loop_symbolic(iters: int) -> None:
+    """A solver's time step calls a helper that creates temporary buffers, launches two
+    kernels through them and releases them: one buffer reused by every iteration, so the
+    loop stays symbolic (it was unrolled, and refused past the unroll limit)."""
+    d = PROGRAMS / "scratch_loop"
+    program = load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"),
+                          argv=["64", str(iters)])
+    resid, correct = program.launches
+    assert [lp.iterator for lp in resid.loops] == [lp.iterator for lp in correct.loops] == ["it"]
+    assert resid.loops[0].upper == iters
+    assert sorted(program.buffers) == ["d_c", "d_r", "d_u", "d_v"]
+    assert resid.arg(2).buffer == correct.arg(0).buffer == "d_r"
+    if iters == 5:
+        widths = check_against_oracle(program)
+        assert _edge(widths, "resid", "correct", program) == "global"
+
+
+def test_scratch_buffer_of_each_iteration_fuses_and_verifies(tmp_path: Path, capsys: Any
+                                                              ) -> None:
+    d = PROGRAMS / "scratch_loop"
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", str(d / "kernels.cl"), "--host", str(d / "host.c"),
+                            "--args", "64 5", "--out", str(out), "--verify")
+    assert code == 0, err
+    assert json.loads((out / "plan.json").read_text())["verified"]["ok"] is True
 
 
 @pytest.mark.parametrize(("argv", "size", "iters"), [
