@@ -1196,9 +1196,10 @@ def test_loop_count_from_a_file_is_refused_naming_the_read_and_the_param() -> No
 
 def test_unrolling_past_the_operation_budget_is_refused_after_one_iteration(tmp_path: Path
                                                                            ) -> None:
-    """A helper that creates a scratch buffer per call, called in a 1000-step loop with five
-    operations per step (an HMM forward pass): the loop must be unrolled, and the refusal
-    comes after its first iteration, naming the estimate, not after minutes of unrolling."""
+    """A buffer created per step whose handle the program keeps (``keep[t]``), in a
+    1000-step loop with five operations per step (an HMM forward pass): the loop must be
+    unrolled, and the refusal comes after its first iteration, naming the estimate, not
+    after minutes of unrolling."""
     (tmp_path / "scale.cl").write_text(SCALE_KERNEL)
     (tmp_path / "host.c").write_text(SCALE_HOST.replace("SOURCES", """
     const char *src = load("scale.cl");
@@ -1206,8 +1207,10 @@ def test_unrolling_past_the_operation_budget_is_refused_after_one_iteration(tmp_
     clBuildProgram(prog, 0, NULL, NULL, NULL, NULL);""").replace(
         "    clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, NULL);", """
     float part[64];
+    cl_mem keep[1000];
     for (int t = 0; t < 1000; t++) {
         cl_mem tmp = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 64 * sizeof(float), NULL, &err);
+        keep[t] = tmp;
         clEnqueueWriteBuffer(q, tmp, CL_TRUE, 0, 64 * sizeof(float), part, 0, NULL, NULL);
         clSetKernelArg(k, 0, sizeof(cl_mem), &tmp);
         clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, NULL);

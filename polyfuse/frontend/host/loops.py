@@ -397,6 +397,8 @@ def escapes(s0: State, s1: State, scratch: set[str]) -> bool:
     def holds(v: Any) -> bool:
         if isinstance(v, BufRef):
             return v.name in scratch
+        if isinstance(v, Poison):  # a handle stored at an index that varies (``bufs[it]``)
+            return True
         if isinstance(v, Arr):
             return any(holds(e) for _, e in v.elems) or holds(v.default)
         if isinstance(v, Rec):
