@@ -8,6 +8,7 @@ program's own (small) sizes.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Optional
 
@@ -1074,6 +1075,34 @@ def test_affine_guard_on_loop_iterator_keeps_the_loop_symbolic() -> None:
     assert _edge(widths, "scale", "finish", small) == "thread"
 
 
+@pytest.mark.parametrize("iters", [5, 2000])
+def test_scratch_buffer_of_each_iteration_keeps_the_loop_symbolic(iters: int) -> None:
+    """A solver's time step calls a helper that creates temporary buffers, launches two
+    kernels through them and releases them: one buffer reused by every iteration, so the
+    loop stays symbolic (it was unrolled, and refused past the unroll limit)."""
+    d = PROGRAMS / "scratch_loop"
+    program = load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"),
+                          argv=["64", str(iters)])
+    resid, correct = program.launches
+    assert [lp.iterator for lp in resid.loops] == [lp.iterator for lp in correct.loops] == ["it"]
+    assert resid.loops[0].upper == iters
+    assert sorted(program.buffers) == ["d_c", "d_r", "d_u", "d_v"]
+    assert resid.arg(2).buffer == correct.arg(0).buffer == "d_r"
+    if iters == 5:
+        widths = check_against_oracle(program)
+        assert _edge(widths, "resid", "correct", program) == "global"
+
+
+def test_scratch_buffer_of_each_iteration_fuses_and_verifies(tmp_path: Path, capsys: Any
+                                                              ) -> None:
+    d = PROGRAMS / "scratch_loop"
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", str(d / "kernels.cl"), "--host", str(d / "host.c"),
+                            "--args", "64 5", "--out", str(out), "--verify")
+    assert code == 0, err
+    assert json.loads((out / "plan.json").read_text())["verified"]["ok"] is True
+
+
 @pytest.mark.parametrize(("argv", "size", "iters"), [
     (["-p", "0", "-d", "1", "--", "--size", "64", "--iters=3"], 64, 3),
     (["-v", "--", "-s", "16", "-i", "2", "-q"], 16, 2),
@@ -1167,9 +1196,10 @@ def test_loop_count_from_a_file_is_refused_naming_the_read_and_the_param() -> No
 
 def test_unrolling_past_the_operation_budget_is_refused_after_one_iteration(tmp_path: Path
                                                                            ) -> None:
-    """A helper that creates a scratch buffer per call, called in a 1000-step loop with five
-    operations per step (an HMM forward pass): the loop must be unrolled, and the refusal
-    comes after its first iteration, naming the estimate, not after minutes of unrolling."""
+    """A buffer created per step whose handle the program keeps (``keep[t]``), in a
+    1000-step loop with five operations per step (an HMM forward pass): the loop must be
+    unrolled, and the refusal comes after its first iteration, naming the estimate, not
+    after minutes of unrolling."""
     (tmp_path / "scale.cl").write_text(SCALE_KERNEL)
     (tmp_path / "host.c").write_text(SCALE_HOST.replace("SOURCES", """
     const char *src = load("scale.cl");
@@ -1177,8 +1207,10 @@ def test_unrolling_past_the_operation_budget_is_refused_after_one_iteration(tmp_
     clBuildProgram(prog, 0, NULL, NULL, NULL, NULL);""").replace(
         "    clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, NULL);", """
     float part[64];
+    cl_mem keep[1000];
     for (int t = 0; t < 1000; t++) {
         cl_mem tmp = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 64 * sizeof(float), NULL, &err);
+        keep[t] = tmp;
         clEnqueueWriteBuffer(q, tmp, CL_TRUE, 0, 64 * sizeof(float), part, 0, NULL, NULL);
         clSetKernelArg(k, 0, sizeof(cl_mem), &tmp);
         clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, NULL);

@@ -24,7 +24,7 @@ grid), as ``anchor`` says; ``auto`` tries the producer first.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
@@ -162,11 +162,19 @@ def _local_pass(uar: UAR, modes: Sequence[str], join_producers: bool) -> LocalRe
     groups: list[Optional[LocalGroup]] = []
     unit_of: dict[int, int] = {}
     reasons: dict[tuple[int, int, str, str], Refusal] = {}
+    # the device edges by their source and by their target, in UAR order: a merge attempt
+    # looks at its members' edges only (a program has thousands of edges and attempts)
+    by_src: dict[int, list[tuple[int, Edge]]] = {}
+    by_dst: dict[int, list[Edge]] = {}
+    for k, e in enumerate(uar.edges):
+        if not e.host:
+            by_src.setdefault(e.src, []).append((k, e))
+            by_dst.setdefault(e.dst, []).append(e)
     for op in uar.program.launches:
         y = op.id
         preds: list[int] = []
-        for e in uar.edges:
-            if e.host or e.dst != y or e.src == y or e.src not in unit_of:
+        for e in by_dst.get(y, ()):
+            if e.src == y or e.src not in unit_of:
                 continue
             if edge_in_iteration(uar, e).is_empty():
                 continue
@@ -180,7 +188,8 @@ def _local_pass(uar: UAR, modes: Sequence[str], join_producers: bool) -> LocalRe
             attempts += [[p] for p in reversed(preds)]
         merged = False
         for attempt in attempts:
-            lg, why, blame = _try_merge(uar, graph, groups, unit_of, attempt, y, modes)
+            lg, why, blame = _try_merge(uar, graph, groups, unit_of, attempt, y, modes,
+                                        by_src)
             for k, reason in blame.items():
                 # a merge with one producer group says what blocks its own edges better than
                 # the merge with all of them, which fails on the first problem among any
@@ -223,7 +232,8 @@ def _merged(uar: UAR, parts: Sequence[Optional[LocalGroup]], members: list[int],
 
 
 def _try_merge(uar: UAR, graph: nx.DiGraph, groups: list[Optional[LocalGroup]],
-               unit_of: dict[int, int], attempt: list[int], y: int, modes: Sequence[str]
+               unit_of: dict[int, int], attempt: list[int], y: int, modes: Sequence[str],
+               by_src: Mapping[int, list[tuple[int, Edge]]]
                ) -> tuple[Optional[LocalGroup], Optional[Refusal], dict]:
     parts = [groups[g] for g in attempt]
     assert all(p is not None for p in parts)
@@ -232,8 +242,9 @@ def _try_merge(uar: UAR, graph: nx.DiGraph, groups: list[Optional[LocalGroup]],
     unit = {m: i for i, f in enumerate(frames) for m in f.members}
     unit[y] = len(frames)
     blame: dict[tuple[int, int, str, str], Refusal] = {}
-    cross = [e for e in uar.edges if not e.host and e.src in unit and e.dst in unit
-             and unit[e.src] != unit[e.dst]]
+    cross = [e for _, e in sorted((ke for m in unit for ke in by_src.get(m, ())),
+                                  key=lambda ke: ke[0])
+             if e.dst in unit and unit[e.src] != unit[e.dst]]
     loops = {uar.instances(m).loop_ids for m in members}
     if len(loops) > 1:
         why = Refusal(Refused.HOST_LOOPS, Refused.HOST_LOOPS.value)

@@ -24,8 +24,12 @@ from polyfuse.frontend.host.symbolic import free_syms, subs_value
 from polyfuse.frontend.host.values import (
     ONE,
     UNK,
+    Arr,
+    Box,
+    BufRef,
     Num,
     Poison,
+    Rec,
     Ref,
     Runtime,
     Source,
@@ -329,6 +333,7 @@ def symbolic_loop(ev: CEvaluator, node: c_ast.For, sid: int, sym: sympy.Symbol,
     ev.ctx.loop_syms.add(sym)
     try:
         s0 = ev.mem.state.clone()
+        counts = dict(ev.cl.scratch_count)
         ev.mem.write(Ref(sid), Num(sym))
         ev.mem.state.uncertain_break = None
         body_once(ev, node.stmt)
@@ -339,8 +344,11 @@ def symbolic_loop(ev: CEvaluator, node: c_ast.For, sid: int, sym: sympy.Symbol,
         variant_slots = [k for k in changed_slots(s0, s1) if k != sid]
         variant_k = [o for o in s0.kobjs if o in s1.kobjs and s0.kobjs[o] != s1.kobjs[o]]
         new_k = [o for o in s1.kobjs if o not in s0.kobjs]
-        if new_k or set(s1.buffers) - set(s0.buffers):
-            raise NeedUnroll("buffers or kernels are created inside the loop")
+        scratch = set(s1.buffers) - set(s0.buffers)
+        if new_k:
+            raise NeedUnroll("kernels are created inside the loop")
+        if scratch and escapes(s0, s1, scratch):
+            raise NeedUnroll("a buffer created inside the loop outlives its iteration")
         if variant_slots or variant_k:
             s2 = s1.clone()
             for k in variant_slots:
@@ -355,16 +363,19 @@ def symbolic_loop(ev: CEvaluator, node: c_ast.For, sid: int, sym: sympy.Symbol,
                     for i, b in ks.bindings))
             s2.ops = list(s0.ops)
             ev.mem.state = s2
+            ev.cl.scratch_count = dict(counts)  # the second pass reuses the scratch buffers
             try:
                 ev.mem.write(Ref(sid), Num(sym))
                 body_once(ev, node.stmt)
             except PolyfuseError:
                 raise NeedUnroll("the loop carries host state its operations use") from None
-            if ev.mem.state.ops[len(s0.ops):] != ops1:
+            if ev.mem.state.ops[len(s0.ops):] != ops1 or \
+                    any(ev.mem.state.buffers.get(b) != s1.buffers[b] for b in scratch):
                 raise NeedUnroll("the loop carries host state its operations use")
             ev.mem.state.ops = s0.ops + ops1
             for k in variant_slots:
-                if k in ev.mem.state.slots:
+                if k in ev.mem.state.slots and not scratch_handle(ev.mem.state.slots[k].value,
+                                                                  scratch):
                     slot = ev.mem.state.slots[k]
                     ev.mem.state.slots[k] = dataclasses.replace(
                         slot, value=havoc_diff(s0.slots[k].value, slot.value))
@@ -372,6 +383,40 @@ def symbolic_loop(ev: CEvaluator, node: c_ast.For, sid: int, sym: sympy.Symbol,
     finally:
         ev.ctx.loops.pop()
         ev.ctx.loop_syms.discard(sym)
+
+
+def escapes(s0: State, s1: State, scratch: set[str]) -> bool:
+    """Whether a handle of a buffer created in the loop body (``scratch``) is left, after the
+    body, in a variable that existed before it (directly or through pointers to variables the
+    body made), other than a variable holding just the handle (``cl_mem tmp;`` declared before
+    the loop: the next iteration finds it unknown until it assigns it, and after the loop it
+    is the last iteration's buffer). Otherwise each iteration's buffer is dead when the next
+    one is created, and one buffer reused by every iteration computes the same: kernels still
+    bound to it after the loop see the last iteration's, and each iteration's accesses to it
+    may conflict with the others', which the dependence analysis of one buffer covers."""
+    seen: set[int] = set()
+
+    def holds(v: Any) -> bool:
+        if isinstance(v, BufRef):
+            return v.name in scratch
+        if isinstance(v, Poison):  # a handle stored at an index that varies (``bufs[it]``)
+            return True
+        if isinstance(v, Arr):
+            return any(holds(e) for _, e in v.elems) or holds(v.default)
+        if isinstance(v, Rec):
+            return any(holds(e) for _, e in v.fields)
+        if isinstance(v, (Ref, Box)) and v.slot not in s0.slots and v.slot not in seen:
+            seen.add(v.slot)
+            slot = s1.slots.get(v.slot)
+            return slot is not None and holds(slot.value)
+        return False
+
+    return any(holds(s1.slots[k].value) for k in changed_slots(s0, s1)
+               if not scratch_handle(s1.slots[k].value, scratch))
+
+
+def scratch_handle(v: Any, scratch: set[str]) -> bool:
+    return isinstance(v, BufRef) and v.name in scratch
 
 
 def first_iteration_breaks(ev: CEvaluator, node: c_ast.For, sid: int, lo: Any) -> bool:

@@ -37,6 +37,7 @@ from polyfuse.core.program import (
 )
 from polyfuse.frontend.host.memory import KState
 from polyfuse.frontend.host.signals import NeedUnroll
+from polyfuse.frontend.host.symbolic import free_syms
 from polyfuse.frontend.host.values import (
     UNK,
     UNK_TYPE,
@@ -101,6 +102,10 @@ class OpenCLObjects:
     def __init__(self) -> None:
         self.next_oid = 0
         self.buffer_names: set[str] = set()
+        # buffers created inside a symbolic host loop: one name per creation (call site and
+        # how many times it ran before in the pass), so every pass over the body reuses it
+        self.scratch_names: dict[tuple[int, int], str] = {}
+        self.scratch_count: dict[int, int] = {}
         self.queries: Optional[DeviceQueries] = None  # the device that answers info queries
 
     def new_buffer_name(self, hint: Optional[str]) -> str:
@@ -110,6 +115,15 @@ class OpenCLObjects:
                                  self.buffer_names.__contains__)
         self.buffer_names.add(name)
         return name
+
+    def scratch_buffer_name(self, site: int, hint: Optional[str]) -> str:
+        """The name of the buffer a creation at ``site`` inside a symbolic host loop makes:
+        the same in every pass over the loop body (see :func:`.loops.symbolic_loop`)."""
+        n = self.scratch_count.get(site, 0)
+        self.scratch_count[site] = n + 1
+        if (site, n) not in self.scratch_names:
+            self.scratch_names[site, n] = self.new_buffer_name(hint)
+        return self.scratch_names[site, n]
 
     def new_kernel_object(self) -> int:
         """The id of a new ``cl_kernel`` object."""
@@ -158,8 +172,14 @@ def create_buffer(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Va
         flags_v, Num) else 0
     size = ev.int_value(arg_at(args, 2), "buffer size", node, required=False)
     if ev.ctx.loops:
-        raise NeedUnroll("a buffer is created inside a host loop")
-    name = ev.cl.new_buffer_name(ev.ctx.name_hint)
+        # a scratch buffer of the iteration: one buffer that every iteration reuses (the
+        # loop checks its handle does not outlive the iteration); its size must not vary
+        if size is None or free_syms(size) & ev.ctx.loop_syms:
+            raise NeedUnroll("a buffer whose size changes per iteration is created inside "
+                             "a host loop")
+        name = ev.cl.scratch_buffer_name(id(node), ev.ctx.name_hint)
+    else:
+        name = ev.cl.new_buffer_name(ev.ctx.name_hint)
     names = tuple(n for bit, n in _MEM_FLAGS.items() if flags & bit)
     ev.mem.state.buffers[name] = Buffer(name=name, size=size, flags=names, loc=ev.ctx.loc(node))
     if flags & ((1 << 5) | (1 << 3)):
