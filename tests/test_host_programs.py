@@ -1920,3 +1920,33 @@ def test_build_options_sprintfd_from_a_run_time_value_are_refused_with_why(tmp_p
     with pytest.raises(UnsupportedError, match=r"host.c:\d+: clBuildProgram: build options "
                        r"polyfuse cannot determine.*bs"):
         load_opencl(str(tmp_path / "scale.cl"), host=str(tmp_path / "host.c"))
+
+
+RECURSIVE_SIZE_HOST = r"""
+#include <CL/cl.h>
+static int blocks(int k) { return k == 0 ? 1 : 2 * blocks(k - 1); }
+int main(void) {
+    cl_int err;
+    cl_context ctx = clCreateContext(NULL, 0, NULL, NULL, NULL, &err);
+    cl_command_queue q = clCreateCommandQueue(ctx, NULL, 0, &err);
+    const char *src = "__kernel void fill(__global float *a) { a[get_global_id(0)] = 1.0f; }";
+    cl_program p = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    clBuildProgram(p, 0, NULL, NULL, NULL, NULL);
+    cl_kernel k = clCreateKernel(p, "fill", &err);
+    size_t g = 64 * blocks(3);
+    cl_mem a = clCreateBuffer(ctx, CL_MEM_READ_WRITE, g * sizeof(float), NULL, &err);
+    clSetKernelArg(k, 0, sizeof(cl_mem), &a);
+    clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, NULL);
+    clFinish(q);
+    return 0;
+}
+"""
+
+
+def test_shallow_recursion_over_known_values_runs_as_written(tmp_path: Path) -> None:
+    """A recursion without OpenCL calls over known values (an options library walking its
+    table) is inlined while shallow: its result is exact; only a deep one is summarised."""
+    host = tmp_path / "host.c"
+    host.write_text(RECURSIVE_SIZE_HOST)
+    (launch,) = load_opencl(None, host=str(host)).launches
+    assert launch.global_size == (64 * 8,)

@@ -79,10 +79,17 @@ def reach(ev: CEvaluator, name: str) -> tuple[bool, frozenset[str]]:
     return cache[name]
 
 
+#: calls of one function already on the stack past which a recursion without OpenCL calls is
+#: summarised: a recursion over known data (an option table's entries) runs as written
+MAX_REENTRY = 4
+
+
 def is_summarised(ev: CEvaluator, fd: c_ast.FuncDef) -> bool:
-    """Whether a call of ``fd`` re-enters a function on the call stack that makes no OpenCL
-    call (then it is summarised by :func:`summarise_call`, not inlined)."""
-    return any(f.func == id(fd) for f in ev.mem.frames) and not reach(ev, fd.decl.name)[0]
+    """Whether a call of ``fd`` re-enters, for the :data:`MAX_REENTRY`-th time, a function on
+    the call stack that makes no OpenCL call (then it is summarised by
+    :func:`summarise_call`, not inlined)."""
+    return sum(f.func == id(fd) for f in ev.mem.frames) >= MAX_REENTRY and \
+        not reach(ev, fd.decl.name)[0]
 
 
 def summarise_call(ev: CEvaluator, fd: c_ast.FuncDef, args: list[Value],
