@@ -64,8 +64,9 @@ The interpreter tracks what the polyhedral model needs and nothing else:
 * **C++**: overloads are told apart by their number of arguments; standard containers keep
   handles and numbers as values and strings and structs in boxes the program writes through
   (``m[k].field = x``), copied with the container; members a constructor leaves to their
-  default are empty containers and strings.  A recursive call of a function that makes no
-  OpenCL call is summarised (:mod:`.recursion`); one that does is inlined up to a call depth.
+  default are empty containers and strings.  A recursion without OpenCL calls is inlined
+  while shallow and summarised past a few re-entries (:mod:`.recursion`); one with OpenCL
+  calls is inlined up to a call depth.
 * **Data**: ``fscanf`` from an input file that is there (opened relative to the directory the
   program runs in, with its ``--args``) reads what the program reads, outside enumerated loops
   (a warning says the model is of this input).  A value the program computes from its data
