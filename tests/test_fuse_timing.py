@@ -3,6 +3,7 @@ of runs, and says what it timed (issue 22 item 4)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +51,10 @@ def test_fuse_times_the_sessions_form_and_says_so(tmp_path, monkeypatch):
     s = fuse_model(str(BERT_QKV), str(tmp_path), timing=True, repeat=3, cache=False)
     assert s.error is None, s.error
     assert timed == [(True, TIMING_BUDGET_S)] * 2  # unfused, then fused
-    assert s.timed == "blocked, 3+3 runs" and s.row()[-2] == "blocked, 3+3 runs"
+    # the runs that fit the budget: all 3 asked for on an idle machine, fewer under load
+    m = re.fullmatch(r"blocked, ([123])\+([123]) runs", s.timed)
+    assert m is not None, s.timed
+    assert s.row()[-2] == s.timed
     assert s.unfused_ms > 0 and s.fused_ms > 0
     assert "acc_0_0" not in (tmp_path / "bert_qkv" / "fused.cl").read_text()
 
