@@ -10,6 +10,7 @@
    times include the upload of the input and the read-back of the output, torch's do not.
 
     python analysis/gpu.py [--device P:D] [--small] [--layers N] [--no-tests] [--out DIR]
+        [--forms gpu blocked ...]
 
 ``--small`` (1 layer of width 64, a 256-cubed GEMM) runs in a minute on a CPU device, to rehearse
 before a GPU run.  Prints one table and writes it to DIR/gpu.csv (default analysis/results).
@@ -27,7 +28,7 @@ import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
@@ -177,32 +178,50 @@ def torch_variants(torch: Any, fn: Callable[[Any], Any], x: np.ndarray
 
 
 def benchmark(name: str, path: Path, x: np.ndarray, flop: float, device: Optional[str],
-              torch_fn: Optional[tuple[Any, Callable[[Any], Any], str]], repeat: int
-              ) -> list[list[Any]]:
-    """polyfuse fused and unfused (and torch) on one model: a row per variant."""
-    log(f"benchmark {name}: building sessions")
-    fused = polyfuse.InferenceSession(str(path), device=device)
-    unfused = polyfuse.InferenceSession(str(path), fused=False, device=device)
-    feeds = {fused.get_inputs()[0].name: x}
-    ref = unfused.run(None, feeds)[0]
-    fns = {f"polyfuse fused ({fused.launches} launches)": lambda: fused.run(None, feeds),
-           f"polyfuse unfused ({unfused.launches} launches)": lambda: unfused.run(None, feeds)}
-    results = {k: "" for k in fns}
-    results[next(iter(fns))] = _agrees(fused.run(None, feeds)[0], ref)
+              torch_fn: Optional[tuple[Any, Callable[[Any], Any], str]], repeat: int,
+              forms: Sequence[Optional[str]] = (None,)) -> list[list[Any]]:
+    """polyfuse fused and unfused in each kernel form (None: the form the session chooses),
+    and torch, on one model: a row per variant, and one per session build (seconds)."""
+    rows: list[list[Any]] = []
+    fns: dict[str, Callable[[], Any]] = {}
+    results: dict[str, str] = {}
+    fused_sessions = {}
+    ref: Optional[np.ndarray] = None
+    for form in forms:
+        for fused in (True, False):
+            kind = "fused" if fused else "unfused"
+            log(f"benchmark {name}: building the {kind} session ({form or 'chosen form'})")
+            t0 = time.perf_counter()
+            sess = polyfuse.InferenceSession(str(path), device=device, fused=fused,
+                                             **({"_form": form} if form else {}))
+            built = time.perf_counter() - t0
+            chosen = form or (sess.form_choice or {}).get("form", "?")
+            label = f"polyfuse {kind} [{chosen}{'' if form else ', chosen'}]"
+            rows.append(["build", name, label, "cached" if sess.cached else "cold",
+                         built * 1e3, None, None])
+            feeds = {sess.get_inputs()[0].name: x}
+            out = sess.run(None, feeds)[0]
+            if ref is None:
+                ref = out
+            label += f" ({sess.launches} launches)"
+            fns[label] = (lambda s=sess, f=feeds: s.run(None, f))
+            results[label] = _agrees(out, ref)
+            if fused:
+                fused_sessions[label] = (sess, feeds)
     if torch_fn is not None:
-        torch, fn, label = torch_fn
+        torch, fn, tlabel = torch_fn
         variants, out = torch_variants(torch, fn, x)
         for k, v in variants.items():
-            fns[f"{k} ({label})"] = v
-            results[f"{k} ({label})"] = _agrees(out.reshape(ref.shape), ref)
+            fns[f"{k} ({tlabel})"] = v
+            results[f"{k} ({tlabel})"] = _agrees(out.reshape(ref.shape), ref)
     log(f"benchmark {name}: timing {len(fns)} variants interleaved")
-    rows = []
     for variant, samples in interleaved(fns, repeat).items():
         med, spread, tflops = _summary(samples, flop)
         rows.append(["benchmark", name, variant, results[variant], med, spread, tflops])
-    prof = [fused.run_profiled(feeds)[1] for _ in range(max(3, repeat // 5))]
-    rows.append(["benchmark", name, "polyfuse fused, kernels only", "",
-                 float(np.median(prof)) * 1e3, None, flop / float(np.median(prof)) / 1e12])
+    for label, (sess, feeds) in fused_sessions.items():
+        prof = [sess.run_profiled(feeds)[1] for _ in range(max(3, repeat // 5))]
+        rows.append(["benchmark", name, f"{label}, kernels only", "",
+                     float(np.median(prof)) * 1e3, None, flop / float(np.median(prof)) / 1e12])
     return rows
 
 
@@ -223,11 +242,15 @@ def main(argv: Optional[list[str]] = None) -> int:
                          "builds its sessions in seconds where 12 take minutes")
     ap.add_argument("--no-tests", action="store_true", help="only the benchmark")
     ap.add_argument("--repeat", type=int, default=50)
+    ap.add_argument("--forms", nargs="*", default=None,
+                    help="kernel forms to build and time side by side (default: the form "
+                         "the session chooses)")
     ap.add_argument("--out", type=Path, default=ROOT / "analysis" / "results")
     args = ap.parse_args(argv)
     if args.device:
         os.environ["PYOPENCL_CTX"] = args.device
     rows = [] if args.no_tests else gpu_tests()
+    forms: list[Optional[str]] = list(args.forms) if args.forms else [None]
     layers, width, n = (1, 64, 256) if args.small else (12, 768, 1024)
     layers = args.layers or layers
     torch = torch_cuda()
@@ -244,7 +267,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         tfn = None if torch is None else (torch, torch_encoder(torch, encoder, layers, width),
                                           "same weights")
         rows += benchmark(f"encoder {layers}x{width}, seq {seq}", path, x, flop, args.device,
-                          tfn, args.repeat)
+                          tfn, args.repeat, forms)
         gemm = gemm_model(n)
         path = Path(tmp) / "gemm.onnx"
         onnx.save(gemm, str(path))
@@ -254,7 +277,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             b = torch.from_numpy(numpy_helper.to_array(gemm.graph.initializer[0]).copy()).cuda()
             tfn = (torch, lambda t: torch.matmul(t, b), "cuBLAS, TF32 off")
         rows += benchmark(f"GEMM {n}^3 fp32", path, a, 2.0 * n ** 3, args.device, tfn,
-                          args.repeat)
+                          args.repeat, forms)
     table = [[_cell(c) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in [HEADERS] + table) for i in range(len(HEADERS))]
     print(f"device: {device_name(args.device)}")

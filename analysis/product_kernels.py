@@ -1,29 +1,39 @@
-"""The operator library's matrix-product kernels at BERT-base sizes against numpy's sgemm.
+"""The operator library's matrix-product kernels at BERT-base sizes against the device's peer.
 
 For each product shape of a BERT-base layer (sequence 128: the q/k/v and output projections
 128x768x768, the FFN 128x768x3072 and 128x3072x768, attention's batched 12x128x64x128 and
-12x128x128x64, and the output projection as PyTorch's Gemm with ``transB=1`` read in place) the
-``blocked`` kernel :func:`polyfuse.oplib.op_kernel` generates is built on every PoCL device of
-the ``basic`` (one-thread) kind and timed alternating with numpy's ``matmul`` on the same shape
-(one BLAS thread: set ``OPENBLAS_NUM_THREADS=1``) in ``--rounds`` rounds, so load drift on a
-shared machine hits both alike.  Both are timed in CPU time of the calling thread (PoCL's
-``basic`` device runs a kernel in the thread that waits for it): on a machine shared with other
-jobs, wall time and profiling events also count the time the thread waits for a core.  Prints
-GFLOP/s medians, the kernel/numpy ratio (median [min-max] over the rounds) and the ratio of the
-best times of each (the least disturbed by other load).  Values are checked against numpy
-first.
+12x128x128x64, and the output projection as PyTorch's Gemm with ``transB=1`` read in place)
+and a 1024-cubed GEMM, the kernel :func:`polyfuse.oplib.op_kernel` generates in ``--form`` is
+built on each selected device and timed alternating with the peer in ``--rounds`` rounds, so
+load drift hits both alike.  Values are checked against numpy first.
+
+* On CPU devices (default: PoCL's one-thread ``basic`` devices, ``blocked`` form) the peer is
+  numpy's ``matmul`` (one BLAS thread: set ``OPENBLAS_NUM_THREADS=1``); both are timed in CPU
+  time of the calling thread (PoCL's ``basic`` device runs a kernel in the thread that waits
+  for it): on a shared machine wall time also counts the waits for a core.
+* On GPUs (``gpu`` form) the peer is ``torch.matmul`` with TF32 off (cuBLAS fp32) when torch
+  with CUDA is importable; kernels are timed by profiling events, torch by CUDA events.
+  ``--sweep`` times every register tile and work-group edge of the ``gpu`` form
+  (:func:`polyfuse.oplib.linalg.register_tile_shape`) and marks the one it chooses.
+
+Prints GFLOP/s medians, the kernel/peer ratio (median [min-max] over the rounds) and the ratio
+of the best times of each (the least disturbed by other load).
 
     OPENBLAS_NUM_THREADS=1 python analysis/product_kernels.py [--rounds 9] [--device basic]
+        [--form blocked|gpu|tiled] [--sweep] [--only LABEL ...] [--csv FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import dataclasses
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Optional
 
 os.environ.setdefault("POCL_DEVICES", "pthread basic")
 
@@ -33,8 +43,9 @@ import pyopencl as cl  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from polyfuse.core.program import KERNEL_VARIANTS  # noqa: E402
+from polyfuse.core.program import KERNEL_VARIANTS, KernelVariant  # noqa: E402
 from polyfuse.oplib import linalg, op_kernel  # noqa: E402
+from polyfuse.oplib._common import Node  # noqa: E402
 
 #: label -> (op, attrs, A shape, B shape); B is (N, K) for transB=1
 SHAPES: dict[str, tuple[str, dict, tuple[int, ...], tuple[int, ...]]] = {
@@ -44,33 +55,48 @@ SHAPES: dict[str, tuple[str, dict, tuple[int, ...], tuple[int, ...]]] = {
     "attn QK^T 12x128x64x128": ("MatMul", {}, (12, 128, 64), (12, 64, 128)),
     "attn PV 12x128x128x64": ("MatMul", {}, (12, 128, 128), (12, 128, 64)),
     "Gemm transB=1 128x768x768": ("Gemm", {"transB": 1}, (128, 768), (768, 768)),
+    "GEMM 1024x1024x1024": ("MatMul", {}, (1024, 1024), (1024, 1024)),
 }
+
+HEADERS = ["device", "product", "form", "tile", "chosen", "GFLOP/s", "peer", "peer GFLOP/s",
+           "x peer median", "x peer min", "x peer max", "best/best"]
 
 
 def reference(op: str, attrs: dict, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return a @ (b.T if attrs.get("transB") else b)
 
 
+def variant_for(dev: cl.Device, form: str, tile: int = 0, edge: int = 0,
+                cols: int = 0) -> KernelVariant:
+    """The kernel variant of ``form`` fitted to ``dev`` (as :meth:`DeviceLimits.target`
+    does), with an explicit register tile / work-group edge / block width where given."""
+    return dataclasses.replace(
+        KERNEL_VARIANTS[form],
+        block_cols=cols or linalg.block_cols_for(dev.native_vector_width_float),
+        device_groups=dev.max_compute_units, register_tile=tile, group_edge=edge)
+
+
 def kernel_runner(dev: cl.Device, op: str, attrs: dict, a: np.ndarray, b: np.ndarray,
-                  cols: int = 0):
-    """A callable timing one launch of the library's blocked kernel (seconds), and its
-    output after a first run; ``cols``: block columns instead of the device's default."""
+                  variant: KernelVariant) -> tuple[Callable[[], float], Any]:
+    """A callable timing one launch of the library's kernel (seconds: CPU time of this
+    thread on CPU devices, profiling events elsewhere), and the kernel, checked once."""
     out = reference(op, attrs, a, b).shape
-    variant = dataclasses.replace(
-        KERNEL_VARIANTS["blocked"],
-        block_cols=cols or linalg.block_cols_for(dev.native_vector_width_float))
-    opk = op_kernel(op, attrs, [a.shape, b.shape], [out], name="prod", variant=variant)
+    opk = op_kernel(op, attrs, [a.shape, b.shape], [out], name="prod", variant=variant,
+                    max_work_group_size=dev.max_work_group_size,
+                    local_mem_size=dev.local_mem_size)
     ctx = cl.Context([dev])
     queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
     kernel = cl.Program(ctx, opk.source).build(options=["-cl-std=CL1.2"]).prod
     mf = cl.mem_flags
     bufs = [cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=x) for x in (a, b)]
     y = cl.Buffer(ctx, mf.WRITE_ONLY, int(np.prod(out)) * 4)
+    on_cpu = bool(dev.type & cl.device_type.CPU)
 
     def run() -> float:
         t0 = time.thread_time()
-        kernel(queue, opk.global_size, opk.local_size, *bufs, y).wait()
-        return time.thread_time() - t0
+        ev = kernel(queue, opk.global_size, opk.local_size, *bufs, y)
+        ev.wait()
+        return time.thread_time() - t0 if on_cpu else (ev.profile.end - ev.profile.start) * 1e-9
 
     run()
     got = np.empty(out, np.float32)
@@ -79,20 +105,69 @@ def kernel_runner(dev: cl.Device, op: str, attrs: dict, a: np.ndarray, b: np.nda
     return run, opk
 
 
+def peer_runner(dev: cl.Device, op: str, attrs: dict, a: np.ndarray, b: np.ndarray
+                ) -> tuple[Optional[Callable[[], float]], str]:
+    """The peer's one-product timer: numpy on CPU devices, cuBLAS fp32 through torch on a GPU
+    when torch with CUDA is importable (else none)."""
+    bb = b.T.copy() if attrs.get("transB") else b
+    if dev.type & cl.device_type.CPU:
+        def numpy_run() -> float:
+            t0 = time.thread_time()
+            np.matmul(a, bb)
+            return time.thread_time() - t0
+        return numpy_run, "numpy sgemm"
+    try:
+        import torch
+    except ImportError:
+        return None, "-"
+    if not torch.cuda.is_available():
+        return None, "-"
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(bb).cuda()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def torch_run() -> float:
+        start.record()
+        torch.matmul(ta, tb)
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) * 1e-3
+    torch_run()
+    return torch_run, "cuBLAS fp32"
+
+
+def tiles_to_try(dev: cl.Device, form: str, sweep: bool, m: int, n: int) -> list[tuple[int, int]]:
+    """(work-group edge, register tile) pairs to time: every one that fits with ``--sweep``
+    (``gpu`` form), else the library's own choice (0, 0)."""
+    if not sweep or form != "gpu":
+        return [(0, 0)]
+    return [(e, w) for e in (16, 8) for w in linalg.RT_TILES
+            if e * e <= dev.max_work_group_size and e % w == 0
+            and m % (e * w) == 0 and n % (e * w) == 0]
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=9)
-    ap.add_argument("--device", default="basic", help="device name prefix (default: basic)")
+    ap.add_argument("--device", default="basic",
+                    help="device name prefix, or 'gpu' for every GPU (default: basic)")
+    ap.add_argument("--form", choices=sorted(KERNEL_VARIANTS), default=None,
+                    help="kernel form (default: blocked on CPUs, gpu elsewhere)")
+    ap.add_argument("--sweep", action="store_true", help="every register tile of the gpu form")
     ap.add_argument("--only", nargs="*", help="labels (substrings) to run")
     ap.add_argument("--cols", type=int, default=0, help="block columns (default: the device's)")
+    ap.add_argument("--csv", type=Path, default=None, help="also write the table here")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
     devices = [(p, d) for p in cl.get_platforms() for d in p.get_devices()
-               if d.name.startswith(args.device)]
-    print(f"{'device':28s} {'product':26s} {'block':>6s} {'GFLOP/s':>8s} {'numpy':>7s} "
-          f"{'x numpy: median [min-max]':>26s} {'best/best':>9s}")
+               if (d.type & cl.device_type.GPU if args.device == "gpu"
+                   else d.name.startswith(args.device))]
+    rows: list[list[Any]] = []
+    print(f"{'device':24s} {'product':26s} {'form':7s} {'tile':>10s} {'GFLOP/s':>8s} "
+          f"{'peer':>8s} {'x peer: median [min-max]':>25s} {'best/best':>9s}")
     for plat, dev in devices:
-        where = f"{plat.version.split()[3]} {dev.name[:16]}"
+        where = f"{plat.name.split()[0]} {dev.name[:16]}"
+        form = args.form or ("blocked" if dev.type & cl.device_type.CPU else "gpu")
         for label, (op, attrs, sa, sb) in SHAPES.items():
             if args.only and not any(s in label for s in args.only):
                 continue
@@ -100,19 +175,41 @@ def main(argv: list[str]) -> int:
             b = rng.standard_normal(sb, dtype=np.float32)
             bb = b.T.copy() if attrs.get("transB") else b
             flops = 2 * a.size * bb.shape[-1]
-            run, opk = kernel_runner(dev, op, attrs, a, b, args.cols)
-            ours, theirs = [], []
-            for _ in range(args.rounds):
-                t0 = time.thread_time()
-                np.matmul(a, bb)
-                theirs.append(time.thread_time() - t0)
-                ours.append(run())
-            ratio = [t / o for t, o in zip(theirs, ours)]
-            block = f"{opk.block.rows}x{opk.block.cols}" if opk.block else "-"
-            print(f"{where:28s} {label:26s} {block:>6s} {flops / np.median(ours) / 1e9:8.1f} "
-                  f"{flops / np.median(theirs) / 1e9:7.1f} {np.median(ratio):11.2f} "
-                  f"[{min(ratio):.2f}-{max(ratio):.2f}] {min(theirs) / min(ours):9.2f}",
-                  flush=True)
+            peer, peer_name = peer_runner(dev, op, attrs, a, b)
+            m, n = int(np.prod(sa[:-1])) if len(sb) == 2 else sa[-2], bb.shape[-1]
+            node = Node.of(op, attrs, [sa, sb], [reference(op, attrs, a, b).shape], "prod",
+                           dev.max_work_group_size, dev.local_mem_size,
+                           variant_for(dev, form, cols=args.cols))
+            chosen = linalg.register_tile_shape(
+                node, m, n, int(np.prod(sa[:-2])) if len(sb) > 2 else 1)
+            for edge, w in tiles_to_try(dev, form, args.sweep, m, n):
+                run, opk = kernel_runner(dev, op, attrs, a, b,
+                                         variant_for(dev, form, w, edge, args.cols))
+                ours, theirs = [], []
+                for _ in range(args.rounds):
+                    if peer is not None:
+                        theirs.append(peer())
+                    ours.append(run())
+                tile = ("-" if not opk.block else
+                        f"{opk.block.rows}x{opk.block.cols}" if form != "gpu" else
+                        f"{opk.local_size[0]}:{opk.block.rows}x{opk.block.cols}")
+                is_chosen = form == "gpu" and (edge, w) in ((0, 0), chosen)
+                gf = flops / np.median(ours) / 1e9
+                if theirs:
+                    ratio = [t / o for t, o in zip(theirs, ours)]
+                    pgf = flops / np.median(theirs) / 1e9
+                    cells = [np.median(ratio), min(ratio), max(ratio), min(theirs) / min(ours)]
+                    text = (f"{pgf:8.1f} {cells[0]:10.2f} [{cells[1]:.2f}-{cells[2]:.2f}] "
+                            f"{cells[3]:9.2f}")
+                else:
+                    pgf, cells, text = float("nan"), [float("nan")] * 4, f"{'-':>8s}"
+                print(f"{where:24s} {label:26s} {form:7s} {tile:>9s}{'*' if is_chosen else ' '}"
+                      f" {gf:8.1f} {text}", flush=True)
+                rows.append([where, label, form, tile, is_chosen, gf, peer_name, pgf, *cells])
+    if args.csv:
+        args.csv.parent.mkdir(parents=True, exist_ok=True)
+        with open(args.csv, "w", newline="") as fh:
+            csv.writer(fh).writerows([HEADERS] + rows)
     return 0
 
 

@@ -438,8 +438,16 @@ _read = getattr(cl._cl, "_enqueue_read_buffer", None) or _copy_fallback(False)
 
 
 #: bump when the kernels of a form change enough to invalidate cached choices
-_FORM_VERSION = 5
-_FORMS = ("tiled", "blocked")
+_FORM_VERSION = 6
+#: every kernel form a session may run (:data:`polyfuse.core.program.KERNEL_VARIANTS`)
+_FORMS = ("tiled", "blocked", "gpu")
+
+
+def device_forms(device: DeviceSpec) -> tuple[str, ...]:
+    """The kernel forms a session considers on ``device``: the ``gpu`` form's ``__local``
+    panels and barriers only pay where work-groups run in parallel lanes, so CPU devices
+    skip it (on PoCL its work-groups are loops over work-items that re-read the panels)."""
+    return ("tiled", "blocked") if device_target(device).is_cpu else _FORMS
 
 
 def _options(params: Mapping[str, int], fused: bool, tune: bool) -> dict[str, Any]:
@@ -474,20 +482,24 @@ def _cached_form(path: str, params: Mapping[str, int], fused: bool, tune: bool,
     return form if form in _FORMS else None
 
 
-#: the form a session runs a model in before it has measured that model: the one its
-#: measurement has picked on every device measured so far (PoCL on CPUs, the H200 of issue 22)
+#: the form a session runs a model in on a CPU device before it has measured that model: the
+#: one its measurement has picked on every CPU device measured so far (both PoCL builds)
 USUAL_FORM = "blocked"
+#: the same on other devices: the form written for GPUs (``__local`` panels, register tiles)
+USUAL_GPU_FORM = "gpu"
 
 
 def session_form(path: str, params: Optional[Mapping[str, int]] = None,
                  device: DeviceSpec = None, tune: bool = False) -> tuple[str, str]:
     """The kernel form a fused session of ``path`` runs on ``device``, and how that is known:
     the session's measured choice when the disk cache holds one, else :data:`USUAL_FORM`
-    (measuring both forms at full size is what a session's first build pays for)."""
+    (:data:`USUAL_GPU_FORM` off CPUs; measuring the forms at full size is what a session's
+    first build pays for)."""
     form = _cached_form(path, dict(params or {}), True, tune, get_device(device))
     if form is not None:
         return form, "the session's measured choice"
-    return USUAL_FORM, "the session's usual choice; not yet measured for this model"
+    usual = USUAL_FORM if device_target(device).is_cpu else USUAL_GPU_FORM
+    return usual, "the session's usual choice; not yet measured for this model"
 
 
 #: two forms whose predicted times differ by less than this factor are both timed: the model's
@@ -513,7 +525,7 @@ def _predicted_forms(path: str, params: Mapping[str, int], device: DeviceSpec
     except (FileNotFoundError, PolyfuseError, KeyError, ValueError):
         return {}, "the device has no calibration yet (polyfuse predict makes one)"
     out: dict[str, float] = {}
-    for form in _FORMS:
+    for form in device_forms(device):
         try:
             program = load_onnx(path, params=dict(params),
                                 target=device_target(device).with_variant(form))
@@ -539,10 +551,10 @@ def _choose_form(path: str, params: Mapping[str, int], fused: bool, device: Devi
     was most of a cold session (a BERT-base layer: tiled runs take seconds each).
     """
     predicted, why_not = _predicted_forms(path, params, device)
-    forms = list(_FORMS)
+    forms = list(device_forms(device))
     if predicted:
         best_predicted = min(predicted.values())
-        forms = [f for f in _FORMS if predicted[f] <= FORM_MARGIN * best_predicted]
+        forms = [f for f in forms if predicted[f] <= FORM_MARGIN * best_predicted]
     cands = {f: InferenceSession(path, params=params, fused=fused, device=device, tune=tune,
                                  cache=cache, _form=f, _keep=False) for f in forms}
     if len({c.source for c in cands.values()}) == 1:  # e.g. no MatMul/Gemm: nothing to choose
@@ -580,4 +592,5 @@ def _choose_form(path: str, params: Mapping[str, int], fused: bool, device: Devi
     return winner
 
 
-__all__ = ["USUAL_FORM", "InferenceSession", "NodeArg", "session_form"]
+__all__ = ["USUAL_FORM", "USUAL_GPU_FORM", "InferenceSession", "NodeArg", "device_forms",
+           "session_form"]

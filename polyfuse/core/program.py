@@ -85,24 +85,36 @@ class KernelVariant:
 
     ``tiled`` is what planning and the checked-in schedules use (one output per work-item, wide
     work-groups: fuses best); ``blocked`` fits CPU-like devices (register-blocked matrix
-    products, few-lane row reductions).  :class:`polyfuse.InferenceSession` measures both.  It
-    travels in the :class:`Target` the front-end is given, so nothing global steers the kernels.
+    products, few-lane row reductions); ``gpu`` fits GPUs (``__local`` tiles shared by a
+    work-group plus a register tile per work-item, coalesced).  :class:`polyfuse.InferenceSession`
+    chooses among the forms that suit the device.  It travels in the :class:`Target` the
+    front-end is given, so nothing global steers the kernels.
     """
 
     name: str = "tiled"
     #: the matrix-product kernel MatMul and Gemm get: ``"tiled"`` (``__local`` tiles, one
-    #: output per work-item) or ``"blocked"`` (a block of outputs per work-item in registers)
+    #: output per work-item), ``"blocked"`` (a block of outputs per work-item in registers) or
+    #: ``"register_tiled"`` (``__local`` tiles and a strided register tile per work-item)
     product_form: str = "tiled"
     #: upper bound on the lanes of a row reduction (few on devices that loop over a work-group)
     reduction_lanes: int = 128
     #: columns per work-item of the blocked product (a device's: two native float vectors)
     block_cols: int = 32
+    #: work-groups that keep the device busy (its compute units): the register-tiled product
+    #: takes the largest register tile that still gives it this many work-groups
+    device_groups: int = 1
+    #: outputs per work-item along each edge of the register tile, 0 to choose from the shape
+    #: and ``device_groups`` (:func:`polyfuse.oplib.linalg.register_tile_shape`)
+    register_tile: int = 0
+    #: work-items along each edge of the register-tiled product's work-group, 0 to choose
+    group_edge: int = 0
 
 
 #: the kernel variants by name (:meth:`Target.with_variant`)
 KERNEL_VARIANTS: dict[str, KernelVariant] = {
     "tiled": KernelVariant(),
     "blocked": KernelVariant(name="blocked", product_form="blocked", reduction_lanes=8),
+    "gpu": KernelVariant(name="gpu", product_form="register_tiled"),
 }
 
 
@@ -131,11 +143,12 @@ class Target:
 
     def with_variant(self, name: str) -> Target:
         """This target generating kernels of variant ``name`` (:data:`KERNEL_VARIANTS`); the
-        device's block width is kept."""
+        device's block width and work-group count are kept."""
         if name not in KERNEL_VARIANTS:
             raise ValueError(f"unknown kernel variant {name!r}; known: {sorted(KERNEL_VARIANTS)}")
         return replace(self, kernel=replace(KERNEL_VARIANTS[name],
-                                            block_cols=self.kernel.block_cols))
+                                            block_cols=self.kernel.block_cols,
+                                            device_groups=self.kernel.device_groups))
 
     @property
     def simd_width(self) -> Optional[int]:

@@ -1,4 +1,8 @@
-"""MatMul and Gemm (tiled, ``__local`` tiles, two barriers per tile step) and direct Conv.
+"""MatMul and Gemm in three forms (the target's ``KernelVariant.product_form``), and Conv.
+
+``tiled``: ``__local`` tiles, two barriers per tile step, one output per work-item;
+``blocked``: a register block per work-item, no ``__local`` memory (CPU-like devices);
+``register_tiled``: ``__local`` panels and a register tile per work-item (GPUs).
 
 Tiled product: work-item ``(col, row)`` = ``(get_global_id(0), get_global_id(1))`` computes one
 output element; batched MatMul adds ``get_global_id(2)`` over the flattened output batch.  The
@@ -236,6 +240,151 @@ def _blocked_product(
     return replace(make_kernel(node, source, gsize, lsize, inputs, ["y"]), block=layout)
 
 
+#: K values per step of the register-tiled product: each step loads a TM x RT_K panel of A and a
+#: RT_K x TN panel of B into ``__local`` memory between two barriers.
+RT_K = 16
+
+#: Register tiles tried, largest first (outputs per work-item along each edge).  8 x 8 is left
+#: out: on an H200 (NVIDIA's OpenCL) it was the slowest tile at every BERT-base and 1024-cubed
+#: shape (0.04-0.27x cuBLAS against 0.2-0.58x for the best), 64 accumulators per work-item.
+RT_TILES = (4, 2, 1)
+
+#: Fraction of the device's compute units a product's work-groups must cover before a larger
+#: register tile is preferred to more work-groups.  On an H200 (132 units) the fastest tile of
+#: each BERT-base product was the largest giving at least 96 work-groups (0.73 of them):
+#: 128x768x768 at 2 x 2 (96 groups) ran 1.2x faster than 1 x 1 (384) and 1.7x faster than
+#: 4 x 4 (24); 1024-cubed at 4 x 4 (256) 1.8x faster than 2 x 2.
+BUSY_FRACTION = 0.7
+
+
+def register_tile_shape(node: Node, m: int, n: int, batch: int = 1
+                        ) -> Optional[tuple[int, int]]:
+    """(work-items per work-group edge, outputs per work-item edge) of the register-tiled
+    ``m x n`` product, or None when no tile divides the output (the tiled form then runs).
+
+    The work-group is 16 x 16 work-items (8 x 8 where the device allows fewer), each computing
+    a ``w x w`` register tile; the largest ``w`` whose work-groups still cover
+    :data:`BUSY_FRACTION` of the device's compute units (``variant.device_groups``) is taken,
+    since a larger tile reuses each loaded value more but a GPU with idle compute units loses
+    more than that (BERT-base products have only 128 rows).  ``variant.register_tile`` and
+    ``group_edge`` fix either (a tuned choice, :mod:`polyfuse.runtime.product_tiles`)."""
+    var = node.variant
+    edges = [var.group_edge] if var.group_edge else [16, 8]
+    tiles = [var.register_tile] if var.register_tile else list(RT_TILES)
+    fits = [(e, w) for e in edges for w in tiles
+            if e * e <= node.max_work_group_size and e * e % RT_K == 0 and e % w == 0
+            and m % (e * w) == 0 and n % (e * w) == 0
+            and 2 * RT_K * (e * w + 1) * 4 <= node.local_mem_size]
+    if not fits:
+        return None
+    edge = fits[0][0]
+    fits = [f for f in fits if f[0] == edge]
+
+    def groups(f: tuple[int, int]) -> int:
+        return batch * (m // (f[0] * f[1])) * (n // (f[0] * f[1]))
+
+    busy = [f for f in fits if groups(f) >= BUSY_FRACTION * var.device_groups]
+    return busy[0] if busy else max(fits, key=groups)
+
+
+def _register_tiled_product(
+    node: Node,
+    m: int,
+    n: int,
+    k: int,
+    shape: tuple[int, int],
+    a_elem: str,
+    b_elem: str,
+    store: str,
+    params: list[Param],
+    inputs: list[str],
+    batch: int,
+    comment: str,
+    init: str = "0.0f",
+) -> OpKernel:
+    """A work-group of E x E work-items computes a TM x TN tile of the output (TM = TN = E x W):
+    per step of RT_K values of K it stages a panel of A (transposed, padded by one column so the
+    stores do not share banks) and a panel of B in ``__local`` memory, every work-item loading
+    its share of each, and each work-item then updates a W x W register tile from them.
+
+    Work-item ``(lx, ly)`` owns rows ``ly + i * E`` and columns ``lx + j * E`` of the tile:
+    consecutive work-items read consecutive ``__local`` words of B and write consecutive
+    output columns (coalesced), and the tile is named scalars (``acc_i_j``, see
+    :func:`_blocked_product`) so it stays in registers.  Columns lie on NDRange dimension 0
+    (consecutive on a GPU).  ``a_elem``/``b_elem``/``store``/``init`` as in
+    :func:`_blocked_product`; the output's edges are multiples of the tile
+    (:func:`register_tile_shape`), K need not be (the panels are zero-padded).  Every subscript
+    is quasi-affine in the ids and loop iterators, and both barriers are reached by every
+    work-item, so the front-end models the kernel exactly."""
+    edge, w = shape
+    tile = edge * w
+    threads = edge * edge
+    ktiles = -(-k // RT_K)
+    defines = {"M": m, "N": n, "K": k, "E": edge, "TM": tile, "TN": tile, "TK": RT_K,
+               "KTILES": ktiles}
+    ragged_k = k % RT_K != 0
+    rows = [f"(r0 + {i * edge})" if i else "r0" for i in range(w)]
+    cols = [f"(c0 + {j * edge})" if j else "c0" for j in range(w)]
+    acc = [[f"acc_{i}_{j}" for j in range(w)] for i in range(w)]
+    lines = [
+        "__local float a_panel[TK][TM + 1];",
+        "__local float b_panel[TK][TN];",
+        "const int lx = get_local_id(0);",
+        "const int ly = get_local_id(1);",
+        "const int flat = ly * E + lx;",
+        "const int tile_row = get_group_id(1) * TM;",
+        "const int tile_col = get_group_id(0) * TN;",
+        "const int r0 = tile_row + ly;",
+        "const int c0 = tile_col + lx;",
+    ]
+    if batch > 1:
+        lines.append("const int batch = get_global_id(2);")
+    lines += [f"float {acc[i][j]} = {_at(_at(init, rows[i], 'row'), cols[j], 'col')};"
+              for i in range(w) for j in range(w)]
+    lines.append("for (int t = 0; t < KTILES; t++) {")
+    # A panel: TM x TK values, threads / TK rows per pass; B panel: TK x TN, threads / TN rows
+    for p in range(tile * RT_K // threads):
+        a_row = f"flat / TK + {p * (threads // RT_K)}" if p else "flat / TK"
+        kv = "t * TK + flat % TK"
+        load = _at(_at(a_elem, f"(tile_row + {a_row})", "row"), f"({kv})", "kk")
+        if ragged_k:
+            load = f"{kv} < K ? {load} : 0.0f"
+        lines.append(f"    a_panel[flat % TK][{a_row}] = {load};")
+    for p in range(tile * RT_K // threads):
+        b_row = f"flat / TN + {p * (threads // tile)}" if p else "flat / TN"
+        kv = f"t * TK + {b_row}"
+        load = _at(_at(b_elem, f"({kv})", "kk"), "(tile_col + flat % TN)", "col")
+        if ragged_k:
+            load = f"{kv} < K ? {load} : 0.0f"
+        lines.append(f"    b_panel[{b_row}][flat % TN] = {load};")
+    lines += ["    barrier(CLK_LOCAL_MEM_FENCE);", "    for (int kk = 0; kk < TK; kk++) {"]
+    lines += [f"        const float bv_{j} = b_panel[kk][lx + {j * edge}];" for j in range(w)]
+    for i in range(w):
+        lines.append(f"        const float av_{i} = a_panel[kk][ly + {i * edge}];")
+        lines += [f"        {acc[i][j]} += av_{i} * bv_{j};" for j in range(w)]
+    lines += ["    }", "    barrier(CLK_LOCAL_MEM_FENCE);", "}"]
+    for i in range(w):
+        for j in range(w):
+            stmt = _at(_at(store.replace("acc[i][j]", acc[i][j]), rows[i], "row"), cols[j], "col")
+            lines.append(f"{stmt};")
+    source = render(node, defines, params, "\n".join(lines) + "\n",
+                    comment + f" ({tile}x{tile} tiles, {w}x{w} per work-item)")
+    gsize: tuple[int, ...] = (n // w, m // w)
+    lsize: tuple[int, ...] = (edge, edge)
+    if batch > 1:
+        gsize, lsize = gsize + (batch,), lsize + (1,)
+    prologue = (f"const int r0 = get_group_id(1) * {tile} + get_local_id(1);\n"
+                f"const int c0 = get_group_id(0) * {tile} + get_local_id(0);")
+    if batch > 1:
+        prologue += "\nconst int batch = get_global_id(2);"
+    layout = BlockLayout(
+        global_size=gsize, local_size=lsize, prologue=prologue, guard="", rows=w, cols=w,
+        lead=f"batch * {m} + r0 + bi * {edge}" if batch > 1 else f"r0 + bi * {edge}",
+        col=f"c0 + bj * {edge}", lead_extent=batch * m, col_extent=n,
+    )
+    return replace(make_kernel(node, source, gsize, lsize, inputs, ["y"]), block=layout)
+
+
 #: Most output columns one work-item of the whole-row product keeps in private accumulators.
 ROW_MAX_CHUNKS = 32
 
@@ -333,7 +482,7 @@ def _product(
     row_of_group: str = "grp",
     blocked_init: Optional[tuple[str, Callable[[str], str]]] = None,
 ) -> OpKernel:
-    """The tiled or blocked product (the node's variant's ``product_form``) from one
+    """The tiled, blocked or register-tiled product (the variant's ``product_form``) from one
     description: ``a``/``b`` give the A/B element at a reduction index variable, ``store``
     the write of an accumulator;
     ``blocked_init``, when given, is the blocked form's accumulator start and the store that
@@ -357,6 +506,20 @@ def _product(
         )
         return replace(opk, note=f"tiled, not whole-row: {why}") if why else opk
     init, blocked_store = blocked_init or ("0.0f", store)
+    if node.variant.product_form == "register_tiled":
+        shape = register_tile_shape(node, m, n, batch)
+        if shape is None:
+            opk = _tiled_product(
+                node, m, n, k, a_load=a("ka"), b_load=b("kb"), store=store("acc"),
+                params=params, inputs=inputs, batch=batch, comment=comment,
+            )
+            return replace(opk, note=f"tiled, not register-tiled: no register tile divides "
+                                     f"the {m}x{n} output")
+        return _register_tiled_product(
+            node, m, n, k, shape, a_elem=a("kk"), b_elem=b("kk"),
+            store=blocked_store("acc[i][j]"), params=params, inputs=inputs, batch=batch,
+            comment=comment, init=init,
+        )
     return _blocked_product(
         node, m, n, k, a_elem=a("kk"), b_elem=b("kk"), store=blocked_store("acc[i][j]"),
         params=params, inputs=inputs, batch=batch, comment=comment, init=init,

@@ -262,7 +262,7 @@ class DeviceLimits:
                       preferred_vector_width=self.native_vector_width_float,
                       extensions=extensions, is_cpu=self.is_cpu,
                       kernel=KernelVariant(block_cols=block_cols_for(
-                          self.native_vector_width_float)))
+                          self.native_vector_width_float), device_groups=self.compute_units))
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
