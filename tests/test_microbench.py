@@ -71,6 +71,15 @@ def test_default_sizes_are_capped() -> None:
     assert len(mb.default_sizes(lim, quick=True)) <= 5
 
 
+def test_default_sizes_reach_past_the_last_cache() -> None:
+    """A GPU's 50 MB L2 held the quick roofline's largest working set (64 MiB) at above DRAM
+    bandwidth: the sizes go to several times the device's global memory cache."""
+    gpu = replace(_fake_limits(), global_mem_size=140 << 30, max_mem_alloc_size=35 << 30,
+                  global_mem_cache_size=50 << 20)
+    for quick in (True, False):
+        assert mb.default_sizes(gpu, quick=quick)[-1] >= 4 * (50 << 20)
+
+
 def test_timing_result_summary() -> None:
     t = dv.TimingResult.from_samples([3.0, 1.0, 2.0, 4.0, 5.0])
     assert (t.median, t.min, t.max) == (3.0, 1.0, 5.0)
