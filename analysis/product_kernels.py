@@ -141,9 +141,9 @@ def tiles_to_try(dev: cl.Device, form: str, sweep: bool, m: int, n: int) -> list
     (``gpu`` form), else the library's own choice (0, 0)."""
     if not sweep or form != "gpu":
         return [(0, 0)]
-    return [(e, w) for e in (16, 8) for w in linalg.RT_TILES
-            if e * e <= dev.max_work_group_size and e % w == 0
-            and m % (e * w) == 0 and n % (e * w) == 0]
+    node = Node.of("MatMul", {}, [(m, 1), (1, n)], [(m, n)], "prod", dev.max_work_group_size,
+                   dev.local_mem_size, KERNEL_VARIANTS["gpu"])
+    return linalg.register_tile_candidates(node, m, n)
 
 
 def main(argv: list[str]) -> int:
@@ -181,7 +181,7 @@ def main(argv: list[str]) -> int:
                            dev.max_work_group_size, dev.local_mem_size,
                            variant_for(dev, form, cols=args.cols))
             chosen = linalg.register_tile_shape(
-                node, m, n, int(np.prod(sa[:-2])) if len(sb) > 2 else 1)
+                node, m, n, a.shape[-1], int(np.prod(sa[:-2])) if len(sb) > 2 else 1)
             for edge, w in tiles_to_try(dev, form, args.sweep, m, n):
                 run, opk = kernel_runner(dev, op, attrs, a, b,
                                          variant_for(dev, form, w, edge, args.cols))

@@ -47,7 +47,7 @@ def _shape(m: int, n: int, batch: int = 1, groups: int = 132, max_wg: int = 1024
            local: int = 49152) -> tuple[int, int] | None:
     node = Node.of("MatMul", {}, [(m, 8), (8, n)], [(m, n)], "p", max_wg, local,
                    _variant(groups=groups))
-    return linalg.register_tile_shape(node, m, n, batch)
+    return linalg.register_tile_shape(node, m, n, 8, batch)
 
 
 def test_tile_keeps_the_compute_units_busy() -> None:
@@ -135,3 +135,41 @@ def test_cpu_sessions_do_not_consider_the_gpu_form() -> None:
     from polyfuse.apps.session import device_forms
 
     assert device_forms(None) == ("tiled", "blocked")  # the CI machine's devices are CPUs
+
+
+def test_each_distinct_product_is_a_case_and_its_measured_tile_is_used(tmp_path: Path,
+                                                                       monkeypatch) -> None:
+    """The pre-pass lists each product shape once; the tuner times every tile that fits on
+    the device and keeps the fastest (then from the disk cache); the front-end generates the
+    product with it, and an unusable recorded tile falls back to the rule."""
+    from polyfuse.frontend.onnx import product_cases
+    from polyfuse.runtime import product_tiles
+    from polyfuse.runtime.device import device_target
+
+    monkeypatch.setenv("POLYFUSE_CACHE", str(tmp_path / "cache"))
+    path = _attention_head(tmp_path, batch=2, seq=32, hidden=32, heads=2)
+    target = device_target().with_variant("gpu")
+    cases = product_cases(str(path), target=target)
+    assert [c.product for c in cases] == [(64, 32, 32, 1)]
+    measured: list[int] = []
+    real = product_tiles._measure
+
+    def counting(*args, **kwargs):
+        out = real(*args, **kwargs)
+        measured.append(len(out[0]))
+        return out
+
+    monkeypatch.setattr(product_tiles, "_measure", counting)
+    choices = product_tiles.tune_product_tiles(cases, target)
+    assert product_tiles.tune_product_tiles(cases, target) == choices  # from the cache
+    assert measured == [len(linalg.register_tile_candidates(
+        product_tiles._node(cases[0], target), 64, 32))]
+    ((key, (edge, tile)),) = choices
+    program = load_onnx_model(str(path), target=target.with_tiles(choices)).program
+    product = program.launches[0]
+    assert tuple(product.local_size[:2]) == (edge, edge)
+    assert tuple(product.global_size[:2]) == (32 // tile, 64 // tile)
+    bogus = target.with_tiles(((key, (16, 4)),))  # 64 x 32 has no 64 x 64 tile
+    rule = linalg.register_tile_shape(product_tiles._node(cases[0], target), 64, 32, 32)
+    assert tuple(load_onnx_model(str(path), target=bogus).program.launches[0].local_size[:2]) \
+        == (rule[0], rule[0])

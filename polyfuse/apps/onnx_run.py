@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 import numpy as np
 
-from polyfuse.core.program import PolyfuseError, Program
+from polyfuse.core.program import PolyfuseError, Program, Target
 from polyfuse.frontend.onnx import GraphIO, OnnxModel, load_onnx_model
 from polyfuse.passes.compilation import (
     Compilation,
+    Event,
     Options,
     Pass,
     Progress,
@@ -121,6 +122,25 @@ def _run(model: OnnxModel, program: Program, inputs: Mapping[str, Any], device: 
     return _outputs(model, _execute(model, program, inputs, device, seed).buffers)
 
 
+def form_target(path: str, params: Optional[Mapping[str, int]], device: DeviceSpec,
+                form: str, progress: Optional[Progress] = None) -> Target:
+    """The device's target generating ``path``'s kernels in ``form``; in the ``gpu`` form its
+    matrix products get the register tiles measured fastest on the device
+    (:mod:`polyfuse.runtime.product_tiles`, cached per device and shape)."""
+    target = target_of(device).with_variant(form)
+    if target.kernel.product_form != "register_tiled":
+        return target
+    from polyfuse.frontend.onnx import product_cases
+    from polyfuse.runtime.product_tiles import tune_product_tiles
+
+    def say(message: str) -> None:
+        if progress is not None:
+            progress(Event(Stage.LOAD, message))
+
+    cases = product_cases(path, params=dict(params or {}), target=target)
+    return target.with_tiles(tune_product_tiles(cases, target, device, say))
+
+
 def compile_onnx(path: str, params: Optional[Mapping[str, int]], device: DeviceSpec,
                  tune: bool = False, progress: Optional[Progress] = None,
                  form: Optional[str] = None) -> Compilation:
@@ -133,7 +153,8 @@ def compile_onnx(path: str, params: Optional[Mapping[str, int]], device: DeviceS
     if hit is None:
         options = Options(params=dict(params or {}), tune=tune, device=device)
         hit = _FUSED_CACHE[key] = compile_program(Compilation(
-            target=target_of(device).with_variant(form), options=options, source=path,
+            target=form_target(path, params, device, form, progress), options=options,
+            source=path,
             progress=progress), ONNX_PASSES)
     return hit
 

@@ -125,14 +125,14 @@ class InferenceSession:
                 self.__dict__.update(_choose_form(path, params, fused, device, tune,
                                                   cache).__dict__)
                 return
-            from polyfuse.apps.onnx_run import load_and_fuse
+            from polyfuse.apps.onnx_run import form_target, load_and_fuse
             from polyfuse.frontend.onnx import load_onnx_model
 
             if fused:
                 model, result = load_and_fuse(path, params, device, tune, form=_form)
             else:
                 model, result = load_onnx_model(
-                    path, params=params, target=device_target(device).with_variant(_form)), None
+                    path, params=params, target=form_target(path, params, device, _form)), None
             program = model.program
         else:
             if isinstance(path_or_program, OnnxModel):
@@ -250,7 +250,7 @@ class InferenceSession:
 
     def _derive(self) -> None:
         """The plan and program of a session set up from the cache, made again (fusion)."""
-        from polyfuse.apps.onnx_run import load_and_fuse
+        from polyfuse.apps.onnx_run import form_target, load_and_fuse
         from polyfuse.frontend.onnx import load_onnx_model
 
         assert self._origin is not None
@@ -260,7 +260,7 @@ class InferenceSession:
             self._plan, self._program = result.plan, result.fused.program
         else:
             self._program = load_onnx_model(
-                path, params=params, target=device_target(device).with_variant(form)).program
+                path, params=params, target=form_target(path, params, device, form)).program
         self._origin = None
 
     @property

@@ -108,6 +108,9 @@ class KernelVariant:
     register_tile: int = 0
     #: work-items along each edge of the register-tiled product's work-group, 0 to choose
     group_edge: int = 0
+    #: measured choices of the register-tiled product: ``((m, n, k, batch), (edge, tile))``
+    #: pairs (:func:`polyfuse.runtime.product_tiles.tune_product_tiles`), before the rule
+    tiles: tuple[tuple[tuple[int, int, int, int], tuple[int, int]], ...] = ()
 
 
 #: the kernel variants by name (:meth:`Target.with_variant`)
@@ -149,6 +152,11 @@ class Target:
         return replace(self, kernel=replace(KERNEL_VARIANTS[name],
                                             block_cols=self.kernel.block_cols,
                                             device_groups=self.kernel.device_groups))
+
+    def with_tiles(self, tiles: tuple[tuple[tuple[int, int, int, int], tuple[int, int]], ...]
+                   ) -> Target:
+        """This target with measured register tiles (:attr:`KernelVariant.tiles`)."""
+        return replace(self, kernel=replace(self.kernel, tiles=tuple(sorted(tiles))))
 
     @property
     def simd_width(self) -> Optional[int]:

@@ -1375,12 +1375,83 @@ def load_onnx_model(path: Union[str, os.PathLike], *, params: Optional[Mapping[s
 _LOADED: dict[tuple, OnnxModel] = {}
 
 
+def _inferred_model(path: str, params: Mapping[str, int]) -> Any:
+    """The checked, shape-inferred ``ModelProto`` of ``path`` with ``params`` fixed, read once
+    per file version and parameters (:func:`product_cases` and the load both need it; seconds
+    at real size).  Callers only read it."""
+    st = os.stat(path)
+    key = (os.path.abspath(path), st.st_mtime_ns, st.st_size, tuple(sorted(params.items())))
+    hit = _INFERRED.get(key)
+    if hit is None:
+        model = _read_model(path)
+        _fix_inputs(model, params, path)
+        hit = _infer_shapes(model, path)
+        _INFERRED.clear()
+        _INFERRED[key] = hit
+    return hit
+
+
+#: the last model read and shape-inferred (see :func:`_inferred_model`)
+_INFERRED: dict[tuple, Any] = {}
+
+
+@dataclass(frozen=True)
+class ProductCase:
+    """A matrix product of a model as the operator library generates it for a target: enough
+    to build and time its kernel alone with other register tiles
+    (:mod:`polyfuse.runtime.product_tiles`)."""
+
+    op: str
+    attrs: Mapping[str, Any]
+    input_shapes: tuple[tuple[int, ...], ...]
+    output_shape: tuple[int, ...]
+    #: ``(m, n, k, batch)``: the key of :attr:`~polyfuse.core.program.KernelVariant.tiles`
+    product: tuple[int, int, int, int]
+
+
+def product_cases(path: Union[str, os.PathLike], *, params: Optional[Mapping[str, int]] = None,
+                  target: Target = REFERENCE_TARGET) -> list[ProductCase]:
+    """The register-tiled matrix products of an ONNX model for ``target`` (its variant's
+    ``register_tiled`` form), one per distinct shape, from shape inference alone (no kernel
+    of the model is generated but theirs)."""
+    from onnx import helper
+
+    from polyfuse.oplib import op_kernel
+
+    path = os.fspath(path)
+    params = dict(params or {})
+    model = _inferred_model(path, params)
+    shapes: dict[str, tuple[int, ...]] = {}
+    for vi in [*model.graph.input, *model.graph.value_info, *model.graph.output]:
+        dims = vi.type.tensor_type.shape.dim if vi.type.HasField("tensor_type") else []
+        if dims and all(d.HasField("dim_value") for d in dims):
+            shapes[vi.name] = tuple(int(d.dim_value) for d in dims)
+    for t in model.graph.initializer:
+        shapes[t.name] = tuple(int(d) for d in t.dims)
+    cases: dict[tuple[int, int, int, int], ProductCase] = {}
+    for node in model.graph.node:
+        if node.op_type not in ("MatMul", "Gemm") or len(node.input) < 2:
+            continue
+        ins = [shapes.get(name) for name in node.input if name]
+        out = shapes.get(node.output[0])
+        if out is None or any(s is None for s in ins):
+            continue
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        try:
+            opk = op_kernel(node.op_type, attrs, ins, [out], name="product",
+                            max_work_group_size=target.max_work_group_size,
+                            local_mem_size=target.local_mem_size, variant=target.kernel)
+        except PolyfuseError:
+            continue  # the load reports it
+        if opk.product is not None and opk.product not in cases:
+            cases[opk.product] = ProductCase(node.op_type, attrs, tuple(ins), out, opk.product)
+    return list(cases.values())
+
+
 def _load_onnx_model(path: str, params: dict[str, int], target: Target,
                      max_work_group_size: Optional[int], local_mem_size: Optional[int]
                      ) -> OnnxModel:
-    model = _read_model(path)
-    _fix_inputs(model, params, path)
-    model = _infer_shapes(model, path)
+    model = _inferred_model(path, params)
     if max_work_group_size is None or local_mem_size is None:
         max_work_group_size = max_work_group_size or target.max_work_group_size
         local_mem_size = local_mem_size or target.local_mem_size
@@ -1406,4 +1477,5 @@ def load_onnx(path: Union[str, os.PathLike], *, params: Optional[Mapping[str, in
     return load_onnx_model(path, params=params, target=target).program
 
 
-__all__ = ["ALIAS_OPS", "GraphIO", "OnnxModel", "TensorInfo", "load_onnx", "load_onnx_model"]
+__all__ = ["ALIAS_OPS", "GraphIO", "OnnxModel", "ProductCase", "TensorInfo", "load_onnx",
+           "load_onnx_model", "product_cases"]

@@ -87,6 +87,8 @@ class OpKernel:
     block: Optional[BlockLayout] = None
     #: why the generator chose the form it did, when it was asked for another (reported)
     note: str = ""
+    #: ``(m, n, k, batch)`` of a register-tiled product (its register tile can be tuned)
+    product: Optional[tuple[int, int, int, int]] = None
 
     def input_dtype(self, i: int) -> str:
         """The numpy dtype name of input position ``i`` (float32 unless stated otherwise)."""

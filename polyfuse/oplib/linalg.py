@@ -257,33 +257,44 @@ RT_TILES = (4, 2, 1)
 BUSY_FRACTION = 0.7
 
 
-def register_tile_shape(node: Node, m: int, n: int, batch: int = 1
-                        ) -> Optional[tuple[int, int]]:
-    """(work-items per work-group edge, outputs per work-item edge) of the register-tiled
-    ``m x n`` product, or None when no tile divides the output (the tiled form then runs).
-
-    The work-group is 16 x 16 work-items (8 x 8 where the device allows fewer), each computing
-    a ``w x w`` register tile; the largest ``w`` whose work-groups still cover
-    :data:`BUSY_FRACTION` of the device's compute units (``variant.device_groups``) is taken,
-    since a larger tile reuses each loaded value more but a GPU with idle compute units loses
-    more than that (BERT-base products have only 128 rows).  ``variant.register_tile`` and
-    ``group_edge`` fix either (a tuned choice, :mod:`polyfuse.runtime.product_tiles`)."""
+def register_tile_candidates(node: Node, m: int, n: int) -> list[tuple[int, int]]:
+    """Every (work-group edge, register tile) the ``m x n`` product can run with on the
+    node's device (the tile divides the output, the panels fit ``__local`` memory), the
+    preferred edge first and larger tiles first; ``variant.register_tile``/``group_edge``
+    narrow them."""
     var = node.variant
     edges = [var.group_edge] if var.group_edge else [16, 8]
     tiles = [var.register_tile] if var.register_tile else list(RT_TILES)
-    fits = [(e, w) for e in edges for w in tiles
+    return [(e, w) for e in edges for w in tiles
             if e * e <= node.max_work_group_size and e * e % RT_K == 0 and e % w == 0
             and m % (e * w) == 0 and n % (e * w) == 0
             and 2 * RT_K * (e * w + 1) * 4 <= node.local_mem_size]
+
+
+def register_tile_shape(node: Node, m: int, n: int, k: int, batch: int = 1
+                        ) -> Optional[tuple[int, int]]:
+    """(work-items per work-group edge, outputs per work-item edge) of the register-tiled
+    ``m x n x k`` product, or None when no tile divides the output (the tiled form then runs).
+
+    A measured choice for the shape (``variant.tiles``) comes first.  Otherwise the
+    work-group is 16 x 16 work-items (8 x 8 where the device allows fewer), each computing a
+    ``w x w`` register tile; the largest ``w`` whose work-groups still cover
+    :data:`BUSY_FRACTION` of the device's compute units (``variant.device_groups``) is taken,
+    since a larger tile reuses each loaded value more but a GPU with idle compute units loses
+    more than that (BERT-base products have only 128 rows).  ``variant.register_tile`` and
+    ``group_edge`` fix either."""
+    fits = register_tile_candidates(node, m, n)
+    tuned = dict(node.variant.tiles).get((m, n, k, batch))
+    if tuned in fits:
+        return tuned
     if not fits:
         return None
-    edge = fits[0][0]
-    fits = [f for f in fits if f[0] == edge]
+    fits = [f for f in fits if f[0] == fits[0][0]]
 
     def groups(f: tuple[int, int]) -> int:
         return batch * (m // (f[0] * f[1])) * (n // (f[0] * f[1]))
 
-    busy = [f for f in fits if groups(f) >= BUSY_FRACTION * var.device_groups]
+    busy = [f for f in fits if groups(f) >= BUSY_FRACTION * node.variant.device_groups]
     return busy[0] if busy else max(fits, key=groups)
 
 
@@ -382,7 +393,8 @@ def _register_tiled_product(
         lead=f"batch * {m} + r0 + bi * {edge}" if batch > 1 else f"r0 + bi * {edge}",
         col=f"c0 + bj * {edge}", lead_extent=batch * m, col_extent=n,
     )
-    return replace(make_kernel(node, source, gsize, lsize, inputs, ["y"]), block=layout)
+    return replace(make_kernel(node, source, gsize, lsize, inputs, ["y"]), block=layout,
+                   product=(m, n, k, batch))
 
 
 #: Most output columns one work-item of the whole-row product keeps in private accumulators.
@@ -507,7 +519,7 @@ def _product(
         return replace(opk, note=f"tiled, not whole-row: {why}") if why else opk
     init, blocked_store = blocked_init or ("0.0f", store)
     if node.variant.product_form == "register_tiled":
-        shape = register_tile_shape(node, m, n, batch)
+        shape = register_tile_shape(node, m, n, k, batch)
         if shape is None:
             opk = _tiled_product(
                 node, m, n, k, a_load=a("ka"), b_load=b("kb"), store=store("acc"),
