@@ -9,7 +9,8 @@
 #   roofline    polyfuse roofline on the GPU (issue 24 item 1)
 #   accuracy    the performance model's error on the GPU (analysis/model_accuracy.py --quick)
 #   fuzz        the differential fuzzer on the GPU, FUZZ_JOBS jobs for FUZZ_MINUTES minutes
-# Everything goes to $OUT/run.log (default out/gpu/), tables to $OUT/*.csv; at most 8 files.
+# Everything goes to $OUT/run.log (default out/gpu/); the tables, plots and JSON the steps write
+# are packed into $OUT/results.tgz at the end (the device tool brings back at most 8 files).
 # Rehearse on a CPU device first: PYOPENCL_CTX=0:0 OUT=/tmp/gpu bash analysis/gpu_round.sh ...
 set -u
 out=${OUT:-out/gpu}
@@ -39,7 +40,8 @@ for s in "$@"; do
       --forms ${LAYER_FORMS:-gpu blocked} $LAYER_ARGS ;;
     bert12) step bert12 420 "$py" analysis/gpu.py --no-tests --repeat 20 --out "$out" ;;
     roofline) step roofline 180 "$py" -m polyfuse roofline --quick --out "$out/roofline" --json ;;
-    accuracy) step accuracy 240 "$py" analysis/model_accuracy.py --quick --out "$out" ;;
+    devices-json) step devices-json 60 "$py" -m polyfuse devices --json ;;
+    accuracy) step accuracy 300 "$py" analysis/model_accuracy.py --quick --out "$out/accuracy" ;;
     fuzz)
       step fuzz $(( ${FUZZ_MINUTES:-3} * 60 + 120 )) "$py" -m polyfuse.oracle.fuzz \
         --minutes "${FUZZ_MINUTES:-3}" --jobs "${FUZZ_JOBS:-12}" --seed "${FUZZ_SEED:-12121}" \
@@ -47,4 +49,6 @@ for s in "$@"; do
     *) echo "unknown step $s" | tee -a "$log" ;;
   esac
 done
+(cd "$out" && find . -type f ! -name run.log ! -name results.tgz | tar czf results.tgz -T - \
+  && find . -mindepth 1 ! -name run.log ! -name results.tgz -delete)
 tail -c 9000 "$log"

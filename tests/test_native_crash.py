@@ -165,6 +165,30 @@ def test_a_worker_does_not_rerun_the_users_script(tmp_path: Path) -> None:
         assert "answer 42" in out.stdout
 
 
+def test_workers_of_a_module_run_as_a_program_from_several_threads(tmp_path: Path) -> None:
+    """``python -m polyfuse.oracle.fuzz --jobs 4`` starts workers from four threads, each
+    job a function of the module run as ``__main__``: every worker must get its job (the
+    hidden ``__main__`` of one thread's start broke another's pickling)."""
+    import subprocess
+    import sys
+
+    (tmp_path / "jobsmod.py").write_text(
+        "from concurrent.futures import ThreadPoolExecutor\n"
+        "from polyfuse.core.watchdog import call_with_budget\n"
+        "def square(x, progress):\n    return x * x\n"
+        "if __name__ == '__main__':\n"
+        "    with ThreadPoolExecutor(4) as pool:\n"
+        "        got = list(pool.map(lambda x: call_with_budget(square, (x,), timeout=120),\n"
+        "                            range(8)))\n"
+        "    print('squares', got)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(tmp_path), str(Path(__file__).resolve().parent.parent)]))
+    out = subprocess.run([sys.executable, "-m", "jobsmod"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "squares [0, 1, 4, 9, 16, 25, 36, 49]" in out.stdout
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
 def test_a_worker_dies_with_its_parent(tmp_path: Path) -> None:
     """A command killed from outside (a timeout) must not leave its worker running: an orphan

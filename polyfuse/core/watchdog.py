@@ -16,11 +16,13 @@ The job is called as ``fn(*args, progress=callback, **kwargs)``; its result must
 from __future__ import annotations
 
 import ctypes
+import importlib
 import multiprocessing
 import os
 import pickle
 import signal
 import sys
+import threading
 import time
 import traceback
 import types
@@ -184,14 +186,39 @@ def _user_script_hidden() -> Iterator[None]:
         sys.modules["__main__"] = main
 
 
+#: held while ``__main__`` is swapped out and a worker starts: threads of one process that
+#: start workers at once (the fuzzer's ``--jobs``) would otherwise pickle their jobs while
+#: another thread had hidden the script, and fail
+_START_LOCK = threading.Lock()
+
+
 def _start_without_user_script(proc: multiprocessing.process.BaseProcess) -> None:
     """Start ``proc`` without re-running the user's script in it, unless the job needs it (a
     function or value defined in the script pickles by a reference into ``__main__``)."""
-    try:
-        with _user_script_hidden():
+    with _START_LOCK:
+        try:
+            with _user_script_hidden():
+                proc.start()
+        except (pickle.PicklingError, AttributeError, TypeError):
             proc.start()
-    except (pickle.PicklingError, AttributeError, TypeError):
-        proc.start()
+
+
+def _importable(fn: Callable) -> Callable:
+    """``fn`` by a name a worker can import.  A function of a module run as a program
+    (``python -m polyfuse.oracle.fuzz``) is ``__main__.f`` to pickle, which a worker that
+    does not re-run the program lacks; its module's real name (``__main__.__spec__``)
+    reaches the same code."""
+    if getattr(fn, "__module__", None) != "__main__":
+        return fn
+    spec = getattr(sys.modules["__main__"], "__spec__", None)
+    name = getattr(spec, "name", None)
+    if not name or name == "__main__":
+        return fn
+    try:
+        module = importlib.import_module(name)
+    except ImportError:
+        return fn
+    return getattr(module, getattr(fn, "__qualname__", ""), fn)
 
 
 def call_with_budget(fn: Callable, args: Sequence[Any] = (),
@@ -217,7 +244,8 @@ def call_with_budget(fn: Callable, args: Sequence[Any] = (),
     recv_end, send_end = ctx.Pipe(duplex=False)
     # not a daemon: a worker may start its own (a kernel build checked in a worker of its own
     # inside a command's worker); the ``finally`` below ends it either way
-    proc = ctx.Process(target=_child, args=(send_end, fn, tuple(args), dict(kwargs or {})))
+    proc = ctx.Process(target=_child, args=(send_end, _importable(fn), tuple(args),
+                                            dict(kwargs or {})))
     start = time.monotonic()
     _start_without_user_script(proc)
     send_end.close()
