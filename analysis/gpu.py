@@ -45,6 +45,7 @@ from polyfuse.passes.pipeline import device_name  # noqa: E402
 _spec = importlib.util.spec_from_file_location("scaling", ROOT / "analysis" / "scaling.py")
 scaling = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(scaling)
+sys.path.insert(0, str(ROOT / "analysis"))
 
 HEADERS = ["part", "workload", "variant", "result", "median ms", "spread", "TFLOP/s"]
 
@@ -179,7 +180,8 @@ def torch_variants(torch: Any, fn: Callable[[Any], Any], x: np.ndarray
 
 def benchmark(name: str, path: Path, x: np.ndarray, flop: float, device: Optional[str],
               torch_fn: Optional[tuple[Any, Callable[[Any], Any], str]], repeat: int,
-              forms: Sequence[Optional[str]] = (None,)) -> list[list[Any]]:
+              forms: Sequence[Optional[str]] = (None,), kernels: bool = False
+              ) -> list[list[Any]]:
     """polyfuse fused and unfused in each kernel form (None: the form the session chooses),
     and torch, on one model: a row per variant, and one per session build (seconds)."""
     rows: list[list[Any]] = []
@@ -222,6 +224,12 @@ def benchmark(name: str, path: Path, x: np.ndarray, flop: float, device: Optiona
         prof = [sess.run_profiled(feeds)[1] for _ in range(max(3, repeat // 5))]
         rows.append(["benchmark", name, f"{label}, kernels only", "",
                      float(np.median(prof)) * 1e3, None, flop / float(np.median(prof)) / 1e12])
+        if kernels:
+            from real_size import kernel_table
+
+            print(f"per kernel, {name}, {label} (profiling events; 'x numpy' is against this "
+                  "machine's CPU numpy):")
+            print("\n".join(kernel_table(sess, str(path), 10, cpu=False)), flush=True)
     return rows
 
 
@@ -242,6 +250,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                          "builds its sessions in seconds where 12 take minutes")
     ap.add_argument("--no-tests", action="store_true", help="only the benchmark")
     ap.add_argument("--repeat", type=int, default=50)
+    ap.add_argument("--kernels", action="store_true",
+                    help="also print each fused session's per-kernel table")
     ap.add_argument("--forms", nargs="*", default=None,
                     help="kernel forms to build and time side by side (default: the form "
                          "the session chooses)")
@@ -267,7 +277,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         tfn = None if torch is None else (torch, torch_encoder(torch, encoder, layers, width),
                                           "same weights")
         rows += benchmark(f"encoder {layers}x{width}, seq {seq}", path, x, flop, args.device,
-                          tfn, args.repeat, forms)
+                          tfn, args.repeat, forms, args.kernels)
         gemm = gemm_model(n)
         path = Path(tmp) / "gemm.onnx"
         onnx.save(gemm, str(path))
@@ -277,7 +287,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             b = torch.from_numpy(numpy_helper.to_array(gemm.graph.initializer[0]).copy()).cuda()
             tfn = (torch, lambda t: torch.matmul(t, b), "cuBLAS, TF32 off")
         rows += benchmark(f"GEMM {n}^3 fp32", path, a, 2.0 * n ** 3, args.device, tfn,
-                          args.repeat, forms)
+                          args.repeat, forms, args.kernels)
     table = [[_cell(c) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in [HEADERS] + table) for i in range(len(HEADERS))]
     print(f"device: {device_name(args.device)}")
