@@ -74,10 +74,13 @@ def test_default_sizes_are_capped() -> None:
 def test_default_sizes_reach_past_the_last_cache() -> None:
     """A GPU's 50 MB L2 held the quick roofline's largest working set (64 MiB) at above DRAM
     bandwidth: the sizes go to several times the device's global memory cache."""
-    gpu = replace(_fake_limits(), global_mem_size=140 << 30, max_mem_alloc_size=35 << 30,
-                  global_mem_cache_size=50 << 20)
+    big_cache = replace(_fake_limits(), global_mem_size=140 << 30,
+                        max_mem_alloc_size=35 << 30, global_mem_cache_size=50 << 20)
     for quick in (True, False):
-        assert mb.default_sizes(gpu, quick=quick)[-1] >= 4 * (50 << 20)
+        assert mb.default_sizes(big_cache, quick=quick)[-1] >= 4 * (50 << 20)
+    # an H200 reports 4 MiB of global memory cache (its L2 is 50 MB): GPUs go to 1 GiB
+    h200 = replace(big_cache, global_mem_cache_size=4325376, device_type="ALL | GPU")
+    assert mb.default_sizes(h200, quick=True)[-1] == mb.GPU_MIN_WORKING_SET
 
 
 def test_timing_result_summary() -> None:

@@ -276,17 +276,23 @@ def _traffic_factor(kind: str) -> int:
     return 2 if kind == "rmw" else 1
 
 
+#: the largest working set measured on a GPU is at least this (see :func:`default_sizes`)
+GPU_MIN_WORKING_SET = 1 << 30
+
+
 def default_sizes(limits: DeviceLimits, *, quick: bool = False, max_bytes: Optional[int] = None,
                   min_bytes: Optional[int] = None) -> list[int]:
     """Working sets from a few KiB to beyond the last cache (×2 steps; ×16 when ``quick``).
 
     Up to 256 MiB (64 MiB quick) or eight times the device's global memory cache, whichever
-    is larger (an H200's 50 MB L2 held a 64 MiB working set at above DRAM bandwidth), and at
-    most ``max_bytes``, a quarter of global memory and the largest single allocation; the cap
-    itself is the last size.
+    is larger, and on GPUs at least 1 GiB: their last-level cache is not what OpenCL reports
+    (an H200 says 4 MiB; its 50 MB L2 held a 64 MiB working set at 21 TB/s, four times its
+    memory's bandwidth).  At most ``max_bytes``, a quarter of global memory and the largest
+    single allocation; the cap itself is the last size.
     """
     lo = min_bytes or (16 * KiB if quick else 4 * KiB)
-    cap = max(64 * MiB if quick else 256 * MiB, 8 * limits.global_mem_cache_size)
+    cap = max(64 * MiB if quick else 256 * MiB, 8 * limits.global_mem_cache_size,
+              0 if limits.is_cpu else GPU_MIN_WORKING_SET)
     cap = min(cap, limits.global_mem_size // 4, limits.max_mem_alloc_size)
     if max_bytes is not None:
         cap = min(cap, int(max_bytes))
