@@ -862,7 +862,8 @@ class _Translator:
         as ``[M, S, K/S]``, a Transpose to ``[S, M, K/S]`` (covering A's producer's blocks), B
         folded to ``[S, K/S, N]``, one batched MatMul to ``[S, M, N]``, a ReduceSum over the S
         partial products (one looping work-item per output), then Gemm's ``C``.  Only the
-        ``gpu`` variant splits; a Gemm only with ``alpha = beta = 1`` and no ``transA``."""
+        ``gpu`` variant splits, float32 only; a Gemm only with ``alpha = beta = 1`` and no
+        ``transA``."""
         from onnx import helper
 
         from polyfuse.oplib.linalg import split_k_ways
