@@ -5,6 +5,8 @@
 #   devices     polyfuse devices (is the GPU registered and usable?)
 #   products    the gpu form's product kernels, every register tile, against cuBLAS
 #   products-blocked   the blocked (CPU) form's products against cuBLAS
+#   split       the split-K form of FFN2 (128x3072x768, the product the gpu form splits) and
+#               of the K=768 Gemm transB=1 (not split) at S = 1, 2, 4, 8, every tile, vs cuBLAS
 #   layer       one BERT-base layer: polyfuse fused/unfused against torch eager/CUDA graphs
 #   bert12      BERT-base 12 layers and a 1024^3 GEMM against torch (analysis/gpu.py), in
 #               the BERT_FORMS forms (default gpu), with each fused session's kernel table
@@ -49,6 +51,9 @@ for s in "$@"; do
         --form gpu --sweep --rounds 7 --csv "$out/products_gpu.csv" $PRODUCT_ARGS ;;
     products-blocked) step products-blocked 120 "$py" analysis/product_kernels.py \
         --device "${PRODUCT_DEVICE:-gpu}" --form blocked --rounds 5 --csv "$out/products_blocked.csv" ;;
+    split) step split 240 "$py" analysis/product_kernels.py --device "${PRODUCT_DEVICE:-gpu}" \
+      --form gpu --sweep --split 1 2 4 8 --rounds "${SPLIT_ROUNDS:-7}" \
+      --only ffn2 "Gemm transB" --csv "$out/products_split.csv" ;;
     layer) step layer 300 "$py" analysis/gpu.py --layers 1 --no-tests --repeat 30 --out "$out" \
       --forms ${LAYER_FORMS:-gpu blocked} $LAYER_ARGS ;;
     bert12) step bert12 300 "$py" analysis/gpu.py --no-tests --repeat 20 --out "$out" \

@@ -16,11 +16,18 @@ load drift hits both alike.  Values are checked against numpy first.
   ``--sweep`` times every register tile and work-group edge of the ``gpu`` form
   (:func:`polyfuse.oplib.linalg.register_tile_shape`) and marks the one it chooses.
 
+``--split S ...`` also times the split-K form of the 2-D products (the ``gpu`` form's rewrite of
+a product with few output tiles, :func:`polyfuse.oplib.linalg.split_k_ways`): one batched
+product of the S parts over K/S each, then the ReduceSum of the partial products, timed from
+the first launch's start to the second's end.  A is given already as ``[S, M, K/S]`` (in a
+fused program that Transpose joins A's producer).  ``0`` is the library's own choice for the
+device; ``1`` the product unsplit (the default).
+
 Prints GFLOP/s medians, the kernel/peer ratio (median [min-max] over the rounds) and the ratio
 of the best times of each (the least disturbed by other load).
 
     OPENBLAS_NUM_THREADS=1 python analysis/product_kernels.py [--rounds 9] [--device basic]
-        [--form blocked|gpu|tiled] [--sweep] [--only LABEL ...] [--csv FILE]
+        [--form blocked|gpu|tiled] [--sweep] [--split S ...] [--only LABEL ...] [--csv FILE]
 """
 
 from __future__ import annotations
@@ -77,30 +84,51 @@ def variant_for(dev: cl.Device, form: str, tile: int = 0, edge: int = 0,
 
 
 def kernel_runner(dev: cl.Device, op: str, attrs: dict, a: np.ndarray, b: np.ndarray,
-                  variant: KernelVariant) -> tuple[Callable[[], float], Any]:
-    """A callable timing one launch of the library's kernel (seconds: CPU time of this
-    thread on CPU devices, profiling events elsewhere), and the kernel, checked once."""
+                  variant: KernelVariant, split: int = 1) -> tuple[Callable[[], float], Any]:
+    """A callable timing one run of the library's kernel (seconds: CPU time of this thread on
+    CPU devices, profiling events elsewhere), and the kernel, checked once.  ``split`` > 1:
+    the split-K form (module docstring), both of its launches."""
     out = reference(op, attrs, a, b).shape
-    opk = op_kernel(op, attrs, [a.shape, b.shape], [out], name="prod", variant=variant,
-                    max_work_group_size=dev.max_work_group_size,
-                    local_mem_size=dev.local_mem_size)
+    kw = dict(variant=variant, max_work_group_size=dev.max_work_group_size,
+              local_mem_size=dev.local_mem_size)
+    if split > 1:
+        bb = b.T if attrs.get("transB") else b
+        (m, k), n = a.shape, bb.shape[1]
+        part = k // split
+        parts = (np.ascontiguousarray(a.reshape(m, split, part).transpose(1, 0, 2)),
+                 np.ascontiguousarray(bb.reshape(split, part, n)))
+        opk = op_kernel("MatMul", {}, [p.shape for p in parts], [(split, m, n)], name="prod",
+                        **kw)
+        total = op_kernel("ReduceSum", {"axes": [0], "keepdims": 0}, [(split, m, n)], [out],
+                          name="total", **kw)
+        stages = [(opk, parts, (split, m, n)), (total, (None,), out)]
+    else:
+        opk = op_kernel(op, attrs, [a.shape, b.shape], [out], name="prod", **kw)
+        stages = [(opk, (a, b), out)]
     ctx = cl.Context([dev])
     queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
-    kernel = cl.Program(ctx, opk.source).build(options=["-cl-std=CL1.2"]).prod
     mf = cl.mem_flags
-    bufs = [cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=x) for x in (a, b)]
-    y = cl.Buffer(ctx, mf.WRITE_ONLY, int(np.prod(out)) * 4)
+    launches = []
+    last = None
+    for kopk, ins, shape in stages:
+        kernel = getattr(cl.Program(ctx, kopk.source).build(options=["-cl-std=CL1.2"]),
+                         kopk.name)
+        bufs = [last if x is None else
+                cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=x) for x in ins]
+        last = cl.Buffer(ctx, mf.READ_WRITE, int(np.prod(shape)) * 4)
+        launches.append((kernel, kopk, (*bufs, last)))
     on_cpu = bool(dev.type & cl.device_type.CPU)
 
     def run() -> float:
         t0 = time.thread_time()
-        ev = kernel(queue, opk.global_size, opk.local_size, *bufs, y)
-        ev.wait()
-        return time.thread_time() - t0 if on_cpu else (ev.profile.end - ev.profile.start) * 1e-9
+        evs = [kernel(queue, k.global_size, k.local_size, *args) for kernel, k, args in launches]
+        evs[-1].wait()
+        return time.thread_time() - t0 if on_cpu else \
+            (evs[-1].profile.end - evs[0].profile.start) * 1e-9
 
     run()
     got = np.empty(out, np.float32)
-    cl.enqueue_copy(queue, got, y)
+    cl.enqueue_copy(queue, got, last)
     np.testing.assert_allclose(got, reference(op, attrs, a, b), rtol=1e-3, atol=1e-3)
     return run, opk
 
@@ -154,6 +182,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--form", choices=sorted(KERNEL_VARIANTS), default=None,
                     help="kernel form (default: blocked on CPUs, gpu elsewhere)")
     ap.add_argument("--sweep", action="store_true", help="every register tile of the gpu form")
+    ap.add_argument("--split", type=int, nargs="*", default=[1],
+                    help="split-K parts of the 2-D products to time (0: the library's choice "
+                         "for the device; 1: unsplit, the default)")
     ap.add_argument("--only", nargs="*", help="labels (substrings) to run")
     ap.add_argument("--cols", type=int, default=0, help="block columns (default: the device's)")
     ap.add_argument("--csv", type=Path, default=None, help="also write the table here")
@@ -180,11 +211,20 @@ def main(argv: list[str]) -> int:
             node = Node.of(op, attrs, [sa, sb], [reference(op, attrs, a, b).shape], "prod",
                            dev.max_work_group_size, dev.local_mem_size,
                            variant_for(dev, form, cols=args.cols))
-            chosen = linalg.register_tile_shape(
-                node, m, n, a.shape[-1], int(np.prod(sa[:-2])) if len(sb) > 2 else 1)
-            for edge, w in tiles_to_try(dev, form, args.sweep, m, n):
+            batch = int(np.prod(sa[:-2])) if len(sb) > 2 else 1
+            k = bb.shape[-2]
+            chosen = linalg.register_tile_shape(node, m, n, k, batch)
+            own = linalg.split_k_ways(node.variant, m, n, k, dev.max_work_group_size,
+                                      dev.local_mem_size) if len(sa) == len(sb) == 2 else 1
+            splits = sorted({own if s == 0 else s for s in args.split})
+            splits = [s for s in splits if s == 1 or len(sa) == len(sb) == 2 and k % s == 0]
+            for (edge, w), split in ((t, s) for s in splits
+                                     for t in tiles_to_try(dev, form, args.sweep, m, n)):
+                # the tile the library gives the parts: m x n over a batch of S
+                pick = chosen if split == 1 else linalg.register_tile_shape(node, m, n, k // split,
+                                                                             split)
                 run, opk = kernel_runner(dev, op, attrs, a, b,
-                                         variant_for(dev, form, w, edge, args.cols))
+                                         variant_for(dev, form, w, edge, args.cols), split)
                 ours, theirs = [], []
                 for _ in range(args.rounds):
                     if peer is not None:
@@ -193,7 +233,8 @@ def main(argv: list[str]) -> int:
                 tile = ("-" if not opk.block else
                         f"{opk.block.rows}x{opk.block.cols}" if form != "gpu" else
                         f"{opk.local_size[0]}:{opk.block.rows}x{opk.block.cols}")
-                is_chosen = form == "gpu" and (edge, w) in ((0, 0), chosen)
+                tile += f"/{split}" if split > 1 else ""
+                is_chosen = form == "gpu" and split == own and (edge, w) in ((0, 0), pick)
                 gf = flops / np.median(ours) / 1e9
                 if theirs:
                     ratio = [t / o for t, o in zip(theirs, ours)]

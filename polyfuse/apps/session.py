@@ -438,7 +438,7 @@ _read = getattr(cl._cl, "_enqueue_read_buffer", None) or _copy_fallback(False)
 
 
 #: bump when the kernels of a form change enough to invalidate cached choices
-_FORM_VERSION = 6
+_FORM_VERSION = 7
 #: every kernel form a session may run (:data:`polyfuse.core.program.KERNEL_VARIANTS`)
 _FORMS = ("tiled", "blocked", "gpu")
 

@@ -830,6 +830,8 @@ class _Translator:
             return
         if op == "Gemm":
             node = self.pack_gemm_b(node, attrs)
+        if op in ("MatMul", "Gemm") and self.split_k(index, node, op, label, attrs, where):
+            return
         self.launch(index, node, op, label, attrs, where)
 
     def pack_gemm_b(self, node: Any, attrs: dict[str, Any]) -> Any:
@@ -851,6 +853,71 @@ class _Translator:
         copy.input[1] = packed
         attrs["transB"] = 0
         return copy
+
+    def split_k(self, index: int, node: Any, op: str, label: str, attrs: dict[str, Any],
+                where: str) -> bool:
+        """A product by a constant ``K x N`` B whose output has too few register tiles to
+        keep a GPU busy while K is long (:func:`polyfuse.oplib.linalg.split_k_ways`) becomes
+        S products over K/S each and their sum, all existing operators: A ``[M, K]`` re-viewed
+        as ``[M, S, K/S]``, a Transpose to ``[S, M, K/S]`` (covering A's producer's blocks), B
+        folded to ``[S, K/S, N]``, one batched MatMul to ``[S, M, N]``, a ReduceSum over the S
+        partial products (one looping work-item per output), then Gemm's ``C``.  Only the
+        ``gpu`` variant splits, float32 only; a Gemm only with ``alpha = beta = 1`` and no
+        ``transA``."""
+        from onnx import helper
+
+        from polyfuse.oplib.linalg import split_k_ways
+
+        if len(node.input) < 2 or node.input[1] not in self.consts or \
+                node.input[0] not in self.tensor_buffer or len(node.output) != 1:
+            return False
+        a, b, out = node.input[0], node.input[1], node.output[0]
+        if op == "Gemm" and (int(attrs.get("transA", 0)) or int(attrs.get("transB", 0))
+                             or float(attrs.get("alpha", 1.0)) != 1.0
+                             or float(attrs.get("beta", 1.0)) != 1.0):
+            return False
+        a_shape, weights = self.shape(a, where), self.consts[b]
+        if len(a_shape) < 2 or weights.ndim != 2 or weights.dtype != np.float32 or \
+                self.np_type(a) != np.float32 or a_shape[-1] != weights.shape[0]:
+            return False
+        m, k, n = int(np.prod(a_shape[:-1])), a_shape[-1], weights.shape[1]
+        ways = split_k_ways(self.variant, m, n, k, self.max_wg, self.local_mem)
+        if ways == 1:
+            return False
+        part = k // ways
+        name = node.name or op
+        a_view, a_parts, b_parts = f"{out}::split_a", f"{out}::split_at", f"{b}::split{ways}"
+        partial, total = f"{out}::split_partial", f"{out}::split_sum"
+        self.tensor_buffer[a_view] = self.tensor_buffer[a]
+        self.shapes[a_view] = (m, ways, part)
+        self.shapes[a_parts] = (ways, m, part)
+        self.consts[b_parts] = np.ascontiguousarray(weights.reshape(ways, part, n))
+        self.shapes[b_parts] = (ways, part, n)
+        self.shapes[partial] = (ways, m, n)
+        self.shapes[total] = (m, n)
+        for tensor in (a_view, a_parts, partial, total):
+            self.types[tensor] = self.types.get(a, 1)
+        self.launch(index, helper.make_node("Transpose", [a_view], [a_parts],
+                                            name=f"{name}_split_a"),
+                    "Transpose", label, {"perm": [1, 0, 2]}, where)
+        self.launch(index, helper.make_node("MatMul", [a_parts, b_parts], [partial],
+                                            name=f"{name}_split"), "MatMul", label, {}, where)
+        product = self.nodes[label].what
+        bias = node.input[2] if op == "Gemm" and len(node.input) > 2 else ""
+        summed = total if bias or self.shape(out, where) != (m, n) else out
+        self.launch(index, helper.make_node("ReduceSum", [partial], [summed],
+                                            name=f"{name}_split_sum"),
+                    "ReduceSum", label, {"axes": [0], "keepdims": 0}, where)
+        if bias:
+            self.launch(index, helper.make_node("Add", [total, bias], [out],
+                                                name=f"{name}_bias"), "Add", label, {}, where)
+        elif summed != out:  # the [M, N] sum re-viewed as the output's shape
+            self.tensor_buffer[out] = self.tensor_buffer[total]
+        self.nodes[label] = replace(self.nodes[label], what=product, forms=(
+            f"K={k} split {ways} ways: its {m}x{n} output alone gives too few work-groups for "
+            f"the device's {self.variant.device_groups} compute units; {ways} partial "
+            f"products over K={part} each, then their sum",))
+        return True
 
     def moves_unit_axes_only(self, node: Any, attrs: dict[str, Any], where: str) -> bool:
         """A Transpose that keeps every axis longer than 1 in order is a re-view (PyTorch's

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from polyfuse.oplib._common import (
     REDUCTION_MAX_LANES,
+    Grid,
     Node,
     OpKernel,
     Param,
     broadcast_strides,
     flt,
+    grid_kernel,
     index_expr,
     make_kernel,
     pow2_ceil,
@@ -91,6 +93,27 @@ def _reduction_kernel(
     )
     source = render(node, defines, params, head + body, comment)
     return make_kernel(node, source, (rows * lanes,), (lanes,), inputs, outputs)
+
+
+def _leading_reduction(node: Node, shape: tuple[int, ...], out: tuple[int, ...], rows: int,
+                       length: int, kind: str) -> OpKernel:
+    """A reduction over leading axes as one work-item per output: element ``j`` of its
+    reduced stretch lies ``j * ROWS`` words on (the module docstring says when)."""
+    init, combine, finish = REDUCTIONS[kind]
+    grid = Grid.of(out)
+    flat = grid.flat()
+    if combine == "{a} + {b}":
+        update = f"part += x[j * ROWS + {flat}];"
+    else:
+        update = (f"const float v = x[j * ROWS + {flat}];\n"
+                  f"    part = {combine.format(a='part', b='v')};")
+    stmts = (f"float part = {init};\nfor (int j = 0; j < ROWLEN; j++) {{\n    {update}\n}}\n"
+             f"y[{flat}] = {finish.format(total='part')};")
+    params = [Param("x", shape), Param("y", out, const=False)]
+    comment = (f"{node.op_type} {shape_str(shape)} over its {length} leading elements "
+               f"-> {shape_str(out)}, one work-item per output")
+    return grid_kernel(node, grid, params, {"ROWS": rows, "ROWLEN": length}, stmts, ["x"],
+                       ["y"], comment)
 
 
 def softmax(node: Node) -> OpKernel:
@@ -266,6 +289,8 @@ def reduce(node: Node) -> OpKernel:
     offset = index_expr("j", red_shape, [st[d] for d in red])
     elem = offset if base == "0" else f"{base} + {offset}"
     init, combine, finish = REDUCTIONS[kind]
+    if red == list(range(len(red))) and kept and length <= node.variant.reduction_loop_max:
+        return _leading_reduction(node, shape, out, rows, length, kind)
     if combine == "{a} + {b}":
         update = f"part += x[{elem}];"
     else:  # the element loaded once, as the brute-force counts see it
