@@ -1399,7 +1399,7 @@ def _read_graph(path: str, params: dict[str, int]) -> tuple[Any, dict[str, np.nd
         arrays[init.name].flags.writeable = False
         init.ClearField("raw_data")
         for values in ("float_data", "int32_data", "int64_data", "double_data",
-                      "uint64_data", "string_data"):
+                       "uint64_data", "string_data"):
             init.ClearField(values)
     _READ.clear()  # one model at a time, as _LOADED
     _READ[key] = (model, arrays)
