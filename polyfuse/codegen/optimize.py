@@ -15,7 +15,9 @@ layers) share one model, and the isl questions about it are asked once
   elements, and read by later statements that (for every instance, for all parameter values) read
   exactly the element the same work-item wrote, is forwarded through a private variable: the
   load becomes the variable.  The global store is dropped only when nothing else reads the
-  buffer: no other load in the kernel, no other launch, no host operation.
+  buffer: no other load in the kernel, no other launch, no host operation.  A kernel whose
+  buffer stores all sit in loop bodies (more than once per work-item) has no candidate and is
+  not re-extracted for this pass.
 * **Redundant-barrier removal** (SIRIUS, Algorithm 1).  A barrier is needed only if some
   dependence between two different work-items of one work-group (same ``__local`` array element,
   or same global buffer element, at least one write) has its source before and its sink after
@@ -96,6 +98,26 @@ def _shape_walk(node: Any) -> list[Any]:
     return out
 
 
+def _stores_outside_loops(body: Any, buffers: Mapping[str, Any]) -> bool:
+    """Whether ``body`` assigns an element of a buffer parameter outside every loop body.
+
+    Only such a store can be forwarded (:func:`privatize` takes a writer whose domain has no
+    loop dimension, and the front-end gives every statement in a loop body one), so without
+    one the kernel is neither printed nor re-parsed for it: a register-blocked product stores
+    its whole block in loops."""
+    stack: list[tuple[Any, bool]] = [(body, False)]
+    while stack:
+        node, looped = stack.pop()
+        if isinstance(node, c_ast.Assignment) and not looped and \
+                isinstance(node.lvalue, c_ast.ArrayRef) and \
+                isinstance(node.lvalue.name, c_ast.ID) and node.lvalue.name.name in buffers:
+            return True
+        loop_body = node.stmt if isinstance(node, (c_ast.For, c_ast.While, c_ast.DoWhile)) \
+            else None
+        stack.extend((c, looped or c is loop_body) for c in node)
+    return False
+
+
 def _parents(root: Any) -> dict[int, Any]:
     out: dict[int, Any] = {}
     for n in syntax.walk(root):
@@ -142,6 +164,8 @@ def _readers(program: Program) -> tuple[dict[int, set[str]], set[str]]:
 def privatize(gc: Any, program: Program, group_launches: set[int], helpers_text: str,
               res: OptResult, models: Optional[KernelModels] = None) -> None:
     """Forward same-work-item intermediates through private variables (module docstring)."""
+    if not _stores_outside_loops(gc.func.body, gc.kb.buffer_params):
+        return  # every store to a buffer repeats per work-item: nothing to forward, no model
     models = models or KernelModels()
     got = _model(gc, helpers_text, models)
     if got is None:
