@@ -75,6 +75,26 @@ def test_elementwise_chain_vertical_private_intermediates() -> None:
     check(p, fused, {"n": 1000})
 
 
+@pytest.mark.parametrize(("body", "expected"), [
+    ("y[i] = x[i];", True),                                  # one store, no loop: a candidate
+    ("for (int k = 0; k < 4; k++) y[k] = x[k];", False),     # in a loop body: a loop dimension
+    ("y[i] = x[i]; y[i + 1] = x[i];", False),                # two stores of one root
+    ("z[i] = x[i]; y[i] = z[i]; y[i + 1] = 0.0f;", True),    # z: one store, outside loops
+    ("float t = (y[i] = x[i]);", True),                      # inside an expression: yes
+])
+def test_privatize_reads_candidates_from_syntax(body: str, expected: bool) -> None:
+    """A fused kernel is re-extracted for private intermediates only when its syntax shows a
+    store that can be forwarded: the only write of its buffer, outside loop bodies."""
+    from polyfuse.c import preprocessor
+    from polyfuse.codegen.optimize import _may_forward
+
+    src = ("__kernel void k(__global const float *x, __global float *y, __global float *z) "
+           f"{{ int i = get_global_id(0); {body} }}")
+    fd = preprocessor.parse(src, "<test>", opencl=True).ext[-1]
+    buffers = {"x": ("bx", 0, "float"), "y": ("by", 0, "float"), "z": ("bz", 0, "float")}
+    assert _may_forward(fd.body, buffers) is expected
+
+
 def test_gemm_bias_relu_transpose_reindexed() -> None:
     p = load("gemm_bias_relu_transpose")
     bias = f"{{ F[g0, g1, l0, l1] -> L5[16g1 + l1, 16g0 + l0] : {G2} }}"

@@ -750,3 +750,21 @@ def test_verification_differing_only_where_the_original_races_says_so() -> None:
     assert not racy.ok and "not determined" in racy.undetermined
     assert "(scatter) writes element 0 of 'Y'" in racy.undetermined
     assert replace(result, verification=failing("Y", "Z")).undetermined is None
+
+
+def test_width_shared_between_renamed_edges() -> None:
+    """The edges of identical layers are one relation under other launch names: classified
+    once, each with its own names in the witness, as classifying each gives it."""
+    from polyfuse.uar.width import WidthResult, classify, classify_shared
+
+    text = "{{ {a}[g0, l0] -> {b}[h0, m0] : 0 <= g0 < 4 and 0 <= l0 < 4 and h0 = 0 and m0 = 0 }}"
+    context = isl.Set("{ : }")
+    memo: dict[tuple[str, str, int, int], WidthResult] = {}
+    for a, b in (("L1", "L2"), ("L7", "L8")):
+        rel = isl.Map(text.format(a=a, b=b))
+        got = classify_shared(rel, context, 1, 1, memo)
+        want = classify(rel, context, 1, 1)
+        assert got.width == want.width == "global"
+        assert got.witness == want.witness and f"{a}[" in got.witness["text"]
+        assert f"{b}[" in got.witness["text"]
+    assert len(memo) == 1

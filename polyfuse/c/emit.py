@@ -7,6 +7,7 @@ the same pieces for the fused and the coarsened kernels."""
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -62,12 +63,27 @@ def helpers_text(helpers: Mapping[str, Any]) -> str:
             + "\n".join(printer.opencl_source(fd) for fd in helpers.values()) + "\n")
 
 
+#: the program emitted last (by identity, with its kernel records) and its source: a session
+#: checks a program in a worker and then builds it, and printing the kernels of a real-size
+#: model takes a second each time
+_LAST: list[tuple[weakref.ref, tuple[int, ...], Source]] = []
+
+
 def emit_program(program: Program) -> Source:
     """Complete OpenCL C source of every kernel of ``program``, buildable as is.
 
     A helper function defined differently by the files of two kernels cannot be built into one
     program and is refused, naming both kernels.
     """
+    records = tuple(id(k) for k in program.kernels.values())
+    if _LAST and _LAST[0][0]() is program and _LAST[0][1] == records:
+        return _LAST[0][2]
+    src = _emit(program)
+    _LAST[:] = [(weakref.ref(program), records, src)]
+    return src
+
+
+def _emit(program: Program) -> Source:
     decls: list[str] = []
     helpers: dict[str, tuple[str, str, Any]] = {}  # name -> (text, kernel it came with, FuncDef)
     kernel_texts: list[tuple[str, str]] = []

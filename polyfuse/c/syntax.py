@@ -295,7 +295,11 @@ def walk(node: Any) -> Iterator[Any]:
     while stack:
         n = stack.pop()
         yield n
-        stack.extend(c for _, c in reversed(n.children()))
+        # a node iterates over its children in ``children()`` order, without naming them
+        kids = list(n)
+        if kids:
+            kids.reverse()
+            stack.extend(kids)
 
 
 def block_items(stmt: Any) -> list[Any]:

@@ -24,9 +24,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Optional
+from typing import Any, Optional, TypeVar
 
-from polyfuse.core.program import Kernel, KernelContext, SourceLoc
+from polyfuse.core.program import Access, Kernel, KernelContext, SourceLoc, Statement
 from polyfuse.frontend import opencl
 
 #: a comment line codegen writes (``/* fragment 2: launch #17 ... */``): names launch ids and
@@ -59,7 +59,7 @@ def _moved(kernel: Kernel, name: str, delta: int, lines: tuple[int, int], filena
     def mv(loc: Optional[SourceLoc]) -> Optional[SourceLoc]:
         if loc is None or loc.file != filename or not first <= loc.line <= last:
             return loc
-        return replace(loc, line=loc.line + delta)
+        return SourceLoc(loc.file, loc.line + delta, loc.column)
 
     def note(text: str) -> str:
         def shift(m: re.Match) -> str:
@@ -69,13 +69,26 @@ def _moved(kernel: Kernel, name: str, delta: int, lines: tuple[int, int], filena
 
     k = opencl.renamed(kernel, name, filename) if name != kernel.name else kernel
     statements = tuple(
-        replace(s, loc=mv(s.loc), accesses=tuple(
-            replace(a, loc=mv(a.loc), reason=a.reason and note(a.reason)) for a in s.accesses))
+        _copied(s, loc=mv(s.loc), accesses=tuple(
+            _copied(a, loc=mv(a.loc), reason=a.reason and note(a.reason)) for a in s.accesses))
         for s in k.statements)
     return replace(k, statements=statements,
                    barriers=tuple(replace(b, loc=mv(b.loc)) for b in k.barriers),
                    arrays=tuple(replace(a, loc=mv(a.loc)) for a in k.arrays),
                    notes=tuple(note(n) for n in k.notes), loc=mv(k.loc))
+
+
+_Record = TypeVar("_Record", Statement, Access)
+
+
+def _copied(record: _Record, **fields: Any) -> _Record:
+    """``dataclasses.replace(record, **fields)`` without running the constructor again, for
+    the records :func:`_moved` copies by the hundred thousand (every statement and access of
+    each repeated layer kernel); statements and accesses have no checks to re-run."""
+    new = object.__new__(type(record))
+    new.__dict__.update(record.__dict__)
+    new.__dict__.update(fields)
+    return new
 
 
 @dataclass

@@ -15,7 +15,9 @@ layers) share one model, and the isl questions about it are asked once
   elements, and read by later statements that (for every instance, for all parameter values) read
   exactly the element the same work-item wrote, is forwarded through a private variable: the
   load becomes the variable.  The global store is dropped only when nothing else reads the
-  buffer: no other load in the kernel, no other launch, no host operation.
+  buffer: no other load in the kernel, no other launch, no host operation.  A kernel whose
+  syntax shows no candidate (each buffer stored twice or more, or only in loop bodies) is not
+  re-extracted for this pass.
 * **Redundant-barrier removal** (SIRIUS, Algorithm 1).  A barrier is needed only if some
   dependence between two different work-items of one work-group (same ``__local`` array element,
   or same global buffer element, at least one write) has its source before and its sink after
@@ -96,6 +98,41 @@ def _shape_walk(node: Any) -> list[Any]:
     return out
 
 
+#: statements whose children are statements: an assignment directly below one is a statement
+#: of its own in the kernel's model
+_STATEMENT_PARENTS = (c_ast.Compound, c_ast.If, c_ast.For, c_ast.While, c_ast.DoWhile,
+                      c_ast.Label, c_ast.Case, c_ast.Default)
+
+
+def _may_forward(body: Any, buffers: Mapping[str, tuple[str, Any, str]]) -> bool:
+    """Whether ``body`` may hold a store :func:`privatize` forwards, read from its syntax.
+
+    A forwarded store is the only write of its root buffer in the kernel and has no loop
+    dimension (the front-end gives every statement of a loop body one), so a kernel whose
+    buffers are each assigned twice or more, or only in loop bodies, has none, and is neither
+    printed nor re-extracted for it: a register-blocked product stores its block element by
+    element.  Writes the syntax does not show (``vstore``, helpers) only add writes; an
+    assignment inside an expression, which the model may merge with another, answers yes."""
+    count: dict[str, int] = {}
+    outside: set[str] = set()
+    stack: list[tuple[Any, bool, bool]] = [(body, False, True)]
+    while stack:
+        node, looped, statement = stack.pop()
+        if isinstance(node, c_ast.Assignment) and isinstance(node.lvalue, c_ast.ArrayRef) \
+                and isinstance(node.lvalue.name, c_ast.ID) and node.lvalue.name.name in buffers:
+            if not statement:
+                return True
+            root = buffers[node.lvalue.name.name][0]
+            count[root] = count.get(root, 0) + 1
+            if not looped:
+                outside.add(root)
+        loop_body = node.stmt if isinstance(node, (c_ast.For, c_ast.While, c_ast.DoWhile)) \
+            else None
+        parent = isinstance(node, _STATEMENT_PARENTS)
+        stack.extend((c, looped or c is loop_body, parent) for c in node)
+    return any(count[root] == 1 for root in outside)
+
+
 def _parents(root: Any) -> dict[int, Any]:
     out: dict[int, Any] = {}
     for n in syntax.walk(root):
@@ -142,6 +179,8 @@ def _readers(program: Program) -> tuple[dict[int, set[str]], set[str]]:
 def privatize(gc: Any, program: Program, group_launches: set[int], helpers_text: str,
               res: OptResult, models: Optional[KernelModels] = None) -> None:
     """Forward same-work-item intermediates through private variables (module docstring)."""
+    if not _may_forward(gc.func.body, gc.kb.buffer_params):
+        return  # no store it could forward: no model of the kernel
     models = models or KernelModels()
     got = _model(gc, helpers_text, models)
     if got is None:

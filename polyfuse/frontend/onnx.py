@@ -569,7 +569,7 @@ class _Translator:
     """Walks the (topologically sorted) nodes once, building buffers, host ops and launches."""
 
     def __init__(self, model: Any, path: str, max_wg: int, local_mem: int, fp16: bool,
-                 variant: KernelVariant):
+                 variant: KernelVariant, initializers: Mapping[str, np.ndarray]):
         from polyfuse.oplib import op_kernel
 
         #: whether the target has cl_khr_fp16: float16 tensors live in half buffers
@@ -603,15 +603,13 @@ class _Translator:
         self.specs: dict[str, _LaunchSpec] = {}
         #: buffer -> the kernel that wrote it last
         self.writer: dict[str, str] = {}
-        self._collect_value_info()
+        self._collect_value_info(initializers)
 
     def error(self, message: str, cls: type = PolyfuseError) -> PolyfuseError:
         return cls(message, self.path)
 
     # -- shapes and types ------------------------------------------------------------------
-    def _collect_value_info(self) -> None:
-        from onnx import numpy_helper
-
+    def _collect_value_info(self, initializers: Mapping[str, np.ndarray]) -> None:
         g = self.graph
         for vi in list(g.input) + list(g.value_info) + list(g.output):
             tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
@@ -622,11 +620,7 @@ class _Translator:
             if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
                 self.shapes[vi.name] = tuple(int(d.dim_value) for d in tt.shape.dim)
         for init in g.initializer:
-            try:
-                self.consts[init.name] = numpy_helper.to_array(init)
-            except (ValueError, TypeError) as err:
-                raise self.error(f"initializer '{init.name}' cannot be read: "
-                                 f"{_first_line(err)}") from None
+            self.consts[init.name] = initializers[init.name]
             self.shapes[init.name] = tuple(self.consts[init.name].shape)
             self.types[init.name] = init.data_type
 
@@ -1442,24 +1436,41 @@ def load_onnx_model(path: Union[str, os.PathLike], *, params: Optional[Mapping[s
 _LOADED: dict[tuple, OnnxModel] = {}
 
 
-def _inferred_model(path: str, params: Mapping[str, int]) -> Any:
-    """The checked, shape-inferred ``ModelProto`` of ``path`` with ``params`` fixed, read once
-    per file version and parameters (:func:`product_cases` and the load both need it; seconds
-    at real size).  Callers only read it."""
+#: the last file read, by file version and parameters: its checked and shape-inferred graph
+#: without the bytes of its initializers, and the initializers as read-only arrays.  Both of a
+#: session's kernel forms are translated from one read (checking and inferring a real-size
+#: model takes seconds); the arrays are the weights the loaded model's data holds anyway.
+_READ: dict[tuple, tuple[Any, dict[str, np.ndarray]]] = {}
+
+
+def _read_graph(path: str, params: dict[str, int]) -> tuple[Any, dict[str, np.ndarray]]:
+    """The model of ``path`` read, checked, its inputs fixed by ``params`` and its shapes
+    inferred, and its initializers as arrays (the graph keeps their dims and types only)."""
+    from onnx import numpy_helper
+
     st = os.stat(path)
     key = (os.path.abspath(path), st.st_mtime_ns, st.st_size, tuple(sorted(params.items())))
-    hit = _INFERRED.get(key)
-    if hit is None:
-        model = _read_model(path)
-        _fix_inputs(model, params, path)
-        hit = _infer_shapes(model, path)
-        _INFERRED.clear()
-        _INFERRED[key] = hit
-    return hit
-
-
-#: the last model read and shape-inferred (see :func:`_inferred_model`)
-_INFERRED: dict[tuple, Any] = {}
+    hit = _READ.get(key)
+    if hit is not None:
+        return hit
+    model = _read_model(path)
+    _fix_inputs(model, params, path)
+    model = _infer_shapes(model, path)
+    arrays: dict[str, np.ndarray] = {}
+    for init in model.graph.initializer:
+        try:
+            arrays[init.name] = numpy_helper.to_array(init)
+        except (ValueError, TypeError) as err:
+            raise PolyfuseError(f"initializer '{init.name}' cannot be read: "
+                                f"{_first_line(err)}", path) from None
+        arrays[init.name].flags.writeable = False
+        init.ClearField("raw_data")
+        for values in ("float_data", "int32_data", "int64_data", "double_data",
+                       "uint64_data", "string_data"):
+            init.ClearField(values)
+    _READ.clear()  # one model at a time, as _LOADED
+    _READ[key] = (model, arrays)
+    return model, arrays
 
 
 @dataclass(frozen=True)
@@ -1487,7 +1498,7 @@ def product_cases(path: Union[str, os.PathLike], *, params: Optional[Mapping[str
 
     path = os.fspath(path)
     params = dict(params or {})
-    model = _inferred_model(path, params)
+    model, _weights = _read_graph(path, params)
     shapes: dict[str, tuple[int, ...]] = {}
     for vi in [*model.graph.input, *model.graph.value_info, *model.graph.output]:
         dims = vi.type.tensor_type.shape.dim if vi.type.HasField("tensor_type") else []
@@ -1518,12 +1529,12 @@ def product_cases(path: Union[str, os.PathLike], *, params: Optional[Mapping[str
 def _load_onnx_model(path: str, params: dict[str, int], target: Target,
                      max_work_group_size: Optional[int], local_mem_size: Optional[int]
                      ) -> OnnxModel:
-    model = _inferred_model(path, params)
+    model, initializers = _read_graph(path, params)
     if max_work_group_size is None or local_mem_size is None:
         max_work_group_size = max_work_group_size or target.max_work_group_size
         local_mem_size = local_mem_size or target.local_mem_size
     tr = _Translator(model, path, int(max_work_group_size), int(local_mem_size),
-                     "cl_khr_fp16" in target.extensions, target.kernel)
+                     "cl_khr_fp16" in target.extensions, target.kernel, initializers)
     inputs = tr.graph_inputs()
     for i, node in enumerate(model.graph.node):
         tr.node(i, node)

@@ -75,6 +75,23 @@ _MAX_ENUMERATED = 64
 
 _NO_CONTEXT = KernelContext()
 
+#: statement schedules by their isl text: one kernel's text is extracted several times in a
+#: session (each kernel form, the fused kernel before and after its optimizations, ...), and
+#: parsing isl text is most of building a schedule of hundreds of statements; isl objects are
+#: immutable, so one parsed map serves every extraction
+_SCHEDULE_MAPS: dict[str, isl.Map] = {}
+_SCHEDULE_MAPS_MAX = 50_000
+
+
+def _schedule_map(text: str) -> isl.Map:
+    """``isl.Map(text)``, parsed once per text."""
+    m = _SCHEDULE_MAPS.get(text)
+    if m is None:
+        if len(_SCHEDULE_MAPS) >= _SCHEDULE_MAPS_MAX:
+            _SCHEDULE_MAPS.clear()
+        m = _SCHEDULE_MAPS[text] = isl.Map(text)
+    return m
+
 # ----------------------------------------------------------------------------------------------
 # Variables and arrays seen while walking a kernel
 # ----------------------------------------------------------------------------------------------
@@ -1233,7 +1250,8 @@ class _Extractor(AffineExtractor):
             vals += ["0"] * (width - len(vals))
             dims = ", ".join(list(WORK_ITEM_DIMS) + list(e.loops))
             where = f" : {' and '.join(cons)}" if cons else ""
-            m = isl.Map(f"[{params}] -> {{ {e.sid}[{dims}] -> [{', '.join(vals)}]{where} }}")
+            m = _schedule_map(
+                f"[{params}] -> {{ {e.sid}[{dims}] -> [{', '.join(vals)}]{where} }}")
             m = isl.UnionMap.from_map(m.intersect_domain(e.dom))
             sched = m if sched is None else sched.union(m)
         if sched is None:

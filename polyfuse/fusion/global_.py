@@ -372,8 +372,9 @@ def wavefront_proof(uar: UAR, members: Sequence[int]) -> Optional[str]:
 # ----------------------------------------------------------------------------------------------
 
 
-def _signature(uar: UAR, u: Unit) -> tuple[str, ...]:
-    return tuple(kernel_signature(uar.program.kernels[_launch(uar, m).kernel])
+def _signature(uar: UAR, u: Unit, memo: Optional[dict[tuple, str]] = None
+               ) -> tuple[str, ...]:
+    return tuple(kernel_signature(uar.program.kernels[_launch(uar, m).kernel], memo)
                  for m in u.members)
 
 
@@ -542,10 +543,11 @@ def plan_fusion(uar: UAR, *, orchestration: str = "auto", anchor: str = "auto",
                          f"not {orchestration!r}")
     local = local_fusion(uar, anchor, join_producers=orchestration != "horizontal")
     units: list[Unit] = []
+    bodies: dict[tuple, str] = {}  # function bodies walked, shared by identical layers
     for k, g in enumerate(local.groups):
         u = Unit(f"G{k}", g.frame.members, g,
                  "single" if len(g.frame.members) == 1 else "vertical")
-        u.sig = _signature(uar, u)
+        u.sig = _signature(uar, u, bodies)
         units.append(u)
     for op in uar.program.ops:
         if isinstance(op, HostOp) and op.kind != "sync":

@@ -10,7 +10,10 @@ no structural hash): a pre-order walk over ``Node.children()`` with ``attr_names
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+import re
+from typing import Any, Optional
+
+from pycparser import c_ast
 
 from polyfuse.core.program import Kernel
 
@@ -38,15 +41,35 @@ def _walk(node: Any, names: dict[str, str], out: list[str]) -> None:
     out.append(")")
 
 
-def kernel_signature(kernel: Kernel) -> str:
+def kernel_signature(kernel: Kernel, memo: Optional[dict[tuple, str]] = None) -> str:
     """A hash of the kernel's structure modulo names and integer constants.
 
     Falls back to the kernel's name (never equal to another kernel's) when it has no AST.
+    ``memo`` keeps the walk of each function body (by identity, with the names its
+    declaration gave) while the kernels are alive: the renamed copies of one kernel that
+    identical layers launch share their body, which names only its declaration's names.
     """
     if kernel.ast is None:
         return f"name:{kernel.name}"
     out: list[str] = []
     names: dict[str, str] = {}
-    _walk(kernel.ast, names, out)
+    fd = kernel.ast
+    if memo is None or not isinstance(fd, c_ast.FuncDef) or fd.param_decls or \
+            fd.body is None or \
+            len(re.findall(rf"\b{re.escape(kernel.name)}\b", kernel.source)) != 1:
+        _walk(fd, names, out)
+    else:
+        # FuncDef's own walk (no attributes; children: decl, body), the body's part shared:
+        # the kernel's name is met in the declaration only, so the body's text depends on
+        # the other names the declaration numbered
+        out.append("(FuncDef")
+        _walk(fd.decl, names, out)
+        key = (id(fd.body), tuple((k, v) for k, v in names.items() if k != kernel.name))
+        body = memo.get(key)
+        if body is None:
+            part: list[str] = []
+            _walk(fd.body, names, part)
+            body = memo[key] = "".join(part)
+        out += [body, ")"]
     return hashlib.sha256("".join(out).encode()).hexdigest()[:16]
 

@@ -500,20 +500,33 @@ def _gran_map(s_space: isl.Space, key: list[str]) -> isl.Map:
 
 
 class _Counter:
-    """Cached barvinok counts of sets and relations at each granularity."""
+    """Cached barvinok counts of sets and relations at each granularity.
+
+    A count does not depend on the statement a set or relation belongs to, and the statements
+    of one loop body (a register-blocked product's dozens of multiply-adds) share their
+    domain: each is counted once per text, its statement name left out."""
 
     def __init__(self, geo: _Geometry):
         self.geo = geo
+        self._counts: dict[tuple[str, str], isl.PwQPolynomial] = {}
 
     def instances(self, dom: isl.Set, gran: str) -> isl.PwQPolynomial:
-        key = self.geo.key(gran, dom.dim(isl.dim_type.set))
-        if key is None:
-            return dom.card()
-        return dom.apply(_gran_map(dom.get_space(), key)).card()
+        memo = (str(dom.reset_tuple_id()), gran)
+        got = self._counts.get(memo)
+        if got is None:
+            key = self.geo.key(gran, dom.dim(isl.dim_type.set))
+            got = dom.card() if key is None else \
+                dom.apply(_gran_map(dom.get_space(), key)).card()
+            self._counts[memo] = got
+        return got
 
     def elements(self, rel: isl.Map) -> isl.PwQPolynomial:
         """Element accesses of an exact relation: (instance, element) pairs (vloads: several)."""
-        return rel.wrap().card()
+        memo = (str(rel.reset_tuple_id(isl.dim_type.in_)), "elements")
+        got = self._counts.get(memo)
+        if got is None:
+            got = self._counts[memo] = rel.wrap().card()
+        return got
 
 
 def _sum(qps: Iterable[isl.PwQPolynomial]) -> Optional[isl.PwQPolynomial]:

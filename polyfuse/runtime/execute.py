@@ -456,13 +456,19 @@ class CompiledProgram:
         self.sizes = sizes
         initial: dict[str, np.ndarray] = {}
         for root, dt in self.dtypes.items():
-            raw = random_contents(root, sizes[root], dt, seed, int_bound)
-            if root in inputs:
-                data = _as_bytes(inputs[root], dt)
-                if len(data) > len(raw):
-                    raise PolyfuseError(f"input for buffer {root!r} has {len(data)} bytes, the "
-                                        f"buffer {len(raw)}")
-                raw[: len(data)] = data
+            data = _as_bytes(inputs[root], dt) if root in inputs else None
+            if data is not None and len(data) > sizes[root]:
+                raise PolyfuseError(f"input for buffer {root!r} has {len(data)} bytes, the "
+                                    f"buffer {sizes[root]}")
+            if data is not None and len(data) == sizes[root]:
+                # an input that fills its buffer: no random bytes to draw (a real-size
+                # model's weights are hundreds of MB); each buffer's draw is seeded by its
+                # own name, so the others' contents do not change
+                raw = data.copy()
+            else:
+                raw = random_contents(root, sizes[root], dt, seed, int_bound)
+                if data is not None:
+                    raw[: len(data)] = data
             initial[root] = raw
         src = emit_program(program)
         options = program_options(program)

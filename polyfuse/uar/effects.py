@@ -422,8 +422,12 @@ class _Builder:
         self.loop_ids = host_loop_ids(program.ops)
         self.notes: list[str] = []
         self._spec_cache: dict[tuple[str, KernelContext], Kernel] = {}
-        self._keff_cache: dict[tuple[int, int], dict] = {}
-        self._injective_cache: dict[tuple[int, int], dict[str, bool]] = {}
+        # a kernel's effects and the injectivity of its writes are functions of its model
+        # (statements and parameters), shared by the renamed copies of one kernel that the
+        # identical layers of a model launch: keyed by those records' ids (kept alive by
+        # the program)
+        self._keff_cache: dict[tuple[int, int, int], dict] = {}
+        self._injective_cache: dict[tuple[int, int, int], dict[str, bool]] = {}
         self.races: list[WriteRace] = []
         for op in program.ops:
             names = [a.buffer for a in op.args if a.kind == "buffer"] if isinstance(
@@ -548,10 +552,11 @@ class _Builder:
         if kernel is None:
             kernel = specialize_if_needed(kernel0, ctx)
             self._spec_cache[(kernel0.name, ctx)] = kernel
-        keff = self._keff_cache.get((id(kernel), wd))
+        content = (id(kernel.statements), id(kernel.params), wd)
+        keff = self._keff_cache.get(content)
         if keff is None:
             keff = _kernel_effects(kernel, wd)
-            self._keff_cache[(id(kernel), wd)] = keff
+            self._keff_cache[content] = keff
 
         # launch geometry: the host's local size, else the kernel's required one, else unit
         # groups when the kernel model does (it cannot observe grouping), else symbolic
@@ -605,11 +610,11 @@ class _Builder:
                                                   f"{tag}_{_ident(name)}")
             return bindings[name]
 
-        keff_injective = self._injective_cache.get((id(kernel), wd))
+        keff_injective = self._injective_cache.get(content)
         if keff_injective is None:
             keff_injective = {pname: _injective(rel) for (pname, direction, acc_exact), rel
                               in keff.items() if direction == "write" and acc_exact}
-            self._injective_cache[(id(kernel), wd)] = keff_injective
+            self._injective_cache[content] = keff_injective
         per_kind: dict[tuple[str, str, bool], isl.Map] = {}
         approx = not exact
         inst = self.op_instances(launch, host_dims, cons, exact, wd,

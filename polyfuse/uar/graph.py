@@ -21,7 +21,7 @@ import sympy
 from polyfuse.core.program import HostOp, Kernel, Launch, Program
 from polyfuse.uar.deps import KINDS, dependences, host_schedule
 from polyfuse.uar.effects import Effects, Instantiation, OpInstances, instantiate
-from polyfuse.uar.width import classify, pair_witness
+from polyfuse.uar.width import WidthResult, classify_shared, pair_witness
 
 
 def _jsonable(expr: Any) -> Any:
@@ -306,6 +306,7 @@ def build_uar(program: Program) -> UAR:
     schedules = host_schedule(inst)
     position = {op.id: k for k, op in enumerate(program.ops)}
     edges: list[Edge] = []
+    widths: dict[tuple[str, str, int, int], WidthResult] = {}
     for dep in dependences(inst, schedules):
         src_op, dst_op = program.op(dep.src), program.op(dep.dst)
         si, di = inst.ops[dep.src], inst.ops[dep.dst]
@@ -318,7 +319,8 @@ def build_uar(program: Program) -> UAR:
             witness = pair_witness(dep.relation, inst.context,
                                    "a host operation is at one end")
         else:
-            res = classify(dep.relation, inst.context, si.n_group_dims, di.n_group_dims)
+            res = classify_shared(dep.relation, inst.context, si.n_group_dims,
+                                  di.n_group_dims, widths)
             width, conditions, regions, witness = (res.width, res.conditions, res.regions,
                                                    res.witness)
         edges.append(Edge(

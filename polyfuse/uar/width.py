@@ -204,6 +204,35 @@ def classify(rel: isl.Map, context: isl.Set, src_groups: int, dst_groups: int) -
                            witness=_quota_witness(rel))
 
 
+#: the tuple names :func:`classify_shared` gives a relation before classifying it
+_SRC, _DST = "pf_width_src", "pf_width_dst"
+
+
+def classify_shared(rel: isl.Map, context: isl.Set, src_groups: int, dst_groups: int,
+                    memo: dict[tuple[str, str, int, int], WidthResult]) -> WidthResult:
+    """:func:`classify`, once per relation up to the names of its two operations (``memo``).
+
+    The edges between the launches of identical layers are one relation under other names
+    (``L15 -> L16``, ``L44 -> L45``): the width, its regions and conditions (parameter sets)
+    do not depend on the names, nor does the witness's point; its text is written with the
+    edge's own names.  A relation from an operation to itself is classified as it is."""
+    src = rel.get_tuple_name(isl.dim_type.in_)
+    dst = rel.get_tuple_name(isl.dim_type.out)
+    if not src or not dst or src == dst:
+        return classify(rel, context, src_groups, dst_groups)
+    canon = rel.set_tuple_name(isl.dim_type.in_, _SRC).set_tuple_name(isl.dim_type.out, _DST)
+    key = (str(canon), str(context), src_groups, dst_groups)
+    res = memo.get(key)
+    if res is None:
+        res = memo[key] = classify(canon, context, src_groups, dst_groups)
+    if res.witness is None:
+        return res
+    text = res.witness.get("text", "").replace(f"{_SRC}[", f"{src}[").replace(
+        f"{_DST}[", f"{dst}[")
+    return WidthResult(width=res.width, regions=res.regions, conditions=res.conditions,
+                       witness={**res.witness, "text": text})
+
+
 def _quota_witness(rel: isl.Map) -> dict:
     try:
         with bounded():
