@@ -1950,3 +1950,36 @@ def test_shallow_recursion_over_known_values_runs_as_written(tmp_path: Path) -> 
     host.write_text(RECURSIVE_SIZE_HOST)
     (launch,) = load_opencl(None, host=str(host)).launches
     assert launch.global_size == (64 * 8,)
+
+
+def test_global_work_offsets_are_modelled_exactly() -> None:
+    """An LU-style host launches on the trailing sub-matrix of each step with a global work
+    offset that follows the host loop (get_global_id(d) = offset + group * size + local id,
+    get_global_offset(d) the offset): the loop stays symbolic and the UAR has exactly the
+    brute-force dependences; a launch with an offset feeds one without, work-item by
+    work-item."""
+    d = PROGRAMS / "global_offset"
+    program = load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"), argv=["7"])
+    ratio, update, rsum, scale = program.launches
+    k = sympy.Symbol("k")
+    assert [lp.iterator for lp in update.loops] == ["k"]
+    assert update.global_offset == (k + 1, k + 1)
+    assert rsum.global_offset == (1,) and scale.global_offset is None
+    widths = check_against_oracle(program)
+    assert _edge(widths, "row_sum", "row_scale", program) == "thread"
+    assert _edge(widths, "col_ratio", "trail_update", program) == "global"
+
+
+def test_global_work_offsets_fuse_and_verify(tmp_path: Path, capsys: Any) -> None:
+    """The offset launch and the one without it fuse into one kernel that re-indexes the
+    first's work-items (its global ids are shifted by the offset); the fused program computes
+    what the original does."""
+    d = PROGRAMS / "global_offset"
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", str(d / "kernels.cl"), "--host", str(d / "host.c"),
+                            "--args", "7", "--out", str(out), "--verify")
+    assert code == 0, err
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["verified"]["ok"] is True
+    fused = (out / "fused.cl").read_text()
+    assert "#3 row_sum, #4 row_scale" in fused
