@@ -1983,3 +1983,18 @@ def test_global_work_offsets_fuse_and_verify(tmp_path: Path, capsys: Any) -> Non
     assert plan["verified"]["ok"] is True
     fused = (out / "fused.cl").read_text()
     assert "#3 row_sum, #4 row_scale" in fused
+
+
+def test_template_bool_argument_decides_the_build_options() -> None:
+    """``scaleTest<T, true>(...)`` called in another template's body (an overload set there):
+    its explicit template arguments give the callee's hidden parameters, so
+    ``if (shift) flags += " -DUSE_SHIFT"`` is decided per call (it was an unknown value and the
+    build options were refused), and each build is its own kernel."""
+    d = PROGRAMS / "template_flags"
+    program = load_opencl(str(d / "kernels.cl"), host=str(d / "host.cpp"), argv=["16"])
+    shifted, plain = program.launches
+    assert "-DUSE_SHIFT" in program.kernels[shifted.kernel].build_options
+    assert "-DUSE_SHIFT" not in program.kernels[plain.kernel].build_options
+    assert "-DREAL=float" in program.kernels[plain.kernel].build_options
+    widths = check_against_oracle(program)
+    assert _edge(widths, shifted.kernel, plain.kernel, program) == "thread"

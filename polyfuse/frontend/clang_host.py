@@ -1220,6 +1220,35 @@ class _Translator:
         return c_ast.FuncCall(c_ast.ID("__polyfuse_refuse"), c_ast.ExprList(
             [c_ast.Constant("string", '"' + why.replace('"', "'") + '"')]), coord=co)
 
+    def _explicit_template_args(self, callee: Any, over: Any) -> list[c_ast.Node]:
+        """The explicit template arguments of ``g<T, N>`` naming an overload set in a template
+        (after the name, in order), as :func:`_template_args` gives them: a type's size (the
+        enclosing template's ``__sizeof_T`` for its own type parameter), a value's
+        expression."""
+        K = cindex.CursorKind
+        out: list[c_ast.Node] = []
+        after = False
+        for x in callee.get_children():
+            if x is over or x.kind == K.OVERLOADED_DECL_REF:
+                after = True
+                continue
+            if not after:
+                continue
+            if x.kind == K.TYPE_REF:
+                ref = x.referenced
+                size = x.type.get_size()
+                if ref is not None and ref.kind == K.TEMPLATE_TYPE_PARAMETER:
+                    out.append(c_ast.ID(f"__sizeof_{ref.spelling}"))
+                elif size > 0:
+                    out.append(c_ast.Constant("long", f"{size}L"))
+                else:
+                    out.append(c_ast.FuncCall(c_ast.ID("__polyfuse_opaque"), c_ast.ExprList([])))
+            elif x.kind.is_expression():
+                out.append(self._expr(x))
+            else:  # a template template argument, a namespace: no value the body reads
+                out.append(c_ast.FuncCall(c_ast.ID("__polyfuse_opaque"), c_ast.ExprList([])))
+        return out
+
     def _call(self, c: Any, kids: list) -> c_ast.Node:
         K = cindex.CursorKind
         co = self._coord(c)
@@ -1319,7 +1348,12 @@ class _Translator:
                          if x.kind == K.OVERLOADED_DECL_REF), None)
             if not callee.spelling and over is not None:
                 # in a template, `g<T>(x)` names an overload set: the program's function of
-                # that name when its parameters match (else a library call)
+                # that name when its parameters match (else a library call); its explicit
+                # template arguments (`g<T, true>`) are the values of the callee's hidden ones
+                targs = self._explicit_template_args(callee, over)
+                if targs:
+                    args.append(c_ast.FuncCall(c_ast.ID("__polyfuse_template_args"),
+                                               c_ast.ExprList(targs), coord=co))
                 return c_ast.FuncCall(c_ast.ID("__polyfuse_overload"), c_ast.ExprList(
                     [c_ast.Constant("string", f'"{over.spelling}"'), *args]), coord=co)
             name = callee.spelling

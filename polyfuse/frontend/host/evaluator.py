@@ -127,8 +127,20 @@ class CEvaluator:
             return self.make_closure(argn[0])
         if name == "__polyfuse_overload" and args:  # a call in a template, by name
             name, args = argn[0].value.strip('"'), args[1:]
+            targs: list[Value] = []
+            if isinstance(argn[-1], c_ast.FuncCall) and isinstance(argn[-1].name, c_ast.ID) \
+                    and argn[-1].name.name == "__polyfuse_template_args":
+                # `g<T, true>(x)`: the template's hidden parameters follow its own
+                targs = [self.eval(a) for a in argn[-1].args.exprs]
+                args, argn = args[:-1], argn[:-1]
             fd = next((self.funcs[n] for n in (name, f"{name}__{len(args)}")
                        if n in self.funcs and _arity(self.funcs[n]) == len(args)), None)
+            if fd is None and targs:
+                fd = _template_taking(self.funcs.get(name), len(args), len(targs))
+                if fd is not None:
+                    hidden = _arity(fd) - len(args)
+                    return self.call_function(fd, args + (targs + [UNK] * hidden)[:hidden],
+                                              node)
             if fd is not None:
                 return self.call_function(fd, args, node)
             # not the program's: the library's or OpenCL's function of that name (a map
@@ -372,6 +384,22 @@ def _arity(fd: c_ast.FuncDef) -> int:
 # a call is evaluated by the evaluator itself (no wrapper: the Python stack per C call level
 # stays what it was, so deep hosts reach the recursion limit at the same place)
 _EXPRESSIONS["FuncCall"] = CEvaluator.call
+
+
+def _template_taking(fd: Optional[c_ast.FuncDef], nargs: int, ntargs: int
+                     ) -> Optional[c_ast.FuncDef]:
+    """``fd`` if it is a function template's lowered body that takes ``nargs`` arguments and at
+    least ``ntargs`` hidden template parameters after them (C++ deduces the rest)."""
+    if fd is None:
+        return None
+    params = fd.decl.type.args.params if fd.decl.type.args is not None else []
+    named = [p for p in params if isinstance(p, c_ast.Decl) and p.name]
+    hidden = named[nargs:]
+    if len(hidden) < ntargs or any(not isinstance(p.type, c_ast.TypeDecl) or
+                                   getattr(p.type.type, "names", None) != ["long"]
+                                   for p in hidden):
+        return None
+    return fd
 
 
 def _arity(fd: c_ast.FuncDef) -> int:
