@@ -1880,13 +1880,27 @@ def test_buffer_handle_boxed_behind_a_void_pointer() -> None:
     assert launch.global_size == (1024,)
 
 
-def test_function_template_specialized_per_type_is_not_one_specialization() -> None:
-    """``dp<T>()`` explicitly specialized for float (false) and double (true): the program
-    model has one function per name, so the result is unknown (refused, saying why),
-    never the last specialization's answer for every instantiation."""
-    host = str(PROGRAMS / "template_specialization" / "host.cpp")
+def test_function_template_specialized_per_type_is_not_one_specialization(tmp_path: Path
+                                                                          ) -> None:
+    """``dp<T>()`` explicitly specialized for float (false) and double (true), called in
+    ``run<T>``: the call passes the size of its type argument, which tells the two
+    specializations apart, so each instantiation runs its own (never the last
+    specialization's answer for every instantiation).  Where the template also has a generic
+    body (another type of the same size may instantiate it) the result stays unknown and is
+    refused, saying why."""
+    d = PROGRAMS / "template_specialization"
+    program = load_opencl(None, host=str(d / "host.cpp"))
+    single, double = program.launches
+    assert "-DDOUBLE" not in program.kernels[single.kernel].build_options
+    assert "-DDOUBLE" in program.kernels[double.kernel].build_options
+    for f in d.iterdir():
+        (tmp_path / f.name).write_text(f.read_text())
+    host = tmp_path / "host.cpp"
+    host.write_text(host.read_text().replace(
+        "template <class T> inline bool dp(void);",
+        "template <class T> inline bool dp(void) { return sizeof(T) > 100; }"))
     with pytest.raises(UnsupportedError, match=r"host.cpp:\d+: clBuildProgram: build options"):
-        load_opencl(None, host=host)
+        load_opencl(None, host=str(host))
 
 
 def test_launches_behind_unfollowed_calls_are_named() -> None:

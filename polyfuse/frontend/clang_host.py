@@ -19,12 +19,16 @@ runs where the lambda is called and sees the variables of the scope that made it
 a free function with different parameter counts are ``name__N``.  In a function template, a
 call of an overload set runs the program's function of that name and arity; a method call on a
 user class that depends on the template parameter (or a pure virtual call) is refused where it
-runs: polyfuse does not instantiate templates or resolve virtual calls.  Declarations
+runs: polyfuse does not instantiate templates or resolve virtual calls.  A template's
+parameters are hidden parameters of its lowered body (a type's size, a value), given by each
+call's template arguments (explicit ones in a template's body too); explicit specializations
+that those sizes tell apart are kept apart (``name__spec_SIZES``).  Declarations
 from system headers are not translated; calls into them are library calls for the interpreter.
 """
 
 from __future__ import annotations
 
+import copy
 import ctypes
 import functools
 import os
@@ -350,6 +354,10 @@ class _Translator:
         self.funcs: dict[tuple[str, int], c_ast.FuncDef] = {}
         #: (name, arity) -> how many explicit specializations of a function template define it
         self.specializations: dict[tuple[str, int], int] = {}
+        #: (name, arity) -> the explicit specializations by the sizes of their type arguments
+        self.by_sizes: dict[tuple[str, int], dict[tuple[int, ...], c_ast.FuncDef]] = {}
+        #: names of function templates with a generic body (the primary template's definition)
+        self.generic: set[str] = set()
         self.globals: dict[str, c_ast.Decl] = {}
         self.methods: dict[str, str] = {}  # USR -> lowered function name
         self.implicit_ctors: dict[str, Optional[str]] = {}  # class USR -> lowered name
@@ -384,6 +392,9 @@ class _Translator:
                         self.funcs[key] = fd
                         if cindex.conf.lib.clang_getSpecializedCursorTemplate(c) is not None:
                             self.specializations[key] = self.specializations.get(key, 0) + 1
+                            self.by_sizes.setdefault(key, {})[_type_sizes(c)] = fd
+                        if k == K.FUNCTION_TEMPLATE:
+                            self.generic.add(fd.decl.name)
             elif k == K.VAR_DECL and c.semantic_parent.kind in (K.TRANSLATION_UNIT,
                                                                 K.NAMESPACE,
                                                                 K.LINKAGE_SPEC):
@@ -399,7 +410,30 @@ class _Translator:
         ext += list(self.globals.values())
         ext += [_per_type_result(fd) if self.specializations.get(key, 0) > 1 else fd
                 for key, fd in self.funcs.items()]
+        ext += self._specializations_by_type()
         return c_ast.FileAST(ext)
+
+    def _specializations_by_type(self) -> list[c_ast.FuncDef]:
+        """Each explicit specialization of a function template without a generic body, as
+        ``name__spec_S1_S2`` (the sizes of its type arguments), where those sizes tell the
+        specializations apart: a call in a template that passes its type arguments' sizes
+        (``dp<T2>()``) then runs the one its instantiation means, and no other type can
+        instantiate the template."""
+        out = []
+        for (name, _), table in self.by_sizes.items():
+            if name in self.generic or len(table) != self.specializations[(name, _)] or \
+                    any(not sizes or min(sizes) <= 0 for sizes in table):
+                continue
+            for sizes, fd in table.items():
+                spec = f"{name}__spec_{'_'.join(map(str, sizes))}"
+                decl = copy.deepcopy(fd.decl)
+                decl.name = spec
+                t = decl.type.type
+                while not isinstance(t, c_ast.TypeDecl):
+                    t = t.type
+                t.declname = spec
+                out.append(c_ast.FuncDef(decl, fd.param_decls, fd.body, coord=fd.coord))
+        return out
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -1395,6 +1429,18 @@ def _per_type_result(fd: c_ast.FuncDef) -> c_ast.FuncDef:
     (``__polyfuse_specialized``), never one specialization's result."""
     ret = c_ast.Return(c_ast.FuncCall(c_ast.ID("__polyfuse_specialized"), c_ast.ExprList([])))
     return c_ast.FuncDef(fd.decl, fd.param_decls, c_ast.Compound([ret]), coord=fd.coord)
+
+
+def _type_sizes(c: Any) -> tuple[int, ...]:
+    """The sizes of an explicit specialization's type arguments (``dp<float2>``: (8,)); an
+    empty tuple when it has a value argument."""
+    n = c.get_num_template_arguments()
+    sizes = []
+    for i in range(max(n, 0)):
+        if c.get_template_argument_kind(i) != cindex.TemplateArgumentKind.TYPE:
+            return ()
+        sizes.append(c.get_template_argument_type(i).get_size())
+    return tuple(sizes)
 
 
 def _template_params(c: Any) -> list[str]:

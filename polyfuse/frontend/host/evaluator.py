@@ -133,6 +133,10 @@ class CEvaluator:
                 # `g<T, true>(x)`: the template's hidden parameters follow its own
                 targs = [self.eval(a) for a in argn[-1].args.exprs]
                 args, argn = args[:-1], argn[:-1]
+            spec = f"{name}__spec_" + "_".join(
+                str(v.e) if isinstance(v, Num) and v.e.is_Integer else "?" for v in targs)
+            if targs and spec in self.funcs:  # the explicit specialization for these types
+                return self.call_function(self.funcs[spec], args, node)
             fd = next((self.funcs[n] for n in (name, f"{name}__{len(args)}")
                        if n in self.funcs and _arity(self.funcs[n]) == len(args)), None)
             if fd is None and targs:
