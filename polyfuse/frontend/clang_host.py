@@ -817,16 +817,24 @@ class _Translator:
         """The constructor call of ``new C<T>(args)`` in a template (clang resolves none
         there): the class template's written constructor taking that many arguments."""
         K = cindex.CursorKind
+        every = [ch for ch in template.get_definition().get_children()
+                 if ch.kind == K.CONSTRUCTOR]
+        ctors: list = []
         args = exprs
-        if len(exprs) == 1 and exprs[0].kind in (K.UNEXPOSED_EXPR, K.PAREN_EXPR) and \
-                next((t.spelling for t in exprs[0].get_tokens()), "") == "(":
-            args = _operands(exprs[0])  # the parenthesised argument list
-        ctors = [ch for ch in template.get_definition().get_children()
-                 if ch.kind == K.CONSTRUCTOR and len(list(ch.get_arguments())) == len(args)]
+        for candidate in ([exprs, _operands(exprs[0])] if len(exprs) == 1 and
+                          exprs[0].kind == K.UNEXPOSED_EXPR else [exprs]):
+            # the arguments, or one parenthesised list of them
+            ctors = [ch for ch in every if len(_params(ch)) == len(candidate)]
+            if len(ctors) == 1:
+                args = candidate
+                break
         if len(ctors) != 1:
             return None
-        ref = ctors[0].get_definition() or ctors[0]
-        return self._ctor_call(ref, obj, args, at)
+        # declared in the class: its definition may be in another translation unit
+        values = [obj] + [self._expr(a) for a in args]
+        _by_reference(ctors[0], values, 1)
+        return c_ast.FuncCall(c_ast.ID(self._func_name(ctors[0])), c_ast.ExprList(values),
+                              coord=self._coord(at))
 
     def _where(self, c: Any) -> tuple[str, Optional[int]]:
         co = self._coord(c)
@@ -1349,6 +1357,9 @@ class _Translator:
             if "->" not in words:
                 target = c_ast.UnaryOp("&", target)
             args = [self._expr(x) for x in c.get_arguments()]
+            decl = _find_method(static, method, len(args))
+            if decl is not None:
+                _by_reference(decl, args, 0)
             return _dispatch(method, _class_chain(static), target, args, co, why)
         return c_ast.FuncCall(c_ast.ID("__polyfuse_refuse"), c_ast.ExprList(
             [c_ast.Constant("string", '"' + why.replace('"', "'") + '"')]), coord=co)
@@ -1638,6 +1649,42 @@ def _dispatch(method: str, chain: list[str], obj: c_ast.Node, args: list[c_ast.N
         c_ast.Constant("string", '"' + " ".join(chain) + '"'),
         c_ast.Constant("string", '"' + unknown.replace('"', "'") + '"'),
         c_ast.Constant("int", "1" if pure else "0"), obj, *args]), coord=co)
+
+
+def _params(fn: Any) -> list:
+    """A function's parameter declarations (in a template too, where clang gives no
+    argument list)."""
+    return [ch for ch in fn.get_children() if ch.kind == cindex.CursorKind.PARM_DECL]
+
+
+def _by_reference(fn: Any, args: list, skip: int) -> None:
+    """Pass the address of each argument (after the first ``skip``) whose parameter of
+    ``fn`` is a non-const reference, as the lowering of a resolved call does."""
+    for i, p in enumerate(_params(fn)):
+        if skip + i < len(args) and p.type.kind in (cindex.TypeKind.LVALUEREFERENCE,
+                                                    cindex.TypeKind.RVALUEREFERENCE) \
+                and not p.type.get_pointee().is_const_qualified():
+            args[skip + i] = c_ast.UnaryOp("&", args[skip + i])
+
+
+def _find_method(cls: Any, name: str, nargs: int) -> Optional[Any]:
+    """The declaration of method ``name`` taking ``nargs`` arguments in a class (template)
+    of the user's or its bases, in lookup order."""
+    K = cindex.CursorKind
+    template = cindex.conf.lib.clang_getSpecializedCursorTemplate(cls) \
+        if cls.kind in (K.CLASS_DECL, K.STRUCT_DECL) else None
+    definition = (template or cls).get_definition() or cls
+    for ch in definition.get_children():
+        if ch.kind in (K.CXX_METHOD, K.FUNCTION_TEMPLATE) and ch.spelling == name and \
+                len(_params(ch)) == nargs:
+            return ch
+    for b in definition.get_children():
+        if b.kind == K.CXX_BASE_SPECIFIER and b.referenced is not None and \
+                b.referenced.kind in (K.CLASS_DECL, K.STRUCT_DECL, K.CLASS_TEMPLATE):
+            found = _find_method(b.referenced, name, nargs)
+            if found is not None:
+                return found
+    return None
 
 
 def _is_reference(c: Any) -> bool:

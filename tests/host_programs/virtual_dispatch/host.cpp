@@ -13,6 +13,7 @@ class Stream {
     virtual void scale() { fill(); }  // the base's own version: never run here
     virtual void operator()(int times) = 0;
     void fill() { clEnqueueNDRangeKernel(queue, k_fill, 1, NULL, &n, NULL, 0, NULL, NULL); }
+    void repeats(int& times) const { times = 2; }
   protected:
     cl_command_queue queue;
     cl_kernel k_fill;
@@ -98,8 +99,10 @@ Stream<T>* make_stream(cl_context ctx, cl_device_id dev, cl_command_queue q, siz
 }
 
 template <class T>
-void run_all(Stream<T>* stream, int times)
+void run_all(Stream<T>* stream)
 {
+    int times = 0;
+    stream->repeats(times);  // a reference parameter of a method found by name
     stream->copy();
     stream->scale();
     (*stream)(times);
@@ -116,7 +119,7 @@ int main(int argc, char** argv)
     cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
     cl_command_queue q = clCreateCommandQueue(ctx, dev, 0, &err);
     Stream<float>* stream = make_stream<float>(ctx, dev, q, n);
-    run_all<float>(stream, 2);
+    run_all<float>(stream);
     stream->scale();
     delete stream;
     return 0;
