@@ -322,7 +322,8 @@ class CEvaluator:
 
     def method_scope(self, fd: c_ast.FuncDef, args: list[Value]) -> Optional[dict[str, int]]:
         """The class template parameters a method sees, from the object it runs on."""
-        if not args or not isinstance(args[0], Ref) or args[0].slot not in self.class_args:
+        if not args or not isinstance(args[0], Ref) or args[0].slot not in self.class_args or \
+                not all(not isinstance(i, str) for i in args[0].path):
             return None
         params = fd.decl.type.args.params if fd.decl.type.args is not None else []
         if not params or getattr(params[0], "name", None) != "this":
@@ -344,7 +345,9 @@ class CEvaluator:
         obj = self.eval(argn[4])
         args = [obj] + [self.eval(a) for a in argn[5:]]
         self.ctx.node = node
-        dynamic = self.classes.get(obj.slot) if isinstance(obj, Ref) else None
+        # the object itself or an element of the array `new` made (a member is another object)
+        dynamic = self.classes.get(obj.slot) if isinstance(obj, Ref) and all(
+            not isinstance(i, str) for i in obj.path) else None
         defs = [f"{c}__{method}" for c in (dynamic or static) if f"{c}__{method}" in self.funcs]
         if dynamic is None and (pure or not defs or any(
                 n.endswith(f"__{method}") and n.split("__")[0] not in static
