@@ -1880,28 +1880,68 @@ def test_buffer_handle_boxed_behind_a_void_pointer() -> None:
     assert launch.global_size == (1024,)
 
 
-def test_function_template_specialized_per_type_is_not_one_specialization() -> None:
-    """``dp<T>()`` explicitly specialized for float (false) and double (true): the program
-    model has one function per name, so the result is unknown (refused, saying why),
-    never the last specialization's answer for every instantiation."""
-    host = str(PROGRAMS / "template_specialization" / "host.cpp")
+def test_function_template_specialized_per_type_is_not_one_specialization(tmp_path: Path
+                                                                          ) -> None:
+    """``dp<T>()`` explicitly specialized for float (false) and double (true), called in
+    ``run<T>``: the call passes the size of its type argument, which tells the two
+    specializations apart, so each instantiation runs its own (never the last
+    specialization's answer for every instantiation).  Where the template also has a generic
+    body (another type of the same size may instantiate it) the result stays unknown and is
+    refused, saying why."""
+    d = PROGRAMS / "template_specialization"
+    program = load_opencl(None, host=str(d / "host.cpp"))
+    single, double = program.launches
+    assert "-DDOUBLE" not in program.kernels[single.kernel].build_options
+    assert "-DDOUBLE" in program.kernels[double.kernel].build_options
+    for f in d.iterdir():
+        (tmp_path / f.name).write_text(f.read_text())
+    host = tmp_path / "host.cpp"
+    host.write_text(host.read_text().replace(
+        "template <class T> inline bool dp(void);",
+        "template <class T> inline bool dp(void) { return sizeof(T) > 100; }"))
     with pytest.raises(UnsupportedError, match=r"host.cpp:\d+: clBuildProgram: build options"):
-        load_opencl(None, host=host)
+        load_opencl(None, host=str(host))
 
 
-def test_launches_behind_unfollowed_calls_are_named() -> None:
+@pytest.mark.parametrize("argv", [[], ["plain"]])
+def test_virtual_operator_runs_the_override_of_the_class_new_made(argv: list) -> None:
     """Launches inside a virtual ``operator()`` called through the base class, from a
     function template (the callee depends on its type parameter) or from a plain function
-    (a pure virtual call): polyfuse follows neither, and the refusal names those calls
-    instead of only saying that nothing is launched (the pure virtual call is refused where
-    it runs)."""
+    (a pure virtual call): the object was made by ``new CLOp<T>(k)``, so the call runs
+    ``CLOp``'s override (both were refused or unknown calls)."""
     host = str(PROGRAMS / "template_dispatch" / "host.cpp")
-    with pytest.raises(UnsupportedError, match=r"launches no kernel polyfuse can follow; .*"
-                       r"template's type parameter.*'\* op' at .*host.cpp:\d+"):
-        load_opencl(None, host=host, argv=[])
-    with pytest.raises(UnsupportedError, match=r"host.cpp:\d+: .*pure virtual method "
-                       r"'Op::operator\(\)'"):
-        load_opencl(None, host=host, argv=["plain"])
+    program = load_opencl(None, host=host, argv=argv)
+    assert [(op.kernel, op.global_size) for op in program.launches] == [("scale", (1024,))]
+
+
+def test_virtual_calls_dispatch_on_the_class_new_made() -> None:
+    """A STREAM-style benchmark (BabelStream's ``Stream<T>``): a factory template returns
+    ``new CLStream<T>(...)`` as a ``Stream<T>*``; calls through it in a template
+    (``stream->copy()``, ``(*stream)(n)``), inside the override (``copy()`` on ``this``) and
+    in ``main`` (``stream->scale()``, which the base also defines) run ``CLStream``'s
+    methods, and the UAR has exactly the brute-force dependences."""
+    d = PROGRAMS / "virtual_dispatch"
+    program = load_opencl(str(d / "kernels.cl"), host=str(d / "host.cpp"), argv=["64"])
+    assert [op.kernel for op in program.launches] == ["copy", "scale", "copy", "scale",
+                                                      "scale"]
+    assert [lp.iterator for lp in program.launches[2].loops] == ["t"]
+    widths = check_against_oracle(program)
+    assert _edge(widths, "copy", "scale", program) == "thread"
+
+
+def test_virtual_call_on_an_object_of_unknown_class_is_refused(tmp_path: Path) -> None:
+    """The object behind the base-class pointer was not made by a ``new`` polyfuse
+    followed: which override runs is unknown, so the call is refused where it runs, naming
+    it (never the base's version, never silently nothing)."""
+    d = PROGRAMS / "virtual_dispatch"
+    (tmp_path / "kernels.cl").write_text((d / "kernels.cl").read_text())
+    text = (d / "host.cpp").read_text().replace(
+        "make_stream<float>(ctx, dev, q, n)", "(Stream<float>*)malloc(256)")
+    (tmp_path / "host.cpp").write_text(text)
+    line = next(i for i, t in enumerate(text.splitlines(), 1) if "stream->copy();" in t)
+    with pytest.raises(UnsupportedError, match=rf"host.cpp:{line}: .*'copy' on a Stream<T> "
+                       r".*not made by a `new`"):
+        load_opencl(str(tmp_path / "kernels.cl"), host=str(tmp_path / "host.cpp"))
 
 
 def test_build_options_sprintfd_from_a_run_time_value_are_refused_with_why(tmp_path: Path
@@ -1950,3 +1990,62 @@ def test_shallow_recursion_over_known_values_runs_as_written(tmp_path: Path) -> 
     host.write_text(RECURSIVE_SIZE_HOST)
     (launch,) = load_opencl(None, host=str(host)).launches
     assert launch.global_size == (64 * 8,)
+
+
+def test_global_work_offsets_are_modelled_exactly() -> None:
+    """An LU-style host launches on the trailing sub-matrix of each step with a global work
+    offset that follows the host loop (get_global_id(d) = offset + group * size + local id,
+    get_global_offset(d) the offset): the loop stays symbolic and the UAR has exactly the
+    brute-force dependences; a launch with an offset feeds one without, work-item by
+    work-item."""
+    d = PROGRAMS / "global_offset"
+    program = load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"), argv=["7"])
+    ratio, update, rsum, scale = program.launches
+    k = sympy.Symbol("k")
+    assert [lp.iterator for lp in update.loops] == ["k"]
+    assert update.global_offset == (k + 1, k + 1)
+    assert rsum.global_offset == (1,) and scale.global_offset is None
+    widths = check_against_oracle(program)
+    assert _edge(widths, "row_sum", "row_scale", program) == "thread"
+    assert _edge(widths, "col_ratio", "trail_update", program) == "global"
+
+
+def test_global_work_offsets_fuse_and_verify(tmp_path: Path, capsys: Any) -> None:
+    """The offset launch and the one without it fuse into one kernel that re-indexes the
+    first's work-items (its global ids are shifted by the offset); the fused program computes
+    what the original does."""
+    d = PROGRAMS / "global_offset"
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", str(d / "kernels.cl"), "--host", str(d / "host.c"),
+                            "--args", "7", "--out", str(out), "--verify")
+    assert code == 0, err
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["verified"]["ok"] is True
+    fused = (out / "fused.cl").read_text()
+    assert "#3 row_sum, #4 row_scale" in fused
+
+
+def test_template_bool_argument_decides_the_build_options() -> None:
+    """``scaleTest<T, true>(...)`` called in another template's body (an overload set there):
+    its explicit template arguments give the callee's hidden parameters, so
+    ``if (shift) flags += " -DUSE_SHIFT"`` is decided per call (it was an unknown value and the
+    build options were refused), and each build is its own kernel."""
+    d = PROGRAMS / "template_flags"
+    program = load_opencl(str(d / "kernels.cl"), host=str(d / "host.cpp"), argv=["16"])
+    shifted, plain = program.launches
+    assert "-DUSE_SHIFT" in program.kernels[shifted.kernel].build_options
+    assert "-DUSE_SHIFT" not in program.kernels[plain.kernel].build_options
+    assert "-DREAL=float" in program.kernels[plain.kernel].build_options
+    widths = check_against_oracle(program)
+    assert _edge(widths, shifted.kernel, plain.kernel, program) == "thread"
+
+
+def test_virtual_calls_fuse_and_verify(tmp_path: Path, capsys: Any) -> None:
+    d = PROGRAMS / "virtual_dispatch"
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", str(d / "kernels.cl"), "--host", str(d / "host.cpp"),
+                            "--args", "64", "--out", str(out), "--verify")
+    assert code == 0, err
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["launches_before"] == 7 and plan["launches_after"] < 7
+    assert plan["verified"]["ok"] is True

@@ -594,7 +594,9 @@ class _WorkItems:
         e = sympy.sympify(e)
         if e.is_Integer:
             return exprs.int_const(int(e))
-        return exprs.pw_aff_to_c(exprs.host_to_pw_aff(e), self.dom_p, self.kb.ids)
+        pa = exprs.host_to_pw_aff(e)  # over the parameters; the fused domain is a 0-d set
+        pa = pa.insert_domain(isl.Space.set_alloc(pa.get_ctx(), 0, 0))
+        return exprs.pw_aff_to_c(pa, self.dom_p, self.kb.ids)
 
     def __call__(self, func: str, d: Optional[int]) -> c_ast.Node:
         """C for ``func(d)`` of the original launch, in the fused work-item (a new tree per
@@ -618,9 +620,9 @@ class _WorkItems:
             node = self._c(l_pa)
         elif func == "get_global_id":
             pa = g_pa.scale_val(isl.Val(ls[d])).add(l_pa) if ls[d] != 1 else g_pa.add(l_pa)
-            if off[d] != 0:
-                pa = pa.add(exprs.host_to_pw_aff(off[d]).align_params(pa.get_space()))
             node = self._c(pa)
+            if off[d] != 0:  # a host value: a literal or the fused kernel's parameter
+                node = c_ast.BinaryOp("+", node, self._host(off[d]))
         elif func == "get_local_size":
             node = exprs.int_const(ls[d])
         elif func == "get_global_size":

@@ -53,6 +53,8 @@ WORK_ITEM_DIMS = GROUP_DIMS + LOCAL_DIMS
 #: isl parameter names for launch geometry unknown at extraction time.
 GLOBAL_SIZE_PARAMS = ("_gs0", "_gs1", "_gs2")
 LOCAL_SIZE_PARAMS = ("_ls0", "_ls1", "_ls2")
+#: isl parameter names for a launch's global work offset when it is not a known integer.
+GLOBAL_OFFSET_PARAMS = ("_go0", "_go1", "_go2")
 
 class PolyfuseError(Exception):
     """An error in the user's input, reported as one line naming the place.
@@ -288,6 +290,8 @@ class KernelContext:
     local_size: tuple[Optional[int], Optional[int], Optional[int]] = (None, None, None)
     global_size: tuple[Optional[int], Optional[int], Optional[int]] = (None, None, None)
     values: tuple[tuple[str, int], ...] = ()  # known scalar arguments, sorted by name
+    #: the launch's global work offset per dimension (None: not a known integer, a parameter)
+    global_offset: tuple[Optional[int], Optional[int], Optional[int]] = (0, 0, 0)
 
     @property
     def value_map(self) -> dict[str, int]:

@@ -377,9 +377,11 @@ class AffineExtractor:
         L, G = self.L[d], self.G[d]
         g, ll = self.dim(st, d), self.dim(st, 3 + d)
         if f == "get_global_id":
-            if isinstance(L, int):
-                return g.scale_val(isl.Val(L)).add(ll) if L != 1 else g.add(ll)
-            raise NonAffine(f"get_global_id({d}) with unknown local size is g{d}*_ls{d} + l{d}")
+            if not isinstance(L, int):
+                raise NonAffine(f"get_global_id({d}) with unknown local size is "
+                                f"g{d}*_ls{d} + l{d}")
+            gid = g.scale_val(isl.Val(L)).add(ll) if L != 1 else g.add(ll)
+            return gid if self.O[d] == 0 else gid.add(self._size(st, self.O[d]))
         if f == "get_local_id":
             return ll
         if f == "get_group_id":
@@ -393,7 +395,7 @@ class AffineExtractor:
                 return self._size(st, G).scale_down_val(isl.Val(L)).floor()
             raise NonAffine(f"get_num_groups({d}) with unknown local size")
         if f == "get_global_offset":
-            return self.const(st, 0)
+            return self._size(st, self.O[d])
         raise NonAffine(f"{f}()")
 
     def monotone(self, cset: isl.Set, st: State, pos: int, step: int) -> bool:

@@ -17,14 +17,20 @@ library objects (``std::vector``, streams) become values polyfuse does not track
 that may reach OpenCL or the user's functions becomes a function (``__lambda_LINE_COL``) that
 runs where the lambda is called and sees the variables of the scope that made it; overloads of
 a free function with different parameter counts are ``name__N``.  In a function template, a
-call of an overload set runs the program's function of that name and arity; a method call on a
-user class that depends on the template parameter (or a pure virtual call) is refused where it
-runs: polyfuse does not instantiate templates or resolve virtual calls.  Declarations
+call of an overload set runs the program's function of that name and arity.  A virtual call
+through a pointer or reference, and a method call in a template on an object of a user class,
+is ``__polyfuse_dispatch``: it runs the method of the object's dynamic class, which ``new`` and
+declarations record (with the sizes of a class template's type arguments); where that class is
+not known it is refused where it runs unless only one class defines the method.  A template's
+parameters are hidden parameters of its lowered body (a type's size, a value), given by each
+call's template arguments (explicit ones in a template's body too); explicit specializations
+that those sizes tell apart are kept apart (``name__spec_SIZES``).  Declarations
 from system headers are not translated; calls into them are library calls for the interpreter.
 """
 
 from __future__ import annotations
 
+import copy
 import ctypes
 import functools
 import os
@@ -350,6 +356,10 @@ class _Translator:
         self.funcs: dict[tuple[str, int], c_ast.FuncDef] = {}
         #: (name, arity) -> how many explicit specializations of a function template define it
         self.specializations: dict[tuple[str, int], int] = {}
+        #: (name, arity) -> the explicit specializations by the sizes of their type arguments
+        self.by_sizes: dict[tuple[str, int], dict[tuple[int, ...], c_ast.FuncDef]] = {}
+        #: names of function templates with a generic body (the primary template's definition)
+        self.generic: set[str] = set()
         self.globals: dict[str, c_ast.Decl] = {}
         self.methods: dict[str, str] = {}  # USR -> lowered function name
         self.implicit_ctors: dict[str, Optional[str]] = {}  # class USR -> lowered name
@@ -384,6 +394,9 @@ class _Translator:
                         self.funcs[key] = fd
                         if cindex.conf.lib.clang_getSpecializedCursorTemplate(c) is not None:
                             self.specializations[key] = self.specializations.get(key, 0) + 1
+                            self.by_sizes.setdefault(key, {})[_type_sizes(c)] = fd
+                        if k == K.FUNCTION_TEMPLATE:
+                            self.generic.add(fd.decl.name)
             elif k == K.VAR_DECL and c.semantic_parent.kind in (K.TRANSLATION_UNIT,
                                                                 K.NAMESPACE,
                                                                 K.LINKAGE_SPEC):
@@ -399,7 +412,30 @@ class _Translator:
         ext += list(self.globals.values())
         ext += [_per_type_result(fd) if self.specializations.get(key, 0) > 1 else fd
                 for key, fd in self.funcs.items()]
+        ext += self._specializations_by_type()
         return c_ast.FileAST(ext)
+
+    def _specializations_by_type(self) -> list[c_ast.FuncDef]:
+        """Each explicit specialization of a function template without a generic body, as
+        ``name__spec_S1_S2`` (the sizes of its type arguments), where those sizes tell the
+        specializations apart: a call in a template that passes its type arguments' sizes
+        (``dp<T2>()``) then runs the one its instantiation means, and no other type can
+        instantiate the template."""
+        out = []
+        for (name, _), table in self.by_sizes.items():
+            if name in self.generic or len(table) != self.specializations[(name, _)] or \
+                    any(not sizes or min(sizes) <= 0 for sizes in table):
+                continue
+            for sizes, fd in table.items():
+                spec = f"{name}__spec_{'_'.join(map(str, sizes))}"
+                decl = copy.deepcopy(fd.decl)
+                decl.name = spec
+                t = decl.type.type
+                while not isinstance(t, c_ast.TypeDecl):
+                    t = t.type
+                t.declname = spec
+                out.append(c_ast.FuncDef(decl, fd.param_decls, fd.body, coord=fd.coord))
+        return out
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -412,8 +448,12 @@ class _Translator:
 
     def _func_name(self, c: Any) -> str:
         if _is_member(c):
-            parent = c.semantic_parent.spelling if c.semantic_parent is not None else ""
+            # a class template's members are lowered once: `C<T>::C` and `C<float>::f` are
+            # `C__C` and `C__f`
+            parent = _class_name(c.semantic_parent) if c.semantic_parent is not None else ""
             name = c.spelling.replace("~", "dtor_")
+            if c.kind in (cindex.CursorKind.CONSTRUCTOR, cindex.CursorKind.DESTRUCTOR):
+                name = re.sub(r"<.*", "", name)
             return f"{parent}__{name}" if parent else name
         if c.kind == cindex.CursorKind.FUNCTION_DECL and c.spelling.startswith("operator") and \
                 c.location.file is not None and not _is_system(c.location.file.name):
@@ -706,16 +746,95 @@ class _Translator:
         array = "[" in toks and ("(" not in toks or toks.index("[") < toks.index("("))
         count = [self._expr(x) for x in exprs if x is not ctor][:1] if array else []
         record = c.type.get_pointee().get_canonical().get_declaration()
-        if not self._user_record(record):
-            return c_ast.FuncCall(c_ast.ID("malloc"), c_ast.ExprList(count), coord=co)
         this = c_ast.ID("__polyfuse_this")
-        call = self._ctor_call(ctor.referenced, this, list(ctor.get_arguments()), c) \
-            if ctor is not None else None
-        ptr = c_ast.Typename(None, [], None, self._type(c.type, None))
+        if not self._user_record(record) or record.kind == K.CLASS_TEMPLATE:
+            template = next((x.referenced for x in kids if x.kind == K.TEMPLATE_REF and
+                             x.referenced is not None and
+                             x.referenced.kind == K.CLASS_TEMPLATE), None)
+            if array or template is None or not self._user_record(template):
+                return c_ast.FuncCall(c_ast.ID("malloc"), c_ast.ExprList(count), coord=co)
+            # `new C<T>(args)` in a template: the class template's constructor of that arity
+            call = self._dependent_ctor_call(template, this, exprs, c)
+            ptr = c_ast.Typename(None, [], None, c_ast.PtrDecl([], c_ast.TypeDecl(
+                None, [], None, c_ast.Struct(self._record(template), None))))
+            record = template
+        else:
+            call = self._ctor_call(ctor.referenced, this, list(ctor.get_arguments()), c) \
+                if ctor is not None else None
+            ptr = c_ast.Typename(None, [], None, self._type(c.type, None))
         args = [c_ast.Cast(ptr, c_ast.Constant("int", "0")),
                 count[0] if count else c_ast.Constant("int", "1")]
+        chain = c_ast.Constant("string", '"' + " ".join(_class_chain(record)) + '"')
+        targs = self._class_args(record, kids)
         return c_ast.FuncCall(c_ast.ID("__polyfuse_new"), c_ast.ExprList(
-            args + ([call] if call is not None else [])), coord=co)
+            args + ([call] if call is not None else []) + targs + [chain]), coord=co)
+
+    def _class_args(self, record: Any, kids: list) -> list[c_ast.Node]:
+        """``__polyfuse_class_args("__sizeof_T", size, ...)``: what a class template's
+        parameters are for an object of one of its specializations (its methods are lowered
+        once and read ``sizeof(T)`` as ``__sizeof_T``); [] for a plain class.  ``kids``: the
+        cursors that name the class (``new C<T>``'s template arguments in a template)."""
+        K = cindex.CursorKind
+        template = record if record.kind == K.CLASS_TEMPLATE else \
+            cindex.conf.lib.clang_getSpecializedCursorTemplate(record)
+        if template is None:
+            return []
+        params = [ch for ch in template.get_children()
+                  if ch.kind in (K.TEMPLATE_TYPE_PARAMETER, K.TEMPLATE_NON_TYPE_PARAMETER)]
+        if record.kind == K.CLASS_TEMPLATE:  # `new C<T>(...)` in a template: its type names
+            values = []
+            after = False
+            for x in kids:
+                if x.kind == K.TEMPLATE_REF:
+                    after = True
+                elif after and x.kind == K.TYPE_REF:
+                    ref = x.referenced
+                    size = x.type.get_size()
+                    values.append(
+                        c_ast.ID(f"__sizeof_{ref.spelling}")
+                        if ref is not None and ref.kind == K.TEMPLATE_TYPE_PARAMETER else
+                        c_ast.Constant("long", f"{size}L") if size > 0 else
+                        c_ast.FuncCall(c_ast.ID("__polyfuse_opaque"), c_ast.ExprList([])))
+                elif after:
+                    break
+        else:
+            values = []
+            for i in range(max(record.type.get_num_template_arguments(), 0)):
+                size = record.type.get_template_argument_type(i).get_size()
+                values.append(c_ast.Constant("long", f"{size}L") if size > 0 else
+                              c_ast.FuncCall(c_ast.ID("__polyfuse_opaque"), c_ast.ExprList([])))
+        out: list[c_ast.Node] = []
+        for p, v in zip(params, values):
+            if p.kind != K.TEMPLATE_TYPE_PARAMETER:
+                break  # a value parameter: its value is not known here
+            out += [c_ast.Constant("string", f'"__sizeof_{p.spelling}"'), v]
+        if not out:
+            return []
+        return [c_ast.FuncCall(c_ast.ID("__polyfuse_class_args"), c_ast.ExprList(out))]
+
+    def _dependent_ctor_call(self, template: Any, obj: c_ast.Node, exprs: list, at: Any
+                             ) -> Optional[c_ast.Node]:
+        """The constructor call of ``new C<T>(args)`` in a template (clang resolves none
+        there): the class template's written constructor taking that many arguments."""
+        K = cindex.CursorKind
+        every = [ch for ch in template.get_definition().get_children()
+                 if ch.kind == K.CONSTRUCTOR]
+        ctors: list = []
+        args = exprs
+        for candidate in ([exprs, _operands(exprs[0])] if len(exprs) == 1 and
+                          exprs[0].kind == K.UNEXPOSED_EXPR else [exprs]):
+            # the arguments, or one parenthesised list of them
+            ctors = [ch for ch in every if len(_params(ch)) == len(candidate)]
+            if len(ctors) == 1:
+                args = candidate
+                break
+        if len(ctors) != 1:
+            return None
+        # declared in the class: its definition may be in another translation unit
+        values = [obj] + [self._expr(a) for a in args]
+        _by_reference(ctors[0], values, 1)
+        return c_ast.FuncCall(c_ast.ID(self._func_name(ctors[0])), c_ast.ExprList(values),
+                              coord=self._coord(at))
 
     def _where(self, c: Any) -> tuple[str, Optional[int]]:
         co = self._coord(c)
@@ -757,7 +876,12 @@ class _Translator:
         # the standard members are empty before the constructor runs (an implicit one has
         # no body the model sees)
         defaults = _std_member_defaults(ref.semantic_parent, set(), c_ast.ID(c.spelling), ".")
-        return [decl] + defaults + ([call] if call is not None else [])
+        # the object's class, for the virtual calls made through a pointer to it
+        made = c_ast.FuncCall(c_ast.ID("__polyfuse_object"), c_ast.ExprList([
+            c_ast.UnaryOp("&", c_ast.ID(c.spelling)),
+            *self._class_args(ref.semantic_parent, []),
+            c_ast.Constant("string", '"' + " ".join(_class_chain(ref.semantic_parent)) + '"')]))
+        return [decl, made] + defaults + ([call] if call is not None else [])
 
     def _wrapper_call(self, ref: Any, c: Any, obj: Optional[c_ast.Node],
                       arg_cursors: list) -> Optional[c_ast.Node]:
@@ -1090,7 +1214,15 @@ class _Translator:
                 base = self._expr(b)
                 bt = b.type.get_canonical().kind
                 arrow = "->" if bt == TK.POINTER else "."
-            return c_ast.StructRef(base, arrow, c_ast.ID(c.spelling), coord=co)
+            field = c.spelling
+            if not field:  # `this->n` of a base that depends on a template parameter
+                field = next((t.spelling for t in reversed(list(c.get_tokens()))), "")
+                if not field.isidentifier():
+                    raise _Unsupported("a member of a type that depends on a template "
+                                       "parameter", c)
+                toks = [t.spelling for t in c.get_tokens()]
+                arrow = "->" if len(toks) > 1 and toks[-2] == "->" else arrow
+            return c_ast.StructRef(base, arrow, c_ast.ID(field), coord=co)
         if k == K.ARRAY_SUBSCRIPT_EXPR:
             return c_ast.ArrayRef(self._expr(kids[0]), self._expr(kids[1]), coord=co)
         if k == K.CALL_EXPR:
@@ -1217,8 +1349,118 @@ class _Translator:
             return c_ast.FuncCall(c_ast.ID("__polyfuse_opaque"), c_ast.ExprList(args), coord=co)
         why = (f"a call of '{method}' on a {held} (its class depends on a template parameter; "
                "polyfuse does not instantiate templates)")
+        static = _type_class(obj.type)
+        if static is not None:
+            # a method of the user's class (template): found by name from the object's class,
+            # its dynamic class where `new` made it, else the class its type names
+            target = self._expr(obj)
+            if "->" not in words:
+                target = c_ast.UnaryOp("&", target)
+            args = [self._expr(x) for x in c.get_arguments()]
+            decl = _find_method(static, method, len(args))
+            if decl is not None:
+                _by_reference(decl, args, 0)
+            return _dispatch(method, _class_chain(static), target, args, co, why)
         return c_ast.FuncCall(c_ast.ID("__polyfuse_refuse"), c_ast.ExprList(
             [c_ast.Constant("string", '"' + why.replace('"', "'") + '"')]), coord=co)
+
+    def _explicit_template_args(self, callee: Any, over: Any) -> list[c_ast.Node]:
+        """The explicit template arguments of ``g<T, N>`` naming an overload set in a template
+        (after the name, in order), as :func:`_template_args` gives them: a type's size (the
+        enclosing template's ``__sizeof_T`` for its own type parameter), a value's
+        expression."""
+        K = cindex.CursorKind
+        out: list[c_ast.Node] = []
+        after = False
+        for x in callee.get_children():
+            if x is over or x.kind == K.OVERLOADED_DECL_REF:
+                after = True
+                continue
+            if not after:
+                continue
+            if x.kind == K.TYPE_REF:
+                ref = x.referenced
+                size = x.type.get_size()
+                if ref is not None and ref.kind == K.TEMPLATE_TYPE_PARAMETER:
+                    out.append(c_ast.ID(f"__sizeof_{ref.spelling}"))
+                elif size > 0:
+                    out.append(c_ast.Constant("long", f"{size}L"))
+                else:
+                    out.append(c_ast.FuncCall(c_ast.ID("__polyfuse_opaque"), c_ast.ExprList([])))
+            elif x.kind.is_expression():
+                out.append(self._expr(x))
+            else:  # a template template argument, a namespace: no value the body reads
+                out.append(c_ast.FuncCall(c_ast.ID("__polyfuse_opaque"), c_ast.ExprList([])))
+        return out
+
+    def _virtual_call(self, ref: Any, c: Any, kids: list, arg_cursors: list
+                      ) -> Optional[c_ast.Node]:
+        """``p->f(x)``, ``r.f(x)`` or ``f(x)`` (on ``this``) of a virtual method through a
+        pointer or reference: run by the object's dynamic class (``Base::f()`` and a call on
+        an object itself are not virtual calls)."""
+        K = cindex.CursorKind
+        callee = self._strip(kids[0]) if kids else None
+        nparams = len(list(ref.get_arguments()))
+        if len(arg_cursors) == nparams + 1:  # `(*p)(x)`, `r(x)`: the object is an operand
+            obj = c_ast.UnaryOp("&", self._expr(arg_cursors[0]))
+            arg_cursors = arg_cursors[1:]
+        elif callee is None or callee.kind != K.MEMBER_REF_EXPR or \
+                "::" in [t.spelling for t in callee.get_tokens()] or \
+                len(arg_cursors) != nparams:
+            return None
+        elif not _operands(callee):
+            obj = c_ast.ID("this")
+        else:
+            mk = _operands(callee)
+            t = mk[0].type
+            if t.kind == cindex.TypeKind.POINTER or t.get_canonical().kind == \
+                    cindex.TypeKind.POINTER:
+                obj = self._expr(mk[0])
+            elif t.kind in (cindex.TypeKind.LVALUEREFERENCE,
+                            cindex.TypeKind.RVALUEREFERENCE) or _is_reference(mk[0]):
+                obj = c_ast.UnaryOp("&", self._expr(mk[0]))
+            else:
+                return None  # an object's own method
+        args = [self._expr(a) for a in arg_cursors]
+        for i, p in enumerate(ref.get_arguments()):
+            if p.type.kind in (cindex.TypeKind.LVALUEREFERENCE,
+                               cindex.TypeKind.RVALUEREFERENCE) and \
+                    not p.type.get_pointee().is_const_qualified():
+                args[i] = c_ast.UnaryOp("&", args[i])
+        name = self._func_name(ref)
+        what = "::".join(_qualified(ref))
+        why = (f"a call of the pure virtual method '{what}' whose overrider is chosen at run "
+               "time (polyfuse does not resolve virtual calls)") \
+            if ref.is_pure_virtual_method() else \
+            f"a virtual call of '{what}' on an object whose class polyfuse does not know"
+        return _dispatch(name[len(_class_name(ref.semantic_parent)) + 2:],
+                         _class_chain(ref.semantic_parent), obj, args, self._coord(c), why,
+                         pure=ref.is_pure_virtual_method())
+
+    def _dependent_functor_call(self, callee: Any, args: list[c_ast.Node],
+                                co: Optional[Coord]) -> Optional[c_ast.Node]:
+        """``(*obj)(x)`` or ``obj(x)`` in a template on an object of the user's class
+        (template): its ``operator()``, dispatched on the object's class."""
+        K = cindex.CursorKind
+        while callee.kind in (K.PAREN_EXPR, K.UNEXPOSED_EXPR) and len(_operands(callee)) == 1:
+            callee = _operands(callee)[0]
+        if callee.kind == K.UNARY_OPERATOR and \
+                next((t.spelling for t in callee.get_tokens()), "") == "*" and \
+                len(_operands(callee)) == 1:
+            ptr = _operands(callee)[0]
+            static = _type_class(ptr.type) \
+                if ptr.type.kind == cindex.TypeKind.POINTER else None
+            target = self._expr(ptr) if static is not None else None
+        elif callee.kind == K.DECL_REF_EXPR and _type_class(callee.type) is not None:
+            static = _type_class(callee.type)
+            target = c_ast.UnaryOp("&", self._expr(callee))
+        else:
+            return None
+        if static is None or target is None:
+            return None
+        why = (f"a call of 'operator()' on a {static.spelling} (its class depends on a "
+               "template parameter; polyfuse does not instantiate templates)")
+        return _dispatch("operator()", _class_chain(static), target, args, co, why)
 
     def _call(self, c: Any, kids: list) -> c_ast.Node:
         K = cindex.CursorKind
@@ -1227,6 +1469,10 @@ class _Translator:
         arg_cursors = list(c.get_arguments())
         if ref is not None and clhpp_name(ref) is not None:
             return self._wrapper_member_call(ref, c, kids, arg_cursors)
+        if ref is not None and ref.kind == K.CXX_METHOD and ref.is_virtual_method():
+            call = self._virtual_call(ref, c, kids, arg_cursors)
+            if call is not None:
+                return call
         if ref is not None and ref.kind == K.CXX_METHOD and ref.is_pure_virtual_method():
             # the overrider is chosen at run time and may launch kernels: refused if it runs
             what = "::".join(_qualified(ref))
@@ -1319,7 +1565,12 @@ class _Translator:
                          if x.kind == K.OVERLOADED_DECL_REF), None)
             if not callee.spelling and over is not None:
                 # in a template, `g<T>(x)` names an overload set: the program's function of
-                # that name when its parameters match (else a library call)
+                # that name when its parameters match (else a library call); its explicit
+                # template arguments (`g<T, true>`) are the values of the callee's hidden ones
+                targs = self._explicit_template_args(callee, over)
+                if targs:
+                    args.append(c_ast.FuncCall(c_ast.ID("__polyfuse_template_args"),
+                                               c_ast.ExprList(targs), coord=co))
                 return c_ast.FuncCall(c_ast.ID("__polyfuse_overload"), c_ast.ExprList(
                     [c_ast.Constant("string", f'"{over.spelling}"'), *args]), coord=co)
             name = callee.spelling
@@ -1332,6 +1583,9 @@ class _Translator:
             # `obj->method(x)` or `(*obj)(x)` on a template's type parameter: which function
             # it calls is known only per instantiation, which polyfuse does not lower
             callee = self._strip(kids[0])
+            call = self._dependent_functor_call(callee, args, co)
+            if call is not None:
+                return call
             text = " ".join(t.spelling for t in callee.get_tokens())[:60]
             base = [self._expr(x) for x in _operands(callee)[:1]] \
                 if callee.kind == K.MEMBER_REF_EXPR else []
@@ -1342,6 +1596,103 @@ class _Translator:
             return c_ast.FuncCall(self._expr(kids[0]) if kids else c_ast.ID("__polyfuse_opaque"),
                                   c_ast.ExprList(args), coord=co)
         return c_ast.FuncCall(c_ast.ID(name), c_ast.ExprList(args), coord=co)
+
+
+def _class_name(decl: Any) -> str:
+    """The prefix of a class's lowered methods (``C`` of ``C__method``): its name without
+    template arguments, as the methods of a class template are lowered once."""
+    return re.sub(r"<.*", "", decl.spelling)
+
+
+def _class_chain(decl: Any) -> list[str]:
+    """A class of the user's and its bases, in the order a method is looked up (its own
+    first, then each base's chain): the classes whose methods an object of it may run."""
+    K = cindex.CursorKind
+    if decl.kind in (K.CLASS_DECL, K.STRUCT_DECL):
+        template = cindex.conf.lib.clang_getSpecializedCursorTemplate(decl)
+        decl = template if template is not None else decl
+    definition = decl.get_definition() or decl
+    out = [_class_name(decl)]
+    for b in definition.get_children():
+        if b.kind != K.CXX_BASE_SPECIFIER:
+            continue
+        base = b.referenced
+        if base is None or base.kind not in (K.CLASS_DECL, K.STRUCT_DECL, K.CLASS_TEMPLATE):
+            base = b.type.get_canonical().get_declaration()
+        if base is not None and base.kind != K.NO_DECL_FOUND:
+            out += [x for x in _class_chain(base) if x not in out]
+    return out
+
+
+def _type_class(t: Any) -> Optional[Any]:
+    """The user's class (or class template) an object, reference or pointer type names."""
+    K = cindex.CursorKind
+    if t.kind in (cindex.TypeKind.POINTER, cindex.TypeKind.LVALUEREFERENCE,
+                  cindex.TypeKind.RVALUEREFERENCE):
+        t = t.get_pointee()
+    decl = t.get_declaration()
+    if decl is None or decl.kind not in (K.CLASS_DECL, K.STRUCT_DECL, K.CLASS_TEMPLATE):
+        return None
+    f = decl.location.file
+    if f is None or _is_system(f.name) or _is_wrapper_file(f.name):
+        return None
+    return decl
+
+
+def _dispatch(method: str, chain: list[str], obj: c_ast.Node, args: list[c_ast.Node],
+              co: Optional[Coord], unknown: str = "", pure: bool = False) -> c_ast.Node:
+    """``__polyfuse_dispatch("method", "C B A", "why", pure, obj, args...)``: a method call
+    run by the object's dynamic class (see :meth:`CEvaluator.dispatch`); ``C B A`` is the
+    static class and its bases, ``why`` the refusal where the dynamic class is not known."""
+    return c_ast.FuncCall(c_ast.ID("__polyfuse_dispatch"), c_ast.ExprList([
+        c_ast.Constant("string", f'"{method}"'),
+        c_ast.Constant("string", '"' + " ".join(chain) + '"'),
+        c_ast.Constant("string", '"' + unknown.replace('"', "'") + '"'),
+        c_ast.Constant("int", "1" if pure else "0"), obj, *args]), coord=co)
+
+
+def _params(fn: Any) -> list:
+    """A function's parameter declarations (in a template too, where clang gives no
+    argument list)."""
+    return [ch for ch in fn.get_children() if ch.kind == cindex.CursorKind.PARM_DECL]
+
+
+def _by_reference(fn: Any, args: list, skip: int) -> None:
+    """Pass the address of each argument (after the first ``skip``) whose parameter of
+    ``fn`` is a non-const reference, as the lowering of a resolved call does."""
+    for i, p in enumerate(_params(fn)):
+        if skip + i < len(args) and p.type.kind in (cindex.TypeKind.LVALUEREFERENCE,
+                                                    cindex.TypeKind.RVALUEREFERENCE) \
+                and not p.type.get_pointee().is_const_qualified():
+            args[skip + i] = c_ast.UnaryOp("&", args[skip + i])
+
+
+def _find_method(cls: Any, name: str, nargs: int) -> Optional[Any]:
+    """The declaration of method ``name`` taking ``nargs`` arguments in a class (template)
+    of the user's or its bases, in lookup order."""
+    K = cindex.CursorKind
+    template = cindex.conf.lib.clang_getSpecializedCursorTemplate(cls) \
+        if cls.kind in (K.CLASS_DECL, K.STRUCT_DECL) else None
+    definition = (template or cls).get_definition() or cls
+    for ch in definition.get_children():
+        if ch.kind in (K.CXX_METHOD, K.FUNCTION_TEMPLATE) and ch.spelling == name and \
+                len(_params(ch)) == nargs:
+            return ch
+    for b in definition.get_children():
+        if b.kind == K.CXX_BASE_SPECIFIER and b.referenced is not None and \
+                b.referenced.kind in (K.CLASS_DECL, K.STRUCT_DECL, K.CLASS_TEMPLATE):
+            found = _find_method(b.referenced, name, nargs)
+            if found is not None:
+                return found
+    return None
+
+
+def _is_reference(c: Any) -> bool:
+    """Whether an expression names a variable declared as a reference (``T& r``)."""
+    ref = c.referenced
+    return ref is not None and ref.kind in (cindex.CursorKind.VAR_DECL,
+                                            cindex.CursorKind.PARM_DECL) and \
+        ref.type.kind in (cindex.TypeKind.LVALUEREFERENCE, cindex.TypeKind.RVALUEREFERENCE)
 
 
 def _dependent_callee(c: Any) -> bool:
@@ -1361,6 +1712,18 @@ def _per_type_result(fd: c_ast.FuncDef) -> c_ast.FuncDef:
     (``__polyfuse_specialized``), never one specialization's result."""
     ret = c_ast.Return(c_ast.FuncCall(c_ast.ID("__polyfuse_specialized"), c_ast.ExprList([])))
     return c_ast.FuncDef(fd.decl, fd.param_decls, c_ast.Compound([ret]), coord=fd.coord)
+
+
+def _type_sizes(c: Any) -> tuple[int, ...]:
+    """The sizes of an explicit specialization's type arguments (``dp<float2>``: (8,)); an
+    empty tuple when it has a value argument."""
+    n = c.get_num_template_arguments()
+    sizes = []
+    for i in range(max(n, 0)):
+        if c.get_template_argument_kind(i) != cindex.TemplateArgumentKind.TYPE:
+            return ()
+        sizes.append(c.get_template_argument_type(i).get_size())
+    return tuple(sizes)
 
 
 def _template_params(c: Any) -> list[str]:

@@ -47,6 +47,7 @@ from pycparser import c_ast
 from polyfuse.c import preprocessor, printer, syntax, types
 from polyfuse.core.islutil import coalesce
 from polyfuse.core.program import (
+    GLOBAL_OFFSET_PARAMS,
     GLOBAL_SIZE_PARAMS,
     LOCAL_SIZE_PARAMS,
     WORK_ITEM_DIMS,
@@ -313,6 +314,7 @@ class _Extractor(AffineExtractor):
         self.G: list[Any] = [None, None, None]
         self.unit = [False, False, False]
         self.pinned = [False, False, False]
+        self.O: list[Any] = [0, 0, 0]  # global offset: int, or param name
         geo_params: list[str] = []
         for d in range(3):
             used = d < self.work_dims
@@ -321,6 +323,11 @@ class _Extractor(AffineExtractor):
                 continue
             self.G[d] = ctx.global_size[d] if ctx.global_size[d] is not None \
                 else GLOBAL_SIZE_PARAMS[d]
+            if ctx.global_offset[d] is None and used:
+                self.O[d] = GLOBAL_OFFSET_PARAMS[d]
+                geo_params.append(self.O[d])
+            elif used:
+                self.O[d] = ctx.global_offset[d]
             if ctx.local_size[d] is not None:
                 self.L[d] = ctx.local_size[d]
             elif not (self.used_dims.get(d, set()) & _GROUPING_FUNCS) and not self.has_barrier:
@@ -350,9 +357,6 @@ class _Extractor(AffineExtractor):
         self.param_names = scal + geo_params
         self.ctx = isl.DEFAULT_CONTEXT
         self.reserved = set(WORK_ITEM_DIMS) | set(self.param_names)
-        if "get_global_offset" in self.uses:
-            self.note("get_global_offset() is modelled as 0 (launches with an offset are not "
-                      "analysed by this model)")
 
     def _space(self, depth: int, loops: Optional[list[str]] = None) -> isl.Space:
         names = list(WORK_ITEM_DIMS) + list(loops if loops is not None else
@@ -1405,7 +1409,7 @@ def specialize(kernel: Kernel, context: KernelContext) -> Kernel:
     values.update(dict(context.values))
     merged = KernelContext(merge(old.local_size, context.local_size),
                            merge(old.global_size, context.global_size),
-                           tuple(sorted(values.items())))
+                           tuple(sorted(values.items())), context.global_offset)
     filename = kernel.loc.file if kernel.loc else "<input>"
     return extract_kernel(kernel.ast, context=merged, filename=filename, helpers=kernel.helpers,
                           declarations=kernel.declarations, struct_sizes=kernel.struct_sizes)

@@ -30,6 +30,7 @@ import sympy
 from polyfuse.c import types
 from polyfuse.core.islutil import IslQuotaExceeded, bounded, coalesce
 from polyfuse.core.program import (
+    GLOBAL_OFFSET_PARAMS,
     GLOBAL_SIZE_PARAMS,
     LOCAL_SIZE_PARAMS,
     ArrayDecl,
@@ -507,10 +508,6 @@ class _Builder:
         if kernel0 is None:
             raise UnsupportedError(f"launch {launch.id}: unknown kernel {launch.kernel!r}",
                                    *_where(launch))
-        if launch.global_offset and any(not _is_int(o) or int(o) != 0
-                                        for o in launch.global_offset):
-            raise UnsupportedError(f"launch {launch.id} of {launch.kernel}: a non-zero global "
-                                   "offset is not supported", *_where(launch))
         wd = launch.work_dim
         host_dims = _host_dim_names(tuple(launch.loops))
         its = {lp.iterator: d for lp, d in zip(launch.loops, host_dims)}
@@ -521,6 +518,7 @@ class _Builder:
         def const(x) -> Optional[int]:
             return int(x) if _is_int(x) else None
 
+        offset = tuple(launch.global_offset or ()) + (0,) * (3 - len(launch.global_offset or ()))
         launch_local = [const(launch.local_size[d]) if launch.local_size and d < wd else None
                         for d in range(3)]
         if launch.local_size is None:
@@ -547,6 +545,8 @@ class _Builder:
             global_size=tuple(const(launch.global_size[d]) if d < wd else None
                               for d in range(3)),
             values=tuple(sorted(values)),
+            global_offset=tuple(const(offset[d]) if d < wd else 0
+                                for d in range(3)),
         )
         kernel = self._spec_cache.get((kernel0.name, ctx))
         if kernel is None:
@@ -603,6 +603,7 @@ class _Builder:
         for d in range(3):
             bindings[GLOBAL_SIZE_PARAMS[d]] = gs_text[d]
             bindings[LOCAL_SIZE_PARAMS[d]] = ls_text[d]
+            values_of[GLOBAL_OFFSET_PARAMS[d]] = offset[d]
 
         def bind(name: str) -> Optional[str]:
             if name not in bindings:

@@ -76,6 +76,10 @@ class CEvaluator:
         self.undecided = 0  # conditions explored on both sides so far
         self.iterations_left = 0  # of the current loop nest's budget
         self.reach_cache: dict[str, tuple[bool, frozenset[str]]] = {}  # see .recursion
+        #: memory slot -> the class of the objects `new` made there and its bases
+        self.classes: dict[int, tuple[str, ...]] = {}
+        #: memory slot -> the slots of its class template's parameters (``__sizeof_T``)
+        self.class_args: dict[int, dict[str, int]] = {}
 
     def eval_named(self, node: c_ast.Node, hint: str) -> Value:
         """The value of ``node``, computed to be stored in the variable ``hint``."""
@@ -113,6 +117,14 @@ class CEvaluator:
         argn = list(node.args.exprs) if node.args is not None else []
         if name == "__polyfuse_new":
             return self.new_object(argn, hint or "heap", node)
+        if name == "__polyfuse_dispatch":
+            return self.dispatch(argn, node)
+        if name == "__polyfuse_object":  # a variable of a class of the program: its class
+            obj = self.eval(argn[0])
+            if isinstance(obj, Ref) and not obj.path:
+                self.classes[obj.slot] = tuple(argn[-1].value.strip('"').split())
+                self.record_class_args(obj.slot, argn)
+            return UNK
         if name == "assert":
             v = self.eval(argn[0]) if argn else UNK
             rel = relation_of(v)
@@ -127,8 +139,24 @@ class CEvaluator:
             return self.make_closure(argn[0])
         if name == "__polyfuse_overload" and args:  # a call in a template, by name
             name, args = argn[0].value.strip('"'), args[1:]
+            targs: list[Value] = []
+            if isinstance(argn[-1], c_ast.FuncCall) and isinstance(argn[-1].name, c_ast.ID) \
+                    and argn[-1].name.name == "__polyfuse_template_args":
+                # `g<T, true>(x)`: the template's hidden parameters follow its own
+                targs = [self.eval(a) for a in argn[-1].args.exprs]
+                args, argn = args[:-1], argn[:-1]
+            spec = f"{name}__spec_" + "_".join(
+                str(v.e) if isinstance(v, Num) and v.e.is_Integer else "?" for v in targs)
+            if targs and spec in self.funcs:  # the explicit specialization for these types
+                return self.call_function(self.funcs[spec], args, node)
             fd = next((self.funcs[n] for n in (name, f"{name}__{len(args)}")
                        if n in self.funcs and _arity(self.funcs[n]) == len(args)), None)
+            if fd is None and targs:
+                fd = _template_taking(self.funcs.get(name), len(args), len(targs))
+                if fd is not None:
+                    hidden = _arity(fd) - len(args)
+                    return self.call_function(fd, args + (targs + [UNK] * hidden)[:hidden],
+                                              node)
             if fd is not None:
                 return self.call_function(fd, args, node)
             # not the program's: the library's or OpenCL's function of that name (a map
@@ -145,7 +173,8 @@ class CEvaluator:
             return self.call_function(self.funcs[closure.func], args, node,
                                       dict(closure.scope))
         if name in self.funcs and name != "main":
-            return self.call_function(self.function(name, len(args)), args, node)
+            fd = self.function(name, len(args))
+            return self.call_function(fd, args, node, self.method_scope(fd, args))
         if name in STD_STRING:
             return std_string(self, name, args)
         if clhpp.handles(name):
@@ -254,12 +283,18 @@ class CEvaluator:
         elem = self.types.of(argn[0].to_type).elem or UNK_TYPE
         n = self.eval(argn[1])
         count = int(n.e) if isinstance(n, Num) and n.e.is_Integer and n.e >= 0 else None
-        ctor = argn[2] if len(argn) > 2 else None
+        chain = argn[-1].value.strip('"').split() if isinstance(argn[-1], c_ast.Constant) \
+            and argn[-1].type == "string" else []
+        ctor = argn[2] if len(argn) > 2 and (argn[2] is not argn[-1] or not chain) and \
+            not _named_call(argn[2], "__polyfuse_class_args") else None
         follow = count is not None and count <= _MAX_NEW_CONSTRUCTED
         value = Arr(count, (), self.types.default(elem, False) if follow or ctor is None
                     else UNK)
         sid = self.mem.new_slot(name, CType("array", elem.size * (count or 0), elem=elem,
                                             length=count), value)
+        if chain:
+            self.classes[sid] = tuple(chain)
+        self.record_class_args(sid, argn)
         if ctor is not None and follow:
             for k in range(count):
                 self.mem.frames[-1].scopes.append({})
@@ -270,6 +305,60 @@ class CEvaluator:
                 finally:
                     self.mem.frames[-1].scopes.pop()
         return Ref(sid)
+
+    def record_class_args(self, sid: int, argn: list[c_ast.Node]) -> None:
+        """Keep what the class template parameters of the object in slot ``sid`` are
+        (``__polyfuse_class_args("__sizeof_T", size, ...)`` among ``argn``): its methods,
+        lowered once for the template, read them."""
+        spec = next((a for a in argn if _named_call(a, "__polyfuse_class_args")), None)
+        if spec is None:
+            return
+        items = list(spec.args.exprs)
+        scope = {}
+        for name, value in zip(items[::2], items[1::2]):
+            pname = name.value.strip('"')
+            scope[pname] = self.mem.new_slot(pname, CType("int", 8), self.eval(value))
+        self.class_args[sid] = scope
+
+    def method_scope(self, fd: c_ast.FuncDef, args: list[Value]) -> Optional[dict[str, int]]:
+        """The class template parameters a method sees, from the object it runs on."""
+        if not args or not isinstance(args[0], Ref) or args[0].slot not in self.class_args or \
+                not all(not isinstance(i, str) for i in args[0].path):
+            return None
+        params = fd.decl.type.args.params if fd.decl.type.args is not None else []
+        if not params or getattr(params[0], "name", None) != "this":
+            return None
+        return dict(self.class_args[args[0].slot])
+
+    def dispatch(self, argn: list[c_ast.Node], node: c_ast.FuncCall) -> Value:
+        """``obj->method(args)`` of a virtual method, or of a class template's method in a
+        template (lowered as ``__polyfuse_dispatch("method", "C B", "why", pure, obj,
+        args...)`` with the static class ``C`` and its bases): the first definition along the
+        chain of the object's dynamic class, known where ``new`` or a declaration made it;
+        else along the static chain when the method is not pure and no class outside it
+        defines the method (then every object runs that one).  Otherwise the call is refused
+        here, saying ``why``."""
+        method = argn[0].value.strip('"')
+        static = argn[1].value.strip('"').split()
+        why = argn[2].value[1:-1]
+        pure = argn[3].value == "1"
+        obj = self.eval(argn[4])
+        args = [obj] + [self.eval(a) for a in argn[5:]]
+        self.ctx.node = node
+        # the object itself or an element of the array `new` made (a member is another object)
+        dynamic = self.classes.get(obj.slot) if isinstance(obj, Ref) and all(
+            not isinstance(i, str) for i in obj.path) else None
+        defs = [f"{c}__{method}" for c in (dynamic or static) if f"{c}__{method}" in self.funcs]
+        if dynamic is None and (pure or not defs or any(
+                n.endswith(f"__{method}") and n.split("__")[0] not in static
+                for n in self.funcs)):
+            raise self.ctx.error(f"unsupported host construct: {why} (the object was not "
+                                 "made by a `new` or declaration polyfuse followed)", node,
+                                 UnsupportedError)
+        if not defs:
+            return self.unknown_call(method, args, node)
+        fd = self.function(defs[0], len(args))
+        return self.call_function(fd, args, node, self.method_scope(fd, args))
 
     def returned_state(self, entry_ops: int, states: list[State], fd: c_ast.FuncDef) -> State:
         """The state after a function whose only paths that go on return early: the
@@ -372,6 +461,27 @@ def _arity(fd: c_ast.FuncDef) -> int:
 # a call is evaluated by the evaluator itself (no wrapper: the Python stack per C call level
 # stays what it was, so deep hosts reach the recursion limit at the same place)
 _EXPRESSIONS["FuncCall"] = CEvaluator.call
+
+
+def _named_call(node: c_ast.Node, name: str) -> bool:
+    return isinstance(node, c_ast.FuncCall) and isinstance(node.name, c_ast.ID) and \
+        node.name.name == name
+
+
+def _template_taking(fd: Optional[c_ast.FuncDef], nargs: int, ntargs: int
+                     ) -> Optional[c_ast.FuncDef]:
+    """``fd`` if it is a function template's lowered body that takes ``nargs`` arguments and at
+    least ``ntargs`` hidden template parameters after them (C++ deduces the rest)."""
+    if fd is None:
+        return None
+    params = fd.decl.type.args.params if fd.decl.type.args is not None else []
+    named = [p for p in params if isinstance(p, c_ast.Decl) and p.name]
+    hidden = named[nargs:]
+    if len(hidden) < ntargs or any(not isinstance(p.type, c_ast.TypeDecl) or
+                                   getattr(p.type.type, "names", None) != ["long"]
+                                   for p in hidden):
+        return None
+    return fd
 
 
 def _arity(fd: c_ast.FuncDef) -> int:
