@@ -34,7 +34,12 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
      work-item loops goes to ``gmem_loop_bytes`` — on a GPU they cost what their stride class
      costs, on a CPU they are scalar loads, and the fit is free to see that; unit-stride bytes
      of a multi-dimensional work-group narrower than :data:`NARROW_GROUP` along dimension 0 go
-     to ``gmem_narrow_bytes``;
+     to ``gmem_narrow_bytes``; ``gmem_beyond_cache_bytes`` adds, for the bytes of all
+     those classes, the share of one launch's footprint (every global array's distinct
+     elements over all its accesses, :func:`footprint_bytes`) beyond a cache size — the
+     same bytes stream from memory instead of a cache, 4-5x slower on a CPU; the cache size
+     is not a cost but a parameter of the feature, chosen with the fit (:data:`CACHE_GRID`,
+     :func:`fit_calibration`) and kept in the calibration;
    * overheads that do not overlap with the rest: ``launches``, ``group_barriers`` (barriers
      executed per work-group, summed over work-groups, as Stevens & Klöckner's ``barrier ×
      groups``) and
@@ -57,7 +62,9 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
    an example, so :mod:`analysis.model_accuracy` evaluates on kernels the fit never saw), counts
    each one's features with ``count_kernel`` on the very source it runs, times them in
    interleaved rounds (:func:`measure_calibration`: each launch finds the caches as a launch in
-   a program does, holding other kernels' data) and keeps the median of each.  The costs are
+   a program does, holding other kernels' data; on PoCL's ``basic`` device, which runs a kernel
+   in the thread that enqueues it, the CPU time of that thread, which other jobs' load does not
+   inflate) and keeps the median of each.  The costs are
    fitted by non-negative least squares on the *log* error (kernel times span five orders of
    magnitude, and a relative error cannot fall below -100 % while over-prediction is unbounded:
    a relative fit leaves whole classes of kernels predicted 20x too fast), by Gauss-Newton from
@@ -67,7 +74,9 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
    Lawson–Hanson active-set solver over ``numpy.linalg``.  Since ``smax_p`` is homogeneous of
    degree 1, ``smax_p(a, b) = α·a + β·b`` with ``α = (a/S)^(p-1)``, ``β = (b/S)^(p-1)``,
    ``S = smax_p(a, b)``; each step solves the (then linear) NNLS for fixed ``α, β`` and
-   recomputes them.  ``p`` is chosen from :data:`P_GRID` by the geomean error of the fit.
+   recomputes them.  ``p`` is chosen from :data:`P_GRID` by the geomean error of the fit, and
+   the cache size of ``gmem_beyond_cache_bytes`` from :data:`CACHE_GRID` the same way
+   (:func:`fit_calibration`).
 
 4. **Use.**  :func:`predict` for a kernel + launch geometry, an oplib ``OpKernel``, a
    ``KernelCounts`` or a whole ``Program`` (summed over launches, host loops included);
@@ -76,9 +85,10 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
    under :func:`calibration_key` (:meth:`Calibration.save`, :meth:`Calibration.load`), with
    the costs in readable units and every micro-benchmark's residual.
 
-The model is a throughput model: it knows nothing about caches (working sets are not a feature)
-and nothing about occupancy.  Kernels far outside the calibrated range of sizes are predicted
-with less confidence (see ``analysis/model_accuracy.py`` for what it achieves on this machine).
+The model is a throughput model: of caches it knows one size (a launch's working set against
+it), nothing of what the launches before it left in them, and nothing about occupancy.  Kernels
+far outside the calibrated range of sizes are predicted with less confidence (see
+``analysis/model_accuracy.py`` for what it achieves on this machine).
 """
 
 from __future__ import annotations
@@ -1115,7 +1125,7 @@ class Calibration:
                  f"  cache size {self.cache_bytes >> 10} KiB (global bytes beyond it in a "
                  "launch's footprint: gmem_beyond_cache_bytes)"]
         for f in FEATURES:
-            lines.append(f"  {f:22s} {readable_cost(f, self.costs.get(f, 0.0))}")
+            lines.append(f"  {f:24s} {readable_cost(f, self.costs.get(f, 0.0))}")
         worst = sorted(self.residuals(), key=lambda r: -abs(r["residual"] or 0.0))[:3]
         lines.append(f"  fit over {len(self.samples)} micro-benchmark launches: rms relative "
                      f"residual {self.fit_rms_rel_error:.1%}, geomean error "
