@@ -133,3 +133,21 @@ def test_fit_recovers_costs_overlap_and_cache_size():
     for f in ("gmem_beyond_cache_bytes", "launches"):
         k = pm.FEATURES.index(f)
         assert costs[k] == pytest.approx(truth[k], rel=1e-3)
+
+
+def test_only_pocl_basic_is_timed_by_thread_cpu_time():
+    from types import SimpleNamespace
+
+    cl = pytest.importorskip("pyopencl")
+    from polyfuse.runtime.device import runs_in_calling_thread
+
+    def dev(name: str, units: int, kind: int = cl.device_type.CPU,
+            version: str = "OpenCL 3.0 PoCL 3.1+debian") -> SimpleNamespace:
+        plat = SimpleNamespace(name="Portable Computing Language", version=version)
+        return SimpleNamespace(name=name, max_compute_units=units, type=kind, platform=plat)
+
+    assert runs_in_calling_thread(dev("basic-skylake-avx512-AMD EPYC", 1))
+    # worker threads (pthread), a GPU, another vendor's CPU runtime: profiling events
+    assert not runs_in_calling_thread(dev("pthread-skylake-avx512-AMD EPYC", 2))
+    assert not runs_in_calling_thread(dev("basic-gpu", 1, cl.device_type.GPU))
+    assert not runs_in_calling_thread(dev("basic", 1, version="OpenCL 3.0 Intel"))
