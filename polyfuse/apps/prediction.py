@@ -238,15 +238,18 @@ def measure_launches(program: Program, launches: Sequence[LaunchPrediction], *,
             + (" (warm-up)" if r == 0 else ""))
         ex.reset()
         sums = dict.fromkeys(samples, 0.0)
-        if cpu:  # the kernel runs in this thread: its CPU time, step by step
+        if cpu:  # the kernel runs in this thread: its CPU time around launch and wait, as
+            # the calibration times it (the queue is emptied between steps, untimed)
             for step in ex.steps:
                 t0 = time.thread_time()
                 events = ex.enqueue([step], profile=True)
-                ex.finish()
-                for lid, e in events:
+                for _lid, e in events:
                     e.wait()
+                t1 = time.thread_time()
+                ex.finish()
+                for lid, _e in events:
                     if lid in sums:
-                        sums[lid] += time.thread_time() - t0
+                        sums[lid] += t1 - t0
         else:
             events = ex.enqueue(ex.steps, profile=True)
             ex.finish()
