@@ -265,9 +265,8 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
 
     ``gmem_beyond_cache_bytes``: of the global bytes charged to a stride class, the share of
     one launch instance's footprint (:func:`footprint_bytes`) that does not fit in
-    ``cache_bytes`` —
-    what streams from memory rather than from a cache (a stream of 1 MB runs 4-5x faster per
-    byte than one of 16 MB on a CPU).
+    ``cache_bytes`` — what streams from memory rather than from a cache (a stream of 1 MB runs
+    4-5x faster per byte than one of 16 MB on a CPU).
     """
     kc = counts.evaluate(values) if values else counts
     name = kc.kernel
