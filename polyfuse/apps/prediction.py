@@ -18,6 +18,7 @@ Times are per instance: a launch inside a host loop runs ``count`` times per exe
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -195,7 +196,8 @@ def predict_program(program: Program, calibration: Calibration, *,
                            values=dict(params or {}))
     out = []
     for launch in program.launches:
-        feats: Features = features_of(counts[launch.id], params)
+        feats: Features = features_of(counts[launch.id], params,
+                                      cache_bytes=calibration.cache_bytes)
         n = max(1, round(feats.values.get("launches", 1.0)))
         out.append(LaunchPrediction(launch.id, launch.kernel, n, feats.to_dict(),
                                     calibration.time(feats) / n))
@@ -210,13 +212,15 @@ def measure_launches(program: Program, launches: Sequence[LaunchPrediction], *,
     The program is built and its buffers allocated once, then run once unrecorded (the device
     compiles a kernel for its work-group size at the first launch, and fresh memory faults in
     at the first touch) and ``repeat`` times recorded, each run from the same initial
-    contents; a launch's sample of a run is the sum of its instances' profiled times.
+    contents; a launch's sample of a run is the sum of its instances' profiled times (on a
+    device that runs kernels in the calling thread, PoCL ``basic``, the thread's CPU time around
+    each launch and its wait, which other jobs' load does not inflate).
     """
     import dataclasses
 
     import numpy as np
 
-    from polyfuse.runtime.device import get_context
+    from polyfuse.runtime.device import get_context, runs_in_calling_thread
     from polyfuse.runtime.execute import CompiledProgram, precheck_programs
 
     say = progress or (lambda _m: None)
@@ -227,19 +231,33 @@ def measure_launches(program: Program, launches: Sequence[LaunchPrediction], *,
         raise PolyfuseError(f"{program.name}: cannot be measured on this device: {why}")
     ctx, queue = get_context(device)
     ex = CompiledProgram(program, ints, None, 0, ctx=ctx, queue=queue)
+    cpu = runs_in_calling_thread(queue.device)
     samples: dict[int, list[float]] = {lp.launch: [] for lp in launches}
     for r in range(repeat + 1):
         say(f"measuring: run {r}/{repeat} of {len(launches)} launches"
             + (" (warm-up)" if r == 0 else ""))
         ex.reset()
-        events = ex.enqueue(ex.steps, profile=True)
-        ex.finish()
+        sums = dict.fromkeys(samples, 0.0)
+        if cpu:  # the kernel runs in this thread: its CPU time around launch and wait, as
+            # the calibration times it (the queue is emptied between steps, untimed)
+            for step in ex.steps:
+                t0 = time.thread_time()
+                events = ex.enqueue([step], profile=True)
+                for _lid, e in events:
+                    e.wait()
+                t1 = time.thread_time()
+                ex.finish()
+                for lid, _e in events:
+                    if lid in sums:
+                        sums[lid] += t1 - t0
+        else:
+            events = ex.enqueue(ex.steps, profile=True)
+            ex.finish()
+            for lid, e in events:
+                if lid in sums:
+                    sums[lid] += (e.profile.end - e.profile.start) * 1e-9
         if r == 0:
             continue
-        sums = dict.fromkeys(samples, 0.0)
-        for lid, e in events:
-            if lid in sums:
-                sums[lid] += (e.profile.end - e.profile.start) * 1e-9
         for lid, t in sums.items():
             samples[lid].append(t)
     out = []

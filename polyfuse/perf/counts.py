@@ -307,6 +307,10 @@ class KernelCounts:
     values: Mapping[str, int] = field(default_factory=dict)
     #: the work-group size per dimension where the launch fixes it (None: unknown)
     local_size: tuple[Optional[int], ...] = ()
+    #: distinct elements of each global (and ``__constant``) array the launch touches, over
+    #: every access to it (loads and stores, all stride classes); an array with an access
+    #: that is not exact (or a footprint too costly to count) is left out
+    array_footprints: Mapping[str, Count] = field(default_factory=dict)
 
     def evaluate(self, values: Mapping[str, int]) -> KernelCounts:
         """The same counts with every ``value`` filled that ``values`` determines."""
@@ -320,6 +324,7 @@ class KernelCounts:
             sync=tuple(replace(r, count=r.count.evaluate(vals)) for r in self.sync),
             geometry={k: c.evaluate(vals) for k, c in self.geometry.items()},
             values=vals,
+            array_footprints={k: c.evaluate(vals) for k, c in self.array_footprints.items()},
         )
 
     def per_work_item(self) -> KernelCounts:
@@ -726,6 +731,8 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
 
     # -- memory
     mem_groups: dict[tuple, dict[str, Any]] = {}
+    #: per global array, the union of its exact access ranges (None once one is not exact)
+    array_ranges: dict[str, Optional[isl.Set]] = {}
     for st in kernel.statements:
         for acc in st.accesses:
             if acc.address_space == "private":
@@ -750,7 +757,13 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
                 wi = counter.elements(acc.relation)
                 rng = acc.relation.range()
                 grp["ranges"] = rng if grp["ranges"] is None else grp["ranges"].union(rng)
+                if space in ("global", "constant"):
+                    prev = array_ranges.get(acc.array, rng)
+                    array_ranges[acc.array] = None if prev is None else \
+                        (rng if prev is rng else prev.union(rng))
             else:
+                if space in ("global", "constant"):
+                    array_ranges[acc.array] = None
                 wi = counter.instances(dom, "work-item")
             grp["wi"].append(wi)
             if _in_work_item_loop(dom, with_barrier):
@@ -778,6 +791,11 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
                              Count.of(nested, ctx) if nested is not None else None))
     mem.sort(key=lambda r: ({"global": 0, "constant": 1, "local": 2}.get(r.space, 3), r.array,
                             r.direction, str(r.lid_strides)))
+    array_fp: dict[str, Count] = {}
+    for array, rng in sorted(array_ranges.items()):
+        fp = _footprint(rng, ctx) if rng is not None and rng.is_bounded() else None
+        if fp is not None:
+            array_fp[array] = fp
 
     # -- synchronization
     sync_gran = granularity or "work-item"
@@ -803,7 +821,7 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
 
     kc = KernelCounts(kernel.name, sg, tuple(ops), tuple(mem), tuple(sync), geo.counts(),
                       tuple(geo.params), tuple(notes), dict(kernel.context.values),
-                      tuple(v if isinstance(v, int) else None for v in geo.L))
+                      tuple(v if isinstance(v, int) else None for v in geo.L), array_fp)
     return kc.evaluate({})
 
 
@@ -964,6 +982,7 @@ def count_program(program: Program, *, subgroup_size: Optional[int] = None,
                        for r in kc.sync),
             geometry={k: _bind(c, subs, (), values) for k, c in kc.geometry.items()},
             values={**kc.values, **values},
+            array_footprints={k: bind(c) for k, c in kc.array_footprints.items()},
             notes=kc.notes + ((f"launch {launch.id}: totals over every instance of its host "
                                "loops",) if loops else ()),
         )

@@ -31,9 +31,9 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
-from pycparser import c_ast
+from pycparser import c_ast, c_generator
 
 from polyfuse.core.program import WORK_ITEM_FUNCTIONS, Kernel
 
@@ -61,6 +61,7 @@ _NO_OP_CALLS = {
     "printf", "prefetch", "async_work_group_copy", "wait_group_events",
 }
 _FMA_CALLS = {"mad", "fma"}
+_C_TEXT = c_generator.CGenerator()
 #: calls that move or reinterpret data: no arithmetic
 _DATA_CALLS = re.compile(r"^(vload|vstore|convert_|as_|atomic|atom_|select$|shuffle)")
 
@@ -196,11 +197,44 @@ class _Val:
     product: bool = False
 
 
+#: expression nodes a compiler computes once however often the statement repeats them
+_CSE_NODES = (c_ast.BinaryOp, c_ast.UnaryOp, c_ast.TernaryOp, c_ast.FuncCall, c_ast.Cast)
+
+
+def _pure(node: Any, helpers: Mapping[str, Any]) -> bool:
+    """Whether ``node`` has no side effect: no assignment, increment or helper call (a
+    built-in function is pure, a helper's body may store)."""
+    if isinstance(node, c_ast.Assignment):
+        return False
+    if isinstance(node, c_ast.UnaryOp) and node.op in ("++", "--", "p++", "p--"):
+        return False
+    if isinstance(node, c_ast.FuncCall):
+        name = node.name.name if isinstance(node.name, c_ast.ID) else None
+        if name is None or name in helpers:
+            return False
+    return all(_pure(child, helpers) for _, child in node.children())
+
+
 class _Counter:
+    """Counts the float ops of one statement instance.
+
+    A pure subexpression that occurs more than once in a statement that has no side effect
+    is counted once: the compiler computes it once (common-subexpression elimination), as it
+    does the repeated argument of a clamp or of ``x * x`` in a polynomial (``fastmath.erf``
+    writes its argument two dozen times).
+    """
+
     def __init__(self, env: TypeEnv, out: StatementOps, depth: int = 0):
         self.env = env
         self.out = out
         self.depth = depth
+        #: values of pure subexpressions already counted, by their C text (None: no CSE)
+        self.seen: Optional[dict[str, _Val]] = None
+
+    def cse_for(self, node: Any) -> None:
+        """Enable common-subexpression elimination for ``node`` when it has no side effect."""
+        parts = [node.lvalue, node.rvalue] if isinstance(node, c_ast.Assignment) else [node]
+        self.seen = {} if all(_pure(n, self.env.helpers) for n in parts) else None
 
     def add(self, op: str, t: CType, n: int = 1) -> None:
         self.out.ops[(op, t.dtype)] += n * t.lanes
@@ -208,12 +242,21 @@ class _Counter:
     # -- expressions -------------------------------------------------------------------------------
 
     def expr(self, node: Any) -> _Val:
+        key = None
+        if self.seen is not None and isinstance(node, _CSE_NODES):
+            key = _C_TEXT.visit(node)
+            if key in self.seen:
+                return self.seen[key]
         meth = getattr(self, "e_" + type(node).__name__, None)
         if meth is None:
             for _, child in node.children():
                 self.expr(child)
             return _Val(OTHER)
-        return meth(node)
+        v = meth(node)
+        if key is not None:
+            # a reused product is a value in a register: its mul does not fuse a second time
+            self.seen[key] = _Val(v.t, v.const)
+        return v
 
     def e_Constant(self, node: c_ast.Constant) -> _Val:
         if node.type in ("float", "double", "half"):
@@ -442,6 +485,7 @@ def statement_ops(node: Any, env: TypeEnv) -> StatementOps:
     c = _Counter(env, out)
     if node is None:
         return out
+    c.cse_for(node)
     if isinstance(node, c_ast.Decl):
         if node.init is not None:
             c.expr(node.init)

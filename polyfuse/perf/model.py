@@ -34,7 +34,12 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
      work-item loops goes to ``gmem_loop_bytes`` — on a GPU they cost what their stride class
      costs, on a CPU they are scalar loads, and the fit is free to see that; unit-stride bytes
      of a multi-dimensional work-group narrower than :data:`NARROW_GROUP` along dimension 0 go
-     to ``gmem_narrow_bytes``;
+     to ``gmem_narrow_bytes``; ``gmem_beyond_cache_bytes`` adds, for the bytes of all
+     those classes, the share of one launch's footprint (every global array's distinct
+     elements over all its accesses, :func:`footprint_bytes`) beyond a cache size — the
+     same bytes stream from memory instead of a cache, 4-5x slower on a CPU; the cache size
+     is not a cost but a parameter of the feature, chosen with the fit (:data:`CACHE_GRID`,
+     :func:`fit_calibration`) and kept in the calibration;
    * overheads that do not overlap with the rest: ``launches``, ``group_barriers`` (barriers
      executed per work-group, summed over work-groups, as Stevens & Klöckner's ``barrier ×
      groups``) and
@@ -57,7 +62,9 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
    an example, so :mod:`analysis.model_accuracy` evaluates on kernels the fit never saw), counts
    each one's features with ``count_kernel`` on the very source it runs, times them in
    interleaved rounds (:func:`measure_calibration`: each launch finds the caches as a launch in
-   a program does, holding other kernels' data) and keeps the median of each.  The costs are
+   a program does, holding other kernels' data; on PoCL's ``basic`` device, which runs a kernel
+   in the thread that enqueues it, the CPU time of that thread, which other jobs' load does not
+   inflate) and keeps the median of each.  The costs are
    fitted by non-negative least squares on the *log* error (kernel times span five orders of
    magnitude, and a relative error cannot fall below -100 % while over-prediction is unbounded:
    a relative fit leaves whole classes of kernels predicted 20x too fast), by Gauss-Newton from
@@ -67,7 +74,9 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
    Lawson–Hanson active-set solver over ``numpy.linalg``.  Since ``smax_p`` is homogeneous of
    degree 1, ``smax_p(a, b) = α·a + β·b`` with ``α = (a/S)^(p-1)``, ``β = (b/S)^(p-1)``,
    ``S = smax_p(a, b)``; each step solves the (then linear) NNLS for fixed ``α, β`` and
-   recomputes them.  ``p`` is chosen from :data:`P_GRID` by the geomean error of the fit.
+   recomputes them.  ``p`` is chosen from :data:`P_GRID` by the geomean error of the fit, and
+   the cache size of ``gmem_beyond_cache_bytes`` from :data:`CACHE_GRID` the same way
+   (:func:`fit_calibration`).
 
 4. **Use.**  :func:`predict` for a kernel + launch geometry, an oplib ``OpKernel``, a
    ``KernelCounts`` or a whole ``Program`` (summed over launches, host loops included);
@@ -76,9 +85,10 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
    under :func:`calibration_key` (:meth:`Calibration.save`, :meth:`Calibration.load`), with
    the costs in readable units and every micro-benchmark's residual.
 
-The model is a throughput model: it knows nothing about caches (working sets are not a feature)
-and nothing about occupancy.  Kernels far outside the calibrated range of sizes are predicted
-with less confidence (see ``analysis/model_accuracy.py`` for what it achieves on this machine).
+The model is a throughput model: of caches it knows one size (a launch's working set against
+it), nothing of what the launches before it left in them, and nothing about occupancy.  Kernels
+far outside the calibrated range of sizes are predicted with less confidence (see
+``analysis/model_accuracy.py`` for what it achieves on this machine).
 """
 
 from __future__ import annotations
@@ -111,7 +121,15 @@ ONCHIP_FEATURES = ("flop_simple", "flop_fma", "flop_div", "flop_special", "local
                    "work_items")
 #: Features on the memory side of ``smax_p``.
 MEMORY_FEATURES = ("gmem_unit_bytes", "gmem_narrow_bytes", "gmem_loop_bytes",
-                   "gmem_strided_bytes", "gmem_uniform_bytes", "gmem_reuse_bytes")
+                   "gmem_strided_bytes", "gmem_uniform_bytes", "gmem_reuse_bytes",
+                   "gmem_beyond_cache_bytes")
+#: cache sizes (bytes) :func:`calibrate` tries for ``gmem_beyond_cache_bytes``; the one whose
+#: fit is best is kept in the calibration (the cache a device reports is often not the level
+#: whose size decides: PoCL reports the shared last level, a busy machine leaves a job less)
+CACHE_GRID = (32 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20,
+              8 << 20, 32 << 20)
+#: the cache size of a calibration that predates the feature, and of features computed alone
+DEFAULT_CACHE_BYTES = 1 << 20
 #: a work-group narrower than this along dimension 0 fills no full vector register of floats
 #: on a CPU (PoCL vectorizes the work-item loop along dimension 0): its unit-stride bytes are
 #: ``gmem_narrow_bytes``
@@ -211,7 +229,31 @@ def _value(c: Any, what: str, kernel: str) -> float:
     return float(Fraction(v)) if not isinstance(v, float) else v
 
 
-def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None) -> Features:
+def footprint_bytes(counts: KernelCounts) -> float:
+    """Distinct global bytes the launch touches (every instance of a launch in host loops,
+    summed): per array, its footprint over all its accesses
+    (:attr:`~polyfuse.perf.counts.KernelCounts.array_footprints`) times its element size; an
+    array without one (an inexact access) counts the accesses of its largest class."""
+    size: dict[str, int] = {}
+    largest: dict[str, float] = {}
+    for m in counts.mem:
+        if m.space in ("global", "constant"):
+            size[m.array] = dtype_bytes(m.dtype)
+            n = m.accesses.value
+            if n is not None:
+                largest[m.array] = max(largest.get(m.array, 0.0), float(Fraction(n)))
+    total = 0.0
+    for array, nbytes in size.items():
+        fp = counts.array_footprints.get(array)
+        if fp is not None and fp.value is not None:
+            total += float(Fraction(fp.value)) * nbytes
+        else:
+            total += largest.get(array, 0.0) * nbytes
+    return total
+
+
+def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None, *,
+                cache_bytes: int = DEFAULT_CACHE_BYTES) -> Features:
     """Feature values of one launch's counts, evaluated at ``values`` (sizes still symbolic).
 
     Ops are taken at the granularity the counts carry (sub-group by default), global accesses in
@@ -220,6 +262,11 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
     work-group size; ``work_groups``/``work_items`` are multiplied by the number of launches (a
     launch inside host loops, as :func:`count_program` totals it).  Raises
     :class:`PolyfuseError` when a count needed is still symbolic.
+
+    ``gmem_beyond_cache_bytes``: of the global bytes charged to a stride class, the share of
+    one launch instance's footprint (:func:`footprint_bytes`) that does not fit in
+    ``cache_bytes`` — what streams from memory rather than from a cache (a stream of 1 MB runs
+    4-5x faster per byte than one of 16 MB on a CPU).
     """
     kc = counts.evaluate(values) if values else counts
     name = kc.kernel
@@ -264,6 +311,8 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
         share = min(1.0, loop_f / acc_f) if loop_f > 0 and acc_f > 0 else 0.0
         out["gmem_loop_bytes"] += share * first * size
         out[f"gmem_{cls}_bytes"] += (1.0 - share) * first * size
+    charged = sum(out[f] for f in ("gmem_unit_bytes", "gmem_narrow_bytes", "gmem_loop_bytes",
+                                   "gmem_strided_bytes", "gmem_uniform_bytes"))
     launches = 1.0
     barriers = 0.0
     for s in kc.sync:
@@ -271,6 +320,9 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
             launches = _value(s.count, "kernel launches", name)
         else:
             barriers += _value(s.count, s.kind, name)
+    launch_fp = footprint_bytes(kc) / max(launches, 1.0)  # one instance's
+    if launch_fp > cache_bytes:
+        out["gmem_beyond_cache_bytes"] = charged * (1.0 - cache_bytes / launch_fp)
     if barriers > 0:
         # a kernel with barriers: a CPU OpenCL compiler runs each region between barriers as a
         # loop over the work-items and keeps private values in memory across them, so a
@@ -446,6 +498,32 @@ def fit_model(x: np.ndarray, t: np.ndarray, p_grid: Sequence[float] = P_GRID, *,
             best = (costs, float(p), rms, score)
     assert best is not None
     return best[0], best[1], best[2]
+
+
+def fit_calibration(counts: Sequence[KernelCounts], t: np.ndarray,
+                    p_grid: Sequence[float] = P_GRID,
+                    cache_grid: Sequence[int] = CACHE_GRID) -> tuple[np.ndarray, float, int, float]:
+    """(costs, p, cache bytes, rms) of launches' ``counts`` measured ``t`` seconds.
+
+    The cache size is a parameter of the features, not a cost: each size of ``cache_grid``
+    is fitted at one overlap exponent (the middle of ``p_grid``), the size whose geomean
+    error is least is kept, and :func:`fit_model` then fits every ``p`` at that size (a full
+    grid of both would take a busy 2-core machine a minute).
+    """
+    def features(cache: int) -> np.ndarray:
+        return np.array([features_of(kc, cache_bytes=int(cache)).vector() for kc in counts])
+
+    p_mid = float(sorted(p_grid)[len(p_grid) // 2])
+    best: Optional[tuple[float, int]] = None
+    for cache in cache_grid:
+        x = features(cache)
+        costs, p, _ = fit_model(x, t, (p_mid,))
+        err = geomean_error(list(zip(model_time(x, costs, p), t)))
+        if best is None or err < best[0] - 1e-12:
+            best = (err, int(cache))
+    assert best is not None
+    costs, p, rms = fit_model(features(best[1]), t, p_grid)
+    return costs, p, best[1], rms
 
 
 # ----------------------------------------------------------------------------------------------
@@ -736,7 +814,9 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
 
     items = 8192
     for op in ("fma", "simple", "exp", "div"):
-        for steps in ((8,) if quick else (2, 16)):
+        # not 2 steps of exp: PoCL 3.1 leaves that chain scalar (4.5 ns an exp against 0.7
+        # at 1, 3, 4, 8 or 16 steps), which no operator kernel does
+        for steps in ((8,) if quick else ((3, 16) if op == "exp" else (2, 16))):
             add(f"calib_{op} steps={steps}", _chain_source(op, steps), f"calib_{op}", items,
                 [buf(4 * items), buf(4 * items)], {})
     for iters in ((16,) if quick else (4, 32)):
@@ -865,12 +945,15 @@ def measure_calibration(kernels: Sequence[CalibrationKernel], queue: Any, repeat
     finds the caches as a launch in a program does: holding what other kernels touched, not
     its own data from a launch just before (except launches under :data:`TINY_LAUNCH_S`,
     mostly launch overhead, timed right after a launch of their own as in a program's
-    back-to-back launches).  A kernel the device compiler rejects or crashes
+    back-to-back launches).  On a device that runs kernels in the calling thread (PoCL
+    ``basic``) the samples are that thread's CPU seconds, which other jobs' load does not
+    inflate (:func:`~polyfuse.runtime.device.runs_in_calling_thread`).  A kernel the device
+    compiler rejects or crashes
     on (checked in a worker first, :func:`polyfuse.runtime.device.precheck`) gets None.
     """
     import pyopencl as cl
 
-    from polyfuse.runtime.device import build_program, precheck, time_kernel
+    from polyfuse.runtime.device import build_program, precheck, runs_in_calling_thread, time_kernel
 
     say = progress or (lambda _m: None)
     ctx = queue.context
@@ -899,6 +982,7 @@ def measure_calibration(kernels: Sequence[CalibrationKernel], queue: Any, repeat
         keep.append(args)
         built.append((kernel, ck))
     samples: list[list[float]] = [[] for _ in kernels]
+    cpu = runs_in_calling_thread(queue.device)
     for r in range(repeat):
         say(f"calibrate: round {r + 1}/{repeat} of {len(kernels)} micro-benchmarks")
         for i, item in enumerate(built):
@@ -909,7 +993,7 @@ def measure_calibration(kernels: Sequence[CalibrationKernel], queue: Any, repeat
             # paid back to back: such a one is launched twice in a row and the second kept
             tiny = bool(samples[i]) and float(np.median(samples[i])) < TINY_LAUNCH_S
             res = time_kernel(queue, kernel, ck.global_size, ck.local_size, None,
-                              repeat=1, warmup=1 if (r == 0 or tiny) else 0)
+                              repeat=1, warmup=1 if (r == 0 or tiny) else 0, thread_time=cpu)
             samples[i].extend(res.samples)
     return [s if built[i] is not None else None for i, s in enumerate(samples)]
 
@@ -991,6 +1075,8 @@ class Calibration:
     stable_key: str = ""
     #: calibration launches the device could not build or run, with the reason
     skipped: dict[str, str] = field(default_factory=dict)
+    #: the cache size of ``gmem_beyond_cache_bytes`` (fitted from :data:`CACHE_GRID`)
+    cache_bytes: int = DEFAULT_CACHE_BYTES
 
     @property
     def cost_vector(self) -> np.ndarray:
@@ -1034,9 +1120,11 @@ class Calibration:
         """The fitted parameters in readable units and the fit's quality, for a person."""
         lines = [f"calibration of {self.device} (key {self.device_key}, {self.created})",
                  f"  overlap exponent p = {self.p:g} (1: on-chip and memory add up; large: the "
-                 "slower hides the other)"]
+                 "slower hides the other)",
+                 f"  cache size {self.cache_bytes >> 10} KiB (global bytes beyond it in a "
+                 "launch's footprint: gmem_beyond_cache_bytes)"]
         for f in FEATURES:
-            lines.append(f"  {f:22s} {readable_cost(f, self.costs.get(f, 0.0))}")
+            lines.append(f"  {f:24s} {readable_cost(f, self.costs.get(f, 0.0))}")
         worst = sorted(self.residuals(), key=lambda r: -abs(r["residual"] or 0.0))[:3]
         lines.append(f"  fit over {len(self.samples)} micro-benchmark launches: rms relative "
                      f"residual {self.fit_rms_rel_error:.1%}, geomean error "
@@ -1049,7 +1137,8 @@ class Calibration:
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "device_key": self.device_key, "device": self.device,
                 "stable_key": self.stable_key, "created": self.created, "quick": self.quick,
-                "p": self.p, "subgroup_size": self.subgroup_size, "features": list(FEATURES),
+                "p": self.p, "cache_bytes": self.cache_bytes,
+                "subgroup_size": self.subgroup_size, "features": list(FEATURES),
                 "costs": {f: float(self.costs.get(f, 0.0)) for f in FEATURES},
                 "parameters": {f: readable_cost(f, self.costs.get(f, 0.0)) for f in FEATURES},
                 "fit_rms_rel_error": self.fit_rms_rel_error,
@@ -1071,7 +1160,8 @@ class Calibration:
                    created=d.get("created", ""),
                    fit_rms_rel_error=float(d.get("fit_rms_rel_error", 0.0)),
                    samples=list(d.get("samples", [])), stable_key=d.get("stable_key", ""),
-                   skipped=dict(d.get("skipped", {})))
+                   skipped=dict(d.get("skipped", {})),
+                   cache_bytes=int(d.get("cache_bytes", DEFAULT_CACHE_BYTES)))
 
     @staticmethod
     def path_for(device_key: str, directory: Optional[Union[str, Path]] = None) -> Path:
@@ -1154,13 +1244,13 @@ def calibrate(device: Any = None, *, quick: bool = False, progress: Progress = N
     kernels = calibration_kernels(quick, local_size=min(64, lim.max_work_group_size),
                                   max_group=min(256, lim.max_work_group_size))
     say(f"calibrate: counting {len(kernels)} micro-benchmark launches")
-    feats = [features_of(count_calibration_kernel(ck, sg)) for ck in kernels]
+    counts = [count_calibration_kernel(ck, sg) for ck in kernels]
     measured = measure_calibration(kernels, queue, repeat, progress)
-    rows: list[np.ndarray] = []
+    kept: list[KernelCounts] = []
     times: list[float] = []
     samples: list[dict[str, Any]] = []
     skipped: dict[str, str] = {}
-    for ck, f, ts in zip(kernels, feats, measured):
+    for ck, kc, ts in zip(kernels, counts, measured):
         if ts is None:
             skipped[ck.label] = "the device compiler rejected or crashed on it"
             continue
@@ -1169,28 +1259,28 @@ def calibrate(device: Any = None, *, quick: bool = False, progress: Progress = N
             skipped[ck.label] = "no positive time measured"
             continue
         q1, q3 = np.percentile(ts, [25, 75])
-        rows.append(f.vector())
+        kept.append(kc)
         times.append(t)
-        samples.append({"label": ck.label, "kernel": ck.kernel, "features": f.to_dict(),
-                        "measured": t, "spread": float((q3 - q1) / t)})
+        samples.append({"label": ck.label, "kernel": ck.kernel, "measured": t,
+                        "spread": float((q3 - q1) / t)})
         say(f"calibrate: {ck.label:28s} {t * 1e6:10.1f} us")
     if len(times) < len(FEATURES):
         raise PolyfuseError(f"calibration: only {len(times)} micro-benchmarks ran on "
                             f"{lim.name}; too few to fit {len(FEATURES)} costs")
-    x = np.array(rows)
     tm = np.array(times)
-    costs, p, rms = fit_model(x, tm, p_grid)
-    fitted = model_time(x, costs, p)
-    for s, f in zip(samples, fitted):
-        s["fitted"] = float(f)
-    say(f"calibrate: p = {p:g}, rms relative error {rms:.1%} over {len(tm)} launches "
-        f"({time.perf_counter() - t0:.1f} s)")
+    costs, p, cache, rms = fit_calibration(kept, tm, p_grid)
+    for s, kc in zip(samples, kept):
+        f = features_of(kc, cache_bytes=cache)
+        s["features"] = f.to_dict()
+        s["fitted"] = float(model_time(f.vector(), costs, p)[0])
+    say(f"calibrate: p = {p:g}, cache {cache >> 10} KiB, rms relative error {rms:.1%} over "
+        f"{len(tm)} launches ({time.perf_counter() - t0:.1f} s)")
     return Calibration(
         device_key=calibration_key(queue.device), costs=dict(zip(FEATURES, map(float, costs))),
         p=p, subgroup_size=int(sg), device=lim.name, quick=quick,
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         fit_rms_rel_error=rms, samples=samples, stable_key=stable_device_key(queue.device),
-        skipped=skipped)
+        skipped=skipped, cache_bytes=cache)
 
 
 def geomean_error(pairs: Sequence[tuple[float, float]]) -> float:
@@ -1220,28 +1310,32 @@ def _resolve(calibration: Optional[Calibration]) -> Calibration:
 def features_of_target(target: Target, params: Optional[Mapping[str, int]] = None, *,
                        global_size: Optional[Sequence[int]] = None,
                        local_size: Optional[Sequence[int]] = None,
-                       subgroup_size: Optional[int] = None) -> Features:
-    """Summed features of a Kernel (+ geometry), an oplib ``OpKernel``, counts or a Program."""
+                       subgroup_size: Optional[int] = None,
+                       cache_bytes: int = DEFAULT_CACHE_BYTES) -> Features:
+    """Summed features of a Kernel (+ geometry), an oplib ``OpKernel``, counts or a Program
+    (``cache_bytes``: the calibration's, see :func:`features_of`)."""
     params = dict(params or {})
     if isinstance(target, KernelCounts):
-        return features_of(target, params)
+        return features_of(target, params, cache_bytes=cache_bytes)
     if isinstance(target, Program):
         total = Features(dict.fromkeys(FEATURES, 0.0))
         for kc in count_program(target, subgroup_size=subgroup_size, values=params).values():
-            total = total + features_of(kc, params)
+            total = total + features_of(kc, params, cache_bytes=cache_bytes)
         return total
     if isinstance(target, Kernel):
         kernel = target
         if global_size is not None:
             kernel = specialize_kernel(kernel, global_size, local_size, params)
-        return features_of(count_kernel(kernel, subgroup_size=subgroup_size), params)
+        return features_of(count_kernel(kernel, subgroup_size=subgroup_size), params,
+                           cache_bytes=cache_bytes)
     if hasattr(target, "source") and hasattr(target, "global_size") and hasattr(target, "name"):
         from polyfuse.frontend.opencl import parse_kernels  # an oplib OpKernel
 
         kernel = parse_kernels(target.source)[target.name]
         kernel = specialize_kernel(kernel, global_size or target.global_size,
                                    local_size or target.local_size, params)
-        return features_of(count_kernel(kernel, subgroup_size=subgroup_size), params)
+        return features_of(count_kernel(kernel, subgroup_size=subgroup_size), params,
+                           cache_bytes=cache_bytes)
     raise TypeError(f"cannot predict the time of a {type(target).__name__}")
 
 
@@ -1261,7 +1355,7 @@ def predict(target: Target, params: Optional[Mapping[str, int]] = None,
     """
     cal = _resolve(calibration)
     feats = features_of_target(target, params, global_size=global_size, local_size=local_size,
-                               subgroup_size=cal.subgroup_size)
+                               subgroup_size=cal.subgroup_size, cache_bytes=cal.cache_bytes)
     return cal.time(feats)
 
 
@@ -1297,11 +1391,12 @@ def prune_variants(programs: Sequence[Target], calibration: Optional[Calibration
 
 
 __all__ = [
-    "CALIBRATION_KERNELS", "FEATURES", "MEMORY_FEATURES", "ONCHIP_FEATURES",
-    "OVERHEAD_FEATURES", "P_GRID", "Calibration", "CalibrationKernel", "Features",
-    "calibrate", "calibration_key", "calibration_kernels", "count_calibration_kernel",
-    "default_model_dir", "dtype_bytes", "features_of", "features_of_target", "fit_costs",
-    "fit_model", "geomean_error", "measure_calibration", "model_time", "nnls", "op_class",
-    "predict", "prune_variants", "rank_variants", "readable_cost", "smooth_max",
-    "specialize_kernel", "stride_class",
+    "CACHE_GRID", "CALIBRATION_KERNELS", "DEFAULT_CACHE_BYTES", "FEATURES", "MEMORY_FEATURES",
+    "ONCHIP_FEATURES", "OVERHEAD_FEATURES", "P_GRID", "Calibration", "CalibrationKernel",
+    "Features", "calibrate", "calibration_key", "calibration_kernels",
+    "count_calibration_kernel", "default_model_dir", "dtype_bytes", "features_of",
+    "features_of_target", "fit_calibration", "fit_costs", "fit_model", "footprint_bytes",
+    "geomean_error", "measure_calibration", "model_time", "nnls", "op_class", "predict",
+    "prune_variants", "rank_variants", "readable_cost", "smooth_max", "specialize_kernel",
+    "stride_class",
 ]

@@ -1093,6 +1093,21 @@ def _profiled_seconds(event: cl.Event) -> float:
     return (event.profile.end - event.profile.start) * 1e-9
 
 
+def runs_in_calling_thread(device: cl.Device) -> bool:
+    """Whether ``device`` runs a kernel in the host thread that enqueues and waits for it.
+
+    PoCL's ``basic`` CPU device does (one compute unit, no worker threads): the CPU time of
+    that thread around a launch and its wait is then the kernel's time, and other jobs'
+    load on the machine does not inflate it as it inflates profiling events (wall time).
+    """
+    try:
+        return (bool(device.type & cl.device_type.CPU) and device.max_compute_units == 1
+                and "pocl" in device.platform.version.lower()
+                and device.name.strip().lower().startswith("basic"))
+    except cl.Error:
+        return False
+
+
 def time_kernel(
     queue: cl.CommandQueue,
     kernel: cl.Kernel,
@@ -1102,11 +1117,14 @@ def time_kernel(
     *,
     repeat: int = 5,
     warmup: int = 1,
+    thread_time: bool = False,
 ) -> TimingResult:
     """Device time of ``kernel`` from profiling events: ``warmup`` unrecorded runs, then ``repeat``.
 
     Each run is waited for separately, so samples are independent (no overlap between launches).
     ``args`` are set on the kernel when given (otherwise the caller has set them).
+    ``thread_time``: the calling thread's CPU seconds around each launch and its wait instead
+    (for a device that :func:`runs_in_calling_thread`).
     """
     if not queue.properties & cl.command_queue_properties.PROFILING_ENABLE:
         raise PolyfuseError("time_kernel needs a queue with profiling enabled (use get_context)")
@@ -1120,9 +1138,10 @@ def time_kernel(
         cl.enqueue_nd_range_kernel(queue, kernel, gs, ls).wait()
     samples = []
     for _ in range(repeat):
+        t0 = time.thread_time()
         evt = cl.enqueue_nd_range_kernel(queue, kernel, gs, ls)
         evt.wait()
-        samples.append(_profiled_seconds(evt))
+        samples.append(time.thread_time() - t0 if thread_time else _profiled_seconds(evt))
     return TimingResult.from_samples(samples)
 
 
