@@ -1950,3 +1950,29 @@ def test_shallow_recursion_over_known_values_runs_as_written(tmp_path: Path) -> 
     host.write_text(RECURSIVE_SIZE_HOST)
     (launch,) = load_opencl(None, host=str(host)).launches
     assert launch.global_size == (64 * 8,)
+
+
+def test_host_loop_without_opencl_calls_runs_concretely_when_it_fits_the_nest_budget() -> None:
+    """One rule for host-only loops: when the symbolic pass loses what the loop computes (a
+    table filled entry by entry, a count decided per iteration, a count carried from one
+    iteration to the next) and its trip count times the inner iterations of one pass fits
+    the loop nest's budget, its iterations run one by one; a nest that does not fit stays
+    symbolic and what it computed is a parameter named after its variable."""
+    from polyfuse.frontend.host import loops
+
+    d = PROGRAMS / "host_loop_rule"
+
+    def load(**kw: Any) -> Program:
+        return load_opencl(str(d / "kernels.cl"), host=str(d / "main.c"), **kw)
+
+    # sizes[47] = 512, 34 multiples of 3 below 100 count 2 each, 2 rounds x 100 steps
+    assert [ln.global_size for ln in load().launches] == [(780,), (780,)]
+    fits = loops.NEST_BUDGET // 100  # rounds of 100 inner iterations the budget runs
+    program = load(defines={"ROUNDS": str(fits)})
+    assert program.launches[0].global_size == (580 + 100 * fits,)
+    program = load(defines={"ROUNDS": str(fits + 1)})
+    steps = sympy.Symbol("steps")
+    assert program.params == ("steps",)
+    assert program.launches[0].global_size == (steps + 580,)
+    bound = load(defines={"ROUNDS": str(fits + 1)}, params={"steps": 100 * (fits + 1)})
+    assert bound.launches[0].global_size == (580 + 100 * (fits + 1),)

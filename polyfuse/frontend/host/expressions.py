@@ -446,6 +446,10 @@ def binop(ev: CEvaluator, op: str, a: Any, b: Any, node: c_ast.Node) -> Any:
                 return Num(sympy.Integer(res))
     except (TypeError, ValueError, ZeroDivisionError):
         return Unknown(flt)
+    if (num_syms(a) | num_syms(b)) & ev.ctx.loop_syms:
+        # 64 << (b % 4), bits of a value shifted by the iterator: known once unrolled
+        return Unknown(flt, dataclasses.replace(ev.source(
+            f"an operation '{op}' on a host loop iterator", node), loop_index=True))
     return UNK
 
 

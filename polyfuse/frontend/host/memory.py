@@ -277,6 +277,10 @@ class Memory:
                                      "loop iterator")
                 value = Poison("stored at an unknown index")
             else:
+                src = src_of(value)
+                if ref.loop and (not isinstance(value, (Unknown, Runtime)) or
+                                 (src is not None and src.loop_index)):
+                    self.ctx.forgotten += 1
                 value = Unknown(False, src_of(value))
             whole = Ref(ref.slot, ref.path)
             arr = self.read(whole)
