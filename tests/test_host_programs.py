@@ -1976,3 +1976,23 @@ def test_host_loop_without_opencl_calls_runs_concretely_when_it_fits_the_nest_bu
     assert program.launches[0].global_size == (steps + 580,)
     bound = load(defines={"ROUNDS": str(fits + 1)}, params={"steps": 100 * (fits + 1)})
     assert bound.launches[0].global_size == (580 + 100 * (fits + 1),)
+
+
+def test_kernel_name_copied_into_a_buffer_at_run_time() -> None:
+    """``strcpy(kernel_name, kernel_name_tiled)`` from a char array initialised with a string
+    literal, chosen by a switch on an option: the kernel is the one the copied text names;
+    where the option is not known, the refusal names the condition that decides the text."""
+    d = PROGRAMS / "kernel_name_copy"
+
+    def kernel(argv: Optional[list[str]]) -> str:
+        program = load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"), argv=argv)
+        (launch,) = program.launches
+        return launch.kernel
+
+    assert kernel([]) == "scale_rows"
+    assert kernel(["-t"]) == "scale_tiled"
+    host = (d / "host.c").read_text().splitlines()
+    switch = next(i + 1 for i, t in enumerate(host) if "switch (kernel_type)" in t)
+    with pytest.raises(UnsupportedError, match=rf"kernel_name.*written differently on the "
+                       rf"paths of the condition at .*host.c:{switch}"):
+        kernel(None)

@@ -222,6 +222,8 @@ class Memory:
                           (ref.slot,) + ref.path)
         new = self._update(slot.value, ref.path, value)
         self.state.slots[ref.slot] = dataclasses.replace(slot, value=new)
+        if ref.path and ref.slot in self.state.texts:  # name[0] = 'x' changes its text
+            self.set_text(ref.slot, None, "its characters are written one by one")
 
     def _update(self, cur: Any, path: tuple, value: Any) -> Any:
         if not path:
