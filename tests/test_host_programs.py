@@ -1996,3 +1996,16 @@ def test_kernel_name_copied_into_a_buffer_at_run_time() -> None:
     with pytest.raises(UnsupportedError, match=rf"kernel_name.*written differently on the "
                        rf"paths of the condition at .*host.c:{switch}"):
         kernel(None)
+
+
+def test_function_template_makes_vectors_and_buffers_from_their_iterators() -> None:
+    """In a function template's generic body (PRK's run<T>), ``std::vector<T> h(n)`` is a
+    vector of n elements of sizeof(T) bytes and ``cl::Buffer(context, begin(h), end(h),
+    readOnly)`` a buffer copied from it: the launch binds those buffers."""
+    program = load_opencl(None, host=str(HANDSON / "template_run.cpp"),
+                          include_dirs=[str(CPP_COMMON)])
+    (launch,) = program.launches
+    assert launch.kernel == "vadd" and launch.global_size == (32,)
+    assert [launch.arg(i).buffer for i in range(3)] == ["d_a", "d_b", "d_c"]
+    assert {n: b.size for n, b in program.buffers.items()} == {"d_a": 128, "d_b": 128,
+                                                                "d_c": 128}
