@@ -2009,3 +2009,19 @@ def test_function_template_makes_vectors_and_buffers_from_their_iterators() -> N
     assert [launch.arg(i).buffer for i in range(3)] == ["d_a", "d_b", "d_c"]
     assert {n: b.size for n, b in program.buffers.items()} == {"d_a": 128, "d_b": 128,
                                                                 "d_c": 128}
+
+
+def test_descending_host_loop_stays_symbolic() -> None:
+    """``for (t = length - 2; t >= 0; t--)`` (a backward sweep) counts up with ``t = length -
+    2 - k``: one launch in a host loop of length - 1 iterations, its offset decreasing, the
+    dependences between the iterations those of the unrolled sweep; -1 after the loop."""
+    d = PROGRAMS / "backward_sweep"
+    program = load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"), argv=[])
+    (launch,) = program.launches
+    (loop,) = launch.loops
+    k = sympy.Symbol(loop.iterator)
+    assert (loop.lower, loop.upper) == (0, 5)
+    assert sympy.expand(launch.arg(1).value - (64 - 16 * k)) == 0
+    check_against_oracle(program)
+    long = load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"), argv=["2000"])
+    assert len(long.launches) == 1 and long.launches[0].loops[0].upper == 1999

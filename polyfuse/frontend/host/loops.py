@@ -153,8 +153,12 @@ def for_(ev: CEvaluator, node: c_ast.For) -> None:
     try:
         with loop_nest(ev):
             counted = counted_bounds(ev, node)
+            down = descending(node) if counted is None else None
             if counted is not None:
                 counted_loop(ev, node, *counted)
+            elif down is not None:
+                for stmt in down:
+                    ev.exec(stmt)
             else:
                 if node.init is not None:
                     ev.exec(node.init)
@@ -171,6 +175,60 @@ def while_(ev: CEvaluator, node: c_ast.While) -> None:
 def do_while(ev: CEvaluator, node: c_ast.DoWhile) -> None:
     with loop_nest(ev):
         generic_loop(ev, node, node.cond, node.stmt, None, True)
+
+
+#: id of a descending for -> (that loop, its ascending form); the loop is kept so that its
+#: id is not reused
+_DESCENDING: dict[int, tuple[c_ast.For, list]] = {}
+
+
+def descending(node: c_ast.For) -> Optional[list]:
+    """``for (t = a; t >= b; t--) S`` as statements with a counted loop that counts up
+    (``k = 0; k < a - b + 1; k++`` with ``t = a - k;`` first in its body) and ``t``'s value
+    after the loop, so that a backward sweep of launches stays symbolic; None for other
+    loops.  ``a`` and ``b`` must not be assigned in the body (then they are re-read)."""
+    known = _DESCENDING.get(id(node))
+    if known is not None and known[0] is node:
+        return known[1]
+    init, c, co = node.init, node.cond, node.coord
+    if isinstance(init, c_ast.DeclList) and len(init.decls) == 1 and init.decls[0].init:
+        it, start = init.decls[0].name, init.decls[0].init
+    elif isinstance(init, c_ast.Assignment) and init.op == "=" and \
+            isinstance(init.lvalue, c_ast.ID):
+        it, start = init.lvalue.name, init.rvalue
+    else:
+        return None
+    nxt = node.next
+    step_down = isinstance(nxt, c_ast.UnaryOp) and nxt.op in ("--", "p--") and \
+        isinstance(nxt.expr, c_ast.ID) and nxt.expr.name == it or \
+        isinstance(nxt, c_ast.Assignment) and nxt.op == "-=" and \
+        isinstance(nxt.lvalue, c_ast.ID) and nxt.lvalue.name == it and \
+        isinstance(nxt.rvalue, c_ast.Constant) and nxt.rvalue.value == "1"
+    if not step_down or not isinstance(c, c_ast.BinaryOp) or c.op not in (">=", ">") or \
+            not (isinstance(c.left, c_ast.ID) and c.left.name == it):
+        return None
+    stop = c.right
+    assigned = _assigned_names(node.stmt)
+    if (_names(start) | _names(stop)) & (assigned | {it}):
+        return None
+    k = f"{it}_down"
+    trip = c_ast.BinaryOp("-", start, stop, co)
+    if c.op == ">=":
+        trip = c_ast.BinaryOp("+", trip, c_ast.Constant("int", "1", co), co)
+    body = c_ast.Compound([c_ast.Assignment("=", c_ast.ID(it, co),
+                                            c_ast.BinaryOp("-", start, c_ast.ID(k, co), co), co),
+                           node.stmt], co)
+    counter = c_ast.Decl(k, [], [], [], [], c_ast.TypeDecl(
+        k, [], None, c_ast.IdentifierType(["long"])), c_ast.Constant("int", "0", co), None, co)
+    loop = c_ast.For(c_ast.Assignment("=", c_ast.ID(k, co), c_ast.Constant("int", "0", co), co),
+                     c_ast.BinaryOp("<", c_ast.ID(k, co), trip, co),
+                     c_ast.UnaryOp("p++", c_ast.ID(k, co), co), body, co)
+    last = stop if c.op == ">" else c_ast.BinaryOp("-", stop, c_ast.Constant("int", "1", co), co)
+    after = c_ast.Assignment("=", c_ast.ID(it, co), c_ast.TernaryOp(
+        c_ast.BinaryOp(c.op, start, stop, co), last, start, co), co)
+    out = [init, counter, loop, after]
+    _DESCENDING[id(node)] = (node, out)
+    return out
 
 
 def counted_bounds(ev: CEvaluator, node: c_ast.For) -> Optional[tuple]:
