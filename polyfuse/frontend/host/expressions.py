@@ -269,9 +269,10 @@ def array_ref(ev: CEvaluator, node: c_ast.ArrayRef) -> Any:
     if isinstance(ref, SymIndex):
         arr = ev.mem.read(Ref(ref.slot, ref.path))
         if isinstance(arr, Arr):
-            vals = [v for _, v in arr.elems] + [arr.default]
-            if all(v == vals[0] for v in vals) and arr.length is not None and \
-                    len(arr.elems) >= arr.length:
+            full = arr.length is not None and len(arr.elems) >= arr.length
+            # the default stands for elements not written; a full array has none
+            vals = [v for _, v in arr.elems] + ([] if full and arr.elems else [arr.default])
+            if all(v == vals[0] for v in vals) and full:
                 return vals[0]
             if any(isinstance(v, TRACKED) for v in vals):
                 if ref.loop:

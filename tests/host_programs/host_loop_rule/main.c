@@ -1,7 +1,7 @@
 /* Host loops without OpenCL calls whose symbolic pass loses what they compute: a table of
  * work sizes filled entry by entry (48 entries), a count decided per iteration (100
- * iterations), and a nest of ROUNDS x 100 concrete iterations that fits the loop nest's
- * budget only while ROUNDS is small. */
+ * iterations), a table of levels halved per row, and a nest of ROUNDS x 100 concrete
+ * iterations that fits the loop nest's budget only while ROUNDS is small. */
 #include <CL/cl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +26,14 @@ int main(int argc, char **argv) {
             steps++;
         }
     }
-    size_t n = sizes[47] + extra + steps;
+    int levels[4][3];  /* each level halves the one above it (rows read whole) */
+    levels[3][0] = 8;
+    levels[3][1] = 16;
+    levels[3][2] = 32;
+    for (int k = 2; k >= 0; k--)
+        for (int ax = 0; ax < 3; ax++)
+            levels[k][ax] = levels[k + 1][ax] / 2;
+    size_t n = sizes[47] + extra + steps + levels[0][2];
 
     cl_platform_id platform;
     cl_device_id device;
