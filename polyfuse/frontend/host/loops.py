@@ -362,11 +362,11 @@ def losses(ev: CEvaluator, before: State, sid: int, sym: sympy.Symbol, undecided
     for k in changed_slots(before, ev.mem.state):
         v = ev.mem.state.slots[k].value
         src = src_of(v)
-        if k == sid:
+        if k == sid or k not in before.slots:  # a variable of the body: dead after it
             continue
         if isinstance(v, Num) and sym in v.e.free_symbols or src is not None and src.loop_index:
             return "a host number it computes depends on its iterator"
-        if k in before.slots and forgets_known(before.slots[k].value, v):
+        if forgets_known(before.slots[k].value, v):
             return "a host number known before it is unknown after it"
     return ""
 
@@ -376,7 +376,8 @@ def forgets_known(old: Any, new: Any) -> bool:
     element by element)."""
     if isinstance(old, Num):
         return old.e.is_number and not (isinstance(new, Num) and new.e.is_number)
-    if isinstance(old, Arr) and isinstance(new, Arr):
+    if isinstance(old, Arr) and isinstance(new, Arr) and old.length is not None and \
+            old.length <= MAX_UNROLL:  # a table, not bulk host data
         return any(forgets_known(v, new.get(k)) for k, v in old.elems)
     if isinstance(old, Rec) and isinstance(new, Rec):
         return any(forgets_known(v, new.get(k)) for k, v in old.fields)

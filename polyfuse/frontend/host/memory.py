@@ -112,6 +112,11 @@ class Frame:
     cond_states: list = field(default_factory=list)  # the state each of cond_returns left
 
 
+#: the most elements of a host array whose entries a loop fills that polyfuse keeps known by
+#: running the loop (a table of sizes); larger arrays are data
+_TABLE = 1024
+
+
 class Memory:
     """Host memory: the current path's :class:`State`, call frames, and char buffers' text."""
 
@@ -280,8 +285,12 @@ class Memory:
                 value = Poison("stored at an unknown index")
             else:
                 src = src_of(value)
-                if ref.loop and (not isinstance(value, (Unknown, Runtime)) or
-                                 (src is not None and src.loop_index)):
+                table = self.read(Ref(ref.slot, ref.path))
+                # a table (sizes per level), not bulk host data: running the loop knows it
+                if ref.loop and isinstance(table, Arr) and table.length is not None and \
+                        table.length <= _TABLE and \
+                        (not isinstance(value, (Unknown, Runtime)) or
+                         (src is not None and src.loop_index)):
                     self.ctx.forgotten += 1
                 value = Unknown(False, src_of(value))
             whole = Ref(ref.slot, ref.path)
