@@ -453,11 +453,6 @@ class CEvaluator:
         self.mem.state.ops.append(op)
 
 
-def _arity(fd: c_ast.FuncDef) -> int:
-    params = fd.decl.type.args.params if fd.decl.type.args is not None else []
-    return len([p for p in params if isinstance(p, c_ast.Decl) and p.name])
-
-
 # a call is evaluated by the evaluator itself (no wrapper: the Python stack per C call level
 # stays what it was, so deep hosts reach the recursion limit at the same place)
 _EXPRESSIONS["FuncCall"] = CEvaluator.call
