@@ -6,11 +6,13 @@ long becomes a Transpose of A to ``[S, M, K/S]``, one batched MatMul over B fold
 then Gemm's bias.  Checked here: when it splits and into how many parts, the front-end's widths
 against the brute-force oracle with the sum's epilogue fused, values against onnxruntime for a
 GPT-2-MLP-like and a BERT-FFN-like graph acting like a GPU with many compute units (certified
-plans), and that nothing splits on a device of one compute unit.
+plans), and that nothing splits on a device of one compute unit; the CPU (``blocked``) form's
+split for the cache likewise.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 from pathlib import Path
 
@@ -57,24 +59,37 @@ def test_split_decision() -> None:
     assert _ways(128, 3072, 768, 132) == 1  # K=768: short
     assert _ways(1024, 1024, 1024, 132) == 1  # 256 groups: busy
     assert _ways(256, 768, 3072, 132) == 1  # GPT-2 MLP's output product at 256 tokens
-    assert _ways(128, 768, 3072, 132, "blocked") == 1
     assert _ways(128, 768, 3072, 1) == 1
     assert _ways(32, 64, 1040, 1000) == 1  # 1040 / 2 = 520 is no multiple of the panel depth
     assert _ways(100, 768, 3072, 132) == 1  # no register tile divides 100 rows
 
 
+def test_blocked_split_decision() -> None:
+    """The CPU form splits for the cache, whatever the device's units: parts of K >= 768
+    (BERT-base's and GPT-2's 3072-deep output products in 4), nothing below 2 x 768."""
+    assert _ways(128, 768, 3072, 1, "blocked") == 4
+    assert _ways(256, 768, 3072, 1, "blocked") == 4
+    assert _ways(128, 768, 6144, 64, "blocked") == 8
+    assert _ways(128, 768, 2048, 1, "blocked") == 2
+    assert _ways(128, 768, 1536, 1, "blocked") == 2
+    assert _ways(128, 3072, 768, 1, "blocked") == 1
+    assert _ways(128, 768, 1040, 1, "blocked") == 1
+
+
 def test_leading_reduction_loops_per_output() -> None:
     """The sum of the partial products: one work-item per output, no barrier, equal to numpy
-    (and the tree form where the variant does not ask for loops)."""
+    (and the tree form where the variant does not ask for loops), in both splitting forms."""
     x = np.random.default_rng(0).standard_normal((4, 24, 40), dtype=np.float32)
-    for op, want in (("ReduceSum", x.sum(0)), ("ReduceMax", x.max(0))):
+    for (op, want), variant in itertools.product(
+            (("ReduceSum", x.sum(0)), ("ReduceMax", x.max(0))),
+            (GPU, KERNEL_VARIANTS["blocked"])):
         opk = op_kernel(op, {"axes": [0], "keepdims": 0}, [x.shape], [want.shape], name="s",
-                        variant=GPU)
+                        variant=variant)
         assert "barrier" not in opk.source and "one work-item per output" in opk.source
         (got,) = run_op(opk, [x], [want.shape])
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
     tree = op_kernel("ReduceSum", {"axes": [0], "keepdims": 0}, [x.shape], [(24, 40)], name="s",
-                     variant=KERNEL_VARIANTS["blocked"])
+                     variant=KERNEL_VARIANTS["tiled"])
     assert "barrier" in tree.source
 
 
@@ -187,10 +202,31 @@ def test_values_equal_onnxruntime_and_the_plan_is_certified(
                                atol=ATOL)
 
 
+@pytest.mark.parametrize("kind,inner,ways", [("gpt2", 1536, 2), ("bert", 3072, 4)])
+def test_blocked_split_values_equal_onnxruntime(tmp_path: Path, kind: str, inner: int,
+                                               ways: int) -> None:
+    """The CPU form's split: the fused session's plan is certified, the partial products' sum
+    fuses with the bias and residual, and the values are onnxruntime's."""
+    path = _mlp(tmp_path, kind, rows=16, hidden=32, inner=inner)
+    model = load_onnx_model(str(path), target=REFERENCE_TARGET.with_variant("blocked"))
+    (said,) = _split_launches(model)
+    assert f"K={inner} split {ways} ways" in said and "in cache" in said
+    sess = polyfuse.InferenceSession(model)
+    assert check_plan(sess.plan) == []
+    groups = [{f.kernel for f in g.fragments} for g in sess.plan.groups]
+    (with_sum,) = [g for g in groups if any("split_sum" in k for k in g)]
+    assert any("residual" in k for k in with_sum)
+    feeds = random_inputs(sess.io, seed=3)
+    (y,) = sess.run(None, feeds)
+    np.testing.assert_allclose(y, onnxruntime_reference(str(path), feeds)["y"], rtol=RTOL,
+                               atol=ATOL)
+
+
 @pytest.mark.parametrize("kind", ["gpt2", "bert"])
 def test_nothing_splits_on_one_compute_unit(tmp_path: Path, kind: str) -> None:
     path = _mlp(tmp_path, kind, rows=32, hidden=64, inner=1024)
-    for target in (_target(1), REFERENCE_TARGET.with_variant("blocked")):
+    for target in (_target(1), REFERENCE_TARGET.with_variant("blocked"),
+                   REFERENCE_TARGET.with_variant("tiled")):
         model = load_onnx_model(str(path), target=target)
         assert _split_launches(model) == []
         assert not any("split" in op.kernel for op in model.program.launches)

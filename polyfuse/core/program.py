@@ -115,14 +115,15 @@ class KernelVariant:
     tiles: tuple[tuple[tuple[int, int, int, int], tuple[int, int]], ...] = ()
     #: longest Reduce* over leading axes generated as one looping work-item per output
     #: (coalesced, no barrier, fuses with element-wise consumers) instead of a work-group per
-    #: output; 0: never.  The ``gpu`` variant's split-K products end in such a sum
+    #: output; 0: never.  Split-K products (``gpu`` and ``blocked``) end in such a sum
     reduction_loop_max: int = 0
 
 
 #: the kernel variants by name (:meth:`Target.with_variant`)
 KERNEL_VARIANTS: dict[str, KernelVariant] = {
     "tiled": KernelVariant(),
-    "blocked": KernelVariant(name="blocked", product_form="blocked", reduction_lanes=8),
+    "blocked": KernelVariant(name="blocked", product_form="blocked", reduction_lanes=8,
+                             reduction_loop_max=64),
     "gpu": KernelVariant(name="gpu", product_form="register_tiled", reduction_loop_max=64),
 }
 

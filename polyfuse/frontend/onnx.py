@@ -855,12 +855,12 @@ class _Translator:
         S products over K/S each and their sum, all existing operators: A ``[M, K]`` re-viewed
         as ``[M, S, K/S]``, a Transpose to ``[S, M, K/S]`` (covering A's producer's blocks), B
         folded to ``[S, K/S, N]``, one batched MatMul to ``[S, M, N]``, a ReduceSum over the S
-        partial products (one looping work-item per output), then Gemm's ``C``.  Only the
-        ``gpu`` variant splits, float32 only; a Gemm only with ``alpha = beta = 1`` and no
-        ``transA``."""
+        partial products (one looping work-item per output), then Gemm's ``C``.  The ``gpu``
+        variant splits to fill the device, the ``blocked`` one to keep B's panels in cache;
+        float32 only; a Gemm only with ``alpha = beta = 1`` and no ``transA``."""
         from onnx import helper
 
-        from polyfuse.oplib.linalg import split_k_ways
+        from polyfuse.oplib.linalg import BLOCKED_SPLIT_PART, split_k_ways
 
         if len(node.input) < 2 or node.input[1] not in self.consts or \
                 node.input[0] not in self.tensor_buffer or len(node.output) != 1:
@@ -907,10 +907,15 @@ class _Translator:
                                                 name=f"{name}_bias"), "Add", label, {}, where)
         elif summed != out:  # the [M, N] sum re-viewed as the output's shape
             self.tensor_buffer[out] = self.tensor_buffer[total]
+        if self.variant.product_form == "blocked":
+            why = (f"a work-item's K x columns panel of B stays in cache for K up to "
+                   f"{BLOCKED_SPLIT_PART}")
+        else:
+            why = (f"its {m}x{n} output alone gives too few work-groups for the device's "
+                   f"{self.variant.device_groups} compute units")
         self.nodes[label] = replace(self.nodes[label], what=product, forms=(
-            f"K={k} split {ways} ways: its {m}x{n} output alone gives too few work-groups for "
-            f"the device's {self.variant.device_groups} compute units; {ways} partial "
-            f"products over K={part} each, then their sum",))
+            f"K={k} split {ways} ways: {why}; {ways} partial products over K={part} each, "
+            f"then their sum",))
         return True
 
     def moves_unit_axes_only(self, node: Any, attrs: dict[str, Any], where: str) -> bool:
