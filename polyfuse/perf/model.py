@@ -67,7 +67,8 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
    interleaved rounds (:func:`measure_calibration`: each launch finds the caches as a launch in
    a program does, holding other kernels' data; on PoCL's ``basic`` device, which runs a kernel
    in the thread that enqueues it, the CPU time of that thread, which other jobs' load does not
-   inflate) and keeps the median of each.  The costs are
+   inflate) and keeps the median of each.  On a GPU each launch is first grown until it runs
+   :data:`GPU_MIN_LAUNCH_S` (:func:`sized_calibration_kernels`).  The costs are
    fitted by non-negative least squares on the *log* error (kernel times span five orders of
    magnitude, and a relative error cannot fall below -100 % while over-prediction is unbounded:
    a relative fit leaves whole classes of kernels predicted 20x too fast), by Gauss-Newton from
@@ -1063,8 +1064,9 @@ def sized_calibration_kernels(queue: Any, quick: bool = False, *, local_size: in
 
     A launch shorter than that is generated again at a power-of-two ``scale`` of the ratio
     (at most 64x a step, so a launch dominated by its overhead does not jump past the cap),
-    and measured again, until it is long enough, its buffers would not fit (a quarter of the
-    device's memory, one allocation each) or the scale reaches ``max_scale``.  Every launch
+    and measured again, until it is long enough, its buffers would not fit (one allocation
+    each, and its share of half the device's memory: every launch's buffers are alive at once
+    while the set is measured) or the scale reaches ``max_scale``.  Every launch
     picks its own scale: a device's time per byte and per op differ by orders of magnitude.
     ``min_launch_s`` 0 keeps today's sizes and measures nothing.
     """
@@ -1079,7 +1081,7 @@ def sized_calibration_kernels(queue: Any, quick: bool = False, *, local_size: in
         return chosen
     say = progress or (lambda _m: None)
     lim = DeviceLimits.from_device(queue.device)
-    budget = lim.global_mem_size // 4
+    budget = lim.global_mem_size // 2 // len(chosen)
     scale = [1] * len(chosen)
     todo = [i for i, ck in enumerate(chosen) if ck.kernel != "empty"]
     generated: dict[int, list[CalibrationKernel]] = {1: chosen}
