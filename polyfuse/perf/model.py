@@ -1240,6 +1240,8 @@ class Calibration:
                  "slower hides the other)",
                  f"  cache size {self.cache_bytes >> 10} KiB (global bytes beyond it in a "
                  "launch's footprint: gmem_beyond_cache_bytes)"]
+        if self.min_launch_s > 0:
+            lines.append(f"  micro-benchmarks grown to run at least {self.min_launch_s * 1e6:g} us")
         for f in FEATURES:
             lines.append(f"  {f:24s} {readable_cost(f, self.costs.get(f, 0.0))}")
         worst = sorted(self.residuals(), key=lambda r: -abs(r["residual"] or 0.0))[:3]
