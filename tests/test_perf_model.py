@@ -207,12 +207,14 @@ def test_smooth_max_bounds():
 def test_calibration_json_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("POLYFUSE_CACHE", str(tmp_path))
     cal = synthetic_calibration()
+    cal.min_launch_s = 1e-4
     cal.samples = [{"label": "x", "kernel": "calib_stream", "features": {}, "measured": 1e-5}]
     path = cal.save()
     assert path == tmp_path / "model" / "test-device.json"
     back = pm.Calibration.load(path=path)
     assert back.to_dict() == cal.to_dict()
     assert json.loads(path.read_text())["schema"] == pm.SCHEMA
+    assert back.min_launch_s == 1e-4
     assert back.calibration_kernels == ["calib_stream"]
     feats = pm.Features({"flop_fma": 1e4, "gmem_unit_bytes": 1e6, "launches": 1})
     assert back.time(feats) == cal.time(feats)

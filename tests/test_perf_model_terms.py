@@ -151,3 +151,145 @@ def test_only_pocl_basic_is_timed_by_thread_cpu_time():
     assert not runs_in_calling_thread(dev("pthread-skylake-avx512-AMD EPYC", 2))
     assert not runs_in_calling_thread(dev("basic-gpu", 1, cl.device_type.GPU))
     assert not runs_in_calling_thread(dev("basic", 1, version="OpenCL 3.0 Intel"))
+
+
+IDIV = """
+__kernel void idiv(__global const float *x, __global float *y, const int d, const int K)
+{
+    const int i = get_global_id(0);
+    float s = 0.0f;
+    for (int k = 0; k < K; ++k)
+        if (k <= i % 7)
+            s += x[k] * (float)(k / d + i % 8 + i / 5);
+    y[i] = s + (float)(i % d);
+}
+"""
+
+
+@pytest.mark.parametrize("n,k", [(64, 10), (192, 3)])
+def test_integer_division_by_a_run_time_divisor_is_counted_exactly(n: int, k: int):
+    """``k / d`` and ``i % d`` divide by an argument (a division per lane); ``i % 7``,
+    ``i % 8`` and ``i / 5`` by literals, which a compiler turns into multiplications and
+    shifts: not counted."""
+    kern = pm.specialize_kernel(parse_kernels(IDIV)["idiv"], (n,), (SG,), {"d": 3, "K": k})
+    # brute force: one k / d per iteration each work-item runs, one i % d per work-item
+    iters = sum(1 for i in range(n) for kk in range(k) if kk <= i % 7)
+    per_item = count_kernel(kern, subgroup_size=SG, granularity="work-item")
+    idiv = next(r for r in per_item.ops if r.op == "idiv")
+    assert idiv.dtype == "int32" and idiv.count.value == iters + n
+    assert idiv.loop_count.value == iters
+    # per sub-group (the default): every lane of a sub-group runs the same iterations here
+    # only where i % 7 agrees across it, so count the sub-groups' instructions directly
+    sg_iters = sum(1 for g in range(n // SG) for kk in range(k)
+                   if any(kk <= i % 7 for i in range(g * SG, (g + 1) * SG)))
+    f = pm.features_of(count_kernel(kern, subgroup_size=SG)).values
+    assert f["int_divmod"] == sg_iters + n // SG
+    # integer divisions are neither float ops nor loop flops
+    fi = pm.features_of(per_item).values
+    flops = sum(r.loop_count.value for r in per_item.ops if r.op != "idiv" and r.loop_count)
+    assert fi["loop_flops"] == flops
+
+
+def test_fit_recovers_the_integer_division_cost():
+    """Synthetic times of the calibration's own launches (streams, op chains, integer
+    divisions) from known costs: the fit gives the cost per integer division back."""
+    kernels = [ck for ck in pm.calibration_kernels(quick=True)
+               if ck.kernel in ("empty", "calib_stream", "calib_fma", "calib_idiv")]
+    kernels += [ck for ck in pm.calibration_kernels(quick=False)
+                if ck.kernel in ("calib_idiv", "calib_stream")]
+    x = np.array([pm.features_of(pm.count_calibration_kernel(ck, SG)).vector()
+                  for ck in kernels])
+    assert x[:, pm.FEATURES.index("int_divmod")].max() > 0
+    truth = np.zeros(len(pm.FEATURES))
+    for f, c in (("flop_fma", 1e-10), ("int_divmod", 4e-9), ("work_items", 1e-11),
+                 ("gmem_unit_bytes", 5e-11), ("launches", 3e-6), ("work_groups", 1e-8)):
+        truth[pm.FEATURES.index(f)] = c
+    t = pm.model_time(x, truth, 1.0)
+    costs, rms = pm.fit_costs(x, t, 1.0)
+    assert rms < 1e-6
+    k = pm.FEATURES.index("int_divmod")
+    assert costs[k] == pytest.approx(truth[k], rel=1e-4)
+
+
+def test_calibration_kernels_scale_their_work_not_their_overheads():
+    one = pm.calibration_kernels(quick=True)
+    eight = pm.calibration_kernels(quick=True, scale=8)
+    assert [c.kernel for c in one] == [c.kernel for c in eight]
+    for a, b in zip(one, eight):
+        if a.kernel == "empty":
+            assert a == b
+            continue
+        assert b.label == f"{a.label} x8"
+        assert np.prod(b.global_size) == 8 * np.prod(a.global_size)
+    # exact counts of a scaled launch: the stream's bytes and work-items are 8x
+    a, b = (next(c for c in ks if c.kernel == "calib_stream") for ks in (one, eight))
+    fa, fb = (pm.features_of(pm.count_calibration_kernel(c, SG)).values for c in (a, b))
+    assert fb["gmem_unit_bytes"] == 8 * fa["gmem_unit_bytes"]
+    assert fb["work_items"] == 8 * fa["work_items"]
+    with pytest.raises(ValueError):
+        pm.calibration_kernels(quick=True, scale=3)
+
+
+def _queue() -> object:
+    pytest.importorskip("pyopencl")
+    import polyfuse
+    from polyfuse.runtime.device import get_context
+
+    try:
+        return get_context()[1]
+    except polyfuse.PolyfuseError as err:
+        pytest.skip(f"no OpenCL device: {err}")
+
+
+def test_short_calibration_launches_grow_until_they_last(monkeypatch: pytest.MonkeyPatch):
+    """The rule, on a device whose launch takes 1 ns per work-item plus 2 us: every launch
+    but the overhead ones grows, in powers of two, to the first scale that lasts
+    ``min_launch_s`` (or to the cap); nothing is measured when ``min_launch_s`` is 0."""
+    queue = _queue()
+    calls: list[int] = []
+
+    def fake(kernels: list, _queue: object, repeat: int, progress: object = None) -> list:
+        calls.append(len(kernels))
+        return [[2e-6 + 1e-9 * float(np.prod(ck.global_size))] * repeat for ck in kernels]
+
+    monkeypatch.setattr(pm, "measure_calibration", fake)
+    assert pm.sized_calibration_kernels(queue, True) == pm.calibration_kernels(True)
+    assert not calls
+    base = pm.calibration_kernels(True)
+    want_s = 400e-6
+    got = pm.sized_calibration_kernels(queue, True, min_launch_s=want_s, max_scale=1 << 10)
+    assert [c.kernel for c in got] == [c.kernel for c in base]
+    from polyfuse.runtime.device import DeviceLimits
+
+    lim = DeviceLimits.from_device(queue.device)
+    budget = lim.global_mem_size // 2 // len(base)
+    for i, (a, b) in enumerate(zip(base, got)):
+        scale = int(np.prod(b.global_size) // np.prod(a.global_size))
+        t = 2e-6 + 1e-9 * float(np.prod(b.global_size))
+        if a.kernel == "empty":
+            assert b == a
+        elif t < want_s and scale < 1 << 10:
+            # too short only where twice the size would not fit the device
+            bigger = pm.calibration_kernels(True, scale=2 * scale)[i]
+            assert not pm._fits(bigger, budget, lim.max_mem_alloc_size), b.label
+        else:
+            # long enough, and not grown past twice the threshold (steps of the time ratio)
+            assert t < 2 * want_s or scale == 1 or scale == 1 << 10, b.label
+            assert scale == 1 or b.label.endswith(f"x{scale}")
+    assert any(np.prod(b.global_size) > np.prod(a.global_size) for a, b in zip(base, got))
+
+
+def test_short_calibration_launches_grow_on_the_device():
+    """The rule on PoCL at a threshold its quick launches partly miss: the grown launches
+    run, and the threshold is met or the scale is at its cap."""
+    queue = _queue()
+    base = pm.calibration_kernels(True)
+    got = pm.sized_calibration_kernels(queue, True, min_launch_s=300e-6, max_scale=8)
+    times = pm.measure_calibration(got, queue, 1)
+    grown = 0
+    for a, b, ts in zip(base, got, times):
+        assert ts is not None and ts[0] > 0
+        scale = int(np.prod(b.global_size) // np.prod(a.global_size))
+        grown += scale > 1
+        assert a.kernel != "empty" or scale == 1
+    assert grown > 0

@@ -6,7 +6,10 @@ instances (barvinok); this module only looks at one expression at a time.
 Conventions (kept identical everywhere the counts are used):
 
 * Only floating-point arithmetic is counted (``half``/``float``/``double`` scalars and vectors);
-  integer arithmetic is index computation (Stevens & Klöckner do the same).  The dtype is the numpy
+  integer arithmetic is index computation (Stevens & Klöckner do the same), except integer
+  ``/`` and ``%`` by a divisor that is not a literal (``idiv``, dtype ``int32``): a division
+  instruction per lane, tens of times dearer than the index arithmetic around it, where a
+  literal divisor becomes a multiplication and shifts.  The dtype is the numpy
   name
   of the element type (``float32``, ``float64``, ``float16``); a vector operation counts once per
   lane.
@@ -330,6 +333,12 @@ class _Counter:
             return _Val(a.t if a.t.indirection else b.t)
         t = _arith(a.t, b.t)
         const = a.const and b.const
+        if op in ("/", "%") and t.base == "int" and not b.const:
+            # a run-time divisor: a division instruction per lane (no vector integer division
+            # on a CPU; tens of instructions on a GPU), unlike a literal one, which a compiler
+            # turns into a multiplication and shifts
+            self.add("idiv", t)
+            return _Val(t)
         if not t.is_float or const:
             return _Val(t, const)
         if op in ("+", "-"):

@@ -9,6 +9,9 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
    * on-chip: float ops by class — ``flop_simple`` (add/sub/mul/neg/compare/min/max/abs),
      ``flop_fma``, ``flop_div`` (div, sqrt, rsqrt), ``flop_special`` (exp, log, tanh, erf, pow,
      trigonometry, ...), each counted per sub-group instruction as the counts give them;
+     ``int_divmod``: integer divisions and remainders by a run-time divisor (``i / N``,
+     ``i % N`` with ``N`` an argument; :mod:`polyfuse.perf.features`), per sub-group
+     instruction too — a CPU has no vector integer division, so each lane divides on its own;
      ``local_access`` (``__local`` loads and stores per sub-group); the work of *work-item
      loops* — loops whose body holds no barrier, so that each work-item runs them on its own
      (:attr:`~polyfuse.perf.counts.MemRecord.loop_accesses`; a loop around barriers runs in
@@ -64,7 +67,8 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
    interleaved rounds (:func:`measure_calibration`: each launch finds the caches as a launch in
    a program does, holding other kernels' data; on PoCL's ``basic`` device, which runs a kernel
    in the thread that enqueues it, the CPU time of that thread, which other jobs' load does not
-   inflate) and keeps the median of each.  The costs are
+   inflate) and keeps the median of each.  On a GPU each launch is first grown until it runs
+   :data:`GPU_MIN_LAUNCH_S` (:func:`sized_calibration_kernels`).  The costs are
    fitted by non-negative least squares on the *log* error (kernel times span five orders of
    magnitude, and a relative error cannot fall below -100 % while over-prediction is unbounded:
    a relative fit leaves whole classes of kernels predicted 20x too fast), by Gauss-Newton from
@@ -116,9 +120,9 @@ Progress = Optional[Callable[[str], None]]
 SCHEMA = "polyfuse.model/1"
 
 #: Features whose costs overlap with each other through the on-chip side of ``smax_p``.
-ONCHIP_FEATURES = ("flop_simple", "flop_fma", "flop_div", "flop_special", "local_access",
-                   "loop_accesses", "sync_loop_accesses", "nested_loop_accesses", "loop_flops",
-                   "work_items")
+ONCHIP_FEATURES = ("flop_simple", "flop_fma", "flop_div", "flop_special", "int_divmod",
+                   "local_access", "loop_accesses", "sync_loop_accesses", "nested_loop_accesses",
+                   "loop_flops", "work_items")
 #: Features on the memory side of ``smax_p``.
 MEMORY_FEATURES = ("gmem_unit_bytes", "gmem_narrow_bytes", "gmem_loop_bytes",
                    "gmem_strided_bytes", "gmem_uniform_bytes", "gmem_reuse_bytes",
@@ -160,6 +164,8 @@ def op_class(op: str) -> str:
     """
     if op == "fma":
         return "flop_fma"
+    if op == "idiv":
+        return "int_divmod"
     if op in _SIMPLE_OPS:
         return "flop_simple"
     if op in _DIV_OPS:
@@ -276,8 +282,9 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
     narrow = len(kc.local_size) > 1 and bool(ls) and ls[0] < NARROW_GROUP and \
         any(v > 1 for v in ls[1:])
     for r in kc.ops:
-        out[op_class(r.op)] += _value(r.count, f"op {r.op}", name)
-        if r.loop_count is not None:
+        cls = op_class(r.op)
+        out[cls] += _value(r.count, f"op {r.op}", name)
+        if r.loop_count is not None and cls != "int_divmod":
             out["loop_flops"] += _value(r.loop_count, f"op {r.op} in loops", name)
     for m in kc.mem:
         n = _value(m.count, f"{m.space} {m.direction} of {m.array}", name)
@@ -704,6 +711,21 @@ def _reuse_source(table: int) -> str:
             f"    y[i] = x[i] + t[i % {table}];\n}}\n")
 
 
+def _idiv_source(steps: int) -> str:
+    """Kernel ``calib_idiv``: ``y[i] = x[i] + (float)(...)`` of an index split ``steps`` times
+    by run-time divisors ``d0``/``d1`` into a quotient and a remainder (``2 * steps`` integer
+    divisions per work-item) — how a kernel recovers a row and a column from a flat id."""
+    lines, q = [], "i"
+    for k in range(steps):
+        d = f"d{k % 2}"
+        lines.append(f"    const int q{k} = {q} / {d};\n    const int r{k} = {q} % {d};\n")
+        q = f"q{k}"
+    total = " + ".join([q] + [f"r{k}" for k in range(steps)])
+    return ("__kernel void calib_idiv(__global const float *x, __global float *y, "
+            "const int d0, const int d1)\n{\n    const int i = get_global_id(0);\n" +
+            "".join(lines) + f"    y[i] = x[i] + (float)({total});\n}}\n")
+
+
 def _barrier_source(local_size: int, with_barriers: bool) -> str:
     """Kernel ``calib_barrier``: ``iters`` rounds of a neighbour exchange through ``__local``
     memory, two barriers per round (read phase, write phase) — the shape of a tree reduction,
@@ -745,7 +767,7 @@ def _stream_source(n_in: int, n_out: int) -> str:
 
 
 def calibration_kernels(quick: bool = False, *, local_size: int = 64,
-                        max_group: int = 256) -> list[CalibrationKernel]:
+                        max_group: int = 256, scale: int = 1) -> list[CalibrationKernel]:
     """The calibration set: generated micro-benchmarks at several sizes.
 
     Generated here: ``calib_stream`` (1-3 unit-stride input arrays, 1-2 outputs, 16 Ki to
@@ -754,7 +776,8 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
     and shared loads, :func:`_gather_source`, :func:`_broadcast_source`), ``calib_fma``,
     ``calib_simple``, ``calib_exp``,
     ``calib_div`` (straight-line op chains) and ``calib_fma_loop`` (an op chain in a loop), see
-    :func:`_chain_source`; ``calib_loop`` / ``calib_gloop`` (loads and a reduction in a
+    :func:`_chain_source`; ``calib_idiv`` (integer division by run-time divisors,
+    :func:`_idiv_source`); ``calib_loop`` / ``calib_gloop`` (loads and a reduction in a
     work-item loop, without and with a bounds test, :func:`_loop_source`); ``calib_nest`` (a
     three-deep work-item loop nest, :func:`_nested_loop_source`); ``calib_tile`` (the
     tile loop of a tiled product, :func:`_tile_loop_source`); ``calib_rowloop`` (a row
@@ -764,16 +787,26 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
     16 Ki groups of two sizes) and ``strided`` (loads in a loop at lid strides 1, 4, 16 and
     0 = uniform).  Row pitches are those of tensor shapes, not powers of two.
     None of them is an oplib kernel or an example kernel (:data:`CALIBRATION_KERNELS`).
+
+    ``scale`` (a power of two) multiplies the work-items (or rows, or work-groups) of every
+    launch but the ``empty`` ones, which measure overheads; the list has the same launches in
+    the same order at every scale, labelled ``×scale`` (:func:`sized_calibration_kernels`
+    picks a scale per launch on a device where today's sizes run too short).
     """
     from polyfuse.perf import microbench as mb
 
     ls = local_size
+    s = int(scale)
+    if s < 1 or s & (s - 1):
+        raise ValueError(f"scale must be a power of two, got {scale}")
+    tag = f" x{s}" if s > 1 else ""
     out: list[CalibrationKernel] = []
 
     def add(label: str, source: str, kernel: str, items: int, args: list[Arg],
             values: Mapping[str, int], local: Optional[int] = None) -> None:
         lsz = local or ls
-        out.append(CalibrationKernel(label, source, kernel, (items,), (lsz,), tuple(args),
+        out.append(CalibrationKernel(label + (tag if kernel != "empty" else ""), source,
+                                     kernel, (items,), (lsz,), tuple(args),
                                      tuple(sorted(values.items()))))
 
     buf = lambda n: Arg("buffer", int(n))  # noqa: E731
@@ -795,24 +828,25 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
         for n in sizes:
             # two group sizes, so per-group overhead and per-byte cost can be told apart
             for lsz in ((ls,) if (n_in, n_out) != (1, 1) else (ls, big)):
-                add(f"stream {n_in}->{n_out} n={n} l={lsz}", src, "calib_stream", n,
-                    [buf(4 * n)] * (n_in + n_out), {}, local=lsz)
+                add(f"stream {n_in}->{n_out} n={n} l={lsz}", src, "calib_stream", n * s,
+                    [buf(4 * n * s)] * (n_in + n_out), {}, local=lsz)
 
     s2 = _stream2d_source()
     for w, h in (((56, 1792),) if quick else ((56, 448), (56, 3584), (112, 7168))):
         if 64 <= max_group:
-            out.append(CalibrationKernel(f"stream2d {w}x{h} l=8x8", s2, "calib_stream2d",
-                                         (w, h), (8, 8), (buf(4 * w * h), buf(4 * w * h)), ()))
+            out.append(CalibrationKernel(f"stream2d {w}x{h} l=8x8{tag}", s2, "calib_stream2d",
+                                         (w, h * s), (8, 8),
+                                         (buf(4 * w * h * s), buf(4 * w * h * s)), ()))
 
     for rows, cols in (((64, 256),) if quick else ((64, 64), (64, 1024), (256, 2048))):
-        n = rows * cols
-        add(f"calib_gather {rows}x{cols}", _gather_source(rows, cols), "calib_gather", n,
+        n = rows * cols * s
+        add(f"calib_gather {rows}x{cols}", _gather_source(rows, cols * s), "calib_gather", n,
             [buf(4 * n), buf(4 * n)], {})
     for run, n in (((64, 1 << 16),) if quick else ((64, 4096), (128, 1 << 16), (64, 1 << 19))):
-        add(f"calib_bcast run={run} n={n}", _broadcast_source(run), "calib_bcast", n,
-            [buf(4 * n), buf(4 * (n // run)), buf(4 * n)], {})
+        add(f"calib_bcast run={run} n={n}", _broadcast_source(run), "calib_bcast", n * s,
+            [buf(4 * n * s), buf(4 * (n * s // run)), buf(4 * n * s)], {})
 
-    items = 8192
+    items = 8192 * s
     for op in ("fma", "simple", "exp", "div"):
         # not 2 steps of exp: PoCL 3.1 leaves that chain scalar (4.5 ns an exp against 0.7
         # at 1, 3, 4, 8 or 16 steps), which no operator kernel does
@@ -822,48 +856,56 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
     for iters in ((16,) if quick else (4, 32)):
         add(f"calib_fma_loop iters={iters}", _chain_source("fma"), "calib_fma_loop", items,
             [buf(4 * items), buf(4 * items), ival(iters)], {"iters": iters})
+    # divisors of tensor shapes (a row of 768, a plane of 56·56), given at run time
+    for steps, n in (((2, 1 << 18),) if quick else ((1, 1 << 16), (3, 1 << 19))):
+        add(f"calib_idiv steps={steps} n={n}", _idiv_source(steps), "calib_idiv", n * s,
+            [buf(4 * n * s), buf(4 * n * s), ival(768), ival(3136)], {"d0": 768, "d1": 3136})
 
     lp = _loop_source()
     # row pitches of tensor shapes (56·56, 28·28·4, 768·4 floats): a column walk at a
     # power-of-two pitch instead maps every access of a work-item to one cache set, a cost
     # 5-15x higher on a CPU that the features do not describe
     for rows, n in (((32, 3136),) if quick else ((64, 3136), (256, 3136))):
-        add(f"calib_loop rows={rows} n={n}", lp, "calib_loop", n,
-            [buf(4 * rows * n), buf(4 * rows), buf(4 * n), ival(rows)], {"rows": rows})
+        add(f"calib_loop rows={rows} n={n}", lp, "calib_loop", n * s,
+            [buf(4 * rows * n * s), buf(4 * rows), buf(4 * n * s), ival(rows)], {"rows": rows})
     gp = _guarded_loop_source()
     for rows, n in (((128, 3072),) if quick else ((9, 12544), (64, 3136), (128, 3072))):
-        add(f"calib_gloop rows={rows} n={n}", gp, "calib_gloop", n,
-            [buf(4 * rows * n), buf(4 * rows), buf(4 * n), ival(rows), ival(n + rows)],
-            {"rows": rows, "bound": n + rows})
+        m = n * s
+        add(f"calib_gloop rows={rows} n={n}", gp, "calib_gloop", m,
+            [buf(4 * rows * m), buf(4 * rows), buf(4 * m), ival(rows), ival(m + rows)],
+            {"rows": rows, "bound": m + rows})
 
     for outer, a, b, n in (((16, 3, 3, 3136),) if quick else
                            ((16, 3, 3, 3136), (96, 1, 1, 3136), (8, 5, 5, 12544))):
-        plane = n + 64  # the planes' pitch, past the last window
+        m = n * s
+        plane = m + 64  # the planes' pitch, past the last window
         add(f"calib_nest {outer}x{a}x{b} n={n}", _nested_loop_source(outer, a, b),
-            "calib_nest", n, [buf(4 * (outer * plane + a * b + 64)), buf(4 * outer * a * b),
-                              buf(4 * n), ival(plane)], {"plane": plane})
+            "calib_nest", m, [buf(4 * (outer * plane + a * b + 64)), buf(4 * outer * a * b),
+                              buf(4 * m), ival(plane)], {"plane": plane})
 
     for tile, rounds, gx, gy in (((16, 16, 256, 64),) if quick else
                                  ((16, 8, 512, 64), (16, 32, 192, 64), (8, 32, 256, 64))):
         if tile * tile > max_group:
             continue
+        gx *= s
         pitch = max(gx, rounds * tile) + 48  # a row pitch that is no multiple of a cache way
         rows = max(gy, rounds * tile)
         out.append(CalibrationKernel(
-            f"calib_tile {tile}x{tile} rounds={rounds} {gx}x{gy}", _tile_loop_source(tile),
-            "calib_tile", (gx, gy), (tile, tile),
+            f"calib_tile {tile}x{tile} rounds={rounds} {gx // s}x{gy}{tag}",
+            _tile_loop_source(tile), "calib_tile", (gx, gy), (tile, tile),
             (buf(4 * rows * pitch), buf(4 * gx * gy), ival(rounds), ival(pitch)),
             (("pitch", pitch), ("rounds", rounds))))
 
     for rows, cols in (((512, 256),) if quick else ((1024, 128), (192, 768), (64, 3072))):
-        add(f"calib_rowloop {rows}x{cols}", _row_loop_source(ls), "calib_rowloop", rows * ls,
-            [buf(4 * rows * cols), buf(4 * rows), ival(cols)], {"cols": cols})
+        r = rows * s
+        add(f"calib_rowloop {rows}x{cols}", _row_loop_source(ls), "calib_rowloop", r * ls,
+            [buf(4 * r * cols), buf(4 * r), ival(cols)], {"cols": cols})
 
     for table, n in (((256, 1 << 18),) if quick else ((256, 1 << 16), (4096, 1 << 19))):
-        add(f"calib_reuse t={table} n={n}", _reuse_source(table), "calib_reuse", n,
-            [buf(4 * n), buf(4 * table), buf(4 * n)], {})
+        add(f"calib_reuse t={table} n={n}", _reuse_source(table), "calib_reuse", n * s,
+            [buf(4 * n * s), buf(4 * table), buf(4 * n * s)], {})
 
-    groups = 64
+    groups = 64 * s
     for bar in (True, False):
         src = _barrier_source(ls, bar)
         for iters in ((16,) if quick else (4, 32)):
@@ -871,7 +913,7 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
             add(f"{name} iters={iters}", src, name, groups * ls,
                 [buf(4 * groups * ls), buf(4 * groups * ls), ival(iters)], {"iters": iters})
 
-    sgroups = 64
+    sgroups = 64 * s
     loads = 16 if quick else 32
     for lstride in ((1, 16, 0) if quick else (1, 4, 16, 0)):
         gstride = ls * lstride if lstride else 1
@@ -885,7 +927,7 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
 
 #: Kernel names of the calibration set (what the accuracy study must not evaluate on).
 CALIBRATION_KERNELS = ("empty", "calib_stream", "calib_stream2d", "calib_gather", "calib_bcast",
-                       "calib_fma", "calib_fma_loop",
+                       "calib_fma", "calib_fma_loop", "calib_idiv",
                        "calib_simple", "calib_exp", "calib_div", "calib_loop", "calib_gloop",
                        "calib_nest",
                        "calib_tile", "calib_rowloop", "calib_reuse", "calib_barrier",
@@ -998,6 +1040,77 @@ def measure_calibration(kernels: Sequence[CalibrationKernel], queue: Any, repeat
     return [s if built[i] is not None else None for i, s in enumerate(samples)]
 
 
+#: the shortest calibration launch :func:`calibrate` wants on a GPU: launches of a few
+#: microseconds measure the launch overhead and the timer's resolution, not the costs
+GPU_MIN_LAUNCH_S = 100e-6
+#: the largest scale :func:`sized_calibration_kernels` grows a launch to
+MAX_CALIBRATION_SCALE = 1 << 12
+
+
+def _fits(ck: CalibrationKernel, budget: int, max_alloc: int) -> bool:
+    """Whether a launch's buffers fit the device (each within one allocation and an int32
+    index, all within ``budget``) and its work-items an int32 index."""
+    sizes = [int(a.value) for a in ck.args if a.kind == "buffer"]
+    return (sum(sizes) <= budget and all(b <= min(max_alloc, 1 << 31) for b in sizes)
+            and math.prod(ck.global_size) < (1 << 31))
+
+
+def sized_calibration_kernels(queue: Any, quick: bool = False, *, local_size: int = 64,
+                              max_group: int = 256, min_launch_s: float = 0.0,
+                              max_scale: int = MAX_CALIBRATION_SCALE,
+                              progress: Progress = None) -> list[CalibrationKernel]:
+    """:func:`calibration_kernels`, each launch but the overhead ones (``empty``) grown until
+    one measured launch takes at least ``min_launch_s`` on ``queue``'s device.
+
+    A launch shorter than that is generated again at a power-of-two ``scale`` of the ratio
+    (at most 64x a step, so a launch dominated by its overhead does not jump past the cap),
+    and measured again, until it is long enough, its buffers would not fit (one allocation
+    each, and its share of half the device's memory: every launch's buffers are alive at once
+    while the set is measured) or the scale reaches ``max_scale``.  Every launch
+    picks its own scale: a device's time per byte and per op differ by orders of magnitude.
+    ``min_launch_s`` 0 keeps today's sizes and measures nothing.
+    """
+    from polyfuse.runtime.device import DeviceLimits
+
+    def at(scale: int) -> list[CalibrationKernel]:
+        return calibration_kernels(quick, local_size=local_size, max_group=max_group,
+                                   scale=scale)
+
+    chosen = at(1)
+    if min_launch_s <= 0:
+        return chosen
+    say = progress or (lambda _m: None)
+    lim = DeviceLimits.from_device(queue.device)
+    budget = lim.global_mem_size // 2 // len(chosen)
+    scale = [1] * len(chosen)
+    todo = [i for i, ck in enumerate(chosen) if ck.kernel != "empty"]
+    generated: dict[int, list[CalibrationKernel]] = {1: chosen}
+    while todo:
+        times = measure_calibration([chosen[i] for i in todo], queue, 1)
+        grow: list[int] = []
+        for i, ts in zip(todo, times):
+            if ts is None:
+                continue
+            t = float(np.median(ts))
+            if t >= min_launch_s or scale[i] >= max_scale:
+                continue
+            step = 1 << max(1, math.ceil(math.log2(min_launch_s / max(t, 1e-9))))
+            new = min(max_scale, scale[i] * min(64, step))
+            while new > scale[i]:
+                if new not in generated:
+                    generated[new] = at(new)
+                if _fits(generated[new][i], budget, lim.max_mem_alloc_size):
+                    break
+                new //= 2
+            if new > scale[i]:
+                say(f"calibrate: {chosen[i].label} ran {t * 1e6:.1f} us: x{new}")
+                scale[i] = new
+                chosen[i] = generated[new][i]
+                grow.append(i)
+        todo = grow
+    return chosen
+
+
 # ----------------------------------------------------------------------------------------------
 # Calibration record
 # ----------------------------------------------------------------------------------------------
@@ -1035,6 +1148,7 @@ def calibration_key(device: Any) -> str:
 _READABLE = {
     "flop_simple": ("Gop/s", 1e-9, "rate"), "flop_fma": ("Gfma/s", 1e-9, "rate"),
     "flop_div": ("Gop/s", 1e-9, "rate"), "flop_special": ("Gop/s", 1e-9, "rate"),
+    "int_divmod": ("G int div/s", 1e-9, "rate"),
     "local_access": ("G accesses/s", 1e-9, "rate"),
     "loop_accesses": ("G accesses/s", 1e-9, "rate"),
     "sync_loop_accesses": ("G accesses/s", 1e-9, "rate"),
@@ -1077,6 +1191,9 @@ class Calibration:
     skipped: dict[str, str] = field(default_factory=dict)
     #: the cache size of ``gmem_beyond_cache_bytes`` (fitted from :data:`CACHE_GRID`)
     cache_bytes: int = DEFAULT_CACHE_BYTES
+    #: the shortest launch the calibration grew its micro-benchmarks to (0: today's sizes;
+    #: :func:`sized_calibration_kernels`)
+    min_launch_s: float = 0.0
 
     @property
     def cost_vector(self) -> np.ndarray:
@@ -1123,6 +1240,8 @@ class Calibration:
                  "slower hides the other)",
                  f"  cache size {self.cache_bytes >> 10} KiB (global bytes beyond it in a "
                  "launch's footprint: gmem_beyond_cache_bytes)"]
+        if self.min_launch_s > 0:
+            lines.append(f"  micro-benchmarks grown to run at least {self.min_launch_s * 1e6:g} us")
         for f in FEATURES:
             lines.append(f"  {f:24s} {readable_cost(f, self.costs.get(f, 0.0))}")
         worst = sorted(self.residuals(), key=lambda r: -abs(r["residual"] or 0.0))[:3]
@@ -1137,7 +1256,7 @@ class Calibration:
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "device_key": self.device_key, "device": self.device,
                 "stable_key": self.stable_key, "created": self.created, "quick": self.quick,
-                "p": self.p, "cache_bytes": self.cache_bytes,
+                "p": self.p, "cache_bytes": self.cache_bytes, "min_launch_s": self.min_launch_s,
                 "subgroup_size": self.subgroup_size, "features": list(FEATURES),
                 "costs": {f: float(self.costs.get(f, 0.0)) for f in FEATURES},
                 "parameters": {f: readable_cost(f, self.costs.get(f, 0.0)) for f in FEATURES},
@@ -1161,7 +1280,8 @@ class Calibration:
                    fit_rms_rel_error=float(d.get("fit_rms_rel_error", 0.0)),
                    samples=list(d.get("samples", [])), stable_key=d.get("stable_key", ""),
                    skipped=dict(d.get("skipped", {})),
-                   cache_bytes=int(d.get("cache_bytes", DEFAULT_CACHE_BYTES)))
+                   cache_bytes=int(d.get("cache_bytes", DEFAULT_CACHE_BYTES)),
+                   min_launch_s=float(d.get("min_launch_s", 0.0)))
 
     @staticmethod
     def path_for(device_key: str, directory: Optional[Union[str, Path]] = None) -> Path:
@@ -1225,11 +1345,17 @@ def _device_of(device: Any) -> Any:
 
 def calibrate(device: Any = None, *, quick: bool = False, progress: Progress = None,
               queue: Any = None, repeat: Optional[int] = None,
-              p_grid: Sequence[float] = P_GRID) -> Calibration:
+              p_grid: Sequence[float] = P_GRID,
+              min_launch_s: Optional[float] = None) -> Calibration:
     """Measure the calibration set on ``device`` and fit the costs (module docstring).
 
     ``quick`` uses fewer sizes and repeats (~10 s on a 2-core PoCL CPU; the full set ~30 s).
-    ``queue`` reuses a profiling queue.  The result is not saved (see :meth:`Calibration.save`).
+    ``queue`` reuses a profiling queue.  ``min_launch_s``: every launch but the overhead ones
+    is grown until it runs at least that long (:func:`sized_calibration_kernels`); default
+    :data:`GPU_MIN_LAUNCH_S` on a GPU, nothing on a CPU, whose launches of today's sizes are
+    timed to the microsecond (in thread CPU time on PoCL ``basic``) and whose short ones
+    calibrate the short launches of real programs.  The result is not saved (see
+    :meth:`Calibration.save`).
     """
     from polyfuse.perf.counts import default_subgroup_size
     from polyfuse.runtime.device import DeviceLimits, get_context, stable_device_key
@@ -1241,8 +1367,11 @@ def calibrate(device: Any = None, *, quick: bool = False, progress: Progress = N
     sg = lim.sub_group_size or lim.preferred_work_group_size_multiple or default_subgroup_size()
     repeat = repeat or (5 if quick else 11)
     t0 = time.perf_counter()
-    kernels = calibration_kernels(quick, local_size=min(64, lim.max_work_group_size),
-                                  max_group=min(256, lim.max_work_group_size))
+    if min_launch_s is None:
+        min_launch_s = 0.0 if lim.is_cpu else GPU_MIN_LAUNCH_S
+    kernels = sized_calibration_kernels(queue, quick, local_size=min(64, lim.max_work_group_size),
+                                        max_group=min(256, lim.max_work_group_size),
+                                        min_launch_s=min_launch_s, progress=progress)
     say(f"calibrate: counting {len(kernels)} micro-benchmark launches")
     counts = [count_calibration_kernel(ck, sg) for ck in kernels]
     measured = measure_calibration(kernels, queue, repeat, progress)
@@ -1280,7 +1409,7 @@ def calibrate(device: Any = None, *, quick: bool = False, progress: Progress = N
         p=p, subgroup_size=int(sg), device=lim.name, quick=quick,
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         fit_rms_rel_error=rms, samples=samples, stable_key=stable_device_key(queue.device),
-        skipped=skipped, cache_bytes=cache)
+        skipped=skipped, cache_bytes=cache, min_launch_s=float(min_launch_s))
 
 
 def geomean_error(pairs: Sequence[tuple[float, float]]) -> float:
@@ -1391,12 +1520,12 @@ def prune_variants(programs: Sequence[Target], calibration: Optional[Calibration
 
 
 __all__ = [
-    "CACHE_GRID", "CALIBRATION_KERNELS", "DEFAULT_CACHE_BYTES", "FEATURES", "MEMORY_FEATURES",
-    "ONCHIP_FEATURES", "OVERHEAD_FEATURES", "P_GRID", "Calibration", "CalibrationKernel",
-    "Features", "calibrate", "calibration_key", "calibration_kernels",
-    "count_calibration_kernel", "default_model_dir", "dtype_bytes", "features_of",
-    "features_of_target", "fit_calibration", "fit_costs", "fit_model", "footprint_bytes",
-    "geomean_error", "measure_calibration", "model_time", "nnls", "op_class", "predict",
-    "prune_variants", "rank_variants", "readable_cost", "smooth_max", "specialize_kernel",
-    "stride_class",
+    "CACHE_GRID", "CALIBRATION_KERNELS", "DEFAULT_CACHE_BYTES", "FEATURES", "GPU_MIN_LAUNCH_S",
+    "MAX_CALIBRATION_SCALE", "MEMORY_FEATURES", "ONCHIP_FEATURES", "OVERHEAD_FEATURES",
+    "P_GRID", "Calibration", "CalibrationKernel", "Features", "calibrate", "calibration_key",
+    "calibration_kernels", "count_calibration_kernel", "default_model_dir", "dtype_bytes",
+    "features_of", "features_of_target", "fit_calibration", "fit_costs", "fit_model",
+    "footprint_bytes", "geomean_error", "measure_calibration", "model_time", "nnls", "op_class",
+    "predict", "prune_variants", "rank_variants", "readable_cost", "sized_calibration_kernels",
+    "smooth_max", "specialize_kernel", "stride_class",
 ]
