@@ -117,7 +117,7 @@ class KernelVariant:
     #: columns per work-item of the blocked product (a device's: two native float vectors)
     block_cols: int = 32
     #: work-groups that keep the device busy (its compute units): the register-tiled product
-    #: takes the largest register tile that still gives it this many work-groups
+    #: takes the register tile with the most reuse that still gives it most of this many
     device_groups: int = 1
     #: the register-tiled product's tile, fixed (:class:`RegisterTile`), or None to choose
     #: from the shape and ``device_groups`` (:func:`polyfuse.oplib.linalg.register_tile_shape`)
