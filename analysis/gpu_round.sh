@@ -47,7 +47,7 @@ step() {
 for s in "$@"; do
   case $s in
     devices) step devices 120 "$py" -m polyfuse devices ;;
-    products) step products 150 "$py" analysis/product_kernels.py --device "${PRODUCT_DEVICE:-gpu}" \
+    products) step products 300 "$py" analysis/product_kernels.py --device "${PRODUCT_DEVICE:-gpu}" \
         --form gpu --sweep --rounds 7 --csv "$out/products_gpu.csv" $PRODUCT_ARGS ;;
     products-blocked) step products-blocked 120 "$py" analysis/product_kernels.py \
         --device "${PRODUCT_DEVICE:-gpu}" --form blocked --rounds 5 --csv "$out/products_blocked.csv" ;;

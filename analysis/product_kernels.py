@@ -13,8 +13,10 @@ load drift hits both alike.  Values are checked against numpy first.
   for it): on a shared machine wall time also counts the waits for a core.
 * On GPUs (``gpu`` form) the peer is ``torch.matmul`` with TF32 off (cuBLAS fp32) when torch
   with CUDA is importable; kernels are timed by profiling events, torch by CUDA events.
-  ``--sweep`` times every register tile and work-group edge of the ``gpu`` form
-  (:func:`polyfuse.oplib.linalg.register_tile_shape`) and marks the one it chooses.
+  ``--sweep`` times every register tile of the ``gpu`` form (work-group edge, ``wm x wn``
+  outputs per work-item, panel depth, printed ``16:8x4k16``;
+  :func:`polyfuse.oplib.linalg.register_tile_candidates`) and marks the one the rule
+  (:func:`~polyfuse.oplib.linalg.register_tile_shape`) chooses.
 
 ``--split S ...`` also times the split-K form of the 2-D products (the ``gpu`` form's rewrite of
 a product with few output tiles, :func:`polyfuse.oplib.linalg.split_k_ways`): one batched
@@ -50,7 +52,7 @@ import pyopencl as cl  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from polyfuse.core.program import KERNEL_VARIANTS, KernelVariant  # noqa: E402
+from polyfuse.core.program import KERNEL_VARIANTS, KernelVariant, RegisterTile  # noqa: E402
 from polyfuse.oplib import linalg, op_kernel  # noqa: E402
 from polyfuse.oplib._common import Node  # noqa: E402
 
@@ -73,14 +75,14 @@ def reference(op: str, attrs: dict, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return a @ (b.T if attrs.get("transB") else b)
 
 
-def variant_for(dev: cl.Device, form: str, tile: int = 0, edge: int = 0,
+def variant_for(dev: cl.Device, form: str, tile: Optional[RegisterTile] = None,
                 cols: int = 0) -> KernelVariant:
     """The kernel variant of ``form`` fitted to ``dev`` (as :meth:`DeviceLimits.target`
-    does), with an explicit register tile / work-group edge / block width where given."""
+    does), with an explicit register tile / block width where given."""
     return dataclasses.replace(
         KERNEL_VARIANTS[form],
         block_cols=cols or linalg.block_cols_for(dev.native_vector_width_float),
-        device_groups=dev.max_compute_units, register_tile=tile, group_edge=edge)
+        device_groups=dev.max_compute_units, register_tile=tile)
 
 
 def kernel_runner(dev: cl.Device, op: str, attrs: dict, a: np.ndarray, b: np.ndarray,
@@ -164,11 +166,12 @@ def peer_runner(dev: cl.Device, op: str, attrs: dict, a: np.ndarray, b: np.ndarr
     return torch_run, "cuBLAS fp32"
 
 
-def tiles_to_try(dev: cl.Device, form: str, sweep: bool, m: int, n: int) -> list[tuple[int, int]]:
-    """(work-group edge, register tile) pairs to time: every one that fits with ``--sweep``
-    (``gpu`` form), else the library's own choice (0, 0)."""
+def tiles_to_try(dev: cl.Device, form: str, sweep: bool, m: int, n: int
+                 ) -> list[Optional[RegisterTile]]:
+    """Register tiles to time: every one that fits with ``--sweep`` (``gpu`` form), else the
+    library's own choice (None)."""
     if not sweep or form != "gpu":
-        return [(0, 0)]
+        return [None]
     node = Node.of("MatMul", {}, [(m, 1), (1, n)], [(m, n)], "prod", dev.max_work_group_size,
                    dev.local_mem_size, KERNEL_VARIANTS["gpu"])
     return linalg.register_tile_candidates(node, m, n)
@@ -194,7 +197,7 @@ def main(argv: list[str]) -> int:
                if (d.type & cl.device_type.GPU if args.device == "gpu"
                    else d.name.startswith(args.device))]
     rows: list[list[Any]] = []
-    print(f"{'device':24s} {'product':26s} {'form':7s} {'tile':>10s} {'GFLOP/s':>8s} "
+    print(f"{'device':24s} {'product':26s} {'form':7s} {'tile':>13s} {'GFLOP/s':>8s} "
           f"{'peer':>8s} {'x peer: median [min-max]':>25s} {'best/best':>9s}")
     for plat, dev in devices:
         where = f"{plat.name.split()[0]} {dev.name[:16]}"
@@ -218,13 +221,13 @@ def main(argv: list[str]) -> int:
                                       dev.local_mem_size) if len(sa) == len(sb) == 2 else 1
             splits = sorted({own if s == 0 else s for s in args.split})
             splits = [s for s in splits if s == 1 or len(sa) == len(sb) == 2 and k % s == 0]
-            for (edge, w), split in ((t, s) for s in splits
+            for fixed, split in ((t, s) for s in splits
                                      for t in tiles_to_try(dev, form, args.sweep, m, n)):
                 # the tile the library gives the parts: m x n over a batch of S
                 pick = chosen if split == 1 else linalg.register_tile_shape(node, m, n, k // split,
                                                                              split)
                 run, opk = kernel_runner(dev, op, attrs, a, b,
-                                         variant_for(dev, form, w, edge, args.cols), split)
+                                         variant_for(dev, form, fixed, args.cols), split)
                 ours, theirs = [], []
                 for _ in range(args.rounds):
                     if peer is not None:
@@ -232,9 +235,9 @@ def main(argv: list[str]) -> int:
                     ours.append(run())
                 tile = ("-" if not opk.block else
                         f"{opk.block.rows}x{opk.block.cols}" if form != "gpu" else
-                        f"{opk.local_size[0]}:{opk.block.rows}x{opk.block.cols}")
+                        str(fixed or pick))
                 tile += f"/{split}" if split > 1 else ""
-                is_chosen = form == "gpu" and split == own and (edge, w) in ((0, 0), pick)
+                is_chosen = form == "gpu" and split == own and fixed in (None, pick)
                 gf = flops / np.median(ours) / 1e9
                 if theirs:
                     ratio = [t / o for t, o in zip(theirs, ours)]
@@ -244,7 +247,7 @@ def main(argv: list[str]) -> int:
                             f"{cells[3]:9.2f}")
                 else:
                     pgf, cells, text = float("nan"), [float("nan")] * 4, f"{'-':>8s}"
-                print(f"{where:24s} {label:26s} {form:7s} {tile:>9s}{'*' if is_chosen else ' '}"
+                print(f"{where:24s} {label:26s} {form:7s} {tile:>12s}{'*' if is_chosen else ' '}"
                       f" {gf:8.1f} {text}", flush=True)
                 rows.append([where, label, form, tile, is_chosen, gf, peer_name, pgf, *cells])
     if args.csv:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Optional, Protocol, Union
+from typing import Any, NamedTuple, Optional, Protocol, Union
 
 import islpy as isl
 import sympy
@@ -81,6 +81,20 @@ class UnsupportedError(PolyfuseError):
     """A construct polyfuse does not handle (and refuses rather than guessing)."""
 
 
+class RegisterTile(NamedTuple):
+    """One tile of the register-tiled matrix product (``gpu`` variant): an ``edge x edge``
+    work-group computes a ``(edge * wm) x (edge * wn)`` output tile, each work-item a strided
+    ``wm x wn`` register tile, staging ``tk``-deep panels of A and B in ``__local`` memory."""
+
+    edge: int
+    wm: int
+    wn: int
+    tk: int = 16
+
+    def __str__(self) -> str:
+        return f"{self.edge}:{self.wm}x{self.wn}k{self.tk}"
+
+
 @dataclass(frozen=True)
 class KernelVariant:
     """How the ONNX operator kernels (:mod:`polyfuse.oplib`) are laid out.
@@ -103,16 +117,14 @@ class KernelVariant:
     #: columns per work-item of the blocked product (a device's: two native float vectors)
     block_cols: int = 32
     #: work-groups that keep the device busy (its compute units): the register-tiled product
-    #: takes the largest register tile that still gives it this many work-groups
+    #: takes the register tile with the most reuse that still gives it most of this many
     device_groups: int = 1
-    #: outputs per work-item along each edge of the register tile, 0 to choose from the shape
-    #: and ``device_groups`` (:func:`polyfuse.oplib.linalg.register_tile_shape`)
-    register_tile: int = 0
-    #: work-items along each edge of the register-tiled product's work-group, 0 to choose
-    group_edge: int = 0
-    #: measured choices of the register-tiled product: ``((m, n, k, batch), (edge, tile))``
-    #: pairs (:func:`polyfuse.runtime.product_tiles.tune_product_tiles`), before the rule
-    tiles: tuple[tuple[tuple[int, int, int, int], tuple[int, int]], ...] = ()
+    #: the register-tiled product's tile, fixed (:class:`RegisterTile`), or None to choose
+    #: from the shape and ``device_groups`` (:func:`polyfuse.oplib.linalg.register_tile_shape`)
+    register_tile: Optional[RegisterTile] = None
+    #: measured choices of the register-tiled product: ``((m, n, k, batch), tile)`` pairs
+    #: (:func:`polyfuse.runtime.product_tiles.tune_product_tiles`), before the rule
+    tiles: tuple[tuple[tuple[int, int, int, int], RegisterTile], ...] = ()
     #: longest Reduce* over leading axes generated as one looping work-item per output
     #: (coalesced, no barrier, fuses with element-wise consumers) instead of a work-group per
     #: output; 0: never.  Split-K products (``gpu`` and ``blocked``) end in such a sum
@@ -160,7 +172,7 @@ class Target:
                                             block_cols=self.kernel.block_cols,
                                             device_groups=self.kernel.device_groups))
 
-    def with_tiles(self, tiles: tuple[tuple[tuple[int, int, int, int], tuple[int, int]], ...]
+    def with_tiles(self, tiles: tuple[tuple[tuple[int, int, int, int], RegisterTile], ...]
                    ) -> Target:
         """This target with measured register tiles (:attr:`KernelVariant.tiles`)."""
         return replace(self, kernel=replace(self.kernel, tiles=tuple(sorted(tiles))))

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Optional
 
-from polyfuse.core.program import KernelVariant
+from polyfuse.core.program import KernelVariant, RegisterTile
 from polyfuse.oplib._common import (
     BlockLayout,
     Grid,
@@ -241,14 +241,26 @@ def _blocked_product(
     return replace(make_kernel(node, source, gsize, lsize, inputs, ["y"]), block=layout)
 
 
-#: K values per step of the register-tiled product: each step loads a TM x RT_K panel of A and a
-#: RT_K x TN panel of B into ``__local`` memory between two barriers.
+#: K values per step of the register-tiled product by rule: each step loads a TM x RT_K panel
+#: of A and a RT_K x TN panel of B into ``__local`` memory between two barriers.
 RT_K = 16
 
-#: Register tiles tried, largest first (outputs per work-item along each edge).  8 x 8 is left
-#: out: on an H200 (NVIDIA's OpenCL) it was the slowest tile at every BERT-base and 1024-cubed
-#: shape (0.04-0.27x cuBLAS against 0.2-0.58x for the best), 64 accumulators per work-item.
-RT_TILES = (4, 2, 1)
+#: Deeper panels tried besides :data:`RT_K` for the register tiles of at least
+#: :data:`DEEP_MIN_OUTPUTS` outputs: half the barriers per K, and 32 consecutive K values per
+#: row of A loaded (128-byte segments), for twice the ``__local`` memory.
+RT_DEEP_K = 32
+DEEP_MIN_OUTPUTS = 16
+
+#: Register tiles (``wm x wn`` outputs per work-item) tried, the most reuse first (multiply-adds
+#: per value read from ``__local`` memory: ``wm * wn / (wm + wn)``).  8 x 8 is left out: on an
+#: H200 (NVIDIA's OpenCL) it was the slowest tile at every BERT-base and 1024-cubed shape
+#: (0.04-0.27x cuBLAS against 0.2-0.58x for the best), 64 accumulators per work-item and 64
+#: work-groups at 1024-cubed for 132 units.  The rectangular 4 x 8 and 8 x 4 (64 x 128 and
+#: 128 x 64 output tiles at 16 x 16 work-items: 128 work-groups at 1024-cubed) read 12 values
+#: per 32 multiply-adds against 8 per 16 at 4 x 4, the ratio that bounds a strided register
+#: tile fed by scalar ``__local`` reads; 4 x 8 comes first: at 1024-cubed on the H200 it ran at
+#: 24.3 TFLOP/s (0.67x cuBLAS) against 16.4 for 8 x 4 and 21.9 for 4 x 4.
+RT_TILES = ((4, 8), (8, 4), (4, 4), (2, 2), (1, 1))
 
 #: Fraction of the device's compute units a product's work-groups must cover before a larger
 #: register tile is preferred to more work-groups.  On an H200 (132 units) the fastest tile of
@@ -258,42 +270,51 @@ RT_TILES = (4, 2, 1)
 BUSY_FRACTION = 0.7
 
 
-def register_tile_candidates(node: Node, m: int, n: int) -> list[tuple[int, int]]:
-    """Every (work-group edge, register tile) the ``m x n`` product can run with on the
-    node's device (the tile divides the output, the panels fit ``__local`` memory), the
-    preferred edge first and larger tiles first; ``variant.register_tile``/``group_edge``
-    narrow them."""
-    var = node.variant
-    edges = [var.group_edge] if var.group_edge else [16, 8]
-    tiles = [var.register_tile] if var.register_tile else list(RT_TILES)
-    return [(e, w) for e in edges for w in tiles
-            if e * e <= node.max_work_group_size and e * e % RT_K == 0 and e % w == 0
-            and m % (e * w) == 0 and n % (e * w) == 0
-            and 2 * RT_K * (e * w + 1) * 4 <= node.local_mem_size]
+def _tile_fits(node: Node, t: RegisterTile) -> bool:
+    """The tile's work-group runs on the node's device, its panels fit ``__local`` memory and
+    its work-items load them in whole passes (A: ``threads / tk`` rows of ``tk`` values per
+    pass, B: ``threads / TN`` rows of ``TN``)."""
+    threads, tm, tn = t.edge * t.edge, t.edge * t.wm, t.edge * t.wn
+    return (threads <= node.max_work_group_size and threads % t.tk == 0 and threads % tn == 0
+            and tm * t.tk % threads == 0 and tn * t.tk % threads == 0
+            and t.tk * (tm + 1 + tn) * 4 <= node.local_mem_size)
+
+
+def register_tile_candidates(node: Node, m: int, n: int) -> list[RegisterTile]:
+    """Every register tile the ``m x n`` product can run with on the node's device (the tile
+    divides the output, the panels fit ``__local`` memory), the preferred work-group edge
+    first, then the most reuse, the rule's panel depth :data:`RT_K` before the deeper one;
+    ``variant.register_tile`` fixes one."""
+    fixed = node.variant.register_tile
+    tiles = [RegisterTile(*fixed)] if fixed else [
+        RegisterTile(e, wm, wn, tk) for e in (16, 8) for wm, wn in RT_TILES
+        for tk in (RT_K, RT_DEEP_K) if tk == RT_K or wm * wn >= DEEP_MIN_OUTPUTS]
+    return [t for t in tiles if _tile_fits(node, t)
+            and m % (t.edge * t.wm) == 0 and n % (t.edge * t.wn) == 0]
 
 
 def register_tile_shape(node: Node, m: int, n: int, k: int, batch: int = 1
-                        ) -> Optional[tuple[int, int]]:
-    """(work-items per work-group edge, outputs per work-item edge) of the register-tiled
-    ``m x n x k`` product, or None when no tile divides the output (the tiled form then runs).
+                        ) -> Optional[RegisterTile]:
+    """The register tile of the ``m x n x k`` product, or None when no tile divides the output
+    (the tiled form then runs).
 
     A measured choice for the shape (``variant.tiles``) comes first.  Otherwise the
     work-group is 16 x 16 work-items (8 x 8 where the device allows fewer), each computing a
-    ``w x w`` register tile; the largest ``w`` whose work-groups still cover
-    :data:`BUSY_FRACTION` of the device's compute units (``variant.device_groups``) is taken,
-    since a larger tile reuses each loaded value more but a GPU with idle compute units loses
-    more than that (BERT-base products have only 128 rows).  ``variant.register_tile`` and
-    ``group_edge`` fix either."""
+    ``wm x wn`` register tile over :data:`RT_K`-deep panels; the tile with the most reuse whose
+    work-groups still cover :data:`BUSY_FRACTION` of the device's compute units
+    (``variant.device_groups``) is taken, since a larger tile reuses each loaded value more but
+    a GPU with idle compute units loses more than that (BERT-base products have only 128
+    rows).  ``variant.register_tile`` fixes it."""
     fits = register_tile_candidates(node, m, n)
     tuned = dict(node.variant.tiles).get((m, n, k, batch))
     if tuned in fits:
         return tuned
     if not fits:
         return None
-    fits = [f for f in fits if f[0] == fits[0][0]]
+    fits = [f for f in fits if f.edge == fits[0].edge and f.tk == fits[0].tk]
 
-    def groups(f: tuple[int, int]) -> int:
-        return batch * (m // (f[0] * f[1])) * (n // (f[0] * f[1]))
+    def groups(f: RegisterTile) -> int:
+        return batch * (m // (f.edge * f.wm)) * (n // (f.edge * f.wn))
 
     busy = [f for f in fits if groups(f) >= BUSY_FRACTION * node.variant.device_groups]
     return busy[0] if busy else max(fits, key=groups)
@@ -303,12 +324,13 @@ def register_tile_shape(node: Node, m: int, n: int, k: int, batch: int = 1
 SPLIT_MIN_K = 1024
 SPLIT_MIN_PART = 256
 #: Work-groups, as a fraction of the device's compute units, below which a register-tiled
-#: product with a long K is split.  One whole wave, not :data:`BUSY_FRACTION`: on an H200 (132
+#: product with a long K is split.  About a whole wave, not :data:`BUSY_FRACTION`: on an H200 (132
 #: units) BERT-base's 128x3072x768 product has 96 work-groups at its chosen tile (0.73 of the
 #: units, busy enough for a short K) yet ran at 0.20x cuBLAS at every tile, each work-group
 #: looping over all 3072 values of K, while 128x768x3072 (K=768, 384 work-groups) ran 2.3-2.7x
-#: faster per FLOP.
-SPLIT_FILL = 1.0
+#: faster per FLOP.  0.9, not 1: a 1024-cubed product at its 64 x 128 tiles has 128 work-groups
+#: (0.97 of a wave), which split would only add a sum pass to.
+SPLIT_FILL = 0.9
 #: Most parts K is split into.  On the H200, 128x3072x768 with its partial sums ran at 4.7
 #: (unsplit), 6.8 (2 parts), 10.3 (4) and 12.5 TFLOP/s (8 parts, 64x64 tiles; 0.54x cuBLAS):
 #: more parts let each work-group keep a larger register tile and still fill the device.
@@ -343,8 +365,8 @@ def split_k_ways(variant: KernelVariant, m: int, n: int, k: int, max_work_group_
     def groups(batch: int) -> int:
         node = Node.of("MatMul", {}, [(batch, m, k // batch), (batch, k // batch, n)],
                        [(batch, m, n)], "split", max_work_group_size, local_mem_size, variant)
-        shape = register_tile_shape(node, m, n, k // batch, batch)
-        return 0 if shape is None else batch * (m // prod(shape)) * (n // prod(shape))
+        t = register_tile_shape(node, m, n, k // batch, batch)
+        return 0 if t is None else batch * (m // (t.edge * t.wm)) * (n // (t.edge * t.wn))
 
     want = SPLIT_FILL * variant.device_groups
     whole = groups(1)
@@ -360,7 +382,7 @@ def _register_tiled_product(
     m: int,
     n: int,
     k: int,
-    shape: tuple[int, int],
+    shape: RegisterTile,
     a_elem: str,
     b_elem: str,
     store: str,
@@ -370,10 +392,14 @@ def _register_tiled_product(
     comment: str,
     init: str = "0.0f",
 ) -> OpKernel:
-    """A work-group of E x E work-items computes a TM x TN tile of the output (TM = TN = E x W):
-    per step of RT_K values of K it stages a panel of A (transposed, padded by one column so the
-    stores do not share banks) and a panel of B in ``__local`` memory, every work-item loading
-    its share of each, and each work-item then updates a W x W register tile from them.
+    """A work-group of E x E work-items computes a TM x TN tile of the output (TM = E x WM,
+    TN = E x WN): per step of TK values of K it stages a panel of A (transposed, padded by one
+    column so the stores do not share banks) and a panel of B in ``__local`` memory, every
+    work-item storing its share of each, and each work-item then updates a WM x WN register
+    tile from them.  A work-item loads its share of the next step's panels into registers
+    (``next_q``, under ``t + 1 < KTILES``) before it multiplies this step's, so the global
+    loads' latency overlaps the arithmetic (on an H200 the best tile of each BERT-base and
+    1024-cubed product ran 1.05-1.3x faster so).
 
     Work-item ``(lx, ly)`` owns rows ``ly + i * E`` and columns ``lx + j * E`` of the tile:
     consecutive work-items read consecutive ``__local`` words of B and write consecutive
@@ -384,16 +410,16 @@ def _register_tiled_product(
     (:func:`register_tile_shape`), K need not be (the panels are zero-padded).  Every subscript
     is quasi-affine in the ids and loop iterators, and both barriers are reached by every
     work-item, so the front-end models the kernel exactly."""
-    edge, w = shape
-    tile = edge * w
+    edge, wm, wn, tk = shape
+    tm, tn = edge * wm, edge * wn
     threads = edge * edge
-    ktiles = -(-k // RT_K)
-    defines = {"M": m, "N": n, "K": k, "E": edge, "TM": tile, "TN": tile, "TK": RT_K,
+    ktiles = -(-k // tk)
+    defines = {"M": m, "N": n, "K": k, "E": edge, "TM": tm, "TN": tn, "TK": tk,
                "KTILES": ktiles}
-    ragged_k = k % RT_K != 0
-    rows = [f"(r0 + {i * edge})" if i else "r0" for i in range(w)]
-    cols = [f"(c0 + {j * edge})" if j else "c0" for j in range(w)]
-    acc = [[f"acc_{i}_{j}" for j in range(w)] for i in range(w)]
+    ragged_k = k % tk != 0
+    rows = [f"(r0 + {i * edge})" if i else "r0" for i in range(wm)]
+    cols = [f"(c0 + {j * edge})" if j else "c0" for j in range(wn)]
+    acc = [[f"acc_{i}_{j}" for j in range(wn)] for i in range(wm)]
     lines = [
         "__local float a_panel[TK][TM + 1];",
         "__local float b_panel[TK][TN];",
@@ -408,45 +434,54 @@ def _register_tiled_product(
     if batch > 1:
         lines.append("const int batch = get_global_id(2);")
     lines += [f"float {acc[i][j]} = {_at(_at(init, rows[i], 'row'), cols[j], 'col')};"
-              for i in range(w) for j in range(w)]
+              for i in range(wm) for j in range(wn)]
+
+    # each work-item's share of the panels of step ``step``: (its __local slot, its load)
+    def loads(step: str) -> list[tuple[str, str]]:
+        out = []
+        for p in range(tm * tk // threads):
+            a_row = f"flat / TK + {p * (threads // tk)}" if p else "flat / TK"
+            kv = f"{step} * TK + flat % TK"
+            load = _at(_at(a_elem, f"(tile_row + {a_row})", "row"), f"({kv})", "kk")
+            out.append((f"a_panel[flat % TK][{a_row}]",
+                        f"{kv} < K ? {load} : 0.0f" if ragged_k else load))
+        for p in range(tn * tk // threads):
+            b_row = f"flat / TN + {p * (threads // tn)}" if p else "flat / TN"
+            kv = f"{step} * TK + {b_row}"
+            load = _at(_at(b_elem, f"({kv})", "kk"), "(tile_col + flat % TN)", "col")
+            out.append((f"b_panel[{b_row}][flat % TN]",
+                        f"{kv} < K ? {load} : 0.0f" if ragged_k else load))
+        return out
+
+    # the next step's values are loaded into registers while this step's are multiplied
+    lines += [f"float next_{q} = {load};" for q, (_, load) in enumerate(loads("0"))]
     lines.append("for (int t = 0; t < KTILES; t++) {")
-    # A panel: TM x TK values, threads / TK rows per pass; B panel: TK x TN, threads / TN rows
-    for p in range(tile * RT_K // threads):
-        a_row = f"flat / TK + {p * (threads // RT_K)}" if p else "flat / TK"
-        kv = "t * TK + flat % TK"
-        load = _at(_at(a_elem, f"(tile_row + {a_row})", "row"), f"({kv})", "kk")
-        if ragged_k:
-            load = f"{kv} < K ? {load} : 0.0f"
-        lines.append(f"    a_panel[flat % TK][{a_row}] = {load};")
-    for p in range(tile * RT_K // threads):
-        b_row = f"flat / TN + {p * (threads // tile)}" if p else "flat / TN"
-        kv = f"t * TK + {b_row}"
-        load = _at(_at(b_elem, f"({kv})", "kk"), "(tile_col + flat % TN)", "col")
-        if ragged_k:
-            load = f"{kv} < K ? {load} : 0.0f"
-        lines.append(f"    b_panel[{b_row}][flat % TN] = {load};")
-    lines += ["    barrier(CLK_LOCAL_MEM_FENCE);", "    for (int kk = 0; kk < TK; kk++) {"]
-    lines += [f"        const float bv_{j} = b_panel[kk][lx + {j * edge}];" for j in range(w)]
-    for i in range(w):
+    lines += [f"    {slot} = next_{q};" for q, (slot, _) in enumerate(loads("t"))]
+    lines += ["    barrier(CLK_LOCAL_MEM_FENCE);", "    if (t + 1 < KTILES) {"]
+    lines += [f"        next_{q} = {load};" for q, (_, load) in enumerate(loads("(t + 1)"))]
+    lines.append("    }")
+    lines.append("    for (int kk = 0; kk < TK; kk++) {")
+    lines += [f"        const float bv_{j} = b_panel[kk][lx + {j * edge}];" for j in range(wn)]
+    for i in range(wm):
         lines.append(f"        const float av_{i} = a_panel[kk][ly + {i * edge}];")
-        lines += [f"        {acc[i][j]} += av_{i} * bv_{j};" for j in range(w)]
+        lines += [f"        {acc[i][j]} += av_{i} * bv_{j};" for j in range(wn)]
     lines += ["    }", "    barrier(CLK_LOCAL_MEM_FENCE);", "}"]
-    for i in range(w):
-        for j in range(w):
+    for i in range(wm):
+        for j in range(wn):
             stmt = _at(_at(store.replace("acc[i][j]", acc[i][j]), rows[i], "row"), cols[j], "col")
             lines.append(f"{stmt};")
     source = render(node, defines, params, "\n".join(lines) + "\n",
-                    comment + f" ({tile}x{tile} tiles, {w}x{w} per work-item)")
-    gsize: tuple[int, ...] = (n // w, m // w)
+                    comment + f" ({tm}x{tn} tiles, {wm}x{wn} per work-item, {tk}-deep panels)")
+    gsize: tuple[int, ...] = (n // wn, m // wm)
     lsize: tuple[int, ...] = (edge, edge)
     if batch > 1:
         gsize, lsize = gsize + (batch,), lsize + (1,)
-    prologue = (f"const int r0 = get_group_id(1) * {tile} + get_local_id(1);\n"
-                f"const int c0 = get_group_id(0) * {tile} + get_local_id(0);")
+    prologue = (f"const int r0 = get_group_id(1) * {tm} + get_local_id(1);\n"
+                f"const int c0 = get_group_id(0) * {tn} + get_local_id(0);")
     if batch > 1:
         prologue += "\nconst int batch = get_global_id(2);"
     layout = BlockLayout(
-        global_size=gsize, local_size=lsize, prologue=prologue, guard="", rows=w, cols=w,
+        global_size=gsize, local_size=lsize, prologue=prologue, guard="", rows=wm, cols=wn,
         lead=f"batch * {m} + r0 + bi * {edge}" if batch > 1 else f"r0 + bi * {edge}",
         col=f"c0 + bj * {edge}", lead_extent=batch * m, col_extent=n,
     )
