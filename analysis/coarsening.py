@@ -20,7 +20,8 @@ Sizes: each example's host guards its problem sizes (``#ifndef NI`` / ``#define 
 multiplied by a scale factor that doubles (1, 2, 4, ...), each size loaded and its original
 program timed on the device, until the original's slowest kernel (one launch instance) runs for
 at least US microseconds -- capped by device memory (the buffers at most 1/:data:`MEMORY_SHARE`
-of it) and by the sizing's share of the time budget; then it is tuned at that size.  On a fast
+of it) and by the time budget (the sizing's share of it, and a next size whose tuning would not
+fit the rest); then it is tuned at that size.  On a fast
 GPU the default sizes run for microseconds, where launch overhead, not the kernel, is timed.
 ``--budget-s S`` bounds the whole run: each example gets an equal share of what is left (the
 sizing at most :data:`SIZING_SHARE` of it), and the tuner keeps the original for what its
@@ -81,6 +82,10 @@ SIZING_SHARE = 0.4
 MAX_SCALE = 1 << 12
 #: timed runs of the original per size probed
 PROBE_REPEAT = 3
+#: the tuner sets up and runs about this many programs of an example's size (per launch and
+#: variant a precheck, a verification and timed runs); a size is not grown further when this
+#: many probes of the next size (twice the last one's seconds) would not fit the tuning's time
+TUNE_PROBES = 40
 
 #: ``#ifndef NAME`` / ``#define NAME VALUE`` / ``#endif``: a size a run may change
 _GUARDED = re.compile(r"^#ifndef[ \t]+(\w+)[ \t]*\n#define[ \t]+\1[ \t]+([^\n]+?)[ \t]*\n"
@@ -154,30 +159,31 @@ class SizeChoice:
     kernel: str
     nbytes: int
     reason: str
-    #: every size probed: (scale, slowest kernel s, buffer bytes)
-    probes: tuple[tuple[int, float, int], ...]
+    #: every size probed: (scale, slowest kernel s, buffer bytes, seconds the probe took)
+    probes: tuple[tuple[int, float, int, float], ...]
     program: Program
 
     def to_dict(self) -> dict[str, Any]:
         return {"scale": self.scale, "defines": dict(self.defines),
                 "slowest_kernel_s": self.slowest_s, "slowest_kernel": self.kernel,
                 "buffer_bytes": self.nbytes, "reason": self.reason,
-                "probes": [{"scale": s, "slowest_kernel_s": t, "buffer_bytes": b}
-                           for s, t, b in self.probes]}
+                "probes": [{"scale": s, "slowest_kernel_s": t, "buffer_bytes": b, "seconds": w}
+                           for s, t, b, w in self.probes]}
 
 
 def choose_size(d: Path, target_s: float, *, device: DeviceSpec = None,
                 defines: Mapping[str, str] = {},  # noqa: B006 - read only
                 budget_s: Optional[float] = None) -> SizeChoice:
     """Double the scale of example ``d``'s sizes until its original program's slowest kernel
-    runs for ``target_s`` on ``device``, within the memory cap and ``budget_s`` (module doc).
-    ``defines`` are given at every size (and win over the scaled ones)."""
+    runs for ``target_s`` on ``device``, within the memory cap and the time the example has,
+    ``budget_s`` for its sizing and tuning (module doc).  ``defines`` are given at every size
+    (and win over the scaled ones)."""
     sizes = {n: v for n, v in size_macros(d / "host.c").items() if n not in defines}
     ctx, queue = get_context(device)
     limits = DeviceLimits.from_device(queue.device)
     cap = limits.global_mem_size // MEMORY_SHARE
-    end = None if budget_s is None else time.monotonic() + budget_s
-    probes: list[tuple[int, float, int]] = []
+    end = None if budget_s is None else time.monotonic() + budget_s * SIZING_SHARE
+    probes: list[tuple[int, float, int, float]] = []
     best: Optional[SizeChoice] = None
     scale = 1
     while True:
@@ -187,8 +193,10 @@ def choose_size(d: Path, target_s: float, *, device: DeviceSpec = None,
         if best is not None and (nbytes > cap or largest > limits.max_mem_alloc_size):
             return replace(best, reason=f"x{scale} needs {nbytes / 2**20:.0f} MiB of buffers: "
                                         f"over the cap ({cap / 2**20:.0f} MiB)")
+        t0 = time.monotonic()
         t, kernel = slowest_kernel(prog, ctx=ctx, queue=queue)
-        probes.append((scale, t, nbytes))
+        took = time.monotonic() - t0
+        probes.append((scale, t, nbytes, took))
         best = SizeChoice(scale, defs, t, kernel, nbytes, "", tuple(probes), prog)
         _progress(f"{d.name}: x{scale}: slowest kernel {kernel} {t * 1e6:.0f} us, "
                   f"{nbytes / 2**20:.1f} MiB")
@@ -200,6 +208,9 @@ def choose_size(d: Path, target_s: float, *, device: DeviceSpec = None,
             return replace(best, reason=f"largest scale x{MAX_SCALE}")
         if end is not None and time.monotonic() >= end:
             return replace(best, reason="sizing time budget spent")
+        if budget_s is not None and 2 * took * TUNE_PROBES > budget_s * (1 - SIZING_SHARE):
+            return replace(best, reason=f"the tuning of x{2 * scale} would not fit the time "
+                                        "budget")
         scale *= 2
 
 
@@ -240,8 +251,7 @@ def main(argv: Any = None) -> int:
             if args.size_target_us is not None:
                 _progress(f"{name}: sizing")
                 size = choose_size(d, args.size_target_us * 1e-6, device=args.device,
-                                   defines=defines,
-                                   budget_s=None if share is None else share * SIZING_SHARE)
+                                   defines=defines, budget_s=share)
                 sized.append({"program": name, **size.to_dict()})
                 prog = size.program
             else:

@@ -15,7 +15,8 @@
 #   fuzz        the differential fuzzer on the GPU, FUZZ_JOBS jobs for FUZZ_MINUTES minutes
 #   coarsening  analysis/coarsening.py at GPU sizes: each example grown until its original's
 #               slowest kernel runs COARSEN_TARGET_US us (default 100), the run bounded to
-#               COARSEN_BUDGET s (default 150), COARSEN_REPEAT/COARSEN_ROUNDS (6/3) timings;
+#               COARSEN_BUDGET s (default 150) of a COARSEN_LIMIT s step (200), with
+#               COARSEN_REPEAT/COARSEN_ROUNDS (6/3) timed runs;
 #               writes $OUT/coarsening/coarsening.{md,json}
 # Everything goes to $OUT/run.log (default out/gpu/); the tables, plots and JSON the steps write
 # are packed into $OUT/results.tgz at the end (the device tool brings back at most 8 files).
@@ -65,7 +66,7 @@ for s in "$@"; do
     roofline) step roofline 180 "$py" -m polyfuse roofline --quick --out "$out/roofline" --json ;;
     devices-json) step devices-json 60 "$py" -m polyfuse devices --json ;;
     accuracy) step accuracy 200 "$py" analysis/model_accuracy.py --quick --out "$out/accuracy" ;;
-    coarsening) step coarsening 200 "$py" analysis/coarsening.py \
+    coarsening) step coarsening "${COARSEN_LIMIT:-200}" "$py" analysis/coarsening.py \
       --size-target-us "${COARSEN_TARGET_US:-100}" --budget-s "${COARSEN_BUDGET:-150}" \
       --repeat "${COARSEN_REPEAT:-6}" --rounds "${COARSEN_ROUNDS:-3}" --out "$out/coarsening" ;;
     fuzz)

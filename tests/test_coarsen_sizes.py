@@ -76,7 +76,7 @@ def test_size_search_doubles_until_the_target(monkeypatch):
     choice = coarsening.choose_size(d, 3.5 * base * 1e-9)
     assert choice.scale == 4 and choice.reason == "target reached"
     assert choice.defines == {"N": str(4 << 20)}
-    assert [s for s, _, _ in choice.probes] == [1, 2, 4]
+    assert [s for s, _, _, _ in choice.probes] == [1, 2, 4]
     assert coarsening.buffer_bytes(choice.program)[0] == choice.nbytes > 3 * base
     # a given definition is kept at every size and is not grown
     fixed = coarsening.choose_size(d, 3.5 * base * 1e-9, defines={"N": str(1 << 21)})
@@ -96,6 +96,10 @@ def test_size_search_stops_at_the_memory_cap_and_the_budget(monkeypatch):
     assert capped.scale == 2 and "over the cap" in capped.reason
     spent = coarsening.choose_size(d, 1.0, budget_s=0.0)
     assert spent.scale == 1 and spent.reason == "sizing time budget spent"
+    # time to size, no time to tune a larger size
+    monkeypatch.setattr(coarsening, "SIZING_SHARE", 1 - 1e-9)
+    short = coarsening.choose_size(d, 1.0, budget_s=1000.0)
+    assert short.scale == 1 and short.reason == "the tuning of x2 would not fit the time budget"
 
 
 def test_size_search_on_the_device_keeps_a_size_that_reaches_the_target():
