@@ -82,10 +82,11 @@ SIZING_SHARE = 0.4
 MAX_SCALE = 1 << 12
 #: timed runs of the original per size probed
 PROBE_REPEAT = 3
-#: the tuner sets up and runs about this many programs of an example's size (per launch and
-#: variant a precheck, a verification and timed runs); a size is not grown further when this
-#: many probes of the next size (twice the last one's seconds) would not fit the tuning's time
-TUNE_PROBES = 40
+#: tuning one launch costs about this many probes of its size (per variant a precheck, a
+#: verification and timed copies, each with its own buffers: host-bound at large sizes; on an
+#: H200, transpose at 8192^2 took 160 s for a 2.1 s probe); a size is not grown further when
+#: this many probes of the next size (twice the last one's seconds) would not fit the tuning
+TUNE_PROBES = 80
 
 #: ``#ifndef NAME`` / ``#define NAME VALUE`` / ``#endif``: a size a run may change
 _GUARDED = re.compile(r"^#ifndef[ \t]+(\w+)[ \t]*\n#define[ \t]+\1[ \t]+([^\n]+?)[ \t]*\n"
