@@ -13,6 +13,11 @@
 #   roofline    polyfuse roofline on the GPU (issue 24 item 1)
 #   accuracy    the performance model's error on the GPU (analysis/model_accuracy.py --quick)
 #   fuzz        the differential fuzzer on the GPU, FUZZ_JOBS jobs for FUZZ_MINUTES minutes
+#   coarsening  analysis/coarsening.py at GPU sizes: each example grown until its original's
+#               slowest kernel runs COARSEN_TARGET_US us (default 100), the run bounded to
+#               COARSEN_BUDGET s (default 150) of a COARSEN_LIMIT s step (200), with
+#               COARSEN_REPEAT/COARSEN_ROUNDS (6/3) timed runs, COARSEN_EXAMPLES (all);
+#               writes $OUT/coarsening/coarsening.{md,json}
 # Everything goes to $OUT/run.log (default out/gpu/); the tables, plots and JSON the steps write
 # are packed into $OUT/results.tgz at the end (the device tool brings back at most 8 files).
 # BUDGET=S caps the whole run (see step); rehearse on a CPU device first: PYOPENCL_CTX=0:0 OUT=/tmp/gpu bash analysis/gpu_round.sh ...
@@ -61,6 +66,10 @@ for s in "$@"; do
     roofline) step roofline 180 "$py" -m polyfuse roofline --quick --out "$out/roofline" --json ;;
     devices-json) step devices-json 60 "$py" -m polyfuse devices --json ;;
     accuracy) step accuracy 200 "$py" analysis/model_accuracy.py --quick --out "$out/accuracy" ;;
+    coarsening) step coarsening "${COARSEN_LIMIT:-200}" "$py" analysis/coarsening.py \
+      --size-target-us "${COARSEN_TARGET_US:-100}" --budget-s "${COARSEN_BUDGET:-150}" \
+      --repeat "${COARSEN_REPEAT:-6}" --rounds "${COARSEN_ROUNDS:-3}" --out "$out/coarsening" \
+      ${COARSEN_EXAMPLES:+--examples $COARSEN_EXAMPLES} ;;
     fuzz)
       step fuzz $(( ${FUZZ_MINUTES:-3} * 60 + 120 )) "$py" -m polyfuse.oracle.fuzz \
         --minutes "${FUZZ_MINUTES:-3}" --jobs "${FUZZ_JOBS:-12}" --seed "${FUZZ_SEED:-12121}" \

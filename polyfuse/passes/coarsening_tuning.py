@@ -16,11 +16,16 @@ per device and program hash (:func:`polyfuse.passes.orchestration_tuning.program
 Each launch is tuned on its own: a one-launch program (the launch, with its host loops) from
 random inputs, so other launches neither add noise nor cost time.  The chosen factors of all
 launches are then applied together and the whole program is verified against the original.
+
+A time budget (``budget_s``) bounds the tuning of a large program: once it is spent, the
+variants not yet verified are pruned and the launches not yet tuned keep the original, each
+with that reason; what was already measured is kept.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -55,6 +60,8 @@ __all__ = ["VariantRow", "LaunchTuning", "CoarsenReport", "candidate_factors", "
 MARGIN = 0.02
 #: most copies one coarsened work-item runs (code size grows with it)
 MAX_COPIES = 32
+#: the reason of what a spent time budget left out
+BUDGET_SPENT = "time budget spent before it was reached"
 
 
 @dataclass(frozen=True)
@@ -293,15 +300,30 @@ def tune_launch(program: Program, launch: Launch, *, params: Mapping[str, Any],
                 verify: bool = True, ctx: cl.Context, queue: cl.CommandQueue,
                 limits: DeviceLimits, repeat: int = 10, rounds: int = 5,
                 cache_dir: Optional[Path] = None,
-                progress: Optional[Callable[[str], None]] = None) -> LaunchTuning:
-    """Variants of one launch, pruned, verified and (with ``tune``) timed; the choice."""
+                progress: Optional[Callable[[str], None]] = None,
+                deadline: Optional[float] = None) -> LaunchTuning:
+    """Variants of one launch, pruned, verified and (with ``tune``) timed; the choice.
+
+    ``deadline`` (a :func:`time.monotonic` time): past it, variants are no longer verified
+    (pruned, with that reason) and the launch keeps the original unless its variants were
+    already timed.
+    """
     say = progress or (lambda _m: None)
     ident = Factors()
+
+    def late() -> bool:
+        return deadline is not None and time.monotonic() > deadline
+
     try:
         geom = launch_geometry(launch, params)
     except PolyfuseError as err:
         return LaunchTuning(launch.id, launch.kernel, launch.work_dim,
                             (VariantRow(ident, "illegal", str(err)),), ident, reason=str(err))
+    if late():
+        say(f"launch {launch.id} ({launch.kernel}): time budget spent, original kept")
+        return LaunchTuning(launch.id, launch.kernel, geom.work_dim,
+                            (VariantRow(ident, "timed", "original"),), ident,
+                            reason=BUDGET_SPENT, geometry=geom)
     wd = geom.work_dim
     cands = list(candidates) if candidates is not None else candidate_factors(geom)
     if ident not in cands:
@@ -353,6 +375,9 @@ def tune_launch(program: Program, launch: Launch, *, params: Mapping[str, Any],
     for (f, cp), rejected in zip(variants.items(), why):
         info = cp.launches[0]
         geo = tuple(info.to_dict()["launches"])
+        if late():
+            rows[f] = VariantRow(f, "pruned", BUDGET_SPENT, geometry=geo)
+            continue
         if rejected is not None:
             rows[f] = VariantRow(f, "failed", f"skipped: {rejected}", geometry=geo)
             say(f"launch {launch.id} ({launch.kernel}): variant {f.label(wd)} skipped "
@@ -432,7 +457,8 @@ def tune_launch(program: Program, launch: Launch, *, params: Mapping[str, Any],
             reason = "not tuned: original kept" if legal else "no legal variant"
     lt = LaunchTuning(launch.id, launch.kernel, wd, tuple(rows[f] for f in cands), chosen,
                       t_orig, t_chosen, reason, False, geom)
-    if cpath is not None:
+    if cpath is not None and not any(r.reason == BUDGET_SPENT for r in lt.variants):
+        # a tuning the budget cut short is not the choice the full tuning would make
         store_cache_entry(cpath, key, {
             "thread": list(chosen.thread), "block": list(chosen.block),
             "original_time_s": t_orig, "chosen_time_s": t_chosen,
@@ -450,14 +476,18 @@ def tune_coarsening(program: Program, *, params: Optional[Mapping[str, Any]] = N
                     verify: bool = True, device: DeviceSpec = None,
                     cache_dir: Optional[Path] = None, use_cache: bool = True,
                     repeat: int = 10, rounds: int = 5, time_whole: bool = True,
-                    progress: Optional[Callable[[str], None]] = None) -> CoarsenReport:
+                    progress: Optional[Callable[[str], None]] = None,
+                    budget_s: Optional[float] = None) -> CoarsenReport:
     """Coarsen every launch (of ``kernel`` when given) with factors chosen by measurement.
 
     ``factors`` restricts the variants (a list, or a function of a launch's geometry); each
     launch still keeps the original as a choice;
     with ``tune=False`` nothing is timed and a single requested variant is applied as is.
+    ``budget_s`` bounds the tuning of the launches (module doc); the coarsened program is
+    verified and timed after it.
     """
     params = dict(params or {})
+    deadline = None if budget_s is None else time.monotonic() + budget_s
     ctx, queue = get_context(device)
     limits = DeviceLimits.from_device(queue.device)
     cdir = (cache_dir or default_cache_dir()) if use_cache else None
@@ -474,7 +504,7 @@ def tune_coarsening(program: Program, *, params: Optional[Mapping[str, Any]] = N
         tunings.append(tune_launch(program, launch, params=params, candidates=cands,
                                    tune=tune, verify=verify, ctx=ctx, queue=queue,
                                    limits=limits, repeat=repeat, rounds=rounds, cache_dir=cdir,
-                                   progress=progress))
+                                   progress=progress, deadline=deadline))
     if kernel is not None and not tunings:
         raise PolyfuseError(f"no launch of kernel {kernel!r}")
     per = {lt.launch: lt.chosen for lt in tunings if not lt.chosen.identity}

@@ -104,6 +104,10 @@ def compare_arrays(name: str, ref: np.ndarray, cand: np.ndarray, *, rtol: float 
                            f"{ref.size} elements in the reference, {cand.size} in the candidate")
     if ref.size == 0:
         return BufferCheck(name, dt, True, 0, 0, 0.0, 0.0)
+    if ref.dtype == cand.dtype and np.array_equal(ref, cand):
+        # equal elements (a buffer no launch wrote, an exact rewrite): no error to measure,
+        # and the float64 copies below cost seconds on a buffer of hundreds of MB
+        return BufferCheck(name, dt, True, ref.size, 0, 0.0, 0.0)
     if ref.dtype.kind in "biu" and cand.dtype.kind in "biu":
         bad = ref != cand
         diff = np.abs(ref.astype(np.float64) - cand.astype(np.float64))

@@ -6,8 +6,12 @@
 #include <string.h>
 #include <CL/cl.h>
 
+#ifndef NX
 #define NX 2048
+#endif
+#ifndef NY
 #define NY 2048
+#endif
 #define DIM_LOCAL_WORK_GROUP_X 256
 
 #define CHECK(err, what)                                              \

@@ -6,8 +6,12 @@
 #include <string.h>
 #include <CL/cl.h>
 
+#ifndef NI
 #define NI 1024
+#endif
+#ifndef NJ
 #define NJ 1024
+#endif
 #define DIM_LOCAL_WORK_GROUP_X 32
 #define DIM_LOCAL_WORK_GROUP_Y 8
 

@@ -6,7 +6,9 @@
 #include <string.h>
 #include <CL/cl.h>
 
+#ifndef SIZE
 #define SIZE 128
+#endif
 #define STEPS 16
 #define BLOCK_SIZE_0 64
 #define BLOCK_SIZE_XY 4

@@ -6,9 +6,15 @@
 #include <string.h>
 #include <CL/cl.h>
 
+#ifndef NI
 #define NI 256
+#endif
+#ifndef NJ
 #define NJ 256
+#endif
+#ifndef NK
 #define NK 256
+#endif
 #define DIM_LOCAL_WORK_GROUP_X 32
 #define DIM_LOCAL_WORK_GROUP_Y 8
 

@@ -6,7 +6,9 @@
 #include <string.h>
 #include <CL/cl.h>
 
+#ifndef GRID
 #define GRID 512
+#endif
 #define BLOCK_SIZE 16
 #define ITERATIONS 2
 

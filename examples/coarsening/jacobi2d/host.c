@@ -6,7 +6,9 @@
 #include <string.h>
 #include <CL/cl.h>
 
+#ifndef N
 #define N 512
+#endif
 #define TSTEPS 4
 #define DIM_LOCAL_WORK_GROUP_X 32
 #define DIM_LOCAL_WORK_GROUP_Y 8

@@ -6,7 +6,9 @@
 #include <string.h>
 #include <CL/cl.h>
 
+#ifndef COLS
 #define COLS 32768
+#endif
 #define ROWS 41
 #define PYRAMID_HEIGHT 10
 #define BLOCK_SIZE 256

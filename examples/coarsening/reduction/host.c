@@ -6,7 +6,9 @@
 #include <string.h>
 #include <CL/cl.h>
 
+#ifndef N
 #define N (1 << 20)
+#endif
 #define WG 128
 #define NGROUPS (N / (2 * WG))
 

@@ -6,8 +6,12 @@
 #include <string.h>
 #include <CL/cl.h>
 
+#ifndef WIDTH
 #define WIDTH 1024
+#endif
+#ifndef HEIGHT
 #define HEIGHT 1024
+#endif
 #define BLOCK_DIM 16
 
 #define CHECK(err, what)                                              \
