@@ -112,6 +112,11 @@ class Frame:
     cond_states: list = field(default_factory=list)  # the state each of cond_returns left
 
 
+#: the most elements of a host array whose entries a loop fills that polyfuse keeps known by
+#: running the loop (a table of sizes); larger arrays are data
+_TABLE = 1024
+
+
 class Memory:
     """Host memory: the current path's :class:`State`, call frames, and char buffers' text."""
 
@@ -222,6 +227,8 @@ class Memory:
                           (ref.slot,) + ref.path)
         new = self._update(slot.value, ref.path, value)
         self.state.slots[ref.slot] = dataclasses.replace(slot, value=new)
+        if ref.path and ref.slot in self.state.texts:  # name[0] = 'x' changes its text
+            self.set_text(ref.slot, None, "its characters are written one by one")
 
     def _update(self, cur: Any, path: tuple, value: Any) -> Any:
         if not path:
@@ -277,6 +284,14 @@ class Memory:
                                      "loop iterator")
                 value = Poison("stored at an unknown index")
             else:
+                src = src_of(value)
+                table = self.read(Ref(ref.slot, ref.path))
+                # a table (sizes per level), not bulk host data: running the loop knows it
+                if ref.loop and isinstance(table, Arr) and table.length is not None and \
+                        table.length <= _TABLE and \
+                        (not isinstance(value, (Unknown, Runtime)) or
+                         (src is not None and src.loop_index)):
+                    self.ctx.forgotten += 1
                 value = Unknown(False, src_of(value))
             whole = Ref(ref.slot, ref.path)
             arr = self.read(whole)

@@ -130,7 +130,10 @@ def exec_decl(ev: CEvaluator, node: c_ast.Decl) -> None:
         finally:
             ev.ctx.name_hint = None
         if ctype.kind == "array" and isinstance(value, Str):
-            value = Arr(len(value.s) + 1, (), UNK)
+            # char name[21] = "...": a buffer holding that text (strcpy copies it)
+            sid = ev.mem.declare(node.name, ctype, Arr(len(value.s) + 1, (), UNK))
+            ev.mem.set_text(sid, value.s)
+            return
     ev.mem.declare(node.name, ctype, value)
 
 
