@@ -14,7 +14,7 @@ from pycparser import c_ast
 
 from polyfuse.c import syntax
 from polyfuse.core.program import ArgBinding, HostLoop, PolyfuseError, UnsupportedError
-from polyfuse.frontend.host.memory import State, changed_slots
+from polyfuse.frontend.host.memory import State, changed_slots, written_slots
 from polyfuse.frontend.host.signals import (
     Break,
     Continue,
@@ -560,10 +560,8 @@ def leave_loop(ev: CEvaluator, sym: sympy.Symbol, last: Any, sid: int, final: An
                         local_bytes=subs_value(b.local_bytes, sym, last))
             binds.append((i, b))
         ev.mem.state.kobjs[o] = dataclasses.replace(ks, bindings=tuple(binds))
-    old = before.slots
-    for k, slot in list(ev.mem.state.slots.items()):
-        if old.get(k) is slot:
-            continue
+    for k in written_slots(before, ev.mem.state):
+        slot = ev.mem.state.slots[k]
         if isinstance(slot.value, Num) and not slot.value.e.is_Number and \
                 sym in slot.value.e.free_symbols:
             ev.mem.state.slots[k] = dataclasses.replace(slot, value=UNK)
