@@ -2049,3 +2049,79 @@ def test_virtual_calls_fuse_and_verify(tmp_path: Path, capsys: Any) -> None:
     plan = json.loads((out / "plan.json").read_text())
     assert plan["launches_before"] == 7 and plan["launches_after"] < 7
     assert plan["verified"]["ok"] is True
+
+
+def test_host_loop_without_opencl_calls_runs_concretely_when_it_fits_the_nest_budget() -> None:
+    """One rule for host-only loops: when the symbolic pass loses what the loop computes (a
+    table filled entry by entry, a count decided per iteration, a count carried from one
+    iteration to the next) and its trip count times the inner iterations of one pass fits
+    the loop nest's budget, its iterations run one by one; a nest that does not fit stays
+    symbolic and what it computed is a parameter named after its variable."""
+    from polyfuse.frontend.host import loops
+
+    d = PROGRAMS / "host_loop_rule"
+
+    def load(**kw: Any) -> Program:
+        return load_opencl(str(d / "kernels.cl"), host=str(d / "main.c"), **kw)
+
+    # sizes[47] = 512, 34 multiples of 3 below 100 count 2 each, 2 rounds x 100 steps,
+    # levels[0][2] = 32 / 8
+    assert [ln.global_size for ln in load().launches] == [(784,), (784,)]
+    fits = loops.NEST_BUDGET // 100  # rounds of 100 inner iterations the budget runs
+    program = load(defines={"ROUNDS": str(fits)})
+    assert program.launches[0].global_size == (584 + 100 * fits,)
+    program = load(defines={"ROUNDS": str(fits + 1)})
+    steps = sympy.Symbol("steps")
+    assert program.params == ("steps",)
+    assert program.launches[0].global_size == (steps + 584,)
+    bound = load(defines={"ROUNDS": str(fits + 1)}, params={"steps": 100 * (fits + 1)})
+    assert bound.launches[0].global_size == (584 + 100 * (fits + 1),)
+
+
+def test_kernel_name_copied_into_a_buffer_at_run_time() -> None:
+    """``strcpy(kernel_name, kernel_name_tiled)`` from a char array initialised with a string
+    literal, chosen by a switch on an option: the kernel is the one the copied text names;
+    where the option is not known, the refusal names the condition that decides the text."""
+    d = PROGRAMS / "kernel_name_copy"
+
+    def kernel(argv: Optional[list[str]]) -> str:
+        program = load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"), argv=argv)
+        (launch,) = program.launches
+        return launch.kernel
+
+    assert kernel([]) == "scale_rows"
+    assert kernel(["-t"]) == "scale_tiled"
+    host = (d / "host.c").read_text().splitlines()
+    switch = next(i + 1 for i, t in enumerate(host) if "switch (kernel_type)" in t)
+    with pytest.raises(UnsupportedError, match=rf"kernel_name.*written differently on the "
+                       rf"paths of the condition at .*host.c:{switch}"):
+        kernel(None)
+
+
+def test_function_template_makes_vectors_and_buffers_from_their_iterators() -> None:
+    """In a function template's generic body (PRK's run<T>), ``std::vector<T> h(n)`` is a
+    vector of n elements of sizeof(T) bytes and ``cl::Buffer(context, begin(h), end(h),
+    readOnly)`` a buffer copied from it: the launch binds those buffers."""
+    program = load_opencl(None, host=str(HANDSON / "template_run.cpp"),
+                          include_dirs=[str(CPP_COMMON)])
+    (launch,) = program.launches
+    assert launch.kernel == "vadd" and launch.global_size == (32,)
+    assert [launch.arg(i).buffer for i in range(3)] == ["d_a", "d_b", "d_c"]
+    assert {n: b.size for n, b in program.buffers.items()} == {"d_a": 128, "d_b": 128,
+                                                                "d_c": 128}
+
+
+def test_descending_host_loop_stays_symbolic() -> None:
+    """``for (t = length - 2; t >= 0; t--)`` (a backward sweep) counts up with ``t = length -
+    2 - k``: one launch in a host loop of length - 1 iterations, its offset decreasing, the
+    dependences between the iterations those of the unrolled sweep; -1 after the loop."""
+    d = PROGRAMS / "backward_sweep"
+    program = load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"), argv=[])
+    (launch,) = program.launches
+    (loop,) = launch.loops
+    k = sympy.Symbol(loop.iterator)
+    assert (loop.lower, loop.upper) == (0, 5)
+    assert sympy.expand(launch.arg(1).value - (64 - 16 * k)) == 0
+    check_against_oracle(program)
+    long = load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"), argv=["2000"])
+    assert len(long.launches) == 1 and long.launches[0].loops[0].upper == 1999

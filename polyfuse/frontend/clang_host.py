@@ -950,9 +950,29 @@ class _Translator:
         return c_ast.FuncCall(c_ast.ID("__polyfuse_vector"), c_ast.ExprList(
             [self._expr(args[0]), c_ast.Constant("int", str(size))]), coord=self._coord(ic))
 
+    def _dependent_vector(self, ic: Any, vtype: Any) -> Optional[c_ast.Node]:
+        """``std::vector<T> v(n[, x])`` in a function template: ``__polyfuse_vector(n,
+        __sizeof_T)``, the element size given by the call's template argument."""
+        if vtype.get_canonical().kind != cindex.TypeKind.UNEXPOSED or \
+                not vtype.spelling.startswith("std::vector<") or \
+                vtype.get_num_template_arguments() != 1:
+            return None
+        elem = vtype.get_template_argument_type(0).spelling  # the type parameter's name
+        if not elem.isidentifier():
+            return None
+        ops = [x for x in ic.get_children() if x.kind.is_expression()]
+        if ic.kind != cindex.CursorKind.UNEXPOSED_EXPR or not ops or \
+                not _is_integral(ops[0].type):
+            return None
+        return c_ast.FuncCall(c_ast.ID("__polyfuse_vector"), c_ast.ExprList(
+            [self._expr(ops[0]), c_ast.ID(f"__sizeof_{elem}")]), coord=self._coord(ic))
+
     def _init(self, ic: Any, vtype: Any) -> Optional[c_ast.Node]:
         K = cindex.CursorKind
         TK = cindex.TypeKind
+        vec = self._dependent_vector(ic, vtype)
+        if vec is not None:
+            return vec
         ic = self._strip(ic)
         ref = ic.referenced if ic.kind == K.CALL_EXPR else None
         if ref is not None and ref.kind in (K.CONSTRUCTOR, K.FUNCTION_DECL, K.CXX_METHOD):
@@ -1576,9 +1596,14 @@ class _Translator:
             name = callee.spelling
         elif kids and not kids[0].kind.is_expression():
             # `T(a, b)` in a template (the type names no function): a value made from its
-            # operands, like the constructions libclang does not expose
+            # operands, like the constructions libclang does not expose; a wrapper class's
+            # (`cl::Buffer(ctx, begin(v), end(v), false)`) is its constructor
             ops = [self._expr(x) for x in kids if x.kind.is_expression()]
-            return c_ast.FuncCall(c_ast.ID("__polyfuse_opaque"), c_ast.ExprList(ops), coord=co)
+            decl = c.type.get_declaration()
+            wrapper = clhpp_name(decl) if decl is not None and decl.kind in (
+                K.CLASS_DECL, K.STRUCT_DECL) else None
+            return c_ast.FuncCall(c_ast.ID(f"{wrapper}__ctor" if wrapper else "__polyfuse_opaque"),
+                                  c_ast.ExprList(ops), coord=co)
         elif kids and _dependent_callee(self._strip(kids[0])):
             # `obj->method(x)` or `(*obj)(x)` on a template's type parameter: which function
             # it calls is known only per instantiation, which polyfuse does not lower

@@ -45,7 +45,8 @@ The interpreter tracks what the polyhedral model needs and nothing else:
   that leaves early (``break``, ``continue``, a helper's ``return``) is no error path: what it
   stored (a search loop's ``devices = ...; break;``) and the reads it made are joined into the
   side that goes on; a launch or buffer update on it is refused.
-* **Loops**: a counted ``for`` (``i = lo; i < hi`` or ``<=``; ``i++``/``i += c``; affine bounds)
+* **Loops**: a counted ``for`` (``i = lo; i < hi`` or ``<=``; ``i++``/``i += c``; affine bounds;
+  a descending ``t = a; t >= b; t--`` counts up with ``t = a - k``)
   becomes a :class:`HostLoop` whose iterator is a sympy symbol (one of a single iteration runs
   once, its iterator known: ``wg_sizes[k]`` of a one-entry option list is that entry).  When its
   iterations differ in a way that changes the operations (ping-pong buffer swaps, setting an
@@ -59,8 +60,14 @@ The interpreter tracks what the polyhedral model needs and nothing else:
   guards, so the loop stays symbolic.  Loops without OpenCL calls share one budget of concrete
   iterations per loop nest (:data:`.loops.NEST_BUDGET`); past it they are summarised.  A
   counted loop with a constant trip count whose symbolic pass fails (a geometry it carries from
-  one iteration to the next), or, up to :data:`.loops.SMALL_HOST_LOOP` iterations, leaves a
-  known host number unknown, is run iteration by iteration.
+  one iteration to the next) is run iteration by iteration.  So is one rule's loop: a counted
+  loop without OpenCL calls whose symbolic pass loses something (a condition it leaves
+  undecided, a known value stored at the iterator's index of a table (at most 1024 entries;
+  larger arrays are data) or changing per iteration, a number
+  that depends on the iterator or was known before) when its trip count times the inner
+  iterations of one pass fits what is left of the nest's budget; otherwise it stays symbolic,
+  a warning says which budget it did not fit, and the numbers it left unknown are named
+  (``--param`` binds them).
 * **C++**: overloads are told apart by their number of arguments; standard containers keep
   handles and numbers as values and strings and structs in boxes the program writes through
   (``m[k].field = x``), copied with the container; members a constructor leaves to their

@@ -28,6 +28,9 @@ class Context:
         self.loops: list[HostLoop] = []
         self.loop_syms: set = set()
         self.summarising = 0  # loops being summarised, nested
+        #: known host values a symbolic pass over a host loop could not keep (a known number
+        #: stored at an index that is the loop's iterator, a value changing per iteration)
+        self.forgotten = 0
         self.warnings: list[str] = []
         #: calls whose callee polyfuse does not follow (pure virtual, template-dependent)
         self.unfollowed_calls: list[tuple[str, str]] = []  # (why, 'callee' at file:line)

@@ -369,7 +369,7 @@ class CEvaluator:
                 f"'{fd.decl.name}' returns on paths that make different kernel launches or "
                 "buffer operations, under conditions polyfuse cannot decide", fd,
                 UnsupportedError)
-        out = statements.merge(self, states[0], states)
+        out = statements.merge(self, states[0], states, descend=False)
         out.ops = list(states[0].ops)
         out.facts = [f for f in states[0].facts if all(f in st.facts for st in states)]
         return out

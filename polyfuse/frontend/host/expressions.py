@@ -269,9 +269,10 @@ def array_ref(ev: CEvaluator, node: c_ast.ArrayRef) -> Any:
     if isinstance(ref, SymIndex):
         arr = ev.mem.read(Ref(ref.slot, ref.path))
         if isinstance(arr, Arr):
-            vals = [v for _, v in arr.elems] + [arr.default]
-            if all(v == vals[0] for v in vals) and arr.length is not None and \
-                    len(arr.elems) >= arr.length:
+            full = arr.length is not None and len(arr.elems) >= arr.length
+            # the default stands for elements not written; a full array has none
+            vals = [v for _, v in arr.elems] + ([] if full and arr.elems else [arr.default])
+            if all(v == vals[0] for v in vals) and full:
                 return vals[0]
             if any(isinstance(v, TRACKED) for v in vals):
                 if ref.loop:
@@ -446,6 +447,10 @@ def binop(ev: CEvaluator, op: str, a: Any, b: Any, node: c_ast.Node) -> Any:
                 return Num(sympy.Integer(res))
     except (TypeError, ValueError, ZeroDivisionError):
         return Unknown(flt)
+    if (num_syms(a) | num_syms(b)) & ev.ctx.loop_syms:
+        # 64 << (b % 4), bits of a value shifted by the iterator: known once unrolled
+        return Unknown(flt, dataclasses.replace(ev.source(
+            f"an operation '{op}' on a host loop iterator", node), loop_index=True))
     return UNK
 
 

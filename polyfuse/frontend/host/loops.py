@@ -14,7 +14,7 @@ from pycparser import c_ast
 
 from polyfuse.c import syntax
 from polyfuse.core.program import ArgBinding, HostLoop, PolyfuseError, UnsupportedError
-from polyfuse.frontend.host.memory import State, changed_slots
+from polyfuse.frontend.host.memory import State, changed_slots, written_slots
 from polyfuse.frontend.host.signals import (
     Break,
     Continue,
@@ -47,17 +47,8 @@ if TYPE_CHECKING:
 MAX_UNROLL = 1024
 
 
-#: the trip count up to which a loop without OpenCL calls that a symbolic pass leaves host
-#: numbers unknown is run iteration by iteration instead
-SMALL_HOST_LOOP = 64
-
-#: a counted loop without OpenCL calls of at most this many iterations is run concretely
-#: (within the nest's budget) rather than kept symbolic, so that what it writes stays known
-SMALL_TRIP = 32
-
-
 #: iterations of loops without OpenCL calls interpreted one by one in a whole loop nest; past
-#: it, such loops are summarised
+#: it, such loops are summarised (or kept symbolic, forgetting what they compute)
 NEST_BUDGET = 4 * MAX_UNROLL
 #: the operations (launches, transfers) unrolled host loops may record in all: past it the
 #: dependence analysis of the unrolled program would not end in reasonable time
@@ -162,8 +153,12 @@ def for_(ev: CEvaluator, node: c_ast.For) -> None:
     try:
         with loop_nest(ev):
             counted = counted_bounds(ev, node)
+            down = descending(node) if counted is None else None
             if counted is not None:
                 counted_loop(ev, node, *counted)
+            elif down is not None:
+                for stmt in down:
+                    ev.exec(stmt)
             else:
                 if node.init is not None:
                     ev.exec(node.init)
@@ -180,6 +175,60 @@ def while_(ev: CEvaluator, node: c_ast.While) -> None:
 def do_while(ev: CEvaluator, node: c_ast.DoWhile) -> None:
     with loop_nest(ev):
         generic_loop(ev, node, node.cond, node.stmt, None, True)
+
+
+#: id of a descending for -> (that loop, its ascending form); the loop is kept so that its
+#: id is not reused
+_DESCENDING: dict[int, tuple[c_ast.For, list]] = {}
+
+
+def descending(node: c_ast.For) -> Optional[list]:
+    """``for (t = a; t >= b; t--) S`` as statements with a counted loop that counts up
+    (``k = 0; k < a - b + 1; k++`` with ``t = a - k;`` first in its body) and ``t``'s value
+    after the loop, so that a backward sweep of launches stays symbolic; None for other
+    loops.  ``a`` and ``b`` must not be assigned in the body (then they are re-read)."""
+    known = _DESCENDING.get(id(node))
+    if known is not None and known[0] is node:
+        return known[1]
+    init, c, co = node.init, node.cond, node.coord
+    if isinstance(init, c_ast.DeclList) and len(init.decls) == 1 and init.decls[0].init:
+        it, start = init.decls[0].name, init.decls[0].init
+    elif isinstance(init, c_ast.Assignment) and init.op == "=" and \
+            isinstance(init.lvalue, c_ast.ID):
+        it, start = init.lvalue.name, init.rvalue
+    else:
+        return None
+    nxt = node.next
+    step_down = isinstance(nxt, c_ast.UnaryOp) and nxt.op in ("--", "p--") and \
+        isinstance(nxt.expr, c_ast.ID) and nxt.expr.name == it or \
+        isinstance(nxt, c_ast.Assignment) and nxt.op == "-=" and \
+        isinstance(nxt.lvalue, c_ast.ID) and nxt.lvalue.name == it and \
+        isinstance(nxt.rvalue, c_ast.Constant) and nxt.rvalue.value == "1"
+    if not step_down or not isinstance(c, c_ast.BinaryOp) or c.op not in (">=", ">") or \
+            not (isinstance(c.left, c_ast.ID) and c.left.name == it):
+        return None
+    stop = c.right
+    assigned = _assigned_names(node.stmt)
+    if (_names(start) | _names(stop)) & (assigned | {it}):
+        return None
+    k = f"{it}_down"
+    trip = c_ast.BinaryOp("-", start, stop, co)
+    if c.op == ">=":
+        trip = c_ast.BinaryOp("+", trip, c_ast.Constant("int", "1", co), co)
+    body = c_ast.Compound([c_ast.Assignment("=", c_ast.ID(it, co),
+                                            c_ast.BinaryOp("-", start, c_ast.ID(k, co), co), co),
+                           node.stmt], co)
+    counter = c_ast.Decl(k, [], [], [], [], c_ast.TypeDecl(
+        k, [], None, c_ast.IdentifierType(["long"])), c_ast.Constant("int", "0", co), None, co)
+    loop = c_ast.For(c_ast.Assignment("=", c_ast.ID(k, co), c_ast.Constant("int", "0", co), co),
+                     c_ast.BinaryOp("<", c_ast.ID(k, co), trip, co),
+                     c_ast.UnaryOp("p++", c_ast.ID(k, co), co), body, co)
+    last = stop if c.op == ">" else c_ast.BinaryOp("-", stop, c_ast.Constant("int", "1", co), co)
+    after = c_ast.Assignment("=", c_ast.ID(it, co), c_ast.TernaryOp(
+        c_ast.BinaryOp(c.op, start, stop, co), last, start, co), co)
+    out = [init, counter, loop, after]
+    _DESCENDING[id(node)] = (node, out)
+    return out
 
 
 def counted_bounds(ev: CEvaluator, node: c_ast.For) -> Optional[tuple]:
@@ -243,8 +292,9 @@ def counted_loop(ev: CEvaluator, node: c_ast.For, it: str, lower_n: c_ast.Node, 
     sym = sympy.Symbol(name)
     hl = HostLoop(iterator=name, lower=lo, upper=hi, step=step, loc=ev.ctx.loc(node))
     undecided, returns = ev.undecided, list(ev.mem.frames[-1].cond_returns)
+    forgotten, budget = ev.ctx.forgotten, ev.iterations_left
     try:
-        symbolic_loop(ev, node, sid, sym, hl)
+        inner = symbolic_loop(ev, node, sid, sym, hl)
     except PolyfuseError:
         if trip is None or trip > MAX_UNROLL:
             raise
@@ -275,49 +325,85 @@ def counted_loop(ev: CEvaluator, node: c_ast.For, it: str, lower_n: c_ast.Node, 
                 f"{what}", node, UnsupportedError) from None
         unroll(ev, node, sid, [lo + i * step for i in range(trip)], need.why)
         return
-    if ev.undecided > undecided and trip is not None and \
-            trip <= min(MAX_UNROLL, ev.iterations_left) and \
-            len(ev.mem.state.ops) == len(base.ops):
-        # no operation, but a condition the symbolic iterator leaves open (a character of a
-        # known string, an option letter): a few iterations decide it
-        ev.mem.state = base
-        ev.mem.frames[-1].cond_returns[:] = returns
-        unroll(ev, node, sid, [lo + i * step for i in range(trip)],
-               "a condition on its iterator is decided per iteration")
-        return
-    if trip is not None and trip <= min(SMALL_HOST_LOOP, ev.iterations_left) and \
-            lost_host_values(base, ev.mem.state, sid):
-        # a short loop computing host values (rounding up to a power of two bit by bit):
-        # its iterations one by one give them exactly
-        ev.mem.state = base
-        unroll(ev, node, sid, [lo + i * step for i in range(trip)],
-               "it leaves known host numbers unknown")
-        return
-    if trip is not None and trip <= SMALL_TRIP <= ev.iterations_left and \
-            no_operations(base, ev.mem.state):
-        # a few iterations with no OpenCL call (clamping device limits per dimension):
-        # run them, so that what they write stays known
-        ev.mem.state = base
-        unroll(ev, node, sid, [lo + i * step for i in range(trip)],
-               "a few iterations without OpenCL calls")
+    lost = losses(ev, base, sid, sym, ev.undecided > undecided, forgotten)
+    if trip is not None and lost and no_operations(base, ev.mem.state):
+        # the symbolic pass lost what concrete iterations know (an option letter of a known
+        # string, a size rounded up bit by bit, device limits clamped per dimension)
+        work = max(1, inner)  # the inner iterations one iteration runs concretely
+        if trip <= MAX_UNROLL and trip * work <= budget:
+            ev.mem.state = base
+            ev.mem.frames[-1].cond_returns[:] = returns
+            ev.iterations_left = budget
+            unroll(ev, node, sid, [lo + i * step for i in range(trip)], lost)
+            return
+        fit = min(MAX_UNROLL, budget // work)
+        why = (f"{lost}, and its {trip} iterations x {work} inner iterations each do not fit "
+               f"the {budget} left of its loop nest's budget of {NEST_BUDGET} iterations run "
+               f"one by one (at most {fit} of its iterations would)")
+        last = lo + step * (trip - 1)
+        leave_loop(ev, sym, last, sid, lo + step * trip, base)
+        name_forgotten(ev, base, sid, ev.source(f"left unknown by a host loop ({why})", node))
         return
     last = lo + step * (trip - 1) if trip is not None else (hi - 1 if step == 1 else None)
     leave_loop(ev, sym, last, sid, hi if trip is None else lo + step * trip, base)
 
 
-def lost_host_values(before: State, after: State, sid: int) -> bool:
-    """Whether a loop without OpenCL operations, kept symbolic, left a host number that was
-    known before it unknown."""
-    if len(after.ops) != len(before.ops) or after.buffers.keys() != before.buffers.keys() or \
-            after.kobjs.keys() != before.kobjs.keys():
-        return False
-    for k, slot in before.slots.items():
-        new = after.slots.get(k)
-        if k != sid and new is not None and new is not slot and isinstance(slot.value, Num) and \
-                slot.value.e.is_number and not (isinstance(new.value, Num) and
-                                                new.value.e.is_number):
-            return True
+def losses(ev: CEvaluator, before: State, sid: int, sym: sympy.Symbol, undecided: bool,
+           forgotten: int) -> str:
+    """What the symbolic pass over a host loop lost that running its iterations one by one
+    would know ('' when nothing): a condition it left undecided, a known value it stored at
+    an index that is the iterator or that changes per iteration (counted in
+    ``ctx.forgotten``), or a host number that depends on the iterator (unknown after the
+    loop)."""
+    if undecided:
+        return "a condition in its body is decided only per iteration"
+    if ev.ctx.forgotten > forgotten:
+        return "what it computes differs from one iteration to the next"
+    for k in changed_slots(before, ev.mem.state):
+        v = ev.mem.state.slots[k].value
+        src = src_of(v)
+        if k == sid or k not in before.slots:  # a variable of the body: dead after it
+            continue
+        if isinstance(v, Num) and sym in v.e.free_symbols or src is not None and src.loop_index:
+            return "a host number it computes depends on its iterator"
+        if forgets_known(before.slots[k].value, v):
+            return "a host number known before it is unknown after it"
+    return ""
+
+
+def forgets_known(old: Any, new: Any) -> bool:
+    """Whether ``new`` has lost a known number that ``old`` held (in arrays and structs
+    element by element)."""
+    if isinstance(old, Num):
+        return old.e.is_number and not (isinstance(new, Num) and new.e.is_number)
+    if isinstance(old, Arr) and isinstance(new, Arr) and old.length is not None and \
+            old.length <= MAX_UNROLL:  # a table, not bulk host data
+        return any(forgets_known(v, new.get(k)) for k, v in old.elems)
+    if isinstance(old, Rec) and isinstance(new, Rec):
+        return any(forgets_known(v, new.get(k)) for k, v in old.fields)
     return False
+
+
+def name_forgotten(ev: CEvaluator, before: State, sid: int, src: Source) -> None:
+    """Host numbers a symbolic loop left unknown get ``src``, named after their variable,
+    so that a refusal that depends on one says why and which ``--param`` binds it."""
+    def mark(v: Any) -> Any:
+        if isinstance(v, Unknown) and v.src is None:
+            return Unknown(v.flt, src)
+        if isinstance(v, Arr):
+            return Arr(v.length, tuple((i, mark(e)) for i, e in v.elems), mark(v.default))
+        return v
+
+    for k in changed_slots(before, ev.mem.state):
+        slot = ev.mem.state.slots[k]
+        if k == sid:
+            continue
+        if slot.ctype.kind in ("int", "float") and isinstance(slot.value, Unknown) and \
+                slot.value.src is None:
+            ev.mem.state.slots[k] = dataclasses.replace(
+                slot, value=ev.params.coerce(Runtime(src), slot.ctype, slot.name))
+        else:
+            ev.mem.state.slots[k] = dataclasses.replace(slot, value=mark(slot.value))
 
 
 def no_operations(before: State, after: State) -> bool:
@@ -327,7 +413,9 @@ def no_operations(before: State, after: State) -> bool:
 
 
 def symbolic_loop(ev: CEvaluator, node: c_ast.For, sid: int, sym: sympy.Symbol,
-                  hl: HostLoop) -> None:
+                  hl: HostLoop) -> int:
+    """Interpret the body once with a symbolic iterator (twice when it carries host state);
+    the iterations of inner loops the first pass ran concretely."""
     ev.params.reserve(hl.iterator)  # parameters never take an iterator's name
     ev.ctx.loops.append(hl)
     ev.ctx.loop_syms.add(sym)
@@ -336,7 +424,9 @@ def symbolic_loop(ev: CEvaluator, node: c_ast.For, sid: int, sym: sympy.Symbol,
         counts = dict(ev.cl.scratch_count)
         ev.mem.write(Ref(sid), Num(sym))
         ev.mem.state.uncertain_break = None
+        left = ev.iterations_left
         body_once(ev, node.stmt)
+        work = left - ev.iterations_left
         s1 = ev.mem.state
         ops1 = s1.ops[len(s0.ops):]
         if ops1 and s1.uncertain_break is not None:
@@ -354,7 +444,7 @@ def symbolic_loop(ev: CEvaluator, node: c_ast.For, sid: int, sym: sympy.Symbol,
             for k in variant_slots:
                 slot = s2.slots[k]
                 s2.slots[k] = dataclasses.replace(
-                    slot, value=havoc_diff(s0.slots[k].value, slot.value))
+                    slot, value=forget(ev, s0.slots[k].value, slot.value))
             for o in variant_k:
                 ks = s2.kobjs[o]
                 s2.kobjs[o] = dataclasses.replace(ks, bindings=tuple(
@@ -380,9 +470,18 @@ def symbolic_loop(ev: CEvaluator, node: c_ast.For, sid: int, sym: sympy.Symbol,
                     ev.mem.state.slots[k] = dataclasses.replace(
                         slot, value=havoc_diff(s0.slots[k].value, slot.value))
         ev.mem.state.uncertain_break = s0.uncertain_break
+        return work
     finally:
         ev.ctx.loops.pop()
         ev.ctx.loop_syms.discard(sym)
+
+
+def forget(ev: CEvaluator, old: Any, new: Any) -> Any:
+    """``havoc_diff(old, new)``, counting in ``ctx.forgotten`` a known value it forgets."""
+    out = havoc_diff(old, new)
+    if out != new and not isinstance(new, (Unknown, Runtime)):
+        ev.ctx.forgotten += 1
+    return out
 
 
 def escapes(s0: State, s1: State, scratch: set[str]) -> bool:
@@ -461,10 +560,8 @@ def leave_loop(ev: CEvaluator, sym: sympy.Symbol, last: Any, sid: int, final: An
                         local_bytes=subs_value(b.local_bytes, sym, last))
             binds.append((i, b))
         ev.mem.state.kobjs[o] = dataclasses.replace(ks, bindings=tuple(binds))
-    old = before.slots
-    for k, slot in list(ev.mem.state.slots.items()):
-        if old.get(k) is slot:
-            continue
+    for k in written_slots(before, ev.mem.state):
+        slot = ev.mem.state.slots[k]
         if isinstance(slot.value, Num) and not slot.value.e.is_Number and \
                 sym in slot.value.e.free_symbols:
             ev.mem.state.slots[k] = dataclasses.replace(slot, value=UNK)

@@ -9,6 +9,7 @@ condition.  :class:`Memory` owns the current state, the call frames and their sc
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -41,12 +42,33 @@ from polyfuse.frontend.host.values import (
     src_of,
 )
 
+_WRITES = itertools.count(1)
+
 
 @dataclass(frozen=True)
 class Slot:
     name: str
     ctype: CType
     value: Any
+
+
+class Slots(dict):
+    """Slot id -> :class:`Slot`, with a log of the writes (``(number, slot id, earlier
+    log)``, shared by the clones), so that what a path wrote since an earlier state is read
+    from the log (:func:`written_slots`) instead of by comparing every variable: a host holds
+    thousands of them, and a loop nest run one iteration at a time asks after each of its
+    inner loops and branches."""
+
+    log: Optional[tuple] = None
+
+    def __setitem__(self, k: int, v: Slot) -> None:
+        dict.__setitem__(self, k, v)
+        self.log = (next(_WRITES), k, self.log)
+
+    def copy(self) -> Slots:
+        out = Slots(self)
+        out.log = self.log
+        return out
 
 
 @dataclass(frozen=True)
@@ -70,7 +92,7 @@ class State:
     """Everything a path through the host program changes; cloned to explore both branches."""
 
     def __init__(self) -> None:
-        self.slots: dict[int, Slot] = {}
+        self.slots = Slots()
         self.buffers: dict[str, Buffer] = {}
         self.kobjs: dict[int, KState] = {}
         self.ops: list[Operation] = []
@@ -82,7 +104,7 @@ class State:
 
     def clone(self) -> State:
         s = State()
-        s.slots = dict(self.slots)
+        s.slots = self.slots.copy()
         s.buffers = dict(self.buffers)
         s.kobjs = dict(self.kobjs)
         s.ops = list(self.ops)
@@ -94,13 +116,23 @@ class State:
         return s
 
 
+def written_slots(old: State, new: State) -> list[int]:
+    """The slots (ids, ascending) that ``new`` made or wrote since ``old``, a state it
+    descends from (a clone taken on its way, not written since): O(writes since)."""
+    top = old.slots.log[0] if old.slots.log else 0
+    out = set()
+    log = new.slots.log
+    while log is not None and log[0] > top:
+        out.add(log[1])
+        log = log[2]
+    return sorted(out)
+
+
 def changed_slots(old: State, new: State) -> list[int]:
-    """The slots of ``old`` whose value ``new`` changed.  Every write makes a new
-    :class:`Slot`, so a slot neither path wrote is the same object in both: only the others
-    are compared (a host holds thousands of variables; a loop or branch changes a few)."""
-    olds = old.slots
-    return [k for k, v in new.slots.items()
-            if k in olds and olds[k] is not v and olds[k].value != v.value]
+    """The slots of ``old`` whose value ``new``, a state that descends from it, changed."""
+    olds, news = old.slots, new.slots
+    return [k for k in written_slots(old, new)
+            if k in olds and olds[k] is not news[k] and olds[k].value != news[k].value]
 
 
 @dataclass
@@ -110,6 +142,11 @@ class Frame:
     cond_returns: list = field(default_factory=list)
     func: int = 0  # id of the FuncDef running (C++ overloads share a name)
     cond_states: list = field(default_factory=list)  # the state each of cond_returns left
+
+
+#: the most elements of a host array whose entries a loop fills that polyfuse keeps known by
+#: running the loop (a table of sizes); larger arrays are data
+_TABLE = 1024
 
 
 class Memory:
@@ -222,6 +259,8 @@ class Memory:
                           (ref.slot,) + ref.path)
         new = self._update(slot.value, ref.path, value)
         self.state.slots[ref.slot] = dataclasses.replace(slot, value=new)
+        if ref.path and ref.slot in self.state.texts:  # name[0] = 'x' changes its text
+            self.set_text(ref.slot, None, "its characters are written one by one")
 
     def _update(self, cur: Any, path: tuple, value: Any) -> Any:
         if not path:
@@ -277,6 +316,14 @@ class Memory:
                                      "loop iterator")
                 value = Poison("stored at an unknown index")
             else:
+                src = src_of(value)
+                table = self.read(Ref(ref.slot, ref.path))
+                # a table (sizes per level), not bulk host data: running the loop knows it
+                if ref.loop and isinstance(table, Arr) and table.length is not None and \
+                        table.length <= _TABLE and \
+                        (not isinstance(value, (Unknown, Runtime)) or
+                         (src is not None and src.loop_index)):
+                    self.ctx.forgotten += 1
                 value = Unknown(False, src_of(value))
             whole = Ref(ref.slot, ref.path)
             arr = self.read(whole)

@@ -215,6 +215,8 @@ def create_sub_buffer(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -
 def create_kernel(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     succeed(ev, args)
     kname = arg_at(args, 1)
+    if isinstance(kname, Ref) and (text := ev.mem.text(kname)) is not None:
+        kname = Str(text)  # a char buffer the host copied a known name into (strcpy, sprintf)
     if not isinstance(kname, Str):
         raise ev.ctx.error(f"clCreateKernel: {unknown_kernel_name(ev, kname, node)}", node,
                            UnsupportedError)
@@ -238,6 +240,9 @@ def unknown_kernel_name(ev: CEvaluator, v: Any, node: c_ast.FuncCall) -> str:
             and arg.args is not None and arg.args.exprs:  # a std::string made from the name
         arg = arg.expr if isinstance(arg, c_ast.Cast) else arg.args.exprs[0]
     named = f" in '{arg.name}'" if isinstance(arg, c_ast.ID) else ""
+    why = ev.mem.state.text_why.get(v.slot) if isinstance(v, Ref) else None
+    if why:
+        return f"the kernel name{named} is text the host copies or builds at run time: {why}"
     if isinstance(v, Ref) and isinstance(ev.mem.read(v), (Arr, Unknown, Runtime)):
         return (f"the kernel name{named} is text the host copies or builds at run time "
                 "(strcpy, a library call), which polyfuse does not follow; name the kernel "

@@ -12,7 +12,7 @@ from pycparser import c_ast
 
 from polyfuse.c import syntax
 from polyfuse.core.program import HostLoop, Launch, UnsupportedError
-from polyfuse.frontend.host.memory import State
+from polyfuse.frontend.host.memory import State, written_slots
 from polyfuse.frontend.host.signals import (
     Break,
     Continue,
@@ -130,7 +130,10 @@ def exec_decl(ev: CEvaluator, node: c_ast.Decl) -> None:
         finally:
             ev.ctx.name_hint = None
         if ctype.kind == "array" and isinstance(value, Str):
-            value = Arr(len(value.s) + 1, (), UNK)
+            # char name[21] = "...": a buffer holding that text (strcpy copies it)
+            sid = ev.mem.declare(node.name, ctype, Arr(len(value.s) + 1, (), UNK))
+            ev.mem.set_text(sid, value.s)
+            return
     ev.mem.declare(node.name, ctype, value)
 
 
@@ -291,7 +294,10 @@ def reraise(ev: CEvaluator, signals: list[Signal]) -> None:
     raise Exit()
 
 
-def merge(ev: CEvaluator, base: State, states: list[State]) -> State:
+def merge(ev: CEvaluator, base: State, states: list[State], descend: bool = True) -> State:
+    """One state for the paths ``states`` took from ``base``.  ``descend``: each of
+    ``states`` descends from ``base`` (else, paths that share an earlier state, every slot
+    is compared)."""
     if len(states) == 1:
         return states[0]
     out = base.clone()
@@ -301,8 +307,11 @@ def merge(ev: CEvaluator, base: State, states: list[State]) -> State:
     # only what some path changed: a slot no path wrote is the very object base holds
     sids = set()
     for st in states:
-        bs = base.slots
-        sids.update(k for k, v in st.slots.items() if bs.get(k) is not v)
+        if descend:
+            sids.update(written_slots(base, st))
+        else:
+            bs = base.slots
+            sids.update(k for k, v in st.slots.items() if bs.get(k) is not v)
     base_slots = base.slots
     for sid in sids:
         same = base_slots.get(sid)
