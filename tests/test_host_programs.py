@@ -2049,3 +2049,30 @@ def test_virtual_calls_fuse_and_verify(tmp_path: Path, capsys: Any) -> None:
     plan = json.loads((out / "plan.json").read_text())
     assert plan["launches_before"] == 7 and plan["launches_after"] < 7
     assert plan["verified"]["ok"] is True
+
+
+def test_integer_digest_drawn_at_random_is_verified_like_data(monkeypatch: Any, tmp_path: Path,
+                                                              capsys: Any) -> None:
+    """An integer scalar the host computes from ``rand()`` (a digest to search for, SHOC's
+    MD5Hash) that the kernel only compares with data is drawn at random for --verify, the
+    same for the fused and unfused runs; one the kernel indexes with stays refused, naming
+    the ``--param`` that gives it."""
+    import json
+    import shutil
+
+    monkeypatch.chdir(PROGRAMS / "key_search")
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", "--host", "host.c", "--out", str(out), "--verify")
+    assert code == 0, err
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["launches_before"] == 2 and plan["verified"]["ok"] is True
+
+    shutil.copy(PROGRAMS / "key_search" / "host.c", tmp_path / "host.c")
+    kernels = (PROGRAMS / "key_search" / "k.cl").read_text()
+    (tmp_path / "k.cl").write_text(kernels.replace(
+        "found[i] = (i < n && hashes[i] == digest) ? i : -1;",
+        "if (i == 0) found[digest] = hashes[i];"))
+    monkeypatch.chdir(tmp_path)
+    code, _, err = _run_cli(capsys, "fuse", "--host", "host.c", "--out", str(tmp_path / "o2"),
+                            "--verify")
+    assert code != 0 and "--param digest=" in err, err

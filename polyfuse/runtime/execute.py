@@ -46,6 +46,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
+import islpy as isl
 import numpy as np
 import pyopencl as cl
 import sympy
@@ -222,6 +223,19 @@ def buffer_dtypes(program: Program) -> dict[str, np.dtype]:
                 views.setdefault(program.root(b.buffer)[0], []).append(dt)
     roots = {program.root(n)[0] for n in program.buffers}
     return {r: (views[r][0] if views.get(r) else np.dtype(np.float32)) for r in sorted(roots)}
+
+
+def _in_model(kernel: Kernel, param: str) -> bool:
+    """Whether the polyhedral model of ``kernel`` uses scalar parameter ``param`` (in an
+    iteration domain or an access); True where the kernel has no model to tell."""
+    if not kernel.statements:
+        return True
+    for st in kernel.statements:
+        for rel in (st.domain, *(a.relation for a in st.accesses)):
+            pos = rel.find_dim_by_name(isl.dim_type.param, param)
+            if pos >= 0 and rel.involves_dims(isl.dim_type.param, pos, 1):
+                return True
+    return False
 
 
 def random_contents(name: str, nbytes: int, dtype: np.dtype, seed: int, int_bound: int
@@ -649,9 +663,13 @@ class CompiledProgram:
         given = unknown_arg_param(free)
         if given is not None and str(free) not in env and given in env:
             value = env[given]
-        elif dt.kind == "f" and isinstance(free, sympy.Symbol) and str(free) not in env:
-            # a float the host computes from its data: like the buffers' contents, seeded random
-            value = random_contents(str(free), dt.itemsize, dt, self.seed, 1).view(dt)[0]
+        elif isinstance(free, sympy.Symbol) and str(free) not in env and (
+                dt.kind == "f" or not _in_model(kernel, p.name)):
+            # a value the host computes from its data: like the buffers' contents, seeded
+            # random (an integer only where it indexes nothing and bounds no loop the kernel's
+            # model follows, so that the fused and unfused runs stay comparable for any value)
+            value = random_contents(str(free), dt.itemsize, dt, self.seed,
+                                    MAX_RANDOM_INT).view(dt)[0]
         elif given is None or str(free) in env:
             value = eval_host_expr(free, env, f"{tag} argument {p.name}")
         else:
