@@ -2076,3 +2076,29 @@ def test_integer_digest_drawn_at_random_is_verified_like_data(monkeypatch: Any, 
     code, _, err = _run_cli(capsys, "fuse", "--host", "host.c", "--out", str(tmp_path / "o2"),
                             "--verify")
     assert code != 0 and "--param digest=" in err, err
+
+
+def test_cpp_device_loop_and_template_vectors_answered_by_the_verifying_device(
+        monkeypatch: Any, tmp_path: Path, capsys: Any) -> None:
+    """A PRK-style C++ host runs a function template once per CPU/GPU device of every
+    platform: with --verify, ``cl::Platform::get``, ``getDevices`` and ``getInfo<CL_...>()``
+    are answered by the verifying device, the range-for loops over the wrapper's vectors run
+    once per element, and the template's ``std::vector<T>`` and the buffers made from its
+    iterators (``cl::Buffer(ctx, begin(v), end(v), false)``, ``cl::copy``) have their sizes:
+    two launches in single precision, two more where the device has cl_khr_fp64."""
+    import json
+
+    from polyfuse.runtime.execute import device_queries
+
+    monkeypatch.chdir(PROGRAMS / "device_loop_cpp")
+    has64 = "cl_khr_fp64" in str(device_queries().device_info(0x1030))
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", "--host", "host.cpp", "-I", str(CPP_COMMON),
+                            "--args", "256", "--out", str(out), "--verify")
+    assert code == 0, err
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["launches_before"] == (4 if has64 else 2) and plan["verified"]["ok"] is True
+    # without a device to answer, the number of devices is not known: refused, not guessed
+    code, _, err = _run_cli(capsys, "fuse", "--host", "host.cpp", "-I", str(CPP_COMMON),
+                            "--args", "256", "--out", str(tmp_path / "o2"))
+    assert code != 0 and "host.cpp:" in err, err
