@@ -2102,3 +2102,22 @@ def test_cpp_device_loop_and_template_vectors_answered_by_the_verifying_device(
     code, _, err = _run_cli(capsys, "fuse", "--host", "host.cpp", "-I", str(CPP_COMMON),
                             "--args", "256", "--out", str(tmp_path / "o2"))
     assert code != 0 and "host.cpp:" in err, err
+
+
+def test_option_values_split_into_vectors_returned_by_value_make_build_options(
+        monkeypatch: Any, tmp_path: Path, capsys: Any) -> None:
+    """SHOC's option parser: ``"-l 4,2"`` is split character by character (``tmp +=
+    buff[i]``) into a ``std::vector<std::string>`` returned by value, each token parsed by a
+    ``std::stringstream`` into a ``std::vector<long long>(0)`` temporary's copy; the tile it
+    gives defines the kernel's macros through a ``std::ostringstream`` and sizes the launch."""
+    import json
+
+    monkeypatch.chdir(PROGRAMS / "vector_options")
+    program = load_opencl(None, host="host.cpp", argv=["-l", "4,2"])
+    assert {"-DLROWS=4", "-DLCOLS=2"} <= set(program.kernels["tile"].build_options)
+    assert [lc.global_size for lc in program.launches] == [(512,), (512,)]
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", "--host", "host.cpp", "--args", "-l 4,2", "--out",
+                            str(out), "--verify")
+    assert code == 0, err
+    assert json.loads((out / "plan.json").read_text())["verified"]["ok"] is True

@@ -1618,6 +1618,13 @@ class _Translator:
                 elif ref.kind == K.CXX_METHOD and not ref.is_static_method():
                     obj = c_ast.ID("this")
             name = self._func_name(ref)
+            if ref.kind == K.CONSTRUCTOR and obj is None and (
+                    not arg_cursors or _is_integral(arg_cursors[0].type)):
+                # a temporary `std::vector<long long>(0)` (copied into a variable): as
+                # `std::vector<long long> v(0)` is, with its length
+                vec = self._vector_ctor(c, ref, c.type)
+                if vec is not None:
+                    return vec
             if ref.spelling == "operator=" and obj is not None and len(args) == 1 and \
                     self._user_record(ref.semantic_parent) and not _written(ref):
                 # the implicit copy (move) assignment of a class of the user's: member-wise
