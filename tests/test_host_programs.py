@@ -2125,3 +2125,77 @@ def test_descending_host_loop_stays_symbolic() -> None:
     check_against_oracle(program)
     long = load_opencl(str(d / "kernels.cl"), host=str(d / "host.c"), argv=["2000"])
     assert len(long.launches) == 1 and long.launches[0].loops[0].upper == 1999
+
+
+def test_integer_digest_drawn_at_random_is_verified_like_data(monkeypatch: Any, tmp_path: Path,
+                                                              capsys: Any) -> None:
+    """An integer scalar the host computes from ``rand()`` (a digest to search for, SHOC's
+    MD5Hash) that the kernel only compares with data is drawn at random for --verify, the
+    same for the fused and unfused runs; one the kernel indexes with stays refused, naming
+    the ``--param`` that gives it."""
+    import json
+    import shutil
+
+    monkeypatch.chdir(PROGRAMS / "key_search")
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", "--host", "host.c", "--out", str(out), "--verify")
+    assert code == 0, err
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["launches_before"] == 2 and plan["verified"]["ok"] is True
+
+    shutil.copy(PROGRAMS / "key_search" / "host.c", tmp_path / "host.c")
+    kernels = (PROGRAMS / "key_search" / "k.cl").read_text()
+    monkeypatch.chdir(tmp_path)
+    # an affine subscript (in the model) and a non-affine one (over-approximated there)
+    for use in ("if (i == 0) found[digest] = hashes[i];",
+                "found[i] = hashes[(i * digest) % 1024];"):
+        (tmp_path / "k.cl").write_text(kernels.replace(
+            "found[i] = (i < n && hashes[i] == digest) ? i : -1;", use))
+        code, _, err = _run_cli(capsys, "fuse", "--host", "host.c", "--out",
+                                str(tmp_path / "o2"), "--verify")
+        assert code != 0 and "--param digest=" in err, (use, err)
+
+
+def test_cpp_device_loop_and_template_vectors_answered_by_the_verifying_device(
+        monkeypatch: Any, tmp_path: Path, capsys: Any) -> None:
+    """A PRK-style C++ host runs a function template once per CPU/GPU device of every
+    platform: with --verify, ``cl::Platform::get``, ``getDevices`` and ``getInfo<CL_...>()``
+    are answered by the verifying device, the range-for loops over the wrapper's vectors run
+    once per element, and the template's ``std::vector<T>`` and the buffers made from its
+    iterators (``cl::Buffer(ctx, begin(v), end(v), false)``, ``cl::copy``) have their sizes:
+    two launches in single precision, two more where the device has cl_khr_fp64."""
+    import json
+
+    from polyfuse.runtime.execute import device_queries
+
+    monkeypatch.chdir(PROGRAMS / "device_loop_cpp")
+    has64 = "cl_khr_fp64" in str(device_queries().device_info(0x1030))
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", "--host", "host.cpp", "-I", str(CPP_COMMON),
+                            "--args", "256", "--out", str(out), "--verify")
+    assert code == 0, err
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["launches_before"] == (4 if has64 else 2) and plan["verified"]["ok"] is True
+    # without a device to answer, the number of devices is not known: refused, not guessed
+    code, _, err = _run_cli(capsys, "fuse", "--host", "host.cpp", "-I", str(CPP_COMMON),
+                            "--args", "256", "--out", str(tmp_path / "o2"))
+    assert code != 0 and "host.cpp:" in err, err
+
+
+def test_option_values_split_into_vectors_returned_by_value_make_build_options(
+        monkeypatch: Any, tmp_path: Path, capsys: Any) -> None:
+    """SHOC's option parser: ``"-l 4,2"`` is split character by character (``tmp +=
+    buff[i]``) into a ``std::vector<std::string>`` returned by value, each token parsed by a
+    ``std::stringstream`` into a ``std::vector<long long>(0)`` temporary's copy; the tile it
+    gives defines the kernel's macros through a ``std::ostringstream`` and sizes the launch."""
+    import json
+
+    monkeypatch.chdir(PROGRAMS / "vector_options")
+    program = load_opencl(None, host="host.cpp", argv=["-l", "4,2"])
+    assert {"-DLROWS=4", "-DLCOLS=2"} <= set(program.kernels["tile"].build_options)
+    assert [lc.global_size for lc in program.launches] == [(512,), (512,)]
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", "--host", "host.cpp", "--args", "-l 4,2", "--out",
+                            str(out), "--verify")
+    assert code == 0, err
+    assert json.loads((out / "plan.json").read_text())["verified"]["ok"] is True

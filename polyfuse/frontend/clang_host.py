@@ -265,6 +265,8 @@ def _bind_extras() -> None:
         ("clang_getCursorBinaryOperatorKind", [cur], ctypes.c_int),
         ("clang_getCursorUnaryOperatorKind", [cur], ctypes.c_int),
         ("clang_Cursor_getVarDeclInitializer", [cur], cur),
+        ("clang_getNumOverloadedDecls", [cur], ctypes.c_uint),
+        ("clang_getOverloadedDecl", [cur, ctypes.c_uint], cur),
     )
     for fname, argtypes, restype in signatures:
         fn = getattr(lib, fname)
@@ -272,6 +274,7 @@ def _bind_extras() -> None:
         if restype is not None:
             fn.restype = restype
     lib.clang_Cursor_getVarDeclInitializer.errcheck = cindex.Cursor.from_result
+    lib.clang_getOverloadedDecl.errcheck = cindex.Cursor.from_result
     _lib = lib
 
 
@@ -849,7 +852,7 @@ class _Translator:
         init = None
         ic = _lib.clang_Cursor_getVarDeclInitializer(c)
         if ic is not None and not ic.kind.is_invalid():
-            init = self._init(ic, c.type)
+            init = self._dependent_vector(c, ic) or self._init(ic, c.type)
         return c_ast.Decl(c.spelling, [], [], storage, [], self._type(c.type, c.spelling), init,
                           None, coord=self._coord(c))
 
@@ -896,6 +899,14 @@ class _Translator:
         args = [self._expr(a) for a in arg_cursors if a.location.file is not None and
                 not _is_wrapper_file(a.location.file.name)]
         co = self._coord(c)
+        if name.endswith(("__getInfo", "__getWorkGroupInfo")):
+            # `dev.getInfo<CL_DEVICE_TYPE>()`: the query, a template argument libclang does
+            # not give, comes last by its name
+            toks = [t.spelling for t in c.get_tokens()]
+            at = next((k for k in range(len(toks) - 3) if toks[k] == ref.spelling and
+                       toks[k + 1] == "<" and toks[k + 3] == ">"), None)
+            if at is not None and toks[at + 2].isidentifier():
+                args.append(c_ast.Constant("string", f'"{toks[at + 2]}"'))
         if name.endswith("__assign") and obj is not None and len(args) == 1:
             target = obj.expr if isinstance(obj, c_ast.UnaryOp) and obj.op == "&" else obj
             return c_ast.Assignment("=", target, args[0], coord=co)
@@ -950,32 +961,45 @@ class _Translator:
         return c_ast.FuncCall(c_ast.ID("__polyfuse_vector"), c_ast.ExprList(
             [self._expr(args[0]), c_ast.Constant("int", str(size))]), coord=self._coord(ic))
 
-    def _dependent_vector(self, ic: Any, vtype: Any) -> Optional[c_ast.Node]:
-        """``std::vector<T> v(n[, x])`` in a function template: ``__polyfuse_vector(n,
-        __sizeof_T)``, the element size given by the call's template argument."""
-        if vtype.get_canonical().kind != cindex.TypeKind.UNEXPOSED or \
-                not vtype.spelling.startswith("std::vector<") or \
-                vtype.get_num_template_arguments() != 1:
+    def _dependent_vector(self, c: Any, ic: Any) -> Optional[c_ast.Node]:
+        """``std::vector<T> v(n[, x])`` in a function template (a type clang does not resolve
+        there): ``__polyfuse_vector(n, __sizeof_T)``, as :meth:`_vector_ctor` for a known
+        element type, so that buffers made from its iterators have their size."""
+        K = cindex.CursorKind
+        t = c.type
+        decl = t.get_declaration()
+        if t.get_canonical().kind != cindex.TypeKind.UNEXPOSED or \
+                decl.kind != K.CLASS_TEMPLATE or decl.spelling != "vector" or \
+                decl.semantic_parent is None or \
+                decl.semantic_parent.spelling not in ("std", "__1") or \
+                t.get_num_template_arguments() < 1:
             return None
-        elem = vtype.get_template_argument_type(0).spelling  # the type parameter's name
-        if not elem.isidentifier():
-            return None
-        ops = [x for x in ic.get_children() if x.kind.is_expression()]
-        if ic.kind != cindex.CursorKind.UNEXPOSED_EXPR or not ops or \
-                not _is_integral(ops[0].type):
+        elem = t.get_template_argument_type(0)
+        size = elem.get_canonical().get_size()
+        esize: Optional[c_ast.Node] = c_ast.Constant("int", str(size)) if size > 0 else None
+        if esize is None:
+            tparam = next((x.spelling for x in c.get_children() if x.kind == K.TYPE_REF and
+                           x.referenced is not None and
+                           x.referenced.kind == K.TEMPLATE_TYPE_PARAMETER and
+                           x.spelling == elem.spelling), None)
+            if tparam is None:
+                return None
+            esize = c_ast.ID(f"__sizeof_{tparam}")
+        kids = [x for x in ic.get_children() if x.kind.is_expression()]
+        args = kids if ic.kind == K.UNEXPOSED_EXPR and len(kids) > 1 else [self._strip(ic)]
+        if not _is_integral(args[0].type):
             return None
         return c_ast.FuncCall(c_ast.ID("__polyfuse_vector"), c_ast.ExprList(
-            [self._expr(ops[0]), c_ast.ID(f"__sizeof_{elem}")]), coord=self._coord(ic))
+            [self._expr(args[0]), esize]), coord=self._coord(ic))
 
     def _init(self, ic: Any, vtype: Any) -> Optional[c_ast.Node]:
         K = cindex.CursorKind
         TK = cindex.TypeKind
-        vec = self._dependent_vector(ic, vtype)
-        if vec is not None:
-            return vec
         ic = self._strip(ic)
         ref = ic.referenced if ic.kind == K.CALL_EXPR else None
-        if ref is not None and ref.kind in (K.CONSTRUCTOR, K.FUNCTION_DECL, K.CXX_METHOD):
+        if ref is not None and ref.kind in (K.CONSTRUCTOR, K.FUNCTION_DECL, K.CXX_METHOD) and \
+                not (ref.kind == K.CXX_METHOD and not ref.is_static_method()):
+            # (a method's object is the callee's: `auto t = dev.getInfo<...>()` below)
             wrapped = self._wrapper_call(ref, ic, None, list(ic.get_arguments()))
             if wrapped is not None:
                 return wrapped
@@ -1060,11 +1084,54 @@ class _Translator:
         if k == K.CXX_TRY_STMT:
             return self._stmt(kids[0])
         if k == K.CXX_FOR_RANGE_STMT:
+            loop = self._handle_range_for(c, kids)
+            if loop is not None:
+                return loop
             # host-only iteration over a container: its body runs an unknown number of times
             body = self._stmt(kids[-1])
             return c_ast.While(c_ast.FuncCall(c_ast.ID("__polyfuse_more"), c_ast.ExprList([])),
                                body, coord=co)
         return self._expr(c)
+
+    def _handle_range_for(self, c: Any, kids: list) -> Optional[c_ast.Node]:
+        """``for (auto d : devices)`` over a ``std::vector`` of OpenCL objects (platforms,
+        devices, kernels, buffers): a counted loop over its elements, so that what the body
+        launches runs once per element the vector is known to hold."""
+        K = cindex.CursorKind
+        var = kids[0] if kids and kids[0].kind == K.VAR_DECL else None
+        rng = self._strip(kids[1]) if len(kids) == 3 else None
+        if var is None or rng is None:
+            return None
+        t = rng.type.get_canonical()
+        decl = t.get_declaration()
+        if decl is None or decl.spelling != "vector" or t.get_num_template_arguments() < 1 or \
+                decl.semantic_parent is None or decl.semantic_parent.spelling not in ("std",
+                                                                                     "__1"):
+            return None
+        elem = t.get_template_argument_type(0).get_canonical()
+        pointee = elem.get_pointee().get_canonical() if elem.kind == cindex.TypeKind.POINTER \
+            else None
+        if clhpp_name(elem.get_declaration()) is None and not (
+                pointee is not None and pointee.get_declaration().spelling.startswith("_cl_")):
+            return None
+        co = self._coord(c)
+        k = f"__polyfuse_k{co.line if co is not None else 0}_{var.spelling}"
+        vec = self._expr(rng)  # (by value: the loop only reads the vector)
+        # (names no class of the program's can have: `prk::vector` has a `size` of its own)
+        item = c_ast.FuncCall(c_ast.ID("__polyfuse_vector_item"),
+                              c_ast.ExprList([vec, c_ast.ID(k)]), coord=co)
+        value_type = var.type.get_pointee() if var.type.kind in (
+            cindex.TypeKind.LVALUEREFERENCE, cindex.TypeKind.RVALUEREFERENCE) else var.type
+        elem_decl = c_ast.Decl(var.spelling, [], [], [], [], self._type(value_type, var.spelling),
+                               item, None, coord=self._coord(var))
+        body = c_ast.Compound([elem_decl, self._stmt(kids[-1])], coord=co)
+        index = c_ast.Decl(k, [], [], [], [], c_ast.TypeDecl(k, [], None,
+                                                             c_ast.IdentifierType(["long"])),
+                           c_ast.Constant("int", "0"), None, coord=co)
+        size = c_ast.FuncCall(c_ast.ID("__polyfuse_vector_size"), c_ast.ExprList([vec]),
+                              coord=co)
+        return c_ast.For(c_ast.DeclList([index]), c_ast.BinaryOp("<", c_ast.ID(k), size),
+                         c_ast.UnaryOp("p++", c_ast.ID(k)), body, coord=co)
 
     def _cond(self, c: Any) -> c_ast.Node:
         K = cindex.CursorKind
@@ -1551,6 +1618,13 @@ class _Translator:
                 elif ref.kind == K.CXX_METHOD and not ref.is_static_method():
                     obj = c_ast.ID("this")
             name = self._func_name(ref)
+            if ref.kind == K.CONSTRUCTOR and obj is None and (
+                    not arg_cursors or _is_integral(arg_cursors[0].type)):
+                # a temporary `std::vector<long long>(0)` (copied into a variable): as
+                # `std::vector<long long> v(0)` is, with its length
+                vec = self._vector_ctor(c, ref, c.type)
+                if vec is not None:
+                    return vec
             if ref.spelling == "operator=" and obj is not None and len(args) == 1 and \
                     self._user_record(ref.semantic_parent) and not _written(ref):
                 # the implicit copy (move) assignment of a class of the user's: member-wise
@@ -1587,6 +1661,13 @@ class _Translator:
                 # in a template, `g<T>(x)` names an overload set: the program's function of
                 # that name when its parameters match (else a library call); its explicit
                 # template arguments (`g<T, true>`) are the values of the callee's hidden ones
+                decls = [_lib.clang_getOverloadedDecl(over, i)
+                         for i in range(_lib.clang_getNumOverloadedDecls(over))]
+                wrapped = {clhpp_name(d) for d in decls}
+                if len(wrapped) == 1 and None not in wrapped:
+                    # `cl::copy(queue, buf, begin(v), end(v))` in a template: the wrapper's
+                    return c_ast.FuncCall(c_ast.ID(wrapped.pop()), c_ast.ExprList(args),
+                                          coord=co)
                 targs = self._explicit_template_args(callee, over)
                 if targs:
                     args.append(c_ast.FuncCall(c_ast.ID("__polyfuse_template_args"),
@@ -1599,11 +1680,13 @@ class _Translator:
             # operands, like the constructions libclang does not expose; a wrapper class's
             # (`cl::Buffer(ctx, begin(v), end(v), false)`) is its constructor
             ops = [self._expr(x) for x in kids if x.kind.is_expression()]
-            decl = c.type.get_declaration()
-            wrapper = clhpp_name(decl) if decl is not None and decl.kind in (
-                K.CLASS_DECL, K.STRUCT_DECL) else None
-            return c_ast.FuncCall(c_ast.ID(f"{wrapper}__ctor" if wrapper else "__polyfuse_opaque"),
-                                  c_ast.ExprList(ops), coord=co)
+            wrapper = clhpp_name(c.type.get_canonical().get_declaration())
+            if wrapper is not None and wrapper.count("__") == 2:
+                # `cl::Buffer(ctx, begin(v), end(v), ro)` whose constructor (a template over
+                # the iterators) clang resolves only per instantiation: still the wrapper's
+                return c_ast.FuncCall(c_ast.ID(wrapper + "__ctor"), c_ast.ExprList(ops),
+                                      coord=co)
+            return c_ast.FuncCall(c_ast.ID("__polyfuse_opaque"), c_ast.ExprList(ops), coord=co)
         elif kids and _dependent_callee(self._strip(kids[0])):
             # `obj->method(x)` or `(*obj)(x)` on a template's type parameter: which function
             # it calls is known only per instantiation, which polyfuse does not lower

@@ -46,9 +46,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
+import islpy as isl
 import numpy as np
 import pyopencl as cl
 import sympy
+from pycparser import c_ast
 
 from polyfuse.c import types
 from polyfuse.c.emit import Source, emit_program, program_source
@@ -222,6 +224,59 @@ def buffer_dtypes(program: Program) -> dict[str, np.dtype]:
                 views.setdefault(program.root(b.buffer)[0], []).append(dt)
     roots = {program.root(n)[0] for n in program.buffers}
     return {r: (views[r][0] if views.get(r) else np.dtype(np.float32)) for r in sorted(roots)}
+
+
+def _in_model(kernel: Kernel, param: str) -> bool:
+    """Whether scalar parameter ``param`` of ``kernel`` may decide where it reads or writes or
+    how long it runs: it appears in an iteration domain or an access of the polyhedral model,
+    or anywhere in the source but as an operand of a comparison outside a loop's header (a
+    non-affine subscript ``a[i * k]`` is over-approximated in the model, yet a random ``k``
+    would leave the buffer).  True where the kernel has no model or source to tell."""
+    if not kernel.statements or kernel.ast is None or not _only_compared(kernel.ast, param):
+        return True
+    for st in kernel.statements:
+        for rel in (st.domain, *(a.relation for a in st.accesses)):
+            pos = rel.find_dim_by_name(isl.dim_type.param, param)
+            if pos >= 0 and rel.involves_dims(isl.dim_type.param, pos, 1):
+                return True
+    return False
+
+
+def _only_compared(fd: c_ast.FuncDef, param: str) -> bool:
+    """Whether every use of ``param`` in a kernel's body is an operand of a comparison that
+    is not a loop's condition (``digest == searchDigest0``)."""
+    compared: set[int] = set()
+    headers: set[int] = set()
+    uses: list[c_ast.ID] = []
+
+    class V(c_ast.NodeVisitor):
+        def visit_BinaryOp(self, n: c_ast.BinaryOp) -> None:
+            if n.op in ("==", "!=", "<", ">", "<=", ">="):
+                compared.update(id(x) for x in (n.left, n.right) if isinstance(x, c_ast.ID))
+            self.generic_visit(n)
+
+        def visit_ID(self, n: c_ast.ID) -> None:
+            if n.name == param:
+                uses.append(n)
+
+        def loop(self, n: c_ast.Node) -> None:
+            for part in ("init", "cond", "next"):
+                sub = getattr(n, part, None)
+                if sub is not None:
+                    headers.update(id(x) for x in _walk(sub))
+            self.generic_visit(n)
+
+        visit_For = visit_While = visit_DoWhile = loop
+
+    V().visit(fd.body)
+    return all(id(u) in compared and id(u) not in headers for u in uses)
+
+
+def _walk(n: c_ast.Node) -> list[c_ast.Node]:
+    out = [n]
+    for _, ch in n.children():
+        out += _walk(ch)
+    return out
 
 
 def random_contents(name: str, nbytes: int, dtype: np.dtype, seed: int, int_bound: int
@@ -649,9 +704,13 @@ class CompiledProgram:
         given = unknown_arg_param(free)
         if given is not None and str(free) not in env and given in env:
             value = env[given]
-        elif dt.kind == "f" and isinstance(free, sympy.Symbol) and str(free) not in env:
-            # a float the host computes from its data: like the buffers' contents, seeded random
-            value = random_contents(str(free), dt.itemsize, dt, self.seed, 1).view(dt)[0]
+        elif isinstance(free, sympy.Symbol) and str(free) not in env and (
+                dt.kind == "f" or not _in_model(kernel, p.name)):
+            # a value the host computes from its data: like the buffers' contents, seeded
+            # random (an integer only where it indexes nothing and bounds no loop the kernel's
+            # model follows, so that the fused and unfused runs stay comparable for any value)
+            value = random_contents(str(free), dt.itemsize, dt, self.seed,
+                                    MAX_RANDOM_INT).view(dt)[0]
         elif given is None or str(free) in env:
             value = eval_host_expr(free, env, f"{tag} argument {p.name}")
         else:

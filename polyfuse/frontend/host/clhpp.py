@@ -182,6 +182,13 @@ class _Host:
     def unknown_call(self, name: str, args: list, node: c_ast.Node) -> Any:
         return self.x.unknown_call(name, args, node)
 
+    def device_answers(self) -> Any:
+        """The device that answers queries (``--verify``'s), or None."""
+        return self.x.cl.queries
+
+    def warn(self, msg: str, node: c_ast.Node) -> None:
+        self.x.ctx.warn(msg, node)
+
     def string_at(self, ref: Any) -> Optional[str]:
         return self.x.mem.texts.get(ref.slot)
 
@@ -276,7 +283,7 @@ class _Model:
         if name in ("end", "cend", "vector__end", "vector__cend"):
             return Iter(vec, vec.length) if vec is not None and vec.length is not None \
                 else i.UNK
-        if name in ("vector__size", "size"):
+        if name in ("vector__size", "size", "__polyfuse_vector_size"):
             return i.Num(vec.length) if vec is not None and vec.length is not None else i.UNK
         if name == "vector__resize" and isinstance(args[0], i.Ref) and len(args) > 1:
             n = i.as_int(args[1], "vector length", self.node, required=False)
@@ -311,8 +318,8 @@ class _Model:
                         Vec(None, vec.elem))
                 return i.UNK
             return i.unknown_call(name, args, self.node)
-        if name in ("vector__operator[]", "vector__at", "vector__front", "vector__back") and \
-                items:
+        if name in ("vector__operator[]", "vector__at", "vector__front", "vector__back",
+                    "__polyfuse_vector_item") and items:
             k = {"vector__front": 0, "vector__back": len(items) - 1}.get(name)
             k = _index(i, args[1], len(items)) if k is None and len(args) > 1 else k
             if k is not None:
@@ -618,16 +625,68 @@ class _Model:
     m_Event_waitForEvents = m_CommandQueue_finish
     m_WaitForEvents = m_CommandQueue_finish
 
+    def _info(self, api: str, args: list) -> Any:
+        """``getInfo<CL_...>()`` (the query named last): the verifying device's answer, a
+        number or a string, as the call's value; a query it does not answer is not handled."""
+        i = self.i
+        code = opencl_api.query_code(args[-1].s) if isinstance(args[-1], i.Str) else None
+        if code is None or code == 0x1005 or i.device_answers() is None:
+            return _NOT_HANDLED  # (work-item sizes: a vector)
+        out = i.temp_ref(i.UNK)
+        i.c_api(api, self.node, args[:-1] + [i.Num(sympy.Integer(code)), i.UNK, out, i.ZERO])
+        text = i.string_at(out)
+        value = i.Str(text) if text is not None else i.read(out)
+        # not answered: a run-time value named after the variable it is stored in, as before
+        return value if isinstance(value, (i.Str, i.Num)) else _NOT_HANDLED
+
     def m_Device_getInfo(self, args: list) -> Any:
         """``device.getInfo(CL_DEVICE_..., &value)``: ``clGetDeviceInfo``."""
+        if len(args) == 2:
+            return self._info("clGetDeviceInfo", args)
         if len(args) != 3:
             return _NOT_HANDLED
         return self.i.c_api("clGetDeviceInfo", self.node,
                             [args[0], args[1], self.i.UNK, args[2], self.i.ZERO])
 
+    def m_Platform_get(self, args: list) -> Any:
+        """``cl::Platform::get(&platforms)``: with a device that answers queries, the program
+        is analysed as it runs there: one platform, that device's (said in a warning)."""
+        i = self.i
+        vec = self.vec_of(args[0]) if len(args) == 1 else None
+        queries = i.device_answers()
+        if vec is None or queries is None or not isinstance(args[0], i.Ref):
+            return _NOT_HANDLED
+        i.warn(f"cl::Platform::get answered by the device that verifies the program "
+               f"({queries.name}): its platform", self.node)
+        i.write(args[0], Vec(sympy.Integer(1), vec.elem, (i.Handle("cl::Platform"),)))
+        return i.ZERO
+
+    def m_Platform_getDevices(self, args: list) -> Any:
+        """``platform.getDevices(type, &devices)`` of the platform :meth:`m_Platform_get`
+        gave (an element of that vector, possibly not told apart in a symbolic loop): the
+        verifying device where its type is asked for, else none."""
+        i = self.i
+        vec = self.vec_of(args[2]) if len(args) == 3 else None
+        queries = i.device_answers()
+        if vec is None or queries is None or not isinstance(args[2], i.Ref) or \
+                (isinstance(args[0], i.Handle) and args[0].kind != "cl::Platform") or \
+                not (isinstance(args[1], i.Num) and args[1].e.is_Integer):
+            return _NOT_HANDLED
+        asked, kind = int(args[1].e), queries.device_info(0x1000)  # CL_DEVICE_TYPE
+        if not isinstance(kind, int):
+            return _NOT_HANDLED
+        # CL_DEVICE_TYPE_DEFAULT (1) is the platform's first device, which is the only one
+        n = 1 if asked == 1 or asked & kind else 0
+        i.warn(f"cl::Platform::getDevices answered by the device that verifies the program "
+               f"({queries.name}): {n} device(s) of type {asked:#x}", self.node)
+        i.write(args[2], Vec(sympy.Integer(n), vec.elem, (i.Handle("cl::Device"),) * n))
+        return i.ZERO
+
     def m_Kernel_getWorkGroupInfo(self, args: list) -> Any:
         """``kernel.getWorkGroupInfo(device, CL_KERNEL_..., &value)``:
         ``clGetKernelWorkGroupInfo``."""
+        if len(args) == 3:
+            return self._info("clGetKernelWorkGroupInfo", args)
         if len(args) != 4:
             return _NOT_HANDLED
         return self.i.c_api("clGetKernelWorkGroupInfo", self.node,
@@ -698,5 +757,5 @@ _VECTOR = {
     "vector__emplace_back", "vector__clear", "vector__assign", "vector__insert",
     "vector__pop_back", "vector__data", "vector__operator[]", "vector__at", "vector__front",
     "vector__back", "vector__set", "vector__vector", "vector__element", "vector__element_front",
-    "vector__element_back",
+    "vector__element_back", "__polyfuse_vector_size", "__polyfuse_vector_item",
 }

@@ -253,6 +253,10 @@ def std_string(ev: CEvaluator, name: str, args: list) -> Any:
         return Num(sympy.Integer(int(not target.s))) if isinstance(target, Str) else UNK
     # the assignments: the string becomes unknown unless every part is known
     value = ev.mem.string(arg_at(args, 1)) if name != "basic_string__clear" else ""
+    ch = arg_at(args, 1)
+    if value is None and name in ("basic_string__operator+=", "basic_string__operator=") and \
+            isinstance(ch, Num) and not ch.flt and ch.e.is_Integer and 0 < int(ch.e) < 256:
+        value = chr(int(ch.e))  # `tmp += buff[i]`: one character
     if name in ("basic_string__append", "basic_string__operator+=") and value is not None:
         value = target.s + value if isinstance(target, Str) else None
     if isinstance(first, Ref):

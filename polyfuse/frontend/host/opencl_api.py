@@ -650,6 +650,13 @@ _TEXT_QUERIES = {
 }
 
 
+def query_code(name: str) -> Optional[int]:
+    """The value of a ``CL_DEVICE_*``/``CL_KERNEL_*`` query polyfuse answers, by its name (the
+    C++ wrapper's ``getInfo<CL_DEVICE_TYPE>()`` names it as a template argument)."""
+    return next((code for table in (_QUERIES, _TEXT_QUERIES) for code, n in table.items()
+                 if n == name), None)
+
+
 @handler("clGetDeviceInfo", "clGetKernelWorkGroupInfo")
 def info_query(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     """A device or kernel limit: the answer of the device the program is analysed for (said in
