@@ -124,9 +124,9 @@ def placement_problem(uar: UAR, graph: nx.DiGraph, members: Sequence[int],
     label = {n: ("new" if n in ms else unit_of.get(n, ("op", n))) for n in graph}
     q = nx.DiGraph()
     q.add_nodes_from(set(label.values()))
-    for a, b in graph.edges:
-        if label[a] != label[b]:
-            q.add_edge(label[a], label[b])
+    # each pair of units once, in the order of its first edge (the order a cycle is found in)
+    q.add_edges_from(dict.fromkeys((label[a], label[b]) for a, b in graph.edges
+                                   if label[a] != label[b]))
     if not nx.is_directed_acyclic_graph(q):
         cyc = nx.find_cycle(q)
         return f"merging would create a cycle through an unfused node ({cyc})"

@@ -105,7 +105,16 @@ def in_iteration_empty(uar: UAR, e: Edge) -> bool:
 
 
 def iteration_width(uar: UAR, e: Edge) -> tuple[str, Optional[dict]]:
-    """Width (and witness) of the same-iteration part of a launch-to-launch edge."""
+    """Width (and witness) of the same-iteration part of a launch-to-launch edge (computed
+    once per edge, like :func:`edge_in_iteration`)."""
+    memo = uar.memo("iteration_width")
+    got = memo.get(e)
+    if got is None:
+        got = memo[e] = _iteration_width(uar, e)
+    return got
+
+
+def _iteration_width(uar: UAR, e: Edge) -> tuple[str, Optional[dict]]:
     n = shared_loops(uar, e.src, e.dst)
     if n == 0 or not e.loop_carried:
         return e.width, e.witness
