@@ -156,7 +156,10 @@ class UAR:
     def memo(self, name: str) -> dict:
         """A dict, one per ``name``, for facts derived from this (immutable) UAR: planning asks
         the same question of one edge at every merge attempt."""
-        return self._memos.setdefault(name, {})
+        memo = self._memos.get(name)
+        if memo is None:
+            memo = self._memos[name] = {}
+        return memo
 
     def device_edges_from(self, op_id: int) -> tuple[tuple[int, Edge], ...]:
         """The launch-to-launch edges out of ``op_id``, each with its position in :attr:`edges`
