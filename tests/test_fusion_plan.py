@@ -620,3 +620,39 @@ def test_dependences_between_host_iterations_only_go_forward():
         "{ A[i, j] -> B[o, p] : 0 <= i, j, o, p < 3 and (o > i or (o = i and p > j)) }"))
     assert _forward(isl.Map("{ A[] -> B[o] : 0 <= o < 3 }"), strict=True).is_equal(
         isl.Map("{ A[] -> B[o] : 0 <= o < 3 }"))  # different loops: left as it is
+
+
+def test_edge_indexes_agree_with_a_scan_of_every_edge():
+    """Planning looks edges up by source and decides each edge's same-iteration part once (a
+    long unrolled sequence has tens of thousands of edges and a million look-ups): the index
+    and the memos give what a scan and a fresh computation give, host-loop edges included."""
+    from polyfuse.fusion.local import _between
+    from polyfuse.fusion.reindex import (
+        _iteration_width,
+        identity_frame,
+        in_iteration_empty,
+        iteration_width,
+        same_iteration,
+        shared_loops,
+    )
+
+    uar = example_uar("lstm_cell")
+    assert any(e.loop_carried for e in uar.edges)
+    ids = [op.id for op in uar.program.launches]
+    for m in [op.id for op in uar.program.ops]:
+        assert list(uar.device_edges_from(m)) == [
+            (k, e) for k, e in enumerate(uar.edges) if not e.host and e.src == m]
+    frames = {m: identity_frame(uar, m) for m in ids}
+    for a in ids:
+        for b in ids:
+            assert _between(uar, frames[a], frames[b]) == [
+                e for e in uar.edges if not e.host and ((e.src == a and e.dst == b)
+                                                        or (e.src == b and e.dst == a))]
+    for e in uar.edges:
+        fresh = same_iteration(e.relation, shared_loops(uar, e.src, e.dst))
+        assert edge_in_iteration(uar, e) is edge_in_iteration(uar, e)
+        assert edge_in_iteration(uar, e).is_equal(fresh)
+        assert in_iteration_empty(uar, e) == fresh.is_empty()
+        if not e.host:
+            assert iteration_width(uar, e) is iteration_width(uar, e)
+            assert iteration_width(uar, e)[0] == _iteration_width(uar, e)[0]

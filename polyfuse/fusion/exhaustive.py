@@ -70,9 +70,9 @@ from polyfuse.fusion.local import (
 )
 from polyfuse.fusion.plan import FusionPlan
 from polyfuse.fusion.reindex import (
-    edge_in_iteration,
     frame_problems,
     identity_frame,
+    in_iteration_empty,
     iteration_width,
     merge_frames,
 )
@@ -120,7 +120,7 @@ class _Search:
         self.apart: set[frozenset[int]] = set()  # pairs a same-iteration global edge joins
         for e in uar.edges:
             if (e.host or e.src == e.dst or e.src not in trips or e.dst not in trips
-                    or edge_in_iteration(uar, e).is_empty()):
+                    or in_iteration_empty(uar, e)):
                 continue
             if iteration_width(uar, e)[0] == "global":
                 self.apart.add(frozenset((e.src, e.dst)))

@@ -22,7 +22,7 @@ from typing import Any
 
 from polyfuse.core.program import Launch
 from polyfuse.fusion.decisions import EdgeRef, P3Verdict, Refusal, Refused, StartCause, StartReason
-from polyfuse.fusion.reindex import edge_in_iteration
+from polyfuse.fusion.reindex import in_iteration_empty
 
 
 def _edge(e: Any, why: Refusal | None = None) -> EdgeRef:
@@ -47,7 +47,7 @@ def start_reasons(uar: Any, starters: Sequence[int], local_reasons: Mapping[Any,
     for y in starters:
         into = [e for e in uar.edges if not e.host and e.dst == y and e.src != y
                 and isinstance(uar.program.op(e.src), Launch) and pos[e.src] < pos[y]]
-        in_iter = [e for e in into if not edge_in_iteration(uar, e).is_empty()]
+        in_iter = [e for e in into if not in_iteration_empty(uar, e)]
         # an edge from the same host-loop body is what P1 tried to fuse: its reason blocks,
         # not that of an edge from outside the loop (which could never fuse)
         loops = uar.instances(y).loop_ids

@@ -79,8 +79,8 @@ from polyfuse.fusion.reindex import (
     FUSED,
     Frame,
     _ctx,
-    edge_in_iteration,
     frame_problems,
+    in_iteration_empty,
     normalize,
     reindex_map,
 )
@@ -253,7 +253,7 @@ def _step_constraints(uar: UAR, units: Sequence[Unit]) -> list[tuple[str, str]]:
             continue
         if e.src >= e.dst:  # within one iteration a dependence goes from earlier to later
             continue
-        if not edge_in_iteration(uar, e).is_empty():
+        if not in_iteration_empty(uar, e):
             out.add((a.name, b.name))
     return sorted(out)
 

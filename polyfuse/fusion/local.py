@@ -49,9 +49,9 @@ from polyfuse.fusion.reindex import (
     PARTIAL_GROUPS,
     QUOTA_REASON,
     Frame,
-    edge_in_iteration,
     frame_problems,
     identity_frame,
+    in_iteration_empty,
     iteration_width,
     merge_frames,
     normalize,
@@ -100,7 +100,7 @@ def dependence_graph(uar: UAR) -> nx.DiGraph:
     for e in uar.edges:
         if e.src == e.dst or e.src not in g or e.dst not in g:
             continue
-        if not edge_in_iteration(uar, e).is_empty():
+        if not in_iteration_empty(uar, e):
             g.add_edge(e.src, e.dst)
     return g
 
@@ -124,9 +124,9 @@ def placement_problem(uar: UAR, graph: nx.DiGraph, members: Sequence[int],
     label = {n: ("new" if n in ms else unit_of.get(n, ("op", n))) for n in graph}
     q = nx.DiGraph()
     q.add_nodes_from(set(label.values()))
-    for a, b in graph.edges:
-        if label[a] != label[b]:
-            q.add_edge(label[a], label[b])
+    # each pair of units once, in the order of its first edge (the order a cycle is found in)
+    q.add_edges_from(dict.fromkeys((label[a], label[b]) for a, b in graph.edges
+                                   if label[a] != label[b]))
     if not nx.is_directed_acyclic_graph(q):
         cyc = nx.find_cycle(q)
         return f"merging would create a cycle through an unfused node ({cyc})"
@@ -176,7 +176,7 @@ def _local_pass(uar: UAR, modes: Sequence[str], join_producers: bool) -> LocalRe
         for e in by_dst.get(y, ()):
             if e.src == y or e.src not in unit_of:
                 continue
-            if edge_in_iteration(uar, e).is_empty():
+            if in_iteration_empty(uar, e):
                 continue
             if unit_of[e.src] not in preds:
                 preds.append(unit_of[e.src])
@@ -254,7 +254,7 @@ def _try_merge(uar: UAR, graph: nx.DiGraph, groups: list[Optional[LocalGroup]],
         return None, why, blame
     details: list[EdgeRef] = []
     for e in cross:
-        if edge_in_iteration(uar, e).is_empty():
+        if in_iteration_empty(uar, e):
             continue
         w, witness = iteration_width(uar, e)
         if w == "global":
@@ -317,8 +317,10 @@ def _consumer_first(uar: UAR, members: Sequence[int]) -> Optional[Frame]:
 
 
 def _between(uar: UAR, a: Frame, b: Frame) -> list[Edge]:
-    return [e for e in uar.edges if not e.host and (
-        (e.src in a.maps and e.dst in b.maps) or (e.src in b.maps and e.dst in a.maps))]
+    """The launch-to-launch edges joining ``a`` and ``b`` either way, in UAR order."""
+    found = {k: e for x, y in ((a, b), (b, a)) for m in x.maps
+             for k, e in uar.device_edges_from(m) if e.dst in y.maps}
+    return [found[k] for k in sorted(found)]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -413,7 +415,7 @@ def check_plan(plan: FusionPlan) -> list[str]:
             continue
         if e.src not in seen or e.dst not in seen:
             continue
-        if edge_in_iteration(uar, e).is_empty():
+        if in_iteration_empty(uar, e):
             continue
         same_body = uar.instances(e.src).loop_ids == uar.instances(e.dst).loop_ids
         if same_body and step[e.src] >= step[e.dst]:

@@ -86,12 +86,35 @@ def shared_loops(uar: UAR, a: int, b: int) -> int:
 
 
 def edge_in_iteration(uar: UAR, e: Edge) -> isl.Map:
-    """The same-iteration part of an edge (all of it when no host loop is shared)."""
-    return same_iteration(e.relation, shared_loops(uar, e.src, e.dst))
+    """The same-iteration part of an edge (all of it when no host loop is shared), computed
+    once per edge: planning a long unrolled sequence asks for it a million times."""
+    memo = uar.memo("edge_in_iteration")
+    rel = memo.get(e)
+    if rel is None:
+        rel = memo[e] = same_iteration(e.relation, shared_loops(uar, e.src, e.dst))
+    return rel
+
+
+def in_iteration_empty(uar: UAR, e: Edge) -> bool:
+    """Whether an edge has no same-iteration part (decided once per edge)."""
+    memo = uar.memo("in_iteration_empty")
+    empty = memo.get(e)
+    if empty is None:
+        empty = memo[e] = edge_in_iteration(uar, e).is_empty()
+    return empty
 
 
 def iteration_width(uar: UAR, e: Edge) -> tuple[str, Optional[dict]]:
-    """Width (and witness) of the same-iteration part of a launch-to-launch edge."""
+    """Width (and witness) of the same-iteration part of a launch-to-launch edge (computed
+    once per edge, like :func:`edge_in_iteration`)."""
+    memo = uar.memo("iteration_width")
+    got = memo.get(e)
+    if got is None:
+        got = memo[e] = _iteration_width(uar, e)
+    return got
+
+
+def _iteration_width(uar: UAR, e: Edge) -> tuple[str, Optional[dict]]:
     n = shared_loops(uar, e.src, e.dst)
     if n == 0 or not e.loop_carried:
         return e.width, e.witness

@@ -117,6 +117,7 @@ class UAR:
     virtual_edges: tuple[VirtualEdge, ...]
     launches: tuple[LaunchInfo, ...]
     _kernel_graphs: dict = field(default_factory=dict, repr=False)
+    _memos: dict = field(default_factory=dict, repr=False)
 
     # -- accessors -----------------------------------------------------------------------------
 
@@ -151,6 +152,25 @@ class UAR:
 
     def global_edges(self) -> tuple[Edge, ...]:
         return tuple(e for e in self.edges if e.width == "global")
+
+    def memo(self, name: str) -> dict:
+        """A dict, one per ``name``, for facts derived from this (immutable) UAR: planning asks
+        the same question of one edge at every merge attempt."""
+        memo = self._memos.get(name)
+        if memo is None:
+            memo = self._memos[name] = {}
+        return memo
+
+    def device_edges_from(self, op_id: int) -> tuple[tuple[int, Edge], ...]:
+        """The launch-to-launch edges out of ``op_id``, each with its position in :attr:`edges`
+        (an index: a long unrolled sequence has tens of thousands of edges)."""
+        index = self.memo("device_edges_from")
+        if not index:
+            for k, e in enumerate(self.edges):
+                if not e.host:
+                    index.setdefault(e.src, []).append((k, e))
+            index[None] = []  # built, even without device edges
+        return tuple(index.get(op_id, ()))
 
     # -- views ---------------------------------------------------------------------------------
 
