@@ -13,7 +13,7 @@ statements, not guarded barriers), so every work-item reaches both barriers of e
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Optional
 
@@ -697,21 +697,23 @@ def gemm(node: Node, whole_rows: bool = False, row_of_group: str = "grp") -> OpK
     )
 
 
-def conv_pads(
-    node: Node, size: list[int], kernel: list[int], strides: list[int], dil: list[int]
-) -> list[int]:
-    """Begin/end pads [b0, b1, e0, e1] from ``pads`` or ``auto_pad`` (ONNX rules)."""
-    auto = str(node.attr("auto_pad", "NOTSET"))
+def explicit_pads(auto: str, pads: Optional[Sequence[int]], size: Sequence[int],
+                  kernel: Sequence[int], strides: Optional[Sequence[int]] = None,
+                  dil: Optional[Sequence[int]] = None) -> Optional[list[int]]:
+    """Begin/end pads [b0, b1, e0, e1] of a Conv from ``pads`` or ``auto_pad`` (ONNX rules);
+    None when the attributes are not valid (:func:`conv_pads` says why)."""
     nd = len(size)
+    strides = list(strides or [1] * nd)
+    dil = list(dil or [1] * nd)
+    if len(strides) != nd or len(dil) != nd or len(kernel) != nd or min(strides + dil) < 1:
+        return None
     if auto == "NOTSET":
-        pads = node.ints_attr("pads", [0] * (2 * nd)) or [0] * (2 * nd)
-        if len(pads) != 2 * nd:
-            raise node.invalid(f"attribute 'pads' must have {2 * nd} values, got {pads}")
-        return pads
+        given = list(pads or [0] * (2 * nd))
+        return given if len(given) == 2 * nd else None
     if auto == "VALID":
         return [0] * (2 * nd)
     if auto not in ("SAME_UPPER", "SAME_LOWER"):
-        raise node.unsupported(f"attribute 'auto_pad'={auto!r} is not supported")
+        return None
     begin, end = [], []
     for i in range(nd):
         out = -(-size[i] // strides[i])
@@ -722,8 +724,25 @@ def conv_pads(
     return begin + end
 
 
+def conv_pads(
+    node: Node, size: list[int], kernel: list[int], strides: list[int], dil: list[int]
+) -> list[int]:
+    """Begin/end pads [b0, b1, e0, e1] from ``pads`` or ``auto_pad`` (ONNX rules)."""
+    auto = str(node.attr("auto_pad", "NOTSET"))
+    nd = len(size)
+    pads = explicit_pads(auto, node.ints_attr("pads"), size, kernel, strides, dil)
+    if pads is not None:
+        return pads
+    if auto in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
+        raise node.invalid(f"attribute 'pads' must have {2 * nd} values, got "
+                           f"{node.ints_attr('pads')}")
+    raise node.unsupported(f"attribute 'auto_pad'={auto!r} is not supported")
+
+
 def conv(node: Node) -> OpKernel:
-    """Direct 1-D/2-D NCHW convolution: one work-item per output element.
+    """Direct 1-D/2-D NCHW convolution: one work-item per output element (a block of them
+    in the ``blocked`` form: :func:`_blocked_conv`; a 1x1 one there is a product,
+    :func:`_pointwise_conv`).
 
     Loops over the group's input channels and the kernel window have constant bounds; padding is
     a guard on the (affine) input position, never a clamped subscript.
@@ -772,52 +791,26 @@ def conv(node: Node) -> OpKernel:
     if node.variant.product_form == "blocked" and group == 1 and (kh, kw) == (1, 1) and \
             strides == [1, 1] and not any(pads):
         return _pointwise_conv(node, sx, sw, out, bias, batch, cin, cout, h * w)
-    x_index = "((n * C + g * CPG + c) * H + ih) * W + iw"
+    params = [Param("x", sx), Param("w", sw)]
+    inputs = ["x", "w"]
+    if bias is not None:
+        params.append(Param("bias", bias))
+        inputs.append("bias")
+    params.append(Param("y", out, const=False))
+    comment = (
+        f"Conv X {shape_str(sx)} W {shape_str(sw)} group={group} strides={strides} "
+        f"dilations={dil} pads={pads} -> {shape_str(out)}"
+    )
     if node.variant.product_form == "blocked":
-        # a block of MB output channels x OB output columns per work-item: each input value
-        # and weight loaded once feeds several independent accumulators
-        mb, ob = _largest_divisor(cout // group, 4), _largest_divisor(ow, 8)
-        defines.update({"MB": mb, "OB": ob, "MBLK": cout // mb, "OWB": ow // ob})
-        total = batch * (cout // mb) * oh * (ow // ob)
-        n_e = "gid / (OWB * OH * MBLK)" if batch > 1 else "0"
-        lines = [
-            "const int owb = gid % OWB;",
-            f"const int oh = {'(gid / OWB) % OH' if oh > 1 else '0'};",
-            "const int m0 = ((gid / (OWB * OH)) % MBLK) * MB;",
-            f"const int n = {n_e};",
-            "const int g = m0 / MPG;",
-        ]
-        # the block as named scalars and straight-line statements (see _blocked_product)
-        lines += [f"float acc_{i}_{j} = {f'bias[m0 + {i}]' if bias is not None else '0.0f'};"
-                  for i in range(mb) for j in range(ob)]
-        lines += ["for (int c = 0; c < CPG; c++) {",
-                  "    for (int kh = 0; kh < KH; kh++) {",
-                  "        const int ih = oh * SH - PH + kh * DH;",
-                  "        if (ih >= 0 && ih < H) {",
-                  "            for (int kw = 0; kw < KW; kw++) {"]
-        pad = " " * 16
-        for j in range(ob):
-            iw = f"iw_{j}"
-            lines += [f"{pad}const int {iw} = (owb * OB + {j}) * SW - PW + kw * DW;",
-                      f"{pad}float xv_{j} = 0.0f;",
-                      f"{pad}if ({iw} >= 0 && {iw} < W) {{",
-                      f"{pad}    xv_{j} = x[{x_index.replace('iw', iw)}];",
-                      f"{pad}}}"]
-        for i in range(mb):
-            lines.append(f"{pad}const float wv_{i} = "
-                         f"w[(((m0 + {i}) * CPG + c) * KH + kh) * KW + kw];")
-            lines += [f"{pad}acc_{i}_{j} += xv_{j} * wv_{i};" for j in range(ob)]
-        lines += ["            }", "        }", "    }", "}"]
-        lines += [f"y[((n * M + m0 + {i}) * OH + oh) * OW + owb * OB + {j}] = acc_{i}_{j};"
-                  for i in range(mb) for j in range(ob)]
-        stmts = "\n".join(lines) + "\n"
-    else:
-        total = prod(out)
-        ow_e = "gid % OW"
-        oh_e = "(gid / OW) % OH" if oh > 1 else "0"
-        m_e = "(gid / (OW * OH)) % M"
-        n_e = "gid / (OW * OH * M)" if batch > 1 else "0"
-        stmts = f"""
+        return _blocked_conv(node, defines, params, inputs, comment, batch, group, pads,
+                             bias is not None)
+    x_index = "((n * C + g * CPG + c) * H + ih) * W + iw"
+    total = prod(out)
+    ow_e = "gid % OW"
+    oh_e = "(gid / OW) % OH" if oh > 1 else "0"
+    m_e = "(gid / (OW * OH)) % M"
+    n_e = "gid / (OW * OH * M)" if batch > 1 else "0"
+    stmts = f"""
 const int ow = {ow_e};
 const int oh = {oh_e};
 const int m = {m_e};
@@ -837,35 +830,129 @@ for (int c = 0; c < CPG; c++) {{
 }}
 y[gid] = acc;
 """
-    params = [Param("x", sx), Param("w", sw)]
-    inputs = ["x", "w"]
-    if bias is not None:
-        params.append(Param("bias", bias))
-        inputs.append("bias")
-    params.append(Param("y", out, const=False))
-    comment = (
-        f"Conv X {shape_str(sx)} W {shape_str(sw)} group={group} strides={strides} "
-        f"dilations={dil} pads={pads} -> {shape_str(out)}"
-    )
-    opk = elementwise_kernel(node, total, params, defines, stmts, inputs, ["y"], comment)
-    if node.variant.product_form != "blocked":
-        return opk
-    n_lit = f"gid / {(ow // ob) * oh * (cout // mb)}" if batch > 1 else "0"
+    return elementwise_kernel(node, total, params, defines, stmts, inputs, ["y"], comment)
+
+
+def _divisor_at_most(n: int, cap: int) -> int:
+    """Largest divisor of ``n`` that is at most ``cap`` (at least 1)."""
+    return max(d for d in range(1, max(1, min(n, cap)) + 1) if n % d == 0)
+
+
+def conv_block_shape(mpg: int, oh: int, ow: int, budget: int) -> tuple[int, int, int]:
+    """(output channels, output rows, output columns) per work-item of the blocked direct
+    Conv, at most ``budget`` accumulators.  Columns: 16 or 8 contiguous ones when they divide
+    the output row (one or two float vectors), else the largest divisor up to 16.  Channels:
+    as many of the group's as the budget allows (each loaded input value feeds all of them).
+    Rows only when the group has fewer than 4 channels (depthwise): the window's input rows
+    are then loaded once and shared by the outputs rows below each other."""
+    ob = next((c for c in (16, 8) if ow % c == 0 and 2 * c <= budget), 0) or \
+        _divisor_at_most(ow, 16)
+    mb = _divisor_at_most(mpg, min(16, max(1, budget // ob)))
+    rb = _divisor_at_most(oh, min(8, max(1, budget // (mb * ob)))) if mb < 4 else 1
+    return mb, rb, ob
+
+
+def _blocked_conv(node: Node, defines: dict[str, int], params: list[Param], inputs: list[str],
+                  comment: str, batch: int, group: int, pads: list[int], has_bias: bool
+                  ) -> OpKernel:
+    """The direct Conv in the ``blocked`` form: each work-item computes MB output channels x
+    RB output rows x OB contiguous output columns (:func:`conv_block_shape`) as named scalar
+    accumulators (see :func:`_blocked_product`), looping over the group's input channels (and
+    the window's rows when RB = 1) with the window's columns written out.  Each distinct input
+    value of a step is loaded once (``xv_<row>_<col>``, offsets from the block's corner) and
+    feeds every accumulator that uses it; a stride-1 window's loads are contiguous along the
+    output row, so the compiler vectorizes them.
+
+    Padding is a guard on each load when the Conv has pads; the ONNX front-end gives the
+    ``blocked`` variant's Convs an explicitly zero-padded input instead (a Pad launch), so the
+    loads of the fast kernel are unguarded.  Every subscript is affine in the block's base
+    coordinates and the loop iterators."""
+    var = node.variant
+    mpg, oh, ow = defines["MPG"], defines["OH"], defines["OW"]
+    kh_n, kw_n, sh, sw_, dh, dw = (defines[k] for k in ("KH", "KW", "SH", "SW", "DH", "DW"))
+    cout, cpg = defines["M"], defines["CPG"]
+    mb, rb, ob = conv_block_shape(mpg, oh, ow, BLOCK_ROWS * var.block_cols)
+    owb_n, ohb_n, mblk = ow // ob, oh // rb, cout // mb
+    defines = {**defines, "MB": mb, "RB": rb, "OB": ob, "OWB": owb_n, "OHB": ohb_n,
+               "MBLK": mblk}
+    total = batch * mblk * ohb_n * owb_n
+    guard_rows, guard_cols = bool(pads[0] or pads[2]), bool(pads[1] or pads[3])
+    unroll_kh = rb > 1
+    head = [
+        "const int owb = gid % OWB;",
+        f"const int oh0 = {'((gid / OWB) % OHB) * RB' if ohb_n > 1 else '0'};",
+        f"const int m0 = {'((gid / (OWB * OHB)) % MBLK) * MB' if mblk > 1 else '0'};",
+        f"const int n = {'gid / (OWB * OHB * MBLK)' if batch > 1 else '0'};",
+        "const int g = m0 / MPG;" if group > 1 else "const int g = 0;",
+    ]
+    acc = [[f"acc_{i}_{j}" for j in range(ob)] for i in range(mb * rb)]
+    head += [f"float {acc[i][j]} = {f'bias[m0 + {i // rb}]' if has_bias else '0.0f'};"
+             for i in range(mb * rb) for j in range(ob)]
+    body: list[str] = []
+    loaded: set[str] = set()
+    c_var = "c" if cpg > 1 else "0"
+    kh_values: list[int | str] = list(range(kh_n)) if unroll_kh else ["kh"]
+    for khv in kh_values:
+        for kwv in range(kw_n):
+            w_names = []
+            for mi in range(mb):
+                name = f"wv_{mi}_{khv}_{kwv}" if unroll_kh else f"wv_{mi}_{kwv}"
+                tap = khv * kw_n + kwv if isinstance(khv, int) else f"kh * KW + {kwv}"
+                body.append(f"const float {name} = "
+                            f"w[((m0 + {mi}) * CPG + {c_var}) * {kh_n * kw_n} + {tap}];")
+                w_names.append(name)
+            for ri in range(rb):
+                row_off = ri * sh + (khv * dh if isinstance(khv, int) else 0)
+                ih = f"oh0 * SH + {row_off}" + ("" if unroll_kh else " + kh * DH")
+                if guard_rows:
+                    ih += " - PH"
+                for j in range(ob):
+                    col_off = j * sw_ + kwv * dw
+                    xv = f"xv_{row_off}_{col_off}"
+                    if xv not in loaded:
+                        loaded.add(xv)
+                        iw = f"owb * {ob * sw_} + {col_off}" + (" - PW" if guard_cols else "")
+                        load = f"x[((n * C + g * CPG + {c_var}) * H + {ih}) * W + {iw}]"
+                        conds = ([f"{ih} >= 0", f"{ih} < H"] if guard_rows else []) + \
+                            ([f"{iw} >= 0", f"{iw} < W"] if guard_cols else [])
+                        if conds:
+                            body += [f"float {xv} = 0.0f;", f"if ({' && '.join(conds)}) {{",
+                                     f"    {xv} = {load};", "}"]
+                        else:
+                            body.append(f"const float {xv} = {load};")
+                    body += [f"{acc[mi * rb + ri][j]} += {xv} * {w_names[mi]};"
+                             for mi in range(mb)]
+    if not unroll_kh:
+        body = ["for (int kh = 0; kh < KH; kh++) {", *("    " + ln for ln in body), "}"]
+    if cpg > 1:
+        body = ["for (int c = 0; c < CPG; c++) {", *("    " + ln for ln in body), "}"]
+    tail = [f"y[((n * M + m0 + {i // rb}) * OH + oh0 + {i % rb}) * OW + owb * OB + {j}] = "
+            f"{acc[i][j]};" for i in range(mb * rb) for j in range(ob)]
+    stmts = "\n".join(head + body + tail) + "\n"
+    opk = elementwise_kernel(node, total, params, defines, stmts, inputs, ["y"],
+                             comment + f" ({mb} channels x {rb} rows x {ob} columns per "
+                                       f"work-item)")
+    n_lit = f"gid / {owb_n * ohb_n * mblk}" if batch > 1 else "0"
     prologue = "\n".join([
         "const int gid = get_global_id(0);",
-        f"const int owb = gid % {ow // ob};",
-        f"const int oh = {f'(gid / {ow // ob}) % {oh}' if oh > 1 else '0'};",
-        f"const int m0 = ((gid / {(ow // ob) * oh}) % {cout // mb}) * {mb};",
+        f"const int owb = gid % {owb_n};",
+        f"const int oh0 = {f'((gid / {owb_n}) % {ohb_n}) * {rb}' if ohb_n > 1 else '0'};",
+        f"const int m0 = {f'((gid / {owb_n * ohb_n}) % {mblk}) * {mb}' if mblk > 1 else '0'};",
         f"const int n = {n_lit};",
     ])
+    if mb == 1:
+        lead = f"(n * {cout} + m0) * {oh} + oh0 + bi"
+    elif rb == 1:
+        lead = f"(n * {cout} + m0 + bi) * {oh} + oh0"
+    else:
+        lead = f"(n * {cout} + m0 + bi / {rb}) * {oh} + oh0 + bi % {rb}"
     layout = BlockLayout(
         global_size=opk.global_size, local_size=opk.local_size or (), guard=f"gid < {total}",
-        prologue=prologue, rows=mb, cols=ob,
-        lead=f"(n * {cout} + m0 + bi) * {oh} + oh", col=f"owb * {ob} + bj",
+        prologue=prologue, rows=mb * rb, cols=ob, lead=lead, col=f"owb * {ob} + bj",
         lead_extent=batch * cout * oh, col_extent=ow, col_base=f"owb * {ob}",
+        lead_base=f"(n * {cout} + m0) * {oh} + oh0" if mb == 1 else "",
     )
     return replace(opk, block=layout)
-
 
 
 def _pointwise_conv(node: Node, sx: tuple[int, ...], sw: tuple[int, ...],
