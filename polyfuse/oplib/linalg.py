@@ -747,8 +747,15 @@ def conv(node: Node) -> OpKernel:
     Loops over the group's input channels and the kernel window have constant bounds; padding is
     a guard on the (affine) input position, never a clamped subscript.
     """
-    node.check_attrs(["auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"])
+    node.check_attrs(["auto_pad", "dilations", "group", "kernel_shape", "pads", "strides",
+                      "packed_weights"])
     sx, sw = node.input(0), node.input(1)
+    w_shape = sw
+    packed = bool(node.int_attr("packed_weights", 0))
+    if packed:  # W packed by the front-end as (G, CPG, KH, KW, MPG): see pack_conv_weights
+        if len(sw) != 5 or len(sx) != 4 or node.int_attr("group", 1) != sw[0]:
+            raise node.invalid(f"packed weights {sw} do not match X {sx}")
+        sw = (sw[0] * sw[4], *sw[1:4])
     if len(sx) not in (3, 4) or len(sw) != len(sx):
         raise node.unsupported(
             f"only 1-D and 2-D convolution (rank-3/4 input) is supported, got X {sx}, W {sw}"
@@ -789,9 +796,9 @@ def conv(node: Node) -> OpKernel:
         "PH": pads[0], "PW": pads[1],
     }
     if node.variant.product_form == "blocked" and group == 1 and (kh, kw) == (1, 1) and \
-            strides == [1, 1] and not any(pads):
+            strides == [1, 1] and not any(pads) and not packed:
         return _pointwise_conv(node, sx, sw, out, bias, batch, cin, cout, h * w)
-    params = [Param("x", sx), Param("w", sw)]
+    params = [Param("x", sx), Param("w", w_shape)]
     inputs = ["x", "w"]
     if bias is not None:
         params.append(Param("bias", bias))
@@ -799,11 +806,13 @@ def conv(node: Node) -> OpKernel:
     params.append(Param("y", out, const=False))
     comment = (
         f"Conv X {shape_str(sx)} W {shape_str(sw)} group={group} strides={strides} "
-        f"dilations={dil} pads={pads} -> {shape_str(out)}"
+        f"dilations={dil} pads={pads} -> {shape_str(out)}" + (" (W packed)" if packed else "")
     )
     if node.variant.product_form == "blocked":
         return _blocked_conv(node, defines, params, inputs, comment, batch, group, pads,
-                             bias is not None)
+                             bias is not None, packed)
+    w_index = "((g * CPG + c) * KH * KW + kh * KW + kw) * MPG + m % MPG" if packed \
+        else "((m * CPG + c) * KH + kh) * KW + kw"
     x_index = "((n * C + g * CPG + c) * H + ih) * W + iw"
     total = prod(out)
     ow_e = "gid % OW"
@@ -823,7 +832,7 @@ for (int c = 0; c < CPG; c++) {{
             const int ih = oh * SH - PH + kh * DH;
             const int iw = ow * SW - PW + kw * DW;
             if (ih >= 0 && ih < H && iw >= 0 && iw < W) {{
-                acc += x[{x_index}] * w[((m * CPG + c) * KH + kh) * KW + kw];
+                acc += x[{x_index}] * w[{w_index}];
             }}
         }}
     }}
@@ -838,119 +847,113 @@ def _divisor_at_most(n: int, cap: int) -> int:
     return max(d for d in range(1, max(1, min(n, cap)) + 1) if n % d == 0)
 
 
-def conv_block_shape(mpg: int, oh: int, ow: int, budget: int) -> tuple[int, int, int]:
-    """(output channels, output rows, output columns) per work-item of the blocked direct
-    Conv, at most ``budget`` accumulators.  Columns: 16 or 8 contiguous ones when they divide
-    the output row (one or two float vectors), else the largest divisor up to 16.  Channels:
-    as many of the group's as the budget allows (each loaded input value feeds all of them).
-    Rows only when the group has fewer than 4 channels (depthwise): the window's input rows
-    are then loaded once and shared by the outputs rows below each other."""
-    ob = next((c for c in (16, 8) if ow % c == 0 and 2 * c <= budget), 0) or \
-        _divisor_at_most(ow, 16)
-    mb = _divisor_at_most(mpg, min(16, max(1, budget // ob)))
-    rb = _divisor_at_most(oh, min(8, max(1, budget // (mb * ob)))) if mb < 4 else 1
-    return mb, rb, ob
+def conv_block_shape(mpg: int, ow: int, stride: int, budget: int) -> tuple[int, int]:
+    """(output channels, contiguous output columns) per work-item of the blocked direct Conv,
+    at most ``budget`` accumulators; chosen by thread CPU time on PoCL 3.1 (AVX-512, weights
+    packed), against numpy's one-thread sgemm on the implicit product.
+
+    - Few channels per group (depthwise): as much of the output row as half the budget holds
+      (at 192 x 56 x 56, 3x3: the whole row of 56 ran 0.22 ms, 28 columns 0.36, 8 columns
+      0.70, blocks of 8 rows x 8 columns 0.60): per work-item overhead dominates.
+    - Stride 1: 16 or 8 columns (two or one float vectors) where they divide the row, else the
+      largest divisor up to 16, and as many of the group's channels as the budget allows, up
+      to 16 (64 -> 64 channels, 3x3 at 56 x 56: 16 x 8 1.0-1.3x numpy, 8 x 8 0.9x, 16 x 4
+      0.6x, 32 x 1 0.5x, 2 x 56 0.5x).
+    - Strided: 2 columns, up to 16 channels (128 -> 128, stride 2 to 28 x 28: 16 x 2 0.34x,
+      16 x 4 0.29x, 8 x 14 0.05x): the columns' loads are not contiguous and do not
+      vectorize."""
+    if mpg < 4:
+        ob = _divisor_at_most(ow, max(1, budget // 2))
+    elif stride > 1:
+        ob = _divisor_at_most(ow, 2)
+    else:
+        ob = next((c for c in (16, 8) if ow % c == 0 and 2 * c <= budget), 0) or \
+            _divisor_at_most(ow, 16)
+    return _divisor_at_most(mpg, min(16, max(1, budget // ob))), ob
 
 
 def _blocked_conv(node: Node, defines: dict[str, int], params: list[Param], inputs: list[str],
-                  comment: str, batch: int, group: int, pads: list[int], has_bias: bool
-                  ) -> OpKernel:
+                  comment: str, batch: int, group: int, pads: list[int], has_bias: bool,
+                  packed: bool) -> OpKernel:
     """The direct Conv in the ``blocked`` form: each work-item computes MB output channels x
-    RB output rows x OB contiguous output columns (:func:`conv_block_shape`) as named scalar
-    accumulators (see :func:`_blocked_product`), looping over the group's input channels (and
-    the window's rows when RB = 1) with the window's columns written out.  Each distinct input
-    value of a step is loaded once (``xv_<row>_<col>``, offsets from the block's corner) and
-    feeds every accumulator that uses it; a stride-1 window's loads are contiguous along the
-    output row, so the compiler vectorizes them.
+    OB contiguous output columns of one output row (:func:`conv_block_shape`) as named scalar
+    accumulators (see :func:`_blocked_product`), looping over the group's input channels and
+    the window's rows, the window's columns written out.  Each distinct input value of a step
+    is loaded once (``xv_<col>``, offsets from the block's first column) and feeds every
+    accumulator that uses it; a stride-1 window's loads are contiguous along the output row,
+    so the compiler vectorizes them.  ``packed``: W is (G, CPG, KH, KW, MPG), the MB weights
+    of a step contiguous (the front-end packs constant weights so).
 
     Padding is a guard on each load when the Conv has pads; the ONNX front-end gives the
     ``blocked`` variant's Convs an explicitly zero-padded input instead (a Pad launch), so the
     loads of the fast kernel are unguarded.  Every subscript is affine in the block's base
     coordinates and the loop iterators."""
-    var = node.variant
     mpg, oh, ow = defines["MPG"], defines["OH"], defines["OW"]
-    kh_n, kw_n, sh, sw_, dh, dw = (defines[k] for k in ("KH", "KW", "SH", "SW", "DH", "DW"))
+    kh_n, kw_n, sw_, dw = (defines[k] for k in ("KH", "KW", "SW", "DW"))
     cout, cpg = defines["M"], defines["CPG"]
-    mb, rb, ob = conv_block_shape(mpg, oh, ow, BLOCK_ROWS * var.block_cols)
-    owb_n, ohb_n, mblk = ow // ob, oh // rb, cout // mb
-    defines = {**defines, "MB": mb, "RB": rb, "OB": ob, "OWB": owb_n, "OHB": ohb_n,
-               "MBLK": mblk}
-    total = batch * mblk * ohb_n * owb_n
+    mb, ob = conv_block_shape(mpg, ow, sw_, BLOCK_ROWS * node.variant.block_cols)
+    owb_n, mblk = ow // ob, cout // mb
+    defines = {**defines, "MB": mb, "OB": ob, "OWB": owb_n, "MBLK": mblk}
+    total = batch * mblk * oh * owb_n
     guard_rows, guard_cols = bool(pads[0] or pads[2]), bool(pads[1] or pads[3])
-    unroll_kh = rb > 1
     head = [
         "const int owb = gid % OWB;",
-        f"const int oh0 = {'((gid / OWB) % OHB) * RB' if ohb_n > 1 else '0'};",
-        f"const int m0 = {'((gid / (OWB * OHB)) % MBLK) * MB' if mblk > 1 else '0'};",
-        f"const int n = {'gid / (OWB * OHB * MBLK)' if batch > 1 else '0'};",
+        f"const int oh = {'(gid / OWB) % OH' if oh > 1 else '0'};",
+        f"const int m0 = {'((gid / (OWB * OH)) % MBLK) * MB' if mblk > 1 else '0'};",
+        f"const int n = {'gid / (OWB * OH * MBLK)' if batch > 1 else '0'};",
         "const int g = m0 / MPG;" if group > 1 else "const int g = 0;",
     ]
-    acc = [[f"acc_{i}_{j}" for j in range(ob)] for i in range(mb * rb)]
-    head += [f"float {acc[i][j]} = {f'bias[m0 + {i // rb}]' if has_bias else '0.0f'};"
-             for i in range(mb * rb) for j in range(ob)]
-    body: list[str] = []
-    loaded: set[str] = set()
+    if packed:
+        head.append("const int ml = m0 - g * MPG;")
+    acc = [[f"acc_{i}_{j}" for j in range(ob)] for i in range(mb)]
+    head += [f"float {acc[i][j]} = {f'bias[m0 + {i}]' if has_bias else '0.0f'};"
+             for i in range(mb) for j in range(ob)]
     c_var = "c" if cpg > 1 else "0"
-    kh_values: list[int | str] = list(range(kh_n)) if unroll_kh else ["kh"]
-    for khv in kh_values:
-        for kwv in range(kw_n):
-            w_names = []
-            for mi in range(mb):
-                name = f"wv_{mi}_{khv}_{kwv}" if unroll_kh else f"wv_{mi}_{kwv}"
-                tap = khv * kw_n + kwv if isinstance(khv, int) else f"kh * KW + {kwv}"
-                body.append(f"const float {name} = "
-                            f"w[((m0 + {mi}) * CPG + {c_var}) * {kh_n * kw_n} + {tap}];")
-                w_names.append(name)
-            for ri in range(rb):
-                row_off = ri * sh + (khv * dh if isinstance(khv, int) else 0)
-                ih = f"oh0 * SH + {row_off}" + ("" if unroll_kh else " + kh * DH")
-                if guard_rows:
-                    ih += " - PH"
-                for j in range(ob):
-                    col_off = j * sw_ + kwv * dw
-                    xv = f"xv_{row_off}_{col_off}"
-                    if xv not in loaded:
-                        loaded.add(xv)
-                        iw = f"owb * {ob * sw_} + {col_off}" + (" - PW" if guard_cols else "")
-                        load = f"x[((n * C + g * CPG + {c_var}) * H + {ih}) * W + {iw}]"
-                        conds = ([f"{ih} >= 0", f"{ih} < H"] if guard_rows else []) + \
-                            ([f"{iw} >= 0", f"{iw} < W"] if guard_cols else [])
-                        if conds:
-                            body += [f"float {xv} = 0.0f;", f"if ({' && '.join(conds)}) {{",
-                                     f"    {xv} = {load};", "}"]
-                        else:
-                            body.append(f"const float {xv} = {load};")
-                    body += [f"{acc[mi * rb + ri][j]} += {xv} * {w_names[mi]};"
-                             for mi in range(mb)]
-    if not unroll_kh:
-        body = ["for (int kh = 0; kh < KH; kh++) {", *("    " + ln for ln in body), "}"]
+    ih = "oh * SH + kh * DH" + (" - PH" if guard_rows else "")
+    body: list[str] = []
+    loaded: set[int] = set()
+    for kwv in range(kw_n):
+        w_names = []
+        for mi in range(mb):
+            w_at = f"((g * CPG + {c_var}) * KH * KW + kh * KW + {kwv}) * MPG + ml + {mi}" \
+                if packed else f"((m0 + {mi}) * CPG + {c_var}) * KH * KW + kh * KW + {kwv}"
+            body.append(f"const float wv_{mi}_{kwv} = w[{w_at}];")
+            w_names.append(f"wv_{mi}_{kwv}")
+        for j in range(ob):
+            col = j * sw_ + kwv * dw
+            if col not in loaded:
+                loaded.add(col)
+                iw = f"owb * {ob * sw_} + {col}" + (" - PW" if guard_cols else "")
+                load = f"x[((n * C + g * CPG + {c_var}) * H + {ih}) * W + {iw}]"
+                conds = ([f"{ih} >= 0", f"{ih} < H"] if guard_rows else []) + \
+                    ([f"{iw} >= 0", f"{iw} < W"] if guard_cols else [])
+                if conds:
+                    body += [f"float xv_{col} = 0.0f;", f"if ({' && '.join(conds)}) {{",
+                             f"    xv_{col} = {load};", "}"]
+                else:
+                    body.append(f"const float xv_{col} = {load};")
+            body += [f"{acc[mi][j]} += xv_{col} * {w_names[mi]};" for mi in range(mb)]
+    body = ["for (int kh = 0; kh < KH; kh++) {", *("    " + ln for ln in body), "}"]
     if cpg > 1:
         body = ["for (int c = 0; c < CPG; c++) {", *("    " + ln for ln in body), "}"]
-    tail = [f"y[((n * M + m0 + {i // rb}) * OH + oh0 + {i % rb}) * OW + owb * OB + {j}] = "
-            f"{acc[i][j]};" for i in range(mb * rb) for j in range(ob)]
+    tail = [f"y[((n * M + m0 + {i}) * OH + oh) * OW + owb * OB + {j}] = {acc[i][j]};"
+            for i in range(mb) for j in range(ob)]
     stmts = "\n".join(head + body + tail) + "\n"
     opk = elementwise_kernel(node, total, params, defines, stmts, inputs, ["y"],
-                             comment + f" ({mb} channels x {rb} rows x {ob} columns per "
-                                       f"work-item)")
-    n_lit = f"gid / {owb_n * ohb_n * mblk}" if batch > 1 else "0"
+                             comment + f" ({mb} channels x {ob} columns per work-item)")
+    n_lit = f"gid / {owb_n * oh * mblk}" if batch > 1 else "0"
     prologue = "\n".join([
         "const int gid = get_global_id(0);",
         f"const int owb = gid % {owb_n};",
-        f"const int oh0 = {f'((gid / {owb_n}) % {ohb_n}) * {rb}' if ohb_n > 1 else '0'};",
-        f"const int m0 = {f'((gid / {owb_n * ohb_n}) % {mblk}) * {mb}' if mblk > 1 else '0'};",
+        f"const int oh = {f'(gid / {owb_n}) % {oh}' if oh > 1 else '0'};",
+        f"const int m0 = {f'((gid / {owb_n * oh}) % {mblk}) * {mb}' if mblk > 1 else '0'};",
         f"const int n = {n_lit};",
     ])
-    if mb == 1:
-        lead = f"(n * {cout} + m0) * {oh} + oh0 + bi"
-    elif rb == 1:
-        lead = f"(n * {cout} + m0 + bi) * {oh} + oh0"
-    else:
-        lead = f"(n * {cout} + m0 + bi / {rb}) * {oh} + oh0 + bi % {rb}"
     layout = BlockLayout(
         global_size=opk.global_size, local_size=opk.local_size or (), guard=f"gid < {total}",
-        prologue=prologue, rows=mb * rb, cols=ob, lead=lead, col=f"owb * {ob} + bj",
-        lead_extent=batch * cout * oh, col_extent=ow, col_base=f"owb * {ob}",
-        lead_base=f"(n * {cout} + m0) * {oh} + oh0" if mb == 1 else "",
+        prologue=prologue, rows=mb, cols=ob, lead=f"(n * {cout} + m0 + bi) * {oh} + oh",
+        col=f"owb * {ob} + bj", lead_extent=batch * cout * oh, col_extent=ow,
+        col_base=f"owb * {ob}",
     )
     return replace(opk, block=layout)
 
