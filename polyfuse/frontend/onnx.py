@@ -825,6 +825,9 @@ class _Translator:
         if op == "Gemm":
             node = self.pack_gemm_b(node, attrs)
         if op == "Conv":
+            if "packed_weights" in attrs:  # the front-end's own attribute, never a model's
+                raise self.error(f"{where}: attribute 'packed_weights' is not supported",
+                                 UnsupportedError)
             node = self.pack_conv_weights(self.pad_conv_input(index, node, label, attrs, where),
                                           attrs)
         if op in ("MatMul", "Gemm") and self.split_k(index, node, op, label, attrs, where):
