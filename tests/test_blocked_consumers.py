@@ -155,7 +155,7 @@ def _conv_block(path: Path, hw: int, group: int, stride: int, dil: int) -> Path:
 def test_conv_blocks_unguarded_and_match_onnxruntime(tmp_path: Path, group: int, stride: int,
                                                      dil: int, block: tuple) -> None:
     """The padded 3x3 Conv reads a zero-padded copy of its input (a Pad launch) and its
-    weights packed, so its kernel has no guard but the NDRange's; its block (channels,
+    weights packed, so its kernel has no guard at all; its block (channels,
     columns per work-item) is the expected one; the bias, Relu and residual still fuse into
     the Convs (certified plan); outputs equal onnxruntime's."""
     path = _conv_block(tmp_path / "block.onnx", 10, group, stride, dil)
@@ -163,7 +163,7 @@ def test_conv_blocks_unguarded_and_match_onnxruntime(tmp_path: Path, group: int,
     assert [op.kernel for op in program.launches if "pad" in op.kernel] == ["Conv_pad_2"]
     window = program.kernels["Conv_2"].source
     mb, ob = block
-    assert window.count("if (") == 1 and window.count("float acc_") == mb * ob
+    assert "if (" not in window and window.count("float acc_") == mb * ob
     assert f"acc_{mb - 1}_{ob - 1} " in window
     assert "+ ml) + 0]" in window  # the packed weights: (g, c, kh, kw) then the block's channels
     sess = polyfuse.InferenceSession(str(path), _form="blocked")
