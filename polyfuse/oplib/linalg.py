@@ -857,11 +857,11 @@ def conv_block_shape(mpg: int, ow: int, stride: int, budget: int) -> tuple[int, 
       0.70, blocks of 8 rows x 8 columns 0.60): per work-item overhead dominates.
     - Stride 1: 16 or 8 columns (two or one float vectors) where they divide the row, else the
       largest divisor up to 16, and as many of the group's channels as the budget allows, up
-      to 16 (64 -> 64 channels, 3x3 at 56 x 56: 16 x 8 1.0-1.3x numpy, 8 x 8 0.9x, 16 x 4
+      to 16 (64 -> 64 channels, 3x3 at 56 x 56: 16 x 8 1.0-1.2x numpy, 8 x 8 0.9x, 16 x 4
       0.6x, 32 x 1 0.5x, 2 x 56 0.5x).
-    - Strided: 2 columns, up to 16 channels (128 -> 128, stride 2 to 28 x 28: 16 x 2 0.34x,
-      16 x 4 0.29x, 8 x 14 0.05x): the columns' loads are not contiguous and do not
-      vectorize."""
+    - Strided: 2 columns, up to 16 channels (128 -> 128, stride 2 to 28 x 28: 16 x 2
+      0.34-0.48x, 16 x 4 0.29x, 8 x 14 0.05x): the columns' loads are not contiguous and do
+      not vectorize."""
     if mpg < 4:
         ob = _divisor_at_most(ow, max(1, budget // 2))
     elif stride > 1:
