@@ -113,6 +113,68 @@ def test_bundled_models_blocked(name: str, launches: int) -> None:
         np.testing.assert_allclose(out, ref[t.name], rtol=RTOL, atol=ATOL)
 
 
+def _conv_block(path: Path, hw: int, group: int, stride: int, dil: int) -> Path:
+    """Conv 1x1 16->8, Relu, Conv 3x3 (pads = dilation, ``group``, ``stride``, ``dil``), Relu,
+    Conv 1x1 8->16, and at stride 1 the residual Add and Relu: a ResNet/MobileNet block."""
+    rng = np.random.default_rng(3)
+
+    def w(name: str, *shape: int) -> Any:
+        return numpy_helper.from_array(rng.uniform(-0.5, 0.5, shape).astype(np.float32), name)
+
+    out = (hw - 1) // stride + 1
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], kernel_shape=[1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], kernel_shape=[3, 3], group=group,
+                         pads=[dil] * 4, strides=[stride] * 2, dilations=[dil] * 2),
+        helper.make_node("Relu", ["c2"], ["r2"]),
+        helper.make_node("Conv", ["r2", "w3", "b3"], ["c3" if stride == 1 else "y"],
+                         kernel_shape=[1, 1]),
+    ]
+    if stride == 1:
+        nodes += [helper.make_node("Add", ["c3", "x"], ["s"]),
+                  helper.make_node("Relu", ["s"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "conv_block",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, hw, hw])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, out, out])],
+        [w("w1", 8, 16, 1, 1), w("b1", 8), w("w2", 8, 8 // group, 3, 3), w("b2", 8),
+         w("w3", 16, 8, 1, 1), w("b3", 16)])
+    onnx_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    path.write_bytes(onnx_model.SerializeToString())
+    return path
+
+
+@pytest.mark.parametrize("group,stride,dil,block", [
+    (1, 1, 1, (8, 10)),  # dense, residual
+    (1, 2, 1, (8, 1)),  # strided: one column per work-item
+    (4, 1, 2, (2, 10)),  # grouped, dilated
+    (8, 1, 1, (1, 10)),  # depthwise, residual: whole rows
+    (8, 2, 1, (1, 5)),  # depthwise, strided
+])
+def test_conv_blocks_unguarded_and_match_onnxruntime(tmp_path: Path, group: int, stride: int,
+                                                     dil: int, block: tuple) -> None:
+    """The padded 3x3 Conv reads a zero-padded copy of its input (a Pad launch) and its
+    weights packed, so its kernel has no guard at all; its block (channels,
+    columns per work-item) is the expected one; the bias, Relu and residual still fuse into
+    the Convs (certified plan); outputs equal onnxruntime's."""
+    path = _conv_block(tmp_path / "block.onnx", 10, group, stride, dil)
+    program = load_onnx_model(str(path), target=REFERENCE_TARGET.with_variant("blocked")).program
+    assert [op.kernel for op in program.launches if "pad" in op.kernel] == ["Conv_pad_2"]
+    window = program.kernels["Conv_2"].source
+    mb, ob = block
+    assert "if (" not in window and window.count("float acc_") == mb * ob
+    assert f"acc_{mb - 1}_{ob - 1} " in window
+    assert "+ ml) + 0]" in window  # the packed weights: (g, c, kh, kw) then the block's channels
+    sess = polyfuse.InferenceSession(str(path), _form="blocked")
+    assert check_plan(sess.plan) == []
+    assert sess.launches <= len(program.launches) - (3 if stride == 1 else 2)
+    feeds = random_inputs(sess.io, seed=1)
+    (y,) = sess.run(None, feeds)
+    np.testing.assert_allclose(y, onnxruntime_reference(str(path), feeds)["y"], rtol=RTOL,
+                               atol=ATOL)
+
+
 @pytest.mark.parametrize("op,exact", [("Erf", math.erf), ("Tanh", math.tanh)])
 def test_rational_erf_tanh_over_all_floats(op: str, exact: Any) -> None:
     """The rational Erf/Tanh (polyfuse/oplib/fastmath.py) within 4e-7 of the exact function

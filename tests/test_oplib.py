@@ -305,6 +305,17 @@ def test_conv_blocked_channels_and_columns(form):
         assert "#define MB 4" in opk.source and "#define OB 8" in opk.source
 
 
+def test_conv_packed_weights(form):
+    """Weights packed by the ONNX front-end as (G, CPG, KH, KW, MPG), in both forms, with
+    pads (the guarded loads), strides and dilations."""
+    x, w, b = rand(1, 4, 7, 9), rand(6, 2, 3, 3), rand(6)
+    packed = np.ascontiguousarray(w.reshape(2, 3, 2, 3, 3).transpose(0, 2, 3, 4, 1))
+    attrs = {"group": 2, "pads": [1, 0, 1, 2], "strides": [1, 2], "dilations": [2, 1],
+             "packed_weights": 1}
+    ref = conv_ref(x, w, b, [1, 0, 1, 2], [1, 2], [2, 1], 2)
+    check("Conv", attrs, [x, packed, b], [ref])
+
+
 @pytest.mark.parametrize("bias", [True, False])
 def test_conv_pointwise_is_a_product(form, bias):
     """A 1x1 convolution in the blocked variant is the product W @ X per image (output

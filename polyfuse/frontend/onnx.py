@@ -824,6 +824,12 @@ class _Translator:
             return
         if op == "Gemm":
             node = self.pack_gemm_b(node, attrs)
+        if op == "Conv":
+            if "packed_weights" in attrs:  # the front-end's own attribute, never a model's
+                raise self.error(f"{where}: attribute 'packed_weights' is not supported",
+                                 UnsupportedError)
+            node = self.pack_conv_weights(self.pad_conv_input(index, node, label, attrs, where),
+                                          attrs)
         if op in ("MatMul", "Gemm") and self.split_k(index, node, op, label, attrs, where):
             return
         self.launch(index, node, op, label, attrs, where)
@@ -846,6 +852,74 @@ class _Translator:
         copy.CopyFrom(node)
         copy.input[1] = packed
         attrs["transB"] = 0
+        return copy
+
+    def pad_conv_input(self, index: int, node: Any, label: str, attrs: dict[str, Any],
+                       where: str) -> Any:
+        """A padded Conv in the ``blocked`` variant reads a zero-padded copy of its input made
+        by a Pad launch (shared by the Convs that pad the same tensor alike): the Conv kernel's
+        window loads are then unguarded and contiguous along the output row
+        (:func:`polyfuse.oplib.linalg.conv_block_shape`); under a guard per load nothing
+        vectorized (ResNet-50's 3x3 Conv at 0.3x numpy's sgemm).  ``node`` and ``attrs`` are
+        rewritten (a copy of the node, its pads 0)."""
+        from onnx import helper
+
+        from polyfuse.oplib.linalg import explicit_pads
+
+        if self.variant.product_form != "blocked" or len(node.input) < 2 or \
+                node.input[0] not in self.tensor_buffer:
+            return node
+        x, sx, sw = node.input[0], self.shape(node.input[0], where), \
+            self.shape(node.input[1], where)
+        nd = len(sx) - 2
+        if nd not in (1, 2) or len(sw) != len(sx):
+            return node  # the Conv kernel reports the unsupported rank
+        pads = explicit_pads(str(attrs.get("auto_pad", "NOTSET")), attrs.get("pads"),
+                             sx[2:], sw[2:], attrs.get("strides"), attrs.get("dilations"))
+        if pads is None or not any(pads) or min(pads) < 0:
+            return node
+        padded = f"{x}::padded_{'_'.join(map(str, pads))}"
+        if padded not in self.tensor_buffer:
+            self.shapes[padded] = (*sx[:2], *(n + pads[d] + pads[nd + d]
+                                              for d, n in enumerate(sx[2:])))
+            self.types[padded] = self.types.get(x, 1)
+            self.launch(index, helper.make_node("Pad", [x], [padded],
+                                                name=f"{node.name or 'Conv'}_pad"),
+                        "Pad", label, {"mode": "constant",
+                                       "pads": [0, 0, *pads[:nd], 0, 0, *pads[nd:]]}, where)
+        copy = type(node)()
+        copy.CopyFrom(node)
+        copy.input[0] = padded
+        attrs.pop("auto_pad", None)
+        attrs["pads"] = [0] * (2 * nd)
+        return copy
+
+    def pack_conv_weights(self, node: Any, attrs: dict[str, Any]) -> Any:
+        """A direct Conv's constant weights in the ``blocked`` variant, packed once as
+        (G, CPG, KH, KW, MPG): the block's output channels of one window step are then
+        contiguous (:func:`polyfuse.oplib.linalg.conv`, ``packed_weights``; ResNet-50's 3x3 Conv
+        went from 0.74-0.83x to 1.0-1.2x numpy's sgemm).  A 1x1 Conv that is a product keeps its
+        weights (the product reads them row-major).  ``node`` and ``attrs`` are rewritten."""
+        if self.variant.product_form != "blocked" or len(node.input) < 2 or \
+                node.input[1] not in self.consts or self.consts[node.input[1]].ndim != 4:
+            return node
+        weights = self.consts[node.input[1]]
+        group = int(attrs.get("group", 1))
+        if weights.shape[0] % group or any(int(p) for p in attrs.get("pads") or []) or \
+                str(attrs.get("auto_pad", "NOTSET")) not in ("NOTSET", "VALID"):
+            return node  # unpadded by pad_conv_input unless the attributes are invalid
+        if group == 1 and weights.shape[2:] == (1, 1) and \
+                all(int(s) == 1 for s in attrs.get("strides") or [1]):
+            return node
+        packed = f"{node.input[1]}__packed"
+        if packed not in self.consts:
+            g_w = weights.reshape(group, weights.shape[0] // group, *weights.shape[1:])
+            self.consts[packed] = np.ascontiguousarray(g_w.transpose(0, 2, 3, 4, 1))
+            self.shapes[packed] = tuple(self.consts[packed].shape)
+        copy = type(node)()
+        copy.CopyFrom(node)
+        copy.input[1] = packed
+        attrs["packed_weights"] = 1
         return copy
 
     def split_k(self, index: int, node: Any, op: str, label: str, attrs: dict[str, Any],

@@ -45,6 +45,8 @@ class OpSpec:
 
 _REDUCE_ATTRS = ("axes", "keepdims", "noop_with_empty_axes")
 _CONV_ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
+#: Attributes the ONNX front-end sets on its own rewrites, not ONNX's (not listed as supported)
+_INTERNAL_ATTRS = {"Conv": ("packed_weights",)}
 
 #: Every ONNX operator :func:`op_kernel` implements.
 OPERATORS: dict[str, OpSpec] = {
@@ -148,5 +150,5 @@ def op_kernel(
     if whole_rows and op_type in ("MatMul", "Gemm"):
         return (linalg.matmul if op_type == "MatMul" else linalg.gemm)(
             node, whole_rows=True, row_of_group=row_of_group)
-    node.check_attrs(spec.attrs)
+    node.check_attrs((*spec.attrs, *_INTERNAL_ATTRS.get(op_type, ())))
     return spec.generator(node)

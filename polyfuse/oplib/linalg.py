@@ -13,7 +13,7 @@ statements, not guarded barriers), so every work-item reaches both barriers of e
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Optional
 
@@ -732,21 +732,23 @@ def gemm(node: Node, whole_rows: bool = False, row_of_group: str = "grp") -> OpK
     )
 
 
-def conv_pads(
-    node: Node, size: list[int], kernel: list[int], strides: list[int], dil: list[int]
-) -> list[int]:
-    """Begin/end pads [b0, b1, e0, e1] from ``pads`` or ``auto_pad`` (ONNX rules)."""
-    auto = str(node.attr("auto_pad", "NOTSET"))
+def explicit_pads(auto: str, pads: Optional[Sequence[int]], size: Sequence[int],
+                  kernel: Sequence[int], strides: Optional[Sequence[int]] = None,
+                  dil: Optional[Sequence[int]] = None) -> Optional[list[int]]:
+    """Begin/end pads [b0, b1, e0, e1] of a Conv from ``pads`` or ``auto_pad`` (ONNX rules);
+    None when the attributes are not valid (:func:`conv_pads` says why)."""
     nd = len(size)
+    strides = list(strides or [1] * nd)
+    dil = list(dil or [1] * nd)
+    if len(strides) != nd or len(dil) != nd or len(kernel) != nd or min(strides + dil) < 1:
+        return None
     if auto == "NOTSET":
-        pads = node.ints_attr("pads", [0] * (2 * nd)) or [0] * (2 * nd)
-        if len(pads) != 2 * nd:
-            raise node.invalid(f"attribute 'pads' must have {2 * nd} values, got {pads}")
-        return pads
+        given = list(pads or [0] * (2 * nd))
+        return given if len(given) == 2 * nd else None
     if auto == "VALID":
         return [0] * (2 * nd)
     if auto not in ("SAME_UPPER", "SAME_LOWER"):
-        raise node.unsupported(f"attribute 'auto_pad'={auto!r} is not supported")
+        return None
     begin, end = [], []
     for i in range(nd):
         out = -(-size[i] // strides[i])
@@ -757,14 +759,38 @@ def conv_pads(
     return begin + end
 
 
+def conv_pads(
+    node: Node, size: list[int], kernel: list[int], strides: list[int], dil: list[int]
+) -> list[int]:
+    """Begin/end pads [b0, b1, e0, e1] from ``pads`` or ``auto_pad`` (ONNX rules)."""
+    auto = str(node.attr("auto_pad", "NOTSET"))
+    nd = len(size)
+    pads = explicit_pads(auto, node.ints_attr("pads"), size, kernel, strides, dil)
+    if pads is not None:
+        return pads
+    if auto in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
+        raise node.invalid(f"attribute 'pads' must have {2 * nd} values, got "
+                           f"{node.ints_attr('pads')}")
+    raise node.unsupported(f"attribute 'auto_pad'={auto!r} is not supported")
+
+
 def conv(node: Node) -> OpKernel:
-    """Direct 1-D/2-D NCHW convolution: one work-item per output element.
+    """Direct 1-D/2-D NCHW convolution: one work-item per output element (a block of them
+    in the ``blocked`` form: :func:`_blocked_conv`; a 1x1 one there is a product,
+    :func:`_pointwise_conv`).
 
     Loops over the group's input channels and the kernel window have constant bounds; padding is
     a guard on the (affine) input position, never a clamped subscript.
     """
-    node.check_attrs(["auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"])
+    node.check_attrs(["auto_pad", "dilations", "group", "kernel_shape", "pads", "strides",
+                      "packed_weights"])
     sx, sw = node.input(0), node.input(1)
+    w_shape = sw
+    packed = bool(node.int_attr("packed_weights", 0))
+    if packed:  # W packed by the front-end as (G, CPG, KH, KW, MPG): see pack_conv_weights
+        if len(sw) != 5 or len(sx) != 4 or node.int_attr("group", 1) != sw[0]:
+            raise node.invalid(f"packed weights {sw} do not match X {sx}")
+        sw = (sw[0] * sw[4], *sw[1:4])
     if len(sx) not in (3, 4) or len(sw) != len(sx):
         raise node.unsupported(
             f"only 1-D and 2-D convolution (rank-3/4 input) is supported, got X {sx}, W {sw}"
@@ -805,54 +831,30 @@ def conv(node: Node) -> OpKernel:
         "PH": pads[0], "PW": pads[1],
     }
     if node.variant.product_form == "blocked" and group == 1 and (kh, kw) == (1, 1) and \
-            strides == [1, 1] and not any(pads):
+            strides == [1, 1] and not any(pads) and not packed:
         return _pointwise_conv(node, sx, sw, out, bias, batch, cin, cout, h * w)
-    x_index = "((n * C + g * CPG + c) * H + ih) * W + iw"
+    params = [Param("x", sx), Param("w", w_shape)]
+    inputs = ["x", "w"]
+    if bias is not None:
+        params.append(Param("bias", bias))
+        inputs.append("bias")
+    params.append(Param("y", out, const=False))
+    comment = (
+        f"Conv X {shape_str(sx)} W {shape_str(sw)} group={group} strides={strides} "
+        f"dilations={dil} pads={pads} -> {shape_str(out)}" + (" (W packed)" if packed else "")
+    )
     if node.variant.product_form == "blocked":
-        # a block of MB output channels x OB output columns per work-item: each input value
-        # and weight loaded once feeds several independent accumulators
-        mb, ob = _largest_divisor(cout // group, 4), _largest_divisor(ow, 8)
-        defines.update({"MB": mb, "OB": ob, "MBLK": cout // mb, "OWB": ow // ob})
-        total = batch * (cout // mb) * oh * (ow // ob)
-        n_e = "gid / (OWB * OH * MBLK)" if batch > 1 else "0"
-        lines = [
-            "const int owb = gid % OWB;",
-            f"const int oh = {'(gid / OWB) % OH' if oh > 1 else '0'};",
-            "const int m0 = ((gid / (OWB * OH)) % MBLK) * MB;",
-            f"const int n = {n_e};",
-            "const int g = m0 / MPG;",
-        ]
-        # the block as named scalars and straight-line statements (see _blocked_product)
-        lines += [f"float acc_{i}_{j} = {f'bias[m0 + {i}]' if bias is not None else '0.0f'};"
-                  for i in range(mb) for j in range(ob)]
-        lines += ["for (int c = 0; c < CPG; c++) {",
-                  "    for (int kh = 0; kh < KH; kh++) {",
-                  "        const int ih = oh * SH - PH + kh * DH;",
-                  "        if (ih >= 0 && ih < H) {",
-                  "            for (int kw = 0; kw < KW; kw++) {"]
-        pad = " " * 16
-        for j in range(ob):
-            iw = f"iw_{j}"
-            lines += [f"{pad}const int {iw} = (owb * OB + {j}) * SW - PW + kw * DW;",
-                      f"{pad}float xv_{j} = 0.0f;",
-                      f"{pad}if ({iw} >= 0 && {iw} < W) {{",
-                      f"{pad}    xv_{j} = x[{x_index.replace('iw', iw)}];",
-                      f"{pad}}}"]
-        for i in range(mb):
-            lines.append(f"{pad}const float wv_{i} = "
-                         f"w[(((m0 + {i}) * CPG + c) * KH + kh) * KW + kw];")
-            lines += [f"{pad}acc_{i}_{j} += xv_{j} * wv_{i};" for j in range(ob)]
-        lines += ["            }", "        }", "    }", "}"]
-        lines += [f"y[((n * M + m0 + {i}) * OH + oh) * OW + owb * OB + {j}] = acc_{i}_{j};"
-                  for i in range(mb) for j in range(ob)]
-        stmts = "\n".join(lines) + "\n"
-    else:
-        total = prod(out)
-        ow_e = "gid % OW"
-        oh_e = "(gid / OW) % OH" if oh > 1 else "0"
-        m_e = "(gid / (OW * OH)) % M"
-        n_e = "gid / (OW * OH * M)" if batch > 1 else "0"
-        stmts = f"""
+        return _blocked_conv(node, defines, params, inputs, comment, batch, group, pads,
+                             bias is not None, packed)
+    w_index = "((g * CPG + c) * KH * KW + kh * KW + kw) * MPG + m % MPG" if packed \
+        else "((m * CPG + c) * KH + kh) * KW + kw"
+    x_index = "((n * C + g * CPG + c) * H + ih) * W + iw"
+    total = prod(out)
+    ow_e = "gid % OW"
+    oh_e = "(gid / OW) % OH" if oh > 1 else "0"
+    m_e = "(gid / (OW * OH)) % M"
+    n_e = "gid / (OW * OH * M)" if batch > 1 else "0"
+    stmts = f"""
 const int ow = {ow_e};
 const int oh = {oh_e};
 const int m = {m_e};
@@ -865,42 +867,134 @@ for (int c = 0; c < CPG; c++) {{
             const int ih = oh * SH - PH + kh * DH;
             const int iw = ow * SW - PW + kw * DW;
             if (ih >= 0 && ih < H && iw >= 0 && iw < W) {{
-                acc += x[{x_index}] * w[((m * CPG + c) * KH + kh) * KW + kw];
+                acc += x[{x_index}] * w[{w_index}];
             }}
         }}
     }}
 }}
 y[gid] = acc;
 """
-    params = [Param("x", sx), Param("w", sw)]
-    inputs = ["x", "w"]
-    if bias is not None:
-        params.append(Param("bias", bias))
-        inputs.append("bias")
-    params.append(Param("y", out, const=False))
-    comment = (
-        f"Conv X {shape_str(sx)} W {shape_str(sw)} group={group} strides={strides} "
-        f"dilations={dil} pads={pads} -> {shape_str(out)}"
-    )
-    opk = elementwise_kernel(node, total, params, defines, stmts, inputs, ["y"], comment)
-    if node.variant.product_form != "blocked":
-        return opk
-    n_lit = f"gid / {(ow // ob) * oh * (cout // mb)}" if batch > 1 else "0"
-    prologue = "\n".join([
-        "const int gid = get_global_id(0);",
-        f"const int owb = gid % {ow // ob};",
-        f"const int oh = {f'(gid / {ow // ob}) % {oh}' if oh > 1 else '0'};",
-        f"const int m0 = ((gid / {(ow // ob) * oh}) % {cout // mb}) * {mb};",
-        f"const int n = {n_lit};",
-    ])
+    return elementwise_kernel(node, total, params, defines, stmts, inputs, ["y"], comment)
+
+
+def _divisor_at_most(n: int, cap: int) -> int:
+    """Largest divisor of ``n`` that is at most ``cap`` (at least 1)."""
+    return max(d for d in range(1, max(1, min(n, cap)) + 1) if n % d == 0)
+
+
+def conv_block_shape(mpg: int, ow: int, stride: int, budget: int) -> tuple[int, int]:
+    """(output channels, contiguous output columns) per work-item of the blocked direct Conv,
+    at most ``budget`` accumulators; chosen by thread CPU time on PoCL 3.1 (AVX-512, weights
+    packed), against numpy's one-thread sgemm on the implicit product.
+
+    - Few channels per group (depthwise): as much of the output row as half the budget holds
+      (at 192 x 56 x 56, 3x3: the whole row of 56 ran 0.22 ms, 28 columns 0.36, 8 columns
+      0.70, blocks of 8 rows x 8 columns 0.60): per work-item overhead dominates.
+    - Stride 1: 16 or 8 columns (two or one float vectors) where they divide the row, else the
+      largest divisor up to 16, and as many of the group's channels as the budget allows, up
+      to 16 (64 -> 64 channels, 3x3 at 56 x 56: 16 x 8 1.0-1.2x numpy, 8 x 8 0.9x, 16 x 4
+      0.6x, 32 x 1 0.5x, 2 x 56 0.5x).
+    - Strided: 2 columns, up to 16 channels (128 -> 128, stride 2 to 28 x 28: 16 x 2
+      0.34-0.48x, 16 x 4 0.29x, 8 x 14 0.05x): the columns' loads are not contiguous and do
+      not vectorize."""
+    if mpg < 4:
+        ob = _divisor_at_most(ow, max(1, budget // 2))
+    elif stride > 1:
+        ob = _divisor_at_most(ow, 2)
+    else:
+        ob = next((c for c in (16, 8) if ow % c == 0 and 2 * c <= budget), 0) or \
+            _divisor_at_most(ow, 16)
+    return _divisor_at_most(mpg, min(16, max(1, budget // ob))), ob
+
+
+def _blocked_conv(node: Node, defines: dict[str, int], params: list[Param], inputs: list[str],
+                  comment: str, batch: int, group: int, pads: list[int], has_bias: bool,
+                  packed: bool) -> OpKernel:
+    """The direct Conv in the ``blocked`` form: each work-item computes MB output channels x
+    OB contiguous output columns of one output row (:func:`conv_block_shape`) as named scalar
+    accumulators (see :func:`_blocked_product`), looping over the group's input channels and
+    the window's rows, the window's columns written out.  Each distinct input value of a step
+    is loaded once (``xv_<col>``, offsets from the block's first column) and feeds every
+    accumulator that uses it; a stride-1 window's loads are contiguous along the output row,
+    so the compiler vectorizes them.  ``packed``: W is (G, CPG, KH, KW, MPG), the MB weights
+    of a step contiguous (the front-end packs constant weights so).
+
+    Padding is a guard on each load when the Conv has pads; the ONNX front-end gives the
+    ``blocked`` variant's Convs an explicitly zero-padded input instead (a Pad launch), so the
+    loads of the fast kernel are unguarded.  Every subscript is affine in the block's base
+    coordinates and the loop iterators."""
+    mpg, oh, ow = defines["MPG"], defines["OH"], defines["OW"]
+    kh_n, kw_n, sw_, dw = (defines[k] for k in ("KH", "KW", "SW", "DW"))
+    cout, cpg = defines["M"], defines["CPG"]
+    mb, ob = conv_block_shape(mpg, ow, sw_, BLOCK_ROWS * node.variant.block_cols)
+    owb_n, mblk = ow // ob, cout // mb
+    defines = {**defines, "MB": mb, "OB": ob}
+    guard_rows, guard_cols = bool(pads[0] or pads[2]), bool(pads[1] or pads[3])
+    # NDRange (column blocks, output rows, images x channel blocks): dimension 0, which CPU
+    # runtimes iterate fastest, walks along the output row.  Three ids rather than one flat
+    # id split by divisions keep the front-end's width analysis of the Pad that feeds the
+    # Conv within isl's quota (at 56x56 it was not, as it was not with ``% OH`` on the row
+    # id).  The remainder ``% MBLK`` is a no-op at batch 1 but tells the compiler the channel
+    # block's range: without it the 3x3 Conv ran at 0.75x numpy's sgemm instead of 1.1x
+    ids = ["const int owb = gx;", "const int oh = gy;",
+           f"const int m0 = (gz % {mblk}) * {mb};"]
+    if batch > 1:
+        ids.append(f"const int n = gz / {mblk};")
+    head = ids + (["const int n = 0;"] if batch == 1 else []) + [
+        "const int g = m0 / MPG;" if group > 1 else "const int g = 0;",
+    ]
+    if packed:
+        head.append("const int ml = m0 - g * MPG;")
+    acc = [[f"acc_{i}_{j}" for j in range(ob)] for i in range(mb)]
+    head += [f"float {acc[i][j]} = {f'bias[m0 + {i}]' if has_bias else '0.0f'};"
+             for i in range(mb) for j in range(ob)]
+    c_var = "c" if cpg > 1 else "0"
+    ih = "oh * SH + kh * DH" + (" - PH" if guard_rows else "")
+    body: list[str] = []
+    loaded: set[int] = set()
+    for kwv in range(kw_n):
+        w_names = []
+        for mi in range(mb):
+            w_at = f"((g * CPG + {c_var}) * KH * KW + kh * KW + {kwv}) * MPG + ml + {mi}" \
+                if packed else f"((m0 + {mi}) * CPG + {c_var}) * KH * KW + kh * KW + {kwv}"
+            body.append(f"const float wv_{mi}_{kwv} = w[{w_at}];")
+            w_names.append(f"wv_{mi}_{kwv}")
+        for j in range(ob):
+            col = j * sw_ + kwv * dw
+            if col not in loaded:
+                loaded.add(col)
+                iw = f"owb * {ob * sw_} + {col}" + (" - PW" if guard_cols else "")
+                load = f"x[((n * C + g * CPG + {c_var}) * H + {ih}) * W + {iw}]"
+                conds = ([f"{ih} >= 0", f"{ih} < H"] if guard_rows else []) + \
+                    ([f"{iw} >= 0", f"{iw} < W"] if guard_cols else [])
+                if conds:
+                    body += [f"float xv_{col} = 0.0f;", f"if ({' && '.join(conds)}) {{",
+                             f"    xv_{col} = {load};", "}"]
+                else:
+                    body.append(f"const float xv_{col} = {load};")
+            body += [f"{acc[mi][j]} += xv_{col} * {w_names[mi]};" for mi in range(mb)]
+    body = ["for (int kh = 0; kh < KH; kh++) {", *("    " + ln for ln in body), "}"]
+    if cpg > 1:
+        body = ["for (int c = 0; c < CPG; c++) {", *("    " + ln for ln in body), "}"]
+    tail = [f"y[((n * M + m0 + {i}) * OH + oh) * OW + owb * OB + {j}] = {acc[i][j]};"
+            for i in range(mb) for j in range(ob)]
+    gids = [f"const int {v} = get_global_id({d});" for d, v in enumerate(("gx", "gy", "gz"))]
+    lines = [*gids, *head, *body, *tail]
+    source = render(node, defines, params, "\n".join(lines) + "\n",
+                    comment + f" ({mb} channels x {ob} columns per work-item)")
+    gsize = (owb_n, oh, batch * mblk)
+    lx = _divisor_at_most(owb_n, min(node.max_work_group_size, 16))
+    lsize = (lx, _divisor_at_most(oh, max(1, min(node.max_work_group_size, 64) // lx)), 1)
+    opk = make_kernel(node, source, gsize, lsize, inputs, ["y"])
+    prologue = "\n".join(gids + ids)
     layout = BlockLayout(
-        global_size=opk.global_size, local_size=opk.local_size or (), guard=f"gid < {total}",
-        prologue=prologue, rows=mb, cols=ob,
-        lead=f"(n * {cout} + m0 + bi) * {oh} + oh", col=f"owb * {ob} + bj",
-        lead_extent=batch * cout * oh, col_extent=ow, col_base=f"owb * {ob}",
+        global_size=gsize, local_size=lsize, guard="", prologue=prologue, rows=mb, cols=ob,
+        lead=f"(n * {cout} + m0 + bi) * {oh} + oh" if batch > 1
+        else f"(m0 + bi) * {oh} + oh",
+        col=f"owb * {ob} + bj", lead_extent=batch * cout * oh, col_extent=ow,
+        col_base=f"owb * {ob}",
     )
     return replace(opk, block=layout)
-
 
 
 def _pointwise_conv(node: Node, sx: tuple[int, ...], sw: tuple[int, ...],
