@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import signal
 import sys
 import time
@@ -159,9 +160,11 @@ def kernel_table(sess: Any, path: str, runs: int, cpu: bool) -> list[str]:
     for lid, name in names.items():
         t = float(np.median(samples[lid]))
         parts = members.get(name, [name])
-        # kernel names are ``<node label as identifier>_<node index>``
+        # kernel names are ``<node label as identifier>_<node index>``; a split-K product's
+        # partial products ``<label>_split_<index>`` are its whole product's work
         shapes = [(p, prods[lab]) for p in parts for lab in prods
-                  if p.startswith(_ident(lab) + "_") and p[len(_ident(lab)) + 1:].isdigit()]
+                  if p.startswith(_ident(lab) + "_")
+                  and re.fullmatch(r"(split_)?\d+", p[len(_ident(lab)) + 1:])]
         if shapes:
             flops = sum(2 * math.prod(s) for _, s in shapes)
             ref = sum(2 * math.prod(s) / numpy_gflops(s, cpu) for _, s in shapes) / 1e9
