@@ -1271,6 +1271,35 @@ def test_device_type_query_answered_by_the_verifying_device(tmp_path: Path, caps
     assert json.loads((out / "plan.json").read_text())["verified"]["ok"] is True
 
 
+VECTOR_WIDTH_OPTIONS = """
+    char opts[64];
+    cl_uint width;
+    clGetDeviceInfo(NULL, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, sizeof(width), &width, NULL);
+    sprintf(opts, "-DSCALE=%u.0f", width);
+    const char *src = load("scale.cl");
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    clBuildProgram(prog, 0, NULL, opts, NULL, NULL);"""
+
+
+class _DeviceOfWidth(_DeviceOfType):
+    """A device that answers only ``CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT``."""
+
+    def device_info(self, param: int) -> Any:
+        return self.device_type if param == 0x100A else None
+
+
+def test_vector_width_query_answered_by_the_verifying_device(tmp_path: Path) -> None:
+    """Build options from a preferred vector width (OpenDwarfs' n-queens picks its vector
+    kernels by it): the verifying device answers it as it answers ``CL_DEVICE_TYPE``."""
+    (tmp_path / "scale.cl").write_text(SCALE_KERNEL)
+    host = tmp_path / "host.c"
+    host.write_text(SCALE_HOST.replace("SOURCES", VECTOR_WIDTH_OPTIONS))
+    wide = load_opencl(None, host=str(host), device_queries=_DeviceOfWidth(8))
+    assert "-DSCALE=8.0f" in wide.kernels["scale"].build_options
+    with pytest.raises(UnsupportedError, match="build options polyfuse cannot determine"):
+        load_opencl(None, host=str(host))
+
+
 OPERATOR_HOST = r"""
 #include <CL/cl.h>
 #include <iostream>
