@@ -1300,6 +1300,39 @@ def test_vector_width_query_answered_by_the_verifying_device(tmp_path: Path) -> 
         load_opencl(None, host=str(host))
 
 
+class _ExtensionList(_DeviceOfType):
+    """A device that answers only ``CL_DEVICE_EXTENSIONS``."""
+
+    def __init__(self, extensions: str) -> None:
+        self.extensions = extensions
+
+    def device_info(self, param: int) -> Any:
+        return self.extensions if param == 0x1030 else None
+
+
+def test_vector_of_records_and_extension_words_choose_build_options(monkeypatch: Any
+                                                                    ) -> None:
+    """OpenDwarfs n-queens: ``std::vector<solver_info>::resize(n)`` default-constructs each
+    record (its flags false, not unknown), and a flag comes from the extension list read into
+    a resized ``std::string`` through ``&s[0]`` and split by ``while (!ss.eof()) ss >> w``.
+    The NULs the string keeps after the text end the last word, as in C++: an extension
+    listed last does not match."""
+    monkeypatch.chdir(PROGRAMS / "solver_records")
+    atomics = "cl_khr_global_int32_base_atomics"
+
+    def options(extensions: str) -> list[set[str]]:
+        program = load_opencl(None, host="host.cpp", device_queries=_ExtensionList(extensions))
+        return [set(program.kernels[k].build_options) for k in ("scale", "scale_1")]
+
+    first, second = options(f"{atomics} cl_khr_fp64")
+    assert {"-DWORK_ITEMS=256", "-DUSE_ATOMICS"} <= first and "-DUSE_VEC" not in first
+    assert {"-DWORK_ITEMS=192", "-DUSE_VEC"} <= second and "-DUSE_ATOMICS" not in second
+    first, _ = options(f"cl_khr_fp64 {atomics}")
+    assert "-DUSE_ATOMICS" not in first and "-DWORK_ITEMS=256" in first
+    with pytest.raises(UnsupportedError, match="build options polyfuse cannot determine"):
+        load_opencl(None, host="host.cpp")
+
+
 OPERATOR_HOST = r"""
 #include <CL/cl.h>
 #include <iostream>

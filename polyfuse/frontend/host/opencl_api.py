@@ -721,7 +721,11 @@ def _text_answer(ev: CEvaluator, node: c_ast.FuncCall, code: int, text: str, out
     its size with the terminating NUL (the size query a host allocates by)."""
     ev.ctx.warn(f"clGetDeviceInfo({_TEXT_QUERIES[code]}) answered by the device that verifies "
                 f"the program ({ev.cl.queries.name}): {text!r}", node)
-    if isinstance(out, Ref) and out.path in ((), (0,)):
+    cur = ev.mem.read(out) if isinstance(out, Ref) and not out.path else None
+    if isinstance(cur, Str):  # a std::string's characters (`&s[0]`), the NUL included
+        data = text + "\0"
+        ev.mem.write(out, Str(data + cur.s[len(data):]) if len(data) <= len(cur.s) else UNK)
+    elif isinstance(out, Ref) and out.path in ((), (0,)):
         ev.mem.set_text(out.slot, text)
     elif isinstance(out, Ref):  # a buffer inside a record: its text is not tracked
         ev.mem.forget_through([out])
