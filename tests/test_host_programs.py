@@ -1300,6 +1300,60 @@ def test_vector_width_query_answered_by_the_verifying_device(tmp_path: Path) -> 
         load_opencl(None, host=str(host))
 
 
+DEVICE_SEARCH_OPTIONS = """
+    cl_uint np, i, j, found = 0;
+    cl_device_type type = 0;
+    char opts[64];
+    clGetPlatformIDs(0, NULL, &np);
+    cl_platform_id *ps = (cl_platform_id *)malloc(np * sizeof(cl_platform_id));
+    clGetPlatformIDs(np, ps, NULL);
+    for (i = 0; i < np; i++) {
+        cl_uint nd;
+        if (clGetDeviceIDs(ps[i], WANTED, 0, NULL, &nd) != CL_SUCCESS)
+            continue;
+        cl_device_id *ds = (cl_device_id *)malloc(nd * sizeof(cl_device_id));
+        clGetDeviceIDs(ps[i], WANTED, nd, ds, NULL);
+        for (j = 0; j < nd; j++) {
+            clGetDeviceInfo(ds[j], CL_DEVICE_TYPE, sizeof(type), &type, NULL);
+            found = 1;
+        }
+    }
+    if (!found) {
+        printf("no device\\n");
+        return 1;
+    }
+    switch (type) {
+    case CL_DEVICE_TYPE_GPU: strcpy(opts, "-DSCALE=4.0f"); break;
+    default: strcpy(opts, "-DSCALE=2.0f"); break;
+    }
+    const char *src = load("scale.cl");
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    clBuildProgram(prog, 0, NULL, opts, NULL, NULL);"""
+
+
+@pytest.mark.parametrize("wanted", ["CL_DEVICE_TYPE_ALL", "CL_DEVICE_TYPE_CPU",
+                                    "CL_DEVICE_TYPE_GPU"])
+def test_device_search_answered_as_the_verifying_device_alone(tmp_path: Path,
+                                                              wanted: str) -> None:
+    """The OpenCL Programming Guide's search over every platform's devices for one of a
+    requested type: with a device to verify on, the host runs as with that device alone
+    (one platform, one device, found only by a type filter that takes it), so the device's
+    type decides the options; a search that finds nothing ends the program, as it would."""
+    (tmp_path / "scale.cl").write_text(SCALE_KERNEL)
+    host = tmp_path / "host.c"
+    host.write_text(SCALE_HOST.replace("SOURCES", DEVICE_SEARCH_OPTIONS.replace(
+        "WANTED", wanted)).replace("#include <stdio.h>", "#include <stdio.h>\n#include <string.h>"))
+    for device_type, kind, scale in ((2, "CPU", "2.0f"), (4, "GPU", "4.0f")):
+        if wanted != "CL_DEVICE_TYPE_ALL" and not wanted.endswith(kind):
+            with pytest.raises(PolyfuseError, match="launches no kernel"):
+                load_opencl(None, host=str(host), device_queries=_DeviceOfType(device_type))
+        else:
+            program = load_opencl(None, host=str(host), device_queries=_DeviceOfType(device_type))
+            assert f"-DSCALE={scale}" in program.kernels["scale"].build_options
+    with pytest.raises(UnsupportedError, match="build options polyfuse cannot determine"):
+        load_opencl(None, host=str(host))
+
+
 class _ExtensionList(_DeviceOfType):
     """A device that answers only ``CL_DEVICE_EXTENSIONS``."""
 

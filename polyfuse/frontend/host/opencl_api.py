@@ -734,6 +734,33 @@ def _text_answer(ev: CEvaluator, node: c_ast.FuncCall, code: int, text: str, out
     return ZERO
 
 
+@handler("clGetPlatformIDs", "clGetDeviceIDs")
+def enumerate_devices(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    """How many platforms and devices there are: when a device verifies the program, the
+    host is analysed as it runs with that device alone (one platform, one device, found by
+    a type filter that takes it: ``clGetDeviceIDs`` of another type finds none); else a
+    run-time value.  The handles stored are run-time values either way."""
+    name = node.name.name
+    queries = ev.cl.queries
+    platforms = name == "clGetPlatformIDs"
+    ids, count = (arg_at(args, 1), arg_at(args, 2)) if platforms else \
+        (arg_at(args, 3), arg_at(args, 4))
+    dtype = queries.device_info(0x1000) if queries is not None and not platforms else None
+    want = arg_at(args, 1)
+    if queries is None or not platforms and not (
+            isinstance(dtype, int) and isinstance(want, Num) and want.e.is_Integer):
+        return _boilerplate(ev, node, args)
+    # CL_DEVICE_TYPE_DEFAULT (1) takes the one device there is
+    found = platforms or int(want.e) in (1, 0xFFFFFFFF) or bool(int(want.e) & dtype)
+    src = ev.source(f"queried from the device by {name}", node)
+    ev.mem.forget_through([ids], Runtime(src))
+    if isinstance(count, Ref):
+        ev.mem.write(count, Num(sympy.Integer(int(found))))
+    ev.ctx.warn(f"{name} answered as the device that verifies the program ({queries.name}) "
+                f"alone would: {int(found)} found", node)
+    return ZERO if found else Num(sympy.Integer(-1))  # CL_DEVICE_NOT_FOUND
+
+
 #: calls that change nothing polyfuse models (platforms, devices, contexts, queues, info
 #: queries, retain/release, flushes, barriers and markers of an in-order queue)
 _BOILERPLATE = {
