@@ -1271,6 +1271,122 @@ def test_device_type_query_answered_by_the_verifying_device(tmp_path: Path, caps
     assert json.loads((out / "plan.json").read_text())["verified"]["ok"] is True
 
 
+VECTOR_WIDTH_OPTIONS = """
+    char opts[64];
+    cl_uint width;
+    clGetDeviceInfo(NULL, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, sizeof(width), &width, NULL);
+    sprintf(opts, "-DSCALE=%u.0f", width);
+    const char *src = load("scale.cl");
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    clBuildProgram(prog, 0, NULL, opts, NULL, NULL);"""
+
+
+class _DeviceOfWidth(_DeviceOfType):
+    """A device that answers only ``CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT``."""
+
+    def device_info(self, param: int) -> Any:
+        return self.device_type if param == 0x100A else None
+
+
+def test_vector_width_query_answered_by_the_verifying_device(tmp_path: Path) -> None:
+    """Build options from a preferred vector width (OpenDwarfs' n-queens picks its vector
+    kernels by it): the verifying device answers it as it answers ``CL_DEVICE_TYPE``."""
+    (tmp_path / "scale.cl").write_text(SCALE_KERNEL)
+    host = tmp_path / "host.c"
+    host.write_text(SCALE_HOST.replace("SOURCES", VECTOR_WIDTH_OPTIONS))
+    wide = load_opencl(None, host=str(host), device_queries=_DeviceOfWidth(8))
+    assert "-DSCALE=8.0f" in wide.kernels["scale"].build_options
+    with pytest.raises(UnsupportedError, match="build options polyfuse cannot determine"):
+        load_opencl(None, host=str(host))
+
+
+DEVICE_SEARCH_OPTIONS = """
+    cl_uint np, i, j, found = 0;
+    cl_device_type type = 0;
+    char opts[64];
+    clGetPlatformIDs(0, NULL, &np);
+    cl_platform_id *ps = (cl_platform_id *)malloc(np * sizeof(cl_platform_id));
+    clGetPlatformIDs(np, ps, NULL);
+    for (i = 0; i < np; i++) {
+        cl_uint nd;
+        if (clGetDeviceIDs(ps[i], WANTED, 0, NULL, &nd) != CL_SUCCESS)
+            continue;
+        cl_device_id *ds = (cl_device_id *)malloc(nd * sizeof(cl_device_id));
+        clGetDeviceIDs(ps[i], WANTED, nd, ds, NULL);
+        for (j = 0; j < nd; j++) {
+            clGetDeviceInfo(ds[j], CL_DEVICE_TYPE, sizeof(type), &type, NULL);
+            found = 1;
+        }
+    }
+    if (!found) {
+        printf("no device\\n");
+        return 1;
+    }
+    switch (type) {
+    case CL_DEVICE_TYPE_GPU: strcpy(opts, "-DSCALE=4.0f"); break;
+    default: strcpy(opts, "-DSCALE=2.0f"); break;
+    }
+    const char *src = load("scale.cl");
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    clBuildProgram(prog, 0, NULL, opts, NULL, NULL);"""
+
+
+@pytest.mark.parametrize("wanted", ["CL_DEVICE_TYPE_ALL", "CL_DEVICE_TYPE_CPU",
+                                    "CL_DEVICE_TYPE_GPU"])
+def test_device_search_answered_as_the_verifying_device_alone(tmp_path: Path,
+                                                              wanted: str) -> None:
+    """The OpenCL Programming Guide's search over every platform's devices for one of a
+    requested type: with a device to verify on, the host runs as with that device alone
+    (one platform, one device, found only by a type filter that takes it), so the device's
+    type decides the options; a search that finds nothing ends the program, as it would."""
+    (tmp_path / "scale.cl").write_text(SCALE_KERNEL)
+    host = tmp_path / "host.c"
+    host.write_text(SCALE_HOST.replace("SOURCES", DEVICE_SEARCH_OPTIONS.replace(
+        "WANTED", wanted)).replace("#include <stdio.h>", "#include <stdio.h>\n#include <string.h>"))
+    for device_type, kind, scale in ((2, "CPU", "2.0f"), (4, "GPU", "4.0f")):
+        if wanted != "CL_DEVICE_TYPE_ALL" and not wanted.endswith(kind):
+            with pytest.raises(PolyfuseError, match="launches no kernel"):
+                load_opencl(None, host=str(host), device_queries=_DeviceOfType(device_type))
+        else:
+            program = load_opencl(None, host=str(host), device_queries=_DeviceOfType(device_type))
+            assert f"-DSCALE={scale}" in program.kernels["scale"].build_options
+    with pytest.raises(UnsupportedError, match="build options polyfuse cannot determine"):
+        load_opencl(None, host=str(host))
+
+
+class _ExtensionList(_DeviceOfType):
+    """A device that answers only ``CL_DEVICE_EXTENSIONS``."""
+
+    def __init__(self, extensions: str) -> None:
+        self.extensions = extensions
+
+    def device_info(self, param: int) -> Any:
+        return self.extensions if param == 0x1030 else None
+
+
+def test_vector_of_records_and_extension_words_choose_build_options(monkeypatch: Any
+                                                                    ) -> None:
+    """OpenDwarfs n-queens: ``std::vector<solver_info>::resize(n)`` default-constructs each
+    record (its flags false, not unknown), and a flag comes from the extension list read into
+    a resized ``std::string`` through ``&s[0]`` and split by ``while (!ss.eof()) ss >> w``.
+    The NULs the string keeps after the text end the last word, as in C++: an extension
+    listed last does not match."""
+    monkeypatch.chdir(PROGRAMS / "solver_records")
+    atomics = "cl_khr_global_int32_base_atomics"
+
+    def options(extensions: str) -> list[set[str]]:
+        program = load_opencl(None, host="host.cpp", device_queries=_ExtensionList(extensions))
+        return [set(program.kernels[k].build_options) for k in ("scale", "scale_1")]
+
+    first, second = options(f"{atomics} cl_khr_fp64")
+    assert {"-DWORK_ITEMS=256", "-DUSE_ATOMICS"} <= first and "-DUSE_VEC" not in first
+    assert {"-DWORK_ITEMS=192", "-DUSE_VEC"} <= second and "-DUSE_ATOMICS" not in second
+    first, _ = options(f"cl_khr_fp64 {atomics}")
+    assert "-DUSE_ATOMICS" not in first and "-DWORK_ITEMS=256" in first
+    with pytest.raises(UnsupportedError, match="build options polyfuse cannot determine"):
+        load_opencl(None, host="host.cpp")
+
+
 OPERATOR_HOST = r"""
 #include <CL/cl.h>
 #include <iostream>

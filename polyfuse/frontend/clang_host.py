@@ -916,6 +916,30 @@ class _Translator:
             args = [obj] + args
         return c_ast.FuncCall(c_ast.ID(name), c_ast.ExprList(args), coord=co)
 
+    def _default_object(self, vector: Any, at: Any) -> Optional[c_ast.Node]:
+        """``T()`` for the element type ``T`` of the ``std::vector`` class ``vector``: 0 for
+        an integer or pointer (a handle), ``*__polyfuse_new((T *) 0, 1, T__T(__polyfuse_this),
+        chain)`` for a user's class with a constructor to run; else None."""
+        t = vector.type.get_canonical() if vector is not None else None
+        if t is None or t.get_num_template_arguments() < 1:
+            return None
+        elem = t.get_template_argument_type(0).get_canonical()
+        if _is_integral(elem) or elem.kind == cindex.TypeKind.POINTER:
+            return c_ast.Constant("int", "0")
+        record = elem.get_declaration()
+        call = self._default_ctor_call(record, c_ast.ID("__polyfuse_this"), at) \
+            if record is not None and record.kind in (cindex.CursorKind.STRUCT_DECL,
+                                                      cindex.CursorKind.CLASS_DECL) else None
+        if call is None:
+            return None
+        ptr = c_ast.Typename(None, [], None, c_ast.PtrDecl([], c_ast.TypeDecl(
+            None, [], None, c_ast.Struct(self._record(record), None))))
+        chain = c_ast.Constant("string", '"' + " ".join(_class_chain(record)) + '"')
+        co = self._coord(at)
+        return c_ast.UnaryOp("*", c_ast.FuncCall(c_ast.ID("__polyfuse_new"), c_ast.ExprList(
+            [c_ast.Cast(ptr, c_ast.Constant("int", "0")), c_ast.Constant("int", "1"), call,
+             chain]), coord=co), coord=co)
+
     def _wrapper_member_call(self, ref: Any, c: Any, kids: list, arg_cursors: list
                              ) -> c_ast.Node:
         """A wrapper call in any of its syntaxes: ``obj.m(...)``, ``ptr->m(...)``, an operator
@@ -1325,7 +1349,10 @@ class _Translator:
                 raise _Unsupported("an unary operator polyfuse does not model", c)
             if op == "":
                 return self._expr(kids[0])
-            return c_ast.UnaryOp(op, self._expr(kids[0]), coord=co)
+            operand = self._expr(kids[0])
+            if op == "&" and _string_buffer(operand):
+                return operand.args.exprs[0]  # `&s[0]`: the string's characters
+            return c_ast.UnaryOp(op, operand, coord=co)
         if k in (K.BINARY_OPERATOR, K.COMPOUND_ASSIGNMENT_OPERATOR):
             op = _BINOPS.get(_lib.clang_getCursorBinaryOperatorKind(c))
             left, right = self._expr(kids[0]), self._expr(kids[1])
@@ -1631,6 +1658,9 @@ class _Translator:
                 target = obj.expr if isinstance(obj, c_ast.UnaryOp) and obj.op == "&" else \
                     c_ast.UnaryOp("*", obj)
                 return c_ast.Assignment("=", target, args[0], coord=co)
+            if name == "vector__resize" and len(args) == 1:  # resize(n) is resize(n, T())
+                made = self._default_object(ref.semantic_parent, c)
+                args += [made] if made is not None else []
             if obj is not None:
                 args = [obj] + args
             if ref.kind == K.CXX_METHOD and ref.is_pure_virtual_method():
@@ -2026,6 +2056,13 @@ def clhpp_name(ref: Any) -> Optional[str]:
             meth = "op_" + "".join(ch if ch.isalnum() else "_" for ch in meth[8:].strip())
         return f"__clhpp__{cls}__{meth}"
     return "__clhpp__" + "__".join(inner)
+
+
+def _string_buffer(e: c_ast.Node) -> bool:
+    """``s[0]`` of a ``std::string`` ``s`` (lowered), whose address is the string's buffer."""
+    return isinstance(e, c_ast.FuncCall) and isinstance(e.name, c_ast.ID) and \
+        e.name.name == "basic_string__operator[]" and len(e.args.exprs) == 2 and \
+        isinstance(e.args.exprs[1], c_ast.Constant) and e.args.exprs[1].value == "0"
 
 
 def _is_integral(t: Any) -> bool:

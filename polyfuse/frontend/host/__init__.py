@@ -23,15 +23,17 @@ The interpreter tracks what the polyhedral model needs and nothing else:
   second buffer stored in the same variable gets ``_1``...); ``clCreateKernel`` gives a kernel
   object whose ``clSetKernelArg`` bindings are recorded and copied into each :class:`Launch`.
 * **Device queries** (``clGetDeviceInfo``, ``clGetKernelWorkGroupInfo``: device type,
-  compute units, work-group and work-item limits, ``__local`` memory) are answered by the
-  device the program is analysed for when one is given (``device_queries``; ``fuse --verify``
-  gives the verifying device, and a warning says so); otherwise they are run-time values that
-  name the query and line.
+  compute units, work-group and work-item limits, vector widths, memory sizes, ``__local``
+  memory, the extension list) are answered by the device the program is analysed for when one
+  is given (``device_queries``; ``fuse --verify`` gives the verifying device, and a warning
+  says so), and ``clGetPlatformIDs``/``clGetDeviceIDs`` then count that device alone;
+  otherwise they are run-time values that name the query and line.
 * **C++ objects**: ``new T(args)`` and ``T x(args)`` run ``T``'s constructor (bases' and
   members' initialisers first), a class's struct holds its bases' fields, implicit copies
   are member-wise; ``std::string``, ``std::stringstream`` and ``compare``/``==`` hold the
-  text they are given (an option table matched against ``argv``); ``sizeof(T)`` in a
-  function template comes from the call's template arguments.
+  text they are given (an option table matched against ``argv``; ``ss >> w`` word by word
+  until ``ss.eof()``); ``std::vector<T>::resize(n)`` default-constructs its new elements;
+  ``sizeof(T)`` in a function template comes from the call's template arguments.
 * **Boilerplate** (platform, device, context, queue, program build, releases,
   printf, malloc/free, timing) is skipped.  Every OpenCL call is assumed to succeed: it returns
   ``CL_SUCCESS`` and stores it through its ``errcode_ret`` pointer, and handles are non-NULL, so

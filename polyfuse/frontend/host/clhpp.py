@@ -285,10 +285,13 @@ class _Model:
                 else i.UNK
         if name in ("vector__size", "size", "__polyfuse_vector_size"):
             return i.Num(vec.length) if vec is not None and vec.length is not None else i.UNK
+        if name == "vector__empty":
+            return i.Num(sympy.Integer(int(vec.length == 0))) if vec is not None and \
+                vec.length is not None else i.UNK
         if name == "vector__resize" and isinstance(args[0], i.Ref) and len(args) > 1:
             n = i.as_int(args[1], "vector length", self.node, required=False)
             old = vec.elem if vec is not None else 0
-            i.write(args[0], Vec(n, old))
+            i.write(args[0], Vec(n, old, self.resized_items(vec, n, args)))
             return i.UNK
         items = vec.items if vec is not None else None
         if name in ("vector__push_back", "vector__emplace_back") and items is not None and \
@@ -326,6 +329,24 @@ class _Model:
                 return items[k]
         # data() and elements not known: host memory polyfuse does not track element-wise
         return i.UNK
+
+    def resized_items(self, vec: Optional[Vec], n: Optional[int], args: list
+                      ) -> Optional[tuple]:
+        """The elements of ``v.resize(n, x)`` while they are known: those kept, then copies
+        of ``x``; a class element (``x`` is ``T()`` where ``resize(n)`` default-constructs)
+        is a box of its own per element.  None past :data:`_MAX_RESIZED` elements."""
+        i = self.i
+        items = vec.items if vec is not None else None
+        if items is None or n is None or n > _MAX_RESIZED:
+            return None
+        if n <= len(items):
+            return items[:n]
+        if len(args) < 3:  # an element the front-end cannot make: not known
+            return None
+        x = i.read(args[2]) if isinstance(args[2], i.Ref) else args[2]
+        if isinstance(x, values.Rec):
+            return items + tuple(i.new_box(x, args[0]) for _ in range(n - len(items)))
+        return items + (x,) * (n - len(items)) if _element(i, x) else None
 
     def vector_element(self, name: str, vec: Optional[Vec], args: list) -> Any:
         """``v[k]`` (``at``, ``front``, ``back``) of a vector of class elements: a pointer to
@@ -716,6 +737,10 @@ class _Model:
         return i.ZERO
 
 
+#: elements of one ``resize`` that are followed one by one
+_MAX_RESIZED = 64
+
+
 def _element(i: Any, v: Any) -> bool:
     """A value a container keeps by copy and polyfuse can follow: a handle or a number
     (strings and records have members that may change it in place)."""
@@ -753,9 +778,10 @@ def arg0(args: list) -> Any:
 
 _VECTOR = {
     "__polyfuse_vector", "begin", "end", "cbegin", "cend", "vector__begin", "vector__end",
-    "vector__cbegin", "vector__cend", "vector__size", "vector__resize", "vector__push_back",
-    "vector__emplace_back", "vector__clear", "vector__assign", "vector__insert",
-    "vector__pop_back", "vector__data", "vector__operator[]", "vector__at", "vector__front",
-    "vector__back", "vector__set", "vector__vector", "vector__element", "vector__element_front",
-    "vector__element_back", "__polyfuse_vector_size", "__polyfuse_vector_item",
+    "vector__cbegin", "vector__cend", "vector__size", "vector__empty", "vector__resize",
+    "vector__push_back", "vector__emplace_back", "vector__clear", "vector__assign",
+    "vector__insert", "vector__pop_back", "vector__data", "vector__operator[]", "vector__at",
+    "vector__front", "vector__back", "vector__set", "vector__vector", "vector__element",
+    "vector__element_front", "vector__element_back", "__polyfuse_vector_size",
+    "__polyfuse_vector_item",
 }

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
 import sympy
@@ -137,6 +138,7 @@ STD_STRING = {
     "basic_ostringstream__str", "basic_ostream__operator<<", "operator<<",
     "basic_string__operator[]", "basic_string__substr", "basic_istringstream__ctor",
     "basic_istream__operator>>", "operator>>", "basic_string__find", "basic_string__rfind",
+    "basic_ios__eof", "basic_string__resize",
 }
 
 
@@ -232,6 +234,8 @@ def std_string(ev: CEvaluator, name: str, args: list) -> Any:
         return Str(text) if text is not None else UNK
     if name in ("basic_istream__operator>>", "operator>>"):
         return extract(ev, first, arg_at(args, 1))
+    if name == "basic_ios__eof":
+        return stream_eof(ev, first)
     target = ev.mem.read(first) if isinstance(first, Ref) else first
     if name == "basic_string__substr":
         pos, n = arg_at(args, 1), arg_at(args, 2)
@@ -251,6 +255,8 @@ def std_string(ev: CEvaluator, name: str, args: list) -> Any:
         return Num(sympy.Integer(len(target.s))) if isinstance(target, Str) else UNK
     if name == "basic_string__empty":
         return Num(sympy.Integer(int(not target.s))) if isinstance(target, Str) else UNK
+    if name == "basic_string__resize":
+        return _string_resize(ev, first, target, args)
     # the assignments: the string becomes unknown unless every part is known
     value = ev.mem.string(arg_at(args, 1)) if name != "basic_string__clear" else ""
     ch = arg_at(args, 1)
@@ -259,9 +265,22 @@ def std_string(ev: CEvaluator, name: str, args: list) -> Any:
         value = chr(int(ch.e))  # `tmp += buff[i]`: one character
     if name in ("basic_string__append", "basic_string__operator+=") and value is not None:
         value = target.s + value if isinstance(target, Str) else None
-    if isinstance(first, Ref):
-        ev.mem.write(first, Str(value) if value is not None else UNK)
+    if isinstance(first, Ref):  # (``ss.str(s)`` leaves a stream's eofbit as it was)
+        kind = EndOfStream if isinstance(target, EndOfStream) else Str
+        ev.mem.write(first, kind(value) if value is not None else UNK)
     return first
+
+
+def _string_resize(ev: CEvaluator, s: Any, target: Any, args: list) -> Any:
+    """``s.resize(n[, c])`` of a known string: cut, or padded with ``c`` (NUL), as a host
+    sizes a string before a query writes into it (``&s[0]``)."""
+    n, c = arg_at(args, 1), arg_at(args, 2) if len(args) > 2 else ZERO
+    known = isinstance(target, Str) and all(isinstance(v, Num) and not v.flt and
+                                            v.e.is_Integer and int(v.e) >= 0 for v in (n, c))
+    if isinstance(s, Ref):
+        ev.mem.write(s, Str((target.s + chr(int(c.e) % 256) * int(n.e))[:int(n.e)])
+                     if known else UNK)
+    return s
 
 
 #: ``std::string::npos`` as the ``size_t`` it is
@@ -304,7 +323,11 @@ def extract(ev: CEvaluator, stream: Any, into: Any) -> Any:
     if not isinstance(text, Str):
         ev.mem.forget_through([into])
         return stream
-    word, _, rest = text.s.lstrip().partition(" ")
+    if isinstance(text, EndOfStream):  # fails: nothing is read
+        return stream
+    rest = text.s.lstrip()
+    word = re.match(r"\S*", rest).group()
+    rest = rest[len(word):]  # from the white space that ended the word
     if isinstance(ev.mem.read(into), Str):
         value: Any = Str(word)
     else:
@@ -312,8 +335,23 @@ def extract(ev: CEvaluator, stream: Any, into: Any) -> Any:
         flt = slot is not None and not into.path and slot.ctype.kind == "float"
         value = _c_number(word, "atof" if flt else "atoi", UNK) if word else UNK
     ev.mem.write(into, value)
-    ev.mem.write(stream, Str(rest))
+    ev.mem.write(stream, Str(rest) if rest else EndOfStream(""))
     return stream
+
+
+@dataclass(frozen=True)
+class EndOfStream(Str):
+    """The text of a string stream an extraction read to its end (its ``eofbit`` is set)."""
+
+
+def stream_eof(ev: CEvaluator, stream: Any) -> Value:
+    """``ss.eof()`` of a string stream whose text is known: set once an extraction reached
+    the end (``while (!ss.eof()) ss >> word;``), not while text is left; an empty stream
+    that was never read from (or one whose flags polyfuse lost) is unknown."""
+    text = ev.mem.read(stream) if isinstance(stream, Ref) else None
+    if isinstance(text, EndOfStream):
+        return Num(sympy.Integer(1))
+    return Num(sympy.Integer(0)) if isinstance(text, Str) and text.s else UNK
 
 
 def memcpy(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:

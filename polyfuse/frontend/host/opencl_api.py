@@ -635,9 +635,19 @@ for _name, _call, _rect in (("clEnqueueWriteBuffer", "clEnqueueWriteBuffer", Fal
 #: info queries a device answers with integers (``clGetDeviceInfo``,
 #: ``clGetKernelWorkGroupInfo``), by the value of their ``CL_`` constant
 _QUERIES = {
-    0x1000: "CL_DEVICE_TYPE",
+    0x1000: "CL_DEVICE_TYPE", 0x1001: "CL_DEVICE_VENDOR_ID",
     0x1002: "CL_DEVICE_MAX_COMPUTE_UNITS", 0x1003: "CL_DEVICE_MAX_WORK_ITEM_DIMENSIONS",
     0x1004: "CL_DEVICE_MAX_WORK_GROUP_SIZE", 0x1005: "CL_DEVICE_MAX_WORK_ITEM_SIZES",
+    **{code: f"CL_DEVICE_{kind}_VECTOR_WIDTH_{t}"  # a host picks a vector kernel by these
+       for kind, codes in (("PREFERRED", (*range(0x1006, 0x100C), 0x1034)),
+                           ("NATIVE", range(0x1036, 0x103D)))
+       for code, t in zip(codes, ("CHAR", "SHORT", "INT", "LONG", "FLOAT", "DOUBLE", "HALF"))},
+    0x100C: "CL_DEVICE_MAX_CLOCK_FREQUENCY", 0x100D: "CL_DEVICE_ADDRESS_BITS",
+    0x1010: "CL_DEVICE_MAX_MEM_ALLOC_SIZE", 0x1016: "CL_DEVICE_IMAGE_SUPPORT",
+    0x1019: "CL_DEVICE_MEM_BASE_ADDR_ALIGN", 0x101B: "CL_DEVICE_SINGLE_FP_CONFIG",
+    0x101D: "CL_DEVICE_GLOBAL_MEM_CACHELINE_SIZE", 0x101E: "CL_DEVICE_GLOBAL_MEM_CACHE_SIZE",
+    0x101F: "CL_DEVICE_GLOBAL_MEM_SIZE", 0x1021: "CL_DEVICE_MAX_CONSTANT_ARGS",
+    0x1022: "CL_DEVICE_LOCAL_MEM_TYPE", 0x1032: "CL_DEVICE_DOUBLE_FP_CONFIG",
     0x1020: "CL_DEVICE_MAX_CONSTANT_BUFFER_SIZE", 0x1023: "CL_DEVICE_LOCAL_MEM_SIZE",
     0x11B0: "CL_KERNEL_WORK_GROUP_SIZE", 0x11B1: "CL_KERNEL_COMPILE_WORK_GROUP_SIZE",
     0x11B2: "CL_KERNEL_LOCAL_MEM_SIZE", 0x11B3: "CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE",
@@ -711,13 +721,45 @@ def _text_answer(ev: CEvaluator, node: c_ast.FuncCall, code: int, text: str, out
     its size with the terminating NUL (the size query a host allocates by)."""
     ev.ctx.warn(f"clGetDeviceInfo({_TEXT_QUERIES[code]}) answered by the device that verifies "
                 f"the program ({ev.cl.queries.name}): {text!r}", node)
-    if isinstance(out, Ref) and out.path in ((), (0,)):
+    cur = ev.mem.read(out) if isinstance(out, Ref) and not out.path else None
+    if isinstance(cur, Str):  # a std::string's characters (`&s[0]`), the NUL included
+        data = text + "\0"
+        ev.mem.write(out, Str(data + cur.s[len(data):]) if len(data) <= len(cur.s) else UNK)
+    elif isinstance(out, Ref) and out.path in ((), (0,)):
         ev.mem.set_text(out.slot, text)
     elif isinstance(out, Ref):  # a buffer inside a record: its text is not tracked
         ev.mem.forget_through([out])
     if isinstance(size_out, Ref):
         ev.mem.write(size_out, Num(sympy.Integer(len(text.encode()) + 1)))
     return ZERO
+
+
+@handler("clGetPlatformIDs", "clGetDeviceIDs")
+def enumerate_devices(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    """How many platforms and devices there are: when a device verifies the program, the
+    host is analysed as it runs with that device alone (one platform, one device, found by
+    a type filter that takes it: ``clGetDeviceIDs`` of another type finds none); else a
+    run-time value.  The handles stored are run-time values either way."""
+    name = node.name.name
+    queries = ev.cl.queries
+    platforms = name == "clGetPlatformIDs"
+    ids, count = (arg_at(args, 1), arg_at(args, 2)) if platforms else \
+        (arg_at(args, 3), arg_at(args, 4))
+    dtype = queries.device_info(0x1000) if queries is not None and not platforms else None
+    want = arg_at(args, 1)
+    if queries is None or not platforms and not (
+            isinstance(dtype, int) and isinstance(want, Num) and want.e.is_Integer):
+        return _boilerplate(ev, node, args)
+    # CL_DEVICE_TYPE_DEFAULT (1) takes the one device there is
+    found = platforms or int(want.e) in (1, 0xFFFFFFFF) or bool(int(want.e) & dtype)
+    src = ev.source(f"queried from the device by {name}", node)
+    ev.mem.forget_through([ids], Runtime(src))
+    if isinstance(count, Ref):
+        ev.mem.write(count, Num(sympy.Integer(int(found))))
+    if isinstance(count, Ref) or not found:  # (a call that only takes the first says nothing)
+        ev.ctx.warn(f"{name} answered as the device that verifies the program "
+                    f"({queries.name}) alone would: {int(found)} found", node)
+    return ZERO if found else Num(sympy.Integer(-1))  # CL_DEVICE_NOT_FOUND
 
 
 #: calls that change nothing polyfuse models (platforms, devices, contexts, queues, info
