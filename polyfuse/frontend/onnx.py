@@ -844,14 +844,20 @@ class _Translator:
             return node
         if int(attrs.get("transB", 0)) == 0 or self.consts[node.input[1]].ndim != 2:
             return node
-        packed = f"{node.input[1]}__transposed"
+        attrs["transB"] = 0
+        return self.with_packed_b(node, "transposed", lambda b: b.T)
+
+    def with_packed_b(self, node: Any, tag: str, pack: Callable[[np.ndarray], np.ndarray]
+                      ) -> Any:
+        """A copy of ``node`` whose constant input 1 is ``pack`` of it, made contiguous once
+        per constant and ``tag`` (layers sharing weights share the packed copy)."""
+        packed = f"{node.input[1]}__{tag}"
         if packed not in self.consts:
-            self.consts[packed] = np.ascontiguousarray(self.consts[node.input[1]].T)
+            self.consts[packed] = np.ascontiguousarray(pack(self.consts[node.input[1]]))
             self.shapes[packed] = tuple(self.consts[packed].shape)
         copy = type(node)()
         copy.CopyFrom(node)
         copy.input[1] = packed
-        attrs["transB"] = 0
         return copy
 
     def pad_conv_input(self, index: int, node: Any, label: str, attrs: dict[str, Any],
@@ -911,16 +917,9 @@ class _Translator:
         if group == 1 and weights.shape[2:] == (1, 1) and \
                 all(int(s) == 1 for s in attrs.get("strides") or [1]):
             return node
-        packed = f"{node.input[1]}__packed"
-        if packed not in self.consts:
-            g_w = weights.reshape(group, weights.shape[0] // group, *weights.shape[1:])
-            self.consts[packed] = np.ascontiguousarray(g_w.transpose(0, 2, 3, 4, 1))
-            self.shapes[packed] = tuple(self.consts[packed].shape)
-        copy = type(node)()
-        copy.CopyFrom(node)
-        copy.input[1] = packed
         attrs["packed_weights"] = 1
-        return copy
+        return self.with_packed_b(node, "packed", lambda w: w.reshape(
+            group, w.shape[0] // group, *w.shape[1:]).transpose(0, 2, 3, 4, 1))
 
     def split_k(self, index: int, node: Any, op: str, label: str, attrs: dict[str, Any],
                 where: str) -> bool:
