@@ -208,6 +208,28 @@ def test_build_options_and_define_strings_are_honoured(tmp_path: Path, sources: 
     assert "3.0f" in code and "1.0f" not in code
 
 
+@pytest.mark.parametrize("count, sources, held", [
+    ("3", 'const char *src = load("scale.cl");', 1),
+    ("1000000000", 'const char *src = load("scale.cl");', 1),
+    ("4", 'const char *srcs[2] = {"#define SCALE 3.0f\\n", load("scale.cl")};', 2),
+    ("0", 'const char *src = load("scale.cl");', 1),
+])
+def test_a_source_count_past_the_strings_array_is_refused_at_its_line(
+        tmp_path: Path, count: str, sources: str, held: int) -> None:
+    """A count larger than the array of source strings reads past its end (a count of 10^9
+    once made analysis loop over 10^9 unknown pieces): refused at the call, naming both."""
+    (tmp_path / "scale.cl").write_text(SCALE_KERNEL)
+    strings = "&src" if "srcs" not in sources else "srcs"
+    (tmp_path / "host.c").write_text(SCALE_HOST.replace("SOURCES", f"""{sources}
+    cl_program prog = clCreateProgramWithSource(ctx, {count}, {strings}, NULL, &err);
+    clBuildProgram(prog, 0, NULL, "-DSCALE=3.0f", NULL, NULL);"""))
+    line = next(i + 1 for i, t in enumerate((tmp_path / "host.c").read_text().splitlines())
+                if "clCreateProgramWithSource" in t)
+    with pytest.raises(UnsupportedError, match=rf"host.c:{line}: clCreateProgramWithSource: "
+                       rf"count is {count}, but the strings array it reads holds {held}$"):
+        load_opencl(None, host=str(tmp_path / "host.c"))
+
+
 BLOCK_KERNEL = """
 __kernel void scale(__global float *a, __global float *b) {
     __local float tile[BLOCK_SIZE];

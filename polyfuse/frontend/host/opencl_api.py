@@ -260,6 +260,12 @@ def create_program_with_source(ev: CEvaluator, node: c_ast.FuncCall, args: list[
     count = arg_at(args, 1)
     n = int(count.e) if isinstance(count, Num) and count.e.is_Integer else 1
     strings = arg_at(args, 2)
+    held = _strings_held(ev, strings)
+    if n < 1 or n > (MAX_SOURCE_STRINGS if held is None else held):
+        has = (f"the strings array it reads holds {held}" if held is not None else
+               f"polyfuse follows at most {MAX_SOURCE_STRINGS} source strings")
+        raise ev.ctx.error(f"clCreateProgramWithSource: count is {n}, but {has}", node,
+                           UnsupportedError)
     pieces: list = []
     for i in range(max(n, 1)):
         ref = ev.mem.index(strings, Num(sympy.Integer(i))) if isinstance(strings, Ref) \
@@ -267,6 +273,26 @@ def create_program_with_source(ev: CEvaluator, node: c_ast.FuncCall, args: list[
         v = ev.mem.read(ref) if isinstance(ref, Ref) else UNK
         pieces.append(source_piece(ev, v))
     return ev.sources.create(pieces, ev.ctx.loc(node))
+
+
+MAX_SOURCE_STRINGS = 4096
+
+
+def _strings_held(ev: CEvaluator, strings: Value) -> Optional[int]:
+    """How many ``char *`` the strings argument points to, so that a count past its end is
+    refused at the call rather than read (and looped over) as that many unknown pieces; ``None``
+    where the extent is not known."""
+    if not isinstance(strings, Ref):
+        return None
+    target = ev.mem.read(strings)
+    if isinstance(target, Arr):
+        return target.length
+    last = strings.path[-1] if strings.path else None
+    if isinstance(last, int):
+        whole = ev.mem.read(Ref(strings.slot, strings.path[:-1]))
+        return whole.length - last if isinstance(whole, Arr) and whole.length is not None \
+            else None
+    return 1 if isinstance(target, (Str, Ref)) else None
 
 
 @handler("clCreateProgramWithBinary")
