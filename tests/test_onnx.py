@@ -194,6 +194,33 @@ def test_constant_transposed_gemm_weight_is_packed_once(tmp_path: Path) -> None:
         _assert_match(run_onnx(path, x, fused=fused), onnxruntime_reference(path, x))
 
 
+def _usable_devices() -> list[str]:
+    from polyfuse.runtime.device import list_devices, probe_device
+    return [spec for spec, _, dev in list_devices() if probe_device(dev) is None]
+
+
+def test_a_forwarded_activation_read_by_two_consumers_is_right_on_every_device(
+        tmp_path: Path) -> None:
+    """A gated unit (tanh, its copy concatenated with the input, a second tanh and exp of it) on a
+    13-row input fuses into one kernel whose first tanh lives in a private value, stored under
+    a group guard and read under another.  PoCL 3.1 (LLVM 15) gave every work-item but the first
+    a wrong value for that private while it was left uninitialized: 1.66 off onnxruntime."""
+    path = _save(tmp_path, "gated", [
+        helper.make_node("Tanh", ["X"], ["T"], name="tanh1"),
+        helper.make_node("Concat", ["T", "X"], ["C"], name="cat", axis=0),
+        helper.make_node("Tanh", ["T"], ["U"], name="tanh2"),
+        helper.make_node("Exp", ["U"], ["E"], name="exp"),
+    ], [_vi("X", [13, 5, 2])], [_vi("C", [26, 5, 2]), _vi("E", [13, 5, 2])])
+    x = {"X": np.random.default_rng(0).standard_normal((13, 5, 2)).astype(np.float32)}
+    devices = _usable_devices()
+    assert devices
+    for device in devices:
+        session = polyfuse.InferenceSession(path, device=device, cache=False)
+        assert len(session.program.launches) == 1, device
+        _assert_match(dict(zip(["C", "E"], session.run(None, x))),
+                      onnxruntime_reference(path, x))
+
+
 def test_params_the_model_does_not_have_are_an_error(tmp_path: Path) -> None:
     """A size given for a dimension the model does not have (a typo, or a static export) is
     refused, naming the dimensions there are, on every path that takes params."""

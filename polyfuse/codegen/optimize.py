@@ -39,7 +39,7 @@ from typing import Any, Optional
 import islpy as isl
 from pycparser import c_ast
 
-from polyfuse.c import syntax
+from polyfuse.c import syntax, types
 from polyfuse.codegen.decisions import OptimizationsSkipped
 from polyfuse.codegen.models import KernelModels
 from polyfuse.core.islutil import IslQuotaExceeded, bounded
@@ -239,9 +239,13 @@ def privatize(gc: Any, program: Program, group_launches: set[int], helpers_text:
         counter += 1
         var = f"pf_v{counter}"
         ctype = bp[node_w.lvalue.name.name][2]
+        # zero-initialized although every read is proved to follow its work-item's store: PoCL 3.1
+        # (Debian's, LLVM 15) gave all work-items but the first a wrong value for a private left
+        # undefined on the paths where its store is guarded off
+        zero = c_ast.Constant("int", "0") if types.scalar(ctype) or types.vector(ctype) else None
         decl = c_ast.Decl(var, [], [], [], [], c_ast.TypeDecl(var, [], None,
                                                                c_ast.IdentifierType([ctype])),
-                          None, None)
+                          zero, None)
         replaced = 0
         params_b = {p for p, v in bp.items() if v[0] == root}
         done: set[int] = set()
