@@ -755,6 +755,26 @@ def test_local_argument_smaller_than_the_kernel_reads_is_refused(tmp_path: Path)
                     "host.c:", "reduce_partial", "local array scratch[16]", "out of its bounds")
 
 
+@pytest.mark.parametrize("host_tile", [8, 1])
+def test_work_groups_smaller_than_the_kernels_tiles_are_refused(tmp_path: Path,
+                                                                host_tile: int) -> None:
+    """The host launches a 16x16-tiled GEMM with smaller work-groups than the kernel's tiles
+    (``TILE`` redefined in the host only): each group fills only part of its ``__local`` tiles
+    and the product loop reads the rest, which local memory leaves undefined.  Fused and unfused
+    runs then disagree on garbage (fuzz seed 17171); it is refused, naming the launch and an
+    element no work-item writes."""
+    example = ROOT / "examples" / "gemm_bias_relu_transpose"
+    (tmp_path / "kernels.cl").write_bytes((example / "kernels.cl").read_bytes())
+    host = (example / "host.c").read_text()
+    assert "#define TILE 16" in host
+    (tmp_path / "host.c").write_text(host)
+    assert _cli("analyze", tmp_path / "kernels.cl", "--host", tmp_path / "host.c").returncode == 0
+    (tmp_path / "host.c").write_text(host.replace("#define TILE 16", f"#define TILE {host_tile}"))
+    _one_line_error(_cli("analyze", tmp_path / "kernels.cl", "--host", tmp_path / "host.c"),
+                    "host.c:", "of gemm", "local array As that no work-item of its work-group "
+                    "writes", f"{host_tile}x{host_tile} work-groups", "undefined")
+
+
 # -- integer values the device computes in its width -------------------------------------------
 
 _NEIGHBOR = """#define WG 64

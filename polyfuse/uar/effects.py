@@ -392,6 +392,17 @@ def _array_accesses(kernel: Kernel, work_dim: int, arguments: tuple[ArrayDecl, .
     return out
 
 
+def _local_writes_known(kernel: Kernel, arguments: tuple[ArrayDecl, ...]) -> bool:
+    """Whether every write to ``__local`` memory in ``kernel`` is an exact access to a
+    constant-shape array (so the elements a work-group writes are known exactly)."""
+    shaped = {a.name for a in kernel.arrays + arguments
+              if a.address_space == "local" and a.shape
+              and all(isinstance(n, int) and n > 0 for n in a.shape)}
+    return all(stmt.exact_domain and acc.exact and acc.array in shaped
+               for stmt in kernel.statements for acc in stmt.accesses
+               if acc.address_space == "local" and acc.direction == "write")
+
+
 def _array_box(array: ArrayDecl, header: str) -> isl.Set:
     """The elements of a constant-shape array: ``A[i0, ...] : 0 <= ik < shape[k]``."""
     dims = [f"i{k}" for k in range(len(array.shape))]
@@ -649,12 +660,26 @@ class _Builder:
             return isl.Map(btext).apply_range(rel).intersect_domain(domain), lost
 
         if not approx:
-            for array, direction, rel in _array_accesses(kernel, wd,
-                                                         _local_arguments(kernel0, launch)):
+            local_args = _local_arguments(kernel0, launch)
+            local_sides: dict[str, dict[str, list[isl.Map]]] = {}
+            unbound: set[str] = set()  # local arrays with an access whose binding was lost
+            for array, direction, rel in _array_accesses(kernel, wd, local_args):
                 res, lost = instantiate(rel)
                 if not lost:
                     self._check_in_bounds(launch, kernel0.name, array.name, direction, res,
                                           _array_box(array, self.binder.header()), array)
+                if array.address_space == "local":
+                    local_sides.setdefault(array.name, {"read": [], "write": []})[direction] \
+                        .append(res)
+                    if lost:
+                        unbound.add(array.name)
+            if _local_writes_known(kernel, local_args):
+                arrays = {a.name: a for a in kernel.arrays + local_args
+                          if a.address_space == "local"}
+                for name, sides in sorted(local_sides.items()):
+                    if sides["read"] and name not in unbound:
+                        self._check_local_written(launch, kernel0.name, arrays[name],
+                                                  sides["read"], sides["write"], wd)
         for (pname, direction, acc_exact), rel in sorted(keff.items()):
             try:
                 arg = launch.arg(kernel0.param(pname).index)
@@ -760,6 +785,49 @@ class _Builder:
                             f"(buffer '{buf}') out of its bounds (e.g. unit {elem} of the "
                             f"buffer); the original program's behaviour is undefined",
                             *_where(launch))
+
+    def _check_local_written(self, launch: Launch, kernel: str, array: ArrayDecl,
+                             reads: list[isl.Map], writes: list[isl.Map], wd: int) -> None:
+        """Refuse a kernel that reads ``__local`` elements no work-item of its work-group ever
+        writes, for every admissible parameter value: local memory starts undefined in each
+        work-group, so the original program computes garbage there (a host's 1x1 work-groups
+        under a kernel written for 16x16 tiles), and no fused program can be checked against
+        it.  Only asked when every write to local memory is an exact access."""
+        def per_group(maps: list[isl.Map]) -> isl.Map:
+            out = maps[0]
+            for m in maps[1:]:
+                out = out.union(m)
+            return out.project_out(isl.dim_type.in_, out.dim(isl.dim_type.in_) - wd, wd)
+        try:
+            with bounded():
+                written = per_group(writes) if writes else None
+                unwritten = per_group(reads)
+                if written is not None:
+                    unwritten = unwritten.subtract(written)
+                if unwritten.is_empty():
+                    return
+                context = isl.Set(self.program.context)
+                params = unwritten.domain().params()
+                context = context.align_params(params.get_space())
+                params = params.align_params(context.get_space())
+                if not context.is_subset(params):
+                    return
+                witness = unwritten.range().sample_point()
+        except IslQuotaExceeded:
+            self.notes.append(f"launch {launch.id} ({kernel}): the check that {array.name} "
+                              "is written before it is read exceeded isl's operation quota "
+                              "and was skipped")
+            return
+        except isl.Error:
+            return
+        elem = "".join(f"[{witness.get_coordinate_val(isl.dim_type.set, j).to_python()}]"
+                       for j in range(len(array.shape)))
+        local = "x".join(str(n) for n in launch.local_size or ()) or "unit"
+        raise PolyfuseError(f"launch {launch.id} of {kernel}: the kernel reads elements of the "
+                            f"local array {array.name} that no work-item of its work-group "
+                            f"writes (e.g. {array.name}{elem}, with {local} work-groups); local "
+                            "memory starts undefined, so the original program's behaviour is "
+                            "undefined", *_where(launch))
 
     def host_op(self, op: HostOp) -> Effects:
         host_dims = _host_dim_names(tuple(op.loops))
