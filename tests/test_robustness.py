@@ -772,7 +772,7 @@ def test_work_groups_smaller_than_the_kernels_tiles_are_refused(tmp_path: Path,
     (tmp_path / "host.c").write_text(host.replace("#define TILE 16", f"#define TILE {host_tile}"))
     _one_line_error(_cli("analyze", tmp_path / "kernels.cl", "--host", tmp_path / "host.c"),
                     "host.c:", "of gemm", "local array As that no work-item of its work-group "
-                    "writes", f"{host_tile}x{host_tile} work-groups", "undefined")
+                    "writes", f"work-groups of {host_tile}x{host_tile}", "undefined")
 
 
 # -- integer values the device computes in its width -------------------------------------------

@@ -26,8 +26,10 @@ from typing import Optional
 
 import islpy as isl
 import sympy
+from pycparser import c_ast
 
-from polyfuse.c import types
+from polyfuse.c import syntax, types
+from polyfuse.c.preprocessor import address_space_of
 from polyfuse.core.islutil import IslQuotaExceeded, bounded, coalesce
 from polyfuse.core.program import (
     GLOBAL_OFFSET_PARAMS,
@@ -394,7 +396,12 @@ def _array_accesses(kernel: Kernel, work_dim: int, arguments: tuple[ArrayDecl, .
 
 def _local_writes_known(kernel: Kernel, arguments: tuple[ArrayDecl, ...]) -> bool:
     """Whether every write to ``__local`` memory in ``kernel`` is an exact access to a
-    constant-shape array (so the elements a work-group writes are known exactly)."""
+    constant-shape array (so the elements a work-group writes are known exactly).  A kernel
+    that declares a ``__local`` pointer writes through an alias, which is not asked about."""
+    if kernel.ast is None or any(isinstance(n, c_ast.Decl) and isinstance(n.type, c_ast.PtrDecl)
+                                 and address_space_of(n) == "local"
+                                 for n in syntax.walk(kernel.ast.body)):
+        return False
     shaped = {a.name for a in kernel.arrays + arguments
               if a.address_space == "local" and a.shape
               and all(isinstance(n, int) and n > 0 for n in a.shape)}
@@ -822,10 +829,10 @@ class _Builder:
             return
         elem = "".join(f"[{witness.get_coordinate_val(isl.dim_type.set, j).to_python()}]"
                        for j in range(len(array.shape)))
-        local = "x".join(str(n) for n in launch.local_size or ()) or "unit"
+        local = "x".join(str(n) for n in launch.local_size or ()) or "1"
         raise PolyfuseError(f"launch {launch.id} of {kernel}: the kernel reads elements of the "
                             f"local array {array.name} that no work-item of its work-group "
-                            f"writes (e.g. {array.name}{elem}, with {local} work-groups); local "
+                            f"writes (e.g. {array.name}{elem}, work-groups of {local}); local "
                             "memory starts undefined, so the original program's behaviour is "
                             "undefined", *_where(launch))
 
