@@ -2337,3 +2337,16 @@ def test_option_values_split_into_vectors_returned_by_value_make_build_options(
                             str(out), "--verify")
     assert code == 0, err
     assert json.loads((out / "plan.json").read_text())["verified"]["ok"] is True
+
+
+def test_a_program_operator_template_leaves_the_library_stream_operators_alone(
+        monkeypatch: Any) -> None:
+    """SHOC Stencil2D: the program's own ``template<class T> std::ostream&
+    operator<<(std::ostream&, const Matrix2D<T>&)`` took the library's ``operator<<`` name,
+    so ``opts << "-DLROWS="`` (and ``s << '\\t'`` in its own body) called the program's
+    template and the build options became unknown."""
+    monkeypatch.chdir(PROGRAMS / "stream_operator")
+    program = load_opencl(None, host="host.cpp")
+    assert {"-DLROWS=8", "-DLCOLS=4", "-DSINGLE_PRECISION"} <= \
+        set(program.kernels["tile"].build_options)
+    assert [lc.global_size for lc in program.launches] == [(2048,)]

@@ -458,12 +458,15 @@ class _Translator:
             if c.kind in (cindex.CursorKind.CONSTRUCTOR, cindex.CursorKind.DESTRUCTOR):
                 name = re.sub(r"<.*", "", name)
             return f"{parent}__{name}" if parent else name
-        if c.kind == cindex.CursorKind.FUNCTION_DECL and c.spelling.startswith("operator") and \
+        if c.kind in (cindex.CursorKind.FUNCTION_DECL, cindex.CursorKind.FUNCTION_TEMPLATE) \
+                and c.spelling.startswith("operator") and \
                 c.location.file is not None and not _is_system(c.location.file.name):
             # the program's own `operator<<(ostream&, const E&)` is one overload among the
             # library's: named by its parameter types, so `stream << "text"` in its body
-            # stays the library's operator and is not a call of itself
-            sig = "_".join(a.spelling for a in c.type.argument_types())
+            # stays the library's operator and is not a call of itself; a template's
+            # (`const Matrix2D<T>&`) names its specializations too
+            generic = cindex.conf.lib.clang_getSpecializedCursorTemplate(c) or c
+            sig = "_".join(a.spelling for a in generic.type.argument_types())
             return c.spelling + "__" + re.sub(r"\W+", "_", sig)
         if c.kind == cindex.CursorKind.FUNCTION_DECL:
             return self._overloaded(c)
