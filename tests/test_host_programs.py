@@ -2350,3 +2350,20 @@ def test_a_program_operator_template_leaves_the_library_stream_operators_alone(
     assert {"-DLROWS=8", "-DLCOLS=4", "-DSINGLE_PRECISION"} <= \
         set(program.kernels["tile"].build_options)
     assert [lc.global_size for lc in program.launches] == [(2048,)]
+
+
+def test_class_template_objects_made_in_a_function_template_reach_their_methods(
+        monkeypatch: Any, tmp_path: Path, capsys: Any) -> None:
+    """SHOC Stencil2D: ``DoTest<T>`` declares ``Matrix2D<T> data(rows, cols)`` (a class
+    template whose constructor has a default argument) and calls ``(*testStencil)(data, n)``
+    through the base class's pure virtual ``operator()(Matrix2D<T>&, unsigned)``: the object
+    is built by that constructor and passed by reference, so the launch size and the buffer
+    sizes the methods compute are known."""
+    monkeypatch.chdir(PROGRAMS / "template_objects")
+    program = load_opencl(None, host="host.cpp")
+    assert [lc.global_size for lc in program.launches] == [(512,)]
+    assert {b.size for b in program.buffers.values()} == {2048}
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", "--host", "host.cpp", "--out", str(out), "--verify")
+    assert code == 0, err
+    assert json.loads((out / "plan.json").read_text())["verified"]["ok"] is True
