@@ -2354,8 +2354,10 @@ def test_a_program_operator_template_leaves_the_library_stream_operators_alone(
 
 def test_class_template_objects_made_in_a_function_template_reach_their_methods(
         monkeypatch: Any, tmp_path: Path, capsys: Any) -> None:
-    """SHOC Stencil2D: ``DoTest<T>`` declares ``Matrix2D<T> data(rows, cols)`` (a class
-    template whose constructor has a default argument) and calls ``(*testStencil)(data, n)``
+    """SHOC Stencil2D: ``DoTest<T>`` sizes its matrix by a static method of a class template
+    (``StencilFactory<T>::GetStandardProblemSize(n)``), declares ``Matrix2D<T> data(rows,
+    cols)`` (a class template whose constructor has a default argument), calls
+    ``(*testStencil)(data, n)``
     through the base class's pure virtual ``operator()(Matrix2D<T>&, unsigned)``: the object
     is built by that constructor and passed by reference, so the launch size and the buffer
     sizes the methods compute are known."""

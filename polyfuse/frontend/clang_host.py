@@ -1507,6 +1507,25 @@ class _Translator:
         return c_ast.FuncCall(c_ast.ID("__polyfuse_refuse"), c_ast.ExprList(
             [c_ast.Constant("string", '"' + why.replace('"', "'") + '"')]), coord=co)
 
+    def _dependent_static_call(self, callee: Any, args: list[c_ast.Node], co: Optional[Coord]
+                               ) -> Optional[c_ast.Node]:
+        """``C<T>::f(x)`` in a template, ``f`` a static method of the user's class template
+        ``C`` (clang resolves none there): ``C__f(x)``, as ``C<float>::f(x)`` is lowered;
+        else None."""
+        K = cindex.CursorKind
+        template = next((x.referenced for x in callee.get_children()
+                         if x.kind == K.TEMPLATE_REF), None)
+        words = [t.spelling for t in callee.get_tokens()]
+        if template is None or template.kind != K.CLASS_TEMPLATE or \
+                not self._user_record(template) or not words or not words[-1].isidentifier():
+            return None
+        decl = _find_method(template, words[-1], len(args))
+        if decl is None or not decl.is_static_method():
+            return None
+        args = list(args)
+        _by_reference(decl, args, 0)
+        return c_ast.FuncCall(c_ast.ID(self._func_name(decl)), c_ast.ExprList(args), coord=co)
+
     def _explicit_template_args(self, callee: Any, over: Any) -> list[c_ast.Node]:
         """The explicit template arguments of ``g<T, N>`` naming an overload set in a template
         (after the name, in order), as :func:`_template_args` gives them: a type's size (the
@@ -1737,6 +1756,10 @@ class _Translator:
                                                c_ast.ExprList(targs), coord=co))
                 return c_ast.FuncCall(c_ast.ID("__polyfuse_overload"), c_ast.ExprList(
                     [c_ast.Constant("string", f'"{over.spelling}"'), *args]), coord=co)
+            static = self._dependent_static_call(callee, args, co) \
+                if not callee.spelling else None
+            if static is not None:
+                return static
             name = callee.spelling
         elif kids and not kids[0].kind.is_expression():
             # `T(a, b)` in a template (the type names no function): a value made from its

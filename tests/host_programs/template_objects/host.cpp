@@ -1,7 +1,8 @@
 // SHOC Stencil2D-style: a function template over the element type makes the matrix
 // (`Matrix2D<T> data(rows, cols)`, a class template whose constructor has a default
-// argument) and hands it by reference to a stencil object through its base class's
-// `operator()`; the launch size comes from the matrix's methods.
+// argument; its size from a static method of a class template, `StencilFactory<T>::
+// GetStandardProblemSize`) and hands it by reference to a stencil object through its base
+// class's `operator()`; the launch size comes from the matrix's methods.
 #include <CL/cl.h>
 #include <cstdio>
 
@@ -52,8 +53,18 @@ class OpenCLStencil : public Stencil<T> {
 };
 
 template <class T>
-void DoTest(cl_context ctx, cl_command_queue queue, cl_kernel kernel, size_t n) {
-    Matrix2D<T> data(n + 2, n + 2);
+class StencilFactory {
+  public:
+    static size_t GetStandardProblemSize(int sizeClass) {
+        const int probSizes[4] = {14, 30, 62, 126};
+        return probSizes[sizeClass - 1];
+    }
+};
+
+template <class T>
+void DoTest(cl_context ctx, cl_command_queue queue, cl_kernel kernel, int n) {
+    size_t rows = StencilFactory<T>::GetStandardProblemSize(n);
+    Matrix2D<T> data(rows + 2, rows + 2);
     Stencil<T> *testStencil = new OpenCLStencil<T>(ctx, queue, kernel);
     (*testStencil)(data, 1);
     delete testStencil;
@@ -73,7 +84,7 @@ int main(void) {
     cl_program p = clCreateProgramWithSource(ctx, 1, &text, &len, &err);
     clBuildProgram(p, 1, &dev, NULL, NULL, NULL);
     cl_kernel k = clCreateKernel(p, "twice", &err);
-    DoTest<float>(ctx, q, k, 14);
+    DoTest<float>(ctx, q, k, 1);
     clFinish(q);
     return 0;
 }
