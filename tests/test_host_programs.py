@@ -2337,3 +2337,78 @@ def test_option_values_split_into_vectors_returned_by_value_make_build_options(
                             str(out), "--verify")
     assert code == 0, err
     assert json.loads((out / "plan.json").read_text())["verified"]["ok"] is True
+
+
+def test_a_program_operator_template_leaves_the_library_stream_operators_alone(
+        monkeypatch: Any) -> None:
+    """SHOC Stencil2D: the program's own ``template<class T> std::ostream&
+    operator<<(std::ostream&, const Matrix2D<T>&)`` took the library's ``operator<<`` name,
+    so ``opts << "-DLROWS="`` (and ``s << '\\t'`` in its own body) called the program's
+    template and the build options became unknown."""
+    monkeypatch.chdir(PROGRAMS / "stream_operator")
+    program = load_opencl(None, host="host.cpp")
+    assert {"-DLROWS=8", "-DLCOLS=4", "-DSINGLE_PRECISION"} <= \
+        set(program.kernels["tile"].build_options)
+    assert [lc.global_size for lc in program.launches] == [(2048,)]
+
+
+def test_class_template_objects_made_in_a_function_template_reach_their_methods(
+        monkeypatch: Any, tmp_path: Path, capsys: Any) -> None:
+    """SHOC Stencil2D: ``DoTest<T>`` sizes its matrix by a static method of a class template
+    (``StencilFactory<T>::GetStandardProblemSize(n)``), declares ``Matrix2D<T> data(rows,
+    cols)`` (a class template whose constructor has a default argument), calls
+    ``(*testStencil)(data, n)``
+    through the base class's pure virtual ``operator()(Matrix2D<T>&, unsigned)``: the object
+    is built by that constructor and passed by reference, so the launch size and the buffer
+    sizes the methods compute are known."""
+    monkeypatch.chdir(PROGRAMS / "template_objects")
+    program = load_opencl(None, host="host.cpp")
+    assert [lc.global_size for lc in program.launches] == [(512,)]
+    assert {b.size for b in program.buffers.values()} == {2048}
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", "--host", "host.cpp", "--out", str(out), "--verify")
+    assert code == 0, err
+    assert json.loads((out / "plan.json").read_text())["verified"]["ok"] is True
+
+
+IMAGE_PATH_OPTIONS = """
+    cl_bool images = CL_FALSE;
+    size_t width = 0;
+    char opts[64] = "";
+    clGetDeviceInfo(NULL, CL_DEVICE_IMAGE_SUPPORT, sizeof(images), &images, NULL);
+    clGetDeviceInfo(NULL, CL_DEVICE_IMAGE2D_MAX_WIDTH, sizeof(width), &width, NULL);
+    if (images) {
+        cl_image_format fmt;
+        fmt.image_channel_order = CL_R;
+        fmt.image_channel_data_type = CL_FLOAT;
+        cl_mem img = clCreateImage2D(ctx, CL_MEM_READ_ONLY, &fmt, width, 1, 0, NULL, &err);
+        clReleaseMemObject(img);
+        sprintf(opts, "-DUSE_TEXTURE -DMAX_IMG_WIDTH=%ld", (long)width);
+    }
+    const char *src = load("scale.cl");
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    clBuildProgram(prog, 0, NULL, opts, NULL, NULL);"""
+
+
+class _DeviceWithImages(_DeviceOfType):
+    """A device that answers only ``CL_DEVICE_IMAGE_SUPPORT``."""
+
+    def device_info(self, param: int) -> Any:
+        return self.device_type if param == 0x1016 else None
+
+
+def test_an_image_path_chosen_by_the_device_is_refused_at_the_image_call(tmp_path: Path
+                                                                        ) -> None:
+    """SHOC SpMV takes its texture path (an image, ``-DUSE_TEXTURE``) when the device supports
+    images: refused at the image call, naming the query and its line and how to go on, not
+    later as build options that cannot be determined; a device without images takes the
+    buffer path, which is modelled."""
+    (tmp_path / "scale.cl").write_text(SCALE_KERNEL)
+    host = tmp_path / "host.c"
+    host.write_text(SCALE_HOST.replace("SOURCES", IMAGE_PATH_OPTIONS))
+    with pytest.raises(UnsupportedError, match=r"host.c:\d+: clCreateImage2D: OpenCL images .* "
+                       r"are not modelled by polyfuse; .*CL_DEVICE_IMAGE_SUPPORT\) at "
+                       r".*host.c:\d+ with true: verify on a device without image support"):
+        load_opencl(None, host=str(host), device_queries=_DeviceWithImages(1))
+    plain = load_opencl(None, host=str(host), device_queries=_DeviceWithImages(0))
+    assert [lc.kernel for lc in plain.launches] == ["scale"]

@@ -458,12 +458,15 @@ class _Translator:
             if c.kind in (cindex.CursorKind.CONSTRUCTOR, cindex.CursorKind.DESTRUCTOR):
                 name = re.sub(r"<.*", "", name)
             return f"{parent}__{name}" if parent else name
-        if c.kind == cindex.CursorKind.FUNCTION_DECL and c.spelling.startswith("operator") and \
+        if c.kind in (cindex.CursorKind.FUNCTION_DECL, cindex.CursorKind.FUNCTION_TEMPLATE) \
+                and c.spelling.startswith("operator") and \
                 c.location.file is not None and not _is_system(c.location.file.name):
             # the program's own `operator<<(ostream&, const E&)` is one overload among the
             # library's: named by its parameter types, so `stream << "text"` in its body
-            # stays the library's operator and is not a call of itself
-            sig = "_".join(a.spelling for a in c.type.argument_types())
+            # stays the library's operator and is not a call of itself; a template's
+            # (`const Matrix2D<T>&`) names its specializations too
+            generic = cindex.conf.lib.clang_getSpecializedCursorTemplate(c) or c
+            sig = "_".join(a.spelling for a in generic.type.argument_types())
             return c.spelling + "__" + re.sub(r"\W+", "_", sig)
         if c.kind == cindex.CursorKind.FUNCTION_DECL:
             return self._overloaded(c)
@@ -827,14 +830,16 @@ class _Translator:
         for candidate in ([exprs, _operands(exprs[0])] if len(exprs) == 1 and
                           exprs[0].kind == K.UNEXPOSED_EXPR else [exprs]):
             # the arguments, or one parenthesised list of them
-            ctors = [ch for ch in every if len(_params(ch)) == len(candidate)]
+            ctors = [ch for ch in every if _takes(ch, len(candidate))]
             if len(ctors) == 1:
                 args = candidate
                 break
         if len(ctors) != 1:
             return None
-        # declared in the class: its definition may be in another translation unit
-        values = [obj] + [self._expr(a) for a in args]
+        # declared in the class: its definition may be in another translation unit; the
+        # default arguments (`Matrix2D(size_t rows, size_t cols, size_t pad = 16)`) are its
+        values = [obj] + [self._expr(a) for a in args] + \
+            [self._expr(_default_of(p)) for p in _params(ctors[0])[len(args):]]
         _by_reference(ctors[0], values, 1)
         return c_ast.FuncCall(c_ast.ID(self._func_name(ctors[0])), c_ast.ExprList(values),
                               coord=self._coord(at))
@@ -885,6 +890,30 @@ class _Translator:
             *self._class_args(ref.semantic_parent, []),
             c_ast.Constant("string", '"' + " ".join(_class_chain(ref.semantic_parent)) + '"')]))
         return [decl, made] + defaults + ([call] if call is not None else [])
+
+    def _dependent_object(self, c: Any) -> Optional[list]:
+        """``C<T> x(args);`` in a template, ``C`` a class template of the user's (clang resolves
+        no constructor there): ``struct C x;`` made by the class template's constructor of that
+        arity, as :meth:`_user_ctor_call` does for a known class; else None."""
+        K = cindex.CursorKind
+        kids = list(c.get_children())
+        template = next((x.referenced for x in kids if x.kind == K.TEMPLATE_REF), None)
+        ic = _lib.clang_Cursor_getVarDeclInitializer(c)
+        if template is None or template.kind != K.CLASS_TEMPLATE or \
+                not self._user_record(template) or ic is None or ic.kind.is_invalid() or \
+                c.type.get_canonical().kind != cindex.TypeKind.UNEXPOSED:
+            return None
+        obj = c_ast.UnaryOp("&", c_ast.ID(c.spelling))
+        call = self._dependent_ctor_call(template, obj, [self._strip(ic)], c)
+        if call is None:
+            return None
+        decl = c_ast.Decl(c.spelling, [], [], [], [], c_ast.TypeDecl(
+            c.spelling, [], None, c_ast.Struct(self._record(template), None)), None, None,
+            coord=self._coord(c))
+        made = c_ast.FuncCall(c_ast.ID("__polyfuse_object"), c_ast.ExprList([
+            obj, *self._class_args(template, kids),
+            c_ast.Constant("string", '"' + " ".join(_class_chain(template)) + '"')]))
+        return [decl, made, call]
 
     def _wrapper_call(self, ref: Any, c: Any, obj: Optional[c_ast.Node],
                       arg_cursors: list) -> Optional[c_ast.Node]:
@@ -1061,7 +1090,7 @@ class _Translator:
             decls = []
             for ch in kids:
                 if ch.kind == K.VAR_DECL:
-                    ctor = self._user_ctor_call(ch)
+                    ctor = self._user_ctor_call(ch) or self._dependent_object(ch)
                     if ctor is not None:
                         decls.extend(ctor)
                         continue
@@ -1478,6 +1507,25 @@ class _Translator:
         return c_ast.FuncCall(c_ast.ID("__polyfuse_refuse"), c_ast.ExprList(
             [c_ast.Constant("string", '"' + why.replace('"', "'") + '"')]), coord=co)
 
+    def _dependent_static_call(self, callee: Any, args: list[c_ast.Node], co: Optional[Coord]
+                               ) -> Optional[c_ast.Node]:
+        """``C<T>::f(x)`` in a template, ``f`` a static method of the user's class template
+        ``C`` (clang resolves none there): ``C__f(x)``, as ``C<float>::f(x)`` is lowered;
+        else None."""
+        K = cindex.CursorKind
+        template = next((x.referenced for x in callee.get_children()
+                         if x.kind == K.TEMPLATE_REF), None)
+        words = [t.spelling for t in callee.get_tokens()]
+        if template is None or template.kind != K.CLASS_TEMPLATE or \
+                not self._user_record(template) or not words or not words[-1].isidentifier():
+            return None
+        decl = _find_method(template, words[-1], len(args))
+        if decl is None or not decl.is_static_method():
+            return None
+        args = list(args)
+        _by_reference(decl, args, 0)
+        return c_ast.FuncCall(c_ast.ID(self._func_name(decl)), c_ast.ExprList(args), coord=co)
+
     def _explicit_template_args(self, callee: Any, over: Any) -> list[c_ast.Node]:
         """The explicit template arguments of ``g<T, N>`` naming an overload set in a template
         (after the name, in order), as :func:`_template_args` gives them: a type's size (the
@@ -1574,6 +1622,10 @@ class _Translator:
             return None
         why = (f"a call of 'operator()' on a {static.spelling} (its class depends on a "
                "template parameter; polyfuse does not instantiate templates)")
+        args = list(args)
+        decl = _find_method(static, "operator()", len(args))
+        if decl is not None:  # `(*stencil)(mtx, n)` with `operator()(Matrix2D<T>& mtx, ...)`
+            _by_reference(decl, args, 0)
         return _dispatch("operator()", _class_chain(static), target, args, co, why)
 
     def _call(self, c: Any, kids: list) -> c_ast.Node:
@@ -1704,6 +1756,10 @@ class _Translator:
                                                c_ast.ExprList(targs), coord=co))
                 return c_ast.FuncCall(c_ast.ID("__polyfuse_overload"), c_ast.ExprList(
                     [c_ast.Constant("string", f'"{over.spelling}"'), *args]), coord=co)
+            static = self._dependent_static_call(callee, args, co) \
+                if not callee.spelling else None
+            if static is not None:
+                return static
             name = callee.spelling
         elif kids and not kids[0].kind.is_expression():
             # `T(a, b)` in a template (the type names no function): a value made from its
@@ -1793,6 +1849,17 @@ def _params(fn: Any) -> list:
     """A function's parameter declarations (in a template too, where clang gives no
     argument list)."""
     return [ch for ch in fn.get_children() if ch.kind == cindex.CursorKind.PARM_DECL]
+
+
+def _default_of(param: Any) -> Optional[Any]:
+    """The default argument of a parameter declaration, or None."""
+    return next((x for x in param.get_children() if x.kind.is_expression()), None)
+
+
+def _takes(fn: Any, n: int) -> bool:
+    """Whether a function takes ``n`` arguments (the parameters past them have defaults)."""
+    params = _params(fn)
+    return len(params) >= n and all(_default_of(p) is not None for p in params[n:])
 
 
 def _by_reference(fn: Any, args: list, skip: int) -> None:

@@ -107,6 +107,8 @@ class OpenCLObjects:
         self.scratch_names: dict[tuple[int, int], str] = {}
         self.scratch_count: dict[int, int] = {}
         self.queries: Optional[DeviceQueries] = None  # the device that answers info queries
+        # where that device said it supports images (the host may then take an image path)
+        self.image_support_at: Optional[str] = None
 
     def new_buffer_name(self, hint: Optional[str]) -> str:
         """A fresh buffer name after the variable the handle is stored in (``bufs[1]`` →
@@ -329,6 +331,24 @@ def build_program(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Va
                                f"(they may define macros the kernels use){': ' if why else ''}"
                                f"{why}", node, UnsupportedError)
     return ZERO
+
+
+@handler("clCreateImage", "clCreateImage2D", "clCreateImage3D", "clCreateImageWithProperties",
+         "clEnqueueReadImage", "clEnqueueWriteImage", "clEnqueueCopyImage",
+         "clEnqueueCopyImageToBuffer", "clEnqueueCopyBufferToImage", "clEnqueueFillImage",
+         "clEnqueueMapImage")
+def image_call(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    """OpenCL images are not modelled (polyfuse fuses buffer kernels): refused at the first
+    image call, naming the device query that sent the host down its image path."""
+    why = ""
+    if ev.cl.image_support_at is not None and ev.cl.queries is not None:
+        why = (f"; the host takes its image path because the device that verifies the program "
+               f"({ev.cl.queries.name}) answered clGetDeviceInfo(CL_DEVICE_IMAGE_SUPPORT) at "
+               f"{ev.cl.image_support_at} with true: verify on a device without image support "
+               "(--device PLATFORM:DEVICE) to analyse the host's buffer path")
+    raise ev.ctx.error(f"{node.name.name}: OpenCL images (image objects, and read_image*/"
+                       f"write_image* in kernels) are not modelled by polyfuse{why}", node,
+                       UnsupportedError)
 
 
 def kernel_object(ev: CEvaluator, v: Any, node: c_ast.Node) -> KState:
@@ -727,6 +747,9 @@ def info_query(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value
         return ZERO
     ev.ctx.warn(f"{name}({_QUERIES[code]}) answered by the device that verifies the program "
                 f"({queries.name}): {answer!r}", node)
+    if _QUERIES[code] == "CL_DEVICE_IMAGE_SUPPORT" and answer:
+        loc = ev.ctx.loc(node)
+        ev.cl.image_support_at = f"{loc.file}:{loc.line}" if loc else ev.ctx.filename
     ret = arg_at(args, first + 3)
     values = answer if isinstance(answer, tuple) else (answer,)
     for i, v in enumerate(values):
