@@ -32,9 +32,10 @@ layers) share one model, and the isl questions about it are asked once
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import islpy as isl
 from pycparser import c_ast
@@ -108,13 +109,18 @@ def _may_forward(body: Any, buffers: Mapping[str, tuple[str, Any, str]]) -> bool
     """Whether ``body`` may hold a store :func:`privatize` forwards, read from its syntax.
 
     A forwarded store is the only write of its root buffer in the kernel and has no loop
-    dimension (the front-end gives every statement of a loop body one), so a kernel whose
-    buffers are each assigned twice or more, or only in loop bodies, has none, and is neither
-    printed nor re-extracted for it: a register-blocked product stores its block element by
-    element.  Writes the syntax does not show (``vstore``, helpers) only add writes; an
-    assignment inside an expression, which the model may merge with another, answers yes."""
+    dimension (the front-end gives every statement of a loop body one), or, for a block, one of
+    several stores outside loops whose buffer loop bodies read (a register-blocked product's
+    block and the loops of its epilogue).  A kernel with neither, whose buffers are each
+    assigned twice or more, or only in loop bodies, or stored in straight lines and read only
+    there, is neither printed nor re-extracted for the pass.  Writes the syntax does not show
+    (``vstore``, helpers) only add writes; an assignment inside an expression, which the model
+    may merge with another, answers yes."""
     count: dict[str, int] = {}
     outside: set[str] = set()
+    looped_stores: set[str] = set()
+    looped_loads: set[str] = set()
+    targets: set[int] = set()
     stack: list[tuple[Any, bool, bool]] = [(body, False, True)]
     while stack:
         node, looped, statement = stack.pop()
@@ -122,15 +128,19 @@ def _may_forward(body: Any, buffers: Mapping[str, tuple[str, Any, str]]) -> bool
                 and isinstance(node.lvalue.name, c_ast.ID) and node.lvalue.name.name in buffers:
             if not statement:
                 return True
+            targets.add(id(node.lvalue))
             root = buffers[node.lvalue.name.name][0]
             count[root] = count.get(root, 0) + 1
-            if not looped:
-                outside.add(root)
+            (looped_stores if looped else outside).add(root)
+        elif looped and isinstance(node, c_ast.ArrayRef) and id(node) not in targets \
+                and isinstance(node.name, c_ast.ID) and node.name.name in buffers:
+            looped_loads.add(buffers[node.name.name][0])
         loop_body = node.stmt if isinstance(node, (c_ast.For, c_ast.While, c_ast.DoWhile)) \
             else None
         parent = isinstance(node, _STATEMENT_PARENTS)
         stack.extend((c, looped or c is loop_body, parent) for c in node)
-    return any(count[root] == 1 for root in outside)
+    return any(count[root] == 1 for root in outside) \
+        or bool((outside - looped_stores) & looped_loads)
 
 
 def _parents(root: Any) -> dict[int, Any]:
@@ -200,8 +210,10 @@ def privatize(gc: Any, program: Program, group_launches: set[int], helpers_text:
             (writers if a.direction == "write" else readers).setdefault(root, []).append((s, a))
     parents = _parents(gc.func.body)
     counter = 0
+    blocks = _Blocks(gc, program, group_launches, models, res, corr, parents)
     for root, ws in writers.items():
-        if len({id(s) for s, _ in ws}) != 1 or len(ws) != 1:
+        if len(ws) != 1 or ws[0][0].domain.dim(isl.dim_type.set) != 6:
+            blocks.forward(root, ws, readers.get(root, []))
             continue
         s_w, a_w = ws[0]
         views = {(bp[a.array][1], bp[a.array][2]) for _, a in ws + readers.get(root, [])}
@@ -256,7 +268,7 @@ def privatize(gc: Any, program: Program, group_launches: set[int], helpers_text:
         gc.func.body.block_items.insert(len(kb.local_decls) + counter - 1, decl)
         dead = (all_ok and node_w.op == "="
                 and not _read_elsewhere(program, root, group_launches, models)
-                and not _remaining_refs(gc.func.body, params_b, node_w))
+                and not _remaining_refs(gc.func.body, params_b, [node_w]))
         parent = parents.get(id(node_w))
         new: c_ast.Node
         if dead:
@@ -268,6 +280,210 @@ def privatize(gc: Any, program: Program, group_launches: set[int], helpers_text:
         _replace_child(parent, node_w, new)
         res.add("loads_privatized", replaced,
                 f"group {kb.group.id}: {root} ({replaced} load(s) -> {var})")
+
+
+#: most elements of a block forwarded through a private array (one array per work-item; a
+#: register-blocked product's block is at most 4 x 32)
+MAX_BLOCK = 256
+
+
+@dataclass
+class _Blocks:
+    """Forwarding of a block into loops (module docstring) in one fused kernel: its context,
+    and the private arrays declared so far."""
+
+    gc: Any
+    program: Program
+    group_launches: set[int]
+    models: KernelModels
+    res: OptResult
+    corr: Mapping[int, Any]
+    parents: Mapping[int, Any]
+    count: int = 0
+
+    def forward(self, root: str, ws: list[tuple[Any, Any]], rs: list[tuple[Any, Any]]) -> None:
+        """Forward ``root``'s block (its stores ``ws``) into the loops reading it (``rs``
+        among its reads), when :func:`_block_proof` proves it."""
+        bp = self.gc.kb.buffer_params
+        stores = [self.corr.get(id(s.node)) for s, _ in ws]
+        if len({id(s) for s, _ in ws}) != len(ws) or not all(
+                a.exact and s.exact_domain and _is_store(n, bp) for (s, a), n in zip(ws, stores)):
+            return
+        if len({(bp[a.array][1], bp[a.array][2]) for _, a in ws + rs}) != 1:
+            return
+        w_ranks = {s.domain.dim(isl.dim_type.set) - 6 for s, _ in ws}
+        r_ranks = {s.domain.dim(isl.dim_type.set) - 6 for s, _ in rs}
+        if len(r_ranks) != 1 or 0 in r_ranks or not (w_ranks == {0} or w_ranks == r_ranks
+                                                       and len(ws) == 1):
+            return  # straight-line stores, or one store in loops like the reads'
+        last = max(s.order for s, _ in ws)
+        loops = {id(s): self._iterators(s) for s, _ in ws + rs}
+        cand = [(s, a) for s, a in rs if a.exact and s.order > last and loops[id(s)]
+                and self.corr.get(id(s.node)) is not None]
+        if len(cand) != len(rs) or any(w_ranks != {0} and not loops[id(s)] for s, _ in ws):
+            return  # a read this cannot forward: the stores stay, and so do the loads
+        key = ("block",) + tuple((id(s), id(a)) for s, a in ws + rs)
+        proof = self.models.answer(key, lambda: _block_proof(ws, rs))
+        if proof is None:
+            return
+        slots, extents = proof
+        self.count += 1
+        name = f"pf_b{self.count}"
+        params_b = {p for p, v in bp.items() if v[0] == root}
+
+        def at(index: list[str]) -> c_ast.ArrayRef:
+            ref: Any = c_ast.ID(name)
+            for i in index:
+                ref = c_ast.ArrayRef(ref, c_ast.ID(i) if isinstance(i, str)
+                                     else c_ast.Constant("int", str(i)))
+            return ref
+
+        replaced = 0
+        for s, _a in rs:
+            replaced += _replace_loads(self.corr[id(s.node)], params_b,
+                                       lambda s=s: at(loops[id(s)]))
+        dead = (all(n.op == "=" for n in stores)
+                and not _remaining_refs(self.gc.func.body, params_b, stores)
+                and not _read_elsewhere(self.program, root, self.group_launches, self.models))
+        for (s, _a), node, slot in zip(ws, stores, slots):
+            target = at(list(slot) if slot is not None else loops[id(s)])
+            _replace_child(self.parents.get(id(node)), node,
+                           c_ast.Assignment("=", target, node.rvalue if dead else node))
+        ctype: Any = c_ast.TypeDecl(name, [], None, c_ast.IdentifierType(
+            [bp[stores[0].lvalue.name.name][2]]))
+        for e in reversed(extents):
+            ctype = c_ast.ArrayDecl(ctype, c_ast.Constant("int", str(e)), [])
+        body = self.gc.func.body.block_items
+        body.insert(len(self.gc.kb.local_decls), c_ast.Decl(name, [], [], [], [], ctype, None,
+                                                            None))
+        shape = "][".join(map(str, extents))
+        if dead:
+            self.res.add("stores_eliminated", 1, f"group {self.gc.kb.group.id}: {root} "
+                         f"({len(stores)} store(s) into {name}[{shape}])")
+            self.res.dropped.append(root)
+        self.res.add("loads_privatized", replaced, f"group {self.gc.kb.group.id}: {root} "
+                     f"({replaced} load(s) in loops -> {name}[{shape}])")
+
+    def _iterators(self, s: Any) -> list[str]:
+        """The iterators of the loops around ``s``'s statement, outermost first, when they
+        are the loop dimensions of its domain (by name); else none."""
+        node = self.corr.get(id(s.node))
+        names: list[str] = []
+        while node is not None:
+            parent = self.parents.get(id(node))
+            if isinstance(parent, (c_ast.While, c_ast.DoWhile)):
+                return []
+            if isinstance(parent, c_ast.For) and node is parent.stmt:
+                init = parent.init
+                if not (isinstance(init, c_ast.DeclList) and len(init.decls) == 1):
+                    return []
+                names.append(init.decls[0].name)
+            node = parent
+        names.reverse()
+        dims = [s.domain.get_dim_name(isl.dim_type.set, 6 + i)
+                for i in range(s.domain.dim(isl.dim_type.set) - 6)]
+        return names if names == dims else []
+
+
+def _is_store(node: Any, bp: Mapping[str, tuple[str, Any, str]]) -> bool:
+    """Whether ``node`` is a statement assigning one element of a buffer parameter."""
+    return (isinstance(node, c_ast.Assignment) and isinstance(node.lvalue, c_ast.ArrayRef)
+            and isinstance(node.lvalue.name, c_ast.ID) and node.lvalue.name.name in bp)
+
+
+def _block_proof(ws: list[tuple[Any, Any]], rs: list[tuple[Any, Any]]
+                 ) -> Optional[tuple[list[Optional[tuple[int, ...]]], tuple[int, ...]]]:
+    """Where each store of ``ws`` puts its value in a private array so that every read of
+    ``rs`` (statements in loops) finds, at its own loop iteration, what its work-item stored
+    there; and the array's extents.  None unless it holds exactly.
+
+    A slot is a loop iteration of the reads.  One store in loops (the reads' rank) stores at
+    its own iteration; straight-line stores each at the one iteration whose reads, in the same
+    work-item, read the element it wrote.  Then ``W = {[work-item, slot] -> element}`` must be
+    a function, injective (no element written twice: by two work-items, two stores or two
+    iterations, so nothing overwrites a stored element before it is read), and each read's
+    ``{[work-item, iteration] -> element}`` a subset of ``W``: one map inclusion per read
+    statement, whatever the number of block positions."""
+    def rel(s: Any, a: Any) -> isl.Map:
+        return a.relation.set_tuple_name(isl.dim_type.out, _ELEM).reset_tuple_id(
+            isl.dim_type.in_)
+
+    reads = [rel(s, a) for s, a in rs]
+    if ws[0][0].domain.dim(isl.dim_type.set) > 6:
+        w_map = rel(*ws[0])
+        slots: list[Optional[tuple[int, ...]]] = [None]
+    else:
+        got = _store_slots(ws, reads)
+        if got is None:
+            return None
+        w_map, slots = got
+    if not (w_map.is_single_valued() and w_map.is_injective()):
+        return None
+    for r in reads:
+        if not r.is_subset(w_map.align_params(r.get_space())):
+            return None
+    box = w_map.domain().project_out(isl.dim_type.set, 0, 6)
+    extents = []
+    for d in range(box.dim(isl.dim_type.set)):
+        lo, hi = box.dim_min_val(d), box.dim_max_val(d)
+        if not (lo.is_int() and hi.is_int()) or lo.to_python() < 0:
+            return None
+        extents.append(hi.to_python() + 1)
+    if math.prod(extents) > MAX_BLOCK:
+        return None
+    return slots, tuple(extents)
+
+
+def _store_slots(ws: list[tuple[Any, Any]], reads: list[isl.Map]
+                 ) -> Optional[tuple[isl.Map, list[Optional[tuple[int, ...]]]]]:
+    """For straight-line stores: ``{[work-item, slot] -> element}`` and each store's slot (the
+    one iteration at which the reads of the same work-item read its element), or None when a
+    store has no such single slot or two share one."""
+    rank = reads[0].dim(isl.dim_type.in_) - 6
+    by_store: Optional[isl.Map] = None  # [work-item, store] -> element
+    for w, (s, a) in enumerate(ws):
+        m = _wi_proj(s.domain).reverse().apply_range(
+            a.relation.set_tuple_name(isl.dim_type.out, _ELEM)).reset_tuple_id(isl.dim_type.in_)
+        m = m.insert_dims(isl.dim_type.in_, 6, 1).fix_val(isl.dim_type.in_, 6, w)
+        by_store = m if by_store is None else by_store.union(m.align_params(by_store.get_space()))
+    assert by_store is not None
+    read = reads[0]
+    for r in reads[1:]:
+        read = read.union(r.align_params(read.get_space()))
+
+    def with_wi(m: isl.Map) -> isl.Map:
+        wi = isl.Map.identity(m.get_space().domain().map_from_set()).project_out(
+            isl.dim_type.out, 6, m.dim(isl.dim_type.in_) - 6)
+        return wi.flat_range_product(m)
+
+    # [work-item, store] -> [work-item, iteration] reading the element it wrote
+    pairs = with_wi(by_store).apply_range(with_wi(read.align_params(by_store.get_space()))
+                                          .reverse())
+    slot_of = pairs.project_out(isl.dim_type.in_, 0, 6).project_out(isl.dim_type.out, 0, 6)
+    if not (slot_of.is_single_valued() and slot_of.is_injective()):
+        return None
+    found: dict[int, tuple[int, ...]] = {}
+
+    def point(p: isl.Point) -> None:
+        v = [p.get_coordinate_val(isl.dim_type.set, d).to_python() for d in range(1 + rank)]
+        found[v[0]] = tuple(v[1:])
+
+    if slot_of.domain().count_val().to_python() != len(ws):
+        return None  # a store no read of the same work-item reads
+    slot_of.wrap().foreach_point(point)
+    slots: list[Optional[tuple[int, ...]]] = [found[w] for w in range(len(ws))]
+    to_slot = isl.Map.identity(by_store.get_space().domain().map_from_set())
+    to_slot = to_slot.project_out(isl.dim_type.out, 6, 1).add_dims(isl.dim_type.out, rank)
+    to_slot = to_slot.intersect_domain(by_store.domain())
+    pieces: Optional[isl.Map] = None
+    for w, slot in enumerate(slots):
+        assert slot is not None
+        m = to_slot.fix_val(isl.dim_type.in_, 6, w)
+        for d, v in enumerate(slot):
+            m = m.fix_val(isl.dim_type.out, 6 + d, v)
+        pieces = m if pieces is None else pieces.union(m)
+    assert pieces is not None
+    return pieces.reverse().apply_range(by_store), slots
 
 
 #: the tuple name the checks below give every root buffer's elements (the answers do not depend
@@ -291,7 +507,9 @@ def _reads_own(s_r: Any, a_r: Any, w_wi: isl.Map) -> bool:
     return bool(rel_r.is_subset(via.align_params(rel_r.get_space())))
 
 
-def _replace_loads(node: Any, params: set[str], var: str) -> int:
+def _replace_loads(node: Any, params: set[str], var: Union[str, Callable[[], Any]]) -> int:
+    """Replace the loads of ``params`` in ``node`` by the private variable ``var`` (or a fresh
+    expression from it); how many were replaced (none when ``node`` writes them)."""
     count = 0
 
     def fn(n: Any) -> Any:
@@ -299,7 +517,7 @@ def _replace_loads(node: Any, params: set[str], var: str) -> int:
         if isinstance(n, c_ast.ArrayRef) and isinstance(n.name, c_ast.ID) and \
                 n.name.name in params:
             count += 1
-            return c_ast.ID(var)
+            return c_ast.ID(var) if isinstance(var, str) else var()
         return n
 
     # never replace an assignment's target or an address-of operand
@@ -317,9 +535,9 @@ def _walk_all(node: Any) -> list[Any]:
     return list(syntax.walk(node))
 
 
-def _remaining_refs(body: Any, params: set[str], store: Any) -> bool:
-    """Any reference to ``params`` left outside the store's own target."""
-    skip = {id(n) for n in _walk_all(store.lvalue)}
+def _remaining_refs(body: Any, params: set[str], stores: list[Any]) -> bool:
+    """Any reference to ``params`` left outside the stores' own targets."""
+    skip = {id(n) for store in stores for n in _walk_all(store.lvalue)}
     for n in _walk_all(body):
         if isinstance(n, c_ast.ID) and n.name in params and id(n) not in skip:
             return True
