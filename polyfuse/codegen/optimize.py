@@ -397,32 +397,36 @@ def _block_proof(ws: list[tuple[Any, Any]], rs: list[tuple[Any, Any]]
     ``rs`` (statements in loops) finds, at its own loop iteration, what its work-item stored
     there; and the array's extents.  None unless it holds exactly.
 
-    A slot is a loop iteration of the reads.  One store in loops (the reads' rank) stores at
-    its own iteration; straight-line stores each at the one iteration whose reads, in the same
-    work-item, read the element it wrote.  Then ``W = {[work-item, slot] -> element}`` must be
-    a function, injective (no element written twice: by two work-items, two stores or two
-    iterations, so nothing overwrites a stored element before it is read), and each read's
-    ``{[work-item, iteration] -> element}`` a subset of ``W``: one map inclusion per read
-    statement, whatever the number of block positions."""
+    A slot is a loop iteration of the reads.  The first read statement's
+    ``R = {[work-item, iteration] -> element}`` must be a function and injective, and each
+    other read statement's a subset of it (they read what it reads).  One store in loops (the
+    reads' rank) stores at its own iteration: its ``{[work-item, iteration] -> element}`` must
+    include ``R`` and be injective.  Straight-line stores (:func:`_store_slots`) must together
+    equal ``R``, each at its own iteration.  Either way every element read was written once,
+    by the same work-item at the same slot, and nothing else writes it; the checks are one map
+    comparison per statement, on maps of one piece each, never a union over the block."""
     def rel(s: Any, a: Any) -> isl.Map:
         return a.relation.set_tuple_name(isl.dim_type.out, _ELEM).reset_tuple_id(
             isl.dim_type.in_)
 
-    reads = [rel(s, a) for s, a in rs]
+    read = rel(*rs[0])
+    if not (read.is_single_valued() and read.is_injective()):
+        return None
+    if not all(rel(s, a).is_subset(read.align_params(rel(s, a).get_space())) for s, a in rs[1:]):
+        return None
+    slots: list[Optional[tuple[int, ...]]]
     if ws[0][0].domain.dim(isl.dim_type.set) > 6:
         w_map = rel(*ws[0])
-        slots: list[Optional[tuple[int, ...]]] = [None]
+        if not (w_map.is_injective() and read.is_subset(w_map.align_params(read.get_space()))):
+            return None
+        box = w_map.domain().project_out(isl.dim_type.set, 0, 6)
+        slots = [None]
     else:
-        got = _store_slots(ws, reads)
+        box = read.domain().project_out(isl.dim_type.set, 0, 6)
+        got = _store_slots(ws, read, box)
         if got is None:
             return None
-        w_map, slots = got
-    if not (w_map.is_single_valued() and w_map.is_injective()):
-        return None
-    for r in reads:
-        if not r.is_subset(w_map.align_params(r.get_space())):
-            return None
-    box = w_map.domain().project_out(isl.dim_type.set, 0, 6)
+        slots = list(got)
     extents = []
     for d in range(box.dim(isl.dim_type.set)):
         lo, hi = box.dim_min_val(d), box.dim_max_val(d)
@@ -434,56 +438,59 @@ def _block_proof(ws: list[tuple[Any, Any]], rs: list[tuple[Any, Any]]
     return slots, tuple(extents)
 
 
-def _store_slots(ws: list[tuple[Any, Any]], reads: list[isl.Map]
-                 ) -> Optional[tuple[isl.Map, list[Optional[tuple[int, ...]]]]]:
-    """For straight-line stores: ``{[work-item, slot] -> element}`` and each store's slot (the
-    one iteration at which the reads of the same work-item read its element), or None when a
-    store has no such single slot or two share one."""
-    rank = reads[0].dim(isl.dim_type.in_) - 6
-    by_store: Optional[isl.Map] = None  # [work-item, store] -> element
-    for w, (s, a) in enumerate(ws):
-        m = _wi_proj(s.domain).reverse().apply_range(
-            a.relation.set_tuple_name(isl.dim_type.out, _ELEM)).reset_tuple_id(isl.dim_type.in_)
-        m = m.insert_dims(isl.dim_type.in_, 6, 1).fix_val(isl.dim_type.in_, 6, w)
-        by_store = m if by_store is None else by_store.union(m.align_params(by_store.get_space()))
-    assert by_store is not None
-    read = reads[0]
-    for r in reads[1:]:
-        read = read.union(r.align_params(read.get_space()))
-
-    def with_wi(m: isl.Map) -> isl.Map:
-        wi = isl.Map.identity(m.get_space().domain().map_from_set()).project_out(
-            isl.dim_type.out, 6, m.dim(isl.dim_type.in_) - 6)
-        return wi.flat_range_product(m)
-
-    # [work-item, store] -> [work-item, iteration] reading the element it wrote
-    pairs = with_wi(by_store).apply_range(with_wi(read.align_params(by_store.get_space()))
-                                          .reverse())
-    slot_of = pairs.project_out(isl.dim_type.in_, 0, 6).project_out(isl.dim_type.out, 0, 6)
-    if not (slot_of.is_single_valued() and slot_of.is_injective()):
+def _store_slots(ws: list[tuple[Any, Any]], read: isl.Map, box: isl.Set
+                 ) -> Optional[list[tuple[int, ...]]]:
+    """Each straight-line store's slot, such that the stores equal ``read``
+    (``{[work-item, iteration] -> element}``, iterations ``box``): store ``w`` writes, for
+    every work-item, what ``read`` reads at its slot (``{work-item -> element}`` equal), and the
+    slots are distinct and cover ``box``.  The n-th store is tried at the n-th iteration first
+    (a product stores its block in the order its epilogue's loops read it); otherwise its slot
+    is the iteration at which its element is read.  None when no such slots exist."""
+    count = box.count_val()
+    if not count.is_int() or count.to_python() != len(ws) or len(ws) > MAX_BLOCK:
         return None
-    found: dict[int, tuple[int, ...]] = {}
+    points: list[tuple[int, ...]] = []
+    rank = box.dim(isl.dim_type.set)
+    box.foreach_point(lambda p: points.append(tuple(
+        p.get_coordinate_val(isl.dim_type.set, d).to_python() for d in range(rank))))
+    points.sort()
+    inverse: Optional[isl.Map] = None
+    slots: list[tuple[int, ...]] = []
+    for w, (s, a) in enumerate(ws):
+        stored = _wi_proj(s.domain).reverse().apply_range(
+            a.relation.set_tuple_name(isl.dim_type.out, _ELEM)).reset_tuple_id(isl.dim_type.in_)
+        slot: Optional[tuple[int, ...]] = points[w]
+        if not _reads_at(read, points[w], stored):
+            if inverse is None:  # [work-item, element] -> [work-item, iteration] reading it
+                inverse = _with_wi(read).reverse()
+            at = _with_wi(stored).apply_range(inverse.align_params(stored.get_space())).range()
+            at = at.project_out(isl.dim_type.set, 0, 6)
+            slot = None
+            if at.is_singleton() and not at.is_empty():
+                p = at.sample_point()
+                slot = tuple(p.get_coordinate_val(isl.dim_type.set, d).to_python()
+                             for d in range(rank))
+            if slot is None or not _reads_at(read, slot, stored):
+                return None
+        slots.append(slot)
+    return slots if sorted(slots) == points else None
 
-    def point(p: isl.Point) -> None:
-        v = [p.get_coordinate_val(isl.dim_type.set, d).to_python() for d in range(1 + rank)]
-        found[v[0]] = tuple(v[1:])
 
-    if slot_of.domain().count_val().to_python() != len(ws):
-        return None  # a store no read of the same work-item reads
-    slot_of.wrap().foreach_point(point)
-    slots: list[Optional[tuple[int, ...]]] = [found[w] for w in range(len(ws))]
-    to_slot = isl.Map.identity(by_store.get_space().domain().map_from_set())
-    to_slot = to_slot.project_out(isl.dim_type.out, 6, 1).add_dims(isl.dim_type.out, rank)
-    to_slot = to_slot.intersect_domain(by_store.domain())
-    pieces: Optional[isl.Map] = None
-    for w, slot in enumerate(slots):
-        assert slot is not None
-        m = to_slot.fix_val(isl.dim_type.in_, 6, w)
-        for d, v in enumerate(slot):
-            m = m.fix_val(isl.dim_type.out, 6 + d, v)
-        pieces = m if pieces is None else pieces.union(m)
-    assert pieces is not None
-    return pieces.reverse().apply_range(by_store), slots
+def _with_wi(m: isl.Map) -> isl.Map:
+    """``{[work-item, ...] -> element}`` as ``{[work-item, ...] -> [work-item, element]}``."""
+    wi = isl.Map.identity(m.get_space().domain().map_from_set()).project_out(
+        isl.dim_type.out, 6, m.dim(isl.dim_type.in_) - 6)
+    return wi.flat_range_product(m)
+
+
+def _reads_at(read: isl.Map, slot: tuple[int, ...], stored: isl.Map) -> bool:
+    """Whether ``read`` at iteration ``slot`` reads, for every work-item, the element
+    ``stored`` (``{work-item -> element}``) writes, on the same work-items."""
+    at = read
+    for d, v in enumerate(slot):
+        at = at.fix_val(isl.dim_type.in_, 6 + d, v)
+    at = at.project_out(isl.dim_type.in_, 6, len(slot))
+    return bool(at.is_equal(stored.align_params(at.get_space())))
 
 
 #: the tuple name the checks below give every root buffer's elements (the answers do not depend
