@@ -16,8 +16,16 @@ layers) share one model, and the isl questions about it are asked once
   exactly the element the same work-item wrote, is forwarded through a private variable: the
   load becomes the variable.  The global store is dropped only when nothing else reads the
   buffer: no other load in the kernel, no other launch, no host operation.  A kernel whose
-  syntax shows no candidate (each buffer stored twice or more, or only in loop bodies) is not
-  re-extracted for this pass.
+  syntax shows no candidate (each buffer stored twice or more, or only in loop bodies, and no
+  block as below) is not re-extracted for this pass.
+* **Blocks into loops.**  A register-blocked product stores its block in straight-line
+  statements (one per accumulator) and its fused epilogue reads it back in loops over the
+  block (``for (bi) for (bj)``, :mod:`polyfuse.oplib.blocked`).  The block then goes to a
+  private array (``pf_b1[bi][bj]``) the loops read at their own iteration; likewise a buffer
+  one loop nest stores and later loops of the same shape read (the epilogue's chain).  The
+  loops stay loops (the front-end, UAR and plan see the consumers as written), and isl proves
+  it once per statement, not per block position (:func:`_block_proof`); the global store is
+  dropped on the same conditions as above.
 * **Redundant-barrier removal** (SIRIUS, Algorithm 1).  A barrier is needed only if some
   dependence between two different work-items of one work-group (same ``__local`` array element,
   or same global buffer element, at least one write) has its source before and its sink after
@@ -33,7 +41,7 @@ layers) share one model, and the isl questions about it are asked once
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
@@ -318,8 +326,8 @@ class _Blocks:
             return  # straight-line stores, or one store in loops like the reads'
         last = max(s.order for s, _ in ws)
         loops = {id(s): self._iterators(s) for s, _ in ws + rs}
-        cand = [(s, a) for s, a in rs if a.exact and s.order > last and loops[id(s)]
-                and self.corr.get(id(s.node)) is not None]
+        cand = [(s, a) for s, a in rs if a.exact and s.exact_domain and s.order > last
+                and loops[id(s)] and self.corr.get(id(s.node)) is not None]
         if len(cand) != len(rs) or any(w_ranks != {0} and not loops[id(s)] for s, _ in ws):
             return  # a read this cannot forward: the stores stay, and so do the loads
         key = ("block",) + tuple((id(s), id(a)) for s, a in ws + rs)
@@ -331,7 +339,7 @@ class _Blocks:
         name = f"pf_b{self.count}"
         params_b = {p for p, v in bp.items() if v[0] == root}
 
-        def at(index: list[str]) -> c_ast.ArrayRef:
+        def at(index: Sequence[Union[str, int]]) -> c_ast.ArrayRef:
             ref: Any = c_ast.ID(name)
             for i in index:
                 ref = c_ast.ArrayRef(ref, c_ast.ID(i) if isinstance(i, str)
@@ -346,7 +354,7 @@ class _Blocks:
                 and not _remaining_refs(self.gc.func.body, params_b, stores)
                 and not _read_elsewhere(self.program, root, self.group_launches, self.models))
         for (s, _a), node, slot in zip(ws, stores, slots):
-            target = at(list(slot) if slot is not None else loops[id(s)])
+            target = at(slot if slot is not None else loops[id(s)])
             _replace_child(self.parents.get(id(node)), node,
                            c_ast.Assignment("=", target, node.rvalue if dead else node))
         ctype: Any = c_ast.TypeDecl(name, [], None, c_ast.IdentifierType(
@@ -366,9 +374,11 @@ class _Blocks:
 
     def _iterators(self, s: Any) -> list[str]:
         """The iterators of the loops around ``s``'s statement, outermost first, when they
-        are the loop dimensions of its domain (by name); else none."""
+        are the loop dimensions of its domain (by name) and no declaration in the loops
+        shadows them; else none."""
         node = self.corr.get(id(s.node))
         names: list[str] = []
+        outer = None
         while node is not None:
             parent = self.parents.get(id(node))
             if isinstance(parent, (c_ast.While, c_ast.DoWhile)):
@@ -378,11 +388,15 @@ class _Blocks:
                 if not (isinstance(init, c_ast.DeclList) and len(init.decls) == 1):
                     return []
                 names.append(init.decls[0].name)
+                outer = parent
             node = parent
         names.reverse()
         dims = [s.domain.get_dim_name(isl.dim_type.set, 6 + i)
                 for i in range(s.domain.dim(isl.dim_type.set) - 6)]
-        return names if names == dims else []
+        decls = [n for n in _walk_all(outer) if isinstance(n, c_ast.Decl)] if outer else []
+        if names != dims or sum(n.name in names for n in decls) > len(names):
+            return []
+        return names
 
 
 def _is_store(node: Any, bp: Mapping[str, tuple[str, Any, str]]) -> bool:
