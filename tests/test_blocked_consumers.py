@@ -202,3 +202,53 @@ def test_block_columns_follow_the_device_vector_width() -> None:
     assert opk.block is not None and (opk.block.rows, opk.block.cols) == (4, 8)
     (y,) = run_op(opk, [a, b], [(2, 8, 32)])
     np.testing.assert_allclose(y, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def _product_epilogue(path: Path, conv: bool) -> Path:
+    """MatMul (or a 1x1 Conv) -> Add (bias, or the residual input) -> Relu."""
+    rng = np.random.default_rng(2)
+
+    def w(name: str, *shape: int) -> Any:
+        return numpy_helper.from_array((rng.random(shape) - 0.5).astype(np.float32), name)
+
+    if conv:
+        x_shape, inits = [1, 16, 8, 8], [w("w", 16, 16, 1, 1), w("b", 16)]
+        nodes = [helper.make_node("Conv", ["x", "w", "b"], ["mm"], kernel_shape=[1, 1]),
+                 helper.make_node("Add", ["mm", "x"], ["pre"])]
+    else:
+        x_shape, inits = [32, 24], [w("w", 24, 64), w("b", 64)]
+        nodes = [helper.make_node("MatMul", ["x", "w"], ["mm"]),
+                 helper.make_node("Add", ["mm", "b"], ["pre"])]
+    y_shape = x_shape if conv else [32, 64]
+    graph = helper.make_graph(
+        [*nodes, helper.make_node("Relu", ["pre"], ["y"])], "epilogue",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)], initializer=inits)
+    onnx_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx_model.ir_version = 8
+    path.write_bytes(onnx_model.SerializeToString())
+    return path
+
+
+@pytest.mark.parametrize("conv", [False, True])
+def test_product_epilogue_reads_the_accumulators(tmp_path: Path, conv: bool) -> None:
+    """MatMul/Conv -> Add -> Relu in one launch: the epilogue stays loops over the block, and
+    its loads of the product's output (and of the Add's) become reads of private arrays the
+    block is stored into; neither intermediate is stored any more; outputs equal
+    onnxruntime's."""
+    path = _product_epilogue(tmp_path / "epilogue.onnx", conv)
+    _model, result = load_and_fuse(str(path), {}, None, form="blocked")
+    assert check_plan(result.plan) == [] and result.plan.launches_after == 1
+    fused = result.fused
+    assert {"mm", "pre"} <= set(fused.dropped_buffers)
+    assert fused.optimizations["stores_eliminated"] == 2
+    [kernel] = fused.program.kernels.values()
+    assert "for (int bi" in kernel.source and "for (int bj" in kernel.source
+    assert "= pf_b1[bi][bj];" in kernel.source and "= pf_b2[bi][bj];" in kernel.source
+    assert "pf_b1[0][0] = acc_0_0;" in kernel.source
+    assert "f1_y[" not in kernel.source and "f2_y[" not in kernel.source
+    sess = polyfuse.InferenceSession(str(path), _form="blocked")
+    feeds = random_inputs(sess.io, seed=1)
+    (y,) = sess.run(None, feeds)
+    np.testing.assert_allclose(y, onnxruntime_reference(str(path), feeds)["y"], rtol=RTOL,
+                               atol=ATOL)

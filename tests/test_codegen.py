@@ -81,10 +81,16 @@ def test_elementwise_chain_vertical_private_intermediates() -> None:
     ("y[i] = x[i]; y[i + 1] = x[i];", False),                # two stores of one root
     ("z[i] = x[i]; y[i] = z[i]; y[i + 1] = 0.0f;", True),    # z: one store, outside loops
     ("float t = (y[i] = x[i]);", True),                      # inside an expression: yes
+    # a block: straight-line stores read in a loop body
+    ("y[i] = x[i]; y[i + 1] = x[i]; for (int k = 0; k < 2; k++) z[k] = y[i + k];", True),
+    # ... but not when a store of it is in a loop too
+    ("y[i] = x[i]; for (int k = 0; k < 2; k++) y[k] = x[k]; "
+     "for (int k = 0; k < 2; k++) z[k] = y[i + k];", False),
 ])
 def test_privatize_reads_candidates_from_syntax(body: str, expected: bool) -> None:
     """A fused kernel is re-extracted for private intermediates only when its syntax shows a
-    store that can be forwarded: the only write of its buffer, outside loop bodies."""
+    store that can be forwarded: the only write of its buffer, outside loop bodies; or a
+    block (stores all outside loop bodies) that loop bodies read."""
     from polyfuse.c import preprocessor
     from polyfuse.codegen.optimize import _may_forward
 
@@ -182,6 +188,70 @@ def block_program(tmp_path: Path) -> polyfuse.Program:
     b.launch("neighbour", (512,), (64,), {"t": "t", "y": "y"})
     b.read("y", blocking=True)
     return b.build()
+
+
+BLOCK_LOOPS = """
+__kernel void produce(__global const float *x, __global float *t)
+{
+    int i = get_global_id(0);
+    float a0 = x[4 * i] * 2.0f;
+    float a1 = x[4 * i + 1] * 2.0f;
+    float a2 = x[4 * i + 2] * 2.0f;
+    float a3 = x[4 * i + 3] * 2.0f;
+    t[4 * i] = a0;
+    t[4 * i + 1] = a1;
+    t[4 * i + 2] = a2;
+    t[4 * i + 3] = a3;
+}
+
+__kernel void consume(__global const float *t, __global float *y)
+{
+    int i = get_global_id(0);
+    for (int b = 0; b < 4; b++) {
+        y[4 * i + b] = t[READ] + 1.0f;
+    }
+}
+"""
+
+
+@pytest.mark.parametrize(("read", "forwarded"), [
+    ("4 * i + 3 - b", True),             # the block reversed: each store has its own slot
+    ("4 * i + b / 2", False),            # one element read at two iterations, two never read
+    ("(4 * i + b + 1) % 256", False),    # shifted: the last read is the next work-item's
+])
+def test_block_forwarded_into_loops_only_when_exact(tmp_path: Path, read: str,
+                                                    forwarded: bool) -> None:
+    """A block stored in straight lines (a register-blocked product's) and read in a loop by
+    the next fragment is forwarded through a private array when each iteration reads what
+    one store of its own work-item wrote (isl proves it once per read statement), and the
+    stores then dropped; otherwise the loads and the stores stay.  The fused program computes
+    what the original does either way."""
+    from polyfuse.frontend.builder import ProgramBuilder
+
+    cl = tmp_path / "blocks.cl"
+    cl.write_text(BLOCK_LOOPS.replace("READ", read))
+    b = ProgramBuilder(str(cl), name="blocks")
+    for name in ("x", "t", "y"):
+        b.buffer(name, 4 * 256)
+    b.write("x")
+    b.launch("produce", (64,), (64,), {"x": "x", "t": "t"})
+    b.launch("consume", (64,), (64,), {"t": "t", "y": "y"})
+    b.read("y", blocking=True)
+    p = b.build()
+    ids = [lc.id for lc in p.launches]
+    cond = G1.format(ng=1)
+    plan = make_plan(p, [("vertical", [(ids[0], identity(ids[0], cond=cond)),
+                                       (ids[1], identity(ids[1], cond=cond), True)])])
+    fused = generate_fused(plan)
+    assert ("t" in fused.dropped_buffers) is forwarded
+    assert ("pf_b1[b]" in fused.source) is forwarded
+    if forwarded:
+        assert "pf_b1[3] = a0;" in fused.source  # t[4i] is read at b = 3
+        assert fused.optimizations["stores_eliminated"] == 1
+        assert "f1_t[" not in fused.source and "f2_t[" not in fused.source
+    else:
+        assert "pf_b" not in fused.source and "stores_eliminated" not in fused.optimizations
+    check(p, fused)
 
 
 def test_block_edge_barrier_kept(tmp_path: Path) -> None:

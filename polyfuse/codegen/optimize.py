@@ -16,8 +16,16 @@ layers) share one model, and the isl questions about it are asked once
   exactly the element the same work-item wrote, is forwarded through a private variable: the
   load becomes the variable.  The global store is dropped only when nothing else reads the
   buffer: no other load in the kernel, no other launch, no host operation.  A kernel whose
-  syntax shows no candidate (each buffer stored twice or more, or only in loop bodies) is not
-  re-extracted for this pass.
+  syntax shows no candidate (each buffer stored twice or more, or only in loop bodies, and no
+  block as below) is not re-extracted for this pass.
+* **Blocks into loops.**  A register-blocked product stores its block in straight-line
+  statements (one per accumulator) and its fused epilogue reads it back in loops over the
+  block (``for (bi) for (bj)``, :mod:`polyfuse.oplib.blocked`).  The block then goes to a
+  private array (``pf_b1[bi][bj]``) the loops read at their own iteration; likewise a buffer
+  one loop nest stores and later loops of the same shape read (the epilogue's chain).  The
+  loops stay loops (the front-end, UAR and plan see the consumers as written), and isl proves
+  it once per statement, not per block position (:func:`_block_proof`); the global store is
+  dropped on the same conditions as above.
 * **Redundant-barrier removal** (SIRIUS, Algorithm 1).  A barrier is needed only if some
   dependence between two different work-items of one work-group (same ``__local`` array element,
   or same global buffer element, at least one write) has its source before and its sink after
@@ -32,9 +40,10 @@ layers) share one model, and the isl questions about it are asked once
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import islpy as isl
 from pycparser import c_ast
@@ -108,13 +117,18 @@ def _may_forward(body: Any, buffers: Mapping[str, tuple[str, Any, str]]) -> bool
     """Whether ``body`` may hold a store :func:`privatize` forwards, read from its syntax.
 
     A forwarded store is the only write of its root buffer in the kernel and has no loop
-    dimension (the front-end gives every statement of a loop body one), so a kernel whose
-    buffers are each assigned twice or more, or only in loop bodies, has none, and is neither
-    printed nor re-extracted for it: a register-blocked product stores its block element by
-    element.  Writes the syntax does not show (``vstore``, helpers) only add writes; an
-    assignment inside an expression, which the model may merge with another, answers yes."""
+    dimension (the front-end gives every statement of a loop body one), or, for a block, one of
+    several stores outside loops whose buffer loop bodies read (a register-blocked product's
+    block and the loops of its epilogue).  A kernel with neither, whose buffers are each
+    assigned twice or more, or only in loop bodies, or stored in straight lines and read only
+    there, is neither printed nor re-extracted for the pass.  Writes the syntax does not show
+    (``vstore``, helpers) only add writes; an assignment inside an expression, which the model
+    may merge with another, answers yes."""
     count: dict[str, int] = {}
     outside: set[str] = set()
+    looped_stores: set[str] = set()
+    looped_loads: set[str] = set()
+    targets: set[int] = set()
     stack: list[tuple[Any, bool, bool]] = [(body, False, True)]
     while stack:
         node, looped, statement = stack.pop()
@@ -122,15 +136,19 @@ def _may_forward(body: Any, buffers: Mapping[str, tuple[str, Any, str]]) -> bool
                 and isinstance(node.lvalue.name, c_ast.ID) and node.lvalue.name.name in buffers:
             if not statement:
                 return True
+            targets.add(id(node.lvalue))
             root = buffers[node.lvalue.name.name][0]
             count[root] = count.get(root, 0) + 1
-            if not looped:
-                outside.add(root)
+            (looped_stores if looped else outside).add(root)
+        elif looped and isinstance(node, c_ast.ArrayRef) and id(node) not in targets \
+                and isinstance(node.name, c_ast.ID) and node.name.name in buffers:
+            looped_loads.add(buffers[node.name.name][0])
         loop_body = node.stmt if isinstance(node, (c_ast.For, c_ast.While, c_ast.DoWhile)) \
             else None
         parent = isinstance(node, _STATEMENT_PARENTS)
         stack.extend((c, looped or c is loop_body, parent) for c in node)
-    return any(count[root] == 1 for root in outside)
+    return any(count[root] == 1 for root in outside) \
+        or bool((outside - looped_stores) & looped_loads)
 
 
 def _parents(root: Any) -> dict[int, Any]:
@@ -200,8 +218,10 @@ def privatize(gc: Any, program: Program, group_launches: set[int], helpers_text:
             (writers if a.direction == "write" else readers).setdefault(root, []).append((s, a))
     parents = _parents(gc.func.body)
     counter = 0
+    blocks = _Blocks(gc, program, group_launches, models, res, corr, parents)
     for root, ws in writers.items():
-        if len({id(s) for s, _ in ws}) != 1 or len(ws) != 1:
+        if len(ws) != 1 or ws[0][0].domain.dim(isl.dim_type.set) != 6:
+            blocks.forward(root, ws, readers.get(root, []))
             continue
         s_w, a_w = ws[0]
         views = {(bp[a.array][1], bp[a.array][2]) for _, a in ws + readers.get(root, [])}
@@ -241,7 +261,7 @@ def privatize(gc: Any, program: Program, group_launches: set[int], helpers_text:
         ctype = bp[node_w.lvalue.name.name][2]
         # zero-initialized although every read is proved to follow its work-item's store: PoCL 3.1
         # (Debian's, LLVM 15) gave all work-items but the first a wrong value for a private left
-        # undefined on the paths where its store is guarded off
+        # undefined on the paths where its store is guarded off (the block arrays too)
         zero = c_ast.Constant("int", "0") if types.scalar(ctype) or types.vector(ctype) else None
         decl = c_ast.Decl(var, [], [], [], [], c_ast.TypeDecl(var, [], None,
                                                                c_ast.IdentifierType([ctype])),
@@ -260,7 +280,7 @@ def privatize(gc: Any, program: Program, group_launches: set[int], helpers_text:
         gc.func.body.block_items.insert(len(kb.local_decls) + counter - 1, decl)
         dead = (all_ok and node_w.op == "="
                 and not _read_elsewhere(program, root, group_launches, models)
-                and not _remaining_refs(gc.func.body, params_b, node_w))
+                and not _remaining_refs(gc.func.body, params_b, [node_w]))
         parent = parents.get(id(node_w))
         new: c_ast.Node
         if dead:
@@ -272,6 +292,224 @@ def privatize(gc: Any, program: Program, group_launches: set[int], helpers_text:
         _replace_child(parent, node_w, new)
         res.add("loads_privatized", replaced,
                 f"group {kb.group.id}: {root} ({replaced} load(s) -> {var})")
+
+
+#: most elements of a block forwarded through a private array (one array per work-item; a
+#: register-blocked product's block is at most 4 x 32)
+MAX_BLOCK = 256
+
+
+@dataclass
+class _Blocks:
+    """Forwarding of a block into loops (module docstring) in one fused kernel: its context,
+    and the private arrays declared so far."""
+
+    gc: Any
+    program: Program
+    group_launches: set[int]
+    models: KernelModels
+    res: OptResult
+    corr: Mapping[int, Any]
+    parents: Mapping[int, Any]
+    count: int = 0
+
+    def forward(self, root: str, ws: list[tuple[Any, Any]], rs: list[tuple[Any, Any]]) -> None:
+        """Forward ``root``'s block (its stores ``ws``) into the loops reading it (``rs``
+        among its reads), when :func:`_block_proof` proves it."""
+        bp = self.gc.kb.buffer_params
+        stores = [self.corr.get(id(s.node)) for s, _ in ws]
+        if len({id(s) for s, _ in ws}) != len(ws) or not all(
+                a.exact and s.exact_domain and _is_store(n, bp) for (s, a), n in zip(ws, stores)):
+            return
+        if len({(bp[a.array][1], bp[a.array][2]) for _, a in ws + rs}) != 1:
+            return
+        w_ranks = {s.domain.dim(isl.dim_type.set) - 6 for s, _ in ws}
+        r_ranks = {s.domain.dim(isl.dim_type.set) - 6 for s, _ in rs}
+        if len(r_ranks) != 1 or 0 in r_ranks or not (w_ranks == {0} or w_ranks == r_ranks
+                                                       and len(ws) == 1):
+            return  # straight-line stores, or one store in loops like the reads'
+        last = max(s.order for s, _ in ws)
+        loops = {id(s): self._iterators(s) for s, _ in ws + rs}
+        cand = [(s, a) for s, a in rs if a.exact and s.exact_domain and s.order > last
+                and loops[id(s)] and self.corr.get(id(s.node)) is not None]
+        if len(cand) != len(rs) or any(w_ranks != {0} and not loops[id(s)] for s, _ in ws):
+            return  # a read this cannot forward: the stores stay, and so do the loads
+        key = ("block",) + tuple((id(s), id(a)) for s, a in ws + rs)
+        proof = self.models.answer(key, lambda: _block_proof(ws, rs))
+        if proof is None:
+            return
+        slots, extents = proof
+        self.count += 1
+        name = f"pf_b{self.count}"
+        params_b = {p for p, v in bp.items() if v[0] == root}
+
+        def at(index: Sequence[Union[str, int]]) -> c_ast.ArrayRef:
+            ref: Any = c_ast.ID(name)
+            for i in index:
+                ref = c_ast.ArrayRef(ref, c_ast.ID(i) if isinstance(i, str)
+                                     else c_ast.Constant("int", str(i)))
+            return ref
+
+        replaced = 0
+        for s, _a in rs:
+            replaced += _replace_loads(self.corr[id(s.node)], params_b,
+                                       lambda s=s: at(loops[id(s)]))
+        dead = (all(n.op == "=" for n in stores)
+                and not _remaining_refs(self.gc.func.body, params_b, stores)
+                and not _read_elsewhere(self.program, root, self.group_launches, self.models))
+        for (s, _a), node, slot in zip(ws, stores, slots):
+            target = at(slot if slot is not None else loops[id(s)])
+            _replace_child(self.parents.get(id(node)), node,
+                           c_ast.Assignment("=", target, node.rvalue if dead else node))
+        ctype: Any = c_ast.TypeDecl(name, [], None, c_ast.IdentifierType(
+            [bp[stores[0].lvalue.name.name][2]]))
+        for e in reversed(extents):
+            ctype = c_ast.ArrayDecl(ctype, c_ast.Constant("int", str(e)), [])
+        body = self.gc.func.body.block_items
+        zero = c_ast.InitList([c_ast.Constant("int", "0")])  # as a private value is, in privatize
+        body.insert(len(self.gc.kb.local_decls), c_ast.Decl(name, [], [], [], [], ctype, zero,
+                                                            None))
+        shape = "][".join(map(str, extents))
+        if dead:
+            self.res.add("stores_eliminated", 1, f"group {self.gc.kb.group.id}: {root} "
+                         f"({len(stores)} store(s) into {name}[{shape}])")
+            self.res.dropped.append(root)
+        self.res.add("loads_privatized", replaced, f"group {self.gc.kb.group.id}: {root} "
+                     f"({replaced} load(s) in loops -> {name}[{shape}])")
+
+    def _iterators(self, s: Any) -> list[str]:
+        """The iterators of the loops around ``s``'s statement, outermost first, when they
+        are the loop dimensions of its domain (by name) and no declaration in the loops
+        shadows them; else none."""
+        node = self.corr.get(id(s.node))
+        names: list[str] = []
+        outer = None
+        while node is not None:
+            parent = self.parents.get(id(node))
+            if isinstance(parent, (c_ast.While, c_ast.DoWhile)):
+                return []
+            if isinstance(parent, c_ast.For) and node is parent.stmt:
+                init = parent.init
+                if not (isinstance(init, c_ast.DeclList) and len(init.decls) == 1):
+                    return []
+                names.append(init.decls[0].name)
+                outer = parent
+            node = parent
+        names.reverse()
+        dims = [s.domain.get_dim_name(isl.dim_type.set, 6 + i)
+                for i in range(s.domain.dim(isl.dim_type.set) - 6)]
+        decls = [n for n in _walk_all(outer) if isinstance(n, c_ast.Decl)] if outer else []
+        if names != dims or sum(n.name in names for n in decls) > len(names):
+            return []
+        return names
+
+
+def _is_store(node: Any, bp: Mapping[str, tuple[str, Any, str]]) -> bool:
+    """Whether ``node`` is a statement assigning one element of a buffer parameter."""
+    return (isinstance(node, c_ast.Assignment) and isinstance(node.lvalue, c_ast.ArrayRef)
+            and isinstance(node.lvalue.name, c_ast.ID) and node.lvalue.name.name in bp)
+
+
+def _block_proof(ws: list[tuple[Any, Any]], rs: list[tuple[Any, Any]]
+                 ) -> Optional[tuple[list[Optional[tuple[int, ...]]], tuple[int, ...]]]:
+    """Where each store of ``ws`` puts its value in a private array so that every read of
+    ``rs`` (statements in loops) finds, at its own loop iteration, what its work-item stored
+    there; and the array's extents.  None unless it holds exactly.
+
+    A slot is a loop iteration of the reads.  The first read statement's
+    ``R = {[work-item, iteration] -> element}`` must be a function and injective, and each
+    other read statement's a subset of it (they read what it reads).  One store in loops (the
+    reads' rank) stores at its own iteration: its ``{[work-item, iteration] -> element}`` must
+    include ``R`` and be injective.  Straight-line stores (:func:`_store_slots`) must together
+    equal ``R``, each at its own iteration.  Either way every element read was written once,
+    by the same work-item at the same slot, and nothing else writes it; the checks are one map
+    comparison per statement, on maps of one piece each, never a union over the block."""
+    def rel(s: Any, a: Any) -> isl.Map:
+        return a.relation.set_tuple_name(isl.dim_type.out, _ELEM).reset_tuple_id(
+            isl.dim_type.in_)
+
+    read = rel(*rs[0])
+    if not (read.is_single_valued() and read.is_injective()):
+        return None
+    if not all(rel(s, a).is_subset(read.align_params(rel(s, a).get_space())) for s, a in rs[1:]):
+        return None
+    slots: list[Optional[tuple[int, ...]]]
+    if ws[0][0].domain.dim(isl.dim_type.set) > 6:
+        w_map = rel(*ws[0])
+        if not (w_map.is_injective() and read.is_subset(w_map.align_params(read.get_space()))):
+            return None
+        box = w_map.domain().project_out(isl.dim_type.set, 0, 6)
+        slots = [None]
+    else:
+        box = read.domain().project_out(isl.dim_type.set, 0, 6)
+        got = _store_slots(ws, read, box)
+        if got is None:
+            return None
+        slots = list(got)
+    extents = []
+    for d in range(box.dim(isl.dim_type.set)):
+        lo, hi = box.dim_min_val(d), box.dim_max_val(d)
+        if not (lo.is_int() and hi.is_int()) or lo.to_python() < 0:
+            return None
+        extents.append(hi.to_python() + 1)
+    if math.prod(extents) > MAX_BLOCK:
+        return None
+    return slots, tuple(extents)
+
+
+def _store_slots(ws: list[tuple[Any, Any]], read: isl.Map, box: isl.Set
+                 ) -> Optional[list[tuple[int, ...]]]:
+    """Each straight-line store's slot, such that the stores equal ``read``
+    (``{[work-item, iteration] -> element}``, iterations ``box``): store ``w`` writes, for
+    every work-item, what ``read`` reads at its slot (``{work-item -> element}`` equal), and the
+    slots are distinct and cover ``box``.  The n-th store is tried at the n-th iteration first
+    (a product stores its block in the order its epilogue's loops read it); otherwise its slot
+    is the iteration at which its element is read.  None when no such slots exist."""
+    count = box.count_val()
+    if not count.is_int() or count.to_python() != len(ws) or len(ws) > MAX_BLOCK:
+        return None
+    points: list[tuple[int, ...]] = []
+    rank = box.dim(isl.dim_type.set)
+    box.foreach_point(lambda p: points.append(tuple(
+        p.get_coordinate_val(isl.dim_type.set, d).to_python() for d in range(rank))))
+    points.sort()
+    inverse: Optional[isl.Map] = None
+    slots: list[tuple[int, ...]] = []
+    for w, (s, a) in enumerate(ws):
+        stored = _wi_proj(s.domain).reverse().apply_range(
+            a.relation.set_tuple_name(isl.dim_type.out, _ELEM)).reset_tuple_id(isl.dim_type.in_)
+        slot: Optional[tuple[int, ...]] = points[w]
+        if not _reads_at(read, points[w], stored):
+            if inverse is None:  # [work-item, element] -> [work-item, iteration] reading it
+                inverse = _with_wi(read).reverse()
+            at = _with_wi(stored).apply_range(inverse.align_params(stored.get_space())).range()
+            at = at.project_out(isl.dim_type.set, 0, 6)
+            slot = None
+            if at.is_singleton() and not at.is_empty():
+                p = at.sample_point()
+                slot = tuple(p.get_coordinate_val(isl.dim_type.set, d).to_python()
+                             for d in range(rank))
+            if slot is None or not _reads_at(read, slot, stored):
+                return None
+        slots.append(slot)
+    return slots if sorted(slots) == points else None
+
+
+def _with_wi(m: isl.Map) -> isl.Map:
+    """``{[work-item, ...] -> element}`` as ``{[work-item, ...] -> [work-item, element]}``."""
+    wi = isl.Map.identity(m.get_space().domain().map_from_set()).project_out(
+        isl.dim_type.out, 6, m.dim(isl.dim_type.in_) - 6)
+    return wi.flat_range_product(m)
+
+
+def _reads_at(read: isl.Map, slot: tuple[int, ...], stored: isl.Map) -> bool:
+    """Whether ``read`` at iteration ``slot`` reads, for every work-item, the element
+    ``stored`` (``{work-item -> element}``) writes, on the same work-items."""
+    at = read
+    for d, v in enumerate(slot):
+        at = at.fix_val(isl.dim_type.in_, 6 + d, v)
+    at = at.project_out(isl.dim_type.in_, 6, len(slot))
+    return bool(at.is_equal(stored.align_params(at.get_space())))
 
 
 #: the tuple name the checks below give every root buffer's elements (the answers do not depend
@@ -295,7 +533,9 @@ def _reads_own(s_r: Any, a_r: Any, w_wi: isl.Map) -> bool:
     return bool(rel_r.is_subset(via.align_params(rel_r.get_space())))
 
 
-def _replace_loads(node: Any, params: set[str], var: str) -> int:
+def _replace_loads(node: Any, params: set[str], var: Union[str, Callable[[], Any]]) -> int:
+    """Replace the loads of ``params`` in ``node`` by the private variable ``var`` (or a fresh
+    expression from it); how many were replaced (none when ``node`` writes them)."""
     count = 0
 
     def fn(n: Any) -> Any:
@@ -303,7 +543,7 @@ def _replace_loads(node: Any, params: set[str], var: str) -> int:
         if isinstance(n, c_ast.ArrayRef) and isinstance(n.name, c_ast.ID) and \
                 n.name.name in params:
             count += 1
-            return c_ast.ID(var)
+            return c_ast.ID(var) if isinstance(var, str) else var()
         return n
 
     # never replace an assignment's target or an address-of operand
@@ -321,9 +561,9 @@ def _walk_all(node: Any) -> list[Any]:
     return list(syntax.walk(node))
 
 
-def _remaining_refs(body: Any, params: set[str], store: Any) -> bool:
-    """Any reference to ``params`` left outside the store's own target."""
-    skip = {id(n) for n in _walk_all(store.lvalue)}
+def _remaining_refs(body: Any, params: set[str], stores: list[Any]) -> bool:
+    """Any reference to ``params`` left outside the stores' own targets."""
+    skip = {id(n) for store in stores for n in _walk_all(store.lvalue)}
     for n in _walk_all(body):
         if isinstance(n, c_ast.ID) and n.name in params and id(n) not in skip:
             return True
