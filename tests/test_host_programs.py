@@ -17,7 +17,7 @@ import pytest
 import sympy
 
 from polyfuse.apps.cli import main as cli_main
-from polyfuse.core.program import PolyfuseError, Program, UnsupportedError
+from polyfuse.core.program import Launch, PolyfuseError, Program, UnsupportedError
 from polyfuse.frontend.host import load_opencl
 from polyfuse.oracle.bruteforce import brute_force_dependences, edge_index
 from polyfuse.uar import build_uar
@@ -2337,3 +2337,23 @@ def test_option_values_split_into_vectors_returned_by_value_make_build_options(
                             str(out), "--verify")
     assert code == 0, err
     assert json.loads((out / "plan.json").read_text())["verified"]["ok"] is True
+
+
+def test_polled_event_status_is_complete_and_a_c_tentative_definition_is_the_object(
+        monkeypatch: Any) -> None:
+    """OpenDwarfs' nqueens: a round waits by polling ``clGetEventInfo(...EXECUTION_STATUS)``
+    until ``CL_COMPLETE`` (taken as complete: the loop ends, and the query synchronises),
+    reads the last round back when the event (a C unit's tentative definition, ``extern`` in
+    the header the C++ unit includes: zero at first) was set by the previous launch, and
+    writes a buffer once per device under a ``std::vector<bool>`` flag (value-initialised:
+    false)."""
+    monkeypatch.chdir(PROGRAMS / "event_poll")
+    program = load_opencl(None, host=["main.cpp", "timer.c"])
+    kinds = [op.kernel if isinstance(op, Launch) else op.kind for op in program.ops]
+    assert kinds == ["write", "sync", "fill",
+                     "sync", "read", "sync", "fill",
+                     "sync", "read", "sync", "fill", "sync"]
+    assert [op.arg(2).value for op in program.launches] == [0, 1, 2]
+    widths = check_against_oracle(program)
+    assert _edge(widths, "fill", "fill", program, "WAW") == "thread"
+
