@@ -2357,3 +2357,15 @@ def test_polled_event_status_is_complete_and_a_c_tentative_definition_is_the_obj
     widths = check_against_oracle(program)
     assert _edge(widths, "fill", "fill", program, "WAW") == "thread"
 
+
+def test_small_heap_table_filled_per_iteration_sizes_a_local_argument(monkeypatch: Any) -> None:
+    """The Programming Guide's spmv: slab start rows in a ``posix_memalign``'d table of
+    ``(nslabs + 1) * 4`` bytes, filled by a counted loop; the tallest slab sizes a
+    ``__local`` argument.  Heap memory of a few known bytes is a table (its loop runs
+    iteration by iteration), not bulk data left unknown."""
+    monkeypatch.chdir(PROGRAMS / "heap_table")
+    program = load_opencl(None, host="host.c")
+    (launch,) = program.launches
+    assert launch.global_size == (256,) and launch.local_size == (64,)
+    assert launch.arg(2).value == 64 and launch.arg(3).local_bytes == 256
+    check_against_oracle(program)
