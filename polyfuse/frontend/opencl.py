@@ -28,6 +28,10 @@ Conventions (see also :mod:`polyfuse.core.program`):
   array (``a[o] : o >= 0``, or the declared extent of a local/private array) for non-affine
   subscripts and unknown calls, or the affine relation under a domain that is over-approximated
   (non-affine conditions, ``while`` loops, ``break``/``continue``, atomics).  ``reason`` says which.
+* A pointer variable points into the buffer its initialiser, or else its first assignment,
+  gives (at a known offset or anywhere in it).  An access through a ``__global``/``__local``/
+  ``__constant`` pointer polyfuse cannot place (chosen by a condition, ``c ? a : b``) is
+  refused, never dropped.
 * Integer arithmetic is modelled over the mathematical integers (no wrap-around of ``uint`` or
   ``size_t``); ``/`` and ``%`` follow C's truncation.
 """
