@@ -2346,7 +2346,7 @@ def test_polled_event_status_is_complete_and_a_c_tentative_definition_is_the_obj
     reads the last round back when the event (a C unit's tentative definition, ``extern`` in
     the header the C++ unit includes: zero at first) was set by the previous launch, and
     writes a buffer once per device under a ``std::vector<bool>`` flag (value-initialised:
-    false)."""
+    false) and launches over a width from ``std::vector<int>(devices, n)``."""
     monkeypatch.chdir(PROGRAMS / "event_poll")
     program = load_opencl(None, host=["main.cpp", "timer.c"])
     kinds = [op.kernel if isinstance(op, Launch) else op.kind for op in program.ops]
@@ -2354,6 +2354,7 @@ def test_polled_event_status_is_complete_and_a_c_tentative_definition_is_the_obj
                      "sync", "read", "sync", "fill",
                      "sync", "read", "sync", "fill", "sync"]
     assert [op.arg(2).value for op in program.launches] == [0, 1, 2]
+    assert {op.global_size for op in program.launches} == {(64,)}  # vector<int>(1, n)[0]
     widths = check_against_oracle(program)
     assert _edge(widths, "fill", "fill", program, "WAW") == "thread"
 

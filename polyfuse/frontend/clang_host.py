@@ -987,9 +987,12 @@ class _Translator:
             return c_ast.FuncCall(c_ast.ID("__polyfuse_vector"), c_ast.ExprList([]),
                                   coord=self._coord(ic))
         exprs = [self._expr(args[0]), c_ast.Constant("int", str(size))]
-        if _is_scalar(elem):  # value-initialised (`std::vector<bool> done(n)`: all false)
-            exprs.append(self._expr(args[1]) if len(args) > 1 and _is_scalar(args[1].type)
-                         else c_ast.Constant("int", "0"))
+        value = args[1] if len(args) > 1 and "allocator" not in args[1].type.spelling \
+            else None
+        if _is_scalar(elem) and value is None:  # value-initialised (`vector<bool> d(n)`: false)
+            exprs.append(c_ast.Constant("int", "0"))
+        elif _is_scalar(elem) and _is_scalar(self._strip(value).type):  # `v(n, x)`: x, x...
+            exprs.append(self._expr(value))
         return c_ast.FuncCall(c_ast.ID("__polyfuse_vector"), c_ast.ExprList(exprs),
                               coord=self._coord(ic))
 

@@ -1,7 +1,7 @@
 // A solver in the style of OpenDwarfs' nqueens: each round waits for the device by polling
 // the last command's execution status, reads the previous round's results back when there
 // was one (the event is non-NULL after an enqueue), writes a buffer once per device
-// (std::vector<bool> flags) and launches the next round.
+// (std::vector<bool> flags) and launches the next round over its device's width.
 #include <CL/cl.h>
 #include <cstdio>
 #include <vector>
@@ -23,8 +23,9 @@ int main() {
     cl_mem out = clCreateBuffer(ctx, CL_MEM_WRITE_ONLY, n * sizeof(int), NULL, &err);
     cl_mem mask = clCreateBuffer(ctx, CL_MEM_READ_ONLY, n * sizeof(int), NULL, &err);
     std::vector<int> host(n), results(n);
-    std::vector<bool> written(1);
     int devices = 1;
+    std::vector<bool> written(devices);
+    std::vector<int> widths(devices, n);
     for (int r = 0; r < rounds; r++) {
         int dev = -1;
         while (dev == -1) {
@@ -49,7 +50,7 @@ int main() {
             clEnqueueWriteBuffer(q, mask, CL_TRUE, 0, n * sizeof(int), &host[0], 0, NULL, NULL);
             written[dev] = true;
         }
-        size_t global = n;
+        size_t global = widths[dev];
         clSetKernelArg(fill, 0, sizeof(cl_mem), &out);
         clSetKernelArg(fill, 1, sizeof(cl_mem), &mask);
         clSetKernelArg(fill, 2, sizeof(int), &r);
