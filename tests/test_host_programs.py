@@ -17,7 +17,7 @@ import pytest
 import sympy
 
 from polyfuse.apps.cli import main as cli_main
-from polyfuse.core.program import PolyfuseError, Program, UnsupportedError
+from polyfuse.core.program import Launch, PolyfuseError, Program, UnsupportedError
 from polyfuse.frontend.host import load_opencl
 from polyfuse.oracle.bruteforce import brute_force_dependences, edge_index
 from polyfuse.uar import build_uar
@@ -2412,3 +2412,36 @@ def test_an_image_path_chosen_by_the_device_is_refused_at_the_image_call(tmp_pat
         load_opencl(None, host=str(host), device_queries=_DeviceWithImages(1))
     plain = load_opencl(None, host=str(host), device_queries=_DeviceWithImages(0))
     assert [lc.kernel for lc in plain.launches] == ["scale"]
+
+
+def test_polled_event_status_is_complete_and_a_c_tentative_definition_is_the_object(
+        monkeypatch: Any) -> None:
+    """OpenDwarfs' nqueens: a round waits by polling ``clGetEventInfo(...EXECUTION_STATUS)``
+    until ``CL_COMPLETE`` (taken as complete: the loop ends, and the query synchronises),
+    reads the last round back when the event (a C unit's tentative definition, ``extern`` in
+    the header the C++ unit includes: zero at first) was set by the previous launch, and
+    writes a buffer once per device under a ``std::vector<bool>`` flag (value-initialised:
+    false) and launches over a width from ``std::vector<int>(devices, n)``."""
+    monkeypatch.chdir(PROGRAMS / "event_poll")
+    program = load_opencl(None, host=["main.cpp", "timer.c"])
+    kinds = [op.kernel if isinstance(op, Launch) else op.kind for op in program.ops]
+    assert kinds == ["write", "sync", "fill",
+                     "sync", "read", "sync", "fill",
+                     "sync", "read", "sync", "fill", "sync"]
+    assert [op.arg(2).value for op in program.launches] == [0, 1, 2]
+    assert {op.global_size for op in program.launches} == {(64,)}  # vector<int>(1, n)[0]
+    widths = check_against_oracle(program)
+    assert _edge(widths, "fill", "fill", program, "WAW") == "thread"
+
+
+def test_small_heap_table_filled_per_iteration_sizes_a_local_argument(monkeypatch: Any) -> None:
+    """The Programming Guide's spmv: slab start rows in a ``posix_memalign``'d table of
+    ``(nslabs + 1) * 4`` bytes, filled by a counted loop; the tallest slab sizes a
+    ``__local`` argument.  Heap memory of a few known bytes is a table (its loop runs
+    iteration by iteration), not bulk data left unknown."""
+    monkeypatch.chdir(PROGRAMS / "heap_table")
+    program = load_opencl(None, host="host.c")
+    (launch,) = program.launches
+    assert launch.global_size == (256,) and launch.local_size == (64,)
+    assert launch.arg(2).value == 64 and launch.arg(3).local_bytes == 256
+    check_against_oracle(program)

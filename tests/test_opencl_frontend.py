@@ -463,6 +463,44 @@ def test_vload_vstore_helpers_pointer_offsets_and_unknown_calls():
     assert at(op.relation.range(), n=2).is_equal(isl.Set("{ b[o] : o >= 0 }"))
 
 
+
+def test_pointer_declared_then_assigned_keeps_its_accesses():
+    """The Programming Guide's spmv declares its pointers first and assigns them later
+    (``__global float *outptr; ... outptr = &output[k];``): the first assignment gives the
+    pointer its buffer, so the writes through it are in the model (they were dropped, and the
+    kernel seemed to write nothing); a private pointer into a private array too.  A
+    ``__global`` pointer whose buffer is chosen by a condition is refused at the access, not
+    dropped."""
+    src = r"""
+    typedef struct { uint offset; uint count; } header;
+    __kernel void k(__global float *out, __global const uint *m, __global const float *in) {
+        int i = get_global_id(0);
+        __global const header *h;
+        __global float *p;
+        float t[2];
+        float *q;
+        h = ((__global const header *) m) + i;
+        p = out + 1;
+        q = t;
+        for (int j = 0; j < 2; j++)
+            q[j] = in[j];
+        p[i] = t[0] + t[1] + h->offset;
+    }
+    """
+    k = parse_kernels(src, "k.cl", context=KernelContext(global_size=(4, None, None)))["k"]
+    w = one(k, "out", "write")
+    assert w.exact and {p[-1] for p in points(w.relation)} == {1, 2, 3, 4}
+    assert access(k, "m", "read") and access(k, "t", "write")
+    chosen = r"""
+    __kernel void c(__global float *a, __global float *b, int s) {
+        __global float *p;
+        if (s) p = a; else p = b;
+        p[get_global_id(0)] = 1.0f;
+    }
+    """
+    with pytest.raises(UnsupportedError, match="c.cl:5: .*access through pointer 'p'"):
+        parse_kernels(chosen, "c.cl")
+
 def test_non_affine_condition_makes_may_accesses():
     src = r"""
     __kernel void cond(__global const float *a, __global float *b) {

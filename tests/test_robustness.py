@@ -389,6 +389,29 @@ def test_cli_fuse_survives_a_native_crash_of_the_device_step(tmp_path: Path) -> 
     _one_line_error(r, "kernels.cl: stage 'verifying", "crashed (signal 11, SIGSEGV)")
 
 
+
+def test_a_run_on_random_contents_names_a_kernel_that_indexes_with_values_it_loads() -> None:
+    """Verification runs on random contents: a kernel that follows offsets stored in its
+    buffers (the Programming Guide's tiled spmv) may be sent outside them and crash the
+    device; the stage a crash reports then names the run, that kernel and where it loads the
+    index, not the last kernel build."""
+    from polyfuse.frontend.host import load_opencl
+    from polyfuse.runtime.verify import random_run_stage
+
+    src = ("__kernel void gather(__global float *out, __global const uint *idx,\n"
+           "                     __global const float *in) {\n"
+           "    int i = get_global_id(0);\n"
+           "    out[i] = in[idx[i]];\n"
+           "}\n")
+    program = load_opencl(src)
+    assert random_run_stage(program, "unfused") == (
+        "running the unfused program on random buffer contents; kernel 'gather' indexes its "
+        "buffers with values it reads from memory (<input>:4), which random contents may send "
+        "outside them")
+    plain = load_opencl(src.replace("in[idx[i]]", "in[i] + idx[i]"))
+    assert random_run_stage(plain, "unfused") == \
+        "running the unfused program on random buffer contents"
+
 # -- ONNX: invalid graphs, NaN semantics, loading many nodes -----------------------------------
 
 onnx = pytest.importorskip("onnx")

@@ -406,7 +406,11 @@ class _Translator:
                 name = c.spelling
                 if c.storage_class == cindex.StorageClass.EXTERN and name in self.globals:
                     continue
-                if name in self.globals and not c.is_definition():
+                # a C tentative definition (`cl_event e;` in the unit that owns it) is no
+                # definition to libclang, but it is the object (zero-initialised) that an
+                # `extern` seen first in another unit only declares
+                if name in self.globals and not c.is_definition() and \
+                        "extern" not in self.globals[name].storage:
                     continue
                 self.globals[name] = self._var_decl(c)
 
@@ -1011,8 +1015,15 @@ class _Translator:
         if not args or not _is_integral(args[0].type) or size <= 0:
             return c_ast.FuncCall(c_ast.ID("__polyfuse_vector"), c_ast.ExprList([]),
                                   coord=self._coord(ic))
-        return c_ast.FuncCall(c_ast.ID("__polyfuse_vector"), c_ast.ExprList(
-            [self._expr(args[0]), c_ast.Constant("int", str(size))]), coord=self._coord(ic))
+        exprs = [self._expr(args[0]), c_ast.Constant("int", str(size))]
+        value = args[1] if len(args) > 1 and "allocator" not in args[1].type.spelling \
+            else None
+        if _is_scalar(elem) and value is None:  # value-initialised (`vector<bool> d(n)`: false)
+            exprs.append(c_ast.Constant("int", "0"))
+        elif _is_scalar(elem) and _is_scalar(self._strip(value).type):  # `v(n, x)`: x, x...
+            exprs.append(self._expr(value))
+        return c_ast.FuncCall(c_ast.ID("__polyfuse_vector"), c_ast.ExprList(exprs),
+                              coord=self._coord(ic))
 
     def _dependent_vector(self, c: Any, ic: Any) -> Optional[c_ast.Node]:
         """``std::vector<T> v(n[, x])`` in a function template (a type clang does not resolve
@@ -1366,7 +1377,7 @@ class _Translator:
         if k == K.ARRAY_SUBSCRIPT_EXPR:
             return c_ast.ArrayRef(self._expr(kids[0]), self._expr(kids[1]), coord=co)
         if k == K.CALL_EXPR:
-            return self._call(c, kids)
+            return _bit_reference(self._call(c, kids))
         if k in (K.CSTYLE_CAST_EXPR, K.CXX_STATIC_CAST_EXPR, K.CXX_REINTERPRET_CAST_EXPR,
                  K.CXX_CONST_CAST_EXPR, K.CXX_FUNCTIONAL_CAST_EXPR):
             inner = [ch for ch in kids if ch.kind.is_expression()]
@@ -2003,6 +2014,25 @@ def _std_member_defaults(cls: Any, skip: set, obj: c_ast.Node, arrow: str) -> li
     return out
 
 
+def _bit_reference(call: c_ast.Node) -> c_ast.Node:
+    """``std::vector<bool>``'s element proxy as the element itself: ``w[k] = x``
+    (``_Bit_reference::operator=``) stores into the vector as ``v[k] = x`` does, and reading
+    ``w[k]`` (``operator bool``) is the element."""
+    if not isinstance(call, c_ast.FuncCall) or not isinstance(call.name, c_ast.ID) or \
+            call.args is None or not call.args.exprs:
+        return call
+    inner = call.args.exprs[0]
+    if not isinstance(inner, c_ast.FuncCall) or not isinstance(inner.name, c_ast.ID) or \
+            inner.name.name != "vector__operator[]":
+        return call
+    if call.name.name == "_Bit_reference__operator=" and len(call.args.exprs) == 2:
+        return c_ast.FuncCall(c_ast.ID("vector__set"), c_ast.ExprList(
+            list(inner.args.exprs) + [call.args.exprs[1]]), coord=call.coord)
+    if call.name.name == "operator bool" and len(call.args.exprs) == 1:
+        return inner
+    return call
+
+
 def _std_default(t: Any) -> Optional[c_ast.Node]:
     """The lowered default construction of a standard container or string of type ``t``
     (an empty one), else None."""
@@ -2130,6 +2160,11 @@ def _string_buffer(e: c_ast.Node) -> bool:
     return isinstance(e, c_ast.FuncCall) and isinstance(e.name, c_ast.ID) and \
         e.name.name == "basic_string__operator[]" and len(e.args.exprs) == 2 and \
         isinstance(e.args.exprs[1], c_ast.Constant) and e.args.exprs[1].value == "0"
+
+
+def _is_scalar(t: Any) -> bool:
+    """An integer or ``bool``: a container's elements of it start as numbers."""
+    return _is_integral(t) or t.get_canonical().kind == cindex.TypeKind.BOOL
 
 
 def _is_integral(t: Any) -> bool:

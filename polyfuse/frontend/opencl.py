@@ -28,6 +28,10 @@ Conventions (see also :mod:`polyfuse.core.program`):
   array (``a[o] : o >= 0``, or the declared extent of a local/private array) for non-affine
   subscripts and unknown calls, or the affine relation under a domain that is over-approximated
   (non-affine conditions, ``while`` loops, ``break``/``continue``, atomics).  ``reason`` says which.
+* A pointer variable points into the buffer its initialiser, or else its first assignment,
+  gives (at a known offset or anywhere in it).  An access through a ``__global``/``__local``/
+  ``__constant`` pointer polyfuse cannot place (chosen by a condition, ``c ? a : b``) is
+  refused, never dropped.
 * Integer arithmetic is modelled over the mathematical integers (no wrap-around of ``uint`` or
   ``size_t``); ``/`` and ``%`` follow C's truncation.
 """
@@ -158,6 +162,9 @@ class _Extractor(AffineExtractor):
         self.prefix: list[int] = []
         self.maybe_returned: Optional[str] = None
         self.inline_stack: list[str] = []
+        # pointers declared into __global/__local/__constant memory: an access through one
+        # that points nowhere polyfuse knows cannot be dropped (it may touch any buffer)
+        self.space_pointers: set[str] = set()
         self._check_supported(funcdef.body, set())
         self.uses, self.used_dims = self._scan_uses()
         self.work_dims = max(self.used_dims, default=-1) + 1
@@ -557,6 +564,9 @@ class _Extractor(AffineExtractor):
              node: Any) -> None:
         p = self.pointer(base, st)
         if p.array is None:
+            if isinstance(base, c_ast.ID) and base.name in self.space_pointers:
+                raise self.error(f"access through pointer '{base.name}', which polyfuse cannot "
+                                 f"tell the buffer of ({p.why})", node, UnsupportedError)
             return
         arr = p.array
         dom = st.dom.intersect(guard)
@@ -823,6 +833,8 @@ class _Extractor(AffineExtractor):
                 self._emit(d, st, d, init_array=arr)
             return
         if isinstance(d.type, c_ast.PtrDecl):
+            if space in ("global", "local", "constant"):
+                self.space_pointers.add(d.name)
             if d.init is not None:
                 self._emit(d.init, st, d)
                 p = self.pointer(d.init, st)
@@ -831,7 +843,8 @@ class _Extractor(AffineExtractor):
                                           offset=(p.offset, st.depth) if p.offset is not None
                                           else None, unit=p.unit, why=p.why)
                     return
-            st.env[d.name] = Var("other", why=f"{d.name} is a pointer polyfuse does not track")
+            # (an assignment may give it its buffer: `p = a + k` after `__global T *p;`)
+            st.env[d.name] = Var("ptr", why=f"{d.name} is a pointer polyfuse does not track")
             return
         tname = types.type_name(d.type)
         if types.is_integer(tname):
@@ -861,11 +874,14 @@ class _Extractor(AffineExtractor):
                 return
             if var is not None and var.kind == "ptr":
                 if node.op == "=":
+                    # the first buffer a pointer declared without one is given is its
+                    # initialisation; another one later loses its offset
                     p = self.pointer(node.rvalue, st)
+                    first = var.array is None and p.array is not None
                     st.env[name] = Var("ptr", array=p.array or var.array,
                                         offset=(p.offset, st.depth) if p.offset is not None
-                                        and p.array is var.array else None, unit=p.unit,
-                                        why=p.why or f"{name} is reassigned")
+                                        and (p.array is var.array or first) else None,
+                                        unit=p.unit, why=p.why or f"{name} is reassigned")
                 else:
                     e = c_ast.BinaryOp(node.op[0], c_ast.ID(name), node.rvalue, node.coord)
                     p = self.pointer(e, st)

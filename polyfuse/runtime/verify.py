@@ -19,6 +19,7 @@ import numpy as np
 import pyopencl as cl
 
 from polyfuse.core.program import PolyfuseError, Program
+from polyfuse.core.watchdog import stage
 from polyfuse.runtime.budget import check_run_budget, small_instance
 from polyfuse.runtime.device import DeviceSpec, get_context
 from polyfuse.runtime.execute import RunResult, run_program
@@ -182,6 +183,22 @@ def compare_runs(
     )
 
 
+def random_run_stage(program: Program, label: str) -> str:
+    """What a run on random contents reports as its stage: a native crash in it (a kernel
+    that indexes its buffers with values it reads from them, sent outside them by random
+    ones) then names the run, and such a kernel and where it reads the index."""
+    what = f"running the {label} program on random buffer contents"
+    for op in program.launches:
+        k = program.kernels.get(op.kernel)
+        hit = next((a for a in k.accesses if not a.exact and a.reason and
+                    "data-dependent" in a.reason), None) if k is not None else None
+        if hit is not None:
+            where = f" ({hit.loc.file}:{hit.loc.line})" if hit.loc is not None else ""
+            return (f"{what}; kernel '{k.name}' indexes its buffers with values it reads from "
+                    f"memory{where}, which random contents may send outside them")
+    return what
+
+
 def verify_programs(
     reference_program: Program,
     candidate_program: Program,
@@ -210,14 +227,17 @@ def verify_programs(
     check_run_budget(candidate_program, params, runs=2, what="verification")
     if queue is None:
         ctx, queue = (ctx, None) if ctx is not None else get_context(device)
-    ref = run_program(reference_program, params=params, seed=seed, ctx=ctx, queue=queue)
+    with stage(random_run_stage(reference_program, label)):
+        ref = run_program(reference_program, params=params, seed=seed, ctx=ctx, queue=queue)
     shared = {n: a for n, a in ref.initial.items()
               if n in candidate_program.buffers
               and candidate_program.root(n)[0] == n}
-    cand = run_program(candidate_program, params=params, seed=seed, inputs=shared, ctx=ctx,
-                       queue=queue)
+    with stage(random_run_stage(candidate_program, "candidate")):
+        cand = run_program(candidate_program, params=params, seed=seed, inputs=shared,
+                           ctx=ctx, queue=queue)
     result = compare_runs(ref, cand, buffers=buffers, rtol=rtol, atol=atol, label=label)
     return dataclasses.replace(result, instance=instance) if instance else result
 
 
-__all__ = ["BufferCheck", "Verification", "compare_arrays", "compare_runs", "verify_programs"]
+__all__ = ["BufferCheck", "Verification", "compare_arrays", "compare_runs", "random_run_stage",
+           "verify_programs"]

@@ -32,8 +32,14 @@ The interpreter tracks what the polyhedral model needs and nothing else:
   members' initialisers first), a class's struct holds its bases' fields, implicit copies
   are member-wise; ``std::string``, ``std::stringstream`` and ``compare``/``==`` hold the
   text they are given (an option table matched against ``argv``; ``ss >> w`` word by word
-  until ``ss.eof()``); ``std::vector<T>::resize(n)`` default-constructs its new elements;
+  until ``ss.eof()``); ``std::vector<T>::resize(n)`` default-constructs its new elements, and
+  ``std::vector<int> v(n[, x])`` of an integer or ``bool`` type starts with ``n`` zeros (copies of
+  ``x``), ``std::vector<bool>``'s element proxies being its elements;
   ``sizeof(T)`` in a function template comes from the call's template arguments.
+* **Events**: an enqueue stores a non-NULL ``cl_event`` through its ``event`` argument, and
+  ``clGetEventInfo(CL_EVENT_COMMAND_EXECUTION_STATUS)`` on one is ``CL_COMPLETE`` (a warning
+  says so) and a synchronisation: the in-order queue has run the command when the host looks,
+  so a loop that polls for it ends.
 * **Boilerplate** (platform, device, context, queue, program build, releases,
   printf, malloc/free, timing) is skipped.  Every OpenCL call is assumed to succeed: it returns
   ``CL_SUCCESS`` and stores it through its ``errcode_ret`` pointer, and handles are non-NULL, so
@@ -64,8 +70,9 @@ The interpreter tracks what the polyhedral model needs and nothing else:
   counted loop with a constant trip count whose symbolic pass fails (a geometry it carries from
   one iteration to the next) is run iteration by iteration.  So is one rule's loop: a counted
   loop without OpenCL calls whose symbolic pass loses something (a condition it leaves
-  undecided, a known value stored at the iterator's index of a table (at most 1024 entries;
-  larger arrays are data) or changing per iteration, a number
+  undecided, a known value stored at the iterator's index of a table (at most 1024 entries,
+  or heap memory of at most 1024 bytes from ``malloc``/``posix_memalign``...; larger arrays
+  are data) or changing per iteration, a number
   that depends on the iterator or was known before) when its trip count times the inner
   iterations of one pass fits what is left of the nest's budget; otherwise it stays symbolic,
   a warning says which budget it did not fit, and the numbers it left unknown are named

@@ -271,9 +271,14 @@ class _Model:
     def vector(self, name: str, args: list) -> Any:
         i = self.i
         if name == "__polyfuse_vector":
-            if len(args) == 2 and isinstance(args[0], i.Num) and isinstance(args[1], i.Num):
+            if len(args) in (2, 3) and isinstance(args[0], i.Num) and \
+                    isinstance(args[1], i.Num):
                 n = i.as_int(args[0], "vector length", self.node, required=False)
-                return Vec(n, int(args[1].e), () if n == 0 else None)
+                # numbers (the elements' value, given third) are kept while they are few
+                x = args[2] if len(args) == 3 else None
+                items = () if n == 0 else (x,) * n if x is not None and _element(i, x) and \
+                    n is not None and n <= _MAX_RESIZED else None
+                return Vec(n, int(args[1].e), items)
             return Vec(None, 0)
         vec = self.vec_of(args[0]) if args else None
         if name == "vector__vector":  # a copy (its elements are copied where it is stored)

@@ -83,6 +83,10 @@ _MATH = {
 
 _ALLOC = {"malloc", "calloc", "realloc", "aligned_alloc", "memalign", "valloc", "_mm_malloc",
           "pvalloc"}
+#: the arguments whose product is the number of bytes an allocation call asks for
+_ALLOC_BYTES = {"malloc": (0,), "calloc": (0, 1), "realloc": (1,), "aligned_alloc": (1,),
+                "memalign": (1,), "valloc": (0,), "_mm_malloc": (0,), "pvalloc": (0,),
+                "posix_memalign": (2,)}
 
 
 #: calls that return a non-NULL handle polyfuse does not follow
@@ -374,10 +378,23 @@ def memset(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     return dst
 
 
+def heap_type(node: c_ast.FuncCall, args: list[Value]) -> CType:
+    """The type of the memory an allocation call returns: bytes of elements not known yet,
+    its size when the call's size is a known number (a small table, not bulk data: see
+    :meth:`.memory.Memory.store`)."""
+    nbytes = 1
+    for k in _ALLOC_BYTES.get(node.name.name if isinstance(node.name, c_ast.ID) else "", ()):
+        v = arg_at(args, k)
+        if not (isinstance(v, Num) and v.e.is_Integer and v.e >= 0):
+            return CType("array", 0, elem=UNK_TYPE)
+        nbytes *= int(v.e)
+    return CType("array", nbytes, elem=UNK_TYPE)
+
+
 def posix_memalign(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     ptr = arg_at(args, 0)
     if isinstance(ptr, Ref):
-        sid = ev.mem.new_slot("heap", CType("array", 0, elem=UNK_TYPE), Arr(None, (), UNK))
+        sid = ev.mem.new_slot("heap", heap_type(node, args), Arr(None, (), UNK))
         ev.mem.write(ptr, Ref(sid))
     return ZERO
 
@@ -801,7 +818,7 @@ def _scan(first: int) -> Handler:
 def _alloc(zero: bool) -> Handler:
     """Fresh host memory, named after the variable the pointer is stored in."""
     def handler(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
-        sid = ev.mem.new_slot(ev.ctx.name_hint or "heap", CType("array", 0, elem=UNK_TYPE),
+        sid = ev.mem.new_slot(ev.ctx.name_hint or "heap", heap_type(node, args),
                               Arr(None, (), ZERO if zero else UNK))
         return Ref(sid)
     return handler

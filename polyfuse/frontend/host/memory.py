@@ -319,8 +319,7 @@ class Memory:
                 src = src_of(value)
                 table = self.read(Ref(ref.slot, ref.path))
                 # a table (sizes per level), not bulk host data: running the loop knows it
-                if ref.loop and isinstance(table, Arr) and table.length is not None and \
-                        table.length <= _TABLE and \
+                if ref.loop and isinstance(table, Arr) and self._table(ref, table) and \
                         (not isinstance(value, (Unknown, Runtime)) or
                          (src is not None and src.loop_index)):
                     self.ctx.forgotten += 1
@@ -333,6 +332,15 @@ class Memory:
                 self.write(whole, new)
             return
         self.write(ref, value)
+
+    def _table(self, ref: SymIndex, arr: Arr) -> bool:
+        """Whether ``arr`` is a table of at most :data:`_TABLE` elements: its length says so,
+        or it is heap memory (``malloc``) of at most that many bytes."""
+        if arr.length is not None:
+            return arr.length <= _TABLE
+        slot = self.state.slots.get(ref.slot)
+        return not ref.path and slot is not None and slot.ctype.kind == "array" and \
+            slot.ctype.length is None and 0 < slot.ctype.size <= _TABLE
 
     def text(self, v: Value) -> Optional[str]:
         """The C string a value holds: a literal, or a buffer polyfuse wrote text into."""

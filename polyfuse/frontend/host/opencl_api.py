@@ -811,6 +811,49 @@ def enumerate_devices(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -
     return ZERO if found else Num(sympy.Integer(-1))  # CL_DEVICE_NOT_FOUND
 
 
+#: the position of the ``cl_event *event`` argument of each enqueue call
+_EVENT_ARG = {
+    "clEnqueueNDRangeKernel": 8, "clEnqueueTask": 4, "clEnqueueReadBuffer": 8,
+    "clEnqueueWriteBuffer": 8, "clEnqueueReadBufferRect": 13, "clEnqueueWriteBufferRect": 13,
+    "clEnqueueCopyBuffer": 8, "clEnqueueCopyBufferRect": 12, "clEnqueueFillBuffer": 8,
+    "clEnqueueMapBuffer": 8, "clEnqueueUnmapMemObject": 5, "clEnqueueMarkerWithWaitList": 3,
+    "clEnqueueBarrierWithWaitList": 3, "clEnqueueMarker": 1, "clEnqueueMigrateMemObjects": 6,
+}
+_CL_EVENT_COMMAND_EXECUTION_STATUS = 0x11D3
+_EVENT = Handle("cl_event")
+
+
+def _gives_event(fn: Handler, index: int) -> Handler:
+    """``fn``, then the event it returns through its ``event`` argument: a non-NULL handle
+    (``if (ev != 0)`` after an enqueue is then decided, as it is when the program runs)."""
+    def call(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+        value = fn(ev, node, args)
+        out = arg_at(args, index)
+        # the C call itself (the C++ wrapper's methods pass their own argument lists)
+        if isinstance(out, Ref) and isinstance(node, c_ast.FuncCall) and \
+                isinstance(node.name, c_ast.ID) and node.name.name in _EVENT_ARG:
+            ev.mem.write(out, _EVENT)
+        return value
+    return call
+
+
+@handler("clGetEventInfo")
+def get_event_info(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
+    """An enqueued command's execution status is ``CL_COMPLETE``: polyfuse models an in-order
+    queue whose commands have completed when the host looks (a loop that polls the status
+    until then ends), so the query is a synchronisation; other event queries are run-time
+    values."""
+    param, out = arg_at(args, 1), arg_at(args, 3)
+    if arg_at(args, 0) == _EVENT and isinstance(param, Num) and \
+            param.e == _CL_EVENT_COMMAND_EXECUTION_STATUS and isinstance(out, Ref):
+        ev.ctx.warn("clGetEventInfo(CL_EVENT_COMMAND_EXECUTION_STATUS) taken as CL_COMPLETE "
+                    "(the command has run when the host looks)", node)
+        sync(ev, "clGetEventInfo", node)
+        ev.mem.write(out, ZERO)
+        return ZERO
+    return _boilerplate(ev, node, args)
+
+
 #: calls that change nothing polyfuse models (platforms, devices, contexts, queues, info
 #: queries, retain/release, flushes, barriers and markers of an in-order queue)
 _BOILERPLATE = {
@@ -822,7 +865,7 @@ _BOILERPLATE = {
     "clGetMemObjectInfo", "clCreateProgramWithSource", "clCreateProgramWithBinary",
     "clRetainProgram", "clReleaseProgram", "clBuildProgram", "clCompileProgram",
     "clGetProgramInfo", "clGetProgramBuildInfo", "clRetainKernel", "clReleaseKernel",
-    "clGetKernelInfo", "clGetKernelWorkGroupInfo", "clGetEventInfo", "clCreateUserEvent",
+    "clGetKernelInfo", "clGetKernelWorkGroupInfo", "clCreateUserEvent",
     "clRetainEvent", "clReleaseEvent", "clSetUserEventStatus", "clGetEventProfilingInfo",
     "clFlush", "clEnqueueMarkerWithWaitList", "clEnqueueBarrierWithWaitList", "clEnqueueMarker",
     "clEnqueueBarrier", "clEnqueueWaitForEvents", "clEnqueueUnmapMemObject",
@@ -854,3 +897,5 @@ def _boilerplate(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Val
 for _names, _handler in ((_CREATES_HANDLE, _creates_handle), (_BOILERPLATE, _boilerplate)):
     for _name in sorted(_names):
         HANDLERS.setdefault(_name, _handler)
+for _name, _index in _EVENT_ARG.items():
+    HANDLERS[_name] = _gives_event(HANDLERS[_name], _index)
