@@ -821,9 +821,9 @@ class _Builder:
                     return
                 witness = unwritten.range().sample_point()
         except IslQuotaExceeded:
-            self.notes.append(f"launch {launch.id} ({kernel}): the check that {array.name} "
-                              "is written before it is read exceeded isl's operation quota "
-                              "and was skipped")
+            self.notes.append(f"launch {launch.id} ({kernel}): the check that its work-groups "
+                              f"write the elements of {array.name} they read exceeded isl's "
+                              "operation quota and was skipped")
             return
         except isl.Error:
             return
