@@ -204,6 +204,22 @@ def interleaved(fns: dict[str, Any], repeat: int, rounds: int
     return wall, cpu
 
 
+def ort_feeds(ort: Any, seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded inputs from onnxruntime's view of the graph, for when no polyfuse session was
+    built to give its own (floats uniform in [-1, 1), integers 0 or 1)."""
+    rng = np.random.default_rng(seed)
+    kinds = {"tensor(float)": np.float32, "tensor(double)": np.float64,
+             "tensor(float16)": np.float16, "tensor(int64)": np.int64, "tensor(int32)": np.int32,
+             "tensor(bool)": np.bool_}
+    feeds = {}
+    for inp in ort.get_inputs():
+        dtype = np.dtype(kinds[inp.type])
+        shape = [d if isinstance(d, int) else 1 for d in inp.shape]
+        feeds[inp.name] = ((rng.random(shape) * 2 - 1).astype(dtype) if dtype.kind == "f"
+                           else rng.integers(0, 2, size=shape).astype(dtype))
+    return feeds
+
+
 def check(outs: list, ref: list) -> Optional[str]:
     for i, (a, r) in enumerate(zip(outs, ref)):
         if a.shape != r.shape:
@@ -239,8 +255,9 @@ def main(argv: list[str]) -> int:
         fused, t_fused, why_f = build(path, True, args.build_timeout, args.device)
         unfused, t_unfused, why_u = build(path, False, args.build_timeout, args.device)
         ort = ort_session(path)
-        feeds = random_inputs(fused.io if fused else unfused.io) if (fused or unfused) else {}
-        ref = ort.run(None, feeds) if feeds else []
+        feeds = (random_inputs(fused.io if fused else unfused.io) if (fused or unfused)
+                 else ort_feeds(ort))
+        ref = ort.run(None, feeds)
         fns = {"ort": lambda o=ort, f=feeds: o.run(None, f)}
         notes = []
         for label, sess, why in (("fused", fused, why_f), ("unfused", unfused, why_u)):
