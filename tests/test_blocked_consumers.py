@@ -234,8 +234,8 @@ def _product_epilogue(path: Path, conv: bool) -> Path:
 def test_product_epilogue_reads_the_accumulators(tmp_path: Path, conv: bool) -> None:
     """MatMul/Conv -> Add -> Relu in one launch: the epilogue stays loops over the block, and
     its loads of the product's output (and of the Add's) become reads of private arrays the
-    block is stored into; neither intermediate is stored any more; outputs equal
-    onnxruntime's."""
+    block is stored into; neither intermediate is stored any more; the epilogue's steps run in
+    one loop nest; outputs equal onnxruntime's."""
     path = _product_epilogue(tmp_path / "epilogue.onnx", conv)
     _model, result = load_and_fuse(str(path), {}, None, form="blocked")
     assert check_plan(result.plan) == [] and result.plan.launches_after == 1
@@ -247,6 +247,9 @@ def test_product_epilogue_reads_the_accumulators(tmp_path: Path, conv: bool) -> 
     assert "= pf_b1[bi][bj];" in kernel.source and "= pf_b2[bi][bj];" in kernel.source
     assert "pf_b1[0][0] = acc_0_0;" in kernel.source
     assert "f1_y[" not in kernel.source and "f2_y[" not in kernel.source
+    # the Add's and the Relu's loops over the block run as one nest
+    assert fused.optimizations["block_loops_fused"] == 1
+    assert kernel.source.count("for (int bj") == 1
     sess = polyfuse.InferenceSession(str(path), _form="blocked")
     feeds = random_inputs(sess.io, seed=1)
     (y,) = sess.run(None, feeds)

@@ -75,7 +75,7 @@ _WI = ("get_local_id", "get_group_id", "get_global_id", "get_local_size", "get_n
        "get_global_size")
 _BARRIERS = ("barrier", "work_group_barrier")
 #: calls that read no memory and have no side effects (beyond the work-item functions)
-_PURE = {
+PURE_BUILTINS = frozenset({
     "min", "max", "clamp", "mad", "fma", "fabs", "fmin", "fmax", "sqrt", "rsqrt", "exp", "exp2",
     "exp10", "log", "log2", "log10", "pow", "pown", "powr", "sin", "cos", "tan", "asin", "acos",
     "atan", "atan2", "sinh", "cosh", "tanh", "floor", "ceil", "round", "trunc", "rint", "fmod",
@@ -85,7 +85,7 @@ _PURE = {
     "select", "mul24", "mad24", "upsample", "rotate", "popcount", "clz", "erf", "erfc", "cbrt",
     "expm1", "log1p", "isnan", "isinf", "isfinite", "copysign", "ldexp", "get_work_dim",
     "get_global_offset", "mad_sat", "add_sat", "sub_sat", "hadd", "rhadd", "degrees", "radians",
-}
+})
 _SUFFIX = "__pf"
 
 
@@ -251,7 +251,7 @@ class _Analysis:
                     skip.add(id(n.name))
                     if (f, _dim_arg(n)) in self.varying_calls:
                         return True
-                elif f not in _PURE and not f.startswith(("convert_", "as_")):
+                elif f not in PURE_BUILTINS and not f.startswith(("convert_", "as_")):
                     return True
                 else:
                     skip.add(id(n.name))
@@ -412,7 +412,7 @@ def _side_effect_free(e: Any) -> bool:
         if isinstance(n, c_ast.UnaryOp) and n.op in ("++", "--", "p++", "p--"):
             return False
         f = _call_name(n)
-        if f is not None and f not in _PURE and f not in _WI and \
+        if f is not None and f not in PURE_BUILTINS and f not in _WI and \
                 not f.startswith(("convert_", "as_")):
             return False
     return True

@@ -1,6 +1,6 @@
 """Post-fusion optimizations on a fused kernel, driven by its own polyhedral model.
 
-Both passes run on groups of two or more launches (a launch left alone keeps its kernel's code).
+The passes run on groups of two or more launches (a launch left alone keeps its kernel's code).
 Each pass prints the fused kernel, re-extracts it with
 :func:`polyfuse.frontend.opencl.parse_kernels` (local size and known global size as context, so
 work-item expressions are affine), and maps the
@@ -32,6 +32,10 @@ layers) share one model, and the isl questions about it are asked once
   the barrier in execution order, and no other kept barrier with the right fence lies between
   them.  Barriers are examined one at a time against the barriers still kept, so removing one
   never leaves a dependence unordered.  Barriers that may not be reached uniformly are kept.
+* **Block loops fused.**  Last, consecutive fragments that loop over the same block (the
+  epilogue's chain after the forwarding above) become one loop nest, each fragment's body in
+  its own scope, in order (:mod:`polyfuse.codegen.block_loops`), so each element of the block
+  goes through the whole chain in registers.
 * **Code motion** so that independent fragments share barriers (as in SIRIUS) is done while the
   fused kernel is assembled, on the fragments themselves (:mod:`polyfuse.codegen.motion`), so
   both passes above see the merged body; it is recorded as ``barriers_shared`` (barrier
@@ -49,6 +53,7 @@ import islpy as isl
 from pycparser import c_ast
 
 from polyfuse.c import syntax, types
+from polyfuse.codegen.block_loops import fuse_block_loops
 from polyfuse.codegen.decisions import OptimizationsSkipped
 from polyfuse.codegen.models import KernelModels
 from polyfuse.core.islutil import IslQuotaExceeded, bounded
@@ -62,6 +67,8 @@ class OptResult:
     counts: dict[str, int] = field(default_factory=dict)
     details: dict[str, list[str]] = field(default_factory=dict)
     dropped: list[str] = field(default_factory=list)
+    #: the private arrays blocks were forwarded into (``pf_b1``...)
+    block_arrays: set[str] = field(default_factory=set)
 
     def add(self, key: str, n: int, detail: Optional[str] = None) -> None:
         self.counts[key] = self.counts.get(key, 0) + n
@@ -341,6 +348,7 @@ class _Blocks:
         slots, extents = proof
         self.count += 1
         name = f"pf_b{self.count}"
+        self.res.block_arrays.add(name)
         params_b = {p for p, v in bp.items() if v[0] == root}
 
         def at(index: Sequence[Union[str, int]]) -> c_ast.ArrayRef:
@@ -766,4 +774,7 @@ def optimize_group(gc: Any, program: Program, in_groups: Mapping[int, int],
     if len(members) > 1:  # a launch left alone keeps its kernel's code as its author wrote it
         privatize(gc, program, members, helpers_text, res, models)
         remove_barriers(gc, helpers_text, res, models)
+        roots = {p: v[0] for p, v in gc.kb.buffer_params.items()}
+        for note in fuse_block_loops(gc.func.body, roots, res.block_arrays, gc.kb.comments):
+            res.add("block_loops_fused", 1, f"group {gc.kb.group.id}: {note}")
     return res

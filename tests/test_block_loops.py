@@ -1,0 +1,100 @@
+"""Fusing a fused kernel's consecutive block loops (polyfuse/codegen/block_loops.py).
+
+The legality rule is syntactic and conservative: each case below that must not merge is a
+dependence the rule has to see (a buffer written in one nest and read in another, a block
+array read at another iteration, a call that may write memory, different bounds, a barrier
+between); the end-to-end check that a merged chain computes the same numbers is
+``tests/test_blocked_consumers.py::test_product_epilogue_reads_the_accumulators``.
+"""
+
+from __future__ import annotations
+
+from pycparser import CParser, c_ast
+
+from polyfuse.c.printer import OpenCLGenerator
+from polyfuse.codegen.block_loops import fuse_block_loops
+
+STEP = """
+  {{
+    const int r0 = get_global_id(0) * 2;
+    for (int bi = 0; bi < 2; bi++)
+    {{
+      const int lead = r0 + bi;
+      for (int bj = 0; bj < 4; bj++)
+      {{
+        {body}
+      }}
+    }}
+  }}
+"""
+
+
+def _kernel(*bodies: str, between: str = "") -> c_ast.Compound:
+    steps = between.join(STEP.format(body=b) for b in bodies)
+    text = ("int get_global_id(int d); void barrier(int f); float helper(float *p);\n"
+            "void k(float *x, float *y, float *z, float *alias_of_y) {\n"
+            "  float pf_b1[2][4] = {0};\n  float pf_b2[2][4] = {0};\n"
+            f"{steps}}}\n")
+    ast = CParser().parse(text)
+    return ast.ext[-1].body
+
+
+ROOTS = {"x": "x", "y": "y", "z": "z", "alias_of_y": "y"}
+BLOCK = {"pf_b1", "pf_b2"}
+PRODUCT = "pf_b1[bi][bj] = x[lead * 4 + bj];"
+EPILOGUE = "const float v = pf_b1[bi][bj]; pf_b2[bi][bj] = v * v;"
+STORE = "y[lead * 4 + bj] = pf_b2[bi][bj] + 1.0f;"
+
+
+def _loops(body: c_ast.Compound) -> int:
+    text = OpenCLGenerator().visit(body)
+    return text.count("for (int bj")
+
+
+def test_a_chain_through_block_arrays_becomes_one_nest_in_order() -> None:
+    body = _kernel(PRODUCT, EPILOGUE, STORE)
+    comments = {id(s): f"fragment {i + 1}" for i, s in enumerate(body.block_items[2:])}
+    notes = fuse_block_loops(body, ROOTS, BLOCK, comments)
+    assert notes == ["block loops fused: fragment 1; fragment 2; fragment 3"]
+    assert _loops(body) == 1
+    text = OpenCLGenerator().visit(body)
+    # each step keeps its own scope, in the original order, inside the one nest
+    assert text.index("pf_b1[bi][bj] = x") < text.index("pf_b2[bi][bj] = v * v") \
+        < text.index("y[(lead * 4) + bj] =")
+    assert text.count("const int lead = r0 + bi;") == 1
+
+
+def test_a_buffer_written_by_one_nest_and_read_by_another_keeps_them_apart() -> None:
+    reads_y_elsewhere = "z[lead * 4 + bj] = y[(lead * 4 + bj + 1) % 8];"
+    for second in (reads_y_elsewhere, reads_y_elsewhere.replace("y[", "alias_of_y[")):
+        body = _kernel(STORE, second)
+        assert fuse_block_loops(body, ROOTS, BLOCK, {}) == []
+        assert _loops(body) == 2
+
+
+def test_a_block_array_read_at_another_iteration_keeps_them_apart() -> None:
+    transposed = "z[lead * 4 + bj] = pf_b1[1 - bi][bj];"
+    body = _kernel(PRODUCT, transposed)
+    assert fuse_block_loops(body, ROOTS, BLOCK, {}) == []
+    assert _loops(body) == 2
+
+
+def test_calls_other_bounds_and_barriers_keep_them_apart() -> None:
+    call = "z[lead * 4 + bj] = helper(y);"
+    assert fuse_block_loops(_kernel(PRODUCT, call), ROOTS, BLOCK, {}) == []
+    other = _kernel(PRODUCT, EPILOGUE)
+    inner = other.block_items[-1].block_items[-1].stmt.block_items[-1]
+    inner.cond.right = c_ast.Constant("int", "3")  # bj < 3 in the second nest
+    assert fuse_block_loops(other, ROOTS, BLOCK, {}) == []
+    apart = _kernel(PRODUCT, EPILOGUE, between="  barrier(1);\n")
+    assert fuse_block_loops(apart, ROOTS, BLOCK, {}) == []
+    assert _loops(apart) == 2
+
+
+def test_a_nest_assigning_a_kernel_variable_is_left_alone() -> None:
+    body = _kernel(PRODUCT, EPILOGUE)
+    body.block_items.insert(0, c_ast.Decl("acc", [], [], [], [], c_ast.TypeDecl(
+        "acc", [], None, c_ast.IdentifierType(["float"])), c_ast.Constant("int", "0"), None))
+    second = body.block_items[-1].block_items[-1].stmt.block_items[-1].stmt
+    second.block_items.append(c_ast.Assignment("+=", c_ast.ID("acc"), c_ast.ID("v")))
+    assert fuse_block_loops(body, ROOTS, BLOCK, {}) == []
