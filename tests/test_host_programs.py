@@ -2445,3 +2445,27 @@ def test_small_heap_table_filled_per_iteration_sizes_a_local_argument(monkeypatc
     assert launch.global_size == (256,) and launch.local_size == (64,)
     assert launch.arg(2).value == 64 and launch.arg(3).local_bytes == 256
     check_against_oracle(program)
+
+
+def test_static_data_members_of_a_class_template_are_one_object_per_specialization(
+        monkeypatch: Any, tmp_path: Path, capsys: Any) -> None:
+    """SHOC's Matrix2D<T> allocates through ``static PMSMemMgr<T> *pmsmm``, made on first use
+    (``if (pmsmm == NULL) pmsmm = new DefaultPMSMemMgr<T>``) and defined per specialization
+    in another file (``template<> PMSMemMgr<float> *Matrix2D<float>::pmsmm = 0;``): the call
+    through it was refused as made on an object polyfuse did not follow.  Each specialization
+    has its own object (the float and double matrices count separately), a generic
+    definition gives one per specialization used, and a plain class's static member is one
+    global."""
+    monkeypatch.chdir(PROGRAMS / "template_statics")
+    program = load_opencl(None, host=["main.cpp", "statics.cpp"])
+    # float: 2 matrices x 16 x scale 1; double: its own 2 matrices x 16 x scale 2
+    assert [lc.global_size for lc in program.launches] == [(32,), (64,)]
+    assert sorted(b.size for b in program.buffers.values()) == [1024, 1024, 2048, 2048]
+    with pytest.raises(UnsupportedError, match=r"matrix.h:31: the static data member "
+                       r"'Matrix::mgr' has no definition in the host files given"):
+        load_opencl(None, host="main.cpp")
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", "--host", "main.cpp", "--host", "statics.cpp",
+                            "--out", str(out), "--verify")
+    assert code == 0, err
+    assert json.loads((out / "plan.json").read_text())["verified"]["ok"] is True

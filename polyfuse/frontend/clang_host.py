@@ -413,6 +413,13 @@ class _Translator:
                         "extern" not in self.globals[name].storage:
                     continue
                 self.globals[name] = self._var_decl(c)
+            elif k == K.VAR_DECL and c.semantic_parent.kind.name in _CLASS_KINDS and \
+                    c.is_definition():
+                # a static data member (`T *C<float>::p = 0;`): a global of its own per class
+                # and, for a class template, per specialization (see :meth:`_static_member`)
+                name = _static_name(c)
+                if name is not None:
+                    self.globals[name] = _renamed(self._var_decl(c), name)
 
     def file_ast(self) -> c_ast.FileAST:
         ext: list[c_ast.Node] = list(self.records.values())
@@ -1349,6 +1356,9 @@ class _Translator:
                 const = _class_constant(c, ref)
                 if const is not None:
                     return c_ast.Constant("int", str(const), coord=co)
+                static = self._static_member(ref, co)
+                if static is not None:
+                    return static
             node: c_ast.Node = c_ast.ID(c.spelling, coord=co)
             if ref is not None and ref.kind in (K.VAR_DECL, K.PARM_DECL) and \
                     ref.type.kind in (TK.LVALUEREFERENCE, TK.RVALUEREFERENCE) and \
@@ -1356,6 +1366,11 @@ class _Translator:
                 node = c_ast.UnaryOp("*", node, coord=co)
             return node
         if k == K.MEMBER_REF_EXPR:
+            ref = c.referenced
+            static = self._static_member(ref, co) if ref is not None and \
+                ref.kind == K.VAR_DECL else None
+            if static is not None:  # `this->count` of a static member: the class's object
+                return static
             kids = _operands(c)
             if not kids:  # implicit this->field inside a method (or `Base::field`)
                 base: c_ast.Node = c_ast.ID("this", coord=co)
@@ -1489,6 +1504,46 @@ class _Translator:
         self.funcs[name] = c_ast.FuncDef(decl, None, self._stmt(body), coord=co)
         return c_ast.FuncCall(c_ast.ID("__polyfuse_lambda"), c_ast.ExprList(
             [c_ast.Constant("string", f'"{name}"')]), coord=co)
+
+    def _static_member(self, ref: Any, co: Optional[Coord]) -> Optional[c_ast.Node]:
+        """A static data member of a user's class: its global ``C__x``; of a class template,
+        the object of the specialization the class arguments name (``C<float>::x`` and
+        ``x`` in ``C<T>``'s methods, whose ``__sizeof_T`` the object gives), as
+        ``*__polyfuse_static("C__x", __polyfuse_class_args("__sizeof_T", size))``, which
+        the interpreter resolves to ``C__x__spec_4`` or an object of its own made from the
+        generic definition; None for anything else."""
+        K = cindex.CursorKind
+        parent = ref.semantic_parent
+        if parent is None or parent.kind.name not in _CLASS_KINDS or \
+                not self._user_record(parent):
+            return None  # (a variable whose parent is a class is one of its static members)
+        name = f"{_class_name(parent)}__{ref.spelling}"
+        template = parent if parent.kind == K.CLASS_TEMPLATE else \
+            cindex.conf.lib.clang_getSpecializedCursorTemplate(parent)
+        if template is None:
+            return c_ast.ID(name, coord=co)
+        params = [ch for ch in template.get_children()
+                  if ch.kind in (K.TEMPLATE_TYPE_PARAMETER, K.TEMPLATE_NON_TYPE_PARAMETER)]
+        if parent.kind == K.CLASS_TEMPLATE:
+            sizes: list[c_ast.Node] = [c_ast.ID(f"__sizeof_{p.spelling}") for p in params]
+        else:
+            sizes = [c_ast.Constant("long", f"{s}L") for s in _class_sizes(parent) or ()]
+        if any(p.kind != K.TEMPLATE_TYPE_PARAMETER for p in params) or \
+                len(sizes) != len(params):
+            why = (f"the static data member '{_class_name(parent)}::{ref.spelling}' of a class "
+                   "template with a value parameter (polyfuse tells specializations apart by "
+                   "the sizes of their type arguments only)")
+            return c_ast.FuncCall(c_ast.ID("__polyfuse_refuse"), c_ast.ExprList(
+                [c_ast.Constant("string", f'"{why}"')]), coord=co)
+        spec = [x for p, v in zip(params, sizes)
+                for x in (c_ast.Constant("string", f'"__sizeof_{p.spelling}"'), v)]
+        call = c_ast.FuncCall(c_ast.ID("__polyfuse_static"), c_ast.ExprList([
+            c_ast.Constant("string", f'"{name}"'),
+            c_ast.FuncCall(c_ast.ID("__polyfuse_class_args"), c_ast.ExprList(spec))]),
+            coord=co)
+        if ref.type.get_canonical().kind == cindex.TypeKind.CONSTANTARRAY:
+            return call  # an array: the pointer it decays to
+        return c_ast.UnaryOp("*", call, coord=co)
 
     def _dependent_member_call(self, c: Any, callee: Any, co: Optional[Coord]) -> c_ast.Node:
         """``obj->f()`` in a template, on an object whose class depends on a template
@@ -1807,6 +1862,45 @@ def _class_name(decl: Any) -> str:
     """The prefix of a class's lowered methods (``C`` of ``C__method``): its name without
     template arguments, as the methods of a class template are lowered once."""
     return re.sub(r"<.*", "", decl.spelling)
+
+
+#: cursor kinds of the classes whose static data members are globals of the lowered program
+_CLASS_KINDS = ("CLASS_DECL", "STRUCT_DECL", "CLASS_TEMPLATE")
+
+
+def _static_name(c: Any) -> Optional[str]:
+    """The global that holds the static data member a definition defines: ``C__x`` (of a
+    plain class, or a class template's generic definition), ``C__x__spec_4_8`` (of the
+    specialization whose type arguments have those sizes); None where a specialization has
+    an argument that is not a type of known size."""
+    parent = c.semantic_parent
+    name = f"{_class_name(parent)}__{c.spelling}"
+    if parent.kind == cindex.CursorKind.CLASS_TEMPLATE or \
+            cindex.conf.lib.clang_getSpecializedCursorTemplate(parent) is None:
+        return name
+    sizes = _class_sizes(parent)
+    if sizes is None:
+        return None
+    return f"{name}__spec_{'_'.join(map(str, sizes))}"
+
+
+def _class_sizes(record: Any) -> Optional[list[int]]:
+    """The sizes of the type arguments of a class template's specialization (None where one
+    is not a type of known size)."""
+    t = record.type
+    sizes = [t.get_template_argument_type(i).get_size()
+             for i in range(max(t.get_num_template_arguments(), 0))]
+    return sizes if sizes and min(sizes) > 0 else None
+
+
+def _renamed(decl: c_ast.Decl, name: str) -> c_ast.Decl:
+    """``decl`` declaring ``name`` instead."""
+    decl.name = name
+    t = decl.type
+    while not isinstance(t, c_ast.TypeDecl):
+        t = t.type
+    t.declname = name
+    return decl
 
 
 def _class_chain(decl: Any) -> list[str]:
