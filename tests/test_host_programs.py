@@ -2455,7 +2455,9 @@ def test_static_data_members_of_a_class_template_are_one_object_per_specializati
     through it was refused as made on an object polyfuse did not follow.  Each specialization
     has its own object (the float and double matrices count separately), a generic
     definition gives one per specialization used, and a plain class's static member is one
-    global."""
+    global.  Its validater counts mismatches with ``errors.size()`` on a
+    ``std::vector<Mismatch<T>>`` in a template: the container's method (it was refused as a
+    method of a user's class template)."""
     monkeypatch.chdir(PROGRAMS / "template_statics")
     program = load_opencl(None, host=["main.cpp", "statics.cpp"])
     # float: 2 matrices x 16 x scale 1; double: its own 2 matrices x 16 x scale 2
@@ -2469,3 +2471,21 @@ def test_static_data_members_of_a_class_template_are_one_object_per_specializati
                             "--out", str(out), "--verify")
     assert code == 0, err
     assert json.loads((out / "plan.json").read_text())["verified"]["ok"] is True
+
+
+def _stencil_buffers(program: Program) -> list[tuple[str, str]]:
+    return [(lc.arg(0).buffer, lc.arg(1).buffer) for lc in program.launches]
+
+
+def test_buffers_swapped_through_pointers_and_work_sizes_in_vectors(monkeypatch: Any) -> None:
+    """SHOC Stencil2D: ``cl_mem *cur = &buf1`` swapped with ``next`` by ``if (cur == &buf1)``
+    (two distinct variables' addresses: decided), work sizes in ``std::vector<size_t>``
+    passed as ``&global.front()`` (the launch reads the elements the vector holds then); a
+    short loop is unrolled, each launch on the buffers of its step."""
+    monkeypatch.chdir(PROGRAMS / "swap_loop")
+    program = load_opencl(None, host="host.cpp", argv=["--num-iters", "4"])
+    assert _stencil_buffers(program) == [("buf1", "buf2"), ("buf2", "buf1")] * 2
+    assert {(lc.global_size, lc.local_size, lc.loops) for lc in program.launches} == \
+        {((8, 16), (1, 16), ())}
+    read = next(op for op in program.ops if getattr(op, "kind", "") == "read")
+    assert [r.buffer for r in read.reads] == ["buf1"]

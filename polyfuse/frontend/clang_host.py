@@ -1407,6 +1407,10 @@ class _Translator:
             operand = self._expr(kids[0])
             if op == "&" and _string_buffer(operand):
                 return operand.args.exprs[0]  # `&s[0]`: the string's characters
+            if op == "&":
+                at = _vector_element_address(operand)
+                if at is not None:
+                    return at
             return c_ast.UnaryOp(op, operand, coord=co)
         if k in (K.BINARY_OPERATOR, K.COMPOUND_ASSIGNMENT_OPERATOR):
             op = _BINOPS.get(_lib.clang_getCursorBinaryOperatorKind(c))
@@ -1570,6 +1574,16 @@ class _Translator:
             if decl is not None:
                 _by_reference(decl, args, 0)
             return _dispatch(method, _class_chain(static), target, args, co, why)
+        held_decl = _std_container(obj.type)
+        if held_decl is not None:
+            # `errors.size()` on a `std::vector<Info<T>>`: the container's method, as
+            # `v.size()` is lowered where clang resolves it
+            target = self._expr(obj)
+            if "->" not in words:
+                target = c_ast.UnaryOp("&", target)
+            args = [self._expr(x) for x in c.get_arguments()]
+            return c_ast.FuncCall(c_ast.ID(f"{held_decl}__{method}"),
+                                  c_ast.ExprList([target, *args]), coord=co)
         return c_ast.FuncCall(c_ast.ID("__polyfuse_refuse"), c_ast.ExprList(
             [c_ast.Constant("string", '"' + why.replace('"', "'") + '"')]), coord=co)
 
@@ -2159,6 +2173,20 @@ def _record_element(name: str, method: Any) -> Optional[str]:
     return f"{cls}__element" + ("" if meth in ("operator[]", "at") else f"_{meth}")
 
 
+def _std_container(t: Any) -> Optional[str]:
+    """The name of the standard container (``vector``) an object, pointer or reference type
+    is, else None."""
+    if t.kind in (cindex.TypeKind.POINTER, cindex.TypeKind.LVALUEREFERENCE,
+                  cindex.TypeKind.RVALUEREFERENCE):
+        t = t.get_pointee()
+    decl = t.get_declaration()
+    if decl is None or decl.kind == cindex.CursorKind.NO_DECL_FOUND or \
+            decl.spelling not in _CONTAINERS or decl.location.file is None or \
+            not _is_system(decl.location.file.name):
+        return None
+    return decl.spelling
+
+
 def _user_type(t: Any, depth: int) -> bool:
     """Whether a type is (points to, or has as template argument) a class of the user's."""
     TK = cindex.TypeKind
@@ -2254,6 +2282,27 @@ def _string_buffer(e: c_ast.Node) -> bool:
     return isinstance(e, c_ast.FuncCall) and isinstance(e.name, c_ast.ID) and \
         e.name.name == "basic_string__operator[]" and len(e.args.exprs) == 2 and \
         isinstance(e.args.exprs[1], c_ast.Constant) and e.args.exprs[1].value == "0"
+
+
+def _vector_element_address(e: c_ast.Node) -> Optional[c_ast.Node]:
+    """``&v[k]``, ``&v.at(k)``, ``&v.front()``, ``&v.back()`` of a ``std::vector`` ``v``
+    (lowered): ``__polyfuse_vector_at(&v, k)``, a pointer into its elements (a work size
+    array); else None."""
+    if not isinstance(e, c_ast.FuncCall) or not isinstance(e.name, c_ast.ID) or \
+            e.args is None or not e.args.exprs:
+        return None
+    name, args = e.name.name, list(e.args.exprs)
+    if name in ("vector__operator[]", "vector__at") and len(args) == 2:
+        index = args[1]
+    elif name == "vector__front" and len(args) == 1:
+        index = c_ast.Constant("int", "0")
+    elif name == "vector__back" and len(args) == 1:
+        index = c_ast.BinaryOp("-", c_ast.FuncCall(c_ast.ID("vector__size"), c_ast.ExprList(
+            [args[0]])), c_ast.Constant("int", "1"))
+    else:
+        return None
+    return c_ast.FuncCall(c_ast.ID("__polyfuse_vector_at"), c_ast.ExprList([args[0], index]),
+                          coord=e.coord)
 
 
 def _is_scalar(t: Any) -> bool:

@@ -1,6 +1,29 @@
 #include <CL/cl.h>
 #include <cstdio>
+#include <vector>
 #include "matrix.h"
+
+template <class T>
+struct Mismatch {
+    size_t at;
+    T got;
+};
+
+// SHOC's validater: the mismatches in a vector of a class template's objects, counted by
+// `errors.size()` in a template (a library method, on a type that depends on T)
+template <class T>
+std::vector<Mismatch<T> > Compare(const T *want, const T *got, size_t n) {
+    std::vector<Mismatch<T> > out;
+    for (size_t i = 0; i < n; i++) {
+        if (want[i] != got[i]) {
+            Mismatch<T> m;
+            m.at = i;
+            m.got = got[i];
+            out.push_back(m);
+        }
+    }
+    return out;
+}
 
 template <class T>
 void Run(cl_context ctx, cl_command_queue q, cl_kernel k, size_t n) {
@@ -16,6 +39,8 @@ void Run(cl_context ctx, cl_command_queue q, cl_kernel k, size_t n) {
     clSetKernelArg(k, 1, sizeof(cl_mem), &out);
     clEnqueueNDRangeKernel(q, k, 1, NULL, &global, NULL, 0, NULL, NULL);
     clEnqueueReadBuffer(q, out, CL_TRUE, 0, b.Bytes(), b.Data(), 0, NULL, NULL);
+    std::vector<Mismatch<T> > errors = Compare(a.Data(), b.Data(), n);
+    printf("%d mismatches\n", (int)errors.size());
 }
 
 int main(void) {
