@@ -2489,3 +2489,31 @@ def test_buffers_swapped_through_pointers_and_work_sizes_in_vectors(monkeypatch:
         {((8, 16), (1, 16), ())}
     read = next(op for op in program.ops if getattr(op, "kind", "") == "read")
     assert [r.buffer for r in read.reads] == ["buf1"]
+
+
+@pytest.mark.parametrize("iters", [65, 1000])
+def test_loop_swapping_two_buffers_stays_symbolic_over_pairs(iters: int, monkeypatch: Any,
+                                                           tmp_path: Path, capsys: Any) -> None:
+    """A loop of many steps whose state alternates between two values (the buffers swapped
+    every step) is kept symbolic over pairs of iterations, not unrolled into ``iters``
+    launches (SHOC Stencil2D's 1000 iterations, four times over, were 4000 launches): two
+    launches per pair on the buffers of each half, an odd last step after it; exact
+    against brute force."""
+    monkeypatch.chdir(PROGRAMS / "swap_loop")
+    program = load_opencl(None, host="host.cpp", argv=["--num-iters", str(iters)])
+    pairs = [lc.loops for lc in program.launches]
+    (loop,) = pairs[0]
+    assert (loop.lower, loop.upper, loop.step) == (0, iters // 2, 1)
+    assert pairs == [(loop,), (loop,)] + [()] * (iters % 2)
+    assert _stencil_buffers(program) == [("buf1", "buf2"), ("buf2", "buf1")] + \
+        [("buf1", "buf2")] * (iters % 2)
+    read = next(op for op in program.ops if getattr(op, "kind", "") == "read")
+    assert [r.buffer for r in read.reads] == ["buf2" if iters % 2 else "buf1"]
+    if iters < 100:
+        check_against_oracle(program)
+        return
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", "--host", "host.cpp", "--args",
+                            f"--num-iters {iters}", "--out", str(out), "--verify")
+    assert code == 0, err
+    assert json.loads((out / "plan.json").read_text())["verified"]["ok"] is True
