@@ -24,7 +24,9 @@ declarations record (with the sizes of a class template's type arguments); where
 not known it is refused where it runs unless only one class defines the method.  A template's
 parameters are hidden parameters of its lowered body (a type's size, a value), given by each
 call's template arguments (explicit ones in a template's body too); explicit specializations
-that those sizes tell apart are kept apart (``name__spec_SIZES``).  Declarations
+that those sizes tell apart are kept apart (``name__spec_SIZES``); so are the static data
+members of a class template (``C__x__spec_SIZES``; a plain class's is the global ``C__x``).
+Declarations
 from system headers are not translated; calls into them are library calls for the interpreter.
 """
 

@@ -1,5 +1,6 @@
-"""C loops in the host program: a counted ``for`` becomes a symbolic :class:`HostLoop` (or is
-unrolled); other loops are iterated while their condition is known; loops without OpenCL
+"""C loops in the host program: a counted ``for`` becomes a symbolic :class:`HostLoop` (over
+pairs of iterations where the state it carries alternates between two values), or is
+unrolled; other loops are iterated while their condition is known; loops without OpenCL
 calls are summarised past a budget of iterations per loop nest."""
 
 from __future__ import annotations
