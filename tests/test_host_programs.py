@@ -2517,3 +2517,24 @@ def test_loop_swapping_two_buffers_stays_symbolic_over_pairs(iters: int, monkeyp
                             f"--num-iters {iters}", "--out", str(out), "--verify")
     assert code == 0, err
     assert json.loads((out / "plan.json").read_text())["verified"]["ok"] is True
+
+
+@pytest.mark.parametrize("into", ["flags.data()", "&flags[0]", "&flags.front()"])
+def test_read_back_into_a_vector_leaves_its_elements_unknown(tmp_path: Path, into: str
+                                                            ) -> None:
+    """A flag read back from the device into a ``std::vector<int>`` (``flags.data()``, or the
+    address of its first element) is the device's data, not the 0 it was made with: the
+    launch under it is refused as data-dependent, never silently dropped."""
+    (tmp_path / "scale.cl").write_text(SCALE_KERNEL)
+    host = SCALE_HOST.replace("#include <stdlib.h>", "#include <stdlib.h>\n#include <vector>")
+    host = host.replace("SOURCES", """const char *src = load("scale.cl");
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);""")
+    host = host.replace("    clFinish(q);", f"""    std::vector<int> flags(1, 0);
+    clEnqueueReadBuffer(q, b, CL_TRUE, 0, sizeof(int), {into}, 0, NULL, NULL);
+    if (flags[0] != 0) {{
+        clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, NULL);
+    }}
+    clFinish(q);""")
+    (tmp_path / "host.cpp").write_text(host)
+    with pytest.raises(UnsupportedError, match=r"launch under data-dependent host condition"):
+        load_opencl(None, host=str(tmp_path / "host.cpp"))
