@@ -366,7 +366,8 @@ def paired_loop(ev: CEvaluator, node: c_ast.For, sid: int, it: str, lo: Any, ste
     ``lo + 2*step*p + step``, the odd last iteration after it: the state each pair starts
     from is the same, as a symbolic loop requires (checked as for any loop), so the
     launches stay two per pair rather than ``trip`` unrolled ones.  False, with the state
-    untouched, when the state does not come back after two iterations."""
+    untouched, when the state does not come back after two iterations or the loop makes no
+    OpenCL operation (what it computes is then known only by running it)."""
     base = ev.mem.state.clone()
     returns = list(ev.mem.frames[-1].cond_returns)
     budget, forgotten = ev.iterations_left, ev.ctx.forgotten
@@ -379,6 +380,8 @@ def paired_loop(ev: CEvaluator, node: c_ast.For, sid: int, it: str, lo: Any, ste
     first = lo + 2 * step * sym
     try:
         symbolic_loop(ev, node, sid, sym, hl, (first, first + step))
+        if no_operations(base, ev.mem.state):  # host values only: exact when unrolled
+            raise NeedUnroll("no operations")
     except (NeedUnroll, PolyfuseError):
         ev.mem.state = base
         ev.mem.frames[-1].cond_returns[:] = returns
