@@ -2445,3 +2445,96 @@ def test_small_heap_table_filled_per_iteration_sizes_a_local_argument(monkeypatc
     assert launch.global_size == (256,) and launch.local_size == (64,)
     assert launch.arg(2).value == 64 and launch.arg(3).local_bytes == 256
     check_against_oracle(program)
+
+
+def test_static_data_members_of_a_class_template_are_one_object_per_specialization(
+        monkeypatch: Any, tmp_path: Path, capsys: Any) -> None:
+    """SHOC's Matrix2D<T> allocates through ``static PMSMemMgr<T> *pmsmm``, made on first use
+    (``if (pmsmm == NULL) pmsmm = new DefaultPMSMemMgr<T>``) and defined per specialization
+    in another file (``template<> PMSMemMgr<float> *Matrix2D<float>::pmsmm = 0;``): the call
+    through it was refused as made on an object polyfuse did not follow.  Each specialization
+    has its own object (the float and double matrices count separately), a generic
+    definition gives one per specialization used, and a plain class's static member is one
+    global.  Its validater counts mismatches with ``errors.size()`` on a
+    ``std::vector<Mismatch<T>>`` in a template: the container's method (it was refused as a
+    method of a user's class template)."""
+    monkeypatch.chdir(PROGRAMS / "template_statics")
+    program = load_opencl(None, host=["main.cpp", "statics.cpp"])
+    # float: 2 matrices x 16 x scale 1; double: its own 2 matrices x 16 x scale 2
+    assert [lc.global_size for lc in program.launches] == [(32,), (64,)]
+    assert sorted(b.size for b in program.buffers.values()) == [1024, 1024, 2048, 2048]
+    with pytest.raises(UnsupportedError, match=r"matrix.h:31: the static data member "
+                       r"'Matrix::mgr' has no definition in the host files given"):
+        load_opencl(None, host="main.cpp")
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", "--host", "main.cpp", "--host", "statics.cpp",
+                            "--out", str(out), "--verify")
+    assert code == 0, err
+    assert json.loads((out / "plan.json").read_text())["verified"]["ok"] is True
+
+
+def _stencil_buffers(program: Program) -> list[tuple[str, str]]:
+    return [(lc.arg(0).buffer, lc.arg(1).buffer) for lc in program.launches]
+
+
+def test_buffers_swapped_through_pointers_and_work_sizes_in_vectors(monkeypatch: Any) -> None:
+    """SHOC Stencil2D: ``cl_mem *cur = &buf1`` swapped with ``next`` by ``if (cur == &buf1)``
+    (two distinct variables' addresses: decided), work sizes in ``std::vector<size_t>``
+    passed as ``&global.front()`` (the launch reads the elements the vector holds then); a
+    short loop is unrolled, each launch on the buffers of its step."""
+    monkeypatch.chdir(PROGRAMS / "swap_loop")
+    program = load_opencl(None, host="host.cpp", argv=["--num-iters", "4"])
+    assert _stencil_buffers(program) == [("buf1", "buf2"), ("buf2", "buf1")] * 2
+    assert {(lc.global_size, lc.local_size, lc.loops) for lc in program.launches} == \
+        {((8, 16), (1, 16), ())}
+    read = next(op for op in program.ops if getattr(op, "kind", "") == "read")
+    assert [r.buffer for r in read.reads] == ["buf1"]
+
+
+@pytest.mark.parametrize("iters", [65, 1000])
+def test_loop_swapping_two_buffers_stays_symbolic_over_pairs(iters: int, monkeypatch: Any,
+                                                           tmp_path: Path, capsys: Any) -> None:
+    """A loop of many steps whose state alternates between two values (the buffers swapped
+    every step) is kept symbolic over pairs of iterations, not unrolled into ``iters``
+    launches (SHOC Stencil2D's 1000 iterations, four times over, were 4000 launches): two
+    launches per pair on the buffers of each half, an odd last step after it; exact
+    against brute force."""
+    monkeypatch.chdir(PROGRAMS / "swap_loop")
+    program = load_opencl(None, host="host.cpp", argv=["--num-iters", str(iters)])
+    pairs = [lc.loops for lc in program.launches]
+    (loop,) = pairs[0]
+    assert (loop.lower, loop.upper, loop.step) == (0, iters // 2, 1)
+    assert pairs == [(loop,), (loop,)] + [()] * (iters % 2)
+    assert _stencil_buffers(program) == [("buf1", "buf2"), ("buf2", "buf1")] + \
+        [("buf1", "buf2")] * (iters % 2)
+    read = next(op for op in program.ops if getattr(op, "kind", "") == "read")
+    assert [r.buffer for r in read.reads] == ["buf2" if iters % 2 else "buf1"]
+    if iters < 100:
+        check_against_oracle(program)
+        return
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", "--host", "host.cpp", "--args",
+                            f"--num-iters {iters}", "--out", str(out), "--verify")
+    assert code == 0, err
+    assert json.loads((out / "plan.json").read_text())["verified"]["ok"] is True
+
+
+@pytest.mark.parametrize("into", ["flags.data()", "&flags[0]", "&flags.front()"])
+def test_read_back_into_a_vector_leaves_its_elements_unknown(tmp_path: Path, into: str
+                                                            ) -> None:
+    """A flag read back from the device into a ``std::vector<int>`` (``flags.data()``, or the
+    address of its first element) is the device's data, not the 0 it was made with: the
+    launch under it is refused as data-dependent, never silently dropped."""
+    (tmp_path / "scale.cl").write_text(SCALE_KERNEL)
+    host = SCALE_HOST.replace("#include <stdlib.h>", "#include <stdlib.h>\n#include <vector>")
+    host = host.replace("SOURCES", """const char *src = load("scale.cl");
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);""")
+    host = host.replace("    clFinish(q);", f"""    std::vector<int> flags(1, 0);
+    clEnqueueReadBuffer(q, b, CL_TRUE, 0, sizeof(int), {into}, 0, NULL, NULL);
+    if (flags[0] != 0) {{
+        clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, NULL);
+    }}
+    clFinish(q);""")
+    (tmp_path / "host.cpp").write_text(host)
+    with pytest.raises(UnsupportedError, match=r"launch under data-dependent host condition"):
+        load_opencl(None, host=str(tmp_path / "host.cpp"))

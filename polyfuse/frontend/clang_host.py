@@ -24,7 +24,9 @@ declarations record (with the sizes of a class template's type arguments); where
 not known it is refused where it runs unless only one class defines the method.  A template's
 parameters are hidden parameters of its lowered body (a type's size, a value), given by each
 call's template arguments (explicit ones in a template's body too); explicit specializations
-that those sizes tell apart are kept apart (``name__spec_SIZES``).  Declarations
+that those sizes tell apart are kept apart (``name__spec_SIZES``); so are the static data
+members of a class template (``C__x__spec_SIZES``; a plain class's is the global ``C__x``).
+Declarations
 from system headers are not translated; calls into them are library calls for the interpreter.
 """
 
@@ -413,6 +415,13 @@ class _Translator:
                         "extern" not in self.globals[name].storage:
                     continue
                 self.globals[name] = self._var_decl(c)
+            elif k == K.VAR_DECL and c.semantic_parent.kind.name in _CLASS_KINDS and \
+                    c.is_definition():
+                # a static data member (`T *C<float>::p = 0;`): a global of its own per class
+                # and, for a class template, per specialization (see :meth:`_static_member`)
+                name = _static_name(c)
+                if name is not None:
+                    self.globals[name] = _renamed(self._var_decl(c), name)
 
     def file_ast(self) -> c_ast.FileAST:
         ext: list[c_ast.Node] = list(self.records.values())
@@ -1349,6 +1358,9 @@ class _Translator:
                 const = _class_constant(c, ref)
                 if const is not None:
                     return c_ast.Constant("int", str(const), coord=co)
+                static = self._static_member(ref, co)
+                if static is not None:
+                    return static
             node: c_ast.Node = c_ast.ID(c.spelling, coord=co)
             if ref is not None and ref.kind in (K.VAR_DECL, K.PARM_DECL) and \
                     ref.type.kind in (TK.LVALUEREFERENCE, TK.RVALUEREFERENCE) and \
@@ -1356,6 +1368,11 @@ class _Translator:
                 node = c_ast.UnaryOp("*", node, coord=co)
             return node
         if k == K.MEMBER_REF_EXPR:
+            ref = c.referenced
+            static = self._static_member(ref, co) if ref is not None and \
+                ref.kind == K.VAR_DECL else None
+            if static is not None:  # `this->count` of a static member: the class's object
+                return static
             kids = _operands(c)
             if not kids:  # implicit this->field inside a method (or `Base::field`)
                 base: c_ast.Node = c_ast.ID("this", coord=co)
@@ -1392,6 +1409,10 @@ class _Translator:
             operand = self._expr(kids[0])
             if op == "&" and _string_buffer(operand):
                 return operand.args.exprs[0]  # `&s[0]`: the string's characters
+            if op == "&":
+                at = _vector_element_address(operand)
+                if at is not None:
+                    return at
             return c_ast.UnaryOp(op, operand, coord=co)
         if k in (K.BINARY_OPERATOR, K.COMPOUND_ASSIGNMENT_OPERATOR):
             op = _BINOPS.get(_lib.clang_getCursorBinaryOperatorKind(c))
@@ -1490,6 +1511,46 @@ class _Translator:
         return c_ast.FuncCall(c_ast.ID("__polyfuse_lambda"), c_ast.ExprList(
             [c_ast.Constant("string", f'"{name}"')]), coord=co)
 
+    def _static_member(self, ref: Any, co: Optional[Coord]) -> Optional[c_ast.Node]:
+        """A static data member of a user's class: its global ``C__x``; of a class template,
+        the object of the specialization the class arguments name (``C<float>::x`` and
+        ``x`` in ``C<T>``'s methods, whose ``__sizeof_T`` the object gives), as
+        ``*__polyfuse_static("C__x", __polyfuse_class_args("__sizeof_T", size))``, which
+        the interpreter resolves to ``C__x__spec_4`` or an object of its own made from the
+        generic definition; None for anything else."""
+        K = cindex.CursorKind
+        parent = ref.semantic_parent
+        if parent is None or parent.kind.name not in _CLASS_KINDS or \
+                not self._user_record(parent):
+            return None  # (a variable whose parent is a class is one of its static members)
+        name = f"{_class_name(parent)}__{ref.spelling}"
+        template = parent if parent.kind == K.CLASS_TEMPLATE else \
+            cindex.conf.lib.clang_getSpecializedCursorTemplate(parent)
+        if template is None:
+            return c_ast.ID(name, coord=co)
+        params = [ch for ch in template.get_children()
+                  if ch.kind in (K.TEMPLATE_TYPE_PARAMETER, K.TEMPLATE_NON_TYPE_PARAMETER)]
+        if parent.kind == K.CLASS_TEMPLATE:
+            sizes: list[c_ast.Node] = [c_ast.ID(f"__sizeof_{p.spelling}") for p in params]
+        else:
+            sizes = [c_ast.Constant("long", f"{s}L") for s in _class_sizes(parent) or ()]
+        if any(p.kind != K.TEMPLATE_TYPE_PARAMETER for p in params) or \
+                len(sizes) != len(params):
+            why = (f"the static data member '{_class_name(parent)}::{ref.spelling}' of a class "
+                   "template with a value parameter (polyfuse tells specializations apart by "
+                   "the sizes of their type arguments only)")
+            return c_ast.FuncCall(c_ast.ID("__polyfuse_refuse"), c_ast.ExprList(
+                [c_ast.Constant("string", f'"{why}"')]), coord=co)
+        spec = [x for p, v in zip(params, sizes)
+                for x in (c_ast.Constant("string", f'"__sizeof_{p.spelling}"'), v)]
+        call = c_ast.FuncCall(c_ast.ID("__polyfuse_static"), c_ast.ExprList([
+            c_ast.Constant("string", f'"{name}"'),
+            c_ast.FuncCall(c_ast.ID("__polyfuse_class_args"), c_ast.ExprList(spec))]),
+            coord=co)
+        if ref.type.get_canonical().kind == cindex.TypeKind.CONSTANTARRAY:
+            return call  # an array: the pointer it decays to
+        return c_ast.UnaryOp("*", call, coord=co)
+
     def _dependent_member_call(self, c: Any, callee: Any, co: Optional[Coord]) -> c_ast.Node:
         """``obj->f()`` in a template, on an object whose class depends on a template
         parameter: a method of the user's classes (which may launch kernels) is refused if
@@ -1515,6 +1576,16 @@ class _Translator:
             if decl is not None:
                 _by_reference(decl, args, 0)
             return _dispatch(method, _class_chain(static), target, args, co, why)
+        held_decl = _std_container(obj.type)
+        if held_decl is not None:
+            # `errors.size()` on a `std::vector<Info<T>>`: the container's method, as
+            # `v.size()` is lowered where clang resolves it
+            target = self._expr(obj)
+            if "->" not in words:
+                target = c_ast.UnaryOp("&", target)
+            args = [self._expr(x) for x in c.get_arguments()]
+            return c_ast.FuncCall(c_ast.ID(f"{held_decl}__{method}"),
+                                  c_ast.ExprList([target, *args]), coord=co)
         return c_ast.FuncCall(c_ast.ID("__polyfuse_refuse"), c_ast.ExprList(
             [c_ast.Constant("string", '"' + why.replace('"', "'") + '"')]), coord=co)
 
@@ -1809,6 +1880,45 @@ def _class_name(decl: Any) -> str:
     return re.sub(r"<.*", "", decl.spelling)
 
 
+#: cursor kinds of the classes whose static data members are globals of the lowered program
+_CLASS_KINDS = ("CLASS_DECL", "STRUCT_DECL", "CLASS_TEMPLATE")
+
+
+def _static_name(c: Any) -> Optional[str]:
+    """The global that holds the static data member a definition defines: ``C__x`` (of a
+    plain class, or a class template's generic definition), ``C__x__spec_4_8`` (of the
+    specialization whose type arguments have those sizes); None where a specialization has
+    an argument that is not a type of known size."""
+    parent = c.semantic_parent
+    name = f"{_class_name(parent)}__{c.spelling}"
+    if parent.kind == cindex.CursorKind.CLASS_TEMPLATE or \
+            cindex.conf.lib.clang_getSpecializedCursorTemplate(parent) is None:
+        return name
+    sizes = _class_sizes(parent)
+    if sizes is None:
+        return None
+    return f"{name}__spec_{'_'.join(map(str, sizes))}"
+
+
+def _class_sizes(record: Any) -> Optional[list[int]]:
+    """The sizes of the type arguments of a class template's specialization (None where one
+    is not a type of known size)."""
+    t = record.type
+    sizes = [t.get_template_argument_type(i).get_size()
+             for i in range(max(t.get_num_template_arguments(), 0))]
+    return sizes if sizes and min(sizes) > 0 else None
+
+
+def _renamed(decl: c_ast.Decl, name: str) -> c_ast.Decl:
+    """``decl`` declaring ``name`` instead."""
+    decl.name = name
+    t = decl.type
+    while not isinstance(t, c_ast.TypeDecl):
+        t = t.type
+    t.declname = name
+    return decl
+
+
 def _class_chain(decl: Any) -> list[str]:
     """A class of the user's and its bases, in the order a method is looked up (its own
     first, then each base's chain): the classes whose methods an object of it may run."""
@@ -2065,6 +2175,20 @@ def _record_element(name: str, method: Any) -> Optional[str]:
     return f"{cls}__element" + ("" if meth in ("operator[]", "at") else f"_{meth}")
 
 
+def _std_container(t: Any) -> Optional[str]:
+    """The name of the standard container (``vector``) an object, pointer or reference type
+    is, else None."""
+    if t.kind in (cindex.TypeKind.POINTER, cindex.TypeKind.LVALUEREFERENCE,
+                  cindex.TypeKind.RVALUEREFERENCE):
+        t = t.get_pointee()
+    decl = t.get_declaration()
+    if decl is None or decl.kind == cindex.CursorKind.NO_DECL_FOUND or \
+            decl.spelling not in _CONTAINERS or decl.location.file is None or \
+            not _is_system(decl.location.file.name):
+        return None
+    return decl.spelling
+
+
 def _user_type(t: Any, depth: int) -> bool:
     """Whether a type is (points to, or has as template argument) a class of the user's."""
     TK = cindex.TypeKind
@@ -2160,6 +2284,27 @@ def _string_buffer(e: c_ast.Node) -> bool:
     return isinstance(e, c_ast.FuncCall) and isinstance(e.name, c_ast.ID) and \
         e.name.name == "basic_string__operator[]" and len(e.args.exprs) == 2 and \
         isinstance(e.args.exprs[1], c_ast.Constant) and e.args.exprs[1].value == "0"
+
+
+def _vector_element_address(e: c_ast.Node) -> Optional[c_ast.Node]:
+    """``&v[k]``, ``&v.at(k)``, ``&v.front()``, ``&v.back()`` of a ``std::vector`` ``v``
+    (lowered): ``__polyfuse_vector_at(&v, k)``, a pointer into its elements (a work size
+    array); else None."""
+    if not isinstance(e, c_ast.FuncCall) or not isinstance(e.name, c_ast.ID) or \
+            e.args is None or not e.args.exprs:
+        return None
+    name, args = e.name.name, list(e.args.exprs)
+    if name in ("vector__operator[]", "vector__at") and len(args) == 2:
+        index = args[1]
+    elif name == "vector__front" and len(args) == 1:
+        index = c_ast.Constant("int", "0")
+    elif name == "vector__back" and len(args) == 1:
+        index = c_ast.BinaryOp("-", c_ast.FuncCall(c_ast.ID("vector__size"), c_ast.ExprList(
+            [args[0]])), c_ast.Constant("int", "1"))
+    else:
+        return None
+    return c_ast.FuncCall(c_ast.ID("__polyfuse_vector_at"), c_ast.ExprList([args[0], index]),
+                          coord=e.coord)
 
 
 def _is_scalar(t: Any) -> bool:

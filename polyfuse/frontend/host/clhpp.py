@@ -326,6 +326,11 @@ class _Model:
                         Vec(None, vec.elem))
                 return i.UNK
             return i.unknown_call(name, args, self.node)
+        if name in ("vector__data", "__polyfuse_vector_at") and isinstance(args[0], i.Ref):
+            # `v.data()`, `&v[k]`: a pointer into the elements, read where it is used
+            k = args[1] if len(args) > 1 else i.ZERO
+            if isinstance(k, i.Num) and k.e.is_Integer and k.e >= 0:
+                return values.ElemPtr(args[0], int(k.e))
         if name in ("vector__operator[]", "vector__at", "vector__front", "vector__back",
                     "__polyfuse_vector_item") and items:
             k = {"vector__front": 0, "vector__back": len(items) - 1}.get(name)
@@ -788,5 +793,5 @@ _VECTOR = {
     "vector__insert", "vector__pop_back", "vector__data", "vector__operator[]", "vector__at",
     "vector__front", "vector__back", "vector__set", "vector__vector", "vector__element",
     "vector__element_front", "vector__element_back", "__polyfuse_vector_size",
-    "__polyfuse_vector_item",
+    "__polyfuse_vector_item", "__polyfuse_vector_at",
 }

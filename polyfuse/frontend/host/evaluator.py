@@ -22,7 +22,7 @@ from polyfuse.core.program import BufferRange, HostOp, Operation, UnsupportedErr
 from polyfuse.frontend.host import clhpp, expressions, loops, recursion, statements
 from polyfuse.frontend.host.context import Context
 from polyfuse.frontend.host.libc import LIBC, STD_STRING, LibcState, std_string
-from polyfuse.frontend.host.memory import Frame, Memory, State
+from polyfuse.frontend.host.memory import Frame, Memory, Slot, State
 from polyfuse.frontend.host.opencl_api import HANDLERS, OpenCLObjects
 from polyfuse.frontend.host.params import Params
 from polyfuse.frontend.host.signals import Break, Continue, Exit, NeedUnroll, Return
@@ -80,6 +80,9 @@ class CEvaluator:
         self.classes: dict[int, tuple[str, ...]] = {}
         #: memory slot -> the slots of its class template's parameters (``__sizeof_T``)
         self.class_args: dict[int, dict[str, int]] = {}
+        #: a class template's static data member per specialization (``C__x__spec_4``), made
+        #: from its generic definition on first use -> its slot and that slot as made
+        self.statics: dict[str, tuple[int, Slot]] = {}
 
     def eval_named(self, node: c_ast.Node, hint: str) -> Value:
         """The value of ``node``, computed to be stored in the variable ``hint``."""
@@ -125,6 +128,8 @@ class CEvaluator:
                 self.classes[obj.slot] = tuple(argn[-1].value.strip('"').split())
                 self.record_class_args(obj.slot, argn)
             return UNK
+        if name == "__polyfuse_static":
+            return self.static_member(argn, node)
         if name == "assert":
             v = self.eval(argn[0]) if argn else UNK
             rel = relation_of(v)
@@ -319,6 +324,42 @@ class CEvaluator:
             pname = name.value.strip('"')
             scope[pname] = self.mem.new_slot(pname, CType("int", 8), self.eval(value))
         self.class_args[sid] = scope
+
+    def static_member(self, argn: list[c_ast.Node], node: c_ast.Node) -> Value:
+        """The static data member ``C::x`` of the specialization of the class template ``C``
+        whose type arguments have the sizes ``__polyfuse_class_args`` gives (lowered as
+        ``__polyfuse_static("C__x", __polyfuse_class_args("__sizeof_T", size, ...))``): each
+        specialization has its own object, the one its explicit definition defines
+        (``C__x__spec_4``), else one made from the generic definition (``C__x``) when first
+        used."""
+        name = argn[0].value.strip('"')
+        items = list(argn[1].args.exprs)
+        sizes = [self.eval(v) for v in items[1::2]]
+        what = name.replace("__", "::")
+        if not all(isinstance(v, Num) and v.e.is_Integer for v in sizes):
+            raise self.ctx.error(
+                f"unsupported host construct: the static data member '{what}' of a class "
+                "template is used where its template arguments are not known (in a static "
+                "method, or on an object polyfuse did not see made)", node, UnsupportedError)
+        key = f"{name}__spec_" + "_".join(str(int(v.e)) for v in sizes)
+        sid = self.mem.globals.get(key)
+        if sid is not None:
+            return Ref(sid)
+        made = self.statics.get(key)
+        if made is None:
+            generic = self.mem.globals.get(name)
+            initial = self.mem.state.slots.get(generic) if generic is not None else None
+            if initial is None:
+                raise self.ctx.error(
+                    f"the static data member '{what}' has no definition in the host files "
+                    "given (name the file that defines it with --host)", node,
+                    UnsupportedError)
+            sid = self.mem.new_slot(key, initial.ctype, initial.value)
+            made = self.statics[key] = (sid, self.mem.state.slots[sid])
+        sid, slot = made
+        if sid not in self.mem.state.slots:  # made on a path this state did not take
+            self.mem.state.slots[sid] = slot
+        return Ref(sid)
 
     def method_scope(self, fd: c_ast.FuncDef, args: list[Value]) -> Optional[dict[str, int]]:
         """The class template parameters a method sees, from the object it runs on."""

@@ -379,6 +379,9 @@ def binop(ev: CEvaluator, op: str, a: Any, b: Any, node: c_ast.Node) -> Any:
             if handle_a and handle_b:
                 if a == b:
                     return ONE if op == "==" else ZERO
+                if isinstance(a, Ref) and isinstance(b, Ref) and a.slot != b.slot:
+                    # addresses in two distinct objects (`cur == &buf1` after a swap)
+                    return ZERO if op == "==" else ONE
                 return UNK
             other = b if handle_a else a
             if isinstance(other, Num) and other.e == 0:

@@ -1,5 +1,6 @@
-"""C loops in the host program: a counted ``for`` becomes a symbolic :class:`HostLoop` (or is
-unrolled); other loops are iterated while their condition is known; loops without OpenCL
+"""C loops in the host program: a counted ``for`` becomes a symbolic :class:`HostLoop` (over
+pairs of iterations where the state it carries alternates between two values), or is
+unrolled; other loops are iterated while their condition is known; loops without OpenCL
 calls are summarised past a budget of iterations per loop nest."""
 
 from __future__ import annotations
@@ -54,6 +55,13 @@ NEST_BUDGET = 4 * MAX_UNROLL
 #: dependence analysis of the unrolled program would not end in reasonable time
 MAX_OPERATIONS = 4 * MAX_UNROLL
 
+
+#: the fewest iterations of a host loop whose carried state alternates between two values
+#: (buffers swapped every step) that polyfuse keeps symbolic over pairs of iterations rather
+#: than unrolls: fewer are unrolled, each launch exact
+PAIRED_FROM = 64
+#: why a loop whose operations use the host state it carries is not kept symbolic as written
+_CARRIED = "the loop carries host state its operations use"
 
 _READ_ONLY_ADDRESS = {"clSetKernelArg", "printf", "fprintf"}
 
@@ -314,6 +322,9 @@ def counted_loop(ev: CEvaluator, node: c_ast.For, it: str, lower_n: c_ast.Node, 
             final = hi if trip is None else lo + step * trip
             ev.mem.write(Ref(sid), Num(final) if step == 1 or trip is not None else UNK)
             return
+        if need.why == _CARRIED and trip is not None and trip >= PAIRED_FROM and \
+                paired_loop(ev, node, sid, it, lo, step, trip):
+            return
         if trip is None or trip > MAX_UNROLL:
             what = f"its trip count is not a constant (from {lo} to {hi})" \
                 f"{ev.params.hint(hi - lo)}" \
@@ -346,6 +357,41 @@ def counted_loop(ev: CEvaluator, node: c_ast.For, it: str, lower_n: c_ast.Node, 
         return
     last = lo + step * (trip - 1) if trip is not None else (hi - 1 if step == 1 else None)
     leave_loop(ev, sym, last, sid, hi if trip is None else lo + step * trip, base)
+
+
+def paired_loop(ev: CEvaluator, node: c_ast.For, sid: int, it: str, lo: Any, step: int,
+                trip: int) -> bool:
+    """A loop whose state alternates between two values (``cur``/``next`` swapped every
+    iteration) as a symbolic loop over pairs of iterations, ``it = lo + 2*step*p`` then
+    ``lo + 2*step*p + step``, the odd last iteration after it: the state each pair starts
+    from is the same, as a symbolic loop requires (checked as for any loop), so the
+    launches stay two per pair rather than ``trip`` unrolled ones.  False, with the state
+    untouched, when the state does not come back after two iterations or the loop makes no
+    OpenCL operation (what it computes is then known only by running it)."""
+    base = ev.mem.state.clone()
+    returns = list(ev.mem.frames[-1].cond_returns)
+    budget, forgotten = ev.iterations_left, ev.ctx.forgotten
+    active = {lp.iterator for lp in ev.ctx.loops}
+    name = syntax.fresh_name(f"{it}_pair", lambda n: n in ev.params.symbols or n in active)
+    sym = sympy.Symbol(name)
+    pairs = trip // 2
+    hl = HostLoop(iterator=name, lower=sympy.Integer(0), upper=sympy.Integer(pairs),
+                  loc=ev.ctx.loc(node))
+    first = lo + 2 * step * sym
+    try:
+        symbolic_loop(ev, node, sid, sym, hl, (first, first + step))
+        if no_operations(base, ev.mem.state):  # host values only: exact when unrolled
+            raise NeedUnroll("no operations")
+    except (NeedUnroll, PolyfuseError):
+        ev.mem.state = base
+        ev.mem.frames[-1].cond_returns[:] = returns
+        ev.iterations_left, ev.ctx.forgotten = budget, forgotten
+        return False
+    leave_loop(ev, sym, pairs - 1, sid, lo + 2 * step * pairs, base)
+    if trip % 2:
+        unroll(ev, node, sid, [lo + step * (trip - 1)], "the odd iteration after the pairs")
+    ev.mem.write(Ref(sid), Num(lo + step * trip))
+    return True
 
 
 def losses(ev: CEvaluator, before: State, sid: int, sym: sympy.Symbol, undecided: bool,
@@ -413,19 +459,21 @@ def no_operations(before: State, after: State) -> bool:
 
 
 def symbolic_loop(ev: CEvaluator, node: c_ast.For, sid: int, sym: sympy.Symbol,
-                  hl: HostLoop) -> int:
+                  hl: HostLoop, iterates: Optional[tuple] = None) -> int:
     """Interpret the body once with a symbolic iterator (twice when it carries host state);
-    the iterations of inner loops the first pass ran concretely."""
+    the iterations of inner loops the first pass ran concretely.  ``iterates``: the
+    iterator's values in consecutive runs of the body that one iteration of ``hl`` stands
+    for (``(sym,)`` unless a pair of iterations is one)."""
+    iterates = iterates or (sym,)
     ev.params.reserve(hl.iterator)  # parameters never take an iterator's name
     ev.ctx.loops.append(hl)
     ev.ctx.loop_syms.add(sym)
     try:
         s0 = ev.mem.state.clone()
         counts = dict(ev.cl.scratch_count)
-        ev.mem.write(Ref(sid), Num(sym))
         ev.mem.state.uncertain_break = None
         left = ev.iterations_left
-        body_once(ev, node.stmt)
+        bodies(ev, node.stmt, sid, iterates)
         work = left - ev.iterations_left
         s1 = ev.mem.state
         ops1 = s1.ops[len(s0.ops):]
@@ -455,13 +503,12 @@ def symbolic_loop(ev: CEvaluator, node: c_ast.For, sid: int, sym: sympy.Symbol,
             ev.mem.state = s2
             ev.cl.scratch_count = dict(counts)  # the second pass reuses the scratch buffers
             try:
-                ev.mem.write(Ref(sid), Num(sym))
-                body_once(ev, node.stmt)
+                bodies(ev, node.stmt, sid, iterates)
             except PolyfuseError:
-                raise NeedUnroll("the loop carries host state its operations use") from None
+                raise NeedUnroll(_CARRIED) from None
             if ev.mem.state.ops[len(s0.ops):] != ops1 or \
                     any(ev.mem.state.buffers.get(b) != s1.buffers[b] for b in scratch):
-                raise NeedUnroll("the loop carries host state its operations use")
+                raise NeedUnroll(_CARRIED)
             ev.mem.state.ops = s0.ops + ops1
             for k in variant_slots:
                 if k in ev.mem.state.slots and not scratch_handle(ev.mem.state.slots[k].value,
@@ -533,6 +580,13 @@ def first_iteration_breaks(ev: CEvaluator, node: c_ast.For, sid: int, lo: Any) -
         pass
     ev.mem.state = base
     return False
+
+
+def bodies(ev: CEvaluator, body: c_ast.Node, sid: int, iterates: tuple) -> None:
+    """Run the loop body once per iterator value in ``iterates``, in order."""
+    for value in iterates:
+        ev.mem.write(Ref(sid), Num(value))
+        body_once(ev, body)
 
 
 def body_once(ev: CEvaluator, body: c_ast.Node) -> None:

@@ -17,6 +17,7 @@ Every call is assumed to succeed: create calls store ``CL_SUCCESS`` through thei
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
 from functools import partial
@@ -45,6 +46,7 @@ from polyfuse.frontend.host.values import (
     Arr,
     BufRef,
     CType,
+    ElemPtr,
     Handle,
     KObj,
     Num,
@@ -435,6 +437,13 @@ def sizes(ev: CEvaluator, v: Any, dim: int, what: str, node: c_ast.Node) -> Opti
     """The ``dim`` integers of a ``size_t`` array argument (None for NULL)."""
     if isinstance(v, Num) and v.e == 0:
         return None
+    if isinstance(v, ElemPtr):  # `&dims.front()` of a std::vector (a clhpp.Vec)
+        items = getattr(ev.mem.read(v.of), "items", None)
+        if items is None or len(items) < v.pos + dim:
+            raise ev.ctx.error(f"{what}: the elements of the std::vector it points into are "
+                               "not known", node, UnsupportedError)
+        return tuple(ev.int_value(e, f"{what}[{i}]", node)
+                     for i, e in enumerate(items[v.pos:v.pos + dim]))
     if not isinstance(v, Ref):
         raise ev.ctx.error(f"{what}: not a size_t array polyfuse can follow", node,
                            UnsupportedError)
@@ -656,6 +665,11 @@ def get_kernel_info(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> 
 def read_back(ev: CEvaluator, ptr: Any, call: str, node: c_ast.Node) -> None:
     """Host memory a read from the device fills holds data polyfuse does not know (never
     its old value), named after the variable it is read into."""
+    if isinstance(ptr, ElemPtr):  # into a std::vector's elements: none is known after it
+        vec = ev.mem.read(ptr.of)
+        if getattr(vec, "items", None) is not None:
+            ev.mem.write(ptr.of, dataclasses.replace(vec, items=None))
+        return
     if not isinstance(ptr, Ref):
         return
     value = Runtime(ev.source(f"read back from the device by {call}", node))

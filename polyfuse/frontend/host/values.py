@@ -121,6 +121,16 @@ class Ref(Value):
 
 
 @dataclass(frozen=True)
+class ElemPtr(Value):
+    """A pointer to element ``pos`` of the standard container at ``of`` (``&v[k]``,
+    ``&v.front()``, ``v.data()``): the elements are read where it is used (a work size
+    array), not where it is made."""
+
+    of: Ref
+    pos: int
+
+
+@dataclass(frozen=True)
 class Arr(Value):
     length: Optional[int]
     elems: tuple = ()  # sorted ((index, value), ...)
