@@ -55,13 +55,31 @@ def test_a_chain_through_block_arrays_becomes_one_nest_in_order() -> None:
     body = _kernel(PRODUCT, EPILOGUE, STORE)
     comments = {id(s): f"fragment {i + 1}" for i, s in enumerate(body.block_items[2:])}
     notes = fuse_block_loops(body, ROOTS, BLOCK, comments)
-    assert notes == ["block loops fused: fragment 1; fragment 2; fragment 3"]
+    assert notes == ["block loops fused: fragment 1; fragment 2; fragment 3; "
+                     "pf_b1, pf_b2 kept in registers"]
     assert _loops(body) == 1
     text = OpenCLGenerator().visit(body)
-    # each step keeps its own scope, in the original order, inside the one nest
-    assert text.index("pf_b1[bi][bj] = x") < text.index("pf_b2[bi][bj] = v * v") \
-        < text.index("y[(lead * 4) + bj] =")
+    # each step keeps its own scope, in the original order, inside the one nest; the arrays
+    # only this nest uses, each element written before it is read, are scalars of its body
+    assert text.index("pf_b1 = x") < text.index("pf_b2 = v * v") \
+        < text.index("y[(lead * 4) + bj] = pf_b2 + 1.0f")
+    assert "[2][4]" not in text and text.count("float pf_b1 = 0;") == 1
     assert text.count("const int lead = r0 + bi;") == 1
+
+
+def test_block_arrays_used_elsewhere_or_read_first_stay_arrays() -> None:
+    body = _kernel(PRODUCT, EPILOGUE)
+    # a straight-line store of the product's block before the nests (as a product's is)
+    body.block_items.insert(2, CParser().parse(
+        "void f() { pf_b1[0][0] = 1.0f; }").ext[0].body.block_items[0])
+    fuse_block_loops(body, ROOTS, BLOCK, {})
+    text = OpenCLGenerator().visit(body)
+    assert "float pf_b1[2][4]" in text and "pf_b1[bi][bj] = x" in text
+    assert "float pf_b2 = 0;" in text  # written first in the nest, used nowhere else
+    read_first = _kernel("z[lead * 4 + bj] = pf_b2[bi][bj];", EPILOGUE)
+    fuse_block_loops(read_first, ROOTS, BLOCK, {})
+    text = OpenCLGenerator().visit(read_first)
+    assert "float pf_b2[2][4]" in text and "pf_b2[bi][bj] = v * v" in text
 
 
 def test_a_buffer_written_by_one_nest_and_read_by_another_keeps_them_apart() -> None:

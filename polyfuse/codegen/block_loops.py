@@ -138,7 +138,7 @@ def _effects(nest: _Nest, block_arrays: set[str], roots: Mapping[str, str]
 
 def _fusable(nests: list[_Nest], block_arrays: set[str], roots: Mapping[str, str]) -> bool:
     # a block array any nest of the run subscripts otherwise is memory like any other
-    irregular = set().union(*(_irregular(n, block_arrays) for n in nests))
+    irregular = set().union(*(_irregular(n.stmt, n.iterators, block_arrays) for n in nests))
     effects = [_effects(n, block_arrays - irregular, roots) for n in nests]
     if any(e is None for e in effects):
         return False
@@ -150,17 +150,18 @@ def _fusable(nests: list[_Nest], block_arrays: set[str], roots: Mapping[str, str
     return True
 
 
-def _irregular(nest: _Nest, block_arrays: set[str]) -> set[str]:
-    """The block arrays ``nest`` refers to other than as an element at its own iteration."""
-    bases = {id(n.name) for n in syntax.walk(nest.stmt)
+def _irregular(stmt: Any, iterators: list[str], block_arrays: set[str]) -> set[str]:
+    """The block arrays ``stmt`` refers to other than as an element at the iteration of the
+    loops ``iterators``."""
+    bases = {id(n.name) for n in syntax.walk(stmt)
              if isinstance(n, c_ast.ArrayRef) and isinstance(n.name, c_ast.ArrayRef)}
     exact: set[int] = set()
-    for n in syntax.walk(nest.stmt):
+    for n in syntax.walk(stmt):
         if isinstance(n, c_ast.ArrayRef) and id(n) not in bases:
             base, subs = syntax.flatten_ref(n)
-            if [x.name if isinstance(x, c_ast.ID) else None for x in subs] == nest.iterators:
+            if [x.name if isinstance(x, c_ast.ID) else None for x in subs] == iterators:
                 exact.add(id(base))
-    return {n.name for n in syntax.walk(nest.stmt)
+    return {n.name for n in syntax.walk(stmt)
             if isinstance(n, c_ast.ID) and n.name in block_arrays and id(n) not in exact}
 
 
@@ -177,10 +178,59 @@ def _merged(nests: list[_Nest]) -> Any:
     return c_ast.If(first.guard, node, None)
 
 
+def _scalarize(body: c_ast.Compound, inner: c_ast.Compound, iterators: list[str],
+               block_arrays: set[str]) -> list[str]:
+    """Block arrays that live only in one merged nest, each element written before it is
+    read in the same iteration, become a scalar of the nest's body (``pf_b2[bi][bj]`` ->
+    ``pf_b2``), and their array declarations go: the device compiler keeps an array indexed by
+    the loops in memory, a scalar in a register.  The write must be the first reference, a
+    plain ``=`` statement at the top of its fragment's scope (run on every iteration)."""
+    inside = {id(n) for n in syntax.walk(inner)}
+    outside: set[str] = set()
+    for n in syntax.walk(body):
+        if isinstance(n, c_ast.ID) and n.name in block_arrays and id(n) not in inside:
+            outside.add(n.name)
+    candidates = block_arrays - outside - _irregular(inner, iterators, block_arrays)
+    first: dict[str, Any] = {}
+    for frag in syntax.block_items(inner):
+        for stmt in syntax.block_items(frag):
+            for n in syntax.walk(stmt):
+                if isinstance(n, c_ast.ID) and n.name in candidates and n.name not in first:
+                    first[n.name] = stmt
+    done = []
+    for name, stmt in first.items():
+        if not (isinstance(stmt, c_ast.Assignment) and stmt.op == "=" and
+                isinstance(stmt.lvalue, c_ast.ArrayRef) and
+                syntax.flatten_ref(stmt.lvalue)[0].name == name and
+                name not in syntax.identifiers(stmt.rvalue)):
+            continue
+        decl = next(d for d in body.block_items if isinstance(d, c_ast.Decl) and d.name == name)
+        elem: Any = decl.type
+        while isinstance(elem, c_ast.ArrayDecl):
+            elem = elem.type
+        scalar = c_ast.Decl(name, [], [], [], [], c_ast.TypeDecl(name, [], None, elem.type),
+                            c_ast.Constant("int", "0"), None)
+
+        def to_scalar(n: Any, name: str = name) -> Any:
+            if isinstance(n, c_ast.ArrayRef):
+                base, subs = syntax.flatten_ref(n)
+                if isinstance(base, c_ast.ID) and base.name == name and \
+                        len(subs) == len(iterators):
+                    return c_ast.ID(name)
+            return n
+
+        syntax.transform(inner, to_scalar)
+        inner.block_items.insert(0, scalar)
+        body.block_items.remove(decl)
+        done.append(name)
+    return done
+
+
 def fuse_block_loops(body: c_ast.Compound, roots: Mapping[str, str], block_arrays: set[str],
                      comments: dict[int, str]) -> list[str]:
     """Merge runs of consecutive fragments of ``body`` (a fused kernel's body, in place) that
-    loop over the same block (module docstring); ``roots`` maps buffer parameters to the
+    loop over the same block (module docstring), then keep in registers the block arrays only
+    one merged nest uses (:func:`_scalarize`); ``roots`` maps buffer parameters to the
     buffers they are bound to, ``block_arrays`` names the kernel's private block arrays,
     ``comments`` holds the printer's comments by node id.  Returns one line per merged run."""
     printer = OpenCLGenerator()
@@ -189,18 +239,16 @@ def fuse_block_loops(body: c_ast.Compound, roots: Mapping[str, str], block_array
         return printer.visit(node)
 
     items = body.block_items or []
-    out: list[str] = []
     merged: list[Any] = []
     run: list[_Nest] = []
+    nests: list[tuple[Any, list[str], str]] = []
 
     def close() -> None:
         if len(run) > 1 and _fusable(run, block_arrays, roots):
             stmt = _merged(run)
             labels = [comments.get(id(n.stmt), "") for n in run]
-            note = "block loops fused: " + "; ".join(x for x in labels if x)
-            comments[id(stmt)] = note
+            nests.append((stmt, run[0].iterators, "; ".join(x for x in labels if x)))
             merged.append(stmt)
-            out.append(note)
         else:
             merged.extend(n.stmt for n in run)
         run.clear()
@@ -217,7 +265,22 @@ def fuse_block_loops(body: c_ast.Compound, roots: Mapping[str, str], block_array
             merged.append(stmt)
     close()
     body.block_items = merged
+    out = []
+    for stmt, iterators, labels in nests:
+        scalars = _scalarize(body, _innermost(stmt, len(iterators)), iterators, block_arrays)
+        note = f"block loops fused: {labels}" + (
+            f"; {', '.join(sorted(scalars))} kept in registers" if scalars else "")
+        comments[id(stmt)] = note
+        out.append(note)
     return out
+
+
+def _innermost(stmt: Any, depth: int) -> c_ast.Compound:
+    """The body of the innermost of the ``depth`` loops of a merged nest (:func:`_merged`)."""
+    node = stmt.iftrue if isinstance(stmt, c_ast.If) else stmt
+    for _ in range(depth):
+        node = node.block_items[-1].stmt
+    return node
 
 
 __all__ = ["fuse_block_loops"]
