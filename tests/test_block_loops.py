@@ -109,6 +109,16 @@ def test_calls_other_bounds_and_barriers_keep_them_apart() -> None:
     assert _loops(apart) == 2
 
 
+def test_pointers_and_fields_keep_them_apart() -> None:
+    through_pointer = "float *q = y; z[lead * 4 + bj] = q[bj];"
+    assert fuse_block_loops(_kernel(STORE, through_pointer), ROOTS, BLOCK, {}) == []
+    text = "int get_global_id(int d);\nstruct s { float v; };\n" \
+        "void k(struct s *p, float *y) {\n" + STEP.format(body="y[bj] = 1.0f;") + \
+        STEP.format(body="const float w = p->v; (void) w;") + "}\n"
+    body = CParser().parse(text).ext[-1].body
+    assert fuse_block_loops(body, {"p": "y", "y": "y"}, set(), {}) == []
+
+
 def test_a_nest_assigning_a_kernel_variable_is_left_alone() -> None:
     body = _kernel(PRODUCT, EPILOGUE)
     body.block_items.insert(0, c_ast.Decl("acc", [], [], [], [], c_ast.TypeDecl(

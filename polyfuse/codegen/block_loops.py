@@ -94,12 +94,17 @@ def _effects(nest: _Nest, block_arrays: set[str], roots: Mapping[str, str]
     """(memory written, memory touched) by ``nest`` outside its block arrays' own iteration, by
     root buffer or array name; None when the nest does something this module does not fuse."""
     stmt = nest.stmt
+    if any(isinstance(n, c_ast.Decl) and isinstance(n.type, c_ast.PtrDecl)
+           for n in syntax.walk(stmt)):
+        return None  # a pointer of the nest's own may point anywhere
     local = syntax.declared(stmt) | set(nest.iterators)
     fixed = set(nest.iterators) | {d.name for decls, _ in nest.levels for d in decls}
     if syntax.modified(stmt) - local or syntax.modified(nest.body) & fixed:
         return None  # assigns a variable of the kernel, an iterator or a shared declaration
     written: set[str] = set()
-    touched: set[str] = set()
+    # every use of a buffer parameter (an element, a field through ``->``...) touches it
+    touched = {roots[n.name] for n in syntax.walk(stmt)
+               if isinstance(n, c_ast.ID) and n.name in roots and n.name not in local}
     targets: set[int] = set()
     bases: set[int] = set()
     for n in syntax.walk(stmt):
