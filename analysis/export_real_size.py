@@ -15,7 +15,15 @@ float32, static shapes, batch 1, seeded random weights, every module in eval mod
 * ``resnet_bottleneck``: a ResNet-50 bottleneck (1x1 256->64, 3x3 64->64, 1x1 64->256, each with
   BatchNorm, ReLU, identity residual), 56x56;
 * ``mobilenet_block``: a MobileNetV2 inverted residual (1x1 expand 32->192, BatchNorm, ReLU6,
-  depthwise 3x3, BatchNorm, ReLU6, 1x1 project 192->32, BatchNorm, residual), 56x56.
+  depthwise 3x3, BatchNorm, ReLU6, 1x1 project 192->32, BatchNorm, residual), 56x56;
+* ``resnet_downsample``: the first block of ResNet-50's second stage (1x1 256->128, 3x3
+  128->128 at stride 2, 1x1 128->512, and a 1x1 stride-2 256->512 projection shortcut), 56x56;
+* ``mobilenet_downsample``: a MobileNetV2 block at stride 2 (expand 24->144, depthwise 3x3
+  stride 2, project 144->32, no residual), 56x56.
+
+    PYTHONPATH=... .venv/bin/python analysis/export_real_size.py OUT_DIR NAME...
+
+exports only the models named.
 """
 
 from __future__ import annotations
@@ -67,9 +75,9 @@ class GPT2MLP(nn.Module):
         return x + self.proj(F.gelu(self.fc(self.ln(x)), approximate="tanh"))
 
 
-def conv_bn(cin: int, cout: int, k: int, groups: int = 1) -> nn.Sequential:
-    return nn.Sequential(nn.Conv2d(cin, cout, k, padding=k // 2, groups=groups, bias=False),
-                         nn.BatchNorm2d(cout))
+def conv_bn(cin: int, cout: int, k: int, groups: int = 1, stride: int = 1) -> nn.Sequential:
+    return nn.Sequential(nn.Conv2d(cin, cout, k, stride=stride, padding=k // 2, groups=groups,
+                                   bias=False), nn.BatchNorm2d(cout))
 
 
 class Bottleneck(nn.Module):
@@ -83,16 +91,36 @@ class Bottleneck(nn.Module):
         return F.relu(x + self.c(y))
 
 
-class InvertedResidual(nn.Module):
-    def __init__(self, c: int = 32, expand: int = 6):
+class DownsampleBottleneck(nn.Module):
+    """The first block of ResNet-50's second stage: the 3x3 Conv at stride 2 and a 1x1 stride-2
+    projection on the shortcut."""
+
+    def __init__(self, c: int = 256, mid: int = 128, out: int = 512):
         super().__init__()
-        e = c * expand
-        self.expand, self.dw, self.project = conv_bn(c, e, 1), conv_bn(e, e, 3, e), conv_bn(e, c, 1)
+        self.a, self.b = conv_bn(c, mid, 1), conv_bn(mid, mid, 3, stride=2)
+        self.c, self.short = conv_bn(mid, out, 1), conv_bn(c, out, 1, stride=2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.relu(self.a(x))
+        y = F.relu(self.b(y))
+        return F.relu(self.short(x) + self.c(y))
+
+
+class InvertedResidual(nn.Module):
+    """MobileNetV2's block; at stride 2 (or other widths) without the residual, as in the
+    network."""
+
+    def __init__(self, c: int = 32, expand: int = 6, stride: int = 1, out: int = 0):
+        super().__init__()
+        e, out = c * expand, out or c
+        self.expand, self.dw = conv_bn(c, e, 1), conv_bn(e, e, 3, e, stride=stride)
+        self.project = conv_bn(e, out, 1)
+        self.residual = stride == 1 and out == c
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = F.relu6(self.expand(x))
         y = F.relu6(self.dw(y))
-        return x + self.project(y)
+        return x + self.project(y) if self.residual else self.project(y)
 
 
 #: name -> (module factory, input shape)
@@ -102,6 +130,8 @@ MODELS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {
     "gpt2_mlp": (GPT2MLP, (1, 256, 768)),
     "resnet_bottleneck": (Bottleneck, (1, 256, 56, 56)),
     "mobilenet_block": (InvertedResidual, (1, 32, 56, 56)),
+    "resnet_downsample": (DownsampleBottleneck, (1, 256, 56, 56)),
+    "mobilenet_downsample": (lambda: InvertedResidual(24, stride=2, out=32), (1, 24, 56, 56)),
 }
 
 
@@ -135,7 +165,7 @@ def export(name: str, out_dir: Path) -> Path:
 def main(argv: list[str]) -> int:
     out_dir = Path(argv[0]) if argv else ROOT / "out" / "real_size"
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name in MODELS:
+    for name in argv[1:] or MODELS:
         path = export(name, out_dir)
         print(f"{path} ({path.stat().st_size / 1e6:.1f} MB)")
     return 0

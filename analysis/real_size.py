@@ -1,7 +1,8 @@
 """Real-size PyTorch blocks through polyfuse's InferenceSession against onnxruntime (1 thread).
 
 The models come from :mod:`analysis.export_real_size` (``out/real_size/*.onnx``: a BERT-base
-layer and 12 layers, a GPT-2 MLP block, a ResNet-50 bottleneck, a MobileNetV2 block).  For each:
+layer and 12 layers, a GPT-2 MLP block, a ResNet-50 bottleneck, a MobileNetV2 block, and both
+blocks at stride 2 as their networks downsample).  For each:
 
 * a cold build (``cache=False``) of the fused and the unfused session, timed; a build that runs
   past ``--build-timeout`` seconds is abandoned and reported with the stage it was in;
@@ -45,7 +46,8 @@ from vs_onnxruntime import ort_session, spread  # noqa: E402
 import polyfuse  # noqa: E402
 from polyfuse.apps.onnx_run import random_inputs  # noqa: E402
 
-DEFAULT_MODELS = ["bert_layer", "gpt2_mlp", "resnet_bottleneck", "mobilenet_block", "bert_12"]
+DEFAULT_MODELS = ["bert_layer", "gpt2_mlp", "resnet_bottleneck", "mobilenet_block",
+                  "resnet_downsample", "mobilenet_downsample", "bert_12"]
 RTOL, ATOL = 1e-3, 1e-4
 
 
