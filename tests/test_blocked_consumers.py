@@ -314,3 +314,35 @@ def test_a_models_own_packed_panel_attribute_is_refused(tmp_path: Path) -> None:
     onnx.save(model, str(path))
     with pytest.raises(polyfuse.PolyfuseError, match="packed_panel"):
         load_onnx_model(str(path), target=REFERENCE_TARGET.with_variant("blocked"))
+
+
+@pytest.mark.parametrize("hw,stride", [(9, 2), (8, 2), (10, 3)])
+def test_strided_pointwise_conv_is_a_product_of_a_subsampled_input(tmp_path: Path, hw: int,
+                                                                    stride: int) -> None:
+    """A 1x1 Conv at a stride (ResNet's projection shortcut) reads a strided Slice of its input
+    (one launch) and is then the product form of a 1x1 Conv; with the Relu after it, outputs
+    equal onnxruntime's, odd sizes included."""
+    rng = np.random.default_rng(4)
+    out = (hw - 1) // stride + 1
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[1, 1],
+                          strides=[stride, stride]),
+         helper.make_node("Relu", ["c"], ["y"])], "shortcut",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, hw, hw])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, out, out])],
+        [numpy_helper.from_array(rng.uniform(-0.5, 0.5, (32, 16, 1, 1)).astype(np.float32),
+                                 "w"),
+         numpy_helper.from_array(rng.uniform(-0.5, 0.5, 32).astype(np.float32), "b")])
+    onnx_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    path = tmp_path / "shortcut.onnx"
+    path.write_bytes(onnx_model.SerializeToString())
+    program = load_onnx_model(str(path), target=REFERENCE_TARGET.with_variant("blocked")).program
+    kernels = [op.kernel for op in program.launches]
+    assert kernels[0] == "Conv_subsample_0" and len(kernels) == 3
+    conv = program.kernels[kernels[1]]
+    assert "for (int kk" in conv.source and f"* {stride})" not in conv.source
+    sess = polyfuse.InferenceSession(str(path), _form="blocked")
+    feeds = random_inputs(sess.io, seed=1)
+    (y,) = sess.run(None, feeds)
+    np.testing.assert_allclose(y, onnxruntime_reference(str(path), feeds)["y"], rtol=RTOL,
+                               atol=ATOL)

@@ -831,8 +831,9 @@ class _Translator:
             if "packed_weights" in attrs:  # the front-end's own attribute, never a model's
                 raise self.error(f"{where}: attribute 'packed_weights' is not supported",
                                  UnsupportedError)
-            node = self.pack_conv_weights(self.pad_conv_input(index, node, label, attrs, where),
-                                          attrs)
+            node = self.pad_conv_input(index, node, label, attrs, where)
+            node = self.pack_conv_weights(
+                self.subsample_conv_input(index, node, label, attrs, where), attrs)
         if op in ("MatMul", "Gemm") and self.split_k(index, node, op, label, attrs, where):
             return
         self.launch(index, node, op, label, attrs, where)
@@ -936,6 +937,43 @@ class _Translator:
         copy.input[0] = padded
         attrs.pop("auto_pad", None)
         attrs["pads"] = [0] * (2 * nd)
+        return copy
+
+    def subsample_conv_input(self, index: int, node: Any, label: str, attrs: dict[str, Any],
+                             where: str) -> Any:
+        """A 1x1 Conv at a stride (ResNet's projection shortcuts) in the ``blocked`` variant
+        reads a strided Slice of its input made by a Slice launch (shared by the Convs that
+        subsample the same tensor alike), and becomes a 1x1 Conv at stride 1: a product
+        (:func:`polyfuse.oplib.linalg.conv`), where the direct Conv reads every other column.
+        ``node`` and ``attrs`` are rewritten (a copy of the node, its strides 1)."""
+        from onnx import helper
+
+        strides = [int(v) for v in attrs.get("strides") or []]
+        if self.variant.product_form != "blocked" or len(node.input) < 2 or \
+                node.input[0] not in self.tensor_buffer or node.input[1] not in self.consts or \
+                all(v == 1 for v in strides) or int(attrs.get("group", 1)) != 1:
+            return node
+        x, sx, sw = node.input[0], self.shape(node.input[0], where), \
+            self.shape(node.input[1], where)
+        nd = len(sx) - 2
+        if nd not in (1, 2) or len(sw) != len(sx) or len(strides) != nd or \
+                any(k != 1 for k in sw[2:]) or any(int(p) for p in attrs.get("pads") or []) or \
+                str(attrs.get("auto_pad", "NOTSET")) not in ("NOTSET", "VALID") or \
+                min(strides) < 1:
+            return node
+        sub = f"{x}::every_{'_'.join(map(str, strides))}"
+        if sub not in self.tensor_buffer:
+            self.shapes[sub] = (*sx[:2], *(-(-n // st) for n, st in zip(sx[2:], strides)))
+            self.types[sub] = self.types.get(x, 1)
+            axes = list(range(2, 2 + nd))
+            self.launch(index, helper.make_node("Slice", [x], [sub],
+                                                name=f"{node.name or 'Conv'}_subsample"),
+                        "Slice", label, {"starts": [0] * nd, "ends": list(sx[2:]),
+                                         "axes": axes, "steps": strides}, where)
+        copy = type(node)()
+        copy.CopyFrom(node)
+        copy.input[0] = sub
+        attrs["strides"] = [1] * nd
         return copy
 
     def pack_conv_weights(self, node: Any, attrs: dict[str, Any]) -> Any:
