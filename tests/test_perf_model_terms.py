@@ -1,5 +1,6 @@
 """Terms of the performance model beyond raw operation counts: common subexpressions, the
-launch's footprint against the cache, and fitting the cache size with the costs.
+launch's footprint against the cache, what earlier launches left in the last-level cache, and
+fitting the cache sizes with the costs.
 
 Every feature is checked against a brute-force enumeration of what the kernel does; the fit is
 checked to recover the costs, the overlap exponent and the cache size that generated noiseless
@@ -8,13 +9,16 @@ synthetic times.  No test asserts a measured time.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+import polyfuse
 from polyfuse.frontend.opencl import parse_kernels
 from polyfuse.oplib import fastmath
 from polyfuse.perf import model as pm
-from polyfuse.perf.counts import count_kernel
+from polyfuse.perf.counts import count_kernel, count_program
 
 SG = 8
 
@@ -126,7 +130,7 @@ def test_fit_recovers_costs_overlap_and_cache_size():
     x = np.array([pm.features_of(kc, cache_bytes=cache).vector() for kc in counts])
     t = pm.model_time(x, truth, 2.0)
     grid = (16 << 10, 64 << 10, 256 << 10)
-    costs, p, got_cache, rms = pm.fit_calibration(counts, t, (1.0, 2.0, 8.0), grid)
+    costs, p, got_cache, _, rms = pm.fit_calibration(counts, t, (1.0, 2.0, 8.0), grid)
     assert got_cache == cache and p == 2.0 and rms < 1e-5
     fitted = pm.model_time(x, costs, p)
     assert np.allclose(fitted, t, rtol=1e-5)
@@ -293,3 +297,56 @@ def test_short_calibration_launches_grow_on_the_device():
         grown += scale > 1
         assert a.kernel != "empty" or scale == 1
     assert grown > 0
+
+
+CHAIN = Path(__file__).resolve().parent.parent / "examples" / "elementwise_chain"
+
+
+def test_warm_shares_follow_the_launch_order():
+    """``elementwise_chain`` at n = 1024 (six buffers of 4 KiB; scale x→a, add a,y→b,
+    relu b→c, copy c→out): the host uploads x, y, a, b, c, out, then each launch touches its
+    arrays in parameter order.  With a last-level cache of 3.5 buffers, by hand (LRU over
+    whole buffers): scale finds x behind 5 buffers (cold) and a behind 3 (half of it left);
+    every other launch finds what the launch before it wrote and nothing else."""
+    prog = polyfuse.load_opencl(str(CHAIN / "kernels.cl"), host=str(CHAIN / "host.c"),
+                                params={"n": 1024})
+    counts = count_program(prog, subgroup_size=SG, values={"n": 1024})
+    ids = [lc.id for lc in prog.launches]
+    got = pm.warm_shares(prog, counts, 7 * 2048, {"n": 1024})
+    assert [got[i] for i in ids] == [{"x": 0.0, "a": 0.5}, {"a": 1.0, "y": 0.0, "b": 0.0},
+                                     {"b": 1.0, "c": 0.0}, {"c": 1.0, "out": 0.0}]
+    roomy = pm.warm_shares(prog, counts, 1 << 20, {"n": 1024})
+    assert all(v == 1.0 for i in ids for v in roomy[i].values())
+    # the cold bytes of add (a,y → b) with a warm and a quarter of y: brute force, each
+    # work-item i < n touches a[i], y[i], b[i] once
+    f = pm.features_of(counts[ids[1]], warm={"a": 1.0, "y": 0.25}).values
+    n = 1024
+    assert f["gmem_cold_bytes"] == 4 * (0.75 * n + n)
+    assert f["gmem_unit_bytes"] == 4 * 3 * n  # the class bytes do not change
+    assert pm.features_of(counts[ids[1]]).values["gmem_cold_bytes"] == 4 * 3 * n
+
+
+def test_fit_recovers_cold_cost_and_last_level_cache():
+    """Synthetic times of streams measured cold and right after themselves (warm), generated
+    with a 1 MiB last-level cache and a cost per cold byte: the fit finds that size among
+    the grid and the cost, and a stream of 4 MiB run warm is partly cold (1/4 fits)."""
+    sizes = (1 << 12, 1 << 14, 1 << 16, 1 << 17, 1 << 18)
+    counts = [_counts(STREAM, "stream", n) for n in sizes for _ in (0, 1)]
+    warm = [w for _ in sizes for w in (False, True)]
+    truth = np.zeros(len(pm.FEATURES))
+    for f, c in (("work_items", 1e-11), ("gmem_unit_bytes", 1e-11),
+                 ("gmem_cold_bytes", 5e-11), ("launches", 2e-6)):
+        truth[pm.FEATURES.index(f)] = c
+    llc = 1 << 20
+    shares = [pm.calibration_warm_shares(kc, llc) if w else None
+              for kc, w in zip(counts, warm)]
+    big = pm.footprint_bytes(counts[-1])
+    assert big == 3 * 4 * (1 << 18) and shares[-1] == dict.fromkeys(("x", "y", "z"), llc / big)
+    x = np.array([pm.features_of(kc, cache_bytes=1 << 30, warm=w).vector()
+                  for kc, w in zip(counts, shares)])
+    t = pm.model_time(x, truth, 1.0)
+    costs, p, _, got_llc, rms = pm.fit_calibration(counts, t, (1.0,), (1 << 30,), warm,
+                                                   (llc // 4, llc, llc * 4))
+    assert got_llc == llc and rms < 1e-5
+    k = pm.FEATURES.index("gmem_cold_bytes")
+    assert costs[k] == pytest.approx(truth[k], rel=1e-3)

@@ -188,16 +188,19 @@ def predict_program(program: Program, calibration: Calibration, *,
                     progress: Progress = None) -> list[LaunchPrediction]:
     """The model's time of every launch of ``program`` (counts at ``params``)."""
     from polyfuse.perf.counts import count_program
-    from polyfuse.perf.model import features_of
+    from polyfuse.perf.model import features_of, warm_shares
 
     say = progress or (lambda _m: None)
     say(f"counting the {len(program.launches)} launches of {program.name} (barvinok)")
     counts = count_program(program, subgroup_size=calibration.subgroup_size,
                            values=dict(params or {}))
+    # launches in program order: each finds what the ones before it left in the cache
+    warm = warm_shares(program, counts, calibration.llc_bytes, params)
     out = []
     for launch in program.launches:
         feats: Features = features_of(counts[launch.id], params,
-                                      cache_bytes=calibration.cache_bytes)
+                                      cache_bytes=calibration.cache_bytes,
+                                      warm=warm.get(launch.id))
         n = max(1, round(feats.values.get("launches", 1.0)))
         out.append(LaunchPrediction(launch.id, launch.kernel, n, feats.to_dict(),
                                     calibration.time(feats) / n))

@@ -126,7 +126,7 @@ ONCHIP_FEATURES = ("flop_simple", "flop_fma", "flop_div", "flop_special", "int_d
 #: Features on the memory side of ``smax_p``.
 MEMORY_FEATURES = ("gmem_unit_bytes", "gmem_narrow_bytes", "gmem_loop_bytes",
                    "gmem_strided_bytes", "gmem_uniform_bytes", "gmem_reuse_bytes",
-                   "gmem_beyond_cache_bytes")
+                   "gmem_beyond_cache_bytes", "gmem_cold_bytes")
 #: cache sizes (bytes) :func:`calibrate` tries for ``gmem_beyond_cache_bytes``; the one whose
 #: fit is best is kept in the calibration (the cache a device reports is often not the level
 #: whose size decides: PoCL reports the shared last level, a busy machine leaves a job less)
@@ -134,6 +134,11 @@ CACHE_GRID = (32 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 <<
               8 << 20, 32 << 20)
 #: the cache size of a calibration that predates the feature, and of features computed alone
 DEFAULT_CACHE_BYTES = 1 << 20
+#: the last-level cache of :func:`warm_shares` when a device reports none
+DEFAULT_LLC_BYTES = 8 << 20
+#: :func:`calibrate` tries the last-level cache the device reports shifted right by these
+#: (a whole, a half, ...): of a cache shared by cores and virtual machines a launch gets a part
+LLC_SHIFTS = (0, 1, 2, 3)
 #: a work-group narrower than this along dimension 0 fills no full vector register of floats
 #: on a CPU (PoCL vectorizes the work-item loop along dimension 0): its unit-stride bytes are
 #: ``gmem_narrow_bytes``
@@ -235,9 +240,9 @@ def _value(c: Any, what: str, kernel: str) -> float:
     return float(Fraction(v)) if not isinstance(v, float) else v
 
 
-def footprint_bytes(counts: KernelCounts) -> float:
-    """Distinct global bytes the launch touches (every instance of a launch in host loops,
-    summed): per array, its footprint over all its accesses
+def array_bytes(counts: KernelCounts) -> dict[str, float]:
+    """Distinct global bytes the launch touches per array (every instance of a launch in host
+    loops, summed): its footprint over all its accesses
     (:attr:`~polyfuse.perf.counts.KernelCounts.array_footprints`) times its element size; an
     array without one (an inexact access) counts the accesses of its largest class."""
     size: dict[str, int] = {}
@@ -248,18 +253,106 @@ def footprint_bytes(counts: KernelCounts) -> float:
             n = m.accesses.value
             if n is not None:
                 largest[m.array] = max(largest.get(m.array, 0.0), float(Fraction(n)))
-    total = 0.0
+    out: dict[str, float] = {}
     for array, nbytes in size.items():
         fp = counts.array_footprints.get(array)
         if fp is not None and fp.value is not None:
-            total += float(Fraction(fp.value)) * nbytes
+            out[array] = float(Fraction(fp.value)) * nbytes
         else:
-            total += largest.get(array, 0.0) * nbytes
-    return total
+            out[array] = largest.get(array, 0.0) * nbytes
+    return out
+
+
+def footprint_bytes(counts: KernelCounts) -> float:
+    """Distinct global bytes the launch touches, every array's (:func:`array_bytes`)."""
+    return sum(array_bytes(counts).values())
+
+
+def _instances(counts: KernelCounts) -> float:
+    for s in counts.sync:
+        if s.kind == "kernel_launch" and s.count.value is not None:
+            return max(1.0, float(Fraction(s.count.value)))
+    return 1.0
+
+
+def warm_shares(program: Program, counts: Mapping[int, KernelCounts], llc_bytes: int,
+                values: Optional[Mapping[str, int]] = None) -> dict[int, dict[str, float]]:
+    """Per launch id, per global array of its kernel: the share of the bytes the launch touches
+    that the launches before it (or the host's upload) left in the last-level cache.
+
+    The cache is least-recently-used over whole buffers of ``llc_bytes``: the host uploads
+    every root buffer before the first launch, in the program's buffer order (a host writes
+    its inputs first; measuring uploads every buffer's initial contents), then each launch
+    touches each array's footprint (:func:`array_bytes`, exact).  An array's bytes left by an
+    earlier touch are warm while they and everything touched since fit in the cache
+    (``(llc - bytes touched since) / bytes``, clipped to [0, 1]); the later instances of a
+    launch in host loops find their own footprint, when it fits.  Buffers are told apart by
+    their root (a sub-buffer is its parent's bytes).
+    """
+    import sympy
+
+    from polyfuse.core.islutil import int_symbol
+
+    values = dict(values or {})
+    lru: dict[str, float] = {}  # root buffer -> bytes last touched, least recent first
+
+    def touch(root: str, nbytes: float) -> None:
+        lru.pop(root, None)
+        lru[root] = nbytes
+
+    def since(root: str) -> float:
+        keys = list(lru)
+        return sum(lru[k] for k in keys[keys.index(root) + 1:])
+
+    subs = {int_symbol(k): v for k, v in values.items()}
+    subs.update({sympy.Symbol(k): v for k, v in values.items()})
+    for name, buf in program.buffers.items():
+        if buf.parent is not None or buf.size is None:
+            continue
+        try:
+            size = float(sympy.sympify(buf.size).subs(subs))
+        except (TypeError, ValueError, sympy.SympifyError):  # a size still symbolic
+            continue
+        if size > 0:
+            touch(name, size)
+    out: dict[int, dict[str, float]] = {}
+    for launch in program.launches:
+        kc = counts.get(launch.id)
+        kernel = program.kernels.get(launch.kernel)
+        if kc is None or kernel is None:
+            continue
+        n = _instances(kc)
+        per = {a: b / n for a, b in array_bytes(kc).items()}
+        total = sum(per.values())
+        own = min(1.0, llc_bytes / total) if total > 0 else 1.0  # later instances
+        roots: dict[str, str] = {}
+        for p in kernel.params:
+            if not p.is_buffer or p.name not in per:
+                continue
+            try:
+                b = launch.arg(p.index)
+            except KeyError:
+                continue
+            if b.kind == "buffer" and b.buffer in program.buffers:
+                roots[p.name] = program.root(b.buffer)[0]
+        shares: dict[str, float] = {}
+        for array, nbytes in per.items():
+            root = roots.get(array)
+            first = 0.0
+            if root is not None and root in lru and nbytes > 0:
+                left = lru[root]
+                first = min(1.0, max(0.0, (llc_bytes - since(root)) / left) * left / nbytes) \
+                    if left > 0 else 0.0
+            shares[array] = (first + (n - 1) * own) / n
+        out[launch.id] = shares
+        for array, root in roots.items():
+            touch(root, per[array])
+    return out
 
 
 def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None, *,
-                cache_bytes: int = DEFAULT_CACHE_BYTES) -> Features:
+                cache_bytes: int = DEFAULT_CACHE_BYTES,
+                warm: Optional[Mapping[str, float]] = None) -> Features:
     """Feature values of one launch's counts, evaluated at ``values`` (sizes still symbolic).
 
     Ops are taken at the granularity the counts carry (sub-group by default), global accesses in
@@ -273,8 +366,16 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
     one launch instance's footprint (:func:`footprint_bytes`) that does not fit in
     ``cache_bytes`` — what streams from memory rather than from a cache (a stream of 1 MB runs
     4-5x faster per byte than one of 16 MB on a CPU).
+
+    ``gmem_cold_bytes``: of the bytes charged to a stride class, those no earlier launch left
+    in the last-level cache — ``warm`` gives, per global array, the share of its bytes that
+    one did (:func:`warm_shares`; none given: every byte is cold, as a calibration launch
+    measured cold is).  A stream over data in the cache runs several times faster per byte
+    than one from memory, in every stride class: the class costs are those of warm bytes and
+    cold ones pay this on top.
     """
     kc = counts.evaluate(values) if values else counts
+    warm = warm or {}
     name = kc.kernel
     out = dict.fromkeys(FEATURES, 0.0)
     ls = [v for v in kc.local_size if v is not None]
@@ -318,6 +419,8 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
         share = min(1.0, loop_f / acc_f) if loop_f > 0 and acc_f > 0 else 0.0
         out["gmem_loop_bytes"] += share * first * size
         out[f"gmem_{cls}_bytes"] += (1.0 - share) * first * size
+        w = min(1.0, max(0.0, float(warm.get(m.array, 0.0))))
+        out["gmem_cold_bytes"] += (1.0 - w) * first * size
     charged = sum(out[f] for f in ("gmem_unit_bytes", "gmem_narrow_bytes", "gmem_loop_bytes",
                                    "gmem_strided_bytes", "gmem_uniform_bytes"))
     launches = 1.0
@@ -509,28 +612,46 @@ def fit_model(x: np.ndarray, t: np.ndarray, p_grid: Sequence[float] = P_GRID, *,
 
 def fit_calibration(counts: Sequence[KernelCounts], t: np.ndarray,
                     p_grid: Sequence[float] = P_GRID,
-                    cache_grid: Sequence[int] = CACHE_GRID) -> tuple[np.ndarray, float, int, float]:
-    """(costs, p, cache bytes, rms) of launches' ``counts`` measured ``t`` seconds.
+                    cache_grid: Sequence[int] = CACHE_GRID,
+                    warm: Optional[Sequence[bool]] = None,
+                    llc_grid: Sequence[int] = (DEFAULT_LLC_BYTES,)
+                    ) -> tuple[np.ndarray, float, int, int, float]:
+    """(costs, p, cache bytes, last-level cache bytes, rms) of launches' ``counts`` measured
+    ``t`` seconds; ``warm``: which launches ran right after a launch of their own (their
+    data in a last-level cache of a size from ``llc_grid``, :func:`calibration_warm_shares`).
 
-    The cache size is a parameter of the features, not a cost: each size of ``cache_grid``
-    is fitted at one overlap exponent (the middle of ``p_grid``), the size whose geomean
-    error is least is kept, and :func:`fit_model` then fits every ``p`` at that size (a full
-    grid of both would take a busy 2-core machine a minute).
+    The cache sizes are parameters of the features, not costs: each size of ``cache_grid``
+    is fitted at one overlap exponent (the middle of ``p_grid``) and the size whose geomean
+    error is least is kept, then the same for ``llc_grid`` (the cache a device reports is
+    shared: by its cores, by other guests of a virtual machine), and :func:`fit_model` fits
+    every ``p`` at those sizes (a full grid of all three would take a busy 2-core machine
+    minutes).
     """
-    def features(cache: int) -> np.ndarray:
-        return np.array([features_of(kc, cache_bytes=int(cache)).vector() for kc in counts])
+    flags = list(warm) if warm is not None else [False] * len(counts)
+
+    def features(cache: int, llc: int) -> np.ndarray:
+        return np.array([features_of(kc, cache_bytes=int(cache),
+                                     warm=calibration_warm_shares(kc, llc) if w else None
+                                     ).vector() for kc, w in zip(counts, flags)])
 
     p_mid = float(sorted(p_grid)[len(p_grid) // 2])
-    best: Optional[tuple[float, int]] = None
-    for cache in cache_grid:
-        x = features(cache)
-        costs, p, _ = fit_model(x, t, (p_mid,))
-        err = geomean_error(list(zip(model_time(x, costs, p), t)))
-        if best is None or err < best[0] - 1e-12:
-            best = (err, int(cache))
-    assert best is not None
-    costs, p, rms = fit_model(features(best[1]), t, p_grid)
-    return costs, p, best[1], rms
+
+    def best_of(grid: Sequence[int], x_of: Callable[[int], np.ndarray]) -> int:
+        best: Optional[tuple[float, int]] = None
+        for size in grid:
+            x = x_of(size)
+            costs, p, _ = fit_model(x, t, (p_mid,))
+            err = geomean_error(list(zip(model_time(x, costs, p), t)))
+            if best is None or err < best[0] - 1e-12:
+                best = (err, int(size))
+        assert best is not None
+        return best[1]
+
+    llc0 = max(llc_grid)
+    cache = best_of(cache_grid, lambda c: features(c, llc0))
+    llc = best_of(llc_grid, lambda lc: features(cache, lc)) if any(flags) else llc0
+    costs, p, rms = fit_model(features(cache, llc), t, p_grid)
+    return costs, p, cache, llc, rms
 
 
 # ----------------------------------------------------------------------------------------------
@@ -558,6 +679,9 @@ class CalibrationKernel:
     args: tuple[Arg, ...]
     #: scalar arguments by parameter name (what the counts are specialized with)
     values: tuple[tuple[str, int], ...] = ()
+    #: measured right after a launch of its own, which leaves its data in the cache: a
+    #: consumer of what the launch before it wrote (:func:`measure_calibration`)
+    warm: bool = False
 
 
 def _chain_source(op: str, steps: Optional[int] = None, accumulators: int = 4) -> str:
@@ -803,11 +927,12 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
     out: list[CalibrationKernel] = []
 
     def add(label: str, source: str, kernel: str, items: int, args: list[Arg],
-            values: Mapping[str, int], local: Optional[int] = None) -> None:
+            values: Mapping[str, int], local: Optional[int] = None, warm: bool = False) -> None:
         lsz = local or ls
-        out.append(CalibrationKernel(label + (tag if kernel != "empty" else ""), source,
+        out.append(CalibrationKernel(label + (" warm" if warm else "") +
+                                     (tag if kernel != "empty" else ""), source,
                                      kernel, (items,), (lsz,), tuple(args),
-                                     tuple(sorted(values.items()))))
+                                     tuple(sorted(values.items())), warm))
 
     buf = lambda n: Arg("buffer", int(n))  # noqa: E731
     ival = lambda n: Arg("int", int(n))  # noqa: E731
@@ -831,20 +956,35 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
                 add(f"stream {n_in}->{n_out} n={n} l={lsz}", src, "calib_stream", n * s,
                     [buf(4 * n * s)] * (n_in + n_out), {}, local=lsz)
 
+    # the same streams over data the launch before left in the last-level cache (run right
+    # after a launch of their own), as a launch finds what the one before it wrote
+    warm_sizes = (1 << 19,) if quick else (1 << 17, 1 << 19, 1 << 21)
+    for n_in, n_out in ((1, 1), (3, 1)):
+        src = _stream_source(n_in, n_out)
+        for n in warm_sizes if n_in == 1 else warm_sizes[:2]:
+            add(f"stream {n_in}->{n_out} n={n}", src, "calib_stream", n * s,
+                [buf(4 * n * s)] * (n_in + n_out), {}, warm=True)
+
     s2 = _stream2d_source()
     for w, h in (((56, 1792),) if quick else ((56, 448), (56, 3584), (112, 7168))):
-        if 64 <= max_group:
-            out.append(CalibrationKernel(f"stream2d {w}x{h} l=8x8{tag}", s2, "calib_stream2d",
-                                         (w, h * s), (8, 8),
-                                         (buf(4 * w * h * s), buf(4 * w * h * s)), ()))
+        for warm in (False, True):
+            if 64 <= max_group:
+                out.append(CalibrationKernel(
+                    f"stream2d {w}x{h} l=8x8{' warm' if warm else ''}{tag}", s2,
+                    "calib_stream2d", (w, h * s), (8, 8),
+                    (buf(4 * w * h * s), buf(4 * w * h * s)), (), warm=warm))
 
-    for rows, cols in (((64, 256),) if quick else ((64, 64), (64, 1024), (256, 2048))):
+    # (the last of each shape warm too: its data left in the cache by the launch before)
+    gathers = ((64, 256),) if quick else ((64, 64), (64, 1024), (256, 2048))
+    for k, (rows, cols) in enumerate(gathers + gathers[-1:]):
         n = rows * cols * s
         add(f"calib_gather {rows}x{cols}", _gather_source(rows, cols * s), "calib_gather", n,
-            [buf(4 * n), buf(4 * n)], {})
-    for run, n in (((64, 1 << 16),) if quick else ((64, 4096), (128, 1 << 16), (64, 1 << 19))):
+            [buf(4 * n), buf(4 * n)], {}, warm=k == len(gathers))
+    bcasts = ((64, 1 << 16),) if quick else ((64, 4096), (128, 1 << 16), (64, 1 << 19))
+    for k, (run, n) in enumerate(bcasts + bcasts[-1:]):
         add(f"calib_bcast run={run} n={n}", _broadcast_source(run), "calib_bcast", n * s,
-            [buf(4 * n * s), buf(4 * (n * s // run)), buf(4 * n * s)], {})
+            [buf(4 * n * s), buf(4 * (n * s // run)), buf(4 * n * s)], {},
+            warm=k == len(bcasts))
 
     items = 8192 * s
     for op in ("fma", "simple", "exp", "div"):
@@ -865,9 +1005,11 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
     # row pitches of tensor shapes (56·56, 28·28·4, 768·4 floats): a column walk at a
     # power-of-two pitch instead maps every access of a work-item to one cache set, a cost
     # 5-15x higher on a CPU that the features do not describe
-    for rows, n in (((32, 3136),) if quick else ((64, 3136), (256, 3136))):
+    loops = ((32, 3136),) if quick else ((64, 3136), (256, 3136))
+    for k, (rows, n) in enumerate(loops + loops[:1]):
         add(f"calib_loop rows={rows} n={n}", lp, "calib_loop", n * s,
-            [buf(4 * rows * n * s), buf(4 * rows), buf(4 * n * s), ival(rows)], {"rows": rows})
+            [buf(4 * rows * n * s), buf(4 * rows), buf(4 * n * s), ival(rows)], {"rows": rows},
+            warm=k == len(loops))
     gp = _guarded_loop_source()
     for rows, n in (((128, 3072),) if quick else ((9, 12544), (64, 3136), (128, 3072))):
         m = n * s
@@ -901,9 +1043,10 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
         add(f"calib_rowloop {rows}x{cols}", _row_loop_source(ls), "calib_rowloop", r * ls,
             [buf(4 * r * cols), buf(4 * r), ival(cols)], {"cols": cols})
 
-    for table, n in (((256, 1 << 18),) if quick else ((256, 1 << 16), (4096, 1 << 19))):
+    reuses = ((256, 1 << 18),) if quick else ((256, 1 << 16), (4096, 1 << 19))
+    for k, (table, n) in enumerate(reuses + reuses[-1:]):
         add(f"calib_reuse t={table} n={n}", _reuse_source(table), "calib_reuse", n * s,
-            [buf(4 * n * s), buf(4 * table), buf(4 * n * s)], {})
+            [buf(4 * n * s), buf(4 * table), buf(4 * n * s)], {}, warm=k == len(reuses))
 
     groups = 64 * s
     for bar in (True, False):
@@ -973,6 +1116,14 @@ def _calibration_check(ck: CalibrationKernel) -> Any:
     return Check(ck.source, key=ck.kernel)
 
 
+def calibration_warm_shares(counts: KernelCounts, llc_bytes: int) -> dict[str, float]:
+    """Warm shares of a calibration launch run right after a launch of its own: every array,
+    as far as the launch's footprint fits in the last-level cache."""
+    total = footprint_bytes(counts) / _instances(counts)
+    share = min(1.0, llc_bytes / total) if total > 0 else 1.0
+    return dict.fromkeys(array_bytes(counts), share)
+
+
 #: calibration launches shorter than this are measured warm (:func:`measure_calibration`)
 TINY_LAUNCH_S = 20e-6
 
@@ -984,14 +1135,14 @@ def measure_calibration(kernels: Sequence[CalibrationKernel], queue: Any, repeat
     Every kernel is built and its buffers filled (with 0.25) first; then each of ``repeat``
     rounds launches every kernel once, so a burst of load from other jobs on a shared machine
     hits every sample of a round alike instead of a few kernels entirely, and each launch
-    finds the caches as a launch in a program does: holding what other kernels touched, not
-    its own data from a launch just before (except launches under :data:`TINY_LAUNCH_S`,
-    mostly launch overhead, timed right after a launch of their own as in a program's
-    back-to-back launches).  On a device that runs kernels in the calling thread (PoCL
-    ``basic``) the samples are that thread's CPU seconds, which other jobs' load does not
-    inflate (:func:`~polyfuse.runtime.device.runs_in_calling_thread`).  A kernel the device
-    compiler rejects or crashes
-    on (checked in a worker first, :func:`polyfuse.runtime.device.precheck`) gets None.
+    finds the caches holding what other kernels touched, not its own data (cold), except
+    launches under :data:`TINY_LAUNCH_S` (mostly launch overhead, paid back to back in a
+    program) and the ``warm`` ones (a consumer of the data its producer just touched): those
+    run right after an untimed launch of their own.  On a device that runs kernels in the
+    calling thread (PoCL ``basic``) the samples are that thread's CPU seconds, which other
+    jobs' load does not inflate (:func:`~polyfuse.runtime.device.runs_in_calling_thread`).
+    A kernel the device compiler rejects or crashes on (checked in a worker first,
+    :func:`polyfuse.runtime.device.precheck`) gets None.
     """
     import pyopencl as cl
 
@@ -1034,8 +1185,8 @@ def measure_calibration(kernels: Sequence[CalibrationKernel], queue: Any, repeat
             # a launch of a few microseconds is mostly launch overhead, which in a program is
             # paid back to back: such a one is launched twice in a row and the second kept
             tiny = bool(samples[i]) and float(np.median(samples[i])) < TINY_LAUNCH_S
-            res = time_kernel(queue, kernel, ck.global_size, ck.local_size, None,
-                              repeat=1, warmup=1 if (r == 0 or tiny) else 0, thread_time=cpu)
+            res = time_kernel(queue, kernel, ck.global_size, ck.local_size, None, repeat=1,
+                              warmup=1 if (r == 0 or tiny or ck.warm) else 0, thread_time=cpu)
             samples[i].extend(res.samples)
     return [s if built[i] is not None else None for i, s in enumerate(samples)]
 
@@ -1194,6 +1345,8 @@ class Calibration:
     #: the shortest launch the calibration grew its micro-benchmarks to (0: today's sizes;
     #: :func:`sized_calibration_kernels`)
     min_launch_s: float = 0.0
+    #: the last-level cache of :func:`warm_shares` (of :data:`LLC_SHIFTS`, the fitted one)
+    llc_bytes: int = DEFAULT_LLC_BYTES
 
     @property
     def cost_vector(self) -> np.ndarray:
@@ -1239,7 +1392,9 @@ class Calibration:
                  f"  overlap exponent p = {self.p:g} (1: on-chip and memory add up; large: the "
                  "slower hides the other)",
                  f"  cache size {self.cache_bytes >> 10} KiB (global bytes beyond it in a "
-                 "launch's footprint: gmem_beyond_cache_bytes)"]
+                 "launch's footprint: gmem_beyond_cache_bytes)",
+                 f"  last-level cache {self.llc_bytes >> 20} MiB (bytes earlier launches left "
+                 "there are not gmem_cold_bytes)"]
         if self.min_launch_s > 0:
             lines.append(f"  micro-benchmarks grown to run at least {self.min_launch_s * 1e6:g} us")
         for f in FEATURES:
@@ -1257,6 +1412,7 @@ class Calibration:
         return {"schema": SCHEMA, "device_key": self.device_key, "device": self.device,
                 "stable_key": self.stable_key, "created": self.created, "quick": self.quick,
                 "p": self.p, "cache_bytes": self.cache_bytes, "min_launch_s": self.min_launch_s,
+                "llc_bytes": self.llc_bytes,
                 "subgroup_size": self.subgroup_size, "features": list(FEATURES),
                 "costs": {f: float(self.costs.get(f, 0.0)) for f in FEATURES},
                 "parameters": {f: readable_cost(f, self.costs.get(f, 0.0)) for f in FEATURES},
@@ -1281,7 +1437,8 @@ class Calibration:
                    samples=list(d.get("samples", [])), stable_key=d.get("stable_key", ""),
                    skipped=dict(d.get("skipped", {})),
                    cache_bytes=int(d.get("cache_bytes", DEFAULT_CACHE_BYTES)),
-                   min_launch_s=float(d.get("min_launch_s", 0.0)))
+                   min_launch_s=float(d.get("min_launch_s", 0.0)),
+                   llc_bytes=int(d.get("llc_bytes", DEFAULT_LLC_BYTES)))
 
     @staticmethod
     def path_for(device_key: str, directory: Optional[Union[str, Path]] = None) -> Path:
@@ -1376,6 +1533,7 @@ def calibrate(device: Any = None, *, quick: bool = False, progress: Progress = N
     counts = [count_calibration_kernel(ck, sg) for ck in kernels]
     measured = measure_calibration(kernels, queue, repeat, progress)
     kept: list[KernelCounts] = []
+    warm_kept: list[bool] = []
     times: list[float] = []
     samples: list[dict[str, Any]] = []
     skipped: dict[str, str] = {}
@@ -1388,28 +1546,34 @@ def calibrate(device: Any = None, *, quick: bool = False, progress: Progress = N
             skipped[ck.label] = "no positive time measured"
             continue
         q1, q3 = np.percentile(ts, [25, 75])
+        warm = ck.warm or t < TINY_LAUNCH_S  # run right after itself (measure_calibration)
+        warm_kept.append(warm)
         kept.append(kc)
         times.append(t)
         samples.append({"label": ck.label, "kernel": ck.kernel, "measured": t,
-                        "spread": float((q3 - q1) / t)})
-        say(f"calibrate: {ck.label:28s} {t * 1e6:10.1f} us")
+                        "spread": float((q3 - q1) / t), "warm": warm})
+        say(f"calibrate: {ck.label:33s} {t * 1e6:10.1f} us")
     if len(times) < len(FEATURES):
         raise PolyfuseError(f"calibration: only {len(times)} micro-benchmarks ran on "
                             f"{lim.name}; too few to fit {len(FEATURES)} costs")
     tm = np.array(times)
-    costs, p, cache, rms = fit_calibration(kept, tm, p_grid)
-    for s, kc in zip(samples, kept):
-        f = features_of(kc, cache_bytes=cache)
+    reported = int(lim.global_mem_cache_size) or DEFAULT_LLC_BYTES
+    costs, p, cache, llc, rms = fit_calibration(kept, tm, p_grid, warm=warm_kept,
+                                                llc_grid=[reported >> k for k in LLC_SHIFTS])
+    for s, kc, w in zip(samples, kept, warm_kept):
+        f = features_of(kc, cache_bytes=cache,
+                        warm=calibration_warm_shares(kc, llc) if w else None)
         s["features"] = f.to_dict()
         s["fitted"] = float(model_time(f.vector(), costs, p)[0])
-    say(f"calibrate: p = {p:g}, cache {cache >> 10} KiB, rms relative error {rms:.1%} over "
-        f"{len(tm)} launches ({time.perf_counter() - t0:.1f} s)")
+    say(f"calibrate: p = {p:g}, cache {cache >> 10} KiB, last level {llc >> 20} MiB, rms "
+        f"relative error {rms:.1%} over {len(tm)} launches ({time.perf_counter() - t0:.1f} s)")
     return Calibration(
         device_key=calibration_key(queue.device), costs=dict(zip(FEATURES, map(float, costs))),
         p=p, subgroup_size=int(sg), device=lim.name, quick=quick,
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         fit_rms_rel_error=rms, samples=samples, stable_key=stable_device_key(queue.device),
-        skipped=skipped, cache_bytes=cache, min_launch_s=float(min_launch_s))
+        skipped=skipped, cache_bytes=cache, min_launch_s=float(min_launch_s),
+        llc_bytes=llc)
 
 
 def geomean_error(pairs: Sequence[tuple[float, float]]) -> float:
@@ -1440,16 +1604,22 @@ def features_of_target(target: Target, params: Optional[Mapping[str, int]] = Non
                        global_size: Optional[Sequence[int]] = None,
                        local_size: Optional[Sequence[int]] = None,
                        subgroup_size: Optional[int] = None,
-                       cache_bytes: int = DEFAULT_CACHE_BYTES) -> Features:
+                       cache_bytes: int = DEFAULT_CACHE_BYTES,
+                       llc_bytes: int = DEFAULT_LLC_BYTES) -> Features:
     """Summed features of a Kernel (+ geometry), an oplib ``OpKernel``, counts or a Program
-    (``cache_bytes``: the calibration's, see :func:`features_of`)."""
+    (``cache_bytes``: the calibration's, see :func:`features_of`; a Program's launches find
+    what the ones before them left in a last-level cache of ``llc_bytes``,
+    :func:`warm_shares`)."""
     params = dict(params or {})
     if isinstance(target, KernelCounts):
         return features_of(target, params, cache_bytes=cache_bytes)
     if isinstance(target, Program):
         total = Features(dict.fromkeys(FEATURES, 0.0))
-        for kc in count_program(target, subgroup_size=subgroup_size, values=params).values():
-            total = total + features_of(kc, params, cache_bytes=cache_bytes)
+        counts = count_program(target, subgroup_size=subgroup_size, values=params)
+        shares = warm_shares(target, counts, llc_bytes, params)
+        for lid, kc in counts.items():
+            total = total + features_of(kc, params, cache_bytes=cache_bytes,
+                                        warm=shares.get(lid))
         return total
     if isinstance(target, Kernel):
         kernel = target
@@ -1484,7 +1654,8 @@ def predict(target: Target, params: Optional[Mapping[str, int]] = None,
     """
     cal = _resolve(calibration)
     feats = features_of_target(target, params, global_size=global_size, local_size=local_size,
-                               subgroup_size=cal.subgroup_size, cache_bytes=cal.cache_bytes)
+                               subgroup_size=cal.subgroup_size, cache_bytes=cal.cache_bytes,
+                               llc_bytes=cal.llc_bytes)
     return cal.time(feats)
 
 
@@ -1520,12 +1691,14 @@ def prune_variants(programs: Sequence[Target], calibration: Optional[Calibration
 
 
 __all__ = [
-    "CACHE_GRID", "CALIBRATION_KERNELS", "DEFAULT_CACHE_BYTES", "FEATURES", "GPU_MIN_LAUNCH_S",
+    "CACHE_GRID", "CALIBRATION_KERNELS", "DEFAULT_CACHE_BYTES", "DEFAULT_LLC_BYTES", "FEATURES",
+    "GPU_MIN_LAUNCH_S", "LLC_SHIFTS",
     "MAX_CALIBRATION_SCALE", "MEMORY_FEATURES", "ONCHIP_FEATURES", "OVERHEAD_FEATURES",
-    "P_GRID", "Calibration", "CalibrationKernel", "Features", "calibrate", "calibration_key",
+    "P_GRID", "Calibration", "CalibrationKernel", "Features", "array_bytes", "calibrate",
+    "calibration_key", "calibration_warm_shares",
     "calibration_kernels", "count_calibration_kernel", "default_model_dir", "dtype_bytes",
     "features_of", "features_of_target", "fit_calibration", "fit_costs", "fit_model",
     "footprint_bytes", "geomean_error", "measure_calibration", "model_time", "nnls", "op_class",
     "predict", "prune_variants", "rank_variants", "readable_cost", "sized_calibration_kernels",
-    "smooth_max", "specialize_kernel", "stride_class",
+    "smooth_max", "specialize_kernel", "stride_class", "warm_shares",
 ]
