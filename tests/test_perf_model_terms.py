@@ -350,3 +350,42 @@ def test_fit_recovers_cold_cost_and_last_level_cache():
     assert got_llc == llc and rms < 1e-5
     k = pm.FEATURES.index("gmem_cold_bytes")
     assert costs[k] == pytest.approx(truth[k], rel=1e-3)
+
+
+def test_rereads_by_every_group_beyond_the_cache():
+    """``calib_colwalk`` (every group walks the same rows × 768 floats): brute force over the
+    work-items gives its accesses and footprint; the re-reads beyond the footprint, of an
+    array larger than the cache, are charged by the share beyond it.  A stencil's re-reads
+    (neighbouring work-items, group-id stride non-zero) are not."""
+    rows, groups, width = 16, 4, 128
+    src = pm._column_walk_source(width, 768 // width)
+    k = pm.specialize_kernel(parse_kernels(src)["calib_colwalk"], (groups * width,), (width,),
+                             {"rows": rows})
+    kc = count_kernel(k, subgroup_size=SG)
+    touched = [kk * 768 + c * width + lane for _g in range(groups) for lane in range(width)
+               for kk in range(rows) for c in range(768 // width)]
+    fp, reread = 4 * len(set(touched)), 4 * (len(touched) - len(set(touched)))
+    assert pm.array_bytes(kc)["x"] == fp
+    for cache in (fp // 4, fp // 2, fp, 2 * fp):
+        f = pm.features_of(kc, cache_bytes=cache).values
+        assert f["gmem_reuse_bytes"] == reread
+        assert f["gmem_reuse_beyond_bytes"] == pytest.approx(
+            reread * max(0.0, 1 - cache / fp), rel=1e-12)
+    sten = ("__kernel void s(__global const float *x, __global float *y)\n{\n"
+            "    const int i = get_global_id(0);\n    y[i] = x[i] + x[i + 1] + x[i + 2];\n}\n")
+    f = pm.features_of(_counts(sten, "s", 4096), cache_bytes=1024).values
+    assert f["gmem_reuse_bytes"] > 0 and f["gmem_reuse_beyond_bytes"] == 0
+
+
+@pytest.mark.parametrize("width", [28, 32])
+def test_guarded_work_items(width: int):
+    """``calib_guard`` over rows of 28 floats on a grid padded to 32: some work-items skip
+    its access (brute force: 28 of every 32), so every work-item of the launch counts; at 32
+    none skips and none counts."""
+    rows = 8
+    k = pm.specialize_kernel(parse_kernels(pm._guard_source(width))["calib_guard"],
+                             (32, rows), (32, 2))
+    f = pm.features_of(count_kernel(k, subgroup_size=SG)).values
+    active = sum(1 for i0 in range(32) for _ in range(rows) if i0 < width)
+    assert f["work_items"] == 32 * rows
+    assert f["guarded_work_items"] == (32 * rows if active < 32 * rows else 0)

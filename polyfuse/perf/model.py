@@ -122,11 +122,12 @@ SCHEMA = "polyfuse.model/1"
 #: Features whose costs overlap with each other through the on-chip side of ``smax_p``.
 ONCHIP_FEATURES = ("flop_simple", "flop_fma", "flop_div", "flop_special", "int_divmod",
                    "local_access", "loop_accesses", "sync_loop_accesses", "nested_loop_accesses",
-                   "loop_flops", "work_items")
+                   "loop_flops", "work_items", "guarded_work_items")
 #: Features on the memory side of ``smax_p``.
 MEMORY_FEATURES = ("gmem_unit_bytes", "gmem_narrow_bytes", "gmem_loop_bytes",
                    "gmem_strided_bytes", "gmem_uniform_bytes", "gmem_reuse_bytes",
-                   "gmem_beyond_cache_bytes", "gmem_cold_bytes")
+                   "gmem_beyond_cache_bytes", "gmem_cold_bytes",
+                   "gmem_reuse_beyond_bytes")
 #: cache sizes (bytes) :func:`calibrate` tries for ``gmem_beyond_cache_bytes``; the one whose
 #: fit is best is kept in the calibration (the cache a device reports is often not the level
 #: whose size decides: PoCL reports the shared last level, a busy machine leaves a job less)
@@ -136,9 +137,9 @@ CACHE_GRID = (32 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 <<
 DEFAULT_CACHE_BYTES = 1 << 20
 #: the last-level cache of :func:`warm_shares` when a device reports none
 DEFAULT_LLC_BYTES = 8 << 20
-#: :func:`calibrate` tries the last-level cache the device reports shifted right by these
-#: (a whole, a half, ...): of a cache shared by cores and virtual machines a launch gets a part
-LLC_SHIFTS = (0, 1, 2, 3)
+#: :func:`calibrate` tries these fractions of the last-level cache the device reports: of a
+#: cache shared by cores and virtual machines a launch gets a part
+LLC_FRACTIONS = (1.0, 0.75, 0.5, 0.375, 0.25, 0.125)
 #: a work-group narrower than this along dimension 0 fills no full vector register of floats
 #: on a CPU (PoCL vectorizes the work-item loop along dimension 0): its unit-stride bytes are
 #: ``gmem_narrow_bytes``
@@ -373,9 +374,20 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
     measured cold is).  A stream over data in the cache runs several times faster per byte
     than one from memory, in every stride class: the class costs are those of warm bytes and
     cold ones pay this on top.
+
+    ``guarded_work_items``: the work-items of a launch with a straight-line global access that
+    some of them skip (its accesses fewer than the work-items: a bounds guard over a grid
+    padded to whole work-groups); a CPU vectorizing across work-items runs that body masked.
+
+    ``gmem_reuse_beyond_bytes``: of the re-read bytes (``gmem_reuse_bytes``) of an access
+    every work-group along a dimension makes alike (group-id stride 0) to an array whose
+    footprint (one instance's, :func:`array_bytes`) exceeds ``cache_bytes``, the share beyond
+    it: each group walks the whole array, so its re-reads find their lines evicted.
     """
     kc = counts.evaluate(values) if values else counts
     warm = warm or {}
+    per_array = array_bytes(kc)
+    instances = _instances(kc)
     name = kc.kernel
     out = dict.fromkeys(FEATURES, 0.0)
     ls = [v for v in kc.local_size if v is not None]
@@ -412,6 +424,13 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
             fp = float(Fraction(m.footprint.value))
         first = min(n, fp) if fp is not None else n
         out["gmem_reuse_bytes"] += (n - first) * size
+        # the same elements read by every work-group along a dimension (group-id stride 0: a
+        # weight matrix walked by every row's group) of an array larger than the cache: each
+        # group's re-reads find the lines the others evicted
+        fp_array = per_array.get(m.array, 0.0) / instances
+        if fp_array > cache_bytes and any(g is not None and int(g) == 0
+                                          for g in m.gid_strides):
+            out["gmem_reuse_beyond_bytes"] += (n - first) * size * (1.0 - cache_bytes / fp_array)
         if cls == "unit" and narrow:
             cls = "narrow"
         # the share made inside work-item loops, of any stride: scalar loads, one iteration
@@ -444,6 +463,16 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
     group_size = wi / wg if wg else 1.0
     out["launches"] = launches
     out["work_items"] = wi * launches
+    # a straight-line global access that some work-items skip (a bounds guard over a padded
+    # grid, one work-item storing a group's result): a CPU vectorizing across work-items runs
+    # such a body masked, every work-item of the launch
+    for m in kc.mem:
+        if m.space not in ("global", "constant") or m.loop_accesses is not None:
+            continue
+        acc = m.accesses.value
+        if acc is not None and 0 < float(Fraction(acc)) < wi * launches:
+            out["guarded_work_items"] = wi * launches
+            break
     out["work_groups"] = wg * launches
     # barrier counts are work-item totals (over every launch instance already)
     out["group_barriers"] = barriers / group_size if group_size else barriers
@@ -827,6 +856,30 @@ def _row_loop_source(local_size: int) -> str:
             "    if (lid == 0)\n        y[row] = s[0];\n}\n")
 
 
+def _column_walk_source(width: int, columns: int) -> str:
+    """Kernel ``calib_colwalk``: every work-group walks the same ``rows`` of a matrix of
+    ``columns × width`` floats, each work-item summing ``columns`` columns at a pitch of a row
+    (one element of each per row) — the column walk of a product's row form, re-read by every
+    work-group: when the matrix does not fit in a cache, each group reads it from memory."""
+    pitch = width * columns
+    loads = "".join(f"        acc += x[k * {pitch} + {c * width} + lane];\n"
+                    for c in range(columns))
+    return ("__kernel void calib_colwalk(__global const float *x, __global float *y, "
+            "const int rows)\n{\n    const int lane = get_local_id(0);\n"
+            "    float acc = 0.0f;\n    for (int k = 0; k < rows; ++k) {\n" + loads +
+            "    }\n    y[get_global_id(0)] = acc;\n}\n")
+
+
+def _guard_source(width: int) -> str:
+    """Kernel ``calib_guard``: ``y = x + 1`` over rows of ``width`` floats, on a grid padded
+    to whole work-groups along dimension 0 and guarded (``if (i0 < width)``), as an
+    element-wise kernel over an image-like tensor of 28 or 56 columns is."""
+    return ("__kernel void calib_guard(__global const float *x, __global float *y)\n{\n"
+            "    const int i0 = get_global_id(0);\n    const int i1 = get_global_id(1);\n"
+            f"    if (i0 < {width})\n        y[i1 * {width} + i0] = x[i1 * {width} + i0] + 1.0f;\n"
+            "}\n")
+
+
 def _reuse_source(table: int) -> str:
     """Kernel ``calib_reuse``: ``y[i] = x[i] + t[i % table]`` — a small table re-read by every
     work-group (access-to-footprint ratio n/table), next to a streaming load and store."""
@@ -958,7 +1011,8 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
 
     # the same streams over data the launch before left in the last-level cache (run right
     # after a launch of their own), as a launch finds what the one before it wrote
-    warm_sizes = (1 << 19,) if quick else (1 << 17, 1 << 19, 1 << 21)
+    # (1->1 from 1 to 16 MiB: how much of the last-level cache a launch gets)
+    warm_sizes = (1 << 19, 1 << 21) if quick else (1 << 17, 1 << 19, 1 << 20, 3 << 19, 1 << 21)
     for n_in, n_out in ((1, 1), (3, 1)):
         src = _stream_source(n_in, n_out)
         for n in warm_sizes if n_in == 1 else warm_sizes[:2]:
@@ -973,6 +1027,15 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
                     f"stream2d {w}x{h} l=8x8{' warm' if warm else ''}{tag}", s2,
                     "calib_stream2d", (w, h * s), (8, 8),
                     (buf(4 * w * h * s), buf(4 * w * h * s)), (), warm=warm))
+
+    for width, rows in (((28, 1792),) if quick else ((28, 1792), (56, 3584))):
+        for warm in (False, True):
+            if 64 <= max_group:
+                gx = -(-width // 32) * 32
+                out.append(CalibrationKernel(
+                    f"calib_guard {width}x{rows}{' warm' if warm else ''}{tag}",
+                    _guard_source(width), "calib_guard", (gx, rows * s), (32, 2),
+                    (buf(4 * width * rows * s), buf(4 * width * rows * s)), (), warm=warm))
 
     # (the last of each shape warm too: its data left in the cache by the launch before)
     gathers = ((64, 256),) if quick else ((64, 64), (64, 1024), (256, 2048))
@@ -1048,6 +1111,15 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
         add(f"calib_reuse t={table} n={n}", _reuse_source(table), "calib_reuse", n * s,
             [buf(4 * n * s), buf(4 * table), buf(4 * n * s)], {}, warm=k == len(reuses))
 
+    # a matrix 3 and 12 MiB large (768 floats a row), re-read by every work-group
+    width = min(128, max_group)
+    cw = _column_walk_source(width, 768 // width)
+    for rows, groups in (((4096, 4),) if quick else ((1024, 8), (4096, 8))):
+        g = groups * s
+        add(f"calib_colwalk rows={rows} groups={groups}", cw, "calib_colwalk", g * width,
+            [buf(4 * rows * 768), buf(4 * g * width), ival(rows)], {"rows": rows},
+            local=width)
+
     groups = 64 * s
     for bar in (True, False):
         src = _barrier_source(ls, bar)
@@ -1070,7 +1142,8 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
 
 #: Kernel names of the calibration set (what the accuracy study must not evaluate on).
 CALIBRATION_KERNELS = ("empty", "calib_stream", "calib_stream2d", "calib_gather", "calib_bcast",
-                       "calib_fma", "calib_fma_loop", "calib_idiv",
+                       "calib_fma", "calib_fma_loop", "calib_idiv", "calib_colwalk",
+                       "calib_guard",
                        "calib_simple", "calib_exp", "calib_div", "calib_loop", "calib_gloop",
                        "calib_nest",
                        "calib_tile", "calib_rowloop", "calib_reuse", "calib_barrier",
@@ -1183,8 +1256,9 @@ def measure_calibration(kernels: Sequence[CalibrationKernel], queue: Any, repeat
                 continue
             kernel, ck = item
             # a launch of a few microseconds is mostly launch overhead, which in a program is
-            # paid back to back: such a one is launched twice in a row and the second kept
-            tiny = bool(samples[i]) and float(np.median(samples[i])) < TINY_LAUNCH_S
+            # paid back to back: such a one (by its first sample, warm) is launched twice in a
+            # row and the second kept
+            tiny = bool(samples[i]) and samples[i][0] < TINY_LAUNCH_S
             res = time_kernel(queue, kernel, ck.global_size, ck.local_size, None, repeat=1,
                               warmup=1 if (r == 0 or tiny or ck.warm) else 0, thread_time=cpu)
             samples[i].extend(res.samples)
@@ -1306,6 +1380,7 @@ _READABLE = {
     "nested_loop_accesses": ("G accesses/s", 1e-9, "rate"),
     "loop_flops": ("G loop ops/s", 1e-9, "rate"),
     "work_items": ("ns per work-item", 1e9, "time"),
+    "guarded_work_items": ("ns per work-item", 1e9, "time"),
     "launches": ("us per launch", 1e6, "time"),
     "group_barriers": ("ns per barrier and work-group", 1e9, "time"),
     "work_groups": ("ns per work-group", 1e9, "time"),
@@ -1345,7 +1420,7 @@ class Calibration:
     #: the shortest launch the calibration grew its micro-benchmarks to (0: today's sizes;
     #: :func:`sized_calibration_kernels`)
     min_launch_s: float = 0.0
-    #: the last-level cache of :func:`warm_shares` (of :data:`LLC_SHIFTS`, the fitted one)
+    #: the last-level cache of :func:`warm_shares` (of :data:`LLC_FRACTIONS`, the fitted one)
     llc_bytes: int = DEFAULT_LLC_BYTES
 
     @property
@@ -1546,7 +1621,7 @@ def calibrate(device: Any = None, *, quick: bool = False, progress: Progress = N
             skipped[ck.label] = "no positive time measured"
             continue
         q1, q3 = np.percentile(ts, [25, 75])
-        warm = ck.warm or t < TINY_LAUNCH_S  # run right after itself (measure_calibration)
+        warm = ck.warm or ts[0] < TINY_LAUNCH_S  # right after itself (measure_calibration)
         warm_kept.append(warm)
         kept.append(kc)
         times.append(t)
@@ -1559,7 +1634,7 @@ def calibrate(device: Any = None, *, quick: bool = False, progress: Progress = N
     tm = np.array(times)
     reported = int(lim.global_mem_cache_size) or DEFAULT_LLC_BYTES
     costs, p, cache, llc, rms = fit_calibration(kept, tm, p_grid, warm=warm_kept,
-                                                llc_grid=[reported >> k for k in LLC_SHIFTS])
+                                                llc_grid=[int(reported * f) for f in LLC_FRACTIONS])
     for s, kc, w in zip(samples, kept, warm_kept):
         f = features_of(kc, cache_bytes=cache,
                         warm=calibration_warm_shares(kc, llc) if w else None)
@@ -1692,7 +1767,7 @@ def prune_variants(programs: Sequence[Target], calibration: Optional[Calibration
 
 __all__ = [
     "CACHE_GRID", "CALIBRATION_KERNELS", "DEFAULT_CACHE_BYTES", "DEFAULT_LLC_BYTES", "FEATURES",
-    "GPU_MIN_LAUNCH_S", "LLC_SHIFTS",
+    "GPU_MIN_LAUNCH_S", "LLC_FRACTIONS",
     "MAX_CALIBRATION_SCALE", "MEMORY_FEATURES", "ONCHIP_FEATURES", "OVERHEAD_FEATURES",
     "P_GRID", "Calibration", "CalibrationKernel", "Features", "array_bytes", "calibrate",
     "calibration_key", "calibration_warm_shares",
