@@ -25,7 +25,9 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
      barriers PoCL keeps private values in memory across the regions between barriers, which
      makes its loops several times dearer; ``work_items`` (the per work-item cost of running the
      kernel body: index arithmetic, the loop PoCL wraps around a work-group, scheduling of a
-     SIMD lane on a GPU);
+     SIMD lane on a GPU); ``guarded_work_items`` (the work-items of a launch with a
+     straight-line global access some of them skip, a bounds guard over a padded grid: a CPU
+     vectorizing across work-items runs that body masked, 2x slower on PoCL);
    * memory: global (and ``__constant``) bytes split by stride class — ``gmem_unit_bytes``
      (local-id stride ±1 along dimension 0: coalesced on a GPU, vectorizable on a CPU),
      ``gmem_uniform_bytes`` (local-id stride 0 in every dimension a sub-group spans: one
@@ -42,7 +44,15 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
      elements over all its accesses, :func:`footprint_bytes`) beyond a cache size — the
      same bytes stream from memory instead of a cache, 4-5x slower on a CPU; the cache size
      is not a cost but a parameter of the feature, chosen with the fit (:data:`CACHE_GRID`,
-     :func:`fit_calibration`) and kept in the calibration;
+     :func:`fit_calibration`) and kept in the calibration; ``gmem_reuse_beyond_bytes``: the
+     re-reads of an access every work-group along a dimension makes alike (group-id stride
+     0: a weight matrix walked by every row's group) of an array whose footprint exceeds
+     that cache, by the share beyond it — each group finds the lines the others evicted;
+     ``gmem_cold_bytes``: the bytes of all classes that no earlier launch left in the
+     last-level cache (:func:`warm_shares`: a program's launches in order over a
+     least-recently-used cache of whole buffers, the host's upload first) — the class costs
+     are those of warm bytes, cold ones pay this on top; the last-level cache's size is a
+     fitted fraction of the one the device reports (:data:`LLC_FRACTIONS`: it is shared);
    * overheads that do not overlap with the rest: ``launches``, ``group_barriers`` (barriers
      executed per work-group, summed over work-groups, as Stevens & Klöckner's ``barrier ×
      groups``) and
@@ -64,10 +74,12 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
    :func:`calibration_kernels` (listed in :data:`CALIBRATION_KERNELS`; none is an oplib kernel or
    an example, so :mod:`analysis.model_accuracy` evaluates on kernels the fit never saw), counts
    each one's features with ``count_kernel`` on the very source it runs, times them in
-   interleaved rounds (:func:`measure_calibration`: each launch finds the caches as a launch in
-   a program does, holding other kernels' data; on PoCL's ``basic`` device, which runs a kernel
-   in the thread that enqueues it, the CPU time of that thread, which other jobs' load does not
-   inflate) and keeps the median of each.  On a GPU each launch is first grown until it runs
+   interleaved rounds (:func:`measure_calibration`: each launch finds the caches holding other
+   kernels' data, cold, except the ``warm`` ones, run right after a launch of their own as a
+   consumer after its producer, and the launches of a few microseconds; on PoCL's ``basic``
+   device, which runs a kernel in the thread that enqueues it, the CPU time of that thread,
+   which other jobs' load does not inflate) and keeps the median of each.  On a GPU each launch
+   is first grown until it runs
    :data:`GPU_MIN_LAUNCH_S` (:func:`sized_calibration_kernels`).  The costs are
    fitted by non-negative least squares on the *log* error (kernel times span five orders of
    magnitude, and a relative error cannot fall below -100 % while over-prediction is unbounded:
@@ -89,8 +101,9 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
    under :func:`calibration_key` (:meth:`Calibration.save`, :meth:`Calibration.load`), with
    the costs in readable units and every micro-benchmark's residual.
 
-The model is a throughput model: of caches it knows one size (a launch's working set against
-it), nothing of what the launches before it left in them, and nothing about occupancy.  Kernels
+The model is a throughput model: of caches it knows two sizes (a launch's working set against
+one, what the launches before it left against the last level) but not the cache traffic of
+other processes during a long launch, and nothing about occupancy.  Kernels
 far outside the calibrated range of sizes are predicted with less confidence (see
 ``analysis/model_accuracy.py`` for what it achieves on this machine).
 """
@@ -959,8 +972,13 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
     three-deep work-item loop nest, :func:`_nested_loop_source`); ``calib_tile`` (the
     tile loop of a tiled product, :func:`_tile_loop_source`); ``calib_rowloop`` (a row
     reduction, :func:`_row_loop_source`); ``calib_reuse`` (a re-read table,
-    :func:`_reuse_source`); ``calib_barrier`` / ``calib_nobarrier`` (:func:`_barrier_source`).
-    From :mod:`polyfuse.perf.microbench`: ``empty`` (launch and per-group overhead at 1 to
+    :func:`_reuse_source`); ``calib_barrier`` / ``calib_nobarrier`` (:func:`_barrier_source`);
+    ``calib_colwalk`` (a 3 or 12 MiB matrix walked column by column by every work-group,
+    :func:`_column_walk_source`); ``calib_guard`` (an element-wise kernel over rows of 28 or 56
+    floats on a grid padded to whole groups, :func:`_guard_source`).  Streams, 2-D streams,
+    guarded rows and one gather, broadcast, loop and re-read table also run ``warm``: right
+    after a launch of their own, their data in the last-level cache.  From
+    :mod:`polyfuse.perf.microbench`: ``empty`` (launch and per-group overhead at 1 to
     16 Ki groups of two sizes) and ``strided`` (loads in a loop at lid strides 1, 4, 16 and
     0 = uniform).  Row pitches are those of tensor shapes, not powers of two.
     None of them is an oplib kernel or an example kernel (:data:`CALIBRATION_KERNELS`).
