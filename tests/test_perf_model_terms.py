@@ -95,9 +95,13 @@ def test_footprint_and_bytes_beyond_the_cache_are_exact(n: int):
         f = pm.features_of(kc, cache_bytes=cache).values
         want = charged * max(0.0, 1.0 - cache / fp)
         assert f["gmem_beyond_cache_bytes"] == pytest.approx(want, rel=1e-12)
+        share = want / charged
+        assert f["gmem_strided_beyond_bytes"] == pytest.approx(
+            charged_f["gmem_strided_bytes"] * share, rel=1e-12)
         # the other features do not depend on the cache size
-        assert {k: v for k, v in f.items() if k != "gmem_beyond_cache_bytes"} == \
-            {k: v for k, v in charged_f.items() if k != "gmem_beyond_cache_bytes"}
+        beyond = ("gmem_beyond_cache_bytes", "gmem_strided_beyond_bytes")
+        assert {k: v for k, v in f.items() if k not in beyond} == \
+            {k: v for k, v in charged_f.items() if k not in beyond}
 
 
 STREAM = """
@@ -389,3 +393,21 @@ def test_guarded_work_items(width: int):
     active = sum(1 for i0 in range(32) for _ in range(rows) if i0 < width)
     assert f["work_items"] == 32 * rows
     assert f["guarded_work_items"] == (32 * rows if active < 32 * rows else 0)
+
+
+def test_strided_bytes_beyond_the_cache():
+    """``calib_gather`` (a transpose of 16 × 64 floats): its loads are strided, its stores unit
+    stride; by brute force each touches n distinct elements once.  The strided bytes beyond the
+    cache are the strided bytes times the share of the footprint (2n floats) beyond it."""
+    rows, cols = 16, 64
+    n = rows * cols
+    k = pm.specialize_kernel(parse_kernels(pm._gather_source(rows, cols))["calib_gather"],
+                             (n,), (64,))
+    kc = count_kernel(k, subgroup_size=SG)
+    loads = {(i % rows) * cols + i // rows for i in range(n)}
+    assert len(loads) == n and pm.footprint_bytes(kc) == 4 * 2 * n
+    for cache in (n, 4 * n, 8 * n, 16 * n):
+        f = pm.features_of(kc, cache_bytes=cache).values
+        assert f["gmem_strided_bytes"] == 4 * n and f["gmem_unit_bytes"] == 4 * n
+        assert f["gmem_strided_beyond_bytes"] == pytest.approx(
+            4 * n * max(0.0, 1 - cache / (8 * n)), rel=1e-12)

@@ -140,7 +140,7 @@ ONCHIP_FEATURES = ("flop_simple", "flop_fma", "flop_div", "flop_special", "int_d
 MEMORY_FEATURES = ("gmem_unit_bytes", "gmem_narrow_bytes", "gmem_loop_bytes",
                    "gmem_strided_bytes", "gmem_uniform_bytes", "gmem_reuse_bytes",
                    "gmem_beyond_cache_bytes", "gmem_cold_bytes",
-                   "gmem_reuse_beyond_bytes")
+                   "gmem_reuse_beyond_bytes", "gmem_strided_beyond_bytes")
 #: cache sizes (bytes) :func:`calibrate` tries for ``gmem_beyond_cache_bytes``; the one whose
 #: fit is best is kept in the calibration (the cache a device reports is often not the level
 #: whose size decides: PoCL reports the shared last level, a busy machine leaves a job less)
@@ -388,6 +388,9 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
     than one from memory, in every stride class: the class costs are those of warm bytes and
     cold ones pay this on top.
 
+    ``gmem_strided_beyond_bytes``: the same share of the strided bytes alone (a line, at a
+    large stride a page, per element: a transpose in a cache is cheap, one from memory is not).
+
     ``guarded_work_items``: the work-items of a launch with a straight-line global access that
     some of them skip (its accesses fewer than the work-items: a bounds guard over a grid
     padded to whole work-groups); a CPU vectorizing across work-items runs that body masked.
@@ -465,6 +468,10 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
     launch_fp = footprint_bytes(kc) / max(launches, 1.0)  # one instance's
     if launch_fp > cache_bytes:
         out["gmem_beyond_cache_bytes"] = charged * (1.0 - cache_bytes / launch_fp)
+        # a strided access touches a line (and, at a large stride, a page) per element: from
+        # memory it costs many times what it costs from a cache
+        out["gmem_strided_beyond_bytes"] = out["gmem_strided_bytes"] * (1.0 - cache_bytes /
+                                                                        launch_fp)
     if barriers > 0:
         # a kernel with barriers: a CPU OpenCL compiler runs each region between barriers as a
         # loop over the work-items and keeps private values in memory across them, so a
