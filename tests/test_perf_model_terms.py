@@ -134,7 +134,7 @@ def test_fit_recovers_costs_overlap_and_cache_size():
     x = np.array([pm.features_of(kc, cache_bytes=cache).vector() for kc in counts])
     t = pm.model_time(x, truth, 2.0)
     grid = (16 << 10, 64 << 10, 256 << 10)
-    costs, p, got_cache, _, rms = pm.fit_calibration(counts, t, (1.0, 2.0, 8.0), grid)
+    costs, p, got_cache, _, _, rms = pm.fit_calibration(counts, t, (1.0, 2.0, 8.0), grid)
     assert got_cache == cache and p == 2.0 and rms < 1e-5
     fitted = pm.model_time(x, costs, p)
     assert np.allclose(fitted, t, rtol=1e-5)
@@ -349,8 +349,8 @@ def test_fit_recovers_cold_cost_and_last_level_cache():
     x = np.array([pm.features_of(kc, cache_bytes=1 << 30, warm=w).vector()
                   for kc, w in zip(counts, shares)])
     t = pm.model_time(x, truth, 1.0)
-    costs, p, _, got_llc, rms = pm.fit_calibration(counts, t, (1.0,), (1 << 30,), warm,
-                                                   (llc // 4, llc, llc * 4))
+    costs, p, _, got_llc, _, rms = pm.fit_calibration(counts, t, (1.0,), (1 << 30,), warm,
+                                                      (llc // 4, llc, llc * 4))
     assert got_llc == llc and rms < 1e-5
     k = pm.FEATURES.index("gmem_cold_bytes")
     assert costs[k] == pytest.approx(truth[k], rel=1e-3)
@@ -375,6 +375,9 @@ def test_rereads_by_every_group_beyond_the_cache():
         assert f["gmem_reuse_bytes"] == reread
         assert f["gmem_reuse_beyond_bytes"] == pytest.approx(
             reread * max(0.0, 1 - cache / fp), rel=1e-12)
+        # its own cache size, when given, not the launch footprint's
+        g = pm.features_of(kc, cache_bytes=1 << 30, reuse_cache_bytes=cache).values
+        assert g["gmem_reuse_beyond_bytes"] == f["gmem_reuse_beyond_bytes"]
     sten = ("__kernel void s(__global const float *x, __global float *y)\n{\n"
             "    const int i = get_global_id(0);\n    y[i] = x[i] + x[i + 1] + x[i + 2];\n}\n")
     f = pm.features_of(_counts(sten, "s", 4096), cache_bytes=1024).values

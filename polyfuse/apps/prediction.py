@@ -200,6 +200,7 @@ def predict_program(program: Program, calibration: Calibration, *,
     for launch in program.launches:
         feats: Features = features_of(counts[launch.id], params,
                                       cache_bytes=calibration.cache_bytes,
+                                      reuse_cache_bytes=calibration.reuse_cache_bytes,
                                       warm=warm.get(launch.id))
         n = max(1, round(feats.values.get("launches", 1.0)))
         out.append(LaunchPrediction(launch.id, launch.kernel, n, feats.to_dict(),

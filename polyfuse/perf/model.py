@@ -148,6 +148,9 @@ CACHE_GRID = (32 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 <<
               8 << 20, 32 << 20)
 #: the cache size of a calibration that predates the feature, and of features computed alone
 DEFAULT_CACHE_BYTES = 1 << 20
+#: cache sizes :func:`calibrate` tries for ``gmem_reuse_beyond_bytes`` (a core's private
+#: levels: a column walk re-read by every group is slow once it leaves them)
+REUSE_CACHE_GRID = (256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20)
 #: the last-level cache of :func:`warm_shares` when a device reports none
 DEFAULT_LLC_BYTES = 8 << 20
 #: :func:`calibrate` tries these fractions of the last-level cache the device reports: of a
@@ -366,7 +369,8 @@ def warm_shares(program: Program, counts: Mapping[int, KernelCounts], llc_bytes:
 
 def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None, *,
                 cache_bytes: int = DEFAULT_CACHE_BYTES,
-                warm: Optional[Mapping[str, float]] = None) -> Features:
+                warm: Optional[Mapping[str, float]] = None,
+                reuse_cache_bytes: Optional[int] = None) -> Features:
     """Feature values of one launch's counts, evaluated at ``values`` (sizes still symbolic).
 
     Ops are taken at the granularity the counts carry (sub-group by default), global accesses in
@@ -397,13 +401,15 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
 
     ``gmem_reuse_beyond_bytes``: of the re-read bytes (``gmem_reuse_bytes``) of an access
     every work-group along a dimension makes alike (group-id stride 0) to an array whose
-    footprint (one instance's, :func:`array_bytes`) exceeds ``cache_bytes``, the share beyond
-    it: each group walks the whole array, so its re-reads find their lines evicted.
+    footprint (one instance's, :func:`array_bytes`) exceeds ``reuse_cache_bytes`` (default
+    ``cache_bytes``), the share beyond it: each group walks the whole array, so its re-reads
+    find their lines evicted.
     """
     kc = counts.evaluate(values) if values else counts
     warm = warm or {}
     per_array = array_bytes(kc)
     instances = _instances(kc)
+    reuse_cache = cache_bytes if reuse_cache_bytes is None else reuse_cache_bytes
     name = kc.kernel
     out = dict.fromkeys(FEATURES, 0.0)
     ls = [v for v in kc.local_size if v is not None]
@@ -444,9 +450,9 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
         # weight matrix walked by every row's group) of an array larger than the cache: each
         # group's re-reads find the lines the others evicted
         fp_array = per_array.get(m.array, 0.0) / instances
-        if fp_array > cache_bytes and any(g is not None and int(g) == 0
+        if fp_array > reuse_cache and any(g is not None and int(g) == 0
                                           for g in m.gid_strides):
-            out["gmem_reuse_beyond_bytes"] += (n - first) * size * (1.0 - cache_bytes / fp_array)
+            out["gmem_reuse_beyond_bytes"] += (n - first) * size * (1.0 - reuse_cache / fp_array)
         if cls == "unit" and narrow:
             cls = "narrow"
         # the share made inside work-item loops, of any stride: scalar loads, one iteration
@@ -663,24 +669,29 @@ def fit_calibration(counts: Sequence[KernelCounts], t: np.ndarray,
                     p_grid: Sequence[float] = P_GRID,
                     cache_grid: Sequence[int] = CACHE_GRID,
                     warm: Optional[Sequence[bool]] = None,
-                    llc_grid: Sequence[int] = (DEFAULT_LLC_BYTES,)
-                    ) -> tuple[np.ndarray, float, int, int, float]:
-    """(costs, p, cache bytes, last-level cache bytes, rms) of launches' ``counts`` measured
-    ``t`` seconds; ``warm``: which launches ran right after a launch of their own (their
-    data in a last-level cache of a size from ``llc_grid``, :func:`calibration_warm_shares`).
+                    llc_grid: Sequence[int] = (DEFAULT_LLC_BYTES,),
+                    reuse_grid: Sequence[int] = (DEFAULT_CACHE_BYTES,)
+                    ) -> tuple[np.ndarray, float, int, int, int, float]:
+    """(costs, p, cache bytes, last-level cache bytes, re-read cache bytes, rms) of launches'
+    ``counts`` measured ``t`` seconds; ``warm``: which launches ran right after a launch of
+    their own (their data in a last-level cache of a size from ``llc_grid``,
+    :func:`calibration_warm_shares`); the cache of ``gmem_reuse_beyond_bytes`` from
+    ``reuse_grid``.
 
     The cache sizes are parameters of the features, not costs: each size of ``cache_grid``
     is fitted at one overlap exponent (the middle of ``p_grid``) and the size whose geomean
     error is least is kept, then the same for ``llc_grid`` (the cache a device reports is
-    shared: by its cores, by other guests of a virtual machine), and :func:`fit_model` fits
-    every ``p`` at those sizes (a full grid of all three would take a busy 2-core machine
-    minutes).
+    shared: by its cores, by other guests of a virtual machine) and for ``reuse_grid`` (its
+    own grid: tied to the first, a fit that picks an L1-sized cache for the launch footprint
+    charged every weight re-read as from memory), and :func:`fit_model` fits every ``p`` at
+    those sizes (a full grid of all of them would take a busy 2-core machine minutes).
     """
     flags = list(warm) if warm is not None else [False] * len(counts)
 
-    def features(cache: int, llc: int) -> np.ndarray:
+    def features(cache: int, llc: int, reuse: int) -> np.ndarray:
         return np.array([features_of(kc, cache_bytes=int(cache),
-                                     warm=calibration_warm_shares(kc, llc) if w else None
+                                     warm=calibration_warm_shares(kc, llc) if w else None,
+                                     reuse_cache_bytes=int(reuse)
                                      ).vector() for kc, w in zip(counts, flags)])
 
     p_mid = float(sorted(p_grid)[len(p_grid) // 2])
@@ -696,11 +707,12 @@ def fit_calibration(counts: Sequence[KernelCounts], t: np.ndarray,
         assert best is not None
         return best[1]
 
-    llc0 = max(llc_grid)
-    cache = best_of(cache_grid, lambda c: features(c, llc0))
-    llc = best_of(llc_grid, lambda lc: features(cache, lc)) if any(flags) else llc0
-    costs, p, rms = fit_model(features(cache, llc), t, p_grid)
-    return costs, p, cache, llc, rms
+    llc0, reuse0 = max(llc_grid), sorted(reuse_grid)[len(reuse_grid) // 2]
+    cache = best_of(cache_grid, lambda c: features(c, llc0, reuse0))
+    llc = best_of(llc_grid, lambda lc: features(cache, lc, reuse0)) if any(flags) else llc0
+    reuse = best_of(reuse_grid, lambda r: features(cache, llc, r))
+    costs, p, rms = fit_model(features(cache, llc, reuse), t, p_grid)
+    return costs, p, cache, llc, reuse, rms
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1447,6 +1459,8 @@ class Calibration:
     min_launch_s: float = 0.0
     #: the last-level cache of :func:`warm_shares` (of :data:`LLC_FRACTIONS`, the fitted one)
     llc_bytes: int = DEFAULT_LLC_BYTES
+    #: the cache of ``gmem_reuse_beyond_bytes`` (fitted from :data:`REUSE_CACHE_GRID`)
+    reuse_cache_bytes: int = DEFAULT_CACHE_BYTES
 
     @property
     def cost_vector(self) -> np.ndarray:
@@ -1494,7 +1508,9 @@ class Calibration:
                  f"  cache size {self.cache_bytes >> 10} KiB (global bytes beyond it in a "
                  "launch's footprint: gmem_beyond_cache_bytes)",
                  f"  last-level cache {self.llc_bytes >> 20} MiB (bytes earlier launches left "
-                 "there are not gmem_cold_bytes)"]
+                 "there are not gmem_cold_bytes)",
+                 f"  re-read cache {self.reuse_cache_bytes >> 10} KiB (re-reads by every group "
+                 "of an array beyond it: gmem_reuse_beyond_bytes)"]
         if self.min_launch_s > 0:
             lines.append(f"  micro-benchmarks grown to run at least {self.min_launch_s * 1e6:g} us")
         for f in FEATURES:
@@ -1512,7 +1528,7 @@ class Calibration:
         return {"schema": SCHEMA, "device_key": self.device_key, "device": self.device,
                 "stable_key": self.stable_key, "created": self.created, "quick": self.quick,
                 "p": self.p, "cache_bytes": self.cache_bytes, "min_launch_s": self.min_launch_s,
-                "llc_bytes": self.llc_bytes,
+                "llc_bytes": self.llc_bytes, "reuse_cache_bytes": self.reuse_cache_bytes,
                 "subgroup_size": self.subgroup_size, "features": list(FEATURES),
                 "costs": {f: float(self.costs.get(f, 0.0)) for f in FEATURES},
                 "parameters": {f: readable_cost(f, self.costs.get(f, 0.0)) for f in FEATURES},
@@ -1538,7 +1554,8 @@ class Calibration:
                    skipped=dict(d.get("skipped", {})),
                    cache_bytes=int(d.get("cache_bytes", DEFAULT_CACHE_BYTES)),
                    min_launch_s=float(d.get("min_launch_s", 0.0)),
-                   llc_bytes=int(d.get("llc_bytes", DEFAULT_LLC_BYTES)))
+                   llc_bytes=int(d.get("llc_bytes", DEFAULT_LLC_BYTES)),
+                   reuse_cache_bytes=int(d.get("reuse_cache_bytes", DEFAULT_CACHE_BYTES)))
 
     @staticmethod
     def path_for(device_key: str, directory: Optional[Union[str, Path]] = None) -> Path:
@@ -1658,10 +1675,11 @@ def calibrate(device: Any = None, *, quick: bool = False, progress: Progress = N
                             f"{lim.name}; too few to fit {len(FEATURES)} costs")
     tm = np.array(times)
     reported = int(lim.global_mem_cache_size) or DEFAULT_LLC_BYTES
-    costs, p, cache, llc, rms = fit_calibration(kept, tm, p_grid, warm=warm_kept,
-                                                llc_grid=[int(reported * f) for f in LLC_FRACTIONS])
+    costs, p, cache, llc, reuse, rms = fit_calibration(
+        kept, tm, p_grid, warm=warm_kept, llc_grid=[int(reported * f) for f in LLC_FRACTIONS],
+        reuse_grid=REUSE_CACHE_GRID)
     for s, kc, w in zip(samples, kept, warm_kept):
-        f = features_of(kc, cache_bytes=cache,
+        f = features_of(kc, cache_bytes=cache, reuse_cache_bytes=reuse,
                         warm=calibration_warm_shares(kc, llc) if w else None)
         s["features"] = f.to_dict()
         s["fitted"] = float(model_time(f.vector(), costs, p)[0])
@@ -1673,7 +1691,7 @@ def calibrate(device: Any = None, *, quick: bool = False, progress: Progress = N
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         fit_rms_rel_error=rms, samples=samples, stable_key=stable_device_key(queue.device),
         skipped=skipped, cache_bytes=cache, min_launch_s=float(min_launch_s),
-        llc_bytes=llc)
+        llc_bytes=llc, reuse_cache_bytes=reuse)
 
 
 def geomean_error(pairs: Sequence[tuple[float, float]]) -> float:
@@ -1705,36 +1723,35 @@ def features_of_target(target: Target, params: Optional[Mapping[str, int]] = Non
                        local_size: Optional[Sequence[int]] = None,
                        subgroup_size: Optional[int] = None,
                        cache_bytes: int = DEFAULT_CACHE_BYTES,
-                       llc_bytes: int = DEFAULT_LLC_BYTES) -> Features:
+                       llc_bytes: int = DEFAULT_LLC_BYTES,
+                       reuse_cache_bytes: Optional[int] = None) -> Features:
     """Summed features of a Kernel (+ geometry), an oplib ``OpKernel``, counts or a Program
-    (``cache_bytes``: the calibration's, see :func:`features_of`; a Program's launches find
-    what the ones before them left in a last-level cache of ``llc_bytes``,
-    :func:`warm_shares`)."""
+    (``cache_bytes``, ``reuse_cache_bytes``: the calibration's, see :func:`features_of`; a
+    Program's launches find what the ones before them left in a last-level cache of
+    ``llc_bytes``, :func:`warm_shares`)."""
     params = dict(params or {})
+    sizes = {"cache_bytes": cache_bytes, "reuse_cache_bytes": reuse_cache_bytes}
     if isinstance(target, KernelCounts):
-        return features_of(target, params, cache_bytes=cache_bytes)
+        return features_of(target, params, **sizes)
     if isinstance(target, Program):
         total = Features(dict.fromkeys(FEATURES, 0.0))
         counts = count_program(target, subgroup_size=subgroup_size, values=params)
         shares = warm_shares(target, counts, llc_bytes, params)
         for lid, kc in counts.items():
-            total = total + features_of(kc, params, cache_bytes=cache_bytes,
-                                        warm=shares.get(lid))
+            total = total + features_of(kc, params, warm=shares.get(lid), **sizes)
         return total
     if isinstance(target, Kernel):
         kernel = target
         if global_size is not None:
             kernel = specialize_kernel(kernel, global_size, local_size, params)
-        return features_of(count_kernel(kernel, subgroup_size=subgroup_size), params,
-                           cache_bytes=cache_bytes)
+        return features_of(count_kernel(kernel, subgroup_size=subgroup_size), params, **sizes)
     if hasattr(target, "source") and hasattr(target, "global_size") and hasattr(target, "name"):
         from polyfuse.frontend.opencl import parse_kernels  # an oplib OpKernel
 
         kernel = parse_kernels(target.source)[target.name]
         kernel = specialize_kernel(kernel, global_size or target.global_size,
                                    local_size or target.local_size, params)
-        return features_of(count_kernel(kernel, subgroup_size=subgroup_size), params,
-                           cache_bytes=cache_bytes)
+        return features_of(count_kernel(kernel, subgroup_size=subgroup_size), params, **sizes)
     raise TypeError(f"cannot predict the time of a {type(target).__name__}")
 
 
@@ -1755,7 +1772,7 @@ def predict(target: Target, params: Optional[Mapping[str, int]] = None,
     cal = _resolve(calibration)
     feats = features_of_target(target, params, global_size=global_size, local_size=local_size,
                                subgroup_size=cal.subgroup_size, cache_bytes=cal.cache_bytes,
-                               llc_bytes=cal.llc_bytes)
+                               llc_bytes=cal.llc_bytes, reuse_cache_bytes=cal.reuse_cache_bytes)
     return cal.time(feats)
 
 
@@ -1792,7 +1809,7 @@ def prune_variants(programs: Sequence[Target], calibration: Optional[Calibration
 
 __all__ = [
     "CACHE_GRID", "CALIBRATION_KERNELS", "DEFAULT_CACHE_BYTES", "DEFAULT_LLC_BYTES", "FEATURES",
-    "GPU_MIN_LAUNCH_S", "LLC_FRACTIONS",
+    "GPU_MIN_LAUNCH_S", "LLC_FRACTIONS", "REUSE_CACHE_GRID",
     "MAX_CALIBRATION_SCALE", "MEMORY_FEATURES", "ONCHIP_FEATURES", "OVERHEAD_FEATURES",
     "P_GRID", "Calibration", "CalibrationKernel", "Features", "array_bytes", "calibrate",
     "calibration_key", "calibration_warm_shares",
