@@ -33,6 +33,9 @@ Source = Union[Program, str, os.PathLike]
 
 #: the counts shown per launch (summed over its instances), in table order
 SHOWN_COUNTS = ("subgroup_flops", "gmem_bytes", "local_access", "group_barriers", "work_items")
+#: the features whose sum is the global bytes a launch accesses (``gmem_bytes``)
+GMEM_ACCESSED = ("gmem_unit_bytes", "gmem_narrow_bytes", "gmem_loop_bytes", "gmem_strided_bytes",
+                 "gmem_uniform_bytes", "gmem_reuse_bytes")
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,9 @@ class LaunchPrediction:
         f = self.features
         flops = sum(f.get(k, 0.0) for k in ("flop_simple", "flop_div", "flop_special")) \
             + 2 * f.get("flop_fma", 0.0)
-        gmem = sum(v for k, v in f.items() if k.startswith("gmem_"))
+        # the bytes accessed, each once: the stride classes and the re-reads (the other gmem_
+        # features charge a share of these again: beyond a cache, cold)
+        gmem = sum(f.get(k, 0.0) for k in GMEM_ACCESSED)
         return {"subgroup_flops": flops, "gmem_bytes": gmem,
                 "local_access": f.get("local_access", 0.0),
                 "group_barriers": f.get("group_barriers", 0.0),
