@@ -414,3 +414,39 @@ def test_strided_bytes_beyond_the_cache():
         assert f["gmem_strided_bytes"] == 4 * n and f["gmem_unit_bytes"] == 4 * n
         assert f["gmem_strided_beyond_bytes"] == pytest.approx(
             4 * n * max(0.0, 1 - cache / (8 * n)), rel=1e-12)
+
+
+def test_fit_recovers_the_costs_of_the_new_terms():
+    """Noiseless synthetic times of the calibration shapes that carry the terms (column walks
+    within and beyond the re-read cache, guarded and unguarded grids, gathers within and beyond
+    the cache, streams): the fit recovers each term's cost and the re-read cache size."""
+    def spec(src: str, name: str, gsize: tuple, lsize: tuple, vals: dict) -> object:
+        k = pm.specialize_kernel(parse_kernels(src)[name], gsize, lsize, vals)
+        return count_kernel(k, subgroup_size=SG)
+
+    counts = [spec(pm._column_walk_source(64, 4), "calib_colwalk", (g * 64,), (64,),
+                   {"rows": r}) for r, g in ((64, 2), (256, 4), (1024, 4), (512, 8))]
+    counts += [spec(pm._guard_source(w), "calib_guard", (32 * -(-w // 32), r), (32, 2), {})
+               for w, r in ((28, 64), (32, 64), (56, 256), (64, 256))]
+    counts += [spec(pm._gather_source(r, c), "calib_gather", (r * c,), (64,), {})
+               for r, c in ((16, 64), (64, 256), (64, 1024))]
+    counts += [_counts(STREAM, "stream", n) for n in (1 << 10, 1 << 14, 1 << 16)]
+    truth = np.zeros(len(pm.FEATURES))
+    for f, c in (("work_items", 1e-11), ("guarded_work_items", 2e-10),
+                 ("gmem_unit_bytes", 1e-11), ("gmem_strided_bytes", 4e-11),
+                 ("gmem_strided_beyond_bytes", 3e-10), ("gmem_reuse_bytes", 5e-12),
+                 ("gmem_reuse_beyond_bytes", 2e-10), ("loop_accesses", 1e-10),
+                 ("launches", 2e-6)):
+        truth[pm.FEATURES.index(f)] = c
+    cache, reuse = 128 << 10, 256 << 10
+    x = np.array([pm.features_of(kc, cache_bytes=cache, reuse_cache_bytes=reuse).vector()
+                  for kc in counts])
+    assert all(x[:, pm.FEATURES.index(f)].any() for f in (
+        "guarded_work_items", "gmem_strided_beyond_bytes", "gmem_reuse_beyond_bytes"))
+    t = pm.model_time(x, truth, 1.0)
+    costs, p, got_cache, _, got_reuse, rms = pm.fit_calibration(
+        counts, t, (1.0,), (cache,), None, (pm.DEFAULT_LLC_BYTES,), (64 << 10, reuse, 1 << 20))
+    assert got_reuse == reuse and rms < 1e-5
+    for f in ("guarded_work_items", "gmem_strided_beyond_bytes", "gmem_reuse_beyond_bytes"):
+        k = pm.FEATURES.index(f)
+        assert costs[k] == pytest.approx(truth[k], rel=1e-3), f
