@@ -1,5 +1,6 @@
 """Terms of the performance model beyond raw operation counts: common subexpressions, the
-launch's footprint against the cache, and fitting the cache size with the costs.
+launch's footprint against the cache, what earlier launches left in the last-level cache, and
+fitting the cache sizes with the costs.
 
 Every feature is checked against a brute-force enumeration of what the kernel does; the fit is
 checked to recover the costs, the overlap exponent and the cache size that generated noiseless
@@ -8,13 +9,16 @@ synthetic times.  No test asserts a measured time.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+import polyfuse
 from polyfuse.frontend.opencl import parse_kernels
 from polyfuse.oplib import fastmath
 from polyfuse.perf import model as pm
-from polyfuse.perf.counts import count_kernel
+from polyfuse.perf.counts import count_kernel, count_program
 
 SG = 8
 
@@ -91,9 +95,13 @@ def test_footprint_and_bytes_beyond_the_cache_are_exact(n: int):
         f = pm.features_of(kc, cache_bytes=cache).values
         want = charged * max(0.0, 1.0 - cache / fp)
         assert f["gmem_beyond_cache_bytes"] == pytest.approx(want, rel=1e-12)
+        share = want / charged
+        assert f["gmem_strided_beyond_bytes"] == pytest.approx(
+            charged_f["gmem_strided_bytes"] * share, rel=1e-12)
         # the other features do not depend on the cache size
-        assert {k: v for k, v in f.items() if k != "gmem_beyond_cache_bytes"} == \
-            {k: v for k, v in charged_f.items() if k != "gmem_beyond_cache_bytes"}
+        beyond = ("gmem_beyond_cache_bytes", "gmem_strided_beyond_bytes")
+        assert {k: v for k, v in f.items() if k not in beyond} == \
+            {k: v for k, v in charged_f.items() if k not in beyond}
 
 
 STREAM = """
@@ -126,7 +134,7 @@ def test_fit_recovers_costs_overlap_and_cache_size():
     x = np.array([pm.features_of(kc, cache_bytes=cache).vector() for kc in counts])
     t = pm.model_time(x, truth, 2.0)
     grid = (16 << 10, 64 << 10, 256 << 10)
-    costs, p, got_cache, rms = pm.fit_calibration(counts, t, (1.0, 2.0, 8.0), grid)
+    costs, p, got_cache, _, _, rms = pm.fit_calibration(counts, t, (1.0, 2.0, 8.0), grid)
     assert got_cache == cache and p == 2.0 and rms < 1e-5
     fitted = pm.model_time(x, costs, p)
     assert np.allclose(fitted, t, rtol=1e-5)
@@ -293,3 +301,152 @@ def test_short_calibration_launches_grow_on_the_device():
         grown += scale > 1
         assert a.kernel != "empty" or scale == 1
     assert grown > 0
+
+
+CHAIN = Path(__file__).resolve().parent.parent / "examples" / "elementwise_chain"
+
+
+def test_warm_shares_follow_the_launch_order():
+    """``elementwise_chain`` at n = 1024 (six buffers of 4 KiB; scale x→a, add a,y→b,
+    relu b→c, copy c→out): the host uploads x, y, a, b, c, out, then each launch touches its
+    arrays in parameter order.  With a last-level cache of 3.5 buffers, by hand (LRU over
+    whole buffers): scale finds x behind 5 buffers (cold) and a behind 3 (half of it left);
+    every other launch finds what the launch before it wrote and nothing else."""
+    prog = polyfuse.load_opencl(str(CHAIN / "kernels.cl"), host=str(CHAIN / "host.c"),
+                                params={"n": 1024})
+    counts = count_program(prog, subgroup_size=SG, values={"n": 1024})
+    ids = [lc.id for lc in prog.launches]
+    got = pm.warm_shares(prog, counts, 7 * 2048, {"n": 1024})
+    assert [got[i] for i in ids] == [{"x": 0.0, "a": 0.5}, {"a": 1.0, "y": 0.0, "b": 0.0},
+                                     {"b": 1.0, "c": 0.0}, {"c": 1.0, "out": 0.0}]
+    roomy = pm.warm_shares(prog, counts, 1 << 20, {"n": 1024})
+    assert all(v == 1.0 for i in ids for v in roomy[i].values())
+    # the cold bytes of add (a,y → b) with a warm and a quarter of y: brute force, each
+    # work-item i < n touches a[i], y[i], b[i] once
+    f = pm.features_of(counts[ids[1]], warm={"a": 1.0, "y": 0.25}).values
+    n = 1024
+    assert f["gmem_cold_bytes"] == 4 * (0.75 * n + n)
+    assert f["gmem_unit_bytes"] == 4 * 3 * n  # the class bytes do not change
+    assert pm.features_of(counts[ids[1]]).values["gmem_cold_bytes"] == 4 * 3 * n
+
+
+def test_fit_recovers_cold_cost_and_last_level_cache():
+    """Synthetic times of streams measured cold and right after themselves (warm), generated
+    with a 1 MiB last-level cache and a cost per cold byte: the fit finds that size among
+    the grid and the cost, and a stream of 4 MiB run warm is partly cold (1/4 fits)."""
+    sizes = (1 << 12, 1 << 14, 1 << 16, 1 << 17, 1 << 18)
+    counts = [_counts(STREAM, "stream", n) for n in sizes for _ in (0, 1)]
+    warm = [w for _ in sizes for w in (False, True)]
+    truth = np.zeros(len(pm.FEATURES))
+    for f, c in (("work_items", 1e-11), ("gmem_unit_bytes", 1e-11),
+                 ("gmem_cold_bytes", 5e-11), ("launches", 2e-6)):
+        truth[pm.FEATURES.index(f)] = c
+    llc = 1 << 20
+    shares = [pm.calibration_warm_shares(kc, llc) if w else None
+              for kc, w in zip(counts, warm)]
+    big = pm.footprint_bytes(counts[-1])
+    assert big == 3 * 4 * (1 << 18) and shares[-1] == dict.fromkeys(("x", "y", "z"), llc / big)
+    x = np.array([pm.features_of(kc, cache_bytes=1 << 30, warm=w).vector()
+                  for kc, w in zip(counts, shares)])
+    t = pm.model_time(x, truth, 1.0)
+    costs, p, _, got_llc, _, rms = pm.fit_calibration(counts, t, (1.0,), (1 << 30,), warm,
+                                                      (llc // 4, llc, llc * 4))
+    assert got_llc == llc and rms < 1e-5
+    k = pm.FEATURES.index("gmem_cold_bytes")
+    assert costs[k] == pytest.approx(truth[k], rel=1e-3)
+
+
+def test_rereads_by_every_group_beyond_the_cache():
+    """``calib_colwalk`` (every group walks the same rows × 768 floats): brute force over the
+    work-items gives its accesses and footprint; the re-reads beyond the footprint, of an
+    array larger than the cache, are charged by the share beyond it.  A stencil's re-reads
+    (neighbouring work-items, group-id stride non-zero) are not."""
+    rows, groups, width = 16, 4, 128
+    src = pm._column_walk_source(width, 768 // width)
+    k = pm.specialize_kernel(parse_kernels(src)["calib_colwalk"], (groups * width,), (width,),
+                             {"rows": rows})
+    kc = count_kernel(k, subgroup_size=SG)
+    touched = [kk * 768 + c * width + lane for _g in range(groups) for lane in range(width)
+               for kk in range(rows) for c in range(768 // width)]
+    fp, reread = 4 * len(set(touched)), 4 * (len(touched) - len(set(touched)))
+    assert pm.array_bytes(kc)["x"] == fp
+    for cache in (fp // 4, fp // 2, fp, 2 * fp):
+        f = pm.features_of(kc, cache_bytes=cache).values
+        assert f["gmem_reuse_bytes"] == reread
+        assert f["gmem_reuse_beyond_bytes"] == pytest.approx(
+            reread * max(0.0, 1 - cache / fp), rel=1e-12)
+        # its own cache size, when given, not the launch footprint's
+        g = pm.features_of(kc, cache_bytes=1 << 30, reuse_cache_bytes=cache).values
+        assert g["gmem_reuse_beyond_bytes"] == f["gmem_reuse_beyond_bytes"]
+    sten = ("__kernel void s(__global const float *x, __global float *y)\n{\n"
+            "    const int i = get_global_id(0);\n    y[i] = x[i] + x[i + 1] + x[i + 2];\n}\n")
+    f = pm.features_of(_counts(sten, "s", 4096), cache_bytes=1024).values
+    assert f["gmem_reuse_bytes"] > 0 and f["gmem_reuse_beyond_bytes"] == 0
+
+
+@pytest.mark.parametrize("width", [28, 32])
+def test_guarded_work_items(width: int):
+    """``calib_guard`` over rows of 28 floats on a grid padded to 32: some work-items skip
+    its access (brute force: 28 of every 32), so every work-item of the launch counts; at 32
+    none skips and none counts."""
+    rows = 8
+    k = pm.specialize_kernel(parse_kernels(pm._guard_source(width))["calib_guard"],
+                             (32, rows), (32, 2))
+    f = pm.features_of(count_kernel(k, subgroup_size=SG)).values
+    active = sum(1 for i0 in range(32) for _ in range(rows) if i0 < width)
+    assert f["work_items"] == 32 * rows
+    assert f["guarded_work_items"] == (32 * rows if active < 32 * rows else 0)
+
+
+def test_strided_bytes_beyond_the_cache():
+    """``calib_gather`` (a transpose of 16 × 64 floats): its loads are strided, its stores unit
+    stride; by brute force each touches n distinct elements once.  The strided bytes beyond the
+    cache are the strided bytes times the share of the footprint (2n floats) beyond it."""
+    rows, cols = 16, 64
+    n = rows * cols
+    k = pm.specialize_kernel(parse_kernels(pm._gather_source(rows, cols))["calib_gather"],
+                             (n,), (64,))
+    kc = count_kernel(k, subgroup_size=SG)
+    loads = {(i % rows) * cols + i // rows for i in range(n)}
+    assert len(loads) == n and pm.footprint_bytes(kc) == 4 * 2 * n
+    for cache in (n, 4 * n, 8 * n, 16 * n):
+        f = pm.features_of(kc, cache_bytes=cache).values
+        assert f["gmem_strided_bytes"] == 4 * n and f["gmem_unit_bytes"] == 4 * n
+        assert f["gmem_strided_beyond_bytes"] == pytest.approx(
+            4 * n * max(0.0, 1 - cache / (8 * n)), rel=1e-12)
+
+
+def test_fit_recovers_the_costs_of_the_new_terms():
+    """Noiseless synthetic times of the calibration shapes that carry the terms (column walks
+    within and beyond the re-read cache, guarded and unguarded grids, gathers within and beyond
+    the cache, streams): the fit recovers each term's cost and the re-read cache size."""
+    def spec(src: str, name: str, gsize: tuple, lsize: tuple, vals: dict) -> object:
+        k = pm.specialize_kernel(parse_kernels(src)[name], gsize, lsize, vals)
+        return count_kernel(k, subgroup_size=SG)
+
+    counts = [spec(pm._column_walk_source(64, 4), "calib_colwalk", (g * 64,), (64,),
+                   {"rows": r}) for r, g in ((64, 2), (256, 4), (1024, 4), (512, 8))]
+    counts += [spec(pm._guard_source(w), "calib_guard", (32 * -(-w // 32), r), (32, 2), {})
+               for w, r in ((28, 64), (32, 64), (56, 256), (64, 256))]
+    counts += [spec(pm._gather_source(r, c), "calib_gather", (r * c,), (64,), {})
+               for r, c in ((16, 64), (64, 256), (64, 1024))]
+    counts += [_counts(STREAM, "stream", n) for n in (1 << 10, 1 << 14, 1 << 16)]
+    truth = np.zeros(len(pm.FEATURES))
+    for f, c in (("work_items", 1e-11), ("guarded_work_items", 2e-10),
+                 ("gmem_unit_bytes", 1e-11), ("gmem_strided_bytes", 4e-11),
+                 ("gmem_strided_beyond_bytes", 3e-10), ("gmem_reuse_bytes", 5e-12),
+                 ("gmem_reuse_beyond_bytes", 2e-10), ("loop_accesses", 1e-10),
+                 ("launches", 2e-6)):
+        truth[pm.FEATURES.index(f)] = c
+    cache, reuse = 128 << 10, 256 << 10
+    x = np.array([pm.features_of(kc, cache_bytes=cache, reuse_cache_bytes=reuse).vector()
+                  for kc in counts])
+    assert all(x[:, pm.FEATURES.index(f)].any() for f in (
+        "guarded_work_items", "gmem_strided_beyond_bytes", "gmem_reuse_beyond_bytes"))
+    t = pm.model_time(x, truth, 1.0)
+    costs, p, got_cache, _, got_reuse, rms = pm.fit_calibration(
+        counts, t, (1.0,), (cache,), None, (pm.DEFAULT_LLC_BYTES,), (64 << 10, reuse, 1 << 20))
+    assert got_reuse == reuse and rms < 1e-5
+    for f in ("guarded_work_items", "gmem_strided_beyond_bytes", "gmem_reuse_beyond_bytes"):
+        k = pm.FEATURES.index(f)
+        assert costs[k] == pytest.approx(truth[k], rel=1e-3), f

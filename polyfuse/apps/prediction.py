@@ -33,6 +33,9 @@ Source = Union[Program, str, os.PathLike]
 
 #: the counts shown per launch (summed over its instances), in table order
 SHOWN_COUNTS = ("subgroup_flops", "gmem_bytes", "local_access", "group_barriers", "work_items")
+#: the features whose sum is the global bytes a launch accesses (``gmem_bytes``)
+GMEM_ACCESSED = ("gmem_unit_bytes", "gmem_narrow_bytes", "gmem_loop_bytes", "gmem_strided_bytes",
+                 "gmem_uniform_bytes", "gmem_reuse_bytes")
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,9 @@ class LaunchPrediction:
         f = self.features
         flops = sum(f.get(k, 0.0) for k in ("flop_simple", "flop_div", "flop_special")) \
             + 2 * f.get("flop_fma", 0.0)
-        gmem = sum(v for k, v in f.items() if k.startswith("gmem_"))
+        # the bytes accessed, each once: the stride classes and the re-reads (the other gmem_
+        # features charge a share of these again: beyond a cache, cold)
+        gmem = sum(f.get(k, 0.0) for k in GMEM_ACCESSED)
         return {"subgroup_flops": flops, "gmem_bytes": gmem,
                 "local_access": f.get("local_access", 0.0),
                 "group_barriers": f.get("group_barriers", 0.0),
@@ -188,16 +193,20 @@ def predict_program(program: Program, calibration: Calibration, *,
                     progress: Progress = None) -> list[LaunchPrediction]:
     """The model's time of every launch of ``program`` (counts at ``params``)."""
     from polyfuse.perf.counts import count_program
-    from polyfuse.perf.model import features_of
+    from polyfuse.perf.model import features_of, warm_shares
 
     say = progress or (lambda _m: None)
     say(f"counting the {len(program.launches)} launches of {program.name} (barvinok)")
     counts = count_program(program, subgroup_size=calibration.subgroup_size,
                            values=dict(params or {}))
+    # launches in program order: each finds what the ones before it left in the cache
+    warm = warm_shares(program, counts, calibration.llc_bytes, params)
     out = []
     for launch in program.launches:
         feats: Features = features_of(counts[launch.id], params,
-                                      cache_bytes=calibration.cache_bytes)
+                                      cache_bytes=calibration.cache_bytes,
+                                      reuse_cache_bytes=calibration.reuse_cache_bytes,
+                                      warm=warm.get(launch.id))
         n = max(1, round(feats.values.get("launches", 1.0)))
         out.append(LaunchPrediction(launch.id, launch.kernel, n, feats.to_dict(),
                                     calibration.time(feats) / n))

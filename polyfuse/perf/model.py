@@ -25,7 +25,9 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
      barriers PoCL keeps private values in memory across the regions between barriers, which
      makes its loops several times dearer; ``work_items`` (the per work-item cost of running the
      kernel body: index arithmetic, the loop PoCL wraps around a work-group, scheduling of a
-     SIMD lane on a GPU);
+     SIMD lane on a GPU); ``guarded_work_items`` (the work-items of a launch with a
+     straight-line global access some of them skip, a bounds guard over a padded grid: a CPU
+     vectorizing across work-items runs that body masked, 2x slower on PoCL);
    * memory: global (and ``__constant``) bytes split by stride class — ``gmem_unit_bytes``
      (local-id stride ±1 along dimension 0: coalesced on a GPU, vectorizable on a CPU),
      ``gmem_uniform_bytes`` (local-id stride 0 in every dimension a sub-group spans: one
@@ -42,7 +44,15 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
      elements over all its accesses, :func:`footprint_bytes`) beyond a cache size — the
      same bytes stream from memory instead of a cache, 4-5x slower on a CPU; the cache size
      is not a cost but a parameter of the feature, chosen with the fit (:data:`CACHE_GRID`,
-     :func:`fit_calibration`) and kept in the calibration;
+     :func:`fit_calibration`) and kept in the calibration; ``gmem_reuse_beyond_bytes``: the
+     re-reads of an access every work-group along a dimension makes alike (group-id stride
+     0: a weight matrix walked by every row's group) of an array whose footprint exceeds
+     that cache, by the share beyond it — each group finds the lines the others evicted;
+     ``gmem_cold_bytes``: the bytes of all classes that no earlier launch left in the
+     last-level cache (:func:`warm_shares`: a program's launches in order over a
+     least-recently-used cache of whole buffers, the host's upload first) — the class costs
+     are those of warm bytes, cold ones pay this on top; the last-level cache's size is a
+     fitted fraction of the one the device reports (:data:`LLC_FRACTIONS`: it is shared);
    * overheads that do not overlap with the rest: ``launches``, ``group_barriers`` (barriers
      executed per work-group, summed over work-groups, as Stevens & Klöckner's ``barrier ×
      groups``) and
@@ -64,10 +74,12 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
    :func:`calibration_kernels` (listed in :data:`CALIBRATION_KERNELS`; none is an oplib kernel or
    an example, so :mod:`analysis.model_accuracy` evaluates on kernels the fit never saw), counts
    each one's features with ``count_kernel`` on the very source it runs, times them in
-   interleaved rounds (:func:`measure_calibration`: each launch finds the caches as a launch in
-   a program does, holding other kernels' data; on PoCL's ``basic`` device, which runs a kernel
-   in the thread that enqueues it, the CPU time of that thread, which other jobs' load does not
-   inflate) and keeps the median of each.  On a GPU each launch is first grown until it runs
+   interleaved rounds (:func:`measure_calibration`: each launch finds the caches holding other
+   kernels' data, cold, except the ``warm`` ones, run right after a launch of their own as a
+   consumer after its producer, and the launches of a few microseconds; on PoCL's ``basic``
+   device, which runs a kernel in the thread that enqueues it, the CPU time of that thread,
+   which other jobs' load does not inflate) and keeps the median of each.  On a GPU each launch
+   is first grown until it runs
    :data:`GPU_MIN_LAUNCH_S` (:func:`sized_calibration_kernels`).  The costs are
    fitted by non-negative least squares on the *log* error (kernel times span five orders of
    magnitude, and a relative error cannot fall below -100 % while over-prediction is unbounded:
@@ -89,8 +101,9 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
    under :func:`calibration_key` (:meth:`Calibration.save`, :meth:`Calibration.load`), with
    the costs in readable units and every micro-benchmark's residual.
 
-The model is a throughput model: of caches it knows one size (a launch's working set against
-it), nothing of what the launches before it left in them, and nothing about occupancy.  Kernels
+The model is a throughput model: of caches it knows two sizes (a launch's working set against
+one, what the launches before it left against the last level) but not the cache traffic of
+other processes during a long launch, and nothing about occupancy.  Kernels
 far outside the calibrated range of sizes are predicted with less confidence (see
 ``analysis/model_accuracy.py`` for what it achieves on this machine).
 """
@@ -122,11 +135,12 @@ SCHEMA = "polyfuse.model/1"
 #: Features whose costs overlap with each other through the on-chip side of ``smax_p``.
 ONCHIP_FEATURES = ("flop_simple", "flop_fma", "flop_div", "flop_special", "int_divmod",
                    "local_access", "loop_accesses", "sync_loop_accesses", "nested_loop_accesses",
-                   "loop_flops", "work_items")
+                   "loop_flops", "work_items", "guarded_work_items")
 #: Features on the memory side of ``smax_p``.
 MEMORY_FEATURES = ("gmem_unit_bytes", "gmem_narrow_bytes", "gmem_loop_bytes",
                    "gmem_strided_bytes", "gmem_uniform_bytes", "gmem_reuse_bytes",
-                   "gmem_beyond_cache_bytes")
+                   "gmem_beyond_cache_bytes", "gmem_cold_bytes",
+                   "gmem_reuse_beyond_bytes", "gmem_strided_beyond_bytes")
 #: cache sizes (bytes) :func:`calibrate` tries for ``gmem_beyond_cache_bytes``; the one whose
 #: fit is best is kept in the calibration (the cache a device reports is often not the level
 #: whose size decides: PoCL reports the shared last level, a busy machine leaves a job less)
@@ -134,6 +148,14 @@ CACHE_GRID = (32 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 <<
               8 << 20, 32 << 20)
 #: the cache size of a calibration that predates the feature, and of features computed alone
 DEFAULT_CACHE_BYTES = 1 << 20
+#: cache sizes :func:`calibrate` tries for ``gmem_reuse_beyond_bytes`` (a core's private
+#: levels: a column walk re-read by every group is slow once it leaves them)
+REUSE_CACHE_GRID = (256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20)
+#: the last-level cache of :func:`warm_shares` when a device reports none
+DEFAULT_LLC_BYTES = 8 << 20
+#: :func:`calibrate` tries these fractions of the last-level cache the device reports: of a
+#: cache shared by cores and virtual machines a launch gets a part
+LLC_FRACTIONS = (1.0, 0.75, 0.5, 0.375, 0.25, 0.125)
 #: a work-group narrower than this along dimension 0 fills no full vector register of floats
 #: on a CPU (PoCL vectorizes the work-item loop along dimension 0): its unit-stride bytes are
 #: ``gmem_narrow_bytes``
@@ -235,9 +257,9 @@ def _value(c: Any, what: str, kernel: str) -> float:
     return float(Fraction(v)) if not isinstance(v, float) else v
 
 
-def footprint_bytes(counts: KernelCounts) -> float:
-    """Distinct global bytes the launch touches (every instance of a launch in host loops,
-    summed): per array, its footprint over all its accesses
+def array_bytes(counts: KernelCounts) -> dict[str, float]:
+    """Distinct global bytes the launch touches per array (every instance of a launch in host
+    loops, summed): its footprint over all its accesses
     (:attr:`~polyfuse.perf.counts.KernelCounts.array_footprints`) times its element size; an
     array without one (an inexact access) counts the accesses of its largest class."""
     size: dict[str, int] = {}
@@ -248,18 +270,107 @@ def footprint_bytes(counts: KernelCounts) -> float:
             n = m.accesses.value
             if n is not None:
                 largest[m.array] = max(largest.get(m.array, 0.0), float(Fraction(n)))
-    total = 0.0
+    out: dict[str, float] = {}
     for array, nbytes in size.items():
         fp = counts.array_footprints.get(array)
         if fp is not None and fp.value is not None:
-            total += float(Fraction(fp.value)) * nbytes
+            out[array] = float(Fraction(fp.value)) * nbytes
         else:
-            total += largest.get(array, 0.0) * nbytes
-    return total
+            out[array] = largest.get(array, 0.0) * nbytes
+    return out
+
+
+def footprint_bytes(counts: KernelCounts) -> float:
+    """Distinct global bytes the launch touches, every array's (:func:`array_bytes`)."""
+    return sum(array_bytes(counts).values())
+
+
+def _instances(counts: KernelCounts) -> float:
+    for s in counts.sync:
+        if s.kind == "kernel_launch" and s.count.value is not None:
+            return max(1.0, float(Fraction(s.count.value)))
+    return 1.0
+
+
+def warm_shares(program: Program, counts: Mapping[int, KernelCounts], llc_bytes: int,
+                values: Optional[Mapping[str, int]] = None) -> dict[int, dict[str, float]]:
+    """Per launch id, per global array of its kernel: the share of the bytes the launch touches
+    that the launches before it (or the host's upload) left in the last-level cache.
+
+    The cache is least-recently-used over whole buffers of ``llc_bytes``: the host uploads
+    every root buffer before the first launch, in the program's buffer order (a host writes
+    its inputs first; measuring uploads every buffer's initial contents), then each launch
+    touches each array's footprint (:func:`array_bytes`, exact).  An array's bytes left by an
+    earlier touch are warm while they and everything touched since fit in the cache
+    (``(llc - bytes touched since) / bytes``, clipped to [0, 1]); the later instances of a
+    launch in host loops find their own footprint, when it fits.  Buffers are told apart by
+    their root (a sub-buffer is its parent's bytes).
+    """
+    import sympy
+
+    from polyfuse.core.islutil import int_symbol
+
+    values = dict(values or {})
+    lru: dict[str, float] = {}  # root buffer -> bytes last touched, least recent first
+
+    def touch(root: str, nbytes: float) -> None:
+        lru.pop(root, None)
+        lru[root] = nbytes
+
+    def since(root: str) -> float:
+        keys = list(lru)
+        return sum(lru[k] for k in keys[keys.index(root) + 1:])
+
+    subs = {int_symbol(k): v for k, v in values.items()}
+    subs.update({sympy.Symbol(k): v for k, v in values.items()})
+    for name, buf in program.buffers.items():
+        if buf.parent is not None or buf.size is None:
+            continue
+        try:
+            size = float(sympy.sympify(buf.size).subs(subs))
+        except (TypeError, ValueError, sympy.SympifyError):  # a size still symbolic
+            continue
+        if size > 0:
+            touch(name, size)
+    out: dict[int, dict[str, float]] = {}
+    for launch in program.launches:
+        kc = counts.get(launch.id)
+        kernel = program.kernels.get(launch.kernel)
+        if kc is None or kernel is None:
+            continue
+        n = _instances(kc)
+        per = {a: b / n for a, b in array_bytes(kc).items()}
+        total = sum(per.values())
+        own = min(1.0, llc_bytes / total) if total > 0 else 1.0  # later instances
+        roots: dict[str, str] = {}
+        for p in kernel.params:
+            if not p.is_buffer or p.name not in per:
+                continue
+            try:
+                b = launch.arg(p.index)
+            except KeyError:
+                continue
+            if b.kind == "buffer" and b.buffer in program.buffers:
+                roots[p.name] = program.root(b.buffer)[0]
+        shares: dict[str, float] = {}
+        for array, nbytes in per.items():
+            root = roots.get(array)
+            first = 0.0
+            if root is not None and root in lru and nbytes > 0:
+                left = lru[root]
+                first = min(1.0, max(0.0, (llc_bytes - since(root)) / left) * left / nbytes) \
+                    if left > 0 else 0.0
+            shares[array] = (first + (n - 1) * own) / n
+        out[launch.id] = shares
+        for array, root in roots.items():
+            touch(root, per[array])
+    return out
 
 
 def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None, *,
-                cache_bytes: int = DEFAULT_CACHE_BYTES) -> Features:
+                cache_bytes: int = DEFAULT_CACHE_BYTES,
+                warm: Optional[Mapping[str, float]] = None,
+                reuse_cache_bytes: Optional[int] = None) -> Features:
     """Feature values of one launch's counts, evaluated at ``values`` (sizes still symbolic).
 
     Ops are taken at the granularity the counts carry (sub-group by default), global accesses in
@@ -273,8 +384,32 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
     one launch instance's footprint (:func:`footprint_bytes`) that does not fit in
     ``cache_bytes`` — what streams from memory rather than from a cache (a stream of 1 MB runs
     4-5x faster per byte than one of 16 MB on a CPU).
+
+    ``gmem_cold_bytes``: of the bytes charged to a stride class, those no earlier launch left
+    in the last-level cache — ``warm`` gives, per global array, the share of its bytes that
+    one did (:func:`warm_shares`; none given: every byte is cold, as a calibration launch
+    measured cold is).  A stream over data in the cache runs several times faster per byte
+    than one from memory, in every stride class: the class costs are those of warm bytes and
+    cold ones pay this on top.
+
+    ``gmem_strided_beyond_bytes``: the same share of the strided bytes alone (a line, at a
+    large stride a page, per element: a transpose in a cache is cheap, one from memory is not).
+
+    ``guarded_work_items``: the work-items of a launch with a straight-line global access that
+    some of them skip (its accesses fewer than the work-items: a bounds guard over a grid
+    padded to whole work-groups); a CPU vectorizing across work-items runs that body masked.
+
+    ``gmem_reuse_beyond_bytes``: of the re-read bytes (``gmem_reuse_bytes``) of an access
+    every work-group along a dimension makes alike (group-id stride 0) to an array whose
+    footprint (one instance's, :func:`array_bytes`) exceeds ``reuse_cache_bytes`` (default
+    ``cache_bytes``), the share beyond it: each group walks the whole array, so its re-reads
+    find their lines evicted.
     """
     kc = counts.evaluate(values) if values else counts
+    warm = warm or {}
+    per_array = array_bytes(kc)
+    instances = _instances(kc)
+    reuse_cache = cache_bytes if reuse_cache_bytes is None else reuse_cache_bytes
     name = kc.kernel
     out = dict.fromkeys(FEATURES, 0.0)
     ls = [v for v in kc.local_size if v is not None]
@@ -311,6 +446,13 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
             fp = float(Fraction(m.footprint.value))
         first = min(n, fp) if fp is not None else n
         out["gmem_reuse_bytes"] += (n - first) * size
+        # the same elements read by every work-group along a dimension (group-id stride 0: a
+        # weight matrix walked by every row's group) of an array larger than the cache: each
+        # group's re-reads find the lines the others evicted
+        fp_array = per_array.get(m.array, 0.0) / instances
+        if fp_array > reuse_cache and any(g is not None and int(g) == 0
+                                          for g in m.gid_strides):
+            out["gmem_reuse_beyond_bytes"] += (n - first) * size * (1.0 - reuse_cache / fp_array)
         if cls == "unit" and narrow:
             cls = "narrow"
         # the share made inside work-item loops, of any stride: scalar loads, one iteration
@@ -318,6 +460,8 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
         share = min(1.0, loop_f / acc_f) if loop_f > 0 and acc_f > 0 else 0.0
         out["gmem_loop_bytes"] += share * first * size
         out[f"gmem_{cls}_bytes"] += (1.0 - share) * first * size
+        w = min(1.0, max(0.0, float(warm.get(m.array, 0.0))))
+        out["gmem_cold_bytes"] += (1.0 - w) * first * size
     charged = sum(out[f] for f in ("gmem_unit_bytes", "gmem_narrow_bytes", "gmem_loop_bytes",
                                    "gmem_strided_bytes", "gmem_uniform_bytes"))
     launches = 1.0
@@ -330,6 +474,10 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
     launch_fp = footprint_bytes(kc) / max(launches, 1.0)  # one instance's
     if launch_fp > cache_bytes:
         out["gmem_beyond_cache_bytes"] = charged * (1.0 - cache_bytes / launch_fp)
+        # a strided access touches a line (and, at a large stride, a page) per element: from
+        # memory it costs many times what it costs from a cache
+        out["gmem_strided_beyond_bytes"] = out["gmem_strided_bytes"] * (1.0 - cache_bytes /
+                                                                        launch_fp)
     if barriers > 0:
         # a kernel with barriers: a CPU OpenCL compiler runs each region between barriers as a
         # loop over the work-items and keeps private values in memory across them, so a
@@ -341,6 +489,16 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
     group_size = wi / wg if wg else 1.0
     out["launches"] = launches
     out["work_items"] = wi * launches
+    # a straight-line global access that some work-items skip (a bounds guard over a padded
+    # grid, one work-item storing a group's result): a CPU vectorizing across work-items runs
+    # such a body masked, every work-item of the launch
+    for m in kc.mem:
+        if m.space not in ("global", "constant") or m.loop_accesses is not None:
+            continue
+        acc = m.accesses.value
+        if acc is not None and 0 < float(Fraction(acc)) < wi * launches:
+            out["guarded_work_items"] = wi * launches
+            break
     out["work_groups"] = wg * launches
     # barrier counts are work-item totals (over every launch instance already)
     out["group_barriers"] = barriers / group_size if group_size else barriers
@@ -509,28 +667,52 @@ def fit_model(x: np.ndarray, t: np.ndarray, p_grid: Sequence[float] = P_GRID, *,
 
 def fit_calibration(counts: Sequence[KernelCounts], t: np.ndarray,
                     p_grid: Sequence[float] = P_GRID,
-                    cache_grid: Sequence[int] = CACHE_GRID) -> tuple[np.ndarray, float, int, float]:
-    """(costs, p, cache bytes, rms) of launches' ``counts`` measured ``t`` seconds.
+                    cache_grid: Sequence[int] = CACHE_GRID,
+                    warm: Optional[Sequence[bool]] = None,
+                    llc_grid: Sequence[int] = (DEFAULT_LLC_BYTES,),
+                    reuse_grid: Sequence[int] = (DEFAULT_CACHE_BYTES,)
+                    ) -> tuple[np.ndarray, float, int, int, int, float]:
+    """(costs, p, cache bytes, last-level cache bytes, re-read cache bytes, rms) of launches'
+    ``counts`` measured ``t`` seconds; ``warm``: which launches ran right after a launch of
+    their own (their data in a last-level cache of a size from ``llc_grid``,
+    :func:`calibration_warm_shares`); the cache of ``gmem_reuse_beyond_bytes`` from
+    ``reuse_grid``.
 
-    The cache size is a parameter of the features, not a cost: each size of ``cache_grid``
-    is fitted at one overlap exponent (the middle of ``p_grid``), the size whose geomean
-    error is least is kept, and :func:`fit_model` then fits every ``p`` at that size (a full
-    grid of both would take a busy 2-core machine a minute).
+    The cache sizes are parameters of the features, not costs: each size of ``cache_grid``
+    is fitted at one overlap exponent (the middle of ``p_grid``) and the size whose geomean
+    error is least is kept, then the same for ``llc_grid`` (the cache a device reports is
+    shared: by its cores, by other guests of a virtual machine) and for ``reuse_grid`` (its
+    own grid: tied to the first, a fit that picks an L1-sized cache for the launch footprint
+    charged every weight re-read as from memory), and :func:`fit_model` fits every ``p`` at
+    those sizes (a full grid of all of them would take a busy 2-core machine minutes).
     """
-    def features(cache: int) -> np.ndarray:
-        return np.array([features_of(kc, cache_bytes=int(cache)).vector() for kc in counts])
+    flags = list(warm) if warm is not None else [False] * len(counts)
+
+    def features(cache: int, llc: int, reuse: int) -> np.ndarray:
+        return np.array([features_of(kc, cache_bytes=int(cache),
+                                     warm=calibration_warm_shares(kc, llc) if w else None,
+                                     reuse_cache_bytes=int(reuse)
+                                     ).vector() for kc, w in zip(counts, flags)])
 
     p_mid = float(sorted(p_grid)[len(p_grid) // 2])
-    best: Optional[tuple[float, int]] = None
-    for cache in cache_grid:
-        x = features(cache)
-        costs, p, _ = fit_model(x, t, (p_mid,))
-        err = geomean_error(list(zip(model_time(x, costs, p), t)))
-        if best is None or err < best[0] - 1e-12:
-            best = (err, int(cache))
-    assert best is not None
-    costs, p, rms = fit_model(features(best[1]), t, p_grid)
-    return costs, p, best[1], rms
+
+    def best_of(grid: Sequence[int], x_of: Callable[[int], np.ndarray]) -> int:
+        best: Optional[tuple[float, int]] = None
+        for size in grid:
+            x = x_of(size)
+            costs, p, _ = fit_model(x, t, (p_mid,))
+            err = geomean_error(list(zip(model_time(x, costs, p), t)))
+            if best is None or err < best[0] - 1e-12:
+                best = (err, int(size))
+        assert best is not None
+        return best[1]
+
+    llc0, reuse0 = max(llc_grid), sorted(reuse_grid)[len(reuse_grid) // 2]
+    cache = best_of(cache_grid, lambda c: features(c, llc0, reuse0))
+    llc = best_of(llc_grid, lambda lc: features(cache, lc, reuse0)) if any(flags) else llc0
+    reuse = best_of(reuse_grid, lambda r: features(cache, llc, r))
+    costs, p, rms = fit_model(features(cache, llc, reuse), t, p_grid)
+    return costs, p, cache, llc, reuse, rms
 
 
 # ----------------------------------------------------------------------------------------------
@@ -558,6 +740,9 @@ class CalibrationKernel:
     args: tuple[Arg, ...]
     #: scalar arguments by parameter name (what the counts are specialized with)
     values: tuple[tuple[str, int], ...] = ()
+    #: measured right after a launch of its own, which leaves its data in the cache: a
+    #: consumer of what the launch before it wrote (:func:`measure_calibration`)
+    warm: bool = False
 
 
 def _chain_source(op: str, steps: Optional[int] = None, accumulators: int = 4) -> str:
@@ -703,6 +888,30 @@ def _row_loop_source(local_size: int) -> str:
             "    if (lid == 0)\n        y[row] = s[0];\n}\n")
 
 
+def _column_walk_source(width: int, columns: int) -> str:
+    """Kernel ``calib_colwalk``: every work-group walks the same ``rows`` of a matrix of
+    ``columns × width`` floats, each work-item summing ``columns`` columns at a pitch of a row
+    (one element of each per row) — the column walk of a product's row form, re-read by every
+    work-group: when the matrix does not fit in a cache, each group reads it from memory."""
+    pitch = width * columns
+    loads = "".join(f"        acc += x[k * {pitch} + {c * width} + lane];\n"
+                    for c in range(columns))
+    return ("__kernel void calib_colwalk(__global const float *x, __global float *y, "
+            "const int rows)\n{\n    const int lane = get_local_id(0);\n"
+            "    float acc = 0.0f;\n    for (int k = 0; k < rows; ++k) {\n" + loads +
+            "    }\n    y[get_global_id(0)] = acc;\n}\n")
+
+
+def _guard_source(width: int) -> str:
+    """Kernel ``calib_guard``: ``y = x + 1`` over rows of ``width`` floats, on a grid padded
+    to whole work-groups along dimension 0 and guarded (``if (i0 < width)``), as an
+    element-wise kernel over an image-like tensor of 28 or 56 columns is."""
+    return ("__kernel void calib_guard(__global const float *x, __global float *y)\n{\n"
+            "    const int i0 = get_global_id(0);\n    const int i1 = get_global_id(1);\n"
+            f"    if (i0 < {width})\n        y[i1 * {width} + i0] = x[i1 * {width} + i0] + 1.0f;\n"
+            "}\n")
+
+
 def _reuse_source(table: int) -> str:
     """Kernel ``calib_reuse``: ``y[i] = x[i] + t[i % table]`` — a small table re-read by every
     work-group (access-to-footprint ratio n/table), next to a streaming load and store."""
@@ -782,8 +991,13 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
     three-deep work-item loop nest, :func:`_nested_loop_source`); ``calib_tile`` (the
     tile loop of a tiled product, :func:`_tile_loop_source`); ``calib_rowloop`` (a row
     reduction, :func:`_row_loop_source`); ``calib_reuse`` (a re-read table,
-    :func:`_reuse_source`); ``calib_barrier`` / ``calib_nobarrier`` (:func:`_barrier_source`).
-    From :mod:`polyfuse.perf.microbench`: ``empty`` (launch and per-group overhead at 1 to
+    :func:`_reuse_source`); ``calib_barrier`` / ``calib_nobarrier`` (:func:`_barrier_source`);
+    ``calib_colwalk`` (a 3 or 12 MiB matrix walked column by column by every work-group,
+    :func:`_column_walk_source`); ``calib_guard`` (an element-wise kernel over rows of 28 or 56
+    floats on a grid padded to whole groups, :func:`_guard_source`).  Streams, 2-D streams,
+    guarded rows and one gather, broadcast, loop and re-read table also run ``warm``: right
+    after a launch of their own, their data in the last-level cache.  From
+    :mod:`polyfuse.perf.microbench`: ``empty`` (launch and per-group overhead at 1 to
     16 Ki groups of two sizes) and ``strided`` (loads in a loop at lid strides 1, 4, 16 and
     0 = uniform).  Row pitches are those of tensor shapes, not powers of two.
     None of them is an oplib kernel or an example kernel (:data:`CALIBRATION_KERNELS`).
@@ -803,11 +1017,12 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
     out: list[CalibrationKernel] = []
 
     def add(label: str, source: str, kernel: str, items: int, args: list[Arg],
-            values: Mapping[str, int], local: Optional[int] = None) -> None:
+            values: Mapping[str, int], local: Optional[int] = None, warm: bool = False) -> None:
         lsz = local or ls
-        out.append(CalibrationKernel(label + (tag if kernel != "empty" else ""), source,
+        out.append(CalibrationKernel(label + (" warm" if warm else "") +
+                                     (tag if kernel != "empty" else ""), source,
                                      kernel, (items,), (lsz,), tuple(args),
-                                     tuple(sorted(values.items()))))
+                                     tuple(sorted(values.items())), warm))
 
     buf = lambda n: Arg("buffer", int(n))  # noqa: E731
     ival = lambda n: Arg("int", int(n))  # noqa: E731
@@ -831,20 +1046,45 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
                 add(f"stream {n_in}->{n_out} n={n} l={lsz}", src, "calib_stream", n * s,
                     [buf(4 * n * s)] * (n_in + n_out), {}, local=lsz)
 
+    # the same streams over data the launch before left in the last-level cache (run right
+    # after a launch of their own), as a launch finds what the one before it wrote
+    # (1->1 from 1 to 16 MiB: how much of the last-level cache a launch gets)
+    warm_sizes = (1 << 19, 1 << 21) if quick else (1 << 17, 1 << 19, 1 << 20, 3 << 19, 1 << 21)
+    for n_in, n_out in ((1, 1), (3, 1)):
+        src = _stream_source(n_in, n_out)
+        for n in warm_sizes if n_in == 1 else warm_sizes[:2]:
+            add(f"stream {n_in}->{n_out} n={n}", src, "calib_stream", n * s,
+                [buf(4 * n * s)] * (n_in + n_out), {}, warm=True)
+
     s2 = _stream2d_source()
     for w, h in (((56, 1792),) if quick else ((56, 448), (56, 3584), (112, 7168))):
-        if 64 <= max_group:
-            out.append(CalibrationKernel(f"stream2d {w}x{h} l=8x8{tag}", s2, "calib_stream2d",
-                                         (w, h * s), (8, 8),
-                                         (buf(4 * w * h * s), buf(4 * w * h * s)), ()))
+        for warm in (False, True):
+            if 64 <= max_group:
+                out.append(CalibrationKernel(
+                    f"stream2d {w}x{h} l=8x8{' warm' if warm else ''}{tag}", s2,
+                    "calib_stream2d", (w, h * s), (8, 8),
+                    (buf(4 * w * h * s), buf(4 * w * h * s)), (), warm=warm))
 
-    for rows, cols in (((64, 256),) if quick else ((64, 64), (64, 1024), (256, 2048))):
+    for width, rows in (((28, 1792),) if quick else ((28, 1792), (56, 3584))):
+        for warm in (False, True):
+            if 64 <= max_group:
+                gx = -(-width // 32) * 32
+                out.append(CalibrationKernel(
+                    f"calib_guard {width}x{rows}{' warm' if warm else ''}{tag}",
+                    _guard_source(width), "calib_guard", (gx, rows * s), (32, 2),
+                    (buf(4 * width * rows * s), buf(4 * width * rows * s)), (), warm=warm))
+
+    # (the last of each shape warm too: its data left in the cache by the launch before)
+    gathers = ((64, 256),) if quick else ((64, 64), (64, 1024), (256, 2048))
+    for k, (rows, cols) in enumerate(gathers + gathers[-1:]):
         n = rows * cols * s
         add(f"calib_gather {rows}x{cols}", _gather_source(rows, cols * s), "calib_gather", n,
-            [buf(4 * n), buf(4 * n)], {})
-    for run, n in (((64, 1 << 16),) if quick else ((64, 4096), (128, 1 << 16), (64, 1 << 19))):
+            [buf(4 * n), buf(4 * n)], {}, warm=k == len(gathers))
+    bcasts = ((64, 1 << 16),) if quick else ((64, 4096), (128, 1 << 16), (64, 1 << 19))
+    for k, (run, n) in enumerate(bcasts + bcasts[-1:]):
         add(f"calib_bcast run={run} n={n}", _broadcast_source(run), "calib_bcast", n * s,
-            [buf(4 * n * s), buf(4 * (n * s // run)), buf(4 * n * s)], {})
+            [buf(4 * n * s), buf(4 * (n * s // run)), buf(4 * n * s)], {},
+            warm=k == len(bcasts))
 
     items = 8192 * s
     for op in ("fma", "simple", "exp", "div"):
@@ -865,9 +1105,11 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
     # row pitches of tensor shapes (56·56, 28·28·4, 768·4 floats): a column walk at a
     # power-of-two pitch instead maps every access of a work-item to one cache set, a cost
     # 5-15x higher on a CPU that the features do not describe
-    for rows, n in (((32, 3136),) if quick else ((64, 3136), (256, 3136))):
+    loops = ((32, 3136),) if quick else ((64, 3136), (256, 3136))
+    for k, (rows, n) in enumerate(loops + loops[:1]):
         add(f"calib_loop rows={rows} n={n}", lp, "calib_loop", n * s,
-            [buf(4 * rows * n * s), buf(4 * rows), buf(4 * n * s), ival(rows)], {"rows": rows})
+            [buf(4 * rows * n * s), buf(4 * rows), buf(4 * n * s), ival(rows)], {"rows": rows},
+            warm=k == len(loops))
     gp = _guarded_loop_source()
     for rows, n in (((128, 3072),) if quick else ((9, 12544), (64, 3136), (128, 3072))):
         m = n * s
@@ -901,9 +1143,19 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
         add(f"calib_rowloop {rows}x{cols}", _row_loop_source(ls), "calib_rowloop", r * ls,
             [buf(4 * r * cols), buf(4 * r), ival(cols)], {"cols": cols})
 
-    for table, n in (((256, 1 << 18),) if quick else ((256, 1 << 16), (4096, 1 << 19))):
+    reuses = ((256, 1 << 18),) if quick else ((256, 1 << 16), (4096, 1 << 19))
+    for k, (table, n) in enumerate(reuses + reuses[-1:]):
         add(f"calib_reuse t={table} n={n}", _reuse_source(table), "calib_reuse", n * s,
-            [buf(4 * n * s), buf(4 * table), buf(4 * n * s)], {})
+            [buf(4 * n * s), buf(4 * table), buf(4 * n * s)], {}, warm=k == len(reuses))
+
+    # a matrix 3 and 12 MiB large (768 floats a row), re-read by every work-group
+    width = min(128, max_group)
+    cw = _column_walk_source(width, 768 // width)
+    for rows, groups in (((4096, 4),) if quick else ((1024, 8), (4096, 8))):
+        g = groups * s
+        add(f"calib_colwalk rows={rows} groups={groups}", cw, "calib_colwalk", g * width,
+            [buf(4 * rows * 768), buf(4 * g * width), ival(rows)], {"rows": rows},
+            local=width)
 
     groups = 64 * s
     for bar in (True, False):
@@ -927,7 +1179,8 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
 
 #: Kernel names of the calibration set (what the accuracy study must not evaluate on).
 CALIBRATION_KERNELS = ("empty", "calib_stream", "calib_stream2d", "calib_gather", "calib_bcast",
-                       "calib_fma", "calib_fma_loop", "calib_idiv",
+                       "calib_fma", "calib_fma_loop", "calib_idiv", "calib_colwalk",
+                       "calib_guard",
                        "calib_simple", "calib_exp", "calib_div", "calib_loop", "calib_gloop",
                        "calib_nest",
                        "calib_tile", "calib_rowloop", "calib_reuse", "calib_barrier",
@@ -973,6 +1226,14 @@ def _calibration_check(ck: CalibrationKernel) -> Any:
     return Check(ck.source, key=ck.kernel)
 
 
+def calibration_warm_shares(counts: KernelCounts, llc_bytes: int) -> dict[str, float]:
+    """Warm shares of a calibration launch run right after a launch of its own: every array,
+    as far as the launch's footprint fits in the last-level cache."""
+    total = footprint_bytes(counts) / _instances(counts)
+    share = min(1.0, llc_bytes / total) if total > 0 else 1.0
+    return dict.fromkeys(array_bytes(counts), share)
+
+
 #: calibration launches shorter than this are measured warm (:func:`measure_calibration`)
 TINY_LAUNCH_S = 20e-6
 
@@ -984,14 +1245,14 @@ def measure_calibration(kernels: Sequence[CalibrationKernel], queue: Any, repeat
     Every kernel is built and its buffers filled (with 0.25) first; then each of ``repeat``
     rounds launches every kernel once, so a burst of load from other jobs on a shared machine
     hits every sample of a round alike instead of a few kernels entirely, and each launch
-    finds the caches as a launch in a program does: holding what other kernels touched, not
-    its own data from a launch just before (except launches under :data:`TINY_LAUNCH_S`,
-    mostly launch overhead, timed right after a launch of their own as in a program's
-    back-to-back launches).  On a device that runs kernels in the calling thread (PoCL
-    ``basic``) the samples are that thread's CPU seconds, which other jobs' load does not
-    inflate (:func:`~polyfuse.runtime.device.runs_in_calling_thread`).  A kernel the device
-    compiler rejects or crashes
-    on (checked in a worker first, :func:`polyfuse.runtime.device.precheck`) gets None.
+    finds the caches holding what other kernels touched, not its own data (cold), except
+    launches under :data:`TINY_LAUNCH_S` (mostly launch overhead, paid back to back in a
+    program) and the ``warm`` ones (a consumer of the data its producer just touched): those
+    run right after an untimed launch of their own.  On a device that runs kernels in the
+    calling thread (PoCL ``basic``) the samples are that thread's CPU seconds, which other
+    jobs' load does not inflate (:func:`~polyfuse.runtime.device.runs_in_calling_thread`).
+    A kernel the device compiler rejects or crashes on (checked in a worker first,
+    :func:`polyfuse.runtime.device.precheck`) gets None.
     """
     import pyopencl as cl
 
@@ -1032,10 +1293,11 @@ def measure_calibration(kernels: Sequence[CalibrationKernel], queue: Any, repeat
                 continue
             kernel, ck = item
             # a launch of a few microseconds is mostly launch overhead, which in a program is
-            # paid back to back: such a one is launched twice in a row and the second kept
-            tiny = bool(samples[i]) and float(np.median(samples[i])) < TINY_LAUNCH_S
-            res = time_kernel(queue, kernel, ck.global_size, ck.local_size, None,
-                              repeat=1, warmup=1 if (r == 0 or tiny) else 0, thread_time=cpu)
+            # paid back to back: such a one (by its first sample, warm) is launched twice in a
+            # row and the second kept
+            tiny = bool(samples[i]) and samples[i][0] < TINY_LAUNCH_S
+            res = time_kernel(queue, kernel, ck.global_size, ck.local_size, None, repeat=1,
+                              warmup=1 if (r == 0 or tiny or ck.warm) else 0, thread_time=cpu)
             samples[i].extend(res.samples)
     return [s if built[i] is not None else None for i, s in enumerate(samples)]
 
@@ -1155,6 +1417,7 @@ _READABLE = {
     "nested_loop_accesses": ("G accesses/s", 1e-9, "rate"),
     "loop_flops": ("G loop ops/s", 1e-9, "rate"),
     "work_items": ("ns per work-item", 1e9, "time"),
+    "guarded_work_items": ("ns per work-item", 1e9, "time"),
     "launches": ("us per launch", 1e6, "time"),
     "group_barriers": ("ns per barrier and work-group", 1e9, "time"),
     "work_groups": ("ns per work-group", 1e9, "time"),
@@ -1194,6 +1457,10 @@ class Calibration:
     #: the shortest launch the calibration grew its micro-benchmarks to (0: today's sizes;
     #: :func:`sized_calibration_kernels`)
     min_launch_s: float = 0.0
+    #: the last-level cache of :func:`warm_shares` (of :data:`LLC_FRACTIONS`, the fitted one)
+    llc_bytes: int = DEFAULT_LLC_BYTES
+    #: the cache of ``gmem_reuse_beyond_bytes`` (fitted from :data:`REUSE_CACHE_GRID`)
+    reuse_cache_bytes: int = DEFAULT_CACHE_BYTES
 
     @property
     def cost_vector(self) -> np.ndarray:
@@ -1239,7 +1506,11 @@ class Calibration:
                  f"  overlap exponent p = {self.p:g} (1: on-chip and memory add up; large: the "
                  "slower hides the other)",
                  f"  cache size {self.cache_bytes >> 10} KiB (global bytes beyond it in a "
-                 "launch's footprint: gmem_beyond_cache_bytes)"]
+                 "launch's footprint: gmem_beyond_cache_bytes)",
+                 f"  last-level cache {self.llc_bytes >> 20} MiB (bytes earlier launches left "
+                 "there are not gmem_cold_bytes)",
+                 f"  re-read cache {self.reuse_cache_bytes >> 10} KiB (re-reads by every group "
+                 "of an array beyond it: gmem_reuse_beyond_bytes)"]
         if self.min_launch_s > 0:
             lines.append(f"  micro-benchmarks grown to run at least {self.min_launch_s * 1e6:g} us")
         for f in FEATURES:
@@ -1257,6 +1528,7 @@ class Calibration:
         return {"schema": SCHEMA, "device_key": self.device_key, "device": self.device,
                 "stable_key": self.stable_key, "created": self.created, "quick": self.quick,
                 "p": self.p, "cache_bytes": self.cache_bytes, "min_launch_s": self.min_launch_s,
+                "llc_bytes": self.llc_bytes, "reuse_cache_bytes": self.reuse_cache_bytes,
                 "subgroup_size": self.subgroup_size, "features": list(FEATURES),
                 "costs": {f: float(self.costs.get(f, 0.0)) for f in FEATURES},
                 "parameters": {f: readable_cost(f, self.costs.get(f, 0.0)) for f in FEATURES},
@@ -1281,7 +1553,9 @@ class Calibration:
                    samples=list(d.get("samples", [])), stable_key=d.get("stable_key", ""),
                    skipped=dict(d.get("skipped", {})),
                    cache_bytes=int(d.get("cache_bytes", DEFAULT_CACHE_BYTES)),
-                   min_launch_s=float(d.get("min_launch_s", 0.0)))
+                   min_launch_s=float(d.get("min_launch_s", 0.0)),
+                   llc_bytes=int(d.get("llc_bytes", DEFAULT_LLC_BYTES)),
+                   reuse_cache_bytes=int(d.get("reuse_cache_bytes", DEFAULT_CACHE_BYTES)))
 
     @staticmethod
     def path_for(device_key: str, directory: Optional[Union[str, Path]] = None) -> Path:
@@ -1376,6 +1650,7 @@ def calibrate(device: Any = None, *, quick: bool = False, progress: Progress = N
     counts = [count_calibration_kernel(ck, sg) for ck in kernels]
     measured = measure_calibration(kernels, queue, repeat, progress)
     kept: list[KernelCounts] = []
+    warm_kept: list[bool] = []
     times: list[float] = []
     samples: list[dict[str, Any]] = []
     skipped: dict[str, str] = {}
@@ -1388,28 +1663,35 @@ def calibrate(device: Any = None, *, quick: bool = False, progress: Progress = N
             skipped[ck.label] = "no positive time measured"
             continue
         q1, q3 = np.percentile(ts, [25, 75])
+        warm = ck.warm or ts[0] < TINY_LAUNCH_S  # right after itself (measure_calibration)
+        warm_kept.append(warm)
         kept.append(kc)
         times.append(t)
         samples.append({"label": ck.label, "kernel": ck.kernel, "measured": t,
-                        "spread": float((q3 - q1) / t)})
-        say(f"calibrate: {ck.label:28s} {t * 1e6:10.1f} us")
+                        "spread": float((q3 - q1) / t), "warm": warm})
+        say(f"calibrate: {ck.label:33s} {t * 1e6:10.1f} us")
     if len(times) < len(FEATURES):
         raise PolyfuseError(f"calibration: only {len(times)} micro-benchmarks ran on "
                             f"{lim.name}; too few to fit {len(FEATURES)} costs")
     tm = np.array(times)
-    costs, p, cache, rms = fit_calibration(kept, tm, p_grid)
-    for s, kc in zip(samples, kept):
-        f = features_of(kc, cache_bytes=cache)
+    reported = int(lim.global_mem_cache_size) or DEFAULT_LLC_BYTES
+    costs, p, cache, llc, reuse, rms = fit_calibration(
+        kept, tm, p_grid, warm=warm_kept, llc_grid=[int(reported * f) for f in LLC_FRACTIONS],
+        reuse_grid=REUSE_CACHE_GRID)
+    for s, kc, w in zip(samples, kept, warm_kept):
+        f = features_of(kc, cache_bytes=cache, reuse_cache_bytes=reuse,
+                        warm=calibration_warm_shares(kc, llc) if w else None)
         s["features"] = f.to_dict()
         s["fitted"] = float(model_time(f.vector(), costs, p)[0])
-    say(f"calibrate: p = {p:g}, cache {cache >> 10} KiB, rms relative error {rms:.1%} over "
-        f"{len(tm)} launches ({time.perf_counter() - t0:.1f} s)")
+    say(f"calibrate: p = {p:g}, cache {cache >> 10} KiB, last level {llc >> 20} MiB, rms "
+        f"relative error {rms:.1%} over {len(tm)} launches ({time.perf_counter() - t0:.1f} s)")
     return Calibration(
         device_key=calibration_key(queue.device), costs=dict(zip(FEATURES, map(float, costs))),
         p=p, subgroup_size=int(sg), device=lim.name, quick=quick,
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         fit_rms_rel_error=rms, samples=samples, stable_key=stable_device_key(queue.device),
-        skipped=skipped, cache_bytes=cache, min_launch_s=float(min_launch_s))
+        skipped=skipped, cache_bytes=cache, min_launch_s=float(min_launch_s),
+        llc_bytes=llc, reuse_cache_bytes=reuse)
 
 
 def geomean_error(pairs: Sequence[tuple[float, float]]) -> float:
@@ -1440,31 +1722,36 @@ def features_of_target(target: Target, params: Optional[Mapping[str, int]] = Non
                        global_size: Optional[Sequence[int]] = None,
                        local_size: Optional[Sequence[int]] = None,
                        subgroup_size: Optional[int] = None,
-                       cache_bytes: int = DEFAULT_CACHE_BYTES) -> Features:
+                       cache_bytes: int = DEFAULT_CACHE_BYTES,
+                       llc_bytes: int = DEFAULT_LLC_BYTES,
+                       reuse_cache_bytes: Optional[int] = None) -> Features:
     """Summed features of a Kernel (+ geometry), an oplib ``OpKernel``, counts or a Program
-    (``cache_bytes``: the calibration's, see :func:`features_of`)."""
+    (``cache_bytes``, ``reuse_cache_bytes``: the calibration's, see :func:`features_of`; a
+    Program's launches find what the ones before them left in a last-level cache of
+    ``llc_bytes``, :func:`warm_shares`)."""
     params = dict(params or {})
+    sizes = {"cache_bytes": cache_bytes, "reuse_cache_bytes": reuse_cache_bytes}
     if isinstance(target, KernelCounts):
-        return features_of(target, params, cache_bytes=cache_bytes)
+        return features_of(target, params, **sizes)
     if isinstance(target, Program):
         total = Features(dict.fromkeys(FEATURES, 0.0))
-        for kc in count_program(target, subgroup_size=subgroup_size, values=params).values():
-            total = total + features_of(kc, params, cache_bytes=cache_bytes)
+        counts = count_program(target, subgroup_size=subgroup_size, values=params)
+        shares = warm_shares(target, counts, llc_bytes, params)
+        for lid, kc in counts.items():
+            total = total + features_of(kc, params, warm=shares.get(lid), **sizes)
         return total
     if isinstance(target, Kernel):
         kernel = target
         if global_size is not None:
             kernel = specialize_kernel(kernel, global_size, local_size, params)
-        return features_of(count_kernel(kernel, subgroup_size=subgroup_size), params,
-                           cache_bytes=cache_bytes)
+        return features_of(count_kernel(kernel, subgroup_size=subgroup_size), params, **sizes)
     if hasattr(target, "source") and hasattr(target, "global_size") and hasattr(target, "name"):
         from polyfuse.frontend.opencl import parse_kernels  # an oplib OpKernel
 
         kernel = parse_kernels(target.source)[target.name]
         kernel = specialize_kernel(kernel, global_size or target.global_size,
                                    local_size or target.local_size, params)
-        return features_of(count_kernel(kernel, subgroup_size=subgroup_size), params,
-                           cache_bytes=cache_bytes)
+        return features_of(count_kernel(kernel, subgroup_size=subgroup_size), params, **sizes)
     raise TypeError(f"cannot predict the time of a {type(target).__name__}")
 
 
@@ -1484,7 +1771,8 @@ def predict(target: Target, params: Optional[Mapping[str, int]] = None,
     """
     cal = _resolve(calibration)
     feats = features_of_target(target, params, global_size=global_size, local_size=local_size,
-                               subgroup_size=cal.subgroup_size, cache_bytes=cal.cache_bytes)
+                               subgroup_size=cal.subgroup_size, cache_bytes=cal.cache_bytes,
+                               llc_bytes=cal.llc_bytes, reuse_cache_bytes=cal.reuse_cache_bytes)
     return cal.time(feats)
 
 
@@ -1520,12 +1808,14 @@ def prune_variants(programs: Sequence[Target], calibration: Optional[Calibration
 
 
 __all__ = [
-    "CACHE_GRID", "CALIBRATION_KERNELS", "DEFAULT_CACHE_BYTES", "FEATURES", "GPU_MIN_LAUNCH_S",
+    "CACHE_GRID", "CALIBRATION_KERNELS", "DEFAULT_CACHE_BYTES", "DEFAULT_LLC_BYTES", "FEATURES",
+    "GPU_MIN_LAUNCH_S", "LLC_FRACTIONS", "REUSE_CACHE_GRID",
     "MAX_CALIBRATION_SCALE", "MEMORY_FEATURES", "ONCHIP_FEATURES", "OVERHEAD_FEATURES",
-    "P_GRID", "Calibration", "CalibrationKernel", "Features", "calibrate", "calibration_key",
+    "P_GRID", "Calibration", "CalibrationKernel", "Features", "array_bytes", "calibrate",
+    "calibration_key", "calibration_warm_shares",
     "calibration_kernels", "count_calibration_kernel", "default_model_dir", "dtype_bytes",
     "features_of", "features_of_target", "fit_calibration", "fit_costs", "fit_model",
     "footprint_bytes", "geomean_error", "measure_calibration", "model_time", "nnls", "op_class",
     "predict", "prune_variants", "rank_variants", "readable_cost", "sized_calibration_kernels",
-    "smooth_max", "specialize_kernel", "stride_class",
+    "smooth_max", "specialize_kernel", "stride_class", "warm_shares",
 ]
