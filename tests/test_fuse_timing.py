@@ -3,6 +3,7 @@ of runs, and says what it timed (issue 22 item 4)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -106,12 +107,29 @@ def test_timing_confirms_forms_the_model_cannot_rank(monkeypatch):
     assert set(sess.form_choice["wall_s"]) == {"blocked", "tiled"}
 
 
-def test_an_uncalibrated_device_gives_no_prediction(tmp_path, monkeypatch):
+def test_an_uncalibrated_cpu_ranks_the_forms_with_the_shipped_calibration(tmp_path,
+                                                                          monkeypatch):
+    """A CPU device with no calibration of its own predicts with the one shipped for the
+    development machine's CPU, and says so; a device that is not a CPU gets no prediction."""
     from polyfuse.apps import session
 
     monkeypatch.setenv("POLYFUSE_CACHE", str(tmp_path))
+    predicted, note = session._predicted_forms(str(BERT_QKV), {}, None)
+    assert set(predicted) == {"tiled", "blocked"} and all(t > 0 for t in predicted.values())
+    assert "shipped for a reference CPU" in note
+    gpu = dataclasses.replace(session.device_target(None), is_cpu=False)
+    monkeypatch.setattr(session, "device_target", lambda _device: gpu)
+    monkeypatch.setattr(session, "device_forms", lambda _device: ("tiled", "gpu"))
     predicted, why = session._predicted_forms(str(BERT_QKV), {}, None)
     assert predicted == {} and "no calibration" in why
+
+
+def test_the_shipped_reference_calibration_has_todays_features():
+    """Regenerate it (Calibration.reference_cpu's docstring) when FEATURES change."""
+    from polyfuse.perf.model import Calibration
+
+    cal = Calibration.reference_cpu()
+    assert cal.costs and cal.fit_geomean_error < 1.0
 
 
 def test_predictions_of_both_forms_with_a_calibration(tmp_path, monkeypatch):

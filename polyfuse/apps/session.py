@@ -514,20 +514,29 @@ FORM_MARGIN = 3.0
 
 def _predicted_forms(path: str, params: Mapping[str, int], device: DeviceSpec
                      ) -> tuple[dict[str, float], str]:
-    """The calibrated model's seconds of one run of each form's unfused program, and why
-    there are none (no calibration cached for the device, a size the model cannot count).
+    """The calibrated model's seconds of one run of each form's unfused program, and a note:
+    which calibration predicted them when it is not the device's own, or why there are none
+    (a device with no calibration that is not a CPU, a size the model cannot count).
 
     Unfused because fusing is most of a session's build and the forms differ in their
     products, which fusion does not change; the calibration is the one ``polyfuse predict``
-    or ``polyfuse roofline`` measured and cached: a session does not calibrate a device."""
+    or ``polyfuse roofline`` measured and cached: a session does not calibrate a device (15-30
+    s).  A CPU device without one ranks the forms with the calibration shipped for the
+    development machine's CPU (:meth:`~polyfuse.perf.model.Calibration.reference_cpu`): the
+    forms differ 3-5x at real size, where timing the slow form was most of a cold session."""
     from polyfuse.apps.prediction import predict_program
     from polyfuse.frontend.onnx import load_onnx
     from polyfuse.perf.model import Calibration
 
+    note = ""
     try:
         cal = Calibration.load(get_device(device))
     except (FileNotFoundError, PolyfuseError, KeyError, ValueError):
-        return {}, "the device has no calibration yet (polyfuse predict makes one)"
+        if not device_target(device).is_cpu:
+            return {}, "the device has no calibration yet (polyfuse predict makes one)"
+        cal = Calibration.reference_cpu()
+        note = ("the calibration shipped for a reference CPU (this device has none yet: "
+                "polyfuse predict makes one)")
     out: dict[str, float] = {}
     for form in device_forms(device):
         try:
@@ -537,7 +546,7 @@ def _predicted_forms(path: str, params: Mapping[str, int], device: DeviceSpec
                             for lp in predict_program(program, cal, params=params))
         except (PolyfuseError, TypeError, ValueError, ZeroDivisionError) as err:
             return {}, f"the model cannot predict the {form} form ({str(err)[:120]})"
-    return out, ""
+    return out, note
 
 
 def _choose_form(path: str, params: Mapping[str, int], fused: bool, device: DeviceSpec,
@@ -554,7 +563,7 @@ def _choose_form(path: str, params: Mapping[str, int], fused: bool, device: Devi
     the device.  Why the model first: building and timing the slow form of a real-size model
     was most of a cold session (a BERT-base layer: tiled runs take seconds each).
     """
-    predicted, why_not = _predicted_forms(path, params, device)
+    predicted, note = _predicted_forms(path, params, device)
     forms = list(device_forms(device))
     if predicted:
         best_predicted = min(predicted.values())
@@ -586,7 +595,8 @@ def _choose_form(path: str, params: Mapping[str, int], fused: bool, device: Devi
     winner = cands[best]
     winner.form_choice = {"form": best, "decided_by": decided, "predicted_s": predicted,
                           "wall_s": walls, "cached": False,
-                          **({"why_no_prediction": why_not} if why_not else {})}
+                          **({"calibration" if predicted else "why_no_prediction": note}
+                             if note else {})}
     if cache:
         disk.store_blob("form", _form_key(path, params, fused, tune, winner.device),
                         json.dumps({"form": best, "decided_by": decided,

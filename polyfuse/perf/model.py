@@ -1588,6 +1588,18 @@ class Calibration:
         return cls.from_dict(json.loads(Path(path).read_text()))
 
     @classmethod
+    def reference_cpu(cls) -> Calibration:
+        """The calibration of the development machine's CPU (PoCL ``basic`` on a 2-core
+        AVX-512 EPYC), shipped with polyfuse: what a session ranks its kernel forms with on
+        a CPU device that has no calibration of its own.  The forms differ 3-5x on real-size
+        models (blocked against tiled products), a ranking a CPU of another speed keeps, and
+        a session does not calibrate (15-30 s).  Regenerate it after a change of
+        :data:`FEATURES` (``tests/test_perf_model.py`` says when):
+        ``python -c "from polyfuse.perf.model import *; calibrate('0:0').save(REFERENCE_CPU)"``
+        with ``0:0`` a CPU device."""
+        return cls.load(path=REFERENCE_CPU)
+
+    @classmethod
     def for_device(cls, device: Any = None, *, quick: bool = False, recalibrate: bool = False,
                    progress: Progress = None) -> Calibration:
         """The cached calibration of ``device``, calibrating (and caching) when there is none,
@@ -1600,6 +1612,10 @@ class Calibration:
         cal = calibrate(device, quick=quick, progress=progress)
         cal.save()
         return cal
+
+
+#: the shipped calibration :meth:`Calibration.reference_cpu` reads
+REFERENCE_CPU = Path(__file__).with_name("reference_cpu_calibration.json")
 
 
 def _device_of(device: Any) -> Any:
@@ -1811,8 +1827,8 @@ __all__ = [
     "CACHE_GRID", "CALIBRATION_KERNELS", "DEFAULT_CACHE_BYTES", "DEFAULT_LLC_BYTES", "FEATURES",
     "GPU_MIN_LAUNCH_S", "LLC_FRACTIONS", "REUSE_CACHE_GRID",
     "MAX_CALIBRATION_SCALE", "MEMORY_FEATURES", "ONCHIP_FEATURES", "OVERHEAD_FEATURES",
-    "P_GRID", "Calibration", "CalibrationKernel", "Features", "array_bytes", "calibrate",
-    "calibration_key", "calibration_warm_shares",
+    "P_GRID", "REFERENCE_CPU", "Calibration", "CalibrationKernel", "Features", "array_bytes",
+    "calibrate", "calibration_key", "calibration_warm_shares",
     "calibration_kernels", "count_calibration_kernel", "default_model_dir", "dtype_bytes",
     "features_of", "features_of_target", "fit_calibration", "fit_costs", "fit_model",
     "footprint_bytes", "geomean_error", "measure_calibration", "model_time", "nnls", "op_class",
