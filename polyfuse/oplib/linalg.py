@@ -923,8 +923,7 @@ def conv_block_shape(mpg: int, ow: int, stride: int, budget: int) -> tuple[int, 
       0.6x, 32 x 1 0.5x, 2 x 56 0.5x).
     - Strided: 2 columns, up to 16 channels (128 -> 128, stride 2 to 28 x 28: 16 x 2
       0.34-0.48x, 16 x 4 0.29x, 8 x 14 0.05x): the columns' loads are not contiguous and do
-      not vectorize.  The ``blocked`` variant's strided Convs read their input by column
-      phase instead (:func:`_blocked_conv`), with the stride-1 shapes."""
+      not vectorize."""
     if mpg < 4:
         ob = _divisor_at_most(ow, max(1, budget // 2))
     elif stride > 1:
