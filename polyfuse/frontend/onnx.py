@@ -828,14 +828,12 @@ class _Translator:
         if op == "Gemm":
             node = self.pack_gemm_b(node, attrs)
         if op == "Conv":
-            for own in ("packed_weights", "phase_columns"):  # the front-end's, never a model's
-                if own in attrs:
-                    raise self.error(f"{where}: attribute '{own}' is not supported",
-                                     UnsupportedError)
+            if "packed_weights" in attrs:  # the front-end's own attribute, never a model's
+                raise self.error(f"{where}: attribute 'packed_weights' is not supported",
+                                 UnsupportedError)
             node = self.pad_conv_input(index, node, label, attrs, where)
-            node = self.subsample_conv_input(index, node, label, attrs, where)
             node = self.pack_conv_weights(
-                self.deinterleave_conv_input(index, node, label, attrs, where), attrs)
+                self.subsample_conv_input(index, node, label, attrs, where), attrs)
         if op in ("MatMul", "Gemm") and self.split_k(index, node, op, label, attrs, where):
             return
         self.launch(index, node, op, label, attrs, where)
@@ -976,45 +974,6 @@ class _Translator:
         copy.CopyFrom(node)
         copy.input[0] = sub
         attrs["strides"] = [1] * nd
-        return copy
-
-    def deinterleave_conv_input(self, index: int, node: Any, label: str,
-                                attrs: dict[str, Any], where: str) -> Any:
-        """A 2-D Conv at a column stride S > 1 in the ``blocked`` variant (ResNet's strided
-        3x3, MobileNet's strided depthwise) reads its (explicitly padded) input with each
-        row's columns grouped by phase modulo S: a Transpose launch of the input viewed as
-        ``(N, C, H, W / S, S)`` to ``(N, C, H, S, W / S)``, shared by the Convs that read the
-        same tensor at the same stride.  The window's loads of a block of output columns are
-        then contiguous (:func:`polyfuse.oplib.linalg.conv`, ``phase_columns``), where at the
-        stride they were gathers.  Only where W is a multiple of S (the padded widths of
-        these networks are); ``node`` and ``attrs`` are rewritten (a copy of the node)."""
-        from onnx import helper
-
-        strides = [int(v) for v in attrs.get("strides") or []]
-        if self.variant.product_form != "blocked" or len(node.input) < 2 or \
-                node.input[0] not in self.tensor_buffer or len(strides) != 2 or strides[1] < 2:
-            return node
-        x, sx, sw = node.input[0], self.shape(node.input[0], where), \
-            self.shape(node.input[1], where)
-        s = strides[1]
-        if len(sx) != 4 or len(sw) != 4 or sw[3] < 2 or sx[3] % s or \
-                any(int(p) for p in attrs.get("pads") or []) or \
-                str(attrs.get("auto_pad", "NOTSET")) not in ("NOTSET", "VALID"):
-            return node
-        view, phases = f"{x}::columns_by_{s}", f"{x}::phases_{s}"
-        if phases not in self.tensor_buffer:
-            self.tensor_buffer[view] = self.tensor_buffer[x]  # a re-view: no data moves
-            self.shapes[view] = (*sx[:3], sx[3] // s, s)
-            self.shapes[phases] = (*sx[:3], s, sx[3] // s)
-            for tensor in (view, phases):
-                self.types[tensor] = self.types.get(x, 1)
-            self.launch(index, helper.make_node("Transpose", [view], [phases],
-                                                name=f"{node.name or 'Conv'}_phases"),
-                        "Transpose", label, {"perm": [0, 1, 2, 4, 3]}, where)
-        copy = type(node)()
-        copy.CopyFrom(node)
-        copy.input[0] = phases
-        attrs["phase_columns"] = s
         return copy
 
     def pack_conv_weights(self, node: Any, attrs: dict[str, Any]) -> Any:

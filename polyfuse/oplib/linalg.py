@@ -801,14 +801,9 @@ def conv(node: Node) -> OpKernel:
     a guard on the (affine) input position, never a clamped subscript.
     """
     node.check_attrs(["auto_pad", "dilations", "group", "kernel_shape", "pads", "strides",
-                      "packed_weights", "phase_columns"])
+                      "packed_weights"])
     sx, sw = node.input(0), node.input(1)
-    x_shape, w_shape = sx, sw
-    phases = node.int_attr("phase_columns", 0)
-    if phases:  # X by column phase, (N, C, H, S, W / S): see the front-end's deinterleave
-        if len(sx) != 5 or sx[3] != phases or node.variant.product_form != "blocked":
-            raise node.invalid(f"X {sx} is not in {phases} column phases")
-        sx = (*sx[:3], sx[3] * sx[4])
+    w_shape = sw
     packed = bool(node.int_attr("packed_weights", 0))
     if packed:  # W packed by the front-end as (G, CPG, KH, KW, MPG): see pack_conv_weights
         if len(sw) != 5 or len(sx) != 4 or node.int_attr("group", 1) != sw[0]:
@@ -843,9 +838,6 @@ def conv(node: Node) -> OpKernel:
     ow = (w + pads[1] + pads[3] - (kw - 1) * dil[1] - 1) // strides[1] + 1
     if oh < 1 or ow < 1:
         raise node.invalid("the convolution window does not fit the padded input")
-    if phases and (nd != 2 or strides[1] != phases or any(pads)):
-        raise node.invalid(f"column phases of {phases} need a 2-D Conv at column stride "
-                           f"{phases} with no padding")
     out = (batch, cout, oh, ow) if nd == 2 else (batch, cout, ow)
     node.check_output(0, out)
     bias: Optional[tuple[int, ...]] = node.input(2) if node.has_input(2) else None
@@ -859,7 +851,7 @@ def conv(node: Node) -> OpKernel:
     if node.variant.product_form == "blocked" and group == 1 and (kh, kw) == (1, 1) and \
             strides == [1, 1] and not any(pads) and not packed:
         return _pointwise_conv(node, sx, sw, out, bias, batch, cin, cout, h * w)
-    params = [Param("x", x_shape), Param("w", w_shape)]
+    params = [Param("x", sx), Param("w", w_shape)]
     inputs = ["x", "w"]
     if bias is not None:
         params.append(Param("bias", bias))
@@ -868,11 +860,10 @@ def conv(node: Node) -> OpKernel:
     comment = (
         f"Conv X {shape_str(sx)} W {shape_str(sw)} group={group} strides={strides} "
         f"dilations={dil} pads={pads} -> {shape_str(out)}" + (" (W packed)" if packed else "")
-        + (f" (X in {phases} column phases)" if phases else "")
     )
     if node.variant.product_form == "blocked":
         return _blocked_conv(node, defines, params, inputs, comment, batch, group, pads,
-                             bias is not None, packed, phases)
+                             bias is not None, packed)
     w_index = "((g * CPG + c) * KH * KW + kh * KW + kw) * MPG + m % MPG" if packed \
         else "((m * CPG + c) * KH + kh) * KW + kw"
     x_index = "((n * C + g * CPG + c) * H + ih) * W + iw"
@@ -936,7 +927,7 @@ def conv_block_shape(mpg: int, ow: int, stride: int, budget: int) -> tuple[int, 
 
 def _blocked_conv(node: Node, defines: dict[str, int], params: list[Param], inputs: list[str],
                   comment: str, batch: int, group: int, pads: list[int], has_bias: bool,
-                  packed: bool, phases: int = 0) -> OpKernel:
+                  packed: bool) -> OpKernel:
     """The direct Conv in the ``blocked`` form: each work-item computes MB output channels x
     OB contiguous output columns of one output row (:func:`conv_block_shape`) as named scalar
     accumulators (see :func:`_blocked_product`), looping over the group's input channels and
@@ -949,18 +940,11 @@ def _blocked_conv(node: Node, defines: dict[str, int], params: list[Param], inpu
     Padding is a guard on each load when the Conv has pads; the ONNX front-end gives the
     ``blocked`` variant's Convs an explicitly zero-padded input instead (a Pad launch), so the
     loads of the fast kernel are unguarded.  Every subscript is affine in the block's base
-    coordinates and the loop iterators.
-
-    ``phases`` (a column stride S > 1): X comes with each row's columns grouped by their
-    phase modulo S, ``(N, C, H, S, W / S)`` (the front-end's Transpose of the padded input);
-    input column ``ow * S + k`` is then element ``ow + k / S`` of phase ``k % S``, and a
-    block's loads are contiguous again, as at stride 1 (128 -> 128, 3x3 at stride 2 to 28 x 28:
-    2 columns of strided loads ran at 0.35-0.48x numpy's sgemm)."""
+    coordinates and the loop iterators."""
     mpg, oh, ow = defines["MPG"], defines["OH"], defines["OW"]
     kh_n, kw_n, sw_, dw = (defines[k] for k in ("KH", "KW", "SW", "DW"))
     cout, cpg = defines["M"], defines["CPG"]
-    mb, ob = conv_block_shape(mpg, ow, 1 if phases else sw_,
-                              BLOCK_ROWS * node.variant.block_cols)
+    mb, ob = conv_block_shape(mpg, ow, sw_, BLOCK_ROWS * node.variant.block_cols)
     owb_n, mblk = ow // ob, cout // mb
     defines = {**defines, "MB": mb, "OB": ob}
     guard_rows, guard_cols = bool(pads[0] or pads[2]), bool(pads[1] or pads[3])
@@ -999,10 +983,6 @@ def _blocked_conv(node: Node, defines: dict[str, int], params: list[Param], inpu
                 loaded.add(col)
                 iw = f"owb * {ob * sw_} + {col}" + (" - PW" if guard_cols else "")
                 load = f"x[((n * C + g * CPG + {c_var}) * H + {ih}) * W + {iw}]"
-                if phases:  # column ``iw``: phase ``iw % S``, element ``iw / S`` of it
-                    at = f"{(kwv * dw) % sw_} * {defines['W'] // sw_} + owb * {ob} + " \
-                         f"{j + (kwv * dw) // sw_}"
-                    load = f"x[((n * C + g * CPG + {c_var}) * H + {ih}) * W + {at}]"
                 conds = ([f"{ih} >= 0", f"{ih} < H"] if guard_rows else []) + \
                     ([f"{iw} >= 0", f"{iw} < W"] if guard_cols else [])
                 if conds:
