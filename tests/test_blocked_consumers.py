@@ -146,9 +146,9 @@ def _conv_block(path: Path, hw: int, group: int, stride: int, dil: int) -> Path:
 
 
 @pytest.mark.parametrize("group,stride,dil,block", [
-    (1, 1, 1, (8, 10)),  # dense, residual
+    (1, 1, 1, (8, 2)),  # dense, residual: a power of two of the row's 10 columns
     (1, 2, 1, (8, 1)),  # strided: one column per work-item
-    (4, 1, 2, (2, 10)),  # grouped, dilated
+    (4, 1, 2, (2, 10)),  # grouped, dilated: 2 channels per group, whole rows
     (8, 1, 1, (1, 10)),  # depthwise, residual: whole rows
     (8, 2, 1, (1, 5)),  # depthwise, strided
 ])
@@ -346,3 +346,16 @@ def test_strided_pointwise_conv_is_a_product_of_a_subsampled_input(tmp_path: Pat
     (y,) = sess.run(None, feeds)
     np.testing.assert_allclose(y, onnxruntime_reference(str(path), feeds)["y"], rtol=RTOL,
                                atol=ATOL)
+
+
+@pytest.mark.parametrize("mpg,ow,stride,block", [
+    (64, 56, 1, (16, 8)),  # ResNet-50's first stage
+    (128, 28, 1, (16, 4)),  # its second: blocks of 14 columns ran at 2.6-5.8 GFLOP/s
+    (256, 14, 1, (32, 2)),
+    (512, 7, 1, (32, 1)),
+    (128, 28, 2, (32, 2)),  # strided
+    (1, 28, 2, (1, 28)),  # depthwise: the whole row
+])
+def test_conv_blocks_are_powers_of_two_columns(mpg: int, ow: int, stride: int,
+                                               block: tuple) -> None:
+    assert linalg.conv_block_shape(mpg, ow, stride, linalg.BLOCK_ROWS * 32) == block

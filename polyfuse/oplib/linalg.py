@@ -912,17 +912,23 @@ def conv_block_shape(mpg: int, ow: int, stride: int, budget: int) -> tuple[int, 
       largest divisor up to 16, and as many of the group's channels as the budget allows, up
       to 16 (64 -> 64 channels, 3x3 at 56 x 56: 16 x 8 1.0-1.2x numpy, 8 x 8 0.9x, 16 x 4
       0.6x, 32 x 1 0.5x, 2 x 56 0.5x).
-    - Strided: 2 columns, up to 16 channels (128 -> 128, stride 2 to 28 x 28: 16 x 2
-      0.34-0.48x, 16 x 4 0.29x, 8 x 14 0.05x): the columns' loads are not contiguous and do
-      not vectorize."""
+    - Strided: 2 columns, up to 32 channels (128 -> 128, stride 2 to 28 x 28: 32 x 2 63
+      GFLOP/s, 16 x 2 47, 16 x 4 38, 8 x 14 5.6): the columns' loads are not contiguous and
+      do not vectorize (regrouping the input's columns by phase so they are made no
+      difference at these widths: 62 GFLOP/s at 32 x 2).
+    - Never a column count that is not a power of two: a row of 28 (ResNet's second stage,
+      128 -> 128 3x3 at stride 1) in blocks of 14 ran at 2.6-5.8 GFLOP/s, of 4 at 51; 14 in
+      blocks of 2 with 32 channels 62, 7 in blocks of 1 with 32 channels 54 (16: 28).  Up to
+      16 channels with 4 or more columns, 32 with fewer."""
     if mpg < 4:
         ob = _divisor_at_most(ow, max(1, budget // 2))
     elif stride > 1:
-        ob = _divisor_at_most(ow, 2)
+        ob = _largest_divisor(ow, 2)
     else:
         ob = next((c for c in (16, 8) if ow % c == 0 and 2 * c <= budget), 0) or \
-            _divisor_at_most(ow, 16)
-    return _divisor_at_most(mpg, min(16, max(1, budget // ob))), ob
+            _largest_divisor(ow, 4)
+    cap = 16 if ob >= 4 else 32
+    return _divisor_at_most(mpg, min(cap, max(1, budget // ob))), ob
 
 
 def _blocked_conv(node: Node, defines: dict[str, int], params: list[Param], inputs: list[str],
