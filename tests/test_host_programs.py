@@ -2445,3 +2445,69 @@ def test_small_heap_table_filled_per_iteration_sizes_a_local_argument(monkeypatc
     assert launch.global_size == (256,) and launch.local_size == (64,)
     assert launch.arg(2).value == 64 and launch.arg(3).local_bytes == 256
     check_against_oracle(program)
+
+
+# ----------------------------------------------------------------------------------------------
+# C++: variadic templates, standard smart pointers, std::array
+# ----------------------------------------------------------------------------------------------
+
+VARIADIC = PROGRAMS / "cpp_variadic"
+
+
+def test_babelstream_style_factory_pack_and_unique_ptr_to_a_class_template() -> None:
+    """BabelStream's shape: ``make_stream<T>(args...)`` forwards its parameter pack to
+    ``std::make_unique<CLStream<T>>(args...)``, the benchmark calls the kernels through a
+    ``std::unique_ptr<Stream<T>>`` (each call runs the override of the class ``make_unique``
+    made), the functors are ``new cl::KernelFunctor<..., T, T, T>`` made in the template, and a
+    value passed as ``T`` keeps what it is (0.1 is no 0)."""
+    program = load_opencl(None, host=str(VARIADIC / "stream.cpp"), argv=["256"])
+    init, copy, mul = program.launches
+    assert [op.kernel for op in program.launches] == ["init", "copy", "mul"]
+    assert all(op.global_size == (256,) for op in program.launches)
+    assert [float(init.arg(i).value) for i in (3, 4, 5)] == pytest.approx([0.1, 0.2, 0.0])
+    assert [init.arg(i).buffer for i in range(3)] == ["this_d_a", "this_d_b", "this_d_c"]
+    assert not init.loops and [lp.upper for lp in copy.loops] == [3] == \
+        [lp.upper for lp in mul.loops]
+    assert {b.size for b in program.buffers.values()} == {1024}
+    widths = check_against_oracle(program)
+    assert _edge(widths, "copy", "mul", program) == "thread"
+
+
+def test_handson_style_variadic_launch_helpers(capsys: Any, tmp_path: Path) -> None:
+    """A ``cl::make_kernel`` functor called through a helper that forwards its pack
+    (``kernel(cl::EnqueueArgs(...), std::forward<Args>(args)...)``), arguments set by a
+    recursion over a pack (the non-variadic overload ends it) and by a fold over ``,``; a
+    global size from ``sizeof...(Args)``; fused and verified."""
+    program = load_opencl(None, host=str(VARIADIC / "chain.cpp"), include_dirs=[str(CPP_COMMON)])
+    vadd, scale, shift = program.launches
+    assert [vadd.arg(i).buffer for i in range(3)] == ["d_a", "d_b", "d_c"]
+    assert vadd.arg(3).value == 64
+    assert [scale.arg(i).buffer for i in range(2)] == ["d_c", "d_d"]
+    assert float(scale.arg(2).value) == 2.5 and scale.arg(3).value == 64
+    assert [shift.arg(i).buffer for i in range(2)] == ["d_d", "d_e"]
+    assert float(shift.arg(2).value) == 0.5
+    assert {op.global_size for op in program.launches} == {(64,)}
+    widths = check_against_oracle(program)
+    assert _edge(widths, "vadd", "scale", program) == "thread"
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", "--host", str(VARIADIC / "chain.cpp"), "-I",
+                            str(CPP_COMMON), "--out", str(out), "--verify")
+    assert code == 0, err
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["launches_before"] == 3 and plan["launches_after"] == 1
+    assert plan["verified"]["ok"] is True
+
+
+def test_objects_owned_by_smart_pointers_with_std_array_members() -> None:
+    """``std::make_unique<Pipeline>(...)`` runs the constructor, a ``std::shared_ptr`` made by
+    ``std::move`` from it is the same object (``->``, ``get()``, ``if (!p)``, ``reset()``),
+    and ``std::array<cl_kernel, 2>``/``std::array<cl_mem, 3>`` members are arrays
+    (``a[i]``, ``back()``, ``size()``; no initialiser from their template argument)."""
+    program = load_opencl(None, host=str(VARIADIC / "owners.cpp"), argv=["128"])
+    add1, twice = program.launches
+    assert (add1.kernel, twice.kernel) == ("add1", "twice")
+    assert [add1.arg(i).buffer for i in range(2)] == ["this_bufs_0", "this_bufs_1"]
+    assert [twice.arg(i).buffer for i in range(2)] == ["this_bufs_1", "this_bufs_2"]
+    assert add1.global_size == (128,) and [lp.upper for lp in add1.loops] == [2]
+    assert {b.size for b in program.buffers.values()} == {512}
+    check_against_oracle(program)

@@ -106,6 +106,18 @@ def handles(name: str) -> bool:
         name in ("operator==", "operator!=")
 
 
+def functor_call(ev: CEvaluator, node: c_ast.FuncCall, obj: Any, args: list) -> Any:
+    """A kernel functor called through a variable whose type the call does not name (a
+    template's ``F& kernel``: ``kernel(cl::EnqueueArgs(...), a, b)``): its launch; None when
+    ``obj`` is no kernel object or the call gives no ``cl::EnqueueArgs``."""
+    for _ in range(3):  # through the references that passed it
+        if isinstance(obj, values.Ref):
+            obj = ev.mem.read(obj)
+    if not isinstance(obj, values.KObj) or not args or not isinstance(args[0], EnqueueArgs):
+        return None
+    return call(ev, PREFIX + "KernelFunctor__call", node, [obj, *args])
+
+
 def call(ev: CEvaluator, name: str, node: c_ast.FuncCall, args: list) -> Any:
     """The value of a wrapper call, with its effects recorded through the host interpreter."""
     interp = _Host(ev)
