@@ -703,6 +703,25 @@ def test_handson_cpp_kernel_setarg_ndrange_and_functor_with_local_memory() -> No
     assert _edge(widths, "mmul", "rowsum", program) == "global"
 
 
+class _KernelLimit(_Answers):
+    def kernel_info(self, param: int, kernel: Any) -> Any:
+        return 4096 if param == 0x11B0 else None  # CL_KERNEL_WORK_GROUP_SIZE
+
+
+def test_handson_cpp_kernel_work_group_size_from_get_work_group_info(monkeypatch: Any) -> None:
+    """``probe.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(device)`` is the C API's kernel
+    query (answered by the verifying device, clamped by the host to 64), so the launch's local
+    size, its ``cl::Local`` argument and the result buffer that it sizes are known."""
+    monkeypatch.chdir(HANDSON)
+    program = load_opencl(None, host="partial_sums.cpp", include_dirs=[str(CPP_COMMON)],
+                          device_queries=_KernelLimit())
+    (launch,) = program.launches
+    assert launch.global_size == (4096,) and launch.local_size == (64,)
+    assert launch.arg(0).value == 256 and launch.arg(2).local_bytes == 256
+    assert program.buffers["d_sums"].size == 4 * 64
+    check_against_oracle(program)
+
+
 def test_cpp_wrapper_shares_the_opencl_api_table(monkeypatch: Any) -> None:
     """``cl::Buffer``, ``setArg`` and ``enqueueReadBuffer`` of the C++ wrapper run the C API's
     handlers from the one table: a handler replaced there sees the wrapper's calls."""

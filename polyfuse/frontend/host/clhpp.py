@@ -223,6 +223,14 @@ class _Host:
     def c_api(self, name: str, node: c_ast.Node, args: list) -> Any:
         return opencl_api.HANDLERS[name](self.x, node, args)
 
+    def info_query(self, name: str, node: c_ast.Node, args: list) -> Any:
+        """An info query of the C API (``clGetKernelWorkGroupInfo``) at the wrapper call
+        ``node``, which the handler sees under the API's name (it tells the queries apart
+        by it)."""
+        call = c_ast.FuncCall(c_ast.ID(name), getattr(node, "args", None),
+                              coord=getattr(node, "coord", None))
+        return opencl_api.HANDLERS[name](self.x, call, args)
+
     def create_buffer_call(self, node: c_ast.Node, args: list) -> Any:
         return self.c_api("clCreateBuffer", node, args + [self.UNK, self.UNK])
 
@@ -671,7 +679,8 @@ class _Model:
         if code is None or code == 0x1005 or i.device_answers() is None:
             return _NOT_HANDLED  # (work-item sizes: a vector)
         out = i.temp_ref(i.UNK)
-        i.c_api(api, self.node, args[:-1] + [i.Num(sympy.Integer(code)), i.UNK, out, i.ZERO])
+        i.info_query(api, self.node,
+                     args[:-1] + [i.Num(sympy.Integer(code)), i.UNK, out, i.ZERO])
         text = i.string_at(out)
         value = i.Str(text) if text is not None else i.read(out)
         # not answered: a run-time value named after the variable it is stored in, as before
@@ -727,8 +736,8 @@ class _Model:
             return self._info("clGetKernelWorkGroupInfo", args)
         if len(args) != 4:
             return _NOT_HANDLED
-        return self.i.c_api("clGetKernelWorkGroupInfo", self.node,
-                            [args[0], args[1], args[2], self.i.UNK, args[3], self.i.ZERO])
+        return self.i.info_query("clGetKernelWorkGroupInfo", self.node,
+                                 [args[0], args[1], args[2], self.i.UNK, args[3], self.i.ZERO])
 
     def m_CommandQueue_enqueueUnmapMemObject(self, args: list) -> Any:
         return self.i.ZERO
