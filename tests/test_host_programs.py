@@ -2530,3 +2530,23 @@ def test_objects_owned_by_smart_pointers_with_std_array_members() -> None:
     assert add1.global_size == (128,) and [lp.upper for lp in add1.loops] == [2]
     assert {b.size for b in program.buffers.values()} == {512}
     check_against_oracle(program)
+
+
+def test_sizes_read_from_a_parameter_file_with_ifstream(monkeypatch: Any) -> None:
+    """``std::ifstream in(path); in >> *nx;`` of a file that is there reads its words like a
+    string stream, and ``while (in >> x >> y >> s)`` ends when an extraction fails; the sizes
+    and the step count come from the file.  Without the file the count is refused naming the
+    ``--param`` that gives it."""
+    monkeypatch.chdir(PROGRAMS / "ifstream_params")
+    program = load_opencl(None, host="host.cpp", include_dirs=[str(CPP_COMMON)],
+                          argv=["board.dat", "board.params"])
+    launches = program.launches
+    assert len(launches) == 3 and {op.global_size for op in launches} == {(32, 8)}
+    assert [(op.arg(0).buffer, op.arg(1).buffer) for op in launches] == [
+        ("tick", "tock"), ("tock", "tick"), ("tick", "tock")]
+    assert launches[0].arg(2).value == 32 and launches[0].arg(3).value == 8
+    assert {b.size for b in program.buffers.values()} == {256}
+    check_against_oracle(program)
+    with pytest.raises(UnsupportedError, match=r"--param steps="):
+        load_opencl(None, host="host.cpp", include_dirs=[str(CPP_COMMON)],
+                    argv=["board.dat", "missing.params"])

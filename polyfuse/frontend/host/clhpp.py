@@ -296,8 +296,9 @@ class _Model:
                 n = i.as_int(args[0], "vector length", self.node, required=False)
                 # numbers (the elements' value, given third) are kept while they are few
                 x = args[2] if len(args) == 3 else None
-                items = () if n == 0 else (x,) * n if x is not None and _element(i, x) and \
-                    n is not None and n <= _MAX_RESIZED else None
+                few = n is not None and n.is_Integer and n <= _MAX_RESIZED  # (n: symbolic)
+                items = () if n == 0 else (x,) * int(n) if x is not None and \
+                    _element(i, x) and few else None
                 return Vec(n, int(args[1].e), items)
             return Vec(None, 0)
         vec = self.vec_of(args[0]) if args else None
@@ -362,7 +363,7 @@ class _Model:
         is a box of its own per element.  None past :data:`_MAX_RESIZED` elements."""
         i = self.i
         items = vec.items if vec is not None else None
-        if items is None or n is None or n > _MAX_RESIZED:
+        if items is None or n is None or not sympy.sympify(n).is_Integer or n > _MAX_RESIZED:
             return None
         if n <= len(items):
             return items[:n]
