@@ -321,8 +321,13 @@ def stream_out(ev: CEvaluator, stream: Any, v: Any, free: bool) -> Any:
     return stream
 
 
+#: the largest input file a ``std::ifstream`` reads word by word (a parameter file, a short
+#: list; bulk data read element by element would cost its length in interpreted steps)
+_MAX_STREAMED_FILE = 16384
+
+
 def input_file_stream(ev: CEvaluator, name: str, args: list) -> Any:
-    """``std::ifstream f(path)`` of an input file that is there (the program's run
+    """``std::ifstream f(path)`` of a small input file that is there (the program's run
     directory, its own command line) is a string stream holding the file's text (``f >> n``,
     ``while (f >> x >> y)``); ``f.is_open()`` is then true and the stream's truth is that no
     extraction failed.  A kernel file, a file that is not there, another object: as
@@ -333,7 +338,7 @@ def input_file_stream(ev: CEvaluator, name: str, args: list) -> Any:
         if path is not None and not path.endswith((".cl", ".clh", ".ocl")) and \
                 data_file(ev, path, "r") and not looks_like_opencl(path):
             text = datafiles.text_of(os.path.abspath(path))
-            if text is not None:
+            if text is not None and len(text) <= _MAX_STREAMED_FILE:
                 return Str(text) if text else EndOfStream("")
     else:
         held = ev.mem.read(first) if isinstance(first, Ref) else None
