@@ -7,7 +7,8 @@ between different statements — the global edges that cut local fusion, any thr
 could not be fused, host edges — projected onto host-loop dims, plus the loop-carried part of the
 dependences inside a group (so the host loop stays ordered); proximity is the same relation.
 ``isl.ScheduleConstraints.on_domain(...).set_validity(...).set_proximity(...).compute_schedule()``
-gives the schedule tree.
+gives the schedule tree; a long run of zero-dimensional statements (an unrolled host) gets its
+topological sequence directly (:func:`_sequence_schedule`).
 
 **Launch steps.**  A group's step is read from the tree below the host-loop bands: a ``sequence``
 node places its children one after another, a ``set`` node (independent children) places them at
