@@ -479,9 +479,7 @@ def _template_taking(fd: Optional[c_ast.FuncDef], nargs: int, ntargs: int
     params = fd.decl.type.args.params if fd.decl.type.args is not None else []
     named = [p for p in params if isinstance(p, c_ast.Decl) and p.name]
     hidden = named[nargs:]
-    if len(hidden) < ntargs or any(not isinstance(p.type, c_ast.TypeDecl) or
-                                   getattr(p.type.type, "names", None) != ["long"]
-                                   for p in hidden):
+    if len(hidden) < ntargs or packs.real_arity(fd) != nargs:
         return None
     return fd
 
