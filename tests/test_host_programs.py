@@ -2489,8 +2489,9 @@ def test_babelstream_style_factory_pack_and_unique_ptr_to_a_class_template() -> 
     """BabelStream's shape: ``make_stream<T>(args...)`` forwards its parameter pack to
     ``std::make_unique<CLStream<T>>(args...)``, the benchmark calls the kernels through a
     ``std::unique_ptr<Stream<T>>`` (each call runs the override of the class ``make_unique``
-    made), the functors are ``new cl::KernelFunctor<..., T, T, T>`` made in the template, and a
-    value passed as ``T`` keeps what it is (0.1 is no 0)."""
+    made), the functors are ``new cl::KernelFunctor<..., T, T, T>`` made in the template, a
+    value passed as ``T`` keeps what it is (0.1 is no 0), and the size is parsed by a lambda
+    that stores it through its parameter (``*output = strtoull(str, ...)``)."""
     program = load_opencl(None, host=str(VARIADIC / "stream.cpp"), argv=["256"])
     init, copy, mul = program.launches
     assert [op.kernel for op in program.launches] == ["init", "copy", "mul"]

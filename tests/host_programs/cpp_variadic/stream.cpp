@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -140,7 +141,17 @@ void run(size_t n, int times)
 
 int main(int argc, char* argv[])
 {
-    size_t n = argc > 1 ? (size_t)atoi(argv[1]) : 1024;
+    // BabelStream's option parsing: a lambda stores what it parses through its parameter
+    auto parseUInt = [](const char* str, size_t* output) {
+        char* next;
+        *output = strtoull(str, &next, 10);
+        return !strlen(next);
+    };
+    size_t n = 1024;
+    if (argc > 1 && !parseUInt(argv[1], &n)) {
+        fprintf(stderr, "Invalid array size.\n");
+        exit(EXIT_FAILURE);
+    }
     run<float>(n, 3);
     return 0;
 }
