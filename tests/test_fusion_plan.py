@@ -656,3 +656,45 @@ def test_edge_indexes_agree_with_a_scan_of_every_edge():
         if not e.host:
             assert iteration_width(uar, e) is iteration_width(uar, e)
             assert iteration_width(uar, e)[0] == _iteration_width(uar, e)[0]
+
+
+def _ping_pong_blocks(kernels, blocks: int):
+    """SHOC Triad's stream, unrolled: each block is written to one of two buffer sets,
+    computed there and read back while the next block goes to the other set."""
+    b = _builder(kernels, 4)
+    for k in range(blocks):
+        src, dst = (f"B{0 + 2 * (k % 2)}", f"B{1 + 2 * (k % 2)}")
+        b.write(src)
+        b.launch("ew", (N,), (64,), {"a": src, "b": dst, "n": N})
+        b.read(dst)
+    return polyfuse.build_uar(b.build())
+
+
+def test_long_unrolled_run_is_scheduled_as_its_topological_sequence(kernels, monkeypatch):
+    """Past ``DIRECT_SEQUENCE_MIN`` zero-dimensional statements (host loops unrolled) the
+    schedule is their topological sequence, built without isl's scheduler (whose cost grows
+    much faster than the statements: a 2,000-operation unrolled host took it past 600 s): the
+    plan's groups and steps are those isl's schedule gives, and the sequence keeps every
+    dependence forward."""
+    from polyfuse.fusion import global_
+
+    uar = _ping_pong_blocks(kernels, 12)
+    monkeypatch.setattr(global_, "DIRECT_SEQUENCE_MIN", 10**9)
+    by_isl = plan_of(uar)
+    monkeypatch.setattr(global_, "DIRECT_SEQUENCE_MIN", 1)
+    direct = plan_of(uar)
+    assert [(g.members, g.step) for g in direct.groups] == \
+        [(g.members, g.step) for g in by_isl.groups]
+    assert "sequence" in direct.schedule and "set" not in direct.schedule
+
+    names = [f"S{k}" for k in range(400)]
+    domain = isl.UnionSet("{ " + "; ".join(f"{n}[]" for n in names) + " }")
+    # every statement after its two predecessors, listed in reverse program order
+    validity = isl.UnionMap("{ " + "; ".join(
+        f"{names[k - d]}[] -> {names[k]}[]" for k in range(400) for d in (1, 2) if k >= d)
+        + " }")
+    monkeypatch.setattr(global_, "DIRECT_SEQUENCE_MIN", 96)
+    schedule = global_._compute_schedule(domain, validity, names[::-1])
+    steps = global_.schedule_steps(schedule, set(names))
+    assert sorted(steps.values()) == list(range(400))
+    assert all(steps[names[k - 1]] < steps[names[k]] for k in range(1, 400))

@@ -703,6 +703,25 @@ def test_handson_cpp_kernel_setarg_ndrange_and_functor_with_local_memory() -> No
     assert _edge(widths, "mmul", "rowsum", program) == "global"
 
 
+class _KernelLimit(_Answers):
+    def kernel_info(self, param: int, kernel: Any) -> Any:
+        return 4096 if param == 0x11B0 else None  # CL_KERNEL_WORK_GROUP_SIZE
+
+
+def test_handson_cpp_kernel_work_group_size_from_get_work_group_info(monkeypatch: Any) -> None:
+    """``probe.getWorkGroupInfo<CL_KERNEL_WORK_GROUP_SIZE>(device)`` is the C API's kernel
+    query (answered by the verifying device, clamped by the host to 64), so the launch's local
+    size, its ``cl::Local`` argument and the result buffer that it sizes are known."""
+    monkeypatch.chdir(HANDSON)
+    program = load_opencl(None, host="partial_sums.cpp", include_dirs=[str(CPP_COMMON)],
+                          device_queries=_KernelLimit())
+    (launch,) = program.launches
+    assert launch.global_size == (4096,) and launch.local_size == (64,)
+    assert launch.arg(0).value == 256 and launch.arg(2).local_bytes == 256
+    assert program.buffers["d_sums"].size == 4 * 64
+    check_against_oracle(program)
+
+
 def test_cpp_wrapper_shares_the_opencl_api_table(monkeypatch: Any) -> None:
     """``cl::Buffer``, ``setArg`` and ``enqueueReadBuffer`` of the C++ wrapper run the C API's
     handlers from the one table: a handler replaced there sees the wrapper's calls."""
@@ -1219,9 +1238,9 @@ def test_loop_count_from_a_file_is_refused_naming_the_read_and_the_param() -> No
 def test_unrolling_past_the_operation_budget_is_refused_after_one_iteration(tmp_path: Path
                                                                            ) -> None:
     """A buffer created per step whose handle the program keeps (``keep[t]``), in a
-    1000-step loop with five operations per step (an HMM forward pass): the loop must be
-    unrolled, and the refusal comes after its first iteration, naming the estimate, not
-    after minutes of unrolling."""
+    1000-step loop with a dozen operations per step (an HMM forward pass, four times): the
+    loop must be unrolled, and the refusal comes after its first iteration, naming the
+    estimate, not after minutes of unrolling."""
     (tmp_path / "scale.cl").write_text(SCALE_KERNEL)
     (tmp_path / "host.c").write_text(SCALE_HOST.replace("SOURCES", """
     const char *src = load("scale.cl");
@@ -1237,9 +1256,21 @@ def test_unrolling_past_the_operation_budget_is_refused_after_one_iteration(tmp_
         clSetKernelArg(k, 0, sizeof(cl_mem), &tmp);
         clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, NULL);
         clEnqueueReadBuffer(q, b, CL_TRUE, 0, 64 * sizeof(float), part, 0, NULL, NULL);
+        clEnqueueWriteBuffer(q, tmp, CL_TRUE, 0, 64 * sizeof(float), part, 0, NULL, NULL);
+        clSetKernelArg(k, 0, sizeof(cl_mem), &tmp);
+        clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, NULL);
+        clEnqueueReadBuffer(q, b, CL_TRUE, 0, 64 * sizeof(float), part, 0, NULL, NULL);
+        clEnqueueWriteBuffer(q, tmp, CL_TRUE, 0, 64 * sizeof(float), part, 0, NULL, NULL);
+        clSetKernelArg(k, 0, sizeof(cl_mem), &tmp);
+        clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, NULL);
+        clEnqueueReadBuffer(q, b, CL_TRUE, 0, 64 * sizeof(float), part, 0, NULL, NULL);
+        clEnqueueWriteBuffer(q, tmp, CL_TRUE, 0, 64 * sizeof(float), part, 0, NULL, NULL);
+        clSetKernelArg(k, 0, sizeof(cl_mem), &tmp);
+        clEnqueueNDRangeKernel(q, k, 1, NULL, &g, NULL, 0, NULL, NULL);
+        clEnqueueReadBuffer(q, b, CL_TRUE, 0, 64 * sizeof(float), part, 0, NULL, NULL);
     }"""))
     with pytest.raises(UnsupportedError, match=r"unrolling its 1000 iterations gives about "
-                       r"\d+ operations, more than the 4096"):
+                       r"\d+ operations, more than the 12288"):
         load_opencl(None, host=str(tmp_path / "host.c"))
 
 
@@ -2538,3 +2569,90 @@ def test_read_back_into_a_vector_leaves_its_elements_unknown(tmp_path: Path, int
     (tmp_path / "host.cpp").write_text(host)
     with pytest.raises(UnsupportedError, match=r"launch under data-dependent host condition"):
         load_opencl(None, host=str(tmp_path / "host.cpp"))
+
+
+# ----------------------------------------------------------------------------------------------
+# C++: variadic templates, standard smart pointers, std::array
+# ----------------------------------------------------------------------------------------------
+
+VARIADIC = PROGRAMS / "cpp_variadic"
+
+
+def test_babelstream_style_factory_pack_and_unique_ptr_to_a_class_template() -> None:
+    """BabelStream's shape: ``make_stream<T>(args...)`` forwards its parameter pack to
+    ``std::make_unique<CLStream<T>>(args...)``, the benchmark calls the kernels through a
+    ``std::unique_ptr<Stream<T>>`` (each call runs the override of the class ``make_unique``
+    made), the functors are ``new cl::KernelFunctor<..., T, T, T>`` made in the template, a
+    value passed as ``T`` keeps what it is (0.1 is no 0), and the size is parsed by a lambda
+    that stores it through its parameter (``*output = strtoull(str, ...)``)."""
+    program = load_opencl(None, host=str(VARIADIC / "stream.cpp"), argv=["256"])
+    init, copy, mul = program.launches
+    assert [op.kernel for op in program.launches] == ["init", "copy", "mul"]
+    assert all(op.global_size == (256,) for op in program.launches)
+    assert [float(init.arg(i).value) for i in (3, 4, 5)] == pytest.approx([0.1, 0.2, 0.0])
+    assert [init.arg(i).buffer for i in range(3)] == ["this_d_a", "this_d_b", "this_d_c"]
+    assert not init.loops and [lp.upper for lp in copy.loops] == [3] == \
+        [lp.upper for lp in mul.loops]
+    assert {b.size for b in program.buffers.values()} == {1024}
+    widths = check_against_oracle(program)
+    assert _edge(widths, "copy", "mul", program) == "thread"
+
+
+def test_handson_style_variadic_launch_helpers(capsys: Any, tmp_path: Path) -> None:
+    """A ``cl::make_kernel`` functor called through a helper that forwards its pack
+    (``kernel(cl::EnqueueArgs(...), std::forward<Args>(args)...)``), arguments set by a
+    recursion over a pack (the non-variadic overload ends it) and by a fold over ``,``; a
+    global size from ``sizeof...(Args)``; fused and verified."""
+    program = load_opencl(None, host=str(VARIADIC / "chain.cpp"), include_dirs=[str(CPP_COMMON)])
+    vadd, scale, shift = program.launches
+    assert [vadd.arg(i).buffer for i in range(3)] == ["d_a", "d_b", "d_c"]
+    assert vadd.arg(3).value == 64
+    assert [scale.arg(i).buffer for i in range(2)] == ["d_c", "d_d"]
+    assert float(scale.arg(2).value) == 2.5 and scale.arg(3).value == 64
+    assert [shift.arg(i).buffer for i in range(2)] == ["d_d", "d_e"]
+    assert float(shift.arg(2).value) == 0.5
+    assert {op.global_size for op in program.launches} == {(64,)}
+    widths = check_against_oracle(program)
+    assert _edge(widths, "vadd", "scale", program) == "thread"
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", "--host", str(VARIADIC / "chain.cpp"), "-I",
+                            str(CPP_COMMON), "--out", str(out), "--verify")
+    assert code == 0, err
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["launches_before"] == 3 and plan["launches_after"] == 1
+    assert plan["verified"]["ok"] is True
+
+
+def test_objects_owned_by_smart_pointers_with_std_array_members() -> None:
+    """``std::make_unique<Pipeline>(...)`` runs the constructor, a ``std::shared_ptr`` made by
+    ``std::move`` from it is the same object (``->``, ``get()``, ``if (!p)``, ``reset()``),
+    and ``std::array<cl_kernel, 2>``/``std::array<cl_mem, 3>`` members are arrays
+    (``a[i]``, ``back()``, ``size()``; no initialiser from their template argument)."""
+    program = load_opencl(None, host=str(VARIADIC / "owners.cpp"), argv=["128"])
+    add1, twice = program.launches
+    assert (add1.kernel, twice.kernel) == ("add1", "twice")
+    assert [add1.arg(i).buffer for i in range(2)] == ["this_bufs_0", "this_bufs_1"]
+    assert [twice.arg(i).buffer for i in range(2)] == ["this_bufs_1", "this_bufs_2"]
+    assert add1.global_size == (128,) and [lp.upper for lp in add1.loops] == [2]
+    assert {b.size for b in program.buffers.values()} == {512}
+    check_against_oracle(program)
+
+
+def test_sizes_read_from_a_parameter_file_with_ifstream(monkeypatch: Any) -> None:
+    """``std::ifstream in(path); in >> *nx;`` of a file that is there reads its words like a
+    string stream, and ``while (in >> x >> y >> s)`` ends when an extraction fails; the sizes
+    and the step count come from the file.  Without the file the count is refused naming the
+    ``--param`` that gives it."""
+    monkeypatch.chdir(PROGRAMS / "ifstream_params")
+    program = load_opencl(None, host="host.cpp", include_dirs=[str(CPP_COMMON)],
+                          argv=["board.dat", "board.params"])
+    launches = program.launches
+    assert len(launches) == 3 and {op.global_size for op in launches} == {(32, 8)}
+    assert [(op.arg(0).buffer, op.arg(1).buffer) for op in launches] == [
+        ("tick", "tock"), ("tock", "tick"), ("tick", "tock")]
+    assert launches[0].arg(2).value == 32 and launches[0].arg(3).value == 8
+    assert {b.size for b in program.buffers.values()} == {256}
+    check_against_oracle(program)
+    with pytest.raises(UnsupportedError, match=r"--param steps="):
+        load_opencl(None, host="host.cpp", include_dirs=[str(CPP_COMMON)],
+                    argv=["board.dat", "missing.params"])

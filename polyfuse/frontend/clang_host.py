@@ -26,8 +26,11 @@ parameters are hidden parameters of its lowered body (a type's size, a value), g
 call's template arguments (explicit ones in a template's body too); explicit specializations
 that those sizes tell apart are kept apart (``name__spec_SIZES``); so are the static data
 members of a class template (``C__x__spec_SIZES``; a plain class's is the global ``C__x``).
-Declarations
-from system headers are not translated; calls into them are library calls for the interpreter.
+A variadic template's pack parameter, its expansions and ``sizeof...`` are left to the
+interpreter (:mod:`.host.packs`), which knows each call's arguments.  A standard smart pointer
+is the pointer it holds (``std::make_unique<C>(args)`` is ``new C(args)``), a
+``std::array<T, N>`` is ``T[N]``.  Declarations from system headers are not translated; calls
+into them are library calls for the interpreter.
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ from pycparser import c_ast
 from pycparser.c_parser import Coord
 
 from polyfuse.core.program import PolyfuseError
+from polyfuse.frontend.host.packs import PACK_TYPE
+from polyfuse.frontend.host.values import TPARAM_TYPE
 
 try:  # the package is a dependency; its absence is reported when a host is parsed
     from clang import cindex
@@ -70,6 +75,14 @@ _GCC_LENIENT = (
 _GXX_LENIENT = ("-Wno-c++11-narrowing", "-Wno-dynamic-exception-spec")
 #: standard containers whose elements the interpreter keeps (``v[k] = x`` stores)
 _CONTAINERS = ("vector", "map", "unordered_map")
+#: the standard smart pointers (and the libstdc++ bases their members live in): ownership is
+#: no concern of the model, so each is a pointer to the object it holds
+_SMART_POINTERS = ("unique_ptr", "shared_ptr")
+_SMART_CLASSES = _SMART_POINTERS + ("__shared_ptr", "__shared_ptr_access")
+#: standard functions that make the object a smart pointer holds (``new T(args)``)
+_SMART_MAKERS = ("make_unique", "make_shared")
+#: standard functions that return their argument (a cast to an rvalue reference)
+_IDENTITY = ("move", "forward")
 #: C++ dialects tried in turn: suites written for older g++ defaults use what C++17 removed
 #: (``throw()`` specifications) or clashes with what it added (``std::data`` against a global)
 _CXX_STDS = ("gnu++17", "gnu++14", "gnu++98")
@@ -372,6 +385,7 @@ class _Translator:
         self.arity: dict[str, int] = {}  # free function name -> parameters of the first
         self.path = ""
         self.shown = ""
+        self.lowering: Any = None  # the function whose body is being lowered
 
     # -- units --------------------------------------------------------------------------------
 
@@ -515,9 +529,18 @@ class _Translator:
             return c_ast.ArrayDecl(self._type(t.element_type, declname), None, [])
         if k in (TK.FUNCTIONPROTO, TK.FUNCTIONNOPROTO):
             return c_ast.FuncDecl(None, self._type(t.get_result(), declname))
+        held = _smart_pointee(t)
+        if held is not None:
+            return c_ast.PtrDecl([], self._type(held, declname))
+        fixed = _std_array(t)
+        if fixed is not None:  # std::array<T, N>: T[N]
+            return c_ast.ArrayDecl(self._type(fixed[0], declname),
+                                   c_ast.Constant("int", str(fixed[1])), [])
         if k == TK.RECORD:
             name = self._record(t.get_declaration())
             return c_ast.TypeDecl(declname, [], None, c_ast.Struct(name, None))
+        if k == TK.UNEXPOSED and t.spelling.startswith("type-parameter-"):
+            return c_ast.TypeDecl(declname, [], None, c_ast.IdentifierType([TPARAM_TYPE]))
         return c_ast.TypeDecl(declname, [], None, c_ast.IdentifierType(self._base_names(t)))
 
     @staticmethod
@@ -609,15 +632,19 @@ class _Translator:
             [ch for ch in c.get_children() if ch.kind == K.PARM_DECL]
         for p in plist:
             pname = p.spelling or f"_arg{len(params)}"
-            params.append(c_ast.Decl(pname, [], [], [], [], self._type(p.type, pname), None,
-                                     None, coord=self._coord(p)))
+            ptype = c_ast.TypeDecl(pname, [], None, c_ast.IdentifierType([PACK_TYPE])) \
+                if _is_pack(p) else self._type(p.type, pname)
+            params.append(c_ast.Decl(pname, [], [], [], [], ptype, None, None,
+                                     coord=self._coord(p)))
         for hidden in _template_params(c):  # what a call's template arguments give the body
-            params.append(c_ast.Decl(hidden, [], [], [], [], c_ast.TypeDecl(
-                hidden, [], None, c_ast.IdentifierType(["long"])), None, None))
+            # (`const long`: no argument of the call's, see host.packs.real_arity)
+            params.append(c_ast.Decl(hidden, ["const"], [], [], [], c_ast.TypeDecl(
+                hidden, ["const"], None, c_ast.IdentifierType(["long"])), None, None))
         ret = self._type(c.result_type, name) if c.kind not in (K.CONSTRUCTOR, K.DESTRUCTOR) \
             else c_ast.TypeDecl(name, [], None, c_ast.IdentifierType(["void"]))
         fdecl = c_ast.FuncDecl(c_ast.ParamList(params), ret)
         decl = c_ast.Decl(name, [], [], [], [], fdecl, None, None, coord=self._coord(c))
+        outer, self.lowering = self.lowering, c
         try:
             stmt = self._stmt(body)
             if c.kind == K.CONSTRUCTOR:
@@ -625,6 +652,8 @@ class _Translator:
         except _Unsupported as err:
             raise PolyfuseError(f"unsupported host construct: {err.args[0]}",
                                 *self._where(err.args[1])) from None
+        finally:
+            self.lowering = outer
         return c_ast.FuncDef(decl, None, stmt, coord=self._coord(c))
 
     def _member_inits(self, c: Any) -> list:
@@ -665,9 +694,17 @@ class _Translator:
             elif ch.kind == K.FIELD_DECL:
                 target = c_ast.StructRef(this, "->", c_ast.ID(ch.spelling))
                 if ch.spelling in named:
-                    value = self._expr(named[ch.spelling])
+                    init = named[ch.spelling]
+                    ops = _operands(init)
+                    if init.kind == K.INIT_LIST_EXPR and len(ops) == 1 and \
+                            ch.type.get_canonical().kind not in (cindex.TypeKind.RECORD,
+                                                                 cindex.TypeKind.CONSTANTARRAY):
+                        init = ops[0]  # `: n{size}` of a scalar member is `n = size`
+                    value = self._expr(init)
                 else:
-                    inits = [x for x in ch.get_children() if x.kind.is_expression()]
+                    # (after the name: `std::array<cl_mem, 3> bufs;` has no initialiser)
+                    inits = [x for x in ch.get_children() if x.kind.is_expression() and
+                             x.extent.start.offset > ch.location.offset]
                     if not inits:
                         continue
                     value = self._init(inits[-1], ch.type)
@@ -766,6 +803,9 @@ class _Translator:
         count = [self._expr(x) for x in exprs if x is not ctor][:1] if array else []
         record = c.type.get_pointee().get_canonical().get_declaration()
         this = c_ast.ID("__polyfuse_this")
+        wrapper = None if array else self._wrapper_new(c, kids, exprs, ctor)
+        if wrapper is not None:
+            return wrapper
         if not self._user_record(record) or record.kind == K.CLASS_TEMPLATE:
             template = next((x.referenced for x in kids if x.kind == K.TEMPLATE_REF and
                              x.referenced is not None and
@@ -787,6 +827,35 @@ class _Translator:
         targs = self._class_args(record, kids)
         return c_ast.FuncCall(c_ast.ID("__polyfuse_new"), c_ast.ExprList(
             args + ([call] if call is not None else []) + targs + [chain]), coord=co)
+
+    def _wrapper_new(self, c: Any, kids: list, exprs: list, ctor: Any
+                     ) -> Optional[c_ast.Node]:
+        """``new cl::KernelFunctor<...>(program, "k")`` (in a template too): a new object
+        holding what the wrapper's constructor makes,
+        ``__polyfuse_new((struct C *) 0, 1, *__polyfuse_this = __clhpp__C__ctor(args))``;
+        None for another class."""
+        K = cindex.CursorKind
+        decl = c.type.get_pointee().get_canonical().get_declaration()
+        if decl is None or decl.kind == K.NO_DECL_FOUND:
+            decl = next((x.referenced for x in kids if x.kind == K.TEMPLATE_REF), None)
+        name = clhpp_name(decl)
+        if name is None or name.count("__") != 2:
+            return None
+        co = self._coord(c)
+        made = self._wrapper_call(ctor.referenced, ctor, None, list(ctor.get_arguments())) \
+            if ctor is not None else None
+        if made is None:
+            if len(exprs) == 1 and exprs[0].kind == K.UNEXPOSED_EXPR and \
+                    len(_operands(exprs[0])) > 1:
+                exprs = _operands(exprs[0])  # the arguments as one parenthesised list
+            made = c_ast.FuncCall(c_ast.ID(name + "__ctor"), c_ast.ExprList(
+                [self._expr(x) for x in exprs]), coord=co)
+        ptr = c_ast.Typename(None, [], None, c_ast.PtrDecl([], c_ast.TypeDecl(
+            None, [], None, c_ast.Struct(self._record(decl), None))))
+        init = c_ast.Assignment("=", c_ast.UnaryOp("*", c_ast.ID("__polyfuse_this")), made)
+        return c_ast.FuncCall(c_ast.ID("__polyfuse_new"), c_ast.ExprList(
+            [c_ast.Cast(ptr, c_ast.Constant("int", "0")), c_ast.Constant("int", "1"), init]),
+            coord=co)
 
     def _class_args(self, record: Any, kids: list) -> list[c_ast.Node]:
         """``__polyfuse_class_args("__sizeof_T", size, ...)``: what a class template's
@@ -1077,7 +1146,7 @@ class _Translator:
             if wrapped is not None:
                 return wrapped
         if ref is not None and ref.kind == K.CONSTRUCTOR and \
-                vtype.get_canonical().kind == TK.RECORD:
+                vtype.get_canonical().kind == TK.RECORD and _smart_pointee(vtype) is None:
             vec = self._vector_ctor(ic, ref, vtype)
             if vec is not None:
                 return vec
@@ -1320,6 +1389,11 @@ class _Translator:
     def _expr(self, c: Any) -> c_ast.Node:
         K = cindex.CursorKind
         TK = cindex.TypeKind
+        if c.kind == K.UNEXPOSED_EXPR and _is_comma_fold(c):
+            # `(k.setArg(i++, args), ...)`: the pattern once per element, in order
+            pattern = next(x for x in c.get_children() if x.kind.is_expression())
+            return c_ast.FuncCall(c_ast.ID("__polyfuse_expand"), c_ast.ExprList(
+                [self._expr(pattern)]), coord=self._coord(c))
         c = self._strip(c)
         k = c.kind
         co = self._coord(c)
@@ -1398,7 +1472,16 @@ class _Translator:
         if k in (K.CSTYLE_CAST_EXPR, K.CXX_STATIC_CAST_EXPR, K.CXX_REINTERPRET_CAST_EXPR,
                  K.CXX_CONST_CAST_EXPR, K.CXX_FUNCTIONAL_CAST_EXPR):
             inner = [ch for ch in kids if ch.kind.is_expression()]
+            wrapper = clhpp_name(c.type.get_canonical().get_declaration()) \
+                if k == K.CXX_FUNCTIONAL_CAST_EXPR else None
+            if wrapper is not None and wrapper.count("__") == 2:
+                # `cl::NDRange(n)` in a template, `n` of a type that depends on it
+                return c_ast.FuncCall(c_ast.ID(wrapper + "__ctor"), c_ast.ExprList(
+                    [self._expr(x) for x in inner]), coord=co)
             to = c_ast.Typename(None, [], None, self._type(c.type, None))
+            if inner and inner[-1].kind == K.INIT_LIST_EXPR:
+                # `Benchmark{.id = Copy, ...}`: an aggregate made in place
+                return c_ast.CompoundLiteral(to, self._expr(inner[-1]), [], coord=co)
             return c_ast.Cast(to, self._expr(inner[-1]), coord=co)
         if k == K.UNARY_OPERATOR:
             op = _UNOPS.get(_lib.clang_getCursorUnaryOperatorKind(c))
@@ -1430,11 +1513,23 @@ class _Translator:
                 return c_ast.Assignment(op, left, right, coord=co)
             if op == ",":
                 return c_ast.ExprList([left, right], coord=co)
+            if op == "<<" and _dependent_stream_output(c):
+                # `ss << x` in a template, `x`'s type a template parameter: the stream's
+                if not isinstance(left, c_ast.FuncCall):
+                    left = c_ast.UnaryOp("&", left)
+                return c_ast.FuncCall(c_ast.ID("basic_ostream__operator<<"),
+                                      c_ast.ExprList([left, right]), coord=co)
             return c_ast.BinaryOp(op, left, right, coord=co)
         if k == K.CONDITIONAL_OPERATOR:
             return c_ast.TernaryOp(*(self._expr(x) for x in kids[-3:]), coord=co)
         if k == K.INIT_LIST_EXPR:
             return c_ast.InitList([self._init_item(x) for x in kids], coord=co)
+        if k == K.PACK_EXPANSION_EXPR and len(kids) == 1:
+            # `f(args...)`: the pattern once per element of the packs it names
+            return c_ast.FuncCall(c_ast.ID("__polyfuse_expand"), c_ast.ExprList(
+                [self._expr(kids[0])]), coord=co)
+        if k == K.SIZE_OF_PACK_EXPR:
+            return self._pack_size(c, co)
         if k == K.CXX_NEW_EXPR:
             return self._new(c, kids)
         if k == K.CXX_DELETE_EXPR:
@@ -1462,6 +1557,13 @@ class _Translator:
                         ref.spelling.startswith("cl") or clhpp_name(ref) is not None or
                         not _is_system(ref.location.file.name) or _is_lambda_call(ref)):
                     return self._lambda(c)  # (a call in a template resolves only there)
+            if _stores_through_parameter(c):
+                # `[](const char *s, size_t *out) { *out = strtoull(s, ...); }`: what it
+                # stores (an option's value) is followed where it runs, if it can be lowered
+                try:
+                    return self._lambda(c)
+                except _Unsupported:
+                    pass
             return c_ast.FuncCall(c_ast.ID("__polyfuse_opaque"), c_ast.ExprList([]), coord=co)
         if k.name == "STMT_EXPR":
             raise _Unsupported(f"{k.name.lower()}", c)
@@ -1476,6 +1578,21 @@ class _Translator:
         if k.is_expression() or k == K.UNEXPOSED_EXPR:
             return c_ast.FuncCall(c_ast.ID("__polyfuse_opaque"), c_ast.ExprList([]), coord=co)
         raise _Unsupported(f"{k.name.lower()}", c)
+
+    def _pack_size(self, c: Any, co: Optional[Coord]) -> c_ast.Node:
+        """``sizeof...(args)``, or ``sizeof...(Args)`` of the type pack of the function's
+        parameter pack: ``__polyfuse_pack_size(args)``; opaque for a pack no parameter
+        holds."""
+        toks = [t.spelling for t in c.get_tokens()]
+        name = toks[-2] if len(toks) >= 5 and toks[-1] == ")" else ""
+        params = [p for p in _params(self.lowering) if _is_pack(p)] \
+            if self.lowering is not None else []
+        held = next((p.spelling for p in params if p.spelling == name or
+                     p.type.spelling.rstrip(".") == name), None)
+        if held is None:
+            return c_ast.FuncCall(c_ast.ID("__polyfuse_opaque"), c_ast.ExprList([]), coord=co)
+        return c_ast.FuncCall(c_ast.ID("__polyfuse_pack_size"), c_ast.ExprList(
+            [c_ast.ID(held)]), coord=co)
 
     def _init_item(self, c: Any) -> c_ast.Node:
         """An initializer list element, with its designator (``.f =``, ``[i] =``) if any."""
@@ -1559,6 +1676,14 @@ class _Translator:
         words = [t.spelling for t in callee.get_tokens()]
         method = words[-1] if words else "?"
         held = obj.type.spelling if obj is not None else ""
+        wrapper = _wrapper_class(obj.type) if obj is not None else None
+        if wrapper is not None and method.isidentifier():
+            # `k.setArg(i, value)` on a wrapper object, `value`'s type a template parameter
+            target = self._expr(obj)
+            if obj.type.get_canonical().kind == cindex.TypeKind.POINTER:
+                target = c_ast.UnaryOp("*", target)
+            return c_ast.FuncCall(c_ast.ID(f"{wrapper}__{method}"), c_ast.ExprList(
+                [target] + [self._expr(x) for x in c.get_arguments()]), coord=co)
         if obj is None or not _user_type(obj.type, 2):
             args = [self._expr(x) for x in c.get_arguments()]
             return c_ast.FuncCall(c_ast.ID("__polyfuse_opaque"), c_ast.ExprList(args), coord=co)
@@ -1692,9 +1817,19 @@ class _Translator:
                 next((t.spelling for t in callee.get_tokens()), "") == "*" and \
                 len(_operands(callee)) == 1:
             ptr = _operands(callee)[0]
+            wrapper = clhpp_name(ptr.type.get_pointee().get_declaration()) \
+                if ptr.type.kind == cindex.TypeKind.POINTER else None
+            if wrapper is not None and wrapper.count("__") == 2:
+                # `(*k)(cl::EnqueueArgs(...), a, b)` on a functor whose type names T
+                return c_ast.FuncCall(c_ast.ID(wrapper + "__call"), c_ast.ExprList(
+                    [c_ast.UnaryOp("*", self._expr(ptr))] + args), coord=co)
             static = _type_class(ptr.type) \
                 if ptr.type.kind == cindex.TypeKind.POINTER else None
             target = self._expr(ptr) if static is not None else None
+        elif callee.kind == K.DECL_REF_EXPR and _wrapper_class(callee.type) is not None:
+            # `k(cl::EnqueueArgs(...), args...)` on a `cl::KernelFunctor<Ts...>&`
+            return c_ast.FuncCall(c_ast.ID(_wrapper_class(callee.type) + "__call"),
+                                  c_ast.ExprList([self._expr(callee)] + args), coord=co)
         elif callee.kind == K.DECL_REF_EXPR and _type_class(callee.type) is not None:
             static = _type_class(callee.type)
             target = c_ast.UnaryOp("&", self._expr(callee))
@@ -1710,6 +1845,117 @@ class _Translator:
             _by_reference(decl, args, 0)
         return _dispatch("operator()", _class_chain(static), target, args, co, why)
 
+    def _smart_call(self, ref: Any, c: Any, kids: list, arg_cursors: list) -> c_ast.Node:
+        """A member of a standard smart pointer on the pointer it holds: made from a pointer
+        (or moved from another), ``p->``, ``*p``, ``p.get()``, ``p.reset(q)``, ``p = q``,
+        ``bool(p)``; what else it offers (``use_count``, ``swap``) is an opaque value."""
+        K = cindex.CursorKind
+        co = self._coord(c)
+        if ref.kind == K.CONSTRUCTOR:
+            return self._expr(arg_cursors[0]) if arg_cursors else c_ast.Constant("int", "0")
+        operand = self._object_operand(ref, kids, arg_cursors)
+        if operand is None:
+            return c_ast.FuncCall(c_ast.ID("__polyfuse_opaque"), c_ast.ExprList(
+                [self._expr(a) for a in arg_cursors]), coord=co)
+        ptr, rest = operand
+        name = ref.spelling
+        if name in ("operator->", "get", "release"):
+            return ptr
+        if name == "operator*":
+            return c_ast.UnaryOp("*", ptr, coord=co)
+        if name == "operator[]" and len(rest) == 1:
+            return c_ast.ArrayRef(ptr, self._expr(rest[0]), coord=co)
+        if name in ("reset", "operator="):
+            value = self._expr(rest[0]) if rest else c_ast.Constant("int", "0")
+            return c_ast.Assignment("=", ptr, value, coord=co)
+        if ref.kind == K.CONVERSION_FUNCTION:  # `if (p)`
+            return c_ast.BinaryOp("!=", ptr, c_ast.Constant("int", "0"), coord=co)
+        return c_ast.FuncCall(c_ast.ID("__polyfuse_opaque"), c_ast.ExprList(
+            [self._expr(a) for a in rest]), coord=co)
+
+    def _object_operand(self, ref: Any, kids: list, arg_cursors: list
+                        ) -> Optional[tuple[c_ast.Node, list]]:
+        """The object a library method is called on (an operator's first operand, or the
+        callee's; through a pointer, the object it points to) and the other arguments."""
+        K = cindex.CursorKind
+        nparams = len(_params(ref)) if ref.kind == K.FUNCTION_TEMPLATE else \
+            len(list(ref.get_arguments()))
+        callee = self._strip(kids[0]) if kids else None
+        if len(arg_cursors) == nparams + 1:  # an operator: the object is its first operand
+            base, rest = arg_cursors[0], arg_cursors[1:]
+        elif callee is not None and callee.kind == K.MEMBER_REF_EXPR and _operands(callee):
+            base, rest = _operands(callee)[0], arg_cursors
+        else:
+            return None
+        obj = self._expr(base)
+        if base.type.get_canonical().kind == cindex.TypeKind.POINTER:
+            obj = c_ast.UnaryOp("*", obj, coord=obj.coord)  # `holder->get()`
+        return obj, rest
+
+    def _array_call(self, ref: Any, c: Any, kids: list, arg_cursors: list) -> c_ast.Node:
+        """A member of ``std::array<T, N>`` on the C array ``T[N]`` it is: ``a[i]``,
+        ``a.at(i)``, ``a.size()``, ``a.data()``, ``a.front()``, ``a.back()``; others are
+        opaque values."""
+        co = self._coord(c)
+        fixed = _std_array(ref.semantic_parent.type)
+        operand = self._object_operand(ref, kids, arg_cursors)
+        name = ref.spelling
+        if operand is None or fixed is None:
+            return c_ast.FuncCall(c_ast.ID("__polyfuse_opaque"), c_ast.ExprList(
+                [self._expr(a) for a in arg_cursors]), coord=co)
+        arr, rest = operand
+        n = fixed[1]
+        if name in ("operator[]", "at") and len(rest) == 1:
+            return c_ast.ArrayRef(arr, self._expr(rest[0]), coord=co)
+        if name in ("front", "back"):
+            return c_ast.ArrayRef(arr, c_ast.Constant("int", str(0 if name == "front" else
+                                                                 n - 1)), coord=co)
+        if name in ("size", "max_size"):
+            return c_ast.Constant("long", f"{n}L", coord=co)
+        if name in ("data", "begin", "cbegin"):
+            return arr
+        if name in ("end", "cend"):
+            return c_ast.BinaryOp("+", arr, c_ast.Constant("long", f"{n}L"), coord=co)
+        return c_ast.FuncCall(c_ast.ID("__polyfuse_opaque"), c_ast.ExprList(
+            [arr] + [self._expr(a) for a in rest]), coord=co)
+
+    def _make_object(self, made: Any, kids: list, arg_cursors: list, at: Any
+                     ) -> Optional[c_ast.Node]:
+        """``std::make_unique<C>(args)`` (``made``: the smart pointer type it returns) as
+        ``new C(args)``: the constructor of the user's class ``C`` taking those arguments (in
+        a template, ``C<T>``'s, named by the call's template arguments ``kids``); None for
+        a class that is not the user's."""
+        K = cindex.CursorKind
+        held = _smart_pointee(made)
+        record = held.get_canonical().get_declaration() if held is not None else None
+        if record is None or record.kind == K.NO_DECL_FOUND:
+            # in a template: `std::make_unique<C<T>>(args...)` names the class template
+            record = next((x.referenced for x in kids if x.kind == K.TEMPLATE_REF and
+                           x.referenced is not None and
+                           x.referenced.kind == K.CLASS_TEMPLATE), None)
+        if record is None or not self._user_record(record):
+            return None
+        template = record if record.kind == K.CLASS_TEMPLATE else \
+            cindex.conf.lib.clang_getSpecializedCursorTemplate(record) or record
+        this = c_ast.ID("__polyfuse_this")
+        if any(a.kind == K.PACK_EXPANSION_EXPR for a in arg_cursors):
+            # how many arguments the pack holds is known where the call runs: the
+            # constructor of that arity
+            ctor = next((ch for ch in template.get_definition().get_children()
+                         if ch.kind == K.CONSTRUCTOR), None)
+            call = c_ast.FuncCall(c_ast.ID(self._func_name(ctor)), c_ast.ExprList(
+                [this] + [self._expr(a) for a in arg_cursors]), coord=self._coord(at)) \
+                if ctor is not None else None
+        else:
+            call = self._dependent_ctor_call(template, this, arg_cursors, at)
+        ptr = c_ast.Typename(None, [], None, c_ast.PtrDecl([], c_ast.TypeDecl(
+            None, [], None, c_ast.Struct(self._record(template), None))))
+        targs = self._class_args(record, kids)
+        chain = c_ast.Constant("string", '"' + " ".join(_class_chain(record)) + '"')
+        return c_ast.FuncCall(c_ast.ID("__polyfuse_new"), c_ast.ExprList(
+            [c_ast.Cast(ptr, c_ast.Constant("int", "0")), c_ast.Constant("int", "1")] +
+            ([call] if call is not None else []) + targs + [chain]), coord=self._coord(at))
+
     def _call(self, c: Any, kids: list) -> c_ast.Node:
         K = cindex.CursorKind
         co = self._coord(c)
@@ -1717,6 +1963,17 @@ class _Translator:
         arg_cursors = list(c.get_arguments())
         if ref is not None and clhpp_name(ref) is not None:
             return self._wrapper_member_call(ref, c, kids, arg_cursors)
+        if ref is not None and _std_function(ref, _IDENTITY) and len(arg_cursors) == 1:
+            return self._expr(arg_cursors[0])  # std::move(p): p
+        if ref is not None and _std_function(ref, _SMART_MAKERS):
+            made = self._make_object(c.type, kids, arg_cursors, c)
+            if made is not None:
+                return made
+        if ref is not None and _smart_member(ref):
+            return self._smart_call(ref, c, kids, arg_cursors)
+        if ref is not None and ref.kind == K.CXX_METHOD and ref.semantic_parent is not None \
+                and _std_array(ref.semantic_parent.type) is not None:
+            return self._array_call(ref, c, kids, arg_cursors)
         if ref is not None and ref.kind == K.CXX_METHOD and ref.is_virtual_method():
             call = self._virtual_call(ref, c, kids, arg_cursors)
             if call is not None:
@@ -1747,7 +2004,11 @@ class _Translator:
                 operator_obj = c_ast.UnaryOp("&", operator_obj)
         if ref is not None and ref.kind in (K.FUNCTION_DECL, K.CXX_METHOD, K.CONSTRUCTOR):
             library = ref.location.file is None or _is_system(ref.location.file.name)
+            nparams = len(list(ref.get_arguments()))
+            pack = None if library else _pack_split(ref, nparams)
             for i, p in enumerate(list(ref.get_arguments())[:len(args)]):
+                if pack is not None and pack[0] <= i < pack[0] + pack[1]:
+                    continue  # a pack's arguments are its values
                 if p.type.kind in (cindex.TypeKind.LVALUEREFERENCE,
                                    cindex.TypeKind.RVALUEREFERENCE) and \
                         not p.type.get_pointee().is_const_qualified() and \
@@ -1755,10 +2016,14 @@ class _Translator:
                         not _is_lambda_value(args[i]):
                     args[i] = c_ast.UnaryOp("&", args[i])
             hidden = _template_args(ref, co)
-            if hidden:
+            if hidden or pack is not None:
                 args += [c_ast.FuncCall(c_ast.ID("__polyfuse_opaque"), c_ast.ExprList([]))
-                         for _ in range(len(list(ref.get_arguments())) - len(args))]
-                args += hidden
+                         for _ in range(nparams - len(args))]
+            if pack is not None:  # `mk<float>(0, n, x)` of `mk(int z, Args... args)`
+                at, count = pack
+                args[at:at + count] = [c_ast.FuncCall(c_ast.ID("__polyfuse_pack"),
+                                                      c_ast.ExprList(args[at:at + count]))]
+            args += hidden
         if ref is not None and ref.kind in (K.CXX_METHOD, K.CONSTRUCTOR, K.DESTRUCTOR,
                                             K.CONVERSION_FUNCTION):
             obj = operator_obj
@@ -1827,11 +2092,20 @@ class _Translator:
                 # template arguments (`g<T, true>`) are the values of the callee's hidden ones
                 decls = [_lib.clang_getOverloadedDecl(over, i)
                          for i in range(_lib.clang_getNumOverloadedDecls(over))]
+                if decls and all(_std_function(d, _IDENTITY) for d in decls) and \
+                        len(arg_cursors) == 1:
+                    return args[0]  # std::forward<T>(x): x
+                if decls and all(_std_function(d, _SMART_MAKERS) for d in decls):
+                    made = self._make_object(c.type, list(callee.get_children()),
+                                             arg_cursors, c)
+                    if made is not None:
+                        return made
                 wrapped = {clhpp_name(d) for d in decls}
                 if len(wrapped) == 1 and None not in wrapped:
                     # `cl::copy(queue, buf, begin(v), end(v))` in a template: the wrapper's
                     return c_ast.FuncCall(c_ast.ID(wrapped.pop()), c_ast.ExprList(args),
                                           coord=co)
+                _overload_by_reference(decls, args, arg_cursors)
                 targs = self._explicit_template_args(callee, over)
                 if targs:
                     args.append(c_ast.FuncCall(c_ast.ID("__polyfuse_template_args"),
@@ -1848,6 +2122,12 @@ class _Translator:
             # operands, like the constructions libclang does not expose; a wrapper class's
             # (`cl::Buffer(ctx, begin(v), end(v), false)`) is its constructor
             ops = [self._expr(x) for x in kids if x.kind.is_expression()]
+            if len(ops) == 1 and kids[0].kind == K.TYPE_REF and \
+                    kids[0].referenced is not None and \
+                    kids[0].referenced.kind == K.TEMPLATE_TYPE_PARAMETER:
+                # `T(0.4)`: the value, converted to the type the instantiation gives T
+                return c_ast.Cast(c_ast.Typename(None, [], None, self._type(c.type, None)),
+                                  ops[0], coord=co)
             wrapper = clhpp_name(c.type.get_canonical().get_declaration())
             if wrapper is not None and wrapper.count("__") == 2:
                 # `cl::Buffer(ctx, begin(v), end(v), ro)` whose constructor (a template over
@@ -1945,6 +2225,7 @@ def _type_class(t: Any) -> Optional[Any]:
     if t.kind in (cindex.TypeKind.POINTER, cindex.TypeKind.LVALUEREFERENCE,
                   cindex.TypeKind.RVALUEREFERENCE):
         t = t.get_pointee()
+    t = _smart_pointee(t) or t
     decl = t.get_declaration()
     if decl is None or decl.kind not in (K.CLASS_DECL, K.STRUCT_DECL, K.CLASS_TEMPLATE):
         return None
@@ -1952,6 +2233,165 @@ def _type_class(t: Any) -> Optional[Any]:
     if f is None or _is_system(f.name) or _is_wrapper_file(f.name):
         return None
     return decl
+
+
+def _smart_pointee(t: Any) -> Optional[Any]:
+    """The type a ``std::unique_ptr<X>``/``std::shared_ptr<X>`` type holds (``X``; in a
+    template too), else None."""
+    for u in (t, t.get_canonical()):
+        decl = u.get_declaration()
+        if decl is not None and decl.kind != cindex.CursorKind.NO_DECL_FOUND and \
+                decl.spelling in _SMART_POINTERS and u.get_num_template_arguments() > 0 and \
+                _qualified(decl)[0] == "std":
+            return u.get_template_argument_type(0)
+    return None
+
+
+def _is_pack(c: Any) -> bool:
+    """Whether a parameter declaration (of a function or a template) is a pack
+    (``Args... args``, ``typename... Args``)."""
+    if c.kind == cindex.CursorKind.PARM_DECL:
+        return c.type.spelling.endswith("...")
+    return "..." in [t.spelling for t in c.get_tokens()]
+
+
+def _stores_through_parameter(lam: Any) -> bool:
+    """Whether a lambda stores through one of its pointer parameters (``*out = v``)."""
+    K = cindex.CursorKind
+    params = {p.get_usr() for p in lam.get_children() if p.kind == K.PARM_DECL}
+    for d in lam.walk_preorder():
+        if d.kind not in (K.BINARY_OPERATOR, K.COMPOUND_ASSIGNMENT_OPERATOR):
+            continue
+        left = next(iter(d.get_children()), None)
+        if left is None or left.kind != K.UNARY_OPERATOR or \
+                _lib.clang_getCursorUnaryOperatorKind(left) != 6:
+            continue
+        if d.kind == K.BINARY_OPERATOR and _lib.clang_getCursorBinaryOperatorKind(d) != 22:
+            continue
+        ptr = _Translator._strip(next(iter(left.get_children()), left))
+        if ptr.kind == K.DECL_REF_EXPR and ptr.referenced is not None and \
+                ptr.referenced.get_usr() in params:
+            return True
+    return False
+
+
+def _wrapper_class(t: Any) -> Optional[str]:
+    """``__clhpp__Class`` for a type (a reference or pointer to one) that is a class of the
+    C++ wrapper, else None."""
+    if t.kind in (cindex.TypeKind.POINTER, cindex.TypeKind.LVALUEREFERENCE,
+                  cindex.TypeKind.RVALUEREFERENCE):
+        t = t.get_pointee()
+    decl = t.get_declaration()
+    if decl is None or decl.kind == cindex.CursorKind.NO_DECL_FOUND:
+        decl = t.get_canonical().get_declaration()
+    if decl is None or decl.kind not in (cindex.CursorKind.CLASS_DECL,
+                                         cindex.CursorKind.STRUCT_DECL,
+                                         cindex.CursorKind.CLASS_TEMPLATE):
+        return None
+    name = clhpp_name(decl)
+    return name if name is not None and name.count("__") == 2 else None
+
+
+def _overload_by_reference(decls: list, args: list, arg_cursors: list) -> None:
+    """Pass by address the arguments of a call by name in a template (``run_all<T>(stream,
+    sum)``) whose parameters are non-const references in every function of the overload
+    set that may take them (up to a pack expansion, whose elements are values)."""
+    n = next((i for i, a in enumerate(arg_cursors)
+              if a.kind == cindex.CursorKind.PACK_EXPANSION_EXPR), None)
+    wrapped = set()
+    for d in decls:
+        if d.kind not in (cindex.CursorKind.FUNCTION_TEMPLATE,
+                          cindex.CursorKind.FUNCTION_DECL) or d.location.file is None or \
+                _is_system(d.location.file.name):
+            continue
+        params = _params(d)
+        fixed = next((i for i, p in enumerate(params) if _is_pack(p)), None)
+        if fixed is None and not (_takes(d, len(args)) if n is None else len(params) >= n) \
+                or fixed is not None and n is None and len(args) < fixed:
+            continue
+        out = list(args)
+        _by_reference(d, out, 0)
+        upto = min(x for x in (n, fixed, len(args)) if x is not None)
+        wrapped.add(tuple(o is not a and i < upto for i, (o, a) in enumerate(zip(out, args))))
+    if len(wrapped) == 1:
+        # an lvalue's address (a lambda or a temporary bound to `F&&` is its value)
+        for i, w in enumerate(wrapped.pop()):
+            if w and isinstance(args[i], (c_ast.ID, c_ast.StructRef, c_ast.ArrayRef)) or \
+                    w and isinstance(args[i], c_ast.UnaryOp) and args[i].op == "*":
+                args[i] = c_ast.UnaryOp("&", args[i])
+
+
+def _dependent_stream_output(c: Any) -> bool:
+    """Whether ``a << b`` (unresolved in a template) writes to a standard output stream: its
+    left operand is one, or is such an unresolved ``<<`` itself."""
+    if c.type.get_canonical().kind != cindex.TypeKind.DEPENDENT:
+        return False
+    left = _Translator._strip(next(x for x in c.get_children() if x.kind.is_expression()))
+    t = left.type.get_canonical()
+    if t.kind in (cindex.TypeKind.LVALUEREFERENCE, cindex.TypeKind.RVALUEREFERENCE):
+        t = t.get_pointee().get_canonical()
+    decl = t.get_declaration()
+    if decl is not None and decl.kind != cindex.CursorKind.NO_DECL_FOUND and \
+            re.fullmatch(r"basic_(o|io|)(string|f)?stream|basic_ostream", decl.spelling) and \
+            _qualified(decl)[0] == "std":
+        return True
+    return left.kind == cindex.CursorKind.BINARY_OPERATOR and \
+        _lib.clang_getCursorBinaryOperatorKind(left) == 8 and _dependent_stream_output(left)
+
+
+def _is_comma_fold(c: Any) -> bool:
+    """Whether an expression is a fold over the comma operator (``(f(args), ...)``, which
+    libclang does not expose)."""
+    if c.type.get_canonical().kind != cindex.TypeKind.DEPENDENT or \
+            len([x for x in c.get_children() if x.kind.is_expression()]) != 1:
+        return False
+    toks = [t.spelling for t in c.get_tokens()]
+    return len(toks) > 4 and toks[0] == "(" and toks[-1] == ")" and \
+        (toks[-3:-1] == [",", "..."] or toks[1:3] == ["...", ","])
+
+
+def _pack_split(ref: Any, nargs: int) -> Optional[tuple[int, int]]:
+    """For a call of a variadic function template's specialization with ``nargs``
+    arguments: (where its pack parameter is, how many arguments it takes), else None."""
+    template = cindex.conf.lib.clang_getSpecializedCursorTemplate(ref)
+    if template is None or template.kind != cindex.CursorKind.FUNCTION_TEMPLATE:
+        return None
+    params = _params(template)
+    at = next((i for i, p in enumerate(params) if _is_pack(p)), None)
+    if at is None:
+        return None
+    return at, max(0, nargs - (len(params) - 1))
+
+
+def _std_array(t: Any) -> Optional[tuple[Any, int]]:
+    """(element type, length) of a ``std::array<T, N>`` type, else None."""
+    t = t.get_canonical()
+    decl = t.get_declaration()
+    if t.kind != cindex.TypeKind.RECORD or decl is None or decl.spelling != "array" or \
+            t.get_num_template_arguments() < 1 or _qualified(decl)[0] != "std":
+        return None
+    elem = t.get_template_argument_type(0)
+    size, whole = elem.get_canonical().get_size(), t.get_size()
+    if size <= 0 or whole < 0:
+        return None
+    return elem, whole // size
+
+
+def _std_function(ref: Any, names: tuple[str, ...]) -> bool:
+    """Whether ``ref`` is the standard library's function of one of ``names``."""
+    return ref.spelling in names and ref.kind in (cindex.CursorKind.FUNCTION_DECL,
+                                                  cindex.CursorKind.FUNCTION_TEMPLATE) and \
+        _qualified(ref)[0] == "std"
+
+
+def _smart_member(ref: Any) -> bool:
+    """Whether ``ref`` is a member (constructor, operator, method) of a standard smart
+    pointer."""
+    parent = ref.semantic_parent
+    return ref.kind in (cindex.CursorKind.CXX_METHOD, cindex.CursorKind.CONSTRUCTOR,
+                        cindex.CursorKind.CONVERSION_FUNCTION,
+                        cindex.CursorKind.FUNCTION_TEMPLATE) and parent is not None and \
+        _class_name(parent) in _SMART_CLASSES and _qualified(parent)[0] == "std"
 
 
 def _dispatch(method: str, chain: list[str], obj: c_ast.Node, args: list[c_ast.Node],
@@ -2060,7 +2500,8 @@ def _template_params(c: Any) -> list[str]:
         return []
     return [f"__sizeof_{ch.spelling}" if ch.kind == K.TEMPLATE_TYPE_PARAMETER else ch.spelling
             for ch in c.get_children()
-            if ch.kind in (K.TEMPLATE_TYPE_PARAMETER, K.TEMPLATE_NON_TYPE_PARAMETER)]
+            if ch.kind in (K.TEMPLATE_TYPE_PARAMETER, K.TEMPLATE_NON_TYPE_PARAMETER) and
+            not _is_pack(ch)]
 
 
 def _template_args(ref: Any, co: Optional[Coord]) -> list:
@@ -2071,7 +2512,10 @@ def _template_args(ref: Any, co: Optional[Coord]) -> list:
         return []
     out: list[c_ast.Node] = []
     for i in range(n):
-        kind = ref.get_template_argument_kind(i)
+        try:
+            kind = ref.get_template_argument_kind(i)
+        except ValueError:  # a pack (the bindings know no such kind): no hidden parameter
+            continue
         value = None
         if kind == cindex.TemplateArgumentKind.TYPE:
             size = ref.get_template_argument_type(i).get_size()

@@ -7,7 +7,8 @@ between different statements — the global edges that cut local fusion, any thr
 could not be fused, host edges — projected onto host-loop dims, plus the loop-carried part of the
 dependences inside a group (so the host loop stays ordered); proximity is the same relation.
 ``isl.ScheduleConstraints.on_domain(...).set_validity(...).set_proximity(...).compute_schedule()``
-gives the schedule tree.
+gives the schedule tree; a long run of zero-dimensional statements (an unrolled host) gets its
+topological sequence directly (:func:`_sequence_schedule`).
 
 **Launch steps.**  A group's step is read from the tree below the host-loop bands: a ``sequence``
 node places its children one after another, a ``set`` node (independent children) places them at
@@ -119,12 +120,13 @@ def _host_projection(uar: UAR, op_id: int, name: str) -> isl.Map:
 def _units_constraints(uar: UAR, units: Sequence[Unit]) -> tuple[isl.UnionSet, isl.UnionMap]:
     unit_of = {m: u for u in units for m in u.members}
     proj = {m: _host_projection(uar, m, u.name) for u in units for m in u.members}
-    domain = isl.UnionSet("{ }")
+    domains = []
     for u in units:
         m = u.members[0]
         dom = _ctx(uar, uar.instances(m).domain).apply(proj[m])
-        domain = domain.union(isl.UnionSet.from_set(dom))
-    validity = isl.UnionMap("{ }")
+        domains.append(isl.UnionSet.from_set(dom))
+    domain = _union_all(domains, isl.UnionSet("{ }"))
+    relations = []
     for e in uar.edges:
         if e.src not in unit_of or e.dst not in unit_of:
             continue
@@ -136,8 +138,24 @@ def _units_constraints(uar: UAR, units: Sequence[Unit]) -> tuple[isl.UnionSet, i
         if unit_of[e.src] is unit_of[e.dst]:
             rel = rel.subtract(rel.domain().identity())  # loop-carried part only
         if not rel.is_empty():
-            validity = validity.union(isl.UnionMap.from_map(coalesce(rel)))
-    return domain, validity
+            relations.append(isl.UnionMap.from_map(coalesce(rel)))
+    return domain, _union_all(relations, isl.UnionMap("{ }"))
+
+
+def _union_all(parts: list, empty: Any) -> Any:
+    """The union of isl union sets (maps).  Joined one at a time, each union copies all the
+    statements before it (quadratic in a long unrolled program): from
+    :data:`DIRECT_SEQUENCE_MIN` parts on they are joined pairwise in a balanced tree (below,
+    one at a time, which fixes the order isl prints them in, as the checked-in plans have it)."""
+    if len(parts) < DIRECT_SEQUENCE_MIN:
+        out = empty
+        for p in parts:
+            out = out.union(p)
+        return out
+    while len(parts) > 1:
+        parts = [parts[k].union(parts[k + 1]) if k + 1 < len(parts) else parts[k]
+                 for k in range(0, len(parts), 2)]
+    return parts[0] if parts else empty
 
 
 def _forward(rel: isl.Map, *, strict: bool) -> isl.Map:
@@ -258,10 +276,48 @@ def _step_constraints(uar: UAR, units: Sequence[Unit]) -> list[tuple[str, str]]:
     return sorted(out)
 
 
-def _compute_schedule(domain: isl.UnionSet, validity: isl.UnionMap) -> isl.Schedule:
-    """isl's schedule of the units; where its default (Pluto-like) algorithm cannot carry
-    the dependences, Feautrier's algorithm (which carries them one by one); else a refusal
-    naming the cause rather than an isl error."""
+#: from this many statements, all zero-dimensional (no host loop left: a long unrolled run
+#: of launches), the schedule is their topological sequence, built directly: it is what isl's
+#: scheduler gives such statements, at a cost that grows much faster than their number
+DIRECT_SEQUENCE_MIN = 96
+
+
+def _sequence_schedule(domain: isl.UnionSet, validity: isl.UnionMap,
+                       order: Sequence[str]) -> Optional[isl.Schedule]:
+    """The schedule of zero-dimensional statements as a sequence in a topological order of
+    the validity constraints (ties in program ``order``); None where a statement has host
+    dimensions, there are fewer than :data:`DIRECT_SEQUENCE_MIN`, or the constraints are
+    cyclic (isl then decides)."""
+    sets = domain.get_set_list()
+    n = sets.n_set()
+    if n < DIRECT_SEQUENCE_MIN or any(sets.get_at(k).dim(isl.dim_type.set) > 0
+                                      for k in range(n)):
+        return None
+    rank = {name: k for k, name in enumerate(order)}
+    g = nx.DiGraph()
+    g.add_nodes_from(sets.get_at(k).get_tuple_name() for k in range(n))
+    validity.foreach_map(lambda m: g.add_edge(m.get_tuple_name(isl.dim_type.in_),
+                                              m.get_tuple_name(isl.dim_type.out)))
+    g.remove_edges_from(nx.selfloop_edges(g))
+    if not nx.is_directed_acyclic_graph(g):
+        return None
+    ctx = domain.get_ctx()
+    filters = isl.UnionSetList.alloc(ctx, n)
+    for name in nx.lexicographical_topological_sort(g, key=lambda v: rank.get(v, len(rank))):
+        filters = filters.add(isl.UnionSet(f"{{ {name}[] }}", context=ctx))
+    root = isl.Schedule.from_domain(domain).get_root()
+    return root.child(0).insert_sequence(filters).get_schedule()
+
+
+def _compute_schedule(domain: isl.UnionSet, validity: isl.UnionMap,
+                      order: Sequence[str] = ()) -> isl.Schedule:
+    """isl's schedule of the units (a long run of zero-dimensional ones: their topological
+    sequence, :func:`_sequence_schedule`); where its default (Pluto-like) algorithm cannot
+    carry the dependences, Feautrier's algorithm (which carries them one by one); else a
+    refusal naming the cause rather than an isl error."""
+    direct = _sequence_schedule(domain, validity, order)
+    if direct is not None:
+        return direct
     sc = isl.ScheduleConstraints.on_domain(domain).set_validity(validity).set_proximity(validity)
     try:
         return sc.compute_schedule()
@@ -283,7 +339,7 @@ def _compute_schedule(domain: isl.UnionSet, validity: isl.UnionMap) -> isl.Sched
 def global_schedule(uar: UAR, units: Sequence[Unit]) -> tuple[isl.Schedule, dict[str, int]]:
     """The isl schedule of all statements and each statement's (separated) launch step."""
     domain, validity = _units_constraints(uar, units)
-    schedule = _compute_schedule(domain, validity)
+    schedule = _compute_schedule(domain, validity, [u.name for u in units])
     constraints = _step_constraints(uar, units)
     steps = schedule_steps(schedule, {u.name for u in units})
     steps = separate_steps(steps, constraints)

@@ -106,6 +106,18 @@ def handles(name: str) -> bool:
         name in ("operator==", "operator!=")
 
 
+def functor_call(ev: CEvaluator, node: c_ast.FuncCall, obj: Any, args: list) -> Any:
+    """A kernel functor called through a variable whose type the call does not name (a
+    template's ``F& kernel``: ``kernel(cl::EnqueueArgs(...), a, b)``): its launch; None when
+    ``obj`` is no kernel object or the call gives no ``cl::EnqueueArgs``."""
+    for _ in range(3):  # through the references that passed it
+        if isinstance(obj, values.Ref):
+            obj = ev.mem.read(obj)
+    if not isinstance(obj, values.KObj) or not args or not isinstance(args[0], EnqueueArgs):
+        return None
+    return call(ev, PREFIX + "KernelFunctor__call", node, [obj, *args])
+
+
 def call(ev: CEvaluator, name: str, node: c_ast.FuncCall, args: list) -> Any:
     """The value of a wrapper call, with its effects recorded through the host interpreter."""
     interp = _Host(ev)
@@ -211,6 +223,14 @@ class _Host:
     def c_api(self, name: str, node: c_ast.Node, args: list) -> Any:
         return opencl_api.HANDLERS[name](self.x, node, args)
 
+    def info_query(self, name: str, node: c_ast.Node, args: list) -> Any:
+        """An info query of the C API (``clGetKernelWorkGroupInfo``) at the wrapper call
+        ``node``, which the handler sees under the API's name (it tells the queries apart
+        by it)."""
+        call = c_ast.FuncCall(c_ast.ID(name), getattr(node, "args", None),
+                              coord=getattr(node, "coord", None))
+        return opencl_api.HANDLERS[name](self.x, call, args)
+
     def create_buffer_call(self, node: c_ast.Node, args: list) -> Any:
         return self.c_api("clCreateBuffer", node, args + [self.UNK, self.UNK])
 
@@ -276,8 +296,9 @@ class _Model:
                 n = i.as_int(args[0], "vector length", self.node, required=False)
                 # numbers (the elements' value, given third) are kept while they are few
                 x = args[2] if len(args) == 3 else None
-                items = () if n == 0 else (x,) * n if x is not None and _element(i, x) and \
-                    n is not None and n <= _MAX_RESIZED else None
+                few = n is not None and n.is_Integer and n <= _MAX_RESIZED  # (n: symbolic)
+                items = () if n == 0 else (x,) * int(n) if x is not None and \
+                    _element(i, x) and few else None
                 return Vec(n, int(args[1].e), items)
             return Vec(None, 0)
         vec = self.vec_of(args[0]) if args else None
@@ -347,7 +368,7 @@ class _Model:
         is a box of its own per element.  None past :data:`_MAX_RESIZED` elements."""
         i = self.i
         items = vec.items if vec is not None else None
-        if items is None or n is None or n > _MAX_RESIZED:
+        if items is None or n is None or not sympy.sympify(n).is_Integer or n > _MAX_RESIZED:
             return None
         if n <= len(items):
             return items[:n]
@@ -664,7 +685,8 @@ class _Model:
         if code is None or code == 0x1005 or i.device_answers() is None:
             return _NOT_HANDLED  # (work-item sizes: a vector)
         out = i.temp_ref(i.UNK)
-        i.c_api(api, self.node, args[:-1] + [i.Num(sympy.Integer(code)), i.UNK, out, i.ZERO])
+        i.info_query(api, self.node,
+                     args[:-1] + [i.Num(sympy.Integer(code)), i.UNK, out, i.ZERO])
         text = i.string_at(out)
         value = i.Str(text) if text is not None else i.read(out)
         # not answered: a run-time value named after the variable it is stored in, as before
@@ -720,8 +742,8 @@ class _Model:
             return self._info("clGetKernelWorkGroupInfo", args)
         if len(args) != 4:
             return _NOT_HANDLED
-        return self.i.c_api("clGetKernelWorkGroupInfo", self.node,
-                            [args[0], args[1], args[2], self.i.UNK, args[3], self.i.ZERO])
+        return self.i.info_query("clGetKernelWorkGroupInfo", self.node,
+                                 [args[0], args[1], args[2], self.i.UNK, args[3], self.i.ZERO])
 
     def m_CommandQueue_enqueueUnmapMemObject(self, args: list) -> Any:
         return self.i.ZERO

@@ -19,7 +19,7 @@ import sympy
 from pycparser import c_ast
 
 from polyfuse.core.program import BufferRange, HostOp, Operation, UnsupportedError
-from polyfuse.frontend.host import clhpp, expressions, loops, recursion, statements
+from polyfuse.frontend.host import clhpp, expressions, loops, packs, recursion, statements
 from polyfuse.frontend.host.context import Context
 from polyfuse.frontend.host.libc import LIBC, STD_STRING, LibcState, std_string
 from polyfuse.frontend.host.memory import Frame, Memory, Slot, State
@@ -136,7 +136,9 @@ class CEvaluator:
             if rel is not None:
                 self.mem.state.facts.append(rel)
             return UNK
-        args = [self.eval(a) for a in argn]
+        if name in packs.CALLS:
+            return packs.call(self, name, argn, node)
+        args = packs.eval_args(self, argn)
         self.ctx.node = node
         if name is None:
             return self.unknown_call("(function pointer)", args, node)
@@ -150,13 +152,16 @@ class CEvaluator:
                 # `g<T, true>(x)`: the template's hidden parameters follow its own
                 targs = [self.eval(a) for a in argn[-1].args.exprs]
                 args, argn = args[:-1], argn[:-1]
+            variadic = packs.overload(self, name, args, targs)
+            if variadic is not None:
+                return self.call_function(variadic[0], variadic[1], node)
             spec = f"{name}__spec_" + "_".join(
                 str(v.e) if isinstance(v, Num) and v.e.is_Integer else "?" for v in targs)
             if targs and spec in self.funcs:  # the explicit specialization for these types
                 return self.call_function(self.funcs[spec], args, node)
             fd = next((self.funcs[n] for n in (name, f"{name}__{len(args)}")
                        if n in self.funcs and _arity(self.funcs[n]) == len(args)), None)
-            if fd is None and targs:
+            if fd is None:  # a template whose type arguments the call deduces
                 fd = _template_taking(self.funcs.get(name), len(args), len(targs))
                 if fd is not None:
                     hidden = _arity(fd) - len(args)
@@ -174,7 +179,9 @@ class CEvaluator:
         if self.mem.lookup(name) is not None:  # a variable shadows a function of that name
             closure = self.closure_in(name)
             if closure is None:
-                return self.unknown_call(name, args, node)
+                # `kernel(cl::EnqueueArgs(...), a, b)` in a template, `kernel` a functor
+                called = clhpp.functor_call(self, node, self.eval(node.name), args)
+                return self.unknown_call(name, args, node) if called is None else called
             return self.call_function(self.funcs[closure.func], args, node,
                                       dict(closure.scope))
         if name in self.funcs and name != "main":
@@ -384,7 +391,7 @@ class CEvaluator:
         why = argn[2].value[1:-1]
         pure = argn[3].value == "1"
         obj = self.eval(argn[4])
-        args = [obj] + [self.eval(a) for a in argn[5:]]
+        args = [obj] + packs.eval_args(self, argn[5:])
         self.ctx.node = node
         # the object itself or an element of the array `new` made (a member is another object)
         dynamic = self.classes.get(obj.slot) if isinstance(obj, Ref) and all(
@@ -513,9 +520,7 @@ def _template_taking(fd: Optional[c_ast.FuncDef], nargs: int, ntargs: int
     params = fd.decl.type.args.params if fd.decl.type.args is not None else []
     named = [p for p in params if isinstance(p, c_ast.Decl) and p.name]
     hidden = named[nargs:]
-    if len(hidden) < ntargs or any(not isinstance(p.type, c_ast.TypeDecl) or
-                                   getattr(p.type.type, "names", None) != ["long"]
-                                   for p in hidden):
+    if len(hidden) < ntargs or packs.real_arity(fd) != nargs:
         return None
     return fd
 

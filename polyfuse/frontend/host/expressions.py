@@ -279,6 +279,10 @@ def array_ref(ev: CEvaluator, node: c_ast.ArrayRef) -> Any:
                     raise NeedUnroll("a handle is read at an index that depends on a host "
                                      "loop iterator")
                 return Poison("read at an unknown index")
+            if ref.loop and any(isinstance(v, Rec) for v in vals):
+                # a record of a table (`bench[i]` passed whole): known once unrolled
+                raise NeedUnroll("a record is read at an index that depends on a host loop "
+                                 "iterator")
             if ref.loop and all(isinstance(v, Num) for v in vals):
                 # sizes per level (m1[k]): known once the loop is unrolled
                 return Unknown(False, dataclasses.replace(ev.source(

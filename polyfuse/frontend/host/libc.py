@@ -142,7 +142,8 @@ STD_STRING = {
     "basic_ostringstream__str", "basic_ostream__operator<<", "operator<<",
     "basic_string__operator[]", "basic_string__substr", "basic_istringstream__ctor",
     "basic_istream__operator>>", "operator>>", "basic_string__find", "basic_string__rfind",
-    "basic_ios__eof", "basic_string__resize",
+    "basic_ios__eof", "basic_string__resize", "basic_ifstream__ctor",
+    "basic_ifstream__is_open", "operator bool",
 }
 
 
@@ -238,6 +239,8 @@ def std_string(ev: CEvaluator, name: str, args: list) -> Any:
         return Str(text) if text is not None else UNK
     if name in ("basic_istream__operator>>", "operator>>"):
         return extract(ev, first, arg_at(args, 1))
+    if name in ("basic_ifstream__ctor", "basic_ifstream__is_open", "operator bool"):
+        return input_file_stream(ev, name, args)
     if name == "basic_ios__eof":
         return stream_eof(ev, first)
     target = ev.mem.read(first) if isinstance(first, Ref) else first
@@ -318,6 +321,33 @@ def stream_out(ev: CEvaluator, stream: Any, v: Any, free: bool) -> Any:
     return stream
 
 
+#: the largest input file a ``std::ifstream`` reads word by word (a parameter file, a short
+#: list; bulk data read element by element would cost its length in interpreted steps)
+_MAX_STREAMED_FILE = 16384
+
+
+def input_file_stream(ev: CEvaluator, name: str, args: list) -> Any:
+    """``std::ifstream f(path)`` of a small input file that is there (the program's run
+    directory, its own command line) is a string stream holding the file's text (``f >> n``,
+    ``while (f >> x >> y)``); ``f.is_open()`` is then true and the stream's truth is that no
+    extraction failed.  A kernel file, a file that is not there, another object: as
+    before, an unknown call (a kernel file it opens is the program's source)."""
+    first = arg_at(args, 0)
+    if name == "basic_ifstream__ctor":
+        path = ev.mem.string(first)
+        if path is not None and not path.endswith((".cl", ".clh", ".ocl")) and \
+                data_file(ev, path, "r") and not looks_like_opencl(path):
+            text = datafiles.text_of(os.path.abspath(path))
+            if text is not None and len(text) <= _MAX_STREAMED_FILE:
+                return Str(text) if text else EndOfStream("")
+    else:
+        held = ev.mem.read(first) if isinstance(first, Ref) else None
+        if isinstance(held, Str):
+            failed = name == "operator bool" and isinstance(held, FailedStream)
+            return Num(sympy.Integer(0 if failed else 1))
+    return ev.unknown_call(name, args, ev.ctx.node)
+
+
 def extract(ev: CEvaluator, stream: Any, into: Any) -> Any:
     """``ss >> x`` from a string stream whose text is known (``std::stringstream ss(s)``):
     the next word, as a number or a string as ``x`` is; the stream keeps the rest."""
@@ -328,6 +358,7 @@ def extract(ev: CEvaluator, stream: Any, into: Any) -> Any:
         ev.mem.forget_through([into])
         return stream
     if isinstance(text, EndOfStream):  # fails: nothing is read
+        ev.mem.write(stream, FailedStream(""))
         return stream
     rest = text.s.lstrip()
     word = re.match(r"\S*", rest).group()
@@ -339,13 +370,18 @@ def extract(ev: CEvaluator, stream: Any, into: Any) -> Any:
         flt = slot is not None and not into.path and slot.ctype.kind == "float"
         value = _c_number(word, "atof" if flt else "atoi", UNK) if word else UNK
     ev.mem.write(into, value)
-    ev.mem.write(stream, Str(rest) if rest else EndOfStream(""))
+    ev.mem.write(stream, Str(rest) if rest else EndOfStream("") if word else FailedStream(""))
     return stream
 
 
 @dataclass(frozen=True)
 class EndOfStream(Str):
     """The text of a string stream an extraction read to its end (its ``eofbit`` is set)."""
+
+
+@dataclass(frozen=True)
+class FailedStream(EndOfStream):
+    """A string stream an extraction failed on, at its end (``failbit`` set: it is false)."""
 
 
 def stream_eof(ev: CEvaluator, stream: Any) -> Value:

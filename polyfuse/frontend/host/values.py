@@ -213,7 +213,7 @@ TRACKED = (BufRef, KObj, ProgObj, Str, Ref)
 
 @dataclass(frozen=True)
 class CType:
-    kind: str  # int | float | ptr | array | struct | void | func
+    kind: str  # int | float | ptr | array | struct | void | func | any (a template's T)
     size: int
     elem: Optional[CType] = None
     length: Optional[int] = None
@@ -245,8 +245,16 @@ PTR_VOID = CType("ptr", 8, elem=VOID)
 UNK_TYPE = CType("int", 8, name="?")
 
 
+#: a template's type parameter in its lowered body (``T x``): which type it is depends on the
+#: instantiation, so a value stored there keeps what it is (0.4 stays 0.4)
+TPARAM_TYPE = "__polyfuse_tparam"
+ANY = CType("any", 8, name="?")
+
+
 def base_type(names: list[str]) -> CType:
     s = set(names)
+    if TPARAM_TYPE in s:
+        return ANY
     if "float" in s:
         return CType("float", 4, name="float")
     if "double" in s:
