@@ -106,6 +106,33 @@ def test_timing_confirms_forms_the_model_cannot_rank(monkeypatch):
     assert set(sess.form_choice["wall_s"]) == {"blocked", "tiled"}
 
 
+class _Timed:
+    """A stand-in session whose runs take ``seconds`` (a fake clock) and are counted."""
+
+    clock = [0.0]
+
+    def __init__(self, seconds: float):
+        self.seconds, self.runs = seconds, 0
+
+    def run(self, names, feeds):
+        self.runs += 1
+        _Timed.clock[0] += self.seconds
+
+
+def test_a_form_far_slower_at_its_first_run_is_timed_no_further(monkeypatch):
+    """Timing confirms, but a form whose first timed run is past FORM_MARGIN times the
+    fastest is not run again (an uncalibrated cold session ran the slow form 10 times); forms
+    within the margin get the 9 interleaved runs."""
+    from polyfuse.apps import session
+
+    monkeypatch.setattr(session.time, "perf_counter", lambda: _Timed.clock[0])
+    cands = {"tiled": _Timed(50.0), "blocked": _Timed(1.0), "other": _Timed(2.0)}
+    walls = session._time_forms(cands, {})
+    assert [c.runs for c in cands.values()] == [2, 10, 10]  # warm-up + timed runs
+    assert walls == {"tiled": 50.0, "blocked": 1.0, "other": 2.0}
+    assert min(walls, key=walls.__getitem__) == "blocked"
+
+
 def test_an_uncalibrated_device_gives_no_prediction(tmp_path, monkeypatch):
     from polyfuse.apps import session
 
