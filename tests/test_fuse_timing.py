@@ -82,7 +82,7 @@ def test_the_model_decides_when_one_form_is_far_slower(monkeypatch):
     from polyfuse.apps import session
 
     monkeypatch.setattr(session, "_predicted_forms", lambda *a: (
-        {"tiled": 20.0 * session.FORM_MARGIN, "blocked": 10.0}, ""))
+        {"tiled": 20.0 * session.FORM_MARGIN, "blocked": 10.0}, "", {}))
     built = _built_forms(monkeypatch)
     sess = polyfuse.InferenceSession(str(BERT_QKV), cache=False)
     assert built == ["blocked"]
@@ -98,7 +98,7 @@ def test_timing_confirms_forms_the_model_cannot_rank(monkeypatch):
     from polyfuse.apps import session
 
     monkeypatch.setattr(session, "_predicted_forms", lambda *a: (
-        {"tiled": 1.5, "blocked": 1.0}, ""))
+        {"tiled": 1.5, "blocked": 1.0}, "", {}))
     built = _built_forms(monkeypatch)
     sess = polyfuse.InferenceSession(str(BERT_QKV), cache=False)
     assert sorted(built) == ["blocked", "tiled"]
@@ -137,8 +137,8 @@ def test_an_uncalibrated_device_gives_no_prediction(tmp_path, monkeypatch):
     from polyfuse.apps import session
 
     monkeypatch.setenv("POLYFUSE_CACHE", str(tmp_path))
-    predicted, why = session._predicted_forms(str(BERT_QKV), {}, None)
-    assert predicted == {} and "no calibration" in why
+    predicted, why, loaded = session._predicted_forms(str(BERT_QKV), {}, None)
+    assert predicted == {} and "no calibration" in why and loaded == {}
 
 
 def test_predictions_of_both_forms_with_a_calibration(tmp_path, monkeypatch):
@@ -152,6 +152,39 @@ def test_predictions_of_both_forms_with_a_calibration(tmp_path, monkeypatch):
     cal = Calibration(device_key=calibration_key(get_device(None)),
                       costs={f: 1e-9 for f in FEATURES}, p=4.0, subgroup_size=8)
     cal.save()
-    predicted, why = session._predicted_forms(str(BERT_QKV), {}, None)
-    assert why == "" and set(predicted) == {"tiled", "blocked"}
+    predicted, why, loaded = session._predicted_forms(str(BERT_QKV), {}, None)
+    assert why == "" and set(predicted) == {"tiled", "blocked"} == set(loaded)
     assert all(t > 0 for t in predicted.values())
+
+
+def test_the_form_built_starts_from_the_model_its_prediction_loaded(tmp_path, monkeypatch):
+    """A calibrated cold session loads each form's model once, for its prediction, and fuses
+    the form it builds from that model (no second front-end load): the same kernels as a
+    session of that form loaded afresh."""
+    import polyfuse
+    import polyfuse.frontend.onnx as front
+    from polyfuse.apps import onnx_run, session
+    from polyfuse.perf.model import FEATURES, Calibration, calibration_key
+    from polyfuse.runtime.device import get_device
+
+    monkeypatch.setenv("POLYFUSE_CACHE", str(tmp_path))
+    Calibration(device_key=calibration_key(get_device(None)),
+                costs={f: 1e-9 for f in FEATURES}, p=4.0, subgroup_size=8).save()
+    loads = []
+    real = front.load_onnx_model
+
+    def spy(*a, **kw):
+        loads.append(kw.get("target"))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(front, "load_onnx_model", spy)
+    monkeypatch.setattr(onnx_run, "_FUSED_CACHE", {})
+    sess = polyfuse.InferenceSession(str(BERT_QKV), cache=False)
+    forms = session.device_forms(None)
+    assert len(loads) == len(forms)
+    assert [t.kernel.name for t in loads] == list(forms)
+    monkeypatch.setattr(onnx_run, "_FUSED_CACHE", {})
+    again = polyfuse.InferenceSession(str(BERT_QKV), cache=False,
+                                      _form=sess.form_choice["form"])
+    assert len(loads) == len(forms) + 1
+    assert again.source == sess.source

@@ -33,7 +33,7 @@ import numpy as np
 import pyopencl as cl
 
 from polyfuse.core import cache as disk
-from polyfuse.core.program import PolyfuseError, Program
+from polyfuse.core.program import PolyfuseError, Program, Target
 from polyfuse.frontend.onnx import GraphIO, OnnxModel
 from polyfuse.runtime.device import (
     DeviceSpec,
@@ -98,7 +98,8 @@ class InferenceSession:
     def __init__(self, path_or_program: Union[str, os.PathLike, Program, OnnxModel], *,
                  params: Optional[Mapping[str, int]] = None, fused: bool = True,
                  device: DeviceSpec = None, tune: bool = False, cache: bool = True,
-                 _form: Optional[str] = None, _keep: bool = True):
+                 _form: Optional[str] = None, _keep: bool = True,
+                 _loaded: Optional[tuple[Target, OnnxModel]] = None):
         params = dict(params or {})
         model: Optional[OnnxModel] = None
         #: how the matrix-product kernel form was chosen (ONNX models with MatMul/Gemm)
@@ -129,10 +130,12 @@ class InferenceSession:
             from polyfuse.frontend.onnx import load_onnx_model
 
             if fused:
-                model, result = load_and_fuse(path, params, device, tune, form=_form)
+                model, result = load_and_fuse(path, params, device, tune, form=_form,
+                                              loaded=_loaded)
             else:
-                model, result = load_onnx_model(
-                    path, params=params, target=form_target(path, params, device, _form)), None
+                target = form_target(path, params, device, _form)
+                model, result = _loaded[1] if _loaded is not None and _loaded[0] == target \
+                    else load_onnx_model(path, params=params, target=target), None
             program = model.program
         else:
             if isinstance(path_or_program, OnnxModel):
@@ -513,31 +516,34 @@ FORM_MARGIN = 3.0
 
 
 def _predicted_forms(path: str, params: Mapping[str, int], device: DeviceSpec
-                     ) -> tuple[dict[str, float], str]:
-    """The calibrated model's seconds of one run of each form's unfused program, and why
-    there are none (no calibration cached for the device, a size the model cannot count).
+                     ) -> tuple[dict[str, float], str, dict[str, tuple[Target, OnnxModel]]]:
+    """The calibrated model's seconds of one run of each form's unfused program, why there
+    are none (no calibration cached for the device, a size the model cannot count), and the
+    models loaded for it (the form built next starts from its model: no second load).
 
     Unfused because fusing is most of a session's build and the forms differ in their
     products, which fusion does not change; the calibration is the one ``polyfuse predict``
     or ``polyfuse roofline`` measured and cached: a session does not calibrate a device."""
     from polyfuse.apps.prediction import predict_program
-    from polyfuse.frontend.onnx import load_onnx
+    from polyfuse.frontend.onnx import load_onnx_model
     from polyfuse.perf.model import Calibration
 
     try:
         cal = Calibration.load(get_device(device))
     except (FileNotFoundError, PolyfuseError, KeyError, ValueError):
-        return {}, "the device has no calibration yet (polyfuse predict makes one)"
+        return {}, "the device has no calibration yet (polyfuse predict makes one)", {}
     out: dict[str, float] = {}
+    models: dict[str, tuple[Target, OnnxModel]] = {}
     for form in device_forms(device):
         try:
-            program = load_onnx(path, params=dict(params),
-                                target=device_target(device).with_variant(form))
+            target = device_target(device).with_variant(form)
+            models[form] = target, load_onnx_model(path, params=dict(params), target=target)
             out[form] = sum(lp.predicted_s * lp.count
-                            for lp in predict_program(program, cal, params=params))
+                            for lp in predict_program(models[form][1].program, cal,
+                                                      params=params))
         except (PolyfuseError, TypeError, ValueError, ZeroDivisionError) as err:
-            return {}, f"the model cannot predict the {form} form ({str(err)[:120]})"
-    return out, ""
+            return {}, f"the model cannot predict the {form} form ({str(err)[:120]})", {}
+    return out, "", models
 
 
 def _wall(sess: InferenceSession, feeds: Mapping[str, np.ndarray]) -> float:
@@ -578,13 +584,15 @@ def _choose_form(path: str, params: Mapping[str, int], fused: bool, device: Devi
     the device.  Why the model first: building and timing the slow form of a real-size model
     was most of a cold session (a BERT-base layer: tiled runs take seconds each).
     """
-    predicted, why_not = _predicted_forms(path, params, device)
+    predicted, why_not, loaded = _predicted_forms(path, params, device)
     forms = list(device_forms(device))
     if predicted:
         best_predicted = min(predicted.values())
         forms = [f for f in forms if predicted[f] <= FORM_MARGIN * best_predicted]
     cands = {f: InferenceSession(path, params=params, fused=fused, device=device, tune=tune,
-                                 cache=cache, _form=f, _keep=False) for f in forms}
+                                 cache=cache, _form=f, _keep=False, _loaded=loaded.get(f))
+             for f in forms}
+    del loaded
     if len({c.source for c in cands.values()}) == 1:  # e.g. no MatMul/Gemm: nothing to choose
         cands = {forms[0]: cands[forms[0]]}
     walls: dict[str, float] = {}
