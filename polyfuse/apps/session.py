@@ -556,9 +556,9 @@ def _time_forms(cands: Mapping[str, InferenceSession], feeds: Mapping[str, np.nd
                 ) -> dict[str, float]:
     """Median wall seconds of each form's runs, interleaved (9 runs after a warm-up).  A form
     whose first timed run is more than :data:`FORM_MARGIN` times the fastest first run is
-    timed no further (its one run is its figure): dropping a slower form cannot change the
-    winner, and the slow form's runs were most of an uncalibrated cold session (a 12-layer
-    BERT-base's tiled form, 10 runs of 27 s)."""
+    timed no further (its one run is its figure): the slow form's runs were most of an
+    uncalibrated cold session (a 12-layer BERT-base's tiled form, 10 runs of 27-49 s), and
+    only load slowing one run of the faster form past the margin would change the winner."""
     for c in cands.values():
         c.run(None, feeds)  # warm-up
     samples = {f: [_wall(c, feeds)] for f, c in cands.items()}
