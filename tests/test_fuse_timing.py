@@ -83,7 +83,7 @@ def test_the_model_decides_when_one_form_is_far_slower(monkeypatch):
     from polyfuse.apps import session
 
     monkeypatch.setattr(session, "_predicted_forms", lambda *a: (
-        {"tiled": 20.0 * session.FORM_MARGIN, "blocked": 10.0}, ""))
+        {"tiled": 20.0 * session.FORM_MARGIN, "blocked": 10.0}, "", {}))
     built = _built_forms(monkeypatch)
     sess = polyfuse.InferenceSession(str(BERT_QKV), cache=False)
     assert built == ["blocked"]
@@ -99,12 +99,39 @@ def test_timing_confirms_forms_the_model_cannot_rank(monkeypatch):
     from polyfuse.apps import session
 
     monkeypatch.setattr(session, "_predicted_forms", lambda *a: (
-        {"tiled": 1.5, "blocked": 1.0}, ""))
+        {"tiled": 1.5, "blocked": 1.0}, "", {}))
     built = _built_forms(monkeypatch)
     sess = polyfuse.InferenceSession(str(BERT_QKV), cache=False)
     assert sorted(built) == ["blocked", "tiled"]
     assert sess.form_choice["decided_by"] == "timing"
     assert set(sess.form_choice["wall_s"]) == {"blocked", "tiled"}
+
+
+class _Timed:
+    """A stand-in session whose runs take ``seconds`` (a fake clock) and are counted."""
+
+    clock = [0.0]
+
+    def __init__(self, seconds: float):
+        self.seconds, self.runs = seconds, 0
+
+    def run(self, names, feeds):
+        self.runs += 1
+        _Timed.clock[0] += self.seconds
+
+
+def test_a_form_far_slower_at_its_first_run_is_timed_no_further(monkeypatch):
+    """Timing confirms, but a form whose first timed run is past FORM_MARGIN times the
+    fastest is not run again (an uncalibrated cold session ran the slow form 10 times); forms
+    within the margin get the 9 interleaved runs."""
+    from polyfuse.apps import session
+
+    monkeypatch.setattr(session.time, "perf_counter", lambda: _Timed.clock[0])
+    cands = {"tiled": _Timed(50.0), "blocked": _Timed(1.0), "other": _Timed(2.0)}
+    walls = session._time_forms(cands, {})
+    assert [c.runs for c in cands.values()] == [2, 10, 10]  # warm-up + timed runs
+    assert walls == {"tiled": 50.0, "blocked": 1.0, "other": 2.0}
+    assert min(walls, key=walls.__getitem__) == "blocked"
 
 
 def test_an_uncalibrated_cpu_ranks_the_forms_with_the_shipped_calibration(tmp_path,
@@ -114,14 +141,14 @@ def test_an_uncalibrated_cpu_ranks_the_forms_with_the_shipped_calibration(tmp_pa
     from polyfuse.apps import session
 
     monkeypatch.setenv("POLYFUSE_CACHE", str(tmp_path))
-    predicted, note = session._predicted_forms(str(BERT_QKV), {}, None)
+    predicted, note, loaded = session._predicted_forms(str(BERT_QKV), {}, None)
     assert set(predicted) == {"tiled", "blocked"} and all(t > 0 for t in predicted.values())
-    assert "shipped for a reference CPU" in note
+    assert "shipped for a reference CPU" in note and set(loaded) == set(predicted)
     gpu = dataclasses.replace(session.device_target(None), is_cpu=False)
     monkeypatch.setattr(session, "device_target", lambda _device: gpu)
     monkeypatch.setattr(session, "device_forms", lambda _device: ("tiled", "gpu"))
-    predicted, why = session._predicted_forms(str(BERT_QKV), {}, None)
-    assert predicted == {} and "no calibration" in why
+    predicted, why, loaded = session._predicted_forms(str(BERT_QKV), {}, None)
+    assert predicted == {} and "no calibration" in why and loaded == {}
 
 
 def test_the_shipped_reference_calibration_has_todays_features():
@@ -143,6 +170,39 @@ def test_predictions_of_both_forms_with_a_calibration(tmp_path, monkeypatch):
     cal = Calibration(device_key=calibration_key(get_device(None)),
                       costs={f: 1e-9 for f in FEATURES}, p=4.0, subgroup_size=8)
     cal.save()
-    predicted, why = session._predicted_forms(str(BERT_QKV), {}, None)
-    assert why == "" and set(predicted) == {"tiled", "blocked"}
+    predicted, why, loaded = session._predicted_forms(str(BERT_QKV), {}, None)
+    assert why == "" and set(predicted) == {"tiled", "blocked"} == set(loaded)
     assert all(t > 0 for t in predicted.values())
+
+
+def test_the_form_built_starts_from_the_model_its_prediction_loaded(tmp_path, monkeypatch):
+    """A calibrated cold session loads each form's model once, for its prediction, and fuses
+    the form it builds from that model (no second front-end load): the same kernels as a
+    session of that form loaded afresh."""
+    import polyfuse
+    import polyfuse.frontend.onnx as front
+    from polyfuse.apps import onnx_run, session
+    from polyfuse.perf.model import FEATURES, Calibration, calibration_key
+    from polyfuse.runtime.device import get_device
+
+    monkeypatch.setenv("POLYFUSE_CACHE", str(tmp_path))
+    Calibration(device_key=calibration_key(get_device(None)),
+                costs={f: 1e-9 for f in FEATURES}, p=4.0, subgroup_size=8).save()
+    loads = []
+    real = front.load_onnx_model
+
+    def spy(*a, **kw):
+        loads.append(kw.get("target"))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(front, "load_onnx_model", spy)
+    monkeypatch.setattr(onnx_run, "_FUSED_CACHE", {})
+    sess = polyfuse.InferenceSession(str(BERT_QKV), cache=False)
+    forms = session.device_forms(None)
+    assert len(loads) == len(forms)
+    assert [t.kernel.name for t in loads] == list(forms)
+    monkeypatch.setattr(onnx_run, "_FUSED_CACHE", {})
+    again = polyfuse.InferenceSession(str(BERT_QKV), cache=False,
+                                      _form=sess.form_choice["form"])
+    assert len(loads) == len(forms) + 1
+    assert again.source == sess.source

@@ -143,27 +143,33 @@ def form_target(path: str, params: Optional[Mapping[str, int]], device: DeviceSp
 
 def compile_onnx(path: str, params: Optional[Mapping[str, int]], device: DeviceSpec,
                  tune: bool = False, progress: Optional[Progress] = None,
-                 form: Optional[str] = None) -> Compilation:
+                 form: Optional[str] = None,
+                 loaded: Optional[tuple[Target, OnnxModel]] = None) -> Compilation:
     """The model loaded and fused (:data:`ONNX_PASSES`, no verification), once per file
     version, parameters, device and kernel variant (:data:`polyfuse.core.program.KERNEL_VARIANTS`;
-    fusion takes seconds)."""
+    fusion takes seconds).  ``loaded``: the file already loaded for a target (a session's
+    prediction loads it), used instead of loading it again when that is the form's target."""
     form = form or "tiled"
     key = _key(path, params, device) + (tune, form)
     hit = _FUSED_CACHE.get(key)
     if hit is None:
         options = Options(params=dict(params or {}), tune=tune, device=device)
+        target = form_target(path, params, device, form, progress)
+        model = loaded[1] if loaded is not None and loaded[0] == target else None
         hit = _FUSED_CACHE[key] = compile_program(Compilation(
-            target=form_target(path, params, device, form, progress), options=options,
-            source=path,
+            target=target, options=options, source=path,
+            program=model.program if model is not None else None, model=model,
             progress=progress), ONNX_PASSES)
     return hit
 
 
 def load_and_fuse(path: str, params: Optional[Mapping[str, int]], device: DeviceSpec,
                   tune: bool = False, progress: Optional[Progress] = None,
-                  form: Optional[str] = None) -> tuple[OnnxModel, FuseResult]:
+                  form: Optional[str] = None,
+                  loaded: Optional[tuple[Target, OnnxModel]] = None
+                  ) -> tuple[OnnxModel, FuseResult]:
     """:func:`compile_onnx`'s model and fusion result."""
-    c = compile_onnx(path, params, device, tune, progress, form)
+    c = compile_onnx(path, params, device, tune, progress, form, loaded)
     assert c.model is not None
     return c.model, result_of(c)
 

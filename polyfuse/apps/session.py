@@ -33,7 +33,7 @@ import numpy as np
 import pyopencl as cl
 
 from polyfuse.core import cache as disk
-from polyfuse.core.program import PolyfuseError, Program
+from polyfuse.core.program import PolyfuseError, Program, Target
 from polyfuse.frontend.onnx import GraphIO, OnnxModel
 from polyfuse.runtime.device import (
     DeviceSpec,
@@ -98,7 +98,8 @@ class InferenceSession:
     def __init__(self, path_or_program: Union[str, os.PathLike, Program, OnnxModel], *,
                  params: Optional[Mapping[str, int]] = None, fused: bool = True,
                  device: DeviceSpec = None, tune: bool = False, cache: bool = True,
-                 _form: Optional[str] = None, _keep: bool = True):
+                 _form: Optional[str] = None, _keep: bool = True,
+                 _loaded: Optional[tuple[Target, OnnxModel]] = None):
         params = dict(params or {})
         model: Optional[OnnxModel] = None
         #: how the matrix-product kernel form was chosen (ONNX models with MatMul/Gemm)
@@ -129,10 +130,12 @@ class InferenceSession:
             from polyfuse.frontend.onnx import load_onnx_model
 
             if fused:
-                model, result = load_and_fuse(path, params, device, tune, form=_form)
+                model, result = load_and_fuse(path, params, device, tune, form=_form,
+                                              loaded=_loaded)
             else:
-                model, result = load_onnx_model(
-                    path, params=params, target=form_target(path, params, device, _form)), None
+                target = form_target(path, params, device, _form)
+                model, result = _loaded[1] if _loaded is not None and _loaded[0] == target \
+                    else load_onnx_model(path, params=params, target=target), None
             program = model.program
         else:
             if isinstance(path_or_program, OnnxModel):
@@ -513,10 +516,11 @@ FORM_MARGIN = 3.0
 
 
 def _predicted_forms(path: str, params: Mapping[str, int], device: DeviceSpec
-                     ) -> tuple[dict[str, float], str]:
-    """The calibrated model's seconds of one run of each form's unfused program, and a note:
-    which calibration predicted them when it is not the device's own, or why there are none
-    (a device with no calibration that is not a CPU, a size the model cannot count).
+                     ) -> tuple[dict[str, float], str, dict[str, tuple[Target, OnnxModel]]]:
+    """The calibrated model's seconds of one run of each form's unfused program, a note (which
+    calibration predicted them when it is not the device's own, or why there are none: a
+    device with no calibration that is not a CPU, a size the model cannot count), and the
+    models loaded for it (the form built next starts from its model: no second load).
 
     Unfused because fusing is most of a session's build and the forms differ in their
     products, which fusion does not change; the calibration is the one ``polyfuse predict``
@@ -525,7 +529,7 @@ def _predicted_forms(path: str, params: Mapping[str, int], device: DeviceSpec
     development machine's CPU (:meth:`~polyfuse.perf.model.Calibration.reference_cpu`): the
     forms differ 3-5x at real size, where timing the slow form was most of a cold session."""
     from polyfuse.apps.prediction import predict_program
-    from polyfuse.frontend.onnx import load_onnx
+    from polyfuse.frontend.onnx import load_onnx_model
     from polyfuse.perf.model import Calibration
 
     note = ""
@@ -533,20 +537,46 @@ def _predicted_forms(path: str, params: Mapping[str, int], device: DeviceSpec
         cal = Calibration.load(get_device(device))
     except (FileNotFoundError, PolyfuseError, KeyError, ValueError):
         if not device_target(device).is_cpu:
-            return {}, "the device has no calibration yet (polyfuse predict makes one)"
+            return {}, "the device has no calibration yet (polyfuse predict makes one)", {}
         cal = Calibration.reference_cpu()
         note = ("the calibration shipped for a reference CPU (this device has none yet: "
                 "polyfuse predict makes one)")
     out: dict[str, float] = {}
+    models: dict[str, tuple[Target, OnnxModel]] = {}
     for form in device_forms(device):
         try:
-            program = load_onnx(path, params=dict(params),
-                                target=device_target(device).with_variant(form))
+            target = device_target(device).with_variant(form)
+            models[form] = target, load_onnx_model(path, params=dict(params), target=target)
             out[form] = sum(lp.predicted_s * lp.count
-                            for lp in predict_program(program, cal, params=params))
+                            for lp in predict_program(models[form][1].program, cal,
+                                                      params=params))
         except (PolyfuseError, TypeError, ValueError, ZeroDivisionError) as err:
-            return {}, f"the model cannot predict the {form} form ({str(err)[:120]})"
-    return out, note
+            return {}, f"the model cannot predict the {form} form ({str(err)[:120]})", {}
+    return out, note, models
+
+
+def _wall(sess: InferenceSession, feeds: Mapping[str, np.ndarray]) -> float:
+    t0 = time.perf_counter()
+    sess.run(None, feeds)
+    return time.perf_counter() - t0
+
+
+def _time_forms(cands: Mapping[str, InferenceSession], feeds: Mapping[str, np.ndarray]
+                ) -> dict[str, float]:
+    """Median wall seconds of each form's runs, interleaved (9 runs after a warm-up).  A form
+    whose first timed run is more than :data:`FORM_MARGIN` times the fastest first run is
+    timed no further (its one run is its figure): the slow form's runs were most of an
+    uncalibrated cold session (a 12-layer BERT-base's tiled form, 10 runs of 27-49 s), and
+    only load slowing one run of the faster form past the margin would change the winner."""
+    for c in cands.values():
+        c.run(None, feeds)  # warm-up
+    samples = {f: [_wall(c, feeds)] for f, c in cands.items()}
+    fastest = min(v[0] for v in samples.values())
+    live = [f for f, v in samples.items() if v[0] <= FORM_MARGIN * fastest]
+    for r in range(3):
+        for f in live:
+            samples[f] += [_wall(cands[f], feeds) for _ in range(2 if r == 0 else 3)]
+    return {f: float(np.median(v)) for f, v in samples.items()}
 
 
 def _choose_form(path: str, params: Mapping[str, int], fused: bool, device: DeviceSpec,
@@ -563,30 +593,22 @@ def _choose_form(path: str, params: Mapping[str, int], fused: bool, device: Devi
     the device.  Why the model first: building and timing the slow form of a real-size model
     was most of a cold session (a BERT-base layer: tiled runs take seconds each).
     """
-    predicted, note = _predicted_forms(path, params, device)
+    predicted, note, loaded = _predicted_forms(path, params, device)
     forms = list(device_forms(device))
     if predicted:
         best_predicted = min(predicted.values())
         forms = [f for f in forms if predicted[f] <= FORM_MARGIN * best_predicted]
     cands = {f: InferenceSession(path, params=params, fused=fused, device=device, tune=tune,
-                                 cache=cache, _form=f, _keep=False) for f in forms}
+                                 cache=cache, _form=f, _keep=False, _loaded=loaded.get(f))
+             for f in forms}
+    del loaded
     if len({c.source for c in cands.values()}) == 1:  # e.g. no MatMul/Gemm: nothing to choose
         cands = {forms[0]: cands[forms[0]]}
     walls: dict[str, float] = {}
     if len(cands) > 1:
         from polyfuse.apps.onnx_run import random_inputs
 
-        feeds = random_inputs(cands[forms[0]].io)
-        samples: dict[str, list[float]] = {f: [] for f in cands}
-        for c in cands.values():
-            c.run(None, feeds)  # warm-up
-        for _ in range(3):
-            for f, c in cands.items():
-                for _ in range(3):
-                    t0 = time.perf_counter()
-                    c.run(None, feeds)
-                    samples[f].append(time.perf_counter() - t0)
-        walls = {f: float(np.median(v)) for f, v in samples.items()}
+        walls = _time_forms(cands, random_inputs(cands[forms[0]].io))
         best = min(walls, key=walls.__getitem__)
     else:
         best = next(iter(cands))
