@@ -768,3 +768,18 @@ def test_width_shared_between_renamed_edges() -> None:
         assert got.witness == want.witness and f"{a}[" in got.witness["text"]
         assert f"{b}[" in got.witness["text"]
     assert len(memo) == 1
+
+
+def test_coarse_dependences_follow_program_order_across_loops(monkeypatch):
+    """Past isl's dataflow quota, dependences are every conflicting pair *in program order*:
+    a launch in a second host loop (Rodinia nw's lower-right sweep, after its upper-left one)
+    never precedes one in the first, or the scheduler finds no order (a dependence cycle)."""
+    import polyfuse.uar.deps as deps
+    monkeypatch.setattr(deps, "DATAFLOW_OPERATIONS", 1)  # every buffer's flow goes coarse
+    up, down = HostLoop("s", S(1), S(8)), HostLoop("t", S(1), S(8))
+    ops = [launch(1, "copy", N, 64, "a", "b", loops=[up]),
+           launch(2, "copy", N, 64, "b", "a", loops=[down])]
+    uar = build_uar(program(COPY, ops, buffers("a", "b")))
+    assert uar.edges and all(e.width == "global" for e in uar.edges)
+    assert not [e for e in uar.edges if e.src == 2 and e.dst == 1]
+    assert [e for e in uar.edges if e.src == 1 and e.dst == 2]
