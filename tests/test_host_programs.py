@@ -499,6 +499,17 @@ def test_old_cpp_dialect_host() -> None:
     assert _edge(widths, "twice", "twice", program) == "thread"
 
 
+def test_kernel_name_copy_initialised_in_old_cpp() -> None:
+    """Rodinia pathfinder's idiom: ``string kn = "step";`` in a file that parses only as
+    gnu++14 (a global ``data``), so the copy-initialisation is an elidable copy constructor
+    of a temporary; the name still reaches ``clCreateKernel`` through a by-value parameter."""
+    program = load_opencl(None, host=str(PROGRAMS / "kernel_map_cpp" / "main.cpp"))
+    assert [(op.kernel, op.arg(0).buffer, op.arg(1).buffer) for op in program.launches] == \
+        [("step", "d_0", "d_1"), ("step", "d_1", "d_0"), ("step", "d_0", "d_1")]
+    widths = check_against_oracle(program)
+    assert _edge(widths, "step", "step", program) == "global"
+
+
 def test_c_file_the_makefile_compiles_as_cpp(tmp_path: Path) -> None:
     """A ``.c`` file built with ``CC=g++`` includes ``<iostream>``: parsed as C++ when it does
     not parse as C."""

@@ -768,3 +768,33 @@ def test_width_shared_between_renamed_edges() -> None:
         assert got.witness == want.witness and f"{a}[" in got.witness["text"]
         assert f"{b}[" in got.witness["text"]
     assert len(memo) == 1
+
+
+def test_coarse_dependences_follow_program_order_across_loops(monkeypatch):
+    """Past isl's dataflow quota, dependences are every conflicting pair *in program order*:
+    a launch in a second host loop (Rodinia nw's lower-right sweep, after its upper-left one)
+    never precedes one in the first, or the scheduler finds no order (a dependence cycle)."""
+    import polyfuse.uar.deps as deps
+    monkeypatch.setattr(deps, "DATAFLOW_OPERATIONS", 1)  # every buffer's flow goes coarse
+    up, down = HostLoop("s", S(1), S(8)), HostLoop("t", S(1), S(8))
+    ops = [launch(1, "copy", N, 64, "a", "b", loops=[up]),
+           launch(2, "copy", N, 64, "b", "a", loops=[down])]
+    uar = build_uar(program(COPY, ops, buffers("a", "b")))
+    assert uar.edges and all(e.width == "global" for e in uar.edges)
+    assert not [e for e in uar.edges if e.src == 2 and e.dst == 1]
+    assert [e for e in uar.edges if e.src == 1 and e.dst == 2]
+
+
+def test_coarse_dependences_in_one_loop_go_forward_in_time(monkeypatch):
+    """Inside one host loop the coarse pairs run from an iteration to the same one (later
+    statement) or to later ones, never back: Rodinia lud's three launches per step otherwise
+    made the launch-step graph cyclic (an internal NetworkX error)."""
+    import polyfuse.uar.deps as deps
+    monkeypatch.setattr(deps, "DATAFLOW_OPERATIONS", 1)
+    t = HostLoop("t", S(0), S(4))
+    ops = [launch(1, "copy", N, 64, "a", "b", loops=[t]),
+           launch(2, "copy", N, 64, "b", "a", loops=[t])]
+    uar = build_uar(program(COPY, ops, buffers("a", "b")))
+    back = [e for e in uar.edges if e.src == 2 and e.dst == 1]
+    assert back and all(e.relation.is_subset(isl.Map(
+        "{ L2[t, g0, l0] -> L1[t2, g1, l1] : t2 > t }")) for e in back)

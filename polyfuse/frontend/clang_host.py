@@ -2075,6 +2075,8 @@ class _Translator:
                 return c_ast.UnaryOp("*", c_ast.FuncCall(c_ast.ID(element), c_ast.ExprList(args),
                                                          coord=co), coord=co)
             return c_ast.FuncCall(c_ast.ID(name), c_ast.ExprList(args), coord=co)
+        if ref is None and _elided_copy(c, kids):
+            return self._expr(kids[0])
         callee = self._strip(kids[0]) if kids else None
         if ref is None and callee is not None and callee.kind == K.MEMBER_REF_EXPR and \
                 not callee.spelling:
@@ -2152,6 +2154,18 @@ class _Translator:
             return c_ast.FuncCall(self._expr(kids[0]) if kids else c_ast.ID("__polyfuse_opaque"),
                                   c_ast.ExprList(args), coord=co)
         return c_ast.FuncCall(c_ast.ID(name), c_ast.ExprList(args), coord=co)
+
+
+def _elided_copy(c: Any, kids: list) -> bool:
+    """Whether a call is the copy a pre-C++17 copy-initialisation makes of a temporary
+    (`std::string kn = "k";` under ``-std=gnu++14``): libclang shows the elidable copy
+    constructor as a call naming no function whose one operand is of the same class; its
+    value is the operand's."""
+    if c.spelling or len(kids) != 1 or not kids[0].kind.is_expression():
+        return False
+    t = c.type.get_canonical()
+    return t.kind == cindex.TypeKind.RECORD and \
+        kids[0].type.get_canonical().spelling == t.spelling
 
 
 def _class_name(decl: Any) -> str:

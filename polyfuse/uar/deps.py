@@ -211,7 +211,7 @@ def _windowed_flow(inst: Instantiation, schedule: dict[int, isl.Map], buffer: st
                             with bounded():
                                 remaining[k] = remaining[k].subtract(must[s])
                         except IslQuotaExceeded:
-                            return _coarse_flow(inst, buffer, ids, ids)
+                            return _coarse_flow(inst, schedule, buffer, ids, ids)
                         cut.add(k)
                 if _untouched(remaining, touched[start]):
                     break
@@ -265,7 +265,7 @@ def _flow(inst: Instantiation, schedule: dict[int, isl.Map], buffer: str, ids: l
         with bounded(DATAFLOW_OPERATIONS):
             return _exact_flow(inst, buffer, by_name, effs, flows, tsched, reads, writes, tags)
     except IslQuotaExceeded:
-        return _coarse_flow(inst, buffer, ids, sinks)
+        return _coarse_flow(inst, schedule, buffer, ids, sinks)
 
 
 def _exact_flow(inst: Instantiation, buffer: str, by_name: dict[str, int],
@@ -292,12 +292,12 @@ def _exact_flow(inst: Instantiation, buffer: str, by_name: dict[str, int],
     return out
 
 
-def _coarse_flow(inst: Instantiation, buffer: str, ids: list[int],
-                 sinks: list[int]) -> list[Dependence]:
+def _coarse_flow(inst: Instantiation, schedule: dict[int, isl.Map], buffer: str,
+                 ids: list[int], sinks: list[int]) -> list[Dependence]:
     """The safe answer when the exact dataflow exceeds isl's quota (convolutions over large
     images): every instance pair of two operations that may conflict on ``buffer``, in
-    program order (both ways inside a shared host loop), marked approximate."""
-    position = {op.id: k for k, op in enumerate(inst.program.ops)}
+    program order (the host ``schedule``'s: launches in two loops one after the other are
+    ordered one way only, as in one shared loop they are by iteration), marked approximate."""
     out: list[Dependence] = []
     for kind in KINDS:
         src_dir, dst_dir = {"RAW": ("write", "read"), "WAR": ("read", "write"),
@@ -308,9 +308,8 @@ def _coarse_flow(inst: Instantiation, buffer: str, ids: list[int],
             for t in sinks:
                 if inst.effects[t].access(dst_dir, buffer) is None:
                     continue
-                looped = bool(inst.program.op(s).loops and inst.program.op(t).loops)
-                if position[s] >= position[t] and not looped:
-                    continue
-                rel = isl.Map.from_domain_and_range(inst.ops[s].domain, inst.ops[t].domain)
-                out.append(Dependence(kind, buffer, s, t, rel, approximate=True))
+                rel = schedule[s].lex_lt_map(schedule[t]).intersect_domain(
+                    inst.ops[s].domain).intersect_range(inst.ops[t].domain)
+                if not rel.is_empty():
+                    out.append(Dependence(kind, buffer, s, t, rel, approximate=True))
     return out
