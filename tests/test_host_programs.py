@@ -2656,3 +2656,20 @@ def test_sizes_read_from_a_parameter_file_with_ifstream(monkeypatch: Any) -> Non
     with pytest.raises(UnsupportedError, match=r"--param steps="):
         load_opencl(None, host="host.cpp", include_dirs=[str(CPP_COMMON)],
                     argv=["board.dat", "missing.params"])
+
+
+def test_kernel_argument_read_back_from_the_device_is_named_where_it_is_read(
+        tmp_path: Path, capsys: Any, monkeypatch: Any) -> None:
+    """A histogram-style host reads the data's span back from the device and passes it to the
+    next kernel: verifying without a value refuses naming the ``clSetKernelArg`` line, the
+    read-back's line and the ``--param`` that goes on; with the values it verifies."""
+    monkeypatch.chdir(PROGRAMS / "range_readback")
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", "--host", "main.c", "--out", str(out), "--verify")
+    assert code != 0 and "Traceback" not in err
+    assert "scalar argument lo is unknown (set at main.c:53 to read back from the device by " \
+           "clEnqueueReadBuffer at main.c:47): pass --param lo=VALUE" in err, err
+    code, _, err = _run_cli(capsys, "fuse", "--host", "main.c", "--param", "lo=5", "--param",
+                            "hi=204", "--out", str(out), "--verify")
+    assert code == 0, err
+    assert json.loads((out / "plan.json").read_text())["verified"]["ok"] is True
