@@ -499,6 +499,15 @@ def test_old_cpp_dialect_host() -> None:
     assert _edge(widths, "twice", "twice", program) == "thread"
 
 
+def test_unqualified_isnan_after_cmath_as_old_gxx_took_it() -> None:
+    """``isnan(x)`` after ``<cmath>`` without ``std::`` (HandsOnOpenCL's matrix_lib.cpp): g++
+    before 6 found it in the global namespace, so the unit is parsed with it visible there."""
+    program = load_opencl(None, host=str(PROGRAMS / "global_isnan" / "main.cpp"))
+    assert [(op.kernel, op.global_size) for op in program.launches] == [("scale", (256,))] * 2
+    widths = check_against_oracle(program)
+    assert _edge(widths, "scale", "scale", program) == "thread"
+
+
 def test_c_file_the_makefile_compiles_as_cpp(tmp_path: Path) -> None:
     """A ``.c`` file built with ``CC=g++`` includes ``<iostream>``: parsed as C++ when it does
     not parse as C."""
