@@ -650,7 +650,8 @@ def unroll(ev: CEvaluator, node: c_ast.For, sid: int, values: list, why: str) ->
 
 
 def early_exit_error(ev: CEvaluator, node: c_ast.Node) -> PolyfuseError:
-    why = _open_condition(ev.break_src.get(id(node)))
+    src = ev.break_src.get(id(node))
+    why = f": its condition depends on {src.describe()}{param_hint(src)}" if src else ""
     return ev.ctx.error("launches in a host loop that may be left early (break or continue "
                         f"under a data-dependent condition){why}", node, UnsupportedError)
 
@@ -731,9 +732,7 @@ def _open_condition(src: Optional[Source]) -> str:
     if src is None:
         return ""
     if src.what.startswith("read back from the device"):
-        # the value of one iteration (a parameter per unrolled iteration): named by its line
-        return (f": its condition depends on a value {src.what} at {src.loc}, data the loop's "
-                "launches compute, so no --param fixes its trip count")
+        return f": its condition depends on {src.describe()}, data the loop's launches compute"
     return f": its condition depends on {src.describe()}{param_hint(src)}"
 
 

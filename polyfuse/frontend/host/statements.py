@@ -151,12 +151,14 @@ def if_(ev: CEvaluator, node: c_ast.If) -> None:
 
 def condition_source(ev: CEvaluator, cond: Any) -> Optional[Source]:
     """The data an undecided condition tests: an unknown's source, or where a parameter its
-    relation compares was read (a count read back from the device in an unrolled loop)."""
+    relation compares was read (a count read back from the device in an unrolled loop: a
+    parameter per iteration, so the source is named by its line, not by one iteration's)."""
     src = src_of(cond)
     rel = relation_of(cond)
     if src is None and rel is not None:
-        src = next((ev.params.origins[str(x)] for x in sorted(free_syms(rel), key=str)
-                    if str(x) in ev.params.origins), None)
+        src = next((dataclasses.replace(ev.params.origins[str(x)], name="")
+                    for x in sorted(free_syms(rel), key=str) if str(x) in ev.params.origins),
+                   None)
     return src
 
 
