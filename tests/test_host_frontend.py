@@ -793,6 +793,33 @@ def test_error_break_under_data_dependent_condition():
     assert "left early" in err.message
 
 
+def test_error_frontier_loop_names_the_count_it_reads_back():
+    """A BFS-style ``do { read the frontier size back; if (n == 0) break; launch } while (1)``:
+    truly data-dependent, refused naming the read-back's line (a value per iteration: no one
+    --param names it)."""
+    body = r"""
+    cl_mem a = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 4096, NULL, &err);
+    cl_mem tail = clCreateBuffer(ctx, CL_MEM_READ_WRITE, sizeof(int), NULL, &err);
+    cl_kernel k = clCreateKernel(program, "scale", &err);
+    float alpha = 1.0f;
+    int num_t;
+    clSetKernelArg(k, 0, sizeof(cl_mem), &a);
+    clSetKernelArg(k, 1, sizeof(float), &alpha);
+    do {
+        clEnqueueReadBuffer(queue, tail, CL_TRUE, 0, sizeof(int), &num_t, 0, NULL, NULL);
+        if (num_t == 0) break;
+        size_t g = num_t;
+        clSetKernelArg(k, 2, sizeof(int), &num_t);
+        clEnqueueNDRangeKernel(queue, k, 1, NULL, &g, NULL, 0, NULL, NULL);
+    } while (1);
+    """
+    err = _error(body, "if (num_t == 0) break;", cls=UnsupportedError)
+    line = _line(_host(body), "clEnqueueReadBuffer(queue, tail")
+    assert "left early" in err.message
+    assert f"read back from the device by clEnqueueReadBuffer at bad.c:{line}" in err.message
+    assert "--param" not in err.message, err.message
+
+
 def test_sizes_read_back_from_the_device_are_named():
     """A value read back from the device is data: never the variable's old value. An integer
     becomes a parameter named after its variable; a float that sizes a launch is refused naming

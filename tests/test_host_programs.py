@@ -510,6 +510,15 @@ def test_kernel_name_copy_initialised_in_old_cpp() -> None:
     assert _edge(widths, "step", "step", program) == "global"
 
 
+def test_unqualified_isnan_after_cmath_as_old_gxx_took_it() -> None:
+    """``isnan(x)`` after ``<cmath>`` without ``std::`` (HandsOnOpenCL's matrix_lib.cpp): g++
+    before 6 found it in the global namespace, so the unit is parsed with it visible there."""
+    program = load_opencl(None, host=str(PROGRAMS / "global_isnan" / "main.cpp"))
+    assert [(op.kernel, op.global_size) for op in program.launches] == [("scale", (256,))] * 2
+    widths = check_against_oracle(program)
+    assert _edge(widths, "scale", "scale", program) == "thread"
+
+
 def test_c_file_the_makefile_compiles_as_cpp(tmp_path: Path) -> None:
     """A ``.c`` file built with ``CC=g++`` includes ``<iostream>``: parsed as C++ when it does
     not parse as C."""
@@ -2667,3 +2676,20 @@ def test_sizes_read_from_a_parameter_file_with_ifstream(monkeypatch: Any) -> Non
     with pytest.raises(UnsupportedError, match=r"--param steps="):
         load_opencl(None, host="host.cpp", include_dirs=[str(CPP_COMMON)],
                     argv=["board.dat", "missing.params"])
+
+
+def test_kernel_argument_read_back_from_the_device_is_named_where_it_is_read(
+        tmp_path: Path, capsys: Any, monkeypatch: Any) -> None:
+    """A histogram-style host reads the data's span back from the device and passes it to the
+    next kernel: verifying without a value refuses naming the ``clSetKernelArg`` line, the
+    read-back's line and the ``--param`` that goes on; with the values it verifies."""
+    monkeypatch.chdir(PROGRAMS / "range_readback")
+    out = tmp_path / "out"
+    code, _, err = _run_cli(capsys, "fuse", "--host", "main.c", "--out", str(out), "--verify")
+    assert code != 0 and "Traceback" not in err
+    assert "scalar argument lo is unknown (set at main.c:53 to read back from the device by " \
+           "clEnqueueReadBuffer at main.c:47): pass --param lo=VALUE" in err, err
+    code, _, err = _run_cli(capsys, "fuse", "--host", "main.c", "--param", "lo=5", "--param",
+                            "hi=204", "--out", str(out), "--verify")
+    assert code == 0, err
+    assert json.loads((out / "plan.json").read_text())["verified"]["ok"] is True

@@ -433,6 +433,8 @@ class ArgBinding:
     ``kind`` is ``buffer`` (``buffer`` names a :class:`Buffer`), ``scalar`` (``value`` is a host
     expression, or None when not affine/known: then the kernel parameter stays symbolic) or
     ``local`` (``clSetKernelArg(k, i, bytes, NULL)``: a ``__local`` buffer of ``local_bytes``).
+    ``origin`` says where a scalar value polyfuse does not know comes from (a read-back from
+    the device, a data file), so that a refusal can name it.
     """
 
     index: int
@@ -441,6 +443,7 @@ class ArgBinding:
     value: Optional[HostExpr] = None
     local_bytes: Optional[HostExpr] = None
     loc: Optional[SourceLoc] = None
+    origin: str = field(default="", compare=False)
 
 
 #: ``<parameter>__L<launch id>``: the name of an argument's value polyfuse does not know

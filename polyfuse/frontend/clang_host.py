@@ -86,6 +86,10 @@ _IDENTITY = ("move", "forward")
 #: C++ dialects tried in turn: suites written for older g++ defaults use what C++17 removed
 #: (``throw()`` specifications) or clashes with what it added (``std::data`` against a global)
 _CXX_STDS = ("gnu++17", "gnu++14", "gnu++98")
+#: the C99 classification functions g++ before 6 also declared in the global namespace: a C++
+#: unit that calls one unqualified is parsed again with them made visible there
+_GLOBAL_MATH = ("isnan", "isinf", "isfinite", "isnormal", "signbit", "fpclassify")
+_GLOBAL_MATH_SHIM = _INCLUDE / "compat" / "global_math.h"
 #: clang's error for an implicit ``int``, which g++ accepts for ``main`` with -fpermissive
 _IMPLICIT_INT = ("a type specifier is required for all declarations",
                  "C++ requires a type specifier for all declarations")
@@ -177,7 +181,22 @@ def parse_unit(path: str, text: str, *, include_dirs: Iterable[str] = (),
             return tu, args
         first = first or (tu, args)
     assert first is not None
+    if _needs_global_math(first[0], path, text):
+        for std in _CXX_STDS:
+            args = compile_args(path, include_dirs=include_dirs, defines=defines, cxx=True,
+                                std=std) + ["-include", str(_GLOBAL_MATH_SHIM)]
+            tu = index.parse(path, args=args, unsaved_files=[(path, text)], options=options)
+            if _user_error(tu, path, text) is None:
+                return tu, args
     return first
+
+
+def _needs_global_math(tu: Any, path: str, text: str) -> bool:
+    """Whether the unit's first error is an unqualified ``isnan`` (or a sibling) that old g++
+    took from the global namespace."""
+    d = _user_error(tu, path, text)
+    return d is not None and any(d.spelling == f"use of undeclared identifier '{name}'"
+                                 for name in _GLOBAL_MATH)
 
 
 def parse_units(paths_and_texts: Sequence[tuple[str, str]], *,

@@ -714,8 +714,10 @@ class CompiledProgram:
         elif given is None or str(free) in env:
             value = eval_host_expr(free, env, f"{tag} argument {p.name}")
         else:
-            raise PolyfuseError(f"{tag}: the value of scalar argument {given} is unknown: pass "
-                                f"--param {given}=VALUE (params={{'{given}': ...}} in Python)")
+            why = f" (set at {b.loc} to {b.origin})" if b is not None and b.origin else ""
+            raise PolyfuseError(f"{tag}: the value of scalar argument {given} is unknown{why}: "
+                                f"pass --param {given}=VALUE (params={{'{given}': ...}} in "
+                                "Python)")
         return ("scalar", np.array(value).astype(dt)[()])
 
     # ------------------------------------------------------------------ buffers

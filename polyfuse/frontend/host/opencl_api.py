@@ -363,6 +363,13 @@ def kernel_object(ev: CEvaluator, v: Any, node: c_ast.Node) -> KState:
                        UnsupportedError)
 
 
+def data_origin(value: Value) -> str:
+    """Where a value computed from the program's data was read (a read-back, a data file),
+    or "" where polyfuse knows the value or cannot tell."""
+    src = value.src if isinstance(value, (Runtime, Unknown)) else None
+    return src.describe() if src is not None else ""
+
+
 @handler("clSetKernelArg")
 def set_kernel_arg(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> Value:
     kv = arg_at(args, 0)
@@ -420,7 +427,7 @@ def set_kernel_arg(ev: CEvaluator, node: c_ast.FuncCall, args: list[Value]) -> V
                 raise ev.ctx.error(f"clSetKernelArg: size {nbytes} for {pdesc} of type "
                                    f"{param.type} ({want} bytes)", node)
             binding = ArgBinding(idx, "scalar", value=scalar_value(value, param.type),
-                                 loc=loc)
+                                 loc=loc, origin=data_origin(value))
     elif isinstance(ptr, BufRef):
         raise ev.ctx.error(f"clSetKernelArg: pass the address of the cl_mem (&{ptr.name}) "
                            f"for {pdesc}", node)

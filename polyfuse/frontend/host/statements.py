@@ -145,7 +145,21 @@ def if_(ev: CEvaluator, node: c_ast.If) -> None:
     elif truth is False:
         ev.exec(node.iffalse)
     else:
-        branches(ev, node, [node.iftrue, node.iffalse], relation_of(cond), src=src_of(cond))
+        branches(ev, node, [node.iftrue, node.iffalse], relation_of(cond),
+                 src=condition_source(ev, cond))
+
+
+def condition_source(ev: CEvaluator, cond: Any) -> Optional[Source]:
+    """The data an undecided condition tests: an unknown's source, or where a parameter its
+    relation compares was read (a count read back from the device in an unrolled loop: a
+    parameter per iteration, so the source is named by its line, not by one iteration's)."""
+    src = src_of(cond)
+    rel = relation_of(cond)
+    if src is None and rel is not None:
+        src = next((dataclasses.replace(ev.params.origins[str(x)], name="")
+                    for x in sorted(free_syms(rel), key=str) if str(x) in ev.params.origins),
+                   None)
+    return src
 
 
 def branches(ev: CEvaluator, node: c_ast.Node, bodies: list, rel: Any, *,
