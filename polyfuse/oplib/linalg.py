@@ -931,6 +931,67 @@ def conv_block_shape(mpg: int, ow: int, stride: int, budget: int) -> tuple[int, 
     return _divisor_at_most(mpg, min(cap, max(1, budget // ob))), ob
 
 
+def conv_as_product(group: int, kernel: Sequence[int], out_hw: Sequence[int],
+                    strides: Sequence[int], mpg: int, budget: int) -> bool:
+    """Whether the ``blocked`` variant runs a Conv as an implicit GEMM (the ONNX front-end's
+    :func:`im2col` launch, then the product ``W (M x C*KH*KW) @ cols (C*KH*KW x OH*OW)`` of a
+    1x1 Conv, :func:`_pointwise_conv`) rather than the direct kernel :func:`_blocked_conv`.
+
+    Chosen by thread CPU time of the kernels alone on PoCL 3.1 ``basic`` (AVX-512), machine
+    shared: where the direct block has fewer than 8 columns (rows that are not a multiple of 8,
+    or a stride) and the product's column block is at least 16 (``OH*OW`` a multiple of 16).
+    ResNet-50's 128 -> 128 3x3 Conv at 28 x 28: direct (16 x 4) 51 GFLOP/s, product 77
+    (1.06x numpy's sgemm), and the same at stride 2 from 56: direct (32 x 2) 63.  At 14 x 14
+    (196 columns: blocks of 4) the product ran at 39 against the direct 62, at 7 x 7 (blocks
+    of 1) at 10 against 54; 56-column rows keep the direct Conv (16 x 8, 1.0-1.2x numpy),
+    and so do grouped and depthwise Convs and 1x1 ones (already a product)."""
+    if group != 1 or len(kernel) != 2 or tuple(kernel) == (1, 1):
+        return False
+    direct_cols = conv_block_shape(mpg, out_hw[1], max(strides), budget)[1]
+    return direct_cols < 8 and _largest_divisor(out_hw[0] * out_hw[1], 16) == 16
+
+
+def im2col(node: Node) -> OpKernel:
+    """The ONNX front-end's own ``Im2Col`` (never a model's): the windows of a (padded) NCHW
+    input as the columns of a product, ``y[n][(c*KH + kh)*KW + kw][oh][ow] =
+    x[n][c][oh*SH + kh*DH][ow*SW + kw*DW]``, so a KxK Conv becomes a 1x1 one
+    (:func:`conv_as_product`).  One work-item per output element, the output column fastest;
+    every subscript is quasi-affine in the id, so the front-end models it exactly."""
+    node.check_attrs(["kernel_shape", "strides", "dilations"])
+    sx = node.input(0)
+    kshape = node.ints_attr("kernel_shape") or []
+    strides = node.ints_attr("strides", [1, 1]) or [1, 1]
+    dil = node.ints_attr("dilations", [1, 1]) or [1, 1]
+    if len(sx) != 4 or len(kshape) != 2 or len(strides) != 2 or len(dil) != 2 or \
+            min(*kshape, *strides, *dil) < 1:
+        raise node.invalid(f"Im2Col of X {sx} with kernel {kshape}, strides {strides}, "
+                           f"dilations {dil}")
+    batch, c, h, w = sx
+    kh, kw = kshape
+    oh = (h - (kh - 1) * dil[0] - 1) // strides[0] + 1
+    ow = (w - (kw - 1) * dil[1] - 1) // strides[1] + 1
+    if oh < 1 or ow < 1:
+        raise node.invalid("the window does not fit the input")
+    out = (batch, c * kh * kw, oh, ow)
+    node.check_output(0, out)
+    defines = {"C": c, "H": h, "W": w, "KH": kh, "KW": kw, "SH": strides[0], "SW": strides[1],
+               "DH": dil[0], "DW": dil[1], "OH": oh, "OW": ow, "R": c * kh * kw}
+    stmts = f"""
+const int ow = gid % OW;
+const int oh = (gid / OW) % OH;
+const int r = (gid / (OW * OH)) % R;
+const int n = {"gid / (OW * OH * R)" if batch > 1 else "0"};
+const int c = r / (KH * KW);
+const int kh = (r / KW) % KH;
+const int kw = r % KW;
+y[gid] = x[((n * C + c) * H + oh * SH + kh * DH) * W + ow * SW + kw * DW];
+"""
+    return elementwise_kernel(
+        node, prod(out), [Param("x", sx), Param("y", out, const=False)], defines, stmts,
+        ["x"], ["y"], f"Im2Col X {shape_str(sx)} window {kh}x{kw} strides {strides} "
+        f"dilations {dil} -> {shape_str(out)}")
+
+
 def _blocked_conv(node: Node, defines: dict[str, int], params: list[Param], inputs: list[str],
                   comment: str, batch: int, group: int, pads: list[int], has_bias: bool,
                   packed: bool) -> OpKernel:
