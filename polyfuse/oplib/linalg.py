@@ -955,8 +955,11 @@ def im2col(node: Node) -> OpKernel:
     """The ONNX front-end's own ``Im2Col`` (never a model's): the windows of a (padded) NCHW
     input as the columns of a product, ``y[n][(c*KH + kh)*KW + kw][oh][ow] =
     x[n][c][oh*SH + kh*DH][ow*SW + kw*DW]``, so a KxK Conv becomes a 1x1 one
-    (:func:`conv_as_product`).  One work-item per output element, the output column fastest;
-    every subscript is quasi-affine in the id, so the front-end models it exactly."""
+    (:func:`conv_as_product`).  A work-item per input channel and output row copies the row's
+    KH*KW windows, the column a loop (contiguous stores), the window steps written out: no
+    division, every subscript affine, so the front-end models it exactly.  One work-item per
+    output element (the indices split by divisions) ran at 2.5 GB/s: 1.43 ms for ResNet-50's
+    28 x 28 stage against the product's 2.9."""
     node.check_attrs(["kernel_shape", "strides", "dilations"])
     sx = node.input(0)
     kshape = node.ints_attr("kernel_shape") or []
@@ -975,21 +978,18 @@ def im2col(node: Node) -> OpKernel:
     out = (batch, c * kh * kw, oh, ow)
     node.check_output(0, out)
     defines = {"C": c, "H": h, "W": w, "KH": kh, "KW": kw, "SH": strides[0], "SW": strides[1],
-               "DH": dil[0], "DW": dil[1], "OH": oh, "OW": ow, "R": c * kh * kw}
-    stmts = f"""
-const int ow = gid % OW;
-const int oh = (gid / OW) % OH;
-const int r = (gid / (OW * OH)) % R;
-const int n = {"gid / (OW * OH * R)" if batch > 1 else "0"};
-const int c = r / (KH * KW);
-const int kh = (r / KW) % KH;
-const int kw = r % KW;
-y[gid] = x[((n * C + c) * H + oh * SH + kh * DH) * W + ow * SW + kw * DW];
-"""
-    return elementwise_kernel(
-        node, prod(out), [Param("x", sx), Param("y", out, const=False)], defines, stmts,
-        ["x"], ["y"], f"Im2Col X {shape_str(sx)} window {kh}x{kw} strides {strides} "
-        f"dilations {dil} -> {shape_str(out)}")
+               "DH": dil[0], "DW": dil[1], "OH": oh, "OW": ow}
+    copies = [f"    y[(nc * KH * KW + {i * kw + j}) * OH * OW + oh * OW + ow] = "
+              f"x[(nc * H + oh * SH + {i} * DH) * W + ow * SW + {j} * DW];"
+              for i in range(kh) for j in range(kw)]
+    body = "\n".join(["const int oh = get_global_id(0);", "const int nc = get_global_id(1);",
+                      "for (int ow = 0; ow < OW; ow++) {", *copies, "}"]) + "\n"
+    comment = (f"Im2Col X {shape_str(sx)} window {kh}x{kw} strides {strides} dilations {dil} "
+               f"-> {shape_str(out)}")
+    gsize = (oh, batch * c)
+    lsize = (_divisor_at_most(oh, min(node.max_work_group_size, 16)), 1)
+    return make_kernel(node, render(node, defines, [Param("x", sx), Param("y", out, const=False)],
+                                    body, comment), gsize, lsize, ["x"], ["y"])
 
 
 def _blocked_conv(node: Node, defines: dict[str, int], params: list[Param], inputs: list[str],
