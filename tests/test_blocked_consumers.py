@@ -364,23 +364,27 @@ def test_conv_blocks_are_powers_of_two_columns(mpg: int, ow: int, stride: int,
     assert linalg.conv_block_shape(mpg, ow, stride, linalg.BLOCK_ROWS * 32) == block
 
 
-@pytest.mark.parametrize("hw,width,stride,dil,batch", [
-    (12, 12, 1, 1, 1),  # 12-column rows: direct blocks of 4, 144 output columns
-    (16, 7, 1, 1, 2),  # odd rows, two images: a batched product
-    (9, 31, 2, 1, 1),  # odd sizes at stride 2: 5 x 16 outputs
-    (12, 12, 1, 2, 1),  # dilated
+@pytest.mark.parametrize("hw,width,stride,dil,batch,pixels", [
+    (12, 12, 1, 1, 1, 144),  # 12-column rows: direct blocks of 4; 144 columns, 16 a block
+    (19, 7, 1, 1, 2, 144),  # odd rows, two images: a batched product, 133 pixels of 144
+    (21, 31, 2, 1, 1, 176),  # odd sizes at stride 2: 11 x 16 outputs
+    (13, 13, 1, 2, 1, 176),  # dilated: 13 x 13 = 169 pixels of 176
 ])
 def test_narrow_conv_is_an_implicit_gemm(tmp_path: Path, hw: int, width: int, stride: int,
-                                         dil: int, batch: int) -> None:
-    """A dense 3x3 Conv whose direct blocks would be narrow runs as an Im2Col launch and the
-    product of a 1x1 Conv on its columns; its bias, Relu (and the residual after the next
-    Conv) still fuse into the products (certified plan); outputs equal onnxruntime's."""
+                                         dil: int, batch: int, pixels: int) -> None:
+    """A dense 3x3 Conv whose direct blocks would be narrow runs as an Im2Col launch (its
+    columns rounded up to 16) and the product of the weights and those columns; its bias,
+    Relu (and the residual after the next Conv) still fuse into the products (certified
+    plan); outputs equal onnxruntime's."""
     path = _conv_block(tmp_path / "block.onnx", hw, 1, stride, dil, width, batch)
     program = load_onnx_model(str(path), target=REFERENCE_TARGET.with_variant("blocked")).program
     kernels = [op.kernel for op in program.launches]
     assert kernels[2:5] == ["Conv_pad_2", "Conv_im2col_2", "Conv_2"]
     window = program.kernels["Conv_2"].source
     assert "for (int kk = 0; kk < 72; kk++)" in window  # 8 channels x the 3x3 window
+    assert f"(kk * {pixels})" in window  # the Im2Col's rows, ``pixels`` columns apart
+    stored = ((hw - 1) // stride + 1) * ((width - 1) // stride + 1)
+    assert (f"< {stored})" in window) is (stored < pixels)  # ragged: the last block guarded
     assert "for (int ow = 0; ow < " in program.kernels["Conv_im2col_2"].source
     sess = polyfuse.InferenceSession(str(path), _form="blocked")
     assert check_plan(sess.plan) == []
@@ -391,21 +395,22 @@ def test_narrow_conv_is_an_implicit_gemm(tmp_path: Path, hw: int, width: int, st
                                atol=ATOL)
 
 
-@pytest.mark.parametrize("stride,dil", [(1, 1), (2, 2)])
-def test_im2col_widths_equal_the_bruteforce_oracle(tmp_path: Path, stride: int,
+@pytest.mark.parametrize("hw,stride,dil", [(12, 1, 1), (25, 2, 2)])
+def test_im2col_widths_equal_the_bruteforce_oracle(tmp_path: Path, hw: int, stride: int,
                                                    dil: int) -> None:
-    path = _conv_block(tmp_path / "block.onnx", 4 * stride, 1, stride, dil, 4 * stride)
+    """Ragged columns included (13 x 13 = 169 pixels of 176 at stride 2)."""
+    path = _conv_block(tmp_path / "block.onnx", hw, 1, stride, dil)
     program = load_onnx_model(str(path), target=REFERENCE_TARGET.with_variant("blocked")).program
     assert any("im2col" in op.kernel for op in program.launches)
     assert width_mismatches(program, build_uar(program)) == []
 
 
 @pytest.mark.parametrize("mpg,hw,stride,product", [
-    (128, 28, 1, True),  # ResNet-50's second stage: direct 51 GFLOP/s, product 77
-    (128, 28, 2, True),  # its downsampling 3x3: direct 63
+    (128, 28, 1, True),  # ResNet-50's second stage: direct 50 GFLOP/s, product 63
+    (128, 28, 2, True),  # its downsampling 3x3: direct 47, product 73
+    (256, 14, 1, True),  # 196 pixels, 208 columns: 51 against 62
     (64, 56, 1, False),  # 16 x 8 direct blocks, 1.0-1.2x numpy
-    (256, 14, 1, False),  # 196 columns: product blocks of 4
-    (512, 7, 1, False),
+    (512, 7, 1, False),  # 49 pixels: the product ran at 8 GFLOP/s, direct 14
 ])
 def test_conv_as_product_rule(mpg: int, hw: int, stride: int, product: bool) -> None:
     budget = linalg.BLOCK_ROWS * 32
@@ -414,13 +419,18 @@ def test_conv_as_product_rule(mpg: int, hw: int, stride: int, product: bool) -> 
     assert not linalg.conv_as_product(1, (1, 1), (hw, hw), (1, 1), mpg, budget)
 
 
-def test_a_models_own_im2col_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("op,attr", [("Im2Col", None), ("Conv", "im2col")])
+def test_the_front_ends_own_im2col_is_refused_in_a_model(tmp_path: Path, op: str,
+                                                         attr: Any) -> None:
+    attrs = {attr: 1} if attr else {}
     graph = helper.make_graph(
-        [helper.make_node("Im2Col", ["x"], ["y"], kernel_shape=[1, 1])], "g",
+        [helper.make_node(op, ["x", "w"] if op == "Conv" else ["x"], ["y"],
+                          kernel_shape=[1, 1], **attrs)], "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2, 2])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 2, 2])])
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 2, 2])],
+        [numpy_helper.from_array(np.ones((1, 1, 1, 1), np.float32), "w")])
     path = tmp_path / "im2col.onnx"
     path.write_bytes(helper.make_model(
         graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
-    with pytest.raises(polyfuse.PolyfuseError, match="Im2Col"):
+    with pytest.raises(polyfuse.PolyfuseError, match="Im2Col|im2col"):
         load_onnx_model(str(path), target=REFERENCE_TARGET.with_variant("blocked"))

@@ -46,7 +46,7 @@ class OpSpec:
 _REDUCE_ATTRS = ("axes", "keepdims", "noop_with_empty_axes")
 _CONV_ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
 #: Attributes the ONNX front-end sets on its own rewrites, not ONNX's (not listed as supported)
-_INTERNAL_ATTRS = {"Conv": ("packed_weights",), "MatMul": ("packed_panel",),
+_INTERNAL_ATTRS = {"Conv": ("packed_weights", "im2col"), "MatMul": ("packed_panel",),
                    "Gemm": ("packed_panel",)}
 
 #: Every ONNX operator :func:`op_kernel` implements.
