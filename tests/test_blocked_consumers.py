@@ -406,11 +406,11 @@ def test_im2col_widths_equal_the_bruteforce_oracle(tmp_path: Path, hw: int, stri
 
 
 @pytest.mark.parametrize("mpg,hw,stride,product", [
-    (128, 28, 1, True),  # ResNet-50's second stage: direct 50 GFLOP/s, product 63
-    (128, 28, 2, True),  # its downsampling 3x3: direct 47, product 73
-    (256, 14, 1, True),  # 196 pixels, 208 columns: 51 against 62
-    (64, 56, 1, False),  # 16 x 8 direct blocks, 1.0-1.2x numpy
-    (512, 7, 1, False),  # 49 pixels: the product ran at 8 GFLOP/s, direct 14
+    (128, 28, 1, True),  # ResNet-50's second stage: direct 50 GFLOP/s, Im2Col + product 73
+    (128, 28, 2, True),  # its downsampling 3x3: direct 31-47, 74
+    (256, 14, 1, True),  # 196 pixels, 208 columns: 51 against 65
+    (64, 56, 1, False),  # 16 x 8 direct blocks: 82 against 63
+    (512, 7, 1, False),  # 49 pixels of 64: the product ran at 7 GFLOP/s, direct 14
 ])
 def test_conv_as_product_rule(mpg: int, hw: int, stride: int, product: bool) -> None:
     budget = linalg.BLOCK_ROWS * 32

@@ -948,11 +948,11 @@ def conv_as_product(group: int, kernel: Sequence[int], out_hw: Sequence[int],
     direct block has fewer than 8 columns (rows that are not a multiple of 8, or a stride)
     and the output has at least 128 pixels.  Thread CPU time of the kernels alone, PoCL 3.1
     ``basic``, direct against Im2Col + product: ResNet-50's 3x3 Convs 128 -> 128 at 28 x 28
-    50 against 63 GFLOP/s, at stride 2 from 56 47 against 73; 256 -> 256 at 14 x 14 51
-    against 62, at stride 2 47 against 68; 512 -> 512 at 7 x 7 14 against 8 (the product's
-    64 columns of which 49 stored, in 16 x 8 blocks), so 7 x 7 stays direct.  56-column rows
-    keep the direct Conv (16 x 8, 1.0-1.2x numpy; as a product 0.8x with its Im2Col), and so
-    do grouped and depthwise Convs and 1x1 ones (already a product)."""
+    50 against 73 GFLOP/s (0.81x numpy), at stride 2 from 56 31-47 against 74; 256 -> 256 at
+    14 x 14 51 against 65, at stride 2 51 against 67; 512 -> 512 at 7 x 7 14 against 7 (the
+    product's 64 columns of which 49 stored, in 16 x 8 blocks), so 7 x 7 stays direct.
+    56-column rows keep the direct Conv (16 x 8, 82 GFLOP/s; as a product 63 with its
+    Im2Col), and so do grouped and depthwise Convs and 1x1 ones (already a product)."""
     if group != 1 or len(kernel) != 2 or tuple(kernel) == (1, 1) or \
             out_hw[0] * out_hw[1] < 128:
         return False
