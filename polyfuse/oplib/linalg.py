@@ -952,10 +952,16 @@ def conv_as_product(group: int, kernel: Sequence[int], out_hw: Sequence[int],
     14 x 14 51 against 65, at stride 2 51 against 67; 512 -> 512 at 7 x 7 14 against 7 (the
     product's 64 columns of which 49 stored, in 16 x 8 blocks), so 7 x 7 stays direct.
     56-column rows keep the direct Conv (16 x 8, 82 GFLOP/s; as a product 63 with its
-    Im2Col), and so do grouped and depthwise Convs and 1x1 ones (already a product)."""
-    if group != 1 or len(kernel) != 2 or tuple(kernel) == (1, 1) or \
-            out_hw[0] * out_hw[1] < 128:
+    Im2Col), and so do grouped and depthwise Convs.  A 1x1 Conv is a product already
+    (:func:`_pointwise_conv`); it goes through an Im2Col (a copy with its columns rounded up
+    to 16) only where its pixels are not a multiple of 16: at 14 x 14 (ResNet-50's third
+    stage) 256 -> 1024 ran in blocks of 4 columns at 28-30 GFLOP/s (0.27-0.29x numpy), with
+    the copy (0.01-0.05 ms) at 63-70."""
+    pixels = out_hw[0] * out_hw[1]
+    if group != 1 or len(kernel) != 2 or pixels < 128:
         return False
+    if tuple(kernel) == (1, 1):
+        return pixels % 16 != 0
     return conv_block_shape(mpg, out_hw[1], max(strides), budget)[1] < 8
 
 
