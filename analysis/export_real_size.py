@@ -19,7 +19,10 @@ float32, static shapes, batch 1, seeded random weights, every module in eval mod
 * ``resnet_downsample``: the first block of ResNet-50's second stage (1x1 256->128, 3x3
   128->128 at stride 2, 1x1 128->512, and a 1x1 stride-2 256->512 projection shortcut), 56x56;
 * ``mobilenet_downsample``: a MobileNetV2 block at stride 2 (expand 24->144, depthwise 3x3
-  stride 2, project 144->32, no residual), 56x56.
+  stride 2, project 144->32, no residual), 56x56;
+* ``resnet_stage2`` and ``resnet_stage3``: ResNet-50 bottlenecks of its second and third
+  stages (512->128->128->512 at 28x28, 1024->256->256->1024 at 14x14; not exported unless
+  named).
 
     PYTHONPATH=... .venv/bin/python analysis/export_real_size.py OUT_DIR NAME...
 
@@ -132,7 +135,12 @@ MODELS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {
     "mobilenet_block": (InvertedResidual, (1, 32, 56, 56)),
     "resnet_downsample": (DownsampleBottleneck, (1, 256, 56, 56)),
     "mobilenet_downsample": (lambda: InvertedResidual(24, stride=2, out=32), (1, 24, 56, 56)),
+    "resnet_stage2": (lambda: Bottleneck(512, 128), (1, 512, 28, 28)),
+    "resnet_stage3": (lambda: Bottleneck(1024, 256), (1, 1024, 14, 14)),
 }
+
+#: exported only when named
+ON_REQUEST = ("resnet_stage2", "resnet_stage3")
 
 
 def randomize_norms(module: nn.Module, gen: torch.Generator) -> None:
@@ -165,7 +173,7 @@ def export(name: str, out_dir: Path) -> Path:
 def main(argv: list[str]) -> int:
     out_dir = Path(argv[0]) if argv else ROOT / "out" / "real_size"
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name in argv[1:] or MODELS:
+    for name in argv[1:] or [m for m in MODELS if m not in ON_REQUEST]:
         path = export(name, out_dir)
         print(f"{path} ({path.stat().st_size / 1e6:.1f} MB)")
     return 0

@@ -113,15 +113,18 @@ def test_bundled_models_blocked(name: str, launches: int) -> None:
         np.testing.assert_allclose(out, ref[t.name], rtol=RTOL, atol=ATOL)
 
 
-def _conv_block(path: Path, hw: int, group: int, stride: int, dil: int) -> Path:
+def _conv_block(path: Path, hw: int, group: int, stride: int, dil: int, width: int = 0,
+                batch: int = 1) -> Path:
     """Conv 1x1 16->8, Relu, Conv 3x3 (pads = dilation, ``group``, ``stride``, ``dil``), Relu,
-    Conv 1x1 8->16, and at stride 1 the residual Add and Relu: a ResNet/MobileNet block."""
+    Conv 1x1 8->16, and at stride 1 the residual Add and Relu: a ResNet/MobileNet block on an
+    ``hw`` x ``width`` (default ``hw``) input."""
     rng = np.random.default_rng(3)
+    width = width or hw
 
     def w(name: str, *shape: int) -> Any:
         return numpy_helper.from_array(rng.uniform(-0.5, 0.5, shape).astype(np.float32), name)
 
-    out = (hw - 1) // stride + 1
+    out = ((hw - 1) // stride + 1, (width - 1) // stride + 1)
     nodes = [
         helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], kernel_shape=[1, 1]),
         helper.make_node("Relu", ["c1"], ["r1"]),
@@ -136,8 +139,8 @@ def _conv_block(path: Path, hw: int, group: int, stride: int, dil: int) -> Path:
                   helper.make_node("Relu", ["s"], ["y"])]
     graph = helper.make_graph(
         nodes, "conv_block",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, hw, hw])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, out, out])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 16, hw, width])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 16, *out])],
         [w("w1", 8, 16, 1, 1), w("b1", 8), w("w2", 8, 8 // group, 3, 3), w("b2", 8),
          w("w3", 16, 8, 1, 1), w("b3", 16)])
     onnx_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
@@ -359,3 +362,79 @@ def test_strided_pointwise_conv_is_a_product_of_a_subsampled_input(tmp_path: Pat
 def test_conv_blocks_are_powers_of_two_columns(mpg: int, ow: int, stride: int,
                                                block: tuple) -> None:
     assert linalg.conv_block_shape(mpg, ow, stride, linalg.BLOCK_ROWS * 32) == block
+
+
+@pytest.mark.parametrize("hw,width,stride,dil,batch,pixels", [
+    (12, 12, 1, 1, 1, 144),  # 12-column rows: direct blocks of 4; 144 columns, 16 a block
+    (19, 7, 1, 1, 2, 144),  # odd rows, two images: a batched product, 133 pixels of 144
+    (21, 31, 2, 1, 1, 176),  # odd sizes at stride 2: 11 x 16 outputs
+    (13, 13, 1, 2, 1, 176),  # dilated: 13 x 13 = 169 pixels of 176
+])
+def test_narrow_conv_is_an_implicit_gemm(tmp_path: Path, hw: int, width: int, stride: int,
+                                         dil: int, batch: int, pixels: int) -> None:
+    """A dense 3x3 Conv whose direct blocks would be narrow runs as an Im2Col launch (its
+    columns rounded up to 16) and the product of the weights and those columns; its bias,
+    Relu (and the residual after the next Conv) still fuse into the products (certified
+    plan); outputs equal onnxruntime's."""
+    path = _conv_block(tmp_path / "block.onnx", hw, 1, stride, dil, width, batch)
+    program = load_onnx_model(str(path), target=REFERENCE_TARGET.with_variant("blocked")).program
+    kernels = [op.kernel for op in program.launches]
+    at = kernels.index("Conv_pad_2")
+    assert kernels[at:at + 3] == ["Conv_pad_2", "Conv_im2col_2", "Conv_2"]
+    # the first 1x1 Conv too where the input's pixels are not a multiple of 16
+    assert ("Conv_im2col_0" in kernels) is ((hw * width) % 16 != 0)
+    window = program.kernels["Conv_2"].source
+    assert "for (int kk = 0; kk < 72; kk++)" in window  # 8 channels x the 3x3 window
+    assert f"(kk * {pixels})" in window  # the Im2Col's rows, ``pixels`` columns apart
+    stored = ((hw - 1) // stride + 1) * ((width - 1) // stride + 1)
+    assert (f"< {stored})" in window) is (stored < pixels)  # ragged: the last block guarded
+    assert "for (int ow = 0; ow < " in program.kernels["Conv_im2col_2"].source
+    sess = polyfuse.InferenceSession(str(path), _form="blocked")
+    assert check_plan(sess.plan) == []
+    assert sess.launches <= len(program.launches) - (3 if stride == 1 else 2)
+    feeds = random_inputs(sess.io, seed=1)
+    (y,) = sess.run(None, feeds)
+    np.testing.assert_allclose(y, onnxruntime_reference(str(path), feeds)["y"], rtol=RTOL,
+                               atol=ATOL)
+
+
+@pytest.mark.parametrize("hw,stride,dil", [(12, 1, 1), (25, 2, 2)])
+def test_im2col_widths_equal_the_bruteforce_oracle(tmp_path: Path, hw: int, stride: int,
+                                                   dil: int) -> None:
+    """Ragged columns included (13 x 13 = 169 pixels of 176 at stride 2)."""
+    path = _conv_block(tmp_path / "block.onnx", hw, 1, stride, dil)
+    program = load_onnx_model(str(path), target=REFERENCE_TARGET.with_variant("blocked")).program
+    assert any("im2col" in op.kernel for op in program.launches)
+    assert width_mismatches(program, build_uar(program)) == []
+
+
+@pytest.mark.parametrize("mpg,hw,stride,product", [
+    (128, 28, 1, True),  # ResNet-50's second stage: direct 50 GFLOP/s, Im2Col + product 73
+    (128, 28, 2, True),  # its downsampling 3x3: direct 31-47, 74
+    (256, 14, 1, True),  # 196 pixels, 208 columns: 51 against 65
+    (64, 56, 1, False),  # 16 x 8 direct blocks: 82 against 63
+    (512, 7, 1, False),  # 49 pixels of 64: the product ran at 7 GFLOP/s, direct 14
+])
+def test_conv_as_product_rule(mpg: int, hw: int, stride: int, product: bool) -> None:
+    budget = linalg.BLOCK_ROWS * 32
+    assert linalg.conv_as_product(1, (3, 3), (hw, hw), (stride, stride), mpg, budget) is product
+    assert not linalg.conv_as_product(4, (3, 3), (hw, hw), (stride, stride), mpg, budget)
+    # a 1x1 Conv only where its pixels are not a multiple of 16 (14 x 14: 28 against 70)
+    assert linalg.conv_as_product(1, (1, 1), (hw, hw), (1, 1), mpg, budget) is (hw == 14)
+
+
+@pytest.mark.parametrize("op,attr", [("Im2Col", None), ("Conv", "im2col")])
+def test_the_front_ends_own_im2col_is_refused_in_a_model(tmp_path: Path, op: str,
+                                                         attr: Any) -> None:
+    attrs = {attr: 1} if attr else {}
+    graph = helper.make_graph(
+        [helper.make_node(op, ["x", "w"] if op == "Conv" else ["x"], ["y"],
+                          kernel_shape=[1, 1], **attrs)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 2, 2])],
+        [numpy_helper.from_array(np.ones((1, 1, 1, 1), np.float32), "w")])
+    path = tmp_path / "im2col.onnx"
+    path.write_bytes(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
+    with pytest.raises(polyfuse.PolyfuseError, match="Im2Col|im2col"):
+        load_onnx_model(str(path), target=REFERENCE_TARGET.with_variant("blocked"))

@@ -827,11 +827,17 @@ class _Translator:
                              UnsupportedError)
         if op == "Gemm":
             node = self.pack_gemm_b(node, attrs)
+        from polyfuse.oplib import INTERNAL_OPERATORS
+
+        if op in INTERNAL_OPERATORS:  # the front-end's own operators, never a model's
+            raise self.error(f"{where}: operator '{op}' is not supported", UnsupportedError)
         if op == "Conv":
-            if "packed_weights" in attrs:  # the front-end's own attribute, never a model's
-                raise self.error(f"{where}: attribute 'packed_weights' is not supported",
-                                 UnsupportedError)
+            for own in ("packed_weights", "im2col"):  # the front-end's, never a model's
+                if own in attrs:
+                    raise self.error(f"{where}: attribute '{own}' is not supported",
+                                     UnsupportedError)
             node = self.pad_conv_input(index, node, label, attrs, where)
+            node = self.conv_as_product(index, node, label, attrs, where)
             node = self.pack_conv_weights(
                 self.subsample_conv_input(index, node, label, attrs, where), attrs)
         if op in ("MatMul", "Gemm") and self.split_k(index, node, op, label, attrs, where):
@@ -937,6 +943,53 @@ class _Translator:
         copy.input[0] = padded
         attrs.pop("auto_pad", None)
         attrs["pads"] = [0] * (2 * nd)
+        return copy
+
+    def conv_as_product(self, index: int, node: Any, label: str, attrs: dict[str, Any],
+                        where: str) -> Any:
+        """An unpadded (:meth:`pad_conv_input`) dense KxK Conv whose direct kernel would run
+        narrow blocks (:func:`polyfuse.oplib.linalg.conv_as_product`: ResNet's 28-, 14- and
+        7-column rows, strided windows) in the ``blocked`` variant becomes an implicit GEMM: an
+        ``Im2Col`` launch (shared by the Convs that read the same tensor through the same
+        window) lays the windows out as (N, C*KH*KW, PP), PP the OH*OW pixels rounded up to
+        the product's block width, and the Conv (the front-end's ``im2col`` attribute) is the
+        blocked product of its weights re-viewed as (M, C*KH*KW) and that; its bias,
+        activation and residual still fuse into the product's blocks.  ``node`` and ``attrs``
+        are rewritten (a copy of the node)."""
+        from onnx import helper
+
+        from polyfuse.oplib.linalg import BLOCK_ROWS, conv_as_product, im2col_columns
+
+        if self.variant.product_form != "blocked" or len(node.input) < 2 or \
+                node.input[0] not in self.tensor_buffer or node.input[1] not in self.consts or \
+                int(attrs.get("group", 1)) != 1 or any(int(p) for p in attrs.get("pads") or []) \
+                or str(attrs.get("auto_pad", "NOTSET")) not in ("NOTSET", "VALID"):
+            return node
+        x, sx, weights = node.input[0], self.shape(node.input[0], where), \
+            self.consts[node.input[1]]
+        strides = [int(v) for v in attrs.get("strides") or [1, 1]]
+        dil = [int(v) for v in attrs.get("dilations") or [1, 1]]
+        if len(sx) != 4 or weights.ndim != 4 or weights.shape[1] != sx[1] or \
+                len(strides) != 2 or len(dil) != 2 or min(strides + dil) < 1:
+            return node  # the Conv kernel reports what is wrong
+        m, kh, kw = weights.shape[0], weights.shape[2], weights.shape[3]
+        out_hw = [(n - (k - 1) * d - 1) // s + 1
+                  for n, k, d, s in zip(sx[2:], (kh, kw), dil, strides)]
+        if min(out_hw) < 1 or not conv_as_product(
+                1, (kh, kw), out_hw, strides, m, BLOCK_ROWS * self.variant.block_cols):
+            return node
+        geometry = {"kernel_shape": [kh, kw], "strides": strides, "dilations": dil}
+        cols = f"{x}::im2col_{kh}x{kw}_{'_'.join(map(str, strides + dil))}"
+        if cols not in self.tensor_buffer:
+            self.shapes[cols] = (sx[0], sx[1] * kh * kw, im2col_columns(out_hw[0] * out_hw[1]))
+            self.types[cols] = self.types.get(x, 1)
+            self.launch(index, helper.make_node("Im2Col", [x], [cols],
+                                                name=f"{node.name or 'Conv'}_im2col"),
+                        "Im2Col", label, geometry, where)
+        copy = self.with_packed_b(node, "rows", lambda w: w.reshape(w.shape[0], -1))
+        copy.input[0] = cols
+        attrs.clear()
+        attrs["im2col"] = 1
         return copy
 
     def subsample_conv_input(self, index: int, node: Any, label: str, attrs: dict[str, Any],

@@ -30,8 +30,8 @@ from polyfuse.core.program import KernelVariant, UnsupportedError
 from polyfuse.oplib import elementwise, linalg, movement, pool, reduce
 from polyfuse.oplib._common import Node, OpKernel
 
-__all__ = ["KERNEL_VARIANTS", "OPERATORS", "KernelVariant", "OpKernel", "OpSpec", "op_kernel",
-           "SUPPORTED_OPS"]
+__all__ = ["INTERNAL_OPERATORS", "KERNEL_VARIANTS", "OPERATORS", "KernelVariant", "OpKernel",
+           "OpSpec", "op_kernel", "SUPPORTED_OPS"]
 
 @dataclass(frozen=True)
 class OpSpec:
@@ -46,7 +46,7 @@ class OpSpec:
 _REDUCE_ATTRS = ("axes", "keepdims", "noop_with_empty_axes")
 _CONV_ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
 #: Attributes the ONNX front-end sets on its own rewrites, not ONNX's (not listed as supported)
-_INTERNAL_ATTRS = {"Conv": ("packed_weights",), "MatMul": ("packed_panel",),
+_INTERNAL_ATTRS = {"Conv": ("packed_weights", "im2col"), "MatMul": ("packed_panel",),
                    "Gemm": ("packed_panel",)}
 
 #: Every ONNX operator :func:`op_kernel` implements.
@@ -102,6 +102,11 @@ OPERATORS: dict[str, OpSpec] = {
        for op, attrs in movement.COPY_OPS.items()},
 }
 
+#: Operators of the ONNX front-end's own rewrites, never a model's (not in SUPPORTED_OPS)
+INTERNAL_OPERATORS: dict[str, OpSpec] = {
+    "Im2Col": OpSpec(linalg.im2col, ("kernel_shape", "strides", "dilations")),
+}
+
 #: Kernel variants by name (:class:`~polyfuse.core.program.KernelVariant`; a target carries one,
 #: :meth:`~polyfuse.core.program.Target.with_variant`).
 KERNEL_VARIANTS = _VARIANTS
@@ -139,7 +144,7 @@ def op_kernel(
     quasi-affine C expression of ``grp`` (the identity by default; a permutation of the rows
     when the reduction reads them through a row-permuting Transpose).
     """
-    spec = OPERATORS.get(op_type)
+    spec = OPERATORS.get(op_type) or INTERNAL_OPERATORS.get(op_type)
     if spec is None:
         raise UnsupportedError(f"{op_type} (kernel '{name}'): operator is not supported")
     if max_work_group_size < 1 or local_mem_size < 4:
