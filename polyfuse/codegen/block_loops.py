@@ -258,14 +258,17 @@ def fuse_block_loops(body: c_ast.Compound, roots: Mapping[str, str], block_array
             merged.extend(n.stmt for n in run)
         run.clear()
 
+    run_key: tuple = ()
     for stmt in items:
         nest = _as_nest(stmt)
-        if nest is not None and run and nest.key(text) == run[0].key(text):
+        key = nest.key(text) if nest is not None else ()
+        if nest is not None and run and key == run_key:
             run.append(nest)
             continue
         close()
         if nest is not None:
             run.append(nest)
+            run_key = key
         else:
             merged.append(stmt)
     close()

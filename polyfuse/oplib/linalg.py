@@ -860,12 +860,7 @@ def conv(node: Node) -> OpKernel:
     if node.variant.product_form == "blocked" and group == 1 and (kh, kw) == (1, 1) and \
             strides == [1, 1] and not any(pads) and not packed:
         return _pointwise_conv(node, sx, sw, out, bias, batch, cin, cout, h * w)
-    params = [Param("x", sx), Param("w", w_shape)]
-    inputs = ["x", "w"]
-    if bias is not None:
-        params.append(Param("bias", bias))
-        inputs.append("bias")
-    params.append(Param("y", out, const=False))
+    params, inputs = _conv_params(sx, w_shape, bias, out)
     comment = (
         f"Conv X {shape_str(sx)} W {shape_str(sw)} group={group} strides={strides} "
         f"dilations={dil} pads={pads} -> {shape_str(out)}" + (" (W packed)" if packed else "")
@@ -902,6 +897,16 @@ for (int c = 0; c < CPG; c++) {{
 y[gid] = acc;
 """
     return elementwise_kernel(node, total, params, defines, stmts, inputs, ["y"], comment)
+
+
+def _conv_params(sx: tuple[int, ...], sw: tuple[int, ...], bias: Optional[tuple[int, ...]],
+                 out: tuple[int, ...]) -> tuple[list[Param], list[str]]:
+    """A Conv kernel's parameters (X, W, the bias when given, Y) and its bound inputs."""
+    params, inputs = [Param("x", sx), Param("w", sw)], ["x", "w"]
+    if bias is not None:
+        params.append(Param("bias", bias))
+        inputs.append("bias")
+    return params + [Param("y", out, const=False)], inputs
 
 
 def _divisor_at_most(n: int, cap: int) -> int:
@@ -1041,12 +1046,7 @@ def _im2col_conv(node: Node) -> OpKernel:
     bias = node.input(2) if node.has_input(2) else None
     if bias is not None and bias != (m,):
         raise node.invalid(f"bias B has shape {bias}, expected ({m},)")
-    params = [Param("x", sx), Param("w", sw)]
-    inputs = ["x", "w"]
-    if bias is not None:
-        params.append(Param("bias", bias))
-        inputs.append("bias")
-    params.append(Param("y", out, const=False))
+    params, inputs = _conv_params(sx, sw, bias, out)
     x_off = "batch * K * N + " if batch > 1 else ""
     y_off = f"batch * {m * p} + " if batch > 1 else ""
     opk = _blocked_product(
@@ -1158,12 +1158,7 @@ def _pointwise_conv(node: Node, sx: tuple[int, ...], sw: tuple[int, ...],
     ``W (cout x cin) @ X (cin x H*W)``: the blocked product, output channels as rows and pixels
     as columns, the image as the batch.  Its block layout (rows: image and channel, columns:
     pixel) is the direct Conv's, so the same consumers cover it."""
-    params = [Param("x", sx), Param("w", sw)]
-    inputs = ["x", "w"]
-    if bias is not None:
-        params.append(Param("bias", bias))
-        inputs.append("bias")
-    params.append(Param("y", out, const=False))
+    params, inputs = _conv_params(sx, sw, bias, out)
     x_off = "batch * K * N + " if batch > 1 else ""
     y_off = "batch * M * N + " if batch > 1 else ""
     comment = (f"Conv 1x1 X {shape_str(sx)} W {shape_str(sw)} -> {shape_str(out)} as the "
