@@ -187,9 +187,20 @@ def test_fuse_writes_plan_source_report(tmp_path, example, after):
     assert "__kernel void" in (tmp_path / "fused.cl").read_text()
     report = (tmp_path / "report.md").read_text()
     assert "## Groups" in report and "passed" in report
+    if any(len(g["members"]) > 1 for g in plan["groups"]):  # weighed, kept fused
+        assert "## Fused groups against their launches apart" in report
     if after > 1:
         assert "global" in report.split("## Edges that blocked fusion")[1]
     assert example in r.stdout  # the summary row names the program
+
+
+def test_fuse_no_weigh_keeps_the_groups_unweighed(tmp_path):
+    ex = ROOT / "examples" / "qkv"
+    r = run_cli("fuse", ex / "kernels.cl", "--host", ex / "host.c", "--out", tmp_path,
+                "--no-weigh")
+    assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path / "plan.json").read_text())["launches_after"] == 1
+    assert "against their launches apart" not in (tmp_path / "report.md").read_text()
 
 
 def test_fuse_runtime_parameter(tmp_path):

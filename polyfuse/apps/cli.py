@@ -363,6 +363,7 @@ def _fuse_opencl_job(args: argparse.Namespace, progress: Optional[Callable[[str]
             program = size_buffers(program, params)
         options = Options(params=params, orchestration=args.orchestration, verify=args.verify,
                           tune=args.tune, coarsen=args.tune, device=args.device, out=args.out,
+                          weigh=not args.no_weigh,
                           host_include_dirs=tuple(args.include),
                           host_defines={n: (v if sep else None) for n, sep, v in
                                         (d.partition("=") for d in args.define)})
@@ -819,6 +820,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "sizes with --param and buffers are sized to what the kernels touch")
     p.add_argument("--tune", action="store_true",
                    help="time the orchestration variants and keep the fastest")
+    p.add_argument("--no-weigh", action="store_true",
+                   help="keep every group the planner fused, without weighing each against "
+                        "its launches apart (performance model, timing when close)")
     p.add_argument("--jobs", type=int, default=1,
                    help="ONNX batches: fuse this many models in parallel processes (their "
                         "timings then share the cores: indicative only)")

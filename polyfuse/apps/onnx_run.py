@@ -153,7 +153,10 @@ def compile_onnx(path: str, params: Optional[Mapping[str, int]], device: DeviceS
     key = _key(path, params, device) + (tune, form)
     hit = _FUSED_CACHE.get(key)
     if hit is None:
-        options = Options(params=dict(params or {}), tune=tune, device=device)
+        # sessions do not weigh each fused group (polyfuse.passes.group_weighing): counting a
+        # real-size model's fused kernels costs seconds per layer of the cold start it is
+        # meant to keep short; ``polyfuse fuse`` weighs and its report says what it kept
+        options = Options(params=dict(params or {}), tune=tune, device=device, weigh=False)
         target = form_target(path, params, device, form, progress)
         model = loaded[1] if loaded is not None and loaded[0] == target else None
         hit = _FUSED_CACHE[key] = compile_program(Compilation(

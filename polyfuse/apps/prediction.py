@@ -18,68 +18,23 @@ Times are per instance: a launch inside a host loop runs ``count`` times per exe
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
 
 from polyfuse.core.program import PolyfuseError, Program
-from polyfuse.perf.model import Calibration, Features, geomean_error
+from polyfuse.perf.launches import (
+    SHOWN_COUNTS,
+    LaunchPrediction,
+    measure_launches,
+    predict_program,
+)
+from polyfuse.perf.model import Calibration, geomean_error
 
 Progress = Optional[Callable[[str], None]]
 #: what :func:`predict` accepts: a loaded program, an ONNX file or an OpenCL C file (with host)
 Source = Union[Program, str, os.PathLike]
-
-#: the counts shown per launch (summed over its instances), in table order
-SHOWN_COUNTS = ("subgroup_flops", "gmem_bytes", "local_access", "group_barriers", "work_items")
-#: the features whose sum is the global bytes a launch accesses (``gmem_bytes``)
-GMEM_ACCESSED = ("gmem_unit_bytes", "gmem_narrow_bytes", "gmem_loop_bytes", "gmem_strided_bytes",
-                 "gmem_uniform_bytes", "gmem_reuse_bytes")
-
-
-@dataclass(frozen=True)
-class LaunchPrediction:
-    """One launch: its kernel, counts, predicted and (measured) seconds per instance."""
-
-    launch: int
-    kernel: str
-    #: instances per execution (a launch inside host loops runs several times)
-    count: int
-    features: Mapping[str, float]
-    predicted_s: float
-    measured_s: Optional[float] = None
-    #: IQR / median of the measured samples (how much to trust ``measured_s``)
-    spread: Optional[float] = None
-
-    @property
-    def error(self) -> Optional[float]:
-        """``max(p/m, m/p) - 1`` (0: exact; 1: off by a factor of two either way)."""
-        if self.measured_s is None or self.measured_s <= 0 or self.predicted_s <= 0:
-            return None
-        r = self.predicted_s / self.measured_s
-        return max(r, 1.0 / r) - 1.0
-
-    def counts(self) -> dict[str, float]:
-        """The :data:`SHOWN_COUNTS` of the launch (all instances; flops per sub-group instruction
-        as the model counts them, an fma as 2)."""
-        f = self.features
-        flops = sum(f.get(k, 0.0) for k in ("flop_simple", "flop_div", "flop_special")) \
-            + 2 * f.get("flop_fma", 0.0)
-        # the bytes accessed, each once: the stride classes and the re-reads (the other gmem_
-        # features charge a share of these again: beyond a cache, cold)
-        gmem = sum(f.get(k, 0.0) for k in GMEM_ACCESSED)
-        return {"subgroup_flops": flops, "gmem_bytes": gmem,
-                "local_access": f.get("local_access", 0.0),
-                "group_barriers": f.get("group_barriers", 0.0),
-                "work_items": f.get("work_items", 0.0)}
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"launch": self.launch, "kernel": self.kernel, "count": self.count,
-                "counts": self.counts(), "features": dict(self.features),
-                "predicted_s": self.predicted_s, "measured_s": self.measured_s,
-                "spread": self.spread, "error": self.error}
-
 
 @dataclass(frozen=True)
 class Prediction:
@@ -186,100 +141,6 @@ def load_source(source: Source, *, host: Optional[Union[str, Sequence[str]]] = N
 
     hosts = [host] if isinstance(host, str) else list(host)
     return load_opencl([str(path)], host=hosts, params=dict(params or {}), check_params=True)
-
-
-def predict_program(program: Program, calibration: Calibration, *,
-                    params: Optional[Mapping[str, int]] = None,
-                    progress: Progress = None) -> list[LaunchPrediction]:
-    """The model's time of every launch of ``program`` (counts at ``params``)."""
-    from polyfuse.perf.counts import count_program
-    from polyfuse.perf.model import features_of, warm_shares
-
-    say = progress or (lambda _m: None)
-    say(f"counting the {len(program.launches)} launches of {program.name} (barvinok)")
-    counts = count_program(program, subgroup_size=calibration.subgroup_size,
-                           values=dict(params or {}))
-    # launches in program order: each finds what the ones before it left in the cache
-    warm = warm_shares(program, counts, calibration.llc_bytes, params)
-    out = []
-    for launch in program.launches:
-        feats: Features = features_of(counts[launch.id], params,
-                                      cache_bytes=calibration.cache_bytes,
-                                      reuse_cache_bytes=calibration.reuse_cache_bytes,
-                                      warm=warm.get(launch.id))
-        n = max(1, round(feats.values.get("launches", 1.0)))
-        out.append(LaunchPrediction(launch.id, launch.kernel, n, feats.to_dict(),
-                                    calibration.time(feats) / n))
-    return out
-
-
-def measure_launches(program: Program, launches: Sequence[LaunchPrediction], *,
-                     params: Optional[Mapping[str, int]] = None, device: Any = None,
-                     repeat: int = 7, progress: Progress = None) -> list[LaunchPrediction]:
-    """``launches`` with their measured seconds: median over ``repeat`` runs of the program.
-
-    The program is built and its buffers allocated once, then run once unrecorded (the device
-    compiles a kernel for its work-group size at the first launch, and fresh memory faults in
-    at the first touch) and ``repeat`` times recorded, each run from the same initial
-    contents; a launch's sample of a run is the sum of its instances' profiled times (on a
-    device that runs kernels in the calling thread, PoCL ``basic``, the thread's CPU time around
-    each launch and its wait, which other jobs' load does not inflate).
-    """
-    import dataclasses
-
-    import numpy as np
-
-    from polyfuse.runtime.device import get_context, runs_in_calling_thread
-    from polyfuse.runtime.execute import CompiledProgram, precheck_programs
-
-    say = progress or (lambda _m: None)
-    ints = {k: int(v) for k, v in (params or {}).items()}
-    say("checking that the device builds and runs the program (in a worker process)")
-    why = precheck_programs([program], ints, device)[0]
-    if why is not None:
-        raise PolyfuseError(f"{program.name}: cannot be measured on this device: {why}")
-    ctx, queue = get_context(device)
-    ex = CompiledProgram(program, ints, None, 0, ctx=ctx, queue=queue)
-    cpu = runs_in_calling_thread(queue.device)
-    samples: dict[int, list[float]] = {lp.launch: [] for lp in launches}
-    for r in range(repeat + 1):
-        say(f"measuring: run {r}/{repeat} of {len(launches)} launches"
-            + (" (warm-up)" if r == 0 else ""))
-        ex.reset()
-        sums = dict.fromkeys(samples, 0.0)
-        if cpu:  # the kernel runs in this thread: its CPU time around launch and wait, as
-            # the calibration times it (the queue is emptied between steps, untimed)
-            for step in ex.steps:
-                t0 = time.thread_time()
-                events = ex.enqueue([step], profile=True)
-                for _lid, e in events:
-                    e.wait()
-                t1 = time.thread_time()
-                ex.finish()
-                for lid, _e in events:
-                    if lid in sums:
-                        sums[lid] += t1 - t0
-        else:
-            events = ex.enqueue(ex.steps, profile=True)
-            ex.finish()
-            for lid, e in events:
-                if lid in sums:
-                    sums[lid] += (e.profile.end - e.profile.start) * 1e-9
-        if r == 0:
-            continue
-        for lid, t in sums.items():
-            samples[lid].append(t)
-    out = []
-    for lp in launches:
-        s = samples.get(lp.launch) or []
-        med = float(np.median(s)) if s else 0.0
-        if med <= 0:
-            out.append(lp)
-            continue
-        q1, q3 = np.percentile(s, [25, 75])
-        out.append(dataclasses.replace(lp, measured_s=med / lp.count,
-                                       spread=float((q3 - q1) / med)))
-    return out
 
 
 def predict(source: Source, device: Any = None, *, host: Optional[Union[str, Sequence[str]]] = None,

@@ -528,19 +528,12 @@ def _predicted_forms(path: str, params: Mapping[str, int], device: DeviceSpec
     s).  A CPU device without one ranks the forms with the calibration shipped for the
     development machine's CPU (:meth:`~polyfuse.perf.model.Calibration.reference_cpu`): the
     forms differ 3-5x at real size, where timing the slow form was most of a cold session."""
-    from polyfuse.apps.prediction import predict_program
     from polyfuse.frontend.onnx import load_onnx_model
-    from polyfuse.perf.model import Calibration
+    from polyfuse.perf.launches import predict_program, ranking_calibration
 
-    note = ""
-    try:
-        cal = Calibration.load(get_device(device))
-    except (FileNotFoundError, PolyfuseError, KeyError, ValueError):
-        if not device_target(device).is_cpu:
-            return {}, "the device has no calibration yet (polyfuse predict makes one)", {}
-        cal = Calibration.reference_cpu()
-        note = ("the calibration shipped for a reference CPU (this device has none yet: "
-                "polyfuse predict makes one)")
+    cal, note = ranking_calibration(device, device_target(device).is_cpu)
+    if cal is None:
+        return {}, note, {}
     out: dict[str, float] = {}
     models: dict[str, tuple[Target, OnnxModel]] = {}
     for form in device_forms(device):

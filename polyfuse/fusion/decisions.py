@@ -167,6 +167,7 @@ class Refused(enum.Enum):
     SEARCHED = "left apart by the exhaustive search"
     CERTIFICATE = "refused by the legality certificate"
     CODEGEN = "code generation cannot produce the fused group"
+    SLOWER = "the fused kernel is slower than its launches apart"
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,12 @@ class Coarsening(Protocol):
     def to_dict(self) -> dict[str, Any]: ...
 
 
+class Weighing(Protocol):
+    """What the weighing pass records (:class:`polyfuse.passes.group_weighing.GroupWeighing`)."""
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
 @dataclass(frozen=True)
 class Options:
     """What a compilation is asked to do (the passes read these; none is implicit)."""
@@ -98,6 +104,11 @@ class Options:
     coarsen: bool = False
     #: verify fused against unfused (ONNX models: and against onnxruntime)
     verify: bool = False
+    #: weigh every fused group against its launches apart and split the slower ones
+    #: (:mod:`polyfuse.passes.group_weighing`; only for a program that is built)
+    weigh: bool = True
+    #: ... and time the groups the model cannot rank (off: the model decides alone)
+    weigh_timing: bool = True
     #: time the unfused and the fused program (``repeat`` runs each)
     timing: bool = False
     repeat: int = 5
@@ -142,6 +153,9 @@ class Compilation:
     #: whether :attr:`fused` is built on the device (a kernel that does not build fails)
     built: bool = False
     coarsening: Optional[Coarsening] = None
+    #: every fused group weighed against its launches apart
+    #: (:class:`polyfuse.passes.group_weighing.GroupWeighing`)
+    weighing: Optional[Weighing] = None
     #: given sizes beyond the run budget: verification runs a small instance instead
     scaled_down: Optional[Mapping[str, int]] = None
     #: the check that decides whether the fused program is right (the failing one of several)
@@ -332,5 +346,5 @@ def device_name(device: Union[DeviceSpec, None]) -> str:
 
 
 __all__ = ["Coarsening", "Compilation", "Event", "Options", "Pass", "Progress", "Stage", "Timing",
-           "Tuning", "build", "build_uar", "certify", "check_budget", "device_name", "generate",
-           "load", "plan", "run_passes", "stage_progress", "time_runs", "verify"]
+           "Tuning", "Weighing", "build", "build_uar", "certify", "check_budget", "device_name",
+           "generate", "load", "plan", "run_passes", "stage_progress", "time_runs", "verify"]

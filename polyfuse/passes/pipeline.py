@@ -52,6 +52,7 @@ from polyfuse.passes.compilation import (
     verify,
 )
 from polyfuse.passes.compilation import device_name as compilation_device_name
+from polyfuse.passes.group_weighing import GroupWeighing, weigh_groups
 from polyfuse.uar import UAR
 from polyfuse.uar import build_uar as uar_of
 
@@ -81,6 +82,9 @@ class FuseResult:
     #: thread/block coarsening of the fused kernels (``fuse --tune``), a
     #: polyfuse.passes.coarsening_tuning.CoarsenReport; written as coarsened.cl + coarsening.json
     coarsening: Optional[CoarsenReport] = None
+    #: every fused group weighed against its launches apart (a
+    #: polyfuse.passes.group_weighing.GroupWeighing; None when nothing was weighed)
+    weighing: Optional[GroupWeighing] = None
     #: the compilation record the result was read from (target, options, timings)
     compilation: Optional[Compilation] = field(default=None, compare=False, repr=False)
 
@@ -208,7 +212,8 @@ def result_of(c: Compilation) -> FuseResult:
                       verification=c.verification, verified=c.verified,
                       tuning=cast(Optional["TuneResult"], c.tuning),
                       source_nodes=None if c.model is None else dict(c.model.outcomes),
-                      coarsening=cast(Optional["CoarsenReport"], c.coarsening), compilation=c)
+                      coarsening=cast(Optional["CoarsenReport"], c.coarsening),
+                      weighing=cast(Optional[GroupWeighing], c.weighing), compilation=c)
 
 
 def target_of(device: DeviceSpec, build: bool = True) -> Target:
@@ -275,8 +280,8 @@ def write(c: Compilation) -> Compilation:
 #: The passes every application runs, in order; each fills in its stage when the options ask
 #: for it (ONNX verification swaps :func:`~polyfuse.passes.compilation.verify` for
 #: :func:`polyfuse.apps.onnx_run.verify_onnx`).
-PASSES: tuple[Pass, ...] = (load, check_budget, build_uar, tune, plan, certify, generate, build,
-                            coarsen, verify, write, time_runs)
+PASSES: tuple[Pass, ...] = (load, check_budget, build_uar, tune, plan, certify, generate,
+                            weigh_groups, build, coarsen, verify, write, time_runs)
 
 
 def device_name(device: DeviceSpec) -> str:

@@ -928,6 +928,13 @@ def _host_subs(values: Mapping[str, int]) -> dict[sympy.Symbol, int]:
     return {sympy.Symbol(k): v for k, v in values.items()}
 
 
+#: the counts of a kernel at a launch's sizes, by its content (:func:`_content_key`): identical
+#: layers, and the same program counted again (a session's form prediction, then the weighing
+#: of its fused groups), are counted once per process
+_PROGRAM_COUNTS: dict[tuple[Any, ...], KernelCounts] = {}
+_PROGRAM_COUNTS_SIZE = 4096
+
+
 def count_program(program: Program, *, subgroup_size: Optional[int] = None,
                   granularity: Optional[str] = None,
                   values: Optional[Mapping[str, int]] = None,
@@ -942,19 +949,23 @@ def count_program(program: Program, *, subgroup_size: Optional[int] = None,
 
     values = dict(values or {})
     out: dict[int, KernelCounts] = {}
-    cache: dict[tuple[str, KernelContext, KernelContext], KernelCounts] = {}
+    by_name: dict[tuple[Any, ...], KernelCounts] = {}  # kernels known by name only
     for launch in program.launches:
         kernel0 = program.kernels.get(launch.kernel)
         if kernel0 is None:
             raise PolyfuseError(f"launch {launch.id}: unknown kernel {launch.kernel!r}")
         ctx, symbolic = _launch_context(kernel0, launch)
-        key = (_content_key(kernel0), kernel0.context, ctx)
-        kc = cache.get(key)
+        content = _content_key(kernel0)
+        memo = by_name if content == kernel0.name else _PROGRAM_COUNTS
+        key = (content, kernel0.context, ctx, subgroup_size, granularity, target)
+        kc = memo.get(key)
         if kc is None:
             kernel = specialize_if_needed(kernel0, ctx)
             kc = count_kernel(kernel, subgroup_size=subgroup_size, granularity=granularity,
                               target=target)
-            cache[key] = kc
+            if len(memo) >= _PROGRAM_COUNTS_SIZE:
+                memo.clear()
+            memo[key] = kc
         elif kc.kernel != kernel0.name:
             kc = replace(kc, kernel=kernel0.name)
         subs = {int_symbol(k): v for k, v in symbolic.items()}

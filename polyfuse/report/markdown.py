@@ -166,6 +166,7 @@ def report_markdown(result: FuseResult) -> str:
                 out.append(f"  - {key.replace('_', ' ')}: " + "; ".join(map(str, items)))
     else:
         out.append("None fired.")
+    out += _weighing_section(result)
     out += ["", "## Verification", ""]
     if v:
         status = "passed" if v.get("ok") else "**FAILED**"
@@ -202,6 +203,33 @@ def report_markdown(result: FuseResult) -> str:
         out.append("The coarsened program is in `coarsened.cl` (variants in `coarsening.json`); "
                    "`fused.cl` stays the uncoarsened fused program.")
     return "\n".join(out) + "\n"
+
+
+def _weighing_section(result: FuseResult) -> list[str]:
+    """``report.md``'s account of each fused group weighed against its launches apart
+    (:mod:`polyfuse.passes.group_weighing`): figures, who decided, what was kept."""
+    w = result.weighing
+    if w is None:
+        return []
+    out = ["", "## Fused groups against their launches apart", ""]
+    if w.skipped:
+        return out + [f"Not weighed: {w.skipped}."]
+    out.append(f"Predicted with {w.calibration}; seconds per execution.")
+    if w.untimed:
+        out.append(f"Groups the model could not rank were kept fused untimed: {w.untimed}.")
+    kernel_of = {launch.id: launch.kernel for launch in result.program.launches}
+
+    def ms(s: Optional[float]) -> str:
+        return "-" if s is None else f"{s * 1e3:.3g} ms"
+
+    rows = [[", ".join(f"#{m} {kernel_of.get(m, '?')}" for m in v.members), v.kernel,
+             ms(v.predicted_fused_s), ms(v.predicted_apart_s), ms(v.measured_fused_s),
+             ms(v.measured_apart_s), "fused" if v.fused else "**apart**", v.why]
+            for v in w.verdicts]
+    out.append("")
+    out.append(_md_table(["members", "fused kernel", "predicted fused", "predicted apart",
+                          "measured fused", "measured apart", "kept", "why"], rows))
+    return out
 
 
 def _explained(note: GroupNote | KernelNote, starts: Mapping[int, StartReason]) -> str:
