@@ -951,23 +951,28 @@ def run_program(
 def _program_trial(program: Program, params: Mapping[str, int], ctx: cl.Context,
                    queue: cl.CommandQueue, _built: cl.Program) -> None:
     """In a precheck worker: every launch of ``program`` once, from random contents."""
-    _launch_each(CompiledProgram(program, params, ctx=ctx, queue=queue))
+    ex = CompiledProgram(program, params, ctx=ctx, queue=queue)
+    ex.reset()
+    _launch_each(ex)
 
 
 def _image_trial(image: ProgramImage, ctx: cl.Context, queue: cl.CommandQueue,
                  _built: cl.Program) -> None:
-    """In a precheck worker: every step of ``image`` once, the roots :func:`image_check` left
-    behind zero-filled."""
+    """In a precheck worker: every step of ``image`` once; the roots :func:`image_check` left
+    behind (float data) are not uploaded (their host mirrors are zeros): what a launch
+    computes from them does not decide whether the device can build and run it."""
     initial = {r: image.initial[r] if r in image.initial else np.zeros(n, np.uint8)
                for r, n in image.sizes.items()}
-    _launch_each(CompiledProgram.from_image(dataclasses.replace(image, initial=initial),
-                                            ctx=ctx, queue=queue))
+    ex = CompiledProgram.from_image(dataclasses.replace(image, initial=initial), ctx=ctx,
+                                    queue=queue)
+    for root, data in image.initial.items():
+        cl.enqueue_copy(queue, ex.cl_buffers[root], data)
+    _launch_each(ex)
 
 
 def _launch_each(ex: CompiledProgram) -> None:
     """Each step of ``ex`` once, each launch in a stage naming its kernel (PoCL compiles a
     kernel for its work-group size at its first launch, and that compile can abort)."""
-    ex.reset()
     where_ = ex.device.name.strip()
     for s in ex.steps:
         if s.kind != "launch":
