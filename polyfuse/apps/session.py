@@ -42,7 +42,7 @@ from polyfuse.runtime.device import (
     get_device,
     stable_device_key,
 )
-from polyfuse.runtime.execute import CompiledProgram, ProgramImage, precheck_programs
+from polyfuse.runtime.execute import CannotRun, CompiledProgram, ProgramImage
 
 if TYPE_CHECKING:
     from polyfuse.fusion.plan import FusionPlan
@@ -153,14 +153,13 @@ class InferenceSession:
         self._plan: Optional[FusionPlan] = result.plan if result is not None else None
         self._program: Optional[Program] = result.fused.program if result is not None \
             else program
-        # run once in a worker first (cached per source and device): a device compiler that
-        # aborts must not take the caller's Python process (a notebook's kernel) with it
-        why = precheck_programs([self._program], params, queue.device)[0]
-        if why is not None:
-            raise PolyfuseError(f"InferenceSession: the kernels of {self._program.name!r} "
-                                f"cannot run on {queue.device.name.strip()}: {why}")
-        ex = CompiledProgram(self._program, params, None, 0, ctx=ctx, queue=queue,
-                             binary_cache=self._cache_key is not None)
+        # run once in a worker first (cached per source, steps and device): a device compiler
+        # that aborts must not take the caller's Python process (a notebook's kernel) with it
+        try:
+            ex = CompiledProgram(self._program, params, None, 0, ctx=ctx, queue=queue,
+                                 binary_cache=self._cache_key is not None, check_first=True)
+        except CannotRun as err:
+            raise PolyfuseError(f"InferenceSession: {err.message}") from None
         self._setup(ex, *self._bind(ex, model), model.io if model is not None else None)
         if _form is not None and self.form_choice is None:
             self.form_choice = {"form": _form, "cached": True}

@@ -63,9 +63,10 @@ def helpers_text(helpers: Mapping[str, Any]) -> str:
             + "\n".join(printer.opencl_source(fd) for fd in helpers.values()) + "\n")
 
 
-#: the program emitted last (by identity, with its kernel records) and its source: a session
-#: checks a program in a worker and then builds it, and printing the kernels of a real-size
-#: model takes a second each time
+#: the programs emitted last, newest first (by identity, with their kernel records) and their
+#: sources: a session checks a program in a worker (its renamed kernel copies left out: a
+#: second program) and then builds it, and printing the kernels of a real-size model takes a
+#: second each time
 _LAST: list[tuple[weakref.ref, tuple[int, ...], Source]] = []
 
 
@@ -76,10 +77,11 @@ def emit_program(program: Program) -> Source:
     program and is refused, naming both kernels.
     """
     records = tuple(id(k) for k in program.kernels.values())
-    if _LAST and _LAST[0][0]() is program and _LAST[0][1] == records:
-        return _LAST[0][2]
+    for ref, recs, src in _LAST:
+        if ref() is program and recs == records:
+            return src
     src = _emit(program)
-    _LAST[:] = [(weakref.ref(program), records, src)]
+    _LAST[:] = [(weakref.ref(program), records, src), *_LAST[:1]]
     return src
 
 

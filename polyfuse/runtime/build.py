@@ -8,18 +8,29 @@ import re
 
 import pyopencl as cl
 
+from polyfuse.c.emit import emit_program
 from polyfuse.codegen import CodegenError, FusedProgram
 from polyfuse.codegen.fuse import source_error
-from polyfuse.runtime.device import DeviceSpec, build_log, get_context, quiet_build
+from polyfuse.core.program import PolyfuseError
+from polyfuse.runtime.device import DeviceSpec, build_log, build_program, get_context, quiet_build
+from polyfuse.runtime.execute import distinct_kernels, program_options
 
 #: clang prints "FILE:LINE:COL: error: MSG"; PoCL 3.x "error: FILE:LINE:COL: MSG"
 _ERROR_LINE = re.compile(r"^(?:error: )?[^\s:]*:(\d+):\d+: (?:error: )?(.*)$", re.M)
 
 
 def build_fused(fused: FusedProgram, device: DeviceSpec = None) -> None:
-    """Build ``fused.source`` on ``device``; a failure names the line in ``fused.cl`` and the
-    plan group, as a :class:`~polyfuse.codegen.CodegenError`."""
+    """Build ``fused.program`` on ``device`` as a session or a run builds it (same source,
+    same options, same context: :func:`~polyfuse.runtime.device.build_program` keeps the
+    program, so the one that runs it next compiles nothing); a failure is located in
+    ``fused.cl`` (the line and the plan group), as a :class:`~polyfuse.codegen.CodegenError`."""
     ctx, _queue = get_context(device)
+    try:
+        built = distinct_kernels(fused.program)
+        build_program(ctx, emit_program(built).text, program_options(built))
+        return
+    except PolyfuseError:
+        pass  # built again below from fused.cl's text, whose lines the error can name
     prog = cl.Program(ctx, fused.source)
     try:
         with quiet_build():

@@ -166,11 +166,20 @@ def get_device(device: DeviceSpec = None) -> cl.Device:
         f"invalid OpenCL device '{spec}': no matching device ({device_list_text()})")
 
 
+#: one context per device: a program built in it (:func:`build_program` keeps programs per
+#: context) is found again by whoever asks for the device next, e.g. the build pass's program
+#: by the session that runs it (one compile of a real-size model is seconds to minutes)
+_CONTEXTS: dict[cl.Device, cl.Context] = {}
+
+
 def get_context(device: DeviceSpec = None) -> tuple[cl.Context, cl.CommandQueue]:
-    """A context on one device and an in-order queue with profiling on (for :func:`time_kernel`)."""
+    """The device's context (one per device and process) and a new in-order queue with
+    profiling on (for :func:`time_kernel`)."""
     dev = get_device(device)
     try:
-        ctx = cl.Context([dev])
+        ctx = _CONTEXTS.get(dev)
+        if ctx is None:
+            ctx = _CONTEXTS[dev] = cl.Context([dev])
         queue = cl.CommandQueue(ctx, dev, properties=cl.command_queue_properties.PROFILING_ENABLE)
     except cl.Error as err:
         raise PolyfuseError(f"cannot open OpenCL device '{dev.name.strip()}': {err}") from None
@@ -312,6 +321,8 @@ def stable_device_key(dev: cl.Device) -> str:
 
 #: (id(context), source, options) -> (context, program); holding the context keeps its id unique.
 _PROGRAM_CACHE: dict[tuple[int, str, str], tuple[cl.Context, cl.Program]] = {}
+#: the keys of :data:`_PROGRAM_CACHE` whose binary the disk cache holds
+_BINARIES_KEPT: set[tuple[int, str, str]] = set()
 
 
 def build_log(program: cl.Program, ctx: cl.Context, err: Exception) -> str:
@@ -381,10 +392,14 @@ def build_program(ctx: cl.Context, source: str, options: Sequence[str] = (), *,
     key = (id(ctx), source, " ".join(options))
     hit = _PROGRAM_CACHE.get(key)
     if hit is not None:
+        if binary_cache and key not in _BINARIES_KEPT:  # built before without keeping it
+            _store_binaries(ctx, source, options, hit[1])
+            _BINARIES_KEPT.add(key)
         return hit[1]
     prog = _from_binaries(ctx, source, options) if binary_cache else None
     if prog is not None:
         _PROGRAM_CACHE[key] = (ctx, prog)
+        _BINARIES_KEPT.add(key)
         return prog
     try:
         with stage(f"building OpenCL kernel {kernel_names(source)} on "
@@ -404,6 +419,7 @@ def build_program(ctx: cl.Context, source: str, options: Sequence[str] = (), *,
         raise PolyfuseError(f"OpenCL build failed: {detail}") from None
     if binary_cache:
         _store_binaries(ctx, source, options, prog)
+        _BINARIES_KEPT.add(key)
     _PROGRAM_CACHE[key] = (ctx, prog)
     return prog
 
@@ -517,7 +533,7 @@ def _compiler_key(dev: cl.Device) -> str:
 
 
 #: bump when what a check does changes, so cached verdicts are redone
-_CHECK_VERSION = 1
+_CHECK_VERSION = 2
 #: check digest -> why it failed (None: it built and ran)
 _CHECKED: dict[str, Optional[str]] = {}
 

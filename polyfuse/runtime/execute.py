@@ -451,6 +451,11 @@ class _Mirrors(dict):
         return mirror
 
 
+class CannotRun(PolyfuseError):
+    """A program's check in a worker (``CompiledProgram(check_first=True)``) failed: the
+    device's compiler rejected or crashed on its kernels, or a launch failed."""
+
+
 class CompiledProgram:
     """A program set up once on a device, ready to run many times with no symbolic work.
 
@@ -468,11 +473,17 @@ class CompiledProgram:
     :meth:`reset` restores the initial contents; timing reuses one compiled program across
     repeats so that only execution is measured.  ``binary_cache`` builds from (and keeps) the
     device binary in the disk cache (:func:`~polyfuse.runtime.device.build_program`).
+    ``check_first`` runs the evaluated image once in a worker process before anything is
+    built here (:func:`image_check`, cached per source, steps and device) and raises
+    :class:`CannotRun` with why it failed: a device compiler that aborts must not take the
+    caller's process with it.  Kernels that differ only in their names are built once
+    (:func:`distinct_kernels`).
     """
 
     def __init__(self, program: Program, params: Optional[Mapping[str, int]] = None,
                  inputs: Optional[Mapping[str, np.ndarray]] = None, seed: int = 0, *,
-                 ctx: cl.Context, queue: cl.CommandQueue, binary_cache: bool = False):
+                 ctx: cl.Context, queue: cl.CommandQueue, binary_cache: bool = False,
+                 check_first: bool = False):
         #: the program this was compiled from (None when set up from an image)
         self.program: Optional[Program] = program
         self.params = {k: int(v) for k, v in (params or {}).items()}
@@ -525,12 +536,21 @@ class CompiledProgram:
                 if data is not None:
                     raw[: len(data)] = data
             initial[root] = raw
-        src = emit_program(program)
-        options = program_options(program)
-        self._setup(ctx, queue, _build_source(program, src, options, ctx, binary_cache)
-                    if program.launches else None, initial)
+        # the kernels' renamed copies are built once (distinct_kernels): launches of a copy
+        # launch the kernel it copies, with their own arguments
+        self._alias = kernel_aliases(program)
+        built = distinct_kernels(program, self._alias)
+        src = emit_program(built)
+        options = program_options(built)
         self.image = ProgramImage(program.name, src.text, options, self.dtypes, sizes, initial,
                                   self._compile())
+        if check_first and program.launches:
+            why = precheck(queue.device, [image_check(self.image)])[0]
+            if why is not None:
+                raise CannotRun(f"the kernels of {program.name!r} cannot run on "
+                                f"{queue.device.name.strip()}: {why}")
+        self._setup(ctx, queue, _build_source(program, src, options, ctx, binary_cache)
+                    if program.launches else None, initial)
         self.steps: tuple[_Step, ...] = self._bind_steps(self.image.steps)
         #: launches per execution (host loops unrolled)
         self.launch_count = sum(1 for s in self.steps if s.kind == "launch")
@@ -673,7 +693,8 @@ class CompiledProgram:
             if err.file is None and launch.loc is not None:
                 raise type(err)(err.message, launch.loc.file, launch.loc.line) from None
             raise
-        return launch.id, KernelCall(launch.kernel, tuple(args)), gs, ls, off
+        return launch.id, KernelCall(self._alias.get(launch.kernel, launch.kernel),
+                                     tuple(args)), gs, ls, off
 
     def _arg(self, kernel: Kernel, p: KernelParam, launch: Launch, env: Mapping[str, Any],
              tag: str) -> tuple[Any, ...]:
@@ -929,12 +950,30 @@ def run_program(
 
 def _program_trial(program: Program, params: Mapping[str, int], ctx: cl.Context,
                    queue: cl.CommandQueue, _built: cl.Program) -> None:
-    """In a precheck worker: every launch of ``program`` once, from random contents, each in a
-    stage naming its kernel (PoCL compiles a kernel for its work-group size at its first
-    launch, and that compile can abort)."""
+    """In a precheck worker: every launch of ``program`` once, from random contents."""
     ex = CompiledProgram(program, params, ctx=ctx, queue=queue)
     ex.reset()
-    where_ = ctx.devices[0].name.strip()
+    _launch_each(ex)
+
+
+def _image_trial(image: ProgramImage, ctx: cl.Context, queue: cl.CommandQueue,
+                 _built: cl.Program) -> None:
+    """In a precheck worker: every step of ``image`` once; the roots :func:`image_check` left
+    behind (float data) are not uploaded (their host mirrors are zeros): what a launch
+    computes from them does not decide whether the device can build and run it."""
+    initial = {r: image.initial[r] if r in image.initial else np.zeros(n, np.uint8)
+               for r, n in image.sizes.items()}
+    ex = CompiledProgram.from_image(dataclasses.replace(image, initial=initial), ctx=ctx,
+                                    queue=queue)
+    for root, data in image.initial.items():
+        cl.enqueue_copy(queue, ex.cl_buffers[root], data)
+    _launch_each(ex)
+
+
+def _launch_each(ex: CompiledProgram) -> None:
+    """Each step of ``ex`` once, each launch in a stage naming its kernel (PoCL compiles a
+    kernel for its work-group size at its first launch, and that compile can abort)."""
+    where_ = ex.device.name.strip()
     for s in ex.steps:
         if s.kind != "launch":
             ex.enqueue([s])
@@ -945,20 +984,70 @@ def _program_trial(program: Program, params: Mapping[str, int], ctx: cl.Context,
     ex.finish()
 
 
+def kernel_aliases(program: Program) -> dict[str, str]:
+    """Each kernel's name -> the first kernel of ``program`` that differs from it only in its
+    name (the same text and build options; itself when none before it does): a model's
+    repeated layers launch renamed copies of one kernel."""
+    src = emit_program(program)
+    lines = src.text.split("\n")
+    first: dict[tuple[str, tuple[str, ...]], str] = {}
+    alias: dict[str, str] = {}
+    for a, b, name in src.spans:
+        kernel = program.kernels.get(name)
+        if kernel is None:
+            continue  # a helper function
+        text = re.sub(rf"\b{re.escape(name)}\b", "\0", "\n".join(lines[a - 1:b]))
+        alias[name] = first.setdefault((text, kernel.build_options), name)
+    return alias
+
+
+def distinct_kernels(program: Program, aliases: Optional[Mapping[str, str]] = None) -> Program:
+    """``program`` with each kernel's renamed copies left out and their launches launching it
+    (:func:`kernel_aliases`); ``program`` itself when it has none.
+
+    What a device compiler does with a kernel depends on its text, its build options and the
+    launch's work-group shape, not on its name: a 12-layer encoder built as it is compiles
+    every kernel 12 times (at the build, and on PoCL again at each kernel's first launch)."""
+    alias = kernel_aliases(program) if aliases is None else aliases
+    if all(alias.get(n, n) == n for n in program.kernels):
+        return program
+    ops = tuple(dataclasses.replace(op, kernel=alias[op.kernel])
+                if isinstance(op, Launch) and alias.get(op.kernel, op.kernel) != op.kernel else op
+                for op in program.ops)
+    return dataclasses.replace(program, ops=ops, kernels={
+        n: k for n, k in program.kernels.items() if alias.get(n, n) == n})
+
+
 def program_check(program: Program, params: Optional[Mapping[str, int]] = None) -> Check:
     """The :class:`~polyfuse.runtime.device.Check` of running ``program`` once: its source built
-    as :func:`build` builds it and every launch made.  Float data (weights) stays behind, the
+    as :class:`CompiledProgram` builds it (renamed kernel copies left out,
+    :func:`distinct_kernels`) and every launch made.  Float data (weights) stays behind, the
     worker runs on random contents; integer data (indices) travels, so data-dependent
     subscripts stay in range."""
     data = {k: v for k, v in (program.data or {}).items()
             if program.buffers[k].size is None or np.asarray(v).dtype.kind in "iub"}
-    light = dataclasses.replace(program, data=data)
+    reduced = distinct_kernels(program)
+    light = dataclasses.replace(reduced, data=data)
     values = {k: int(v) for k, v in (params or {}).items()}
     geometry = [(op.kernel, op.global_size, op.local_size, op.global_offset, op.loops)
-                for op in program.launches]
-    return Check(program_source(program), program_options(program),
+                for op in light.launches]
+    return Check(program_source(reduced), program_options(reduced),
                  functools.partial(_program_trial, light, values),
                  repr((sorted(values.items()), geometry)))
+
+
+def image_check(image: ProgramImage) -> Check:
+    """The :class:`~polyfuse.runtime.device.Check` of running ``image`` once, exactly as it
+    will run here: the same source (renamed kernel copies already left out) and the same
+    evaluated steps, so the worker does no symbolic work.  The initial bytes of float roots
+    (a model's weights: hundreds of MB) stay behind and are zeros there; integer roots travel,
+    so data-dependent subscripts stay in range."""
+    ints = {r: a for r, a in image.initial.items() if image.dtypes[r].kind in "iub"}
+    light = dataclasses.replace(image, initial=ints)
+    launches = [(s.launch[1].kernel, s.launch[1].args, *s.launch[2:])  # type: ignore[union-attr,index]
+                for s in image.steps if s.launch is not None]
+    return Check(image.source, image.options, functools.partial(_image_trial, light),
+                 repr((sorted(image.sizes.items()), launches)))
 
 
 def precheck_programs(programs: Sequence[Program], params: Optional[Mapping[str, int]] = None,
@@ -1130,8 +1219,10 @@ def time_interleaved(
 
 
 __all__ = [
+    "CannotRun",
     "CompiledProgram",
     "compile_program",
+    "image_check",
     "precheck_programs",
     "program_check",
     "InterleavedTiming",
