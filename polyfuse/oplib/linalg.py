@@ -1086,8 +1086,11 @@ def _blocked_conv(node: Node, defines: dict[str, int], params: list[Param], inpu
 
     Padding is a guard on each load when the Conv has pads; the ONNX front-end gives the
     ``blocked`` variant's Convs an explicitly zero-padded input instead (a Pad launch), so the
-    loads of the fast kernel are unguarded.  Every subscript is affine in the block's base
-    coordinates and the loop iterators."""
+    loads of the fast kernel are unguarded -- except where the block is the whole output row
+    (depthwise, :func:`conv_pads_in_kernel`): there a pad column is a zero never loaded and a
+    pad row outside the bounds of the loop over the window's rows, and at a stride the row is
+    a loop over its columns (:func:`_strided_row_steps`).  Every subscript is affine in the
+    block's base coordinates and the loop iterators."""
     mpg, oh, ow = defines["MPG"], defines["OH"], defines["OW"]
     kh_n, kw_n, sw_, dw = (defines[k] for k in ("KH", "KW", "SW", "DW"))
     cout, cpg = defines["M"], defines["CPG"]
