@@ -412,6 +412,37 @@ def test_depthwise_conv_reads_its_padding(tmp_path: Path, hw: int, width: int, s
                                atol=ATOL)
 
 
+@pytest.mark.parametrize("x_shape,attrs,y_shape", [
+    ((2, 6, 11), {"pads": [2, 1], "strides": [2]}, (2, 6, 6)),  # 1-D, two images, uneven
+    ((1, 6, 9, 10), {"pads": [2, 0, 1, 2], "strides": [2, 2]}, (1, 6, 5, 5)),
+    ((1, 6, 7, 9), {"auto_pad": "SAME_UPPER", "strides": [2, 2]}, (1, 6, 4, 5)),
+    ((1, 6, 5, 6), {"pads": [2, 2, 2, 2], "strides": [1, 1]}, (1, 6, 7, 8)),  # one tap inside
+])
+def test_depthwise_conv_pads_match_onnxruntime(tmp_path: Path, x_shape: tuple, attrs: dict,
+                                               y_shape: tuple) -> None:
+    """Uneven and wide pads, 1-D, SAME_UPPER: no Pad launch, outputs equal onnxruntime's."""
+    rng = np.random.default_rng(7)
+    k = [3] * (len(x_shape) - 2)
+    w = numpy_helper.from_array(rng.uniform(-1, 1, (6, 1, *k)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.uniform(-1, 1, 6).astype(np.float32), "b")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=k, group=6, **attrs)],
+        "dw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(y_shape))], [w, b])
+    path = tmp_path / "dw.onnx"
+    path.write_bytes(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
+    program = load_onnx_model(str(path), target=REFERENCE_TARGET.with_variant("blocked")).program
+    assert [op.kernel for op in program.launches] == ["Conv_0"]
+    assert "if (" not in program.kernels["Conv_0"].source
+    assert width_mismatches(program, build_uar(program)) == []
+    sess = polyfuse.InferenceSession(str(path), _form="blocked")
+    feeds = random_inputs(sess.io, seed=2)
+    (y,) = sess.run(None, feeds)
+    np.testing.assert_allclose(y, onnxruntime_reference(str(path), feeds)["y"], rtol=RTOL,
+                               atol=ATOL)
+
+
 def test_depthwise_conv_pads_in_kernel_rule() -> None:
     budget = linalg.BLOCK_ROWS * 32
     assert linalg.conv_pads_in_kernel(1, 56, 1, budget)  # MobileNetV2's 56 x 56, 192 channels
