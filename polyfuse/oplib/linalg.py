@@ -950,9 +950,10 @@ def conv_pads_in_kernel(mpg: int, ow: int, stride: int, budget: int,
     """Whether the ``blocked`` direct Conv reads its padding itself (no Pad launch before it):
     where its block is the whole output row (few channels per group: depthwise), each load's
     column is known when the kernel is generated, so a pad column is a zero it never loads
-    and a pad row one guard per window row.  MobileNetV2's depthwise 3x3 at 192 x 56 x 56:
-    0.14-0.17 ms of Pad launch gone, the Conv as fast as on the padded copy.  (Dilated rows
-    would take a guard per window row, which kept the loads from vectorizing.)"""
+    and a pad row outside the bounds of the loop over the window's rows.  MobileNetV2's
+    depthwise 3x3 at 192 x 56 x 56: 0.14-0.17 ms of Pad launch gone, the Conv as fast as on
+    the padded copy.  (Dilated rows would take a guard per window row, which kept the loads
+    from vectorizing.)"""
     return mpg < 4 and row_dilation == 1 and conv_block_shape(mpg, ow, stride, budget)[1] == ow
 
 
@@ -1201,6 +1202,7 @@ def _conv_w_at(packed: bool, c_var: str, kwv: int, mi: int) -> str:
 
 
 def _plus(offset: int) -> str:
+    """`` + offset`` / `` - offset`` / nothing: a constant subscript offset as C text."""
     return f" + {offset}" if offset > 0 else f" - {-offset}" if offset < 0 else ""
 
 
