@@ -151,9 +151,7 @@ def _conv_block(path: Path, hw: int, group: int, stride: int, dil: int, width: i
 @pytest.mark.parametrize("group,stride,dil,block", [
     (1, 1, 1, (8, 2)),  # dense, residual: a power of two of the row's 10 columns
     (1, 2, 1, (8, 1)),  # strided: one column per work-item
-    (4, 1, 2, (2, 10)),  # grouped, dilated: 2 channels per group, whole rows
-    (8, 1, 1, (1, 10)),  # depthwise, residual: whole rows
-    (8, 2, 1, (1, 5)),  # depthwise, strided
+    (4, 1, 2, (2, 10)),  # grouped, dilated rows: 2 channels per group, whole rows
 ])
 def test_conv_blocks_unguarded_and_match_onnxruntime(tmp_path: Path, group: int, stride: int,
                                                      dil: int, block: tuple) -> None:
@@ -349,6 +347,109 @@ def test_strided_pointwise_conv_is_a_product_of_a_subsampled_input(tmp_path: Pat
     (y,) = sess.run(None, feeds)
     np.testing.assert_allclose(y, onnxruntime_reference(str(path), feeds)["y"], rtol=RTOL,
                                atol=ATOL)
+
+
+def _mobilenet_block(path: Path, hw: int, width: int, stride: int, batch: int,
+                     dil: int) -> Path:
+    """MobileNetV2's inverted residual as ``torch.onnx.export`` writes it, small: Conv 1x1
+    4->8, Clip(0, 6), depthwise 3x3 (pads 1 and ``dil`` on the columns, columns dilated by
+    ``dil``, ``stride``), Clip(0, 6), Conv 1x1 8->4, and at stride 1 the residual Add."""
+    rng = np.random.default_rng(5)
+
+    def w(name: str, *shape: int) -> Any:
+        return numpy_helper.from_array(rng.uniform(-0.5, 0.5, shape).astype(np.float32), name)
+
+    out = ((hw - 1) // stride + 1, (width - 1) // stride + 1)
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], kernel_shape=[1, 1]),
+        helper.make_node("Clip", ["c1", "lo", "hi"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], kernel_shape=[3, 3], group=8,
+                         pads=[1, dil, 1, dil], strides=[stride] * 2, dilations=[1, dil]),
+        helper.make_node("Clip", ["c2", "lo", "hi"], ["r2"]),
+        helper.make_node("Conv", ["r2", "w3", "b3"], ["c3" if stride == 1 else "y"],
+                         kernel_shape=[1, 1]),
+    ]
+    if stride == 1:
+        nodes.append(helper.make_node("Add", ["x", "c3"], ["y"]))
+    graph = helper.make_graph(
+        nodes, "mobilenet_block",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 4, hw, width])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 4, *out])],
+        [w("w1", 8, 4, 1, 1), w("b1", 8), w("w2", 8, 1, 3, 3), w("b2", 8), w("w3", 4, 8, 1, 1),
+         w("b3", 4), numpy_helper.from_array(np.array(0, np.float32), "lo"),
+         numpy_helper.from_array(np.array(6, np.float32), "hi")])
+    path.write_bytes(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
+    return path
+
+
+@pytest.mark.parametrize("hw,width,stride,batch,dil", [
+    (10, 10, 1, 1, 1),  # residual
+    (9, 13, 2, 2, 1),  # odd sizes, strided, two images
+    (11, 7, 2, 1, 2),  # strided, dilated columns
+    (7, 12, 1, 2, 2),  # dilated columns, two images
+])
+def test_depthwise_conv_reads_its_padding(tmp_path: Path, hw: int, width: int, stride: int,
+                                          batch: int, dil: int) -> None:
+    """A depthwise Conv's blocks are whole output rows, so it reads its padding itself: no
+    Pad launch, and no guard in its kernel (pad columns are zeros never loaded, pad rows
+    outside the window loop's bounds; at a stride the row a loop over the columns).  Its
+    Clip still fuses into it (certified plan: three launches for the block); the front-end's
+    widths equal the brute-force oracle's; outputs equal onnxruntime's."""
+    path = _mobilenet_block(tmp_path / "block.onnx", hw, width, stride, batch, dil)
+    program = load_onnx_model(str(path), target=REFERENCE_TARGET.with_variant("blocked")).program
+    assert not any("pad" in op.kernel for op in program.launches)
+    window = program.kernels["Conv_2"].source
+    assert "if (" not in window and "for (int kh = kh_lo; kh < kh_hi; kh++)" in window
+    assert ("for (long j = " in window) is (stride > 1)
+    assert width_mismatches(program, build_uar(program)) == []
+    sess = polyfuse.InferenceSession(str(path), _form="blocked")
+    assert check_plan(sess.plan) == []
+    assert sess.launches == 3
+    feeds = random_inputs(sess.io, seed=1)
+    (y,) = sess.run(None, feeds)
+    np.testing.assert_allclose(y, onnxruntime_reference(str(path), feeds)["y"], rtol=RTOL,
+                               atol=ATOL)
+
+
+@pytest.mark.parametrize("x_shape,attrs,y_shape", [
+    ((2, 6, 11), {"pads": [2, 1], "strides": [2]}, (2, 6, 6)),  # 1-D, two images, uneven
+    ((1, 6, 9, 10), {"pads": [2, 0, 1, 2], "strides": [2, 2]}, (1, 6, 5, 5)),
+    ((1, 6, 7, 9), {"auto_pad": "SAME_UPPER", "strides": [2, 2]}, (1, 6, 4, 5)),
+    ((1, 6, 5, 6), {"pads": [2, 2, 2, 2], "strides": [1, 1]}, (1, 6, 7, 8)),  # one tap inside
+])
+def test_depthwise_conv_pads_match_onnxruntime(tmp_path: Path, x_shape: tuple, attrs: dict,
+                                               y_shape: tuple) -> None:
+    """Uneven and wide pads, 1-D, SAME_UPPER: no Pad launch, outputs equal onnxruntime's."""
+    rng = np.random.default_rng(7)
+    k = [3] * (len(x_shape) - 2)
+    w = numpy_helper.from_array(rng.uniform(-1, 1, (6, 1, *k)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.uniform(-1, 1, 6).astype(np.float32), "b")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=k, group=6, **attrs)],
+        "dw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(y_shape))], [w, b])
+    path = tmp_path / "dw.onnx"
+    path.write_bytes(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
+    program = load_onnx_model(str(path), target=REFERENCE_TARGET.with_variant("blocked")).program
+    assert [op.kernel for op in program.launches] == ["Conv_0"]
+    assert "if (" not in program.kernels["Conv_0"].source
+    assert width_mismatches(program, build_uar(program)) == []
+    sess = polyfuse.InferenceSession(str(path), _form="blocked")
+    feeds = random_inputs(sess.io, seed=2)
+    (y,) = sess.run(None, feeds)
+    np.testing.assert_allclose(y, onnxruntime_reference(str(path), feeds)["y"], rtol=RTOL,
+                               atol=ATOL)
+
+
+def test_depthwise_conv_pads_in_kernel_rule() -> None:
+    budget = linalg.BLOCK_ROWS * 32
+    assert linalg.conv_pads_in_kernel(1, 56, 1, budget)  # MobileNetV2's 56 x 56, 192 channels
+    assert linalg.conv_pads_in_kernel(1, 28, 2, budget)  # its stride-2 block
+    assert not linalg.conv_pads_in_kernel(1, 112, 1, budget)  # blocks of 56: a Pad launch
+    assert not linalg.conv_pads_in_kernel(1, 56, 1, budget, row_dilation=2)
+    assert not linalg.conv_pads_in_kernel(16, 16, 1, budget)  # dense: a Pad launch
 
 
 @pytest.mark.parametrize("mpg,ow,stride,block", [

@@ -911,11 +911,13 @@ class _Translator:
         by a Pad launch (shared by the Convs that pad the same tensor alike): the Conv kernel's
         window loads are then unguarded and contiguous along the output row
         (:func:`polyfuse.oplib.linalg.conv_block_shape`); under a guard per load nothing
-        vectorized (ResNet-50's 3x3 Conv at 0.3x numpy's sgemm).  ``node`` and ``attrs`` are
-        rewritten (a copy of the node, its pads 0)."""
+        vectorized (ResNet-50's 3x3 Conv at 0.3x numpy's sgemm).  Not where the kernel's
+        blocks are whole output rows (depthwise:
+        :func:`polyfuse.oplib.linalg.conv_pads_in_kernel`), which skip the pads unguarded.
+        ``node`` and ``attrs`` are rewritten (a copy of the node, its pads 0)."""
         from onnx import helper
 
-        from polyfuse.oplib.linalg import explicit_pads
+        from polyfuse.oplib.linalg import BLOCK_ROWS, conv_pads_in_kernel, explicit_pads
 
         if self.variant.product_form != "blocked" or len(node.input) < 2 or \
                 node.input[0] not in self.tensor_buffer:
@@ -925,10 +927,17 @@ class _Translator:
         nd = len(sx) - 2
         if nd not in (1, 2) or len(sw) != len(sx):
             return node  # the Conv kernel reports the unsupported rank
+        strides, dil = attrs.get("strides") or [1] * nd, attrs.get("dilations") or [1] * nd
         pads = explicit_pads(str(attrs.get("auto_pad", "NOTSET")), attrs.get("pads"),
-                             sx[2:], sw[2:], attrs.get("strides"), attrs.get("dilations"))
-        if pads is None or not any(pads) or min(pads) < 0:
+                             sx[2:], sw[2:], strides, dil)
+        if pads is None or not any(pads) or min(pads) < 0 or len(strides) != nd:
             return node
+        ow = (sx[-1] + pads[nd - 1] + pads[-1] - (sw[-1] - 1) * dil[-1] - 1) // strides[-1] + 1
+        group = int(attrs.get("group", 1))
+        if group > 0 and sw[0] % group == 0 and ow > 0 and conv_pads_in_kernel(
+                sw[0] // group, ow, strides[-1], BLOCK_ROWS * self.variant.block_cols,
+                dil[0] if nd == 2 else 1):
+            return node  # the kernel's whole-row blocks read the padding themselves
         padded = f"{x}::padded_{'_'.join(map(str, pads))}"
         if padded not in self.tensor_buffer:
             self.shapes[padded] = (*sx[:2], *(n + pads[d] + pads[nd + d]
@@ -1040,9 +1049,8 @@ class _Translator:
             return node
         weights = self.consts[node.input[1]]
         group = int(attrs.get("group", 1))
-        if weights.shape[0] % group or any(int(p) for p in attrs.get("pads") or []) or \
-                str(attrs.get("auto_pad", "NOTSET")) not in ("NOTSET", "VALID"):
-            return node  # unpadded by pad_conv_input unless the attributes are invalid
+        if group < 1 or weights.shape[0] % group:
+            return node  # the Conv kernel reports the invalid group
         if group == 1 and weights.shape[2:] == (1, 1) and \
                 all(int(s) == 1 for s in attrs.get("strides") or [1]):
             return node

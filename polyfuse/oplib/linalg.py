@@ -945,6 +945,18 @@ def conv_block_shape(mpg: int, ow: int, stride: int, budget: int) -> tuple[int, 
     return _divisor_at_most(mpg, min(cap, max(1, budget // ob))), ob
 
 
+def conv_pads_in_kernel(mpg: int, ow: int, stride: int, budget: int,
+                        row_dilation: int = 1) -> bool:
+    """Whether the ``blocked`` direct Conv reads its padding itself (no Pad launch before it):
+    where its block is the whole output row (few channels per group: depthwise), each load's
+    column is known when the kernel is generated, so a pad column is a zero it never loads
+    and a pad row outside the bounds of the loop over the window's rows.  MobileNetV2's
+    depthwise 3x3 at 192 x 56 x 56: 0.14-0.17 ms of Pad launch gone, the Conv as fast as on
+    the padded copy.  (Dilated rows would take a guard per window row, which kept the loads
+    from vectorizing.)"""
+    return mpg < 4 and row_dilation == 1 and conv_block_shape(mpg, ow, stride, budget)[1] == ow
+
+
 def conv_as_product(group: int, kernel: Sequence[int], out_hw: Sequence[int],
                     strides: Sequence[int], mpg: int, budget: int) -> bool:
     """Whether the ``blocked`` variant runs a Conv as an implicit GEMM (the ONNX front-end's
@@ -1075,8 +1087,11 @@ def _blocked_conv(node: Node, defines: dict[str, int], params: list[Param], inpu
 
     Padding is a guard on each load when the Conv has pads; the ONNX front-end gives the
     ``blocked`` variant's Convs an explicitly zero-padded input instead (a Pad launch), so the
-    loads of the fast kernel are unguarded.  Every subscript is affine in the block's base
-    coordinates and the loop iterators."""
+    loads of the fast kernel are unguarded -- except where the block is the whole output row
+    (depthwise, :func:`conv_pads_in_kernel`): there a pad column is a zero never loaded and a
+    pad row outside the bounds of the loop over the window's rows, and at a stride the row is
+    a loop over its columns (:func:`_strided_row_steps`).  Every subscript is affine in the
+    block's base coordinates and the loop iterators."""
     mpg, oh, ow = defines["MPG"], defines["OH"], defines["OW"]
     kh_n, kw_n, sw_, dw = (defines[k] for k in ("KH", "KW", "SW", "DW"))
     cout, cpg = defines["M"], defines["CPG"]
@@ -1099,39 +1114,66 @@ def _blocked_conv(node: Node, defines: dict[str, int], params: list[Param], inpu
     ]
     if packed:
         head.append("const int ml = m0 - g * MPG;")
-    acc = [[f"acc_{i}_{j}" for j in range(ob)] for i in range(mb)]
-    head += [f"float {acc[i][j]} = {f'bias[m0 + {i}]' if has_bias else '0.0f'};"
-             for i in range(mb) for j in range(ob)]
     c_var = "c" if cpg > 1 else "0"
     ih = "oh * SH + kh * DH" + (" - PH" if guard_rows else "")
-    body: list[str] = []
-    loaded: set[int] = set()
-    for kwv in range(kw_n):
-        w_names = []
-        for mi in range(mb):
-            w_at = f"((g * CPG + {c_var}) * KH * KW + kh * KW + {kwv}) * MPG + ml + {mi}" \
-                if packed else f"((m0 + {mi}) * CPG + {c_var}) * KH * KW + kh * KW + {kwv}"
-            body.append(f"const float wv_{mi}_{kwv} = w[{w_at}];")
-            w_names.append(f"wv_{mi}_{kwv}")
-        for j in range(ob):
-            col = j * sw_ + kwv * dw
-            if col not in loaded:
-                loaded.add(col)
-                iw = f"owb * {ob * sw_} + {col}" + (" - PW" if guard_cols else "")
-                load = f"x[((n * C + g * CPG + {c_var}) * H + {ih}) * W + {iw}]"
-                conds = ([f"{ih} >= 0", f"{ih} < H"] if guard_rows else []) + \
-                    ([f"{iw} >= 0", f"{iw} < W"] if guard_cols else [])
-                if conds:
-                    body += [f"float xv_{col} = 0.0f;", f"if ({' && '.join(conds)}) {{",
-                             f"    xv_{col} = {load};", "}"]
-                else:
-                    body.append(f"const float xv_{col} = {load};")
-            body += [f"{acc[mi][j]} += xv_{col} * {w_names[mi]};" for mi in range(mb)]
-    body = ["for (int kh = 0; kh < KH; kh++) {", *("    " + ln for ln in body), "}"]
+    # a whole-row block reads its own padding (conv_pads_in_kernel): each load's column is
+    # known here, so a pad column is a zero, never loaded, and the row's pad is in each load's
+    # constant offset, not in the row term: with ``- PH`` there the loads of a row did not
+    # vectorize (192 x 56 x 56 at stride 1: 1.0 ms against 0.17-0.20)
+    whole_row = conv_pads_in_kernel(mpg, ow, sw_, BLOCK_ROWS * node.variant.block_cols)
+    x_row = f"((n * C + g * CPG + {c_var}) * H + {'oh * SH + kh * DH' if whole_row else ih}) * W"
+    shift = -defines["PH"] * defines["W"] - defines["PW"]
+    if whole_row and sw_ > 1:
+        body, decls, tail = _strided_row_steps(defines, mb, x_row, shift, packed, c_var,
+                                               has_bias)
+        head += decls
+    else:
+        acc = [[f"acc_{i}_{j}" for j in range(ob)] for i in range(mb)]
+        head += [f"float {acc[i][j]} = {f'bias[m0 + {i}]' if has_bias else '0.0f'};"
+                 for i in range(mb) for j in range(ob)]
+        body = []
+        loaded: set[int] = set()
+        for kwv in range(kw_n):
+            w_names = []
+            for mi in range(mb):
+                body.append(f"const float wv_{mi}_{kwv} = w[{_conv_w_at(packed, c_var, kwv, mi)}];")
+                w_names.append(f"wv_{mi}_{kwv}")
+            for j in range(ob):
+                col = j * sw_ + kwv * dw
+                if col not in loaded and whole_row:
+                    loaded.add(col)
+                    inside = 0 <= col - defines["PW"] < defines["W"]
+                    # a zero, not a skipped step: the block's steps stay alike, which keeps
+                    # them vectorizing
+                    body.append(f"const float xv_{col} = "
+                                f"{f'x[{x_row}{_plus(col + shift)}]' if inside else '0.0f'};")
+                if col not in loaded:
+                    loaded.add(col)
+                    iw = f"owb * {ob * sw_} + {col}" + (" - PW" if guard_cols else "")
+                    load = f"x[{x_row} + {iw}]"
+                    conds = ([f"{ih} >= 0", f"{ih} < H"] if guard_rows else []) + \
+                        ([f"{iw} >= 0", f"{iw} < W"] if guard_cols else [])
+                    if conds:
+                        body += [f"float xv_{col} = 0.0f;", f"if ({' && '.join(conds)}) {{",
+                                 f"    xv_{col} = {load};", "}"]
+                    else:
+                        body.append(f"const float xv_{col} = {load};")
+                body += [f"{acc[mi][j]} += xv_{col} * {w_names[mi]};" for mi in range(mb)]
+        tail = [f"y[((n * M + m0 + {i}) * OH + oh) * OW + owb * OB + {j}] = {acc[i][j]};"
+                for i in range(mb) for j in range(ob)]
+    loop = ["for (int kh = 0; kh < KH; kh++) {"]
+    if whole_row and guard_rows and defines["DH"] == 1:
+        # a pad row is outside the bounds of the loop over the window's rows: under a guard
+        # per window row, or with the rows written out, a row's loads did not vectorize
+        # (0.8-3.4 ms for the 0.17-0.20 above)
+        loop = ["const int kh_lo = oh * SH < PH ? PH - oh * SH : 0;",
+                "const int kh_hi = oh * SH - PH + KH > H ? H + PH - oh * SH : KH;",
+                "for (int kh = kh_lo; kh < kh_hi; kh++) {"]
+    elif whole_row and guard_rows:  # dilated rows: a guard per window row
+        body = [f"if ({ih} >= 0 && {ih} < H) {{", *("    " + ln for ln in body), "}"]
+    body = [*loop, *("    " + ln for ln in body), "}"]
     if cpg > 1:
         body = ["for (int c = 0; c < CPG; c++) {", *("    " + ln for ln in body), "}"]
-    tail = [f"y[((n * M + m0 + {i}) * OH + oh) * OW + owb * OB + {j}] = {acc[i][j]};"
-            for i in range(mb) for j in range(ob)]
     gids = [f"const int {v} = get_global_id({d});" for d, v in enumerate(("gx", "gy", "gz"))]
     lines = [*gids, *head, *body, *tail]
     source = render(node, defines, params, "\n".join(lines) + "\n",
@@ -1149,6 +1191,54 @@ def _blocked_conv(node: Node, defines: dict[str, int], params: list[Param], inpu
         col_base=f"owb * {ob}",
     )
     return replace(opk, block=layout)
+
+
+def _conv_w_at(packed: bool, c_var: str, kwv: int, mi: int) -> str:
+    """Subscript of the weight of channel ``m0 + mi``, input channel ``c_var``, window step
+    (``kh``, ``kwv``) of the blocked direct Conv (packed: (G, CPG, KH, KW, MPG))."""
+    if packed:
+        return f"((g * CPG + {c_var}) * KH * KW + kh * KW + {kwv}) * MPG + ml + {mi}"
+    return f"((m0 + {mi}) * CPG + {c_var}) * KH * KW + kh * KW + {kwv}"
+
+
+def _plus(offset: int) -> str:
+    """`` + offset`` / `` - offset`` / nothing: a constant subscript offset as C text."""
+    return f" + {offset}" if offset > 0 else f" - {-offset}" if offset < 0 else ""
+
+
+def _strided_row_steps(defines: dict[str, int], mb: int, x_row: str, shift: int, packed: bool,
+                       c_var: str, has_bias: bool) -> tuple[list[str], list[str], list[str]]:
+    """A strided whole-row block of :func:`_blocked_conv` (depthwise at stride 2): the row's
+    accumulators a private array per channel, each window row one loop over the output
+    columns whose every tap is inside the input, the few edge columns written out with their
+    inside taps only (pads are never loaded).  Written out as scalars, the taps' loads two
+    columns apart did not vectorize (MobileNetV2's 144 x 56 -> 28: 0.42 ms, 5 GFLOP/s); as a
+    loop LLVM loads them as interleaved groups (0.10 ms) -- with a ``long`` column: with an
+    ``int`` one the loop ran at 0.20 ms.  ``x_row + shift`` is the row's first column (the pads
+    in the constant ``shift``).  (body of one window row, declarations, stores.)"""
+    ow, sw_, dw, pw, w, kw_n = (defines[k] for k in ("OW", "SW", "DW", "PW", "W", "KW"))
+    lo = min(ow, -(-pw // sw_))  # first column whose taps are all inside
+    hi = max(lo, min(ow, (w - 1 + pw - (kw_n - 1) * dw) // sw_ + 1))
+    init = [f"acc_{i}[j] = {f'bias[m0 + {i}]' if has_bias else '0.0f'};" for i in range(mb)]
+    decls = [*(f"float acc_{i}[OW];" for i in range(mb)),
+             "for (int j = 0; j < OW; j++) {", *("    " + ln for ln in init), "}"]
+    body = [f"const float wv_{i}_{k} = w[{_conv_w_at(packed, c_var, k, i)}];"
+            for i in range(mb) for k in range(kw_n)]
+    for j in [*range(lo), *range(hi, ow)]:
+        for i in range(mb):
+            terms = [f"x[{x_row}{_plus(j * sw_ + k * dw + shift)}] * wv_{i}_{k}"
+                     for k in range(kw_n) if 0 <= j * sw_ + k * dw - pw < w]
+            if terms:
+                body.append(f"acc_{i}[{j}] += {' + '.join(terms)};")
+    if lo < hi:
+        body += [f"for (long j = {lo}; j < {hi}; j++) {{",
+                 *(f"    acc_{i}[j] += " + " + ".join(
+                     f"x[{x_row} + j * SW{_plus(k * dw + shift)}] * wv_{i}_{k}"
+                     for k in range(kw_n)) + ";" for i in range(mb)), "}"]
+    tail = ["for (int j = 0; j < OW; j++) {",
+            *(f"    y[((n * M + m0 + {i}) * OH + oh) * OW + j] = acc_{i}[j];" for i in range(mb)),
+            "}"]
+    return body, decls, tail
 
 
 def _pointwise_conv(node: Node, sx: tuple[int, ...], sw: tuple[int, ...],
