@@ -450,3 +450,88 @@ def test_fit_recovers_the_costs_of_the_new_terms():
     for f in ("guarded_work_items", "gmem_strided_beyond_bytes", "gmem_reuse_beyond_bytes"):
         k = pm.FEATURES.index(f)
         assert costs[k] == pytest.approx(truth[k], rel=1e-3), f
+
+
+@pytest.mark.parametrize("rows,cols,depth,m,panels", [(4, 32, 24, 32, 2), (2, 16, 10, 32, 3)])
+def test_register_block_counts_are_exact(rows: int, cols: int, depth: int, m: int,
+                                         panels: int):
+    """``calib_block``: every work-item runs ``depth`` iterations of one loop body of
+    ``rows × cols`` multiply-adds and ``rows + cols`` loads.  By brute force over the
+    work-items: the body's iterations, its multiply-adds and loads are ``block_iterations``,
+    ``block_flops`` and ``block_accesses``, and none of them is a scalar loop op or access
+    nor an fma vectorized across work-items."""
+    src = pm._register_block_source(rows, cols, depth)
+    items = [(gx, gy) for gx in range(m // rows) for gy in range(panels)]
+    k = pm.specialize_kernel(parse_kernels(src)["calib_block"], (m // rows, panels), (8, 1))
+    kc = count_kernel(k, subgroup_size=SG)
+    f = pm.features_of(kc).values
+    iters = sum(depth for _ in items)
+    assert f["block_iterations"] == iters
+    assert f["block_flops"] == iters * rows * cols
+    assert f["block_accesses"] == iters * (rows + cols)
+    assert f["loop_flops"] == 0 and f["loop_accesses"] == 0 and f["flop_fma"] == 0
+    # the loads' bytes stay a work-item's own walk (the stores are straight-line)
+    assert f["gmem_loop_bytes"] == pytest.approx(
+        4 * len({(r, kk) for gx, _ in items for r in range(gx * rows, gx * rows + rows)
+                 for kk in range(depth)}) + 4 * len(
+            {(gy, kk, j) for _, gy in items for kk in range(depth) for j in range(cols)}))
+
+
+def test_a_loop_of_few_statements_is_no_register_block():
+    """A loop body under :data:`~polyfuse.perf.counts.REGISTER_BLOCK_STATEMENTS` statements
+    (``calib_loop``'s reduction) runs scalar: its ops and loads stay loop ops and accesses."""
+    k = pm.specialize_kernel(parse_kernels(pm._loop_source())["calib_loop"], (256,), (64,),
+                             {"rows": 8})
+    f = pm.features_of(count_kernel(k, subgroup_size=SG)).values
+    assert f["block_flops"] == f["block_accesses"] == f["block_iterations"] == 0
+    assert f["loop_flops"] == 256 * 8 and f["loop_accesses"] > 0
+
+
+def test_fit_recovers_the_register_block_costs():
+    """Noiseless synthetic times of register blocks of eight shapes, a scalar loop and
+    streams: the fit gives the cost per packed multiply-add and per block iteration back."""
+    def block(rows: int, cols: int, depth: int, m: int, panels: int) -> object:
+        k = pm.specialize_kernel(parse_kernels(pm._register_block_source(rows, cols, depth))[
+            "calib_block"], (m // rows, panels), (8, 1))
+        return count_kernel(k, subgroup_size=SG)
+
+    counts = [block(*s) for s in ((4, 32, 96, 64, 4), (2, 16, 96, 64, 2), (4, 8, 48, 128, 2),
+                                  (8, 8, 96, 128, 2), (4, 32, 24, 32, 2), (2, 16, 48, 128, 4),
+                                  (4, 8, 96, 64, 2), (1, 8, 96, 64, 2))]
+    loop = parse_kernels(pm._loop_source())["calib_loop"]
+    counts += [count_kernel(pm.specialize_kernel(loop, (n,), (64,), {"rows": r}),
+                            subgroup_size=SG) for r, n in ((8, 1024), (32, 4096))]
+    counts += [_counts(STREAM, "stream", n) for n in (1 << 10, 1 << 14)]
+    truth = np.zeros(len(pm.FEATURES))
+    for f, c in (("block_flops", 2e-11), ("block_iterations", 8e-10), ("loop_accesses", 3e-10),
+                 ("loop_flops", 1e-10), ("gmem_unit_bytes", 1e-11), ("launches", 2e-6)):
+        truth[pm.FEATURES.index(f)] = c
+    x = np.array([pm.features_of(kc).vector() for kc in counts])
+    t = pm.model_time(x, truth, 1.0)
+    costs, rms = pm.fit_costs(x, t, 1.0)
+    assert rms < 1e-5
+    for f in ("block_flops", "block_iterations"):
+        k = pm.FEATURES.index(f)
+        assert costs[k] == pytest.approx(truth[k], rel=1e-3), f
+
+
+@pytest.mark.parametrize("rows,width", [(8, 64), (16, 96)])
+def test_contiguous_loop_accesses_are_exact(rows: int, width: int):
+    """``calib_rowblock``: each work-item walks a 4 × 32 block along its rows, every access
+    one element further per inner iteration (the bias's too).  By brute force: every access
+    is a contiguous loop access, none a scalar loop access, and the bytes are the distinct
+    elements' (``gmem_contiguous_bytes``); a column walk (``calib_loop``) has none."""
+    k = pm.specialize_kernel(parse_kernels(pm._row_block_source(4, 32, width))["calib_rowblock"],
+                             (rows // 4, width // 32), (2, 1))
+    f = pm.features_of(count_kernel(k, subgroup_size=SG)).values
+    items = [(gx, gy) for gx in range(rows // 4) for gy in range(width // 32)]
+    walked = [((gx * 4 + i), gy * 32 + j) for gx, gy in items for i in range(4)
+              for j in range(32)]
+    assert f["contiguous_loop_accesses"] == 3 * len(walked)
+    assert f["loop_accesses"] == 0 and f["loop_flops"] == 0 and f["gmem_loop_bytes"] == 0
+    distinct = 2 * len(set(walked)) + len({c for _, c in walked})
+    assert f["gmem_contiguous_bytes"] == pytest.approx(4 * distinct)
+    loop = pm.specialize_kernel(parse_kernels(pm._loop_source())["calib_loop"], (256,), (64,),
+                                {"rows": 8})
+    g = pm.features_of(count_kernel(loop, subgroup_size=SG)).values
+    assert g["contiguous_loop_accesses"] == 0 and g["gmem_contiguous_bytes"] == 0
