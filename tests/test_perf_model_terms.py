@@ -535,3 +535,78 @@ def test_contiguous_loop_accesses_are_exact(rows: int, width: int):
                                 {"rows": 8})
     g = pm.features_of(count_kernel(loop, subgroup_size=SG)).values
     assert g["contiguous_loop_accesses"] == 0 and g["gmem_contiguous_bytes"] == 0
+
+
+def test_a_register_blocks_stores_are_packed_runs():
+    """``calib_block``'s stores ``y[(r0 + i) * pitch + c0 + j] = acc_i_j``: rows of ``cols``
+    consecutive elements per work-item, ``rows × cols`` work-items apart — strided across
+    work-items, but each work-item's are runs a compiler writes as vectors: unit stride.  A
+    loop's accesses and a lone strided store (``calib_gather``) are no run."""
+    rows, cols = 2, 16
+    k = pm.specialize_kernel(parse_kernels(pm._register_block_source(rows, cols, 8))[
+        "calib_block"], (16, 2), (8, 1))
+    kc = count_kernel(k, subgroup_size=SG)
+    stores = [m for m in kc.mem if m.array == "y"]
+    assert stores and all(m.packed for m in stores)
+    assert not any(m.packed for m in kc.mem if m.array != "y")
+    f = pm.features_of(kc).values
+    assert f["gmem_unit_bytes"] == 4 * 16 * 2 * rows * cols and f["gmem_strided_bytes"] == 0
+    g = pm.specialize_kernel(parse_kernels(pm._gather_source(16, 64))["calib_gather"],
+                             (1024,), (64,))
+    assert not any(m.packed for m in count_kernel(g, subgroup_size=SG).mem)
+
+
+SHARED_BIAS = """
+__kernel void shared_bias(__global const float *b, __global float *y)
+{
+    const int r = get_global_id(1);
+    const int c = get_global_id(0) * 8;
+    float a0 = b[r]; float a1 = b[r]; float a2 = b[r]; float a3 = b[r];
+    y[r * 64 + c] = a0; y[r * 64 + c + 1] = a1; y[r * 64 + c + 2] = a2;
+    y[r * 64 + c + 3] = a3;
+    float a4 = b[r];
+    y[r * 64 + c + 4] = a4;
+}
+"""
+
+
+def test_repeated_loads_count_once_until_a_store():
+    """Four straight-line loads of ``b[r]`` by the same work-items, then stores, then a fifth:
+    a compiler loads once for the first four (count 1) and again after the stores (a store
+    may alias): two loads per work-item, where every statement's load counted five."""
+    k = pm.specialize_kernel(parse_kernels(SHARED_BIAS)["shared_bias"], (8, 4), (8, 1))
+    kc = count_kernel(k, subgroup_size=SG, granularity="work-item")
+    loads = sum(int(m.count.value) for m in kc.mem if m.array == "b")
+    assert loads == 2 * 8 * 4
+
+
+def test_a_one_wide_group_along_dimension_0_has_no_uniform_access():
+    """A work-group 1 × 8 (sub-groups span dimension 1): a store at stride 64 along dimension 1
+    varies inside a sub-group, so it is counted per work-item and is strided, not a load per
+    sub-group (``uniform``) as its stride 0 along dimension 0 alone would say."""
+    src = ("__kernel void rows(__global const float *x, __global float *y)\n{\n"
+           "    const int i = get_global_id(0);\n    const int j = get_global_id(1);\n"
+           "    y[j * 64 + i] = x[j * 64 + i] + 1.0f;\n}\n")
+    k = pm.specialize_kernel(parse_kernels(src)["rows"], (64, 8), (1, 8))
+    f = pm.features_of(count_kernel(k, subgroup_size=SG)).values
+    assert f["gmem_uniform_bytes"] == 0 and f["gmem_strided_bytes"] == 2 * 4 * 64 * 8
+
+
+def test_rereads_beyond_the_cache_take_what_one_group_walks():
+    """``calib_block`` with 4 panels of ``w`` (4 × 32 × 64 floats, 32 KiB in all): every
+    work-group along dimension 0 re-reads its panel (group-id stride 0), 8 KiB by brute force.
+    Beyond a re-read cache of 16 KiB nothing is charged, though the whole ``w`` is larger;
+    below 8 KiB the share of the panel beyond it is."""
+    rows, cols, depth, m, panels = 2, 32, 64, 64, 4
+    k = pm.specialize_kernel(parse_kernels(pm._register_block_source(rows, cols, depth))[
+        "calib_block"], (m // rows, panels), (8, 1))
+    kc = count_kernel(k, subgroup_size=SG)
+    panel = {(kk * cols) + (0 * depth) + j for kk in range(depth) for j in range(cols)}
+    assert int(kc.group_footprints["w"].value) == len(panel)
+    assert 4 * len(panel) * panels == pm.array_bytes(kc)["w"]
+    assert pm.features_of(kc, reuse_cache_bytes=16 << 10).values[
+        "gmem_reuse_beyond_bytes"] == 0
+    small = pm.features_of(kc, reuse_cache_bytes=4 << 10).values
+    reread = sum(m.count.value - m.footprint.value for m in kc.mem if m.array == "w")
+    assert small["gmem_reuse_beyond_bytes"] == pytest.approx(
+        4 * reread * (1 - (4 << 10) / (4 * len(panel))))

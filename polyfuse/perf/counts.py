@@ -230,6 +230,9 @@ class MemRecord:
     block_accesses: Optional[Count] = None
     #: the part of ``loop_accesses`` in contiguous loops (:func:`contiguous_loop_domains`)
     contiguous_accesses: Optional[Count] = None
+    #: straight-line accesses of a work-item to consecutive elements, as a register block's
+    #: stores (:func:`packed_accesses`): a compiler writes them as vectors
+    packed: bool = False
 
     @property
     def afr(self) -> Optional[sympy.Expr]:
@@ -692,6 +695,72 @@ def _work_item_loop_depth(domain: isl.Set, with_barrier: set[tuple[str, ...]]) -
 REGISTER_BLOCK_STATEMENTS = 8
 
 
+def repeated_loads(kernel: Kernel, with_barrier: set[tuple[str, ...]]
+                   ) -> frozenset[tuple[str, int]]:
+    """(statement id, access index) of straight-line loads that repeat an earlier one of the
+    same elements by the same instances with no store in between (a register block's
+    accumulators each initialized from ``bias[m]``): a compiler loads once and reuses the
+    value, as :mod:`polyfuse.perf.features` counts a repeated subexpression once."""
+    seen: set[tuple[str, str, str]] = set()
+    out: set[tuple[str, int]] = set()
+    for st in sorted(kernel.statements, key=lambda s: s.order):
+        looped = _in_work_item_loop(st.domain, with_barrier)
+        for i, acc in enumerate(st.accesses):
+            if acc.address_space == "private" or acc.direction != "read" or not acc.exact \
+                    or looped:
+                continue
+            key = (acc.address_space, acc.array,
+                   str(acc.relation.reset_tuple_id(isl.dim_type.in_)))
+            if key in seen:
+                out.add((st.id, i))
+            seen.add(key)
+        if any(acc.address_space != "private" and acc.direction != "read"
+               for acc in st.accesses):
+            seen.clear()
+    return frozenset(out)
+
+
+def packed_accesses(kernel: Kernel, with_barrier: set[tuple[str, ...]]
+                    ) -> frozenset[tuple[str, int]]:
+    """(statement id, access index) of straight-line accesses that a work-item makes to
+    consecutive elements: statements of one domain accessing one array at constant offsets
+    from each other that form runs of :data:`REGISTER_BLOCK_STATEMENTS` or more (a register
+    block's stores ``y[base + i * pitch + j] = acc_i_j``).  A compiler packs them into vector
+    accesses, whatever the stride between work-items."""
+    groups: dict[tuple[str, str, str], list[tuple[str, int, isl.PwAff]]] = {}
+    for st in kernel.statements:
+        if _in_work_item_loop(st.domain, with_barrier):
+            continue
+        for i, acc in enumerate(st.accesses):
+            if acc.address_space == "private" or not acc.exact:
+                continue
+            flat = _flat_index(acc, kernel)
+            if flat is not None:
+                key = (acc.array, acc.direction, _domain_key(st.domain))
+                groups.setdefault(key, []).append((st.id, i, flat))
+    out: set[tuple[str, int]] = set()
+    for members in groups.values():
+        if len(members) < REGISTER_BLOCK_STATEMENTS:
+            continue
+        base = members[0][2].reset_tuple_id(isl.dim_type.in_)
+        offsets = []
+        for _, _, flat in members:
+            diff = flat.reset_tuple_id(isl.dim_type.in_).sub(base)
+            pieces = diff.get_pieces()
+            if not diff.is_cst() or len(pieces) != 1:
+                break
+            offsets.append(int(str(pieces[0][1].get_constant_val())))
+        else:
+            values = sorted(set(offsets))
+            # split into runs of consecutive offsets: each as long as a register block's row
+            starts = [v for k, v in enumerate(values) if k == 0 or values[k - 1] != v - 1]
+            ends = [v for k, v in enumerate(values)
+                    if k == len(values) - 1 or values[k + 1] != v + 1]
+            if min(e - b + 1 for b, e in zip(starts, ends)) >= REGISTER_BLOCK_STATEMENTS:
+                out.update((sid, i) for sid, i, _ in members)
+    return frozenset(out)
+
+
 def _first_group(domain: isl.Set) -> isl.Set:
     """``domain``'s instances in the first work-group (group ids 0: its first dimensions)."""
     space = domain.get_space()
@@ -850,9 +919,11 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
     array_ranges: dict[str, Optional[isl.Set]] = {}
     #: the same of the first work-group's accesses
     group_ranges: dict[str, Optional[isl.Set]] = {}
+    repeated = repeated_loads(kernel, with_barrier)
+    packed = packed_accesses(kernel, with_barrier)
     for st in kernel.statements:
-        for acc in st.accesses:
-            if acc.address_space == "private":
+        for i, acc in enumerate(st.accesses):
+            if acc.address_space == "private" or (st.id, i) in repeated:
                 continue
             lid, gid = _strides(acc, kernel, geo)
             space = acc.address_space
@@ -865,7 +936,7 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
                 gran = "sub-group" if uniform else "work-item"
             direction = "load" if acc.direction == "read" else "store"
             key = (space, acc.array, features.numpy_dtype(acc.dtype), direction, lid, gid,
-                   acc.exact, gran)
+                   acc.exact, gran, (st.id, i) in packed)
             grp = mem_groups.setdefault(key, {"count": [], "wi": [], "ranges": None,
                                               "reason": acc.reason, "loop": [],
                                               "nested": [], "block": [],
@@ -901,7 +972,7 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
             grp["count"].append(wi if gran == "work-item" else counter.instances(dom, gran))
     mem = []
     for key, grp in mem_groups.items():
-        space, array, dtype, direction, lid, gid, exact, gran = key
+        space, array, dtype, direction, lid, gid, exact, gran, in_run = key
         footprint = None
         if exact and grp["ranges"] is not None and grp["ranges"].is_bounded():
             footprint = _footprint(grp["ranges"], ctx)
@@ -919,7 +990,8 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
                              Count.of(loop, ctx) if loop is not None else None,
                              Count.of(nested, ctx) if nested is not None else None,
                              Count.of(block, ctx) if block is not None else None,
-                             Count.of(contig, ctx) if contig is not None else None))
+                             Count.of(contig, ctx) if contig is not None else None,
+                             in_run))
     mem.sort(key=lambda r: ({"global": 0, "constant": 1, "local": 2}.get(r.space, 3), r.array,
                             r.direction, str(r.lid_strides)))
     array_fp: dict[str, Count] = {}

@@ -464,6 +464,12 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
         cls = stride_class(m.lid_strides)
         if m.granularity == "sub-group" and cls != "uniform":
             cls = "strided"  # a non-uniform access counted per sub-group (forced granularity)
+        elif m.granularity == "work-item" and cls == "uniform":
+            # the counts found it varying inside a sub-group along a dimension past the first
+            # (a work-group one wide along dimension 0): not one load per sub-group
+            cls = "strided"
+        if m.packed and cls == "strided":
+            cls = "unit"  # a run of consecutive elements per work-item: vector accesses
         size = dtype_bytes(m.dtype)
         # compulsory part: distinct elements (the footprint); the rest re-reads them (AFR > 1)
         fp = None
@@ -482,7 +488,7 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
             walked = min(walked, float(Fraction(group_fp.value)) * size / instances)
         if walked > reuse_cache and any(g is not None and int(g) == 0 for g in m.gid_strides):
             out["gmem_reuse_beyond_bytes"] += (n - first) * size * (1.0 - reuse_cache / walked)
-        if cls == "unit" and narrow:
+        if cls == "unit" and narrow and not m.packed:
             cls = "narrow"
         # the share made inside work-item loops, of any stride: scalar loads, one iteration
         # after the other, on a CPU
