@@ -23,7 +23,14 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
      CPU such a loop runs scalar, iteration after iteration (a CPU OpenCL compiler
      vectorizes across work-items only straight-line code), and in a kernel with
      barriers PoCL keeps private values in memory across the regions between barriers, which
-     makes its loops several times dearer; ``work_items`` (the per work-item cost of running the
+     makes its loops several times dearer; a *register block* (a loop body of
+     :data:`~polyfuse.perf.counts.REGISTER_BLOCK_STATEMENTS` or more float statements, a
+     blocked product's ``acc_i_j += a_i * b_j``) is packed into vectors of the work-item, so
+     its iterations, ops and loads are ``block_iterations``, ``block_flops`` and
+     ``block_accesses`` instead; a *contiguous loop* (every access moving at most an element
+     per iteration of its innermost loop, a store by one) is vectorized along the loop: its
+     ops are class counts only, its accesses ``contiguous_loop_accesses`` and its bytes
+     ``gmem_contiguous_bytes``; ``work_items`` (the per work-item cost of running the
      kernel body: index arithmetic, the loop PoCL wraps around a work-group, scheduling of a
      SIMD lane on a GPU); ``guarded_work_items`` (the work-items of a launch with a
      straight-line global access some of them skip, a bounds guard over a padded grid: a CPU
@@ -46,8 +53,12 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
      is not a cost but a parameter of the feature, chosen with the fit (:data:`CACHE_GRID`,
      :func:`fit_calibration`) and kept in the calibration; ``gmem_reuse_beyond_bytes``: the
      re-reads of an access every work-group along a dimension makes alike (group-id stride
-     0: a weight matrix walked by every row's group) of an array whose footprint exceeds
-     that cache, by the share beyond it — each group finds the lines the others evicted;
+     0: a weight matrix walked by every row's group) of an array of which one group walks
+     more than that cache (its footprint in the first group,
+     :attr:`~polyfuse.perf.counts.KernelCounts.group_footprints`: a blocked product's
+     panel, a row form's whole weight), by the share beyond it — each group finds the lines
+     the others evicted; a work-item's straight-line runs of consecutive elements (a register
+     block's stores, :func:`~polyfuse.perf.counts.packed_accesses`) are unit stride;
      ``gmem_cold_bytes``: the bytes of all classes that no earlier launch left in the
      last-level cache (:func:`warm_shares`: a program's launches in order over a
      least-recently-used cache of whole buffers, the host's upload first) — the class costs
