@@ -1092,7 +1092,10 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
     :func:`_reuse_source`); ``calib_barrier`` / ``calib_nobarrier`` (:func:`_barrier_source`);
     ``calib_colwalk`` (a 3 or 12 MiB matrix walked column by column by every work-group,
     :func:`_column_walk_source`); ``calib_guard`` (an element-wise kernel over rows of 28 or 56
-    floats on a grid padded to whole groups, :func:`_guard_source`).  Streams, 2-D streams,
+    floats on a grid padded to whole groups, :func:`_guard_source`); ``calib_block`` (register
+    blocks of product shapes against packed panels, :func:`_register_block_source`);
+    ``calib_rowblock`` (element-wise blocks walked along their rows,
+    :func:`_row_block_source`).  Streams, 2-D streams,
     guarded rows and one gather, broadcast, loop and re-read table also run ``warm``: right
     after a launch of their own, their data in the last-level cache.  From
     :mod:`polyfuse.perf.microbench`: ``empty`` (launch and per-group overhead at 1 to
