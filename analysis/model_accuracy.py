@@ -15,14 +15,23 @@ is evaluated, through :func:`polyfuse.predict` with ``measure=True`` (the code b
 * **blocks** at real sizes, unfused and fused: a GPT-2 MLP (seq 128: 768→3072, Gelu,
   3072→768, residual, LayerNorm), a ResNet bottleneck at 56×56 (convolutions, Relu, residual)
   and a MobileNet block (depthwise 3×3, Relu, pointwise 1×1);
-* **examples** (``examples/*/{kernels.cl,host.c}``), unfused and fused.
+* **examples** (``examples/*/{kernels.cl,host.c}``), unfused and fused;
+* **real-size** models (``--real-size DIR``, the exports of ``analysis/export_real_size.py``:
+  a BERT-base layer, a GPT-2 MLP, a ResNet bottleneck and a MobileNet block at their real
+  sizes, whatever ``--quick`` says), in both kernel forms (tiled and blocked), unfused and
+  fused: the launches a session chooses between.
+
+**Ranking**: every choice the model makes between programs that compute the same thing —
+fused or unfused (each example and block; each real-size model in each form), and a
+real-size model's kernel form (unfused, as a session ranks them) and its best of the four
+— is right when the program the model ranks first measures within 5 % of the measured best.
 
 Measured: per launch, the median over ``--repeat`` runs of the whole program of its profiled
 time; predicted: the model's time of its exact counts.  The figure of merit is the geomean of
 ``max(p/m, m/p)`` over launches, minus 1 ("geomean error").
 
     .venv/bin/python analysis/model_accuracy.py [--device 0:0] [--quick] [--recalibrate]
-        [--repeat 7] [--out DIR]
+        [--repeat 7] [--out DIR] [--real-size out/real_size] [--reuse MEASURED.json]
 
 Writes DIR/model_accuracy_<device>.csv and .png (default DIR: analysis/results), prints the
 per-launch table, the geomean error per group and overall, and the worst cases.  On a shared
@@ -53,6 +62,12 @@ from polyfuse.apps.prediction import LaunchPrediction, predict  # noqa: E402
 from polyfuse.perf import model as pm  # noqa: E402
 
 EXAMPLES = ROOT / "examples"
+#: the real-size exports of ``analysis/export_real_size.py`` the study runs (``--real-size``)
+REAL_SIZE_MODELS = ("bert_layer", "gpt2_mlp", "resnet_bottleneck", "mobilenet_block")
+#: the kernel forms a session chooses between on a CPU
+FORMS = ("tiled", "blocked")
+#: a choice is right when the program ranked first measures within this of the best
+RANK_TOLERANCE = 1.05
 #: host values of examples whose sizes come from argv
 EXAMPLE_PARAMS: dict[str, dict[str, int]] = {"elementwise_chain": {"n": 1 << 20},
                                              "runtime_offset": {"m": 64, "n": 1 << 20},
@@ -215,9 +230,11 @@ def mobilenet_block(quick: bool) -> Graph:
 
 def evaluate(device: str, cal: pm.Calibration, quick: bool, repeat: int,
              say: Callable[[str], None], only: Optional[set[str]] = None,
-             reuse: Optional[dict[str, dict[str, list[float]]]] = None) -> list[Row]:
+             reuse: Optional[dict[str, dict[str, list[float]]]] = None,
+             real_size: Optional[Path] = None) -> list[Row]:
     """Every case predicted and measured (``reuse``: measured times of an earlier run, by
-    program and launch id, instead of measuring again: for trying model changes)."""
+    program and launch id, instead of measuring again: for trying model changes;
+    ``real_size``: the directory of the real-size exports, :data:`REAL_SIZE_MODELS`)."""
     rows: list[Row] = []
     calibrated = set(cal.calibration_kernels)
 
@@ -261,7 +278,72 @@ def evaluate(device: str, cal: pm.Calibration, quick: bool, repeat: int,
             run("examples", f"{d} [{'fused' if fused else 'unfused'}]",
                 EXAMPLES / d / "kernels.cl", host=str(EXAMPLES / d / "host.c"), params=params,
                 fused=fused)
+    if real_size is not None:
+        say("real-size models, both kernel forms, unfused and fused:")
+        for model in REAL_SIZE_MODELS:
+            path = real_size / f"{model}.onnx"
+            if not path.exists():
+                say(f"  {path}: not there (analysis/export_real_size.py writes it)")
+                continue
+            for form in FORMS:
+                for fused in (False, True):
+                    run("real-size", f"{model} {form} [{'fused' if fused else 'unfused'}]",
+                        path, fused=fused, form=form)
     return rows
+
+
+def program_times(rows: list[Row]) -> dict[str, tuple[float, float]]:
+    """Per program: (predicted, measured) seconds of one run, every launch instance."""
+    out: dict[str, tuple[float, float]] = {}
+    for r in rows:
+        p, m = out.get(r.program, (0.0, 0.0))
+        n = r.launch.count
+        out[r.program] = (p + n * r.launch.predicted_s, m + n * (r.launch.measured_s or 0.0))
+    return out
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Programs computing the same thing, as the model and the measurement rank them."""
+
+    what: str
+    programs: tuple[str, ...]
+    predicted: tuple[float, ...]
+    measured: tuple[float, ...]
+
+    @property
+    def picked(self) -> str:
+        return self.programs[min(range(len(self.programs)), key=self.predicted.__getitem__)]
+
+    @property
+    def loss(self) -> float:
+        """The measured time of the model's pick over the measured best."""
+        i = min(range(len(self.programs)), key=self.predicted.__getitem__)
+        return self.measured[i] / min(self.measured)
+
+    @property
+    def right(self) -> bool:
+        return self.loss <= RANK_TOLERANCE
+
+
+def choices(rows: list[Row]) -> list[Choice]:
+    """Every choice of the module docstring that the measured programs allow."""
+    times = program_times(rows)
+    out = []
+
+    def choice(what: str, names: list[str]) -> None:
+        if len(names) > 1 and all(n in times for n in names):
+            out.append(Choice(what, tuple(names), tuple(times[n][0] for n in names),
+                              tuple(times[n][1] for n in names)))
+
+    bases = sorted({p.rsplit(" [", 1)[0] for p in times})
+    for b in bases:
+        choice(f"{b}: fused or not", [f"{b} [unfused]", f"{b} [fused]"])
+    for model in REAL_SIZE_MODELS:
+        choice(f"{model}: kernel form", [f"{model} {f} [unfused]" for f in FORMS])
+        choice(f"{model}: form and fusion", [f"{model} {f} [{u}]" for f in FORMS
+                                             for u in ("unfused", "fused")])
+    return out
 
 
 def geomean(rows: list[Row]) -> float:
@@ -288,7 +370,7 @@ def plot(rows: list[Row], cal: pm.Calibration, path: Path, title: str) -> None:
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
     markers = {"operators": ("o", "tab:blue"), "blocks": ("s", "tab:green"),
-               "examples": ("^", "tab:orange")}
+               "examples": ("^", "tab:orange"), "real-size": ("D", "tab:red")}
     vals: list[float] = []
     for g, (mk, col) in markers.items():
         pts = [r for r in rows if r.group == g]
@@ -329,8 +411,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--recalibrate", action="store_true",
                         help="measure the calibration again (and cache it)")
     parser.add_argument("--calibration", type=Path, help="use this calibration JSON")
-    parser.add_argument("--only", action="append", choices=["operators", "blocks", "examples"],
+    parser.add_argument("--only", action="append",
+                        choices=["operators", "blocks", "examples", "real-size"],
                         help="only these groups (repeatable)")
+    parser.add_argument("--real-size", type=Path, metavar="DIR",
+                        help="also the real-size exports in DIR (analysis/export_real_size.py)")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     parser.add_argument("--repeat", type=int, default=None)
     parser.add_argument("--reuse", type=Path, metavar="MEASURED.json",
@@ -348,7 +433,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     say(cal.summary())
     repeat = args.repeat or (3 if args.quick else 7)
     reuse = json.loads(args.reuse.read_text()) if args.reuse else None
-    rows = evaluate(args.device, cal, args.quick, repeat, say, set(args.only or ()), reuse)
+    rows = evaluate(args.device, cal, args.quick, repeat, say, set(args.only or ()), reuse,
+                    args.real_size)
 
     args.out.mkdir(parents=True, exist_ok=True)
     tag = re.sub(r"[^0-9a-z]+", "_", (args.device or "default").lower())
@@ -372,7 +458,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"{r.group:9s} {r.name[:58]:58s} {lp.predicted_s * 1e6:10.1f} "
               f"{(lp.measured_s or 0) * 1e6:10.1f} {r.ratio:6.2f} {lp.spread or 0:7.2f}")
     print()
-    for g in ("operators", "blocks", "examples"):
+    for g in ("operators", "blocks", "examples", "real-size"):
         sel = [r for r in rows if r.group == g]
         if sel:
             within = sum(1 for r in sel if 0.5 <= r.ratio <= 2.0)
@@ -388,6 +474,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     print("worst:")
     for r in sorted(rows, key=lambda r: -(r.launch.error or 0))[:6]:
         print(f"  {r.name[:70]:70s} p/m = {r.ratio:.2f}")
+    made = choices(rows)
+    if made:
+        print(f"ranking: the model's first is the measured best or within "
+              f"{RANK_TOLERANCE - 1:.0%} of it in {sum(c.right for c in made)} of {len(made)} "
+              f"choices")
+        for c in made:
+            print(f"  {'ok   ' if c.right else 'WRONG'} {c.what[:40]:40s} picked "
+                  f"{c.picked[:36]:36s} measured {c.loss:.2f}x the best")
     plot(rows, cal, png_path, f"{dev.name.strip()}: geomean error {ge:.0%} over {len(rows)} "
                               f"launches never calibrated on")
     print(f"wrote {csv_path}")

@@ -450,3 +450,163 @@ def test_fit_recovers_the_costs_of_the_new_terms():
     for f in ("guarded_work_items", "gmem_strided_beyond_bytes", "gmem_reuse_beyond_bytes"):
         k = pm.FEATURES.index(f)
         assert costs[k] == pytest.approx(truth[k], rel=1e-3), f
+
+
+@pytest.mark.parametrize("rows,cols,depth,m,panels", [(4, 32, 24, 32, 2), (2, 16, 10, 32, 3)])
+def test_register_block_counts_are_exact(rows: int, cols: int, depth: int, m: int,
+                                         panels: int):
+    """``calib_block``: every work-item runs ``depth`` iterations of one loop body of
+    ``rows × cols`` multiply-adds and ``rows + cols`` loads.  By brute force over the
+    work-items: the body's iterations, its multiply-adds and loads are ``block_iterations``,
+    ``block_flops`` and ``block_accesses``, and none of them is a scalar loop op or access
+    nor an fma vectorized across work-items."""
+    src = pm._register_block_source(rows, cols, depth)
+    items = [(gx, gy) for gx in range(m // rows) for gy in range(panels)]
+    k = pm.specialize_kernel(parse_kernels(src)["calib_block"], (m // rows, panels), (8, 1))
+    kc = count_kernel(k, subgroup_size=SG)
+    f = pm.features_of(kc).values
+    iters = sum(depth for _ in items)
+    assert f["block_iterations"] == iters
+    assert f["block_flops"] == iters * rows * cols
+    assert f["block_accesses"] == iters * (rows + cols)
+    assert f["loop_flops"] == 0 and f["loop_accesses"] == 0 and f["flop_fma"] == 0
+    # the loads' bytes stay a work-item's own walk (the stores are straight-line)
+    assert f["gmem_loop_bytes"] == pytest.approx(
+        4 * len({(r, kk) for gx, _ in items for r in range(gx * rows, gx * rows + rows)
+                 for kk in range(depth)}) + 4 * len(
+            {(gy, kk, j) for _, gy in items for kk in range(depth) for j in range(cols)}))
+
+
+def test_a_loop_of_few_statements_is_no_register_block():
+    """A loop body under :data:`~polyfuse.perf.counts.REGISTER_BLOCK_STATEMENTS` statements
+    (``calib_loop``'s reduction) runs scalar: its ops and loads stay loop ops and accesses."""
+    k = pm.specialize_kernel(parse_kernels(pm._loop_source())["calib_loop"], (256,), (64,),
+                             {"rows": 8})
+    f = pm.features_of(count_kernel(k, subgroup_size=SG)).values
+    assert f["block_flops"] == f["block_accesses"] == f["block_iterations"] == 0
+    assert f["loop_flops"] == 256 * 8 and f["loop_accesses"] > 0
+
+
+def test_fit_recovers_the_register_block_costs():
+    """Noiseless synthetic times of register blocks of eight shapes, a scalar loop and
+    streams: the fit gives the cost per packed multiply-add and per block iteration back."""
+    def block(rows: int, cols: int, depth: int, m: int, panels: int) -> object:
+        k = pm.specialize_kernel(parse_kernels(pm._register_block_source(rows, cols, depth))[
+            "calib_block"], (m // rows, panels), (8, 1))
+        return count_kernel(k, subgroup_size=SG)
+
+    counts = [block(*s) for s in ((4, 32, 96, 64, 4), (2, 16, 96, 64, 2), (4, 8, 48, 128, 2),
+                                  (8, 8, 96, 128, 2), (4, 32, 24, 32, 2), (2, 16, 48, 128, 4),
+                                  (4, 8, 96, 64, 2), (1, 8, 96, 64, 2))]
+    loop = parse_kernels(pm._loop_source())["calib_loop"]
+    counts += [count_kernel(pm.specialize_kernel(loop, (n,), (64,), {"rows": r}),
+                            subgroup_size=SG) for r, n in ((8, 1024), (32, 4096))]
+    counts += [_counts(STREAM, "stream", n) for n in (1 << 10, 1 << 14)]
+    truth = np.zeros(len(pm.FEATURES))
+    for f, c in (("block_flops", 2e-11), ("block_iterations", 8e-10), ("loop_accesses", 3e-10),
+                 ("loop_flops", 1e-10), ("gmem_unit_bytes", 1e-11), ("launches", 2e-6)):
+        truth[pm.FEATURES.index(f)] = c
+    x = np.array([pm.features_of(kc).vector() for kc in counts])
+    t = pm.model_time(x, truth, 1.0)
+    costs, rms = pm.fit_costs(x, t, 1.0)
+    assert rms < 1e-5
+    for f in ("block_flops", "block_iterations"):
+        k = pm.FEATURES.index(f)
+        assert costs[k] == pytest.approx(truth[k], rel=1e-3), f
+
+
+@pytest.mark.parametrize("rows,width", [(8, 64), (16, 96)])
+def test_contiguous_loop_accesses_are_exact(rows: int, width: int):
+    """``calib_rowblock``: each work-item walks a 4 × 32 block along its rows, every access
+    one element further per inner iteration (the bias's too).  By brute force: every access
+    is a contiguous loop access, none a scalar loop access, and the bytes are the distinct
+    elements' (``gmem_contiguous_bytes``); a column walk (``calib_loop``) has none."""
+    k = pm.specialize_kernel(parse_kernels(pm._row_block_source(4, 32, width))["calib_rowblock"],
+                             (rows // 4, width // 32), (2, 1))
+    f = pm.features_of(count_kernel(k, subgroup_size=SG)).values
+    items = [(gx, gy) for gx in range(rows // 4) for gy in range(width // 32)]
+    walked = [((gx * 4 + i), gy * 32 + j) for gx, gy in items for i in range(4)
+              for j in range(32)]
+    assert f["contiguous_loop_accesses"] == 3 * len(walked)
+    assert f["loop_accesses"] == 0 and f["loop_flops"] == 0 and f["gmem_loop_bytes"] == 0
+    distinct = 2 * len(set(walked)) + len({c for _, c in walked})
+    assert f["gmem_contiguous_bytes"] == pytest.approx(4 * distinct)
+    loop = pm.specialize_kernel(parse_kernels(pm._loop_source())["calib_loop"], (256,), (64,),
+                                {"rows": 8})
+    g = pm.features_of(count_kernel(loop, subgroup_size=SG)).values
+    assert g["contiguous_loop_accesses"] == 0 and g["gmem_contiguous_bytes"] == 0
+
+
+def test_a_register_blocks_stores_are_packed_runs():
+    """``calib_block``'s stores ``y[(r0 + i) * pitch + c0 + j] = acc_i_j``: rows of ``cols``
+    consecutive elements per work-item, ``rows × cols`` work-items apart — strided across
+    work-items, but each work-item's are runs a compiler writes as vectors: unit stride.  A
+    loop's accesses and a lone strided store (``calib_gather``) are no run."""
+    rows, cols = 2, 16
+    k = pm.specialize_kernel(parse_kernels(pm._register_block_source(rows, cols, 8))[
+        "calib_block"], (16, 2), (8, 1))
+    kc = count_kernel(k, subgroup_size=SG)
+    stores = [m for m in kc.mem if m.array == "y"]
+    assert stores and all(m.packed for m in stores)
+    assert not any(m.packed for m in kc.mem if m.array != "y")
+    f = pm.features_of(kc).values
+    assert f["gmem_unit_bytes"] == 4 * 16 * 2 * rows * cols and f["gmem_strided_bytes"] == 0
+    g = pm.specialize_kernel(parse_kernels(pm._gather_source(16, 64))["calib_gather"],
+                             (1024,), (64,))
+    assert not any(m.packed for m in count_kernel(g, subgroup_size=SG).mem)
+
+
+SHARED_BIAS = """
+__kernel void shared_bias(__global const float *b, __global float *y)
+{
+    const int r = get_global_id(1);
+    const int c = get_global_id(0) * 8;
+    float a0 = b[r]; float a1 = b[r]; float a2 = b[r]; float a3 = b[r];
+    y[r * 64 + c] = a0; y[r * 64 + c + 1] = a1; y[r * 64 + c + 2] = a2;
+    y[r * 64 + c + 3] = a3;
+    float a4 = b[r];
+    y[r * 64 + c + 4] = a4;
+}
+"""
+
+
+def test_repeated_loads_count_once_until_a_store():
+    """Four straight-line loads of ``b[r]`` by the same work-items, then stores, then a fifth:
+    a compiler loads once for the first four (count 1) and again after the stores (a store
+    may alias): two loads per work-item, where every statement's load counted five."""
+    k = pm.specialize_kernel(parse_kernels(SHARED_BIAS)["shared_bias"], (8, 4), (8, 1))
+    kc = count_kernel(k, subgroup_size=SG, granularity="work-item")
+    loads = sum(int(m.count.value) for m in kc.mem if m.array == "b")
+    assert loads == 2 * 8 * 4
+
+
+def test_a_one_wide_group_along_dimension_0_has_no_uniform_access():
+    """A work-group 1 × 8 (sub-groups span dimension 1): a store at stride 64 along dimension 1
+    varies inside a sub-group, so it is counted per work-item and is strided, not a load per
+    sub-group (``uniform``) as its stride 0 along dimension 0 alone would say."""
+    src = ("__kernel void rows(__global const float *x, __global float *y)\n{\n"
+           "    const int i = get_global_id(0);\n    const int j = get_global_id(1);\n"
+           "    y[j * 64 + i] = x[j * 64 + i] + 1.0f;\n}\n")
+    k = pm.specialize_kernel(parse_kernels(src)["rows"], (64, 8), (1, 8))
+    f = pm.features_of(count_kernel(k, subgroup_size=SG)).values
+    assert f["gmem_uniform_bytes"] == 0 and f["gmem_strided_bytes"] == 2 * 4 * 64 * 8
+
+
+def test_rereads_beyond_the_cache_take_what_one_group_walks():
+    """``calib_block`` with 4 panels of ``w`` (4 × 32 × 64 floats, 32 KiB in all): every
+    work-group along dimension 0 re-reads its panel (group-id stride 0), 8 KiB by brute force.
+    Beyond a re-read cache of 16 KiB nothing is charged, though the whole ``w`` is larger;
+    below 8 KiB the share of the panel beyond it is."""
+    rows, cols, depth, m, panels = 2, 32, 64, 64, 4
+    k = pm.specialize_kernel(parse_kernels(pm._register_block_source(rows, cols, depth))[
+        "calib_block"], (m // rows, panels), (8, 1))
+    kc = count_kernel(k, subgroup_size=SG)
+    panel = {(kk * cols) + (0 * depth) + j for kk in range(depth) for j in range(cols)}
+    assert int(kc.group_footprints["w"].value) == len(panel)
+    assert 4 * len(panel) * panels == pm.array_bytes(kc)["w"]
+    assert pm.features_of(kc, reuse_cache_bytes=16 << 10).values[
+        "gmem_reuse_beyond_bytes"] == 0
+    small = pm.features_of(kc, reuse_cache_bytes=4 << 10).values
+    reread = sum(m.count.value - m.footprint.value for m in kc.mem if m.array == "w")
+    assert small["gmem_reuse_beyond_bytes"] == pytest.approx(
+        4 * reread * (1 - (4 << 10) / (4 * len(panel))))

@@ -108,6 +108,21 @@ def test_python_api_program_and_onnx(saved_calibration: pm.Calibration):
     assert all(lp.predicted_s > 0 for lp in onnx.launches)
 
 
+def test_an_onnx_models_kernel_form_is_chosen(saved_calibration: pm.Calibration):
+    """``form`` (``--form``) loads an ONNX model's kernels in that form: the blocked form's
+    products are register blocks (``block_iterations``), the tiled form's are not; a form
+    for OpenCL C is refused."""
+    model = ROOT / "examples" / "models" / "mlp_gelu_ln.onnx"
+    forms = {f: polyfuse.predict(model, calibration=saved_calibration, form=f)
+             for f in ("tiled", "blocked")}
+    blocks = {f: sum(lp.features.get("block_iterations", 0.0) for lp in p.launches)
+              for f, p in forms.items()}
+    assert blocks["tiled"] == 0 < blocks["blocked"]
+    with pytest.raises(polyfuse.PolyfuseError, match="ONNX model only"):
+        polyfuse.predict(CHAIN / "kernels.cl", host=str(CHAIN / "host.c"),
+                         params={"n": 2048}, calibration=saved_calibration, form="blocked")
+
+
 def test_launch_in_host_loop_is_per_instance():
     """A launch repeated by a host loop: count = instances, times per instance."""
     b = polyfuse.ProgramBuilder(str(CHAIN / "kernels.cl"), name="looped")

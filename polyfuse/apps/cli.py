@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Optional, Union
 
-from polyfuse.core.program import PolyfuseError, Program
+from polyfuse.core.program import KERNEL_VARIANTS, PolyfuseError, Program
 from polyfuse.report.tables import format_uar_report
 from polyfuse.report.tables import text_table as _table
 
@@ -641,7 +641,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         raise _UsageError("--repeat must be at least 1")
     pred = predict(args.source, device=args.device, host=args.host or None,
                    params=_parse_params(args.param), fused=args.fused, measure=args.measure,
-                   repeat=args.repeat, recalibrate=args.recalibrate,
+                   repeat=args.repeat, recalibrate=args.recalibrate, form=args.form,
                    progress=None if args.quiet else (lambda m: _progress(args, m)))
     if args.json:
         json.dump(pred.to_dict(), sys.stdout, indent=2)
@@ -943,6 +943,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="host program of KERNELS.cl (C or C++)")
     add_param_flag(p, "fix a value the host reads at run time, or an ONNX dynamic dimension")
     p.add_argument("--fused", action="store_true", help="predict the fused program instead")
+    p.add_argument("--form", choices=sorted(KERNEL_VARIANTS),
+                   help="an ONNX model's kernel form (default: the device's)")
     p.add_argument("--measure", action="store_true",
                    help="also run it: median profiled time per launch over --repeat runs")
     p.add_argument("--repeat", type=int, default=7, help="runs measured (default: 7)")

@@ -116,9 +116,10 @@ def _num(v: float) -> str:
 
 def load_source(source: Source, *, host: Optional[Union[str, Sequence[str]]] = None,
                 params: Optional[Mapping[str, Union[int, float]]] = None,
-                device: Any = None) -> Program:
+                device: Any = None, form: Optional[str] = None) -> Program:
     """The program of ``source``: a :class:`Program` as is, an ``.onnx`` file (kernels tiled
-    for ``device``), or OpenCL C file(s) with their ``host`` program."""
+    for ``device``, of the kernel ``form`` of :data:`~polyfuse.core.program.KERNEL_VARIANTS`
+    when given), or OpenCL C file(s) with their ``host`` program."""
     if isinstance(source, Program):
         return source
     path = Path(os.fspath(source))
@@ -131,7 +132,11 @@ def load_source(source: Source, *, host: Optional[Union[str, Sequence[str]]] = N
         from polyfuse.runtime.device import device_target
 
         ints = {k: int(v) for k, v in (params or {}).items()}
-        return load_onnx(str(path), params=ints, target=device_target(device))
+        target = device_target(device)
+        return load_onnx(str(path), params=ints,
+                         target=target.with_variant(form) if form else target)
+    if form:
+        raise PolyfuseError(f"{path}: a kernel form applies to an ONNX model only")
     if path.suffix.lower() not in (".cl", ".c", ".h", ".cpp"):
         raise PolyfuseError(f"{path}: not an ONNX model (.onnx) nor OpenCL C (.cl)")
     if not host:
@@ -146,22 +151,25 @@ def load_source(source: Source, *, host: Optional[Union[str, Sequence[str]]] = N
 def predict(source: Source, device: Any = None, *, host: Optional[Union[str, Sequence[str]]] = None,
             params: Optional[Mapping[str, Union[int, float]]] = None, fused: bool = False,
             measure: bool = False, repeat: int = 7, calibration: Optional[Calibration] = None,
-            recalibrate: bool = False, progress: Progress = None) -> Prediction:
+            recalibrate: bool = False, progress: Progress = None,
+            form: Optional[str] = None) -> Prediction:
     """Predicted (and with ``measure`` measured) seconds of every launch of ``source``.
 
     ``source``: a :class:`~polyfuse.core.program.Program`, an ONNX model file or an OpenCL C
     file with its ``host`` program; ``params`` fix sizes the host reads at run time (or an ONNX
     model's dynamic dimensions); ``fused`` predicts the fused program (the plan ``polyfuse fuse``
-    makes) instead.  ``device`` is a ``"P:D"`` spec as ``polyfuse devices`` lists (default: the
-    default device); its calibration is measured once and cached (``recalibrate``: measured
-    again).  Raises :class:`PolyfuseError` on input it cannot load, sizes it cannot count, a
-    program the device cannot run.
+    makes) instead; ``form`` picks an ONNX model's kernel form (``tiled``, ``blocked``, ...:
+    :data:`~polyfuse.core.program.KERNEL_VARIANTS`; default the device's).  ``device`` is a
+    ``"P:D"`` spec as ``polyfuse devices`` lists (default: the default device); its
+    calibration is measured once and cached (``recalibrate``: measured again).  Raises
+    :class:`PolyfuseError` on input it cannot load, sizes it cannot count, a program the
+    device cannot run.
     """
     from polyfuse.runtime.device import get_device
 
     say = progress or (lambda _m: None)
     dev = get_device(device)
-    program = load_source(source, host=host, params=params, device=device)
+    program = load_source(source, host=host, params=params, device=device, form=form)
     ints = {k: int(v) for k, v in (params or {}).items() if float(v).is_integer()}
     if fused:
         from polyfuse.passes.pipeline import fuse_program

@@ -180,6 +180,15 @@ class OpRecord:
     #: them one iteration after the other; straight-line ops a CPU compiler vectorizes across
     #: work-items); None: no such statement
     loop_count: Optional[Count] = None
+    #: the part of ``loop_count`` in register blocks (:func:`register_block_domains`): a CPU
+    #: compiler packs a block's like statements into vector instructions within the work-item
+    block_count: Optional[Count] = None
+    #: the same ops at the record's ``granularity`` (the part of ``count`` they are)
+    block_total: Optional[Count] = None
+    #: the part of ``loop_count`` in contiguous loops (:func:`contiguous_loop_domains`),
+    #: which a CPU compiler vectorizes along the loop as it does straight-line code across
+    #: work-items
+    contiguous_count: Optional[Count] = None
 
     def to_json(self) -> dict[str, Any]:
         d = {"dtype": self.dtype, "op": self.op, "granularity": self.granularity,
@@ -217,6 +226,13 @@ class MemRecord:
     #: (an access three work-item loops deep counts twice): the loop control and index
     #: arithmetic of a nest, which the float counts leave out; None: no such statement
     nested_loop_accesses: Optional[Count] = None
+    #: the part of ``loop_accesses`` in register blocks (:func:`register_block_domains`)
+    block_accesses: Optional[Count] = None
+    #: the part of ``loop_accesses`` in contiguous loops (:func:`contiguous_loop_domains`)
+    contiguous_accesses: Optional[Count] = None
+    #: straight-line accesses of a work-item to consecutive elements, as a register block's
+    #: stores (:func:`packed_accesses`): a compiler writes them as vectors
+    packed: bool = False
 
     @property
     def afr(self) -> Optional[sympy.Expr]:
@@ -244,7 +260,11 @@ class MemRecord:
                        loop_accesses=(self.loop_accesses.evaluate(values)
                                       if self.loop_accesses else None),
                        nested_loop_accesses=(self.nested_loop_accesses.evaluate(values)
-                                             if self.nested_loop_accesses else None))
+                                             if self.nested_loop_accesses else None),
+                       block_accesses=(self.block_accesses.evaluate(values)
+                                       if self.block_accesses else None),
+                       contiguous_accesses=(self.contiguous_accesses.evaluate(values)
+                                            if self.contiguous_accesses else None))
 
     def to_json(self) -> dict[str, Any]:
         afr = self.afr
@@ -311,6 +331,12 @@ class KernelCounts:
     #: every access to it (loads and stores, all stride classes); an array with an access
     #: that is not exact (or a footprint too costly to count) is left out
     array_footprints: Mapping[str, Count] = field(default_factory=dict)
+    #: distinct elements of each global array one work-group (the first) touches, over every
+    #: access to it (as ``array_footprints``): what a group walks of an array all groups read
+    group_footprints: Mapping[str, Count] = field(default_factory=dict)
+    #: iterations of register-block loop bodies (:func:`register_block_domains`) summed over
+    #: the work-items: each carries its accumulators' dependence chains one step
+    block_iterations: Optional[Count] = None
 
     def evaluate(self, values: Mapping[str, int]) -> KernelCounts:
         """The same counts with every ``value`` filled that ``values`` determines."""
@@ -319,12 +345,21 @@ class KernelCounts:
             self,
             ops=tuple(replace(r, count=r.count.evaluate(vals),
                               loop_count=None if r.loop_count is None else
-                              r.loop_count.evaluate(vals)) for r in self.ops),
+                              r.loop_count.evaluate(vals),
+                              block_count=None if r.block_count is None else
+                              r.block_count.evaluate(vals),
+                              block_total=None if r.block_total is None else
+                              r.block_total.evaluate(vals),
+                              contiguous_count=None if r.contiguous_count is None else
+                              r.contiguous_count.evaluate(vals)) for r in self.ops),
             mem=tuple(r.evaluate(vals) for r in self.mem),
             sync=tuple(replace(r, count=r.count.evaluate(vals)) for r in self.sync),
             geometry={k: c.evaluate(vals) for k, c in self.geometry.items()},
             values=vals,
             array_footprints={k: c.evaluate(vals) for k, c in self.array_footprints.items()},
+            block_iterations=None if self.block_iterations is None else
+            self.block_iterations.evaluate(vals),
+            group_footprints={k: c.evaluate(vals) for k, c in self.group_footprints.items()},
         )
 
     def per_work_item(self) -> KernelCounts:
@@ -656,6 +691,136 @@ def _work_item_loop_depth(domain: isl.Set, with_barrier: set[tuple[str, ...]]) -
     return sum(1 for i in range(1, len(nest) + 1) if nest[:i] not in with_barrier)
 
 
+#: a work-item loop body with at least this many statements of float ops is a register block
+REGISTER_BLOCK_STATEMENTS = 8
+
+
+def repeated_loads(kernel: Kernel, with_barrier: set[tuple[str, ...]]
+                   ) -> frozenset[tuple[str, int]]:
+    """(statement id, access index) of straight-line loads that repeat an earlier one of the
+    same elements by the same instances with no store in between (a register block's
+    accumulators each initialized from ``bias[m]``): a compiler loads once and reuses the
+    value, as :mod:`polyfuse.perf.features` counts a repeated subexpression once."""
+    seen: set[tuple[str, str, str]] = set()
+    out: set[tuple[str, int]] = set()
+    for st in sorted(kernel.statements, key=lambda s: s.order):
+        looped = _in_work_item_loop(st.domain, with_barrier)
+        for i, acc in enumerate(st.accesses):
+            if acc.address_space == "private" or acc.direction != "read" or not acc.exact \
+                    or looped:
+                continue
+            key = (acc.address_space, acc.array,
+                   str(acc.relation.reset_tuple_id(isl.dim_type.in_)))
+            if key in seen:
+                out.add((st.id, i))
+            seen.add(key)
+        if any(acc.address_space != "private" and acc.direction != "read"
+               for acc in st.accesses):
+            seen.clear()
+    return frozenset(out)
+
+
+def packed_accesses(kernel: Kernel, with_barrier: set[tuple[str, ...]]
+                    ) -> frozenset[tuple[str, int]]:
+    """(statement id, access index) of straight-line accesses that a work-item makes to
+    consecutive elements: statements of one domain accessing one array at constant offsets
+    from each other that form runs of :data:`REGISTER_BLOCK_STATEMENTS` or more (a register
+    block's stores ``y[base + i * pitch + j] = acc_i_j``).  A compiler packs them into vector
+    accesses, whatever the stride between work-items."""
+    groups: dict[tuple[str, str, str], list[tuple[str, int, isl.PwAff]]] = {}
+    for st in kernel.statements:
+        if _in_work_item_loop(st.domain, with_barrier):
+            continue
+        for i, acc in enumerate(st.accesses):
+            if acc.address_space == "private" or not acc.exact:
+                continue
+            flat = _flat_index(acc, kernel)
+            if flat is not None:
+                key = (acc.array, acc.direction, _domain_key(st.domain))
+                groups.setdefault(key, []).append((st.id, i, flat))
+    out: set[tuple[str, int]] = set()
+    for members in groups.values():
+        if len(members) < REGISTER_BLOCK_STATEMENTS:
+            continue
+        base = members[0][2].reset_tuple_id(isl.dim_type.in_)
+        offsets = []
+        for _, _, flat in members:
+            diff = flat.reset_tuple_id(isl.dim_type.in_).sub(base)
+            pieces = diff.get_pieces()
+            if not diff.is_cst() or len(pieces) != 1:
+                break
+            offsets.append(int(str(pieces[0][1].get_constant_val())))
+        else:
+            values = sorted(set(offsets))
+            # split into runs of consecutive offsets: each as long as a register block's row
+            starts = [v for k, v in enumerate(values) if k == 0 or values[k - 1] != v - 1]
+            ends = [v for k, v in enumerate(values)
+                    if k == len(values) - 1 or values[k + 1] != v + 1]
+            if min(e - b + 1 for b, e in zip(starts, ends)) >= REGISTER_BLOCK_STATEMENTS:
+                out.update((sid, i) for sid, i, _ in members)
+    return frozenset(out)
+
+
+def _first_group(domain: isl.Set) -> isl.Set:
+    """``domain``'s instances in the first work-group (group ids 0: its first dimensions)."""
+    space = domain.get_space()
+    fix = isl.Set.universe(space)
+    for d in range(len(WORK_ITEM_DIMS) // 2):
+        fix = fix.fix_val(isl.dim_type.set, d, isl.Val(0))
+    return domain.intersect(fix)
+
+
+def _domain_key(domain: isl.Set) -> str:
+    return str(domain.reset_tuple_id())
+
+
+def register_block_domains(kernel: Kernel, env: Optional[features.TypeEnv],
+                           with_barrier: set[tuple[str, ...]]) -> frozenset[str]:
+    """The iteration domains (statement names left out) of the work-item loop bodies that are
+    register blocks: :data:`REGISTER_BLOCK_STATEMENTS` or more statements with float ops in
+    one body (a register-blocked product's ``acc_i_j += a_i * b_j``).  A CPU compiler packs
+    such a body's like statements into vector instructions of one work-item (SLP), where the
+    statement of a plain loop runs scalar, one iteration after the other."""
+    if env is None:
+        return frozenset()
+    per_body: dict[str, int] = {}
+    for st in kernel.statements:
+        if st.node is None or not _in_work_item_loop(st.domain, with_barrier):
+            continue
+        if features.statement_ops(st.node, env).ops:
+            key = _domain_key(st.domain)
+            per_body[key] = per_body.get(key, 0) + 1
+    return frozenset(k for k, n in per_body.items() if n >= REGISTER_BLOCK_STATEMENTS)
+
+
+def contiguous_loop_domains(kernel: Kernel, with_barrier: set[tuple[str, ...]]
+                            ) -> frozenset[str]:
+    """The iteration domains (statement names left out) of work-item loop bodies that walk
+    memory along their innermost loop: every ``__global``/``__local`` access of the body
+    moves by at most one element per iteration, and a store moves by one (an element-wise
+    walk along a row of a block).  A CPU compiler vectorizes such a loop within the
+    work-item; a loop walking a column, or reducing into a private accumulator (a float sum
+    it may not reorder), runs scalar, one iteration after the other."""
+    ok: dict[str, bool] = {}
+    stores: set[str] = set()
+    for st in kernel.statements:
+        if not _in_work_item_loop(st.domain, with_barrier):
+            continue
+        key = _domain_key(st.domain)
+        inner = st.domain.dim(isl.dim_type.set) - 1
+        good = ok.get(key, True)
+        for acc in st.accesses:
+            if acc.address_space == "private":
+                continue
+            flat = _flat_index(acc, kernel) if acc.exact else None
+            stride = _stride(flat, inner) if flat is not None else None
+            good = good and stride in (-1, 0, 1)
+            if acc.direction != "read" and stride in (-1, 1):
+                stores.add(key)
+        ok[key] = good
+    return frozenset(k for k, good in ok.items() if good and k in stores)
+
+
 def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
                  granularity: Optional[str] = None,
                  target: Optional[Target] = None) -> KernelCounts:
@@ -695,7 +860,14 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
     op_exact: dict[tuple[str, str], bool] = {}
     op_notes: dict[tuple[str, str], list[str]] = {}
     op_loop: dict[tuple[str, str], list[isl.PwQPolynomial]] = {}
+    op_block: dict[tuple[str, str], list[isl.PwQPolynomial]] = {}
+    op_block_total: dict[tuple[str, str], list[isl.PwQPolynomial]] = {}
+    op_contiguous: dict[tuple[str, str], list[isl.PwQPolynomial]] = {}
     with_barrier = _loops_with_barriers(kernel)
+    blocks = register_block_domains(kernel, env, with_barrier)
+    along = contiguous_loop_domains(kernel, with_barrier) - blocks
+    contiguous = frozenset(st.id for st in kernel.statements
+                           if _domain_key(st.domain) in along)
     for st in kernel.statements:
         if env is None or st.node is None:
             continue
@@ -705,10 +877,16 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
         card = counter.instances(st.domain, op_gran)
         looped = _in_work_item_loop(st.domain, with_barrier)
         per_item = counter.instances(st.domain, "work-item") if looped else None
+        in_block = looped and _domain_key(st.domain) in blocks
         for key, n in sops.ops.items():
             op_parts.setdefault(key, []).append(card.scale_val(isl.Val(n)))
             if per_item is not None:
                 op_loop.setdefault(key, []).append(per_item.scale_val(isl.Val(n)))
+                if in_block:
+                    op_block.setdefault(key, []).append(per_item.scale_val(isl.Val(n)))
+                    op_block_total.setdefault(key, []).append(card.scale_val(isl.Val(n)))
+                if st.id in contiguous:
+                    op_contiguous.setdefault(key, []).append(per_item.scale_val(isl.Val(n)))
             ex = sops.exact and st.exact_domain
             op_exact[key] = op_exact.get(key, True) and ex
             lst = op_notes.setdefault(key, [])
@@ -725,17 +903,27 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
         assert qp is not None
         c = Count.of(qp, ctx)
         loop = _sum(op_loop[key]) if key in op_loop else None
+        block = _sum(op_block[key]) if key in op_block else None
+        block_total = _sum(op_block_total[key]) if key in op_block_total else None
+        contig = _sum(op_contiguous[key]) if key in op_contiguous else None
         ops.append(OpRecord(key[0], key[1], op_gran, c, op_exact[key] and not c.unbounded,
                             tuple(op_notes[key]) + gflags(op_gran),
-                            Count.of(loop, ctx) if loop is not None else None))
+                            Count.of(loop, ctx) if loop is not None else None,
+                            Count.of(block, ctx) if block is not None else None,
+                            Count.of(block_total, ctx) if block_total is not None else None,
+                            Count.of(contig, ctx) if contig is not None else None))
 
     # -- memory
     mem_groups: dict[tuple, dict[str, Any]] = {}
     #: per global array, the union of its exact access ranges (None once one is not exact)
     array_ranges: dict[str, Optional[isl.Set]] = {}
+    #: the same of the first work-group's accesses
+    group_ranges: dict[str, Optional[isl.Set]] = {}
+    repeated = repeated_loads(kernel, with_barrier)
+    packed = packed_accesses(kernel, with_barrier)
     for st in kernel.statements:
-        for acc in st.accesses:
-            if acc.address_space == "private":
+        for i, acc in enumerate(st.accesses):
+            if acc.address_space == "private" or (st.id, i) in repeated:
                 continue
             lid, gid = _strides(acc, kernel, geo)
             space = acc.address_space
@@ -748,10 +936,11 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
                 gran = "sub-group" if uniform else "work-item"
             direction = "load" if acc.direction == "read" else "store"
             key = (space, acc.array, features.numpy_dtype(acc.dtype), direction, lid, gid,
-                   acc.exact, gran)
+                   acc.exact, gran, (st.id, i) in packed)
             grp = mem_groups.setdefault(key, {"count": [], "wi": [], "ranges": None,
                                               "reason": acc.reason, "loop": [],
-                                              "nested": []})
+                                              "nested": [], "block": [],
+                                              "contiguous": []})
             dom = acc.relation.domain()
             if acc.exact:
                 wi = counter.elements(acc.relation)
@@ -761,20 +950,29 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
                     prev = array_ranges.get(acc.array, rng)
                     array_ranges[acc.array] = None if prev is None else \
                         (rng if prev is rng else prev.union(rng))
+                    first = acc.relation.intersect_domain(_first_group(dom)).range()
+                    before = group_ranges.get(acc.array, first)
+                    group_ranges[acc.array] = None if before is None else \
+                        (first if before is first else before.union(first))
             else:
                 if space in ("global", "constant"):
                     array_ranges[acc.array] = None
+                    group_ranges[acc.array] = None
                 wi = counter.instances(dom, "work-item")
             grp["wi"].append(wi)
             if _in_work_item_loop(dom, with_barrier):
                 grp["loop"].append(wi)
+                if _domain_key(st.domain) in blocks:
+                    grp["block"].append(wi)
+                elif st.id in contiguous:
+                    grp["contiguous"].append(wi)
                 depth = _work_item_loop_depth(dom, with_barrier)
                 if depth > 1:
                     grp["nested"].append(wi.scale_val(isl.Val(depth - 1)))
             grp["count"].append(wi if gran == "work-item" else counter.instances(dom, gran))
     mem = []
     for key, grp in mem_groups.items():
-        space, array, dtype, direction, lid, gid, exact, gran = key
+        space, array, dtype, direction, lid, gid, exact, gran, in_run = key
         footprint = None
         if exact and grp["ranges"] is not None and grp["ranges"].is_bounded():
             footprint = _footprint(grp["ranges"], ctx)
@@ -784,11 +982,16 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
             reason = reason or "unbounded: an enclosing loop is not modelled exactly"
         loop = _sum(grp["loop"]) if grp["loop"] else None
         nested = _sum(grp["nested"]) if grp["nested"] else None
+        block = _sum(grp["block"]) if grp["block"] else None
+        contig = _sum(grp["contiguous"]) if grp["contiguous"] else None
         mem.append(MemRecord(space, array, dtype, direction, lid, gid, gran, c,
                              Count.of(_sum(grp["wi"]), ctx), footprint,
                              exact and not c.unbounded, reason,
                              Count.of(loop, ctx) if loop is not None else None,
-                             Count.of(nested, ctx) if nested is not None else None))
+                             Count.of(nested, ctx) if nested is not None else None,
+                             Count.of(block, ctx) if block is not None else None,
+                             Count.of(contig, ctx) if contig is not None else None,
+                             in_run))
     mem.sort(key=lambda r: ({"global": 0, "constant": 1, "local": 2}.get(r.space, 3), r.array,
                             r.direction, str(r.lid_strides)))
     array_fp: dict[str, Count] = {}
@@ -796,6 +999,11 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
         fp = _footprint(rng, ctx) if rng is not None and rng.is_bounded() else None
         if fp is not None:
             array_fp[array] = fp
+    group_fp: dict[str, Count] = {}
+    for array, rng in sorted(group_ranges.items()):
+        fp = _footprint(rng, ctx) if rng is not None and rng.is_bounded() else None
+        if fp is not None:
+            group_fp[array] = fp
 
     # -- synchronization
     sync_gran = granularity or "work-item"
@@ -819,9 +1027,15 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
                                tuple(bar_notes[kind]) + (gflags(sync_gran) if parts else ())))
     sync.append(SyncRecord("kernel_launch", "launch", Count(sympy.Integer(1))))
 
+    # -- register blocks: one statement's instances per body
+    bodies = {_domain_key(st.domain): st.domain for st in kernel.statements
+              if _domain_key(st.domain) in blocks}
+    block_iters = _sum(counter.instances(d, "work-item") for d in bodies.values())
+
     kc = KernelCounts(kernel.name, sg, tuple(ops), tuple(mem), tuple(sync), geo.counts(),
                       tuple(geo.params), tuple(notes), dict(kernel.context.values),
-                      tuple(v if isinstance(v, int) else None for v in geo.L), array_fp)
+                      tuple(v if isinstance(v, int) else None for v in geo.L), array_fp,
+                      group_fp, Count.of(block_iters, ctx) if block_iters is not None else None)
     return kc.evaluate({})
 
 
@@ -980,7 +1194,13 @@ def count_program(program: Program, *, subgroup_size: Optional[int] = None,
         kc = replace(
             kc,
             ops=tuple(replace(r, count=bind(r.count),
-                              loop_count=None if r.loop_count is None else bind(r.loop_count))
+                              loop_count=None if r.loop_count is None else bind(r.loop_count),
+                              block_count=None if r.block_count is None else
+                              bind(r.block_count),
+                              block_total=None if r.block_total is None else
+                              bind(r.block_total),
+                              contiguous_count=None if r.contiguous_count is None else
+                              bind(r.contiguous_count))
                       for r in kc.ops),
             mem=tuple(replace(r, count=bind(r.count), accesses=bind(r.accesses),
                               footprint=None if r.footprint is None else
@@ -988,12 +1208,19 @@ def count_program(program: Program, *, subgroup_size: Optional[int] = None,
                               loop_accesses=None if r.loop_accesses is None else
                               bind(r.loop_accesses),
                               nested_loop_accesses=None if r.nested_loop_accesses is None
-                              else bind(r.nested_loop_accesses)) for r in kc.mem),
+                              else bind(r.nested_loop_accesses),
+                              block_accesses=None if r.block_accesses is None else
+                              bind(r.block_accesses),
+                              contiguous_accesses=None if r.contiguous_accesses is None else
+                              bind(r.contiguous_accesses)) for r in kc.mem),
             sync=tuple(replace(r, count=bind(r.count if r.kind != "kernel_launch" else inst))
                        for r in kc.sync),
             geometry={k: _bind(c, subs, (), values) for k, c in kc.geometry.items()},
             values={**kc.values, **values},
             array_footprints={k: bind(c) for k, c in kc.array_footprints.items()},
+            block_iterations=None if kc.block_iterations is None else
+            bind(kc.block_iterations),
+            group_footprints={k: bind(c) for k, c in kc.group_footprints.items()},
             notes=kc.notes + ((f"launch {launch.id}: totals over every instance of its host "
                                "loops",) if loops else ()),
         )

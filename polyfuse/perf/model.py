@@ -23,7 +23,14 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
      CPU such a loop runs scalar, iteration after iteration (a CPU OpenCL compiler
      vectorizes across work-items only straight-line code), and in a kernel with
      barriers PoCL keeps private values in memory across the regions between barriers, which
-     makes its loops several times dearer; ``work_items`` (the per work-item cost of running the
+     makes its loops several times dearer; a *register block* (a loop body of
+     :data:`~polyfuse.perf.counts.REGISTER_BLOCK_STATEMENTS` or more float statements, a
+     blocked product's ``acc_i_j += a_i * b_j``) is packed into vectors of the work-item, so
+     its iterations, ops and loads are ``block_iterations``, ``block_flops`` and
+     ``block_accesses`` instead; a *contiguous loop* (every access moving at most an element
+     per iteration of its innermost loop, a store by one) is vectorized along the loop: its
+     ops are class counts only, its accesses ``contiguous_loop_accesses`` and its bytes
+     ``gmem_contiguous_bytes``; ``work_items`` (the per work-item cost of running the
      kernel body: index arithmetic, the loop PoCL wraps around a work-group, scheduling of a
      SIMD lane on a GPU); ``guarded_work_items`` (the work-items of a launch with a
      straight-line global access some of them skip, a bounds guard over a padded grid: a CPU
@@ -46,8 +53,12 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
      is not a cost but a parameter of the feature, chosen with the fit (:data:`CACHE_GRID`,
      :func:`fit_calibration`) and kept in the calibration; ``gmem_reuse_beyond_bytes``: the
      re-reads of an access every work-group along a dimension makes alike (group-id stride
-     0: a weight matrix walked by every row's group) of an array whose footprint exceeds
-     that cache, by the share beyond it — each group finds the lines the others evicted;
+     0: a weight matrix walked by every row's group) of an array of which one group walks
+     more than that cache (its footprint in the first group,
+     :attr:`~polyfuse.perf.counts.KernelCounts.group_footprints`: a blocked product's
+     panel, a row form's whole weight), by the share beyond it — each group finds the lines
+     the others evicted; a work-item's straight-line runs of consecutive elements (a register
+     block's stores, :func:`~polyfuse.perf.counts.packed_accesses`) are unit stride;
      ``gmem_cold_bytes``: the bytes of all classes that no earlier launch left in the
      last-level cache (:func:`warm_shares`: a program's launches in order over a
      least-recently-used cache of whole buffers, the host's upload first) — the class costs
@@ -135,9 +146,12 @@ SCHEMA = "polyfuse.model/1"
 #: Features whose costs overlap with each other through the on-chip side of ``smax_p``.
 ONCHIP_FEATURES = ("flop_simple", "flop_fma", "flop_div", "flop_special", "int_divmod",
                    "local_access", "loop_accesses", "sync_loop_accesses", "nested_loop_accesses",
-                   "loop_flops", "work_items", "guarded_work_items")
+                   "loop_flops", "block_flops", "block_accesses", "block_iterations",
+                   "contiguous_loop_accesses", "work_items",
+                   "guarded_work_items")
 #: Features on the memory side of ``smax_p``.
 MEMORY_FEATURES = ("gmem_unit_bytes", "gmem_narrow_bytes", "gmem_loop_bytes",
+                   "gmem_contiguous_bytes",
                    "gmem_strided_bytes", "gmem_uniform_bytes", "gmem_reuse_bytes",
                    "gmem_beyond_cache_bytes", "gmem_cold_bytes",
                    "gmem_reuse_beyond_bytes", "gmem_strided_beyond_bytes")
@@ -419,17 +433,38 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
         any(v > 1 for v in ls[1:])
     for r in kc.ops:
         cls = op_class(r.op)
+        # a register block's ops are packed into vectors within a work-item (SLP): neither
+        # vectorized across work-items (the class counts) nor scalar loop iterations
+        blocked = 0.0
+        if r.block_count is not None and cls != "int_divmod":
+            blocked = _value(r.block_count, f"op {r.op} in register blocks", name)
+            out["block_flops"] += blocked
+            out[cls] -= _value(r.block_total, f"op {r.op} in register blocks", name) \
+                if r.block_total is not None else 0.0
         out[cls] += _value(r.count, f"op {r.op}", name)
         if r.loop_count is not None and cls != "int_divmod":
-            out["loop_flops"] += _value(r.loop_count, f"op {r.op} in loops", name)
+            # a contiguous loop's ops are vectorized along it: the class counts say it
+            contiguous = _value(r.contiguous_count, f"op {r.op} in contiguous loops", name) \
+                if r.contiguous_count is not None else 0.0
+            out["loop_flops"] += _value(r.loop_count, f"op {r.op} in loops", name) - blocked \
+                - contiguous
     for m in kc.mem:
         n = _value(m.count, f"{m.space} {m.direction} of {m.array}", name)
         acc = m.accesses.value
         acc_f = float(Fraction(acc)) if acc is not None else n
         looped = m.loop_accesses.value if m.loop_accesses is not None else 0
         loop_f = float(Fraction(looped)) if looped is not None else acc_f
+        in_block = m.block_accesses.value if m.block_accesses is not None else 0
+        block_f = float(Fraction(in_block)) if in_block is not None else loop_f
+        out["block_accesses"] += block_f
+        along = m.contiguous_accesses.value if m.contiguous_accesses is not None else 0
+        contiguous_f = float(Fraction(along)) if along is not None else 0.0
+        out["contiguous_loop_accesses"] += contiguous_f
         if m.space in ("global", "constant", "local"):
-            out["loop_accesses"] += loop_f
+            # a register block's loads are packed, not scalar loop iterations (their bytes
+            # stay ``gmem_loop_bytes``: a work-item's own walk, not a sub-group's); a
+            # contiguous loop's are vectors along the loop
+            out["loop_accesses"] += loop_f - block_f - contiguous_f
             if m.nested_loop_accesses is not None and m.nested_loop_accesses.value is not None:
                 out["nested_loop_accesses"] += float(Fraction(m.nested_loop_accesses.value))
         if m.space == "local":
@@ -440,6 +475,12 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
         cls = stride_class(m.lid_strides)
         if m.granularity == "sub-group" and cls != "uniform":
             cls = "strided"  # a non-uniform access counted per sub-group (forced granularity)
+        elif m.granularity == "work-item" and cls == "uniform":
+            # the counts found it varying inside a sub-group along a dimension past the first
+            # (a work-group one wide along dimension 0): not one load per sub-group
+            cls = "strided"
+        if m.packed and cls == "strided":
+            cls = "unit"  # a run of consecutive elements per work-item: vector accesses
         size = dtype_bytes(m.dtype)
         # compulsory part: distinct elements (the footprint); the rest re-reads them (AFR > 1)
         fp = None
@@ -450,21 +491,28 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
         # the same elements read by every work-group along a dimension (group-id stride 0: a
         # weight matrix walked by every row's group) of an array larger than the cache: each
         # group's re-reads find the lines the others evicted
-        fp_array = per_array.get(m.array, 0.0) / instances
-        if fp_array > reuse_cache and any(g is not None and int(g) == 0
-                                          for g in m.gid_strides):
-            out["gmem_reuse_beyond_bytes"] += (n - first) * size * (1.0 - reuse_cache / fp_array)
-        if cls == "unit" and narrow:
+        # what one group walks of the array (a packed panel of a blocked product's weight,
+        # the whole weight in a row form's): re-reads of more than the cache holds miss
+        walked = per_array.get(m.array, 0.0) / instances
+        group_fp = kc.group_footprints.get(m.array)
+        if group_fp is not None and group_fp.value is not None:
+            walked = min(walked, float(Fraction(group_fp.value)) * size / instances)
+        if walked > reuse_cache and any(g is not None and int(g) == 0 for g in m.gid_strides):
+            out["gmem_reuse_beyond_bytes"] += (n - first) * size * (1.0 - reuse_cache / walked)
+        if cls == "unit" and narrow and not m.packed:
             cls = "narrow"
         # the share made inside work-item loops, of any stride: scalar loads, one iteration
         # after the other, on a CPU
         share = min(1.0, loop_f / acc_f) if loop_f > 0 and acc_f > 0 else 0.0
-        out["gmem_loop_bytes"] += share * first * size
+        along_share = min(share, contiguous_f / acc_f) if acc_f > 0 else 0.0
+        out["gmem_loop_bytes"] += (share - along_share) * first * size
+        out["gmem_contiguous_bytes"] += along_share * first * size
         out[f"gmem_{cls}_bytes"] += (1.0 - share) * first * size
         w = min(1.0, max(0.0, float(warm.get(m.array, 0.0))))
         out["gmem_cold_bytes"] += (1.0 - w) * first * size
     charged = sum(out[f] for f in ("gmem_unit_bytes", "gmem_narrow_bytes", "gmem_loop_bytes",
-                                   "gmem_strided_bytes", "gmem_uniform_bytes"))
+                                   "gmem_contiguous_bytes", "gmem_strided_bytes",
+                                   "gmem_uniform_bytes"))
     launches = 1.0
     barriers = 0.0
     for s in kc.sync:
@@ -483,6 +531,8 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
         # ``gmem_reuse_beyond_bytes``)
         out["gmem_strided_beyond_bytes"] = min(out["gmem_strided_bytes"], launch_fp) * (
             1.0 - cache_bytes / launch_fp)
+    if kc.block_iterations is not None:
+        out["block_iterations"] = _value(kc.block_iterations, "register-block iterations", name)
     if barriers > 0:
         # a kernel with barriers: a CPU OpenCL compiler runs each region between barriers as a
         # loop over the work-items and keeps private values in memory across them, so a
@@ -893,6 +943,49 @@ def _row_loop_source(local_size: int) -> str:
             "    if (lid == 0)\n        y[row] = s[0];\n}\n")
 
 
+def _register_block_source(rows: int, cols: int, depth: int) -> str:
+    """Kernel ``calib_block``: each work-item keeps a ``rows × cols`` block of accumulators
+    and, for each of ``depth`` steps, loads ``cols`` consecutive floats of a packed panel of
+    ``w`` (its column of blocks, ``depth × cols`` floats) and ``rows`` floats of ``x`` (one of
+    each of its rows, at a pitch of ``depth``) and updates every accumulator with one
+    multiply-add — ``rows × cols`` statements in one loop body, which a CPU compiler packs
+    into vector instructions of the work-item (the shape of a register-blocked product).
+    The sizes are literals and the panel index reads ``k * cols + (base + j)``: with a
+    run-time depth, or the index written ``(base + k) * cols + j``, PoCL 3.1 leaves the body
+    scalar (8-10 instead of 55 G multiply-adds/s), and a generated product has neither."""
+    lines = ["__kernel void calib_block(__global const float *x, __global const float *w, "
+             "__global float *y)\n{",
+             f"    const int r0 = get_global_id(0) * {rows};",
+             f"    const int c0 = get_global_id(1) * {cols};"]
+    lines += [f"    float acc_{i}_{j} = 0.0f;" for i in range(rows) for j in range(cols)]
+    lines.append(f"    for (int k = 0; k < {depth}; k++) {{")
+    lines += [f"        const float w_{j} = w[(k * {cols}) + ((c0 * {depth}) + {j})];"
+              for j in range(cols)]
+    for i in range(rows):
+        lines.append(f"        const float x_{i} = x[((r0 + {i}) * {depth}) + k];")
+        lines += [f"        acc_{i}_{j} += x_{i} * w_{j};" for j in range(cols)]
+    lines.append("    }")
+    lines += [f"    y[((r0 + {i}) * get_global_size(1) * {cols}) + (c0 + {j})] = acc_{i}_{j};"
+              for i in range(rows) for j in range(cols)]
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _row_block_source(rows: int, cols: int, width: int) -> str:
+    """Kernel ``calib_rowblock``: ``y = x + b`` (``b`` a bias of ``width`` floats) over a
+    matrix ``width`` floats wide, each work-item walking a block of ``rows × cols`` elements
+    in two loops, the inner one along a row — an element-wise kernel of a blocked form, whose
+    contiguous inner loop a CPU compiler vectorizes within the work-item."""
+    return ("__kernel void calib_rowblock(__global const float *x, __global const float *b, "
+            "__global float *y)\n{\n"
+            f"    const int r0 = get_global_id(0) * {rows};\n"
+            f"    const int c0 = get_global_id(1) * {cols};\n"
+            f"    for (int i = 0; i < {rows}; i++)\n"
+            f"        for (int j = 0; j < {cols}; j++)\n"
+            f"            y[((r0 + i) * {width}) + c0 + j] = x[((r0 + i) * {width}) + c0 + j]"
+            " + b[c0 + j];\n}\n")
+
+
 def _column_walk_source(width: int, columns: int) -> str:
     """Kernel ``calib_colwalk``: every work-group walks the same ``rows`` of a matrix of
     ``columns × width`` floats, each work-item summing ``columns`` columns at a pitch of a row
@@ -999,7 +1092,10 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
     :func:`_reuse_source`); ``calib_barrier`` / ``calib_nobarrier`` (:func:`_barrier_source`);
     ``calib_colwalk`` (a 3 or 12 MiB matrix walked column by column by every work-group,
     :func:`_column_walk_source`); ``calib_guard`` (an element-wise kernel over rows of 28 or 56
-    floats on a grid padded to whole groups, :func:`_guard_source`).  Streams, 2-D streams,
+    floats on a grid padded to whole groups, :func:`_guard_source`); ``calib_block`` (register
+    blocks of product shapes against packed panels, :func:`_register_block_source`);
+    ``calib_rowblock`` (element-wise blocks walked along their rows,
+    :func:`_row_block_source`).  Streams, 2-D streams,
     guarded rows and one gather, broadcast, loop and re-read table also run ``warm``: right
     after a launch of their own, their data in the last-level cache.  From
     :mod:`polyfuse.perf.microbench`: ``empty`` (launch and per-group overhead at 1 to
@@ -1081,7 +1177,9 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
 
     # (the last of each shape warm too: its data left in the cache by the launch before)
     gathers = ((64, 256),) if quick else ((64, 64), (64, 1024), (256, 2048))
-    for k, (rows, cols) in enumerate(gathers + gathers[-1:]):
+    # (and one of 8 MiB: gathers beyond every cache size of CACHE_GRID, or a fit that picks
+    # a large one charges a strided byte beyond it whatever the few launches there allow)
+    for k, (rows, cols) in enumerate(gathers + gathers[-1:] + (() if quick else ((512, 2048),))):
         n = rows * cols * s
         add(f"calib_gather {rows}x{cols}", _gather_source(rows, cols * s), "calib_gather", n,
             [buf(4 * n), buf(4 * n)], {}, warm=k == len(gathers))
@@ -1153,6 +1251,33 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
         add(f"calib_reuse t={table} n={n}", _reuse_source(table), "calib_reuse", n * s,
             [buf(4 * n * s), buf(4 * table), buf(4 * n * s)], {}, warm=k == len(reuses))
 
+    # register blocks of a product's shapes: rows of x against a packed panel of w, the
+    # panels 0.4-2.4 MiB in all (depth 192-768: a model's hidden sizes)
+    for rows, cols, depth, m, panels in (((4, 32, 384, 64, 8),) if quick else
+                                         ((4, 32, 768, 64, 24), (4, 32, 192, 128, 16),
+                                          (2, 16, 768, 64, 8), (4, 8, 384, 128, 8),
+                                          (8, 8, 768, 128, 8))):
+        mr = m * s
+        if 16 <= max_group:
+            out.append(CalibrationKernel(
+                f"calib_block {rows}x{cols} depth={depth} {mr // s}x{panels}{tag}",
+                _register_block_source(rows, cols, depth), "calib_block",
+                (mr // rows, panels), (16, 1),
+                (buf(4 * mr * depth), buf(4 * panels * depth * cols),
+                 buf(4 * mr * panels * cols)), ()))
+
+    # element-wise blocks walked along rows by each work-item: 0.4 to 6 MiB a matrix (the
+    # middle one warm too)
+    blocks = ((128, 768),) if quick else ((128, 768), (128, 3072), (512, 3072), (128, 3072))
+    for k, (rows, width) in enumerate(blocks):
+        r = rows * s
+        if 16 <= max_group:
+            out.append(CalibrationKernel(
+                f"calib_rowblock {rows}x{width}{' warm' if k == 3 else ''}{tag}",
+                _row_block_source(4, 32, width), "calib_rowblock", (r // 4, width // 32),
+                (16, 1), (buf(4 * r * width), buf(4 * width), buf(4 * r * width)), (),
+                warm=k == 3))
+
     # a matrix 3 and 12 MiB large (768 floats a row), re-read by every work-group
     width = min(128, max_group)
     cw = _column_walk_source(width, 768 // width)
@@ -1185,6 +1310,7 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
 #: Kernel names of the calibration set (what the accuracy study must not evaluate on).
 CALIBRATION_KERNELS = ("empty", "calib_stream", "calib_stream2d", "calib_gather", "calib_bcast",
                        "calib_fma", "calib_fma_loop", "calib_idiv", "calib_colwalk",
+                       "calib_block", "calib_rowblock",
                        "calib_guard",
                        "calib_simple", "calib_exp", "calib_div", "calib_loop", "calib_gloop",
                        "calib_nest",
@@ -1421,6 +1547,10 @@ _READABLE = {
     "sync_loop_accesses": ("G accesses/s", 1e-9, "rate"),
     "nested_loop_accesses": ("G accesses/s", 1e-9, "rate"),
     "loop_flops": ("G loop ops/s", 1e-9, "rate"),
+    "block_flops": ("G register-block ops/s", 1e-9, "rate"),
+    "block_accesses": ("G register-block accesses/s", 1e-9, "rate"),
+    "block_iterations": ("ns per register-block iteration", 1e9, "time"),
+    "contiguous_loop_accesses": ("G accesses/s", 1e-9, "rate"),
     "work_items": ("ns per work-item", 1e9, "time"),
     "guarded_work_items": ("ns per work-item", 1e9, "time"),
     "launches": ("us per launch", 1e6, "time"),
