@@ -28,10 +28,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from polyfuse.core.program import PolyfuseError, Program
 from polyfuse.passes.compilation import Compilation, Stage
+
+if TYPE_CHECKING:
+    from polyfuse.perf.model import Calibration
 
 #: the model's margin on the ratio of two forms of the same computation: outside it the model
 #: decides alone (its absolute errors cancel in the ratio: both sides run the same products)
@@ -112,7 +115,8 @@ def _ms(s: Optional[float]) -> str:
     return "-" if s is None else f"{s * 1e3:.3g} ms"
 
 
-def _launch_seconds(program: Program, cal: Any, params: Mapping[str, int]) -> dict[int, float]:
+def _launch_seconds(program: Program, cal: Calibration, params: Mapping[str, int]
+                    ) -> dict[int, float]:
     """The model's seconds of every launch of ``program`` (all its instances)."""
     from polyfuse.perf.launches import predict_program
 
@@ -171,7 +175,8 @@ def weigh(c: Compilation, *, timing: bool = True) -> GroupWeighing:
     close: list[int] = []
     for g in groups:
         kernel = c.fused.group(g.id).kernel
-        f = sum(fused.get(lid, math.nan) for lid in launches.get(g.id, [math.nan]))
+        ids = launches.get(g.id, [])
+        f = sum(fused.get(lid, math.nan) for lid in ids) if ids else math.nan
         a = sum(apart.get(m, math.nan) for m in g.members)
         if not (math.isfinite(f) and math.isfinite(a)) or f <= 0 or a <= 0:
             verdicts[g.id] = GroupVerdict(g.members, kernel, f, a, decided_by="no prediction")
