@@ -180,6 +180,7 @@ def _blocked_product(
     comment: str,
     init: str = "0.0f",
     col_limit: int = 0,
+    shape: Optional[tuple[int, int]] = None,
 ) -> OpKernel:
     """Each work-item computes an R x C block of the output in private accumulators.
 
@@ -200,9 +201,10 @@ def _blocked_product(
     once (column blocks on dimension 0 streamed it M / R times: 1.4-2x slower at BERT-base
     sizes).  A row-major B panel is read contiguously per ``kk``; B in the other layout (Gemm
     ``transB=1``) is a strided gather, which is why the ONNX front-end transposes a constant
-    ``transB`` operand once at load time.
+    ``transB`` operand once at load time.  ``shape`` (rows, columns) overrides
+    :func:`block_shape` where B's layout fixes the block's width (:func:`_im2col_conv`).
     """
-    rb, cb = block_shape(m, n, k, node.variant.block_cols)
+    rb, cb = shape or block_shape(m, n, k, node.variant.block_cols)
     gx, gy = m // rb, n // cb
     lx, ly = _group_shape(gx, gy, node.max_work_group_size)
     defines = {"M": m, "N": n, "K": k, "RB": rb, "CB": cb}
@@ -978,17 +980,30 @@ def im2col_columns(pixels: int) -> int:
     return round_up(pixels, 16)
 
 
+def im2col_panel(columns: int, block_cols: int) -> int:
+    """Columns of each panel of an :func:`im2col` output of ``columns`` columns (a multiple
+    of 16): the product's block width, the largest power of two up to the target's
+    ``block_cols`` dividing them.  The product's blocks are BLOCK_ROWS x this
+    (:func:`_im2col_conv`); with B in panels no taller, narrower block pays (at 512 x 4608 x
+    64, ResNet-50's 7 x 7 stage, 4 x 32 ran at 104 GFLOP/s, 8 x 16 at 70, 16 x 8 at 55)."""
+    return _largest_divisor(columns, block_cols)
+
+
 def im2col(node: Node) -> OpKernel:
     """The ONNX front-end's own ``Im2Col`` (never a model's): the windows of a (padded) NCHW
     input as the columns of a product, ``y[n][(c*KH + kh)*KW + kw][oh*OW + ow] =
     x[n][c][oh*SH + kh*DH][ow*SW + kw*DW]``, each row zero after its OH*OW pixels up to the
     output's width (:func:`im2col_columns`), so a KxK Conv becomes a product
-    (:func:`conv_as_product`).  A work-item per image, input channel and output row copies
-    the row's KH*KW windows, the column a loop (contiguous stores), the window steps written
-    out: no division, every subscript affine, so the front-end models it exactly.  One
-    work-item per output element (the indices split by divisions) ran at 2.5 GB/s: 1.43 ms
-    for ResNet-50's 28 x 28 stage against 0.40 as a loop."""
-    node.check_attrs(["kernel_shape", "strides", "dilations"])
+    (:func:`conv_as_product`).  The output is laid out in panels of ``panel`` columns (the
+    product's block width, :func:`im2col_panel`; default the whole row): panel ``p / panel``
+    holds K x ``panel`` contiguous floats, which the product streams (read in place, its
+    rows OH*OW floats apart, ResNet-50's 3x3 at 28 x 28 ran at 75 GFLOP/s, in panels at 98).
+    A work-item per image, input channel and output row copies the row's KH*KW windows, the
+    column a loop, the window steps written out; the only divisions are the panel's (by a
+    power of two), so the front-end models it exactly.  One work-item per output element
+    (the indices split by divisions) ran at 2.5 GB/s: 1.43 ms for ResNet-50's 28 x 28 stage
+    against 0.40 as a loop."""
+    node.check_attrs(["kernel_shape", "strides", "dilations", "panel"])
     sx, out = node.input(0), node.output_shapes[0]
     kshape = node.ints_attr("kernel_shape") or []
     strides = node.ints_attr("strides", [1, 1]) or [1, 1]
@@ -1004,21 +1019,32 @@ def im2col(node: Node) -> OpKernel:
     if oh < 1 or ow < 1 or out[:2] != (batch, c * kh * kw) or out[2] < oh * ow:
         raise node.invalid(f"the window does not fit the input, or the output {out} the "
                            f"windows")
+    panel = node.int_attr("panel", out[2])
+    if panel < 1 or out[2] % panel:
+        raise node.invalid(f"panels of {panel} columns do not divide the output {out}")
     defines = {"C": c, "H": h, "W": w, "KH": kh, "KW": kw, "SH": strides[0], "SW": strides[1],
-               "DH": dil[0], "DW": dil[1], "OH": oh, "OW": ow, "PP": out[2]}
-    row = "((n * C + c) * KH * KW + {t}) * PP"
+               "DH": dil[0], "DW": dil[1], "OH": oh, "OW": ow, "PP": out[2], "CB": panel}
+
+    def at(t: int, pixel: str) -> str:
+        """The output's subscript at window step ``t`` of channel ``c`` and ``pixel``."""
+        if panel == out[2]:
+            return f"((n * C + c) * KH * KW + {t}) * PP + {pixel}"
+        return (f"n * C * KH * KW * PP + ({pixel}) / CB * (C * KH * KW * CB) + "
+                f"(c * KH * KW + {t}) * CB + ({pixel}) % CB")
+
     lines = ["const int oh = get_global_id(0);", "const int c = get_global_id(1);",
              f"const int n = {'get_global_id(2)' if batch > 1 else '0'};",
              "for (int ow = 0; ow < OW; ow++) {",
-             *(f"    y[{row.format(t=i * kw + j)} + oh * OW + ow] = "
+             *(f"    y[{at(i * kw + j, 'oh * OW + ow')}] = "
                f"x[((n * C + c) * H + oh * SH + {i} * DH) * W + ow * SW + {j} * DW];"
                for i in range(kh) for j in range(kw)), "}"]
     if out[2] > oh * ow:
         lines += ["if (oh == 0) {", "    for (int p = OH * OW; p < PP; p++) {",
-                  *(f"        y[{row.format(t=t)} + p] = 0.0f;" for t in range(kh * kw)),
+                  *(f"        y[{at(t, 'p')}] = 0.0f;" for t in range(kh * kw)),
                   "    }", "}"]
     comment = (f"Im2Col X {shape_str(sx)} window {kh}x{kw} strides {strides} dilations {dil} "
-               f"-> {shape_str(out)}")
+               f"-> {shape_str(out)}" + (f" in panels of {panel} columns"
+                                          if panel < out[2] else ""))
     gsize = (oh, c, batch)
     lsize = (_divisor_at_most(oh, min(node.max_work_group_size, 16)), 1, 1)
     source = render(node, defines, [Param("x", sx), Param("y", out, const=False)],
@@ -1028,19 +1054,22 @@ def im2col(node: Node) -> OpKernel:
 
 def _im2col_conv(node: Node) -> OpKernel:
     """A Conv the front-end turned into a product (:func:`conv_as_product`): X is its
-    :func:`im2col` (N, C*KH*KW, PP), PP >= OH*OW, W its weights as (M, C*KH*KW).  Per image
-    the blocked product ``W @ X``, output channels as rows and pixels as columns, as
-    :func:`_pointwise_conv`; the columns past OH*OW (the zeros that fill the last column
-    block) are computed and not stored, and the block layout says so (``col_guard``).  With
-    the channels as columns instead (``X^T @ W^T``, the pixel-major im2col) the stores into
-    the NCHW output are a channel apart, and LLVM's SLP vectorizer, which starts from runs of
-    consecutive stores, then vectorized the block along its pixels: 42 GFLOP/s against 105
-    with the same loop stored row-major (784 x 128 x 1152)."""
+    :func:`im2col` (N, C*KH*KW, PP), PP >= OH*OW, in panels of ``im2col`` columns, W its
+    weights as (M, C*KH*KW).  Per image the blocked product ``W @ X``, output channels as rows
+    and pixels as columns, as :func:`_pointwise_conv`, in blocks of BLOCK_ROWS x the panel
+    width, each work-item streaming its K x CB panel; the columns past OH*OW (the zeros that
+    fill the last column block) are computed and not stored, and the block layout says so
+    (``col_guard``).  With the channels as columns instead (``X^T @ W^T``, the pixel-major
+    im2col) the stores into the NCHW output are a channel apart, and LLVM's SLP vectorizer,
+    which starts from runs of consecutive stores, then vectorized the block along its
+    pixels: 42 GFLOP/s against 105 with the same loop stored row-major (784 x 128 x 1152)."""
     sx, sw = node.input(0), node.input(1)
     out = node.output_shapes[0]
+    panel = node.int_attr("im2col", 0)
     if len(sx) != 3 or len(sw) != 2 or sx[1] != sw[1] or out is None or len(out) != 4 or \
-            out[:2] != (sx[0], sw[0]) or out[2] * out[3] > sx[2]:
-        raise node.invalid(f"product form of X {sx}, W {sw} -> {out}")
+            out[:2] != (sx[0], sw[0]) or out[2] * out[3] > sx[2] or panel < 1 or \
+            sx[2] % panel:
+        raise node.invalid(f"product form of X {sx} in panels of {panel}, W {sw} -> {out}")
     batch, k, cols = sx
     m, p = sw[0], out[2] * out[3]
     bias = node.input(2) if node.has_input(2) else None
@@ -1049,12 +1078,16 @@ def _im2col_conv(node: Node) -> OpKernel:
     params, inputs = _conv_params(sx, sw, bias, out)
     x_off = "batch * K * N + " if batch > 1 else ""
     y_off = f"batch * {m * p} + " if batch > 1 else ""
+    # the loop's term first and the rest grouped, as :func:`_b_reader` (PoCL's vectorizer)
+    b_elem = f"x[kk * CB + ({x_off}c0 * K + (col - c0))]" if panel < cols \
+        else f"x[{x_off}kk * N + col]"
     opk = _blocked_product(
-        node, m, cols, k, a_elem="w[row * K + kk]", b_elem=f"x[{x_off}kk * N + col]",
+        node, m, cols, k, a_elem="w[row * K + kk]", b_elem=b_elem,
         store=f"y[{y_off}row * {p} + col] = acc[i][j]", params=params, inputs=inputs,
         batch=batch, comment=f"Conv as the product of W {shape_str(sw)} and its Im2Col X "
-        f"{shape_str(sx)} -> {shape_str(out)}", init="bias[row]" if bias is not None else "0.0f",
-        col_limit=p,
+        f"{shape_str(sx)} in panels of {panel} -> {shape_str(out)}",
+        init="bias[row]" if bias is not None else "0.0f", col_limit=p,
+        shape=(_largest_divisor(m, BLOCK_ROWS), panel),
     )
     if opk.block is None or cols == p:
         return opk
