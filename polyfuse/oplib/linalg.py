@@ -959,19 +959,20 @@ def conv_as_product(group: int, kernel: Sequence[int], out_hw: Sequence[int],
     :func:`im2col` launch, then the product ``W (M x C*KH*KW) @ cols (C*KH*KW x OH*OW)``,
     :func:`_im2col_conv`) rather than the direct kernel :func:`_blocked_conv`: where the
     direct block has fewer than 8 columns (rows that are not a multiple of 8, or a stride)
-    and the output has at least 128 pixels.  Thread CPU time of the kernels alone, PoCL 3.1
-    ``basic``, direct against Im2Col + product: ResNet-50's 3x3 Convs 128 -> 128 at 28 x 28
-    50 against 73 GFLOP/s (0.81x numpy), at stride 2 from 56 31-47 against 74; 256 -> 256 at
-    14 x 14 51 against 65, at stride 2 51 against 67; 512 -> 512 at 7 x 7 14 against 7 (the
-    product's 64 columns of which 49 stored, in 16 x 8 blocks), so 7 x 7 stays direct.
-    56-column rows keep the direct Conv (16 x 8, 82 GFLOP/s; as a product 63 with its
-    Im2Col), and so do grouped and depthwise Convs.  A 1x1 Conv is a product already
-    (:func:`_pointwise_conv`); it goes through an Im2Col (a copy with its columns rounded up
-    to 16) only where its pixels are not a multiple of 16: at 14 x 14 (ResNet-50's third
-    stage) 256 -> 1024 ran in blocks of 4 columns at 28-30 GFLOP/s (0.27-0.29x numpy), with
-    the copy (0.01-0.05 ms) at 63-70."""
+    and the output has at least 128 pixels, or at least 32 with 256 output channels or more
+    (ResNet-50's last stage).  Thread CPU time of the kernels alone, PoCL 3.1 ``basic``,
+    direct against Im2Col (in panels) + product: ResNet-50's 3x3 Convs 128 -> 128 at 28 x 28
+    49 against 98 GFLOP/s (the pair 0.91x numpy), at stride 2 from 56 46 against 94; 256 ->
+    256 at 14 x 14 51 against 89; 512 -> 512 at 7 x 7 13-14 against 77 (the product's 64
+    columns of which 49 stored; 1.05x numpy with the Im2Col).  56-column rows keep the
+    direct Conv (16 x 8, 82 GFLOP/s; as a product 63 with its Im2Col), and so do grouped
+    and depthwise Convs.  A 1x1 Conv is a product already (:func:`_pointwise_conv`); it goes
+    through an Im2Col (a copy with its columns rounded up to 16) only where its pixels are
+    not a multiple of 16: at 14 x 14 (ResNet-50's third stage) 256 -> 1024 ran in blocks of
+    4 columns at 28-30 GFLOP/s (0.27-0.29x numpy), with the copy at 84 (0.77x with the
+    copy); 2048 -> 512 at 7 x 7 in blocks of 1 at 18, with the copy at 76 (0.90x)."""
     pixels = out_hw[0] * out_hw[1]
-    if group != 1 or len(kernel) != 2 or pixels < 128:
+    if group != 1 or len(kernel) != 2 or pixels < (128 if mpg < 256 else 32):
         return False
     if tuple(kernel) == (1, 1):
         return pixels % 16 != 0
