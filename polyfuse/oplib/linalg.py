@@ -1039,8 +1039,26 @@ def im2col(node: Node) -> OpKernel:
         return (f"n * C * KH * KW * PP + ({pixel}) / CB * (C * KH * KW * CB) + "
                 f"(c * KH * KW + {t}) * CB + ({pixel}) % CB")
 
-    lines = ["const int oh = get_global_id(0);", "const int c = get_global_id(1);",
-             f"const int n = {'get_global_id(2)' if batch > 1 else '0'};",
+    n_id = f"const int n = {'get_global_id(2)' if batch > 1 else '0'};"
+    if (kh, kw, *strides) == (1, 1, 1, 1) and panel < out[2]:
+        # a 1x1 window: each panel's row of a channel is a run of CB input pixels, copied by
+        # a work-item per panel and channel (the per-row form's stores divide by CB and did
+        # not vectorize: 0.20 ms at 1024 x 14 x 14 against 0.06 in rows)
+        lines = ["const int pb = get_global_id(0);", "const int c = get_global_id(1);", n_id,
+                 "for (int j = 0; j < CB; j++) {",
+                 "    if (pb * CB + j < OH * OW) {",
+                 "        y[n * C * PP + pb * C * CB + c * CB + j] = "
+                 "x[(n * C + c) * H * W + pb * CB + j];",
+                 "    } else {",
+                 "        y[n * C * PP + pb * C * CB + c * CB + j] = 0.0f;", "    }", "}"]
+        gsize: tuple[int, ...] = (out[2] // panel, c, batch)
+        lsize: tuple[int, ...] = (_divisor_at_most(gsize[0], min(node.max_work_group_size,
+                                                                 16)), 1, 1)
+        source = render(node, defines, [Param("x", sx), Param("y", out, const=False)],
+                        "\n".join(lines) + "\n", f"Im2Col X {shape_str(sx)} window 1x1 -> "
+                        f"{shape_str(out)} in panels of {panel} columns")
+        return make_kernel(node, source, gsize, lsize, ["x"], ["y"])
+    lines = ["const int oh = get_global_id(0);", "const int c = get_global_id(1);", n_id,
              "for (int ow = 0; ow < OW; ow++) {",
              *(f"    y[{at(i * kw + j, 'oh * OW + ow')}] = "
                f"x[((n * C + c) * H + oh * SH + {i} * DH) * W + ow * SW + {j} * DW];"
