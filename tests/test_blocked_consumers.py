@@ -385,14 +385,14 @@ def test_narrow_conv_is_an_implicit_gemm(tmp_path: Path, hw: int, width: int, st
     assert ("Conv_im2col_0" in kernels) is ((hw * width) % 16 != 0)
     window = program.kernels["Conv_2"].source
     assert "for (int kk = 0; kk < 72; kk++)" in window  # 8 channels x the 3x3 window
-    # the Im2Col's columns in panels of the product's 16-column blocks, read contiguously
-    assert "x[(kk * 16) + (" in window and "(c0 * 72)" in window
-    assert f"(kk * {pixels})" not in window
+    assert f"(kk * {pixels})" in window  # the Im2Col's rows, ``pixels`` columns apart
+    if "Conv_im2col_0" in kernels:  # a 1x1 window's copy: in the product's 16-column panels
+        assert "x[(kk * 16) + (" in program.kernels["Conv_0"].source
     stored = ((hw - 1) // stride + 1) * ((width - 1) // stride + 1)
     # ragged: the block stored through a private array by a guarded loop nest
     assert (f"< {stored})" in window) is (stored < pixels) is ("float blk[" in window)
     im2col = program.kernels["Conv_im2col_2"].source
-    assert "for (int ow = 0; ow < " in im2col and "/ 16) * (((8 * 3) * 3) * 16))" in im2col
+    assert "for (int ow = 0; ow < " in im2col and "/ 16)" not in im2col
     sess = polyfuse.InferenceSession(str(path), _form="blocked")
     assert check_plan(sess.plan) == []
     assert sess.launches <= len(program.launches) - (3 if stride == 1 else 2)

@@ -985,7 +985,11 @@ class _Translator:
                 1, (kh, kw), out_hw, strides, m, BLOCK_ROWS * self.variant.block_cols):
             return node
         width = im2col_columns(out_hw[0] * out_hw[1])
-        panel = im2col_panel(width, self.variant.block_cols)
+        # a 1x1 window's copy in the product's panels is affine; a larger window's divides
+        # each pixel by the panel width, and the performance model's footprints of those
+        # stores took the cold sessions of ResNet-50's stages 2-3x longer (rows, then)
+        panel = im2col_panel(width, self.variant.block_cols) if (kh, kw, *strides) == \
+            (1, 1, 1, 1) else width
         geometry = {"kernel_shape": [kh, kw], "strides": strides, "dilations": dil,
                     "panel": panel}
         cols = f"{x}::im2col_{kh}x{kw}_{'_'.join(map(str, strides + dil))}_{panel}"

@@ -1001,15 +1001,20 @@ def im2col(node: Node) -> OpKernel:
     input as the columns of a product, ``y[n][(c*KH + kh)*KW + kw][oh*OW + ow] =
     x[n][c][oh*SH + kh*DH][ow*SW + kw*DW]``, each row zero after its OH*OW pixels up to the
     output's width (:func:`im2col_columns`), so a KxK Conv becomes a product
-    (:func:`conv_as_product`).  The output is laid out in panels of ``panel`` columns (the
-    product's block width, :func:`im2col_panel`; default the whole row): panel ``p / panel``
-    holds K x ``panel`` contiguous floats, which the product streams (read in place, its
-    rows OH*OW floats apart, ResNet-50's 3x3 at 28 x 28 ran at 75 GFLOP/s, in panels at 98).
-    A work-item per image, input channel and output row copies the row's KH*KW windows, the
-    column a loop, the window steps written out; the only divisions are the panel's (by a
-    power of two), so the front-end models it exactly.  One work-item per output element
-    (the indices split by divisions) ran at 2.5 GB/s: 1.43 ms for ResNet-50's 28 x 28 stage
-    against 0.40 as a loop."""
+    (:func:`conv_as_product`).  A work-item per image, input channel and output row copies
+    the row's KH*KW windows, the column a loop, the window steps written out: no division,
+    every subscript affine, so the front-end models it exactly.  One work-item per output
+    element (the indices split by divisions) ran at 2.5 GB/s: 1.43 ms for ResNet-50's 28 x
+    28 stage against 0.40 as a loop.
+
+    A 1x1 window at stride 1 may lay its output out in panels of ``panel`` columns (the
+    product's block width, :func:`im2col_panel`): panel ``p / panel`` holds K x ``panel``
+    contiguous floats, which the product streams (see :func:`_im2col_conv`), each panel's
+    row of a channel a run of input pixels, copied by a work-item per panel and channel
+    (affine again).  A larger window's panels would divide each pixel by the panel width:
+    the product ran faster (ResNet-50's 3x3 at 28 x 28: 75 GFLOP/s in rows, 98 in panels),
+    but the performance model's footprints of those stores made the cold sessions of
+    ResNet-50's stages 2-3x slower to build."""
     node.check_attrs(["kernel_shape", "strides", "dilations", "panel"])
     sx, out = node.input(0), node.output_shapes[0]
     kshape = node.ints_attr("kernel_shape") or []
@@ -1027,23 +1032,14 @@ def im2col(node: Node) -> OpKernel:
         raise node.invalid(f"the window does not fit the input, or the output {out} the "
                            f"windows")
     panel = node.int_attr("panel", out[2])
-    if panel < 1 or out[2] % panel:
-        raise node.invalid(f"panels of {panel} columns do not divide the output {out}")
+    if panel < 1 or out[2] % panel or panel < out[2] and (kh, kw, *strides) != (1, 1, 1, 1):
+        raise node.invalid(f"panels of {panel} columns: not a 1x1 window at stride 1, or "
+                           f"they do not divide the output {out}")
     defines = {"C": c, "H": h, "W": w, "KH": kh, "KW": kw, "SH": strides[0], "SW": strides[1],
                "DH": dil[0], "DW": dil[1], "OH": oh, "OW": ow, "PP": out[2], "CB": panel}
-
-    def at(t: int, pixel: str) -> str:
-        """The output's subscript at window step ``t`` of channel ``c`` and ``pixel``."""
-        if panel == out[2]:
-            return f"((n * C + c) * KH * KW + {t}) * PP + {pixel}"
-        return (f"n * C * KH * KW * PP + ({pixel}) / CB * (C * KH * KW * CB) + "
-                f"(c * KH * KW + {t}) * CB + ({pixel}) % CB")
-
     n_id = f"const int n = {'get_global_id(2)' if batch > 1 else '0'};"
-    if (kh, kw, *strides) == (1, 1, 1, 1) and panel < out[2]:
-        # a 1x1 window: each panel's row of a channel is a run of CB input pixels, copied by
-        # a work-item per panel and channel (the per-row form's stores divide by CB and did
-        # not vectorize: 0.20 ms at 1024 x 14 x 14 against 0.06 in rows)
+    gsize: tuple[int, ...]
+    if panel < out[2]:
         lines = ["const int pb = get_global_id(0);", "const int c = get_global_id(1);", n_id,
                  "for (int j = 0; j < CB; j++) {",
                  "    if (pb * CB + j < OH * OW) {",
@@ -1051,27 +1047,23 @@ def im2col(node: Node) -> OpKernel:
                  "x[(n * C + c) * H * W + pb * CB + j];",
                  "    } else {",
                  "        y[n * C * PP + pb * C * CB + c * CB + j] = 0.0f;", "    }", "}"]
-        gsize: tuple[int, ...] = (out[2] // panel, c, batch)
-        lsize: tuple[int, ...] = (_divisor_at_most(gsize[0], min(node.max_work_group_size,
-                                                                 16)), 1, 1)
-        source = render(node, defines, [Param("x", sx), Param("y", out, const=False)],
-                        "\n".join(lines) + "\n", f"Im2Col X {shape_str(sx)} window 1x1 -> "
-                        f"{shape_str(out)} in panels of {panel} columns")
-        return make_kernel(node, source, gsize, lsize, ["x"], ["y"])
-    lines = ["const int oh = get_global_id(0);", "const int c = get_global_id(1);", n_id,
-             "for (int ow = 0; ow < OW; ow++) {",
-             *(f"    y[{at(i * kw + j, 'oh * OW + ow')}] = "
-               f"x[((n * C + c) * H + oh * SH + {i} * DH) * W + ow * SW + {j} * DW];"
-               for i in range(kh) for j in range(kw)), "}"]
-    if out[2] > oh * ow:
-        lines += ["if (oh == 0) {", "    for (int p = OH * OW; p < PP; p++) {",
-                  *(f"        y[{at(t, 'p')}] = 0.0f;" for t in range(kh * kw)),
-                  "    }", "}"]
+        gsize = (out[2] // panel, c, batch)
+    else:
+        row = "((n * C + c) * KH * KW + {t}) * PP"
+        lines = ["const int oh = get_global_id(0);", "const int c = get_global_id(1);", n_id,
+                 "for (int ow = 0; ow < OW; ow++) {",
+                 *(f"    y[{row.format(t=i * kw + j)} + oh * OW + ow] = "
+                   f"x[((n * C + c) * H + oh * SH + {i} * DH) * W + ow * SW + {j} * DW];"
+                   for i in range(kh) for j in range(kw)), "}"]
+        if out[2] > oh * ow:
+            lines += ["if (oh == 0) {", "    for (int p = OH * OW; p < PP; p++) {",
+                      *(f"        y[{row.format(t=t)} + p] = 0.0f;" for t in range(kh * kw)),
+                      "    }", "}"]
+        gsize = (oh, c, batch)
     comment = (f"Im2Col X {shape_str(sx)} window {kh}x{kw} strides {strides} dilations {dil} "
                f"-> {shape_str(out)}" + (f" in panels of {panel} columns"
                                           if panel < out[2] else ""))
-    gsize = (oh, c, batch)
-    lsize = (_divisor_at_most(oh, min(node.max_work_group_size, 16)), 1, 1)
+    lsize = (_divisor_at_most(gsize[0], min(node.max_work_group_size, 16)), 1, 1)
     source = render(node, defines, [Param("x", sx), Param("y", out, const=False)],
                     "\n".join(lines) + "\n", comment)
     return make_kernel(node, source, gsize, lsize, ["x"], ["y"])
@@ -1079,10 +1071,11 @@ def im2col(node: Node) -> OpKernel:
 
 def _im2col_conv(node: Node) -> OpKernel:
     """A Conv the front-end turned into a product (:func:`conv_as_product`): X is its
-    :func:`im2col` (N, C*KH*KW, PP), PP >= OH*OW, in panels of ``im2col`` columns, W its
-    weights as (M, C*KH*KW).  Per image the blocked product ``W @ X``, output channels as rows
-    and pixels as columns, as :func:`_pointwise_conv`, in blocks of BLOCK_ROWS x the panel
-    width, each work-item streaming its K x CB panel; the columns past OH*OW (the zeros that
+    :func:`im2col` (N, C*KH*KW, PP), PP >= OH*OW, in panels of ``im2col`` columns (the
+    block width :func:`im2col_panel`, or PP: rows), W its weights as (M, C*KH*KW).  Per image
+    the blocked product ``W @ X``, output channels as rows and pixels as columns, as
+    :func:`_pointwise_conv`, in blocks of BLOCK_ROWS x :func:`im2col_panel`, each work-item
+    streaming its K x CB panel; the columns past OH*OW (the zeros that
     fill the last column block) are computed and not stored, and the block layout says so
     (``col_guard``).  With the channels as columns instead (``X^T @ W^T``, the pixel-major
     im2col) the stores into the NCHW output are a channel apart, and LLVM's SLP vectorizer,
@@ -1091,9 +1084,9 @@ def _im2col_conv(node: Node) -> OpKernel:
     sx, sw = node.input(0), node.input(1)
     out = node.output_shapes[0]
     panel = node.int_attr("im2col", 0)
+    cb = im2col_panel(sx[2], node.variant.block_cols) if len(sx) == 3 else 0
     if len(sx) != 3 or len(sw) != 2 or sx[1] != sw[1] or out is None or len(out) != 4 or \
-            out[:2] != (sx[0], sw[0]) or out[2] * out[3] > sx[2] or panel < 1 or \
-            sx[2] % panel:
+            out[:2] != (sx[0], sw[0]) or out[2] * out[3] > sx[2] or panel not in (cb, sx[2]):
         raise node.invalid(f"product form of X {sx} in panels of {panel}, W {sw} -> {out}")
     batch, k, cols = sx
     m, p = sw[0], out[2] * out[3]
@@ -1110,9 +1103,10 @@ def _im2col_conv(node: Node) -> OpKernel:
         node, m, cols, k, a_elem="w[row * K + kk]", b_elem=b_elem,
         store=f"y[{y_off}row * {p} + col] = acc[i][j]", params=params, inputs=inputs,
         batch=batch, comment=f"Conv as the product of W {shape_str(sw)} and its Im2Col X "
-        f"{shape_str(sx)} in panels of {panel} -> {shape_str(out)}",
+        f"{shape_str(sx)}{f' in panels of {panel}' if panel < cols else ''} -> "
+        f"{shape_str(out)}",
         init="bias[row]" if bias is not None else "0.0f", col_limit=p,
-        shape=(_largest_divisor(m, BLOCK_ROWS), panel),
+        shape=(_largest_divisor(m, BLOCK_ROWS), cb),
     )
     if opk.block is None or cols == p:
         return opk
