@@ -126,11 +126,13 @@ def _may_forward(body: Any, buffers: Mapping[str, tuple[str, Any, str]]) -> bool
     A forwarded store is the only write of its root buffer in the kernel and has no loop
     dimension (the front-end gives every statement of a loop body one), or, for a block, one of
     several stores outside loops whose buffer loop bodies read (a register-blocked product's
-    block and the loops of its epilogue).  A kernel with neither, whose buffers are each
-    assigned twice or more, or only in loop bodies, or stored in straight lines and read only
-    there, is neither printed nor re-extracted for the pass.  Writes the syntax does not show
-    (``vstore``, helpers) only add writes; an assignment inside an expression, which the model
-    may merge with another, answers yes."""
+    block and the loops of its epilogue), or the one store of its root in loops that other
+    loop bodies read (a product whose ragged block is stored by a guarded loop nest,
+    :func:`polyfuse.oplib.linalg._blocked_product`, and its epilogue).  A kernel with none,
+    whose buffers are each assigned twice or more, or only in loop bodies, or stored in
+    straight lines and read only there, is neither printed nor re-extracted for the pass.
+    Writes the syntax does not show (``vstore``, helpers) only add writes; an assignment
+    inside an expression, which the model may merge with another, answers yes."""
     count: dict[str, int] = {}
     outside: set[str] = set()
     looped_stores: set[str] = set()
@@ -155,7 +157,8 @@ def _may_forward(body: Any, buffers: Mapping[str, tuple[str, Any, str]]) -> bool
         parent = isinstance(node, _STATEMENT_PARENTS)
         stack.extend((c, looped or c is loop_body, parent) for c in node)
     return any(count[root] == 1 for root in outside) \
-        or bool((outside - looped_stores) & looped_loads)
+        or bool((outside - looped_stores) & looped_loads) \
+        or any(count[root] == 1 for root in (looped_stores - outside) & looped_loads)
 
 
 def _parents(root: Any) -> dict[int, Any]:

@@ -961,13 +961,19 @@ class _Translator:
         7-column rows, strided windows) in the ``blocked`` variant becomes an implicit GEMM: an
         ``Im2Col`` launch (shared by the Convs that read the same tensor through the same
         window) lays the windows out as (N, C*KH*KW, PP), PP the OH*OW pixels rounded up to
-        the product's block width, and the Conv (the front-end's ``im2col`` attribute) is the
-        blocked product of its weights re-viewed as (M, C*KH*KW) and that; its bias,
+        a multiple of 16, in panels of the product's block width, and the Conv (the
+        front-end's ``im2col`` attribute: that width) is the blocked product of its weights
+        re-viewed as (M, C*KH*KW) and that; its bias,
         activation and residual still fuse into the product's blocks.  ``node`` and ``attrs``
         are rewritten (a copy of the node)."""
         from onnx import helper
 
-        from polyfuse.oplib.linalg import BLOCK_ROWS, conv_as_product, im2col_columns
+        from polyfuse.oplib.linalg import (
+            BLOCK_ROWS,
+            conv_as_product,
+            im2col_columns,
+            im2col_panel,
+        )
 
         if self.variant.product_form != "blocked" or len(node.input) < 2 or \
                 node.input[0] not in self.tensor_buffer or node.input[1] not in self.consts or \
@@ -987,10 +993,17 @@ class _Translator:
         if min(out_hw) < 1 or not conv_as_product(
                 1, (kh, kw), out_hw, strides, m, BLOCK_ROWS * self.variant.block_cols):
             return node
-        geometry = {"kernel_shape": [kh, kw], "strides": strides, "dilations": dil}
-        cols = f"{x}::im2col_{kh}x{kw}_{'_'.join(map(str, strides + dil))}"
+        width = im2col_columns(out_hw[0] * out_hw[1])
+        # a 1x1 window's copy in the product's panels is affine; a larger window's divides
+        # each pixel by the panel width, and the performance model's footprints of those
+        # stores took the cold sessions of ResNet-50's stages 2-3x longer (rows, then)
+        panel = im2col_panel(width, self.variant.block_cols) if (kh, kw, *strides) == \
+            (1, 1, 1, 1) else width
+        geometry = {"kernel_shape": [kh, kw], "strides": strides, "dilations": dil,
+                    "panel": panel}
+        cols = f"{x}::im2col_{kh}x{kw}_{'_'.join(map(str, strides + dil))}_{panel}"
         if cols not in self.tensor_buffer:
-            self.shapes[cols] = (sx[0], sx[1] * kh * kw, im2col_columns(out_hw[0] * out_hw[1]))
+            self.shapes[cols] = (sx[0], sx[1] * kh * kw, width)
             self.types[cols] = self.types.get(x, 1)
             self.launch(index, helper.make_node("Im2Col", [x], [cols],
                                                 name=f"{node.name or 'Conv'}_im2col"),
@@ -998,7 +1011,7 @@ class _Translator:
         copy = self.with_packed_b(node, "rows", lambda w: w.reshape(w.shape[0], -1))
         copy.input[0] = cols
         attrs.clear()
-        attrs["im2col"] = 1
+        attrs["im2col"] = panel
         return copy
 
     def subsample_conv_input(self, index: int, node: Any, label: str, attrs: dict[str, Any],

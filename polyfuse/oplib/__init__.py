@@ -104,7 +104,7 @@ OPERATORS: dict[str, OpSpec] = {
 
 #: Operators of the ONNX front-end's own rewrites, never a model's (not in SUPPORTED_OPS)
 INTERNAL_OPERATORS: dict[str, OpSpec] = {
-    "Im2Col": OpSpec(linalg.im2col, ("kernel_shape", "strides", "dilations")),
+    "Im2Col": OpSpec(linalg.im2col, ("kernel_shape", "strides", "dilations", "panel")),
 }
 
 #: Kernel variants by name (:class:`~polyfuse.core.program.KernelVariant`; a target carries one,

@@ -180,6 +180,7 @@ def _blocked_product(
     comment: str,
     init: str = "0.0f",
     col_limit: int = 0,
+    shape: Optional[tuple[int, int]] = None,
 ) -> OpKernel:
     """Each work-item computes an R x C block of the output in private accumulators.
 
@@ -200,9 +201,10 @@ def _blocked_product(
     once (column blocks on dimension 0 streamed it M / R times: 1.4-2x slower at BERT-base
     sizes).  A row-major B panel is read contiguously per ``kk``; B in the other layout (Gemm
     ``transB=1``) is a strided gather, which is why the ONNX front-end transposes a constant
-    ``transB`` operand once at load time.
+    ``transB`` operand once at load time.  ``shape`` (rows, columns) overrides
+    :func:`block_shape` where B's layout fixes the block's width (:func:`_im2col_conv`).
     """
-    rb, cb = block_shape(m, n, k, node.variant.block_cols)
+    rb, cb = shape or block_shape(m, n, k, node.variant.block_cols)
     gx, gy = m // rb, n // cb
     lx, ly = _group_shape(gx, gy, node.max_work_group_size)
     defines = {"M": m, "N": n, "K": k, "RB": rb, "CB": cb}
@@ -223,12 +225,18 @@ def _blocked_product(
     stores = [_at(_at(store.replace("acc[i][j]", acc[i][j]), rows[i], "row"), cols[j], "col")
               + ";" for i in range(rb) for j in range(cb)]
     if col_limit and col_limit < n:
-        # the columns from ``col_limit`` on are computed, not stored: the guards only in the
-        # last column block, so the others store runs of consecutive columns (see _im2col_conv)
-        guarded = [f"if ({_at('col', cols[j], 'col')} < {col_limit}) {stores[i * cb + j]}"
-                   for i in range(rb) for j in range(cb)]
-        stores = [f"if (c0 + {cb} <= {col_limit}) {{", *("    " + x for x in stores),
-                  "} else {", *("    " + x for x in guarded), "}"]
+        # the columns from ``col_limit`` on are computed, not stored.  Any condition around
+        # the stores of the accumulators (in the last column block only, or per store) made
+        # PoCL 3.1's code for the whole loop 5x slower (512 x 4608 x 64: 19 GFLOP/s against
+        # 100): the block goes to a private array unconditionally, in runs of consecutive
+        # columns, and a guarded loop nest stores it (see _im2col_conv)
+        stored = _at(_at(store.replace("acc[i][j]", "blk[bi][bj]"), "(r0 + bi)", "row"),
+                     "(c0 + bj)", "col")
+        stores = [f"float blk[{rb}][{cb}];",
+                  *(f"blk[{i}][{j}] = {acc[i][j]};" for i in range(rb) for j in range(cb)),
+                  "for (int bi = 0; bi < RB; bi++) {", "    for (int bj = 0; bj < CB; bj++) {",
+                  f"        if (c0 + bj < {col_limit}) {{", f"            {stored};",
+                  "        }", "    }", "}"]
     lines += stores
     body = "\n".join(lines) + "\n"
     source = render(node, defines, params, body, comment)
@@ -963,19 +971,20 @@ def conv_as_product(group: int, kernel: Sequence[int], out_hw: Sequence[int],
     :func:`im2col` launch, then the product ``W (M x C*KH*KW) @ cols (C*KH*KW x OH*OW)``,
     :func:`_im2col_conv`) rather than the direct kernel :func:`_blocked_conv`: where the
     direct block has fewer than 8 columns (rows that are not a multiple of 8, or a stride)
-    and the output has at least 128 pixels.  Thread CPU time of the kernels alone, PoCL 3.1
-    ``basic``, direct against Im2Col + product: ResNet-50's 3x3 Convs 128 -> 128 at 28 x 28
-    50 against 73 GFLOP/s (0.81x numpy), at stride 2 from 56 31-47 against 74; 256 -> 256 at
-    14 x 14 51 against 65, at stride 2 51 against 67; 512 -> 512 at 7 x 7 14 against 7 (the
-    product's 64 columns of which 49 stored, in 16 x 8 blocks), so 7 x 7 stays direct.
-    56-column rows keep the direct Conv (16 x 8, 82 GFLOP/s; as a product 63 with its
-    Im2Col), and so do grouped and depthwise Convs.  A 1x1 Conv is a product already
-    (:func:`_pointwise_conv`); it goes through an Im2Col (a copy with its columns rounded up
-    to 16) only where its pixels are not a multiple of 16: at 14 x 14 (ResNet-50's third
-    stage) 256 -> 1024 ran in blocks of 4 columns at 28-30 GFLOP/s (0.27-0.29x numpy), with
-    the copy (0.01-0.05 ms) at 63-70."""
+    and the output has at least 128 pixels, or at least 32 with 256 output channels or more
+    (ResNet-50's last stage).  Thread CPU time of the kernels alone, PoCL 3.1 ``basic``,
+    direct against Im2Col (in panels) + product: ResNet-50's 3x3 Convs 128 -> 128 at 28 x 28
+    49 against 98 GFLOP/s (the pair 0.91x numpy), at stride 2 from 56 46 against 94; 256 ->
+    256 at 14 x 14 51 against 89; 512 -> 512 at 7 x 7 13-14 against 77 (the product's 64
+    columns of which 49 stored; 1.05x numpy with the Im2Col).  56-column rows keep the
+    direct Conv (16 x 8, 82 GFLOP/s; as a product 63 with its Im2Col), and so do grouped
+    and depthwise Convs.  A 1x1 Conv is a product already (:func:`_pointwise_conv`); it goes
+    through an Im2Col (a copy with its columns rounded up to 16) only where its pixels are
+    not a multiple of 16: at 14 x 14 (ResNet-50's third stage) 256 -> 1024 ran in blocks of
+    4 columns at 28-30 GFLOP/s (0.27-0.29x numpy), with the copy at 84 (0.77x with the
+    copy); 2048 -> 512 at 7 x 7 in blocks of 1 at 18, with the copy at 76 (0.90x)."""
     pixels = out_hw[0] * out_hw[1]
-    if group != 1 or len(kernel) != 2 or pixels < 128:
+    if group != 1 or len(kernel) != 2 or pixels < (128 if mpg < 256 else 32):
         return False
     if tuple(kernel) == (1, 1):
         return pixels % 16 != 0
@@ -990,17 +999,35 @@ def im2col_columns(pixels: int) -> int:
     return round_up(pixels, 16)
 
 
+def im2col_panel(columns: int, block_cols: int) -> int:
+    """Columns of each panel of an :func:`im2col` output of ``columns`` columns (a multiple
+    of 16): the product's block width, the largest power of two up to the target's
+    ``block_cols`` dividing them.  The product's blocks are BLOCK_ROWS x this
+    (:func:`_im2col_conv`); with B in panels no taller, narrower block pays (at 512 x 4608 x
+    64, ResNet-50's 7 x 7 stage, 4 x 32 ran at 104 GFLOP/s, 8 x 16 at 70, 16 x 8 at 55)."""
+    return _largest_divisor(columns, block_cols)
+
+
 def im2col(node: Node) -> OpKernel:
     """The ONNX front-end's own ``Im2Col`` (never a model's): the windows of a (padded) NCHW
     input as the columns of a product, ``y[n][(c*KH + kh)*KW + kw][oh*OW + ow] =
     x[n][c][oh*SH + kh*DH][ow*SW + kw*DW]``, each row zero after its OH*OW pixels up to the
     output's width (:func:`im2col_columns`), so a KxK Conv becomes a product
     (:func:`conv_as_product`).  A work-item per image, input channel and output row copies
-    the row's KH*KW windows, the column a loop (contiguous stores), the window steps written
-    out: no division, every subscript affine, so the front-end models it exactly.  One
-    work-item per output element (the indices split by divisions) ran at 2.5 GB/s: 1.43 ms
-    for ResNet-50's 28 x 28 stage against 0.40 as a loop."""
-    node.check_attrs(["kernel_shape", "strides", "dilations"])
+    the row's KH*KW windows, the column a loop, the window steps written out: no division,
+    every subscript affine, so the front-end models it exactly.  One work-item per output
+    element (the indices split by divisions) ran at 2.5 GB/s: 1.43 ms for ResNet-50's 28 x
+    28 stage against 0.40 as a loop.
+
+    A 1x1 window at stride 1 may lay its output out in panels of ``panel`` columns (the
+    product's block width, :func:`im2col_panel`): panel ``p / panel`` holds K x ``panel``
+    contiguous floats, which the product streams (see :func:`_im2col_conv`), each panel's
+    row of a channel a run of input pixels, copied by a work-item per panel and channel
+    (affine again).  A larger window's panels would divide each pixel by the panel width:
+    the product ran faster (ResNet-50's 3x3 at 28 x 28: 75 GFLOP/s in rows, 98 in panels),
+    but the performance model's footprints of those stores made the cold sessions of
+    ResNet-50's stages 2-3x slower to build."""
+    node.check_attrs(["kernel_shape", "strides", "dilations", "panel"])
     sx, out = node.input(0), node.output_shapes[0]
     kshape = node.ints_attr("kernel_shape") or []
     strides = node.ints_attr("strides", [1, 1]) or [1, 1]
@@ -1016,23 +1043,39 @@ def im2col(node: Node) -> OpKernel:
     if oh < 1 or ow < 1 or out[:2] != (batch, c * kh * kw) or out[2] < oh * ow:
         raise node.invalid(f"the window does not fit the input, or the output {out} the "
                            f"windows")
+    panel = node.int_attr("panel", out[2])
+    if panel < 1 or out[2] % panel or panel < out[2] and (kh, kw, *strides) != (1, 1, 1, 1):
+        raise node.invalid(f"panels of {panel} columns: not a 1x1 window at stride 1, or "
+                           f"they do not divide the output {out}")
     defines = {"C": c, "H": h, "W": w, "KH": kh, "KW": kw, "SH": strides[0], "SW": strides[1],
-               "DH": dil[0], "DW": dil[1], "OH": oh, "OW": ow, "PP": out[2]}
-    row = "((n * C + c) * KH * KW + {t}) * PP"
-    lines = ["const int oh = get_global_id(0);", "const int c = get_global_id(1);",
-             f"const int n = {'get_global_id(2)' if batch > 1 else '0'};",
-             "for (int ow = 0; ow < OW; ow++) {",
-             *(f"    y[{row.format(t=i * kw + j)} + oh * OW + ow] = "
-               f"x[((n * C + c) * H + oh * SH + {i} * DH) * W + ow * SW + {j} * DW];"
-               for i in range(kh) for j in range(kw)), "}"]
-    if out[2] > oh * ow:
-        lines += ["if (oh == 0) {", "    for (int p = OH * OW; p < PP; p++) {",
-                  *(f"        y[{row.format(t=t)} + p] = 0.0f;" for t in range(kh * kw)),
-                  "    }", "}"]
+               "DH": dil[0], "DW": dil[1], "OH": oh, "OW": ow, "PP": out[2], "CB": panel}
+    n_id = f"const int n = {'get_global_id(2)' if batch > 1 else '0'};"
+    gsize: tuple[int, ...]
+    if panel < out[2]:
+        lines = ["const int pb = get_global_id(0);", "const int c = get_global_id(1);", n_id,
+                 "for (int j = 0; j < CB; j++) {",
+                 "    if (pb * CB + j < OH * OW) {",
+                 "        y[n * C * PP + pb * C * CB + c * CB + j] = "
+                 "x[(n * C + c) * H * W + pb * CB + j];",
+                 "    } else {",
+                 "        y[n * C * PP + pb * C * CB + c * CB + j] = 0.0f;", "    }", "}"]
+        gsize = (out[2] // panel, c, batch)
+    else:
+        row = "((n * C + c) * KH * KW + {t}) * PP"
+        lines = ["const int oh = get_global_id(0);", "const int c = get_global_id(1);", n_id,
+                 "for (int ow = 0; ow < OW; ow++) {",
+                 *(f"    y[{row.format(t=i * kw + j)} + oh * OW + ow] = "
+                   f"x[((n * C + c) * H + oh * SH + {i} * DH) * W + ow * SW + {j} * DW];"
+                   for i in range(kh) for j in range(kw)), "}"]
+        if out[2] > oh * ow:
+            lines += ["if (oh == 0) {", "    for (int p = OH * OW; p < PP; p++) {",
+                      *(f"        y[{row.format(t=t)} + p] = 0.0f;" for t in range(kh * kw)),
+                      "    }", "}"]
+        gsize = (oh, c, batch)
     comment = (f"Im2Col X {shape_str(sx)} window {kh}x{kw} strides {strides} dilations {dil} "
-               f"-> {shape_str(out)}")
-    gsize = (oh, c, batch)
-    lsize = (_divisor_at_most(oh, min(node.max_work_group_size, 16)), 1, 1)
+               f"-> {shape_str(out)}" + (f" in panels of {panel} columns"
+                                          if panel < out[2] else ""))
+    lsize = (_divisor_at_most(gsize[0], min(node.max_work_group_size, 16)), 1, 1)
     source = render(node, defines, [Param("x", sx), Param("y", out, const=False)],
                     "\n".join(lines) + "\n", comment)
     return make_kernel(node, source, gsize, lsize, ["x"], ["y"])
@@ -1040,19 +1083,23 @@ def im2col(node: Node) -> OpKernel:
 
 def _im2col_conv(node: Node) -> OpKernel:
     """A Conv the front-end turned into a product (:func:`conv_as_product`): X is its
-    :func:`im2col` (N, C*KH*KW, PP), PP >= OH*OW, W its weights as (M, C*KH*KW).  Per image
+    :func:`im2col` (N, C*KH*KW, PP), PP >= OH*OW, in panels of ``im2col`` columns (the
+    block width :func:`im2col_panel`, or PP: rows), W its weights as (M, C*KH*KW).  Per image
     the blocked product ``W @ X``, output channels as rows and pixels as columns, as
-    :func:`_pointwise_conv`; the columns past OH*OW (the zeros that fill the last column
-    block) are computed and not stored, and the block layout says so (``col_guard``).  With
-    the channels as columns instead (``X^T @ W^T``, the pixel-major im2col) the stores into
-    the NCHW output are a channel apart, and LLVM's SLP vectorizer, which starts from runs of
-    consecutive stores, then vectorized the block along its pixels: 42 GFLOP/s against 105
-    with the same loop stored row-major (784 x 128 x 1152)."""
+    :func:`_pointwise_conv`, in blocks of BLOCK_ROWS x :func:`im2col_panel`, each work-item
+    streaming its K x CB panel; the columns past OH*OW (the zeros that
+    fill the last column block) are computed and not stored, and the block layout says so
+    (``col_guard``).  With the channels as columns instead (``X^T @ W^T``, the pixel-major
+    im2col) the stores into the NCHW output are a channel apart, and LLVM's SLP vectorizer,
+    which starts from runs of consecutive stores, then vectorized the block along its
+    pixels: 42 GFLOP/s against 105 with the same loop stored row-major (784 x 128 x 1152)."""
     sx, sw = node.input(0), node.input(1)
     out = node.output_shapes[0]
+    panel = node.int_attr("im2col", 0)
+    cb = im2col_panel(sx[2], node.variant.block_cols) if len(sx) == 3 else 0
     if len(sx) != 3 or len(sw) != 2 or sx[1] != sw[1] or out is None or len(out) != 4 or \
-            out[:2] != (sx[0], sw[0]) or out[2] * out[3] > sx[2]:
-        raise node.invalid(f"product form of X {sx}, W {sw} -> {out}")
+            out[:2] != (sx[0], sw[0]) or out[2] * out[3] > sx[2] or panel not in (cb, sx[2]):
+        raise node.invalid(f"product form of X {sx} in panels of {panel}, W {sw} -> {out}")
     batch, k, cols = sx
     m, p = sw[0], out[2] * out[3]
     bias = node.input(2) if node.has_input(2) else None
@@ -1061,12 +1108,17 @@ def _im2col_conv(node: Node) -> OpKernel:
     params, inputs = _conv_params(sx, sw, bias, out)
     x_off = "batch * K * N + " if batch > 1 else ""
     y_off = f"batch * {m * p} + " if batch > 1 else ""
+    # the loop's term first and the rest grouped, as :func:`_b_reader` (PoCL's vectorizer)
+    b_elem = f"x[kk * CB + ({x_off}c0 * K + (col - c0))]" if panel < cols \
+        else f"x[{x_off}kk * N + col]"
     opk = _blocked_product(
-        node, m, cols, k, a_elem="w[row * K + kk]", b_elem=f"x[{x_off}kk * N + col]",
+        node, m, cols, k, a_elem="w[row * K + kk]", b_elem=b_elem,
         store=f"y[{y_off}row * {p} + col] = acc[i][j]", params=params, inputs=inputs,
         batch=batch, comment=f"Conv as the product of W {shape_str(sw)} and its Im2Col X "
-        f"{shape_str(sx)} -> {shape_str(out)}", init="bias[row]" if bias is not None else "0.0f",
-        col_limit=p,
+        f"{shape_str(sx)}{f' in panels of {panel}' if panel < cols else ''} -> "
+        f"{shape_str(out)}",
+        init="bias[row]" if bias is not None else "0.0f", col_limit=p,
+        shape=(_largest_divisor(m, BLOCK_ROWS), cb),
     )
     if opk.block is None or cols == p:
         return opk
