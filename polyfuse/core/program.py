@@ -114,6 +114,11 @@ class KernelVariant:
     product_form: str = "tiled"
     #: upper bound on the lanes of a row reduction (few on devices that loop over a work-group)
     reduction_lanes: int = 128
+    #: Softmax and LayerNormalization as one work-item per row, no ``__local`` memory and no
+    #: barrier, each pass over the row a loop into this many partial results the compiler
+    #: keeps in vector registers (CPUs run a work-group's barriers as loops); 0: a work-group
+    #: of lanes per row with a ``__local`` tree
+    row_accumulators: int = 0
     #: columns per work-item of the blocked product (a device's: two native float vectors)
     block_cols: int = 32
     #: work-groups that keep the device busy (its compute units): the register-tiled product
@@ -135,7 +140,7 @@ class KernelVariant:
 KERNEL_VARIANTS: dict[str, KernelVariant] = {
     "tiled": KernelVariant(),
     "blocked": KernelVariant(name="blocked", product_form="blocked", reduction_lanes=8,
-                             reduction_loop_max=64),
+                             row_accumulators=16, reduction_loop_max=64),
     "gpu": KernelVariant(name="gpu", product_form="register_tiled", reduction_loop_max=64),
 }
 
