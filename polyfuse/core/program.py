@@ -101,8 +101,9 @@ class KernelVariant:
 
     ``tiled`` is what planning and the checked-in schedules use (one output per work-item, wide
     work-groups: fuses best); ``blocked`` fits CPU-like devices (register-blocked matrix
-    products, few-lane row reductions); ``gpu`` fits GPUs (``__local`` tiles shared by a
-    work-group plus a register tile per work-item, coalesced).  :class:`polyfuse.InferenceSession`
+    products, a row of Softmax or LayerNormalization per work-item, few-lane Reduce*); ``gpu``
+    fits GPUs (``__local`` tiles shared by a work-group plus a register tile per work-item,
+    coalesced).  :class:`polyfuse.InferenceSession`
     chooses among the forms that suit the device.  It travels in the :class:`Target` the
     front-end is given, so nothing global steers the kernels.
     """
