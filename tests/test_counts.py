@@ -363,11 +363,13 @@ def test_oplib_kernels_match_bruteforce(op: str) -> None:
     ("Softmax", {"axis": -1}, [(3, 21)], [(3, 21)]),  # one step of 16 partials, a tail of 5
     ("Softmax", {"axis": 1}, [(2, 5, 3)], [(2, 5, 3)]),  # elements 3 apart
     ("LayerNormalization", {"axis": -1}, [(3, 7), (7,), (7,)], [(3, 7), (3, 1), (3, 1)]),
+    ("ReduceMax", {"axes": [1, 2]}, [(2, 3, 7)], [(2, 1, 1)]),
+    ("ReduceSum", {"axes": [2], "keepdims": 0}, [(2, 3, 19)], [(2, 3)]),
 ])
 def test_blocked_row_reductions_match_bruteforce(op: str, attrs: dict, ins: list,
                                                  outs: list) -> None:
-    """The CPU's one-work-item-per-row Softmax and LayerNorm (partials, tail loops) are
-    counted exactly."""
+    """The CPU's one-work-item-per-row Softmax, LayerNorm and trailing Reduce* (partials,
+    tail loops) are counted exactly."""
     from polyfuse.core.program import KERNEL_VARIANTS
     from polyfuse.oplib import op_kernel
 

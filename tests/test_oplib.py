@@ -399,11 +399,13 @@ REDUCE_CASES = [
     ("ReduceSum", (3, 5, 7), {}, 1),
     ("ReduceMean", (3, 5, 7), {"axes": [-1], "keepdims": 0}, 2),  # opset 18: axes input
     ("ReduceSum", (2, 300), {"axes": [1]}, 1),
+    ("ReduceMean", (4, 3, 769), {"axes": [1, 2], "keepdims": 0}, 1),
+    ("ReduceSum", (5, 1), {"axes": [1]}, 1),
 ]
 
 
 @pytest.mark.parametrize("op,shape,attrs,n_inputs", REDUCE_CASES)
-def test_reduce(op, shape, attrs, n_inputs):
+def test_reduce(op, shape, attrs, n_inputs, form):
     x = rand(*shape)
     axes = tuple(attrs.get("axes") or range(len(shape)))
     fn = np.mean if op == "ReduceMean" else np.sum

@@ -145,3 +145,15 @@ def test_widths_equal_the_bruteforce_oracle(tmp_path: Path) -> None:
     uar = build_uar(program)
     assert len([e for e in uar.edges if not e.host]) >= 4
     assert width_mismatches(program, uar) == []
+
+
+@pytest.mark.parametrize("op,shape,attrs", [
+    ("ReduceMax", (5, 127), {"axes": [1]}), ("ReduceMin", (3, 2, 769), {"axes": [1, 2]}),
+    ("ReduceMean", (7, 1), {"axes": [-1], "keepdims": 0}), ("ReduceSum", (1, 33), {}),
+    ("GlobalAveragePool", (1, 3, 7, 5), {}), ("GlobalMaxPool", (2, 3, 5, 5), {}),
+])
+def test_trailing_reduce_row_form_equals_onnxruntime(op: str, shape: tuple[int, ...],
+                                                     attrs: dict) -> None:
+    """Reduce* and global pooling over trailing axes (the whole tensor for ReduceSum)."""
+    x = RNG.uniform(-2, 2, shape).astype(np.float32)
+    _row_form(op, attrs, [x], _onnxruntime(op, attrs, [x], 1))

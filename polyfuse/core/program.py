@@ -101,7 +101,7 @@ class KernelVariant:
 
     ``tiled`` is what planning and the checked-in schedules use (one output per work-item, wide
     work-groups: fuses best); ``blocked`` fits CPU-like devices (register-blocked matrix
-    products, a row of Softmax or LayerNormalization per work-item, few-lane Reduce*); ``gpu``
+    products, a row of Softmax, LayerNormalization or trailing Reduce* per work-item); ``gpu``
     fits GPUs (``__local`` tiles shared by a work-group plus a register tile per work-item,
     coalesced).  :class:`polyfuse.InferenceSession`
     chooses among the forms that suit the device.  It travels in the :class:`Target` the
@@ -115,10 +115,10 @@ class KernelVariant:
     product_form: str = "tiled"
     #: upper bound on the lanes of a row reduction (few on devices that loop over a work-group)
     reduction_lanes: int = 128
-    #: Softmax and LayerNormalization as one work-item per row, no ``__local`` memory and no
-    #: barrier, each pass over the row a loop into this many partial results the compiler
-    #: keeps in vector registers (CPUs run a work-group's barriers as loops); 0: a work-group
-    #: of lanes per row with a ``__local`` tree
+    #: Softmax, LayerNormalization and Reduce* over trailing axes as one work-item per row,
+    #: no ``__local`` memory and no barrier, each pass over the row a loop into this many
+    #: partial results the compiler keeps in vector registers (CPUs run a work-group's
+    #: barriers as loops); 0: a work-group of lanes per row with a ``__local`` tree
     row_accumulators: int = 0
     #: columns per work-item of the blocked product (a device's: two native float vectors)
     block_cols: int = 32

@@ -6,12 +6,13 @@ memory.  The tree is unrolled at generation time (``if (lane < s)`` for each con
 followed by a barrier outside the condition), so it stays affine and barriers stay uniform.
 
 Where the kernel variant asks for it (:attr:`~polyfuse.core.program.KernelVariant.row_accumulators`,
-the CPU's ``blocked`` form), Softmax and LayerNormalization run one work-item per row instead:
-a CPU runs a work-group as a loop over its work-items between barriers, so each tree level
-costs a pass over the group.  Each pass over the row is then a ``long``-counted loop of
-``ACC`` named partial results per step (a float reduction with one accumulator does not
-vectorize without reassociation; ``ACC`` independent ones do), the partials combined by an
-unrolled tree after the loop, the rest of the row in a tail loop.
+the CPU's ``blocked`` form), Softmax, LayerNormalization and the Reduce* over trailing axes
+(global pooling too) run one work-item per row instead: a CPU runs a work-group as a loop over
+its work-items between barriers, so each tree level costs a pass over the group.  Each pass
+over the row is then a ``long``-counted loop of steps into named partial results (a float
+reduction into one accumulator does not vectorize without reassociation; independent partials
+do), the partials combined by an unrolled tree after the loop, the rest of the row in a tail
+loop (:func:`_row_pass`).
 """
 
 from __future__ import annotations
@@ -296,9 +297,9 @@ def layer_norm(node: Node) -> OpKernel:
                       length, partials),
             "const float shift = p0 / ROWLEN;",
             "const float mean = pivot + shift;",
-            _row_pass("q", "0.0f",
-                      lambda p, j: f"{p} += ((x[{at(j)}] - pivot) - shift) * "
-                                   f"((x[{at(j)}] - pivot) - shift);",
+            _row_pass("q", "0.0f",  # d3 for the partial q3: each element loaded once
+                      lambda p, j: f"const float d{p[1:]} = (x[{at(j)}] - pivot) - shift; "
+                                   f"{p} += d{p[1:]} * d{p[1:]};",
                       "{a} + {b}", length, partials),
             f"const float inv_std = rsqrt(q0 / ROWLEN + {flt(eps)});",
             *(f"{p}[{grid.flat()}] = {stat_value[p]};" for p in stat_params),
@@ -398,6 +399,17 @@ def reduce(node: Node) -> OpKernel:
     init, combine, finish = REDUCTIONS[kind]
     if red == list(range(len(red))) and kept and length <= node.variant.reduction_loop_max:
         return _leading_reduction(node, shape, out, rows, length, kind)
+    params = [Param("x", shape), Param("y", out, const=False)]
+    comment = f"{node.op_type} {shape_str(shape)} axes={red} keepdims={keepdims}"
+    partials = _row_partials(node, length)
+    if partials and red == list(range(rank - len(red), rank)):  # contiguous rows
+        grid = Grid.of(tuple(kept_shape) or (1,))
+        at = _row_element(grid.at([st[d] for d in kept] or (0,)), 1)
+        total = _row_pass("p", init, lambda p, j: f"const float v{p[1:]} = x[{at(j)}]; "
+                          f"{p} = {combine.format(a=p, b=f'v{p[1:]}')};", combine, length,
+                          partials)
+        body = f"{total}\ny[{grid.flat()}] = {finish.format(total='p0')};"
+        return _row_kernel(node, grid, length, params, body, ["x"], ["y"], comment)
     if combine == "{a} + {b}":
         update = f"part += x[{elem}];"
     else:  # the element loaded once, as the brute-force counts see it
@@ -411,6 +423,4 @@ def reduce(node: Node) -> OpKernel:
             "}",
         ]
     )
-    params = [Param("x", shape), Param("y", out, const=False)]
-    comment = f"{node.op_type} {shape_str(shape)} axes={red} keepdims={keepdims}"
     return _reduction_kernel(node, rows, length, {}, params, body, ["x"], ["y"], comment)
