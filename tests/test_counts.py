@@ -359,6 +359,29 @@ def test_oplib_kernels_match_bruteforce(op: str) -> None:
     check_against(kc, kernel, oracle, {})
 
 
+@pytest.mark.parametrize("op,attrs,ins,outs", [
+    ("Softmax", {"axis": -1}, [(3, 21)], [(3, 21)]),  # one step of 16 partials, a tail of 5
+    ("Softmax", {"axis": 1}, [(2, 5, 3)], [(2, 5, 3)]),  # elements 3 apart
+    ("LayerNormalization", {"axis": -1}, [(3, 7), (7,), (7,)], [(3, 7), (3, 1), (3, 1)]),
+    ("ReduceMax", {"axes": [1, 2]}, [(2, 3, 7)], [(2, 1, 1)]),
+    ("ReduceSum", {"axes": [2], "keepdims": 0}, [(2, 3, 19)], [(2, 3)]),
+])
+def test_blocked_row_reductions_match_bruteforce(op: str, attrs: dict, ins: list,
+                                                 outs: list) -> None:
+    """The CPU's one-work-item-per-row Softmax, LayerNorm and trailing Reduce* (partials,
+    tail loops) are counted exactly."""
+    from polyfuse.core.program import KERNEL_VARIANTS
+    from polyfuse.oplib import op_kernel
+
+    opk = op_kernel(op, attrs, ins, outs, name=f"k_{op.lower()}",
+                    variant=KERNEL_VARIANTS["blocked"])
+    assert "for (long k = 0;" in opk.source and "barrier" not in opk.source
+    kernel = _op_model(opk)
+    kc = pc.count_kernel(kernel, subgroup_size=4, granularity="work-item")
+    oracle = Oracle(kernel, tuple(opk.global_size), tuple(opk.local_size), {})
+    check_against(kc, kernel, oracle, {})
+
+
 # ----------------------------------------------------------------------------------------------
 # generated loop nests: triangular and strided domains, all three granularities
 # ----------------------------------------------------------------------------------------------

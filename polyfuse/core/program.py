@@ -101,8 +101,9 @@ class KernelVariant:
 
     ``tiled`` is what planning and the checked-in schedules use (one output per work-item, wide
     work-groups: fuses best); ``blocked`` fits CPU-like devices (register-blocked matrix
-    products, few-lane row reductions); ``gpu`` fits GPUs (``__local`` tiles shared by a
-    work-group plus a register tile per work-item, coalesced).  :class:`polyfuse.InferenceSession`
+    products, a row of Softmax, LayerNormalization or trailing Reduce* per work-item); ``gpu``
+    fits GPUs (``__local`` tiles shared by a work-group plus a register tile per work-item,
+    coalesced).  :class:`polyfuse.InferenceSession`
     chooses among the forms that suit the device.  It travels in the :class:`Target` the
     front-end is given, so nothing global steers the kernels.
     """
@@ -114,6 +115,11 @@ class KernelVariant:
     product_form: str = "tiled"
     #: upper bound on the lanes of a row reduction (few on devices that loop over a work-group)
     reduction_lanes: int = 128
+    #: Softmax, LayerNormalization and Reduce* over trailing axes as one work-item per row,
+    #: no ``__local`` memory and no barrier, each pass over the row a loop into this many
+    #: partial results the compiler keeps in vector registers (CPUs run a work-group's
+    #: barriers as loops); 0: a work-group of lanes per row with a ``__local`` tree
+    row_accumulators: int = 0
     #: columns per work-item of the blocked product (a device's: two native float vectors)
     block_cols: int = 32
     #: work-groups that keep the device busy (its compute units): the register-tiled product
@@ -135,7 +141,7 @@ class KernelVariant:
 KERNEL_VARIANTS: dict[str, KernelVariant] = {
     "tiled": KernelVariant(),
     "blocked": KernelVariant(name="blocked", product_form="blocked", reduction_lanes=8,
-                             reduction_loop_max=64),
+                             row_accumulators=16, reduction_loop_max=64),
     "gpu": KernelVariant(name="gpu", product_form="register_tiled", reduction_loop_max=64),
 }
 

@@ -4,9 +4,20 @@ One work-group per reduced row (``get_group_id(0)`` = row), ``LANES`` work-items
 row in a counted loop of ``CHUNKS`` steps with a guarded load, then a tree reduction in ``__local``
 memory.  The tree is unrolled at generation time (``if (lane < s)`` for each constant ``s``, each
 followed by a barrier outside the condition), so it stays affine and barriers stay uniform.
+
+Where the kernel variant asks for it (:attr:`~polyfuse.core.program.KernelVariant.row_accumulators`,
+the CPU's ``blocked`` form), Softmax, LayerNormalization and the Reduce* over trailing axes
+(global pooling too) run one work-item per row instead: a CPU runs a work-group as a loop over
+its work-items between barriers, so each tree level costs a pass over the group.  Each pass
+over the row is then a ``long``-counted loop of steps into named partial results (a float
+reduction into one accumulator does not vectorize without reassociation; independent partials
+do), the partials combined by an unrolled tree after the loop, the rest of the row in a tail
+loop (:func:`_row_pass`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from polyfuse.oplib._common import (
     REDUCTION_MAX_LANES,
@@ -68,6 +79,51 @@ def _row_loop(init: str, update: str, declare: bool = True) -> str:
     )
 
 
+def _row_pass(acc: str, init: str, update: Callable[[str, str], str], combine: str,
+              length: int, partials: int) -> str:
+    """One work-item's reduction of its row into ``{acc}0``: ``update(name, j)`` folds element
+    ``j`` into the partial ``name``; ``partials`` (a power of two, at most the row) partials
+    take ``j = k * partials + i``, a tail loop the elements after the last whole step."""
+    names = [f"{acc}{i}" for i in range(partials)]
+    steps = length // partials
+    lines = [f"float {n} = {init};" for n in names]
+    lines.append(f"for (long k = 0; k < {steps}; k++) {{")
+    lines += ["    " + update(n, f"k * {partials} + {i}" if partials > 1 else "k")
+              for i, n in enumerate(names)]
+    lines.append("}")
+    if steps * partials < length:
+        lines += [f"for (long j = {steps * partials}; j < ROWLEN; j++) {{",
+                  "    " + update(names[0], "j"), "}"]
+    while len(names) > 1:
+        half = len(names) // 2
+        lines += [f"{a} = {combine.format(a=a, b=b)};" for a, b in zip(names, names[half:])]
+        names = names[:half]
+    return "\n".join(lines)
+
+
+def _row_partials(node: Node, length: int) -> int:
+    """Partial results per pass of the one-work-item-per-row form (0: not that form)."""
+    return min(pow2_floor(node.variant.row_accumulators), pow2_floor(length)) \
+        if node.variant.row_accumulators > 0 else 0
+
+
+def _row_element(base: str, step: int) -> Callable[[str], str]:
+    """Element ``j`` of the row starting at ``base`` whose elements lie ``step`` words apart."""
+    def at(j: str) -> str:
+        if j == "0":
+            return base
+        term = j if step == 1 else (f"({j}) * {step}" if " " in j else f"{j} * {step}")
+        return term if base == "0" else f"{base} + {term}"
+    return at
+
+
+def _row_kernel(node: Node, grid: Grid, length: int, params: list[Param], body: str,
+                inputs: list[str], outputs: list[str], comment: str) -> OpKernel:
+    """One work-item per row of ``grid`` (the row's start from :meth:`Grid.at`)."""
+    return grid_kernel(node, grid, params, {"ROWLEN": length}, body, inputs, outputs,
+                       comment + ", one work-item per row")
+
+
 def _reduction_kernel(
     node: Node,
     rows: int,
@@ -127,6 +183,28 @@ def softmax(node: Node) -> OpKernel:
     axis = node.axis(node.int_attr("axis", -1), rank)
     length, inner = shape[axis], prod(shape[axis + 1 :])
     rows = prod(shape) // length
+    params = [Param("x", shape), Param("y", shape, const=False)]
+    comment = f"Softmax {shape_str(shape)} axis={axis}"
+    partials = _row_partials(node, length)
+    if partials:
+        grid = Grid.of((rows // inner, inner))
+        at = _row_element(grid.at((length * inner, 1)), inner)
+        body = "\n".join([
+            _row_pass("m", "-INFINITY", lambda p, j: f"{p} = fmax({p}, x[{at(j)}]);",
+                      "fmax({a}, {b})", length, partials),
+            "const float row_max = m0;",
+            # the exponentials in a loop of their own (no reduction in it: it vectorizes)
+            "for (long j = 0; j < ROWLEN; j++) {",
+            f"    y[{at('j')}] = exp(x[{at('j')}] - row_max);",
+            "}",
+            _row_pass("s", "0.0f", lambda p, j: f"{p} += y[{at(j)}];", "{a} + {b}", length,
+                      partials),
+            "const float row_sum = s0;",
+            "for (long j = 0; j < ROWLEN; j++) {",
+            f"    y[{at('j')}] = y[{at('j')}] / row_sum;",
+            "}",
+        ])
+        return _row_kernel(node, grid, length, params, body, ["x"], ["y"], comment)
     if inner > 1:
         elem = index_expr("row", (rows // inner, inner), (length * inner, 1)) + " + j * INNER"
     else:
@@ -151,8 +229,6 @@ def softmax(node: Node) -> OpKernel:
             "}",
         ]
     )
-    params = [Param("x", shape), Param("y", shape, const=False)]
-    comment = f"Softmax {shape_str(shape)} axis={axis}"
     return _reduction_kernel(
         node, rows, length, {"INNER": inner}, params, body, ["x"], ["y"], comment
     )
@@ -178,30 +254,63 @@ def layer_norm(node: Node) -> OpKernel:
         if node.has_output(i):
             node.check_output(i, stat_shape)
     scale_shape = node.input(1)
-    s_index = index_expr("j", norm_shape, broadcast_strides(node, scale_shape, norm_shape))
+    s_strides = broadcast_strides(node, scale_shape, norm_shape)
     params = [Param("x", shape), Param("scale", scale_shape)]
     inputs = ["x", "scale"]
-    elem = "row * ROWLEN + j" if rows > 1 else "j"
-    first = "row * ROWLEN" if rows > 1 else "0"
-    value = f"((x[{elem}] - pivot) - shift) * inv_std * scale[{s_index}]"
+    b_strides = None
     if node.has_input(2):
         bias_shape = node.input(2)
-        b_index = index_expr("j", norm_shape, broadcast_strides(node, bias_shape, norm_shape))
+        b_strides = broadcast_strides(node, bias_shape, norm_shape)
         params.append(Param("bias", bias_shape))
         inputs.append("bias")
-        value += f" + bias[{b_index}]"
+
+    def value(x_j: str, j: str) -> str:
+        """Element ``j`` of the output, ``x_j`` its input."""
+        s_index = index_expr(j, norm_shape, s_strides)
+        v = f"((x[{x_j}] - pivot) - shift) * inv_std * scale[{s_index}]"
+        if b_strides is not None:
+            v += f" + bias[{index_expr(j, norm_shape, b_strides)}]"
+        return v
+
     outputs = ["y"]
     params.append(Param("y", shape, const=False))
-    stats = []
-    for i, (pname, expr) in enumerate((("mean_out", "mean"), ("inv_std_out", "inv_std")), 1):
+    stat_params = []
+    for i, pname in ((1, "mean_out"), (2, "inv_std_out")):
         if node.has_output(i):
             params.append(Param(pname, stat_shape, const=False))
             outputs.append(pname)
-            stats.append(f"    {pname}[row] = {expr};")
+            stat_params.append(pname)
         else:
             outputs.append("")
     while outputs and not outputs[-1]:
         outputs.pop()
+    stat_value = {"mean_out": "mean", "inv_std_out": "inv_std"}
+    comment = f"LayerNormalization {shape_str(shape)} axis={axis} epsilon={eps}"
+    partials = _row_partials(node, length)
+    if partials:
+        grid = Grid.of(shape[:axis] or (1,))
+        at = _row_element(grid.at(strides_of(shape)[:axis] or (0,)), 1)
+        body = "\n".join([
+            # the same shifted two-pass as the work-group form below
+            f"const float pivot = x[{at('0')}];",
+            _row_pass("p", "0.0f", lambda p, j: f"{p} += x[{at(j)}] - pivot;", "{a} + {b}",
+                      length, partials),
+            "const float shift = p0 / ROWLEN;",
+            "const float mean = pivot + shift;",
+            _row_pass("q", "0.0f",  # d3 for the partial q3: each element loaded once
+                      lambda p, j: f"const float d{p[1:]} = (x[{at(j)}] - pivot) - shift; "
+                                   f"{p} += d{p[1:]} * d{p[1:]};",
+                      "{a} + {b}", length, partials),
+            f"const float inv_std = rsqrt(q0 / ROWLEN + {flt(eps)});",
+            *(f"{p}[{grid.flat()}] = {stat_value[p]};" for p in stat_params),
+            "for (long j = 0; j < ROWLEN; j++) {",
+            f"    y[{at('j')}] = {value(at('j'), 'j')};",
+            "}",
+        ])
+        return _row_kernel(node, grid, length, params, body, inputs, outputs, comment)
+    elem = "row * ROWLEN + j" if rows > 1 else "j"
+    first = "row * ROWLEN" if rows > 1 else "0"
+    stats = [f"    {p}[row] = {stat_value[p]};" for p in stat_params]
     lanes = lanes_for(node, length)
     body = "\n".join(
         [
@@ -230,12 +339,11 @@ def layer_norm(node: Node) -> OpKernel:
             "for (int k = 0; k < CHUNKS; k++) {",
             "    const int j = k * LANES + lane;",
             "    if (j < ROWLEN) {",
-            f"        y[{elem}] = {value};",
+            f"        y[{elem}] = {value(elem, 'j')};",
             "    }",
             "}",
         ]
     )
-    comment = f"LayerNormalization {shape_str(shape)} axis={axis} epsilon={eps}"
     return _reduction_kernel(node, rows, length, {}, params, body, inputs, outputs, comment)
 
 
@@ -291,6 +399,17 @@ def reduce(node: Node) -> OpKernel:
     init, combine, finish = REDUCTIONS[kind]
     if red == list(range(len(red))) and kept and length <= node.variant.reduction_loop_max:
         return _leading_reduction(node, shape, out, rows, length, kind)
+    params = [Param("x", shape), Param("y", out, const=False)]
+    comment = f"{node.op_type} {shape_str(shape)} axes={red} keepdims={keepdims}"
+    partials = _row_partials(node, length)
+    if partials and red == list(range(rank - len(red), rank)):  # contiguous rows
+        grid = Grid.of(tuple(kept_shape) or (1,))
+        at = _row_element(grid.at([st[d] for d in kept] or (0,)), 1)
+        total = _row_pass("p", init, lambda p, j: f"const float v{p[1:]} = x[{at(j)}]; "
+                          f"{p} = {combine.format(a=p, b=f'v{p[1:]}')};", combine, length,
+                          partials)
+        body = f"{total}\ny[{grid.flat()}] = {finish.format(total='p0')};"
+        return _row_kernel(node, grid, length, params, body, ["x"], ["y"], comment)
     if combine == "{a} + {b}":
         update = f"part += x[{elem}];"
     else:  # the element loaded once, as the brute-force counts see it
@@ -304,6 +423,4 @@ def reduce(node: Node) -> OpKernel:
             "}",
         ]
     )
-    params = [Param("x", shape), Param("y", out, const=False)]
-    comment = f"{node.op_type} {shape_str(shape)} axes={red} keepdims={keepdims}"
     return _reduction_kernel(node, rows, length, {}, params, body, ["x"], ["y"], comment)
