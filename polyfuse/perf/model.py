@@ -153,7 +153,7 @@ ONCHIP_FEATURES = ("flop_simple", "flop_fma", "flop_div", "flop_special", "int_d
 MEMORY_FEATURES = ("gmem_unit_bytes", "gmem_narrow_bytes", "gmem_loop_bytes",
                    "gmem_contiguous_bytes",
                    "gmem_strided_bytes", "gmem_uniform_bytes", "gmem_reuse_bytes",
-                   "gmem_beyond_cache_bytes", "gmem_cold_bytes",
+                   "gmem_beyond_cache_bytes", "gmem_cold_bytes", "gmem_cold_scattered_bytes",
                    "gmem_reuse_beyond_bytes", "gmem_strided_beyond_bytes")
 #: cache sizes (bytes) :func:`calibrate` tries for ``gmem_beyond_cache_bytes``; the one whose
 #: fit is best is kept in the calibration (the cache a device reports is often not the level
@@ -510,6 +510,9 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
         out[f"gmem_{cls}_bytes"] += (1.0 - share) * first * size
         w = min(1.0, max(0.0, float(warm.get(m.array, 0.0))))
         out["gmem_cold_bytes"] += (1.0 - w) * first * size
+        if cls not in ("unit", "uniform"):
+            out["gmem_cold_scattered_bytes"] += (1.0 - w) * (1.0 - share) * first * size
+        out["gmem_cold_scattered_bytes"] += (1.0 - w) * share * first * size
     charged = sum(out[f] for f in ("gmem_unit_bytes", "gmem_narrow_bytes", "gmem_loop_bytes",
                                    "gmem_contiguous_bytes", "gmem_strided_bytes",
                                    "gmem_uniform_bytes"))
