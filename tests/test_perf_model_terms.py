@@ -663,3 +663,56 @@ def test_fit_recovers_the_scattered_cold_cost():
     for f in ("gmem_cold_bytes", "gmem_cold_scattered_bytes"):
         k = pm.FEATURES.index(f)
         assert costs[k] == pytest.approx(truth[k], rel=1e-3), f
+
+
+ONE_TRIP = """
+__kernel void one_trip(__global const float *a, __global const float *b, __global float *y)
+{
+    const int grp = get_group_id(0);
+    const int lane = get_local_id(0);
+    for (int bi = 0; bi < TRIPS; bi++)
+        for (int bj = 0; bj < 1; bj++) {
+            const int col = (bi * 64) + (bj * 64) + lane;
+            y[(grp * 64 * TRIPS) + col] = a[(grp * 64 * TRIPS) + col] / b[0];
+        }
+}
+"""
+STRAIGHT = """
+__kernel void one_trip(__global const float *a, __global const float *b, __global float *y)
+{
+    const int grp = get_group_id(0);
+    const int lane = get_local_id(0);
+    y[(grp * 64) + lane] = a[(grp * 64) + lane] / b[0];
+}
+"""
+
+
+def test_a_loop_of_one_iteration_is_straight_line_code():
+    """A generated kernel's block loops of one iteration (``for (bj = 0; bj < 1; bj++)``) are
+    removed by the compiler: every feature is the straight-line kernel's (``Div_17`` of the
+    tiled BERT-base layer was charged its three accesses as loop accesses, 3.8x over).  With
+    two iterations of the outer loop, its accesses are loop accesses again, one nest deep
+    (brute force: 2 loads and a store per iteration, 2 iterations per work-item)."""
+    n = 1024
+    one = pm.features_of(_counts(ONE_TRIP.replace("TRIPS", "1"), "one_trip", n)).values
+    straight = pm.features_of(_counts(STRAIGHT, "one_trip", n)).values
+    assert one == straight and one["loop_accesses"] == 0 and one["nested_loop_accesses"] == 0
+    two = pm.features_of(_counts(ONE_TRIP.replace("TRIPS", "2"), "one_trip", n)).values
+    assert two["loop_accesses"] == 3 * 2 * n and two["nested_loop_accesses"] == 0
+
+
+def test_a_flat_cache_size_fit_keeps_the_smallest_size():
+    """Synthetic times with no cost beyond the cache fit every cache size alike: the fit keeps
+    the smallest size of the grid (ties within ``CACHE_TIE``), not the one noise favours, and
+    a size that fits markedly better still wins."""
+    counts = [_counts(STREAM, "stream", n) for n in (1 << 8, 1 << 11, 1 << 13, 1 << 15)]
+    truth = np.zeros(len(pm.FEATURES))
+    for f, c in (("gmem_unit_bytes", 2e-11), ("launches", 2e-6)):
+        truth[pm.FEATURES.index(f)] = c
+    x = np.array([pm.features_of(kc).vector() for kc in counts])
+    t = pm.model_time(x, truth, 1.0) * np.array([1.0, 1.001, 0.999, 1.002])
+    grid = (16 << 10, 64 << 10, 256 << 10)
+    assert pm.fit_calibration(counts, t, (1.0,), grid)[2] == 16 << 10
+    truth[pm.FEATURES.index("gmem_beyond_cache_bytes")] = 8e-11
+    x = np.array([pm.features_of(kc, cache_bytes=64 << 10).vector() for kc in counts])
+    assert pm.fit_calibration(counts, pm.model_time(x, truth, 1.0), (1.0,), grid)[2] == 64 << 10
