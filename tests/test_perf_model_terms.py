@@ -610,3 +610,109 @@ def test_rereads_beyond_the_cache_take_what_one_group_walks():
     reread = sum(m.count.value - m.footprint.value for m in kc.mem if m.array == "w")
     assert small["gmem_reuse_beyond_bytes"] == pytest.approx(
         4 * reread * (1 - (4 << 10) / (4 * len(panel))))
+
+
+@pytest.mark.parametrize("warm_x", [0.0, 0.25, 1.0])
+def test_cold_scattered_bytes_are_exact(warm_x: float):
+    """Cold bytes that many streams at once fetch (``gmem_cold_scattered_bytes``): of a
+    transpose's, the gathered ``x`` (a stride of 64 elements between work-items), not its
+    unit-stride ``y``; of ``calib_rowblock``'s, every array's (each work-item walks its own
+    rows in a loop).  Brute force over the elements each work-item touches, ``x`` a share
+    ``warm_x`` warm, the rest cold."""
+    g = pm.specialize_kernel(parse_kernels(pm._gather_source(16, 64))["calib_gather"],
+                             (16 * 64,), (64,))
+    f = pm.features_of(count_kernel(g, subgroup_size=SG), warm={"x": warm_x}).values
+    n = 16 * 64
+    xs = {(i % 16) * 64 + i // 16 for i in range(n)}
+    assert f["gmem_cold_bytes"] == pytest.approx(4 * ((1 - warm_x) * len(xs) + n))
+    assert f["gmem_cold_scattered_bytes"] == pytest.approx(4 * (1 - warm_x) * len(xs))
+    rows, width = 8, 64
+    k = pm.specialize_kernel(parse_kernels(pm._row_block_source(4, 32, width))["calib_rowblock"],
+                             (rows // 4, width // 32), (2, 1))
+    r = pm.features_of(count_kernel(k, subgroup_size=SG), warm={"x": warm_x}).values
+    walked = {(gx * 4 + i, gy * 32 + j) for gx in range(rows // 4) for gy in range(width // 32)
+              for i in range(4) for j in range(32)}
+    bias = {c for _, c in walked}
+    cold = 4 * ((1 - warm_x) * len(walked) + len(walked) + len(bias))
+    assert r["gmem_cold_bytes"] == pytest.approx(cold)
+    assert r["gmem_cold_scattered_bytes"] == pytest.approx(cold)
+    s = pm.features_of(_counts(STREAM, "stream", 4096)).values
+    assert s["gmem_cold_bytes"] > 0 and s["gmem_cold_scattered_bytes"] == 0
+
+
+def test_fit_recovers_the_scattered_cold_cost():
+    """Synthetic times of streams and of row blocks, each cold and warm, from known costs
+    (a cold byte, and a cold byte fetched by many streams at once): the fit recovers both."""
+    spec = pm.specialize_kernel
+    counts = [_counts(STREAM, "stream", n) for n in (1 << 12, 1 << 14, 1 << 16)]
+    counts += [count_kernel(spec(parse_kernels(pm._row_block_source(4, 32, w))["calib_rowblock"],
+                                 (r // 4, w // 32), (8, 1)), subgroup_size=SG)
+               for r, w in ((64, 256), (128, 768), (256, 512))]
+    rows = [(kc, w) for kc in counts for w in (None, 1.0)]
+    x = np.array([pm.features_of(kc, cache_bytes=1 << 30, warm=None if w is None else
+                                 dict.fromkeys(pm.array_bytes(kc), w)).vector()
+                  for kc, w in rows])
+    truth = np.zeros(len(pm.FEATURES))
+    for f, c in (("gmem_unit_bytes", 1e-11), ("gmem_contiguous_bytes", 2e-11),
+                 ("gmem_cold_bytes", 3e-11), ("gmem_cold_scattered_bytes", 1e-10),
+                 ("launches", 2e-6)):
+        truth[pm.FEATURES.index(f)] = c
+    t = pm.model_time(x, truth, 1.0)
+    costs, rms = pm.fit_costs(x, t, 1.0)
+    assert rms < 1e-5
+    for f in ("gmem_cold_bytes", "gmem_cold_scattered_bytes"):
+        k = pm.FEATURES.index(f)
+        assert costs[k] == pytest.approx(truth[k], rel=1e-3), f
+
+
+ONE_TRIP = """
+__kernel void one_trip(__global const float *a, __global const float *b, __global float *y)
+{
+    const int grp = get_group_id(0);
+    const int lane = get_local_id(0);
+    for (int bi = 0; bi < TRIPS; bi++)
+        for (int bj = 0; bj < 1; bj++) {
+            const int col = (bi * 64) + (bj * 64) + lane;
+            y[(grp * 64 * TRIPS) + col] = a[(grp * 64 * TRIPS) + col] / b[0];
+        }
+}
+"""
+STRAIGHT = """
+__kernel void one_trip(__global const float *a, __global const float *b, __global float *y)
+{
+    const int grp = get_group_id(0);
+    const int lane = get_local_id(0);
+    y[(grp * 64) + lane] = a[(grp * 64) + lane] / b[0];
+}
+"""
+
+
+def test_a_loop_of_one_iteration_is_straight_line_code():
+    """A generated kernel's block loops of one iteration (``for (bj = 0; bj < 1; bj++)``) are
+    removed by the compiler: every feature is the straight-line kernel's (``Div_17`` of the
+    tiled BERT-base layer was charged its three accesses as loop accesses, 3.8x over).  With
+    two iterations of the outer loop, its accesses are loop accesses again, one nest deep
+    (brute force: 2 loads and a store per iteration, 2 iterations per work-item)."""
+    n = 1024
+    one = pm.features_of(_counts(ONE_TRIP.replace("TRIPS", "1"), "one_trip", n)).values
+    straight = pm.features_of(_counts(STRAIGHT, "one_trip", n)).values
+    assert one == straight and one["loop_accesses"] == 0 and one["nested_loop_accesses"] == 0
+    two = pm.features_of(_counts(ONE_TRIP.replace("TRIPS", "2"), "one_trip", n)).values
+    assert two["loop_accesses"] == 3 * 2 * n and two["nested_loop_accesses"] == 0
+
+
+def test_a_flat_cache_size_fit_keeps_the_smallest_size():
+    """Synthetic times with no cost beyond the cache fit every cache size alike: the fit keeps
+    the smallest size of the grid (ties within ``CACHE_TIE``), not the one noise favours, and
+    a size that fits markedly better still wins."""
+    counts = [_counts(STREAM, "stream", n) for n in (1 << 8, 1 << 11, 1 << 13, 1 << 15)]
+    truth = np.zeros(len(pm.FEATURES))
+    for f, c in (("gmem_unit_bytes", 2e-11), ("launches", 2e-6)):
+        truth[pm.FEATURES.index(f)] = c
+    x = np.array([pm.features_of(kc).vector() for kc in counts])
+    t = pm.model_time(x, truth, 1.0) * np.array([1.0, 1.001, 0.999, 1.002])
+    grid = (16 << 10, 64 << 10, 256 << 10)
+    assert pm.fit_calibration(counts, t, (1.0,), grid)[2] == 16 << 10
+    truth[pm.FEATURES.index("gmem_beyond_cache_bytes")] = 8e-11
+    x = np.array([pm.features_of(kc, cache_bytes=64 << 10).vector() for kc in counts])
+    assert pm.fit_calibration(counts, pm.model_time(x, truth, 1.0), (1.0,), grid)[2] == 64 << 10

@@ -661,10 +661,13 @@ def _size_context(geo: _Geometry) -> Optional[isl.Set]:
 
 
 def _loop_nest(domain: isl.Set) -> tuple[str, ...]:
-    """The iterators of the kernel loops around a statement (its domain's dims after the ids)."""
+    """The iterators of the kernel loops around a statement (its domain's dims after the ids),
+    but loops of a single iteration (``for (bi = 0; bi < 1; bi++)``, as a generated kernel's
+    block loops are at some shapes): a compiler removes them, their body is straight-line."""
     n = domain.dim(isl.dim_type.set)
     return tuple(domain.get_dim_name(isl.dim_type.set, i) or f"_{i}"
-                 for i in range(len(WORK_ITEM_DIMS), n))
+                 for i in range(len(WORK_ITEM_DIMS), n)
+                 if domain.plain_get_val_if_fixed(isl.dim_type.set, i).is_nan())
 
 
 def _loops_with_barriers(kernel: Kernel) -> set[tuple[str, ...]]:

@@ -64,6 +64,11 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
      least-recently-used cache of whole buffers, the host's upload first) — the class costs
      are those of warm bytes, cold ones pay this on top; the last-level cache's size is a
      fitted fraction of the one the device reports (:data:`LLC_FRACTIONS`: it is shared);
+     ``gmem_cold_scattered_bytes``: of those cold bytes, the ones that many streams fetch at
+     once (accessed in work-item loops, or at a stride between work-items: each work-item
+     walks its own rows) — a CPU's prefetchers follow a few sequential streams, so these
+     come from memory several times slower per byte than a stream's (``calib_rowblock``
+     runs 4.9x faster warm than cold, a stream 2.6x);
    * overheads that do not overlap with the rest: ``launches``, ``group_barriers`` (barriers
      executed per work-group, summed over work-groups, as Stevens & Klöckner's ``barrier ×
      groups``) and
@@ -153,13 +158,18 @@ ONCHIP_FEATURES = ("flop_simple", "flop_fma", "flop_div", "flop_special", "int_d
 MEMORY_FEATURES = ("gmem_unit_bytes", "gmem_narrow_bytes", "gmem_loop_bytes",
                    "gmem_contiguous_bytes",
                    "gmem_strided_bytes", "gmem_uniform_bytes", "gmem_reuse_bytes",
-                   "gmem_beyond_cache_bytes", "gmem_cold_bytes",
+                   "gmem_beyond_cache_bytes", "gmem_cold_bytes", "gmem_cold_scattered_bytes",
                    "gmem_reuse_beyond_bytes", "gmem_strided_beyond_bytes")
 #: cache sizes (bytes) :func:`calibrate` tries for ``gmem_beyond_cache_bytes``; the one whose
 #: fit is best is kept in the calibration (the cache a device reports is often not the level
 #: whose size decides: PoCL reports the shared last level, a busy machine leaves a job less)
 CACHE_GRID = (32 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20,
               8 << 20, 32 << 20)
+#: cache sizes of :data:`CACHE_GRID` whose calibration fit is within this (geomean error) of
+#: the best are a tie, the smallest of them kept: the fit is flat over 32-128 KiB (within
+#: 0.2 points), and picking the least error there chose 32 KiB, 64 KiB or 4 MiB from one
+#: calibration to the next
+CACHE_TIE = 0.005
 #: the cache size of a calibration that predates the feature, and of features computed alone
 DEFAULT_CACHE_BYTES = 1 << 20
 #: cache sizes :func:`calibrate` tries for ``gmem_reuse_beyond_bytes`` (a core's private
@@ -404,7 +414,8 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
     one did (:func:`warm_shares`; none given: every byte is cold, as a calibration launch
     measured cold is).  A stream over data in the cache runs several times faster per byte
     than one from memory, in every stride class: the class costs are those of warm bytes and
-    cold ones pay this on top.
+    cold ones pay this on top.  ``gmem_cold_scattered_bytes``: the cold bytes made in
+    work-item loops or at a stride between work-items (many streams at once).
 
     ``gmem_strided_beyond_bytes``: the same share of the strided bytes alone, at most the
     launch's footprint (a line, at a large stride a page, per element: a transpose in a cache
@@ -510,6 +521,10 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
         out[f"gmem_{cls}_bytes"] += (1.0 - share) * first * size
         w = min(1.0, max(0.0, float(warm.get(m.array, 0.0))))
         out["gmem_cold_bytes"] += (1.0 - w) * first * size
+        # cold bytes that each work-item streams on its own (in its loops, or at a stride
+        # between work-items): many streams at once, which prefetchers do not follow
+        scattered = share if cls in ("unit", "uniform") else 1.0
+        out["gmem_cold_scattered_bytes"] += (1.0 - w) * scattered * first * size
     charged = sum(out[f] for f in ("gmem_unit_bytes", "gmem_narrow_bytes", "gmem_loop_bytes",
                                    "gmem_contiguous_bytes", "gmem_strided_bytes",
                                    "gmem_uniform_bytes"))
@@ -735,8 +750,10 @@ def fit_calibration(counts: Sequence[KernelCounts], t: np.ndarray,
 
     The cache sizes are parameters of the features, not costs: each size of ``cache_grid``
     is fitted at one overlap exponent (the middle of ``p_grid``) and the size whose geomean
-    error is least is kept, then the same for ``llc_grid`` (the cache a device reports is
-    shared: by its cores, by other guests of a virtual machine) and for ``reuse_grid`` (its
+    error is least is kept (the smallest of those within :data:`CACHE_TIE` of it: a flat
+    fit must not pick its size by noise), then the same for ``llc_grid`` (the cache a
+    device reports is shared: by its cores, by other guests of a virtual machine) and for
+    ``reuse_grid`` (its
     own grid: tied to the first, a fit that picks an L1-sized cache for the launch footprint
     charged every weight re-read as from memory), and :func:`fit_model` fits every ``p`` at
     those sizes (a full grid of all of them would take a busy 2-core machine minutes).
@@ -751,19 +768,18 @@ def fit_calibration(counts: Sequence[KernelCounts], t: np.ndarray,
 
     p_mid = float(sorted(p_grid)[len(p_grid) // 2])
 
-    def best_of(grid: Sequence[int], x_of: Callable[[int], np.ndarray]) -> int:
-        best: Optional[tuple[float, int]] = None
+    def best_of(grid: Sequence[int], x_of: Callable[[int], np.ndarray], tie: float = 0.0
+                ) -> int:
+        errs: list[tuple[float, int]] = []
         for size in grid:
             x = x_of(size)
             costs, p, _ = fit_model(x, t, (p_mid,))
-            err = geomean_error(list(zip(model_time(x, costs, p), t)))
-            if best is None or err < best[0] - 1e-12:
-                best = (err, int(size))
-        assert best is not None
-        return best[1]
+            errs.append((geomean_error(list(zip(model_time(x, costs, p), t))), int(size)))
+        least = min(e for e, _ in errs)
+        return min(size for e, size in errs if e <= least + tie + 1e-12)
 
     llc0, reuse0 = max(llc_grid), sorted(reuse_grid)[len(reuse_grid) // 2]
-    cache = best_of(cache_grid, lambda c: features(c, llc0, reuse0))
+    cache = best_of(cache_grid, lambda c: features(c, llc0, reuse0), CACHE_TIE)
     llc = best_of(llc_grid, lambda lc: features(cache, lc, reuse0)) if any(flags) else llc0
     reuse = best_of(reuse_grid, lambda r: features(cache, llc, r))
     costs, p, rms = fit_model(features(cache, llc, reuse), t, p_grid)
