@@ -1107,19 +1107,28 @@ def _bind(c: Count, subs: Mapping[sympy.Symbol, Any], loops: tuple,
 
 #: isl operations an exact footprint may take before a containing polyhedron is counted instead
 FOOTPRINT_OPERATIONS = 3_000_000
+#: existentially quantified variables (divisions) in one disjunct beyond which a footprint is
+#: bounded without trying barvinok: the operation quota does not stop barvinok's own work, and
+#: a tiled strided 3x3 Conv's input footprint (6 divisions) took 25-35 s of it before the quota
+#: tripped, twice per kernel: minutes of a ResNet downsampling block's cold session
+FOOTPRINT_MAX_DIVS = 4
 
 
 def _footprint(ranges: isl.Set, ctx: Any) -> Optional[Count]:
     """The distinct elements of ``ranges``: exact (barvinok) within
-    :data:`FOOTPRINT_OPERATIONS`, else those of a polyhedron that contains them (its divisions
-    dropped, then its simple hull), an upper bound; ``None`` when that overruns too.
+    :data:`FOOTPRINT_OPERATIONS` and :data:`FOOTPRINT_MAX_DIVS`, else those of a polyhedron
+    that contains them (its divisions dropped, then its simple hull), an upper bound; ``None``
+    when that overruns too.
 
     The ranges are coalesced first: the union of a register-blocked product's per-column
     ranges (one disjunct per column of the block, each with floor divisions) took barvinok
     minutes per kernel at real size, and coalesces into the whole matrix."""
     try:
         with bounded(FOOTPRINT_OPERATIONS):
-            return Count.of(coalesce(ranges).card(), ctx)
+            merged = coalesce(ranges)
+            if max((b.dim(isl.dim_type.div) for b in merged.get_basic_sets()),
+                   default=0) <= FOOTPRINT_MAX_DIVS:
+                return Count.of(merged.card(), ctx)
     except IslQuotaExceeded:
         pass
     try:
