@@ -707,7 +707,11 @@ def repeated_loads(kernel: Kernel, with_barrier: set[tuple[str, ...]]
     seen: set[tuple[str, str, str]] = set()
     out: set[tuple[str, int]] = set()
     for st in sorted(kernel.statements, key=lambda s: s.order):
-        looped = _in_work_item_loop(st.domain, with_barrier)
+        # a loop of one iteration is straight-line code (_loop_nest), but two of them are two
+        # passes (a row form's mean and variance loops at a row shorter than its partials):
+        # their loads are not one value
+        looped = _in_work_item_loop(st.domain, with_barrier) or \
+            st.domain.dim(isl.dim_type.set) > len(WORK_ITEM_DIMS) + len(_loop_nest(st.domain))
         for i, acc in enumerate(st.accesses):
             if acc.address_space == "private" or acc.direction != "read" or not acc.exact \
                     or looped:
