@@ -32,6 +32,18 @@ def _ops(src: str, name: str, n: int = 64) -> dict[str, int]:
     return {r.op: int(r.count.value) for r in _counts(src, name, n).ops}
 
 
+
+def _fit_recovers(x: np.ndarray, costs: dict[str, float], checked: tuple[str, ...]) -> None:
+    """Times made from ``x`` with known per-feature ``costs`` fit back to those costs."""
+    truth = np.zeros(len(pm.FEATURES))
+    for f, c in costs.items():
+        truth[pm.FEATURES.index(f)] = c
+    fitted, rms = pm.fit_costs(x, pm.model_time(x, truth, 1.0), 1.0)
+    assert rms < 1e-5
+    for f in checked:
+        k = pm.FEATURES.index(f)
+        assert fitted[k] == pytest.approx(truth[k], rel=1e-3), f
+
 def test_repeated_subexpressions_are_counted_once():
     """``fastmath.erf`` writes its clamped argument two dozen times: the compiler computes it
     once, so the count is that of the same function written with temporaries."""
@@ -502,17 +514,10 @@ def test_fit_recovers_the_register_block_costs():
     counts += [count_kernel(pm.specialize_kernel(loop, (n,), (64,), {"rows": r}),
                             subgroup_size=SG) for r, n in ((8, 1024), (32, 4096))]
     counts += [_counts(STREAM, "stream", n) for n in (1 << 10, 1 << 14)]
-    truth = np.zeros(len(pm.FEATURES))
-    for f, c in (("block_flops", 2e-11), ("block_iterations", 8e-10), ("loop_accesses", 3e-10),
-                 ("loop_flops", 1e-10), ("gmem_unit_bytes", 1e-11), ("launches", 2e-6)):
-        truth[pm.FEATURES.index(f)] = c
     x = np.array([pm.features_of(kc).vector() for kc in counts])
-    t = pm.model_time(x, truth, 1.0)
-    costs, rms = pm.fit_costs(x, t, 1.0)
-    assert rms < 1e-5
-    for f in ("block_flops", "block_iterations"):
-        k = pm.FEATURES.index(f)
-        assert costs[k] == pytest.approx(truth[k], rel=1e-3), f
+    _fit_recovers(x, {"block_flops": 2e-11, "block_iterations": 8e-10, "loop_accesses": 3e-10,
+                      "loop_flops": 1e-10, "gmem_unit_bytes": 1e-11, "launches": 2e-6},
+                  ("block_flops", "block_iterations"))
 
 
 @pytest.mark.parametrize("rows,width", [(8, 64), (16, 96)])
@@ -652,17 +657,9 @@ def test_fit_recovers_the_scattered_cold_cost():
     x = np.array([pm.features_of(kc, cache_bytes=1 << 30, warm=None if w is None else
                                  dict.fromkeys(pm.array_bytes(kc), w)).vector()
                   for kc, w in rows])
-    truth = np.zeros(len(pm.FEATURES))
-    for f, c in (("gmem_unit_bytes", 1e-11), ("gmem_contiguous_bytes", 2e-11),
-                 ("gmem_cold_bytes", 3e-11), ("gmem_cold_scattered_bytes", 1e-10),
-                 ("launches", 2e-6)):
-        truth[pm.FEATURES.index(f)] = c
-    t = pm.model_time(x, truth, 1.0)
-    costs, rms = pm.fit_costs(x, t, 1.0)
-    assert rms < 1e-5
-    for f in ("gmem_cold_bytes", "gmem_cold_scattered_bytes"):
-        k = pm.FEATURES.index(f)
-        assert costs[k] == pytest.approx(truth[k], rel=1e-3), f
+    _fit_recovers(x, {"gmem_unit_bytes": 1e-11, "gmem_contiguous_bytes": 2e-11,
+                      "gmem_cold_bytes": 3e-11, "gmem_cold_scattered_bytes": 1e-10,
+                      "launches": 2e-6}, ("gmem_cold_bytes", "gmem_cold_scattered_bytes"))
 
 
 ONE_TRIP = """
