@@ -116,3 +116,12 @@ def test_weighing_is_an_option_and_device_free_compilations_skip_it():
     c = compile_program(Compilation(target=target_of(None), options=Options(weigh=False),
                                     program=program))
     assert result_of(c).weighing is None and c.fused.launches_after == 1
+
+
+def test_a_session_keeps_its_plan_unweighed(monkeypatch):
+    """InferenceSession fuses without weighing (its cold start), whether it is given a file or
+    a Program: a group the model would split stays fused."""
+    _predicting(monkeypatch, fused_factor=3.0, per_launch_s=1e-3)
+    sess = polyfuse.InferenceSession(_load(QKV))
+    assert any(len(g.members) > 1 for g in sess.plan.groups)
+    assert fuse_program(_load(QKV), weigh=False).weighing is None

@@ -148,8 +148,9 @@ class InferenceSession:
                                     f"Program, got {type(path_or_program).__name__}")
             from polyfuse.passes.pipeline import fuse_program
 
-            result = fuse_program(program, params=params, device=device, tune=tune) \
-                if fused else None
+            # as compile_onnx: a session does not weigh its groups (cold-start cost)
+            result = fuse_program(program, params=params, device=device, tune=tune,
+                                  weigh=False) if fused else None
         self._plan: Optional[FusionPlan] = result.plan if result is not None else None
         self._program: Optional[Program] = result.fused.program if result is not None \
             else program

@@ -173,7 +173,7 @@ def fuse_program(program: Program, *, params: Optional[dict[str, int]] = None,
                  orchestration: str = "auto", verify: bool = False, tune: bool = False,
                  device: DeviceSpec = None, target: Optional[Target] = None,
                  build: bool = True, progress: Optional[Progress] = None,
-                 coarsen: Optional[bool] = None) -> FuseResult:
+                 coarsen: Optional[bool] = None, weigh: bool = True) -> FuseResult:
     """Plan, generate and optionally verify (fused vs unfused on random inputs) or autotune:
     :data:`PASSES` over a :class:`~polyfuse.passes.compilation.Compilation` of ``program``.
 
@@ -182,7 +182,8 @@ def fuse_program(program: Program, *, params: Optional[dict[str, int]] = None,
     ``coarsen=True``) the fused kernels are then coarsened, factors chosen by timing
     (:func:`polyfuse.passes.coarsening_tuning.tune_coarsening`): fuse first, then coarsen.
     ``progress`` receives :class:`~polyfuse.passes.compilation.Event` records (``str(event)`` is the
-    message).
+    message).  ``weigh`` (a built program only): every fused group weighed against its launches
+    apart, the slower split (:mod:`polyfuse.passes.group_weighing`).
     """
     if device is False:  # the old spelling of "no device"
         warnings.warn("fuse_program(device=False) is deprecated: give target=REFERENCE_TARGET "
@@ -190,7 +191,7 @@ def fuse_program(program: Program, *, params: Optional[dict[str, int]] = None,
         device, target = None, target or REFERENCE_TARGET
     options = Options(params=dict(params or {}), orchestration=orchestration, build=build,
                       tune=tune, coarsen=tune if coarsen is None else coarsen, verify=verify,
-                      device=device)
+                      device=device, weigh=weigh)
     return result_of(compile_program(Compilation(
         target=target or target_of(device, build), options=options, program=program,
         progress=progress)))
