@@ -125,3 +125,21 @@ def test_a_session_keeps_its_plan_unweighed(monkeypatch):
     sess = polyfuse.InferenceSession(_load(QKV))
     assert any(len(g.members) > 1 for g in sess.plan.groups)
     assert fuse_program(_load(QKV), weigh=False).weighing is None
+
+
+def test_fuse_no_weigh_reaches_an_onnx_batch(tmp_path, monkeypatch):
+    """``polyfuse fuse MODEL.onnx --no-weigh`` keeps a group the model would split; weighing
+    (the default) splits it and the report says so."""
+    from polyfuse.apps.batch import fuse_model
+
+    _predicting(monkeypatch, fused_factor=3.0, per_launch_s=1e-3)
+    model = ROOT / "examples" / "models" / "bert_qkv.onnx"
+    kept = fuse_model(str(model), str(tmp_path / "kept"), timing=False, cache=False,
+                      weigh=False)
+    split = fuse_model(str(model), str(tmp_path / "split"), timing=False, cache=False)
+    assert kept.error is None and split.error is None
+    assert kept.launches_after < split.launches_after
+    assert "against their launches apart" not in \
+        (tmp_path / "kept" / "bert_qkv" / "report.md").read_text()
+    assert "against their launches apart" in \
+        (tmp_path / "split" / "bert_qkv" / "report.md").read_text()

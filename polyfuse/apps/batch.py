@@ -110,15 +110,17 @@ def _summary_fields(s: ModelSummary) -> dict:
 def fuse_model(path: str, out_root: str, *, verify: bool = False, tune: bool = False,
                timing: bool = True, params: Optional[dict[str, int]] = None,
                repeat: int = 5, cache: bool = True, device: Optional[str] = None,
+               weigh: bool = True,
                progress: Optional[Callable[[str], None]] = None) -> ModelSummary:
-    """Fuse one model and write its outputs; errors become the summary's ``error``."""
+    """Fuse one model and write its outputs; errors become the summary's ``error``;
+    ``weigh=False`` keeps every group the planner fused (:mod:`polyfuse.passes.group_weighing`)."""
     from polyfuse.core import cache as disk
 
     stem = Path(path).name.removesuffix(".onnx")
     out_dir = Path(out_root) / stem
     stage = _Stages(progress or (lambda _s: None))
     options = {"verify": verify, "tune": tune, "timing": timing, "repeat": repeat,
-               "params": sorted((params or {}).items())}
+               "params": sorted((params or {}).items()), "weigh": weigh}
     try:
         key = None
         if cache:
@@ -131,7 +133,8 @@ def fuse_model(path: str, out_root: str, *, verify: bool = False, tune: bool = F
             if hit is not None:
                 return ModelSummary(**hit, stages=stage.times, cached=True)
         summary = _fuse_uncached(path, out_dir, stem, stage, verify=verify, tune=tune,
-                                 timing=timing, params=params, repeat=repeat, device=device)
+                                 timing=timing, params=params, repeat=repeat, device=device,
+                                 weigh=weigh)
         if key is not None and summary.error is None:
             disk.store(key, out_dir, _summary_fields(summary))
         return summary
@@ -180,7 +183,7 @@ def time_session_form(c: Compilation, repeat: int = 5) -> Timing:
 
 
 def _fuse_uncached(path: str, out_dir: Path, stem: str, stage: _Stages, *, verify: bool,
-                   tune: bool, timing: bool, params: Optional[dict[str, int]],
+                   tune: bool, timing: bool, params: Optional[dict[str, int]], weigh: bool,
                    repeat: int, device: Optional[str]) -> ModelSummary:
     """The model through the ONNX passes (loaded once, coarsened once with ``tune``), its
     outputs written before it is timed; each pass's events start its stage timer."""
@@ -199,7 +202,7 @@ def _fuse_uncached(path: str, out_dir: Path, stem: str, stage: _Stages, *, verif
 
     # timed apart from the passes: in the form a session runs, not the plan's
     options = Options(params=dict(params or {}), tune=tune, coarsen=tune, verify=verify,
-                      timing=False, repeat=repeat, device=device, out=str(out_dir))
+                      timing=False, repeat=repeat, device=device, out=str(out_dir), weigh=weigh)
     try:
         c = compile_program(Compilation(target=target_of(device), options=options, source=path,
                                         progress=on_event), ONNX_PASSES)

@@ -415,7 +415,8 @@ def _fuse_onnx_batch(args: argparse.Namespace, models: list[str]) -> int:
                             timing=not args.no_timing, cache=not args.no_cache,
                             scheduler=scheduler, quiet=args.quiet, timeout=args.timeout,
                             stage_timeout=args.stage_timeout,
-                            isolate=args.verify and not scheduler, device=args.device)
+                            isolate=args.verify and not scheduler, device=args.device,
+                            weigh=not args.no_weigh)
     print(_table(SUMMARY_HEADERS, [s.row() for s in summaries]
                  + [[Path(m).stem, *["-"] * (len(SUMMARY_HEADERS) - 2),
                      "FAILED: no such file"] for m in missing]))
