@@ -262,6 +262,21 @@ def test_product_epilogue_reads_the_accumulators(tmp_path: Path, conv: bool) -> 
                                atol=ATOL)
 
 
+@pytest.mark.parametrize("conv", [False, True])
+def test_block_loads_keep_each_column_offset_grouped(tmp_path: Path, conv: bool) -> None:
+    """The product's loads of a row of B add each column offset to the block's first column
+    (``row_start + (c0 + j)``), also once fused: as ``(row_start + c0) + j`` PoCL 3.1
+    vectorized none of them (a 64x3136x256 product ran at
+    47-49 GFLOP/s against 91-99, docs/performance.md "What did not pay")."""
+    path = _product_epilogue(tmp_path / "epilogue.onnx", conv)
+    _model, result = load_and_fuse(str(path), {}, None, form="blocked")
+    [kernel] = result.fused.program.kernels.values()
+    loads = re.findall(r"const float bv_\d+ = \w+\[(.*)\];", kernel.source)
+    assert len(loads) >= 8 and all("c0" in x for x in loads)
+    # the column offset is never the last term added to the whole address
+    assert not [x for x in loads if re.search(r"\) \+ \d+$", x)]
+
+
 def _linear(path: Path, m: int, k: int, n: int, gemm: bool) -> Path:
     """``x @ W + b`` as PyTorch exports a Linear layer: Gemm with ``transB=1`` (2-D input) or
     MatMul + Add (3-D input), the weight an initializer."""

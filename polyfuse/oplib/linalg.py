@@ -209,6 +209,8 @@ def _blocked_product(
     lx, ly = _group_shape(gx, gy, node.max_work_group_size)
     defines = {"M": m, "N": n, "K": k, "RB": rb, "CB": cb}
     rows = [f"(r0 + {i})" if i else "r0" for i in range(rb)]
+    # ``(c0 + j)`` grouped: B's row start + (c0 + j) vectorizes, (row start + c0) + j did not
+    # on PoCL 3.1 (2x slower products, docs/performance.md "What did not pay")
     cols = [f"(c0 + {j})" if j else "c0" for j in range(cb)]
     acc = [[f"acc_{i}_{j}" for j in range(cb)] for i in range(rb)]
     lines = ["const int r0 = get_global_id(0) * RB;", "const int c0 = get_global_id(1) * CB;"]
