@@ -206,15 +206,16 @@ def test_block_columns_follow_the_device_vector_width() -> None:
     np.testing.assert_allclose(y, a @ b, rtol=1e-5, atol=1e-5)
 
 
-def _product_epilogue(path: Path, conv: bool) -> Path:
-    """MatMul (or a 1x1 Conv) -> Add (bias, or the residual input) -> Relu."""
+def _product_epilogue(path: Path, conv: bool, hw: int = 8) -> Path:
+    """MatMul (or a 1x1 Conv over ``hw`` x ``hw`` pixels) -> Add (bias, or the residual
+    input) -> Relu."""
     rng = np.random.default_rng(2)
 
     def w(name: str, *shape: int) -> Any:
         return numpy_helper.from_array((rng.random(shape) - 0.5).astype(np.float32), name)
 
     if conv:
-        x_shape, inits = [1, 16, 8, 8], [w("w", 16, 16, 1, 1), w("b", 16)]
+        x_shape, inits = [1, 16, hw, hw], [w("w", 16, 16, 1, 1), w("b", 16)]
         nodes = [helper.make_node("Conv", ["x", "w", "b"], ["mm"], kernel_shape=[1, 1]),
                  helper.make_node("Add", ["mm", "x"], ["pre"])]
     else:
@@ -275,6 +276,36 @@ def test_block_loads_keep_each_column_offset_grouped(tmp_path: Path, conv: bool)
     assert len(loads) >= 8 and all("c0" in x for x in loads)
     # the column offset is never the last term added to the whole address
     assert not [x for x in loads if re.search(r"\) \+ \d+$", x)]
+
+
+def test_wide_conv_products_run_in_groups_along_their_columns(tmp_path: Path) -> None:
+    """A 1x1 Conv over 32 x 32 pixels (WIDE_GROUP_MIN_COLUMNS) runs its blocks in work-groups
+    of two row blocks by 16 column blocks, its residual Add and Relu fused in; the widths
+    equal the brute-force oracle's and the outputs onnxruntime's."""
+    path = _product_epilogue(tmp_path / "wide.onnx", True, hw=32)
+    model, result = load_and_fuse(str(path), {}, None, form="blocked")
+    [product] = [k for k in model.program.kernels.values() if "acc_0_0" in k.source]
+    [launch] = [op for op in model.program.launches if op.kernel == product.name]
+    assert tuple(launch.local_size) == (2, 16)
+    assert width_mismatches(model.program, build_uar(model.program)) == []
+    assert result.plan.launches_after == 1
+    sess = polyfuse.InferenceSession(str(path), _form="blocked")
+    feeds = random_inputs(sess.io, seed=1)
+    (y,) = sess.run(None, feeds)
+    np.testing.assert_allclose(y, onnxruntime_reference(str(path), feeds)["y"], rtol=RTOL,
+                               atol=ATOL)
+
+
+@pytest.mark.parametrize("gx,gy,max_wg,wide,shape", [
+    (64, 98, 4096, True, (2, 14)),   # ResNet-50's 256 x 3136 product: 14 of 98 column blocks
+    (16, 98, 4096, False, (16, 1)),  # not asked: row blocks first
+    (64, 7, 4096, True, (16, 1)),    # no 8-16 column blocks divide 7: row blocks first
+    (64, 98, 16, True, (16, 1)),     # a device whose groups hold 16 work-items
+    (3, 96, 4096, True, (1, 16)),    # an odd number of row blocks
+])
+def test_group_shape_rule(gx: int, gy: int, max_wg: int, wide: bool,
+                          shape: tuple[int, int]) -> None:
+    assert linalg._group_shape(gx, gy, max_wg, wide) == shape
 
 
 def _linear(path: Path, m: int, k: int, n: int, gemm: bool) -> Path:

@@ -156,14 +156,32 @@ def _at(expr: str, value: str, name: str) -> str:
     return re.sub(rf"\b{name}\b", value, expr)
 
 
-def _group_shape(gx: int, gy: int, max_wg: int) -> tuple[int, int]:
+def _group_shape(gx: int, gy: int, max_wg: int, wide: bool = False) -> tuple[int, int]:
     """Work-group of the blocked product: up to 16 work-items along dimension 0 (row blocks),
-    then along dimension 1, within the device's work-group size."""
+    then along dimension 1, within the device's work-group size.
+
+    ``wide``: two row blocks by 8-16 column blocks where such a count divides the columns
+    (:data:`WIDE_GROUP_MIN_COLUMNS`), so a work-group reads and writes each of its rows in
+    runs of 1-2 kB rather than 128-byte pieces of 64 rows: a 1x1 Conv 256x3136x64 with its
+    residual Add and Relu fused ran at 93-97 GFLOP/s in (2, 14) groups against 72-86 in
+    (16, 1); the product alone at 98-107 against 100-109 (PoCL 3.1 ``basic``,
+    docs/performance.md)."""
+    if wide:
+        ly = max((d for d in range(8, 17) if gy % d == 0), default=0)
+        lx = _largest_divisor(gx, 2)
+        if ly and lx * ly <= max_wg:
+            return lx, ly
     lx = _largest_divisor(gx, 16)
     ly = _largest_divisor(gy, max(1, 16 // lx))
     while lx * ly > max_wg:
         lx, ly = (lx // 2, ly) if lx >= ly else (lx, ly // 2)
     return lx, ly
+
+
+#: a 1x1 Conv product with at least this many pixels per image (56 x 56 and larger) runs in
+#: work-groups wide along its columns (:func:`_group_shape`): its output and a fused residual
+#: are megabytes that stream from memory
+WIDE_GROUP_MIN_COLUMNS = 1024
 
 
 def _blocked_product(
@@ -181,6 +199,7 @@ def _blocked_product(
     init: str = "0.0f",
     col_limit: int = 0,
     shape: Optional[tuple[int, int]] = None,
+    wide_groups: bool = False,
 ) -> OpKernel:
     """Each work-item computes an R x C block of the output in private accumulators.
 
@@ -202,11 +221,12 @@ def _blocked_product(
     sizes).  A row-major B panel is read contiguously per ``kk``; B in the other layout (Gemm
     ``transB=1``) is a strided gather, which is why the ONNX front-end transposes a constant
     ``transB`` operand once at load time.  ``shape`` (rows, columns) overrides
-    :func:`block_shape` where B's layout fixes the block's width (:func:`_im2col_conv`).
+    :func:`block_shape` where B's layout fixes the block's width (:func:`_im2col_conv`);
+    ``wide_groups`` asks for work-groups along the columns (:func:`_group_shape`).
     """
     rb, cb = shape or block_shape(m, n, k, node.variant.block_cols)
     gx, gy = m // rb, n // cb
-    lx, ly = _group_shape(gx, gy, node.max_work_group_size)
+    lx, ly = _group_shape(gx, gy, node.max_work_group_size, wide_groups)
     defines = {"M": m, "N": n, "K": k, "RB": rb, "CB": cb}
     rows = [f"(r0 + {i})" if i else "r0" for i in range(rb)]
     # ``(c0 + j)`` grouped: B's row start + (c0 + j) vectorizes, (row start + c0) + j did not
@@ -1311,6 +1331,7 @@ def _pointwise_conv(node: Node, sx: tuple[int, ...], sw: tuple[int, ...],
         node, cout, hw, cin, a_elem="w[row * K + kk]", b_elem=f"x[{x_off}kk * N + col]",
         store=f"y[{y_off}row * N + col] = acc[i][j]", params=params, inputs=inputs,
         batch=batch, comment=comment, init="bias[row]" if bias is not None else "0.0f",
+        wide_groups=hw >= WIDE_GROUP_MIN_COLUMNS,
     )
 
 
