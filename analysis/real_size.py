@@ -16,20 +16,26 @@ blocks at stride 2 as their networks downsample).  For each:
   each launch the nodes it computes, its time, and for those holding a MatMul/Gemm/Conv the
   product's GFLOP/s and the fraction of numpy's one-thread sgemm on the same shape (a Conv as
   its implicit product per image and group); with ``--clock cpu`` each launch is run and
-  timed alone in CPU time, numpy too.
+  timed alone in CPU time, numpy too;
+* with ``--ort-nodes``, onnxruntime's own per-node times (its profiler, median of ``--profile``
+  runs), to set each fused kernel against the nodes onnxruntime runs for the same work (its
+  Conv nodes carry their fused activation or Add; ``ReorderInput``/``ReorderOutput`` are its
+  layout changes).
 
     OPENBLAS_NUM_THREADS=1 python analysis/real_size.py [--only bert_layer gpt2_mlp ...]
         [--dir out/real_size] [--rounds 5] [--repeat 20] [--build-timeout 300] [--device SPEC]
-        [--clock wall|cpu]
+        [--clock wall|cpu] [--ort-nodes]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import re
 import signal
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -181,6 +187,35 @@ def kernel_table(sess: Any, path: str, runs: int, cpu: bool) -> list[str]:
     return lines
 
 
+def ort_node_table(path: str, feeds: dict[str, np.ndarray], runs: int) -> list[str]:
+    """onnxruntime's per-node kernel times (its profiler, one thread, median of ``runs``), in
+    the order it runs them."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    opts.enable_profiling = True
+    with tempfile.TemporaryDirectory() as tmp:
+        opts.profile_file_prefix = str(Path(tmp) / "ort")
+        sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+        sess.run(None, feeds)
+        for _ in range(runs):
+            sess.run(None, feeds)
+        events = json.loads(Path(sess.end_profiling()).read_text())
+    times: dict[tuple[str, str], list[float]] = {}
+    for e in events:
+        if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
+            key = (e["name"][:-len("_kernel_time")], e.get("args", {}).get("op_name", ""))
+            times.setdefault(key, []).append(e["dur"] * 1e-3)
+    total = sum(float(np.median(v[1:] if len(v) > 1 else v)) for v in times.values())
+    lines = [f"    {'node':40s} {'op':14s} {'ms':>7s} {'share':>6s}"]
+    for (node, op), v in times.items():
+        t = float(np.median(v[1:] if len(v) > 1 else v))  # the first run warms up
+        lines.append(f"    {node[:40]:40s} {op[:14]:14s} {t:7.3f} {t / total:6.1%}")
+    return lines
+
+
 def _ident(label: str) -> str:
     from polyfuse.frontend.onnx import _identifier
 
@@ -242,6 +277,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--profile", type=int, default=5)
     ap.add_argument("--build-timeout", type=int, default=300)
     ap.add_argument("--device", default=None)
+    ap.add_argument("--ort-nodes", action="store_true",
+                    help="also print onnxruntime's per-node times (its profiler)")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="cpu: the calling thread's CPU time (what a loaded machine does not "
                          "inflate; valid where everything runs in that thread: onnxruntime "
@@ -284,6 +321,8 @@ def main(argv: list[str]) -> int:
             if sess is not None and label in fns:
                 tables.append((f"{name}, {label} session", kernel_table(
                     sess, path, args.profile, args.clock == "cpu")))
+        if args.ort_nodes:
+            tables.append((f"{name}, onnxruntime", ort_node_table(path, feeds, args.profile)))
     print(f"clock: {args.clock}")
     print("| model | onnxruntime ms | fused ms | unfused ms | fused/ort | fused/unfused | "
           "build fused s | build unfused s | form | launches f/u | notes |")
@@ -313,6 +352,8 @@ def main(argv: list[str]) -> int:
               + (f", fused/unfused {math.exp(np.mean(np.log(ratios_u))):.2f}" if ratios_u else ""))
     for name, lines in tables:
         how = "launches run one at a time, CPU time" if args.clock == "cpu" else "profiling events"
+        if name.endswith("onnxruntime"):
+            how = "its profiler, wall time"
         print(f"\n{name}, per kernel (median of {args.profile} runs, {how}):")
         print("\n".join(lines))
     return 0
