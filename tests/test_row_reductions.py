@@ -157,3 +157,62 @@ def test_trailing_reduce_row_form_equals_onnxruntime(op: str, shape: tuple[int, 
     """Reduce* and global pooling over trailing axes (the whole tensor for ReduceSum)."""
     x = RNG.uniform(-2, 2, shape).astype(np.float32)
     _row_form(op, attrs, [x], _onnxruntime(op, attrs, [x], 1))
+
+
+@pytest.mark.parametrize("op,shape,attrs", [
+    ("MaxPool", (1, 3, 7, 5), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ("MaxPool", (2, 3, 13, 7), {"kernel_shape": [2, 2], "strides": [2, 2], "dilations": [1, 2],
+                                "ceil_mode": 1}),
+    ("MaxPool", (1, 4, 12, 12), {"kernel_shape": [3, 3], "auto_pad": "SAME_UPPER",
+                                 "strides": [2, 2]}),
+    ("AveragePool", (1, 3, 7, 5), {"kernel_shape": [3, 3], "strides": [2, 2],
+                                   "pads": [1, 1, 1, 1]}),
+    ("AveragePool", (2, 2, 7, 5), {"kernel_shape": [3, 2], "strides": [2, 1],
+                                   "pads": [1, 1, 1, 0], "count_include_pad": 1}),
+])
+def test_pool_row_form_equals_onnxruntime(op: str, shape: tuple[int, ...], attrs: dict) -> None:
+    """A 2-D pool one output row per work-item: the window's rows reduced over the whole input
+    row, then each output column over its window's columns (padding, dilation, ceil_mode,
+    SAME padding, batches, the average's count with and without the padding)."""
+    x = RNG.uniform(-2, 2, shape).astype(np.float32)
+    src = _row_form(op, attrs, [x], _onnxruntime(op, attrs, [x], 1))
+    assert "one work-item per output row" in src and f"float m[{shape[3]}];" in src
+
+
+def test_max_pool_row_form_propagates_nan() -> None:
+    """A NaN in a window makes its maximum NaN, as the one-output form does."""
+    x = RNG.uniform(-2, 2, (1, 2, 6, 6)).astype(np.float32)
+    x[0, 1, 2, 3] = np.nan
+    attrs = {"kernel_shape": [2, 2], "strides": [2, 2]}
+    ref = x.reshape(1, 2, 3, 2, 3, 2).max(axis=(3, 5))  # numpy's max propagates NaN too
+    opk = op_kernel("MaxPool", attrs, [x.shape], [ref.shape], name="mp", variant=BLOCKED)
+    (got,) = run_op(opk, [x], [ref.shape])
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_allclose(got[~np.isnan(ref)], ref[~np.isnan(ref)])
+    assert np.isnan(got[0, 1, 1, 1])
+
+
+def test_pool_rows_widths_equal_the_bruteforce_oracle(tmp_path: Path) -> None:
+    """Relu -> MaxPool (stride 2, padded) -> Add in the blocked variant: every UAR edge has
+    the oracle's width."""
+    rng = np.random.default_rng(1)
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[3, 3], strides=[2, 2],
+                         pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["p", "c"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "pool_rows", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 7, 9])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 4, 5])],
+        initializer=[numpy_helper.from_array(rng.standard_normal((1, 2, 4, 5)).astype(np.float32),
+                                             "c")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "pool_rows.onnx"
+    onnx.save(model, str(path))
+    program = load_onnx(str(path), target=REFERENCE_TARGET.with_variant("blocked"))
+    assert any("float m[9];" in k.source for k in program.kernels.values())  # the row form
+    uar = build_uar(program)
+    assert [e for e in uar.edges if not e.host]
+    assert width_mismatches(program, uar) == []
