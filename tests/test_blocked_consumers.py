@@ -553,6 +553,43 @@ def test_narrow_conv_is_an_implicit_gemm(tmp_path: Path, hw: int, width: int, st
                                atol=ATOL)
 
 
+@pytest.mark.parametrize("m,k,cb,rows", [
+    (512, 4608, 32, 8),  # ResNet-50's last 3x3 Conv: a 590 kB panel of B
+    (256, 2304, 16, 4),  # its third stage: 147 kB
+    (4, 4608, 32, 4),    # not two row blocks of 8 channels' worth: BLOCK_ROWS divides
+    (12, 4608, 32, 4),
+])
+def test_im2col_block_rows_rule(m: int, k: int, cb: int, rows: int) -> None:
+    assert linalg.im2col_block_rows(m, k, cb) == rows
+
+
+def test_a_deep_im2col_product_runs_taller_blocks(tmp_path: Path) -> None:
+    """A 3x3 Conv of 256 channels on 16 x 12 pixels (rows of 12: an Im2Col product; K = 2304,
+    192 columns in blocks of 32: a 295 kB panel) runs 8-row blocks; outputs equal
+    onnxruntime's."""
+    rng = np.random.default_rng(5)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[3, 3], pads=[1] * 4),
+         helper.make_node("Relu", ["c"], ["y"])], "deep",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 256, 16, 12])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 16, 12])],
+        [numpy_helper.from_array(rng.uniform(-0.1, 0.1, (16, 256, 3, 3)).astype(np.float32),
+                                 "w"),
+         numpy_helper.from_array(rng.uniform(-0.1, 0.1, 16).astype(np.float32), "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    path = tmp_path / "deep.onnx"
+    path.write_bytes(model.SerializeToString())
+    program = load_onnx_model(str(path), target=REFERENCE_TARGET.with_variant("blocked")).program
+    product = program.kernels["Conv_0"].source
+    assert "for (int kk = 0; kk < 2304; kk++)" in product
+    assert "acc_7_31" in product and "acc_8_0" not in product
+    sess = polyfuse.InferenceSession(str(path), _form="blocked")
+    feeds = random_inputs(sess.io, seed=1)
+    (y,) = sess.run(None, feeds)
+    np.testing.assert_allclose(y, onnxruntime_reference(str(path), feeds)["y"], rtol=RTOL,
+                               atol=ATOL)
+
+
 @pytest.mark.parametrize("hw,stride,dil", [(12, 1, 1), (25, 2, 2)])
 def test_im2col_widths_equal_the_bruteforce_oracle(tmp_path: Path, hw: int, stride: int,
                                                    dil: int) -> None:
