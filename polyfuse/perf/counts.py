@@ -233,6 +233,15 @@ class MemRecord:
     #: straight-line accesses of a work-item to consecutive elements, as a register block's
     #: stores (:func:`packed_accesses`): a compiler writes them as vectors
     packed: bool = False
+    #: the distinct elements each work-item accesses, summed over the work-items (of accesses
+    #: in work-item loops; None otherwise): ``accesses`` beyond it re-read what the same
+    #: work-item read before (a row form's passes over its own row), the rest of the re-reads
+    #: are other work-items' (:func:`own_pairs`)
+    own_footprint: Optional[Count] = None
+    #: the runs of consecutive elements each work-item accesses (an element whose predecessor
+    #: it does not access starts one), summed over the work-items, of the same accesses:
+    #: ``own_footprint / own_runs`` is a work-item's mean run (:func:`own_runs`)
+    own_runs: Optional[Count] = None
 
     @property
     def afr(self) -> Optional[sympy.Expr]:
@@ -264,7 +273,10 @@ class MemRecord:
                        block_accesses=(self.block_accesses.evaluate(values)
                                        if self.block_accesses else None),
                        contiguous_accesses=(self.contiguous_accesses.evaluate(values)
-                                            if self.contiguous_accesses else None))
+                                            if self.contiguous_accesses else None),
+                       own_footprint=(self.own_footprint.evaluate(values)
+                                      if self.own_footprint else None),
+                       own_runs=self.own_runs.evaluate(values) if self.own_runs else None)
 
     def to_json(self) -> dict[str, Any]:
         afr = self.afr
@@ -768,6 +780,32 @@ def packed_accesses(kernel: Kernel, with_barrier: set[tuple[str, ...]]
     return frozenset(out)
 
 
+def own_pairs(relation: isl.Map) -> isl.Map:
+    """Work-item -> the elements it accesses, of an access relation: its statement
+    instances' loop dimensions projected out, the work-item ids (:data:`WORK_ITEM_DIMS`, the
+    domain's first dimensions) kept.  The number of pairs is what every work-item accesses
+    once, summed over the work-items (:attr:`MemRecord.own_footprint`)."""
+    n = relation.dim(isl.dim_type.in_)
+    k = len(WORK_ITEM_DIMS)
+    rel = relation.reset_tuple_id(isl.dim_type.in_)
+    if n > k:
+        rel = rel.project_out(isl.dim_type.in_, k, n - k)
+    return rel
+
+
+def own_runs(pairs: isl.Map) -> Optional[isl.Set]:
+    """The pairs of :func:`own_pairs` (a one-dimensional array's) that start a run of
+    consecutive elements: the work-item does not access the element before.  Their number
+    is the runs every work-item walks, summed over the work-items: a CPU's prefetchers
+    follow a long run as a stream, many short ones are scattered lines
+    (:attr:`MemRecord.own_runs`); None for an array of several dimensions."""
+    if pairs.dim(isl.dim_type.out) != 1:
+        return None
+    name = pairs.get_tuple_name(isl.dim_type.out) or ""
+    step = isl.Map(f"{{ {name}[e] -> {name}[e + 1] }}")
+    return pairs.subtract(pairs.apply_range(step)).wrap()
+
+
 def _first_group(domain: isl.Set) -> isl.Set:
     """``domain``'s instances in the first work-group (group ids 0: its first dimensions)."""
     space = domain.get_space()
@@ -947,12 +985,14 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
             grp = mem_groups.setdefault(key, {"count": [], "wi": [], "ranges": None,
                                               "reason": acc.reason, "loop": [],
                                               "nested": [], "block": [],
-                                              "contiguous": []})
+                                              "contiguous": [], "own": None})
             dom = acc.relation.domain()
             if acc.exact:
                 wi = counter.elements(acc.relation)
                 rng = acc.relation.range()
                 grp["ranges"] = rng if grp["ranges"] is None else grp["ranges"].union(rng)
+                if grp["own"] is not False:
+                    grp["own"] = (grp["own"] or []) + [acc.relation]
                 if space in ("global", "constant"):
                     prev = array_ranges.get(acc.array, rng)
                     array_ranges[acc.array] = None if prev is None else \
@@ -965,6 +1005,7 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
                 if space in ("global", "constant"):
                     array_ranges[acc.array] = None
                     group_ranges[acc.array] = None
+                grp["own"] = False
                 wi = counter.instances(dom, "work-item")
             grp["wi"].append(wi)
             if _in_work_item_loop(dom, with_barrier):
@@ -991,6 +1032,10 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
         nested = _sum(grp["nested"]) if grp["nested"] else None
         block = _sum(grp["block"]) if grp["block"] else None
         contig = _sum(grp["contiguous"]) if grp["contiguous"] else None
+        own = runs = None
+        if loop is not None and space in ("global", "constant") and gran == "work-item" \
+                and grp["own"]:
+            own, runs = _own_counts(grp["own"], ctx)
         mem.append(MemRecord(space, array, dtype, direction, lid, gid, gran, c,
                              Count.of(_sum(grp["wi"]), ctx), footprint,
                              exact and not c.unbounded, reason,
@@ -998,7 +1043,7 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
                              Count.of(nested, ctx) if nested is not None else None,
                              Count.of(block, ctx) if block is not None else None,
                              Count.of(contig, ctx) if contig is not None else None,
-                             in_run))
+                             in_run, own, runs))
     mem.sort(key=lambda r: ({"global": 0, "constant": 1, "local": 2}.get(r.space, 3), r.array,
                             r.direction, str(r.lid_strides)))
     array_fp: dict[str, Count] = {}
@@ -1142,6 +1187,41 @@ def _footprint(ranges: isl.Set, ctx: Any) -> Optional[Count]:
         return None
 
 
+#: divisions in a disjunct of a work-item's accesses (:func:`own_pairs`) beyond which its own
+#: footprint and runs are not counted: a tiled 3x3 Conv's window (4 divisions) took barvinok
+#: 39 s, a depthwise one's (3) 3.6 s, where a row form's (0-1) and a 1x1 Conv's (1-2) take
+#: milliseconds
+OWN_MAX_DIVS = 2
+
+
+def _own_counts(relations: list[isl.Map], ctx: Any) -> tuple[Optional[Count], Optional[Count]]:
+    """The (work-item, element) pairs of ``relations`` and the runs among them
+    (:func:`own_pairs`, :func:`own_runs`), exact (barvinok) within
+    :data:`FOOTPRINT_OPERATIONS` and :data:`OWN_MAX_DIVS`; None past them (the re-reads are
+    then all counted as other work-items', the runs as short, as without these counts)."""
+    try:
+        with bounded(FOOTPRINT_OPERATIONS):
+            pairs = own_pairs(relations[0])
+            for rel in relations[1:]:
+                pairs = pairs.union(own_pairs(rel))
+            wrapped = coalesce(pairs.wrap())
+            if not wrapped.is_bounded() or max(
+                    (b.dim(isl.dim_type.div) for b in wrapped.get_basic_sets()),
+                    default=0) > OWN_MAX_DIVS:
+                return None, None
+            own = Count.of(wrapped.card(), ctx)
+            starts = own_runs(pairs)
+            if starts is None:
+                return own, None
+            starts = coalesce(starts)
+            if max((b.dim(isl.dim_type.div) for b in starts.get_basic_sets()),
+                   default=0) > OWN_MAX_DIVS:
+                return own, None
+            return own, Count.of(starts.card(), ctx)
+    except IslQuotaExceeded:
+        return None, None
+
+
 def _content_key(kernel: Kernel) -> str:
     """What a kernel's counts depend on, as text: its source with its own name blanked out
     when it calls no other function and has no file-scope declarations (the kernels of a
@@ -1228,7 +1308,11 @@ def count_program(program: Program, *, subgroup_size: Optional[int] = None,
                               block_accesses=None if r.block_accesses is None else
                               bind(r.block_accesses),
                               contiguous_accesses=None if r.contiguous_accesses is None else
-                              bind(r.contiguous_accesses)) for r in kc.mem),
+                              bind(r.contiguous_accesses),
+                              own_footprint=None if r.own_footprint is None else
+                              bind(r.own_footprint),
+                              own_runs=None if r.own_runs is None else bind(r.own_runs))
+                      for r in kc.mem),
             sync=tuple(replace(r, count=bind(r.count if r.kind != "kernel_launch" else inst))
                        for r in kc.sync),
             geometry={k: _bind(c, subs, (), values) for k, c in kc.geometry.items()},
