@@ -25,6 +25,9 @@ is evaluated, through :func:`polyfuse.predict` with ``measure=True`` (the code b
 fused or unfused (each example and block; each real-size model in each form), and a
 real-size model's kernel form (unfused, as a session ranks them) and its best of the four
 — is right when the program the model ranks first measures within 5 % of the measured best.
+The study scores the program polyfuse's code runs as well: for fused or not the fusion pass's
+(each group weighed by the model, those it cannot rank timed), for a kernel form the forms
+the model leaves within the session's ``FORM_MARGIN`` timed (the model alone when one is left).
 
 Measured: per launch, the median over ``--repeat`` runs of the whole program of its profiled
 time; predicted: the model's time of its exact counts.  The figure of merit is the geomean of
@@ -304,12 +307,15 @@ def program_times(rows: list[Row]) -> dict[str, tuple[float, float]]:
 
 @dataclass(frozen=True)
 class Choice:
-    """Programs computing the same thing, as the model and the measurement rank them."""
+    """Programs computing the same thing, as the model and the measurement rank them, and the
+    one polyfuse's code runs (``code_pick``; ``decided``: what chose it)."""
 
     what: str
     programs: tuple[str, ...]
     predicted: tuple[float, ...]
     measured: tuple[float, ...]
+    code_pick: int = 0
+    decided: str = "the model"
 
     @property
     def picked(self) -> str:
@@ -325,24 +331,64 @@ class Choice:
     def right(self) -> bool:
         return self.loss <= RANK_TOLERANCE
 
+    @property
+    def code_loss(self) -> float:
+        """The measured time of the program the code runs over the measured best."""
+        return self.measured[self.code_pick] / min(self.measured)
+
+    @property
+    def code_right(self) -> bool:
+        return self.code_loss <= RANK_TOLERANCE
+
 
 def choices(rows: list[Row]) -> list[Choice]:
-    """Every choice of the module docstring that the measured programs allow."""
+    """Every choice of the module docstring that the measured programs allow, with the program
+    the code runs: the fusion pass's (``[fused]``: each group weighed by the model, the close
+    ones timed, :mod:`polyfuse.passes.group_weighing`) for fused or not; for a kernel form,
+    the session's rule (:func:`polyfuse.apps.session._choose_form`): the forms predicted
+    within ``FORM_MARGIN`` of the fastest are built and timed, the model decides alone when
+    one is left."""
+    from polyfuse.apps.session import FORM_MARGIN
+
     times = program_times(rows)
     out = []
 
-    def choice(what: str, names: list[str]) -> None:
+    def choice(what: str, names: list[str], pick: Optional[Callable[[list[float],
+               list[float]], tuple[int, str]]] = None) -> None:
         if len(names) > 1 and all(n in times for n in names):
-            out.append(Choice(what, tuple(names), tuple(times[n][0] for n in names),
-                              tuple(times[n][1] for n in names)))
+            pred = [times[n][0] for n in names]
+            meas = [times[n][1] for n in names]
+            i, how = pick(pred, meas) if pick else (len(names) - 1, "the fusion pass")
+            out.append(Choice(what, tuple(names), tuple(pred), tuple(meas), i, how))
+
+    def forms(unfused: list[float]) -> list[int]:
+        return [k for k, p in enumerate(unfused) if p <= FORM_MARGIN * min(unfused)]
+
+    def form_pick(pred: list[float], meas: list[float]) -> tuple[int, str]:
+        left = forms(pred)
+        if len(left) == 1:
+            return left[0], "the model"
+        return min(left, key=meas.__getitem__), "timing"
 
     bases = sorted({p.rsplit(" [", 1)[0] for p in times})
     for b in bases:
         choice(f"{b}: fused or not", [f"{b} [unfused]", f"{b} [fused]"])
     for model in REAL_SIZE_MODELS:
-        choice(f"{model}: kernel form", [f"{model} {f} [unfused]" for f in FORMS])
+        unfused = [f"{model} {f} [unfused]" for f in FORMS]
+        choice(f"{model}: kernel form", unfused, form_pick)
+        if not all(n in times for n in unfused):
+            continue
+
+        def both_pick(pred: list[float], meas: list[float], unfused: list[str] = unfused
+                      ) -> tuple[int, str]:
+            left = forms([times[n][0] for n in unfused])
+            fused = [2 * k + 1 for k in left]  # programs ordered (form, unfused / fused)
+            if len(fused) == 1:
+                return fused[0], "the model and the fusion pass"
+            return min(fused, key=meas.__getitem__), "timing"
+
         choice(f"{model}: form and fusion", [f"{model} {f} [{u}]" for f in FORMS
-                                             for u in ("unfused", "fused")])
+                                             for u in ("unfused", "fused")], both_pick)
     return out
 
 
@@ -482,6 +528,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         for c in made:
             print(f"  {'ok   ' if c.right else 'WRONG'} {c.what[:40]:40s} picked "
                   f"{c.picked[:36]:36s} measured {c.loss:.2f}x the best")
+        print(f"the choice the code makes (the model decides, timing confirms when close): the "
+              f"measured best or within {RANK_TOLERANCE - 1:.0%} of it in "
+              f"{sum(c.code_right for c in made)} of {len(made)} choices")
+        for c in made:
+            print(f"  {'ok   ' if c.code_right else 'WRONG'} {c.what[:40]:40s} runs "
+                  f"{c.programs[c.code_pick][:36]:36s} measured {c.code_loss:.2f}x the best "
+                  f"({c.decided})")
     plot(rows, cal, png_path, f"{dev.name.strip()}: geomean error {ge:.0%} over {len(rows)} "
                               f"launches never calibrated on")
     print(f"wrote {csv_path}")
