@@ -233,7 +233,7 @@ def mobilenet_block(quick: bool) -> Graph:
 
 def evaluate(device: str, cal: pm.Calibration, quick: bool, repeat: int,
              say: Callable[[str], None], only: Optional[set[str]] = None,
-             reuse: Optional[dict[str, dict[str, list[float]]]] = None,
+             reuse: Optional[dict[str, dict[str, list[Any]]]] = None,
              real_size: Optional[Path] = None) -> list[Row]:
     """Every case predicted and measured (``reuse``: measured times of an earlier run, by
     program and launch id, instead of measuring again: for trying model changes;
@@ -253,17 +253,21 @@ def evaluate(device: str, cal: pm.Calibration, quick: bool, repeat: int,
             say(f"  {name}: skipped ({type(err).__name__}: {str(err)[:100]})")
             return
         if old is not None:
+            # a launch whose kernel changed since (a fusion the model now decides otherwise)
+            # was not measured: its id names another kernel (the kernel is the third field)
             pred = dataclasses.replace(pred, launches=tuple(
                 dataclasses.replace(lp, measured_s=old[str(lp.launch)][0],
                                     spread=old[str(lp.launch)][1])
-                for lp in pred.launches if str(lp.launch) in old))
+                for lp in pred.launches if str(lp.launch) in old
+                and old[str(lp.launch)][2:3] in ([], [lp.kernel])))
         seen = {lp.kernel for lp in pred.launches} & calibrated
         assert not seen, f"evaluated a calibration kernel: {seen}"
         for lp in pred.launches:
             if lp.measured_s:
                 rows.append(Row(group, name, lp))
+        err = pred.geomean_error
         say(f"  {name}: {len(pred.launches)} launches, geomean error "
-            f"{pred.geomean_error:.0%} ({time.perf_counter() - t0:.0f} s)")
+            f"{'-' if err is None else f'{err:.0%}'} ({time.perf_counter() - t0:.0f} s)")
 
     with tempfile.TemporaryDirectory(prefix="polyfuse-accuracy-") as tmp:
         say("operators at real sizes:")
@@ -487,10 +491,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     csv_path = args.out / f"model_accuracy_{tag}.csv"
     png_path = args.out / f"model_accuracy_{tag}.png"
     write_csv(rows, csv_path)
-    measured: dict[str, dict[str, list[float]]] = {}
+    measured: dict[str, dict[str, list[Any]]] = {}
     for r in rows:
         measured.setdefault(r.program, {})[str(r.launch.launch)] = [r.launch.measured_s or 0.0,
-                                                                    r.launch.spread or 0.0]
+                                                                    r.launch.spread or 0.0,
+                                                                    r.launch.kernel]
     (args.out / f"model_accuracy_{tag}_measured.json").write_text(json.dumps(measured, indent=1))
 
     print(f"device: {dev.name.strip()} ({args.device or 'default'}); calibration p = {cal.p:g}, "

@@ -65,10 +65,16 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
      are those of warm bytes, cold ones pay this on top; the last-level cache's size is a
      fitted fraction of the one the device reports (:data:`LLC_FRACTIONS`: it is shared);
      ``gmem_cold_scattered_bytes``: of those cold bytes, the ones that many streams fetch at
-     once (accessed in work-item loops, or at a stride between work-items: each work-item
-     walks its own rows) — a CPU's prefetchers follow a few sequential streams, so these
+     once (accessed at a stride between work-items, or in work-item loops walking runs of
+     consecutive elements shorter than :data:`SCATTERED_RUN_BYTES`: each work-item walks
+     short rows of its own) — a CPU's prefetchers follow a few sequential streams, so these
      come from memory several times slower per byte than a stream's (``calib_rowblock``
-     runs 4.9x faster warm than cold, a stream 2.6x);
+     runs 4.9x faster warm than cold, a stream 2.6x), where a work-item walking a whole
+     row is a stream of its own (``calib_rowpass``); ``gmem_own_reuse_bytes``: the re-reads
+     of elements the same work-item accessed before (a row form's passes over its own row,
+     in its private caches), apart from ``gmem_reuse_bytes``, the re-reads of what other
+     work-items accessed (both exact: :attr:`~polyfuse.perf.counts.MemRecord.own_footprint`
+     and ``own_runs`` count the (work-item, element) pairs and the runs among them);
    * overheads that do not overlap with the rest: ``launches``, ``group_barriers`` (barriers
      executed per work-group, summed over work-groups, as Stevens & Klöckner's ``barrier ×
      groups``) and
