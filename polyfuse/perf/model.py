@@ -66,15 +66,17 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
      fitted fraction of the one the device reports (:data:`LLC_FRACTIONS`: it is shared);
      ``gmem_cold_scattered_bytes``: of those cold bytes, the ones that many streams fetch at
      once (accessed at a stride between work-items, or in work-item loops walking runs of
-     consecutive elements shorter than :data:`SCATTERED_RUN_BYTES`: each work-item walks
-     short rows of its own) — a CPU's prefetchers follow a few sequential streams, so these
+     consecutive elements a work-group walks shorter than :data:`SCATTERED_RUN_BYTES`: each
+     work-item walks short rows of its own) — a CPU's prefetchers follow a few sequential
+     streams, so these
      come from memory several times slower per byte than a stream's (``calib_rowblock``
-     runs 4.9x faster warm than cold, a stream 2.6x), where a work-item walking a whole
-     row is a stream of its own (``calib_rowpass``); ``gmem_own_reuse_bytes``: the re-reads
+     runs 4.9x faster warm than cold, a stream 2.6x), where a group of work-items walking
+     adjacent rows is a stream (``calib_rowpass``); ``gmem_own_reuse_bytes``: the re-reads
      of elements the same work-item accessed before (a row form's passes over its own row,
      in its private caches), apart from ``gmem_reuse_bytes``, the re-reads of what other
      work-items accessed (both exact: :attr:`~polyfuse.perf.counts.MemRecord.own_footprint`
-     and ``own_runs`` count the (work-item, element) pairs and the runs among them);
+     counts the (work-item, element) pairs,
+     :attr:`~polyfuse.perf.counts.KernelCounts.group_runs` the runs of a group's footprint);
    * overheads that do not overlap with the rest: ``launches``, ``group_barriers`` (barriers
      executed per work-group, summed over work-groups, as Stevens & Klöckner's ``barrier ×
      groups``) and
@@ -191,11 +193,14 @@ LLC_FRACTIONS = (1.0, 0.75, 0.5, 0.375, 0.25, 0.125)
 #: on a CPU (PoCL vectorizes the work-item loop along dimension 0): its unit-stride bytes are
 #: ``gmem_narrow_bytes``
 NARROW_GROUP = 16
-#: a work-item's loop walking runs of consecutive elements this long (bytes, on average) is a
-#: stream the CPU's prefetchers follow, not scattered lines: a row form's rows of 512 B and
-#: more ran as fast cold per byte as a stream (``calib_rowpass``), the 128 B rows of
-#: ``calib_rowblock`` 2-4x slower (4 cache lines: a prefetcher trains on two or three)
-SCATTERED_RUN_BYTES = 256
+#: the loops of a work-group walking runs of consecutive elements this long (bytes, on
+#: average over the first group's footprint of the array) are a stream the CPU's prefetchers
+#: follow, not scattered lines: one work-item per row, adjacent rows of 128 B to 2 KiB
+#: (``calib_rowpass``; a group's run 8 KiB and more), ran cold at a stream's 70-90 us per
+#: 512 KiB in and out, and 1.7-2.6x faster warm, as a stream; a group's 64 rows of 128 B at a
+#: matrix's pitch (``calib_rowblock``) 4.9x, a column walk's runs of 256 B
+#: (``calib_loop``) as scattered
+SCATTERED_RUN_BYTES = 1024
 #: Additive overheads (never hidden by other work).
 OVERHEAD_FEATURES = ("launches", "group_barriers", "work_groups")
 #: Every feature, in the order of :meth:`Features.vector` and of the fitted cost vector.
@@ -540,16 +545,16 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
         w = min(1.0, max(0.0, float(warm.get(m.array, 0.0))))
         out["gmem_cold_bytes"] += (1.0 - w) * first * size
         # cold bytes that each work-item streams on its own (in its loops, or at a stride
-        # between work-items): many streams at once, which prefetchers do not follow -- but a
-        # work-item's loop walking runs of SCATTERED_RUN_BYTES or more (a row form's whole
-        # row) is a stream of its own, which they do
+        # between work-items): many streams at once, which prefetchers do not follow -- but
+        # loops of a work-group that walk runs of SCATTERED_RUN_BYTES or more together (a row
+        # form's group of adjacent rows) are a stream, which they do
         looped = share
-        if m.own_runs is not None and m.own_runs.value is not None and \
-                m.own_footprint is not None and m.own_footprint.value is not None:
-            runs = float(Fraction(m.own_runs.value))
-            if runs > 0 and float(Fraction(m.own_footprint.value)) / runs * size \
-                    >= SCATTERED_RUN_BYTES:
-                looped = 0.0
+        runs = kc.group_runs.get(m.array)
+        if runs is not None and runs.value is not None and group_fp is not None \
+                and group_fp.value is not None and float(Fraction(runs.value)) > 0 \
+                and float(Fraction(group_fp.value)) / float(Fraction(runs.value)) * size \
+                >= SCATTERED_RUN_BYTES:
+            looped = 0.0
         scattered = looped if cls in ("unit", "uniform") else (1.0 - share) + looped
         out["gmem_cold_scattered_bytes"] += (1.0 - w) * scattered * first * size
     charged = sum(out[f] for f in ("gmem_unit_bytes", "gmem_narrow_bytes", "gmem_loop_bytes",
