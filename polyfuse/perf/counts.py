@@ -235,9 +235,8 @@ class MemRecord:
     packed: bool = False
     #: the distinct elements each work-item accesses, summed over the work-items (of accesses
     #: in work-item loops, counted within :data:`OWN_MAX_DIVS`; None otherwise): ``accesses``
-    #: beyond it re-read what the same
-    #: work-item read before (a row form's passes over its own row), the rest of the re-reads
-    #: are other work-items' (:func:`own_pairs`)
+    #: beyond it re-read what the same work-item read before (a row form's passes over its own
+    #: row), the rest of the re-reads are other work-items' (:func:`own_pairs`)
     own_footprint: Optional[Count] = None
 
     @property

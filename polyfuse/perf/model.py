@@ -65,10 +65,9 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
      are those of warm bytes, cold ones pay this on top; the last-level cache's size is a
      fitted fraction of the one the device reports (:data:`LLC_FRACTIONS`: it is shared);
      ``gmem_cold_scattered_bytes``: of those cold bytes, the ones that many streams fetch at
-     once (accessed at a stride between work-items, or in work-item loops walking runs of
-     consecutive elements a work-group walks shorter than :data:`SCATTERED_RUN_BYTES`: each
-     work-item walks short rows of its own) — a CPU's prefetchers follow a few sequential
-     streams, so these
+     once (accessed at a stride between work-items, or in work-item loops whose work-group
+     walks runs of consecutive elements shorter than :data:`SCATTERED_RUN_BYTES`: short rows
+     at a pitch) — a CPU's prefetchers follow a few sequential streams, so these
      come from memory several times slower per byte than a stream's (``calib_rowblock``
      runs 4.9x faster warm than cold, a stream 2.6x), where a group of work-items walking
      adjacent rows is a stream (``calib_rowpass``); ``gmem_own_reuse_bytes``: the re-reads
@@ -1348,7 +1347,7 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
                 warm=k == 3))
 
     # one work-item per row, two passes over it (rows of a model's hidden sizes, 0.4-6 MiB;
-    # the middle one warm too)
+    # the second shape again, warm)
     rowpasses = ((256, 768),) if quick else ((128, 768), (1536, 128), (512, 3072), (1536, 128))
     for k, (rows, cols) in enumerate(rowpasses):
         r = rows * s
