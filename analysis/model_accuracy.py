@@ -2,8 +2,9 @@
 
 The model (:mod:`polyfuse.perf.model`) is fitted on generated micro-benchmarks only
 (``CALIBRATION_KERNELS``; the script checks that no kernel evaluated here is among them).  It
-is evaluated, through :func:`polyfuse.predict` with ``measure=True`` (the code behind
-``polyfuse predict --measure``), on
+is evaluated, through the steps of :func:`polyfuse.predict` with ``measure=True`` (the code
+behind ``polyfuse predict --measure``: the program loaded, fused, predicted, measured per
+launch), on
 
 * **operators** at real sizes, whatever kernels the operator library produces for them: the
   products of BERT-base and GPT-2 (128×768×768, 128×768×3072, 128×3072×768), the batched
@@ -25,10 +26,15 @@ is evaluated, through :func:`polyfuse.predict` with ``measure=True`` (the code b
 fused or unfused (each example and block; each real-size model in each form), and a
 real-size model's kernel form (unfused, as a session ranks them) and its best of the four
 — is right when the program the model ranks first measures within 5 % of the measured best.
+The study scores the program polyfuse's code runs as well: for fused or not the fusion pass's
+(each group weighed by the model, those it cannot rank timed), for a kernel form the forms
+the model leaves within the session's ``FORM_MARGIN`` timed (the model alone when one is left).
 
 Measured: per launch, the median over ``--repeat`` runs of the whole program of its profiled
-time; predicted: the model's time of its exact counts.  The figure of merit is the geomean of
-``max(p/m, m/p)`` over launches, minus 1 ("geomean error").
+time, the programs of one choice in turn, run by run (two programs measured minutes apart on a
+shared machine differed by 10-45 % with the same kernels: the ranking compared the moments, not
+the programs); predicted: the model's time of its exact counts.  The figure of merit is the
+geomean of ``max(p/m, m/p)`` over launches, minus 1 ("geomean error").
 
     .venv/bin/python analysis/model_accuracy.py [--device 0:0] [--quick] [--recalibrate]
         [--repeat 7] [--out DIR] [--real-size out/real_size] [--reuse MEASURED.json]
@@ -58,7 +64,7 @@ from typing import Any, Optional
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from polyfuse.apps.prediction import LaunchPrediction, predict  # noqa: E402
+from polyfuse.apps.prediction import LaunchPrediction  # noqa: E402
 from polyfuse.perf import model as pm  # noqa: E402
 
 EXAMPLES = ROOT / "examples"
@@ -230,54 +236,99 @@ def mobilenet_block(quick: bool) -> Graph:
 
 def evaluate(device: str, cal: pm.Calibration, quick: bool, repeat: int,
              say: Callable[[str], None], only: Optional[set[str]] = None,
-             reuse: Optional[dict[str, dict[str, list[float]]]] = None,
+             reuse: Optional[dict[str, dict[str, list[Any]]]] = None,
              real_size: Optional[Path] = None) -> list[Row]:
-    """Every case predicted and measured (``reuse``: measured times of an earlier run, by
-    program and launch id, instead of measuring again: for trying model changes;
+    """Every case predicted and measured, the programs of a choice together (``reuse``: measured
+    times of an earlier run, by program and launch id, instead of measuring again: for trying
+    model changes;
     ``real_size``: the directory of the real-size exports, :data:`REAL_SIZE_MODELS`)."""
+    from polyfuse.apps.prediction import load_source
+    from polyfuse.perf.launches import measure_launches, predict_program
+
     rows: list[Row] = []
     calibrated = set(cal.calibration_kernels)
 
-    def run(group: str, name: str, source: Any, **kw: Any) -> None:
+    def predicted(source: Any, kw: dict[str, Any]) -> tuple[Any, dict[str, int],
+                                                         list[LaunchPrediction]]:
+        """The program ``predict`` would measure, its integer sizes and its predictions."""
+        params = kw.get("params")
+        ints = {k: int(v) for k, v in (params or {}).items()}
+        program = load_source(source, host=kw.get("host"), params=params, device=device,
+                              form=kw.get("form"))
+        if kw.get("fused"):
+            from polyfuse.passes.pipeline import fuse_program
+
+            program = fuse_program(program, params=ints, device=device).fused.program
+        return program, ints, list(predict_program(program, cal, params=ints))
+
+    def run(group: str, cases: list[tuple[str, Any, dict[str, Any]]]) -> None:
+        """The programs of one choice, predicted, then measured together: ``repeat`` rounds,
+        each one run of every program in turn (the load of other jobs hits them alike, so
+        the ranking compares them, not the moments they were measured at)."""
         if only and group not in only:
             return
+        built: dict[str, tuple[Any, dict[str, int], list[LaunchPrediction]]] = {}
+        for name, source, kw in cases:
+            try:
+                built[name] = predicted(source, kw)
+            except Exception as err:  # noqa: BLE001 - one case failing must not stop the study
+                say(f"  {name}: skipped ({type(err).__name__}: {str(err)[:100]})")
         t0 = time.perf_counter()
-        old = (reuse or {}).get(name)
-        try:
-            pred = predict(source, device=device, calibration=cal, measure=old is None,
-                           repeat=repeat, **kw)
-        except Exception as err:  # noqa: BLE001 - one case failing must not stop the study
-            say(f"  {name}: skipped ({type(err).__name__}: {str(err)[:100]})")
-            return
-        if old is not None:
-            pred = dataclasses.replace(pred, launches=tuple(
-                dataclasses.replace(lp, measured_s=old[str(lp.launch)][0],
-                                    spread=old[str(lp.launch)][1])
-                for lp in pred.launches if str(lp.launch) in old))
-        seen = {lp.kernel for lp in pred.launches} & calibrated
-        assert not seen, f"evaluated a calibration kernel: {seen}"
-        for lp in pred.launches:
-            if lp.measured_s:
-                rows.append(Row(group, name, lp))
-        say(f"  {name}: {len(pred.launches)} launches, geomean error "
-            f"{pred.geomean_error:.0%} ({time.perf_counter() - t0:.0f} s)")
+        samples: dict[str, dict[int, list[float]]] = {n: {} for n in built}
+        for _ in range(0 if reuse is not None else repeat):
+            for name, (program, ints, launches) in list(built.items()):
+                try:
+                    got = measure_launches(program, launches, params=ints, device=device,
+                                           repeat=1)
+                except Exception as err:  # noqa: BLE001
+                    say(f"  {name}: not measured ({type(err).__name__}: {str(err)[:100]})")
+                    del built[name]
+                    continue
+                for lp in got:
+                    if lp.measured_s:
+                        samples[name].setdefault(lp.launch, []).append(lp.measured_s)
+        for name, (_program, _ints, launches) in built.items():
+            if reuse is not None:
+                # a launch whose kernel changed since (a fusion the model now decides
+                # otherwise) was not measured: its id names another kernel (the third field)
+                old = reuse.get(name, {})
+                measured = [dataclasses.replace(lp, measured_s=old[str(lp.launch)][0],
+                                                spread=old[str(lp.launch)][1])
+                            for lp in launches if str(lp.launch) in old
+                            and old[str(lp.launch)][2:3] in ([], [lp.kernel])]
+            else:
+                measured = []
+                for lp in launches:
+                    s = samples[name].get(lp.launch)
+                    if s:
+                        med = statistics.median(s)
+                        q = statistics.quantiles(s, n=4) if len(s) > 1 else [med, med, med]
+                        measured.append(dataclasses.replace(
+                            lp, measured_s=med, spread=(q[2] - q[0]) / med))
+            seen = {lp.kernel for lp in launches} & calibrated
+            assert not seen, f"evaluated a calibration kernel: {seen}"
+            rows.extend(Row(group, name, lp) for lp in measured)
+            err = pm.geomean_error([(lp.predicted_s, lp.measured_s or 0.0) for lp in measured]) \
+                if measured else None
+            say(f"  {name}: {len(launches)} launches, geomean error "
+                f"{'-' if err is None else f'{err:.0%}'}")
+        say(f"    ({time.perf_counter() - t0:.0f} s measuring)")
 
     with tempfile.TemporaryDirectory(prefix="polyfuse-accuracy-") as tmp:
         say("operators at real sizes:")
-        run("operators", "operators", operators(quick).save(Path(tmp) / "operators.onnx"))
+        run("operators", [("operators", operators(quick).save(Path(tmp) / "operators.onnx"),
+                           {})])
         say("blocks at real sizes, unfused and fused:")
         for make in (gpt2_mlp, resnet_bottleneck, mobilenet_block):
             path = make(quick).save(Path(tmp) / f"{make.__name__}.onnx")
-            for fused in (False, True):
-                run("blocks", f"{make.__name__} [{'fused' if fused else 'unfused'}]", path,
-                    fused=fused)
+            run("blocks", [(f"{make.__name__} [{'fused' if fused else 'unfused'}]", path,
+                            {"fused": fused}) for fused in (False, True)])
     say("examples, unfused and fused:")
     for d in sorted(p.parent.name for p in EXAMPLES.glob("*/host.c")):
         params = EXAMPLE_PARAMS.get(d)
-        for fused in (False, True):
-            run("examples", f"{d} [{'fused' if fused else 'unfused'}]",
-                EXAMPLES / d / "kernels.cl", host=str(EXAMPLES / d / "host.c"), params=params,
-                fused=fused)
+        run("examples", [(f"{d} [{'fused' if fused else 'unfused'}]", EXAMPLES / d / "kernels.cl",
+                          {"host": str(EXAMPLES / d / "host.c"), "params": params,
+                           "fused": fused}) for fused in (False, True)])
     if real_size is not None:
         say("real-size models, both kernel forms, unfused and fused:")
         for model in REAL_SIZE_MODELS:
@@ -285,10 +336,9 @@ def evaluate(device: str, cal: pm.Calibration, quick: bool, repeat: int,
             if not path.exists():
                 say(f"  {path}: not there (analysis/export_real_size.py writes it)")
                 continue
-            for form in FORMS:
-                for fused in (False, True):
-                    run("real-size", f"{model} {form} [{'fused' if fused else 'unfused'}]",
-                        path, fused=fused, form=form)
+            run("real-size", [(f"{model} {form} [{'fused' if fused else 'unfused'}]", path,
+                               {"fused": fused, "form": form})
+                              for form in FORMS for fused in (False, True)])
     return rows
 
 
@@ -304,12 +354,15 @@ def program_times(rows: list[Row]) -> dict[str, tuple[float, float]]:
 
 @dataclass(frozen=True)
 class Choice:
-    """Programs computing the same thing, as the model and the measurement rank them."""
+    """Programs computing the same thing, as the model and the measurement rank them, and the
+    one polyfuse's code runs (``code_pick``; ``decided``: what chose it)."""
 
     what: str
     programs: tuple[str, ...]
     predicted: tuple[float, ...]
     measured: tuple[float, ...]
+    code_pick: int = 0
+    decided: str = "the model"
 
     @property
     def picked(self) -> str:
@@ -325,24 +378,64 @@ class Choice:
     def right(self) -> bool:
         return self.loss <= RANK_TOLERANCE
 
+    @property
+    def code_loss(self) -> float:
+        """The measured time of the program the code runs over the measured best."""
+        return self.measured[self.code_pick] / min(self.measured)
+
+    @property
+    def code_right(self) -> bool:
+        return self.code_loss <= RANK_TOLERANCE
+
 
 def choices(rows: list[Row]) -> list[Choice]:
-    """Every choice of the module docstring that the measured programs allow."""
+    """Every choice of the module docstring that the measured programs allow, with the program
+    the code runs: the fusion pass's (``[fused]``: each group weighed by the model, the close
+    ones timed, :mod:`polyfuse.passes.group_weighing`) for fused or not; for a kernel form,
+    the session's rule (:func:`polyfuse.apps.session._choose_form`): the forms predicted
+    within ``FORM_MARGIN`` of the fastest are built and timed, the model decides alone when
+    one is left."""
+    from polyfuse.apps.session import FORM_MARGIN
+
     times = program_times(rows)
     out = []
 
-    def choice(what: str, names: list[str]) -> None:
+    def choice(what: str, names: list[str], pick: Optional[Callable[[list[float],
+               list[float]], tuple[int, str]]] = None) -> None:
         if len(names) > 1 and all(n in times for n in names):
-            out.append(Choice(what, tuple(names), tuple(times[n][0] for n in names),
-                              tuple(times[n][1] for n in names)))
+            pred = [times[n][0] for n in names]
+            meas = [times[n][1] for n in names]
+            i, how = pick(pred, meas) if pick else (len(names) - 1, "the fusion pass")
+            out.append(Choice(what, tuple(names), tuple(pred), tuple(meas), i, how))
+
+    def forms(unfused: list[float]) -> list[int]:
+        return [k for k, p in enumerate(unfused) if p <= FORM_MARGIN * min(unfused)]
+
+    def form_pick(pred: list[float], meas: list[float]) -> tuple[int, str]:
+        left = forms(pred)
+        if len(left) == 1:
+            return left[0], "the model"
+        return min(left, key=meas.__getitem__), "timing"
 
     bases = sorted({p.rsplit(" [", 1)[0] for p in times})
     for b in bases:
         choice(f"{b}: fused or not", [f"{b} [unfused]", f"{b} [fused]"])
     for model in REAL_SIZE_MODELS:
-        choice(f"{model}: kernel form", [f"{model} {f} [unfused]" for f in FORMS])
+        unfused = [f"{model} {f} [unfused]" for f in FORMS]
+        choice(f"{model}: kernel form", unfused, form_pick)
+        if not all(n in times for n in unfused):
+            continue
+
+        def both_pick(pred: list[float], meas: list[float], unfused: list[str] = unfused
+                      ) -> tuple[int, str]:
+            left = forms([times[n][0] for n in unfused])
+            fused = [2 * k + 1 for k in left]  # programs ordered (form, unfused / fused)
+            if len(fused) == 1:
+                return fused[0], "the model and the fusion pass"
+            return min(fused, key=meas.__getitem__), "timing"
+
         choice(f"{model}: form and fusion", [f"{model} {f} [{u}]" for f in FORMS
-                                             for u in ("unfused", "fused")])
+                                             for u in ("unfused", "fused")], both_pick)
     return out
 
 
@@ -441,10 +534,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     csv_path = args.out / f"model_accuracy_{tag}.csv"
     png_path = args.out / f"model_accuracy_{tag}.png"
     write_csv(rows, csv_path)
-    measured: dict[str, dict[str, list[float]]] = {}
+    measured: dict[str, dict[str, list[Any]]] = {}
     for r in rows:
         measured.setdefault(r.program, {})[str(r.launch.launch)] = [r.launch.measured_s or 0.0,
-                                                                    r.launch.spread or 0.0]
+                                                                    r.launch.spread or 0.0,
+                                                                    r.launch.kernel]
     (args.out / f"model_accuracy_{tag}_measured.json").write_text(json.dumps(measured, indent=1))
 
     print(f"device: {dev.name.strip()} ({args.device or 'default'}); calibration p = {cal.p:g}, "
@@ -482,6 +576,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         for c in made:
             print(f"  {'ok   ' if c.right else 'WRONG'} {c.what[:40]:40s} picked "
                   f"{c.picked[:36]:36s} measured {c.loss:.2f}x the best")
+        print(f"the choice the code makes (the model decides, timing confirms when close): the "
+              f"measured best or within {RANK_TOLERANCE - 1:.0%} of it in "
+              f"{sum(c.code_right for c in made)} of {len(made)} choices")
+        for c in made:
+            print(f"  {'ok   ' if c.code_right else 'WRONG'} {c.what[:40]:40s} runs "
+                  f"{c.programs[c.code_pick][:36]:36s} measured {c.code_loss:.2f}x the best "
+                  f"({c.decided})")
     plot(rows, cal, png_path, f"{dev.name.strip()}: geomean error {ge:.0%} over {len(rows)} "
                               f"launches never calibrated on")
     print(f"wrote {csv_path}")

@@ -713,3 +713,89 @@ def test_a_flat_cache_size_fit_keeps_the_smallest_size():
     truth[pm.FEATURES.index("gmem_beyond_cache_bytes")] = 8e-11
     x = np.array([pm.features_of(kc, cache_bytes=64 << 10).vector() for kc in counts])
     assert pm.fit_calibration(counts, pm.model_time(x, truth, 1.0), (1.0,), grid)[2] == 64 << 10
+
+
+def _row_pass(rows: int, cols: int) -> object:
+    k = pm.specialize_kernel(parse_kernels(pm._row_pass_source(cols))["calib_rowpass"], (rows,),
+                             (32,))
+    return count_kernel(k, subgroup_size=SG)
+
+
+@pytest.mark.parametrize("rows,cols", [(64, 32), (96, 128)])
+def test_own_rereads_and_group_runs_are_exact(rows: int, cols: int):
+    """``calib_rowpass``: each work-item sums its row (16 partials), then reads it again to
+    store it scaled.  By brute force over the (work-item, element) pairs: every element of
+    ``x`` is read twice by the same work-item, so the re-reads are its own
+    (``gmem_own_reuse_bytes``), none another's (``gmem_reuse_bytes``); the first group of 32
+    work-items walks 32 adjacent rows, one run of ``32 * cols`` elements of ``x`` and of
+    ``y``: a stream (no ``gmem_cold_scattered_bytes``).  ``calib_rowblock``'s first group
+    walks 8 rows of 32 floats at a pitch of 64: 8 runs of 128 bytes, scattered lines."""
+    kc = _row_pass(rows, cols)
+    reads = [(r, r * cols + c) for r in range(rows) for _ in range(2) for c in range(cols)]
+    pairs = set(reads)
+    (x,) = [m for m in kc.mem if m.array == "x"]
+    assert int(x.accesses.value) == len(reads) and int(x.own_footprint.value) == len(pairs)
+    first = {e for r, e in pairs if r < 32}
+    starts = {e for e in first if e - 1 not in first}
+    for array in ("x", "y"):
+        assert int(kc.group_footprints[array].value) == len(first)
+        assert int(kc.group_runs[array].value) == len(starts) == 1
+    f = pm.features_of(kc).values
+    assert f["gmem_own_reuse_bytes"] == 4 * (len(reads) - len(pairs))
+    assert f["gmem_reuse_bytes"] == 0
+    assert f["gmem_cold_bytes"] == pytest.approx(4 * 2 * rows * cols)
+    assert 4 * len(first) >= pm.SCATTERED_RUN_BYTES and f["gmem_cold_scattered_bytes"] == 0
+    k = pm.specialize_kernel(parse_kernels(pm._row_block_source(4, 32, 64))["calib_rowblock"],
+                             (2, 2), (2, 1))
+    block = count_kernel(k, subgroup_size=SG)
+    walked = {r * 64 + c for r in range(8) for c in range(32)}
+    assert int(block.group_footprints["x"].value) == len(walked)
+    assert int(block.group_runs["x"].value) == len({e for e in walked if e - 1 not in walked})
+    assert 4 * len(walked) / int(block.group_runs["x"].value) < pm.SCATTERED_RUN_BYTES
+
+
+def test_rereads_of_other_work_items_are_not_own():
+    """A table re-read by every work-group (``calib_reuse``, straight-line code) and a column
+    walk's uniform coefficients (``calib_loop``: every work-item reads ``c[k]`` once) are
+    re-reads of what other work-items read: ``gmem_reuse_bytes``, never
+    ``gmem_own_reuse_bytes``; a column walk's group walks runs of 256 bytes (scattered)."""
+    f = pm.features_of(_counts(pm._reuse_source(64), "calib_reuse", 1024)).values
+    assert f["gmem_reuse_bytes"] == 4 * (1024 - 64) and f["gmem_own_reuse_bytes"] == 0
+    loop = pm.specialize_kernel(parse_kernels(pm._loop_source())["calib_loop"], (256,), (64,),
+                                {"rows": 8})
+    kc = count_kernel(loop, subgroup_size=SG)
+    (x,) = [m for m in kc.mem if m.array == "x"]
+    assert int(x.own_footprint.value) == 8 * 256
+    # the first group walks 8 runs of 64 elements (256 bytes) of x: scattered lines
+    assert int(kc.group_runs["x"].value) == 8
+    g = pm.features_of(kc).values
+    assert g["gmem_own_reuse_bytes"] == 0
+    # x's column walk and the run of 8 coefficients every work-item reads of c
+    assert g["gmem_cold_scattered_bytes"] == pytest.approx(4 * (8 * 256 + 8))
+
+
+def test_fit_recovers_the_own_reuse_cost():
+    """Synthetic times of row passes, re-read tables, streams, column walks and row blocks,
+    cold and warm, from known costs (a byte re-read by its own work-item, one re-read from
+    another's, a cold byte, a scattered cold byte): the fit recovers the two re-read costs
+    apart."""
+    counts = [_row_pass(r, c) for r, c in ((64, 32), (128, 128), (256, 64), (32, 256))]
+    counts += [_counts(pm._reuse_source(t), "calib_reuse", n)
+               for t, n in ((64, 1 << 12), (256, 1 << 14), (1024, 1 << 16))]
+    counts += [_counts(STREAM, "stream", n) for n in (1 << 12, 1 << 16)]
+    spec = pm.specialize_kernel
+    counts += [count_kernel(spec(parse_kernels(pm._loop_source())["calib_loop"], (n,), (64,),
+                                 {"rows": r}), subgroup_size=SG) for r, n in ((8, 256), (4, 1024))]
+    counts += [count_kernel(spec(parse_kernels(pm._row_block_source(4, 32, w))["calib_rowblock"],
+                                 (r // 4, w // 32), (8, 1)), subgroup_size=SG)
+               for r, w in ((64, 256), (128, 768))]
+    costs = {"gmem_unit_bytes": 1e-11, "gmem_loop_bytes": 2e-11, "gmem_contiguous_bytes": 1e-11,
+             "gmem_reuse_bytes": 5e-11, "gmem_own_reuse_bytes": 5e-12, "gmem_cold_bytes": 3e-11,
+             "gmem_cold_scattered_bytes": 1e-10, "launches": 2e-6}
+    # the byte features alone: a dozen kernels cannot pin the costs of every op class too
+    mask = np.array([f in costs for f in pm.FEATURES])
+    # each cold and warm (its data left in the cache), so the cold cost is told apart
+    x = np.array([pm.features_of(kc, cache_bytes=1 << 30, warm=None if w is None else
+                                 dict.fromkeys(pm.array_bytes(kc), w)).vector() * mask
+                  for kc in counts for w in (None, 1.0)])
+    _fit_recovers(x, costs, ("gmem_own_reuse_bytes", "gmem_reuse_bytes"))

@@ -233,6 +233,11 @@ class MemRecord:
     #: straight-line accesses of a work-item to consecutive elements, as a register block's
     #: stores (:func:`packed_accesses`): a compiler writes them as vectors
     packed: bool = False
+    #: the distinct elements each work-item accesses, summed over the work-items (of accesses
+    #: in work-item loops, counted within :data:`OWN_MAX_DIVS`; None otherwise): ``accesses``
+    #: beyond it re-read what the same work-item read before (a row form's passes over its own
+    #: row), the rest of the re-reads are other work-items' (:func:`own_pairs`)
+    own_footprint: Optional[Count] = None
 
     @property
     def afr(self) -> Optional[sympy.Expr]:
@@ -264,7 +269,9 @@ class MemRecord:
                        block_accesses=(self.block_accesses.evaluate(values)
                                        if self.block_accesses else None),
                        contiguous_accesses=(self.contiguous_accesses.evaluate(values)
-                                            if self.contiguous_accesses else None))
+                                            if self.contiguous_accesses else None),
+                       own_footprint=(self.own_footprint.evaluate(values)
+                                      if self.own_footprint else None))
 
     def to_json(self) -> dict[str, Any]:
         afr = self.afr
@@ -337,6 +344,10 @@ class KernelCounts:
     #: iterations of register-block loop bodies (:func:`register_block_domains`) summed over
     #: the work-items: each carries its accumulators' dependence chains one step
     block_iterations: Optional[Count] = None
+    #: runs of consecutive elements in ``group_footprints`` (:func:`run_starts`; arrays of one
+    #: dimension, counted within :data:`OWN_MAX_DIVS`): ``group_footprints / group_runs`` is
+    #: the mean run a work-group walks of the array
+    group_runs: Mapping[str, Count] = field(default_factory=dict)
 
     def evaluate(self, values: Mapping[str, int]) -> KernelCounts:
         """The same counts with every ``value`` filled that ``values`` determines."""
@@ -360,6 +371,7 @@ class KernelCounts:
             block_iterations=None if self.block_iterations is None else
             self.block_iterations.evaluate(vals),
             group_footprints={k: c.evaluate(vals) for k, c in self.group_footprints.items()},
+            group_runs={k: c.evaluate(vals) for k, c in self.group_runs.items()},
         )
 
     def per_work_item(self) -> KernelCounts:
@@ -768,6 +780,32 @@ def packed_accesses(kernel: Kernel, with_barrier: set[tuple[str, ...]]
     return frozenset(out)
 
 
+def own_pairs(relation: isl.Map) -> isl.Map:
+    """Work-item -> the elements it accesses, of an access relation: its statement
+    instances' loop dimensions projected out, the work-item ids (:data:`WORK_ITEM_DIMS`, the
+    domain's first dimensions) kept.  The number of pairs is what every work-item accesses
+    once, summed over the work-items (:attr:`MemRecord.own_footprint`)."""
+    n = relation.dim(isl.dim_type.in_)
+    k = len(WORK_ITEM_DIMS)
+    rel = relation.reset_tuple_id(isl.dim_type.in_)
+    if n > k:
+        rel = rel.project_out(isl.dim_type.in_, k, n - k)
+    return rel
+
+
+def run_starts(elements: isl.Set) -> Optional[isl.Set]:
+    """The elements of a one-dimensional array's ``elements`` that start a run of consecutive
+    ones (the element before is not among them); None for an array of several dimensions.
+    Their number over the first work-group's footprint is the runs a group walks
+    (:attr:`KernelCounts.group_runs`): a CPU's prefetchers follow a long run as a stream,
+    many short ones are scattered lines."""
+    if elements.dim(isl.dim_type.set) != 1:
+        return None
+    name = elements.get_tuple_name() or ""
+    step = isl.Map(f"{{ {name}[e] -> {name}[e + 1] }}")
+    return elements.subtract(elements.apply(step))
+
+
 def _first_group(domain: isl.Set) -> isl.Set:
     """``domain``'s instances in the first work-group (group ids 0: its first dimensions)."""
     space = domain.get_space()
@@ -947,12 +985,14 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
             grp = mem_groups.setdefault(key, {"count": [], "wi": [], "ranges": None,
                                               "reason": acc.reason, "loop": [],
                                               "nested": [], "block": [],
-                                              "contiguous": []})
+                                              "contiguous": [], "own": None})
             dom = acc.relation.domain()
             if acc.exact:
                 wi = counter.elements(acc.relation)
                 rng = acc.relation.range()
                 grp["ranges"] = rng if grp["ranges"] is None else grp["ranges"].union(rng)
+                if grp["own"] is not False:
+                    grp["own"] = (grp["own"] or []) + [acc.relation]
                 if space in ("global", "constant"):
                     prev = array_ranges.get(acc.array, rng)
                     array_ranges[acc.array] = None if prev is None else \
@@ -965,6 +1005,7 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
                 if space in ("global", "constant"):
                     array_ranges[acc.array] = None
                     group_ranges[acc.array] = None
+                grp["own"] = False
                 wi = counter.instances(dom, "work-item")
             grp["wi"].append(wi)
             if _in_work_item_loop(dom, with_barrier):
@@ -991,6 +1032,10 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
         nested = _sum(grp["nested"]) if grp["nested"] else None
         block = _sum(grp["block"]) if grp["block"] else None
         contig = _sum(grp["contiguous"]) if grp["contiguous"] else None
+        own = None
+        if loop is not None and space in ("global", "constant") and gran == "work-item" \
+                and grp["own"]:
+            own = _own_footprint(grp["own"], ctx)
         mem.append(MemRecord(space, array, dtype, direction, lid, gid, gran, c,
                              Count.of(_sum(grp["wi"]), ctx), footprint,
                              exact and not c.unbounded, reason,
@@ -998,7 +1043,7 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
                              Count.of(nested, ctx) if nested is not None else None,
                              Count.of(block, ctx) if block is not None else None,
                              Count.of(contig, ctx) if contig is not None else None,
-                             in_run))
+                             in_run, own))
     mem.sort(key=lambda r: ({"global": 0, "constant": 1, "local": 2}.get(r.space, 3), r.array,
                             r.direction, str(r.lid_strides)))
     array_fp: dict[str, Count] = {}
@@ -1007,10 +1052,14 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
         if fp is not None:
             array_fp[array] = fp
     group_fp: dict[str, Count] = {}
+    group_runs: dict[str, Count] = {}
     for array, rng in sorted(group_ranges.items()):
         fp = _footprint(rng, ctx) if rng is not None and rng.is_bounded() else None
         if fp is not None:
             group_fp[array] = fp
+            runs = _runs(rng, ctx)
+            if runs is not None:
+                group_runs[array] = runs
 
     # -- synchronization
     sync_gran = granularity or "work-item"
@@ -1042,7 +1091,8 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
     kc = KernelCounts(kernel.name, sg, tuple(ops), tuple(mem), tuple(sync), geo.counts(),
                       tuple(geo.params), tuple(notes), dict(kernel.context.values),
                       tuple(v if isinstance(v, int) else None for v in geo.L), array_fp,
-                      group_fp, Count.of(block_iters, ctx) if block_iters is not None else None)
+                      group_fp, Count.of(block_iters, ctx) if block_iters is not None else None,
+                      group_runs)
     return kc.evaluate({})
 
 
@@ -1142,6 +1192,53 @@ def _footprint(ranges: isl.Set, ctx: Any) -> Optional[Count]:
         return None
 
 
+#: divisions in a disjunct of a work-item's accesses (:func:`own_pairs`) or a group's
+#: footprint beyond which the pairs and the runs are not counted: a tiled 3x3 Conv's window
+#: (4 divisions) took barvinok 39 s, a depthwise one's (3) 3.6 s, where a row form's (0-1)
+#: and a 1x1 Conv's (1-2) take milliseconds
+OWN_MAX_DIVS = 2
+
+
+def _own_footprint(relations: list[isl.Map], ctx: Any) -> Optional[Count]:
+    """The (work-item, element) pairs of ``relations`` (:func:`own_pairs`), exact (barvinok)
+    within :data:`FOOTPRINT_OPERATIONS` and :data:`OWN_MAX_DIVS`; None past them (the
+    re-reads are then all counted as other work-items', as without this count)."""
+    try:
+        with bounded(FOOTPRINT_OPERATIONS):
+            pairs = own_pairs(relations[0])
+            for rel in relations[1:]:
+                pairs = pairs.union(own_pairs(rel))
+            wrapped = coalesce(pairs.wrap())
+            if not wrapped.is_bounded() or max(
+                    (b.dim(isl.dim_type.div) for b in wrapped.get_basic_sets()),
+                    default=0) > OWN_MAX_DIVS:
+                return None
+            return Count.of(wrapped.card(), ctx)
+    except IslQuotaExceeded:
+        return None
+
+
+def _runs(elements: isl.Set, ctx: Any) -> Optional[Count]:
+    """How many runs of consecutive elements ``elements`` holds (:func:`run_starts`), exact
+    within :data:`FOOTPRINT_OPERATIONS` and :data:`OWN_MAX_DIVS`; None past them."""
+    try:
+        with bounded(FOOTPRINT_OPERATIONS):
+            merged = coalesce(elements)  # a union of many accesses' ranges: subtract is slow
+            if max((b.dim(isl.dim_type.div) for b in merged.get_basic_sets()),
+                   default=0) > OWN_MAX_DIVS:
+                return None
+            starts = run_starts(merged)
+            if starts is None:
+                return None
+            starts = coalesce(starts)
+            if max((b.dim(isl.dim_type.div) for b in starts.get_basic_sets()),
+                   default=0) > OWN_MAX_DIVS:
+                return None
+            return Count.of(starts.card(), ctx)
+    except IslQuotaExceeded:
+        return None
+
+
 def _content_key(kernel: Kernel) -> str:
     """What a kernel's counts depend on, as text: its source with its own name blanked out
     when it calls no other function and has no file-scope declarations (the kernels of a
@@ -1228,7 +1325,9 @@ def count_program(program: Program, *, subgroup_size: Optional[int] = None,
                               block_accesses=None if r.block_accesses is None else
                               bind(r.block_accesses),
                               contiguous_accesses=None if r.contiguous_accesses is None else
-                              bind(r.contiguous_accesses)) for r in kc.mem),
+                              bind(r.contiguous_accesses),
+                              own_footprint=None if r.own_footprint is None else
+                              bind(r.own_footprint)) for r in kc.mem),
             sync=tuple(replace(r, count=bind(r.count if r.kind != "kernel_launch" else inst))
                        for r in kc.sync),
             geometry={k: _bind(c, subs, (), values) for k, c in kc.geometry.items()},
@@ -1237,6 +1336,7 @@ def count_program(program: Program, *, subgroup_size: Optional[int] = None,
             block_iterations=None if kc.block_iterations is None else
             bind(kc.block_iterations),
             group_footprints={k: bind(c) for k, c in kc.group_footprints.items()},
+            group_runs={k: bind(c) for k, c in kc.group_runs.items()},
             notes=kc.notes + ((f"launch {launch.id}: totals over every instance of its host "
                                "loops",) if loops else ()),
         )

@@ -65,10 +65,17 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
      are those of warm bytes, cold ones pay this on top; the last-level cache's size is a
      fitted fraction of the one the device reports (:data:`LLC_FRACTIONS`: it is shared);
      ``gmem_cold_scattered_bytes``: of those cold bytes, the ones that many streams fetch at
-     once (accessed in work-item loops, or at a stride between work-items: each work-item
-     walks its own rows) — a CPU's prefetchers follow a few sequential streams, so these
+     once (accessed at a stride between work-items, or in work-item loops whose work-group
+     walks runs of consecutive elements shorter than :data:`SCATTERED_RUN_BYTES`: short rows
+     at a pitch) — a CPU's prefetchers follow a few sequential streams, so these
      come from memory several times slower per byte than a stream's (``calib_rowblock``
-     runs 4.9x faster warm than cold, a stream 2.6x);
+     runs 4.9x faster warm than cold, a stream 2.6x), where a group of work-items walking
+     adjacent rows is a stream (``calib_rowpass``); ``gmem_own_reuse_bytes``: the re-reads
+     of elements the same work-item accessed before (a row form's passes over its own row,
+     in its private caches), apart from ``gmem_reuse_bytes``, the re-reads of what other
+     work-items accessed (both exact: :attr:`~polyfuse.perf.counts.MemRecord.own_footprint`
+     counts the (work-item, element) pairs,
+     :attr:`~polyfuse.perf.counts.KernelCounts.group_runs` the runs of a group's footprint);
    * overheads that do not overlap with the rest: ``launches``, ``group_barriers`` (barriers
      executed per work-group, summed over work-groups, as Stevens & Klöckner's ``barrier ×
      groups``) and
@@ -158,7 +165,8 @@ ONCHIP_FEATURES = ("flop_simple", "flop_fma", "flop_div", "flop_special", "int_d
 MEMORY_FEATURES = ("gmem_unit_bytes", "gmem_narrow_bytes", "gmem_loop_bytes",
                    "gmem_contiguous_bytes",
                    "gmem_strided_bytes", "gmem_uniform_bytes", "gmem_reuse_bytes",
-                   "gmem_beyond_cache_bytes", "gmem_cold_bytes", "gmem_cold_scattered_bytes",
+                   "gmem_own_reuse_bytes", "gmem_beyond_cache_bytes", "gmem_cold_bytes",
+                   "gmem_cold_scattered_bytes",
                    "gmem_reuse_beyond_bytes", "gmem_strided_beyond_bytes")
 #: cache sizes (bytes) :func:`calibrate` tries for ``gmem_beyond_cache_bytes``; the one whose
 #: fit is best is kept in the calibration (the cache a device reports is often not the level
@@ -184,6 +192,14 @@ LLC_FRACTIONS = (1.0, 0.75, 0.5, 0.375, 0.25, 0.125)
 #: on a CPU (PoCL vectorizes the work-item loop along dimension 0): its unit-stride bytes are
 #: ``gmem_narrow_bytes``
 NARROW_GROUP = 16
+#: the loops of a work-group walking runs of consecutive elements this long (bytes, on
+#: average over the first group's footprint of the array) are a stream the CPU's prefetchers
+#: follow, not scattered lines: one work-item per row, adjacent rows of 128 B to 2 KiB
+#: (``calib_rowpass``; a group's run 8 KiB and more), ran cold at a stream's 70-90 us per
+#: 512 KiB in and out, and 1.7-2.6x faster warm, as a stream; a group's 64 rows of 128 B at a
+#: matrix's pitch (``calib_rowblock``) 4.9x, a column walk's runs of 256 B
+#: (``calib_loop``) as scattered
+SCATTERED_RUN_BYTES = 1024
 #: Additive overheads (never hidden by other work).
 OVERHEAD_FEATURES = ("launches", "group_barriers", "work_groups")
 #: Every feature, in the order of :meth:`Features.vector` and of the fitted cost vector.
@@ -498,7 +514,13 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
         if m.footprint is not None and m.footprint.value is not None:
             fp = float(Fraction(m.footprint.value))
         first = min(n, fp) if fp is not None else n
-        out["gmem_reuse_bytes"] += (n - first) * size
+        # re-reads of what the same work-item loaded before (a row form's passes over its own
+        # row, in its caches) apart from those of what other work-items loaded
+        own = n  # the distinct (work-item, element) pairs: all re-reads others' unless known
+        if m.own_footprint is not None and m.own_footprint.value is not None:
+            own = min(n, max(first, float(Fraction(m.own_footprint.value))))
+        out["gmem_own_reuse_bytes"] += (n - own) * size
+        out["gmem_reuse_bytes"] += (own - first) * size
         # the same elements read by every work-group along a dimension (group-id stride 0: a
         # weight matrix walked by every row's group) of an array larger than the cache: each
         # group's re-reads find the lines the others evicted
@@ -509,7 +531,7 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
         if group_fp is not None and group_fp.value is not None:
             walked = min(walked, float(Fraction(group_fp.value)) * size / instances)
         if walked > reuse_cache and any(g is not None and int(g) == 0 for g in m.gid_strides):
-            out["gmem_reuse_beyond_bytes"] += (n - first) * size * (1.0 - reuse_cache / walked)
+            out["gmem_reuse_beyond_bytes"] += (own - first) * size * (1.0 - reuse_cache / walked)
         if cls == "unit" and narrow and not m.packed:
             cls = "narrow"
         # the share made inside work-item loops, of any stride: scalar loads, one iteration
@@ -522,8 +544,17 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
         w = min(1.0, max(0.0, float(warm.get(m.array, 0.0))))
         out["gmem_cold_bytes"] += (1.0 - w) * first * size
         # cold bytes that each work-item streams on its own (in its loops, or at a stride
-        # between work-items): many streams at once, which prefetchers do not follow
-        scattered = share if cls in ("unit", "uniform") else 1.0
+        # between work-items): many streams at once, which prefetchers do not follow -- but
+        # loops of a work-group that walk runs of SCATTERED_RUN_BYTES or more together (a row
+        # form's group of adjacent rows) are a stream, which they do
+        looped = share
+        runs = kc.group_runs.get(m.array)
+        if runs is not None and runs.value is not None and group_fp is not None \
+                and group_fp.value is not None and float(Fraction(runs.value)) > 0 \
+                and float(Fraction(group_fp.value)) / float(Fraction(runs.value)) * size \
+                >= SCATTERED_RUN_BYTES:
+            looped = 0.0
+        scattered = looped if cls in ("unit", "uniform") else (1.0 - share) + looped
         out["gmem_cold_scattered_bytes"] += (1.0 - w) * scattered * first * size
     charged = sum(out[f] for f in ("gmem_unit_bytes", "gmem_narrow_bytes", "gmem_loop_bytes",
                                    "gmem_contiguous_bytes", "gmem_strided_bytes",
@@ -1002,6 +1033,26 @@ def _row_block_source(rows: int, cols: int, width: int) -> str:
             " + b[c0 + j];\n}\n")
 
 
+def _row_pass_source(cols: int, partials: int = 16) -> str:
+    """Kernel ``calib_rowpass``: one work-item per row of ``cols`` floats, a sum of the row into
+    ``partials`` accumulators (a loop of ``partials`` statements), then a second pass over
+    the same row storing it scaled by the sum — a work-item re-reading its own row, which
+    its caches still hold (``gmem_own_reuse_bytes``), the shape of a row-form reduction."""
+    steps = cols // partials
+    lines = ["__kernel void calib_rowpass(__global const float *x, __global float *y)\n{",
+             "    const int r = get_global_id(0);"]
+    lines += [f"    float p{j} = 0.0f;" for j in range(partials)]
+    lines.append(f"    for (int k = 0; k < {steps}; k++) {{")
+    lines += [f"        p{j} += x[r * {cols} + k * {partials} + {j}];" for j in range(partials)]
+    lines.append("    }")
+    total = " + ".join(f"p{j}" for j in range(partials))
+    lines.append(f"    const float inv = 1.0f / ({total} + 1.0f);")
+    lines.append(f"    for (int c = 0; c < {cols}; c++)")
+    lines.append(f"        y[r * {cols} + c] = x[r * {cols} + c] * inv;")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
 def _column_walk_source(width: int, columns: int) -> str:
     """Kernel ``calib_colwalk``: every work-group walks the same ``rows`` of a matrix of
     ``columns × width`` floats, each work-item summing ``columns`` columns at a pitch of a row
@@ -1111,7 +1162,8 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
     floats on a grid padded to whole groups, :func:`_guard_source`); ``calib_block`` (register
     blocks of product shapes against packed panels, :func:`_register_block_source`);
     ``calib_rowblock`` (element-wise blocks walked along their rows,
-    :func:`_row_block_source`).  Streams, 2-D streams,
+    :func:`_row_block_source`); ``calib_rowpass`` (one work-item per row, two passes over it,
+    :func:`_row_pass_source`).  Streams, 2-D streams,
     guarded rows and one gather, broadcast, loop and re-read table also run ``warm``: right
     after a launch of their own, their data in the last-level cache.  From
     :mod:`polyfuse.perf.microbench`: ``empty`` (launch and per-group overhead at 1 to
@@ -1294,6 +1346,15 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
                 (16, 1), (buf(4 * r * width), buf(4 * width), buf(4 * r * width)), (),
                 warm=k == 3))
 
+    # one work-item per row, two passes over it (rows of a model's hidden sizes, 0.4-6 MiB;
+    # the second shape again, warm)
+    rowpasses = ((256, 768),) if quick else ((128, 768), (1536, 128), (512, 3072), (1536, 128))
+    for k, (rows, cols) in enumerate(rowpasses):
+        r = rows * s
+        add(f"calib_rowpass {rows}x{cols}", _row_pass_source(cols), "calib_rowpass", r,
+            [buf(4 * r * cols), buf(4 * r * cols)], {}, local=min(64, rows),
+            warm=k == 3)
+
     # a matrix 3 and 12 MiB large (768 floats a row), re-read by every work-group
     width = min(128, max_group)
     cw = _column_walk_source(width, 768 // width)
@@ -1326,7 +1387,7 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
 #: Kernel names of the calibration set (what the accuracy study must not evaluate on).
 CALIBRATION_KERNELS = ("empty", "calib_stream", "calib_stream2d", "calib_gather", "calib_bcast",
                        "calib_fma", "calib_fma_loop", "calib_idiv", "calib_colwalk",
-                       "calib_block", "calib_rowblock",
+                       "calib_block", "calib_rowblock", "calib_rowpass",
                        "calib_guard",
                        "calib_simple", "calib_exp", "calib_div", "calib_loop", "calib_gloop",
                        "calib_nest",
