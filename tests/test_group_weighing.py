@@ -86,12 +86,33 @@ def test_a_close_group_is_timed_and_the_measured_faster_is_kept(monkeypatch):
     assert "by timing: fused" in v.why
 
 
-def test_a_close_group_with_a_small_stake_is_kept_untimed(monkeypatch):
-    _predicting(monkeypatch, fused_factor=1.1, per_launch_s=1e-6)
-    result = fuse_program(_load(GEMM))
+@pytest.mark.parametrize("fused_factor,kept", [(1.1, False), (1 / 1.1, True)])
+def test_a_close_group_with_a_small_stake_follows_the_model_untimed(monkeypatch, fused_factor,
+                                                                   kept):
+    """Under STAKE_FLOOR_S nothing is timed: a group predicted slower fused is split, one
+    predicted faster kept, and the report says why."""
+    _predicting(monkeypatch, fused_factor=fused_factor, per_launch_s=1e-6)
+    result = fuse_program(_load(GEMM), verify=True)
+    assert result.ok
     (v,) = result.weighing.verdicts
-    assert v.decided_by == "stake" and v.fused and v.measured_fused_s is None
-    assert result.fused.launches_after == 1
+    assert v.decided_by == "stake" and v.fused is kept and v.measured_fused_s is None
+    assert (result.fused.launches_after == 1) is kept
+    assert v.why.startswith(("kept fused" if kept else "split") + " by the model's direction")
+
+
+def test_close_groups_left_untimed_follow_the_model(monkeypatch):
+    """With timing off, a close group (inside the margin, over the stake floor) predicted
+    slower fused is split."""
+    from polyfuse.passes.compilation import Compilation, Options
+    from polyfuse.passes.pipeline import compile_program, result_of, target_of
+
+    _predicting(monkeypatch, fused_factor=1.2, per_launch_s=1e-2)
+    result = result_of(compile_program(Compilation(
+        target=target_of(None), options=Options(weigh_timing=False), program=_load(GEMM))))
+    (v,) = result.weighing.verdicts
+    assert v.decided_by == "model" and not v.fused and v.measured_fused_s is None
+    assert result.weighing.untimed == "timing is off"
+    assert result.fused.launches_after > 1
 
 
 def test_the_real_model_weighs_every_group_of_an_example():
