@@ -364,26 +364,32 @@ def test_a_models_own_packed_panel_attribute_is_refused(tmp_path: Path) -> None:
         load_onnx_model(str(path), target=REFERENCE_TARGET.with_variant("blocked"))
 
 
+def _conv_relu(path: Path, x_shape: tuple[int, ...], w_shape: tuple[int, ...],
+               y_shape: tuple[int, ...], seed: int, scale: float, **conv: Any) -> Path:
+    """Conv (weights and bias uniform in +-``scale``, attributes ``conv``) -> Relu."""
+    rng = np.random.default_rng(seed)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["c"], **conv),
+         helper.make_node("Relu", ["c"], ["y"])], "conv_relu",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(y_shape))],
+        [numpy_helper.from_array(rng.uniform(-scale, scale, w_shape).astype(np.float32), "w"),
+         numpy_helper.from_array(rng.uniform(-scale, scale, w_shape[0]).astype(np.float32),
+                                 "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
 @pytest.mark.parametrize("hw,stride", [(9, 2), (8, 2), (10, 3)])
 def test_strided_pointwise_conv_is_a_product_of_a_subsampled_input(tmp_path: Path, hw: int,
                                                                     stride: int) -> None:
     """A 1x1 Conv at a stride (ResNet's projection shortcut) reads a strided Slice of its input
     (one launch) and is then the product form of a 1x1 Conv; with the Relu after it, outputs
     equal onnxruntime's, odd sizes included."""
-    rng = np.random.default_rng(4)
     out = (hw - 1) // stride + 1
-    graph = helper.make_graph(
-        [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[1, 1],
-                          strides=[stride, stride]),
-         helper.make_node("Relu", ["c"], ["y"])], "shortcut",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, hw, hw])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, out, out])],
-        [numpy_helper.from_array(rng.uniform(-0.5, 0.5, (32, 16, 1, 1)).astype(np.float32),
-                                 "w"),
-         numpy_helper.from_array(rng.uniform(-0.5, 0.5, 32).astype(np.float32), "b")])
-    onnx_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    path = tmp_path / "shortcut.onnx"
-    path.write_bytes(onnx_model.SerializeToString())
+    path = _conv_relu(tmp_path / "shortcut.onnx", (1, 16, hw, hw), (32, 16, 1, 1),
+                      (1, 32, out, out), 4, 0.5, kernel_shape=[1, 1], strides=[stride, stride])
     program = load_onnx_model(str(path), target=REFERENCE_TARGET.with_variant("blocked")).program
     kernels = [op.kernel for op in program.launches]
     assert kernels[0] == "Conv_subsample_0" and len(kernels) == 3
@@ -567,18 +573,8 @@ def test_a_deep_im2col_product_runs_taller_blocks(tmp_path: Path) -> None:
     """A 3x3 Conv of 256 channels on 16 x 12 pixels (rows of 12: an Im2Col product; K = 2304,
     192 columns in blocks of 32: a 295 kB panel) runs 8-row blocks; outputs equal
     onnxruntime's."""
-    rng = np.random.default_rng(5)
-    graph = helper.make_graph(
-        [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[3, 3], pads=[1] * 4),
-         helper.make_node("Relu", ["c"], ["y"])], "deep",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 256, 16, 12])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 16, 12])],
-        [numpy_helper.from_array(rng.uniform(-0.1, 0.1, (16, 256, 3, 3)).astype(np.float32),
-                                 "w"),
-         numpy_helper.from_array(rng.uniform(-0.1, 0.1, 16).astype(np.float32), "b")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    path = tmp_path / "deep.onnx"
-    path.write_bytes(model.SerializeToString())
+    path = _conv_relu(tmp_path / "deep.onnx", (1, 256, 16, 12), (16, 256, 3, 3), (1, 16, 16, 12),
+                      5, 0.1, kernel_shape=[3, 3], pads=[1] * 4)
     program = load_onnx_model(str(path), target=REFERENCE_TARGET.with_variant("blocked")).program
     product = program.kernels["Conv_0"].source
     assert "for (int kk = 0; kk < 2304; kk++)" in product
