@@ -190,15 +190,8 @@ def kernel_table(sess: Any, path: str, runs: int, cpu: bool) -> list[str]:
 def ort_node_table(path: str, feeds: dict[str, np.ndarray], runs: int) -> list[str]:
     """onnxruntime's per-node kernel times (its profiler, one thread, median of ``runs``), in
     the order it runs them."""
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = opts.inter_op_num_threads = 1
-    opts.log_severity_level = 3
-    opts.enable_profiling = True
     with tempfile.TemporaryDirectory() as tmp:
-        opts.profile_file_prefix = str(Path(tmp) / "ort")
-        sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+        sess = ort_session(path, profile_prefix=str(Path(tmp) / "ort"))
         sess.run(None, feeds)
         for _ in range(runs):
             sess.run(None, feeds)

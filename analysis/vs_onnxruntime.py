@@ -42,7 +42,9 @@ def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def ort_session(path: str) -> Any:
+def ort_session(path: str, profile_prefix: Optional[str] = None) -> Any:
+    """onnxruntime on the CPU with one thread; with ``profile_prefix`` its profiler on, writing
+    there (``end_profiling()`` returns the file)."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -50,6 +52,9 @@ def ort_session(path: str) -> Any:
     opts.inter_op_num_threads = 1
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     opts.log_severity_level = 3
+    if profile_prefix is not None:
+        opts.enable_profiling = True
+        opts.profile_file_prefix = profile_prefix
     return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
 
 

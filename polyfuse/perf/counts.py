@@ -1168,6 +1168,12 @@ FOOTPRINT_OPERATIONS = 3_000_000
 FOOTPRINT_MAX_DIVS = 4
 
 
+def _divisions(s: isl.Set) -> int:
+    """The most integer divisions of any disjunct of ``s``: what makes barvinok's counts slow
+    (the thresholds :data:`FOOTPRINT_MAX_DIVS` and :data:`OWN_MAX_DIVS`)."""
+    return max((b.dim(isl.dim_type.div) for b in s.get_basic_sets()), default=0)
+
+
 def _footprint(ranges: isl.Set, ctx: Any) -> Optional[Count]:
     """The distinct elements of ``ranges``: exact (barvinok) within
     :data:`FOOTPRINT_OPERATIONS` and :data:`FOOTPRINT_MAX_DIVS`, else those of a polyhedron
@@ -1180,8 +1186,7 @@ def _footprint(ranges: isl.Set, ctx: Any) -> Optional[Count]:
     try:
         with bounded(FOOTPRINT_OPERATIONS):
             merged = coalesce(ranges)
-            if max((b.dim(isl.dim_type.div) for b in merged.get_basic_sets()),
-                   default=0) <= FOOTPRINT_MAX_DIVS:
+            if _divisions(merged) <= FOOTPRINT_MAX_DIVS:
                 return Count.of(merged.card(), ctx)
     except IslQuotaExceeded:
         pass
@@ -1209,9 +1214,7 @@ def _own_footprint(relations: list[isl.Map], ctx: Any) -> Optional[Count]:
             for rel in relations[1:]:
                 pairs = pairs.union(own_pairs(rel))
             wrapped = coalesce(pairs.wrap())
-            if not wrapped.is_bounded() or max(
-                    (b.dim(isl.dim_type.div) for b in wrapped.get_basic_sets()),
-                    default=0) > OWN_MAX_DIVS:
+            if not wrapped.is_bounded() or _divisions(wrapped) > OWN_MAX_DIVS:
                 return None
             return Count.of(wrapped.card(), ctx)
     except IslQuotaExceeded:
@@ -1224,15 +1227,13 @@ def _runs(elements: isl.Set, ctx: Any) -> Optional[Count]:
     try:
         with bounded(FOOTPRINT_OPERATIONS):
             merged = coalesce(elements)  # a union of many accesses' ranges: subtract is slow
-            if max((b.dim(isl.dim_type.div) for b in merged.get_basic_sets()),
-                   default=0) > OWN_MAX_DIVS:
+            if _divisions(merged) > OWN_MAX_DIVS:
                 return None
             starts = run_starts(merged)
             if starts is None:
                 return None
             starts = coalesce(starts)
-            if max((b.dim(isl.dim_type.div) for b in starts.get_basic_sets()),
-                   default=0) > OWN_MAX_DIVS:
+            if _divisions(starts) > OWN_MAX_DIVS:
                 return None
             return Count.of(starts.card(), ctx)
     except IslQuotaExceeded:
