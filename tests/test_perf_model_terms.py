@@ -487,6 +487,14 @@ def test_register_block_counts_are_exact(rows: int, cols: int, depth: int, m: in
         4 * len({(r, kk) for gx, _ in items for r in range(gx * rows, gx * rows + rows)
                  for kk in range(depth)}) + 4 * len(
             {(gy, kk, j) for _, gy in items for kk in range(depth) for j in range(cols)}))
+    # every work-item loads its own rows of x and its panel of w (not once per sub-group): the
+    # loads beyond the distinct elements are the register block's re-reads, none straight-line
+    loads = [("x", r * depth + kk) for gx, _ in items for kk in range(depth)
+             for r in range(gx * rows, gx * rows + rows)]
+    loads += [("w", kk * cols + gy * cols * depth + j) for _, gy in items
+              for kk in range(depth) for j in range(cols)]
+    assert f["gmem_block_reuse_bytes"] == 4 * (len(loads) - len(set(loads)))
+    assert f["gmem_reuse_bytes"] == 0 and f["gmem_own_reuse_bytes"] == 0
 
 
 def test_a_loop_of_few_statements_is_no_register_block():
@@ -799,3 +807,67 @@ def test_fit_recovers_the_own_reuse_cost():
                                  dict.fromkeys(pm.array_bytes(kc), w)).vector() * mask
                   for kc in counts for w in (None, 1.0)])
     _fit_recovers(x, costs, ("gmem_own_reuse_bytes", "gmem_reuse_bytes"))
+
+
+def _tree(lanes: int, n: int) -> object:
+    k = pm.specialize_kernel(parse_kernels(pm._tree_source(lanes))["calib_tree"], (n,), (lanes,))
+    return count_kernel(k, subgroup_size=SG)
+
+
+@pytest.mark.parametrize("lanes", [8, 16, 32, 64])
+def test_barrier_work_items_are_exact(lanes: int):
+    """``calib_tree``: by brute force over the work-items, each passes the barrier after the
+    store and one after every level of the tree; ``barrier_work_items`` is their sum over the
+    work-items of a group wider than ``NARROW_GROUP`` (a CPU's pass over the group per
+    barrier), none in a narrower group, whose barriers stay ``group_barriers``."""
+    n = 4 * lanes
+    levels, s = 0, lanes // 2
+    while s >= 1:
+        levels, s = levels + 1, s // 2
+    passed = sum(1 + levels for _wi in range(n))
+    f = pm.features_of(_tree(lanes, n)).values
+    assert f["group_barriers"] == passed / lanes
+    assert f["barrier_work_items"] == (passed if lanes > pm.NARROW_GROUP else 0)
+    # the exchange of calib_barrier: two barriers per round, one before the rounds
+    iters = 3
+    k = pm.specialize_kernel(parse_kernels(pm._barrier_source(lanes, True))["calib_barrier"],
+                             (n,), (lanes,), {"iters": iters})
+    g = pm.features_of(count_kernel(k, subgroup_size=SG)).values
+    assert g["barrier_work_items"] == (n * (1 + 2 * iters) if lanes > pm.NARROW_GROUP else 0)
+
+
+def test_fit_recovers_the_barrier_work_item_cost():
+    """Synthetic times of trees and exchanges in groups of 8 to 256 from a known cost per
+    barrier and group and per barrier and work-item: the fit recovers both."""
+    counts = [_tree(lanes, n) for lanes, n in ((8, 1024), (16, 4096), (64, 1024), (128, 4096),
+                                               (256, 2048))]
+    for lanes, iters in ((16, 2), (64, 2), (64, 6), (256, 4)):
+        k = pm.specialize_kernel(parse_kernels(pm._barrier_source(lanes, True))["calib_barrier"],
+                                 (1024,), (lanes,), {"iters": iters})
+        counts.append(count_kernel(k, subgroup_size=SG))
+    counts += [_counts(STREAM, "stream", n) for n in (1 << 10, 1 << 14)]
+    costs = {"local_access": 1e-10, "gmem_unit_bytes": 1e-11, "gmem_uniform_bytes": 1e-10,
+             "guarded_work_items": 1e-10, "group_barriers": 1e-9, "barrier_work_items": 5e-10,
+             "launches": 2e-6, "work_groups": 2e-9}
+    mask = np.array([f in costs for f in pm.FEATURES])
+    x = np.array([pm.features_of(kc, cache_bytes=1 << 30).vector() * mask for kc in counts])
+    _fit_recovers(x, costs, ("group_barriers", "barrier_work_items"))
+
+
+def test_fit_recovers_the_block_reuse_cost():
+    """Synthetic times of register blocks, re-read tables and streams from known costs (a
+    register block's re-read byte, a straight-line one): the fit recovers both apart."""
+    counts = []
+    for rows, cols, depth, m, panels in ((4, 32, 24, 32, 2), (2, 16, 10, 32, 3),
+                                         (4, 8, 64, 64, 4), (8, 8, 16, 64, 2)):
+        k = pm.specialize_kernel(parse_kernels(pm._register_block_source(rows, cols, depth))[
+            "calib_block"], (m // rows, panels), (8, 1))
+        counts.append(count_kernel(k, subgroup_size=SG))
+    counts += [_counts(pm._reuse_source(t), "calib_reuse", n)
+               for t, n in ((64, 1 << 12), (256, 1 << 14), (1024, 1 << 16))]
+    counts += [_counts(STREAM, "stream", n) for n in (1 << 12, 1 << 16)]
+    costs = {"block_accesses": 2e-11, "gmem_unit_bytes": 1e-11, "gmem_reuse_bytes": 5e-11,
+             "gmem_block_reuse_bytes": 5e-12, "launches": 2e-6}
+    mask = np.array([f in costs for f in pm.FEATURES])
+    x = np.array([pm.features_of(kc, cache_bytes=1 << 30).vector() * mask for kc in counts])
+    _fit_recovers(x, costs, ("gmem_block_reuse_bytes", "gmem_reuse_bytes"))

@@ -165,7 +165,8 @@ ONCHIP_FEATURES = ("flop_simple", "flop_fma", "flop_div", "flop_special", "int_d
 MEMORY_FEATURES = ("gmem_unit_bytes", "gmem_narrow_bytes", "gmem_loop_bytes",
                    "gmem_contiguous_bytes",
                    "gmem_strided_bytes", "gmem_uniform_bytes", "gmem_reuse_bytes",
-                   "gmem_own_reuse_bytes", "gmem_beyond_cache_bytes", "gmem_cold_bytes",
+                   "gmem_own_reuse_bytes", "gmem_block_reuse_bytes", "gmem_beyond_cache_bytes",
+                   "gmem_cold_bytes",
                    "gmem_cold_scattered_bytes",
                    "gmem_reuse_beyond_bytes", "gmem_strided_beyond_bytes")
 #: cache sizes (bytes) :func:`calibrate` tries for ``gmem_beyond_cache_bytes``; the one whose
@@ -201,7 +202,7 @@ NARROW_GROUP = 16
 #: (``calib_loop``) as scattered
 SCATTERED_RUN_BYTES = 1024
 #: Additive overheads (never hidden by other work).
-OVERHEAD_FEATURES = ("launches", "group_barriers", "work_groups")
+OVERHEAD_FEATURES = ("launches", "group_barriers", "barrier_work_items", "work_groups")
 #: Every feature, in the order of :meth:`Features.vector` and of the fitted cost vector.
 FEATURES = ONCHIP_FEATURES + MEMORY_FEATURES + OVERHEAD_FEATURES
 
@@ -519,8 +520,14 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
         own = n  # the distinct (work-item, element) pairs: all re-reads others' unless known
         if m.own_footprint is not None and m.own_footprint.value is not None:
             own = min(n, max(first, float(Fraction(m.own_footprint.value))))
-        out["gmem_own_reuse_bytes"] += (n - own) * size
-        out["gmem_reuse_bytes"] += (own - first) * size
+        # a register block's loads are its work-item's own vector loads (packed within the
+        # work-item, not shared by a sub-group): their re-reads, counted per work-item, are a
+        # product's panels found in the core's caches, apart from straight-line re-reads
+        blk = min(1.0, block_f / acc_f) if block_f > 0 and acc_f > 0 else 0.0
+        out["gmem_own_reuse_bytes"] += (1.0 - blk) * (n - own) * size
+        out["gmem_reuse_bytes"] += (1.0 - blk) * (own - first) * size
+        first_wi = min(acc_f, fp) if fp is not None else acc_f
+        out["gmem_block_reuse_bytes"] += blk * (acc_f - first_wi) * size
         # the same elements read by every work-group along a dimension (group-id stride 0: a
         # weight matrix walked by every row's group) of an array larger than the cache: each
         # group's re-reads find the lines the others evicted
@@ -603,6 +610,11 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
     out["work_groups"] = wg * launches
     # barrier counts are work-item totals (over every launch instance already)
     out["group_barriers"] = barriers / group_size if group_size else barriers
+    # a CPU runs the code between two barriers as a loop over the group's work-items, its
+    # private values kept in arrays across the barrier: per barrier, a pass over the group
+    # (a group of NARROW_GROUP or fewer is one vector, and its barriers cost next to nothing)
+    if group_size > NARROW_GROUP:
+        out["barrier_work_items"] = barriers
     return Features(out)
 
 
@@ -1126,6 +1138,22 @@ def _barrier_source(local_size: int, with_barriers: bool) -> str:
             "    out[get_global_id(0)] = s[lid];\n}\n")
 
 
+def _tree_source(lanes: int) -> str:
+    """Kernel ``calib_tree``: one element per work-item summed over its work-group of ``lanes``
+    by a tree in ``__local`` memory, unrolled, each level a guarded step and a barrier (the
+    shape of a row reduction's last step); work-item 0 stores the group's sum."""
+    lines = ["    red[lane] = x[get_global_id(0)];\n", "    barrier(CLK_LOCAL_MEM_FENCE);\n"]
+    s = lanes // 2
+    while s >= 1:
+        lines += [f"    if (lane < {s}) red[lane] = red[lane] + red[lane + {s}];\n",
+                  "    barrier(CLK_LOCAL_MEM_FENCE);\n"]
+        s //= 2
+    return ("__kernel void calib_tree(__global const float *x, __global float *out)\n{\n"
+            f"    __local float red[{lanes}];\n"
+            "    const int lane = get_local_id(0);\n" + "".join(lines) +
+            "    if (lane == 0) out[get_group_id(0)] = red[0];\n}\n")
+
+
 def _stream_source(n_in: int, n_out: int) -> str:
     """Kernel ``calib_stream``: one element per work-item, ``n_in`` unit-stride loads summed into
     ``n_out`` unit-stride stores — the access shape of oplib's element-wise kernels (a loop of
@@ -1371,6 +1399,19 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
             name = "calib_barrier" if bar else "calib_nobarrier"
             add(f"{name} iters={iters}", src, name, groups * ls,
                 [buf(4 * groups * ls), buf(4 * groups * ls), ival(iters)], {"iters": iters})
+    # the same exchange (4096 work-items) in groups of one vector and of the largest size: a
+    # barrier costs a pass over the group's work-items, next to nothing in a group of 16
+    for lsz in ((16,) if quick else (16, max_group)):
+        src = _barrier_source(lsz, True)
+        for iters in ((16,) if quick else (4, 32)):
+            add(f"calib_barrier l={lsz} iters={iters}", src, "calib_barrier", groups * ls,
+                [buf(4 * groups * ls), buf(4 * groups * ls), ival(iters)], {"iters": iters},
+                local=lsz)
+    # a tree sum over each group of 16 and of 128 work-items (64 Ki of them)
+    for lanes in (16, min(128, max_group)):
+        n = (1 << 16) * s
+        add(f"calib_tree l={lanes}", _tree_source(lanes), "calib_tree", n,
+            [buf(4 * n), buf(4 * (n // lanes))], {}, local=lanes)
 
     sgroups = 64 * s
     loads = 16 if quick else 32
@@ -1392,7 +1433,7 @@ CALIBRATION_KERNELS = ("empty", "calib_stream", "calib_stream2d", "calib_gather"
                        "calib_simple", "calib_exp", "calib_div", "calib_loop", "calib_gloop",
                        "calib_nest",
                        "calib_tile", "calib_rowloop", "calib_reuse", "calib_barrier",
-                       "calib_nobarrier", "strided")
+                       "calib_nobarrier", "calib_tree", "strided")
 
 
 def _pad3(t: Sequence[int]) -> tuple[Optional[int], Optional[int], Optional[int]]:
@@ -1632,6 +1673,7 @@ _READABLE = {
     "guarded_work_items": ("ns per work-item", 1e9, "time"),
     "launches": ("us per launch", 1e6, "time"),
     "group_barriers": ("ns per barrier and work-group", 1e9, "time"),
+    "barrier_work_items": ("ns per barrier and work-item", 1e9, "time"),
     "work_groups": ("ns per work-group", 1e9, "time"),
 }
 
