@@ -871,3 +871,55 @@ def test_fit_recovers_the_block_reuse_cost():
     mask = np.array([f in costs for f in pm.FEATURES])
     x = np.array([pm.features_of(kc, cache_bytes=1 << 30).vector() * mask for kc in counts])
     _fit_recovers(x, costs, ("gmem_block_reuse_bytes", "gmem_reuse_bytes"))
+
+
+def _strided(lstride: int, groups: int = 4, local: int = 16, loads: int = 3) -> tuple:
+    from polyfuse.perf import microbench as mb
+
+    gstride = local * lstride if lstride else 1
+    span = (groups - 1) * gstride + (local - 1) * lstride + 1
+    k = pm.specialize_kernel(parse_kernels(mb.STRIDED_SOURCE)["strided"], (groups * local,),
+                             (local,), {"lstride": lstride, "gstride": gstride, "span": span,
+                                        "loads": loads})
+    used = {g * gstride + lid * lstride + kk * span for g in range(groups)
+            for lid in range(local) for kk in range(loads)}
+    return count_kernel(k, subgroup_size=SG), used
+
+
+@pytest.mark.parametrize("lstride", [0, 1, 3, 4, 16, 20])
+def test_cache_lines_of_a_footprint_are_exact(lstride: int):
+    """``strided``: by brute force over the elements each work-item loads, the cache lines
+    (:data:`~polyfuse.perf.counts.LINE_BYTES`) they lie in; cold, the line bytes beyond the
+    bytes used are ``gmem_cold_line_bytes`` (none at a unit stride: the loads of a group are
+    whole lines), warm none."""
+    from polyfuse.perf.counts import LINE_BYTES
+
+    kc, used = _strided(lstride)
+    (a,) = [m for m in kc.mem if m.array == "a"]
+    lines = {e * 4 // LINE_BYTES for e in used}
+    assert int(a.footprint.value) == len(used) and int(a.footprint_lines.value) == len(lines)
+    (out,) = [m for m in kc.mem if m.array == "out"]
+    assert int(out.footprint_lines.value) == 4 * 16 * 4 // LINE_BYTES
+    f = pm.features_of(kc).values
+    assert f["gmem_cold_line_bytes"] == LINE_BYTES * len(lines) - 4 * len(used)
+    if lstride == 1:
+        assert f["gmem_cold_line_bytes"] == 0
+    warm = pm.features_of(kc, warm=dict.fromkeys(pm.array_bytes(kc), 1.0)).values
+    assert warm["gmem_cold_line_bytes"] == 0
+
+
+def test_fit_recovers_the_cold_line_cost():
+    """Synthetic times of strided loads at several strides, cold and warm, and streams, from
+    known costs (a cold byte, a scattered cold byte, a cold line byte not used): the fit
+    recovers the line cost."""
+    counts = [_strided(s, groups, 16, loads)[0] for s in (0, 1, 2, 4, 8, 16, 32)
+              for groups, loads in ((4, 3), (16, 8))]
+    counts += [_counts(STREAM, "stream", n) for n in (1 << 12, 1 << 16)]
+    costs = {"loop_accesses": 1e-10, "gmem_loop_bytes": 2e-11, "gmem_unit_bytes": 1e-11,
+             "gmem_cold_bytes": 3e-11, "gmem_cold_scattered_bytes": 1e-10,
+             "gmem_cold_line_bytes": 4e-11, "launches": 2e-6}
+    mask = np.array([f in costs for f in pm.FEATURES])
+    x = np.array([pm.features_of(kc, cache_bytes=1 << 30, warm=None if w is None else
+                                 dict.fromkeys(pm.array_bytes(kc), w)).vector() * mask
+                  for kc in counts for w in (None, 1.0)])
+    _fit_recovers(x, costs, ("gmem_cold_line_bytes",))

@@ -238,6 +238,10 @@ class MemRecord:
     #: beyond it re-read what the same work-item read before (a row form's passes over its own
     #: row), the rest of the re-reads are other work-items' (:func:`own_pairs`)
     own_footprint: Optional[Count] = None
+    #: the distinct cache lines of :data:`LINE_BYTES` that ``footprint`` lies in (arrays of
+    #: one dimension, counted within :data:`OWN_MAX_DIVS`; None otherwise): what a strided
+    #: access fetches from memory, a whole line for each element it uses (:func:`line_set`)
+    footprint_lines: Optional[Count] = None
 
     @property
     def afr(self) -> Optional[sympy.Expr]:
@@ -271,7 +275,9 @@ class MemRecord:
                        contiguous_accesses=(self.contiguous_accesses.evaluate(values)
                                             if self.contiguous_accesses else None),
                        own_footprint=(self.own_footprint.evaluate(values)
-                                      if self.own_footprint else None))
+                                      if self.own_footprint else None),
+                       footprint_lines=(self.footprint_lines.evaluate(values)
+                                        if self.footprint_lines else None))
 
     def to_json(self) -> dict[str, Any]:
         afr = self.afr
@@ -806,6 +812,25 @@ def run_starts(elements: isl.Set) -> Optional[isl.Set]:
     return elements.subtract(elements.apply(step))
 
 
+#: bytes of a cache line (x86 CPUs and most GPUs' L2)
+LINE_BYTES = 64
+
+
+def line_set(elements: isl.Set, element_bytes: int) -> Optional[isl.Set]:
+    """The cache lines of :data:`LINE_BYTES` that a one-dimensional array's ``elements`` lie
+    in (the array's start at a line's); None for an array of several dimensions or elements
+    that do not tile a line.  A strided access fetches a whole line for each element it uses:
+    ``strided`` at a local-id stride of 16 floats touches 16 times the lines of a unit
+    stride, at 4 four times (:attr:`MemRecord.footprint_lines`)."""
+    if elements.dim(isl.dim_type.set) != 1 or element_bytes <= 0 \
+            or LINE_BYTES % element_bytes:
+        return None
+    name = elements.get_tuple_name() or ""
+    per = LINE_BYTES // element_bytes
+    to_line = isl.Map(f"{{ {name}[e] -> line[floor(e / {per})] }}")
+    return elements.apply(to_line.align_params(elements.get_space()))
+
+
 def _first_group(domain: isl.Set) -> isl.Set:
     """``domain``'s instances in the first work-group (group ids 0: its first dimensions)."""
     space = domain.get_space()
@@ -1036,6 +1061,9 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
         if loop is not None and space in ("global", "constant") and gran == "work-item" \
                 and grp["own"]:
             own = _own_footprint(grp["own"], ctx)
+        lines = None
+        if footprint is not None and space in ("global", "constant"):
+            lines = _lines(grp["ranges"], _element_bytes(dtype), ctx)
         mem.append(MemRecord(space, array, dtype, direction, lid, gid, gran, c,
                              Count.of(_sum(grp["wi"]), ctx), footprint,
                              exact and not c.unbounded, reason,
@@ -1043,7 +1071,7 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
                              Count.of(nested, ctx) if nested is not None else None,
                              Count.of(block, ctx) if block is not None else None,
                              Count.of(contig, ctx) if contig is not None else None,
-                             in_run, own))
+                             in_run, own, lines))
     mem.sort(key=lambda r: ({"global": 0, "constant": 1, "local": 2}.get(r.space, 3), r.array,
                             r.direction, str(r.lid_strides)))
     array_fp: dict[str, Count] = {}
@@ -1240,6 +1268,33 @@ def _runs(elements: isl.Set, ctx: Any) -> Optional[Count]:
         return None
 
 
+def _element_bytes(dtype: str) -> int:
+    """Bytes of one element of a counts dtype (``float32`` 4, ``float32x4`` 16; 0 unknown)."""
+    m = re.fullmatch(r"[a-z]+?(\d+)(?:x(\d+))?", dtype)
+    if not m:
+        return 0
+    return int(m.group(1)) // 8 * int(m.group(2) or 1)
+
+
+def _lines(elements: isl.Set, element_bytes: int, ctx: Any) -> Optional[Count]:
+    """How many cache lines ``elements`` lie in (:func:`line_set`), exact within
+    :data:`FOOTPRINT_OPERATIONS` and :data:`OWN_MAX_DIVS`; None past them."""
+    try:
+        with bounded(FOOTPRINT_OPERATIONS):
+            merged = coalesce(elements)
+            if _divisions(merged) > OWN_MAX_DIVS:
+                return None
+            lines = line_set(merged, element_bytes)
+            if lines is None:
+                return None
+            lines = coalesce(lines)
+            if _divisions(lines) > OWN_MAX_DIVS + 1:
+                return None
+            return Count.of(lines.card(), ctx)
+    except IslQuotaExceeded:
+        return None
+
+
 def _content_key(kernel: Kernel) -> str:
     """What a kernel's counts depend on, as text: its source with its own name blanked out
     when it calls no other function and has no file-scope declarations (the kernels of a
@@ -1328,7 +1383,9 @@ def count_program(program: Program, *, subgroup_size: Optional[int] = None,
                               contiguous_accesses=None if r.contiguous_accesses is None else
                               bind(r.contiguous_accesses),
                               own_footprint=None if r.own_footprint is None else
-                              bind(r.own_footprint)) for r in kc.mem),
+                              bind(r.own_footprint),
+                              footprint_lines=None if r.footprint_lines is None else
+                              bind(r.footprint_lines)) for r in kc.mem),
             sync=tuple(replace(r, count=bind(r.count if r.kind != "kernel_launch" else inst))
                        for r in kc.sync),
             geometry={k: _bind(c, subs, (), values) for k, c in kc.geometry.items()},

@@ -149,7 +149,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from polyfuse.core.program import Kernel, KernelContext, PolyfuseError, Program
-from polyfuse.perf.counts import KernelCounts, count_kernel, count_program
+from polyfuse.perf.counts import LINE_BYTES, KernelCounts, count_kernel, count_program
 
 Progress = Optional[Callable[[str], None]]
 
@@ -167,7 +167,7 @@ MEMORY_FEATURES = ("gmem_unit_bytes", "gmem_narrow_bytes", "gmem_loop_bytes",
                    "gmem_strided_bytes", "gmem_uniform_bytes", "gmem_reuse_bytes",
                    "gmem_own_reuse_bytes", "gmem_block_reuse_bytes", "gmem_beyond_cache_bytes",
                    "gmem_cold_bytes",
-                   "gmem_cold_scattered_bytes",
+                   "gmem_cold_scattered_bytes", "gmem_cold_line_bytes",
                    "gmem_reuse_beyond_bytes", "gmem_strided_beyond_bytes")
 #: cache sizes (bytes) :func:`calibrate` tries for ``gmem_beyond_cache_bytes``; the one whose
 #: fit is best is kept in the calibration (the cache a device reports is often not the level
@@ -563,6 +563,12 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
             looped = 0.0
         scattered = looped if cls in ("unit", "uniform") else (1.0 - share) + looped
         out["gmem_cold_scattered_bytes"] += (1.0 - w) * scattered * first * size
+        # a cold element fetches its whole cache line: the line bytes it does not use (a
+        # stride between work-items' elements, or between a work-item's) come from memory too
+        lines = m.footprint_lines.value if m.footprint_lines is not None else None
+        if lines is not None and fp is not None:
+            waste = float(Fraction(lines)) * LINE_BYTES - fp * size
+            out["gmem_cold_line_bytes"] += (1.0 - w) * max(0.0, waste)
     charged = sum(out[f] for f in ("gmem_unit_bytes", "gmem_narrow_bytes", "gmem_loop_bytes",
                                    "gmem_contiguous_bytes", "gmem_strided_bytes",
                                    "gmem_uniform_bytes"))
