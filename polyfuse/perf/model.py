@@ -76,10 +76,19 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
      work-items accessed (both exact: :attr:`~polyfuse.perf.counts.MemRecord.own_footprint`
      counts the (work-item, element) pairs,
      :attr:`~polyfuse.perf.counts.KernelCounts.group_runs` the runs of a group's footprint);
+     ``gmem_block_reuse_bytes``: the re-reads of a register block's loads, counted per
+     work-item (each work-item packs its own vector loads; a sub-group does not share them),
+     apart from straight-line re-reads (a product's panels in the core's caches);
+     ``gmem_cold_line_bytes``: of the cold elements, the bytes of their cache lines
+     (:data:`~polyfuse.perf.counts.LINE_BYTES`) they do not use — a stride between
+     elements fetches a line per element (exact:
+     :attr:`~polyfuse.perf.counts.MemRecord.footprint_lines`);
    * overheads that do not overlap with the rest: ``launches``, ``group_barriers`` (barriers
      executed per work-group, summed over work-groups, as Stevens & Klöckner's ``barrier ×
-     groups``) and
-     ``work_groups``.
+     groups``), ``barrier_work_items`` (barriers executed summed over the work-items of
+     groups wider than :data:`NARROW_GROUP`: a CPU runs the code between barriers as a loop
+     over the group, a pass per barrier, where a group of one vector passes them almost
+     free) and ``work_groups``.
 
 2. **Model.**  With ``c`` the fitted costs (seconds per unit of each feature)::
 
@@ -829,7 +838,8 @@ def fit_calibration(counts: Sequence[KernelCounts], t: np.ndarray,
 
     llc0, reuse0 = max(llc_grid), sorted(reuse_grid)[len(reuse_grid) // 2]
     cache = best_of(cache_grid, lambda c: features(c, llc0, reuse0), CACHE_TIE)
-    llc = best_of(llc_grid, lambda lc: features(cache, lc, reuse0)) if any(flags) else llc0
+    llc = best_of(llc_grid, lambda lc: features(cache, lc, reuse0), CACHE_TIE) if any(flags) \
+        else llc0
     reuse = best_of(reuse_grid, lambda r: features(cache, llc, r))
     costs, p, rms = fit_model(features(cache, llc, reuse), t, p_grid)
     return costs, p, cache, llc, reuse, rms
@@ -1190,7 +1200,9 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
     three-deep work-item loop nest, :func:`_nested_loop_source`); ``calib_tile`` (the
     tile loop of a tiled product, :func:`_tile_loop_source`); ``calib_rowloop`` (a row
     reduction, :func:`_row_loop_source`); ``calib_reuse`` (a re-read table,
-    :func:`_reuse_source`); ``calib_barrier`` / ``calib_nobarrier`` (:func:`_barrier_source`);
+    :func:`_reuse_source`); ``calib_barrier`` / ``calib_nobarrier`` (:func:`_barrier_source`;
+    the exchange in groups of 16 and 256 too); ``calib_tree`` (a tree sum over groups of 16
+    and 128, :func:`_tree_source`);
     ``calib_colwalk`` (a 3 or 12 MiB matrix walked column by column by every work-group,
     :func:`_column_walk_source`); ``calib_guard`` (an element-wise kernel over rows of 28 or 56
     floats on a grid padded to whole groups, :func:`_guard_source`); ``calib_block`` (register
