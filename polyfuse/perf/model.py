@@ -529,14 +529,16 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
         own = n  # the distinct (work-item, element) pairs: all re-reads others' unless known
         if m.own_footprint is not None and m.own_footprint.value is not None:
             own = min(n, max(first, float(Fraction(m.own_footprint.value))))
+        out["gmem_own_reuse_bytes"] += (n - own) * size
         # a register block's loads are its work-item's own vector loads (packed within the
-        # work-item, not shared by a sub-group): their re-reads, counted per work-item, are a
-        # product's panels found in the core's caches, apart from straight-line re-reads
+        # work-item, not shared by a sub-group): their re-reads of other work-items' data,
+        # counted per work-item, are a product's panels found in the core's caches, apart
+        # from straight-line re-reads
         blk = min(1.0, block_f / acc_f) if block_f > 0 and acc_f > 0 else 0.0
-        out["gmem_own_reuse_bytes"] += (1.0 - blk) * (n - own) * size
         out["gmem_reuse_bytes"] += (1.0 - blk) * (own - first) * size
+        own_wi = own if m.granularity == "work-item" else acc_f
         first_wi = min(acc_f, fp) if fp is not None else acc_f
-        out["gmem_block_reuse_bytes"] += blk * (acc_f - first_wi) * size
+        out["gmem_block_reuse_bytes"] += blk * max(0.0, own_wi - first_wi) * size
         # the same elements read by every work-group along a dimension (group-id stride 0: a
         # weight matrix walked by every row's group) of an array larger than the cache: each
         # group's re-reads find the lines the others evicted
