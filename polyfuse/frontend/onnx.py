@@ -885,7 +885,7 @@ class _Translator:
             m, k, n = sa[1], sb[1], sb[2]
         else:
             return node
-        cb = block_shape(m, n, k, self.variant.block_cols)[1]
+        cb = block_shape(m, n, k, self.variant.block_cols, self.variant.vector_width)[1]
         if cb >= n or n % cb:
             return node  # one panel is B itself
         attrs["packed_panel"] = cb
