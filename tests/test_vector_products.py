@@ -44,8 +44,8 @@ VECTOR16: Target = replace(REFERENCE_TARGET, kernel=replace(KERNEL_VARIANTS["blo
 
 
 @pytest.mark.parametrize("native,cols,width", [
-    (16, 32, 16), (16, 16, 16), (16, 8, 8), (16, 4, 4), (16, 12, 4), (16, 6, 2), (16, 1, 1),
-    (8, 32, 8), (8, 16, 8), (4, 16, 4), (1, 32, 1), (2, 32, 2),
+    (16, 32, 16), (16, 16, 16), (16, 8, 8), (16, 4, 4), (16, 12, 4), (16, 6, 1), (16, 1, 1),
+    (8, 32, 8), (8, 16, 8), (4, 16, 4), (1, 32, 1), (2, 32, 1),
 ])
 def test_product_vector_width_rule(native: int, cols: int, width: int) -> None:
     assert linalg.product_vector_width(native, cols) == width
@@ -94,48 +94,64 @@ def _const(rng: np.random.Generator, name: str, *shape: int) -> object:
     return numpy_helper.from_array((rng.random(shape) - 0.5).astype(np.float32), name)
 
 
-def _models(tmp_path: Path) -> dict[str, tuple[Path, bool]]:
-    """Models in the style of PyTorch exports, each with whether its product reads vectors."""
+def _models(tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    """Models in the style of PyTorch exports, each with the form of its product kernel:
+    ``product`` (B's rows by ``vload``), ``conv`` (the direct Conv in vectors of channels) or
+    ``scalar``."""
     rng = np.random.default_rng(7)
     relu = helper.make_node("Relu", ["pre"], ["y"])
+
+    def conv(name: str, x: list[int], w: list[int], y: list[int], **attrs: object) -> Path:
+        return _save(tmp_path / f"{name}.onnx", [
+            helper.make_node("Conv", ["x", "w", "b"], ["pre"], **attrs), relu], {"x": x}, y,
+            [_const(rng, "w", *w), _const(rng, "b", w[0])])
+
     return {
         # Linear + bias + ReLU: constant B packed in panels, the bias added in the epilogue
         "linear": (_save(tmp_path / "linear.onnx", [
             helper.make_node("MatMul", ["x", "w"], ["mm"]),
             helper.make_node("Add", ["mm", "b"], ["pre"]), relu],
-            {"x": [32, 24]}, [32, 64], [_const(rng, "w", 24, 64), _const(rng, "b", 64)]), True),
+            {"x": [32, 24]}, [32, 64], [_const(rng, "w", 24, 64), _const(rng, "b", 64)]),
+            "product"),
         # attention scores: both operands computed, batched over heads
         "batched": (_save(tmp_path / "batched.onnx", [
             helper.make_node("MatMul", ["q", "k"], ["pre"]), relu],
-            {"q": [2, 16, 24], "k": [2, 24, 48]}, [2, 16, 48], []), True),
+            {"q": [2, 16, 24], "k": [2, 24, 48]}, [2, 16, 48], []), "product"),
         # Gemm with a computed transB operand: B's columns are K apart, read one by one
         "gather": (_save(tmp_path / "gather.onnx", [
             helper.make_node("Gemm", ["x", "wt"], ["pre"], transB=1), relu],
-            {"x": [16, 24], "wt": [32, 24]}, [16, 32], []), False),
+            {"x": [16, 24], "wt": [32, 24]}, [16, 32], []), "scalar"),
         # 1x1 Conv with its bias and a residual Add fused in
         "pointwise": (_save(tmp_path / "pointwise.onnx", [
             helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[1, 1]),
             helper.make_node("Add", ["c", "x"], ["pre"]), relu],
             {"x": [1, 16, 8, 8]}, [1, 16, 8, 8], [_const(rng, "w", 16, 16, 1, 1),
-                                                  _const(rng, "b", 16)]), True),
-        # 3x3 Conv on 12 x 12 pixels: an Im2Col product whose last column block is ragged
-        "im2col": (_save(tmp_path / "im2col.onnx", [
-            helper.make_node("Conv", ["x", "w", "b"], ["pre"], kernel_shape=[3, 3],
-                             pads=[1, 1, 1, 1]), relu],
-            {"x": [1, 8, 12, 12]}, [1, 16, 12, 12], [_const(rng, "w", 16, 8, 3, 3),
-                                                     _const(rng, "b", 16)]), True),
+                                                  _const(rng, "b", 16)]), "product"),
+        # 1x1 Conv on 12 x 12 pixels: an Im2Col product whose last column block is ragged
+        "im2col": (conv("im2col", [1, 16, 12, 12], [32, 16, 1, 1], [1, 32, 12, 12],
+                        kernel_shape=[1, 1]), "product"),
+        # 3x3 Convs, padded, at stride 1 (rows of 12) and 2: the direct Conv
+        "direct": (conv("direct", [1, 8, 12, 12], [32, 8, 3, 3], [1, 32, 12, 12],
+                        kernel_shape=[3, 3], pads=[1, 1, 1, 1]), "conv"),
+        "strided": (conv("strided", [1, 8, 13, 13], [16, 8, 3, 3], [1, 16, 7, 7],
+                         kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]), "conv"),
+        # 6 channels per group: no vector of 4 or more, the scalar direct Conv
+        "grouped": (conv("grouped", [1, 12, 10, 10], [12, 6, 3, 3], [1, 12, 10, 10],
+                         kernel_shape=[3, 3], pads=[1, 1, 1, 1], group=2), "scalar"),
     }
 
 
-@pytest.mark.parametrize("name", ["linear", "batched", "gather", "pointwise", "im2col"])
+@pytest.mark.parametrize("name", ["linear", "batched", "gather", "pointwise", "im2col", "direct",
+                                  "strided", "grouped"])
 def test_vector_products_are_exact_fuse_and_match_onnxruntime(tmp_path: Path, name: str) -> None:
-    path, vectors = _models(tmp_path)[name]
+    path, form = _models(tmp_path)[name]
     model = load_onnx_model(str(path), target=VECTOR16)
     products = [k.source for k in model.program.kernels.values() if "acc_0_0" in k.source]
     assert products
     for source in products:
-        assert ("vload" in source) == vectors
-        assert ("acc_0_v0 += av_0 * bv_v0;" in source) == vectors
+        assert ("vload" in source) == (form != "scalar")
+        assert ("acc_0_v0 += av_0 * bv_v0;" in source) == (form == "product")
+        assert ("acc_c0_v0 += xv_0 * wv_v0_0;" in source) == (form == "conv")
     assert width_mismatches(model.program, build_uar(model.program)) == []
     c = compile_program(Compilation(target=VECTOR16, options=Options(weigh=False),
                                     source=str(path), program=model.program, model=model),
@@ -144,9 +160,22 @@ def test_vector_products_are_exact_fuse_and_match_onnxruntime(tmp_path: Path, na
     assert check_plan(result.plan) == []
     assert result.plan.launches_after < len(model.program.launches)
     fused = "\n".join(k.source for k in result.fused.program.kernels.values())
-    assert ("vload" in fused) == vectors
+    assert ("vload" in fused) == (form != "scalar")
     feeds = random_inputs(model.io, seed=3)
     reference = onnxruntime_reference(str(path), feeds)["y"]
     for program in (model.program, result.fused.program):
         got = _run(model, program, feeds, device=None)["y"]
         np.testing.assert_allclose(got, reference, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("mpg,ow,stride,vector_width,shape", [
+    (64, 56, 1, 16, (32, 8)),   # ResNet-50's 3x3 at 56 x 56
+    (128, 28, 2, 16, (32, 7)),  # at stride 2, rows of 28: any divisor of the row
+    (512, 7, 1, 16, (32, 7)),
+    (16, 56, 1, 16, (16, 14)),  # one vector of channels: 16 columns' worth
+    (64, 56, 1, 8, (16, 4)),    # AVX2: 8 lanes, 8 accumulator vectors
+    (64, 56, 1, 1, (16, 8)),    # no vectors: the scalar rule
+])
+def test_conv_block_shape_in_vectors(mpg: int, ow: int, stride: int, vector_width: int,
+                                     shape: tuple[int, int]) -> None:
+    assert linalg.conv_block_shape(mpg, ow, stride, 128, vector_width) == shape

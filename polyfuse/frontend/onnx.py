@@ -991,7 +991,8 @@ class _Translator:
         out_hw = [(n - (k - 1) * d - 1) // s + 1
                   for n, k, d, s in zip(sx[2:], (kh, kw), dil, strides)]
         if min(out_hw) < 1 or not conv_as_product(
-                1, (kh, kw), out_hw, strides, m, BLOCK_ROWS * self.variant.block_cols):
+                1, (kh, kw), out_hw, strides, m, BLOCK_ROWS * self.variant.block_cols,
+                self.variant.vector_width):
             return node
         width = im2col_columns(out_hw[0] * out_hw[1])
         # a 1x1 window's copy in the product's panels is affine; a larger window's divides

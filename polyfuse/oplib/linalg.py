@@ -206,10 +206,10 @@ WIDE_GROUP_MIN_COLUMNS = 1024
 
 
 def product_vector_width(vector_width: int, cols: int) -> int:
-    """Lanes of the blocked product's OpenCL vectors: the widest of 16, 8, 4 and 2 within the
+    """Lanes of the blocked product's OpenCL vectors: the widest of 16, 8 and 4 within the
     device's native ``vector_width`` dividing the block's ``cols``; 1 (named scalars) where
     none does."""
-    return next((w for w in (16, 8, 4, 2) if w <= vector_width and cols % w == 0), 1)
+    return next((w for w in (16, 8, 4) if w <= vector_width and cols % w == 0), 1)
 
 
 def _unit_stride_load(elem: str, var: str) -> Optional[tuple[str, str]]:
@@ -1049,10 +1049,18 @@ def _divisor_at_most(n: int, cap: int) -> int:
     return max(d for d in range(1, max(1, min(n, cap)) + 1) if n % d == 0)
 
 
-def conv_block_shape(mpg: int, ow: int, stride: int, budget: int) -> tuple[int, int]:
+def conv_block_shape(mpg: int, ow: int, stride: int, budget: int,
+                     vector_width: int = 1) -> tuple[int, int]:
     """(output channels, contiguous output columns) per work-item of the blocked direct Conv,
     at most ``budget`` accumulators; chosen by thread CPU time on PoCL 3.1 (AVX-512, weights
     packed), against numpy's one-thread sgemm on the implicit product.
+
+    - In vectors along the channels (``vector_width`` lanes, weights packed, 4 or more
+      channels per group): two vectors of channels where the group has them, and as many
+      output columns (any divisor of the row, at any stride: each is a broadcast load) as
+      make ``vector_width`` accumulator vectors, as :func:`vector_block_rows` (64 -> 64, 3x3
+      at 56 x 56: 32 x 8 256 GFLOP/s, 32 x 7 256, 16 x 14 250, 16 x 8 227, 64 x 2 154; the
+      scalar 16 x 8 96).
 
     - Few channels per group (depthwise): as much of the output row as half the budget holds
       (at 192 x 56 x 56, 3x3: the whole row of 56 ran 0.22 ms, 28 columns 0.36, 8 columns
@@ -1069,6 +1077,11 @@ def conv_block_shape(mpg: int, ow: int, stride: int, budget: int) -> tuple[int, 
       128 -> 128 3x3 at stride 1) in blocks of 14 ran at 2.6-5.8 GFLOP/s, of 4 at 51; 14 in
       blocks of 2 with 32 channels 62, 7 in blocks of 1 with 32 channels 54 (16: 28).  Up to
       16 channels with 4 or more columns, 32 with fewer."""
+    if mpg >= 4 and vector_width > 1:
+        mb = _divisor_at_most(mpg, 2 * vector_width)
+        width = product_vector_width(vector_width, mb)
+        if width > 1:
+            return mb, _divisor_at_most(ow, max(1, vector_width * width // mb))
     if mpg < 4:
         ob = _divisor_at_most(ow, max(1, budget // 2))
     elif stride > 1:
@@ -1093,7 +1106,8 @@ def conv_pads_in_kernel(mpg: int, ow: int, stride: int, budget: int,
 
 
 def conv_as_product(group: int, kernel: Sequence[int], out_hw: Sequence[int],
-                    strides: Sequence[int], mpg: int, budget: int) -> bool:
+                    strides: Sequence[int], mpg: int, budget: int,
+                    vector_width: int = 1) -> bool:
     """Whether the ``blocked`` variant runs a Conv as an implicit GEMM (the ONNX front-end's
     :func:`im2col` launch, then the product ``W (M x C*KH*KW) @ cols (C*KH*KW x OH*OW)``,
     :func:`_im2col_conv`) rather than the direct kernel :func:`_blocked_conv`: where the
@@ -1115,7 +1129,8 @@ def conv_as_product(group: int, kernel: Sequence[int], out_hw: Sequence[int],
         return False
     if tuple(kernel) == (1, 1):
         return pixels % 16 != 0
-    return conv_block_shape(mpg, out_hw[1], max(strides), budget)[1] < 8
+    return conv_block_shape(mpg, out_hw[1], max(strides), budget)[1] < 8 and \
+        product_vector_width(vector_width, _divisor_at_most(mpg, 2 * vector_width)) == 1
 
 
 def im2col_columns(pixels: int) -> int:
@@ -1288,10 +1303,12 @@ def _blocked_conv(node: Node, defines: dict[str, int], params: list[Param], inpu
     mpg, oh, ow = defines["MPG"], defines["OH"], defines["OW"]
     kh_n, kw_n, sw_, dw = (defines[k] for k in ("KH", "KW", "SW", "DW"))
     cout, cpg = defines["M"], defines["CPG"]
-    mb, ob = conv_block_shape(mpg, ow, sw_, BLOCK_ROWS * node.variant.block_cols)
+    guard_rows, guard_cols = bool(pads[0] or pads[2]), bool(pads[1] or pads[3])
+    vectors = node.variant.vector_width if packed and not (guard_rows or guard_cols) else 1
+    mb, ob = conv_block_shape(mpg, ow, sw_, BLOCK_ROWS * node.variant.block_cols, vectors)
+    width = product_vector_width(vectors, mb) if mpg >= 4 else 1
     owb_n, mblk = ow // ob, cout // mb
     defines = {**defines, "MB": mb, "OB": ob}
-    guard_rows, guard_cols = bool(pads[0] or pads[2]), bool(pads[1] or pads[3])
     # NDRange (column blocks, output rows, images x channel blocks): dimension 0, which CPU
     # runtimes iterate fastest, walks along the output row.  Three ids rather than one flat
     # id split by divisions keep the front-end's width analysis of the Pad that feeds the
@@ -1319,6 +1336,9 @@ def _blocked_conv(node: Node, defines: dict[str, int], params: list[Param], inpu
     if whole_row and sw_ > 1:
         body, decls, tail = _strided_row_steps(defines, mb, x_row, shift, packed, c_var,
                                                has_bias)
+        head += decls
+    elif width > 1:
+        body, decls, tail = _vector_conv_steps(defines, mb, ob, width, x_row, c_var, has_bias)
         head += decls
     else:
         acc = [[f"acc_{i}_{j}" for j in range(ob)] for i in range(mb)]
@@ -1384,6 +1404,40 @@ def _blocked_conv(node: Node, defines: dict[str, int], params: list[Param], inpu
         col_base=f"owb * {ob}",
     )
     return replace(opk, block=layout)
+
+
+def _vector_conv_steps(defines: dict[str, int], mb: int, ob: int, width: int, x_row: str,
+                       c_var: str, has_bias: bool) -> tuple[list[str], list[str], list[str]]:
+    """A block of :func:`_blocked_conv` in vectors along its ``mb`` output channels (weights
+    packed, no padding in the kernel): per window step ``vload<width>`` of each vector of
+    weights, one broadcast load per input column, and a vector multiply-add per (column,
+    vector); after the loops each output is the named scalar ``acc_i_j`` again, so the stores
+    and any fused epilogue are the scalar block's.  Why: as named scalars LLVM vectorized the
+    block along its columns, 8 wide (AVX-512 tuned for 256 bits) and only where the columns
+    were contiguous; along the channels the vectors are full at any stride and row width
+    (64 -> 64, 3x3 at 56 x 56: 256 GFLOP/s against 96, PoCL 3.1 ``basic``).  (body of one
+    window row, declarations, stores.)"""
+    kw_n, sw_, dw = defines["KW"], defines["SW"], defines["DW"]
+    vtype, nv = f"float{width}", mb // width
+    init = [f"vload{width}(0, bias + (m0 + {v * width}))" if has_bias else f"({vtype})(0.0f)"
+            for v in range(nv)]
+    decls = [f"{vtype} acc_c{j}_v{v} = {init[v]};" for j in range(ob) for v in range(nv)]
+    body: list[str] = []
+    loaded: set[int] = set()
+    for kwv in range(kw_n):
+        body += [f"const {vtype} wv_v{v}_{kwv} = vload{width}(0, w + "
+                 f"({_conv_w_at(True, c_var, kwv, v * width)}));" for v in range(nv)]
+        for j in range(ob):
+            col = j * sw_ + kwv * dw
+            if col not in loaded:
+                loaded.add(col)
+                body.append(f"const float xv_{col} = x[{x_row} + owb * {ob * sw_} + {col}];")
+            body += [f"acc_c{j}_v{v} += xv_{col} * wv_v{v}_{kwv};" for v in range(nv)]
+    tail = [f"const float acc_{i}_{j} = acc_c{j}_v{i // width}.s{i % width:x};"
+            for i in range(mb) for j in range(ob)]
+    tail += [f"y[((n * M + m0 + {i}) * OH + oh) * OW + owb * OB + {j}] = acc_{i}_{j};"
+             for i in range(mb) for j in range(ob)]
+    return body, decls, tail
 
 
 def _conv_w_at(packed: bool, c_var: str, kwv: int, mi: int) -> str:
