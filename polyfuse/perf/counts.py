@@ -980,8 +980,11 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
                 uniform = all(d < len(lid) and lid[d] == 0 for d in geo.varies_in_subgroup())
                 gran = "sub-group" if uniform else "work-item"
             direction = "load" if acc.direction == "read" else "store"
+            # a vload/vstore (one instance, several elements) is a vector access as the
+            # register block's packed scalars are
+            vector = acc.exact and not acc.relation.is_single_valued()
             key = (space, acc.array, features.numpy_dtype(acc.dtype), direction, lid, gid,
-                   acc.exact, gran, (st.id, i) in packed)
+                   acc.exact, gran, (st.id, i) in packed or vector)
             grp = mem_groups.setdefault(key, {"count": [], "wi": [], "ranges": None,
                                               "reason": acc.reason, "loop": [],
                                               "nested": [], "block": [],
