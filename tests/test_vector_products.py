@@ -179,3 +179,24 @@ def test_vector_products_are_exact_fuse_and_match_onnxruntime(tmp_path: Path, na
 def test_conv_block_shape_in_vectors(mpg: int, ow: int, stride: int, vector_width: int,
                                      shape: tuple[int, int]) -> None:
     assert linalg.conv_block_shape(mpg, ow, stride, 128, vector_width) == shape
+
+
+def test_the_model_counts_vector_blocks_apart(tmp_path: Path) -> None:
+    """The performance model's ``vector_block_flops`` are the vector product's block ops,
+    ``block_flops`` the scalar product's: the same multiply-adds, in the feature each form's
+    calibration kernel (``calib_vblock``, ``calib_block``) prices."""
+    from polyfuse.perf.counts import count_program
+    from polyfuse.perf.model import features_of
+
+    path, _ = _models(tmp_path)["linear"]
+    scalar = replace(VECTOR16, kernel=replace(VECTOR16.kernel, vector_width=1))
+    found = {}
+    for name, target in (("vector", VECTOR16), ("scalar", scalar)):
+        program = load_onnx_model(str(path), target=target).program
+        [launch] = [op for op in program.launches if "acc_0_0" in
+                    program.kernels[op.kernel].source]
+        found[name] = features_of(count_program(program)[launch.id]).values
+    multiply_adds = 32 * 64 * 24
+    assert found["vector"]["vector_block_flops"] == found["scalar"]["block_flops"] == \
+        multiply_adds
+    assert found["vector"]["block_flops"] == found["scalar"]["vector_block_flops"] == 0
