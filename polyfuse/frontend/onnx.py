@@ -994,7 +994,7 @@ class _Translator:
                 1, (kh, kw), out_hw, strides, m, BLOCK_ROWS * self.variant.block_cols,
                 self.variant.vector_width):
             return node
-        width = im2col_columns(out_hw[0] * out_hw[1])
+        width = im2col_columns(out_hw[0] * out_hw[1], self.variant)
         # a 1x1 window's copy in the product's panels is affine; a larger window's divides
         # each pixel by the panel width, and the performance model's footprints of those
         # stores took the cold sessions of ResNet-50's stages 2-3x longer (rows, then)

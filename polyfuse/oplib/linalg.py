@@ -1133,11 +1133,15 @@ def conv_as_product(group: int, kernel: Sequence[int], out_hw: Sequence[int],
         product_vector_width(vector_width, _divisor_at_most(mpg, 2 * vector_width)) == 1
 
 
-def im2col_columns(pixels: int) -> int:
+def im2col_columns(pixels: int, variant: KernelVariant) -> int:
     """Columns of an :func:`im2col` output of ``pixels`` output pixels: rounded up to a
     multiple of 16 (zeros after the pixels), so the product's column blocks are at least 16
     wide (14 x 14 = 196 pixels ran in blocks of 4 at 37 GFLOP/s, 7 x 7 in blocks of 1 at
-    10)."""
+    10); in vectors, to a multiple of the target's block width, so the blocks are the full 8 x
+    32 (256 x 196 x 1024: 8 x 16 blocks of 208 columns 199 GFLOP/s, 8 x 32 of 224 251, 233
+    counting the padding's work)."""
+    if product_vector_width(variant.vector_width, variant.block_cols) > 1:
+        return round_up(pixels, max(16, variant.block_cols))
     return round_up(pixels, 16)
 
 
