@@ -20,9 +20,11 @@ float32, static shapes, batch 1, seeded random weights, every module in eval mod
   128->128 at stride 2, 1x1 128->512, and a 1x1 stride-2 256->512 projection shortcut), 56x56;
 * ``mobilenet_downsample``: a MobileNetV2 block at stride 2 (expand 24->144, depthwise 3x3
   stride 2, project 144->32, no residual), 56x56;
-* ``resnet_stage2`` and ``resnet_stage3``: ResNet-50 bottlenecks of its second and third
-  stages (512->128->128->512 at 28x28, 1024->256->256->1024 at 14x14; not exported unless
-  named).
+* ``resnet_stage2``, ``resnet_stage3`` and ``resnet_stage4``: ResNet-50 bottlenecks of its
+  second, third and fourth stages (512->128->128->512 at 28x28, 1024->256->256->1024 at
+  14x14, 2048->512->512->2048 at 7x7), ``resnet_stem`` (7x7 Conv at stride 2, MaxPool, at
+  224x224) and ``gpt2_block`` (a whole GPT-2 block, causal attention and MLP, 256 tokens):
+  not exported unless named.
 
     PYTHONPATH=... .venv/bin/python analysis/export_real_size.py OUT_DIR NAME...
 
@@ -76,6 +78,40 @@ class GPT2MLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.proj(F.gelu(self.fc(self.ln(x)), approximate="tanh"))
+
+
+class GPT2Block(nn.Module):
+    """A GPT-2 block as Hugging Face writes it: LayerNorm, one Linear for q, k and v, causal
+    attention with the mask added before the softmax, output Linear, residual; then
+    :class:`GPT2MLP` (with its own LayerNorm and residual)."""
+
+    def __init__(self, d: int = 768, heads: int = 12, seq: int = 256):
+        super().__init__()
+        self.heads, self.dh = heads, d // heads
+        self.ln, self.qkv, self.o = nn.LayerNorm(d), nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.mlp = GPT2MLP(d)
+        mask = torch.full((seq, seq), float("-inf")).triu(1)
+        self.register_buffer("mask", mask.view(1, 1, seq, seq))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, d = x.shape
+        q, k, v = self.qkv(self.ln(x)).split(d, dim=2)
+        q, k, v = (t.view(b, s, self.heads, self.dh).transpose(1, 2) for t in (q, k, v))
+        p = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(self.dh) + self.mask, dim=-1)
+        x = x + self.o((p @ v).transpose(1, 2).reshape(b, s, d))
+        return self.mlp(x)
+
+
+class ResNetStem(nn.Module):
+    """ResNet's stem: the 7x7 Conv at stride 2 with its BatchNorm and ReLU, then MaxPool 3x3
+    at stride 2."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = conv_bn(3, 64, 7, stride=2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.max_pool2d(F.relu(self.conv(x)), 3, stride=2, padding=1)
 
 
 def conv_bn(cin: int, cout: int, k: int, groups: int = 1, stride: int = 1) -> nn.Sequential:
@@ -137,10 +173,13 @@ MODELS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {
     "mobilenet_downsample": (lambda: InvertedResidual(24, stride=2, out=32), (1, 24, 56, 56)),
     "resnet_stage2": (lambda: Bottleneck(512, 128), (1, 512, 28, 28)),
     "resnet_stage3": (lambda: Bottleneck(1024, 256), (1, 1024, 14, 14)),
+    "resnet_stage4": (lambda: Bottleneck(2048, 512), (1, 2048, 7, 7)),
+    "resnet_stem": (ResNetStem, (1, 3, 224, 224)),
+    "gpt2_block": (GPT2Block, (1, 256, 768)),
 }
 
 #: exported only when named
-ON_REQUEST = ("resnet_stage2", "resnet_stage3")
+ON_REQUEST = ("resnet_stage2", "resnet_stage3", "resnet_stage4", "resnet_stem", "gpt2_block")
 
 
 def randomize_norms(module: nn.Module, gen: torch.Generator) -> None:

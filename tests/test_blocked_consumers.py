@@ -25,12 +25,21 @@ pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import polyfuse  # noqa: E402
-from polyfuse.apps.onnx_run import ATOL, RTOL, load_and_fuse, onnxruntime_reference, random_inputs  # noqa: E402
+from polyfuse.apps.onnx_run import (  # noqa: E402
+    ATOL,
+    ONNX_PASSES,
+    RTOL,
+    load_and_fuse,
+    onnxruntime_reference,
+    random_inputs,
+)
 from polyfuse.core.program import KERNEL_VARIANTS, REFERENCE_TARGET  # noqa: E402
 from polyfuse.frontend.onnx import load_onnx_model  # noqa: E402
 from polyfuse.fusion import check_plan  # noqa: E402
 from polyfuse.oplib import linalg, op_kernel  # noqa: E402
 from polyfuse.oracle.bruteforce import width_mismatches  # noqa: E402
+from polyfuse.passes.compilation import Compilation, Options  # noqa: E402
+from polyfuse.passes.pipeline import compile_program, result_of  # noqa: E402
 from polyfuse.runtime.oplib_run import run_op  # noqa: E402
 from polyfuse.uar import build_uar  # noqa: E402
 
@@ -265,12 +274,14 @@ def test_product_epilogue_reads_the_accumulators(tmp_path: Path, conv: bool) -> 
 
 @pytest.mark.parametrize("conv", [False, True])
 def test_block_loads_keep_each_column_offset_grouped(tmp_path: Path, conv: bool) -> None:
-    """The product's loads of a row of B add each column offset to the block's first column
-    (``row_start + (c0 + j)``), also once fused: as ``(row_start + c0) + j`` PoCL 3.1
-    vectorized none of them (a 64x3136x256 product ran at
+    """The scalar block's loads of a row of B (a device without float vectors) add each column
+    offset to the block's first column (``row_start + (c0 + j)``), also once fused: as
+    ``(row_start + c0) + j`` PoCL 3.1 vectorized none of them (a 64x3136x256 product ran at
     47-49 GFLOP/s against 91-99, docs/performance.md "What did not pay")."""
     path = _product_epilogue(tmp_path / "epilogue.onnx", conv)
-    _model, result = load_and_fuse(str(path), {}, None, form="blocked")
+    result = result_of(compile_program(Compilation(
+        target=REFERENCE_TARGET.with_variant("blocked"), options=Options(weigh=False),
+        source=str(path)), ONNX_PASSES))
     [kernel] = result.fused.program.kernels.values()
     loads = re.findall(r"const float bv_\d+ = \w+\[(.*)\];", kernel.source)
     assert len(loads) >= 8 and all("c0" in x for x in loads)
@@ -566,7 +577,7 @@ def test_narrow_conv_is_an_implicit_gemm(tmp_path: Path, hw: int, width: int, st
     (12, 4608, 32, 4),
 ])
 def test_im2col_block_rows_rule(m: int, k: int, cb: int, rows: int) -> None:
-    assert linalg.im2col_block_rows(m, k, cb) == rows
+    assert linalg.im2col_block_rows(m, k, cb, KERNEL_VARIANTS["blocked"]) == rows
 
 
 def test_a_deep_im2col_product_runs_taller_blocks(tmp_path: Path) -> None:

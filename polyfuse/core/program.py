@@ -122,6 +122,10 @@ class KernelVariant:
     row_accumulators: int = 0
     #: columns per work-item of the blocked product (a device's: two native float vectors)
     block_cols: int = 32
+    #: the device's native float vector width: the blocked product loads B's rows and keeps
+    #: its accumulators in OpenCL vectors this wide (1: named scalars, left to the compiler's
+    #: vectorizer, which LLVM's AVX-512 CPUs' tuning keeps at 256 bits)
+    vector_width: int = 1
     #: work-groups that keep the device busy (its compute units): the register-tiled product
     #: takes the register tile with the most reuse that still gives it most of this many
     device_groups: int = 1
@@ -171,11 +175,12 @@ class Target:
 
     def with_variant(self, name: str) -> Target:
         """This target generating kernels of variant ``name`` (:data:`KERNEL_VARIANTS`); the
-        device's block width and work-group count are kept."""
+        device's block width, vector width and work-group count are kept."""
         if name not in KERNEL_VARIANTS:
             raise ValueError(f"unknown kernel variant {name!r}; known: {sorted(KERNEL_VARIANTS)}")
         return replace(self, kernel=replace(KERNEL_VARIANTS[name],
                                             block_cols=self.kernel.block_cols,
+                                            vector_width=self.kernel.vector_width,
                                             device_groups=self.kernel.device_groups))
 
     def with_tiles(self, tiles: tuple[tuple[tuple[int, int, int, int], RegisterTile], ...]

@@ -885,7 +885,7 @@ class _Translator:
             m, k, n = sa[1], sb[1], sb[2]
         else:
             return node
-        cb = block_shape(m, n, k, self.variant.block_cols)[1]
+        cb = block_shape(m, n, k, self.variant.block_cols, self.variant.vector_width)[1]
         if cb >= n or n % cb:
             return node  # one panel is B itself
         attrs["packed_panel"] = cb
@@ -991,9 +991,10 @@ class _Translator:
         out_hw = [(n - (k - 1) * d - 1) // s + 1
                   for n, k, d, s in zip(sx[2:], (kh, kw), dil, strides)]
         if min(out_hw) < 1 or not conv_as_product(
-                1, (kh, kw), out_hw, strides, m, BLOCK_ROWS * self.variant.block_cols):
+                1, (kh, kw), out_hw, strides, m, BLOCK_ROWS * self.variant.block_cols,
+                self.variant.vector_width):
             return node
-        width = im2col_columns(out_hw[0] * out_hw[1])
+        width = im2col_columns(out_hw[0] * out_hw[1], self.variant)
         # a 1x1 window's copy in the product's panels is affine; a larger window's divides
         # each pixel by the panel width, and the performance model's footprints of those
         # stores took the cold sessions of ResNet-50's stages 2-3x longer (rows, then)

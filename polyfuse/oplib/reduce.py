@@ -151,25 +151,92 @@ def _reduction_kernel(
     return make_kernel(node, source, (rows * lanes,), (lanes,), inputs, outputs)
 
 
+#: a reduction over leading axes this short (a split-K product's parts) is written out, one
+#: statement per element, so that a CPU compiler vectorizes it across work-items: a loop
+#: around it kept each work-item scalar (GPT-2's 4 x 256 x 768 split-K sum with its bias and
+#: residual: 0.32 ms looped, 0.043 ms written out, PoCL 3.1 ``basic``)
+UNROLLED_LEADING = 16
+
+
 def _leading_reduction(node: Node, shape: tuple[int, ...], out: tuple[int, ...], rows: int,
                        length: int, kind: str) -> OpKernel:
     """A reduction over leading axes as one work-item per output: element ``j`` of its
-    reduced stretch lies ``j * ROWS`` words on (the module docstring says when)."""
+    reduced stretch lies ``j * ROWS`` words on (the module docstring says when), written out
+    up to :data:`UNROLLED_LEADING` elements."""
     init, combine, finish = REDUCTIONS[kind]
     grid = Grid.of(out)
     flat = grid.flat()
-    if combine == "{a} + {b}":
-        update = f"part += x[j * ROWS + {flat}];"
+
+    def update(j: str, v: str) -> str:
+        if combine == "{a} + {b}":
+            return f"part += x[{j} * ROWS + {flat}];"
+        return (f"const float {v} = x[{j} * ROWS + {flat}];\n"
+                f"part = {combine.format(a='part', b=v)};")
+    if length <= UNROLLED_LEADING:
+        steps = "\n".join(update(str(j), f"v{j}") for j in range(length))
+        stmts = f"float part = {init};\n{steps}\ny[{flat}] = {finish.format(total='part')};"
     else:
-        update = (f"const float v = x[j * ROWS + {flat}];\n"
-                  f"    part = {combine.format(a='part', b='v')};")
-    stmts = (f"float part = {init};\nfor (int j = 0; j < ROWLEN; j++) {{\n    {update}\n}}\n"
-             f"y[{flat}] = {finish.format(total='part')};")
+        body = update("j", "v").replace("\n", "\n    ")
+        stmts = (f"float part = {init};\nfor (int j = 0; j < ROWLEN; j++) {{\n    {body}\n}}\n"
+                 f"y[{flat}] = {finish.format(total='part')};")
     params = [Param("x", shape), Param("y", out, const=False)]
     comment = (f"{node.op_type} {shape_str(shape)} over its {length} leading elements "
                f"-> {shape_str(out)}, one work-item per output")
     return grid_kernel(node, grid, params, {"ROWS": rows, "ROWLEN": length}, stmts, ["x"],
                        ["y"], comment)
+
+
+def _row_vector_width(node: Node, length: int) -> int:
+    """Lanes of the OpenCL vectors a contiguous row of ``length`` is walked in (the target's
+    :attr:`~polyfuse.core.program.KernelVariant.vector_width`: 16, 8 or 4 dividing the row;
+    1: named partials instead)."""
+    return next((w for w in (16, 8, 4) if w <= node.variant.vector_width and length % w == 0),
+                1)
+
+
+def _lanes_folded(vector: str, width: int, combine: str, result: str) -> list[str]:
+    """Statements folding the ``width`` lanes of ``vector`` into the float ``result`` with
+    ``combine`` (of a, b): halves (``.lo``/``.hi``) down to one lane."""
+    lines, current = [], vector
+    while width > 2:
+        width //= 2
+        folded = f"{vector}{width}"
+        lines.append(f"const float{width} {folded} = "
+                     f"{combine.format(a=f'{current}.lo', b=f'{current}.hi')};")
+        current = folded
+    lines.append(f"const float {result} = "
+                 f"{combine.format(a=f'{current}.s0', b=f'{current}.s1')};")
+    return lines
+
+
+def _vector_softmax_body(start: str, length: int, width: int) -> str:
+    """A Softmax row in ``float<width>`` vectors: the maximum, then each vector's
+    exponentials stored and summed in the same pass, then the row scaled by the sum's
+    reciprocal.  Why: LLVM's AVX-512 tuning keeps the named partials' loops 256 bits wide,
+    and each pass streams the row again; GPT-2's 3072 rows of 256: 0.80 ms in the session
+    (docs/performance.md)."""
+    vt, steps = f"float{width}", length // width
+    return "\n".join([
+        f"__global const float *xr = x + {start};" if start != "0" else
+        "__global const float *xr = x;",
+        f"__global float *yr = y + {start};" if start != "0" else "__global float *yr = y;",
+        f"{vt} m = vload{width}(0, xr);",
+        f"for (long k = 1; k < {steps}; k++) {{",
+        f"    m = fmax(m, vload{width}(k, xr));",
+        "}",
+        *_lanes_folded("m", width, "fmax({a}, {b})", "row_max"),
+        f"{vt} s = ({vt})(0.0f);",
+        f"for (long k = 0; k < {steps}; k++) {{",
+        f"    const {vt} e = exp(vload{width}(k, xr) - row_max);",
+        f"    vstore{width}(e, k, yr);",
+        "    s += e;",
+        "}",
+        *_lanes_folded("s", width, "{a} + {b}", "row_sum"),
+        "const float row_scale = 1.0f / row_sum;",
+        f"for (long k = 0; k < {steps}; k++) {{",
+        f"    vstore{width}(vload{width}(k, yr) * row_scale, k, yr);",
+        "}",
+    ])
 
 
 def softmax(node: Node) -> OpKernel:
@@ -186,6 +253,12 @@ def softmax(node: Node) -> OpKernel:
     params = [Param("x", shape), Param("y", shape, const=False)]
     comment = f"Softmax {shape_str(shape)} axis={axis}"
     partials = _row_partials(node, length)
+    width = _row_vector_width(node, length) if inner == 1 else 1
+    if partials and width > 1:
+        grid = Grid.of((rows,))
+        return _row_kernel(node, grid, length, params,
+                           _vector_softmax_body(grid.at((length,)), length, width),
+                           ["x"], ["y"], comment)
     if partials:
         grid = Grid.of((rows // inner, inner))
         at = _row_element(grid.at((length * inner, 1)), inner)

@@ -189,6 +189,10 @@ class OpRecord:
     #: which a CPU compiler vectorizes along the loop as it does straight-line code across
     #: work-items
     contiguous_count: Optional[Count] = None
+    #: the part of ``block_count`` written as OpenCL vector operations (the blocked product's
+    #: ``float16`` accumulators): vectors at their own width, where the compiler packs the
+    #: scalar block's statements at the width its tuning prefers
+    vector_count: Optional[Count] = None
 
     def to_json(self) -> dict[str, Any]:
         d = {"dtype": self.dtype, "op": self.op, "granularity": self.granularity,
@@ -368,7 +372,9 @@ class KernelCounts:
                               block_total=None if r.block_total is None else
                               r.block_total.evaluate(vals),
                               contiguous_count=None if r.contiguous_count is None else
-                              r.contiguous_count.evaluate(vals)) for r in self.ops),
+                              r.contiguous_count.evaluate(vals),
+                              vector_count=None if r.vector_count is None else
+                              r.vector_count.evaluate(vals)) for r in self.ops),
             mem=tuple(r.evaluate(vals) for r in self.mem),
             sync=tuple(replace(r, count=r.count.evaluate(vals)) for r in self.sync),
             geometry={k: c.evaluate(vals) for k, c in self.geometry.items()},
@@ -933,6 +939,7 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
     op_block: dict[tuple[str, str], list[isl.PwQPolynomial]] = {}
     op_block_total: dict[tuple[str, str], list[isl.PwQPolynomial]] = {}
     op_contiguous: dict[tuple[str, str], list[isl.PwQPolynomial]] = {}
+    op_vector: dict[tuple[str, str], list[isl.PwQPolynomial]] = {}
     with_barrier = _loops_with_barriers(kernel)
     blocks = register_block_domains(kernel, env, with_barrier)
     along = contiguous_loop_domains(kernel, with_barrier) - blocks
@@ -955,6 +962,9 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
                 if in_block:
                     op_block.setdefault(key, []).append(per_item.scale_val(isl.Val(n)))
                     op_block_total.setdefault(key, []).append(card.scale_val(isl.Val(n)))
+                    if sops.vector_ops.get(key):
+                        op_vector.setdefault(key, []).append(
+                            per_item.scale_val(isl.Val(sops.vector_ops[key])))
                 if st.id in contiguous:
                     op_contiguous.setdefault(key, []).append(per_item.scale_val(isl.Val(n)))
             ex = sops.exact and st.exact_domain
@@ -976,12 +986,14 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
         block = _sum(op_block[key]) if key in op_block else None
         block_total = _sum(op_block_total[key]) if key in op_block_total else None
         contig = _sum(op_contiguous[key]) if key in op_contiguous else None
+        vector = _sum(op_vector[key]) if key in op_vector else None
         ops.append(OpRecord(key[0], key[1], op_gran, c, op_exact[key] and not c.unbounded,
                             tuple(op_notes[key]) + gflags(op_gran),
                             Count.of(loop, ctx) if loop is not None else None,
                             Count.of(block, ctx) if block is not None else None,
                             Count.of(block_total, ctx) if block_total is not None else None,
-                            Count.of(contig, ctx) if contig is not None else None))
+                            Count.of(contig, ctx) if contig is not None else None,
+                            Count.of(vector, ctx) if vector is not None else None))
 
     # -- memory
     mem_groups: dict[tuple, dict[str, Any]] = {}
@@ -1005,8 +1017,11 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
                 uniform = all(d < len(lid) and lid[d] == 0 for d in geo.varies_in_subgroup())
                 gran = "sub-group" if uniform else "work-item"
             direction = "load" if acc.direction == "read" else "store"
+            # a vload/vstore (one instance, several elements) is a vector access as the
+            # register block's packed scalars are
+            vector = acc.exact and not acc.relation.is_single_valued()
             key = (space, acc.array, features.numpy_dtype(acc.dtype), direction, lid, gid,
-                   acc.exact, gran, (st.id, i) in packed)
+                   acc.exact, gran, (st.id, i) in packed or vector)
             grp = mem_groups.setdefault(key, {"count": [], "wi": [], "ranges": None,
                                               "reason": acc.reason, "loop": [],
                                               "nested": [], "block": [],
@@ -1369,7 +1384,9 @@ def count_program(program: Program, *, subgroup_size: Optional[int] = None,
                               block_total=None if r.block_total is None else
                               bind(r.block_total),
                               contiguous_count=None if r.contiguous_count is None else
-                              bind(r.contiguous_count))
+                              bind(r.contiguous_count),
+                              vector_count=None if r.vector_count is None else
+                              bind(r.vector_count))
                       for r in kc.ops),
             mem=tuple(replace(r, count=bind(r.count), accesses=bind(r.accesses),
                               footprint=None if r.footprint is None else

@@ -190,6 +190,8 @@ class StatementOps:
     ops: Counter = field(default_factory=Counter)
     exact: bool = True
     notes: list[str] = field(default_factory=list)
+    #: the part of ``ops`` made on OpenCL vectors (counted per lane, as in ``ops``)
+    vector_ops: Counter = field(default_factory=Counter)
 
 
 @dataclass
@@ -241,6 +243,8 @@ class _Counter:
 
     def add(self, op: str, t: CType, n: int = 1) -> None:
         self.out.ops[(op, t.dtype)] += n * t.lanes
+        if t.lanes > 1:
+            self.out.vector_ops[(op, t.dtype)] += n * t.lanes
 
     # -- expressions -------------------------------------------------------------------------------
 

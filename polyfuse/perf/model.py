@@ -27,8 +27,11 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
      :data:`~polyfuse.perf.counts.REGISTER_BLOCK_STATEMENTS` or more float statements, a
      blocked product's ``acc_i_j += a_i * b_j``) is packed into vectors of the work-item, so
      its iterations, ops and loads are ``block_iterations``, ``block_flops`` and
-     ``block_accesses`` instead; a *contiguous loop* (every access moving at most an element
-     per iteration of its innermost loop, a store by one) is vectorized along the loop: its
+     ``block_accesses`` instead (the ops of a block written in OpenCL vectors,
+     ``vector_block_flops``: vectors at their own width, where the compiler packs a scalar
+     block at the width its tuning prefers); a *contiguous loop* (every access moving at
+     most an element per iteration of its innermost loop, a store by one) is vectorized
+     along the loop: its
      ops are class counts only, its accesses ``contiguous_loop_accesses`` and its bytes
      ``gmem_contiguous_bytes``; ``work_items`` (the per work-item cost of running the
      kernel body: index arithmetic, the loop PoCL wraps around a work-group, scheduling of a
@@ -167,7 +170,8 @@ SCHEMA = "polyfuse.model/1"
 #: Features whose costs overlap with each other through the on-chip side of ``smax_p``.
 ONCHIP_FEATURES = ("flop_simple", "flop_fma", "flop_div", "flop_special", "int_divmod",
                    "local_access", "loop_accesses", "sync_loop_accesses", "nested_loop_accesses",
-                   "loop_flops", "block_flops", "block_accesses", "block_iterations",
+                   "loop_flops", "block_flops", "vector_block_flops", "block_accesses",
+                   "block_iterations",
                    "contiguous_loop_accesses", "work_items",
                    "guarded_work_items")
 #: Features on the memory side of ``smax_p``.
@@ -475,7 +479,10 @@ def features_of(counts: KernelCounts, values: Optional[Mapping[str, int]] = None
         blocked = 0.0
         if r.block_count is not None and cls != "int_divmod":
             blocked = _value(r.block_count, f"op {r.op} in register blocks", name)
-            out["block_flops"] += blocked
+            vector = _value(r.vector_count, f"op {r.op} in vector blocks", name) \
+                if r.vector_count is not None else 0.0
+            out["block_flops"] += blocked - vector
+            out["vector_block_flops"] += vector
             out[cls] -= _value(r.block_total, f"op {r.op} in register blocks", name) \
                 if r.block_total is not None else 0.0
         out[cls] += _value(r.count, f"op {r.op}", name)
@@ -1048,6 +1055,31 @@ def _register_block_source(rows: int, cols: int, depth: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _vector_block_source(rows: int, vectors: int, width: int, depth: int) -> str:
+    """Kernel ``calib_vblock``: :func:`_register_block_source`'s block written as the blocked
+    product writes it on a device with float vectors (``oplib.linalg._vector_block``): each
+    row's ``vectors x width`` accumulators are ``float<width>`` vectors, each step loads the
+    panel's row with ``vload<width>`` and broadcasts one float of ``x`` per row."""
+    cols, vt = vectors * width, f"float{width}"
+    lines = ["__kernel void calib_vblock(__global const float *x, __global const float *w, "
+             "__global float *y)\n{",
+             f"    const int r0 = get_global_id(0) * {rows};",
+             f"    const int c0 = get_global_id(1) * {cols};"]
+    lines += [f"    {vt} acc_{i}_v{v} = ({vt})(0.0f);" for i in range(rows)
+              for v in range(vectors)]
+    lines.append(f"    for (int k = 0; k < {depth}; k++) {{")
+    lines += [f"        const {vt} w_v{v} = vload{width}(0, w + ((k * {cols}) + "
+              f"((c0 * {depth}) + {v * width})));" for v in range(vectors)]
+    for i in range(rows):
+        lines.append(f"        const float x_{i} = x[((r0 + {i}) * {depth}) + k];")
+        lines += [f"        acc_{i}_v{v} += x_{i} * w_v{v};" for v in range(vectors)]
+    lines.append("    }")
+    lines += [f"    vstore{width}(acc_{i}_v{v}, 0, y + (((r0 + {i}) * get_global_size(1) * "
+              f"{cols}) + (c0 + {v * width})));" for i in range(rows) for v in range(vectors)]
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
 def _row_block_source(rows: int, cols: int, width: int) -> str:
     """Kernel ``calib_rowblock``: ``y = x + b`` (``b`` a bias of ``width`` floats) over a
     matrix ``width`` floats wide, each work-item walking a block of ``rows × cols`` elements
@@ -1381,6 +1413,20 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
                 (mr // rows, panels), (16, 1),
                 (buf(4 * mr * depth), buf(4 * panels * depth * cols),
                  buf(4 * mr * panels * cols)), ()))
+    # the same in OpenCL vectors, as the blocked product on a device with float vectors
+    for rows, vectors, width, depth, m, panels in (((8, 2, 16, 384, 128, 8),) if quick else
+                                                   ((8, 2, 16, 768, 128, 24),
+                                                    (8, 2, 16, 192, 256, 16),
+                                                    (4, 2, 8, 768, 64, 16),
+                                                    (8, 1, 16, 384, 128, 8))):
+        mr, cols = m * s, vectors * width
+        if 16 <= max_group:
+            out.append(CalibrationKernel(
+                f"calib_vblock {rows}x{vectors}x{width} depth={depth} {mr // s}x{panels}{tag}",
+                _vector_block_source(rows, vectors, width, depth), "calib_vblock",
+                (mr // rows, panels), (16, 1),
+                (buf(4 * mr * depth), buf(4 * panels * depth * cols),
+                 buf(4 * mr * panels * cols)), ()))
 
     # element-wise blocks walked along rows by each work-item: 0.4 to 6 MiB a matrix (the
     # middle one warm too)
@@ -1448,7 +1494,7 @@ def calibration_kernels(quick: bool = False, *, local_size: int = 64,
 #: Kernel names of the calibration set (what the accuracy study must not evaluate on).
 CALIBRATION_KERNELS = ("empty", "calib_stream", "calib_stream2d", "calib_gather", "calib_bcast",
                        "calib_fma", "calib_fma_loop", "calib_idiv", "calib_colwalk",
-                       "calib_block", "calib_rowblock", "calib_rowpass",
+                       "calib_block", "calib_vblock", "calib_rowblock", "calib_rowpass",
                        "calib_guard",
                        "calib_simple", "calib_exp", "calib_div", "calib_loop", "calib_gloop",
                        "calib_nest",
@@ -1686,6 +1732,7 @@ _READABLE = {
     "nested_loop_accesses": ("G accesses/s", 1e-9, "rate"),
     "loop_flops": ("G loop ops/s", 1e-9, "rate"),
     "block_flops": ("G register-block ops/s", 1e-9, "rate"),
+    "vector_block_flops": ("G vector-block ops/s", 1e-9, "rate"),
     "block_accesses": ("G register-block accesses/s", 1e-9, "rate"),
     "block_iterations": ("ns per register-block iteration", 1e9, "time"),
     "contiguous_loop_accesses": ("G accesses/s", 1e-9, "rate"),

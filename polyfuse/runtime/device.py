@@ -271,7 +271,9 @@ class DeviceLimits:
                       preferred_vector_width=self.native_vector_width_float,
                       extensions=extensions, is_cpu=self.is_cpu,
                       kernel=KernelVariant(block_cols=block_cols_for(
-                          self.native_vector_width_float), device_groups=self.compute_units))
+                          self.native_vector_width_float),
+                          vector_width=max(1, self.native_vector_width_float),
+                          device_groups=self.compute_units))
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
