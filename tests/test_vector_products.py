@@ -33,6 +33,7 @@ from polyfuse.core.program import KERNEL_VARIANTS, REFERENCE_TARGET, Target  # n
 from polyfuse.frontend.onnx import load_onnx_model  # noqa: E402
 from polyfuse.fusion import check_plan  # noqa: E402
 from polyfuse.oplib import linalg  # noqa: E402
+from polyfuse.oplib._common import vector_lanes  # noqa: E402
 from polyfuse.oracle.bruteforce import width_mismatches  # noqa: E402
 from polyfuse.passes.compilation import Compilation, Options  # noqa: E402
 from polyfuse.passes.pipeline import compile_program, result_of  # noqa: E402
@@ -47,8 +48,8 @@ VECTOR16: Target = replace(REFERENCE_TARGET, kernel=replace(KERNEL_VARIANTS["blo
     (16, 32, 16), (16, 16, 16), (16, 8, 8), (16, 4, 4), (16, 12, 4), (16, 6, 1), (16, 1, 1),
     (8, 32, 8), (8, 16, 8), (4, 16, 4), (1, 32, 1), (2, 32, 1),
 ])
-def test_product_vector_width_rule(native: int, cols: int, width: int) -> None:
-    assert linalg.product_vector_width(native, cols) == width
+def test_vector_lanes_rule(native: int, cols: int, width: int) -> None:
+    assert vector_lanes(native, cols) == width
 
 
 def test_vector_block_shapes() -> None:

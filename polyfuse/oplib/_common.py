@@ -260,6 +260,13 @@ def broadcast_strides(node: Node, in_shape: Sequence[int], out_shape: Sequence[i
     return tuple(result)
 
 
+def vector_lanes(vector_width: int, n: int) -> int:
+    """Lanes of the OpenCL vectors a kernel walks ``n`` consecutive elements in: the widest
+    of 16, 8 and 4 within the device's native ``vector_width`` dividing ``n``; 1 (named
+    scalars, left to the compiler's vectorizer) where none does."""
+    return next((w for w in (16, 8, 4) if w <= vector_width and n % w == 0), 1)
+
+
 def index_expr(var: str, shape: Sequence[int], strides: Sequence[int], offset: int = 0) -> str:
     """C expression mapping a row-major flat index ``var`` over ``shape`` to ``Σ coord·stride``.
 

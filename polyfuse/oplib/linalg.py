@@ -19,6 +19,7 @@ from typing import Optional
 
 from pycparser import c_ast, c_parser
 
+from polyfuse.c.syntax import identifiers
 from polyfuse.core.program import KernelVariant, RegisterTile
 from polyfuse.oplib._common import (
     BlockLayout,
@@ -38,6 +39,7 @@ from polyfuse.oplib._common import (
     round_up,
     shape_str,
     strides_of,
+    vector_lanes,
 )
 from polyfuse.oplib.reduce import lanes_for
 
@@ -156,14 +158,15 @@ def block_shape(m: int, n: int, k: int = 1, cols: int = BLOCK_COLS,
 
     In vectors (``vector_width``, the target's
     :attr:`~polyfuse.core.program.KernelVariant.vector_width`, where
-    :func:`product_vector_width` allows them): :func:`vector_block_rows` x ``cols``, whatever
-    K is (8 x 32 was the fastest at K 256-4608).  As named scalars: BLOCK_ROWS x ``cols`` (the
-    target's :attr:`~polyfuse.core.program.KernelVariant.block_cols`; one register budget of
+    :func:`~polyfuse.oplib._common.vector_lanes` allows them): :func:`vector_block_rows` x
+    ``cols``, whatever K is (8 x 32 was the fastest at K 256-4608).  As named scalars:
+    BLOCK_ROWS x ``cols`` (the target's
+    :attr:`~polyfuse.core.program.KernelVariant.block_cols`; one register budget of
     accumulators), as tall and narrow as it takes for the K x C panel of B that every row
     block re-reads to fit PANEL_BYTES (at K 3072 a 8 x 16 block reached 0.65x numpy's sgemm
     where 4 x 32 reached 0.45-0.6x; at K 768 4 x 32 is the faster).  Then the largest such
     block dividing the output, so no edge guards are needed."""
-    if product_vector_width(vector_width, cols) > 1:
+    if vector_lanes(vector_width, cols) > 1:
         return (_largest_divisor(m, vector_block_rows(vector_width, cols)),
                 _largest_divisor(n, cols))
     rows = BLOCK_ROWS
@@ -205,13 +208,6 @@ def _group_shape(gx: int, gy: int, max_wg: int, wide: bool = False) -> tuple[int
 WIDE_GROUP_MIN_COLUMNS = 1024
 
 
-def product_vector_width(vector_width: int, cols: int) -> int:
-    """Lanes of the blocked product's OpenCL vectors: the widest of 16, 8 and 4 within the
-    device's native ``vector_width`` dividing the block's ``cols``; 1 (named scalars) where
-    none does."""
-    return next((w for w in (16, 8, 4) if w <= vector_width and cols % w == 0), 1)
-
-
 def _unit_stride_load(elem: str, var: str) -> Optional[tuple[str, str]]:
     """``(array, index)`` of an element read ``array[index]`` whose index is ``var`` plus terms
     free of it (``var``'s every ancestor in the expression a sum, or the left operand of a
@@ -240,17 +236,9 @@ def _unit_stride_load(elem: str, var: str) -> Optional[tuple[str, str]]:
             if left is None or right is None or (e.op == "-" and right):
                 return None
             return left + right
-        names = {n.name for n in _ids(e)}
-        return None if var in names else 0
+        return None if var in identifiers(e) else 0
 
     return (match.group(1), match.group(2)) if additive(expr) == 1 else None
-
-
-def _ids(e: c_ast.Node) -> list[c_ast.ID]:
-    out = [e] if isinstance(e, c_ast.ID) else []
-    for _, child in e.children():
-        out += _ids(child)
-    return out
 
 
 def _vector_block(rb: int, cb: int, width: int, inits: list[list[str]], a_elem: str,
@@ -337,7 +325,7 @@ def _blocked_product(
         lines.append("const int batch = get_global_id(2);")
     inits = [[_at(_at(init, rows[i], "row"), cols[j], "col") for j in range(cb)]
              for i in range(rb)]
-    width = product_vector_width(node.variant.vector_width, cb)
+    width = vector_lanes(node.variant.vector_width, cb)
     b_row = _unit_stride_load(b_elem, "col") if width > 1 else None
     if b_row is None:
         lines += [f"float {acc[i][j]} = {inits[i][j]};" for i in range(rb) for j in range(cb)]
@@ -1049,6 +1037,16 @@ def _divisor_at_most(n: int, cap: int) -> int:
     return max(d for d in range(1, max(1, min(n, cap)) + 1) if n % d == 0)
 
 
+def _conv_channel_vectors(mpg: int, vector_width: int) -> tuple[int, int]:
+    """(channels, lanes) of a direct Conv block in vectors along its output channels: two
+    vectors' worth of the group's ``mpg`` channels where it has them; lanes 1 (no vectors)
+    for depthwise groups (fewer than 4 channels) or a device without vectors."""
+    if mpg < 4 or vector_width <= 1:
+        return 0, 1
+    mb = _divisor_at_most(mpg, 2 * vector_width)
+    return mb, vector_lanes(vector_width, mb)
+
+
 def conv_block_shape(mpg: int, ow: int, stride: int, budget: int,
                      vector_width: int = 1) -> tuple[int, int]:
     """(output channels, contiguous output columns) per work-item of the blocked direct Conv,
@@ -1077,11 +1075,9 @@ def conv_block_shape(mpg: int, ow: int, stride: int, budget: int,
       128 -> 128 3x3 at stride 1) in blocks of 14 ran at 2.6-5.8 GFLOP/s, of 4 at 51; 14 in
       blocks of 2 with 32 channels 62, 7 in blocks of 1 with 32 channels 54 (16: 28).  Up to
       16 channels with 4 or more columns, 32 with fewer."""
-    if mpg >= 4 and vector_width > 1:
-        mb = _divisor_at_most(mpg, 2 * vector_width)
-        width = product_vector_width(vector_width, mb)
-        if width > 1:
-            return mb, _divisor_at_most(ow, max(1, vector_width * width // mb))
+    mb, width = _conv_channel_vectors(mpg, vector_width)
+    if width > 1:
+        return mb, _divisor_at_most(ow, max(1, vector_width * width // mb))
     if mpg < 4:
         ob = _divisor_at_most(ow, max(1, budget // 2))
     elif stride > 1:
@@ -1130,7 +1126,7 @@ def conv_as_product(group: int, kernel: Sequence[int], out_hw: Sequence[int],
     if tuple(kernel) == (1, 1):
         return pixels % 16 != 0
     return conv_block_shape(mpg, out_hw[1], max(strides), budget)[1] < 8 and \
-        product_vector_width(vector_width, _divisor_at_most(mpg, 2 * vector_width)) == 1
+        _conv_channel_vectors(mpg, vector_width)[1] == 1
 
 
 def im2col_columns(pixels: int, variant: KernelVariant) -> int:
@@ -1140,7 +1136,7 @@ def im2col_columns(pixels: int, variant: KernelVariant) -> int:
     10); in vectors, to a multiple of the target's block width, so the blocks are the full 8 x
     32 (256 x 196 x 1024: 8 x 16 blocks of 208 columns 199 GFLOP/s, 8 x 32 of 224 251, 233
     counting the padding's work)."""
-    if product_vector_width(variant.vector_width, variant.block_cols) > 1:
+    if vector_lanes(variant.vector_width, variant.block_cols) > 1:
         return round_up(pixels, max(16, variant.block_cols))
     return round_up(pixels, 16)
 
@@ -1162,7 +1158,7 @@ def im2col_block_rows(m: int, k: int, cb: int, variant: KernelVariant) -> int:
     :func:`block_shape` does for a product's own B.  ResNet-50's last 3x3 Conv (512 x 64 x
     4608, a 590 kB panel): 8 x 32 blocks 89-101 GFLOP/s against 72-78 for 4 x 32 (numpy
     77-83); at K 2048 and 512 both ran 100-110."""
-    if product_vector_width(variant.vector_width, cb) > 1:
+    if vector_lanes(variant.vector_width, cb) > 1:
         return _largest_divisor(m, vector_block_rows(variant.vector_width, variant.block_cols))
     rows = BLOCK_ROWS * 2 if k * cb * 4 > PANEL_BYTES else BLOCK_ROWS
     return _largest_divisor(m, rows)
@@ -1310,7 +1306,7 @@ def _blocked_conv(node: Node, defines: dict[str, int], params: list[Param], inpu
     guard_rows, guard_cols = bool(pads[0] or pads[2]), bool(pads[1] or pads[3])
     vectors = node.variant.vector_width if packed and not (guard_rows or guard_cols) else 1
     mb, ob = conv_block_shape(mpg, ow, sw_, BLOCK_ROWS * node.variant.block_cols, vectors)
-    width = product_vector_width(vectors, mb) if mpg >= 4 else 1
+    width = _conv_channel_vectors(mpg, vectors)[1]
     owb_n, mblk = ow // ob, cout // mb
     defines = {**defines, "MB": mb, "OB": ob}
     # NDRange (column blocks, output rows, images x channel blocks): dimension 0, which CPU

@@ -36,6 +36,7 @@ from polyfuse.oplib._common import (
     render,
     shape_str,
     strides_of,
+    vector_lanes,
 )
 from polyfuse.oplib.movement import copy_kernel
 
@@ -186,14 +187,6 @@ def _leading_reduction(node: Node, shape: tuple[int, ...], out: tuple[int, ...],
                        ["y"], comment)
 
 
-def _row_vector_width(node: Node, length: int) -> int:
-    """Lanes of the OpenCL vectors a contiguous row of ``length`` is walked in (the target's
-    :attr:`~polyfuse.core.program.KernelVariant.vector_width`: 16, 8 or 4 dividing the row;
-    1: named partials instead)."""
-    return next((w for w in (16, 8, 4) if w <= node.variant.vector_width and length % w == 0),
-                1)
-
-
 def _lanes_folded(vector: str, width: int, combine: str, result: str) -> list[str]:
     """Statements folding the ``width`` lanes of ``vector`` into the float ``result`` with
     ``combine`` (of a, b): halves (``.lo``/``.hi``) down to one lane."""
@@ -253,7 +246,7 @@ def softmax(node: Node) -> OpKernel:
     params = [Param("x", shape), Param("y", shape, const=False)]
     comment = f"Softmax {shape_str(shape)} axis={axis}"
     partials = _row_partials(node, length)
-    width = _row_vector_width(node, length) if inner == 1 else 1
+    width = vector_lanes(node.variant.vector_width, length) if inner == 1 else 1
     if partials and width > 1:
         grid = Grid.of((rows,))
         return _row_kernel(node, grid, length, params,
