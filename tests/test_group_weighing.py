@@ -100,6 +100,16 @@ def test_a_close_group_with_a_small_stake_follows_the_model_untimed(monkeypatch,
     assert v.why.startswith(("kept fused" if kept else "split") + " by the model's direction")
 
 
+def test_a_small_stake_within_the_margin_keeps_the_plan_s_group(monkeypatch):
+    """A prediction 2 % slower fused is within what the model resolves: the group stays fused
+    (the sign of such a difference follows the calibration, not the kernels)."""
+    _predicting(monkeypatch, fused_factor=1.02, per_launch_s=1e-6)
+    result = fuse_program(_load(GEMM))
+    (v,) = result.weighing.verdicts
+    assert v.decided_by == "stake" and v.fused and result.fused.launches_after == 1
+    assert v.why.startswith("kept fused: within the 5% the model does not resolve")
+
+
 def test_close_groups_left_untimed_follow_the_model(monkeypatch):
     """With timing off, a close group (inside the margin, over the stake floor) predicted
     slower fused is split."""

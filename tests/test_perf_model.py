@@ -7,6 +7,7 @@ predicted slower).  No test asserts a measured or predicted absolute time.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -226,6 +227,28 @@ def _fake_device(**over: object) -> SimpleNamespace:
              global_mem_size=14 << 30)
     d.update(over)
     return SimpleNamespace(**d)
+
+
+def test_a_quick_calibration_never_stands_in_for_the_full_one(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch):
+    """The autotuner's quick calibration is cached under a name of its own: ranking and
+    weighing (the full calibration or the shipped reference) do not read it, and a quick
+    request takes it without calibrating again."""
+    from polyfuse.perf.launches import ranking_calibration
+
+    monkeypatch.setenv("POLYFUSE_CACHE", str(tmp_path))
+    cal = synthetic_calibration()
+    cal.device_key, cal.quick = pm.calibration_key(None), True
+    assert cal.save().name.endswith("-quick.json")
+    with pytest.raises(FileNotFoundError):
+        pm.Calibration.load()
+    ranking, note = ranking_calibration(None, True)
+    assert "shipped for a reference CPU" in note and not ranking.quick
+    monkeypatch.setattr(pm, "calibrate", lambda *a, **k: pytest.fail("calibrated again"))
+    assert pm.Calibration.for_device(quick=True).to_dict() == cal.to_dict()
+    full = dataclasses.replace(cal, quick=False)
+    full.save()
+    assert pm.Calibration.for_device(quick=True).to_dict() == full.to_dict()
 
 
 def test_calibration_key_ignores_reported_memory_but_not_the_driver():

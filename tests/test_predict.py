@@ -1,8 +1,8 @@
 """``polyfuse predict`` and ``polyfuse.predict``: the model's time per launch, the measured
 time and the error beside it, and clear errors on bad input.
 
-The tests run against a synthetic calibration saved under the default device's key (the suite's
-cache is a temporary directory), so they do not spend the calibration's seconds; no test asserts
+The tests run against a synthetic calibration saved under the default device's key (in a cache
+of each test's own), so they do not spend the calibration's seconds; no test asserts
 a measured time, only that it is there and consistent with the error reported.
 """
 
@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -33,8 +35,13 @@ def synthetic() -> pm.Calibration:
 
 
 @pytest.fixture
-def saved_calibration() -> pm.Calibration:
-    """A synthetic calibration cached for the default device (what the CLI loads)."""
+def saved_calibration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> pm.Calibration:
+    """A synthetic calibration cached for the default device (what the CLI loads), in a cache
+    of the test's own: saved in the suite's shared cache, it would rank the kernels of every
+    later compilation on this worker (a CLI fuse split its groups by the synthetic costs)."""
+    own = tmp_path / "cache"
+    shutil.copytree(os.environ["POLYFUSE_CACHE"], own)  # the device probes, not re-run
+    monkeypatch.setenv("POLYFUSE_CACHE", str(own))
     cal = synthetic()
     cal.device_key = pm.calibration_key(None)
     cal.save()

@@ -1879,18 +1879,23 @@ class Calibration:
                    reuse_cache_bytes=int(d.get("reuse_cache_bytes", DEFAULT_CACHE_BYTES)))
 
     @staticmethod
-    def path_for(device_key: str, directory: Optional[Union[str, Path]] = None) -> Path:
-        """Where the calibration of ``device_key`` is cached."""
-        return Path(directory or default_model_dir()) / f"{device_key}.json"
+    def path_for(device_key: str, directory: Optional[Union[str, Path]] = None, *,
+                 quick: bool = False) -> Path:
+        """Where the calibration of ``device_key`` is cached; a quick one (the autotuner's
+        pruning) beside it, under a name of its own, so that it never stands in for the
+        full calibration that ranks kernel forms and weighs fused groups (fitted on a
+        fifth of the launches, its sign on a close group is noise)."""
+        name = f"{device_key}-quick" if quick else device_key
+        return Path(directory or default_model_dir()) / f"{name}.json"
 
     @property
     def path(self) -> Path:
         """Where this calibration is (or would be) cached."""
-        return self.path_for(self.device_key)
+        return self.path_for(self.device_key, quick=self.quick)
 
     def save(self, path: Optional[Union[str, Path]] = None) -> Path:
-        """Write the JSON (default: :meth:`path_for` this device) and return its path."""
-        out = Path(path) if path is not None else self.path_for(self.device_key)
+        """Write the JSON (default: :attr:`path`) and return its path."""
+        out = Path(path) if path is not None else self.path
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_suffix(f".tmp{os.getpid()}")
         tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
@@ -1898,14 +1903,15 @@ class Calibration:
         return out
 
     @classmethod
-    def load(cls, device: Any = None, *, path: Optional[Union[str, Path]] = None
-             ) -> Calibration:
-        """The cached calibration of ``device`` (default device) or of the file ``path``.
+    def load(cls, device: Any = None, *, path: Optional[Union[str, Path]] = None,
+             quick: bool = False) -> Calibration:
+        """The cached calibration of ``device`` (default device; its quick one when
+        ``quick``) or of the file ``path``.
 
         Raises :class:`FileNotFoundError` when there is none (:meth:`for_device` calibrates).
         """
         if path is None:
-            path = cls.path_for(calibration_key(device))
+            path = cls.path_for(calibration_key(device), quick=quick)
         return cls.from_dict(json.loads(Path(path).read_text()))
 
     @classmethod
@@ -1924,12 +1930,14 @@ class Calibration:
     def for_device(cls, device: Any = None, *, quick: bool = False, recalibrate: bool = False,
                    progress: Progress = None) -> Calibration:
         """The cached calibration of ``device``, calibrating (and caching) when there is none,
-        when the cached one is unreadable or from older features, or when ``recalibrate``."""
+        when the cached one is unreadable or from older features, or when ``recalibrate``.
+        ``quick`` takes the full calibration where there is one, else the quick one."""
         if not recalibrate:
-            try:
-                return cls.load(device)
-            except (FileNotFoundError, PolyfuseError, KeyError, ValueError):
-                pass
+            for cached in ((False, True) if quick else (False,)):
+                try:
+                    return cls.load(device, quick=cached)
+                except (FileNotFoundError, PolyfuseError, KeyError, ValueError):
+                    pass
         cal = calibrate(device, quick=quick, progress=progress)
         cal.save()
         return cal
