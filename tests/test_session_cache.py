@@ -128,6 +128,7 @@ def test_a_rejected_binary_is_built_from_source(cq: tuple, tmp_path: Path, monke
     from polyfuse.runtime import device
 
     monkeypatch.setenv("POLYFUSE_CACHE", str(tmp_path))
+    monkeypatch.setattr(device, "driver_keeps_binaries", lambda dev: True)  # a driver that does
     ctx, _queue = cq
     src = SOURCE.replace("scale", "scale_binary_test")
     key = device._binary_key(ctx, src, ())
@@ -135,3 +136,21 @@ def test_a_rejected_binary_is_built_from_source(cq: tuple, tmp_path: Path, monke
     prog = build_program(ctx, src, binary_cache=True)
     assert prog.kernel_names == "scale_binary_test"
     assert cache.load_blob("binaries", key) != b"not a binary"  # the driver's own, kept
+
+
+def test_pocl_is_never_asked_for_its_binaries(cq: tuple, tmp_path: Path, monkeypatch) -> None:
+    """PoCL keeps its own kernel cache, and its ``basic`` device leaks a reference on every
+    kernel whose binary is asked for: after about 128 of them in a process, every launch
+    loaded its kernel's shared object again (a 13-launch model 20x slower).  A session's
+    build asks no PoCL device for binaries, and none lands in the disk cache."""
+    from polyfuse.runtime import device
+
+    ctx, _queue = cq
+    if device.driver_keeps_binaries(ctx.devices[0]):
+        pytest.skip("the device's driver is not PoCL")
+    monkeypatch.setenv("POLYFUSE_CACHE", str(tmp_path))
+    asked = []
+    monkeypatch.setattr(device, "_store_binaries", lambda *a: asked.append(a))
+    src = SOURCE.replace("scale", "scale_pocl_binary")
+    assert build_program(ctx, src, binary_cache=True).kernel_names == "scale_pocl_binary"
+    assert not asked and cache.load_blob("binaries", device._binary_key(ctx, src, ())) is None

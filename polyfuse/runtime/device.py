@@ -380,6 +380,20 @@ def _store_binaries(ctx: cl.Context, source: str, options: Sequence[str],
         cache.store_blob("binaries", _binary_key(ctx, source, options), bytes(binary))
 
 
+def driver_keeps_binaries(dev: cl.Device) -> bool:
+    """Whether asking ``dev``'s driver for its binaries (``CL_PROGRAM_BINARIES``) is worth it.
+
+    Not on PoCL: it keeps every program and work-group function it compiles in a disk cache
+    of its own, so a program built from source in a later process costs what one built from
+    a binary does (a BERT-base layer's session from the disk cache: 0.10-0.12 s either way),
+    while the query compiles every kernel again (1-3 s of a cold session).  And on PoCL's
+    ``basic`` device (3.x) each query leaks a reference on the kernels' loaded work-group
+    functions, in a cache of 128 shared by the process: once the pinned ones fill it, every
+    launch loads its shared object again (``dlopen``).  A process that had built a dozen
+    models ran a 13-launch model in 600 us instead of 32."""
+    return "portable computing language" not in dev.platform.name.lower()
+
+
 def build_program(ctx: cl.Context, source: str, options: Sequence[str] = (), *,
                   binary_cache: bool = False) -> cl.Program:
     """Build (once per context, source and options) and explain failures in one line.
@@ -388,9 +402,11 @@ def build_program(ctx: cl.Context, source: str, options: Sequence[str] = (), *,
     built against an LLVM that does not know the host CPU fails every build with "unknown target
     CPU 'generic'"; that case gets a hint, since it is an installation problem, not a kernel bug.
     ``binary_cache`` starts from the device binary a previous process kept in the disk cache
-    (:mod:`polyfuse.core.cache`) and keeps the binary of a build from source; it is off by default
-    because asking a driver for its binary can cost as much as the build (PoCL: seconds).
+    (:mod:`polyfuse.core.cache`) and keeps the binary of a build from source, where
+    :func:`driver_keeps_binaries`; it is off by default because asking a driver for its binary
+    can cost as much as the build.
     """
+    binary_cache = binary_cache and driver_keeps_binaries(ctx.devices[0])
     key = (id(ctx), source, " ".join(options))
     hit = _PROGRAM_CACHE.get(key)
     if hit is not None:
