@@ -110,3 +110,97 @@ def test_speed_figures_are_cached_under_the_stable_key(tmp_path, monkeypatch):
     monkeypatch.setattr(dv, "_SPEEDS", {})
     assert dv.device_speeds([b])[0] == dv.DeviceSpeed(1e-3, 2e-5)  # from disk
     assert asked == [["b", "c"]]
+
+
+def test_a_model_runs_where_its_own_mix_is_fastest(monkeypatch):
+    """``device_for_work`` weighs the measured devices by the work's own FLOPs and launches:
+    a few small launches go to the device that launches fastest, a real-size product to the
+    one whose products are fastest; with fewer than two measured devices the default stands."""
+    from polyfuse.runtime import device as dv
+
+    m, k, n = dv.PRODUCT_SHAPE
+    probe_flops = 2 * m * k * n
+
+    class Device:
+        def __init__(self, name):
+            self.name = name
+
+    pthread, basic = Device("pthread"), Device("basic")
+    monkeypatch.setattr(dv, "get_device", lambda spec=None: pthread)
+    monkeypatch.setattr(dv, "_CANDIDATES", [
+        (pthread, dv.DeviceSpeed(product=0.63e-3, chain=0.09e-3)),
+        (basic, dv.DeviceSpeed(product=1.17e-3, chain=0.02e-3))])
+    small, why = dv.device_for_work(1e6, 9)
+    assert small is basic and "9 launches" in why and "basic 0.0" in why
+    assert dv.device_for_work(12 * probe_flops, 29)[0] is pthread
+    # the estimate is linear in both: a product's FLOPs at the probe's rate, launches at the
+    # chain's
+    speed = dv.DeviceSpeed(product=1e-3, chain=16e-6)
+    assert speed.estimate(3 * probe_flops, 32) == 3e-3 + 32e-6
+    monkeypatch.setattr(dv, "_CANDIDATES", dv._CANDIDATES[:1])
+    assert dv.device_for_work(1e6, 9) is None
+
+
+def test_model_work_counts_products_from_shape_inference(tmp_path):
+    """FLOPs of MatMul (batched), Gemm (transA) and Conv (grouped), two per multiply-add, and
+    the nodes that launch (not Reshape or Constant)."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper, save
+
+    from polyfuse.frontend.onnx import model_work
+
+    def init(name, shape):
+        return numpy_helper.from_array(np.zeros(shape, np.float32), name)
+
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]),            # 2x8x16 @ 16x32
+             helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("Reshape", ["r", "s"], ["r2"]),            # 16 x 32
+             helper.make_node("Gemm", ["r2", "w2"], ["g"], transA=1),    # (32x16)^T @ 32x8
+             helper.make_node("Reshape", ["g", "s4"], ["img"]),          # 1x2x8x8
+             helper.make_node("Conv", ["img", "wc"], ["c"], group=2, pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(
+        nodes, "work", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8, 16])],
+        [helper.make_tensor_value_info("c", TensorProto.FLOAT, [1, 6, 8, 8])],
+        [init("w1", (16, 32)), init("w2", (32, 8)),
+         numpy_helper.from_array(np.array([32, 16], np.int64), "s"),
+         numpy_helper.from_array(np.array([1, 2, 8, 8], np.int64), "s4"),
+         init("wc", (6, 1, 3, 3))])
+    path = tmp_path / "work.onnx"
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    flops, launches = model_work(path)
+    matmul = 2 * (2 * 8 * 32) * 16
+    gemm = 2 * (16 * 8) * 32  # transA: K is A's 32 rows
+    conv = 2 * (1 * 6 * 8 * 8) * (1 * 3 * 3)  # 2 groups: one input channel per output
+    assert flops == matmul + gemm + conv and launches == 4
+
+
+def test_a_session_without_a_device_runs_its_model_where_it_is_estimated_fastest(monkeypatch):
+    """``InferenceSession`` without ``device`` (and no ``PYOPENCL_CTX``) weighs the devices by
+    the model's own work and says so; a device named anywhere is taken as named."""
+    import polyfuse
+    from polyfuse.frontend.onnx import model_work
+    from polyfuse.runtime import device as dv
+
+    model = str(ROOT / "examples" / "models" / "bert_qkv.onnx")
+    monkeypatch.delenv("PYOPENCL_CTX", raising=False)
+    chosen = dv.device_for_work(*model_work(model))
+    sess = polyfuse.InferenceSession(model)
+    if chosen is None:  # one working device: the default
+        assert sess.device_choice == "" and sess.device == dv.get_device(None)
+    else:
+        assert sess.device == chosen[0]
+        assert sess.device_choice.startswith("lowest estimated time of this model")
+    monkeypatch.setenv("PYOPENCL_CTX", dv.device_spec(dv.get_device(None)))
+    assert polyfuse.InferenceSession(model).device_choice == ""
+
+
+def test_model_work_reads_a_dimension_inference_left_unknown_off_the_other_operand():
+    """The TorchScript export of the causal attention block leaves a batch dimension of its
+    second product unknown to ONNX's shape inference, and the U-Net block an input channel
+    count: both count the FLOPs their dynamo exports (shapes all known) count."""
+    from polyfuse.frontend.onnx import model_work
+
+    models = ROOT / "examples" / "models"
+    for name in ("torch_causal_attention", "torch_unet_up"):
+        ts, dynamo = (model_work(models / f"{name}_{kind}.onnx") for kind in ("ts", "dynamo"))
+        assert ts is not None and dynamo is not None and ts[0] == dynamo[0] > 0

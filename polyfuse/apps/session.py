@@ -37,6 +37,7 @@ from polyfuse.core.program import PolyfuseError, Program, Target
 from polyfuse.frontend.onnx import GraphIO, OnnxModel
 from polyfuse.runtime.device import (
     DeviceSpec,
+    device_for_work,
     device_target,
     get_context,
     get_device,
@@ -108,6 +109,14 @@ class InferenceSession:
         self.cached = False
         self._cache_key: Optional[str] = None
         self._origin: Optional[tuple[str, dict[str, int], bool, DeviceSpec, bool, str]] = None
+        #: why the session runs on its device, when it chose one for this model
+        self.device_choice = ""
+        if (device is None and not os.environ.get("PYOPENCL_CTX", "").strip()
+                and isinstance(path_or_program, (str, os.PathLike))
+                and os.path.isfile(path_or_program)):
+            chosen = _device_for_model(os.fspath(path_or_program), params)
+            if chosen is not None:
+                device, self.device_choice = chosen
         ctx, queue = get_context(device)
         if isinstance(path_or_program, (str, os.PathLike)):
             path = os.fspath(path_or_program)
@@ -123,8 +132,10 @@ class InferenceSession:
                     self._origin = (path, params, fused, device, tune, _form)
                     return
             if _form is None:
+                choice = self.device_choice
                 self.__dict__.update(_choose_form(path, params, fused, device, tune,
                                                   cache).__dict__)
+                self.device_choice = choice
                 return
             from polyfuse.apps.onnx_run import form_target, load_and_fuse
             from polyfuse.frontend.onnx import load_onnx_model
@@ -467,6 +478,31 @@ def _session_key(path: str, params: Mapping[str, int], fused: bool, tune: bool, 
     the device and polyfuse's own source."""
     return disk.key([path], {"what": "session", "form": form, **_options(params, fused, tune)},
                     stable_device_key(dev))
+
+
+def _device_for_model(path: str, params: Mapping[str, int]
+                      ) -> Optional[tuple[cl.Device, str]]:
+    """The device a session of the ONNX model ``path`` runs on when none is named: among the
+    devices the default is chosen from, the one with the lowest estimated time of this model
+    (:func:`~polyfuse.runtime.device.device_for_work`, from its products' FLOPs and its
+    launches, kept in the disk cache by the file's bytes: shape inference of a real-size model
+    costs seconds a cached session does not spend); None where the default stands."""
+    from polyfuse.frontend.onnx import model_work
+
+    if not path.endswith(".onnx"):
+        return None
+    key = disk.key([path], {"what": "work", **dict(params)})
+    raw = disk.load_blob("work", key)
+    work = json.loads(raw) if raw is not None else None
+    if work is None:
+        try:
+            work = model_work(path, params=params)
+        except PolyfuseError:
+            return None  # the load reports it
+        disk.store_blob("work", key, json.dumps(work).encode())
+    if work is None:
+        return None
+    return device_for_work(float(work[0]), int(work[1]))
 
 
 def _form_key(path: str, params: Mapping[str, int], fused: bool, tune: bool,

@@ -34,6 +34,7 @@ Why it looks the way it does:
 from __future__ import annotations
 
 import keyword
+import math
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -1755,6 +1756,65 @@ def product_cases(path: Union[str, os.PathLike], *, params: Optional[Mapping[str
         if opk.product is not None and opk.product not in cases:
             cases[opk.product] = ProductCase(node.op_type, attrs, tuple(ins), out, opk.product)
     return list(cases.values())
+
+
+#: nodes that launch no kernel of their own (folded at load time, or views of their input)
+_NO_LAUNCH = frozenset({"Constant", "Shape", "Identity", "Reshape", "Squeeze", "Unsqueeze",
+                        "Flatten", "Dropout"})
+
+
+def model_work(path: Union[str, os.PathLike], *, params: Optional[Mapping[str, int]] = None
+               ) -> Optional[tuple[float, int]]:
+    """The FLOPs of an ONNX model's products (MatMul, Gemm, Conv: two per multiply-add) and
+    the number of its nodes that launch a kernel, from shape inference alone: what a session
+    weighs devices by (:func:`polyfuse.runtime.device.device_for_work`).  A dimension ONNX's
+    inference leaves unknown is read off the other operand where the product fixes it (the
+    reduced length, a batch dimension); None when one stays unknown."""
+    path = os.fspath(path)
+    model, _weights = _read_graph(path, dict(params or {}))
+    shapes: dict[str, tuple[Optional[int], ...]] = {}
+    for vi in [*model.graph.input, *model.graph.value_info, *model.graph.output]:
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
+            shapes[vi.name] = tuple(int(d.dim_value) if d.HasField("dim_value") else None
+                                    for d in vi.type.tensor_type.shape.dim)
+    for t in model.graph.initializer:
+        shapes[t.name] = tuple(int(d) for d in t.dims)
+
+    def known(*dims: Optional[int]) -> Optional[int]:
+        return next((d for d in dims if d), None)
+
+    flops = 0.0
+    launches = 0
+    for node in model.graph.node:
+        launches += node.op_type not in _NO_LAUNCH
+        if node.op_type not in ("MatMul", "Gemm", "Conv") or len(node.input) < 2:
+            continue
+        a, b, out = (shapes.get(node.input[0]), shapes.get(node.input[1]),
+                     shapes.get(node.output[0]))
+        if a is None or b is None or out is None or not a or not b or not out:
+            return None
+        if node.op_type == "Conv":  # each output: a window of Cin/groups x kernel
+            inner: Optional[int] = math.prod(b[1:]) if all(b[1:]) else None  # type: ignore[arg-type]
+            sizes = list(out)
+        else:  # the reduced length: A's columns (its rows under Gemm's transA), B's rows
+            trans_a = any(at.name == "transA" and at.i for at in node.attribute)
+            trans_b = any(at.name == "transB" and at.i for at in node.attribute)
+            inner = known(a[-2] if trans_a and len(a) >= 2 else a[-1],
+                          b[-1] if trans_b or len(b) < 2 else b[-2])
+            # an output dimension from the operands that fix it, aligned from the right: the
+            # rows from A, the columns from B, a batch dimension the larger (broadcasting)
+            rank = len(out)
+            sizes = []
+            for i in range(rank):
+                ja, jb = i - rank + len(a), i - rank + len(b)
+                fixed = [d for d in (a[ja] if 0 <= ja < len(a) - 1 else None,
+                                     b[jb] if 0 <= jb < len(b) and jb != len(b) - 2 else None)
+                         if d]
+                sizes.append(out[i] or max(fixed, default=None))
+        if inner is None or not all(sizes):
+            return None
+        flops += 2.0 * math.prod(sizes) * inner  # type: ignore[arg-type]
+    return flops, launches
 
 
 def _load_onnx_model(path: str, params: dict[str, int], target: Target,
