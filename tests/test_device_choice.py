@@ -122,10 +122,10 @@ def test_a_model_runs_where_its_own_mix_is_fastest(monkeypatch):
     probe_flops = 2 * m * k * n
 
     class Device:
-        def __init__(self, name):
-            self.name = name
+        def __init__(self, name, type=2):  # noqa: A002 - cl.Device's attribute
+            self.name, self.type = name, type
 
-    pthread, basic = Device("pthread"), Device("basic")
+    pthread, basic, gpu = Device("pthread"), Device("basic"), Device("gpu", 4)
     monkeypatch.setattr(dv, "get_device", lambda spec=None: pthread)
     monkeypatch.setattr(dv, "_CANDIDATES", [
         (pthread, dv.DeviceSpeed(product=0.63e-3, chain=0.09e-3)),
@@ -138,6 +138,12 @@ def test_a_model_runs_where_its_own_mix_is_fastest(monkeypatch):
     speed = dv.DeviceSpeed(product=1e-3, chain=16e-6)
     assert speed.estimate(3 * probe_flops, 32) == 3e-3 + 32e-6
     monkeypatch.setattr(dv, "_CANDIDATES", dv._CANDIDATES[:1])
+    assert dv.device_for_work(1e6, 9) is None
+    # a GPU default is kept: only devices of the default's type compete
+    monkeypatch.setattr(dv, "get_device", lambda spec=None: gpu)
+    monkeypatch.setattr(dv, "_CANDIDATES", [
+        (gpu, dv.DeviceSpeed(product=0.05e-3, chain=0.5e-3)),
+        (basic, dv.DeviceSpeed(product=1.17e-3, chain=0.02e-3))])
     assert dv.device_for_work(1e6, 9) is None
 
 

@@ -884,9 +884,14 @@ def device_for_work(flops: float, launches: int) -> Optional[tuple[cl.Device, st
     A CPU offers two devices of very different shapes (PoCL ``pthread``: every core, a few
     microseconds to wake them per launch; ``basic``: one core, in the calling thread): a
     model of 20 small launches ran 3-4x faster on ``basic``, a BERT-base layer faster on
-    ``pthread``.  What decides is the model's own mix, not the representative layer's."""
-    get_device(None)  # the default chosen (and the candidates' speeds measured) once
-    measured = [(d, s) for d, s in _CANDIDATES if s is not None]
+    ``pthread``.  What decides is the model's own mix, not the representative layer's.  Only
+    devices of the default's type compete: a GPU chosen by default stays the device (a chain
+    of launches finished once prices a GPU's queue at its synchronization, not at what a
+    model's launches cost there)."""
+    default = get_device(None)  # the default chosen (and the candidates' speeds measured) once
+    kind = getattr(default, "type", None)
+    measured = [(d, s) for d, s in _CANDIDATES
+                if s is not None and getattr(d, "type", None) == kind]
     if len(measured) < 2:
         return None
     times = [s.estimate(flops, launches) for _, s in measured]
