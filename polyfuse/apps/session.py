@@ -497,8 +497,8 @@ def _device_for_model(path: str, params: Mapping[str, int]
     if work is None:
         try:
             work = model_work(path, params=params)
-        except PolyfuseError:
-            return None  # the load reports it
+        except (PolyfuseError, ValueError, IndexError, KeyError):
+            return None  # an estimate only: the default device, and the load reports errors
         disk.store_blob("work", key, json.dumps(work).encode())
     if work is None:
         return None
