@@ -60,6 +60,31 @@ def test_fuse_times_the_sessions_form_and_says_so(tmp_path, monkeypatch):
     assert "acc_0_0" not in (tmp_path / "bert_qkv" / "fused.cl").read_text()
 
 
+def test_fuse_times_on_the_device_a_session_runs_on(tmp_path, monkeypatch):
+    """Given no device, ``fuse`` times the model where a session given none would run it
+    (``session_device``: the device weighed by the model's own work)."""
+    import polyfuse.runtime as runtime
+    from polyfuse.apps import session
+    from polyfuse.apps.batch import fuse_model
+    from polyfuse.runtime.device import device_spec, get_device
+
+    monkeypatch.delenv("PYOPENCL_CTX", raising=False)
+    monkeypatch.setattr(session, "_cached_form", lambda *a: None)
+    chosen = session.session_device(str(BERT_QKV), {})
+    want = device_spec(chosen[0] if chosen is not None else get_device(None))
+    devices: list[object] = []
+    real = runtime.time_program
+
+    def spy(program, **kw):
+        devices.append(kw.get("device"))
+        return real(program, **kw)
+
+    monkeypatch.setattr(runtime, "time_program", spy)
+    s = fuse_model(str(BERT_QKV), str(tmp_path), timing=True, repeat=2, cache=False)
+    assert s.error is None, s.error
+    assert [device_spec(get_device(d)) for d in devices] == [want, want]
+
+
 def _built_forms(monkeypatch):
     """Record the forms a cold session builds (``_form`` of the inner sessions)."""
     from polyfuse.apps import session

@@ -22,6 +22,7 @@ stage), else one line per stage.
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import sys
 import time
@@ -159,19 +160,28 @@ TIMED = ("timed: the kernel form an InferenceSession runs (its measured choice w
 def time_session_form(c: Compilation, repeat: int = 5) -> Timing:
     """Kernel time of the unfused and the fused model in the form an
     :class:`~polyfuse.apps.session.InferenceSession` runs (:func:`session_form`), not the
-    plan's form ``c`` was compiled in (reused when they are the same); each program timed for
-    at most ``repeat`` runs within :data:`TIMING_BUDGET_S`."""
-    from polyfuse.apps.onnx_run import compile_onnx
-    from polyfuse.apps.session import session_form
+    plan's form ``c`` was compiled in (reused when they are the same), on the device a session
+    runs it on (:func:`session_device` when none is named); each program timed for at most
+    ``repeat`` runs within :data:`TIMING_BUDGET_S`."""
+    from polyfuse.apps.onnx_run import compile_onnx, form_target
+    from polyfuse.apps.session import session_device, session_form
     from polyfuse.runtime import time_program
     from polyfuse.runtime.budget import check_run_budget
+    from polyfuse.runtime.device import device_spec
 
     assert c.source is not None
     device, params = c.options.device, c.options.params
+    on = ""
+    chosen = session_device(c.source, params) if device is None else None
+    if chosen is not None:  # where a session given no device would run it
+        device = device_spec(chosen[0])
+        on = f" on {chosen[0].name.strip()}, as a session given no device"
     form, why = session_form(c.source, params, device, c.options.tune)
-    c.say(Stage.TIME, f"timing unfused and fused in the {form} form ({why}; at most {repeat} "
-                      f"runs or about {TIMING_BUDGET_S:g} s each)")
-    if c.target.kernel.name != form:
+    c.say(Stage.TIME, f"timing unfused and fused in the {form} form{on} ({why}; at most "
+                      f"{repeat} runs or about {TIMING_BUDGET_S:g} s each)")
+    target = form_target(c.source, params, device, form)
+    # the same kernels where only the device's name differs (PoCL's basic and pthread)
+    if dataclasses.replace(target, name=c.target.name) != c.target:
         c = compile_onnx(c.source, params, device, c.options.tune, form=form)
     assert c.program is not None and c.fused is not None
     check_run_budget(c.program, c.params, runs=2, what="timing")

@@ -111,10 +111,8 @@ class InferenceSession:
         self._origin: Optional[tuple[str, dict[str, int], bool, DeviceSpec, bool, str]] = None
         #: why the session runs on its device, when it chose one for this model
         self.device_choice = ""
-        if (device is None and not os.environ.get("PYOPENCL_CTX", "").strip()
-                and isinstance(path_or_program, (str, os.PathLike))
-                and os.path.isfile(path_or_program)):
-            chosen = _device_for_model(os.fspath(path_or_program), params)
+        if device is None and isinstance(path_or_program, (str, os.PathLike)):
+            chosen = session_device(os.fspath(path_or_program), params)
             if chosen is not None:
                 device, self.device_choice = chosen
         ctx, queue = get_context(device)
@@ -480,16 +478,17 @@ def _session_key(path: str, params: Mapping[str, int], fused: bool, tune: bool, 
                     stable_device_key(dev))
 
 
-def _device_for_model(path: str, params: Mapping[str, int]
-                      ) -> Optional[tuple[cl.Device, str]]:
-    """The device a session of the ONNX model ``path`` runs on when none is named: among the
+def session_device(path: str, params: Mapping[str, int]) -> Optional[tuple[cl.Device, str]]:
+    """The device a session of the ONNX model ``path`` runs on when none is named (neither
+    ``device`` nor ``PYOPENCL_CTX``): among the
     devices the default is chosen from, the one with the lowest estimated time of this model
     (:func:`~polyfuse.runtime.device.device_for_work`, from its products' FLOPs and its
     launches, kept in the disk cache by the file's bytes: shape inference of a real-size model
     costs seconds a cached session does not spend); None where the default stands."""
     from polyfuse.frontend.onnx import model_work
 
-    if not path.endswith(".onnx"):
+    if (os.environ.get("PYOPENCL_CTX", "").strip() or not path.endswith(".onnx")
+            or not os.path.isfile(path)):
         return None
     key = disk.key([path], {"what": "work", **dict(params)})
     raw = disk.load_blob("work", key)
@@ -658,4 +657,4 @@ def _choose_form(path: str, params: Mapping[str, int], fused: bool, device: Devi
 
 
 __all__ = ["USUAL_FORM", "USUAL_GPU_FORM", "InferenceSession", "NodeArg", "device_forms",
-           "session_form"]
+           "session_device", "session_form"]
