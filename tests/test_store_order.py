@@ -83,12 +83,57 @@ _SIBLINGS = """__kernel void k(__global const float *x, __global float *t, __glo
 """
 
 
-def test_sibling_stores_read_later_go_through_a_volatile_pointer() -> None:
-    body = _body(_SIBLINGS)
+def test_single_sibling_stores_to_one_element_become_one_store_of_a_selected_value() -> None:
+    body = _body(_SIBLINGS.replace("if (c >= 2) t[c] = x[c - 2];",
+                                   "if (c >= 2) t[c] = x[c - 2];\n    if (c == 3) t[c] = 0.0f;"))
     order_sibling_stores(body, {"x": "float", "t": "float", "y": "float"})
     text = printer.opencl_source(body)
-    assert "volatile float *pf_volatile_t = t;" in text
-    assert text.count("pf_volatile_t[c] =") == 2
+    assert "volatile" not in text
+    # the last block whose guard holds gives the value, as the last store did
+    assert "if (((c < 2) || (c >= 2)) || (c == 3))\n    t[c] = (c == 3) ? (0.0f) : " \
+        "((c >= 2) ? (x[c - 2]) : (x[c]));" in text
+    assert "y[c] = t[c]" in text
+
+
+def test_merged_stores_compute_what_the_blocks_mean_on_the_device() -> None:
+    """The merged form on the device, against the work-item-at-a-time meaning, in the probe's
+    4 x 16 work-group, where the sibling stores return the buffer's old contents."""
+    import pyopencl as cl
+
+    from polyfuse.runtime.device import _capability_kernels, build_kernel, get_context
+
+    k = _capability_kernels()["sibling guarded stores"]
+    body = _body(k.source)
+    order_sibling_stores(body, {"in": "float", "out": "float"})
+    source = k.source[:k.source.index("{")] + printer.opencl_source(body)
+    assert "volatile" not in source and "?" in source
+    ctx, queue = get_context()
+    kernel = build_kernel(ctx, source, k.name)
+    mf = cl.mem_flags
+    src = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=k.inputs)
+    dst = cl.Buffer(ctx, mf.READ_WRITE, k.expected.nbytes)
+    cl.enqueue_fill_buffer(queue, dst, np.float32(0), 0, k.expected.nbytes)
+    kernel(queue, k.global_size, k.local_size, src, dst)
+    out = np.empty_like(k.expected)
+    cl.enqueue_copy(queue, out, dst)
+    np.testing.assert_array_equal(out, k.expected)
+
+
+@pytest.mark.parametrize("source, stores", [
+    # two stores in a block: not a single store
+    (_SIBLINGS.replace("if (c < 2) t[c] = x[c];", "if (c < 2) { t[c] = x[c]; t[c + 4] = 1.0f; }"),
+     3),
+    # different elements
+    (_SIBLINGS.replace("if (c >= 2) t[c] = x[c - 2];", "if (c >= 2) t[c + 1] = x[c - 2];"), 2),
+    # a value that reads the buffer stored
+    (_SIBLINGS.replace("if (c >= 2) t[c] = x[c - 2];", "if (c >= 2) t[c] = t[c - 2];"), 2),
+])
+def test_sibling_stores_left_apart_go_through_a_volatile_pointer(source: str, stores: int) -> None:
+    body = _body(source)
+    order_sibling_stores(body, {"x": "float", "t": "float", "y": "float"})
+    text = printer.opencl_source(body)
+    assert "volatile float *pf_volatile_t = t;" in text and "?" not in text
+    assert text.count("pf_volatile_t[") - text.count("= pf_volatile_t[") >= stores
     assert "y[c] = t[c]" in text  # the load and other stores keep their form
 
 

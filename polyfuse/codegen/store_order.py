@@ -14,14 +14,22 @@ its producer's output (fuzz seed 8080: a Concat, whose slabs are such sibling bl
 the Transpose after it).  Fusion must not depend on this compiler's handling of the pattern, so
 the stores of such blocks go through a ``volatile`` pointer, which keeps them in program order
 with the later load; other stores keep their form (volatile accesses do not vectorize).
+
+Adjacent sibling blocks that each hold a single store to the same element (a Concat's slabs:
+``if (c < 16) t[i] = x[j]; if (c >= 16) t[i] = v;``) become one guarded store of a selected
+value instead, ``if (c < 16 || c >= 16) t[i] = (c >= 16) ? v : x[j];``, which both PoCL builds
+compile right and which stays vectorizable: the U-Net up block's fused Resize + Concat + pad
+kernel ran 2.2x its unfused launches with volatile stores (37 us against 17).  The last block
+whose guard holds gives the value, as the last store did; only the selected operand is
+evaluated, so a load guarded by its block stays guarded.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Optional
 
-from pycparser import c_ast
+from pycparser import c_ast, c_generator
 
 from polyfuse.c import syntax
 
@@ -47,9 +55,66 @@ def _reads(body: Any, pointers: Mapping[str, str]) -> set[str]:
             and n.name.name in pointers and id(n) not in stored}
 
 
+def _single_store(stmt: Any) -> Optional[c_ast.Assignment]:
+    """The one plain store ``p[i] = e`` an ``if`` block (without ``else``) holds, else None."""
+    if not isinstance(stmt, c_ast.If) or stmt.iffalse is not None:
+        return None
+    inner = stmt.iftrue
+    if isinstance(inner, c_ast.Compound):
+        if len(inner.block_items or []) != 1:
+            return None
+        inner = inner.block_items[0]
+    if _stored_base(inner) is None or inner.op != "=":
+        return None
+    return inner
+
+
+def _merge_runs(block: c_ast.Compound, shared: set[str]) -> None:
+    """Each run of two or more adjacent single-store blocks to the same element of a buffer
+    of ``shared`` replaced, in place, by one guarded store of the selected value (module
+    docstring).  A guard, subscript or value that reads the buffer keeps its block apart (the
+    later blocks' would be read before the earlier store)."""
+    printer = c_generator.CGenerator()
+    items = block.block_items or []
+    out: list[Any] = []
+    i = 0
+    while i < len(items):
+        store = _single_store(items[i])
+        base = _stored_base(store) if store is not None else None
+        run = [items[i]]
+        if base in shared:
+            assert store is not None
+            index = printer.visit(store.lvalue.subscript)
+            j = i + 1
+            while j < len(items):
+                nxt = _single_store(items[j])
+                if (nxt is None or _stored_base(nxt) != base
+                        or printer.visit(nxt.lvalue.subscript) != index):
+                    break
+                run.append(items[j])
+                j += 1
+        parts = [(s.cond, _single_store(s)) for s in run] if len(run) > 1 else []
+        if not parts or any(base in syntax.identifiers(n) for cond, st in parts
+                            for n in (cond, st.lvalue.subscript, st.rvalue)):
+            out.append(items[i])
+            i += 1
+            continue
+        cond = parts[0][0]
+        value = parts[0][1].rvalue
+        for g, st in parts[1:]:
+            cond = c_ast.BinaryOp("||", cond, g)
+            value = c_ast.TernaryOp(g, st.rvalue, value)
+        first = parts[0][1]
+        out.append(c_ast.If(cond, c_ast.Assignment("=", first.lvalue, value, first.coord),
+                            None, run[0].coord))
+        i += len(run)
+    block.block_items = out
+
+
 def order_sibling_stores(body: c_ast.Compound, pointers: Mapping[str, str]) -> None:
-    """Make volatile, in place, the stores of two or more sibling ``if`` blocks (without
-    ``else``) to a buffer the kernel also loads from.
+    """Merge, in place, the single stores of adjacent sibling ``if`` blocks (without ``else``)
+    to one element of a buffer the kernel also loads from, and make volatile the stores of
+    the sibling blocks left.
 
     ``body`` is a fused kernel's own copy of its fragments (statement ids key its comments, so
     it is not copied again); ``pointers`` maps each ``__global`` pointer parameter to its
@@ -57,6 +122,8 @@ def order_sibling_stores(body: c_ast.Compound, pointers: Mapping[str, str]) -> N
     read = _reads(body, pointers)
     if not read:
         return
+    for block in [n for n in syntax.walk(body) if isinstance(n, c_ast.Compound)]:
+        _merge_runs(block, read)
     aliases: dict[str, str] = {}
     for block in [n for n in syntax.walk(body) if isinstance(n, c_ast.Compound)]:
         ifs = [s for s in block.block_items or [] if isinstance(s, c_ast.If) and s.iffalse is None]
