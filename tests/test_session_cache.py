@@ -68,7 +68,7 @@ def test_second_process_opens_the_session_from_the_cache(tmp_path: Path, monkeyp
     assert polyfuse.InferenceSession(MODEL, _form=first["form"], cache=False).cached is False
     monkeypatch.setenv("POLYFUSE_CACHE", str(tmp_path / "empty"))
     polyfuse.InferenceSession(MODEL, _form=first["form"], cache=False)
-    assert not any(p.name in ("session", "form", "binaries")
+    assert not any(p.name in ("session", "form", "binaries", "work")
                    for p in (tmp_path / "empty").glob("*"))
 
 

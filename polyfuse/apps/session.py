@@ -112,7 +112,7 @@ class InferenceSession:
         #: why the session runs on its device, when it chose one for this model
         self.device_choice = ""
         if device is None and isinstance(path_or_program, (str, os.PathLike)):
-            chosen = session_device(os.fspath(path_or_program), params)
+            chosen = session_device(os.fspath(path_or_program), params, cache=cache)
             if chosen is not None:
                 device, self.device_choice = chosen
         ctx, queue = get_context(device)
@@ -478,27 +478,31 @@ def _session_key(path: str, params: Mapping[str, int], fused: bool, tune: bool, 
                     stable_device_key(dev))
 
 
-def session_device(path: str, params: Mapping[str, int]) -> Optional[tuple[cl.Device, str]]:
+def session_device(path: str, params: Mapping[str, int], *, cache: bool = True
+                   ) -> Optional[tuple[cl.Device, str]]:
     """The device a session of the ONNX model ``path`` runs on when none is named (neither
-    ``device`` nor ``PYOPENCL_CTX``): among the
-    devices the default is chosen from, the one with the lowest estimated time of this model
+    ``device`` nor ``PYOPENCL_CTX``), and why: among the devices the default is chosen from,
+    the one with the lowest estimated time of this model
     (:func:`~polyfuse.runtime.device.device_for_work`, from its products' FLOPs and its
-    launches, kept in the disk cache by the file's bytes: shape inference of a real-size model
-    costs seconds a cached session does not spend); None where the default stands."""
+    launches, kept in the disk cache by the file's bytes unless ``cache`` is False: shape
+    inference of a real-size model costs seconds a cached session does not spend); None where
+    the default stands."""
     from polyfuse.frontend.onnx import model_work
 
     if (os.environ.get("PYOPENCL_CTX", "").strip() or not path.endswith(".onnx")
             or not os.path.isfile(path)):
         return None
-    key = disk.key([path], {"what": "work", **dict(params)})
-    raw = disk.load_blob("work", key)
-    work = json.loads(raw) if raw is not None else None
-    if work is None:
+    key = disk.key([path], {"what": "work", **dict(params)}) if cache else ""
+    raw = disk.load_blob("work", key) if cache else None
+    if raw is not None:
+        work = json.loads(raw)["work"]
+    else:
         try:
             work = model_work(path, params=params)
         except (PolyfuseError, ValueError, IndexError, KeyError):
             return None  # an estimate only: the default device, and the load reports errors
-        disk.store_blob("work", key, json.dumps(work).encode())
+        if cache:
+            disk.store_blob("work", key, json.dumps({"work": work}).encode())
     if work is None:
         return None
     return device_for_work(float(work[0]), int(work[1]))
