@@ -67,6 +67,23 @@ def test_run_matches_onnxruntime(tmp_path, unfused):
             np.testing.assert_allclose(got[name], want, rtol=1e-4, atol=1e-5)
 
 
+def test_run_says_on_which_device_the_model_runs_and_why(monkeypatch):
+    """Given no device, ``run`` says which device the session picked for this model's work
+    (the line is absent where the default stands: one device, or PYOPENCL_CTX)."""
+    from polyfuse.apps.session import session_device
+
+    monkeypatch.delenv("PYOPENCL_CTX", raising=False)
+    model = MODELS / "bert_qkv.onnx"
+    chosen = session_device(str(model), {})
+    r = run_cli("run", model, "--random")
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if "lowest estimated time of this model" in ln]
+    if chosen is None:
+        assert not lines
+    else:
+        assert lines == [f"polyfuse: on {chosen[0].name.strip()}: {chosen[1]}"]
+
+
 def test_run_bad_inputs_file(tmp_path):
     r = run_cli("run", MODELS / "bert_qkv.onnx", "--inputs", tmp_path / "nope.npz",
                 "--save", tmp_path / "out.npz")

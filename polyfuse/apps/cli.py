@@ -477,6 +477,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if sess.cached:
         _progress(args, f"the {kind} program, its kernel variant and device binary come from "
                         f"the cache ({cache.cache_root()}; --no-cache to redo them)")
+    if sess.device_choice:
+        _progress(args, f"on {sess.device.name.strip()}: {sess.device_choice}")
     assert sess.io is not None
     if args.random:
         inputs = random_inputs(sess.io, args.seed)
