@@ -1731,13 +1731,8 @@ def product_cases(path: Union[str, os.PathLike], *, params: Optional[Mapping[str
     path = os.fspath(path)
     params = dict(params or {})
     model, _weights = _read_graph(path, params)
-    shapes: dict[str, tuple[int, ...]] = {}
-    for vi in [*model.graph.input, *model.graph.value_info, *model.graph.output]:
-        dims = vi.type.tensor_type.shape.dim if vi.type.HasField("tensor_type") else []
-        if dims and all(d.HasField("dim_value") for d in dims):
-            shapes[vi.name] = tuple(int(d.dim_value) for d in dims)
-    for t in model.graph.initializer:
-        shapes[t.name] = tuple(int(d) for d in t.dims)
+    shapes = {name: dims for name, dims in _inferred_shapes(model).items()
+              if dims and all(d is not None for d in dims)}
     cases: dict[tuple[int, int, int, int], ProductCase] = {}
     for node in model.graph.node:
         if node.op_type not in ("MatMul", "Gemm") or len(node.input) < 2:
@@ -1763,6 +1758,19 @@ _NO_LAUNCH = frozenset({"Constant", "Shape", "Identity", "Reshape", "Squeeze", "
                         "Flatten", "Dropout"})
 
 
+def _inferred_shapes(model: Any) -> dict[str, tuple[Optional[int], ...]]:
+    """Every value's shape after shape inference (None for a dimension it left unknown) and
+    every initializer's."""
+    shapes: dict[str, tuple[Optional[int], ...]] = {}
+    for vi in [*model.graph.input, *model.graph.value_info, *model.graph.output]:
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
+            shapes[vi.name] = tuple(int(d.dim_value) if d.HasField("dim_value") else None
+                                    for d in vi.type.tensor_type.shape.dim)
+    for t in model.graph.initializer:
+        shapes[t.name] = tuple(int(d) for d in t.dims)
+    return shapes
+
+
 def model_work(path: Union[str, os.PathLike], *, params: Optional[Mapping[str, int]] = None
                ) -> Optional[tuple[float, int]]:
     """The FLOPs of an ONNX model's products (MatMul, Gemm, Conv: two per multiply-add) and
@@ -1772,17 +1780,7 @@ def model_work(path: Union[str, os.PathLike], *, params: Optional[Mapping[str, i
     reduced length, a batch dimension); None when one stays unknown."""
     path = os.fspath(path)
     model, _weights = _read_graph(path, dict(params or {}))
-    shapes: dict[str, tuple[Optional[int], ...]] = {}
-    for vi in [*model.graph.input, *model.graph.value_info, *model.graph.output]:
-        if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
-            shapes[vi.name] = tuple(int(d.dim_value) if d.HasField("dim_value") else None
-                                    for d in vi.type.tensor_type.shape.dim)
-    for t in model.graph.initializer:
-        shapes[t.name] = tuple(int(d) for d in t.dims)
-
-    def known(*dims: Optional[int]) -> Optional[int]:
-        return next((d for d in dims if d), None)
-
+    shapes = _inferred_shapes(model)
     flops = 0.0
     launches = 0
     for node in model.graph.node:
@@ -1799,8 +1797,8 @@ def model_work(path: Union[str, os.PathLike], *, params: Optional[Mapping[str, i
         else:  # the reduced length: A's columns (its rows under Gemm's transA), B's rows
             trans_a = any(at.name == "transA" and at.i for at in node.attribute)
             trans_b = any(at.name == "transB" and at.i for at in node.attribute)
-            inner = known(a[-2] if trans_a and len(a) >= 2 else a[-1],
-                          b[-1] if trans_b or len(b) < 2 else b[-2])
+            inner = ((a[-2] if trans_a and len(a) >= 2 else a[-1])
+                     or (b[-1] if trans_b or len(b) < 2 else b[-2]))
             # an output dimension from the operands that fix it, aligned from the right: the
             # rows from A, the columns from B, a batch dimension the larger (broadcasting)
             rank = len(out)
