@@ -79,34 +79,28 @@ def _merge_runs(block: c_ast.Compound, shared: set[str]) -> None:
     out: list[Any] = []
     i = 0
     while i < len(items):
-        store = _single_store(items[i])
-        base = _stored_base(store) if store is not None else None
-        run = [items[i]]
-        if base in shared:
-            assert store is not None
-            index = printer.visit(store.lvalue.subscript)
-            j = i + 1
-            while j < len(items):
-                nxt = _single_store(items[j])
-                if (nxt is None or _stored_base(nxt) != base
-                        or printer.visit(nxt.lvalue.subscript) != index):
+        first = _single_store(items[i])
+        base = _stored_base(first) if first is not None else None
+        run: list[tuple[Any, c_ast.Assignment]] = []
+        if first is not None and base in shared:
+            index = printer.visit(first.lvalue.subscript)
+            for item in items[i:]:
+                store = _single_store(item)
+                if (store is None or _stored_base(store) != base
+                        or printer.visit(store.lvalue.subscript) != index):
                     break
-                run.append(items[j])
-                j += 1
-        parts = [(s.cond, _single_store(s)) for s in run] if len(run) > 1 else []
-        if not parts or any(base in syntax.identifiers(n) for cond, st in parts
-                            for n in (cond, st.lvalue.subscript, st.rvalue)):
+                run.append((item.cond, store))
+        if len(run) < 2 or any(base in syntax.identifiers(n) for cond, st in run
+                               for n in (cond, st.lvalue.subscript, st.rvalue)):
             out.append(items[i])
             i += 1
             continue
-        cond = parts[0][0]
-        value = parts[0][1].rvalue
-        for g, st in parts[1:]:
+        cond, value = run[0][0], run[0][1].rvalue
+        for g, st in run[1:]:
             cond = c_ast.BinaryOp("||", cond, g)
             value = c_ast.TernaryOp(g, st.rvalue, value)
-        first = parts[0][1]
-        out.append(c_ast.If(cond, c_ast.Assignment("=", first.lvalue, value, first.coord),
-                            None, run[0].coord))
+        out.append(c_ast.If(cond, c_ast.Assignment("=", run[0][1].lvalue, value, run[0][1].coord),
+                            None, items[i].coord))
         i += len(run)
     block.block_items = out
 
