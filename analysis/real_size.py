@@ -22,7 +22,7 @@ blocks at stride 2 as their networks downsample).  For each:
   Conv nodes carry their fused activation or Add; ``ReorderInput``/``ReorderOutput`` are its
   layout changes).
 
-    OPENBLAS_NUM_THREADS=1 python analysis/real_size.py [--only bert_layer gpt2_mlp ...]
+    python analysis/real_size.py [--only bert_layer gpt2_mlp ...]
         [--dir out/real_size] [--rounds 5] [--repeat 20] [--build-timeout 300] [--device SPEC]
         [--clock wall|cpu] [--ort-nodes]
 """
@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 import signal
 import sys
@@ -40,14 +41,16 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-import numpy as np
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # numpy's sgemm on one thread, as documented
+
+import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "analysis"))
 
 import onnx  # noqa: E402
-from vs_onnxruntime import ort_session, spread  # noqa: E402
+from vs_onnxruntime import ort_session, spread, warm_up  # noqa: E402
 
 import polyfuse  # noqa: E402
 from polyfuse.apps.onnx_run import random_inputs  # noqa: E402
@@ -217,10 +220,9 @@ def _ident(label: str) -> str:
 
 def interleaved(fns: dict[str, Any], repeat: int, rounds: int
                 ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
-    """Wall-time and thread-CPU-time samples of each callable, alternating in rounds (one
-    warm-up each first)."""
-    for fn in fns.values():
-        fn()
+    """Wall-time and thread-CPU-time samples of each callable, alternating in rounds (each
+    warmed up first: ``vs_onnxruntime.WARM_UP_S``)."""
+    warm_up(fns)
     per = max(1, -(-repeat // rounds))
     wall: dict[str, list[float]] = {k: [] for k in fns}
     cpu: dict[str, list[float]] = {k: [] for k in fns}

@@ -58,11 +58,25 @@ def ort_session(path: str, profile_prefix: Optional[str] = None) -> Any:
     return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
 
 
+#: seconds each callable runs before it is timed: on a VM's second vCPU a two-thread device
+#: (PoCL ``pthread``) runs at one core's speed for its first 50-80 ms of load after the
+#: vCPU idled (a cold build, a sleep), so a single warm-up run times the host's scheduler
+WARM_UP_S = 0.3
+
+
+def warm_up(fns: dict[str, Callable[[], Any]], seconds: float = WARM_UP_S) -> None:
+    """Run each callable at least once and for ``seconds`` of back-to-back runs."""
+    for fn in fns.values():
+        t0 = time.perf_counter()
+        fn()
+        while time.perf_counter() - t0 < seconds:
+            fn()
+
+
 def interleaved(fns: dict[str, Callable[[], Any]], repeat: int, rounds: int
                 ) -> dict[str, list[float]]:
-    """Wall-time samples of each callable, alternating in rounds (one warm-up each first)."""
-    for fn in fns.values():
-        fn()
+    """Wall-time samples of each callable, alternating in rounds (each warmed up first)."""
+    warm_up(fns)
     per = max(1, -(-repeat // rounds))
     out: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(rounds):
