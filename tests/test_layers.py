@@ -220,10 +220,12 @@ def test_the_stages_below_the_device_load_no_opencl(module: str):
 #: loader and PoCL read their settings from the environment once, when the first platform is
 #: enumerated, so they can only be said there: ``drivers.py`` registers a driver folder
 #: (``OCL_ICD_VENDORS``, ``polyfuse devices --register``), ``runtime/device.py`` asks PoCL for
-#: its single-threaded device beside the default one (``POCL_DEVICES``, the user's own setting
-#: wins).  No option travels this way.
+#: its single-threaded device beside the default one (``POCL_DEVICES``) and to pin its
+#: ``pthread`` workers (``POCL_AFFINITY``), the user's own settings winning.  No option travels
+#: this way.
 ENVIRON_WRITES = {("polyfuse/core/drivers.py", "OCL_ICD_VENDORS"),
-                  ("polyfuse/runtime/device.py", "POCL_DEVICES")}
+                  ("polyfuse/runtime/device.py", "POCL_DEVICES"),
+                  ("polyfuse/runtime/device.py", "POCL_AFFINITY")}
 
 
 def _environ_writes(tree: ast.AST) -> list[tuple[int, object]]:
