@@ -10,6 +10,7 @@ model, and that the ``tiled`` form keeps its work-group tree.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -213,6 +214,67 @@ def test_pool_rows_widths_equal_the_bruteforce_oracle(tmp_path: Path) -> None:
     onnx.save(model, str(path))
     program = load_onnx(str(path), target=REFERENCE_TARGET.with_variant("blocked"))
     assert any("float m[9];" in k.source for k in program.kernels.values())  # the row form
+    uar = build_uar(program)
+    assert [e for e in uar.edges if not e.host]
+    assert width_mismatches(program, uar) == []
+
+
+@pytest.mark.parametrize("width", [4, 8, 16])
+@pytest.mark.parametrize("shape,attrs", [
+    ((1, 3, 9, 32), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((2, 2, 8, 64), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 0, 0]}),
+    ((1, 4, 6, 32), {"kernel_shape": [2, 2], "strides": [2, 2]}),
+    ((1, 2, 7, 16), {"kernel_shape": [3, 2], "strides": [1, 2], "pads": [1, 0, 1, 0]}),
+])
+def test_max_pool_rows_in_vectors_are_the_scalar_rows_bits(width: int, shape: tuple[int, ...],
+                                                             attrs: dict) -> None:
+    """On a target with ``float<width>`` vectors a stride-2 MaxPool row halves in vectors
+    (``.even``/``.odd`` lanes, the odd ones shifted a lane for a 3-wide window): the same
+    bits as the scalar row form, NaN, infinities and signed zeros included; every access
+    exact."""
+    x = RNG.uniform(-2, 2, shape).astype(np.float32)
+    flat = x.reshape(-1)
+    flat[::37] = np.nan
+    flat[5::41] = -np.inf
+    flat[7::29] = -0.0
+    flat[9::31] = 0.0
+    out = _onnxruntime("MaxPool", attrs, [x], 1)[0].shape
+    vector = replace(BLOCKED, vector_width=width)
+    got = {}
+    for label, variant in (("scalar", BLOCKED), ("vector", vector)):
+        opk = op_kernel("MaxPool", attrs, [x.shape], [out], name="mp", variant=variant)
+        pad = (None,) * (3 - len(opk.global_size))
+        ctx = KernelContext(local_size=tuple(opk.local_size) + pad,
+                            global_size=opk.global_size + pad)
+        kernel = parse_kernels(opk.source, context=ctx)[opk.name]
+        assert all(a.exact for st in kernel.statements for a in st.accesses)
+        assert (f"vload{width}" in opk.source) == (label == "vector"), opk.source
+        (got[label],) = run_op(opk, [x], [out])
+    np.testing.assert_array_equal(got["vector"].view(np.uint32), got["scalar"].view(np.uint32))
+    assert np.isnan(got["vector"]).any()
+
+
+def test_max_pool_rows_in_vectors_widths_equal_the_bruteforce_oracle(tmp_path: Path) -> None:
+    """The vector rows' accesses (``vload``/``vstore`` at a row's pitch) give every UAR edge
+    of Relu -> MaxPool 3x3/2 -> Add the oracle's width."""
+    rng = np.random.default_rng(2)
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[3, 3], strides=[2, 2],
+                              pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["p", "c"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "pool_vectors", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                              [1, 2, 6, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 3, 4])],
+        initializer=[numpy_helper.from_array(rng.standard_normal((1, 2, 3, 4)).astype(np.float32),
+                                             "c")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "pool_vectors.onnx"
+    onnx.save(model, str(path))
+    target = replace(REFERENCE_TARGET, kernel=replace(BLOCKED, vector_width=4))
+    program = load_onnx(str(path), target=target)
+    assert any("vload4" in k.source for k in program.kernels.values())
     uar = build_uar(program)
     assert [e for e in uar.edges if not e.host]
     assert width_mismatches(program, uar) == []
