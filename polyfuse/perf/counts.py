@@ -879,6 +879,7 @@ def contiguous_loop_domains(kernel: Kernel, with_barrier: set[tuple[str, ...]]
     it may not reorder), runs scalar, one iteration after the other."""
     ok: dict[str, bool] = {}
     stores: set[str] = set()
+    vectors: set[str] = set()
     for st in kernel.statements:
         if not _in_work_item_loop(st.domain, with_barrier):
             continue
@@ -888,13 +889,37 @@ def contiguous_loop_domains(kernel: Kernel, with_barrier: set[tuple[str, ...]]
         for acc in st.accesses:
             if acc.address_space == "private":
                 continue
+            if _vector_walk(acc, inner):
+                vectors.add(key)
+                continue
             flat = _flat_index(acc, kernel) if acc.exact else None
             stride = _stride(flat, inner) if flat is not None else None
             good = good and stride in (-1, 0, 1)
             if acc.direction != "read" and stride in (-1, 1):
                 stores.add(key)
         ok[key] = good
-    return frozenset(k for k, good in ok.items() if good and k in stores)
+    return frozenset(k for k, good in ok.items() if good and (k in stores or k in vectors))
+
+
+def _vector_walk(acc: Access, pos: int) -> bool:
+    """Whether ``acc`` is an OpenCL vector access (``vload<n>``/``vstore<n>``: each instance
+    ``n`` consecutive elements of a one-dimensional array) that moves by its own width along
+    loop dimension ``pos``: a walk in vectors, as a loop over the row in ``float16`` is.  Its
+    loop is vectorized whatever it does with the vectors, a reduction into a private vector
+    included (the lanes are the program's own, not the compiler's to reorder)."""
+    rel = acc.relation
+    if not acc.exact or rel.is_single_valued() or rel.dim(isl.dim_type.out) != 1:
+        return False
+    first = isl.PwMultiAff.from_map(rel.lexmin()).get_pw_aff(0)
+    last = isl.PwMultiAff.from_map(rel.lexmax()).get_pw_aff(0)
+    spans = {val_to_sympy(aff.get_constant_val()) if aff.is_cst() else None
+             for _, aff in last.sub(first).get_pieces()}
+    if len(spans) != 1 or None in spans:
+        return False
+    width = int(spans.pop()) + 1
+    if rel.domain().is_empty() or width < 2:
+        return False
+    return _stride(first, pos) in (width, -width)
 
 
 def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
