@@ -229,3 +229,35 @@ def test_softmax_rows_in_vectors(tmp_path: Path, length: int, vectors: bool) -> 
     for program in (model.program, result.fused.program):
         np.testing.assert_allclose(_run(model, program, feeds, device=None)["y"], reference,
                                    rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("height,width,vector", [(16, 16, 16), (9, 24, 8), (12, 20, 4),
+                                                 (15, 15, 0)])
+def test_strided_depthwise_rows_in_vectors(tmp_path: Path, height: int, width: int,
+                                           vector: int) -> None:
+    """A depthwise 3x3 Conv at stride 2 (MobileNet's downsampling) reads its input rows in
+    the widest vectors that divide them and splits their even and odd lanes; an odd row
+    keeps the scalar strided loop.  Exact widths, fused with its Relu, onnxruntime's
+    numbers (the pad rows and the pad column included)."""
+    rng = np.random.default_rng(11)
+    out = [1, 6, (height - 1) // 2 + 1, (width - 1) // 2 + 1]
+    path = _save(tmp_path / "dw.onnx", [
+        helper.make_node("Conv", ["x", "w", "b"], ["pre"], kernel_shape=[3, 3],
+                         pads=[1, 1, 1, 1], strides=[2, 2], group=6),
+        helper.make_node("Relu", ["pre"], ["y"])], {"x": [1, 6, height, width]}, out,
+        [_const(rng, "w", 6, 1, 3, 3), _const(rng, "b", 6)])
+    model = load_onnx_model(str(path), target=VECTOR16)
+    source = next(k.source for k in model.program.kernels.values() if "Conv" in k.source)
+    assert ("v_0.even" in source) == bool(vector), source
+    assert (f"vload{vector}(" in source) == bool(vector)
+    assert width_mismatches(model.program, build_uar(model.program)) == []
+    c = compile_program(Compilation(target=VECTOR16, options=Options(weigh=False),
+                                    source=str(path), program=model.program, model=model),
+                        ONNX_PASSES)
+    result = result_of(c)
+    assert result.plan.launches_after < len(model.program.launches)
+    feeds = random_inputs(model.io, seed=5)
+    reference = onnxruntime_reference(str(path), feeds)["y"]
+    for program in (model.program, result.fused.program):
+        got = _run(model, program, feeds, device=None)["y"]
+        np.testing.assert_allclose(got, reference, rtol=RTOL, atol=ATOL)
