@@ -30,8 +30,9 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
      ``block_accesses`` instead (the ops of a block written in OpenCL vectors,
      ``vector_block_flops``: vectors at their own width, where the compiler packs a scalar
      block at the width its tuning prefers); a *contiguous loop* (every access moving at
-     most an element per iteration of its innermost loop, a store by one) is vectorized
-     along the loop: its
+     most an element per iteration of its innermost loop, a store by one, or an OpenCL
+     vector access moving by its own width, a reduction into a private vector included) is
+     vectorized along the loop: its
      ops are class counts only, its accesses ``contiguous_loop_accesses`` and its bytes
      ``gmem_contiguous_bytes``; ``work_items`` (the per work-item cost of running the
      kernel body: index arithmetic, the loop PoCL wraps around a work-group, scheduling of a
