@@ -23,7 +23,13 @@ ort = pytest.importorskip("onnxruntime")
 import onnx  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from polyfuse.core.program import KERNEL_VARIANTS, REFERENCE_TARGET, KernelContext  # noqa: E402
+from polyfuse.core.program import (  # noqa: E402
+    KERNEL_VARIANTS,
+    REFERENCE_TARGET,
+    KernelContext,
+    Program,
+    Target,
+)
 from polyfuse.frontend.onnx import load_onnx  # noqa: E402
 from polyfuse.frontend.opencl import parse_kernels  # noqa: E402
 from polyfuse.oplib import op_kernel  # noqa: E402
@@ -193,26 +199,30 @@ def test_max_pool_row_form_propagates_nan() -> None:
     assert np.isnan(got[0, 1, 1, 1])
 
 
-def test_pool_rows_widths_equal_the_bruteforce_oracle(tmp_path: Path) -> None:
-    """Relu -> MaxPool (stride 2, padded) -> Add in the blocked variant: every UAR edge has
-    the oracle's width."""
-    rng = np.random.default_rng(1)
-    nodes = [
-        helper.make_node("Relu", ["x"], ["r"]),
-        helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[3, 3], strides=[2, 2],
-                         pads=[1, 1, 1, 1]),
-        helper.make_node("Add", ["p", "c"], ["y"]),
-    ]
+def _relu_pool_add(tmp_path: Path, x: list[int], y: list[int], target: Target,
+                   seed: int) -> Program:
+    """Relu -> MaxPool 3x3/2 (padded) -> Add of a constant, loaded for ``target``."""
+    rng = np.random.default_rng(seed)
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[3, 3], strides=[2, 2],
+                              pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["p", "c"], ["y"])]
     graph = helper.make_graph(
-        nodes, "pool_rows", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 7, 9])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 4, 5])],
-        initializer=[numpy_helper.from_array(rng.standard_normal((1, 2, 4, 5)).astype(np.float32),
-                                             "c")])
+        nodes, "pool_rows", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, y)],
+        initializer=[numpy_helper.from_array(rng.standard_normal(y).astype(np.float32), "c")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     path = tmp_path / "pool_rows.onnx"
     onnx.save(model, str(path))
-    program = load_onnx(str(path), target=REFERENCE_TARGET.with_variant("blocked"))
+    return load_onnx(str(path), target=target)
+
+
+def test_pool_rows_widths_equal_the_bruteforce_oracle(tmp_path: Path) -> None:
+    """Relu -> MaxPool (stride 2, padded) -> Add in the blocked variant: every UAR edge has
+    the oracle's width."""
+    program = _relu_pool_add(tmp_path, [1, 2, 7, 9], [1, 2, 4, 5],
+                             REFERENCE_TARGET.with_variant("blocked"), 1)
     assert any("float m[9];" in k.source for k in program.kernels.values())  # the row form
     uar = build_uar(program)
     assert [e for e in uar.edges if not e.host]
@@ -257,23 +267,8 @@ def test_max_pool_rows_in_vectors_are_the_scalar_rows_bits(width: int, shape: tu
 def test_max_pool_rows_in_vectors_widths_equal_the_bruteforce_oracle(tmp_path: Path) -> None:
     """The vector rows' accesses (``vload``/``vstore`` at a row's pitch) give every UAR edge
     of Relu -> MaxPool 3x3/2 -> Add the oracle's width."""
-    rng = np.random.default_rng(2)
-    nodes = [helper.make_node("Relu", ["x"], ["r"]),
-             helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[3, 3], strides=[2, 2],
-                              pads=[1, 1, 1, 1]),
-             helper.make_node("Add", ["p", "c"], ["y"])]
-    graph = helper.make_graph(
-        nodes, "pool_vectors", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
-                                                              [1, 2, 6, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 3, 4])],
-        initializer=[numpy_helper.from_array(rng.standard_normal((1, 2, 3, 4)).astype(np.float32),
-                                             "c")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    path = tmp_path / "pool_vectors.onnx"
-    onnx.save(model, str(path))
     target = replace(REFERENCE_TARGET, kernel=replace(BLOCKED, vector_width=4))
-    program = load_onnx(str(path), target=target)
+    program = _relu_pool_add(tmp_path, [1, 2, 6, 8], [1, 2, 3, 4], target, 2)
     assert any("vload4" in k.source for k in program.kernels.values())
     uar = build_uar(program)
     assert [e for e in uar.edges if not e.host]
