@@ -231,21 +231,23 @@ def test_softmax_rows_in_vectors(tmp_path: Path, length: int, vectors: bool) -> 
                                    rtol=RTOL, atol=ATOL)
 
 
-@pytest.mark.parametrize("height,width,vector", [(16, 16, 16), (9, 24, 8), (12, 20, 4),
-                                                 (15, 15, 0)])
+@pytest.mark.parametrize("height,width,vector,multiplier", [
+    (16, 16, 16, 1), (9, 24, 8, 1), (12, 20, 4, 1), (15, 15, 0, 1), (10, 16, 16, 2)])
 def test_strided_depthwise_rows_in_vectors(tmp_path: Path, height: int, width: int,
-                                           vector: int) -> None:
+                                           vector: int, multiplier: int) -> None:
     """A depthwise 3x3 Conv at stride 2 (MobileNet's downsampling) reads its input rows in
     the widest vectors that divide them and splits their even and odd lanes; an odd row
-    keeps the scalar strided loop.  Exact widths, fused with its Relu, onnxruntime's
-    numbers (the pad rows and the pad column included)."""
+    keeps the scalar strided loop; a depth multiplier of 2 reads each row for both of its
+    channels.  Exact widths, fused with its Relu, onnxruntime's numbers (the pad rows and
+    the pad column included)."""
     rng = np.random.default_rng(11)
-    out = [1, 6, (height - 1) // 2 + 1, (width - 1) // 2 + 1]
+    channels = 6 * multiplier
+    out = [1, channels, (height - 1) // 2 + 1, (width - 1) // 2 + 1]
     path = _save(tmp_path / "dw.onnx", [
         helper.make_node("Conv", ["x", "w", "b"], ["pre"], kernel_shape=[3, 3],
                          pads=[1, 1, 1, 1], strides=[2, 2], group=6),
         helper.make_node("Relu", ["pre"], ["y"])], {"x": [1, 6, height, width]}, out,
-        [_const(rng, "w", 6, 1, 3, 3), _const(rng, "b", 6)])
+        [_const(rng, "w", channels, 1, 3, 3), _const(rng, "b", channels)])
     model = load_onnx_model(str(path), target=VECTOR16)
     source = next(k.source for k in model.program.kernels.values() if "Conv" in k.source)
     assert ("v_0.even" in source) == bool(vector), source
