@@ -130,10 +130,9 @@ class InferenceSession:
                     self._origin = (path, params, fused, device, tune, _form)
                     return
             if _form is None:
-                choice = self.device_choice
-                self.__dict__.update(_choose_form(path, params, fused, device, tune,
-                                                  cache).__dict__)
-                self.device_choice = choice
+                chosen = _choose_form(path, params, fused, device, tune, cache)
+                self.__dict__.update({k: v for k, v in chosen.__dict__.items()
+                                      if k != "device_choice"})  # this session chose it
                 return
             from polyfuse.apps.onnx_run import form_target, load_and_fuse
             from polyfuse.frontend.onnx import load_onnx_model

@@ -59,11 +59,10 @@ def _single_store(stmt: Any) -> Optional[c_ast.Assignment]:
     """The one plain store ``p[i] = e`` an ``if`` block (without ``else``) holds, else None."""
     if not isinstance(stmt, c_ast.If) or stmt.iffalse is not None:
         return None
-    inner = stmt.iftrue
-    if isinstance(inner, c_ast.Compound):
-        if len(inner.block_items or []) != 1:
-            return None
-        inner = inner.block_items[0]
+    items = syntax.block_items(stmt.iftrue)
+    if len(items) != 1:
+        return None
+    inner = items[0]
     if _stored_base(inner) is None or inner.op != "=":
         return None
     return inner

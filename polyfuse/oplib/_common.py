@@ -267,6 +267,23 @@ def vector_lanes(vector_width: int, n: int) -> int:
     return next((w for w in (16, 8, 4) if w <= vector_width and n % w == 0), 1)
 
 
+def halved_lanes(vector: str, chunk: int, half: int, left: bool) -> list[str]:
+    """Statements splitting ``vector``, the ``float<2 * half>`` chunk ``chunk`` of a row, for
+    windows at stride 2: its even lanes ``e_<chunk>`` (columns ``2o``) and odd lanes
+    ``o_<chunk>`` (columns ``2o + 1``); with ``left`` also ``l_<chunk>`` (columns ``2o - 1``),
+    the odd lanes shifted by one lane with ``prev`` shifted in, ``prev`` then becoming this
+    chunk's last odd lane (the caller declares it, holding the left pad's value).  Why:
+    loads two columns apart do not vectorize as loops; a vector's halves do (the stride-2
+    MaxPool and depthwise Conv rows)."""
+    ht = f"float{half}"
+    lines = [f"const {ht} e_{chunk} = {vector}.even;", f"const {ht} o_{chunk} = {vector}.odd;"]
+    if left:
+        shifted = ", ".join(["prev", *(f"o_{chunk}.s{j:x}" for j in range(half - 1))])
+        lines += [f"const {ht} l_{chunk} = ({ht})({shifted});",
+                  f"prev = o_{chunk}.s{half - 1:x};"]
+    return lines
+
+
 def index_expr(var: str, shape: Sequence[int], strides: Sequence[int], offset: int = 0) -> str:
     """C expression mapping a row-major flat index ``var`` over ``shape`` to ``Σ coord·stride``.
 

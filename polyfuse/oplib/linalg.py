@@ -32,6 +32,7 @@ from polyfuse.oplib._common import (
     elementwise_kernel,
     flt,
     grid_kernel,
+    halved_lanes,
     index_expr,
     make_kernel,
     prod,
@@ -1509,7 +1510,8 @@ def halving_row_width(defines: dict[str, int], vector_width: int) -> int:
     ow, w, kw_n, sw_, dw, pw = (defines[k] for k in ("OW", "W", "KW", "SW", "DW", "PW"))
     if (kw_n, sw_, dw, pw) != (3, 2, 1, 1) or ow * 2 != w or defines["KH"] > MAX_WINDOW_ROWS:
         return 0
-    return next((v for v in (16, 8, 4) if v <= vector_width and w % v == 0), 0)
+    lanes = vector_lanes(vector_width, w)
+    return lanes if lanes > 1 else 0
 
 
 def _strided_row_vectors(defines: dict[str, int], mb: int, width: int, x_row: str,
@@ -1535,10 +1537,8 @@ def _strided_row_vectors(defines: dict[str, int], mb: int, width: int, x_row: st
                   for i in range(mb) for k in range(3)),
                 "float prev = 0.0f;"]
         for c in range(chunks):
-            shifted = ", ".join(["prev", *(f"o_{c}.s{j:x}" for j in range(half - 1))])
             rows += [f"const {vt} v_{c} = vload{width}({c}, xr);",
-                     f"const {ht} e_{c} = v_{c}.even;", f"const {ht} o_{c} = v_{c}.odd;",
-                     f"const {ht} l_{c} = ({ht})({shifted});", f"prev = o_{c}.s{half - 1:x};"]
+                     *halved_lanes(f"v_{c}", c, half, left=True)]
             rows += [f"acc_{i}_c{c} += l_{c} * wv_{i}_0 + e_{c} * wv_{i}_1 + o_{c} * wv_{i}_2;"
                      for i in range(mb)]
         body += ["{", f"    const int kh = {kh};",

@@ -14,7 +14,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from polyfuse.oplib._common import Grid, Node, OpKernel, Param, grid_kernel, shape_str, strides_of
+from polyfuse.oplib._common import (
+    Grid,
+    Node,
+    OpKernel,
+    Param,
+    grid_kernel,
+    halved_lanes,
+    shape_str,
+    strides_of,
+    vector_lanes,
+)
 from polyfuse.oplib.linalg import conv_pads
 
 #: the longest input row the row form of a 2-D pool keeps in a work-item's private array
@@ -135,7 +145,7 @@ def _pool_rows(node: Node, shape: tuple[int, ...], out: tuple[int, ...], kernel:
     row = f"{base} + p0 * {width}" if base != "0" else f"p0 * {width}"
     ystart = grid.at([ost[0], ost[1], ost[2]])
     y_at = f"{ystart} + ow" if ystart != "0" else "ow"
-    width_v = node.variant.vector_width
+    width_v = vector_lanes(node.variant.vector_width, width)
     if not average and _halving_rows(width, out[3], kernel[0], kernel[1], strides[1], dil[1],
                                      pads[1], width_v):
         lines = _max_rows_in_vectors(width, width_v, kernel[1], oh, strides[0], pads[0],
@@ -200,13 +210,13 @@ def _pool_rows(node: Node, shape: tuple[int, ...], out: tuple[int, ...], kernel:
 
 def _halving_rows(width: int, out_width: int, kh: int, kw: int, stride: int, dil: int,
                   pad: int, vector_width: int) -> bool:
-    """Whether a row form's columns halve in OpenCL vectors (:func:`_max_rows_in_vectors`):
-    stride 2, a window of 2 columns unpadded or of 3 padded by one on the left (the pools of
-    ResNet stems, VGG and U-Nets), every output column's window inside the row, rows a
-    multiple of the target's vector width, the window's rows few enough to write out."""
-    return (vector_width in (4, 8, 16) and width % vector_width == 0 and stride == 2
-            and dil == 1 and (kw, pad) in ((2, 0), (3, 1)) and out_width * 2 == width
-            and kh <= UNROLLED_WINDOW)
+    """Whether a row form's columns halve in OpenCL vectors of ``vector_width`` lanes
+    (:func:`_max_rows_in_vectors`; 1: none divides the row): stride 2, a window of 2 columns
+    unpadded or of 3 padded by one on the left (the pools of ResNet stems, VGG and U-Nets),
+    every output column's window inside the row, the window's rows few enough to write
+    out."""
+    return (vector_width > 1 and stride == 2 and dil == 1 and (kw, pad) in ((2, 0), (3, 1))
+            and out_width * 2 == width and kh <= UNROLLED_WINDOW)
 
 
 def _max_rows_in_vectors(width: int, vector_width: int, kw: int, oh: str, stride0: int,
@@ -243,13 +253,9 @@ def _max_rows_in_vectors(width: int, vector_width: int, kw: int, oh: str, stride
     if kw == 3:
         lines.append("float prev = -INFINITY;")
     for c in range(chunks):
-        lines += [f"const {ht} e_{c} = m_{c}.even;", f"const {ht} o_{c} = m_{c}.odd;"]
-        if kw == 3:
-            shifted = ", ".join(["prev", *(f"o_{c}.s{i:x}" for i in range(half - 1))])
-            # the first of the window's columns: the maximum of it alone is itself
-            lines += [f"{ht} r_{c} = ({ht})({shifted});",
-                      f"r_{c} = {update(f'r_{c}', f'e_{c}')};",
-                      f"prev = o_{c}.s{half - 1:x};"]
+        lines += halved_lanes(f"m_{c}", c, half, left=kw == 3)
+        if kw == 3:  # the maximum of the window's first column alone is itself
+            lines += [f"{ht} r_{c} = l_{c};", f"r_{c} = {update(f'r_{c}', f'e_{c}')};"]
         else:
             lines.append(f"{ht} r_{c} = e_{c};")
         lines += [f"r_{c} = {update(f'r_{c}', f'o_{c}')};",

@@ -917,9 +917,7 @@ def _vector_walk(acc: Access, pos: int) -> bool:
     if len(spans) != 1 or None in spans:
         return False
     width = int(spans.pop()) + 1
-    if rel.domain().is_empty() or width < 2:
-        return False
-    return _stride(first, pos) in (width, -width)
+    return width > 1 and _stride(first, pos) in (width, -width)
 
 
 def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
