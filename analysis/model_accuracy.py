@@ -30,10 +30,12 @@ The study scores the program polyfuse's code runs as well: for fused or not the 
 (each group weighed by the model, those it cannot rank timed), for a kernel form the forms
 the model leaves within the session's ``FORM_MARGIN`` timed (the model alone when one is left).
 
-Measured: per launch, the median over ``--repeat`` runs of the whole program of its profiled
-time, the programs of one choice in turn, run by run (two programs measured minutes apart on a
-shared machine differed by 10-45 % with the same kernels: the ranking compared the moments, not
-the programs); predicted: the model's time of its exact counts.  The figure of merit is the
+Measured: per launch, the median over ``--repeat`` rounds of its profiled time, the programs
+of one choice in turn, round by round (two programs measured minutes apart on a shared machine
+differed by 10-45 % with the same kernels: the ranking compared the moments, not the
+programs); a round's sample is what ``polyfuse predict --measure`` measures, the median of the
+program's runs after a warm-up, for at least 0.2 s (a launch of a microsecond measured over
+few runs gives the scheduler's time, not the kernel's); predicted: the model's time of its exact counts.  The figure of merit is the
 geomean of ``max(p/m, m/p)`` over launches, minus 1 ("geomean error").
 
     .venv/bin/python analysis/model_accuracy.py [--device 0:0] [--quick] [--recalibrate]

@@ -130,6 +130,44 @@ def test_an_onnx_models_kernel_form_is_chosen(saved_calibration: pm.Calibration)
                          params={"n": 2048}, calibration=saved_calibration, form="blocked")
 
 
+def test_an_onnx_model_is_predicted_in_the_form_its_session_runs(
+        saved_calibration: pm.Calibration):
+    """Without ``form``, a model is predicted in the kernel form an ``InferenceSession`` of it
+    runs (the usual form on a CPU before a session has measured it), and the prediction says
+    which form and why; an explicit ``form`` is said to be asked for."""
+    from polyfuse.apps.session import session_form
+
+    model = ROOT / "examples" / "models" / "mlp_gelu_ln.onnx"
+    form, how = session_form(str(model), {}, None)
+    pred = polyfuse.predict(model, calibration=saved_calibration)
+    assert pred.form == f"{form} ({how})"
+    same = polyfuse.predict(model, calibration=saved_calibration, form=form)
+    assert same.form == f"{form} (asked for)"
+    assert [lp.features for lp in pred.launches] == [lp.features for lp in same.launches]
+    assert f"kernel form {form}" in pred.table()
+    assert pred.to_dict()["form"] == pred.form
+    chain = polyfuse.predict(CHAIN / "kernels.cl", host=str(CHAIN / "host.c"),
+                             params={"n": 2048}, calibration=saved_calibration)
+    assert chain.form == "" and "kernel form" not in chain.table()
+
+
+def test_a_short_program_is_measured_over_more_runs_than_asked(
+        saved_calibration: pm.Calibration):
+    """``repeat`` is the least number of recorded runs: a program of microseconds is run
+    until its runs took ``min_time_s``, so its medians are the kernels', not the scheduler's;
+    ``min_time_s=0`` records exactly ``repeat`` runs."""
+    from polyfuse.perf.launches import MAX_RUNS, measure_launches, predict_program
+
+    prog = polyfuse.load_opencl(str(CHAIN / "kernels.cl"), host=str(CHAIN / "host.c"),
+                                params={"n": 256})
+    launches = predict_program(prog, saved_calibration, params={"n": 256})
+    short = measure_launches(prog, launches, params={"n": 256}, repeat=3, min_time_s=0.05)
+    assert all(lp.runs is not None and 3 < lp.runs <= MAX_RUNS for lp in short)
+    exact = measure_launches(prog, launches, params={"n": 256}, repeat=3, min_time_s=0.0)
+    assert [lp.runs for lp in exact] == [3] * len(exact)
+    assert all(lp.measured_s and lp.measured_s > 0 for lp in short + exact)
+
+
 def test_launch_in_host_loop_is_per_instance():
     """A launch repeated by a host loop: count = instances, times per instance."""
     b = polyfuse.ProgramBuilder(str(CHAIN / "kernels.cl"), name="looped")

@@ -947,10 +947,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_param_flag(p, "fix a value the host reads at run time, or an ONNX dynamic dimension")
     p.add_argument("--fused", action="store_true", help="predict the fused program instead")
     p.add_argument("--form", choices=sorted(KERNEL_VARIANTS),
-                   help="an ONNX model's kernel form (default: the device's)")
+                   help="an ONNX model's kernel form (default: the one a session of it runs)")
     p.add_argument("--measure", action="store_true",
-                   help="also run it: median profiled time per launch over --repeat runs")
-    p.add_argument("--repeat", type=int, default=7, help="runs measured (default: 7)")
+                   help="also run it: median profiled time per launch over --repeat runs "
+                        "or more (a short program runs for at least 0.2 s)")
+    p.add_argument("--repeat", type=int, default=7, help="runs measured at least (default: 7)")
     p.add_argument("--recalibrate", action="store_true",
                    help="measure the device's calibration again (and cache it)")
     p.add_argument("--json", action="store_true", help="JSON on stdout")

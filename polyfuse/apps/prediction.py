@@ -4,12 +4,13 @@ when asked, the measured time beside it.
 The counts are exact (:func:`polyfuse.perf.counts.count_program`, barvinok), the costs those of
 the device's calibration (:meth:`polyfuse.perf.model.Calibration.for_device`, measured once per
 device and cached); the prediction of a launch is the model's time of its feature vector
-(docs/performance.md).  Measuring (``measure=True``) builds the program once, runs it once to
-warm up and then ``repeat`` times, and takes, per launch, the median of its profiled time over
-the runs: every run goes through every launch, so the launches' samples are interleaved and a
-burst of load from other jobs hits all of them alike.  The program is first run once in a
-worker process (:func:`polyfuse.runtime.execute.precheck_programs`), so a device compiler that
-aborts costs an error naming the kernel, not the caller's process.
+(docs/performance.md).  Measuring (``measure=True``) builds the program once, warms it up,
+runs it ``repeat`` times and more while its runs took less than a fraction of a second
+(:func:`polyfuse.perf.launches.measure_launches`), and takes, per launch, the median of its
+profiled time over the runs: every run goes through every launch, so the launches' samples
+are interleaved and a burst of load from other jobs hits all of them alike.  The program is
+first run once in a worker process (:func:`polyfuse.runtime.execute.precheck_programs`), so a
+device compiler that aborts costs an error naming the kernel, not the caller's process.
 
 Times are per instance: a launch inside a host loop runs ``count`` times per execution, and its
 ``predicted_s`` / ``measured_s`` are the mean of one instance.
@@ -46,6 +47,8 @@ class Prediction:
     calibration: str
     fused: bool
     launches: tuple[LaunchPrediction, ...]
+    #: an ONNX model's kernel form and how it was chosen; "" for OpenCL C programs
+    form: str = ""
 
     @property
     def measured(self) -> bool:
@@ -71,7 +74,7 @@ class Prediction:
 
     def to_dict(self) -> dict[str, Any]:
         return {"program": self.program, "device": self.device, "device_key": self.device_key,
-                "calibration": self.calibration, "fused": self.fused,
+                "calibration": self.calibration, "fused": self.fused, "form": self.form,
                 "predicted_s": self.predicted_s, "measured_s": self.measured_s,
                 "geomean_error": self.geomean_error,
                 "launches": [lp.to_dict() for lp in self.launches]}
@@ -100,7 +103,8 @@ class Prediction:
         if self.measured:
             total += (f", measured {self.measured_s * 1e6:.1f} us; geomean error "  # type: ignore[operator]
                       f"{self.geomean_error:.0%} over {len(self.launches)} launches")
-        lines += ["", f"{self.program} on {self.device} ({'fused' if self.fused else 'unfused'})",
+        lines += ["", f"{self.program} on {self.device} ({'fused' if self.fused else 'unfused'})"
+                  + (f"; kernel form {self.form}" if self.form else ""),
                   total, f"calibration: {self.calibration}"]
         return "\n".join(lines)
 
@@ -118,8 +122,9 @@ def load_source(source: Source, *, host: Optional[Union[str, Sequence[str]]] = N
                 params: Optional[Mapping[str, Union[int, float]]] = None,
                 device: Any = None, form: Optional[str] = None) -> Program:
     """The program of ``source``: a :class:`Program` as is, an ``.onnx`` file (kernels tiled
-    for ``device``, of the kernel ``form`` of :data:`~polyfuse.core.program.KERNEL_VARIANTS`
-    when given), or OpenCL C file(s) with their ``host`` program."""
+    for ``device``, of the kernel ``form`` of :data:`~polyfuse.core.program.KERNEL_VARIANTS`,
+    by default the one a session runs, :func:`model_form`), or OpenCL C file(s) with their
+    ``host`` program."""
     if isinstance(source, Program):
         return source
     path = Path(os.fspath(source))
@@ -132,9 +137,9 @@ def load_source(source: Source, *, host: Optional[Union[str, Sequence[str]]] = N
         from polyfuse.runtime.device import device_target
 
         ints = {k: int(v) for k, v in (params or {}).items()}
-        target = device_target(device)
+        form = form or model_form(path, ints, device)[0]
         return load_onnx(str(path), params=ints,
-                         target=target.with_variant(form) if form else target)
+                         target=device_target(device).with_variant(form))
     if form:
         raise PolyfuseError(f"{path}: a kernel form applies to an ONNX model only")
     if path.suffix.lower() not in (".cl", ".c", ".h", ".cpp"):
@@ -148,6 +153,18 @@ def load_source(source: Source, *, host: Optional[Union[str, Sequence[str]]] = N
     return load_opencl([str(path)], host=hosts, params=dict(params or {}), check_params=True)
 
 
+def model_form(path: Union[str, os.PathLike], params: Mapping[str, int], device: Any = None
+               ) -> tuple[str, str]:
+    """The kernel form an :class:`~polyfuse.apps.session.InferenceSession` of the ONNX model
+    ``path`` runs on ``device``, and how that is known
+    (:func:`~polyfuse.apps.session.session_form`): what ``predict`` predicts by default is
+    what the user's session runs, not a form it never picks (at real size on a CPU, the
+    ``tiled`` products are tens of times slower than the ``blocked`` ones a session runs)."""
+    from polyfuse.apps.session import session_form
+
+    return session_form(os.fspath(path), params, device)
+
+
 def predict(source: Source, device: Any = None, *, host: Optional[Union[str, Sequence[str]]] = None,
             params: Optional[Mapping[str, Union[int, float]]] = None, fused: bool = False,
             measure: bool = False, repeat: int = 7, calibration: Optional[Calibration] = None,
@@ -159,7 +176,8 @@ def predict(source: Source, device: Any = None, *, host: Optional[Union[str, Seq
     file with its ``host`` program; ``params`` fix sizes the host reads at run time (or an ONNX
     model's dynamic dimensions); ``fused`` predicts the fused program (the plan ``polyfuse fuse``
     makes) instead; ``form`` picks an ONNX model's kernel form (``tiled``, ``blocked``, ...:
-    :data:`~polyfuse.core.program.KERNEL_VARIANTS`; default the device's).  ``device`` is a
+    :data:`~polyfuse.core.program.KERNEL_VARIANTS`; default: the form a session of the model
+    runs, :func:`model_form`, named in :attr:`Prediction.form`).  ``device`` is a
     ``"P:D"`` spec as ``polyfuse devices`` lists (default: the default device); its
     calibration is measured once and cached (``recalibrate``: measured again).  Raises
     :class:`PolyfuseError` on input it cannot load, sizes it cannot count, a program the
@@ -169,8 +187,14 @@ def predict(source: Source, device: Any = None, *, host: Optional[Union[str, Seq
 
     say = progress or (lambda _m: None)
     dev = get_device(device)
-    program = load_source(source, host=host, params=params, device=device, form=form)
     ints = {k: int(v) for k, v in (params or {}).items() if float(v).is_integer()}
+    form_note = ""
+    if not isinstance(source, Program) and os.fspath(source).lower().endswith(".onnx"):
+        how = "asked for"
+        if not form:
+            form, how = model_form(source, ints, device)
+        form_note = f"{form} ({how})"
+    program = load_source(source, host=host, params=params, device=device, form=form)
     if fused:
         from polyfuse.passes.pipeline import fuse_program
 
@@ -185,8 +209,8 @@ def predict(source: Source, device: Any = None, *, host: Optional[Union[str, Seq
         launches = measure_launches(program, launches, params=ints, device=device,
                                     repeat=repeat, progress=progress)
     return Prediction(program.name, dev.name.strip(), calibration.device_key,
-                      str(calibration.path), fused, tuple(launches))
+                      str(calibration.path), fused, tuple(launches), form_note)
 
 
-__all__ = ["LaunchPrediction", "Prediction", "load_source", "measure_launches", "predict",
-           "predict_program"]
+__all__ = ["LaunchPrediction", "Prediction", "load_source", "measure_launches", "model_form",
+           "predict", "predict_program"]

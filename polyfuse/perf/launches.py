@@ -22,8 +22,9 @@ Progress = Optional[Callable[[str], None]]
 #: the counts shown per launch (summed over its instances), in table order
 SHOWN_COUNTS = ("subgroup_flops", "gmem_bytes", "local_access", "group_barriers", "work_items")
 #: the features whose sum is the global bytes a launch accesses (``gmem_bytes``)
-GMEM_ACCESSED = ("gmem_unit_bytes", "gmem_narrow_bytes", "gmem_loop_bytes", "gmem_strided_bytes",
-                 "gmem_uniform_bytes", "gmem_reuse_bytes")
+GMEM_ACCESSED = ("gmem_unit_bytes", "gmem_narrow_bytes", "gmem_loop_bytes",
+                 "gmem_contiguous_bytes", "gmem_strided_bytes", "gmem_uniform_bytes",
+                 "gmem_reuse_bytes")
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,8 @@ class LaunchPrediction:
     measured_s: Optional[float] = None
     #: IQR / median of the measured samples (how much to trust ``measured_s``)
     spread: Optional[float] = None
+    #: the recorded runs of the program ``measured_s`` is the median of
+    runs: Optional[int] = None
 
     @property
     def error(self) -> Optional[float]:
@@ -66,7 +69,7 @@ class LaunchPrediction:
         return {"launch": self.launch, "kernel": self.kernel, "count": self.count,
                 "counts": self.counts(), "features": dict(self.features),
                 "predicted_s": self.predicted_s, "measured_s": self.measured_s,
-                "spread": self.spread, "error": self.error}
+                "spread": self.spread, "runs": self.runs, "error": self.error}
 
 
 def predict_program(program: Program, calibration: Calibration, *,
@@ -94,14 +97,28 @@ def predict_program(program: Program, calibration: Calibration, *,
     return out
 
 
+#: a program is run unrecorded for at least this long first (and at least once)
+WARM_UP_S = 0.05
+#: a short program is recorded until its recorded runs took this long (``repeat`` runs at
+#: least, :data:`MAX_RUNS` at most): seven runs of a launch of a microsecond give the
+#: scheduler's median, not the kernel's (PoCL 3.1 ``pthread``, the ``group_neighbor``
+#: example's first launch: 7.1 us over 7 runs, 0.5 us in one process over 7 more, 0.4 us
+#: over 51, spread 1.0 -> 0.3)
+MEASURE_MIN_S = 0.2
+MAX_RUNS = 255
+
+
 def measure_launches(program: Program, launches: Sequence[LaunchPrediction], *,
                      params: Optional[Mapping[str, int]] = None, device: Any = None,
-                     repeat: int = 7, progress: Progress = None) -> list[LaunchPrediction]:
-    """``launches`` with their measured seconds: median over ``repeat`` runs of the program.
+                     repeat: int = 7, progress: Progress = None,
+                     min_time_s: float = MEASURE_MIN_S) -> list[LaunchPrediction]:
+    """``launches`` with their measured seconds: median over the recorded runs of the program.
 
-    The program is built and its buffers allocated once, then run once unrecorded (the device
-    compiles a kernel for its work-group size at the first launch, and fresh memory faults in
-    at the first touch) and ``repeat`` times recorded, each run from the same initial
+    The program is built and its buffers allocated once, then run unrecorded for
+    :data:`WARM_UP_S` (at least once: the device compiles a kernel for its work-group size at
+    the first launch, fresh memory faults in at the first touch, a CPU device's sleeping
+    workers wake up) and recorded ``repeat`` times, and more while the recorded runs took less
+    than ``min_time_s`` (:data:`MAX_RUNS` in all at most), each run from the same initial
     contents; a launch's sample of a run is the sum of its instances' profiled times (on a
     device that runs kernels in the calling thread, PoCL ``basic``, the thread's CPU time around
     each launch and its wait, which other jobs' load does not inflate).
@@ -123,9 +140,21 @@ def measure_launches(program: Program, launches: Sequence[LaunchPrediction], *,
     ex = CompiledProgram(program, ints, None, 0, ctx=ctx, queue=queue)
     cpu = runs_in_calling_thread(queue.device)
     samples: dict[int, list[float]] = {lp.launch: [] for lp in launches}
-    for r in range(repeat + 1):
-        say(f"measuring: run {r}/{repeat} of {len(launches)} launches"
-            + (" (warm-up)" if r == 0 else ""))
+    started = time.perf_counter()
+    recorded_since: Optional[float] = None
+    recorded = 0
+    while True:
+        now = time.perf_counter()
+        warm = recorded_since is None
+        if warm and now - started >= WARM_UP_S:
+            recorded_since = now
+            warm = False
+        if not warm and (recorded >= MAX_RUNS or recorded >= repeat and (
+                recorded_since is not None and now - recorded_since >= min_time_s)):
+            break
+        if warm or recorded % 10 == 0:
+            say(f"measuring: run {recorded + 1} of {len(launches)} launches"
+                + (" (warm-up)" if warm else ""))
         ex.reset()
         sums = dict.fromkeys(samples, 0.0)
         if cpu:  # the kernel runs in this thread: its CPU time around launch and wait, as
@@ -146,8 +175,9 @@ def measure_launches(program: Program, launches: Sequence[LaunchPrediction], *,
             for lid, e in events:
                 if lid in sums:
                     sums[lid] += (e.profile.end - e.profile.start) * 1e-9
-        if r == 0:
+        if warm:
             continue
+        recorded += 1
         for lid, t in sums.items():
             samples[lid].append(t)
     out = []
@@ -159,7 +189,7 @@ def measure_launches(program: Program, launches: Sequence[LaunchPrediction], *,
             continue
         q1, q3 = np.percentile(s, [25, 75])
         out.append(dataclasses.replace(lp, measured_s=med / lp.count,
-                                       spread=float((q3 - q1) / med)))
+                                       spread=float((q3 - q1) / med), runs=len(s)))
     return out
 
 
