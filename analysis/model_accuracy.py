@@ -35,8 +35,9 @@ of one choice in turn, round by round (two programs measured minutes apart on a 
 differed by 10-45 % with the same kernels: the ranking compared the moments, not the
 programs); a round's sample is what ``polyfuse predict --measure`` measures, the median of the
 program's runs after a warm-up, for at least 0.2 s (a launch of a microsecond measured over
-few runs gives the scheduler's time, not the kernel's); predicted: the model's time of its exact counts.  The figure of merit is the
-geomean of ``max(p/m, m/p)`` over launches, minus 1 ("geomean error").
+few runs gives the scheduler's time, not the kernel's); predicted: the model's time of its
+exact counts.  The figure of merit is the geomean of ``max(p/m, m/p)`` over launches, minus 1
+("geomean error").
 
     .venv/bin/python analysis/model_accuracy.py [--device 0:0] [--quick] [--recalibrate]
         [--repeat 7] [--out DIR] [--real-size out/real_size] [--reuse MEASURED.json]

@@ -226,9 +226,11 @@ class MemRecord:
     #: repeating it), as opposed to straight-line code that a CPU compiler vectorizes across
     #: work-items; None: no such statement
     loop_accesses: Optional[Count] = None
-    #: ``loop_accesses`` weighted by the work-item loops around them beyond the innermost one
-    #: (an access three work-item loops deep counts twice): the loop control and index
-    #: arithmetic of a nest, which the float counts leave out; None: no such statement
+    #: the iterations of the nest bodies whose first access this record holds, weighted by
+    #: the work-item loops around them beyond the innermost one (a body three work-item loops
+    #: deep counts twice), once per iteration however many accesses the body makes: the loop
+    #: control and index arithmetic of a nest, which the float counts leave out; None: no
+    #: such statement
     nested_loop_accesses: Optional[Count] = None
     #: the part of ``loop_accesses`` in register blocks (:func:`register_block_domains`)
     block_accesses: Optional[Count] = None
@@ -1026,6 +1028,8 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
     group_ranges: dict[str, Optional[isl.Set]] = {}
     repeated = repeated_loads(kernel, with_barrier)
     packed = packed_accesses(kernel, with_barrier)
+    #: the iteration domains of nested work-item loops already charged (``nested``)
+    nested_domains: set[str] = set()
     for st in kernel.statements:
         for i, acc in enumerate(st.accesses):
             if acc.address_space == "private" or (st.id, i) in repeated:
@@ -1078,8 +1082,12 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
                 elif st.id in contiguous:
                     grp["contiguous"].append(wi)
                 depth = _work_item_loop_depth(dom, with_barrier)
-                if depth > 1:
-                    grp["nested"].append(wi.scale_val(isl.Val(depth - 1)))
+                # a nest's loop control and index arithmetic are paid per iteration, once
+                # for all the accesses of its body (they share the address computation)
+                if depth > 1 and _domain_key(dom) not in nested_domains:
+                    nested_domains.add(_domain_key(dom))
+                    grp["nested"].append(counter.instances(dom, "work-item")
+                                         .scale_val(isl.Val(depth - 1)))
             grp["count"].append(wi if gran == "work-item" else counter.instances(dom, gran))
     mem = []
     for key, grp in mem_groups.items():

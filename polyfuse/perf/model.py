@@ -18,8 +18,9 @@ Stevens & Klöckner's recipe, made concrete for polyfuse:
      lockstep across the work-group and its body counts as straight-line code):
      ``loop_accesses`` (element accesses, global or local, in such loops), ``loop_flops`` (their
      float ops, per work-item), ``sync_loop_accesses`` (``loop_accesses`` of a kernel with
-     barriers) and ``nested_loop_accesses`` (loop accesses weighted by the work-item loops
-     around them beyond the innermost: a nest's loop control and index arithmetic) — on a
+     barriers) and ``nested_loop_accesses`` (the iterations of a nest's body that accesses
+     memory, weighted by the work-item loops around it beyond the innermost, once however
+     many accesses the body makes: a nest's loop control and index arithmetic) — on a
      CPU such a loop runs scalar, iteration after iteration (a CPU OpenCL compiler
      vectorizes across work-items only straight-line code), and in a kernel with
      barriers PoCL keeps private values in memory across the regions between barriers, which
@@ -166,7 +167,9 @@ from polyfuse.perf.counts import LINE_BYTES, KernelCounts, count_kernel, count_p
 
 Progress = Optional[Callable[[str], None]]
 
-SCHEMA = "polyfuse.model/1"
+#: bumped when the features' meaning changes under the same names (2: a nest's loop control
+#: charged per iteration, not per access), so that a cached calibration is measured again
+SCHEMA = "polyfuse.model/2"
 
 #: Features whose costs overlap with each other through the on-chip side of ``smax_p``.
 ONCHIP_FEATURES = ("flop_simple", "flop_fma", "flop_div", "flop_special", "int_divmod",
@@ -1552,6 +1555,8 @@ def calibration_warm_shares(counts: KernelCounts, llc_bytes: int) -> dict[str, f
 
 #: calibration launches shorter than this are measured warm (:func:`measure_calibration`)
 TINY_LAUNCH_S = 20e-6
+#: the back-to-back launches of a tiny calibration launch a round's sample is the median of
+TINY_RUNS = 9
 
 
 def measure_calibration(kernels: Sequence[CalibrationKernel], queue: Any, repeat: int,
@@ -1564,7 +1569,8 @@ def measure_calibration(kernels: Sequence[CalibrationKernel], queue: Any, repeat
     finds the caches holding what other kernels touched, not its own data (cold), except
     launches under :data:`TINY_LAUNCH_S` (mostly launch overhead, paid back to back in a
     program) and the ``warm`` ones (a consumer of the data its producer just touched): those
-    run right after an untimed launch of their own.  On a device that runs kernels in the
+    run right after an untimed launch of their own (a tiny one after :data:`TINY_RUNS`, its
+    round's sample the median of as many back to back).  On a device that runs kernels in the
     calling thread (PoCL ``basic``) the samples are that thread's CPU seconds, which other
     jobs' load does not inflate (:func:`~polyfuse.runtime.device.runs_in_calling_thread`).
     A kernel the device compiler rejects or crashes on (checked in a worker first,
@@ -1609,12 +1615,16 @@ def measure_calibration(kernels: Sequence[CalibrationKernel], queue: Any, repeat
                 continue
             kernel, ck = item
             # a launch of a few microseconds is mostly launch overhead, which in a program is
-            # paid back to back: such a one (by its first sample, warm) is launched twice in a
-            # row and the second kept
+            # paid back to back: such a one (by its first sample, warm) is launched after
+            # launches of its own, and its sample is the median of TINY_RUNS back to back (one
+            # launch of a microsecond on PoCL pthread measured 0.3 to 1.5 us from round to
+            # round: the workers' wake-up, not the launch)
             tiny = bool(samples[i]) and samples[i][0] < TINY_LAUNCH_S
-            res = time_kernel(queue, kernel, ck.global_size, ck.local_size, None, repeat=1,
-                              warmup=1 if (r == 0 or tiny or ck.warm) else 0, thread_time=cpu)
-            samples[i].extend(res.samples)
+            res = time_kernel(queue, kernel, ck.global_size, ck.local_size, None,
+                              repeat=TINY_RUNS if tiny else 1,
+                              warmup=TINY_RUNS if tiny else 1 if (r == 0 or ck.warm) else 0,
+                              thread_time=cpu)
+            samples[i].append(float(np.median(res.samples)))
     return [s if built[i] is not None else None for i, s in enumerate(samples)]
 
 
@@ -1862,8 +1872,12 @@ class Calibration:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Calibration:
-        if d.get("schema") != SCHEMA:
-            raise PolyfuseError(f"not a polyfuse model calibration (schema {d.get('schema')!r})")
+        schema = str(d.get("schema", ""))
+        if schema != SCHEMA and schema.startswith(SCHEMA.split("/")[0] + "/"):
+            raise PolyfuseError(f"the calibration was made by another polyfuse (schema "
+                                f"{schema!r}, this one reads {SCHEMA!r}): calibrate again")
+        if schema != SCHEMA:
+            raise PolyfuseError(f"not a polyfuse model calibration (schema {schema!r})")
         if list(d.get("features", FEATURES)) != list(FEATURES):
             raise PolyfuseError("the calibration was fitted on other features (an older "
                                 "polyfuse): calibrate again")
