@@ -141,16 +141,15 @@ def measure_launches(program: Program, launches: Sequence[LaunchPrediction], *,
     cpu = runs_in_calling_thread(queue.device)
     samples: dict[int, list[float]] = {lp.launch: [] for lp in launches}
     started = time.perf_counter()
-    recorded_since: Optional[float] = None
+    recorded_since: Optional[float] = None  # when the warm-up ended
     recorded = 0
     while True:
         now = time.perf_counter()
-        warm = recorded_since is None
-        if warm and now - started >= WARM_UP_S:
+        if recorded_since is None and now - started >= WARM_UP_S:
             recorded_since = now
-            warm = False
-        if not warm and (recorded >= MAX_RUNS or recorded >= repeat and (
-                recorded_since is not None and now - recorded_since >= min_time_s)):
+        warm = recorded_since is None
+        if recorded_since is not None and (recorded >= MAX_RUNS or recorded >= repeat
+                                           and now - recorded_since >= min_time_s):
             break
         if warm or recorded % 10 == 0:
             say(f"measuring: run {recorded + 1} of {len(launches)} launches"
