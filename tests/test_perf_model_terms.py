@@ -299,6 +299,37 @@ def test_short_calibration_launches_grow_until_they_last(monkeypatch: pytest.Mon
     assert any(np.prod(b.global_size) > np.prod(a.global_size) for a, b in zip(base, got))
 
 
+def test_a_tiny_calibration_launch_is_sampled_after_another_kernels(monkeypatch):
+    """A launch of microseconds (its first sample under ``TINY_LAUNCH_S``) gets one sample a
+    round, the median of ``TINY_RUNS`` launches after as many unrecorded, each right after a
+    launch of another tiny kernel (a program's launches follow other kernels'); a longer one
+    is launched once a round."""
+    from polyfuse.runtime import device as rd
+
+    queue = _queue()
+    empties = [ck for ck in pm.calibration_kernels(True) if ck.kernel == "empty"][:2]
+    stream = next(ck for ck in pm.calibration_kernels(True)
+                  if ck.label.startswith("stream 1->1") and np.prod(ck.global_size) >= 1 << 19)
+    order: list[str] = []
+    real = rd.time_kernel
+
+    def recorded(queue, kernel, *args, **kw):
+        order.append(kernel.function_name)
+        return real(queue, kernel, *args, **kw)
+
+    monkeypatch.setattr(rd, "time_kernel", recorded)
+    times = pm.measure_calibration(empties + [stream], queue, 3)
+    assert all(ts is not None and len(ts) == 3 and min(ts) > 0 for ts in times)
+    assert times[2][0] >= pm.TINY_LAUNCH_S  # 2 MB: never tiny
+    first, later = order[:3], order[3:]
+    assert first == ["empty", "empty", stream.kernel]
+    tiny = sum(ts[0] < pm.TINY_LAUNCH_S for ts in times)  # the empty kernels, unless loaded
+    # each tiny one: 2 x TINY_RUNS launches, each after the other tiny kernel's
+    per_round = tiny * 2 * pm.TINY_RUNS * (2 if tiny > 1 else 1) + (3 - tiny)
+    assert len(later) == 2 * per_round
+    assert later.count(stream.kernel) == 2
+
+
 def test_short_calibration_launches_grow_on_the_device():
     """The rule on PoCL at a threshold its quick launches partly miss: the grown launches
     run, and the threshold is met or the scale is at its cap."""

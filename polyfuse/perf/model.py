@@ -1555,7 +1555,8 @@ def calibration_warm_shares(counts: KernelCounts, llc_bytes: int) -> dict[str, f
 
 #: calibration launches shorter than this are measured warm (:func:`measure_calibration`)
 TINY_LAUNCH_S = 20e-6
-#: the back-to-back launches of a tiny calibration launch a round's sample is the median of
+#: the launches of a tiny calibration launch a round's sample is the median of (after as
+#: many unrecorded), each after one of another tiny kernel
 TINY_RUNS = 9
 
 
@@ -1570,7 +1571,8 @@ def measure_calibration(kernels: Sequence[CalibrationKernel], queue: Any, repeat
     launches under :data:`TINY_LAUNCH_S` (mostly launch overhead, paid back to back in a
     program) and the ``warm`` ones (a consumer of the data its producer just touched): those
     run right after an untimed launch of their own (a tiny one after :data:`TINY_RUNS`, its
-    round's sample the median of as many back to back).  On a device that runs kernels in the
+    round's sample the median of as many more, each right after a launch of another tiny
+    kernel, as a program's launches follow other kernels').  On a device that runs kernels in the
     calling thread (PoCL ``basic``) the samples are that thread's CPU seconds, which other
     jobs' load does not inflate (:func:`~polyfuse.runtime.device.runs_in_calling_thread`).
     A kernel the device compiler rejects or crashes on (checked in a worker first,
@@ -1616,15 +1618,28 @@ def measure_calibration(kernels: Sequence[CalibrationKernel], queue: Any, repeat
             kernel, ck = item
             # a launch of a few microseconds is mostly launch overhead, which in a program is
             # paid back to back: such a one (by its first sample, warm) is launched after
-            # launches of its own, and its sample is the median of TINY_RUNS back to back (one
-            # launch of a microsecond on PoCL pthread measured 0.3 to 1.5 us from round to
-            # round: the workers' wake-up, not the launch)
+            # launches of its own, and its sample is the median of TINY_RUNS more (one launch
+            # of a microsecond on PoCL pthread measured 0.3 to 1.5 us from round to round: the
+            # workers' wake-up, not the launch)
             tiny = bool(samples[i]) and samples[i][0] < TINY_LAUNCH_S
-            res = time_kernel(queue, kernel, ck.global_size, ck.local_size, None,
-                              repeat=TINY_RUNS if tiny else 1,
-                              warmup=TINY_RUNS if tiny else 1 if (r == 0 or ck.warm) else 0,
-                              thread_time=cpu)
-            samples[i].append(float(np.median(res.samples)))
+            if not tiny:
+                res = time_kernel(queue, kernel, ck.global_size, ck.local_size, None,
+                                  repeat=1, warmup=1 if (r == 0 or ck.warm) else 0,
+                                  thread_time=cpu)
+                samples[i].append(res.samples[0])
+                continue
+            # in a program the launch before is another kernel's: each timed launch follows
+            # one of another tiny kernel (untimed)
+            other = next((b for j, b in enumerate(built) if b is not None and j != i
+                          and samples[j] and samples[j][0] < TINY_LAUNCH_S), None)
+            runs = []
+            for _ in range(2 * TINY_RUNS):
+                if other is not None:
+                    time_kernel(queue, other[0], other[1].global_size, other[1].local_size,
+                                None, repeat=1, warmup=0, thread_time=cpu)
+                runs.extend(time_kernel(queue, kernel, ck.global_size, ck.local_size, None,
+                                        repeat=1, warmup=0, thread_time=cpu).samples)
+            samples[i].append(float(np.median(runs[TINY_RUNS:])))
     return [s if built[i] is not None else None for i, s in enumerate(samples)]
 
 
