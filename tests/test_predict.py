@@ -168,6 +168,27 @@ def test_a_short_program_is_measured_over_more_runs_than_asked(
     assert all(lp.measured_s and lp.measured_s > 0 for lp in short + exact)
 
 
+def test_cli_takes_a_real_programs_flags(saved_calibration: pm.Calibration):
+    """A real host program needs its command line and definitions, as ``polyfuse fuse`` takes
+    them: ``--args`` sizes the getopt host's launch (its loop of ``-i`` launches counted as
+    instances), ``-D`` defines a macro; without ``--args`` the same host is refused in one
+    line naming what to give."""
+    d = ROOT / "tests" / "host_programs" / "getopt_c"
+    r = run_cli("predict", d / "kernels.cl", "--host", d / "host.c", "--args", "-i 3 -n 512",
+                "-D", "UNUSED_BY_THIS_HOST=1", "--json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    (launch,) = data["launches"]
+    assert launch["count"] == 3 and launch["counts"]["work_items"] == 3 * 512
+    # the host passes a NULL local size: predicted (and measured) at one the note names
+    assert data["notes"] == ["launch 0 (inc): the host leaves the local size to the device; "
+                             "predicted and measured at (256,)"]
+    r = run_cli("predict", d / "kernels.cl", "--host", d / "host.c")
+    assert r.returncode == 1 and "--args" in r.stderr.strip().splitlines()[-1]
+    r = run_cli("predict", ROOT / "examples" / "models" / "mlp_gelu_ln.onnx", "-D", "X=1")
+    assert r.returncode == 1 and "takes no --host, -I, -D nor --args" in r.stderr
+
+
 def test_launch_in_host_loop_is_per_instance():
     """A launch repeated by a host loop: count = instances, times per instance."""
     b = polyfuse.ProgramBuilder(str(CHAIN / "kernels.cl"), name="looped")

@@ -55,7 +55,9 @@ def add_param_flag(p: argparse.ArgumentParser, help_: str) -> None:
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help=help_)
 
 
-def add_program_inputs(p: argparse.ArgumentParser) -> None:
+def add_program_inputs(p: argparse.ArgumentParser,
+                       param_help: str = "fix a value the host reads at run time (integer or "
+                                         "float)") -> None:
     """The flags that say what OpenCL program to load (analyze, fuse, count, ...)."""
     p.add_argument("--host", action="append", default=[], metavar="HOST.c",
                    help="host program (C or C++); repeat for each file of a multi-file host")
@@ -65,7 +67,7 @@ def add_program_inputs(p: argparse.ArgumentParser) -> None:
                    help="preprocessor definition (host and kernels)")
     p.add_argument("--args", dest="program_args", metavar='"ARGV..."',
                    help="the program's own command line (argc/argv, getopt, atoi...)")
-    add_param_flag(p, "fix a value the host reads at run time (integer or float)")
+    add_param_flag(p, param_help)
     p.add_argument("--allow-empty", action="store_true",
                    help="accept a host program that launches no kernel")
     p.add_argument("--kernel-source-override", action="store_true",
@@ -116,7 +118,7 @@ def load_program_inputs(args: argparse.Namespace, kernels: Sequence[str]) -> Pro
     except ValueError as err:
         raise _UsageError(f"--args: {err}") from None
     queries = None
-    if getattr(args, "verify", False) and args.host:
+    if (getattr(args, "verify", False) or getattr(args, "measure", False)) and args.host:
         # the device that verifies the program answers the host's device queries
         from polyfuse.runtime.execute import device_queries
 
@@ -638,11 +640,24 @@ def cmd_roofline(args: argparse.Namespace) -> int:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from polyfuse.apps.prediction import predict
+    from polyfuse.apps.prediction import check_opencl_sources, predict
 
     if args.repeat < 1:
         raise _UsageError("--repeat must be at least 1")
-    pred = predict(args.source, device=args.device, host=args.host or None,
+    sources: list[str] = list(args.source)
+    source: Union[str, Program]
+    if len(sources) == 1 and sources[0].lower().endswith(".onnx"):
+        if args.include or args.define or args.program_args is not None or args.host:
+            raise _UsageError("an ONNX model takes no --host, -I, -D nor --args")
+        source = sources[0]
+    else:
+        if any(s.lower().endswith(".onnx") for s in sources):
+            raise _UsageError("an ONNX model is predicted on its own")
+        if args.form:
+            raise _UsageError("--form applies to an ONNX model only")
+        check_opencl_sources(sources, args.host)
+        source = load_program_inputs(args, sources)
+    pred = predict(source, device=args.device,
                    params=_parse_params(args.param), fused=args.fused, measure=args.measure,
                    repeat=args.repeat, recalibrate=args.recalibrate, form=args.form,
                    progress=None if args.quiet else (lambda m: _progress(args, m)))
@@ -940,11 +955,11 @@ def build_parser() -> argparse.ArgumentParser:
                     "--measure the measured time and the error)",
                     epilog="The device's calibration (micro-benchmarks fitted by least "
                            "squares) is measured once and cached; its path is printed.")
-    p.add_argument("source", metavar="KERNELS.cl|MODEL.onnx",
-                   help="OpenCL C file (with --host) or ONNX model")
-    p.add_argument("--host", action="append", default=[], metavar="HOST.c",
-                   help="host program of KERNELS.cl (C or C++)")
-    add_param_flag(p, "fix a value the host reads at run time, or an ONNX dynamic dimension")
+    p.add_argument("source", nargs="*", metavar="KERNELS.cl|MODEL.onnx",
+                   help="OpenCL C file(s) of a program (with --host; none: the host builds "
+                        "its kernels from its own strings) or an ONNX model")
+    add_program_inputs(p, "fix a value the host reads at run time, or an ONNX dynamic "
+                          "dimension")
     p.add_argument("--fused", action="store_true", help="predict the fused program instead")
     p.add_argument("--form", choices=sorted(KERNEL_VARIANTS),
                    help="an ONNX model's kernel form (default: the one a session of it runs)")

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from polyfuse.core.program import PolyfuseError, Program
+from polyfuse.core.program import Launch, PolyfuseError, Program
 from polyfuse.perf.launches import (
     SHOWN_COUNTS,
     LaunchPrediction,
@@ -49,6 +49,8 @@ class Prediction:
     launches: tuple[LaunchPrediction, ...]
     #: an ONNX model's kernel form and how it was chosen; "" for OpenCL C programs
     form: str = ""
+    #: what was decided for the user (a local size the host leaves to the device)
+    notes: tuple[str, ...] = ()
 
     @property
     def measured(self) -> bool:
@@ -75,6 +77,7 @@ class Prediction:
     def to_dict(self) -> dict[str, Any]:
         return {"program": self.program, "device": self.device, "device_key": self.device_key,
                 "calibration": self.calibration, "fused": self.fused, "form": self.form,
+                "notes": list(self.notes),
                 "predicted_s": self.predicted_s, "measured_s": self.measured_s,
                 "geomean_error": self.geomean_error,
                 "launches": [lp.to_dict() for lp in self.launches]}
@@ -105,7 +108,7 @@ class Prediction:
                       f"{self.geomean_error:.0%} over {len(self.launches)} launches")
         lines += ["", f"{self.program} on {self.device} ({'fused' if self.fused else 'unfused'})"
                   + (f"; kernel form {self.form}" if self.form else ""),
-                  total, f"calibration: {self.calibration}"]
+                  total, *self.notes, f"calibration: {self.calibration}"]
         return "\n".join(lines)
 
 
@@ -142,15 +145,66 @@ def load_source(source: Source, *, host: Optional[Union[str, Sequence[str]]] = N
                          target=device_target(device).with_variant(form))
     if form:
         raise PolyfuseError(f"{path}: a kernel form applies to an ONNX model only")
-    if path.suffix.lower() not in (".cl", ".c", ".h", ".cpp"):
-        raise PolyfuseError(f"{path}: not an ONNX model (.onnx) nor OpenCL C (.cl)")
-    if not host:
-        raise PolyfuseError(f"{path}: predicting needs the launches: give the host program "
-                            "(--host HOST.c)")
+    check_opencl_sources([path], host)
     from polyfuse.frontend.host import load_opencl
 
     hosts = [host] if isinstance(host, str) else list(host)
     return load_opencl([str(path)], host=hosts, params=dict(params or {}), check_params=True)
+
+
+def check_opencl_sources(kernels: Sequence[Union[str, os.PathLike]],
+                         host: Optional[Union[str, Sequence[str]]]) -> None:
+    """Raise :class:`PolyfuseError` unless ``kernels`` (none: the host reads its kernels'
+    source itself) are existing OpenCL C files and there is a ``host`` that launches them."""
+    for k in kernels:
+        path = Path(os.fspath(k))
+        if not path.exists():
+            raise PolyfuseError(f"{path}: no such file")
+        if path.suffix.lower() not in (".cl", ".c", ".h", ".cpp"):
+            raise PolyfuseError(f"{path}: not an ONNX model (.onnx) nor OpenCL C (.cl)")
+    if not host:
+        where = f"{os.fspath(kernels[0])}: " if kernels else ""
+        raise PolyfuseError(f"{where}predicting needs the launches: give the host program "
+                            "(--host HOST.c)")
+
+
+#: a launch whose host leaves the local size to the implementation (NULL) is predicted and
+#: measured at the widest work-group along dimension 0 that divides its global size, at most
+#: this many work-items and the device's limit (1 along the other dimensions): a count needs
+#: one, and the program then runs with the work-groups it was predicted for
+NULL_LOCAL_WIDTH = 256
+
+
+def explicit_local_sizes(program: Program, params: Mapping[str, int], device: Any = None
+                         ) -> tuple[Program, list[str]]:
+    """``program`` with a concrete local size for each launch whose host passes NULL and whose
+    global size is known (:data:`NULL_LOCAL_WIDTH`), and one line per launch changed.  OpenCL
+    leaves that size to the implementation, so a kernel launched that way is correct with any
+    size that divides the global size."""
+    import dataclasses
+
+    import sympy
+
+    from polyfuse.core.islutil import int_symbol
+    from polyfuse.runtime.device import DeviceLimits, get_device
+
+    limit = min(NULL_LOCAL_WIDTH, DeviceLimits.from_device(get_device(device)).max_work_group_size)
+    subs = {int_symbol(k): v for k, v in params.items()}
+    subs.update({sympy.Symbol(k): v for k, v in params.items()})
+    notes: list[str] = []
+    ops = []
+    for op in program.ops:
+        if isinstance(op, Launch) and op.local_size is None:
+            sizes = [sympy.sympify(g).subs(subs) for g in op.global_size]
+            if all(g.is_Integer and int(g) > 0 for g in sizes):
+                first = int(sizes[0])
+                width = max(w for w in range(1, min(limit, first) + 1) if first % w == 0)
+                local = (width,) + (1,) * (len(sizes) - 1)
+                op = dataclasses.replace(op, local_size=tuple(sympy.Integer(v) for v in local))
+                notes.append(f"launch {op.id} ({op.kernel}): the host leaves the local size to "
+                             f"the device; predicted and measured at {local}")
+        ops.append(op)
+    return dataclasses.replace(program, ops=tuple(ops)), notes
 
 
 def model_form(path: Union[str, os.PathLike], params: Mapping[str, int], device: Any = None
@@ -195,6 +249,9 @@ def predict(source: Source, device: Any = None, *, host: Optional[Union[str, Seq
             form, how = model_form(source, ints, device)
         form_note = f"{form} ({how})"
     program = load_source(source, host=host, params=params, device=device, form=form)
+    program, null_local = explicit_local_sizes(program, ints, device)
+    for note in null_local:
+        say(note)
     if fused:
         from polyfuse.passes.pipeline import fuse_program
 
@@ -209,8 +266,10 @@ def predict(source: Source, device: Any = None, *, host: Optional[Union[str, Seq
         launches = measure_launches(program, launches, params=ints, device=device,
                                     repeat=repeat, progress=progress)
     return Prediction(program.name, dev.name.strip(), calibration.device_key,
-                      str(calibration.path), fused, tuple(launches), form_note)
+                      str(calibration.path), fused, tuple(launches), form_note,
+                      tuple(null_local))
 
 
-__all__ = ["LaunchPrediction", "Prediction", "load_source", "measure_launches", "model_form",
-           "predict", "predict_program"]
+__all__ = ["NULL_LOCAL_WIDTH", "LaunchPrediction", "Prediction", "check_opencl_sources",
+           "explicit_local_sizes", "load_source", "measure_launches", "model_form", "predict",
+           "predict_program"]
