@@ -71,6 +71,10 @@ from polyfuse.frontend.affine import AffineExtractor, Array, NonAffine, State, V
 __all__ = ["parse_kernels", "extract_kernel", "specialize", "KernelContext"]
 
 _FENCES = {1: "local", 2: "global", 4: "image"}
+#: the words of a kernel's note about a call the model keeps opaque (its arrays read and written
+#: entirely): dependences stay sound, but the call's own work is not in any count
+NOT_INLINED = "which polyfuse does not inline"
+
 _BARRIERS = {"barrier", "work_group_barrier"}
 _FENCE_ONLY = {"mem_fence", "read_mem_fence", "write_mem_fence"}
 _GROUPING_FUNCS = {"get_local_id", "get_group_id", "get_local_size", "get_num_groups"}
@@ -671,7 +675,7 @@ class _Extractor(AffineExtractor):
                                                                             c_ast.ArrayRef):
                 for s in syntax.flatten_ref(a.expr)[1]:
                     rec(s)
-            why = (f"{p.array.name} is passed to {f}(), which polyfuse does not inline: "
+            why = (f"{p.array.name} is passed to {f}(), {NOT_INLINED}: "
                    "read and written entirely (may)")
             self.note(why)
             rel = self._whole(p.array, st, dom)

@@ -76,10 +76,19 @@ def predict_program(program: Program, calibration: Calibration, *,
                     params: Optional[Mapping[str, int]] = None,
                     progress: Progress = None) -> list[LaunchPrediction]:
     """The model's time of every launch of ``program`` (counts at ``params``)."""
+    from polyfuse.frontend.opencl import NOT_INLINED
     from polyfuse.perf.counts import count_program
     from polyfuse.perf.model import features_of, warm_shares
 
     say = progress or (lambda _m: None)
+    for launch in program.launches:
+        kernel = program.kernels.get(launch.kernel)
+        opaque = next((n for n in kernel.notes if NOT_INLINED in n), None) if kernel else None
+        if opaque is not None:
+            where = f"{kernel.loc}: " if kernel.loc else ""
+            raise PolyfuseError(f"{where}kernel {kernel.name}: {opaque.split(': ')[0]}: the "
+                                "work of that call is in no count, so the launch's time cannot "
+                                "be predicted")
     say(f"counting the {len(program.launches)} launches of {program.name} (barvinok)")
     counts = count_program(program, subgroup_size=calibration.subgroup_size,
                            values=dict(params or {}))
