@@ -827,3 +827,44 @@ def test_a_footprint_with_many_divisions_is_bounded_by_its_hull(monkeypatch):
     monkeypatch.setattr(pc, "FOOTPRINT_MAX_DIVS", divs - 1)
     bound = pc._footprint(strided, ctx).evaluate({}).value
     assert bound > len(set(points)) and bound == max(points) - min(points) + 1
+
+
+GRID_STRIDE = """
+__kernel void with_init(__global const float *a, __global const float *b,
+                        __global float *out, const int n)
+{
+    float acc = 0.0f;
+    for (int i = get_global_id(0); i < n; i += get_global_size(0))
+        acc += a[i] * b[i];
+    out[get_global_id(0)] = acc;
+}
+
+__kernel void without_init(__global const float *a, __global float *out, const long n)
+{
+    size_t i = get_global_id(0);
+    const int stride = get_global_size(0);
+    float acc = 0.0f;
+    for (; i < n; i = i + stride)
+        acc += a[i];
+    out[get_global_id(0)] = acc;
+}
+"""
+
+
+@pytest.mark.parametrize("name", ["with_init", "without_init"])
+@pytest.mark.parametrize("glob,n", [((64,), 1000), ((96,), 96), ((32,), 31)])
+def test_grid_stride_loops_are_exact_at_a_known_launch(name: str, glob: tuple[int, ...],
+                                                       n: int) -> None:
+    """A grid-stride loop (``i += get_global_size(0)``, from an initialiser or from the value
+    ``i`` has, the stride in a variable or not) steps by a constant once the launch's global
+    size is known: modelled exactly, its counts equal the brute force (BabelStream's dot
+    product was refused for a count with no bound).  Without the global size the loop stays
+    a generic one (over-approximated), as before."""
+    local = (32,)
+    ctx = KernelContext(local_size=local + (None, None), global_size=glob + (None, None))
+    kernel = parse_kernels(GRID_STRIDE, context=ctx)[name]
+    assert all(s.exact_domain for s in kernel.statements)
+    kc = pc.count_kernel(kernel, subgroup_size=4, granularity="work-item")
+    check_against(kc, kernel, Oracle(kernel, glob, local, {"n": n}), {"n": n})
+    generic = parse_kernels(GRID_STRIDE)[name]
+    assert not all(s.exact_domain for s in generic.statements)

@@ -1035,12 +1035,57 @@ class _Extractor(AffineExtractor):
         self.prefix.pop()
         self.counters.pop()
 
+    def _constant_step(self, node: c_ast.For, it: str, st: State, body_mod: set[str]
+                       ) -> Optional[int]:
+        """The step of ``it`` when the update adds an expression that is one constant at this
+        launch though not a literal: a grid-stride loop's ``i += get_global_size(0)`` (or a
+        variable holding it) once the launch's sizes are known, a scalar argument of known
+        value.  None otherwise (nothing it reads may change in the body)."""
+        nxt = node.next
+        incr, sign = None, 1
+        if isinstance(nxt, c_ast.Assignment) and isinstance(nxt.lvalue, c_ast.ID) \
+                and nxt.lvalue.name == it:
+            if nxt.op in ("+=", "-="):
+                incr, sign = nxt.rvalue, (1 if nxt.op == "+=" else -1)
+            elif nxt.op == "=" and isinstance(nxt.rvalue, c_ast.BinaryOp) \
+                    and nxt.rvalue.op in ("+", "-"):
+                r = nxt.rvalue
+                if isinstance(r.left, c_ast.ID) and r.left.name == it:
+                    incr, sign = r.right, (1 if r.op == "+" else -1)
+                elif r.op == "+" and isinstance(r.right, c_ast.ID) and r.right.name == it:
+                    incr = r.left
+        if incr is None or it in syntax.free_ids(incr) or syntax.free_ids(incr) & body_mod:
+            return None
+        try:
+            pw = self.aff(incr, st)
+        except NonAffine:
+            return None
+        pieces = pw.get_pieces()
+        if len(pieces) != 1 or not pieces[0][1].is_cst() \
+                or not pw.domain().is_equal(isl.Set.universe(pw.domain().get_space())):
+            return None
+        value = pieces[0][1].get_constant_val()
+        if not value.is_int():
+            return None
+        step = sign * int(value.to_python())
+        return step or None
+
     def _for(self, node: c_ast.For, st: State) -> None:
         it, lb_node, step = syntax.loop_shape(node)
+        if it is None and node.init is None:
+            # ``for (; i < n; i += s)``: the loop starts from the value ``i`` has
+            it = _updated(node.next)
+            if it is not None and it in st.env:
+                lb_node = c_ast.ID(it, node.coord)
+                step = syntax.counted_step(node, it) or None
+            else:
+                it = None
         body_mod = syntax.modified(node.stmt)
         escapes = syntax.escapes(node.stmt)
         if it is not None and it not in body_mod and syntax.counted_step(node, it) == 0:
             self._refuse_endless(node, it, lb_node, st)
+        if it is not None and step is None and it not in body_mod:
+            step = self._constant_step(node, it, st, body_mod)
         seq = None
         if it is not None and step is None and it not in body_mod:
             seq = self._sequence(node, it, lb_node, st, body_mod)
@@ -1355,6 +1400,17 @@ def _update_expr(nxt: Any, it: str) -> Optional[Any]:
         if nxt.op == "=":
             return nxt.rvalue
         return c_ast.BinaryOp(nxt.op[:-1], nxt.lvalue, nxt.rvalue, nxt.coord)
+    return None
+
+
+def _updated(nxt: Any) -> Optional[str]:
+    """The variable a for loop's update expression steps (``i++``, ``i += s``, ``i = i + s``),
+    or None."""
+    if isinstance(nxt, c_ast.UnaryOp) and nxt.op in ("++", "p++", "--", "p--") \
+            and isinstance(nxt.expr, c_ast.ID):
+        return nxt.expr.name
+    if isinstance(nxt, c_ast.Assignment) and isinstance(nxt.lvalue, c_ast.ID):
+        return nxt.lvalue.name
     return None
 
 

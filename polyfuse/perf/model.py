@@ -307,10 +307,15 @@ class Features:
 
 def _value(c: Any, what: str, kernel: str) -> float:
     v = c.value
+    if v is None and (getattr(c, "unbounded", False) or not c.expr.free_symbols):
+        raise PolyfuseError(f"kernel {kernel}: {what} has no bound the model can count (a loop "
+                            "whose trip count, or a condition, depends on values in memory or "
+                            "on a computation polyfuse does not model exactly); its time "
+                            "cannot be predicted")
     if v is None:
         free = sorted(s.name for s in c.expr.free_symbols)
         given = " ".join(f"--param {name}=VALUE" for name in free) or "--param NAME=VALUE"
-        raise PolyfuseError(f"kernel {kernel}: {what} is symbolic in {', '.join(free) or '?'}; "
+        raise PolyfuseError(f"kernel {kernel}: {what} is symbolic in {', '.join(free)}; "
                             f"give the sizes to predict ({given}, or params= in Python)")
     return float(Fraction(v)) if not isinstance(v, float) else v
 
