@@ -868,3 +868,22 @@ def test_grid_stride_loops_are_exact_at_a_known_launch(name: str, glob: tuple[in
     check_against(kc, kernel, Oracle(kernel, glob, local, {"n": n}), {"n": n})
     generic = parse_kernels(GRID_STRIDE)[name]
     assert not all(s.exact_domain for s in generic.statements)
+
+
+def test_a_pointer_walk_without_initialiser_stays_a_generic_loop() -> None:
+    """``for (; p < end; p++)`` steps a pointer, not an integer: not a counted loop (its
+    accesses over-approximated), as before loops without an initialiser were counted."""
+    src = """
+    __kernel void walk(__global const float *a, __global float *out, const int n)
+    {
+        __global const float *p = a + get_global_id(0);
+        __global const float *end = a + n;
+        float acc = 0.0f;
+        for (; p < end; p++)
+            acc += *p;
+        out[get_global_id(0)] = acc;
+    }
+    """
+    ctx = KernelContext(local_size=(32, None, None), global_size=(64, None, None))
+    kernel = parse_kernels(src, context=ctx)["walk"]
+    assert not all(s.exact_domain for s in kernel.statements)

@@ -1075,7 +1075,7 @@ class _Extractor(AffineExtractor):
         if it is None and node.init is None:
             # ``for (; i < n; i += s)``: the loop starts from the value ``i`` has
             it = _updated(node.next)
-            if it is not None and it in st.env:
+            if it is not None and it in st.env and st.env[it].kind == "int":
                 lb_node = c_ast.ID(it, node.coord)
                 step = syntax.counted_step(node, it) or None
             else:
