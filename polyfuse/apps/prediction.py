@@ -188,6 +188,8 @@ def explicit_local_sizes(program: Program, params: Mapping[str, int], device: An
     from polyfuse.core.islutil import int_symbol
     from polyfuse.runtime.device import DeviceLimits, get_device
 
+    if all(op.local_size is not None for op in program.launches):
+        return program, []
     limit = min(NULL_LOCAL_WIDTH, DeviceLimits.from_device(get_device(device)).max_work_group_size)
     subs = {int_symbol(k): v for k, v in params.items()}
     subs.update({sympy.Symbol(k): v for k, v in params.items()})

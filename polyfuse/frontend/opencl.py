@@ -1041,19 +1041,13 @@ class _Extractor(AffineExtractor):
         launch though not a literal: a grid-stride loop's ``i += get_global_size(0)`` (or a
         variable holding it) once the launch's sizes are known, a scalar argument of known
         value.  None otherwise (nothing it reads may change in the body)."""
-        nxt = node.next
+        nxt = _update_expr(node.next, it)  # it + s, it - s or s + it
         incr, sign = None, 1
-        if isinstance(nxt, c_ast.Assignment) and isinstance(nxt.lvalue, c_ast.ID) \
-                and nxt.lvalue.name == it:
-            if nxt.op in ("+=", "-="):
-                incr, sign = nxt.rvalue, (1 if nxt.op == "+=" else -1)
-            elif nxt.op == "=" and isinstance(nxt.rvalue, c_ast.BinaryOp) \
-                    and nxt.rvalue.op in ("+", "-"):
-                r = nxt.rvalue
-                if isinstance(r.left, c_ast.ID) and r.left.name == it:
-                    incr, sign = r.right, (1 if r.op == "+" else -1)
-                elif r.op == "+" and isinstance(r.right, c_ast.ID) and r.right.name == it:
-                    incr = r.left
+        if isinstance(nxt, c_ast.BinaryOp) and nxt.op in ("+", "-"):
+            if isinstance(nxt.left, c_ast.ID) and nxt.left.name == it:
+                incr, sign = nxt.right, (1 if nxt.op == "+" else -1)
+            elif nxt.op == "+" and isinstance(nxt.right, c_ast.ID) and nxt.right.name == it:
+                incr = nxt.left
         if incr is None or it in syntax.free_ids(incr) or syntax.free_ids(incr) & body_mod:
             return None
         try:

@@ -1084,8 +1084,9 @@ def count_kernel(kernel: Kernel, *, subgroup_size: Optional[int] = None,
                 depth = _work_item_loop_depth(dom, with_barrier)
                 # a nest's loop control and index arithmetic are paid per iteration, once
                 # for all the accesses of its body (they share the address computation)
-                if depth > 1 and _domain_key(dom) not in nested_domains:
-                    nested_domains.add(_domain_key(dom))
+                body = _domain_key(dom) if depth > 1 else None
+                if body is not None and body not in nested_domains:
+                    nested_domains.add(body)
                     grp["nested"].append(counter.instances(dom, "work-item")
                                          .scale_val(isl.Val(depth - 1)))
             grp["count"].append(wi if gran == "work-item" else counter.instances(dom, gran))

@@ -307,7 +307,7 @@ class Features:
 
 def _value(c: Any, what: str, kernel: str) -> float:
     v = c.value
-    if v is None and (getattr(c, "unbounded", False) or not c.expr.free_symbols):
+    if v is None and (c.unbounded or not c.expr.free_symbols):
         raise PolyfuseError(f"kernel {kernel}: {what} has no bound the model can count (a loop "
                             "whose trip count, or a condition, depends on values in memory or "
                             "on a computation polyfuse does not model exactly); its time "
